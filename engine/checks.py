@@ -1,0 +1,180 @@
+"""Evaluating checks against one reply.
+
+`evaluate_level` grades the plain checks of one level of a conversation tree and returns one CheckResult
+per check item, in list order (follow-up-only items have no result). Checks that need a model (semantic,
+llm_judge) call the judge client; an endpoint failure there raises EndpointError like any model call.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from .clients import ChatClient, EndpointError, estimate_tokens
+from .judge import judge_messages, normalise_score, parse_verdict
+from .matching import glob_match
+from .results import CheckResult, Usage
+from .schema import DEFAULT_EMBEDDING_MODEL, Check
+
+
+@dataclass
+class Reply:
+    text: str
+    completion_tokens: int | None  # None when the endpoint did not report usage
+    conversation: list[dict]  # every message so far, ending with this reply
+
+
+@dataclass
+class JudgeContext:
+    client: ChatClient
+    model: str
+    spent: Usage = field(default_factory=Usage)
+    cost: float = 0.0
+
+    def charge(self, usage: Usage, cost: float) -> None:
+        self.spent = self.spent + usage
+        self.cost += cost
+
+
+def _quote(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return f'"{text[: limit - 1]}…"' if len(text) > limit else f'"{text}"'
+
+
+def label(check: Check) -> str:
+    kind = check.kind
+    if kind in ("match", "not_match", "contains", "equals"):
+        return f"{kind} {_quote(getattr(check, kind))}"
+    if kind == "regex":
+        return f"regex /{check.regex}/"
+    if kind in ("min_tokens", "max_tokens"):
+        return f"{kind} {getattr(check, kind)}"
+    if kind == "semantic":
+        return f"semantic ≥ {check.semantic.threshold:g} {_quote(check.semantic.expected, 40)}"
+    if kind == "llm_judge":
+        return f"llm_judge {_quote(check.llm_judge.criteria, 50)}"
+    if kind == "or":
+        return "or(" + ", ".join(label(member) for member in check.or_ if member.kind) + ")"
+    return kind or "follow-up"
+
+
+def _result(check: Check, passed: bool, reason: str, score: float | None = None, **extra) -> CheckResult:
+    if score is None:
+        score = 1.0 if passed else 0.0
+    return CheckResult(
+        type=check.kind or "", label=label(check), passed=passed, score=score, reason=reason, **extra
+    )
+
+
+def _tokens(reply: Reply) -> tuple[int, str]:
+    if reply.completion_tokens is None:
+        return estimate_tokens(reply.text), " (estimated: the endpoint reported no usage)"
+    return reply.completion_tokens, ""
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def evaluate(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    text = reply.text
+    kind = check.kind
+    if kind == "match":
+        ok = glob_match(check.match, text)
+        return _result(check, ok, "reply matches" if ok else "reply does not match")
+    if kind == "not_match":
+        ok = not glob_match(check.not_match, text)
+        return _result(
+            check, ok, "reply does not match, as required" if ok else "reply matches, and must not"
+        )
+    if kind == "regex":
+        found = re.search(check.regex, text)
+        return _result(
+            check, bool(found), f"found {_quote(found.group(0), 40)}" if found else "no match found"
+        )
+    if kind == "contains":
+        ok = check.contains.lower() in text.lower()
+        return _result(check, ok, "substring found" if ok else "substring not found")
+    if kind == "equals":
+        ok = text.strip() == check.equals.strip()
+        return _result(
+            check, ok, "reply equals the expected text" if ok else f"reply is {_quote(text.strip(), 40)}"
+        )
+    if kind in ("min_tokens", "max_tokens"):
+        tokens, note = _tokens(reply)
+        bound = getattr(check, kind)
+        ok = tokens >= bound if kind == "min_tokens" else tokens <= bound
+        return _result(check, ok, f"{tokens} completion tokens{note}")
+    if kind == "semantic":
+        spec = check.semantic
+        vectors, usage, cost = judge.client.embed(
+            spec.model or DEFAULT_EMBEDDING_MODEL, [text, spec.expected]
+        )
+        judge.charge(usage, cost)
+        if len(vectors) != 2:
+            raise EndpointError(f"embedding endpoint returned {len(vectors)} vectors for 2 inputs")
+        similarity = cosine(vectors[0], vectors[1])
+        ok = similarity >= spec.threshold
+        return _result(
+            check, ok, f"cosine similarity {similarity:.3f} (threshold {spec.threshold:g})", similarity
+        )
+    if kind == "llm_judge":
+        return _judge(check, reply, judge)
+    if kind == "or":
+        children = [evaluate(member, reply, judge) for member in check.or_ if member.kind]
+        ok = any(child.passed for child in children)
+        best = max((child.score or 0.0 for child in children), default=0.0)
+        reason = "an option passed" if ok else "every option failed"
+        return _result(check, ok, reason, best, children=children)
+    raise ValueError(f"not a check: {check!r}")
+
+
+def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    spec = check.llm_judge
+    model = spec.model or judge.model
+    completion = judge.client.complete(
+        model, judge_messages(spec.criteria, reply.conversation), temperature=spec.temperature
+    )
+    judge.charge(completion.usage, completion.cost)
+    verdict = parse_verdict(completion.text)
+    if verdict.score is None:
+        return _result(
+            check, False, "judge answer unparseable: expected JSON {score, reason}", 0.0, raw=completion.text
+        )
+    score = normalise_score(verdict.score)
+    note = "" if score == verdict.score else f" (judge said {verdict.score:g}, read as {score:.2f})"
+    ok = score >= spec.threshold
+    reason = (verdict.reason or "no reason given") + note
+    return _result(
+        check, ok, f"score {score:.2f} (threshold {spec.threshold:g}): {reason}", score, raw=completion.text
+    )
+
+
+def evaluate_level(items: list[Check], reply: Reply, judge: JudgeContext) -> list[CheckResult]:
+    return [evaluate(item, reply, judge) for item in items if item.kind]
+
+
+def choose_followup(items: list[Check], results: list[CheckResult]) -> tuple[Check, str] | None:
+    """The follow-up to send after a failed level, and why; None when there is none left.
+
+    The first failed check (list order) that carries its own follow-up wins; for a failed `or` block that is
+    the block's own follow-up, else the first member carrying one. Otherwise the level's first plain
+    follow-up item. Results align with the items that are checks.
+    """
+    checks = [item for item in items if item.kind]
+    failed = [(item, result) for item, result in zip(checks, results, strict=True) if not result.passed]
+    for item, result in failed:
+        if item.has_followup:
+            return item, f"{result.label} failed"
+        if item.kind == "or":
+            carrier = next((member for member in item.or_ if member.has_followup), None)
+            if carrier is not None:
+                return carrier, f"{result.label} failed: every option failed"
+    plain = next((item for item in items if not item.kind and item.has_followup), None)
+    if plain is not None and failed:
+        names = ", ".join(result.label for _, result in failed)
+        return plain, f"{names} failed" if len(failed) == 1 else f"checks failed: {names}"
+    return None

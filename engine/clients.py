@@ -1,0 +1,293 @@
+"""Chat clients: any OpenAI-compatible endpoint through the `openai` package, and the built-in mock.
+
+Retries live here and only here: the openai client is built with max_retries=0, Celery tasks never retry
+model errors, and this loop retries 429 and 5xx responses, timeouts and dropped connections, honouring
+Retry-After. When it gives up it raises EndpointError, which marks that one conversation `error`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import re
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .matching import glob_match
+from .results import Usage
+from .schema import MockSpec
+
+MOCK = "mock"
+DEFAULT = "default"
+MAX_RETRY_AFTER = 60.0
+
+
+class EndpointError(Exception):
+    """The endpoint could not give an answer; the message says why, for the person reading the run."""
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    name: str
+    base_url: str
+    api_key_env: str = "OPENAI_API_KEY"  # the *name* of the variable; keys never live in the database
+    max_concurrency: int = 10
+    price_input: float = 0.0  # USD per million prompt tokens
+    price_output: float = 0.0  # USD per million completion tokens
+    timeout: float = 60.0
+    max_retries: int = 3
+    string_only: bool = False
+
+    def cost(self, usage: Usage) -> float:
+        return (usage.prompt_tokens * self.price_input + usage.completion_tokens * self.price_output) / 1e6
+
+
+@dataclass
+class Completion:
+    text: str
+    usage: Usage
+    cost: float
+    latency_ms: int
+
+
+class ChatClient(Protocol):
+    label: str
+    is_mock: bool
+
+    def complete(
+        self, model: str, messages: list[dict], *, temperature: float | None = None
+    ) -> Completion: ...
+
+    def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]], Usage, float]: ...
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def _retry_after(headers) -> float | None:
+    value = headers.get("retry-after-ms") if headers else None
+    if value:
+        try:
+            return float(value) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after") if headers else None
+    if value:
+        try:
+            return float(value)
+        except ValueError:
+            return None  # an HTTP date; rare from model APIs, and backoff is a fine answer
+    return None
+
+
+def _error_text(exc) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        message = body.get("message") or (body.get("error") or {}).get("message")
+        if message:
+            return str(message)
+    return str(getattr(exc, "message", "") or exc)
+
+
+_client_cache: dict[tuple, object] = {}
+_client_lock = threading.Lock()
+
+
+class OpenAIClient:
+    """Calls one OpenAI-compatible endpoint. Safe to share between threads."""
+
+    is_mock = False
+
+    def __init__(self, endpoint: EndpointConfig, sleep: Callable[[float], None] = time.sleep):
+        self.endpoint = endpoint
+        self.label = endpoint.name
+        self._sleep = sleep
+
+    def _client(self):
+        import openai
+
+        api_key = os.environ.get(self.endpoint.api_key_env, "")
+        cache_key = (self.endpoint.base_url, api_key, self.endpoint.timeout)
+        with _client_lock:
+            client = _client_cache.get(cache_key)
+            if client is None:
+                # Building an OpenAI client is costly (a connection pool each), so one per endpoint and key.
+                client = openai.OpenAI(
+                    base_url=self.endpoint.base_url,
+                    api_key=api_key or "not-set",
+                    max_retries=0,
+                    timeout=self.endpoint.timeout,
+                )
+                _client_cache[cache_key] = client
+        return client
+
+    def _call(self, what: str, fn):
+        import openai
+
+        attempts = self.endpoint.max_retries + 1
+        last = ""
+        for attempt in range(1, attempts + 1):
+            delay: float | None = None
+            try:
+                return fn()
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                last = f"HTTP {status} from {self.label}: {_error_text(exc)}"
+                if status != 429 and status < 500:
+                    raise EndpointError(last) from None
+                delay = _retry_after(exc.response.headers)
+            except openai.APITimeoutError:
+                last = f"{what} to {self.label} timed out after {self.endpoint.timeout:g}s"
+            except openai.APIConnectionError as exc:
+                cause = exc.__cause__ or exc
+                last = f"cannot reach {self.label} at {self.endpoint.base_url}: {cause}"
+            if attempt == attempts:
+                break
+            if delay is None:
+                delay = min(8.0, 0.5 * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+            self._sleep(min(delay, MAX_RETRY_AFTER))
+        suffix = f" (gave up after {attempts} attempts)" if attempts > 1 else ""
+        raise EndpointError(last + suffix)
+
+    def complete(self, model: str, messages: list[dict], *, temperature: float | None = None) -> Completion:
+        kwargs = {} if temperature is None else {"temperature": temperature}
+        started = time.monotonic()
+        response = self._call(
+            "request",
+            lambda: self._client().chat.completions.create(model=model, messages=messages, **kwargs),
+        )
+        latency_ms = int((time.monotonic() - started) * 1000)
+        text = ""
+        if response.choices:
+            text = response.choices[0].message.content or ""
+        if response.usage is not None:
+            usage = Usage(
+                prompt_tokens=response.usage.prompt_tokens or 0,
+                completion_tokens=response.usage.completion_tokens or 0,
+            )
+        else:
+            prompt_text = " ".join(str(message.get("content", "")) for message in messages)
+            usage = Usage(
+                prompt_tokens=estimate_tokens(prompt_text),
+                completion_tokens=estimate_tokens(text),
+                estimated=True,
+            )
+        return Completion(text=text, usage=usage, cost=self.endpoint.cost(usage), latency_ms=latency_ms)
+
+    def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]], Usage, float]:
+        response = self._call(
+            "embedding request", lambda: self._client().embeddings.create(model=model, input=texts)
+        )
+        vectors = [item.embedding for item in sorted(response.data, key=lambda item: item.index)]
+        tokens = response.usage.prompt_tokens if response.usage else sum(map(estimate_tokens, texts))
+        usage = Usage(prompt_tokens=tokens)
+        return vectors, usage, self.endpoint.cost(usage)
+
+
+@dataclass
+class MockClient:
+    """The built-in `mock` endpoint: replies from the suite's `mock.rules`, offline and free.
+
+    The first rule whose glob matches the latest user message wins. Token counts are estimates.
+    """
+
+    spec: MockSpec = field(default_factory=MockSpec)
+    label: str = MOCK
+    is_mock: bool = True
+    sleep: Callable[[float], None] = time.sleep
+
+    def complete(self, model: str, messages: list[dict], *, temperature: float | None = None) -> Completion:
+        started = time.monotonic()
+        last_user = next((message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
+        text = next(
+            (rule.reply for rule in self.spec.rules if glob_match(rule.when, last_user)), self.spec.default
+        )
+        if self.spec.latency_ms:
+            self.sleep(self.spec.latency_ms / 1000)
+        prompt_text = " ".join(message_text(m) for m in messages)
+        usage = Usage(
+            prompt_tokens=estimate_tokens(prompt_text),
+            completion_tokens=estimate_tokens(text),
+            estimated=True,
+        )
+        return Completion(
+            text=text, usage=usage, cost=0.0, latency_ms=int((time.monotonic() - started) * 1000)
+        )
+
+    def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]], Usage, float]:
+        vectors = [bag_of_words_vector(text) for text in texts]
+        return vectors, Usage(prompt_tokens=sum(map(estimate_tokens, texts)), estimated=True), 0.0
+
+
+def message_text(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def bag_of_words_vector(text: str, dims: int = 64) -> list[float]:
+    """A stable, meaning-blind embedding for the mock: same words, same vector."""
+    vector = [0.0] * dims
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        vector[zlib.crc32(word.encode()) % dims] += 1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+@dataclass
+class EndpointRegistry:
+    """Maps model references to endpoints.
+
+    "endpoint/model" picks a named endpoint when "endpoint" is one; anything else, including ids such as
+    "anthropic/claude-3.5-sonnet", goes whole to the default endpoint. "mock" (or "mock/anything") is the
+    built-in mock.
+    """
+
+    default: EndpointConfig
+    named: dict[str, EndpointConfig] = field(default_factory=dict)
+
+    def resolve(self, ref: str) -> tuple[str, str]:
+        """Returns (endpoint name, model id to send)."""
+        ref = ref.strip()
+        if ref == MOCK:
+            return MOCK, MOCK
+        prefix, sep, rest = ref.partition("/")
+        if sep and rest:
+            if prefix == MOCK:
+                return MOCK, rest
+            if prefix in self.named:
+                return prefix, rest
+        return DEFAULT, ref
+
+    def endpoint(self, name: str) -> EndpointConfig | None:
+        if name == DEFAULT:
+            return self.default
+        return self.named.get(name)
+
+    def client(self, name: str, mock: MockSpec | None = None) -> ChatClient:
+        if name == MOCK:
+            return MockClient(mock or MockSpec())
+        endpoint = self.endpoint(name)
+        if endpoint is None:
+            raise EndpointError(f"unknown endpoint {name!r}")
+        return OpenAIClient(endpoint)
+
+    def max_concurrency(self, name: str) -> int:
+        endpoint = self.endpoint(name)
+        return endpoint.max_concurrency if endpoint else 1_000
+
+
+def default_endpoint_from_env(**overrides) -> EndpointConfig:
+    base_url = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    return EndpointConfig(name=DEFAULT, base_url=base_url, api_key_env="OPENAI_API_KEY", **overrides)
+
+
+def is_known_endpoint_name(name: str) -> bool:
+    return bool(re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,49}", name)) and name not in (MOCK, DEFAULT)

@@ -1,0 +1,131 @@
+"""LLM judges: the prompt we send and the robust reading of what comes back.
+
+The judge is asked for JSON {"score": 0..1, "reason": "..."}. We accept, in order: the whole answer as JSON,
+the first JSON object embedded in prose or a code fence, then a bare number. Anything else is an
+"unparseable" failure that keeps the raw text, never a silent zero.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from .transcript import format_transcript
+
+JUDGE_SYSTEM = (
+    "You are a strict evaluation judge. You grade the assistant's final reply in a conversation against "
+    "the given criteria. Answer with JSON only, no prose around it: "
+    '{"score": <number from 0 to 1>, "reason": "<one or two sentences>"}. '
+    "1 means the criteria are fully met, 0 means not at all."
+)
+
+
+def judge_messages(criteria: str, conversation: list[dict]) -> list[dict]:
+    transcript = format_transcript(conversation)
+    user = (
+        f"Criteria:\n{criteria}\n\n"
+        f"Conversation:\n{transcript}\n\n"
+        "Grade the assistant's final reply against the criteria. Respond with the JSON object only."
+    )
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+
+
+@dataclass
+class Verdict:
+    score: float | None  # None when nothing could be parsed
+    reason: str
+    parsed_from: str  # json | embedded-json | number | unparseable
+
+
+_NUMBER = re.compile(r"^\s*(?:score\s*[:=]\s*)?(-?\d+(?:\.\d+)?)\s*(/\s*(\d+(?:\.\d+)?))?\s*\.?\s*$", re.I)
+
+
+def _score_from(value) -> float | None:
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip().rstrip("%"))
+        except ValueError:
+            return None
+    return None
+
+
+def _from_object(obj) -> Verdict | None:
+    if not isinstance(obj, dict):
+        return None
+    for key in ("score", "rating", "grade", "value"):
+        if key in obj:
+            score = _score_from(obj[key])
+            if score is not None:
+                reason = (
+                    obj.get("reason")
+                    or obj.get("reasoning")
+                    or obj.get("explanation")
+                    or obj.get("rationale")
+                )
+                return Verdict(score, str(reason or ""), "json")
+    return None
+
+
+def _embedded_objects(text: str):
+    """Yields each balanced {...} substring, outermost first, ignoring braces inside strings."""
+    for start in (i for i, char in enumerate(text) if char == "{"):
+        depth, in_string, escaped = 0, False, False
+        for end in range(start, len(text)):
+            char = text[end]
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif char == "\\":
+                    escaped = True
+                elif char == '"':
+                    in_string = False
+            elif char == '"':
+                in_string = True
+            elif char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+                if depth == 0:
+                    yield text[start : end + 1]
+                    break
+
+
+def parse_verdict(text: str) -> Verdict:
+    stripped = text.strip()
+    try:
+        verdict = _from_object(json.loads(stripped))
+        if verdict:
+            return verdict
+    except (ValueError, TypeError):
+        pass
+    for candidate in _embedded_objects(stripped):
+        try:
+            verdict = _from_object(json.loads(candidate))
+        except (ValueError, TypeError):
+            continue
+        if verdict:
+            verdict.parsed_from = "embedded-json"
+            return verdict
+    number = _NUMBER.match(stripped)
+    if number:
+        score = float(number.group(1))
+        if number.group(3):
+            score = score / float(number.group(3))
+        return Verdict(score, "", "number")
+    return Verdict(None, "", "unparseable")
+
+
+def normalise_score(score: float) -> float:
+    """Judges sometimes answer on 0-10 or 0-100 although asked for 0-1; map those back."""
+    if score > 1.0:
+        if score <= 10.0:
+            return score / 10.0
+        if score <= 100.0:
+            return score / 100.0
+        return 1.0
+    return max(0.0, score)

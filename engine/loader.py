@@ -1,0 +1,256 @@
+"""YAML text -> Suite, with every error located by line, column and path.
+
+The loader refuses what would make a suite ambiguous or unsafe before pydantic sees it: files over 1 MB,
+bytes that are not UTF-8, anchors and aliases, duplicate keys and non-string keys. It then validates against
+the schema and reports each problem as `line:column path: message`, e.g.
+`12:9 evals[2].checks[1].prompt: ...`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+import yaml
+from pydantic import ValidationError
+
+from .schema import CHECK_KEYS, MAX_FOLLOWUP_DEPTH, Check, Suite
+
+MAX_SUITE_BYTES = 1_000_000
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class SuiteProblem:
+    line: int  # 1-based; 0 when the problem is about the file as a whole
+    column: int  # 1-based
+    path: str  # e.g. evals[2].checks[1].prompt; "" for the top level
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.line}:{self.column}" if self.line else "file"
+        return f"{where} {self.path or '(top level)'}: {self.message}"
+
+    def as_dict(self) -> dict:
+        return {"line": self.line, "column": self.column, "path": self.path, "message": self.message}
+
+
+class SuiteError(Exception):
+    def __init__(self, problems: list[SuiteProblem], filename: str = "suite.yaml"):
+        self.problems = problems
+        self.filename = filename
+        super().__init__("\n".join(f"{filename}:{problem}" for problem in problems))
+
+
+def format_path(path: Path) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _known_keys() -> list[str]:
+    from . import schema
+
+    keys: set[str] = set()
+    for model in (
+        schema.Suite,
+        schema.Eval,
+        schema.Check,
+        schema.SemanticSpec,
+        schema.JudgeSpec,
+        schema.MockSpec,
+        schema.MockRule,
+        schema.Metadata,
+    ):
+        for name, field in model.model_fields.items():
+            keys.add(field.alias or name)
+    return sorted(keys)
+
+
+class _Builder:
+    """Turns a composed YAML node tree into plain Python data, remembering where each path starts."""
+
+    def __init__(self) -> None:
+        self.positions: dict[Path, tuple[int, int]] = {}
+        self.key_positions: dict[Path, tuple[int, int]] = {}
+        self.problems: list[SuiteProblem] = []
+        self._constructor = yaml.SafeLoader("")
+
+    def build(self, node: yaml.Node, path: Path = ()):
+        self.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if isinstance(node, yaml.MappingNode):
+            result: dict = {}
+            for key_node, value_node in node.value:
+                where = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    self._problem(where, path, "merge keys (<<) are not supported; write the keys out")
+                    continue
+                if not isinstance(key_node, yaml.ScalarNode):
+                    self._problem(where, path, "keys must be plain strings")
+                    continue
+                key = key_node.value
+                if key in result:
+                    self._problem(where, (*path, key), f"duplicate key `{key}`")
+                    continue
+                self.key_positions[(*path, key)] = where
+                result[key] = self.build(value_node, (*path, key))
+            return result
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, (*path, index)) for index, item in enumerate(node.value)]
+        return self._constructor.construct_object(node, deep=True)
+
+    def _problem(self, where: tuple[int, int], path: Path, message: str) -> None:
+        self.problems.append(SuiteProblem(where[0], where[1], format_path(path), message))
+
+
+def _decode(data: bytes | str) -> str:
+    if isinstance(data, str):
+        if len(data.encode("utf-8", "surrogatepass")) > MAX_SUITE_BYTES:
+            raise SuiteError([_too_big()])
+        return data
+    if len(data) > MAX_SUITE_BYTES:
+        raise SuiteError([_too_big()])
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line = before.count(b"\n") + 1
+        column = exc.start - (before.rfind(b"\n") + 1) + 1
+        raise SuiteError(
+            [SuiteProblem(line, column, "", f"not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}")]
+        ) from None
+
+
+def _too_big() -> SuiteProblem:
+    return SuiteProblem(0, 0, "", f"file is larger than {MAX_SUITE_BYTES // 1_000_000} MB")
+
+
+def _reject_anchors(text: str) -> None:
+    problems = []
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        mark = event.start_mark
+        if isinstance(event, yaml.AliasEvent):
+            problems.append(
+                SuiteProblem(mark.line + 1, mark.column + 1, "", f"alias *{event.anchor} is not allowed")
+            )
+        elif getattr(event, "anchor", None):
+            problems.append(
+                SuiteProblem(mark.line + 1, mark.column + 1, "", f"anchor &{event.anchor} is not allowed")
+            )
+    if problems:
+        raise SuiteError(problems)
+
+
+def parse_yaml(data: bytes | str) -> tuple[object, _Builder]:
+    text = _decode(data)
+    try:
+        _reject_anchors(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        message = " ".join(part for part in (exc.context, exc.problem) if part) or str(exc)
+        raise SuiteError([SuiteProblem(line, column, "", f"invalid YAML: {message}")]) from None
+    except yaml.YAMLError as exc:
+        raise SuiteError([SuiteProblem(0, 0, "", f"invalid YAML: {exc}")]) from None
+    builder = _Builder()
+    if node is None:
+        raise SuiteError([SuiteProblem(1, 1, "", "the file is empty")])
+    try:
+        data_obj = builder.build(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        raise SuiteError([SuiteProblem(line, column, "", f"invalid YAML value: {exc}")]) from None
+    if builder.problems:
+        raise SuiteError(builder.problems)
+    if not isinstance(data_obj, dict):
+        raise SuiteError([SuiteProblem(1, 1, "", "a suite is a mapping with `name` and `evals`")])
+    return data_obj, builder
+
+
+def _locate(loc: Path, builder: _Builder, *, key: bool) -> tuple[int, int]:
+    if key and loc in builder.key_positions:
+        return builder.key_positions[loc]
+    probe = loc
+    while probe:
+        if probe in builder.positions:
+            return builder.positions[probe]
+        probe = probe[:-1]
+    return builder.positions.get((), (1, 1))
+
+
+def _clean_loc(loc: tuple) -> Path:
+    # pydantic reports `or_` by its field name in some places and by alias in others.
+    return tuple("or" if part == "or_" else part for part in loc)
+
+
+def _message(error: dict) -> str:
+    if error["type"] == "extra_forbidden":
+        key = str(error["loc"][-1])
+        hint = difflib.get_close_matches(key, _known_keys(), n=1, cutoff=0.7)
+        message = f"unknown key `{key}`"
+        return f"{message} (did you mean `{hint[0]}`?)" if hint else message
+    if error["type"] == "missing":
+        return f"`{error['loc'][-1]}` is required"
+    message = error["msg"]
+    return message.removeprefix("Value error, ")
+
+
+def _depth_problems(suite: Suite, builder: _Builder) -> list[SuiteProblem]:
+    problems: list[SuiteProblem] = []
+
+    def walk(items: list[Check], path: Path, depth: int) -> None:
+        for index, item in enumerate(items):
+            item_path = (*path, index)
+            if item.checks is not None:
+                if depth + 1 > MAX_FOLLOWUP_DEPTH:
+                    line, column = _locate((*item_path, "prompt"), builder, key=True)
+                    problems.append(
+                        SuiteProblem(
+                            line,
+                            column,
+                            format_path((*item_path, "prompt")),
+                            f"follow-ups nest at most {MAX_FOLLOWUP_DEPTH} levels below the first prompt; "
+                            f"this one is level {depth + 1}",
+                        )
+                    )
+                    continue
+                walk(item.checks, (*item_path, "checks"), depth + 1)
+            if item.or_:
+                walk(item.or_, (*item_path, "or"), depth)
+
+    for index, ev in enumerate(suite.evals):
+        walk(ev.checks, ("evals", index, "checks"), 0)
+    return problems
+
+
+def load_suite(data: bytes | str, filename: str = "suite.yaml") -> Suite:
+    """Parse and validate a suite; raises SuiteError listing every problem found."""
+    try:
+        raw, builder = parse_yaml(data)
+    except SuiteError as exc:
+        exc.filename = filename
+        raise
+    try:
+        suite = Suite.model_validate(raw)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = _clean_loc(error["loc"])
+            line, column = _locate(loc, builder, key=error["type"] == "extra_forbidden")
+            problems.append(SuiteProblem(line, column, format_path(loc), _message(error)))
+        raise SuiteError(problems, filename) from None
+    problems = _depth_problems(suite, builder)
+    if problems:
+        raise SuiteError(problems, filename)
+    return suite
+
+
+def check_keys_help() -> str:
+    return ", ".join(CHECK_KEYS)

@@ -1,0 +1,76 @@
+"""The terminal report, in the shape seed 000 asks for.
+
+Eval 1: What is 15 * 7?
+  Turn 1:
+    Prompt: What is 15 * 7?
+    Response: 100
+    ❌ FAIL match "*105*"
+  Turn 2:
+    ...
+  Overall: ✅ PASS (succeeded on turn 2)
+"""
+
+from __future__ import annotations
+
+from .results import CheckResult, EvalResult, RunReport
+
+PASS = "✅ PASS"
+FAIL = "❌ FAIL"
+
+
+def _indent(text: str, prefix: str) -> str:
+    lines = text.splitlines() or [""]
+    return lines[0] + "".join(f"\n{prefix}{line}" for line in lines[1:])
+
+
+def _check_lines(result: CheckResult, prefix: str) -> list[str]:
+    mark = PASS if result.passed else FAIL
+    lines = [f"{prefix}{mark} {result.label} — {result.reason}"]
+    for child in result.children:
+        lines += _check_lines(child, prefix + "  ")
+    return lines
+
+
+def overall(result: EvalResult) -> str:
+    if result.status == "passed":
+        return f"{PASS} (succeeded on turn {result.passed_on_turn})"
+    if result.status == "failed":
+        return f"{FAIL} ({result.verdict})"
+    if result.status == "error":
+        return f"💥 ERROR ({result.error})"
+    return f"⏹ CANCELLED ({result.verdict})"
+
+
+def format_eval(result: EvalResult) -> str:
+    lines = [f"Eval {result.index + 1}: {_indent(result.prompt, '  ')}"]
+    for turn in result.turns:
+        lines.append(f"  Turn {turn.turn}:")
+        if turn.followup_reason:
+            lines.append(f"    Follow-up because {turn.followup_reason}")
+        lines.append(f"    Prompt: {_indent(turn.prompt, '      ')}")
+        lines.append(f"    Response: {_indent(turn.response, '      ')}")
+        for check in turn.checks:
+            lines += _check_lines(check, "    ")
+        estimated = " (estimated)" if turn.usage.estimated else ""
+        lines.append(
+            f"    Tokens: {turn.usage.prompt_tokens} in / {turn.usage.completion_tokens} out{estimated}"
+            f", cost ${turn.cost + turn.judge_cost:.6f}"
+        )
+    lines.append(f"  Overall: {overall(result)}")
+    return "\n".join(lines)
+
+
+def format_report(report: RunReport) -> str:
+    mock = " [mock endpoint]" if report.mock else ""
+    header = f"Suite: {report.suite.name} — model {report.model} on {report.endpoint}{mock}"
+    blocks = [header, ""] + [format_eval(result) + "\n" for result in report.evals]
+    totals = report.totals
+    summary = (
+        f"Summary: {totals.passed} passed, {totals.failed} failed, {totals.error} errors of {totals.evals} evals"
+        f" — {totals.turns} turns, {totals.total_tokens} tokens, ${totals.cost:.6f}"
+    )
+    if totals.duration_s is not None:
+        summary += f", {totals.duration_s:.1f}s"
+    return "\n".join(
+        blocks + [summary, f"Overall: {PASS if report.status == 'passed' else FAIL} ({report.status})"]
+    )

@@ -1,0 +1,152 @@
+"""What running a suite produces: turn records, check results, eval results and the run report.
+
+These models are the JSON output format (`evalsite.results/1`, documented in docs/results-format.md) and
+also what the web app stores in its JSON columns, so the CLI, the API and the pages agree on one shape.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+RESULTS_FORMAT = "evalsite.results/1"
+
+EvalStatus = Literal["passed", "failed", "error", "cancelled"]
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    # True when the endpoint reported no usage and the numbers are our estimate (about 4 characters a token).
+    estimated: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            estimated=self.estimated or other.estimated,
+        )
+
+
+class CheckResult(BaseModel):
+    type: str
+    label: str  # how the check reads to a person, e.g. match "*105*"
+    passed: bool
+    score: float | None = None
+    reason: str
+    raw: str | None = None  # the judge's raw answer, kept for review
+    children: list[CheckResult] = Field(default_factory=list)  # members of an `or` block
+
+
+class TurnRecord(BaseModel):
+    """One user message and the model's reply, graded. Written once, never updated."""
+
+    turn: int  # 1-based position in the conversation
+    node: str = ""  # where the prompt lives in the suite, e.g. evals[0].checks[1]
+    prompt: str
+    response: str
+    usage: Usage = Field(default_factory=Usage)
+    cost: float = 0.0
+    latency_ms: int = 0
+    checks: list[CheckResult] = Field(default_factory=list)
+    passed: bool | None = None  # every check of this turn passed
+    followup_reason: str | None = None  # why this follow-up was sent
+    judge_usage: Usage = Field(default_factory=Usage)
+    judge_cost: float = 0.0
+
+
+class Totals(BaseModel):
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    judge_tokens: int = 0
+    cost: float = 0.0
+    estimated: bool = False
+
+    @classmethod
+    def of(cls, turns: list[TurnRecord]) -> Totals:
+        usage = sum((turn.usage for turn in turns), Usage())
+        judge = sum((turn.judge_usage for turn in turns), Usage())
+        return cls(
+            turns=len(turns),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+            judge_tokens=judge.total_tokens,
+            cost=round(sum(turn.cost + turn.judge_cost for turn in turns), 8),
+            estimated=usage.estimated,
+        )
+
+
+class EvalResult(BaseModel):
+    index: int
+    id: str
+    kind: Literal["single-turn", "multi-turn"]
+    prompt: str
+    status: EvalStatus
+    score: float | None = None
+    passed_on_turn: int | None = None
+    verdict: str  # "passed on turn 2", "failed after 3 turns", "error: ..."
+    error: str | None = None
+    turns: list[TurnRecord] = Field(default_factory=list)
+    totals: Totals = Field(default_factory=Totals)
+
+
+class RunTotals(BaseModel):
+    evals: int = 0
+    passed: int = 0
+    failed: int = 0
+    error: int = 0
+    cancelled: int = 0
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    judge_tokens: int = 0
+    cost: float = 0.0
+    duration_s: float | None = None
+
+    @classmethod
+    def of(cls, evals: list[EvalResult], duration_s: float | None = None) -> RunTotals:
+        totals = cls(evals=len(evals), duration_s=duration_s)
+        for result in evals:
+            setattr(totals, result.status, getattr(totals, result.status) + 1)
+            totals.turns += result.totals.turns
+            totals.prompt_tokens += result.totals.prompt_tokens
+            totals.completion_tokens += result.totals.completion_tokens
+            totals.total_tokens += result.totals.total_tokens
+            totals.judge_tokens += result.totals.judge_tokens
+            totals.cost = round(totals.cost + result.totals.cost, 8)
+        return totals
+
+
+def run_status(evals: list[EvalResult]) -> EvalStatus:
+    """error if any eval errored (its result is unknown), else failed if any failed, else passed."""
+    statuses = {result.status for result in evals}
+    for status in ("error", "failed", "cancelled"):
+        if status in statuses:
+            return status  # type: ignore[return-value]
+    return "passed"
+
+
+class SuiteRef(BaseModel):
+    name: str
+    version: int | None = None
+    sha256: str | None = None
+
+
+class RunReport(BaseModel):
+    format: Literal["evalsite.results/1"] = RESULTS_FORMAT
+    suite: SuiteRef
+    model: str
+    endpoint: str
+    mock: bool = False
+    status: EvalStatus
+    evals: list[EvalResult]
+    totals: RunTotals

@@ -1,0 +1,64 @@
+"""Running a whole suite in-process, for the CLI: the same engine the workers use, without the web stack."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from .clients import MOCK, EndpointRegistry
+from .conversation import EngineContext, run_eval
+from .results import EvalResult, RunReport, RunTotals, SuiteRef, run_status
+from .schema import Suite
+
+
+def build_context(
+    suite: Suite, registry: EndpointRegistry, model: str | None = None
+) -> tuple[EngineContext, str]:
+    """The engine context for a suite, and the endpoint name the model under test runs on."""
+    model_ref = model or suite.model
+    if not model_ref:
+        raise ValueError("no model: set `model` in the suite or pass one")
+    endpoint_name, model_id = registry.resolve(model_ref)
+    judge_ref = suite.judge or model_ref
+    judge_endpoint, judge_model = registry.resolve(judge_ref)
+    ctx = EngineContext(
+        agent=registry.client(endpoint_name, suite.mock),
+        model=model_id,
+        judge=registry.client(judge_endpoint, suite.mock),
+        judge_model=judge_model,
+        system=suite.system,
+    )
+    return ctx, endpoint_name
+
+
+def run_suite(
+    suite: Suite,
+    registry: EndpointRegistry,
+    *,
+    model: str | None = None,
+    concurrency: int = 10,
+    on_result: Callable[[EvalResult], None] | None = None,
+    suite_ref: SuiteRef | None = None,
+) -> RunReport:
+    ctx, endpoint_name = build_context(suite, registry, model)
+    workers = max(1, min(concurrency, registry.max_concurrency(endpoint_name), len(suite.evals)))
+    started = time.monotonic()
+
+    def one(index: int) -> EvalResult:
+        result = run_eval(suite.evals[index], index, suite.eval_id(index), ctx)
+        if on_result is not None:
+            on_result(result)
+        return result
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(one, range(len(suite.evals))))
+    return RunReport(
+        suite=suite_ref or SuiteRef(name=suite.name or ""),
+        model=model or suite.model or "",
+        endpoint=endpoint_name,
+        mock=endpoint_name == MOCK,
+        status=run_status(results),
+        evals=results,
+        totals=RunTotals.of(results, duration_s=round(time.monotonic() - started, 3)),
+    )

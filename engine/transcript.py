@@ -1,0 +1,25 @@
+"""The `[Role]:` transcript format of seed 004 (AgentV).
+
+Judges read the conversation in this form, so they see what the model saw. Role markers appear only where
+there is conversational structure: when any message is neither system nor user, or when more than one user
+message carries text. Otherwise the texts are joined with blank lines, unmarked.
+"""
+
+from __future__ import annotations
+
+from .clients import message_text
+
+
+def has_structure(messages: list[dict]) -> bool:
+    if any(message.get("role") not in ("system", "user") for message in messages):
+        return True
+    user_texts = [m for m in messages if m.get("role") == "user" and message_text(m).strip()]
+    return len(user_texts) > 1
+
+
+def format_transcript(messages: list[dict]) -> str:
+    texts = [(message.get("role", "user"), message_text(message).strip()) for message in messages]
+    texts = [(role, text) for role, text in texts if text]
+    if not has_structure(messages):
+        return "\n\n".join(text for _, text in texts)
+    return "\n\n".join(f"[{role.capitalize()}]:\n{text}" for role, text in texts)
