@@ -1,0 +1,242 @@
+"""Playing one conversation inside a worker, safely repeatable.
+
+The task claims the conversation with a conditional update that bumps `attempt`, the fencing token: every
+later write is conditional on it, so a worker that lost its claim cannot write. Stored turns are replayed,
+not re-asked, and each new turn is inserted once, unique per (conversation, position). A killed worker's
+lease lapses and the sweeper queues the conversation again; the next worker resumes after the last stored
+turn. Nothing here retries model calls: engine.clients does, in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import timedelta
+from functools import lru_cache
+
+from django.conf import settings
+from django.db import IntegrityError, close_old_connections, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from engine.conversation import ResumeMismatch, run_eval
+from engine.loader import load_suite
+from engine.results import EvalResult, TurnRecord
+from engine.runner import build_context
+from engine.schema import Suite as SuiteSpec
+
+from . import services
+from .endpoints import build_registry
+from .models import ACTIVE, Conversation, Run, Status, Turn
+
+log = logging.getLogger(__name__)
+
+
+class LostClaim(Exception):
+    """Another worker has taken this conversation over; stop without writing anything more."""
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.EVALSITE_LEASE_SECONDS)
+
+
+@lru_cache(maxsize=64)
+def _parse(sha256: str, source: str) -> SuiteSpec:
+    return load_suite(source)
+
+
+def claim(conversation_id: int) -> int | None:
+    """Take the conversation; returns the new attempt number, or None if it is not ours to run."""
+    now = timezone.now()
+    claimable = Q(status=Status.QUEUED) | Q(status=Status.RUNNING, lease_expires_at__lt=now)
+    with transaction.atomic():
+        conversation = (
+            Conversation.objects.filter(claimable, pk=conversation_id, run__status__in=ACTIVE)
+            .values("attempt", "run_id")
+            .first()
+        )
+        if conversation is None:
+            return None
+        attempt = conversation["attempt"] + 1
+        updated = Conversation.objects.filter(claimable, pk=conversation_id, attempt=attempt - 1).update(
+            status=Status.RUNNING,
+            attempt=attempt,
+            started_at=now,
+            lease_expires_at=now + _lease(),
+        )
+        if not updated:
+            return None
+        Run.objects.filter(pk=conversation["run_id"], status=Status.QUEUED).update(
+            status=Status.RUNNING, started_at=now
+        )
+    return attempt
+
+
+class _Heartbeat:
+    """One thread per worker process renews the leases of the conversations this process is playing."""
+
+    def __init__(self) -> None:
+        self.active: dict[int, int] = {}
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def add(self, conversation_id: int, attempt: int) -> None:
+        with self.lock:
+            self.active[conversation_id] = attempt
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._loop, name="evalsite-heartbeat", daemon=True)
+                self.thread.start()
+
+    def remove(self, conversation_id: int) -> None:
+        with self.lock:
+            self.active.pop(conversation_id, None)
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(max(0.2, settings.EVALSITE_LEASE_SECONDS / 3))
+            with self.lock:
+                active = dict(self.active)
+            try:
+                expires = timezone.now() + _lease()
+                for conversation_id, attempt in active.items():
+                    Conversation.objects.filter(
+                        pk=conversation_id, attempt=attempt, status=Status.RUNNING
+                    ).update(lease_expires_at=expires)
+            except Exception:  # a database hiccup must not kill the heartbeat; the next beat tries again
+                log.exception("lease heartbeat failed")
+            finally:
+                close_old_connections()
+
+
+heartbeat = _Heartbeat()
+
+
+def _store_turn(conversation_id: int, attempt: int, turn: TurnRecord) -> None:
+    try:
+        with transaction.atomic():
+            Turn.objects.create(
+                conversation_id=conversation_id,
+                position=turn.turn,
+                record=turn.model_dump(mode="json"),
+                passed=turn.passed,
+            )
+            updated = Conversation.objects.filter(
+                pk=conversation_id, attempt=attempt, status=Status.RUNNING
+            ).update(
+                turn_count=turn.turn,
+                prompt_tokens=F("prompt_tokens") + turn.usage.prompt_tokens,
+                completion_tokens=F("completion_tokens") + turn.usage.completion_tokens,
+                judge_tokens=F("judge_tokens") + turn.judge_usage.total_tokens,
+                cost=F("cost") + turn.cost + turn.judge_cost,
+                tokens_estimated=turn.usage.estimated,
+                lease_expires_at=timezone.now() + _lease(),
+            )
+            if not updated:
+                raise LostClaim()
+    except IntegrityError:
+        raise LostClaim() from None
+
+
+def _finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
+    return bool(
+        Conversation.objects.filter(pk=conversation_id, attempt=attempt, status=Status.RUNNING).update(
+            status=result.status,
+            kind=result.kind,
+            passed_on_turn=result.passed_on_turn,
+            score=result.score,
+            verdict=result.verdict[:300],
+            error=result.error or "",
+            finished_at=timezone.now(),
+            lease_expires_at=None,
+        )
+    )
+
+
+def _fail(conversation_id: int, attempt: int, message: str) -> bool:
+    return bool(
+        Conversation.objects.filter(pk=conversation_id, attempt=attempt, status=Status.RUNNING).update(
+            status=Status.ERROR,
+            error=message,
+            verdict=message[:300],
+            finished_at=timezone.now(),
+            lease_expires_at=None,
+        )
+    )
+
+
+def execute(conversation_id: int) -> str:
+    """Play one conversation to its end (or resume it). Returns what happened, for logs and tests."""
+    attempt = claim(conversation_id)
+    if attempt is None:
+        return "skipped"
+    conversation = Conversation.objects.select_related("run__suite_version").get(pk=conversation_id)
+    run = conversation.run
+    heartbeat.add(conversation_id, attempt)
+    try:
+        try:
+            version = run.suite_version
+            spec = _parse(version.sha256, version.source)
+            ctx, _ = build_context(spec, build_registry(), run.model)
+            ev = spec.evals[conversation.index]
+            prior = [
+                TurnRecord.model_validate(turn.record) for turn in conversation.turns.order_by("position")
+            ]
+        except Exception as exc:
+            log.exception("conversation %s could not start", conversation_id)
+            _fail(conversation_id, attempt, f"could not start: {exc}")
+            return "error"
+
+        def should_stop() -> bool:
+            return not Run.objects.filter(pk=run.pk, status__in=ACTIVE).exists()
+
+        try:
+            result = run_eval(
+                ev,
+                conversation.index,
+                conversation.eval_id,
+                ctx,
+                prior=prior,
+                on_turn=lambda turn: _store_turn(conversation_id, attempt, turn),
+                should_stop=should_stop,
+            )
+        except LostClaim:
+            log.warning("conversation %s was taken over by another worker; stopping", conversation_id)
+            return "lost"
+        except ResumeMismatch as exc:
+            _fail(conversation_id, attempt, f"cannot resume: {exc}")
+            return "error"
+        except Exception as exc:  # a bug must not leave the run hanging: record it on this conversation
+            log.exception("conversation %s crashed", conversation_id)
+            _fail(conversation_id, attempt, f"internal error: {type(exc).__name__}: {exc}")
+            return "error"
+        _finish(conversation_id, attempt, result)
+        return result.status
+    finally:
+        heartbeat.remove(conversation_id)
+        services.conversation_ended(run.pk, run.endpoint_name)
+
+
+def sweep() -> dict[str, int]:
+    """Recover what crashed workers left behind. Safe to run anywhere, any number of times at once."""
+    now = timezone.now()
+    stats = {"requeued": 0, "resent": 0, "finalized": 0}
+    # Lapsed leases: the worker playing these died. Queue them again; the next claim resumes them.
+    for pk, attempt in Conversation.objects.filter(
+        status=Status.RUNNING, lease_expires_at__lt=now, run__status__in=ACTIVE
+    ).values_list("pk", "attempt"):
+        if Conversation.objects.filter(
+            pk=pk, attempt=attempt, status=Status.RUNNING, lease_expires_at__lt=now
+        ).update(status=Status.QUEUED, dispatched_at=None, lease_expires_at=None):
+            stats["requeued"] += 1
+    # Sent but never started for a long while: the message may have died with a worker that prefetched it.
+    stale = now - 2 * _lease()
+    stats["resent"] = Conversation.objects.filter(
+        status=Status.QUEUED, dispatched_at__lt=stale, run__status__in=ACTIVE
+    ).update(dispatched_at=None)
+    for run_id in Run.objects.filter(status__in=ACTIVE).values_list("pk", flat=True):
+        if services.finalize(run_id):
+            stats["finalized"] += 1
+        else:
+            services.dispatch(run_id)
+    return stats

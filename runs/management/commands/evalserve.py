@@ -1,0 +1,51 @@
+"""python manage.py evalserve: the dashboard and a Celery worker together, for `make run`.
+
+The worker is a real `celery worker` process (threads pool: conversations wait on HTTP, not the CPU); it
+stops when the web server stops.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Serve the dashboard with a Celery worker alongside."
+
+    def add_arguments(self, parser):
+        parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
+        parser.add_argument("--workers", type=int, default=20, help="Worker threads (conversations at once).")
+
+    def handle(self, *args, addrport, workers, **options):
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "evalsite",
+                "worker",
+                "--pool",
+                "threads",
+                "--concurrency",
+                str(workers),
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            env=os.environ.copy(),
+        )
+        self.stdout.write(f"Celery worker started (pid {worker.pid}, {workers} threads).")
+        try:
+            call_command("runserver", addrport, use_reloader=False)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                worker.kill()

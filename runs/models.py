@@ -1,0 +1,231 @@
+"""Model endpoints, runs, conversations, turns and shared links.
+
+Run state lives here, never only in the broker: a run is a row, each eval of it is a Conversation row, and
+each graded reply is a Turn row written once. Workers claim conversations with conditional updates.
+"""
+
+import secrets
+import uuid
+
+from django.conf import settings
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from engine.clients import EndpointConfig
+
+
+class Endpoint(models.Model):
+    """A named OpenAI-compatible endpoint. `name/model` in a suite picks it."""
+
+    name = models.SlugField(
+        max_length=50,
+        unique=True,
+        help_text='Used as the prefix in model references: "name/model-id". "mock" and "default" are reserved.',
+    )
+    base_url = models.URLField(max_length=500, help_text="e.g. https://openrouter.ai/api/v1")
+    api_key_env = models.CharField(
+        "API key variable",
+        max_length=100,
+        default="OPENAI_API_KEY",
+        validators=[
+            RegexValidator(r"^[A-Z_][A-Z0-9_]*$", "An environment variable name, e.g. OPENROUTER_API_KEY")
+        ],
+        help_text="The NAME of the environment variable holding the key. Keys never live in the database.",
+    )
+    max_concurrency = models.PositiveIntegerField(
+        default=10,
+        validators=[MinValueValidator(1)],
+        help_text="Conversations in flight at once, across runs.",
+    )
+    price_input = models.DecimalField(
+        "input price", max_digits=10, decimal_places=4, default=0, help_text="USD per million prompt tokens"
+    )
+    price_output = models.DecimalField(
+        "output price",
+        max_digits=10,
+        decimal_places=4,
+        default=0,
+        help_text="USD per million completion tokens",
+    )
+    timeout = models.FloatField(
+        default=60.0, validators=[MinValueValidator(0.1)], help_text="Seconds per request"
+    )
+    string_only = models.BooleanField(
+        default=False,
+        help_text="Send the conversation as one [Role]: transcript string instead of a messages array.",
+    )
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(name__in=["mock", "default"]), name="endpoint_name_not_reserved"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def to_config(self) -> EndpointConfig:
+        return EndpointConfig(
+            name=self.name,
+            base_url=self.base_url,
+            api_key_env=self.api_key_env,
+            max_concurrency=self.max_concurrency,
+            price_input=float(self.price_input),
+            price_output=float(self.price_output),
+            timeout=self.timeout,
+            max_retries=settings.EVALSITE_MAX_RETRIES,
+            string_only=self.string_only,
+        )
+
+
+class Status(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+ACTIVE = (Status.QUEUED, Status.RUNNING)
+FINISHED = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED)
+
+
+class Run(models.Model):
+    """One launch of a suite version.
+
+    Status: queued -> running (first conversation claimed) -> passed | failed | error (last conversation
+    done: error if any conversation errored, else failed if any failed, else passed); queued/running ->
+    cancelled by a user. Every transition is a conditional update on the current status.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    suite_version = models.ForeignKey("suites.SuiteVersion", on_delete=models.PROTECT, related_name="runs")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    model = models.CharField(max_length=200, help_text="Model reference the run used, after any override.")
+    endpoint_name = models.CharField(max_length=50)
+    is_mock = models.BooleanField(default=False)
+    concurrency = models.PositiveSmallIntegerField(default=10, validators=[MinValueValidator(1)])
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # The runs list: a user's runs, newest first.
+            models.Index(fields=["created_by", "-created_at"], name="run_owner_recent"),
+            # The dispatcher and sweeper look for active runs, by endpoint.
+            models.Index(fields=["status", "endpoint_name"], name="run_status_endpoint"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.suite_version} · {self.model} · {self.status}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def elapsed(self):
+        if not self.started_at:
+            return None
+        return (self.finished_at or timezone.now()) - self.started_at
+
+
+class Conversation(models.Model):
+    """One eval (one iteration of it) inside a run; a Celery task plays it.
+
+    Status: queued -> running (claimed; `attempt` is the fencing token) -> passed | failed | error |
+    cancelled. `dispatched_at` is set when its task is sent; `lease_expires_at` is renewed by the worker
+    running it, and a lapsed lease sends it back to queued for another worker to resume.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="conversations")
+    index = models.PositiveIntegerField(help_text="Position of the eval in the suite.")
+    iteration = models.PositiveIntegerField(default=0)
+    eval_id = models.CharField(max_length=200)
+    prompt = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    attempt = models.PositiveIntegerField(default=0)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    kind = models.CharField(max_length=20, default="single-turn")
+    passed_on_turn = models.PositiveIntegerField(null=True, blank=True)
+    score = models.FloatField(null=True, blank=True)
+    verdict = models.CharField(max_length=300, blank=True)
+    error = models.TextField(blank=True)
+    turn_count = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    judge_tokens = models.PositiveIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+    tokens_estimated = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["index", "iteration"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index", "iteration"], name="conversation_unique_per_run"),
+        ]
+        indexes = [
+            # Progress counts and the dispatcher's "next queued conversation" both filter a run by status.
+            models.Index(fields=["run", "status"], name="conversation_run_status"),
+            # The sweeper looks for lapsed leases.
+            models.Index(fields=["status", "lease_expires_at"], name="conversation_lease"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.eval_id} ({self.status})"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class Turn(models.Model):
+    """One graded reply. Unique per (conversation, position): a redelivered task cannot write it twice."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
+    position = models.PositiveIntegerField()
+    record = models.JSONField(help_text="engine.results.TurnRecord")
+    passed = models.BooleanField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "position"], name="turn_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"turn {self.position}"
+
+
+def new_share_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+class ShareLink(models.Model):
+    """A read-only link to one run. The token is 256 random bits; revoking it ends access at once."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="share_links")
+    token = models.CharField(max_length=64, unique=True, default=new_share_token, editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"share link for {self.run_id}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

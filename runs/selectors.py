@@ -1,0 +1,96 @@
+"""Reads for runs, scoped to the user (someone else's run is a 404) or to an active share link."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet, Sum
+from django.shortcuts import get_object_or_404
+
+from engine.results import EvalResult, RunReport, RunTotals, SuiteRef, Totals, TurnRecord, run_status
+
+from .models import FINISHED, Conversation, Run, ShareLink, Status
+
+
+def runs_for(user) -> QuerySet[Run]:
+    return Run.objects.filter(created_by=user).select_related("suite_version__suite")
+
+
+def get_run_for_user(user, run_id) -> Run:
+    return get_object_or_404(runs_for(user), pk=run_id)
+
+
+def get_shared_run(token: str) -> tuple[Run, ShareLink]:
+    link = get_object_or_404(
+        ShareLink.objects.select_related("run__suite_version__suite"), token=token, revoked_at__isnull=True
+    )
+    return link.run, link
+
+
+def get_conversation(run: Run, index: int, iteration: int = 0) -> Conversation:
+    return get_object_or_404(run.conversations.all(), index=index, iteration=iteration)
+
+
+def progress(run: Run) -> dict:
+    """Everything the progress bar shows, in two queries."""
+    rows = run.conversations.values("status").annotate(
+        n=Sum(1),
+        prompt_tokens=Sum("prompt_tokens"),
+        completion_tokens=Sum("completion_tokens"),
+        judge_tokens=Sum("judge_tokens"),
+        cost=Sum("cost"),
+        turns=Sum("turn_count"),
+    )
+    counts = {status: 0 for status in Status.values}
+    totals = {"prompt_tokens": 0, "completion_tokens": 0, "judge_tokens": 0, "cost": 0.0, "turns": 0}
+    for row in rows:
+        counts[row["status"]] = row["n"]
+        for key in totals:
+            totals[key] += row[key] or 0
+    total = sum(counts.values())
+    done = sum(counts[status] for status in FINISHED)
+    return {
+        "counts": counts,
+        "total": total,
+        "done": done,
+        "percent": round(100 * done / total) if total else 100,
+        "tokens": totals["prompt_tokens"] + totals["completion_tokens"],
+        **totals,
+    }
+
+
+def turn_records(conversation: Conversation) -> list[TurnRecord]:
+    return [TurnRecord.model_validate(turn.record) for turn in conversation.turns.all()]
+
+
+def eval_result(conversation: Conversation, turns: list[TurnRecord] | None = None) -> EvalResult:
+    turns = turn_records(conversation) if turns is None else turns
+    status = conversation.status if conversation.status in FINISHED else "cancelled"
+    return EvalResult(
+        index=conversation.index,
+        id=conversation.eval_id,
+        kind=conversation.kind if conversation.kind in ("single-turn", "multi-turn") else "single-turn",
+        prompt=conversation.prompt,
+        status=status,
+        score=conversation.score,
+        passed_on_turn=conversation.passed_on_turn,
+        verdict=conversation.verdict or conversation.status,
+        error=conversation.error or None,
+        turns=turns,
+        totals=Totals.of(turns),
+    )
+
+
+def report(run: Run) -> RunReport:
+    """The run as the documented JSON results format, the same shape `evalrun --json` writes."""
+    conversations = list(run.conversations.prefetch_related("turns"))
+    evals = [eval_result(conversation, turn_records(conversation)) for conversation in conversations]
+    duration = run.elapsed.total_seconds() if run.elapsed else None
+    version = run.suite_version
+    return RunReport(
+        suite=SuiteRef(name=version.suite.name, version=version.number, sha256=version.sha256),
+        model=run.model,
+        endpoint=run.endpoint_name,
+        mock=run.is_mock,
+        status=run_status(evals) if evals else "passed",
+        evals=evals,
+        totals=RunTotals.of(evals, duration_s=round(duration, 3) if duration is not None else None),
+    )

@@ -1,0 +1,174 @@
+"""Writes for runs: launch, dispatch, finish, cancel, share.
+
+Dispatch keeps at most `run.concurrency` conversations of a run in flight, and at most the endpoint's cap
+across all runs. It is called when a run is launched and whenever a conversation ends, and it sends tasks
+only after the transaction that marked them dispatched commits.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from django.db import connection, transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from engine.clients import MOCK
+from engine.runner import build_context
+from suites.models import SuiteVersion
+from suites.services import validate_source
+
+from .endpoints import build_registry
+from .models import ACTIVE, Conversation, Run, ShareLink, Status
+
+MAX_CONCURRENCY = 100
+
+
+class LaunchError(Exception):
+    """The run cannot start; the message says why."""
+
+
+@transaction.atomic
+def create_run(
+    *, version: SuiteVersion, user, model: str | None = None, concurrency: int | None = None
+) -> Run:
+    spec = validate_source(version.source)
+    model_ref = (model or "").strip() or spec.model
+    if not model_ref:
+        raise LaunchError("the suite names no model; choose one to run against")
+    registry = build_registry()
+    try:
+        _, endpoint_name = build_context(spec, registry, model_ref)
+    except Exception as exc:  # an unknown endpoint and the like: say so before anything is stored
+        raise LaunchError(str(exc)) from None
+    concurrency = max(1, min(concurrency or 10, MAX_CONCURRENCY))
+    run = Run.objects.create(
+        suite_version=version,
+        created_by=user,
+        model=model_ref,
+        endpoint_name=endpoint_name,
+        is_mock=endpoint_name == MOCK,
+        concurrency=concurrency,
+    )
+    Conversation.objects.bulk_create(
+        Conversation(run=run, index=index, eval_id=spec.eval_id(index), prompt=ev.prompt)
+        for index, ev in enumerate(spec.evals)
+    )
+    transaction.on_commit(lambda: dispatch(run.pk))
+    return run
+
+
+def _lock_endpoint(endpoint_name: str) -> None:
+    # SQLite runs every transaction as BEGIN IMMEDIATE (see settings), which already serialises writers.
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [zlib.crc32(endpoint_name.encode())])
+
+
+def _endpoint_cap(endpoint_name: str) -> int | None:
+    if endpoint_name == MOCK:
+        return None
+    return build_registry().max_concurrency(endpoint_name)
+
+
+def dispatch(run_id) -> int:
+    """Send tasks for as many queued conversations as the run's and the endpoint's limits allow."""
+    from .tasks import run_conversation
+
+    with transaction.atomic():
+        run = Run.objects.filter(pk=run_id, status__in=ACTIVE).first()
+        if run is None:
+            return 0
+        _lock_endpoint(run.endpoint_name)
+        in_flight = Q(dispatched_at__isnull=False, status__in=ACTIVE)
+        slots = run.concurrency - run.conversations.filter(in_flight).count()
+        cap = _endpoint_cap(run.endpoint_name)
+        if cap is not None:
+            busy = Conversation.objects.filter(
+                in_flight, run__endpoint_name=run.endpoint_name, run__status__in=ACTIVE
+            ).count()
+            slots = min(slots, cap - busy)
+        if slots <= 0:
+            return 0
+        ids = list(
+            run.conversations.filter(status=Status.QUEUED, dispatched_at__isnull=True)
+            .order_by("index", "iteration")
+            .values_list("pk", flat=True)[:slots]
+        )
+        if not ids:
+            return 0
+        Conversation.objects.filter(pk__in=ids).update(dispatched_at=timezone.now())
+        transaction.on_commit(lambda: [run_conversation.delay(pk) for pk in ids])
+    return len(ids)
+
+
+def dispatch_endpoint(endpoint_name: str) -> None:
+    """A slot on an endpoint freed up: let waiting runs on it (oldest first) take it."""
+    waiting = (
+        Run.objects.filter(status__in=ACTIVE, endpoint_name=endpoint_name)
+        .filter(conversations__status=Status.QUEUED, conversations__dispatched_at__isnull=True)
+        .order_by("created_at")
+        .values_list("pk", flat=True)
+        .distinct()
+    )
+    for run_id in list(waiting):
+        if dispatch(run_id) == 0 and _endpoint_cap(endpoint_name) is not None:
+            break
+
+
+def status_counts(run: Run) -> dict[str, int]:
+    rows = run.conversations.values("status").annotate(n=Count("pk"))
+    counts = {status: 0 for status in Status.values}
+    counts.update({row["status"]: row["n"] for row in rows})
+    return counts
+
+
+def finalize(run_id) -> bool:
+    """If every conversation has ended, give the run its final status. True when this call ended it."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None or not run.is_active:
+        return False
+    counts = status_counts(run)
+    if counts[Status.QUEUED] or counts[Status.RUNNING]:
+        return False
+    if counts[Status.ERROR]:
+        final = Status.ERROR
+    elif counts[Status.FAILED]:
+        final = Status.FAILED
+    elif counts[Status.CANCELLED] and not counts[Status.PASSED]:
+        final = Status.CANCELLED
+    else:
+        final = Status.PASSED
+    now = timezone.now()
+    updated = Run.objects.filter(pk=run_id, status__in=ACTIVE).update(
+        status=final, finished_at=now, started_at=run.started_at or now
+    )
+    return bool(updated)
+
+
+def conversation_ended(run_id, endpoint_name: str) -> None:
+    if not finalize(run_id):
+        dispatch(run_id)
+    dispatch_endpoint(endpoint_name)
+
+
+@transaction.atomic
+def cancel(run: Run) -> bool:
+    now = timezone.now()
+    updated = Run.objects.filter(pk=run.pk, status__in=ACTIVE).update(
+        status=Status.CANCELLED, finished_at=now
+    )
+    if updated:
+        # Running conversations see the run's status before their next turn and stop there.
+        run.conversations.filter(status=Status.QUEUED).update(status=Status.CANCELLED, finished_at=now)
+        transaction.on_commit(lambda: dispatch_endpoint(run.endpoint_name))
+    return bool(updated)
+
+
+def create_share_link(run: Run, user) -> ShareLink:
+    return ShareLink.objects.create(run=run, created_by=user)
+
+
+def revoke_share_link(link: ShareLink) -> None:
+    if link.revoked_at is None:
+        ShareLink.objects.filter(pk=link.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())

@@ -1,0 +1,44 @@
+"""Suites API: validation and the JSON Schema of the suite format for editors."""
+
+from django.http import JsonResponse
+from ninja import Router, Schema
+
+from engine.loader import SuiteError, load_suite
+from engine.schema import json_schema
+
+router = Router(tags=["suites"])
+
+
+class ValidateIn(Schema):
+    source: str
+
+
+class ProblemOut(Schema):
+    line: int
+    column: int
+    path: str
+    message: str
+
+
+class ValidateOut(Schema):
+    valid: bool
+    name: str | None = None
+    evals: int = 0
+    problems: list[ProblemOut] = []
+
+
+@router.get("/schema.json", auth=None, summary="JSON Schema of the suite format")
+def suite_schema(request):
+    # Served without login so editors (VS Code's yaml.schemas, etc.) can fetch it.
+    return JsonResponse(json_schema())
+
+
+@router.post("/validate", response=ValidateOut, summary="Validate suite YAML")
+def validate(request, payload: ValidateIn):
+    try:
+        spec = load_suite(payload.source)
+    except SuiteError as exc:
+        return ValidateOut(
+            valid=False, problems=[ProblemOut(**problem.as_dict()) for problem in exc.problems]
+        )
+    return ValidateOut(valid=True, name=spec.name, evals=len(spec.evals))

@@ -1,0 +1,56 @@
+"""Suites and their immutable versions.
+
+A Suite is a name a user edits; every save creates a new SuiteVersion holding the exact YAML. Versions are
+never updated or deleted while a run points at them, so a run always records exactly what it ran.
+"""
+
+import hashlib
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Suite(models.Model):
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="suites")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="suite_unique_name_per_owner")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def latest_version(self) -> "SuiteVersion | None":
+        return self.versions.order_by("-number").first()
+
+
+class SuiteVersion(models.Model):
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    source = models.TextField(help_text="The suite's YAML, exactly as saved.")
+    sha256 = models.CharField(max_length=64, editable=False)
+    note = models.CharField(max_length=200, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["suite", "number"], name="suite_version_unique_number"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.suite.name} v{self.number}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("suite versions are immutable; save a new version instead")
+        self.sha256 = hashlib.sha256(self.source.encode("utf-8")).hexdigest()
+        super().save(*args, **kwargs)

@@ -1,0 +1,25 @@
+"""Reads for suites, always scoped to the user: someone else's suite is a 404, never a 403."""
+
+from django.db.models import Count, Max, QuerySet
+from django.shortcuts import get_object_or_404
+
+from .models import Suite, SuiteVersion
+
+
+def suites_for(user) -> QuerySet[Suite]:
+    return Suite.objects.filter(owner=user).annotate(
+        version_count=Count("versions"), latest=Max("versions__number")
+    )
+
+
+def get_suite_for_user(user, public_id) -> Suite:
+    return get_object_or_404(Suite, owner=user, public_id=public_id)
+
+
+def get_version_for_user(user, public_id, number: int) -> SuiteVersion:
+    return get_object_or_404(
+        SuiteVersion.objects.select_related("suite"),
+        suite__owner=user,
+        suite__public_id=public_id,
+        number=number,
+    )

@@ -1,0 +1,649 @@
+"""A real HTTP server on 127.0.0.1 that speaks enough of the OpenAI API for tests and benchmarks.
+
+Why a real server and not a mock: the openai 3.x client talks through httpx2, and the behaviour we
+most need to exercise (retries, Retry-After parsing, timeouts, response parsing, connection pooling,
+many workers in parallel) lives below any patchable Python API. So tests point the unmodified client
+at this server, exactly as production points it at a provider::
+
+    with FakeOpenAI(latency=0.05) as fake:
+        fake.script("What is 10*10?", ["100", "105"])
+        fake.rule("Rate the answer", "SCORE: 4")
+        fake.fail_next(1, status=429, retry_after=0.1)
+        client = openai.OpenAI(base_url=fake.base_url, api_key="test", max_retries=0)
+        ...
+
+Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models``.
+
+How a chat request is answered, first match wins:
+
+1. Auth: if ``api_key`` was given and ``Authorization`` is not ``Bearer <api_key>`` -> 401.
+2. ``down()`` -> 503 immediately.
+3. ``fail_next()`` faults: the oldest pending fault whose ``first_user`` filter matches consumes one
+   unit and the request fails with its status (after the usual latency), or, for a ``hang`` fault,
+   sleeps ``hang`` seconds and is then answered normally (the client has usually timed out by then).
+4. Reply selection, which produces a ``Reply``:
+
+   a. Scripts (``script(first_user, replies)``): if the conversation key equals ``first_user``, the
+      reply is ``replies[number of assistant messages in the request]`` (clamped to the last one).
+      Being stateless is deliberate: a retried or redelivered request gets the same reply.
+   b. Rules (``rule(contains, reply)``): the first rule whose ``contains`` occurs (case-sensitive)
+      in the LAST message's content. Meant for judge and simulated-user prompts.
+   c. ``default_reply`` ("OK").
+
+   The Reply may itself be an error (``status``), a hang, or carry latency/usage overrides.
+
+The conversation key is the content of the first message with role "user". Content given as a list
+of parts is reduced to its text parts joined with "\\n".
+
+Run standalone for manual poking: ``python -m tests.fakeopenai --port 8900 --latency 0.1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import itertools
+import json
+import math
+import re
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, NamedTuple
+
+__all__ = ["FakeOpenAI", "Reply", "EMBEDDING_DIMENSIONS"]
+
+EMBEDDING_DIMENSIONS = 64
+FAKE_MODEL = "fake-model"
+
+CHAT_PATH = "/v1/chat/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
+MODELS_PATH = "/v1/models"
+
+
+@dataclass
+class Reply:
+    """One canned answer. A plain ``str`` anywhere a Reply is accepted means ``Reply(text=...)``."""
+
+    text: str = ""
+    # Overrides the server-wide latency for this request only.
+    latency: float | None = None
+    # Answer with this HTTP error status (text becomes the error message) instead of a completion.
+    status: int | None = None
+    # Seconds, sent as a Retry-After header; only meaningful together with ``status``.
+    retry_after: float | None = None
+    # Sleep this long before answering (replaces latency); used to trigger client timeouts.
+    hang: float | None = None
+    # Merged over the computed usage; total_tokens is recomputed unless given.
+    usage: dict | None = None
+    omit_usage: bool = False
+
+
+@dataclass
+class _Fault:
+    remaining: int
+    status: int
+    retry_after: float | None
+    hang: float | None
+    first_user: str | None
+
+
+class _Response(NamedTuple):
+    status: int
+    body: dict
+    headers: dict[str, str]
+
+
+class _Headers(dict):
+    """Request headers with lower-cased keys and case-insensitive lookup, so tests need not guess
+    how the client capitalised a header."""
+
+    def __init__(self, items=()):
+        super().__init__((key.lower(), value) for key, value in items)
+
+    def __getitem__(self, key):
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key):
+        return isinstance(key, str) and super().__contains__(key.lower())
+
+    def get(self, key, default=None):
+        return super().get(key.lower(), default)
+
+
+def content_text(content: Any) -> str:
+    """Text of a message ``content``: a string, or a list of parts whose text parts are joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        ]
+        return "\n".join(texts)
+    return str(content)
+
+
+def conversation_key(messages: list[dict]) -> str | None:
+    """Content of the first user message: how scripts and fault filters recognise a conversation."""
+    for message in messages:
+        if message.get("role") == "user":
+            return content_text(message.get("content"))
+    return None
+
+
+def count_words(text: str) -> int:
+    return len(text.split())
+
+
+_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def hashed_embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """Deterministic, L2-normalised hashed bag of lower-case words.
+
+    crc32 rather than hash() so vectors are stable across processes (PYTHONHASHSEED). Counts are
+    kept non-negative so cosines stay in [0, 1] like real embeddings: shared words raise similarity,
+    texts with no words in common only overlap through bucket collisions (typically < 0.2).
+    """
+    vector = [0.0] * dimensions
+    for word in _WORD_RE.findall(text.lower()):
+        vector[zlib.crc32(word.encode("utf-8")) % dimensions] += 1.0
+    norm = math.sqrt(sum(value * value for value in vector))
+    if norm == 0.0:
+        # Word-less input still needs a valid unit vector so cosine stays defined.
+        vector[0] = 1.0
+        return vector
+    return [value / norm for value in vector]
+
+
+def _error_body(status: int, message: str | None = None, code: str | None = None) -> dict:
+    if status == 429:
+        error_type, default_code = "requests", "rate_limit_exceeded"
+    elif status >= 500:
+        error_type, default_code = "server_error", None
+    else:
+        error_type, default_code = "invalid_request_error", None
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Error"
+    return {
+        "error": {
+            "message": message or f"{phrase} (fakeopenai)",
+            "type": error_type,
+            "param": None,
+            "code": code or default_code,
+        }
+    }
+
+
+def _error(
+    status: int, message: str | None = None, retry_after: float | None = None, code: str | None = None
+) -> _Response:
+    headers = {}
+    if retry_after is not None:
+        headers["Retry-After"] = f"{retry_after:g}"
+    return _Response(status, _error_body(status, message, code), headers)
+
+
+class FakeOpenAI:
+    """Fake OpenAI endpoint; see the module docstring for the reply-selection order.
+
+    All configuration methods are thread-safe and may be called while requests are in flight.
+    """
+
+    def __init__(
+        self, latency: float = 0.0, api_key: str | None = None, *, port: int = 0, host: str = "127.0.0.1"
+    ):
+        self.latency = latency
+        self.api_key = api_key
+        self.default_reply: str | Reply = "OK"
+        self._initial_latency = latency
+        self._host = host
+        self._requested_port = port
+        self._port: int | None = None
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        # Set on stop() so sleeping handlers (latency, hangs) wake up instead of outliving the test.
+        self._stopping = threading.Event()
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self._clear_state()
+
+    def _clear_state(self) -> None:
+        with self._lock:
+            self._scripts: dict[str, list[Reply]] = {}
+            self._rules: list[tuple[str, Reply]] = []
+            self._faults: list[_Fault] = []
+            self._down = False
+            self._embedding_overrides: dict[str, list[float]] = {}
+            self._models_seen: dict[str, None] = {}
+            self._requests: list[dict] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> FakeOpenAI:
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        self._server = _Server((self._host, self._requested_port), self)
+        self._port = self._server.server_address[1]
+        # A short poll interval keeps stop() fast; the default 0.5 s would add up across many tests.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"fakeopenai:{self._port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        self._server = self._thread = None
+        self._stopping.set()
+        server.shutdown()
+        # Keep-alive connections have their own handler threads that would otherwise keep
+        # answering after stop(); cutting them makes a stopped fake look like a dead endpoint.
+        server.close_connections()
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("FakeOpenAI has not been started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``; still valid after stop(), pointing at a closed port."""
+        return f"http://{self._host}:{self.port}/v1"
+
+    # -- configuration -----------------------------------------------------------------------------
+
+    def script(self, first_user: str, replies: list[str | Reply]) -> None:
+        """Reply by turn for the conversation whose first user message is exactly ``first_user``."""
+        if not replies:
+            raise ValueError("script() needs at least one reply")
+        with self._lock:
+            self._scripts[first_user] = [_as_reply(reply) for reply in replies]
+
+    def rule(self, contains: str, reply: str | Reply) -> None:
+        """Reply with ``reply`` when the last message contains ``contains``; earlier rules win."""
+        with self._lock:
+            self._rules.append((contains, _as_reply(reply)))
+
+    def fail_next(
+        self,
+        n: int,
+        status: int = 429,
+        retry_after: float | None = None,
+        hang: float | None = None,
+        first_user: str | None = None,
+    ) -> None:
+        """Make the next ``n`` chat requests (only this conversation's, if ``first_user``) fail.
+
+        With ``hang`` the request instead sleeps that long and is then answered normally, which a
+        client with a shorter timeout sees as a timeout.
+        """
+        if n <= 0:
+            return
+        with self._lock:
+            self._faults.append(_Fault(n, status, retry_after, hang, first_user))
+
+    def down(self) -> None:
+        """Answer every chat/embeddings request with 503 until up()."""
+        with self._lock:
+            self._down = True
+
+    def up(self) -> None:
+        with self._lock:
+            self._down = False
+
+    def embedding(self, text: str, vector: list[float]) -> None:
+        """Return ``vector`` (as given, not normalised) whenever exactly ``text`` is embedded."""
+        with self._lock:
+            self._embedding_overrides[text] = [float(value) for value in vector]
+
+    def embedding_for(self, text: str) -> list[float]:
+        """The vector the server would return for ``text``."""
+        with self._lock:
+            override = self._embedding_overrides.get(text)
+        return list(override) if override is not None else hashed_embedding(text)
+
+    def reset(self) -> None:
+        """Back to the just-constructed state: clears scripts, rules, faults, down, embedding
+        overrides, seen models and the request log; restores latency and default_reply."""
+        self._clear_state()
+        self.latency = self._initial_latency
+        self.default_reply = "OK"
+
+    # -- inspection --------------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[dict]:
+        """Snapshot of the request log: ``{"path", "body", "headers", "at", "status"}`` per request,
+        in arrival order. ``status`` is None while the request is still being answered."""
+        with self._lock:
+            return list(self._requests)
+
+    def chat_requests(self, first_user: str | None = None) -> list[dict]:
+        """Bodies of logged chat requests, optionally only those of one conversation."""
+        bodies = []
+        for entry in self.requests:
+            body = entry["body"]
+            if entry["path"] != CHAT_PATH or not isinstance(body, dict):
+                continue
+            if first_user is not None:
+                messages = body.get("messages")
+                if not isinstance(messages, list) or _safe_key(messages) != first_user:
+                    continue
+            bodies.append(body)
+        return bodies
+
+    # -- request handling (called from handler threads) --------------------------------------------
+
+    def _handle(self, method: str, path: str, raw_body: bytes, headers: _Headers) -> _Response:
+        body: Any = None
+        malformed = False
+        if raw_body:
+            try:
+                body = json.loads(raw_body)
+            except ValueError:
+                malformed = True
+        # Logged on arrival, not completion, so a hung request is visible to the test meanwhile.
+        entry = {"path": path, "body": body, "headers": headers, "at": time.monotonic(), "status": None}
+        with self._lock:
+            self._requests.append(entry)
+        response = self._route(method, path, body, malformed, headers)
+        with self._lock:
+            entry["status"] = response.status
+        return response
+
+    def _route(self, method: str, path: str, body: Any, malformed: bool, headers: _Headers) -> _Response:
+        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+            return _error(401, "Incorrect API key provided", code="invalid_api_key")
+        routes = {
+            (CHAT_PATH, "POST"): self._chat,
+            (EMBEDDINGS_PATH, "POST"): self._embeddings,
+            (MODELS_PATH, "GET"): self._models,
+        }
+        handler = routes.get((path, method))
+        if handler is None:
+            if any(route_path == path for route_path, _ in routes):
+                return _error(405, f"Method {method} not allowed on {path}")
+            return _error(404, f"Unknown path {path}")
+        if method == "POST" and (malformed or not isinstance(body, dict)):
+            return _error(400, "Request body must be a JSON object")
+        return handler(body)
+
+    def _sleep(self, seconds: float | None) -> None:
+        if seconds and seconds > 0:
+            self._stopping.wait(seconds)
+
+    def _note_model(self, model: Any) -> None:
+        if isinstance(model, str) and model:
+            with self._lock:
+                self._models_seen.setdefault(model, None)
+
+    def _chat(self, body: dict) -> _Response:
+        with self._lock:
+            down = self._down
+        if down:
+            return _error(503, "The server is temporarily unavailable (fakeopenai is down)")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            return _error(400, "'messages' must be a non-empty list of message objects")
+        if body.get("stream"):
+            return _error(400, "fakeopenai does not support stream=true")
+        model = body.get("model") or FAKE_MODEL
+        self._note_model(model)
+        key = conversation_key(messages)
+
+        fault = self._take_fault(key)
+        if fault is not None and fault.hang is None:
+            self._sleep(self.latency)
+            return _error(fault.status, retry_after=fault.retry_after)
+
+        reply = self._select_reply(key, messages)
+        if fault is not None:
+            self._sleep(fault.hang)
+        elif reply.hang is not None:
+            self._sleep(reply.hang)
+        else:
+            self._sleep(reply.latency if reply.latency is not None else self.latency)
+
+        if reply.status is not None:
+            return _error(reply.status, reply.text or None, retry_after=reply.retry_after)
+        return _Response(200, self._completion(model, messages, reply), {})
+
+    def _take_fault(self, key: str | None) -> _Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.first_user is None or fault.first_user == key:
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        self._faults.remove(fault)
+                    return fault
+        return None
+
+    def _select_reply(self, key: str | None, messages: list[dict]) -> Reply:
+        with self._lock:
+            replies = self._scripts.get(key) if key is not None else None
+            if replies:
+                turn = sum(1 for message in messages if message.get("role") == "assistant")
+                return replies[min(turn, len(replies) - 1)]
+            last_text = content_text(messages[-1].get("content"))
+            for contains, reply in self._rules:
+                if contains in last_text:
+                    return reply
+        return _as_reply(self.default_reply)
+
+    def _completion(self, model: str, messages: list[dict], reply: Reply) -> dict:
+        prompt_tokens = sum(count_words(content_text(message.get("content"))) for message in messages)
+        completion_tokens = max(1, count_words(reply.text))
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        if reply.usage:
+            usage.update(reply.usage)
+            if "total_tokens" not in reply.usage:
+                usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        completion = {
+            "id": f"chatcmpl-fake-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply.text},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+        if not reply.omit_usage:
+            completion["usage"] = usage
+        return completion
+
+    def _embeddings(self, body: dict) -> _Response:
+        with self._lock:
+            down = self._down
+        if down:
+            return _error(503, "The server is temporarily unavailable (fakeopenai is down)")
+        raw_input = body.get("input")
+        if isinstance(raw_input, str):
+            texts = [raw_input]
+        elif isinstance(raw_input, list) and raw_input:
+            # Token-id inputs are rare in our code; any stable text stand-in will do for them.
+            texts = [item if isinstance(item, str) else json.dumps(item) for item in raw_input]
+        else:
+            return _error(400, "'input' must be a string or a non-empty list")
+        model = body.get("model") or FAKE_MODEL
+        self._note_model(model)
+        self._sleep(self.latency)
+
+        # The client asks for base64 unless the caller picked a format, then decodes float32 itself.
+        as_base64 = body.get("encoding_format") == "base64"
+        data = []
+        for index, text in enumerate(texts):
+            vector = self.embedding_for(text)
+            encoded: Any = vector
+            if as_base64:
+                encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        tokens = sum(count_words(text) for text in texts)
+        return _Response(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": model,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+            {},
+        )
+
+    def _models(self, body: Any) -> _Response:
+        with self._lock:
+            names = dict.fromkeys([FAKE_MODEL, *self._models_seen])
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "fakeopenai"} for name in names]
+        return _Response(200, {"object": "list", "data": data}, {})
+
+
+def _as_reply(reply: str | Reply) -> Reply:
+    return reply if isinstance(reply, Reply) else Reply(text=str(reply))
+
+
+def _safe_key(messages: list) -> str | None:
+    return conversation_key([m for m in messages if isinstance(m, dict)])
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # Bursts of 20+ simultaneous connects must queue, not be refused.
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], fake: FakeOpenAI):
+        self.fake = fake
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def process_request(self, request, client_address):
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request, client_address):
+        # Clients hanging up (timeouts, stop()) are expected; only real bugs deserve a traceback.
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fakeopenai/1.0"
+    # Headers and body go out as separate writes; without TCP_NODELAY, Nagle plus delayed ACKs can
+    # add ~40 ms per keep-alive request and ruin latency measurements.
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def _dispatch(self, method: str) -> None:
+        # Always drain the body, even for requests we reject, or the next request on this
+        # keep-alive connection would be parsed from the leftovers.
+        length = int(self.headers.get("Content-Length") or 0)
+        raw_body = self.rfile.read(length) if length > 0 else b""
+        path = self.path.split("?", 1)[0]
+        response = self.server.fake._handle(method, path, raw_body, _Headers(self.headers.items()))
+        payload = json.dumps(response.body).encode("utf-8")
+        try:
+            self.send_response(response.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+        except OSError:
+            # The client gave up (typically a timeout during a hang); nothing left to tell it.
+            self.close_connection = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve a fake OpenAI API for manual testing.")
+    parser.add_argument("--port", type=int, default=8900)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per request")
+    parser.add_argument("--api-key", default=None, help="require this bearer token")
+    parser.add_argument("--default-reply", default="OK")
+    args = parser.parse_args(argv)
+
+    fake = FakeOpenAI(latency=args.latency, api_key=args.api_key, port=args.port, host=args.host)
+    fake.default_reply = args.default_reply
+    fake.start()
+    print(fake.base_url, flush=True)
+    # Benchmarks run this as a subprocess and stop it with terminate(); exit as cleanly as on Ctrl-C.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        fake.stop()
+
+
+def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,11 @@
+"""Settings for the test suite: the real settings, in local-development mode, with a throwaway var dir."""
+
+import os
+
+os.environ.setdefault("EVALSITE_DEV", "1")
+os.environ.setdefault("EVALSITE_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test"))
+
+from evalsite.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
+STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
