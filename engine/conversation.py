@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .checks import JudgeContext, Reply, choose_followup, evaluate_level
 from .clients import ChatClient, EndpointError
 from .results import EvalResult, Totals, TurnRecord
-from .schema import Check, Eval
+from .schema import Check, Eval, followup_depth
 
 
 class StopConversation(Exception):
@@ -68,9 +68,7 @@ def run_eval(
         return EvalResult(
             index=index,
             id=eval_id,
-            kind="multi-turn"
-            if len(turns) > 1 or any(item.has_followup for item in ev.checks)
-            else "single-turn",
+            kind="multi-turn" if len(turns) > 1 or followup_depth(ev.checks) > 0 else "single-turn",
             prompt=ev.prompt,
             status=status,
             score=score,
@@ -88,6 +86,11 @@ def run_eval(
             if turn.prompt != level.prompt:
                 raise ResumeMismatch(
                     f"stored turn {position} was {turn.prompt!r}, the suite says {level.prompt!r}"
+                )
+            expected = [item.kind for item in level.items if item.kind]
+            if turn.node != level.node or [result.type for result in turn.checks] != expected:
+                raise ResumeMismatch(
+                    f"stored turn {position} was graded against other checks than the suite has"
                 )
         else:
             if should_stop is not None and should_stop():

@@ -8,6 +8,7 @@ the first JSON object embedded in prose or a code fence, then a bare number. Any
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 
@@ -45,13 +46,15 @@ def _score_from(value) -> float | None:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
+        score = float(value)
+    elif isinstance(value, str):
         try:
-            return float(value.strip().rstrip("%"))
+            score = float(value.strip().rstrip("%"))
         except ValueError:
             return None
-    return None
+    else:
+        return None
+    return score if math.isfinite(score) else None  # NaN or Infinity is no verdict
 
 
 def _from_object(obj) -> Verdict | None:

@@ -40,7 +40,10 @@ class SuiteError(Exception):
     def __init__(self, problems: list[SuiteProblem], filename: str = "suite.yaml"):
         self.problems = problems
         self.filename = filename
-        super().__init__("\n".join(f"{filename}:{problem}" for problem in problems))
+        super().__init__(problems)
+
+    def __str__(self) -> str:
+        return "\n".join(f"{self.filename}:{problem}" for problem in self.problems)
 
 
 def format_path(path: Path) -> str:
@@ -185,9 +188,27 @@ def _locate(loc: Path, builder: _Builder, *, key: bool) -> tuple[int, int]:
     return builder.positions.get((), (1, 1))
 
 
-def _clean_loc(loc: tuple) -> Path:
-    # pydantic reports `or_` by its field name in some places and by alias in others.
-    return tuple("or" if part == "or_" else part for part in loc)
+def _clean_loc(loc: tuple, raw: object) -> Path:
+    """pydantic's error location, mapped back onto the file as written."""
+    out: list[str | int] = []
+    node = raw
+    parts = ["or" if part == "or_" else part for part in loc]
+    index = 0
+    while index < len(parts):
+        part = parts[index]
+        out.append(part)
+        node = (
+            node.get(part)
+            if isinstance(node, dict)
+            else (
+                node[part] if isinstance(node, list) and isinstance(part, int) and part < len(node) else None
+            )
+        )
+        # `checks: {or: [...]}` is validated as a one-item list; the file has no [0] there.
+        if part == "checks" and isinstance(node, dict) and index + 1 < len(parts) and parts[index + 1] == 0:
+            index += 1
+        index += 1
+    return tuple(out)
 
 
 def _message(error: dict) -> str:
@@ -230,6 +251,25 @@ def _depth_problems(suite: Suite, builder: _Builder) -> list[SuiteProblem]:
     return problems
 
 
+def _metadata_conflicts(raw: dict, builder: _Builder) -> list[SuiteProblem]:
+    metadata = raw.get("metadata")
+    if not isinstance(metadata, dict):
+        return []
+    problems = []
+    for field, meta_field in (("name", "name"), ("model", "model"), ("system", "system_prompt")):
+        if field in raw and meta_field in metadata and raw[field] != metadata[meta_field]:
+            line, column = _locate(("metadata", meta_field), builder, key=True)
+            problems.append(
+                SuiteProblem(
+                    line,
+                    column,
+                    f"metadata.{meta_field}",
+                    f"`{field}` and `metadata.{meta_field}` disagree; keep one",
+                )
+            )
+    return problems
+
+
 def load_suite(data: bytes | str, filename: str = "suite.yaml") -> Suite:
     """Parse and validate a suite; raises SuiteError listing every problem found."""
     try:
@@ -237,12 +277,15 @@ def load_suite(data: bytes | str, filename: str = "suite.yaml") -> Suite:
     except SuiteError as exc:
         exc.filename = filename
         raise
+    problems = _metadata_conflicts(raw, builder)
+    if problems:
+        raise SuiteError(problems, filename)
     try:
         suite = Suite.model_validate(raw)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            loc = _clean_loc(error["loc"])
+            loc = _clean_loc(error["loc"], raw)
             line, column = _locate(loc, builder, key=error["type"] == "extra_forbidden")
             problems.append(SuiteProblem(line, column, format_path(loc), _message(error)))
         raise SuiteError(problems, filename) from None

@@ -219,6 +219,9 @@ class FakeOpenAI:
         # Set on stop() so sleeping handlers (latency, hangs) wake up instead of outliving the test.
         self._stopping = threading.Event()
         self._lock = threading.RLock()
+        # Requests being answered right now, and the most seen at once since the last reset().
+        self._in_flight = 0
+        self.max_in_flight = 0
         self._ids = itertools.count(1)
         self._clear_state()
 
@@ -337,6 +340,8 @@ class FakeOpenAI:
         """Back to the just-constructed state: clears scripts, rules, faults, down, embedding
         overrides, seen models and the request log; restores latency and default_reply."""
         self._clear_state()
+        with self._lock:
+            self.max_in_flight = self._in_flight
         self.latency = self._initial_latency
         self.default_reply = "OK"
 
@@ -377,7 +382,13 @@ class FakeOpenAI:
         entry = {"path": path, "body": body, "headers": headers, "at": time.monotonic(), "status": None}
         with self._lock:
             self._requests.append(entry)
-        response = self._route(method, path, body, malformed, headers)
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            response = self._route(method, path, body, malformed, headers)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
         with self._lock:
             entry["status"] = response.status
         return response

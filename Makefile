@@ -1,0 +1,52 @@
+# evalsite: `make run` serves the dashboard, `make test` runs every test.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+ADDR ?= 127.0.0.1:8000
+# PostgreSQL and Redis for the production-path test pass; skipped with a note when unreachable.
+PG_URL ?= postgres://postgres@127.0.0.1:5432/evalsite
+REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: run setup test test-fast test-pg check format bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+	EVALSITE_DEV=1 $(PY) manage.py migrate --noinput -v0
+	EVALSITE_DEV=1 $(PY) manage.py collectstatic --noinput -v0
+	EVALSITE_DEV=1 $(PY) manage.py evalsetup
+
+run: setup
+	@echo "evalsite on http://$(ADDR)  (Ctrl-C stops the server and the worker)"
+	EVALSITE_DEV=1 $(PY) manage.py evalserve $(ADDR)
+
+test: $(VENV)/.installed
+	$(PY) -m pytest
+	@$(MAKE) --no-print-directory test-pg
+
+# The end-to-end tests again, on PostgreSQL + Redis.
+test-pg: $(VENV)/.installed
+	@if $(PY) -m tests.services "$(PG_URL)" "$(REDIS_URL)"; then \
+		DATABASE_URL="$(PG_URL)" CELERY_BROKER_URL="$(REDIS_URL)" $(PY) -m pytest -m e2e -p no:cacheprovider; \
+	else echo "PostgreSQL or Redis not reachable: skipped the PostgreSQL + Redis end-to-end pass"; fi
+
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -m "not e2e and not browser"
+
+check: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: $(VENV)/.installed
+	$(PY) bench/throughput.py
+
+clean:
+	rm -rf var/broker var/test var/staticfiles

@@ -1,0 +1,108 @@
+"""The OpenAI client wrapper against the real fake server: retries, Retry-After, timeouts, usage, embeddings."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.clients import EndpointConfig, EndpointError, OpenAIClient
+from tests.fakeopenai import FakeOpenAI, Reply
+
+KEY_ENV = "EVALSITE_TEST_CLIENT_KEY"
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "sk-client")
+    with FakeOpenAI(api_key="sk-client") as server:
+        yield server
+
+
+def client_for(fake: FakeOpenAI, sleeps: list[float] | None = None, **overrides) -> OpenAIClient:
+    config = EndpointConfig(
+        name="fake",
+        base_url=fake.base_url,
+        api_key_env=KEY_ENV,
+        price_input=2.0,
+        price_output=10.0,
+        **overrides,
+    )
+    recorded = sleeps if sleeps is not None else []
+    return OpenAIClient(config, sleep=recorded.append)
+
+
+def test_completion_text_usage_and_cost(fake):
+    """Usage comes from the response; cost from the endpoint's per-million prices."""
+    fake.script(
+        "hello there", [Reply("general kenobi", usage={"prompt_tokens": 1000, "completion_tokens": 500})]
+    )
+    completion = client_for(fake).complete("m", [{"role": "user", "content": "hello there"}])
+    assert completion.text == "general kenobi"
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (1000, 500)
+    assert not completion.usage.estimated
+    assert completion.cost == pytest.approx((1000 * 2.0 + 500 * 10.0) / 1e6)
+
+
+def test_missing_usage_is_estimated_and_marked(fake):
+    fake.script("hi", [Reply("a reply of some length", omit_usage=True)])
+    completion = client_for(fake).complete("m", [{"role": "user", "content": "hi"}])
+    assert completion.usage.estimated
+    assert completion.usage.completion_tokens == 6  # 23 characters / 4, rounded up
+
+
+def test_429_honours_retry_after(fake):
+    """The wait before the retry is the server's Retry-After, not our backoff."""
+    fake.fail_next(2, status=429, retry_after=1.5)
+    sleeps: list[float] = []
+    completion = client_for(fake, sleeps).complete("m", [{"role": "user", "content": "x"}])
+    assert completion.text == "OK"
+    assert sleeps == [1.5, 1.5]
+
+
+def test_5xx_is_retried_with_backoff_then_gives_up(fake):
+    fake.fail_next(10, status=503)
+    sleeps: list[float] = []
+    with pytest.raises(EndpointError, match=r"HTTP 503 from fake: .*gave up after 4 attempts"):
+        client_for(fake, sleeps, max_retries=3).complete("m", [{"role": "user", "content": "x"}])
+    assert len(sleeps) == 3
+    assert all(0 < delay <= 8 for delay in sleeps)
+    assert len(fake.chat_requests()) == 4  # one layer of retries: 1 try + 3 retries, no hidden extras
+
+
+def test_4xx_other_than_429_is_not_retried(fake):
+    fake.api_key = "sk-other"
+    sleeps: list[float] = []
+    with pytest.raises(EndpointError, match="HTTP 401 from fake: Incorrect API key"):
+        client_for(fake, sleeps).complete("m", [{"role": "user", "content": "x"}])
+    assert sleeps == []
+    assert len(fake.requests) == 1
+
+
+def test_timeout_is_explicit_and_retried(fake):
+    fake.fail_next(1, hang=2)
+    sleeps: list[float] = []
+    completion = client_for(fake, sleeps, timeout=0.3).complete("m", [{"role": "user", "content": "x"}])
+    assert completion.text == "OK"
+    assert len(sleeps) == 1
+    fake.fail_next(5, hang=2)
+    with pytest.raises(EndpointError, match=r"timed out after 0.3s .*gave up after 2 attempts"):
+        client_for(fake, timeout=0.3, max_retries=1).complete("m", [{"role": "user", "content": "x"}])
+
+
+def test_unreachable_endpoint(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "k")
+    config = EndpointConfig(name="gone", base_url="http://127.0.0.1:9/v1", api_key_env=KEY_ENV, max_retries=1)
+    with pytest.raises(EndpointError, match="cannot reach gone at http://127.0.0.1:9/v1"):
+        OpenAIClient(config, sleep=lambda _: None).complete("m", [{"role": "user", "content": "x"}])
+
+
+def test_embeddings(fake):
+    vectors, usage, _ = client_for(fake).embed("e", ["the cat sat", "the cat sat"])
+    assert len(vectors) == 2 and vectors[0] == pytest.approx(vectors[1])
+    assert usage.prompt_tokens > 0
+
+
+def test_key_is_read_from_the_named_variable(fake, monkeypatch):
+    """The endpoint stores the variable's name; the key itself is only in the environment."""
+    monkeypatch.setenv(KEY_ENV, "sk-client")
+    client_for(fake).complete("m", [{"role": "user", "content": "x"}])
+    assert fake.requests[-1]["headers"]["authorization"] == "Bearer sk-client"
