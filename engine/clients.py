@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import openai
+
 from .matching import glob_match
 from .results import Usage
 from .schema import MockSpec
@@ -110,8 +112,6 @@ class OpenAIClient:
         self._sleep = sleep
 
     def _client(self):
-        import openai
-
         api_key = os.environ.get(self.endpoint.api_key_env, "")
         cache_key = (self.endpoint.base_url, api_key, self.endpoint.timeout)
         with _client_lock:
@@ -128,8 +128,6 @@ class OpenAIClient:
         return client
 
     def _call(self, what: str, fn):
-        import openai
-
         attempts = self.endpoint.max_retries + 1
         last = ""
         for attempt in range(1, attempts + 1):
@@ -223,6 +221,13 @@ class MockClient:
     def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]], Usage, float]:
         vectors = [bag_of_words_vector(text) for text in texts]
         return vectors, Usage(prompt_tokens=sum(map(estimate_tokens, texts)), estimated=True), 0.0
+
+
+def warm_up() -> None:
+    """Load the openai client's lazily imported modules now, not in a dozen threads' first requests."""
+    client = openai.OpenAI(api_key="warm-up", base_url="http://127.0.0.1:9/v1", max_retries=0)
+    _ = client.chat.completions, client.embeddings
+    client.close()
 
 
 def message_text(message: dict) -> str:

@@ -101,8 +101,15 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'evalsite.sqlite3'}")
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
+# Persistent connections: a worker runs thousands of short tasks, and a new PostgreSQL connection per task
+# costs more than the task's own queries.
+DATABASES = {
+    "default": dj_database_url.parse(
+        DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 300), conn_health_checks=True
+    )
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["ENGINE"] = "evalsite.sqlite"  # Django's, with writer threads queued in-process
     DATABASES["default"]["OPTIONS"] = {
         # WAL lets the web server read while workers write; IMMEDIATE makes every transaction take the write
         # lock up front, so the run dispatcher's count-then-claim cannot interleave between processes.
@@ -152,6 +159,8 @@ BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # Our subclass writes each message atomically, so several worker processes can share the folder.
+    CELERY_BROKER_TRANSPORT = "evalsite.broker:Transport"
     for sub in ("queue", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -161,7 +170,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
         # The filesystem transport polls; a short interval keeps the gap between conversations small.
-        "polling_interval": 0.02,
+        "polling_interval": 0.005,
     }
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Redelivery after a crash is handled by our own lease sweeper (runs/recovery.py), so the broker's

@@ -21,7 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from engine.conversation import ResumeMismatch, run_eval
-from engine.loader import load_suite
+from engine.loader import load_saved_suite
 from engine.results import EvalResult, TurnRecord
 from engine.runner import build_context
 from engine.schema import Suite as SuiteSpec
@@ -41,36 +41,39 @@ def _lease() -> timedelta:
     return timedelta(seconds=settings.EVALSITE_LEASE_SECONDS)
 
 
+_parse_lock = threading.Lock()
+
+
 @lru_cache(maxsize=64)
+def _parse_once(sha256: str, source: str) -> SuiteSpec:
+    return load_saved_suite(source)
+
+
 def _parse(sha256: str, source: str) -> SuiteSpec:
-    return load_suite(source)
+    # A run's first conversations start together; parse its suite once, not once per thread.
+    with _parse_lock:
+        return _parse_once(sha256, source)
 
 
-def claim(conversation_id: int) -> int | None:
-    """Take the conversation; returns the new attempt number, or None if it is not ours to run."""
+def claim(conversation_id: int) -> Conversation | None:
+    """Take the conversation; returns it (with run and suite version) or None if it is not ours to run.
+
+    The update bumps `attempt`; the row read back carries the attempt we now own, the fencing token for
+    every later write.
+    """
     now = timezone.now()
     claimable = Q(status=Status.QUEUED) | Q(status=Status.RUNNING, lease_expires_at__lt=now)
-    with transaction.atomic():
-        conversation = (
-            Conversation.objects.filter(claimable, pk=conversation_id, run__status__in=ACTIVE)
-            .values("attempt", "run_id")
-            .first()
-        )
-        if conversation is None:
-            return None
-        attempt = conversation["attempt"] + 1
-        updated = Conversation.objects.filter(claimable, pk=conversation_id, attempt=attempt - 1).update(
-            status=Status.RUNNING,
-            attempt=attempt,
-            started_at=now,
-            lease_expires_at=now + _lease(),
-        )
-        if not updated:
-            return None
-        Run.objects.filter(pk=conversation["run_id"], status=Status.QUEUED).update(
+    updated = Conversation.objects.filter(claimable, pk=conversation_id, run__status__in=ACTIVE).update(
+        status=Status.RUNNING, attempt=F("attempt") + 1, started_at=now, lease_expires_at=now + _lease()
+    )
+    if not updated:
+        return None
+    conversation = Conversation.objects.select_related("run__suite_version").get(pk=conversation_id)
+    if conversation.run.status == Status.QUEUED:
+        Run.objects.filter(pk=conversation.run_id, status=Status.QUEUED).update(
             status=Status.RUNNING, started_at=now
         )
-    return attempt
+    return conversation
 
 
 class _Heartbeat:
@@ -167,10 +170,10 @@ def _fail(conversation_id: int, attempt: int, message: str) -> bool:
 
 def execute(conversation_id: int) -> str:
     """Play one conversation to its end (or resume it). Returns what happened, for logs and tests."""
-    attempt = claim(conversation_id)
-    if attempt is None:
+    conversation = claim(conversation_id)
+    if conversation is None:
         return "skipped"
-    conversation = Conversation.objects.select_related("run__suite_version").get(pk=conversation_id)
+    attempt = conversation.attempt
     run = conversation.run
     heartbeat.add(conversation_id, attempt)
     try:
@@ -187,7 +190,14 @@ def execute(conversation_id: int) -> str:
             _fail(conversation_id, attempt, f"could not start: {exc}")
             return "error"
 
+        checked = {"at": time.monotonic()}  # the claim just saw the run active
+
         def should_stop() -> bool:
+            # Looked up at most twice a second: a cancel takes effect within 0.5 s plus the turn in flight.
+            now = time.monotonic()
+            if now - checked["at"] < 0.5:
+                return False
+            checked["at"] = now
             return not Run.objects.filter(pk=run.pk, status__in=ACTIVE).exists()
 
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
 from engine.results import EvalResult, RunReport, RunTotals, SuiteRef, Totals, TurnRecord, run_status
@@ -11,7 +11,20 @@ from .models import FINISHED, Conversation, Run, ShareLink, Status
 
 
 def runs_for(user) -> QuerySet[Run]:
-    return Run.objects.filter(created_by=user).select_related("suite_version__suite")
+    return Run.objects.filter(created_by=user).select_related("suite_version__suite", "created_by")
+
+
+def with_counts(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Per-status conversation counts in the list query itself, so a list of runs is one query.
+
+    Newest first, said explicitly: Django drops Meta.ordering from queries with GROUP BY.
+    """
+    return runs.order_by("-created_at").annotate(
+        conversation_count=Count("conversations"),
+        passed_count=Count("conversations", filter=Q(conversations__status=Status.PASSED)),
+        failed_count=Count("conversations", filter=Q(conversations__status=Status.FAILED)),
+        error_count=Count("conversations", filter=Q(conversations__status=Status.ERROR)),
+    )
 
 
 def get_run_for_user(user, run_id) -> Run:

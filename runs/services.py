@@ -66,9 +66,11 @@ def _lock_endpoint(endpoint_name: str) -> None:
 
 
 def _endpoint_cap(endpoint_name: str) -> int | None:
+    """Conversations allowed in flight on this endpoint across runs; None for the mock (no limit)."""
     if endpoint_name == MOCK:
         return None
-    return build_registry().max_concurrency(endpoint_name)
+    endpoint = build_registry().endpoint(endpoint_name)
+    return endpoint.max_concurrency if endpoint else 1
 
 
 def dispatch(run_id) -> int:
@@ -81,13 +83,14 @@ def dispatch(run_id) -> int:
             return 0
         _lock_endpoint(run.endpoint_name)
         in_flight = Q(dispatched_at__isnull=False, status__in=ACTIVE)
-        slots = run.concurrency - run.conversations.filter(in_flight).count()
         cap = _endpoint_cap(run.endpoint_name)
-        if cap is not None:
+        if cap is None:
+            slots = run.concurrency - run.conversations.filter(in_flight).count()
+        else:
             busy = Conversation.objects.filter(
                 in_flight, run__endpoint_name=run.endpoint_name, run__status__in=ACTIVE
-            ).count()
-            slots = min(slots, cap - busy)
+            ).aggregate(run=Count("pk", filter=Q(run_id=run.pk)), endpoint=Count("pk"))
+            slots = min(run.concurrency - busy["run"], cap - busy["endpoint"])
         if slots <= 0:
             return 0
         ids = list(
@@ -102,17 +105,20 @@ def dispatch(run_id) -> int:
     return len(ids)
 
 
-def dispatch_endpoint(endpoint_name: str) -> None:
-    """A slot on an endpoint freed up: let waiting runs on it (oldest first) take it."""
+def dispatch_endpoint(endpoint_name: str, exclude=None) -> None:
+    """A slot on an endpoint freed up and its own run had no use for it: waiting runs (oldest first) take it."""
+    if _endpoint_cap(endpoint_name) is None:
+        return  # no shared cap, so no run can be waiting on another's slot
     waiting = (
         Run.objects.filter(status__in=ACTIVE, endpoint_name=endpoint_name)
+        .exclude(pk=exclude)
         .filter(conversations__status=Status.QUEUED, conversations__dispatched_at__isnull=True)
         .order_by("created_at")
         .values_list("pk", flat=True)
         .distinct()
     )
     for run_id in list(waiting):
-        if dispatch(run_id) == 0 and _endpoint_cap(endpoint_name) is not None:
+        if dispatch(run_id) == 0:
             break
 
 
@@ -147,9 +153,11 @@ def finalize(run_id) -> bool:
 
 
 def conversation_ended(run_id, endpoint_name: str) -> None:
-    if not finalize(run_id):
-        dispatch(run_id)
-    dispatch_endpoint(endpoint_name)
+    """A conversation reached its end: its slot goes to the next conversation of the same run; if the run
+    has none left waiting, the run may be over, and the slot goes to other runs on the endpoint."""
+    if dispatch(run_id) == 0:
+        finalize(run_id)
+        dispatch_endpoint(endpoint_name, exclude=run_id)
 
 
 @transaction.atomic

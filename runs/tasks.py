@@ -8,6 +8,8 @@ from celery.signals import worker_ready, worker_shutting_down
 from django.conf import settings
 from django.db import close_old_connections
 
+from engine.clients import warm_up
+
 from . import execution
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ def _sweep_forever() -> None:
 
 @worker_ready.connect
 def start_sweeper(**kwargs) -> None:
+    warm_up()
     # Every worker sweeps; the conditional updates make concurrent sweeps harmless.
     try:
         execution.sweep()

@@ -3,9 +3,12 @@
 import os
 
 os.environ.setdefault("EVALSITE_DEV", "1")
-os.environ.setdefault("EVALSITE_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test"))
+os.environ.setdefault(
+    "EVALSITE_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test")
+)
 
 from evalsite.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405  (whitenoise warns when it is missing)

@@ -1,0 +1,234 @@
+"""Throughput of the real worker path: N conversations x 3 turns against the fake endpoint.
+
+    python bench/throughput.py [--n 300] [--concurrency 10] [--latency 0.1] [--backends embedded,postgres]
+                               [--worker-procs 1] [--worker-threads 20] [--explain]
+
+For each backend (embedded = SQLite + filesystem broker; postgres = PostgreSQL + Redis, when reachable) it
+starts a fresh database, real `celery worker` processes and the fake OpenAI server (real HTTP on
+127.0.0.1), launches one run of N conversation trees that each take exactly 3 turns (fail, fail, pass),
+and measures the wall time from launch to the run's end. Ideal = ceil(N / C) x turns x latency: a
+scheduler with zero overhead. It prints both, their ratio, and the CPU the workers and the machine spent.
+--explain adds where the time beyond the model calls went (per-conversation phases and slot gaps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TURNS = 3
+PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+PG_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/evalsite_bench")
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+
+
+def suite_yaml(n: int) -> str:
+    lines = ["name: throughput", "model: fake/bench-model", "evals:"]
+    for i in range(n):
+        lines += [
+            f"  - prompt: conversation {i}",
+            "    checks:",
+            "      - match: '*done*'",
+            "        prompt: try again",
+            "        checks:",
+            "          - match: '*done*'",
+            "            prompt: last chance",
+            "            checks:",
+            "              - match: '*done*'",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy() -> float:
+    """CPU seconds all cores have spent busy since boot: everything on the machine, not just us."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def percentiles(values: list[float]) -> list[int]:
+    values = sorted(values)
+    return [round(values[int(q * (len(values) - 1))]) for q in (0.5, 0.9, 1.0)]
+
+
+def explain(run, concurrency: int) -> dict:
+    """Where the time beyond the model calls went, from the timestamps the app stores anyway."""
+    phases: dict[str, list[float]] = {"claim, load, turn 1": [], "turn 2": [], "turn 3": [], "finish": []}
+    starts, finishes = [], []
+    for conversation in run.conversations.prefetch_related("turns"):
+        turns = list(conversation.turns.all())
+        marks = [conversation.started_at, *(turn.created_at for turn in turns), conversation.finished_at]
+        latencies = [turn.record["latency_ms"] for turn in turns] + [0]
+        for values, start, end, latency in zip(phases.values(), marks[:-1], marks[1:], latencies, strict=True):
+            values.append((end - start).total_seconds() * 1000 - latency)
+        starts.append(conversation.started_at)
+        finishes.append(conversation.finished_at)
+    starts.sort()
+    finishes.sort()
+    # A slot frees when a conversation finishes; the conversation C places later in start order takes it.
+    gaps = [
+        (starts[i + concurrency] - finishes[i]).total_seconds() * 1000
+        for i in range(len(starts) - concurrency)
+    ]
+    return {
+        "overhead beyond the model call, mean ms": {
+            name: round(sum(v) / len(v), 1) for name, v in phases.items()
+        },
+        "slot gap p50/p90/max ms": percentiles(gaps) if gaps else [],
+    }
+
+
+def measure(args) -> dict:
+    """One measurement, in a process whose environment already points at the backend."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from runs.models import Endpoint, Run
+    from runs.services import create_run
+    from suites.services import create_suite
+    from tests.fakeopenai import FakeOpenAI
+
+    call_command("migrate", verbosity=0)
+    fake = FakeOpenAI(latency=args.latency, api_key="sk-bench").start()
+    for i in range(args.n):
+        fake.script(f"conversation {i}", ["not yet", "still not", "done"])
+    Endpoint.objects.create(
+        name="fake", base_url=fake.base_url, api_key_env="BENCH_FAKE_KEY", max_concurrency=1000
+    )
+    user = get_user_model().objects.create_user("bench", password="bench-password")
+    suite = create_suite(owner=user, source=suite_yaml(args.n))
+    command = [sys.executable, "-m", "celery", "-A", "evalsite", "worker", "--pool", "threads",
+               "--concurrency", str(args.worker_threads), "--loglevel", "WARNING", "--without-gossip",
+               "--without-mingle"]  # fmt: skip
+    with open(Path(os.environ["EVALSITE_VAR_DIR"]) / "worker.log", "wb") as log:
+        workers = [
+            subprocess.Popen([*command, "--hostname", f"bench{i}@%h"], cwd=ROOT, stdout=log, stderr=log)
+            for i in range(args.worker_procs)
+        ]
+        try:
+            time.sleep(4)  # workers connect before the clock starts: startup is not what we measure
+            worker_cpu = -sum(process_cpu(worker.pid) for worker in workers)
+            machine_cpu = -machine_busy()
+            started = time.monotonic()
+            run = create_run(version=suite.latest_version, user=user, concurrency=args.concurrency)
+            while Run.objects.filter(pk=run.pk, status__in=("queued", "running")).exists():
+                time.sleep(0.01)
+            wall = time.monotonic() - started
+            worker_cpu += sum(process_cpu(worker.pid) for worker in workers)
+            machine_cpu += machine_busy()
+        finally:
+            for worker in workers:
+                worker.kill()
+            fake.stop()
+    run.refresh_from_db()
+    result = {
+        "status": run.status,
+        "wall": wall,
+        "ideal": math.ceil(args.n / args.concurrency) * TURNS * args.latency,
+        "turns": sum(run.conversations.values_list("turn_count", flat=True)),
+        "worker_cpu": worker_cpu,
+        "machine_busy": machine_cpu / wall / os.cpu_count(),
+    }
+    if args.explain:
+        result["explain"] = explain(run, args.concurrency)
+    return result
+
+
+def reachable(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def fresh_postgres_and_redis() -> None:
+    import psycopg
+    import redis
+
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS evalsite_bench WITH (FORCE)")
+        conn.execute("CREATE DATABASE evalsite_bench")
+    redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--worker-procs", type=int, default=1, help="worker processes")
+    parser.add_argument("--worker-threads", type=int, default=20, help="threads per worker process")
+    parser.add_argument("--backends", default="embedded,postgres")
+    parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(args)))
+        return
+
+    print(
+        f"{args.n} conversations x {TURNS} turns, run concurrency {args.concurrency}, fake latency "
+        f"{args.latency * 1000:.0f} ms, {args.worker_procs} worker process(es) x {args.worker_threads} threads"
+    )
+    print(f"{'backend':<22}{'status':<8}{'turns':>6}{'wall s':>8}{'ideal s':>8}{'ratio':>7}  CPU")
+    for backend in args.backends.split(","):
+        var_dir = Path(tempfile.mkdtemp(prefix=f"evalsite-bench-{backend}-"))
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalsite.settings", "EVALSITE_DEV": "1",
+               "EVALSITE_VAR_DIR": str(var_dir), "BENCH_FAKE_KEY": "sk-bench", "LOG_LEVEL": "WARNING"}  # fmt: skip
+        if backend == "embedded":
+            label = "SQLite + filesystem"
+            env["DATABASE_URL"] = f"sqlite:///{var_dir / 'bench.sqlite3'}"
+            env.pop("CELERY_BROKER_URL", None)
+        elif backend == "postgres":
+            label = "PostgreSQL + Redis"
+            if not (reachable(5432) and reachable(6379)):
+                print(f"{label:<22}skipped: not reachable on 127.0.0.1")
+                continue
+            fresh_postgres_and_redis()
+            env["DATABASE_URL"] = PG_URL
+            env["CELERY_BROKER_URL"] = REDIS_URL
+        else:
+            raise SystemExit(f"unknown backend {backend!r}")
+        child = subprocess.run([sys.executable, __file__, "--child", *sys.argv[1:]], env=env, capture_output=True,
+                               text=True, cwd=ROOT)  # fmt: skip
+        shutil.rmtree(var_dir, ignore_errors=True)
+        if child.returncode != 0:
+            print(f"{label:<22}failed:\n{child.stderr[-3000:]}")
+            continue
+        result = json.loads(child.stdout.strip().splitlines()[-1])
+        ratio = result["wall"] / result["ideal"]
+        cpu = (
+            f"workers {result['worker_cpu']:.1f} s ({1000 * result['worker_cpu'] / max(1, result['turns']):.1f} "
+            f"ms/turn), machine {100 * result['machine_busy']:.0f}% busy"
+        )
+        print(f"{label:<22}{result['status']:<8}{result['turns']:>6}{result['wall']:>8.2f}{result['ideal']:>8.2f}"
+              f"{ratio:>7.3f}  {cpu}")  # fmt: skip
+        for name, value in result.get("explain", {}).items():
+            print(f"    {name}: {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+from django.urls import path
+
+from . import views
+
+app_name = "runs"
+urlpatterns = [
+    path("", views.run_list, name="list"),
+    path("<uuid:run_id>/", views.detail, name="detail"),
+    path("<uuid:run_id>/progress/", views.progress, name="progress"),
+    path("<uuid:run_id>/cancel/", views.cancel, name="cancel"),
+    path("<uuid:run_id>/results.json", views.results_json, name="json"),
+    path("<uuid:run_id>/share/", views.share, name="share"),
+    path("<uuid:run_id>/share/<int:link_id>/revoke/", views.revoke, name="revoke"),
+    path("<uuid:run_id>/c/<int:index>/", views.conversation, name="conversation"),
+    path("<uuid:run_id>/c/<int:index>/poll/", views.conversation_poll, name="conversation_poll"),
+]

@@ -1,0 +1,423 @@
+"""Run pages: the runs list, a run's live progress, conversation transcripts, and their shared read-only twins.
+
+The owner's pages and the share-link pages are the same views and templates; `Access` says who is looking
+and builds the links, so a shared page never links to anything that needs a login.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import timedelta
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Q
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.http import content_disposition_header
+from django.utils.text import slugify
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRefresh, HttpResponseStopPolling
+
+from engine.loader import load_suite
+from engine.results import TurnRecord
+
+from . import selectors, services
+from .models import ACTIVE, Conversation, Run, Status
+
+RUNS_PER_PAGE = 50
+# The owner's URL names and their share-link twins; the share URLs take the token instead of the run id.
+SHARE_NAMES = {"detail": "run"}
+
+
+def format_duration(elapsed: timedelta | None) -> str:
+    if elapsed is None:
+        return ""
+    seconds = max(elapsed.total_seconds(), 0.0)
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
+def with_durations(runs) -> list[Run]:
+    runs = list(runs)
+    for run in runs:
+        run.duration = format_duration(run.elapsed)
+    return runs
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who is looking at a run: its owner (every control) or a share-link visitor (read-only)."""
+
+    run: Run
+    token: str | None = None
+
+    @property
+    def shared(self) -> bool:
+        return self.token is not None
+
+    def url(self, name: str, *args, query: dict | None = None) -> str:
+        if self.shared:
+            path = reverse(f"share:{SHARE_NAMES.get(name, name)}", args=[self.token, *args])
+        else:
+            path = reverse(f"runs:{name}", args=[self.run.pk, *args])
+        query = {key: value for key, value in (query or {}).items() if value not in (None, "")}
+        return f"{path}?{urlencode(query)}" if query else path
+
+    def conversation_url(self, index: int, iteration: int = 0) -> str:
+        return self.url("conversation", index, query={"iteration": iteration or None})
+
+
+def _owner(request: HttpRequest, run_id) -> Access:
+    return Access(selectors.get_run_for_user(request.user, run_id))
+
+
+def _visitor(token: str) -> Access:
+    run, _link = selectors.get_shared_run(token)
+    return Access(run, token=token)
+
+
+# --- Runs list ----------------------------------------------------------------------------------------------
+
+LIST_FILTERS = {
+    "": ("All", None),
+    "active": ("Active", Q(status__in=ACTIVE)),
+    "passed": ("Passed", Q(status=Status.PASSED)),
+    "failed": ("Failed", Q(status=Status.FAILED)),
+    "error": ("Error", Q(status=Status.ERROR)),
+    "cancelled": ("Cancelled", Q(status=Status.CANCELLED)),
+}
+
+
+@login_required
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    current = request.GET.get("status", "")
+    if current not in LIST_FILTERS:
+        current = ""
+    runs = selectors.with_counts(selectors.runs_for(request.user))
+    condition = LIST_FILTERS[current][1]
+    if condition is not None:
+        runs = runs.filter(condition)
+    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    page.object_list = with_durations(page.object_list)
+    context = {
+        "page": page,
+        "runs": page.object_list,
+        "any_active": any(run.is_active for run in page.object_list),
+        "filters": [(key, label) for key, (label, _) in LIST_FILTERS.items()],
+        "current": current,
+    }
+    if request.htmx:
+        return render(request, "runs/list.html#table", context)
+    return render(request, "runs/list.html", context)
+
+
+# --- A run --------------------------------------------------------------------------------------------------
+
+
+def _fingerprint(run: Run, progress: dict) -> str:
+    """Changes whenever anything the progress partial or the conversation table shows changes."""
+    counts = ",".join(f"{key}={value}" for key, value in sorted(progress["counts"].items()))
+    state = (
+        f"{run.status}|{counts}|{progress['turns']}|{progress['prompt_tokens']}|{progress['completion_tokens']}|"
+        f"{progress['judge_tokens']}|{progress['cost']:.8f}"
+    )
+    return hashlib.blake2s(state.encode(), digest_size=8).hexdigest()
+
+
+BAR_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.RUNNING)
+COUNT_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.RUNNING, Status.QUEUED, Status.CANCELLED)
+
+
+def _segments(progress: dict) -> list[dict]:
+    """The progress bar: one coloured segment per status, as a share of all conversations."""
+    total = progress["total"] or 1
+    return [
+        {
+            "status": status,
+            "count": progress["counts"][status],
+            "width": f"{100 * progress['counts'][status] / total:.3f}",
+        }
+        for status in BAR_ORDER
+        if progress["counts"][status]
+    ]
+
+
+def _run_context(request: HttpRequest, access: Access, *, progress: dict | None = None) -> dict:
+    run = access.run
+    progress = progress if progress is not None else selectors.progress(run)
+    conversations = list(run.conversations.all())
+    for conversation in conversations:
+        conversation.url = access.conversation_url(conversation.index, conversation.iteration)
+    fingerprint = _fingerprint(run, progress)
+    context = {
+        "run": run,
+        "shared": access.shared,
+        "progress": progress,
+        "segments": _segments(progress),
+        "status_counts": [(status.value, progress["counts"][status]) for status in COUNT_ORDER],
+        "fingerprint": fingerprint,
+        "conversations": conversations,
+        "show_iterations": any(conversation.iteration for conversation in conversations),
+        "elapsed": format_duration(run.elapsed),
+        "urls": {
+            "run": access.url("detail"),
+            "progress": access.url("progress", query={"fp": fingerprint}),
+            "json": access.url("json"),
+        },
+    }
+    if not access.shared:
+        context["share_links"] = _share_links(request, run)
+    return context
+
+
+def _share_links(request: HttpRequest, run: Run) -> list:
+    links = list(run.share_links.filter(revoked_at__isnull=True))
+    for link in links:
+        link.url = request.build_absolute_uri(reverse("share:run", args=[link.token]))
+    return links
+
+
+def _run_page(request: HttpRequest, access: Access) -> HttpResponse:
+    return render(request, "runs/detail.html", _run_context(request, access))
+
+
+def _progress(request: HttpRequest, access: Access) -> HttpResponse:
+    run = access.run
+    progress = selectors.progress(run)
+    if run.is_active and request.GET.get("fp") == _fingerprint(run, progress):
+        return HttpResponse(status=204)  # nothing changed: htmx keeps what it shows and polls again
+    context = _run_context(request, access, progress=progress)
+    if run.is_active:
+        return render(request, "runs/detail.html#poll", context)
+    return HttpResponseStopPolling(render_to_string("runs/detail.html#poll", context, request))
+
+
+@login_required
+@require_GET
+def detail(request: HttpRequest, run_id) -> HttpResponse:
+    return _run_page(request, _owner(request, run_id))
+
+
+@login_required
+@require_GET
+def progress(request: HttpRequest, run_id) -> HttpResponse:
+    return _progress(request, _owner(request, run_id))
+
+
+@login_required
+@require_POST
+def cancel(request: HttpRequest, run_id) -> HttpResponse:
+    run = selectors.get_run_for_user(request.user, run_id)
+    if services.cancel(run):
+        messages.success(
+            request, "Run cancelled. Conversations already talking to the model stop after this turn."
+        )
+    else:
+        messages.info(request, "The run had already finished.")
+    if request.htmx:
+        return HttpResponseClientRefresh()
+    return redirect("runs:detail", run_id=run.pk)
+
+
+def _json(access: Access) -> HttpResponse:
+    run = access.run
+    version = run.suite_version
+    response = JsonResponse(selectors.report(run).model_dump(mode="json"), json_dumps_params={"indent": 2})
+    filename = f"{slugify(version.suite.name) or 'suite'}-v{version.number}-{str(run.pk)[:8]}.json"
+    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=filename)
+    return response
+
+
+@login_required
+@require_GET
+def results_json(request: HttpRequest, run_id) -> HttpResponse:
+    return _json(_owner(request, run_id))
+
+
+def _share_panel(request: HttpRequest, run: Run, *, created=None) -> HttpResponse:
+    if request.htmx:
+        context = {"run": run, "share_links": _share_links(request, run), "created": created}
+        return render(request, "runs/detail.html#share", context)
+    return redirect(reverse("runs:detail", args=[run.pk]) + "#share")
+
+
+@login_required
+@require_POST
+def share(request: HttpRequest, run_id) -> HttpResponse:
+    run = selectors.get_run_for_user(request.user, run_id)
+    link = services.create_share_link(run, request.user)
+    if not request.htmx:
+        messages.success(request, "Share link created. Anyone with the link can view this run, read-only.")
+    return _share_panel(request, run, created=link.pk)
+
+
+@login_required
+@require_POST
+def revoke(request: HttpRequest, run_id, link_id: int) -> HttpResponse:
+    run = selectors.get_run_for_user(request.user, run_id)
+    link = get_object_or_404(run.share_links, pk=link_id)
+    services.revoke_share_link(link)
+    if not request.htmx:
+        messages.success(request, "Share link revoked. It no longer opens this run.")
+    return _share_panel(request, run)
+
+
+# --- A conversation -----------------------------------------------------------------------------------------
+
+
+def _iteration(request: HttpRequest) -> int:
+    value = request.GET.get("iteration", "0") or "0"
+    if not value.isdigit():
+        raise Http404("no such iteration")
+    return int(value)
+
+
+def _verdict(conversation: Conversation) -> dict:
+    """The headline of a transcript: tone (a status colour) and text."""
+    status = conversation.status
+    verdict = conversation.verdict
+    if status == Status.PASSED:
+        text = verdict or f"passed on turn {conversation.passed_on_turn}"
+    elif status == Status.FAILED:
+        text = verdict or f"failed after {conversation.turn_count} turns"
+    elif status == Status.ERROR:
+        text = f"Error: {conversation.error or verdict or 'unknown error'}"
+    elif status == Status.CANCELLED:
+        text = verdict or "cancelled"
+    elif status == Status.RUNNING:
+        turns = conversation.turn_count
+        text = (
+            f"Running — {turns} turn{'' if turns == 1 else 's'} so far"
+            if turns
+            else "Running — waiting for the first reply"
+        )
+    else:
+        text = "Queued — waiting for a worker"
+    return {"tone": status, "text": text[:1].upper() + text[1:]}
+
+
+def _system_prompt(run: Run) -> str | None:
+    try:
+        return load_suite(run.suite_version.source).system
+    except Exception:  # a version saved under an older schema still has a transcript worth showing
+        return None
+
+
+def _neighbours(access: Access, conversation: Conversation) -> dict:
+    keys = list(access.run.conversations.values_list("index", "iteration"))
+    here = keys.index((conversation.index, conversation.iteration))
+    previous = keys[here - 1] if here > 0 else None
+    following = keys[here + 1] if here + 1 < len(keys) else None
+    return {
+        "position": here + 1,
+        "count": len(keys),
+        "previous": access.conversation_url(*previous) if previous else None,
+        "next": access.conversation_url(*following) if following else None,
+    }
+
+
+def _live_context(
+    access: Access, conversation: Conversation, turns: list[TurnRecord], after: int = 0
+) -> dict:
+    """What the polled part of a transcript needs: the verdict, the totals, and where to poll next."""
+    active = conversation.status in ACTIVE
+    after = turns[-1].turn if turns else after
+    return {
+        "run": access.run,
+        "conversation": conversation,
+        "shared": access.shared,
+        "verdict": _verdict(conversation),
+        "active": active,
+        "estimated": conversation.tokens_estimated or any(turn.usage.estimated for turn in turns),
+        "poll_url": access.url(
+            "conversation_poll",
+            conversation.index,
+            query={
+                "iteration": conversation.iteration or None,
+                "after": after,
+                "status": conversation.status,
+            },
+        ),
+    }
+
+
+def _conversation_page(request: HttpRequest, access: Access, index: int) -> HttpResponse:
+    run = access.run
+    conversation = selectors.get_conversation(run, index, _iteration(request))
+    turns = selectors.turn_records(conversation)
+    context = {
+        **_live_context(access, conversation, turns),
+        "turns": turns,
+        "system_prompt": _system_prompt(run),
+        "nav": _neighbours(access, conversation),
+        "urls": {"run": access.url("detail")},
+    }
+    return render(request, "runs/conversation.html", context)
+
+
+def _conversation_poll(request: HttpRequest, access: Access, index: int) -> HttpResponse:
+    """New turns since `after`, to append, with the verdict and totals swapped out of band."""
+    conversation = selectors.get_conversation(access.run, index, _iteration(request))
+    after = request.GET.get("after", "0")
+    after = int(after) if after.isdigit() else 0
+    turns = [TurnRecord.model_validate(turn.record) for turn in conversation.turns.filter(position__gt=after)]
+    active = conversation.status in ACTIVE
+    if active and not turns and request.GET.get("status") == conversation.status:
+        return HttpResponse(status=204)
+    context = {**_live_context(access, conversation, turns, after), "turns": turns, "oob": True}
+    if active:
+        return render(request, "runs/conversation.html#poll", context)
+    return HttpResponseStopPolling(render_to_string("runs/conversation.html#poll", context, request))
+
+
+@login_required
+@require_GET
+def conversation(request: HttpRequest, run_id, index: int) -> HttpResponse:
+    return _conversation_page(request, _owner(request, run_id), index)
+
+
+@login_required
+@require_GET
+def conversation_poll(request: HttpRequest, run_id, index: int) -> HttpResponse:
+    return _conversation_poll(request, _owner(request, run_id), index)
+
+
+# --- Shared, read-only: no login, looked up by an active share token ------------------------------------------
+
+
+@require_GET
+def shared_run(request: HttpRequest, token: str) -> HttpResponse:
+    return _run_page(request, _visitor(token))
+
+
+@require_GET
+def shared_progress(request: HttpRequest, token: str) -> HttpResponse:
+    return _progress(request, _visitor(token))
+
+
+@require_GET
+def shared_json(request: HttpRequest, token: str) -> HttpResponse:
+    return _json(_visitor(token))
+
+
+@require_GET
+def shared_conversation(request: HttpRequest, token: str, index: int) -> HttpResponse:
+    return _conversation_page(request, _visitor(token), index)
+
+
+@require_GET
+def shared_conversation_poll(request: HttpRequest, token: str, index: int) -> HttpResponse:
+    return _conversation_poll(request, _visitor(token), index)

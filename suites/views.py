@@ -1,0 +1,315 @@
+"""Suite pages: the list, the YAML editor with live validation, version history and the launch panel.
+
+Saving goes through suites.services, which validates first: a broken suite re-renders the editor with the
+located problems and the user's text, HTTP 400, and stores nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import OuterRef, Subquery
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from engine.loader import SuiteError, SuiteProblem
+from engine.schema import Suite as SuiteSpec
+from runs import selectors as run_selectors
+from runs.models import Run
+from runs.services import LaunchError, create_run
+from runs.views import with_durations
+
+from . import selectors, services
+from .forms import LaunchForm, SuiteSourceForm, normalise_newlines
+from .models import Suite, SuiteVersion
+
+DEMO_SUITE = settings.BASE_DIR / "examples" / "demo-mock.yaml"
+STARTER_SUITE = """\
+name: my-suite
+description: What this suite checks, in one line.
+model: gpt-4o-mini            # "model" on the default endpoint, "endpoint/model", or "mock"
+system: You are a helpful assistant.
+
+evals:
+  - id: arithmetic
+    prompt: What is 15 * 7?
+    checks:
+      - match: "*105*"
+        # Sent in the same conversation when the check above fails:
+        prompt: That is not right. Please recalculate 15 multiplied by 7.
+        checks:
+          - match: "*105*"
+"""
+RECENT_RUNS = 8
+VERSIONS_SHOWN = 50
+
+
+@dataclass
+class Validation:
+    """What the problems panel shows for a piece of YAML."""
+
+    empty: bool = False
+    spec: SuiteSpec | None = None
+    problems: list[SuiteProblem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return self.spec is not None
+
+
+def _validate(source: str, user, suite: Suite | None) -> Validation:
+    if not source.strip():
+        return Validation(empty=True)
+    try:
+        spec = services.validate_source(source)
+    except SuiteError as exc:
+        return Validation(problems=exc.problems)
+    result = Validation(spec=spec)
+    if suite is None and selectors.suites_for(user).filter(name=spec.name).exists():
+        result.warnings.append(
+            f"You already have a suite named “{spec.name}”: change `name` to create a new one."
+        )
+    elif suite is not None and spec.name != suite.name:
+        result.warnings.append(
+            f"This suite keeps its name “{suite.name}”; `name` is only read when a suite is created."
+        )
+    return result
+
+
+def _parse(version: SuiteVersion | None) -> SuiteSpec | None:
+    if version is None:
+        return None
+    try:
+        return services.validate_source(version.source)
+    except SuiteError:
+        return None
+
+
+def _recent_runs(request: HttpRequest, **filters) -> list[Run]:
+    runs = run_selectors.with_counts(run_selectors.runs_for(request.user).filter(**filters))
+    return with_durations(runs[:RECENT_RUNS])
+
+
+def _render_editor(
+    request: HttpRequest,
+    *,
+    suite: Suite | None = None,
+    source: str | None = None,
+    note: str = "",
+    status: int = 200,
+    error: str | None = None,
+    launch_form: LaunchForm | None = None,
+    launch_error: str | None = None,
+    base_version: int | None = None,
+    restored_from: SuiteVersion | None = None,
+) -> HttpResponse:
+    context: dict = {"suite": suite, "note": note, "error": error, "schema_url": reverse("api:suite_schema")}
+    if suite is not None:
+        versions = list(suite.versions.select_related("created_by").order_by("-number")[:VERSIONS_SHOWN])
+        latest = versions[0] if versions else None
+        if source is None:
+            source = latest.source if latest else ""
+        numbers = [version.number for version in versions]
+        context.update(
+            versions=versions,
+            latest=latest,
+            latest_spec=_parse(latest),
+            base_version=base_version or (latest.number if latest else None),
+            restored_from=restored_from,
+            runs=_recent_runs(request, suite_version__suite=suite),
+            launch_form=launch_form
+            or LaunchForm(
+                initial={"concurrency": 10, "version": numbers[0] if numbers else None}, versions=numbers
+            ),
+            launch_error=launch_error,
+        )
+    context["source"] = source or ""
+    # Text the page shows that is not the saved version: the editor warns before it is lost.
+    saved = context["latest"].source if context.get("latest") else ""
+    context["dirty"] = context["source"] != saved
+    context["line_numbers"] = "\n".join(str(n) for n in range(1, context["source"].count("\n") + 2))
+    context["validation"] = _validate(context["source"], request.user, suite)
+    return render(request, "suites/editor.html", context, status=status)
+
+
+def _launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> HttpResponse:
+    """Save & run: launch what was just saved, on the suite's own model."""
+    try:
+        run = create_run(version=version, user=request.user)
+    except (LaunchError, SuiteError) as exc:
+        messages.error(request, f"Saved v{version.number}, but the run could not start: {exc}")
+        return redirect("suites:detail", public_id=suite.public_id)
+    return redirect("runs:detail", run_id=run.pk)
+
+
+@login_required
+@require_GET
+def suite_list(request: HttpRequest) -> HttpResponse:
+    last_run = Run.objects.filter(suite_version__suite=OuterRef("pk"), created_by=request.user).order_by(
+        "-created_at"
+    )
+    suites = selectors.suites_for(request.user).annotate(
+        last_run_id=Subquery(last_run.values("pk")[:1]),
+        last_run_status=Subquery(last_run.values("status")[:1]),
+        last_run_at=Subquery(last_run.values("created_at")[:1]),
+    )
+    suites = suites.order_by("-updated_at")  # Meta.ordering is dropped from GROUP BY queries
+    return render(request, "suites/list.html", {"suites": suites})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def new(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        start = request.GET.get("start")
+        source = DEMO_SUITE.read_text() if start == "demo" else STARTER_SUITE if start == "starter" else ""
+        return _render_editor(request, source=source)
+    form = SuiteSourceForm(request.POST)
+    if not form.is_valid():
+        source = normalise_newlines(request.POST.get("source", ""))
+        return _render_editor(request, source=source, status=400, error=_first_error(form))
+    source, note = form.cleaned_data["source"], form.cleaned_data["note"]
+    try:
+        suite = services.create_suite(owner=request.user, source=source, note=note)
+    except SuiteError as exc:
+        return _render_editor(request, source=source, note=note, status=400, error=_not_saved(exc))
+    except ValueError as exc:
+        return _render_editor(request, source=source, note=note, status=400, error=str(exc))
+    version = suite.latest_version
+    messages.success(request, f"Created “{suite.name}” — v{version.number} saved.")
+    if request.POST.get("action") == "launch":
+        return _launch_saved(request, suite, version)
+    return redirect("suites:detail", public_id=suite.public_id)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def detail(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
+    suite = selectors.get_suite_for_user(request.user, public_id)
+    if request.method == "POST":
+        return _save(request, suite)
+    restored = request.GET.get("from_version", "")
+    if restored.isdigit():
+        version = selectors.get_version_for_user(request.user, public_id, int(restored))
+        return _render_editor(request, suite=suite, source=version.source, restored_from=version)
+    return _render_editor(request, suite=suite)
+
+
+def _save(request: HttpRequest, suite: Suite) -> HttpResponse:
+    form = SuiteSourceForm(request.POST)
+    base = request.POST.get("base_version", "")
+    base_version = int(base) if base.isdigit() else None
+    if not form.is_valid():
+        source = normalise_newlines(request.POST.get("source", ""))
+        return _render_editor(
+            request,
+            suite=suite,
+            source=source,
+            status=400,
+            error=_first_error(form),
+            base_version=base_version,
+        )
+    source, note = form.cleaned_data["source"], form.cleaned_data["note"]
+    previous = suite.latest_version
+    try:
+        version = services.save_version(suite=suite, source=source, user=request.user, note=note)
+    except SuiteError as exc:
+        return _render_editor(
+            request,
+            suite=suite,
+            source=source,
+            note=note,
+            status=400,
+            error=_not_saved(exc, previous),
+            base_version=base_version,
+        )
+    if previous is not None and version.pk == previous.pk:
+        messages.info(request, f"No changes — v{version.number} already has this text.")
+    else:
+        messages.success(request, f"Saved v{version.number}.")
+        if previous is not None and base_version is not None and base_version != previous.number:
+            messages.warning(
+                request,
+                f"v{previous.number} was saved after you opened v{base_version} in this editor; "
+                f"your text replaced it as v{version.number}. Compare them in the history.",
+            )
+    if request.POST.get("action") == "launch":
+        return _launch_saved(request, suite, version)
+    return redirect("suites:detail", public_id=suite.public_id)
+
+
+def _not_saved(exc: SuiteError, previous: SuiteVersion | None = None) -> str:
+    count = len(exc.problems)
+    kept = f" v{previous.number} is unchanged." if previous is not None else ""
+    return f"Not saved: {count} problem{'' if count == 1 else 's'} to fix, nothing was stored.{kept}"
+
+
+def _first_error(form) -> str:
+    return next(f"{name}: {errors[0]}" for name, errors in form.errors.items())
+
+
+@login_required
+@require_GET
+def version(request: HttpRequest, public_id: uuid.UUID, number: int) -> HttpResponse:
+    version = selectors.get_version_for_user(request.user, public_id, number)
+    suite = version.suite
+    numbers = list(suite.versions.values_list("number", flat=True))
+    context = {
+        "suite": suite,
+        "version": version,
+        "lines": version.source.split("\n"),
+        "spec": _parse(version),
+        "latest_number": max(numbers),
+        "previous_number": max((n for n in numbers if n < number), default=None),
+        "next_number": min((n for n in numbers if n > number), default=None),
+        "runs": _recent_runs(request, suite_version=version),
+    }
+    return render(request, "suites/version.html", context)
+
+
+@login_required
+@require_POST
+def validate(request: HttpRequest) -> HttpResponse:
+    suite = None
+    if suite_id := request.POST.get("suite"):
+        try:
+            suite = selectors.get_suite_for_user(request.user, uuid.UUID(suite_id))
+        except ValueError:
+            raise Http404("no such suite") from None
+    source = normalise_newlines(request.POST.get("source", ""))
+    context = {"validation": _validate(source, request.user, suite), "suite": suite}
+    return render(request, "suites/editor.html#problems", context)
+
+
+@login_required
+@require_POST
+def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
+    suite = selectors.get_suite_for_user(request.user, public_id)
+    numbers = list(suite.versions.order_by("-number").values_list("number", flat=True))
+    form = LaunchForm(request.POST, versions=numbers)
+    error = None
+    if form.is_valid():
+        version = selectors.get_version_for_user(
+            request.user, public_id, form.cleaned_data["version"] or numbers[0]
+        )
+        try:
+            run = create_run(
+                version=version,
+                user=request.user,
+                model=form.cleaned_data["model"] or None,
+                concurrency=form.cleaned_data["concurrency"],
+            )
+        except LaunchError as exc:
+            error = str(exc)
+        except SuiteError as exc:
+            error = f"v{version.number} no longer validates: {exc}"
+        else:
+            return redirect("runs:detail", run_id=run.pk)
+    return _render_editor(request, suite=suite, status=400, launch_form=form, launch_error=error)
