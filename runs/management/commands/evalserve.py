@@ -9,8 +9,12 @@ import signal
 import subprocess
 import sys
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+
+WORKER = [sys.executable, "-m", "celery", "--quiet", "-A", "evalsite", "worker", "--pool", "threads",
+          "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]  # fmt: skip
 
 
 class Command(BaseCommand):
@@ -21,26 +25,13 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=20, help="Worker threads (conversations at once).")
 
     def handle(self, *args, addrport, workers, **options):
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "evalsite",
-                "worker",
-                "--pool",
-                "threads",
-                "--concurrency",
-                str(workers),
-                "--loglevel",
-                "INFO",
-                "--without-gossip",
-                "--without-mingle",
-            ],
-            env=os.environ.copy(),
-        )
+        worker = subprocess.Popen([*WORKER, "--concurrency", str(workers)], env=os.environ.copy())
         self.stdout.write(f"Celery worker started (pid {worker.pid}, {workers} threads).")
+        password_file = settings.VAR_DIR / "admin-password"
+        sign_in = (
+            f" and sign in as admin / {password_file.read_text().strip()}" if password_file.exists() else ""
+        )
+        self.stdout.write(self.style.SUCCESS(f"\nevalsite: open http://{addrport}/{sign_in}\n"))
         try:
             call_command("runserver", addrport, use_reloader=False)
         finally:
