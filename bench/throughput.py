@@ -76,7 +76,9 @@ def explain(run, concurrency: int) -> dict:
         turns = list(conversation.turns.all())
         marks = [conversation.started_at, *(turn.created_at for turn in turns), conversation.finished_at]
         latencies = [turn.record["latency_ms"] for turn in turns] + [0]
-        for values, start, end, latency in zip(phases.values(), marks[:-1], marks[1:], latencies, strict=True):
+        for values, start, end, latency in zip(
+            phases.values(), marks[:-1], marks[1:], latencies, strict=True
+        ):
             values.append((end - start).total_seconds() * 1000 - latency)
         starts.append(conversation.started_at)
         finishes.append(conversation.finished_at)
