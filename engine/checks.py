@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .clients import ChatClient, EndpointError, estimate_tokens
@@ -29,8 +30,17 @@ class Reply:
 class JudgeContext:
     client: ChatClient
     model: str
+    # Resolves a model reference ("endpoint/model") for checks that name their own judge model.
+    resolve: Callable[[str], tuple[ChatClient, str]] | None = None
     spent: Usage = field(default_factory=Usage)
     cost: float = 0.0
+
+    def for_model(self, ref: str | None) -> tuple[ChatClient, str]:
+        if ref is None:
+            return self.client, self.model
+        if self.resolve is None:
+            return self.client, ref
+        return self.resolve(ref)
 
     def charge(self, usage: Usage, cost: float) -> None:
         self.spent = self.spent + usage
@@ -134,8 +144,8 @@ def evaluate(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
 
 def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     spec = check.llm_judge
-    model = spec.model or judge.model
-    completion = judge.client.complete(
+    client, model = judge.for_model(spec.model)
+    completion = client.complete(
         model, judge_messages(spec.criteria, reply.conversation), temperature=spec.temperature
     )
     judge.charge(completion.usage, completion.cost)

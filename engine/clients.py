@@ -23,6 +23,7 @@ import openai
 from .matching import glob_match
 from .results import Usage
 from .schema import MockSpec
+from .transcript import format_transcript, message_text
 
 MOCK = "mock"
 DEFAULT = "default"
@@ -155,6 +156,9 @@ class OpenAIClient:
 
     def complete(self, model: str, messages: list[dict], *, temperature: float | None = None) -> Completion:
         kwargs = {} if temperature is None else {"temperature": temperature}
+        if self.endpoint.string_only:
+            # Endpoints that take one string get the conversation as the judge sees it, in [Role]: form.
+            messages = [{"role": "user", "content": format_transcript(messages)}]
         started = time.monotonic()
         response = self._call(
             "request",
@@ -228,13 +232,6 @@ def warm_up() -> None:
     client = openai.OpenAI(api_key="warm-up", base_url="http://127.0.0.1:9/v1", max_retries=0)
     _ = client.chat.completions, client.embeddings
     client.close()
-
-
-def message_text(message: dict) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return str(content or "")
 
 
 def bag_of_words_vector(text: str, dims: int = 64) -> list[float]:

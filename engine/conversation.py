@@ -34,6 +34,8 @@ class EngineContext:
     judge: ChatClient
     judge_model: str
     system: str | None = None
+    # Resolves "endpoint/model" references that checks name themselves (e.g. llm_judge.model).
+    resolve: Callable[[str], tuple[ChatClient, str]] | None = None
 
 
 @dataclass
@@ -131,7 +133,7 @@ def _node_of(item: Check, level: _Level) -> str:
 def _play_turn(ctx: EngineContext, messages: list[dict], level: _Level, position: int) -> TurnRecord:
     sent = [*messages, {"role": "user", "content": level.prompt}]
     completion = ctx.agent.complete(ctx.model, sent)
-    judge = JudgeContext(ctx.judge, ctx.judge_model)
+    judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve)
     reply = Reply(
         text=completion.text,
         completion_tokens=None if completion.usage.estimated else completion.usage.completion_tokens,

@@ -48,8 +48,9 @@ def _score_from(value) -> float | None:
     if isinstance(value, (int, float)):
         score = float(value)
     elif isinstance(value, str):
+        text = value.strip()
         try:
-            score = float(value.strip().rstrip("%"))
+            score = float(text[:-1]) / 100 if text.endswith("%") else float(text)
         except ValueError:
             return None
     else:

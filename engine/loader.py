@@ -113,6 +113,11 @@ class _Builder:
         self.problems.append(SuiteProblem(where[0], where[1], format_path(path), message))
 
 
+def decode_source(data: bytes | str) -> str:
+    """The text of a suite file, or SuiteError if it is over 1 MB or not UTF-8 (naming the bad byte)."""
+    return _decode(data)
+
+
 def _decode(data: bytes | str) -> str:
     if isinstance(data, str):
         if len(data.encode("utf-8", "surrogatepass")) > MAX_SUITE_BYTES:
@@ -216,7 +221,10 @@ def _clean_loc(loc: tuple, raw: object) -> Path:
 def _message(error: dict) -> str:
     if error["type"] == "extra_forbidden":
         key = str(error["loc"][-1])
-        hint = difflib.get_close_matches(key, _known_keys(), n=1, cutoff=0.7)
+        known = _known_keys()
+        if key in known:
+            return f"`{key}` is not allowed here"
+        hint = difflib.get_close_matches(key, known, n=1, cutoff=0.7)
         message = f"unknown key `{key}`"
         return f"{message} (did you mean `{hint[0]}`?)" if hint else message
     if error["type"] == "missing":

@@ -18,6 +18,10 @@ PASS = "✅ PASS"
 FAIL = "❌ FAIL"
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def _indent(text: str, prefix: str) -> str:
     lines = text.splitlines() or [""]
     return lines[0] + "".join(f"\n{prefix}{line}" for line in lines[1:])
@@ -66,8 +70,9 @@ def format_report(report: RunReport) -> str:
     blocks = [header, ""] + [format_eval(result) + "\n" for result in report.evals]
     totals = report.totals
     summary = (
-        f"Summary: {totals.passed} passed, {totals.failed} failed, {totals.error} errors of {totals.evals} evals"
-        f" — {totals.turns} turns, {totals.total_tokens} tokens, ${totals.cost:.6f}"
+        f"Summary: {totals.passed} passed, {totals.failed} failed, {_plural(totals.error, 'error')} of "
+        f"{_plural(totals.evals, 'eval')} — {_plural(totals.turns, 'turn')}, {totals.total_tokens} tokens, "
+        f"${totals.cost:.6f}"
     )
     if totals.duration_s is not None:
         summary += f", {totals.duration_s:.1f}s"

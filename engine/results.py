@@ -12,7 +12,8 @@ from pydantic import BaseModel, Field
 
 RESULTS_FORMAT = "evalsite.results/1"
 
-EvalStatus = Literal["passed", "failed", "error", "cancelled"]
+# queued/running appear only in a web report of a run still in progress.
+EvalStatus = Literal["passed", "failed", "error", "cancelled", "queued", "running"]
 
 
 class Usage(BaseModel):
@@ -92,7 +93,7 @@ class EvalResult(BaseModel):
     status: EvalStatus
     score: float | None = None
     passed_on_turn: int | None = None
-    verdict: str  # "passed on turn 2", "failed after 3 turns", "error: ..."
+    verdict: str  # "passed on turn 2", "failed after 3 turns", "error on turn 1: ..."
     error: str | None = None
     turns: list[TurnRecord] = Field(default_factory=list)
     totals: Totals = Field(default_factory=Totals)
@@ -116,7 +117,8 @@ class RunTotals(BaseModel):
     def of(cls, evals: list[EvalResult], duration_s: float | None = None) -> RunTotals:
         totals = cls(evals=len(evals), duration_s=duration_s)
         for result in evals:
-            setattr(totals, result.status, getattr(totals, result.status) + 1)
+            if result.status in ("passed", "failed", "error", "cancelled"):
+                setattr(totals, result.status, getattr(totals, result.status) + 1)
             totals.turns += result.totals.turns
             totals.prompt_tokens += result.totals.prompt_tokens
             totals.completion_tokens += result.totals.completion_tokens
@@ -127,9 +129,10 @@ class RunTotals(BaseModel):
 
 
 def run_status(evals: list[EvalResult]) -> EvalStatus:
-    """error if any eval errored (its result is unknown), else failed if any failed, else passed."""
+    """running/queued while any eval is; then error if any errored (its result is unknown), else failed if
+    any failed, else cancelled if any was, else passed."""
     statuses = {result.status for result in evals}
-    for status in ("error", "failed", "cancelled"):
+    for status in ("running", "queued", "error", "failed", "cancelled"):
         if status in statuses:
             return status  # type: ignore[return-value]
     return "passed"

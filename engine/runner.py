@@ -22,12 +22,18 @@ def build_context(
     endpoint_name, model_id = registry.resolve(model_ref)
     judge_ref = suite.judge or model_ref
     judge_endpoint, judge_model = registry.resolve(judge_ref)
+
+    def resolve(ref: str):
+        name, model_id = registry.resolve(ref)
+        return registry.client(name, suite.mock), model_id
+
     ctx = EngineContext(
         agent=registry.client(endpoint_name, suite.mock),
         model=model_id,
         judge=registry.client(judge_endpoint, suite.mock),
         judge_model=judge_model,
         system=suite.system,
+        resolve=resolve,
     )
     return ctx, endpoint_name
 

@@ -194,6 +194,14 @@ class Suite(StrictModel):
                     setattr(self, field, meta_value)
         if not self.name:
             raise ValueError("a suite needs a `name` (or `metadata.name`)")
+        seen: dict[str, int] = {}
+        for index, ev in enumerate(self.evals):
+            if ev.id is not None:
+                if ev.id in seen:
+                    raise ValueError(
+                        f"evals[{index}] reuses id {ev.id!r} of evals[{seen[ev.id]}]; ids must be unique"
+                    )
+                seen[ev.id] = index
         return self
 
     def eval_id(self, index: int) -> str:
@@ -215,4 +223,22 @@ def json_schema() -> dict:
     schema = Suite.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "evalsite suite"
+    # `checks: {or: [...]}` is accepted as a one-item list (vibecheck's form); say so to editors too.
+    or_object = {"type": "object", "properties": {"or": {"type": "array", "items": {"$ref": "#/$defs/Check"},
+                 "minItems": 1}}, "required": ["or"], "additionalProperties": False}  # fmt: skip
+    for model in ("Eval", "Check"):
+        checks = schema["$defs"][model]["properties"]["checks"]
+        checks_list = {
+            key: value for key, value in checks.items() if key not in ("title", "description", "default")
+        }
+        checks.pop("anyOf", None)
+        checks.pop("type", None)
+        checks.pop("items", None)
+        checks.pop("minItems", None)
+        checks["anyOf"] = [
+            branch for branch in checks_list.get("anyOf", [checks_list]) if branch != {"type": "null"}
+        ]
+        checks["anyOf"].append(or_object)
+        if "anyOf" in checks_list and {"type": "null"} in checks_list["anyOf"]:
+            checks["anyOf"].append({"type": "null"})
     return schema

@@ -7,7 +7,12 @@ message carries text. Otherwise the texts are joined with blank lines, unmarked.
 
 from __future__ import annotations
 
-from .clients import message_text
+
+def message_text(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content or "")
 
 
 def has_structure(messages: list[dict]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Count, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
-from engine.results import EvalResult, RunReport, RunTotals, SuiteRef, Totals, TurnRecord, run_status
+from engine.results import EvalResult, RunReport, RunTotals, SuiteRef, Totals, TurnRecord
 
 from .models import FINISHED, Conversation, Run, ShareLink, Status
 
@@ -76,13 +76,12 @@ def turn_records(conversation: Conversation) -> list[TurnRecord]:
 
 def eval_result(conversation: Conversation, turns: list[TurnRecord] | None = None) -> EvalResult:
     turns = turn_records(conversation) if turns is None else turns
-    status = conversation.status if conversation.status in FINISHED else "cancelled"
     return EvalResult(
         index=conversation.index,
         id=conversation.eval_id,
         kind=conversation.kind if conversation.kind in ("single-turn", "multi-turn") else "single-turn",
         prompt=conversation.prompt,
-        status=status,
+        status=conversation.status,
         score=conversation.score,
         passed_on_turn=conversation.passed_on_turn,
         verdict=conversation.verdict or conversation.status,
@@ -103,7 +102,7 @@ def report(run: Run) -> RunReport:
         model=run.model,
         endpoint=run.endpoint_name,
         mock=run.is_mock,
-        status=run_status(evals) if evals else "passed",
+        status=run.status,
         evals=evals,
         totals=RunTotals.of(evals, duration_s=round(duration, 3) if duration is not None else None),
     )

@@ -18,7 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from engine.loader import SuiteError, SuiteProblem
+from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem, decode_source
 from engine.schema import Suite as SuiteSpec
 from runs import selectors as run_selectors
 from runs.models import Run
@@ -286,6 +286,44 @@ def validate(request: HttpRequest) -> HttpResponse:
     source = normalise_newlines(request.POST.get("source", ""))
     context = {"validation": _validate(source, request.user, suite), "suite": suite}
     return render(request, "suites/editor.html#problems", context)
+
+
+@login_required
+@require_POST
+def upload(request: HttpRequest) -> HttpResponse:
+    """Save a .yaml file from disk, as a new suite or (with `suite`) a new version of one.
+
+    The bytes are checked first (1 MB, UTF-8, naming the bad byte); the text then takes the same path as
+    typed text, so a broken file is shown in the editor with its located problems and nothing is saved.
+    """
+    suite = None
+    if suite_id := request.POST.get("suite"):
+        try:
+            suite = selectors.get_suite_for_user(request.user, uuid.UUID(suite_id))
+        except ValueError:
+            raise Http404("no such suite") from None
+    uploaded = request.FILES.get("file")
+    if uploaded is None:
+        return _render_editor(request, suite=suite, status=400, error="Choose a .yaml file to upload.")
+    try:
+        source = normalise_newlines(decode_source(uploaded.read(MAX_SUITE_BYTES + 1)))
+    except SuiteError as exc:
+        problems = "; ".join(str(problem) for problem in exc.problems)
+        return _render_editor(
+            request, suite=suite, status=400, error=f"Not saved: {uploaded.name}: {problems}"
+        )
+    note = f"uploaded {uploaded.name}"[:200]
+    try:
+        if suite is None:
+            suite = services.create_suite(owner=request.user, source=source, note=note)
+        else:
+            services.save_version(suite=suite, source=source, user=request.user, note=note)
+    except SuiteError as exc:
+        return _render_editor(request, suite=suite, source=source, status=400, error=_not_saved(exc))
+    except ValueError as exc:
+        return _render_editor(request, source=source, status=400, error=str(exc))
+    messages.success(request, f"Saved {uploaded.name} as v{suite.latest_version.number} of “{suite.name}”.")
+    return redirect("suites:detail", public_id=suite.public_id)
 
 
 @login_required

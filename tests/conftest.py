@@ -22,6 +22,14 @@ FAKE_KEY_ENV = "EVALSITE_TEST_FAKE_KEY"
 FAKE_KEY = "sk-test-fake"
 
 
+def pytest_sessionfinish(session, exitstatus):
+    # The var dir is this process's own (tests/settings.py); a worker subprocess may set it too, so only the
+    # process that created it removes it.
+    var_dir = Path(settings.VAR_DIR)
+    if var_dir.name == str(os.getpid()):
+        shutil.rmtree(var_dir, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def fake_openai_server():
     with FakeOpenAI(api_key=FAKE_KEY) as fake:

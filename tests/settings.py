@@ -1,10 +1,15 @@
-"""Settings for the test suite: the real settings, in local-development mode, with a throwaway var dir."""
+"""Settings for the test suite: the real settings, in local-development mode, with a throwaway var dir.
+
+Each pytest process gets its own var dir (database file, broker folder), so two test sessions on one
+machine never share a database or steal each other's tasks. tests/conftest.py removes it at the end.
+"""
 
 import os
 
 os.environ.setdefault("EVALSITE_DEV", "1")
 os.environ.setdefault(
-    "EVALSITE_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test")
+    "EVALSITE_VAR_DIR",
+    os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test", str(os.getpid())),
 )
 
 from evalsite.settings import *  # noqa: E402,F403

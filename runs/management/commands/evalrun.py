@@ -34,7 +34,7 @@ class Command(BaseCommand):
         try:
             spec = load_suite(file.read_bytes(), filename=str(file))
         except OSError as exc:
-            raise CommandError(f"{file}: {exc.strerror}") from None
+            raise CommandError(f"{file}: {exc.strerror}", returncode=2) from None
         except SuiteError as exc:
             for problem in exc.problems:
                 self.stderr.write(f"{file}:{problem}")

@@ -19,7 +19,9 @@ class Command(BaseCommand):
             try:
                 data = path.read_bytes()
             except OSError as exc:
-                raise CommandError(f"{path}: {exc.strerror}") from None
+                bad += 1
+                self.stderr.write(f"{path}: {exc.strerror}")
+                continue
             try:
                 spec = load_suite(data, filename=str(path))
             except SuiteError as exc:

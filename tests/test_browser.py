@@ -1,0 +1,264 @@
+"""In a real browser (Debian's chromium through Playwright), against the live server and a real Celery worker.
+
+One user journey end to end: sign in, write a broken suite and watch the live validation locate the
+problem, fix it, save, launch, watch the progress bar fill and its polling stop, and read the transcript.
+Screenshots land in test-artifacts/ (and the finished run page in docs/screenshot.png, which the README shows).
+
+Chromium is never downloaded: CI installs Debian's `chromium` package, and a missing binary fails loudly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ARTIFACTS, ROOT
+
+pytestmark = [pytest.mark.browser]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-gpu",
+]
+TIMEOUT_MS = 30_000
+VIEWPORT = {"width": 1280, "height": 800}
+DOCS_SCREENSHOT = ROOT / "docs" / "screenshot.png"
+PASSWORD = "pw-alice-123"  # the `user` fixture's
+
+SUITE = """\
+name: arithmetic
+description: A calculator that sometimes needs a second try.
+model: fake/test-model
+system: You are a calculator. Answer with the number only.
+evals:
+  - id: multiply
+    prompt: What is 15 * 7?
+    checks:
+      - match: "*105*"
+        prompt: That answer is incorrect. Please recalculate 15 multiplied by 7.
+        checks:
+          - match: "*105*"
+  - id: add
+    prompt: What is 2 + 2?
+    checks:
+      - match: "*4*"
+  - id: capital
+    prompt: What is the capital of Australia?
+    checks:
+      - contains: Canberra
+      - prompt: Think again.
+        checks:
+          - contains: Canberra
+"""
+# The same suite with a typo in a key: the validator must name the line, the column and the path.
+BROKEN_SUITE = SUITE.replace("What is 15 * 7?\n    checks:", "What is 15 * 7?\n    chekcs:")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: the browser tests use Debian's chromium (apt-get install chromium), "
+            "never a Playwright download",
+            pytrace=False,
+        )
+    from playwright.sync_api import expect, sync_playwright
+
+    # Playwright's sync API keeps an asyncio loop on this thread, and Django refuses ORM calls from a thread
+    # with a running loop. The ORM calls here are plain synchronous test code, so allow them.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    expect.set_options(timeout=TIMEOUT_MS)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+class PageWatch:
+    """What went wrong in the page that no assertion looks at: JS errors and failed HTTP responses."""
+
+    def __init__(self, page):
+        self.errors: list[str] = []
+        self.failed: list[str] = []
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        page.on("response", self._response)
+
+    def _response(self, response):
+        # A 400 from a form post re-renders the editor on purpose; anything else >= 400 is a broken page.
+        if response.status >= 400 and not (response.status == 400 and response.request.method == "POST"):
+            self.failed.append(f"{response.status} {response.request.method} {response.url}")
+
+    def check(self):
+        assert not self.failed, f"failed responses: {self.failed}"
+        assert not self.errors, f"JavaScript errors: {self.errors}"
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context = browser.new_context(viewport=VIEWPORT, base_url=live_server.url)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def watch(page):
+    return PageWatch(page)
+
+
+def screenshot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+def log_in(page, username: str, password: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto("/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/"))
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("h1")).to_have_text("Suites")
+    expect(page.locator(".topbar-user")).to_contain_text(username)
+    # htmx came from the live server's static files, not a 404.
+    page.wait_for_function("() => window.htmx !== undefined")
+
+
+def test_write_launch_and_read_a_run(page, watch, user, fake_endpoint, fake_openai, start_worker):
+    from playwright.sync_api import expect
+
+    from runs.models import Run
+
+    fake_openai.latency = 0.3  # slow enough to see the run in progress
+    fake_openai.script("What is 15 * 7?", ["100", "105"])
+    fake_openai.script("What is 2 + 2?", ["4"])
+    fake_openai.script("What is the capital of Australia?", ["Canberra."])
+    start_worker()
+
+    log_in(page, user.username, PASSWORD)
+    page.locator("a.btn", has_text="New suite").click()
+    expect(page).to_have_url(re.compile(r"/suites/new/$"))
+
+    # A broken suite: the problems panel names line, column and path as the user types.
+    editor = page.locator("textarea[name=source]")
+    problems = page.locator("#problems")
+    editor.fill(BROKEN_SUITE)
+    typo_line = BROKEN_SUITE.split("\n").index("    chekcs:") + 1
+    expect(problems.locator(".problems-bad")).to_be_visible()
+    expect(problems).to_contain_text(f"line {typo_line}, col 5")
+    expect(problems).to_contain_text("evals[0].chekcs")
+    expect(problems).to_contain_text("unknown key `chekcs` (did you mean `checks`?)")
+    expect(page.locator("[data-editor-gutter]")).to_contain_text(str(typo_line))
+    screenshot(page, "browser-editor-error.png")
+
+    # Clicking the problem puts the caret on the typo.
+    problems.locator("a.problem", has_text="chekcs").click()
+    expect(page.locator("[data-editor-pos]")).to_contain_text(f"Ln {typo_line}, Col 5")
+
+    # Fixed: valid, and saving creates the suite.
+    editor.fill(SUITE)
+    expect(problems.locator(".problems-ok")).to_contain_text("Valid — 3 evals")
+    expect(problems).to_contain_text("fake/test-model")
+    page.locator("button[data-save]").click()
+    expect(page).to_have_url(re.compile(r"/suites/[0-9a-f-]{36}/$"))
+    expect(page.locator(".flashes")).to_contain_text("Created “arithmetic” — v1 saved.")
+
+    # Launch from the side panel, and count the progress polls from here on.
+    polls: list[float] = []
+    page.on("request", lambda request: "/progress/" in request.url and polls.append(time.monotonic()))
+    page.locator("#launch").get_by_role("button", name="Launch").click()
+    expect(page).to_have_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+    run = Run.objects.get()
+    assert run.model == "fake/test-model" and run.endpoint_name == "fake"
+
+    # The progress partial updates itself until the run is over; then the header says passed.
+    header_badge = page.locator("#run-header .badge-lg")
+    progress = page.locator("#progress")
+    bar = progress.locator(".bar")
+    expect(header_badge).to_have_text("passed")
+    expect(progress).to_contain_text("3 / 3")
+    expect(progress).to_contain_text("conversations done · 100%")
+    expect(progress.locator(".status-counts")).to_contain_text("3 passed")
+    expect(bar).to_have_attribute("aria-valuenow", "3")
+    expect(bar).not_to_have_class(re.compile(r"\bis-live\b"))
+    expect(bar.locator(".bar-seg")).to_have_count(1)
+    expect(bar.locator(".bar-seg.seg-passed")).to_have_attribute("style", "width: 100.000%")
+    expect(progress).not_to_have_attribute("hx-get", re.compile(".*"))
+    rows = page.locator("#conversations tbody tr")
+    expect(rows).to_have_count(3)
+    expect(rows.nth(0)).to_contain_text("passed on turn 2")
+    expect(page.locator("#run-header")).to_contain_text("Run again")
+    run.refresh_from_db()
+    assert run.status == "passed"
+
+    # The page was live (it polled at least once), and polling stopped once the run was shown as finished.
+    assert polls, "the run page never polled /progress/: was the run over before the page loaded?"
+    polls_when_done = len(polls)
+    page.wait_for_timeout(2_500)
+    assert len(polls) == polls_when_done, f"{len(polls) - polls_when_done} progress polls after the run ended"
+    screenshot(page, "browser-run-finished.png")
+    # For the README: as tall as the content, without the empty viewport below it.
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": 600})
+    DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(DOCS_SCREENSHOT), full_page=True)
+    page.set_viewport_size(VIEWPORT)
+
+    # The transcript: the wrong answer, its failed check, the follow-up and why, the right answer.
+    rows.nth(0).locator("a.row-link", has_text="multiply").click()
+    expect(page).to_have_url(re.compile(r"/runs/[0-9a-f-]{36}/c/0/$"))
+    expect(page.locator("#verdict")).to_contain_text("Passed on turn 2")
+    turns = page.locator("#turns li.turn")
+    expect(turns).to_have_count(2)
+    expect(page.locator(".bubble-user")).to_have_text(
+        ["What is 15 * 7?", "That answer is incorrect. Please recalculate 15 multiplied by 7."]
+    )
+    expect(page.locator(".bubble-assistant")).to_have_text(["100", "105"])
+    expect(turns.nth(0).locator(".check-badge").first).to_have_text("✗ FAIL")
+    expect(turns.nth(1).locator(".check-badge").first).to_have_text("✓ PASS")
+    expect(turns.nth(1).locator(".followup-note")).to_contain_text(
+        'Follow-up sent because match "*105*" failed on turn 1'
+    )
+    expect(page.locator("#turn-poller")).to_have_count(0)
+    screenshot(page, "browser-transcript.png")
+
+    watch.check()
+
+
+def test_ctrl_s_in_the_editor_saves_a_new_version(page, watch, user):
+    from playwright.sync_api import expect
+
+    from suites.services import create_suite
+
+    suite = create_suite(owner=user, source=SUITE)
+    log_in(page, user.username, PASSWORD)
+    page.goto(f"/suites/{suite.public_id}/")
+    expect(page.locator("h1")).to_contain_text("v1")
+
+    editor = page.locator("textarea[name=source]")
+    editor.fill(SUITE.replace("What is 2 + 2?", "What is 3 + 3?").replace('"*4*"', '"*6*"'))
+    expect(page.locator("[data-editor-pos]")).to_contain_text("unsaved")
+    expect(page.locator("#problems .problems-ok")).to_contain_text("Valid — 3 evals")
+    editor.press("Control+s")
+
+    expect(page.locator(".flashes")).to_contain_text("Saved v2.")
+    expect(page.locator("h1")).to_contain_text("v2")
+    expect(page.locator("[data-editor-pos]")).not_to_contain_text("unsaved")
+    assert sorted(suite.versions.values_list("number", flat=True)) == [1, 2]
+    assert "What is 3 + 3?" in suite.versions.get(number=2).source
+    watch.check()
