@@ -156,6 +156,44 @@ def measure(args) -> dict:
     return result
 
 
+def engine_only(args) -> dict:
+    """The same conversations through the engine alone, in threads: no database, broker or Celery.
+
+    The floor for this machine and fake endpoint: what is left is HTTP, the openai client and the engine.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.clients import EndpointConfig, OpenAIClient
+    from engine.conversation import EngineContext, run_eval
+    from engine.loader import load_suite
+    from tests.fakeopenai import FakeOpenAI
+
+    os.environ["BENCH_FAKE_KEY"] = "sk-bench"
+    spec = load_suite(suite_yaml(args.n))
+    with FakeOpenAI(latency=args.latency, api_key="sk-bench") as fake:
+        for i in range(args.n):
+            fake.script(f"conversation {i}", ["not yet", "still not", "done"])
+        client = OpenAIClient(
+            EndpointConfig(name="fake", base_url=fake.base_url, api_key_env="BENCH_FAKE_KEY")
+        )
+        ctx = EngineContext(agent=client, model="bench-model", judge=client, judge_model="bench-model")
+        client.complete("bench-model", [{"role": "user", "content": "warm up"}])
+        cpu = -time.process_time()
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
+            results = list(pool.map(lambda i: run_eval(spec.evals[i], i, str(i), ctx), range(args.n)))
+        wall = time.monotonic() - started
+        cpu += time.process_time()
+    return {
+        "status": "passed" if all(r.status == "passed" for r in results) else "failed",
+        "wall": wall,
+        "ideal": math.ceil(args.n / args.concurrency) * TURNS * args.latency,
+        "turns": sum(len(r.turns) for r in results),
+        "worker_cpu": cpu,  # includes the fake server's threads, which share this process
+        "machine_busy": None,
+    }
+
+
 def reachable(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -183,12 +221,12 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--worker-procs", type=int, default=1, help="worker processes")
     parser.add_argument("--worker-threads", type=int, default=20, help="threads per worker process")
-    parser.add_argument("--backends", default="embedded,postgres")
+    parser.add_argument("--backends", default="engine,embedded,postgres")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args)))
+        print(json.dumps(engine_only(args) if os.environ.get("BENCH_ENGINE_ONLY") else measure(args)))
         return
 
     print(
@@ -200,7 +238,10 @@ def main() -> None:
         var_dir = Path(tempfile.mkdtemp(prefix=f"evalsite-bench-{backend}-"))
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalsite.settings", "EVALSITE_DEV": "1",
                "EVALSITE_VAR_DIR": str(var_dir), "BENCH_FAKE_KEY": "sk-bench", "LOG_LEVEL": "WARNING"}  # fmt: skip
-        if backend == "embedded":
+        if backend == "engine":
+            label = "engine only (floor)"
+            env["BENCH_ENGINE_ONLY"] = "1"
+        elif backend == "embedded":
             label = "SQLite + filesystem"
             env["DATABASE_URL"] = f"sqlite:///{var_dir / 'bench.sqlite3'}"
             env.pop("CELERY_BROKER_URL", None)
@@ -222,10 +263,11 @@ def main() -> None:
             continue
         result = json.loads(child.stdout.strip().splitlines()[-1])
         ratio = result["wall"] / result["ideal"]
-        cpu = (
-            f"workers {result['worker_cpu']:.1f} s ({1000 * result['worker_cpu'] / max(1, result['turns']):.1f} "
-            f"ms/turn), machine {100 * result['machine_busy']:.0f}% busy"
-        )
+        cpu = f"{result['worker_cpu']:.1f} s ({1000 * result['worker_cpu'] / max(1, result['turns']):.1f} ms/turn)"
+        if result["machine_busy"] is not None:
+            cpu = f"workers {cpu}, machine {100 * result['machine_busy']:.0f}% busy"
+        else:
+            cpu = f"engine and fake server {cpu}"
         print(f"{label:<22}{result['status']:<8}{result['turns']:>6}{result['wall']:>8.2f}{result['ideal']:>8.2f}"
               f"{ratio:>7.3f}  {cpu}")  # fmt: skip
         for name, value in result.get("explain", {}).items():

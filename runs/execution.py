@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 from datetime import timedelta
-from functools import lru_cache
 
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections, transaction
@@ -25,6 +24,7 @@ from engine.loader import load_saved_suite
 from engine.results import EvalResult, TurnRecord
 from engine.runner import build_context
 from engine.schema import Suite as SuiteSpec
+from suites.models import SuiteVersion
 
 from . import services
 from .endpoints import build_registry
@@ -41,18 +41,21 @@ def _lease() -> timedelta:
     return timedelta(seconds=settings.EVALSITE_LEASE_SECONDS)
 
 
-_parse_lock = threading.Lock()
+_specs: dict[str, SuiteSpec] = {}
+_specs_lock = threading.Lock()
 
 
-@lru_cache(maxsize=64)
-def _parse_once(sha256: str, source: str) -> SuiteSpec:
-    return load_saved_suite(source)
-
-
-def _parse(sha256: str, source: str) -> SuiteSpec:
-    # A run's first conversations start together; parse its suite once, not once per thread.
-    with _parse_lock:
-        return _parse_once(sha256, source)
+def _spec_for(version_id: int, sha256: str) -> SuiteSpec:
+    """The parsed suite of a version, cached by content hash: the text is fetched and parsed once per
+    process, not once per conversation (a run's first conversations all start at the same moment)."""
+    with _specs_lock:
+        spec = _specs.get(sha256)
+        if spec is None:
+            source = SuiteVersion.objects.values_list("source", flat=True).get(pk=version_id)
+            spec = _specs[sha256] = load_saved_suite(source)
+            if len(_specs) > 64:
+                _specs.pop(next(iter(_specs)))
+        return spec
 
 
 def claim(conversation_id: int) -> Conversation | None:
@@ -68,7 +71,11 @@ def claim(conversation_id: int) -> Conversation | None:
     )
     if not updated:
         return None
-    conversation = Conversation.objects.select_related("run__suite_version").get(pk=conversation_id)
+    conversation = (
+        Conversation.objects.select_related("run__suite_version")
+        .defer("run__suite_version__source")  # large; _spec_for fetches it only on a cache miss
+        .get(pk=conversation_id)
+    )
     if conversation.run.status == Status.QUEUED:
         Run.objects.filter(pk=conversation.run_id, status=Status.QUEUED).update(
             status=Status.RUNNING, started_at=now
@@ -178,13 +185,12 @@ def execute(conversation_id: int) -> str:
     heartbeat.add(conversation_id, attempt)
     try:
         try:
-            version = run.suite_version
-            spec = _parse(version.sha256, version.source)
+            spec = _spec_for(run.suite_version_id, run.suite_version.sha256)
             ctx, _ = build_context(spec, build_registry(), run.model)
             ev = spec.evals[conversation.index]
-            prior = [
-                TurnRecord.model_validate(turn.record) for turn in conversation.turns.order_by("position")
-            ]
+            # Only a resumed conversation (a later attempt) can have turns stored already.
+            stored = conversation.turns.order_by("position") if attempt > 1 else []
+            prior = [TurnRecord.model_validate(turn.record) for turn in stored]
         except Exception as exc:
             log.exception("conversation %s could not start", conversation_id)
             _fail(conversation_id, attempt, f"could not start: {exc}")
