@@ -119,7 +119,7 @@ def measure(args) -> dict:
     )
     user = get_user_model().objects.create_user("bench", password="bench-password")
     suite = create_suite(owner=user, source=suite_yaml(args.n))
-    command = [sys.executable, "-m", "celery", "-A", "evalsite", "worker", "--pool", "threads",
+    command = [sys.executable, "-m", "celery", "-A", "evalsite", "worker", "--pool", args.pool,
                "--concurrency", str(args.worker_threads), "--loglevel", "WARNING", "--without-gossip",
                "--without-mingle"]  # fmt: skip
     with open(Path(os.environ["EVALSITE_VAR_DIR"]) / "worker.log", "wb") as log:
@@ -220,7 +220,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--worker-procs", type=int, default=1, help="worker processes")
-    parser.add_argument("--worker-threads", type=int, default=20, help="threads per worker process")
+    parser.add_argument("--worker-threads", type=int, default=20, help="--concurrency of each worker process")
+    parser.add_argument("--pool", default="threads", choices=["threads", "prefork"], help="Celery pool")
     parser.add_argument("--backends", default="engine,embedded,postgres")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
