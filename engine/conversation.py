@@ -4,19 +4,24 @@
 graded. It can resume: given the turns already stored (`prior`), it replays them without calling the
 model and continues after the last one, so a redelivered task never repeats or duplicates a turn.
 
-Every kind of conversation is a loop of the same step: choose the next user message, get the reply, grade
-it, decide whether to go on. Conversation trees (seed 000) choose the next message from the failed checks.
+Every kind of conversation is the same loop: a driver chooses the next step (a user message and what
+grades its reply), the model replies, the reply is graded into a TurnRecord, and the driver decides from
+the stored records alone whether to go on. Drivers: conversation trees (seed 000: follow-ups chosen by
+failed checks), scripted inputs (seed 001: per-turn ground truth), `turns` with checks on chosen turns,
+and a given history the model replies to (seeds 002, 004). Histories can precede any of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from .checks import JudgeContext, Reply, choose_followup, evaluate_level
 from .clients import ChatClient, EndpointError
-from .results import EvalResult, Totals, TurnRecord
-from .schema import Check, Eval, followup_depth
+from .grading import extract, grade
+from .history import build_history
+from .results import EvalResult, Totals, TurnGrade, TurnRecord
+from .schema import Check, Eval, Extractor, followup_depth
 
 
 class StopConversation(Exception):
@@ -28,6 +33,16 @@ class ResumeMismatch(Exception):
 
 
 @dataclass
+class Defaults:
+    """Suite-level defaults for scripted grading."""
+
+    grader: str | None = None
+    extractor: Extractor | None = None
+    rubric: str | None = None
+    pass_threshold: float | None = None
+
+
+@dataclass
 class EngineContext:
     agent: ChatClient
     model: str
@@ -36,18 +51,125 @@ class EngineContext:
     system: str | None = None
     # Resolves "endpoint/model" references that checks name themselves (e.g. llm_judge.model).
     resolve: Callable[[str], tuple[ChatClient, str]] | None = None
+    files: Mapping[str, str] = field(default_factory=dict)
+    defaults: Defaults = field(default_factory=Defaults)
 
 
 @dataclass
-class _Level:
-    prompt: str
-    items: list[Check]
+class Step:
+    prompt: str | None  # None: the model replies to the history alone
+    checks: list[Check]
     node: str
-    reason: str | None
+    reason: str | None = None
+    ground_truth: str | None = None  # grade this step's reply against it
+    grade_conversation: str | None = None  # grade the whole conversation against it, after this step
 
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+class _Tree:
+    """Seed 000: the first prompt, then follow-ups chosen by the failed checks."""
+
+    def __init__(self, ev: Eval, index: int):
+        self.ev = ev
+        self.node = f"evals[{index}]"
+
+    def first(self) -> Step:
+        return Step(self.ev.prompt, self.ev.checks, self.node)
+
+    def next(self, step: Step, turn: TurnRecord) -> Step | None:
+        if turn.passed:
+            return None
+        followup = choose_followup(step.checks, turn.checks)
+        if followup is None:
+            return None
+        item, reason = followup
+        return Step(item.prompt, item.checks, _node_of(item, step), f"{reason} on turn {turn.turn}")
+
+    def verdict(self, turns: list[TurnRecord]) -> tuple[str, float, str, int | None]:
+        last = turns[-1]
+        if last.passed:
+            return "passed", 1.0, f"passed on turn {last.turn}", last.turn
+        return "failed", 0.0, f"failed after {_plural(last.turn, 'turn')}", None
+
+
+def _node_of(item: Check, step: Step) -> str:
+    for i, candidate in enumerate(step.checks):
+        if candidate is item:
+            return f"{step.node}.checks[{i}]"
+        for j, member in enumerate(candidate.or_ or ()):
+            if member is item:
+                return f"{step.node}.checks[{i}].or[{j}]"
+    return step.node
+
+
+class _Scripted:
+    """Seed 001 and `turns`: every input sent in order; grades per turn and/or on the last reply."""
+
+    def __init__(self, ev: Eval, index: int, defaults: Defaults):
+        self.ev = ev
+        node = f"evals[{index}]"
+        self.threshold = ev.pass_threshold if ev.pass_threshold is not None else defaults.pass_threshold
+        if self.threshold is None:
+            self.threshold = 1.0
+        self.aggregation = ev.aggregation or "mean"
+        self.stop_on_failure = ev.on_turn_failure == "stop"
+        if ev.turns is not None:
+            self.steps = [
+                Step(turn.input, turn.checks or [], f"{node}.turns[{i}]") for i, turn in enumerate(ev.turns)
+            ]
+        elif ev.input is not None:
+            inputs = [ev.input] if isinstance(ev.input, str) else ev.input
+            truths = ev.ground_truth if isinstance(ev.ground_truth, list) else [None] * len(inputs)
+            self.steps = [
+                Step(
+                    text,
+                    [],
+                    f"{node}.input[{i}]" if isinstance(ev.input, list) else f"{node}.input",
+                    ground_truth=truth,
+                )
+                for i, (text, truth) in enumerate(zip(inputs, truths, strict=True))
+            ]
+        else:
+            self.steps = [Step(None, [], f"{node}.messages")]
+        last = self.steps[-1]
+        last.checks = [*last.checks, *(ev.checks or [])]
+        if isinstance(ev.ground_truth, str):
+            last.grade_conversation = ev.ground_truth
+
+    def first(self) -> Step:
+        return self.steps[0]
+
+    def next(self, step: Step, turn: TurnRecord) -> Step | None:
+        if self.stop_on_failure and turn.passed is False:
+            return None
+        return self.steps[turn.turn] if turn.turn < len(self.steps) else None
+
+    def units(self, turns: list[TurnRecord]) -> list[tuple[float, bool]]:
+        """Every graded thing, as (score, passed): each grade, and each turn's checks together."""
+        units = []
+        for turn in turns:
+            if turn.grade is not None:
+                units.append((turn.grade.score, turn.grade.passed))
+            if turn.checks:
+                scores = [
+                    check.score if check.score is not None else float(check.passed) for check in turn.checks
+                ]
+                units.append((sum(scores) / len(scores), all(check.passed for check in turn.checks)))
+        return units
+
+    def verdict(self, turns: list[TurnRecord]) -> tuple[str, float, str, int | None]:
+        units = self.units(turns)
+        scores = [score for score, _ in units]
+        score = {"mean": lambda s: sum(s) / len(s), "min": min, "max": max}[self.aggregation](scores)
+        passed = sum(1 for _, ok in units if ok)
+        stopped = len(turns) < len(self.steps)
+        note = f"{passed}/{len(units)} passed" + (f", stopped after turn {len(turns)}" if stopped else "")
+        if score >= self.threshold and not stopped:
+            return "passed", score, f"passed: {note}", None
+        return "failed", score, f"failed: {note} (score {score:.2f}, needs {self.threshold:g})", None
 
 
 def run_eval(
@@ -59,46 +181,50 @@ def run_eval(
     on_turn: Callable[[TurnRecord], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> EvalResult:
-    messages: list[dict] = [{"role": "system", "content": ctx.system}] if ctx.system else []
+    messages, history = build_history(ctx.system, ev.messages, ctx.files)
+    driver = _Tree(ev, index) if ev.style == "tree" else _Scripted(ev, index, ctx.defaults)
     turns: list[TurnRecord] = []
-    level = _Level(ev.prompt, ev.checks, f"evals[{index}]", None)
 
     def finish(
-        status: str, verdict: str, *, passed_on: int | None = None, error: str | None = None
+        status: str, verdict: str, *, score=None, passed_on: int | None = None, error=None
     ) -> EvalResult:
-        score = None if status in ("error", "cancelled") else (1.0 if status == "passed" else 0.0)
+        multi = (
+            len(turns) > 1
+            or (followup_depth(ev.checks or []) > 0)
+            or (isinstance(driver, _Scripted) and len(driver.steps) > 1)
+        )
+        units = driver.units(turns) if isinstance(driver, _Scripted) and turns else None
         return EvalResult(
             index=index,
             id=eval_id,
-            kind="multi-turn" if len(turns) > 1 or followup_depth(ev.checks) > 0 else "single-turn",
-            prompt=ev.prompt,
+            kind="multi-turn" if multi else "single-turn",
+            conversation=ev.style,
+            prompt=ev.first_text,
             status=status,
             score=score,
             passed_on_turn=passed_on,
             verdict=verdict,
             error=error,
+            history=history,
             turns=list(turns),
+            turns_passed=sum(1 for _, ok in units if ok) if units is not None else None,
+            turns_total=len(units) if units is not None else None,
+            per_turn_grades=[turn.grade for turn in turns if turn.grade is not None],
             totals=Totals.of(turns),
         )
 
-    while True:
+    given = len(messages)
+    step: Step | None = driver.first()
+    while step is not None:
         position = len(turns) + 1
         if position <= len(prior):
             turn = prior[position - 1]
-            if turn.prompt != level.prompt:
-                raise ResumeMismatch(
-                    f"stored turn {position} was {turn.prompt!r}, the suite says {level.prompt!r}"
-                )
-            expected = [item.kind for item in level.items if item.kind]
-            if turn.node != level.node or [result.type for result in turn.checks] != expected:
-                raise ResumeMismatch(
-                    f"stored turn {position} was graded against other checks than the suite has"
-                )
+            _check_resume(turn, step, position)
         else:
             if should_stop is not None and should_stop():
                 return finish("cancelled", f"cancelled after {_plural(len(turns), 'turn')}")
             try:
-                turn = _play_turn(ctx, messages, level, position)
+                turn = _play_turn(ctx, messages, step, position, ev, given)
             except EndpointError as exc:
                 return finish("error", f"error on turn {position}: {exc}", error=str(exc))
             if on_turn is not None:
@@ -107,50 +233,80 @@ def run_eval(
                 except StopConversation:
                     return finish("cancelled", f"stopped after {_plural(len(turns), 'turn')}")
         turns.append(turn)
-        messages += [
-            {"role": "user", "content": turn.prompt},
-            {"role": "assistant", "content": turn.response},
-        ]
-        if turn.passed:
-            return finish("passed", f"passed on turn {position}", passed_on=position)
-        followup = choose_followup(level.items, turn.checks)
-        if followup is None:
-            return finish("failed", f"failed after {_plural(position, 'turn')}")
-        item, reason = followup
-        level = _Level(item.prompt, item.checks, _node_of(item, level), f"{reason} on turn {position}")
+        if step.prompt is not None:
+            messages.append({"role": "user", "content": turn.prompt})
+        messages.append({"role": "assistant", "content": turn.response})
+        step = driver.next(step, turn)
+    status, score, verdict, passed_on = driver.verdict(turns)
+    return finish(status, verdict, score=score, passed_on=passed_on)
 
 
-def _node_of(item: Check, level: _Level) -> str:
-    for i, candidate in enumerate(level.items):
-        if candidate is item:
-            return f"{level.node}.checks[{i}]"
-        for j, member in enumerate(candidate.or_ or ()):
-            if member is item:
-                return f"{level.node}.checks[{i}].or[{j}]"
-    return level.node
+def _check_resume(turn: TurnRecord, step: Step, position: int) -> None:
+    if turn.prompt != (step.prompt or ""):
+        raise ResumeMismatch(f"stored turn {position} was {turn.prompt!r}, the suite says {step.prompt!r}")
+    expected = [item.kind for item in step.checks if item.kind]
+    if turn.node != step.node or [result.type for result in turn.checks] != expected:
+        raise ResumeMismatch(f"stored turn {position} was graded against other checks than the suite has")
 
 
-def _play_turn(ctx: EngineContext, messages: list[dict], level: _Level, position: int) -> TurnRecord:
-    sent = [*messages, {"role": "user", "content": level.prompt}]
+def _play_turn(
+    ctx: EngineContext, messages: list[dict], step: Step, position: int, ev: Eval, given: int
+) -> TurnRecord:
+    sent = (
+        [*messages, {"role": "user", "content": step.prompt}] if step.prompt is not None else list(messages)
+    )
     completion = ctx.agent.complete(ctx.model, sent)
     judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve)
+    conversation = [*sent, {"role": "assistant", "content": completion.text}]
     reply = Reply(
         text=completion.text,
         completion_tokens=None if completion.usage.estimated else completion.usage.completion_tokens,
-        conversation=[*sent, {"role": "assistant", "content": completion.text}],
+        conversation=conversation,
     )
-    results = evaluate_level(level.items, reply, judge)
+    results = evaluate_level(step.checks, reply, judge)
+    turn_grade = _grade(ctx, ev, step, position, completion.text, conversation, given, judge)
+    passed = all(result.passed for result in results) and (turn_grade is None or turn_grade.passed)
     return TurnRecord(
         turn=position,
-        node=level.node,
-        prompt=level.prompt,
+        node=step.node,
+        prompt=step.prompt or "",
         response=completion.text,
         usage=completion.usage,
         cost=completion.cost,
         latency_ms=completion.latency_ms,
         checks=results,
-        passed=all(result.passed for result in results),
-        followup_reason=level.reason,
+        passed=passed if (results or turn_grade is not None) else None,
+        followup_reason=step.reason,
+        grade=turn_grade,
         judge_usage=judge.spent,
         judge_cost=judge.cost,
+    )
+
+
+def _grade(
+    ctx, ev: Eval, step: Step, position: int, text: str, conversation, given: int, judge
+) -> TurnGrade | None:
+    truth = step.ground_truth if step.ground_truth is not None else step.grade_conversation
+    if truth is None:
+        return None
+    defaults = ctx.defaults
+    grader = ev.grader or defaults.grader or "exact_match"
+    extractor = ev.extractor or defaults.extractor
+    if step.ground_truth is not None:
+        replies, input_text = [text], step.prompt or ""
+    else:  # one grade for the whole conversation: the extractor sees every live reply, not the given ones
+        live = conversation[given:]
+        replies = [m["content"] for m in live if m["role"] == "assistant"]
+        input_text = "\n".join(m["content"] for m in live if m["role"] == "user")
+    threshold = ev.pass_threshold if ev.pass_threshold is not None else defaults.pass_threshold
+    return grade(
+        grader,
+        turn=position,
+        submission=extract(extractor, replies),
+        ground_truth=truth,
+        threshold=1.0 if threshold is None else threshold,
+        judge=judge,
+        rubric=ev.rubric or defaults.rubric,
+        input_text=input_text,
+        conversation=conversation,
     )

@@ -9,11 +9,15 @@ the schema and reports each problem as `line:column path: message`, e.g.
 from __future__ import annotations
 
 import difflib
+import pathlib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from os import PathLike
 
 import yaml
 from pydantic import ValidationError
 
+from .datasets import rows_to_evals
 from .schema import MAX_FOLLOWUP_DEPTH, Check, Suite
 
 MAX_SUITE_BYTES = 1_000_000
@@ -29,13 +33,26 @@ class SuiteProblem:
     column: int  # 1-based
     path: str  # e.g. evals[2].checks[1].prompt; "" for the top level
     message: str
+    file: str = ""  # set when the problem is in an attached file (a dataset), not the suite itself
 
     def __str__(self) -> str:
+        if self.file:
+            return (
+                f"(in {self.file}) {self.file}:{self.line}: {self.message}"
+                if self.line
+                else f"(in {self.file}) {self.message}"
+            )
         where = f"{self.line}:{self.column}" if self.line else "file"
         return f"{where} {self.path or '(top level)'}: {self.message}"
 
     def as_dict(self) -> dict:
-        return {"line": self.line, "column": self.column, "path": self.path, "message": self.message}
+        return {
+            "line": self.line,
+            "column": self.column,
+            "path": self.path,
+            "message": self.message,
+            "file": self.file,
+        }
 
 
 class SuiteError(Exception):
@@ -257,7 +274,7 @@ def _depth_problems(suite: Suite, builder: _Builder) -> list[SuiteProblem]:
                 walk(item.or_, (*item_path, "or"), depth)
 
     for index, ev in enumerate(suite.evals):
-        walk(ev.checks, ("evals", index, "checks"), 0)
+        walk(ev.checks or [], ("evals", index, "checks"), 0)
     return problems
 
 
@@ -280,8 +297,54 @@ def _metadata_conflicts(raw: dict, builder: _Builder) -> list[SuiteProblem]:
     return problems
 
 
-def load_suite(data: bytes | str, filename: str = "suite.yaml") -> Suite:
-    """Parse and validate a suite; raises SuiteError listing every problem found."""
+def _attachments(suite: Suite, builder: _Builder, files: Mapping[str, str]) -> list[SuiteProblem]:
+    """Every file the suite names must be attached; the dataset's rows become evals."""
+    problems: list[SuiteProblem] = []
+
+    def missing(path: Path, name: str) -> None:
+        line, column = _locate(path, builder, key=False)
+        attached = ", ".join(sorted(files)) or "none"
+        problems.append(
+            SuiteProblem(
+                line, column, format_path(path), f"file `{name}` is not attached (attached: {attached})"
+            )
+        )
+
+    for index, ev in enumerate(suite.evals):
+        for m, message in enumerate(ev.messages or []):
+            if isinstance(message.content, list):
+                for k, part in enumerate(message.content):
+                    if part.type == "file" and part.value not in files:
+                        missing(("evals", index, "messages", m, "content", k, "value"), part.value)
+    if suite.dataset:
+        if suite.dataset not in files:
+            missing(("dataset",), suite.dataset)
+        else:
+            rows, row_problems = rows_to_evals(suite.dataset, files[suite.dataset])
+            problems += [
+                SuiteProblem(p.line, 1 if p.line else 0, "dataset", p.message, suite.dataset)
+                for p in row_problems
+            ]
+            taken = {ev.id for ev in suite.evals if ev.id}
+            for number, row in enumerate(rows, start=1):
+                row.id = row.id or f"row-{number}"
+                if row.id in taken:
+                    problems.append(
+                        SuiteProblem(
+                            0, 0, "dataset", f"row {number}: id {row.id!r} is used twice", suite.dataset
+                        )
+                    )
+                    break
+                taken.add(row.id)
+            suite.evals.extend(rows)
+    return problems
+
+
+def load_suite(
+    data: bytes | str, filename: str = "suite.yaml", files: Mapping[str, str] | None = None
+) -> Suite:
+    """Parse and validate a suite with its attached files (name -> text); raises SuiteError listing every
+    problem found. Dataset rows are appended to `evals`."""
     try:
         raw, builder = parse_yaml(data)
     except SuiteError as exc:
@@ -299,18 +362,59 @@ def load_suite(data: bytes | str, filename: str = "suite.yaml") -> Suite:
             line, column = _locate(loc, builder, key=error["type"] == "extra_forbidden")
             problems.append(SuiteProblem(line, column, format_path(loc), _message(error)))
         raise SuiteError(problems, filename) from None
-    problems = _depth_problems(suite, builder)
+    problems = _depth_problems(suite, builder) or _attachments(suite, builder, files or {})
     if problems:
         raise SuiteError(problems, filename)
     return suite
 
 
-def load_saved_suite(text: str) -> Suite:
+def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite:
     """Load a suite that was validated when it was saved (a stored version): skips locating errors.
 
     Workers load a suite for every conversation; a bad text still falls back to the full, located report.
     """
     try:
-        return Suite.model_validate(yaml.load(text, Loader=_Loader))
+        suite = Suite.model_validate(yaml.load(text, Loader=_Loader))
     except Exception:
-        return load_suite(text)
+        return load_suite(text, files=files)
+    if suite.dataset:
+        rows, problems = rows_to_evals(suite.dataset, (files or {}).get(suite.dataset, ""))
+        if problems:
+            return load_suite(text, files=files)  # raises, located
+        for number, row in enumerate(rows, start=1):
+            row.id = row.id or f"row-{number}"
+        suite.evals.extend(rows)
+    return suite
+
+
+def file_references(data: bytes | str) -> list[str]:
+    """The attached files a suite names (dataset, history file parts), read leniently from raw YAML."""
+    try:
+        raw = yaml.load(decode_source(data), Loader=_Loader)
+    except (SuiteError, yaml.YAMLError):
+        return []
+    if not isinstance(raw, dict):
+        return []
+    names = [raw["dataset"]] if isinstance(raw.get("dataset"), str) else []
+    for ev in raw.get("evals") or []:
+        for message in (ev.get("messages") or []) if isinstance(ev, dict) else []:
+            content = message.get("content") if isinstance(message, dict) else None
+            for part in content if isinstance(content, list) else []:
+                if (
+                    isinstance(part, dict)
+                    and part.get("type") == "file"
+                    and isinstance(part.get("value"), str)
+                ):
+                    names.append(part["value"])
+    return list(dict.fromkeys(names))
+
+
+def read_suite_files(path: PathLike, data: bytes | str) -> dict[str, str]:
+    """Attached files for a suite on disk: the files it names, read from the suite file's folder."""
+    folder = pathlib.Path(path).parent
+    files = {}
+    for name in file_references(data):
+        candidate = folder / name
+        if candidate.is_file() and candidate.resolve().parent == folder.resolve():
+            files[name] = candidate.read_bytes().decode("utf-8-sig", errors="replace")
+    return files

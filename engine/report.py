@@ -36,8 +36,10 @@ def _check_lines(result: CheckResult, prefix: str) -> list[str]:
 
 
 def overall(result: EvalResult) -> str:
-    if result.status == "passed":
+    if result.status == "passed" and result.passed_on_turn is not None:
         return f"{PASS} (succeeded on turn {result.passed_on_turn})"
+    if result.status == "passed":
+        return f"{PASS} ({result.verdict})"
     if result.status == "failed":
         return f"{FAIL} ({result.verdict})"
     if result.status == "error":
@@ -55,11 +57,20 @@ def format_eval(result: EvalResult) -> str:
         lines.append(f"    Response: {_indent(turn.response, '      ')}")
         for check in turn.checks:
             lines += _check_lines(check, "    ")
+        if turn.grade is not None:
+            mark = PASS if turn.grade.passed else FAIL
+            lines.append(
+                f"    {mark} {turn.grade.grader} {turn.grade.score:.2f}: {turn.grade.submission!r} vs "
+                f"{turn.grade.ground_truth!r} — {turn.grade.rationale}"
+            )
         estimated = " (estimated)" if turn.usage.estimated else ""
         lines.append(
             f"    Tokens: {turn.usage.prompt_tokens} in / {turn.usage.completion_tokens} out{estimated}"
             f", cost ${turn.cost + turn.judge_cost:.6f}"
         )
+    if result.turns_total is not None:
+        marks = "".join("✓" if g.passed else "✗" for g in result.per_turn_grades)
+        lines.append(f"  Turns: {result.turns_passed}/{result.turns_total} {marks}".rstrip())
     lines.append(f"  Overall: {overall(result)}")
     return "\n".join(lines)
 
@@ -76,6 +87,9 @@ def format_report(report: RunReport) -> str:
     )
     if totals.duration_s is not None:
         summary += f", {totals.duration_s:.1f}s"
+    for gate in report.gates:
+        actual = "n/a" if gate.actual is None else f"{gate.actual:.3f}"
+        summary += f"\nGate {gate.label}: {PASS if gate.passed else FAIL} (actual {actual})"
     return "\n".join(
         blocks + [summary, f"Overall: {PASS if report.status == 'passed' else FAIL} ({report.status})"]
     )

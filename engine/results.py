@@ -44,6 +44,19 @@ class CheckResult(BaseModel):
     children: list[CheckResult] = Field(default_factory=list)  # members of an `or` block
 
 
+class TurnGrade(BaseModel):
+    """A turn graded against its ground truth (Letta's per_turn_grades), or the conversation's one grade."""
+
+    turn: int
+    score: float
+    passed: bool
+    rationale: str = ""
+    submission: str  # what the extractor took from the reply (or the conversation)
+    ground_truth: str
+    grader: str = ""
+    raw: str | None = None  # an llm_judge grader's raw answer
+
+
 class TurnRecord(BaseModel):
     """One user message and the model's reply, graded. Written once, never updated."""
 
@@ -57,6 +70,7 @@ class TurnRecord(BaseModel):
     checks: list[CheckResult] = Field(default_factory=list)
     passed: bool | None = None  # every check of this turn passed
     followup_reason: str | None = None  # why this follow-up was sent
+    grade: TurnGrade | None = None  # scripted turns: this turn against its ground truth
     judge_usage: Usage = Field(default_factory=Usage)
     judge_cost: float = 0.0
 
@@ -89,13 +103,18 @@ class EvalResult(BaseModel):
     index: int
     id: str
     kind: Literal["single-turn", "multi-turn"]
-    prompt: str
+    conversation: Literal["tree", "scripted", "turns", "history"] = "tree"
+    prompt: str  # the first user message
     status: EvalStatus
     score: float | None = None
     passed_on_turn: int | None = None
     verdict: str  # "passed on turn 2", "failed after 3 turns", "error on turn 1: ..."
     error: str | None = None
+    history: list[dict] = Field(default_factory=list)  # given messages sent before the live turns
     turns: list[TurnRecord] = Field(default_factory=list)
+    turns_passed: int | None = None  # graded units (turns, or the conversation) that passed
+    turns_total: int | None = None
+    per_turn_grades: list[TurnGrade] = Field(default_factory=list)
     totals: Totals = Field(default_factory=Totals)
 
 
@@ -138,6 +157,61 @@ def run_status(evals: list[EvalResult]) -> EvalStatus:
     return "passed"
 
 
+class GateResult(BaseModel):
+    metric: str
+    op: str
+    value: float
+    actual: float | None  # None when no eval has a score (every one errored)
+    passed: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.metric} {self.op} {self.value:g}"
+
+
+_OPS = {">=": float.__ge__, ">": float.__gt__, "<=": float.__le__, "<": float.__lt__, "==": float.__eq__}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def evaluate_gates(gates, evals: list[EvalResult]) -> list[GateResult]:
+    """Suite gates over eval scores: avg, min, p95 of scores, accuracy = share of evals that passed."""
+    scores = [result.score for result in evals if result.score is not None]
+    finished = [result for result in evals if result.status in ("passed", "failed")]
+    results = []
+    for gate in gates:
+        if gate.metric == "accuracy":
+            actual = sum(r.status == "passed" for r in finished) / len(finished) if finished else None
+        elif not scores:
+            actual = None
+        elif gate.metric == "avg":
+            actual = sum(scores) / len(scores)
+        elif gate.metric == "min":
+            actual = min(scores)
+        else:
+            actual = percentile(scores, 0.95)
+        passed = actual is not None and _OPS[gate.op](float(actual), float(gate.value))
+        results.append(
+            GateResult(metric=gate.metric, op=gate.op, value=gate.value, actual=actual, passed=passed)
+        )
+    return results
+
+
+def gated_status(evals: list[EvalResult], gates: list[GateResult]) -> EvalStatus:
+    """With gates, the gates decide between passed and failed (single evals may fail); errors still win."""
+    status = run_status(evals)
+    if not gates or status in ("running", "queued", "error", "cancelled"):
+        return status
+    return "passed" if all(gate.passed for gate in gates) else "failed"
+
+
 class SuiteRef(BaseModel):
     name: str
     version: int | None = None
@@ -151,5 +225,6 @@ class RunReport(BaseModel):
     endpoint: str
     mock: bool = False
     status: EvalStatus
+    gates: list[GateResult] = Field(default_factory=list)
     evals: list[EvalResult]
     totals: RunTotals

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from .clients import MOCK, EndpointRegistry
-from .conversation import EngineContext, run_eval
-from .results import EvalResult, RunReport, RunTotals, SuiteRef, run_status
+from .conversation import Defaults, EngineContext, run_eval
+from .results import EvalResult, RunReport, RunTotals, SuiteRef, evaluate_gates, gated_status
 from .schema import Suite
 
 
 def build_context(
-    suite: Suite, registry: EndpointRegistry, model: str | None = None
+    suite: Suite, registry: EndpointRegistry, model: str | None = None, files: Mapping[str, str] | None = None
 ) -> tuple[EngineContext, str]:
     """The engine context for a suite, and the endpoint name the model under test runs on."""
     model_ref = model or suite.model
@@ -34,6 +34,8 @@ def build_context(
         judge_model=judge_model,
         system=suite.system,
         resolve=resolve,
+        files=files or {},
+        defaults=Defaults(suite.grader, suite.extractor, suite.rubric, suite.pass_threshold),
     )
     return ctx, endpoint_name
 
@@ -46,8 +48,9 @@ def run_suite(
     concurrency: int = 10,
     on_result: Callable[[EvalResult], None] | None = None,
     suite_ref: SuiteRef | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> RunReport:
-    ctx, endpoint_name = build_context(suite, registry, model)
+    ctx, endpoint_name = build_context(suite, registry, model, files)
     workers = max(1, min(concurrency, registry.max_concurrency(endpoint_name), len(suite.evals)))
     started = time.monotonic()
 
@@ -59,12 +62,14 @@ def run_suite(
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(one, range(len(suite.evals))))
+    gates = evaluate_gates(suite.gates, results)
     return RunReport(
         suite=suite_ref or SuiteRef(name=suite.name or ""),
         model=model or suite.model or "",
         endpoint=endpoint_name,
         mock=endpoint_name == MOCK,
-        status=run_status(results),
+        status=gated_status(results, gates),
+        gates=gates,
         evals=results,
         totals=RunTotals.of(results, duration_s=round(time.monotonic() - started, 3)),
     )

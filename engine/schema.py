@@ -11,7 +11,8 @@ own follow-up. Follow-ups nest at most MAX_FOLLOWUP_DEPTH levels below the eval'
 from __future__ import annotations
 
 import re
-from typing import Any
+import string
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -126,14 +127,155 @@ class Check(StrictModel):
 Check.model_rebuild()
 
 
+GRADERS = ("exact_match", "contains", "regex_match", "llm_judge")
+EXTRACTORS = (
+    "last_assistant",
+    "first_assistant",
+    "all_assistant",
+    "last_turn",
+    "pattern",
+    "after_marker",
+    "json",
+)
+RUBRIC_PLACEHOLDERS = ("input", "ground_truth", "submission")
+Grader = Literal["exact_match", "contains", "regex_match", "llm_judge"]
+
+
+class Extractor(StrictModel):
+    """Which text a grader reads: a reply, all replies, or a piece of one.
+
+    Written as a name (`last_assistant`) or a one-key mapping: `{pattern: "Answer: (\\d+)", group: 1}`,
+    `{after_marker: "FINAL:"}`, `{json: result.answer}`, `{all_assistant: {separator: " | "}}`.
+    """
+
+    kind: Literal[
+        "last_assistant", "first_assistant", "all_assistant", "last_turn", "pattern", "after_marker", "json"
+    ]
+    separator: str = Field("\n", description="all_assistant: text between replies.")
+    pattern: str | None = Field(None, description="pattern: Python regex searched in the reply.")
+    group: int | str = Field(0, description="pattern: group to take (number or name).")
+    marker: str | None = Field(None, description="after_marker: take the text after its last occurrence.")
+    path: str | None = Field(
+        None, description="json: dot path into the JSON-parsed reply, e.g. result.items.0."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_forms(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"kind": data}
+        if isinstance(data, dict) and "kind" not in data:
+            data = dict(data)
+            if "pattern" in data:
+                return {"kind": "pattern", **data}
+            if "after_marker" in data:
+                return {"kind": "after_marker", "marker": data.pop("after_marker"), **data}
+            if "json" in data:
+                return {"kind": "json", "path": data.pop("json"), **data}
+            if "all_assistant" in data:
+                options = data.pop("all_assistant")
+                return {"kind": "all_assistant", **(options if isinstance(options, dict) else {}), **data}
+        return data
+
+    @model_validator(mode="after")
+    def _complete(self) -> Extractor:
+        if self.kind == "pattern":
+            if not self.pattern:
+                raise ValueError("the pattern extractor needs `pattern`")
+            try:
+                compiled = re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression: {exc}") from None
+            if isinstance(self.group, int) and self.group > compiled.groups:
+                raise ValueError(
+                    f"group {self.group} does not exist: the pattern has {compiled.groups} groups"
+                )
+            if isinstance(self.group, str) and self.group not in compiled.groupindex:
+                raise ValueError(f"the pattern has no group named {self.group!r}")
+        if self.kind == "after_marker" and not self.marker:
+            raise ValueError("the after_marker extractor needs a marker")
+        if self.kind == "json" and not self.path:
+            raise ValueError("the json extractor needs a dot path")
+        return self
+
+
+def check_rubric(rubric: str) -> str:
+    """A rubric may use {input}, {ground_truth} and {submission}; anything else is an error now, not at run time."""
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(rubric) if name is not None]
+    except ValueError as exc:
+        raise ValueError(f"rubric: {exc} (write literal braces as {{{{ and }}}})") from None
+    unknown = sorted({name for name in fields if name not in RUBRIC_PLACEHOLDERS})
+    if unknown:
+        names = ", ".join("{" + name + "}" for name in unknown)
+        raise ValueError(
+            f"rubric: unknown placeholder {names}; use {{input}}, {{ground_truth}}, {{submission}}"
+        )
+    return rubric
+
+
+class ContentPart(StrictModel):
+    type: Literal["text", "file"]
+    value: str = Field(description="The text, or the name of a file attached to the suite.")
+
+
+class Message(StrictModel):
+    """One message of a given history, in OpenAI's shape. Any role is accepted."""
+
+    role: str = Field(min_length=1)
+    content: str | list[ContentPart]
+
+
+class ScriptedTurn(StrictModel):
+    input: str = Field(description="The user message sent on this turn.")
+    checks: list[Check] | None = Field(None, description="Checks for this turn's reply (no follow-ups).")
+
+
+def _no_followups(items: list[Check] | None, where: str) -> None:
+    if items and followup_depth(items) > 0:
+        raise ValueError(f"{where}: follow-ups (prompt + checks) belong to `prompt` conversations only")
+
+
 class Eval(StrictModel):
-    """One conversation. A conversation tree: a prompt, then follow-ups when checks fail."""
+    """One conversation. Which kind depends on its keys:
+
+    - `prompt` + `checks`: a conversation tree, follow-ups when checks fail (seed 000);
+    - `input` (one message or a list) with `ground_truth` and/or `checks`: scripted live turns (seed 001);
+    - `turns`: scripted turns with checks on chosen turns;
+    - `messages`: a given history, sent first; alone, the model replies to it (seeds 002, 004).
+    """
 
     id: str | None = Field(
         None, max_length=200, description="Stable id used to compare runs; defaults to eval-<n>."
     )
-    prompt: str = Field(description="The first user message.")
-    checks: list[Check] = Field(min_length=1)
+    tags: list[str] = Field(default_factory=list)
+    messages: list[Message] | None = Field(None, description="History sent before any live turn.")
+    prompt: str | None = Field(None, description="The first user message of a conversation tree.")
+    input: str | list[str] | None = Field(None, description="User messages sent live, in order.")
+    turns: list[ScriptedTurn] | None = None
+    checks: list[Check] | None = Field(
+        None, description="Checks; for input/turns/messages they grade the last reply."
+    )
+    ground_truth: str | list[str] | None = Field(
+        None,
+        description="A list as long as `input` grades every turn; a string grades the last (or the extractor's view).",
+    )
+    grader: Grader | None = Field(
+        None, description="How ground_truth is compared (default: the suite's, else exact_match)."
+    )
+    extractor: Extractor | None = Field(None, description="What the grader reads (default: last_assistant).")
+    rubric: str | None = Field(
+        None, description="For grader llm_judge: {input}, {ground_truth}, {submission}."
+    )
+    pass_threshold: float | None = Field(
+        None, ge=0.0, le=1.0, description="Minimum score to pass (default 1.0)."
+    )
+    aggregation: Literal["mean", "min", "max"] | None = Field(
+        None, description="turns: how turn scores combine."
+    )
+    on_turn_failure: Literal["continue", "stop"] | None = Field(
+        None, description="turns: stop at a failed turn?"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -142,11 +284,90 @@ class Eval(StrictModel):
             data = {**data, "checks": [data["checks"]]}
         return data
 
+    @field_validator("rubric")
+    @classmethod
+    def _rubric(cls, value: str | None) -> str | None:
+        return None if value is None else check_rubric(value)
+
     @model_validator(mode="after")
-    def _has_a_check(self) -> Eval:
-        if not any(item.kind for item in self.checks):
+    def _one_kind(self) -> Eval:
+        drivers = [key for key in ("prompt", "input", "turns") if getattr(self, key) is not None]
+        if len(drivers) > 1:
+            raise ValueError(f"use one of prompt, input or turns, not {' and '.join(drivers)}")
+        if not drivers and self.messages is None:
+            raise ValueError("an eval needs `prompt`, `input`, `turns` or `messages`")
+        if self.checks is not None and not any(item.kind for item in self.checks):
             raise ValueError("checks need at least one check (follow-ups fire when a check fails)")
+        if self.prompt is not None:
+            if not self.checks:
+                raise ValueError("a `prompt` conversation needs `checks`")
+            if self.ground_truth is not None:
+                raise ValueError("`ground_truth` goes with `input` or `messages`, not `prompt` (use checks)")
+        else:
+            _no_followups(self.checks, "checks")
+        if isinstance(self.ground_truth, list):
+            if not isinstance(self.input, list):
+                raise ValueError("a `ground_truth` list needs an `input` list of the same length")
+            if len(self.ground_truth) != len(self.input):
+                raise ValueError(
+                    f"`ground_truth` has {len(self.ground_truth)} items but `input` has {len(self.input)}; "
+                    "give one per turn, or a single string to grade the last turn"
+                )
+        if isinstance(self.input, list) and not self.input:
+            raise ValueError("`input` needs at least one message")
+        if self.turns is not None:
+            if not self.turns:
+                raise ValueError("`turns` needs at least one turn")
+            for number, turn in enumerate(self.turns):
+                _no_followups(turn.checks, f"turns[{number}].checks")
+            if self.ground_truth is not None:
+                raise ValueError("`ground_truth` goes with `input`; give `turns` their own checks")
+            if not self.checks and not any(turn.checks for turn in self.turns):
+                raise ValueError("no turn has checks: give at least one turn (or the eval) `checks`")
+        elif self.aggregation is not None or self.on_turn_failure is not None:
+            raise ValueError("`aggregation` and `on_turn_failure` apply to `turns` conversations")
+        if self.prompt is None and self.turns is None and not self.checks and self.ground_truth is None:
+            raise ValueError("nothing grades this conversation: add `ground_truth` or `checks`")
         return self
+
+    @property
+    def style(self) -> str:
+        if self.prompt is not None:
+            return "tree"
+        if self.input is not None:
+            return "scripted"
+        if self.turns is not None:
+            return "turns"
+        return "history"
+
+    @property
+    def first_text(self) -> str:
+        """What lists show for this eval: its first user message."""
+        if self.prompt is not None:
+            return self.prompt
+        if self.input is not None:
+            return self.input if isinstance(self.input, str) else self.input[0]
+        if self.turns:
+            return self.turns[0].input
+        for message in reversed(self.messages or []):
+            if message.role == "user":
+                content = message.content
+                return (
+                    content
+                    if isinstance(content, str)
+                    else " ".join(p.value for p in content if p.type == "text")
+                )
+        return "(history)"
+
+
+class Gate(StrictModel):
+    """A run passes only if every gate holds: `metric` of the eval scores compared with `value`."""
+
+    metric: Literal["avg", "min", "accuracy", "p95"] = Field(
+        description="avg, min or p95 of eval scores; accuracy is the share of evals that passed."
+    )
+    op: Literal[">=", ">", "<=", "<", "=="] = ">="
+    value: float
 
 
 class MockRule(StrictModel):
@@ -180,7 +401,20 @@ class Suite(StrictModel):
     system: str | None = Field(None, description="System prompt for every conversation.")
     metadata: Metadata | None = None
     mock: MockSpec | None = None
-    evals: list[Eval] = Field(min_length=1)
+    grader: Grader | None = Field(None, description="Default grader for evals with ground_truth.")
+    extractor: Extractor | None = Field(None, description="Default extractor.")
+    rubric: str | None = Field(None, description="Default rubric for grader llm_judge.")
+    pass_threshold: float | None = Field(None, ge=0.0, le=1.0, description="Default pass threshold.")
+    gates: list[Gate] = Field(default_factory=list)
+    dataset: str | None = Field(
+        None, description="A JSONL or CSV file attached to the suite; each row is an eval."
+    )
+    evals: list[Eval] = Field(default_factory=list)
+
+    @field_validator("rubric")
+    @classmethod
+    def _rubric(cls, value: str | None) -> str | None:
+        return None if value is None else check_rubric(value)
 
     @model_validator(mode="after")
     def _merge_metadata(self) -> Suite:
@@ -194,6 +428,17 @@ class Suite(StrictModel):
                     setattr(self, field, meta_value)
         if not self.name:
             raise ValueError("a suite needs a `name` (or `metadata.name`)")
+        if not self.evals and not self.dataset:
+            raise ValueError("a suite needs `evals` or a `dataset`")
+        for index, ev in enumerate(self.evals):
+            if (
+                (ev.grader or self.grader) == "llm_judge"
+                and ev.ground_truth is not None
+                and not (ev.rubric or self.rubric)
+            ):
+                raise ValueError(
+                    f"evals[{index}] grades with llm_judge but has no `rubric` (nor does the suite)"
+                )
         seen: dict[str, int] = {}
         for index, ev in enumerate(self.evals):
             if ev.id is not None:
@@ -206,6 +451,17 @@ class Suite(StrictModel):
 
     def eval_id(self, index: int) -> str:
         return self.evals[index].id or f"eval-{index + 1}"
+
+    def files_used(self) -> list[str]:
+        """Names of the attached files this suite refers to, in order of first use."""
+        names: dict[str, None] = {}
+        if self.dataset:
+            names[self.dataset] = None
+        for ev in self.evals:
+            for message in ev.messages or []:
+                if isinstance(message.content, list):
+                    names.update((part.value, None) for part in message.content if part.type == "file")
+        return list(names)
 
 
 def followup_depth(items: list[Check]) -> int:

@@ -41,21 +41,22 @@ def _lease() -> timedelta:
     return timedelta(seconds=settings.EVALSITE_LEASE_SECONDS)
 
 
-_specs: dict[str, SuiteSpec] = {}
+_specs: dict[str, tuple[SuiteSpec, dict[str, str]]] = {}
 _specs_lock = threading.Lock()
 
 
-def _spec_for(version_id: int, sha256: str) -> SuiteSpec:
-    """The parsed suite of a version, cached by content hash: the text is fetched and parsed once per
+def _spec_for(version_id: int, sha256: str) -> tuple[SuiteSpec, dict[str, str]]:
+    """The parsed suite of a version and its files, cached by content hash: fetched and parsed once per
     process, not once per conversation (a run's first conversations all start at the same moment)."""
     with _specs_lock:
-        spec = _specs.get(sha256)
-        if spec is None:
-            source = SuiteVersion.objects.values_list("source", flat=True).get(pk=version_id)
-            spec = _specs[sha256] = load_saved_suite(source)
+        cached = _specs.get(sha256)
+        if cached is None:
+            version = SuiteVersion.objects.get(pk=version_id)
+            files = version.file_map()
+            cached = _specs[sha256] = (load_saved_suite(version.source, files), files)
             if len(_specs) > 64:
                 _specs.pop(next(iter(_specs)))
-        return spec
+        return cached
 
 
 def claim(conversation_id: int) -> Conversation | None:
@@ -153,6 +154,10 @@ def _finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
         Conversation.objects.filter(pk=conversation_id, attempt=attempt, status=Status.RUNNING).update(
             status=result.status,
             kind=result.kind,
+            style=result.conversation,
+            history=result.history,
+            turns_passed=result.turns_passed,
+            turns_total=result.turns_total,
             passed_on_turn=result.passed_on_turn,
             score=result.score,
             verdict=result.verdict[:300],
@@ -185,8 +190,8 @@ def execute(conversation_id: int) -> str:
     heartbeat.add(conversation_id, attempt)
     try:
         try:
-            spec = _spec_for(run.suite_version_id, run.suite_version.sha256)
-            ctx, _ = build_context(spec, build_registry(), run.model)
+            spec, files = _spec_for(run.suite_version_id, run.suite_version.sha256)
+            ctx, _ = build_context(spec, build_registry(), run.model, files)
             ev = spec.evals[conversation.index]
             # Only a resumed conversation (a later attempt) can have turns stored already.
             stored = conversation.turns.order_by("position") if attempt > 1 else []

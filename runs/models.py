@@ -157,6 +157,12 @@ class Conversation(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     kind = models.CharField(max_length=20, default="single-turn")
+    style = models.CharField(max_length=10, default="tree", help_text="tree, scripted, turns or history")
+    history = models.JSONField(
+        default=list, blank=True, help_text="Given messages sent before the live turns."
+    )
+    turns_passed = models.PositiveIntegerField(null=True, blank=True)
+    turns_total = models.PositiveIntegerField(null=True, blank=True)
     passed_on_turn = models.PositiveIntegerField(null=True, blank=True)
     score = models.FloatField(null=True, blank=True)
     verdict = models.CharField(max_length=300, blank=True)

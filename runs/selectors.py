@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404
 
 from engine.results import EvalResult, RunReport, RunTotals, SuiteRef, Totals, TurnRecord
 
+from . import services
 from .models import FINISHED, Conversation, Run, ShareLink, Status
 
 
@@ -80,13 +81,18 @@ def eval_result(conversation: Conversation, turns: list[TurnRecord] | None = Non
         index=conversation.index,
         id=conversation.eval_id,
         kind=conversation.kind if conversation.kind in ("single-turn", "multi-turn") else "single-turn",
+        conversation=conversation.style,
         prompt=conversation.prompt,
         status=conversation.status,
         score=conversation.score,
         passed_on_turn=conversation.passed_on_turn,
         verdict=conversation.verdict or conversation.status,
         error=conversation.error or None,
+        history=conversation.history,
         turns=turns,
+        turns_passed=conversation.turns_passed,
+        turns_total=conversation.turns_total,
+        per_turn_grades=[turn.grade for turn in turns if turn.grade is not None],
         totals=Totals.of(turns),
     )
 
@@ -103,6 +109,7 @@ def report(run: Run) -> RunReport:
         endpoint=run.endpoint_name,
         mock=run.is_mock,
         status=run.status,
+        gates=services.gate_results(run),
         evals=evals,
         totals=RunTotals.of(evals, duration_s=round(duration, 3) if duration is not None else None),
     )

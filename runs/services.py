@@ -14,6 +14,9 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from engine.clients import MOCK
+from engine.history import build_history
+from engine.loader import load_saved_suite
+from engine.results import GateResult, evaluate_gates
 from engine.runner import build_context
 from suites.models import SuiteVersion
 from suites.services import validate_source
@@ -32,7 +35,8 @@ class LaunchError(Exception):
 def create_run(
     *, version: SuiteVersion, user, model: str | None = None, concurrency: int | None = None
 ) -> Run:
-    spec = validate_source(version.source)
+    files = version.file_map()
+    spec = validate_source(version.source, files=files)
     model_ref = (model or "").strip() or spec.model
     if not model_ref:
         raise LaunchError("the suite names no model; choose one to run against")
@@ -51,7 +55,14 @@ def create_run(
         concurrency=concurrency,
     )
     Conversation.objects.bulk_create(
-        Conversation(run=run, index=index, eval_id=spec.eval_id(index), prompt=ev.prompt)
+        Conversation(
+            run=run,
+            index=index,
+            eval_id=spec.eval_id(index),
+            prompt=ev.first_text,
+            style=ev.style,
+            history=build_history(None, ev.messages, files)[1] if ev.messages else [],
+        )
         for index, ev in enumerate(spec.evals)
     )
     transaction.on_commit(lambda: dispatch(run.pk))
@@ -139,10 +150,13 @@ def finalize(run_id) -> bool:
         return False
     if counts[Status.ERROR]:
         final = Status.ERROR
+    elif counts[Status.CANCELLED] and not counts[Status.PASSED] and not counts[Status.FAILED]:
+        final = Status.CANCELLED
+    elif gates := gate_results(run):
+        # With gates the suite decides by its aggregate numbers; a single failed eval may be acceptable.
+        final = Status.PASSED if all(gate.passed for gate in gates) else Status.FAILED
     elif counts[Status.FAILED]:
         final = Status.FAILED
-    elif counts[Status.CANCELLED] and not counts[Status.PASSED]:
-        final = Status.CANCELLED
     else:
         final = Status.PASSED
     now = timezone.now()
@@ -150,6 +164,15 @@ def finalize(run_id) -> bool:
         status=final, finished_at=now, started_at=run.started_at or now
     )
     return bool(updated)
+
+
+def gate_results(run: Run) -> list[GateResult]:
+    """The suite's gates over this run's eval scores ([] when the suite has none)."""
+    version = run.suite_version
+    gates = load_saved_suite(version.source, version.file_map()).gates
+    if not gates:
+        return []
+    return evaluate_gates(gates, list(run.conversations.only("status", "score")))
 
 
 def conversation_ended(run_id, endpoint_name: str) -> None:

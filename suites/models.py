@@ -52,5 +52,36 @@ class SuiteVersion(models.Model):
     def save(self, *args, **kwargs):
         if self.pk is not None:
             raise ValueError("suite versions are immutable; save a new version instead")
-        self.sha256 = hashlib.sha256(self.source.encode("utf-8")).hexdigest()
+        if not self.sha256:
+            self.sha256 = content_hash(self.source, {})
         super().save(*args, **kwargs)
+
+    def file_map(self) -> dict[str, str]:
+        return dict(self.files.values_list("name", "content"))
+
+
+def content_hash(source: str, files: dict[str, str]) -> str:
+    """One hash for the YAML and its attached files: two versions with the same hash ran the same suite."""
+    digest = hashlib.sha256(source.encode("utf-8"))
+    for name in sorted(files):
+        digest.update(b"\0" + name.encode("utf-8") + b"\0" + files[name].encode("utf-8"))
+    return digest.hexdigest()
+
+
+class SuiteFile(models.Model):
+    """A file attached to a suite version: a dataset, a guideline, a snippet a history embeds. Text only.
+
+    Files belong to one version; saving the YAML again carries the files over to the new version.
+    """
+
+    version = models.ForeignKey(SuiteVersion, on_delete=models.CASCADE, related_name="files")
+    name = models.CharField(max_length=200)
+    content = models.TextField()
+    size = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["version", "name"], name="suite_file_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,29 +1,79 @@
-"""Writes for suites. A save validates first; a broken suite creates nothing and leaves the last version."""
+"""Writes for suites. A save validates first; a broken suite creates nothing and leaves the last version.
+
+A version is the YAML plus its attached files (datasets, guidelines, snippets). Saving new YAML carries
+the previous version's files over; attaching or removing a file saves a new version with the same YAML.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 from django.db import IntegrityError, transaction
 
-from engine.loader import SuiteError, load_suite
+from engine.datasets import MAX_DATASET_BYTES
+from engine.loader import SuiteError, SuiteProblem, decode_source, load_suite
 from engine.schema import Suite as SuiteSpec
 
-from .models import Suite, SuiteVersion
+from .models import Suite, SuiteFile, SuiteVersion, content_hash
+
+MAX_FILE_BYTES = MAX_DATASET_BYTES
+MAX_TOTAL_BYTES = 50_000_000
+FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}$")
 
 
-def validate_source(source: str | bytes, filename: str = "suite.yaml") -> SuiteSpec:
+def validate_source(
+    source: str | bytes, filename: str = "suite.yaml", files: Mapping[str, str] | None = None
+) -> SuiteSpec:
     """Parse and validate; raises engine.loader.SuiteError with located problems."""
-    return load_suite(source, filename)
+    return load_suite(source, filename, files=files)
+
+
+def _file_problem(name: str, message: str) -> SuiteError:
+    return SuiteError([SuiteProblem(0, 0, "", message, name)])
+
+
+def decode_file(name: str, data: bytes) -> str:
+    """The text of an attached file; SuiteError if its name, size or encoding is not acceptable."""
+    if not FILE_NAME.match(name):
+        raise _file_problem(name, "a file name is letters, digits, '.', '_' and '-' (no folders)")
+    if len(data) > MAX_FILE_BYTES:
+        raise _file_problem(name, f"larger than {MAX_FILE_BYTES // 1_000_000} MB")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise _file_problem(name, f"not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line}") from None
 
 
 @transaction.atomic
-def save_version(*, suite: Suite, source: str, user, note: str = "") -> SuiteVersion:
-    """Validate `source` and store it as the suite's next version. Raises SuiteError and stores nothing."""
-    spec = validate_source(source)
+def save_version(
+    *, suite: Suite, source: str, user, note: str = "", files: Mapping[str, str] | None = None
+) -> SuiteVersion:
+    """Validate and store the suite's next version. Raises SuiteError and stores nothing.
+
+    `files` None keeps the latest version's files; a mapping replaces them.
+    """
     latest = suite.versions.select_for_update().order_by("-number").first()
-    if latest is not None and latest.source == source:
-        return latest  # saving unchanged text is not a new version
+    if files is None:
+        files = latest.file_map() if latest else {}
+    if sum(len(text.encode("utf-8")) for text in files.values()) > MAX_TOTAL_BYTES:
+        raise _file_problem("", f"attached files exceed {MAX_TOTAL_BYTES // 1_000_000} MB in all")
+    spec = validate_source(source, files=files)
+    digest = content_hash(source, dict(files))
+    if latest is not None and latest.sha256 == digest:
+        return latest  # saving unchanged text and files is not a new version
     version = SuiteVersion.objects.create(
-        suite=suite, number=(latest.number + 1) if latest else 1, source=source, created_by=user, note=note
+        suite=suite,
+        number=(latest.number + 1) if latest else 1,
+        source=source,
+        sha256=digest,
+        created_by=user,
+        note=note,
+    )
+    SuiteFile.objects.bulk_create(
+        SuiteFile(version=version, name=name, content=text, size=len(text.encode("utf-8")))
+        for name, text in sorted(files.items())
     )
     if spec.description is not None and spec.description != suite.description:
         suite.description = spec.description
@@ -31,17 +81,39 @@ def save_version(*, suite: Suite, source: str, user, note: str = "") -> SuiteVer
     return version
 
 
+def change_files(
+    *, suite: Suite, user, add: Mapping[str, str] | None = None, remove: list[str] = ()
+) -> SuiteVersion:
+    """A new version with the same YAML and the file set changed. Raises SuiteError if the suite would break."""
+    latest = suite.latest_version
+    files = latest.file_map() if latest else {}
+    for name in remove:
+        files.pop(name, None)
+    files.update(add or {})
+    changes = [f"attached {name}" for name in (add or {})] + [f"removed {name}" for name in remove]
+    return save_version(suite=suite, source=latest.source if latest else "", user=user, note="; ".join(changes)[:200],
+                        files=files)  # fmt: skip
+
+
 @transaction.atomic
-def create_suite(*, owner, source: str, note: str = "") -> Suite:
+def create_suite(*, owner, source: str, note: str = "", files: Mapping[str, str] | None = None) -> Suite:
     """Create a suite named after the YAML's `name`. Raises SuiteError, or ValueError for a taken name."""
-    spec = validate_source(source)
+    spec = validate_source(source, files=files or {})
     try:
         with transaction.atomic():
             suite = Suite.objects.create(owner=owner, name=spec.name, description=spec.description or "")
     except IntegrityError:
         raise ValueError(f"you already have a suite named {spec.name!r}") from None
-    save_version(suite=suite, source=source, user=owner, note=note or "created")
+    save_version(suite=suite, source=source, user=owner, note=note or "created", files=files or {})
     return suite
 
 
-__all__ = ["SuiteError", "create_suite", "save_version", "validate_source"]
+__all__ = [
+    "SuiteError",
+    "change_files",
+    "create_suite",
+    "decode_file",
+    "decode_source",
+    "save_version",
+    "validate_source",
+]

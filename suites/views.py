@@ -67,8 +67,9 @@ class Validation:
 def _validate(source: str, user, suite: Suite | None) -> Validation:
     if not source.strip():
         return Validation(empty=True)
+    latest = suite.latest_version if suite is not None else None
     try:
-        spec = services.validate_source(source)
+        spec = services.validate_source(source, files=latest.file_map() if latest else {})
     except SuiteError as exc:
         return Validation(problems=exc.problems)
     result = Validation(spec=spec)
@@ -87,7 +88,7 @@ def _parse(version: SuiteVersion | None) -> SuiteSpec | None:
     if version is None:
         return None
     try:
-        return services.validate_source(version.source)
+        return services.validate_source(version.source, files=version.file_map())
     except SuiteError:
         return None
 

@@ -275,8 +275,7 @@ def test_unknown_key_with_did_you_mean():
     assert len(unknown) == 1
     assert (unknown[0].line, unknown[0].column) == (3, 5)
     assert unknown[0].message == "unknown key `promt` (did you mean `prompt`?)"
-    missing = [p for p in problems if p.path == "evals[0].prompt"]
-    assert missing and missing[0].message == "`prompt` is required"
+    assert len(problems) == 1  # promt is the only problem reported; the eval is not also "missing" a prompt
 
 
 def test_unknown_key_without_a_close_match_has_no_hint():
@@ -501,8 +500,8 @@ def test_followup_checks_without_prompt():
 def test_eval_prompt_without_checks():
     """An eval with a prompt and no checks is an error at the eval."""
     problem = only_problem("name: s\nevals:\n  - prompt: q\n")
-    assert where(problem) == (3, 5, "evals[0].checks")
-    assert problem.message == "`checks` is required"
+    assert where(problem) == (3, 5, "evals[0]")
+    assert problem.message == "a `prompt` conversation needs `checks`"
 
 
 def test_eval_level_with_only_followups():
@@ -578,9 +577,11 @@ def test_missing_name():
 
 
 def test_missing_evals_and_empty_evals():
-    """A suite without evals, or with an empty list, is refused at evals."""
-    assert where(only_problem("name: s\n")) == (1, 1, "evals")
-    assert only_problem("name: s\nevals: []\n").path == "evals"
+    """A suite without evals (and no dataset), or with an empty list, is refused."""
+    for text in ("name: s\n", "name: s\nevals: []\n"):
+        problem = only_problem(text)
+        assert where(problem) == (1, 1, "")
+        assert problem.message == "a suite needs `evals` or a `dataset`"
 
 
 def test_every_problem_is_reported_at_once():
@@ -628,7 +629,9 @@ def test_suite_error_str_uses_filename_for_yaml_errors():
 def test_problem_as_dict():
     """SuiteProblem.as_dict gives the API/editor shape."""
     problem = only_problem("name: a\nname: b\nevals: []\n")
-    assert problem.as_dict() == {"line": 2, "column": 1, "path": "name", "message": "duplicate key `name`"}
+    assert problem.as_dict() == {
+        "line": 2, "column": 1, "path": "name", "message": "duplicate key `name`", "file": ""
+    }  # fmt: skip
 
 
 def test_format_path():
@@ -647,7 +650,7 @@ def test_json_schema_export():
     assert isinstance(schema, dict)
     assert schema["$schema"].startswith("https://json-schema.org/")
     assert "evals" in schema["properties"]
-    assert "evals" in schema["required"]
+    assert "evals" in schema["properties"] and "dataset" in schema["properties"]
     check_props = schema["$defs"]["Check"]["properties"]
     for key in (*CHECK_KEYS, "prompt", "checks"):
         assert key in check_props, key

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from engine.loader import SuiteError, load_suite
+from engine.loader import SuiteError, load_suite, read_suite_files
 from engine.report import format_report
 from engine.runner import run_suite
 from runs.endpoints import build_registry
@@ -32,7 +32,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, file, model, json_path, concurrency, **options):
         try:
-            spec = load_suite(file.read_bytes(), filename=str(file))
+            data = file.read_bytes()
+            files = read_suite_files(file, data)
+            spec = load_suite(data, filename=str(file), files=files)
         except OSError as exc:
             raise CommandError(f"{file}: {exc.strerror}", returncode=2) from None
         except SuiteError as exc:
@@ -40,7 +42,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"{file}:{problem}")
             raise CommandError("the suite has problems; nothing was run", returncode=2) from None
         try:
-            report = run_suite(spec, build_registry(), model=model, concurrency=concurrency)
+            report = run_suite(spec, build_registry(), model=model, concurrency=concurrency, files=files)
         except ValueError as exc:
             raise CommandError(str(exc), returncode=2) from None
         self.stdout.write(format_report(report))

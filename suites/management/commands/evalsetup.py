@@ -11,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from engine.loader import load_suite, read_suite_files
 from suites.models import Suite
 from suites.services import create_suite
 
@@ -35,11 +36,10 @@ class Command(BaseCommand):
         loaded = 0
         for path in sorted(EXAMPLES.glob("*.yaml")):
             source = path.read_text()
-            from engine.loader import load_suite
-
-            name = load_suite(source).name
+            files = read_suite_files(path, source)
+            name = load_suite(source, files=files).name
             if not Suite.objects.filter(owner=user, name=name).exists():
-                create_suite(owner=user, source=source, note=f"loaded from examples/{path.name}")
+                create_suite(owner=user, source=source, note=f"loaded from examples/{path.name}", files=files)
                 loaded += 1
         if loaded:
             self.stdout.write(f"Loaded {loaded} example suites.")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from engine.loader import SuiteError, load_suite
+from engine.loader import SuiteError, load_suite, read_suite_files
 
 
 class Command(BaseCommand):
@@ -23,7 +23,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"{path}: {exc.strerror}")
                 continue
             try:
-                spec = load_suite(data, filename=str(path))
+                spec = load_suite(data, filename=str(path), files=read_suite_files(path, data))
             except SuiteError as exc:
                 bad += 1
                 for problem in exc.problems:

@@ -1,0 +1,137 @@
+"""Datasets: JSONL or CSV files whose rows become evals (Letta's row format).
+
+A row has `input` (a string, or a list of strings for several turns), optional `ground_truth` (a string,
+or a list as long as `input`), `id`, `tags` and `rubric`. Every row is validated like an eval written in
+the suite; bad rows are all reported, each with its line number, and then nothing is loaded.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+
+from pydantic import ValidationError
+
+from .schema import Eval
+
+MAX_DATASET_BYTES = 20_000_000
+MAX_ROWS = 100_000
+MAX_REPORTED = 50  # problems listed per file; more would bury the first ones
+ROW_KEYS = ("input", "ground_truth", "id", "tags", "rubric")
+
+
+class DatasetProblem(Exception):
+    def __init__(self, line: int, message: str):
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def _jsonl_rows(text: str) -> Iterator[tuple[int, object]]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except ValueError as exc:
+            yield number, DatasetProblem(number, f"not valid JSON: {exc}")
+
+
+def _cell(value: str) -> object:
+    # A cell holding a JSON list means several turns; anything else is text as written.
+    stripped = value.strip()
+    if stripped.startswith("["):
+        try:
+            parsed = json.loads(stripped)
+        except ValueError:
+            return value
+        if isinstance(parsed, list):
+            return parsed
+    return value
+
+
+def _csv_rows(text: str) -> Iterator[tuple[int, object]]:
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [key for key in ("input",) if key not in (reader.fieldnames or [])]
+    if missing:
+        yield (
+            1,
+            DatasetProblem(
+                1, f"the header has no `{missing[0]}` column (columns: {', '.join(reader.fieldnames or [])})"
+            ),
+        )
+        return
+    for row in reader:
+        line = reader.line_num
+        data: dict[str, object] = {}
+        for key, value in row.items():
+            if key is None:
+                yield line, DatasetProblem(line, "more cells than header columns")
+                break
+            if value in (None, ""):
+                continue
+            if key == "tags":
+                data[key] = (
+                    _cell(value)
+                    if value.strip().startswith("[")
+                    else [t.strip() for t in value.split(",") if t.strip()]
+                )
+            else:
+                data[key] = _cell(value) if key in ("input", "ground_truth") else value
+        else:
+            yield line, data
+
+
+def rows_to_evals(name: str, text: str) -> tuple[list[Eval], list[DatasetProblem]]:
+    """Parse a dataset file. Returns the evals, or the problems (at most MAX_REPORTED) if any row is bad."""
+    if len(text.encode("utf-8")) > MAX_DATASET_BYTES:
+        return [], [DatasetProblem(0, f"larger than {MAX_DATASET_BYTES // 1_000_000} MB")]
+    lowered = name.lower()
+    if lowered.endswith(".jsonl"):
+        rows = _jsonl_rows(text)
+    elif lowered.endswith(".csv"):
+        rows = _csv_rows(text)
+    else:
+        return [], [DatasetProblem(0, "a dataset is a .jsonl or .csv file")]
+    evals: list[Eval] = []
+    problems: list[DatasetProblem] = []
+    for count, (line, row) in enumerate(rows, start=1):
+        if count > MAX_ROWS:
+            problems.append(DatasetProblem(line, f"more than {MAX_ROWS} rows"))
+            break
+        if isinstance(row, DatasetProblem):
+            problems.append(row)
+        elif not isinstance(row, dict):
+            problems.append(DatasetProblem(line, "a row is a JSON object with `input` and `ground_truth`"))
+        elif unknown := [key for key in row if key not in ROW_KEYS]:
+            problems.append(
+                DatasetProblem(line, f"unknown column `{unknown[0]}` (expected {', '.join(ROW_KEYS)})")
+            )
+        elif "input" not in row:
+            problems.append(DatasetProblem(line, "missing `input`"))
+        else:
+            try:
+                evals.append(Eval.model_validate(row))
+            except ValidationError as exc:
+                error = exc.errors()[0]
+                where = ".".join(str(part) for part in error["loc"])
+                message = error["msg"].removeprefix("Value error, ")
+                problems.append(DatasetProblem(line, f"{where}: {message}" if where else message))
+        if len(problems) >= MAX_REPORTED:
+            problems.append(DatasetProblem(line, f"stopped after {MAX_REPORTED} problems"))
+            break
+    if not evals and not problems:
+        problems.append(DatasetProblem(0, "the dataset has no rows"))
+    return ([] if problems else evals), problems
+
+
+def preview(name: str, text: str, limit: int = 5) -> dict:
+    """Row count and the first rows, for the editor."""
+    evals, problems = rows_to_evals(name, text)
+    return {
+        "rows": len(evals),
+        "first": [ev.model_dump(exclude_none=True, exclude_defaults=True) for ev in evals[:limit]],
+        "problems": [(problem.line, problem.message) for problem in problems],
+    }
