@@ -49,11 +49,15 @@ def overall(result: EvalResult) -> str:
 
 def format_eval(result: EvalResult) -> str:
     lines = [f"Eval {result.index + 1}: {_indent(result.prompt, '  ')}"]
+    if result.history:
+        roles = ", ".join(message["role"] for message in result.history)
+        lines.append(f"  Given history: {_plural(len(result.history), 'message')} ({roles})")
     for turn in result.turns:
         lines.append(f"  Turn {turn.turn}:")
         if turn.followup_reason:
             lines.append(f"    Follow-up because {turn.followup_reason}")
-        lines.append(f"    Prompt: {_indent(turn.prompt, '      ')}")
+        prompt = turn.prompt if turn.prompt else "(none: the model replies to the given history)"
+        lines.append(f"    Prompt: {_indent(prompt, '      ')}")
         lines.append(f"    Response: {_indent(turn.response, '      ')}")
         for check in turn.checks:
             lines += _check_lines(check, "    ")

@@ -1,0 +1,3 @@
+def show(items):
+    for i in range(len(items) + 1):
+        print(items[i])
