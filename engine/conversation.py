@@ -148,16 +148,18 @@ class _Scripted:
         return self.steps[turn.turn] if turn.turn < len(self.steps) else None
 
     def units(self, turns: list[TurnRecord]) -> list[tuple[float, bool]]:
-        """Every graded thing, as (score, passed): each grade, and each turn's checks together."""
+        """Every graded turn, as (score, passed): its grade and its checks together, so turns_total counts
+        turns. A check that passed its own threshold counts 1 (a judge's 0.9 over a 0.5 threshold must not
+        fail the conversation); a failed one keeps its score as partial credit."""
         units = []
         for turn in turns:
-            if turn.grade is not None:
-                units.append((turn.grade.score, turn.grade.passed))
-            if turn.checks:
-                scores = [
-                    check.score if check.score is not None else float(check.passed) for check in turn.checks
-                ]
-                units.append((sum(scores) / len(scores), all(check.passed for check in turn.checks)))
+            scores = [turn.grade.score] if turn.grade is not None else []
+            scores += [
+                1.0 if check.passed else min(1.0, max(0.0, check.score or 0.0)) for check in turn.checks
+            ]
+            if scores:
+                passed = (turn.grade is None or turn.grade.passed) and all(c.passed for c in turn.checks)
+                units.append((sum(scores) / len(scores), passed))
         return units
 
     def verdict(self, turns: list[TurnRecord]) -> tuple[str, float, str, int | None]:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from pydantic import ValidationError
 
-from .schema import Eval
+from .schema import Eval, check_patterns
 
 MAX_DATASET_BYTES = 20_000_000
 MAX_ROWS = 100_000
@@ -30,7 +30,9 @@ class DatasetProblem(Exception):
 
 
 def _jsonl_rows(text: str) -> Iterator[tuple[int, object]]:
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Only "\n" ends a JSONL line: splitlines() would also split at U+2028, U+0085 or a form feed, which
+    # JSON strings may hold unescaped, and break the row (and every line number after it).
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -63,6 +65,11 @@ def _csv_rows(text: str) -> Iterator[tuple[int, object]]:
             ),
         )
         return
+    unknown = [key for key in reader.fieldnames or [] if key not in ROW_KEYS]
+    if unknown:
+        # Said once, at the header, even when the column is empty in every row.
+        yield 1, DatasetProblem(1, f"unknown column `{unknown[0]}` (expected {', '.join(ROW_KEYS)})")
+        return
     for row in reader:
         line = reader.line_num
         data: dict[str, object] = {}
@@ -84,8 +91,13 @@ def _csv_rows(text: str) -> Iterator[tuple[int, object]]:
             yield line, data
 
 
-def rows_to_evals(name: str, text: str) -> tuple[list[Eval], list[DatasetProblem]]:
-    """Parse a dataset file. Returns the evals, or the problems (at most MAX_REPORTED) if any row is bad."""
+def rows_to_evals(
+    name: str, text: str, *, grader: str | None = None, rubric: str | None = None
+) -> tuple[list[Eval], list[DatasetProblem]]:
+    """Parse a dataset file. Returns the evals, or the problems (at most MAX_REPORTED) if any row is bad.
+
+    `grader` and `rubric` are the suite's defaults (rows cannot name a grader): with llm_judge every row
+    needs a rubric, its own or the suite's; with regex_match every ground truth must be a valid regex."""
     if len(text.encode("utf-8")) > MAX_DATASET_BYTES:
         return [], [DatasetProblem(0, f"larger than {MAX_DATASET_BYTES // 1_000_000} MB")]
     lowered = name.lower()
@@ -113,12 +125,19 @@ def rows_to_evals(name: str, text: str) -> tuple[list[Eval], list[DatasetProblem
             problems.append(DatasetProblem(line, "missing `input`"))
         else:
             try:
-                evals.append(Eval.model_validate(row))
+                ev = Eval.model_validate(row)
             except ValidationError as exc:
                 error = exc.errors()[0]
-                where = ".".join(str(part) for part in error["loc"])
+                # Union members show up in pydantic's path ("input.str"); a reader wants the column.
+                loc = [str(part) for part in error["loc"] if not str(part).startswith(("str", "list["))]
+                where = ".".join(loc)
                 message = error["msg"].removeprefix("Value error, ")
                 problems.append(DatasetProblem(line, f"{where}: {message}" if where else message))
+            else:
+                if problem := _row_grading_problem(ev, grader, rubric):
+                    problems.append(DatasetProblem(line, problem))
+                else:
+                    evals.append(ev)
         if len(problems) >= MAX_REPORTED:
             problems.append(DatasetProblem(line, f"stopped after {MAX_REPORTED} problems"))
             break
@@ -127,9 +146,22 @@ def rows_to_evals(name: str, text: str) -> tuple[list[Eval], list[DatasetProblem
     return ([] if problems else evals), problems
 
 
-def preview(name: str, text: str, limit: int = 5) -> dict:
+def _row_grading_problem(ev: Eval, grader: str | None, rubric: str | None) -> str | None:
+    if grader == "llm_judge" and ev.ground_truth is not None and not (ev.rubric or rubric):
+        return "grades with llm_judge (the suite's grader) but has no `rubric`, nor does the suite"
+    if grader == "regex_match":
+        try:
+            check_patterns(ev.ground_truth)
+        except ValueError as exc:
+            return str(exc)
+    return None
+
+
+def preview(
+    name: str, text: str, limit: int = 5, *, grader: str | None = None, rubric: str | None = None
+) -> dict:
     """Row count and the first rows, for the editor."""
-    evals, problems = rows_to_evals(name, text)
+    evals, problems = rows_to_evals(name, text, grader=grader, rubric=rubric)
     return {
         "rows": len(evals),
         "first": [ev.model_dump(exclude_none=True, exclude_defaults=True) for ev in evals[:limit]],

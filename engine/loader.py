@@ -37,11 +37,7 @@ class SuiteProblem:
 
     def __str__(self) -> str:
         if self.file:
-            return (
-                f"(in {self.file}) {self.file}:{self.line}: {self.message}"
-                if self.line
-                else f"(in {self.file}) {self.message}"
-            )
+            return f"{self.file}:{self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
         where = f"{self.line}:{self.column}" if self.line else "file"
         return f"{where} {self.path or '(top level)'}: {self.message}"
 
@@ -62,7 +58,8 @@ class SuiteError(Exception):
         super().__init__(problems)
 
     def __str__(self) -> str:
-        return "\n".join(f"{self.filename}:{problem}" for problem in self.problems)
+        # Problems in attached files name their own file; the rest are in the suite file.
+        return "\n".join(str(p) if p.file else f"{self.filename}:{p}" for p in self.problems)
 
 
 def format_path(path: Path) -> str:
@@ -79,16 +76,12 @@ def _known_keys() -> list[str]:
     from . import schema
 
     keys: set[str] = set()
-    for model in (
-        schema.Suite,
-        schema.Eval,
-        schema.Check,
-        schema.SemanticSpec,
-        schema.JudgeSpec,
-        schema.MockSpec,
-        schema.MockRule,
-        schema.Metadata,
-    ):
+    models = [
+        value
+        for value in vars(schema).values()
+        if isinstance(value, type) and issubclass(value, schema.StrictModel)
+    ]
+    for model in models:
         for name, field in model.model_fields.items():
             keys.add(field.alias or name)
     return sorted(keys)
@@ -320,12 +313,15 @@ def _attachments(suite: Suite, builder: _Builder, files: Mapping[str, str]) -> l
         if suite.dataset not in files:
             missing(("dataset",), suite.dataset)
         else:
-            rows, row_problems = rows_to_evals(suite.dataset, files[suite.dataset])
+            rows, row_problems = rows_to_evals(
+                suite.dataset, files[suite.dataset], grader=suite.grader, rubric=suite.rubric
+            )
             problems += [
                 SuiteProblem(p.line, 1 if p.line else 0, "dataset", p.message, suite.dataset)
                 for p in row_problems
             ]
-            taken = {ev.id for ev in suite.evals if ev.id}
+            # The ids the suite's own evals run under, defaults (eval-<n>) included.
+            taken = {suite.eval_id(index) for index in range(len(suite.evals))}
             for number, row in enumerate(rows, start=1):
                 row.id = row.id or f"row-{number}"
                 if row.id in taken:
@@ -378,7 +374,9 @@ def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite
     except Exception:
         return load_suite(text, files=files)
     if suite.dataset:
-        rows, problems = rows_to_evals(suite.dataset, (files or {}).get(suite.dataset, ""))
+        rows, problems = rows_to_evals(
+            suite.dataset, (files or {}).get(suite.dataset, ""), grader=suite.grader, rubric=suite.rubric
+        )
         if problems:
             return load_suite(text, files=files)  # raises, located
         for number, row in enumerate(rows, start=1):

@@ -73,7 +73,7 @@ def format_eval(result: EvalResult) -> str:
             f", cost ${turn.cost + turn.judge_cost:.6f}"
         )
     if result.turns_total is not None:
-        marks = "".join("✓" if g.passed else "✗" for g in result.per_turn_grades)
+        marks = "".join("✓" if turn.passed else "✗" for turn in result.turns if turn.passed is not None)
         lines.append(f"  Turns: {result.turns_passed}/{result.turns_total} {marks}".rstrip())
     lines.append(f"  Overall: {overall(result)}")
     return "\n".join(lines)

@@ -186,9 +186,9 @@ class Extractor(StrictModel):
                 compiled = re.compile(self.pattern)
             except re.error as exc:
                 raise ValueError(f"invalid regular expression: {exc}") from None
-            if isinstance(self.group, int) and self.group > compiled.groups:
+            if isinstance(self.group, int) and not 0 <= self.group <= compiled.groups:
                 raise ValueError(
-                    f"group {self.group} does not exist: the pattern has {compiled.groups} groups"
+                    f"group {self.group} does not exist: the pattern has {compiled.groups} group{'' if compiled.groups == 1 else 's'}"
                 )
             if isinstance(self.group, str) and self.group not in compiled.groupindex:
                 raise ValueError(f"the pattern has no group named {self.group!r}")
@@ -202,16 +202,34 @@ class Extractor(StrictModel):
 def check_rubric(rubric: str) -> str:
     """A rubric may use {input}, {ground_truth} and {submission}; anything else is an error now, not at run time."""
     try:
-        fields = [name for _, name, _, _ in string.Formatter().parse(rubric) if name is not None]
+        fields = [
+            (name, spec, conversion)
+            for _, name, spec, conversion in string.Formatter().parse(rubric)
+            if name is not None
+        ]
     except ValueError as exc:
-        raise ValueError(f"rubric: {exc} (write literal braces as {{{{ and }}}})") from None
-    unknown = sorted({name for name in fields if name not in RUBRIC_PLACEHOLDERS})
+        raise ValueError(f"{exc} (write literal braces as {{{{ and }}}})") from None
+    unknown = sorted({name for name, _, _ in fields if name not in RUBRIC_PLACEHOLDERS})
     if unknown:
         names = ", ".join("{" + name + "}" for name in unknown)
-        raise ValueError(
-            f"rubric: unknown placeholder {names}; use {{input}}, {{ground_truth}}, {{submission}}"
-        )
+        raise ValueError(f"unknown placeholder {names}; use {{input}}, {{ground_truth}}, {{submission}}")
+    # `{submission:d}` would raise only when the rubric is filled, at run time: placeholders stay plain.
+    decorated = sorted({name for name, spec, conversion in fields if spec or conversion})
+    if decorated:
+        names = ", ".join("{" + name + "}" for name in decorated)
+        raise ValueError(f"write {names} plain, without a format spec or conversion")
     return rubric
+
+
+def check_patterns(ground_truth: str | list[str] | None) -> None:
+    """With grader regex_match the ground truth is a regex: one that does not compile is an error now."""
+    for pattern in [ground_truth] if isinstance(ground_truth, str) else ground_truth or []:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(
+                f"ground_truth {pattern!r} is not a valid regular expression for regex_match: {exc}"
+            ) from None
 
 
 class ContentPart(StrictModel):
@@ -310,7 +328,8 @@ class Eval(StrictModel):
                 raise ValueError("a `ground_truth` list needs an `input` list of the same length")
             if len(self.ground_truth) != len(self.input):
                 raise ValueError(
-                    f"`ground_truth` has {len(self.ground_truth)} items but `input` has {len(self.input)}; "
+                    f"`ground_truth` has {len(self.ground_truth)} item{'' if len(self.ground_truth) == 1 else 's'} but `input` "
+                    f"has {len(self.input)}; "
                     "give one per turn, or a single string to grade the last turn"
                 )
         if isinstance(self.input, list) and not self.input:
@@ -328,6 +347,8 @@ class Eval(StrictModel):
             raise ValueError("`aggregation` and `on_turn_failure` apply to `turns` conversations")
         if self.prompt is None and self.turns is None and not self.checks and self.ground_truth is None:
             raise ValueError("nothing grades this conversation: add `ground_truth` or `checks`")
+        if self.grader == "regex_match":
+            check_patterns(self.ground_truth)
         return self
 
     @property
@@ -439,6 +460,11 @@ class Suite(StrictModel):
                 raise ValueError(
                     f"evals[{index}] grades with llm_judge but has no `rubric` (nor does the suite)"
                 )
+            if ev.grader is None and self.grader == "regex_match":
+                try:
+                    check_patterns(ev.ground_truth)
+                except ValueError as exc:
+                    raise ValueError(f"evals[{index}]: {exc}") from None
         seen: dict[str, int] = {}
         for index, ev in enumerate(self.evals):
             if ev.id is not None:
@@ -482,6 +508,14 @@ def json_schema() -> dict:
     # `checks: {or: [...]}` is accepted as a one-item list (vibecheck's form); say so to editors too.
     or_object = {"type": "object", "properties": {"or": {"type": "array", "items": {"$ref": "#/$defs/Check"},
                  "minItems": 1}}, "required": ["or"], "additionalProperties": False}  # fmt: skip
+    # Extractors may be written as a bare name or a one-key mapping; the model's own shape needs `kind`.
+    short_forms = [{"type": "string", "enum": list(EXTRACTORS)}, {"type": "object"}]
+    for model in ("Eval", "Suite"):
+        holder = schema if model == "Suite" else schema["$defs"][model]
+        holder["properties"]["extractor"] = {
+            "anyOf": [*short_forms, {"type": "null"}],
+            "description": "See Extractor.",
+        }
     for model in ("Eval", "Check"):
         checks = schema["$defs"][model]["properties"]["checks"]
         checks_list = {

@@ -15,9 +15,10 @@ from django.utils import timezone
 
 from engine.clients import MOCK
 from engine.history import build_history
-from engine.loader import load_saved_suite
+from engine.loader import parse_yaml
 from engine.results import GateResult, evaluate_gates
 from engine.runner import build_context
+from engine.schema import Gate
 from suites.models import SuiteVersion
 from suites.services import validate_source
 
@@ -150,8 +151,8 @@ def finalize(run_id) -> bool:
         return False
     if counts[Status.ERROR]:
         final = Status.ERROR
-    elif counts[Status.CANCELLED] and not counts[Status.PASSED] and not counts[Status.FAILED]:
-        final = Status.CANCELLED
+    elif counts[Status.CANCELLED] and not counts[Status.FAILED]:
+        final = Status.CANCELLED  # as engine.results.run_status: cancelled unless something failed
     elif gates := gate_results(run):
         # With gates the suite decides by its aggregate numbers; a single failed eval may be acceptable.
         final = Status.PASSED if all(gate.passed for gate in gates) else Status.FAILED
@@ -168,11 +169,12 @@ def finalize(run_id) -> bool:
 
 def gate_results(run: Run) -> list[GateResult]:
     """The suite's gates over this run's eval scores ([] when the suite has none)."""
-    version = run.suite_version
-    gates = load_saved_suite(version.source, version.file_map()).gates
+    # Gates never depend on attached files, so read just them: a dataset can be megabytes.
+    raw, _ = parse_yaml(run.suite_version.source)
+    gates = [Gate.model_validate(gate) for gate in raw.get("gates") or []]
     if not gates:
         return []
-    return evaluate_gates(gates, list(run.conversations.only("status", "score")))
+    return evaluate_gates(gates, list(Conversation.objects.filter(run=run).only("status", "score", "run_id")))
 
 
 def conversation_ended(run_id, endpoint_name: str) -> None:

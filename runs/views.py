@@ -1,4 +1,5 @@
-"""Run pages: the runs list, a run's live progress, conversation transcripts, and their shared read-only twins.
+"""Run pages: the runs list, a run's live progress and gates, conversation transcripts (given history, live
+turns, per-turn grades, the conversation as text), and their shared read-only twins.
 
 The owner's pages and the share-link pages are the same views and templates; `Access` says who is looking
 and builds the links, so a shared page never links to anything that needs a login.
@@ -24,10 +25,9 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh, HttpResponseStopPolling
 
-from engine.loader import load_suite
 from engine.results import TurnRecord
 
-from . import selectors, services
+from . import display, selectors, services
 from .models import ACTIVE, Conversation, Run, Status
 
 RUNS_PER_PAGE = 50
@@ -159,8 +159,11 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     run = access.run
     progress = progress if progress is not None else selectors.progress(run)
     conversations = list(run.conversations.all())
+    records = display.records_for_strips(run, conversations)
     for conversation in conversations:
         conversation.url = access.conversation_url(conversation.index, conversation.iteration)
+        conversation.strip = display.strip(conversation, display.turn_marks(records.get(conversation.pk, ())))
+    gates = display.gates(run, conversations)
     fingerprint = _fingerprint(run, progress)
     context = {
         "run": run,
@@ -171,6 +174,9 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         "fingerprint": fingerprint,
         "conversations": conversations,
         "show_iterations": any(conversation.iteration for conversation in conversations),
+        "gates": gates,
+        "gates_failed": sum(not gate["passed"] for gate in gates),
+        "strip_max": display.STRIP_MAX_MARKS,
         "elapsed": format_duration(run.elapsed),
         "urls": {
             "run": access.url("detail"),
@@ -309,13 +315,6 @@ def _verdict(conversation: Conversation) -> dict:
     return {"tone": status, "text": text[:1].upper() + text[1:]}
 
 
-def _system_prompt(run: Run) -> str | None:
-    try:
-        return load_suite(run.suite_version.source).system
-    except Exception:  # a version saved under an older schema still has a transcript worth showing
-        return None
-
-
 def _neighbours(access: Access, conversation: Conversation) -> dict:
     keys = list(access.run.conversations.values_list("index", "iteration"))
     here = keys.index((conversation.index, conversation.iteration))
@@ -329,10 +328,16 @@ def _neighbours(access: Access, conversation: Conversation) -> dict:
     }
 
 
+def _stored_turns(conversation: Conversation) -> tuple[list[dict], list[TurnRecord]]:
+    records = [turn.record for turn in conversation.turns.all()]
+    return records, [TurnRecord.model_validate(record) for record in records]
+
+
 def _live_context(
-    access: Access, conversation: Conversation, turns: list[TurnRecord], after: int = 0
+    access: Access, conversation: Conversation, records: list[dict], turns: list[TurnRecord], after: int = 0
 ) -> dict:
-    """What the polled part of a transcript needs: the verdict, the totals, and where to poll next."""
+    """What the polled part of a transcript needs: the verdict and ✓✗ strip, the totals, the conversation
+    as text, and where to poll next. `records` and `turns`: every turn stored so far."""
     active = conversation.status in ACTIVE
     after = turns[-1].turn if turns else after
     return {
@@ -340,6 +345,8 @@ def _live_context(
         "conversation": conversation,
         "shared": access.shared,
         "verdict": _verdict(conversation),
+        "strip": display.strip(conversation, display.turn_marks(records)),
+        "text": display.transcript_text(conversation.history, turns),
         "active": active,
         "estimated": conversation.tokens_estimated or any(turn.usage.estimated for turn in turns),
         "poll_url": access.url(
@@ -357,11 +364,13 @@ def _live_context(
 def _conversation_page(request: HttpRequest, access: Access, index: int) -> HttpResponse:
     run = access.run
     conversation = selectors.get_conversation(run, index, _iteration(request))
-    turns = selectors.turn_records(conversation)
+    records, turns = _stored_turns(conversation)
     context = {
-        **_live_context(access, conversation, turns),
+        **_live_context(access, conversation, records, turns),
         "turns": turns,
-        "system_prompt": _system_prompt(run),
+        "given": display.given_history(conversation.history),
+        "system": display.system_message(run, conversation),
+        "style_label": display.STYLE_LABELS.get(conversation.style, conversation.style),
         "nav": _neighbours(access, conversation),
         "urls": {"run": access.url("detail")},
     }
@@ -369,15 +378,23 @@ def _conversation_page(request: HttpRequest, access: Access, index: int) -> Http
 
 
 def _conversation_poll(request: HttpRequest, access: Access, index: int) -> HttpResponse:
-    """New turns since `after`, to append, with the verdict and totals swapped out of band."""
+    """New turns since `after`, to append, with the verdict, strip and text swapped out of band."""
     conversation = selectors.get_conversation(access.run, index, _iteration(request))
     after = request.GET.get("after", "0")
     after = int(after) if after.isdigit() else 0
-    turns = [TurnRecord.model_validate(turn.record) for turn in conversation.turns.filter(position__gt=after)]
     active = conversation.status in ACTIVE
-    if active and not turns and request.GET.get("status") == conversation.status:
+    if (
+        active
+        and request.GET.get("status") == conversation.status
+        and not conversation.turns.filter(position__gt=after).exists()
+    ):
         return HttpResponse(status=204)
-    context = {**_live_context(access, conversation, turns, after), "turns": turns, "oob": True}
+    records, turns = _stored_turns(conversation)
+    context = {
+        **_live_context(access, conversation, records, turns, after),
+        "turns": [turn for turn in turns if turn.turn > after],  # appended below the ones already shown
+        "oob": True,
+    }
     if active:
         return render(request, "runs/conversation.html#poll", context)
     return HttpResponseStopPolling(render_to_string("runs/conversation.html#poll", context, request))

@@ -1,16 +1,21 @@
 """Suites API: validation and the JSON Schema of the suite format for editors."""
 
+from uuid import UUID
+
 from django.http import JsonResponse
 from ninja import Router, Schema
 
 from engine.loader import SuiteError, load_suite
 from engine.schema import json_schema
 
+from .selectors import get_suite_for_user
+
 router = Router(tags=["suites"])
 
 
 class ValidateIn(Schema):
     source: str
+    suite: UUID | None = None  # validate against this suite's attached files (datasets, history files)
 
 
 class ProblemOut(Schema):
@@ -18,6 +23,7 @@ class ProblemOut(Schema):
     column: int
     path: str
     message: str
+    file: str = ""
 
 
 class ValidateOut(Schema):
@@ -35,8 +41,12 @@ def suite_schema(request):
 
 @router.post("/validate", response=ValidateOut, summary="Validate suite YAML")
 def validate(request, payload: ValidateIn):
+    files = {}
+    if payload.suite is not None:
+        latest = get_suite_for_user(request.user, payload.suite).latest_version
+        files = latest.file_map() if latest else {}
     try:
-        spec = load_suite(payload.source)
+        spec = load_suite(payload.source, files=files)
     except SuiteError as exc:
         return ValidateOut(
             valid=False, problems=[ProblemOut(**problem.as_dict()) for problem in exc.problems]

@@ -1,12 +1,14 @@
-"""Suite pages: the list, the YAML editor with live validation, version history and the launch panel.
+"""Suite pages: the list, the YAML editor with live validation, attached files, a dataset preview, version
+history and the launch panel.
 
-Saving goes through suites.services, which validates first: a broken suite re-renders the editor with the
-located problems and the user's text, HTTP 400, and stores nothing.
+Saving goes through suites.services, which validates first: a broken suite (or a file it cannot use)
+re-renders the editor with the located problems and the user's text, HTTP 400, and stores nothing.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -16,6 +18,7 @@ from django.db.models import OuterRef, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem, decode_source
@@ -25,7 +28,7 @@ from runs.models import Run
 from runs.services import LaunchError, create_run
 from runs.views import with_durations
 
-from . import selectors, services
+from . import display, selectors, services
 from .forms import LaunchForm, SuiteSourceForm, normalise_newlines
 from .models import Suite, SuiteVersion
 
@@ -52,7 +55,7 @@ VERSIONS_SHOWN = 50
 
 @dataclass
 class Validation:
-    """What the problems panel shows for a piece of YAML."""
+    """What the problems panel shows for a piece of YAML and the files it would be saved with."""
 
     empty: bool = False
     spec: SuiteSpec | None = None
@@ -61,18 +64,28 @@ class Validation:
 
     @property
     def valid(self) -> bool:
-        return self.spec is not None
+        return self.spec is not None and not self.problems
 
 
-def _validate(source: str, user, suite: Suite | None) -> Validation:
+def _validate(
+    source: str,
+    user,
+    suite: Suite | None,
+    files: Mapping[str, str],
+    *,
+    file_problems: list[SuiteProblem] = (),
+    known: SuiteSpec | None = None,
+) -> Validation:
+    """`known`: the spec of exactly this source with these files, already parsed (the saved version)."""
     if not source.strip():
-        return Validation(empty=True)
-    latest = suite.latest_version if suite is not None else None
-    try:
-        spec = services.validate_source(source, files=latest.file_map() if latest else {})
-    except SuiteError as exc:
-        return Validation(problems=exc.problems)
-    result = Validation(spec=spec)
+        return Validation(empty=True, problems=list(file_problems))
+    spec = known
+    if spec is None:
+        try:
+            spec = services.validate_source(source, files=files)
+        except SuiteError as exc:
+            return Validation(problems=[*file_problems, *exc.problems])
+    result = Validation(spec=spec, problems=list(file_problems))
     if suite is None and selectors.suites_for(user).filter(name=spec.name).exists():
         result.warnings.append(
             f"You already have a suite named “{spec.name}”: change `name` to create a new one."
@@ -84,11 +97,11 @@ def _validate(source: str, user, suite: Suite | None) -> Validation:
     return result
 
 
-def _parse(version: SuiteVersion | None) -> SuiteSpec | None:
+def _parse(version: SuiteVersion | None, files: Mapping[str, str] | None = None) -> SuiteSpec | None:
     if version is None:
         return None
     try:
-        return services.validate_source(version.source, files=version.file_map())
+        return services.validate_source(version.source, files=version.file_map() if files is None else files)
     except SuiteError:
         return None
 
@@ -106,22 +119,44 @@ def _render_editor(
     note: str = "",
     status: int = 200,
     error: str | None = None,
+    error_anchor: str = "problems",
     launch_form: LaunchForm | None = None,
     launch_error: str | None = None,
     base_version: int | None = None,
     restored_from: SuiteVersion | None = None,
+    uploads: Mapping[str, str] | None = None,
+    file_problems: list[SuiteProblem] = (),
+    files_error: str | None = None,
 ) -> HttpResponse:
-    context: dict = {"suite": suite, "note": note, "error": error, "schema_url": reverse("api:suite_schema")}
+    """The editor page. `uploads`: files sent with a new suite that failed to save (checked with its text);
+    `files_error` and `file_problems`: an attach or remove that failed, shown in the Files panel."""
+    context: dict = {
+        "suite": suite,
+        "note": note,
+        "error": error,
+        "error_anchor": error_anchor,
+        "schema_url": reverse("api:suite_schema"),
+        "files_error": files_error,
+        "file_problems": file_problems,
+        # A browser does not keep chosen files after a failed save: say which ones to choose again.
+        "uploaded_names": sorted({*(uploads or {}), *(p.file for p in file_problems if p.file)}),
+    }
+    files: dict[str, str] = dict(uploads or {})
+    latest = latest_spec = None
     if suite is not None:
         versions = list(suite.versions.select_related("created_by").order_by("-number")[:VERSIONS_SHOWN])
         latest = versions[0] if versions else None
         if source is None:
             source = latest.source if latest else ""
+        attached = list(latest.files.all()) if latest else []
+        files = {item.name: item.content for item in attached}
+        latest_spec = _parse(latest, files)
         numbers = [version.number for version in versions]
         context.update(
             versions=versions,
             latest=latest,
-            latest_spec=_parse(latest),
+            latest_spec=latest_spec,
+            attached=display.file_rows(attached, latest_spec),
             base_version=base_version or (latest.number if latest else None),
             restored_from=restored_from,
             runs=_recent_runs(request, suite_version__suite=suite),
@@ -133,10 +168,22 @@ def _render_editor(
         )
     context["source"] = source or ""
     # Text the page shows that is not the saved version: the editor warns before it is lost.
-    saved = context["latest"].source if context.get("latest") else ""
+    saved = latest.source if latest else ""
     context["dirty"] = context["source"] != saved
     context["line_numbers"] = "\n".join(str(n) for n in range(1, context["source"].count("\n") + 2))
-    context["validation"] = _validate(context["source"], request.user, suite)
+    # The saved text with its saved files was parsed just above; a 10,000-row dataset is not parsed twice.
+    known = latest_spec if latest is not None and context["source"] == latest.source else None
+    validation = _validate(
+        context["source"],
+        request.user,
+        suite,
+        files,
+        file_problems=[] if suite else file_problems,
+        known=known,
+    )
+    context["validation"] = validation
+    name = validation.spec.dataset if validation.spec is not None else display.dataset_name(context["source"])
+    context["dataset"] = display.dataset_panel(name, files)
     return render(request, "suites/editor.html", context, status=status)
 
 
@@ -173,16 +220,20 @@ def new(request: HttpRequest) -> HttpResponse:
         source = DEMO_SUITE.read_text() if start == "demo" else STARTER_SUITE if start == "starter" else ""
         return _render_editor(request, source=source)
     form = SuiteSourceForm(request.POST)
+    uploads, file_problems = display.read_uploads(request)
     if not form.is_valid():
         source = normalise_newlines(request.POST.get("source", ""))
-        return _render_editor(request, source=source, status=400, error=_first_error(form))
+        return _render_editor(request, source=source, status=400, error=_first_error(form), uploads=uploads)
     source, note = form.cleaned_data["source"], form.cleaned_data["note"]
+    again = dict(source=source, note=note, status=400, uploads=uploads, file_problems=file_problems)
+    if file_problems:
+        return _render_editor(request, error=_not_saved(SuiteError(file_problems)), **again)
     try:
-        suite = services.create_suite(owner=request.user, source=source, note=note)
+        suite = services.create_suite(owner=request.user, source=source, note=note, files=uploads)
     except SuiteError as exc:
-        return _render_editor(request, source=source, note=note, status=400, error=_not_saved(exc))
+        return _render_editor(request, error=_not_saved(exc), **again)
     except ValueError as exc:
-        return _render_editor(request, source=source, note=note, status=400, error=str(exc))
+        return _render_editor(request, error=str(exc), **again)
     version = suite.latest_version
     messages.success(request, f"Created “{suite.name}” — v{version.number} saved.")
     if request.POST.get("action") == "launch":
@@ -267,6 +318,7 @@ def version(request: HttpRequest, public_id: uuid.UUID, number: int) -> HttpResp
         "version": version,
         "lines": version.source.split("\n"),
         "spec": _parse(version),
+        "files": list(version.files.values("name", "size")),
         "latest_number": max(numbers),
         "previous_number": max((n for n in numbers if n < number), default=None),
         "next_number": min((n for n in numbers if n > number), default=None),
@@ -285,8 +337,13 @@ def validate(request: HttpRequest) -> HttpResponse:
         except ValueError:
             raise Http404("no such suite") from None
     source = normalise_newlines(request.POST.get("source", ""))
-    context = {"validation": _validate(source, request.user, suite), "suite": suite}
-    return render(request, "suites/editor.html#problems", context)
+    if suite is not None:
+        latest = suite.latest_version
+        files, file_problems = (latest.file_map() if latest else {}), []
+    else:  # a new suite: the files chosen in its form come along with every check
+        files, file_problems = display.read_uploads(request)
+    validation = _validate(source, request.user, suite, files, file_problems=file_problems)
+    return render(request, "suites/editor.html#problems", {"validation": validation, "suite": suite})
 
 
 @login_required
@@ -352,3 +409,104 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
         else:
             return redirect("runs:detail", run_id=run.pk)
     return _render_editor(request, suite=suite, status=400, launch_form=form, launch_error=error)
+
+
+# --- Attached files -----------------------------------------------------------------------------------------
+
+
+def _files_url(suite: Suite) -> str:
+    return reverse("suites:detail", args=[suite.public_id]) + "#files"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+@login_required
+@require_POST
+def attach_files(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
+    """Attach (or replace) files: a new version with the same YAML. All or nothing: one bad file, or a suite
+    the new files would break, stores nothing and leaves the latest version as it is."""
+    suite = selectors.get_suite_for_user(request.user, public_id)
+    uploads, problems = display.read_uploads(request)
+    previous = suite.latest_version
+    if not uploads and not problems:
+        return _render_editor(
+            request, suite=suite, status=400, files_error="Choose one or more files to attach."
+        )
+    if not problems:
+        try:
+            version = services.change_files(suite=suite, user=request.user, add=uploads)
+        except SuiteError as exc:
+            problems = exc.problems
+    if problems:
+        message = f"Not attached: {_plural(len(problems), 'problem')}, nothing was stored."
+        return _render_editor(
+            request,
+            suite=suite,
+            status=400,
+            error=f"{message} v{previous.number} is unchanged.",
+            error_anchor="files",
+            files_error=message,
+            file_problems=problems,
+        )
+    names = ", ".join(sorted(uploads))
+    if version.pk == previous.pk:
+        messages.info(request, f"No changes — v{version.number} already has {names} exactly as uploaded.")
+    else:
+        messages.success(request, f"Attached {names} — saved v{version.number}.")
+    return redirect(_files_url(suite))
+
+
+@login_required
+@require_POST
+def remove_file(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
+    """Remove an attached file: a new version without it. Asks first (`confirm=yes`, added by a JS dialog or
+    by the confirmation page); a file the suite still uses is refused with the suite's own problem."""
+    suite = selectors.get_suite_for_user(request.user, public_id)
+    name = request.POST.get("name", "")
+    latest = suite.latest_version
+    attached = latest.files.filter(name=name).only("name", "size").first() if latest else None
+    if attached is None:
+        messages.info(
+            request, f"{name or 'That file'} is not attached to v{latest.number}; nothing to remove."
+        )
+        return redirect(_files_url(suite))
+    if request.POST.get("confirm") != "yes":
+        spec = _parse(latest)
+        context = {
+            "suite": suite,
+            "latest": latest,
+            "file": attached,
+            "used": spec is not None and name in spec.files_used(),
+            "is_dataset": spec is not None and spec.dataset == name,
+        }
+        return render(request, "suites/remove_file.html", context)
+    try:
+        version = services.change_files(suite=suite, user=request.user, remove=[name])
+    except SuiteError as exc:
+        message = f"Not removed: the suite still needs {name}; stop using it in the YAML first."
+        return _render_editor(
+            request,
+            suite=suite,
+            status=400,
+            error=f"{message} v{latest.number} is unchanged.",
+            error_anchor="files",
+            files_error=message,
+            file_problems=exc.problems,
+        )
+    messages.success(request, f"Removed {name} — saved v{version.number}.")
+    return redirect(_files_url(suite))
+
+
+@login_required
+@require_GET
+def version_file(request: HttpRequest, public_id: uuid.UUID, number: int, name: str) -> HttpResponse:
+    """An attached file of one version, as a download (never rendered as a page: it is user content)."""
+    version = selectors.get_version_for_user(request.user, public_id, number)
+    attached = version.files.filter(name=name).first()
+    if attached is None:
+        raise Http404("no such file")
+    response = HttpResponse(attached.content, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=name)
+    return response

@@ -262,3 +262,97 @@ def test_ctrl_s_in_the_editor_saves_a_new_version(page, watch, user):
     assert sorted(suite.versions.values_list("number", flat=True)) == [1, 2]
     assert "What is 3 + 3?" in suite.versions.get(number=2).source
     watch.check()
+
+
+PER_TURN_SUITE = """\
+name: capitals-per-turn
+model: mock
+grader: contains
+gates:
+  - metric: avg
+    op: ">="
+    value: 0.6
+evals:
+  - id: europe
+    input: ["What is the capital of France?", "And of Germany?", "And of Italy?"]
+    ground_truth: [Paris, Berlin, Rome]
+"""
+
+
+def test_per_turn_grades_in_the_transcript(page, watch, user):
+    """A finished scripted run, built from rows: the run page's strip and gate, then the transcript's
+    2/3 ✓✓✗ summary, each turn's grade, a mark that jumps to its turn, and Copy as text."""
+    from django.utils import timezone
+    from playwright.sync_api import expect
+
+    from engine.results import TurnGrade, TurnRecord, Usage
+    from runs.models import Conversation, Run, Turn
+    from suites.services import create_suite
+
+    version = create_suite(owner=user, source=PER_TURN_SUITE).latest_version
+    run = Run.objects.create(
+        suite_version=version, created_by=user, model="mock", endpoint_name="mock", is_mock=True,
+        status="passed", started_at=timezone.now(), finished_at=timezone.now(),
+    )  # fmt: skip
+    conversation = Conversation.objects.create(
+        run=run, index=0, eval_id="europe", prompt="What is the capital of France?", kind="multi-turn",
+        style="scripted", status="failed", turn_count=3, turns_passed=2, turns_total=3, score=2 / 3,
+        verdict="failed: 2/3 passed (score 0.67, needs 1)", prompt_tokens=96, completion_tokens=21,
+    )  # fmt: skip
+    answers = [
+        ("What is the capital of France?", "The capital of France is Paris.", "Paris"),
+        ("And of Germany?", "Berlin is the capital of Germany.", "Berlin"),
+        ("And of Italy?", "I believe it is Madrid.", "Rome"),
+    ]
+    for number, (prompt, reply, truth) in enumerate(answers, start=1):
+        passed = truth in reply
+        record = TurnRecord(
+            turn=number, node=f"evals[0].input[{number - 1}]", prompt=prompt, response=reply,
+            usage=Usage(prompt_tokens=32, completion_tokens=7), latency_ms=250, passed=passed,
+            grade=TurnGrade(
+                turn=number, score=float(passed), passed=passed, submission=reply, ground_truth=truth,
+                grader="contains", rationale=f"{truth!r} {'found' if passed else 'not found'} in the reply",
+            ),
+        )  # fmt: skip
+        Turn.objects.create(
+            conversation=conversation, position=number, record=record.model_dump(mode="json"), passed=passed
+        )
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+
+    log_in(page, user.username, PASSWORD)
+    page.goto(f"/runs/{run.pk}/")
+    expect(page.locator("#gates")).to_contain_text("avg >= 0.6 — actual 0.667 ✓")
+    row = page.locator("#conversations tbody tr").first
+    expect(row).to_contain_text("failed: 2/3 passed")
+    expect(row.locator(".strip")).to_have_text("2/3 ✓✓✗")
+
+    row.locator("a.row-link").click()
+    expect(page).to_have_url(re.compile(r"/runs/[0-9a-f-]{36}/c/0/$"))
+    expect(page.locator("#verdict .turn-strip")).to_contain_text("2/3 ✓✓✗")
+    turns = page.locator("#turns li.turn")
+    expect(turns).to_have_count(3)
+    expect(turns.nth(0).locator(".grade .check-line")).to_have_text(re.compile(r"✓ PASS\s+contains\s+1\.00"))
+    third = turns.nth(2).locator(".grade")
+    expect(third.locator(".check-line")).to_have_text(re.compile(r"✗ FAIL\s+contains\s+0\.00"))
+    expect(third).to_contain_text("I believe it is Madrid.")
+    expect(third).to_contain_text("Ground truth")
+    expect(third).to_contain_text("Rome")
+    expect(third).to_contain_text("'Rome' not found in the reply")
+
+    # The ✗ mark jumps to the turn that failed.
+    page.locator("#verdict .mark-fail").click()
+    expect(page).to_have_url(re.compile(r"#turn-3$"))
+
+    # Copy as text puts the whole conversation on the clipboard in the [Role]: format.
+    page.get_by_role("button", name="Copy as text").click()
+    expect(page.get_by_role("button", name="Copied")).to_be_visible()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied.startswith(
+        "[User]:\nWhat is the capital of France?\n\n[Assistant]:\nThe capital of France is Paris."
+    )
+    assert copied.endswith("[User]:\nAnd of Italy?\n\n[Assistant]:\nI believe it is Madrid.")
+
+    expect(page.get_by_role("button", name="Copy as text")).to_be_visible()  # the label comes back
+    page.evaluate("window.scrollTo(0, 0)")
+    screenshot(page, "browser-per-turn.png")
+    watch.check()

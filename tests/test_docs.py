@@ -1,56 +1,141 @@
 """Keep docs/suite-format.md and docs/results-format.md true to the code.
 
-Every field of the format must be documented, every complete suite shown must load, every suite marked
-`<!-- invalid -->` must be rejected (with exactly the error text shown after it, when one is shown), and
-the sample report and results JSON must be what the engine produces today. No database is used.
+Every field and every fixed value of the formats must be documented, every complete suite shown must load,
+every suite marked invalid must be rejected (with exactly the error text shown after it, when one is
+shown), every output shown must be what the engine produces today, and what the docs announce as "coming
+next" must still be rejected. No database is used.
+
+An HTML comment on the line just before a fenced block says what the block is; directives combine with `;`:
+
+- `<!-- invalid -->`: a suite that must not load; a ```text block right after it holds the exact errors.
+- `<!-- files: a.jsonl, b.md -->`: the suite needs these attached files. Each is given further down in a
+  block marked `<!-- file: a.jsonl -->` (the first such block after the suite).
+- `<!-- file: a.jsonl -->`: the content of an attached file.
+- `<!-- suite: examples/demo-mock.yaml -->`: an output produced by that file (relative to the repository,
+  attached files read from its folder as `evalrun` reads them), not by the suite shown above it.
+- `<!-- sent -->`: JSON, the messages sent before the live turns of the first eval of the suite above.
+- `<!-- model: CheckResult -->`: JSON, a fragment of the results format (an `EvalResult` fragment with
+  `suite:` must equal that eval of a real run).
+
+Outputs are ```text blocks starting with `Suite: ` (a whole report) or `Eval ` (every eval's transcript),
+and the one full `evalsite.results/1` JSON document; each is compared with a real run, on the mock, of the
+nearest complete suite above it (or of its `suite:`).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
+import typing
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
-from engine import results, schema
+from engine import datasets, results, schema
 from engine.clients import EndpointRegistry, default_endpoint_from_env
-from engine.loader import SuiteError, load_suite
+from engine.history import build_history
+from engine.loader import SuiteError, load_suite, read_suite_files
 from engine.report import format_eval, format_report
 from engine.runner import run_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE_DOC = ROOT / "docs" / "suite-format.md"
 RESULTS_DOC = ROOT / "docs" / "results-format.md"
-DEMO = ROOT / "examples" / "demo-mock.yaml"
+DOCS = (SUITE_DOC, RESULTS_DOC)
+DEMO = "examples/demo-mock.yaml"
 
-SCHEMA_MODELS = {"Suite", "Eval", "Check", "SemanticSpec", "JudgeSpec", "MockSpec", "MockRule", "Metadata"}
+SCHEMA_MODELS = {
+    "Suite",
+    "Eval",
+    "Check",
+    "SemanticSpec",
+    "JudgeSpec",
+    "MockSpec",
+    "MockRule",
+    "Metadata",
+    "Extractor",
+    "ContentPart",
+    "Message",
+    "ScriptedTurn",
+    "Gate",
+}
 RESULT_MODELS = [
     results.RunReport,
     results.SuiteRef,
     results.EvalResult,
     results.TurnRecord,
+    results.TurnGrade,
     results.CheckResult,
+    results.GateResult,
     results.Usage,
     results.Totals,
     results.RunTotals,
 ]
+MARKS = {"invalid", "files", "file", "suite", "sent", "model"}
 
-# A fenced block: optional marker comment on the line before, the info string, the body.
-FENCE = re.compile(r"(?:^(<!--\s*invalid\s*-->)[ \t]*\n)?^```(\w*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
+# A fenced block: an optional marker comment on the line before, the info string, the body.
+FENCE = re.compile(
+    r"(?:^<!--(?P<marks>[^\n]*?)-->[ \t]*\n)?^```(?P<lang>\w*)[ \t]*\n(?P<body>.*?)^```[ \t]*$", re.M | re.S
+)
 
 
-def _blocks(path: Path) -> list[dict]:
+@dataclass(frozen=True)
+class Block:
+    doc: Path
+    index: int
+    line: int
+    lang: str
+    body: str
+    marks: tuple[tuple[str, str], ...]
+
+    def mark(self, key: str) -> str | None:
+        return dict(self.marks).get(key)
+
+    @property
+    def where(self) -> str:
+        return f"{self.doc.name}:{self.line}"
+
+    @property
+    def invalid(self) -> bool:
+        return self.mark("invalid") is not None
+
+    @property
+    def needs(self) -> list[str]:
+        return [name.strip() for name in (self.mark("files") or "").split(",") if name.strip()]
+
+    @property
+    def is_suite(self) -> bool:
+        return self.lang == "yaml" and not self.invalid and _is_complete_suite(self.body)
+
+    @property
+    def is_output(self) -> bool:
+        return self.lang == "text" and self.body.startswith(("Suite: ", "Eval "))
+
+
+def _marks(text: str | None) -> tuple[tuple[str, str], ...]:
+    marks = []
+    for part in (text or "").split(";"):
+        key, _, value = part.strip().partition(":")
+        if key.strip():
+            marks.append((key.strip(), value.strip()))
+    return tuple(marks)
+
+
+@functools.cache
+def _blocks(path: Path) -> list[Block]:
+    text = path.read_text(encoding="utf-8")
     return [
-        {"invalid": bool(m.group(1)), "lang": m.group(2), "body": m.group(3), "line": _line(path, m.start())}
-        for m in FENCE.finditer(path.read_text(encoding="utf-8"))
+        Block(path, index, text.count("\n", 0, m.start()) + 1, m["lang"], m["body"], _marks(m["marks"]))
+        for index, m in enumerate(FENCE.finditer(text))
     ]
 
 
-def _line(path: Path, offset: int) -> int:
-    return path.read_text(encoding="utf-8").count("\n", 0, offset) + 1
+def _all_blocks() -> list[Block]:
+    return [block for doc in DOCS for block in _blocks(doc)]
 
 
 def _is_complete_suite(body: str) -> bool:
@@ -59,25 +144,80 @@ def _is_complete_suite(body: str) -> bool:
 
 
 def _backticked(path: Path) -> set[str]:
-    return set(re.findall(r"`([^`\n]+)`", path.read_text(encoding="utf-8")))
+    """Texts in backticks; a JSON string (`"tree"`) also counts as its value."""
+    found = set(re.findall(r"`([^`\n]+)`", path.read_text(encoding="utf-8")))
+    return found | {text[1:-1] for text in found if len(text) > 2 and text[0] == text[-1] == '"'}
 
 
 def _field_names(model: type[BaseModel]) -> list[str]:
     return [field.alias or name for name, field in model.model_fields.items()]
 
 
+def _literal_values(model: type[BaseModel]) -> set[str]:
+    """Every fixed value a field of the model can take (its Literal types)."""
+    found: set[str] = set()
+
+    def walk(annotation) -> None:
+        if typing.get_origin(annotation) is typing.Literal:
+            found.update(str(value) for value in typing.get_args(annotation))
+        for arg in typing.get_args(annotation):
+            walk(arg)
+
+    for field in model.model_fields.values():
+        walk(field.annotation)
+    return found
+
+
 def _mock_registry() -> EndpointRegistry:
     return EndpointRegistry(default=default_endpoint_from_env())
 
 
-def _run_demo_without_latency() -> results.RunReport:
-    suite = load_suite(DEMO.read_bytes(), filename=str(DEMO))
-    assert suite.model == "mock" and suite.mock is not None
-    suite.mock.latency_ms = 0  # the text report does not show latency; keep the test fast
-    return run_suite(suite, _mock_registry())
+def _files_for(block: Block) -> dict[str, str]:
+    """The attached files a suite block names, from the `file:` blocks after it."""
+    files = {}
+    for name in block.needs:
+        given = next((b for b in _blocks(block.doc)[block.index + 1 :] if b.mark("file") == name), None)
+        assert given is not None, f"{block.where}: no block marked `<!-- file: {name} -->` after the suite"
+        files[name] = given.body
+    return files
 
 
-# --- (a) every suite-format field is documented ------------------------------------------------------------
+def _next_block(block: Block) -> Block | None:
+    """The block after `block`, skipping the attached files shown in between."""
+    return next((b for b in _blocks(block.doc)[block.index + 1 :] if b.mark("file") is None), None)
+
+
+def _source(block: Block) -> tuple[str, dict[str, str], str]:
+    """The suite an output comes from: (YAML, attached files, where it is)."""
+    named = block.mark("suite")
+    if named:
+        path = ROOT / named
+        data = path.read_text(encoding="utf-8")
+        return data, read_suite_files(path, data), named
+    suite = next((b for b in reversed(_blocks(block.doc)[: block.index]) if b.is_suite), None)
+    assert suite is not None, f"{block.where}: no complete suite above this output"
+    return suite.body, _files_for(suite), suite.where
+
+
+@functools.cache
+def _run(source: str, files: tuple[tuple[str, str], ...]) -> results.RunReport:
+    suite = load_suite(source, files=dict(files))
+    assert suite.model == "mock", "outputs in the docs must come from offline runs on the mock"
+    if suite.mock is not None:
+        suite.mock.latency_ms = 0  # latency is not compared; keep the test fast
+    return run_suite(suite, _mock_registry(), files=dict(files))
+
+
+def _run_source(block: Block) -> results.RunReport:
+    source, files, _ = _source(block)
+    return _run(source, tuple(sorted(files.items())))
+
+
+def _params(blocks: list[Block]) -> list:
+    return [pytest.param(block, id=block.where) for block in blocks]
+
+
+# --- (a) every suite-format field and value is documented -------------------------------------------------
 
 
 def test_schema_models_are_all_found():
@@ -100,11 +240,23 @@ def test_suite_doc_names_every_schema_field(model_name):
     assert not missing, f"docs/suite-format.md does not mention {model_name} fields: {missing}"
 
 
-def test_suite_doc_names_every_check_key():
-    assert set(schema.CHECK_KEYS) <= _backticked(SUITE_DOC)
+@pytest.mark.parametrize("model_name", sorted(SCHEMA_MODELS))
+def test_suite_doc_names_every_fixed_value(model_name):
+    values = _literal_values(getattr(schema, model_name))
+    missing = sorted(values - _backticked(SUITE_DOC))
+    assert not missing, f"docs/suite-format.md does not mention {model_name} values: {missing}"
 
 
-# --- (b) every results-format field is documented ----------------------------------------------------------
+def test_suite_doc_names_every_check_grader_extractor_and_row_key():
+    named = _backticked(SUITE_DOC)
+    assert set(schema.CHECK_KEYS) <= named
+    assert set(schema.GRADERS) <= named
+    assert set(schema.EXTRACTORS) <= named
+    assert set(datasets.ROW_KEYS) <= named
+    assert {"{" + name + "}" for name in schema.RUBRIC_PLACEHOLDERS} <= named
+
+
+# --- (b) every results-format field and value is documented -----------------------------------------------
 
 
 @pytest.mark.parametrize("model", RESULT_MODELS, ids=lambda model: model.__name__)
@@ -115,6 +267,12 @@ def test_results_doc_names_every_result_field(model):
     assert not missing, f"docs/results-format.md does not mention {model.__name__} fields: {missing}"
 
 
+@pytest.mark.parametrize("model", RESULT_MODELS, ids=lambda model: model.__name__)
+def test_results_doc_names_every_fixed_value(model):
+    missing = sorted(_literal_values(model) - _backticked(RESULTS_DOC))
+    assert not missing, f"docs/results-format.md does not mention {model.__name__} values: {missing}"
+
+
 def test_results_doc_names_the_format_version():
     assert results.RESULTS_FORMAT in _backticked(RESULTS_DOC)
 
@@ -122,122 +280,152 @@ def test_results_doc_names_the_format_version():
 # --- (c) the YAML examples load, the invalid ones fail with the errors shown -------------------------------
 
 
+def test_markers_are_known_and_well_placed():
+    for block in _all_blocks():
+        unknown = {key for key, _ in block.marks} - MARKS
+        assert not unknown, f"{block.where}: unknown marker {sorted(unknown)}"
+        if block.invalid:
+            assert block.lang == "yaml", f"{block.where}: <!-- invalid --> must precede a ```yaml block"
+        if block.needs:
+            assert block.lang == "yaml", f"{block.where}: <!-- files: ... --> must precede a ```yaml block"
+
+
+def test_every_attached_file_shown_is_used():
+    for doc in DOCS:
+        needed = {name for block in _blocks(doc) for name in block.needs}
+        shown = {block.mark("file") for block in _blocks(doc) if block.mark("file") is not None}
+        assert shown <= needed, f"{doc.name}: file blocks no suite attaches: {sorted(shown - needed)}"
+
+
 def test_suite_doc_has_enough_examples():
     blocks = _blocks(SUITE_DOC)
-    valid = [b for b in blocks if b["lang"] == "yaml" and not b["invalid"] and _is_complete_suite(b["body"])]
-    invalid = [b for b in blocks if b["invalid"]]
-    assert len(valid) >= 8, "the complete-suite examples went missing"
-    assert len(invalid) >= 4, "the invalid examples went missing"
-    assert all(b["lang"] == "yaml" for b in invalid), "<!-- invalid --> must precede a ```yaml block"
+    valid = [b for b in blocks if b.is_suite]
+    assert len(valid) >= 20, "the complete-suite examples went missing"
+    assert len([b for b in valid if b.needs]) >= 3, "the examples with attached files went missing"
+    assert len([b for b in blocks if b.invalid]) >= 8, "the invalid examples went missing"
+    assert len([b for b in blocks if b.is_output]) >= 6, "the outputs went missing"
 
 
-def _suite_blocks():
-    return [
-        pytest.param(b, id=f"line-{b['line']}")
-        for b in _blocks(SUITE_DOC)
-        if b["lang"] == "yaml" and not b["invalid"] and _is_complete_suite(b["body"])
-    ]
+@pytest.mark.parametrize("block", _params([b for b in _all_blocks() if b.is_suite]))
+def test_complete_suite_examples_load(block):
+    suite = load_suite(block.body, files=_files_for(block))
+    assert suite.name and suite.evals
 
 
 def _invalid_blocks():
-    blocks = _blocks(SUITE_DOC)
     out = []
-    for index, block in enumerate(blocks):
-        if block["invalid"]:
-            following = blocks[index + 1] if index + 1 < len(blocks) else None
-            expected = following["body"] if following and following["lang"] == "text" else None
-            out.append(pytest.param(block, expected, id=f"line-{block['line']}"))
+    for block in _all_blocks():
+        if block.invalid:
+            following = _next_block(block)
+            expected = following.body if following and following.lang == "text" else None
+            out.append(pytest.param(block, expected, id=block.where))
     return out
-
-
-@pytest.mark.parametrize("block", _suite_blocks())
-def test_complete_suite_examples_load(block):
-    suite = load_suite(block["body"])
-    assert suite.name and suite.evals
 
 
 @pytest.mark.parametrize(("block", "expected"), _invalid_blocks())
 def test_invalid_examples_are_rejected(block, expected):
     with pytest.raises(SuiteError) as caught:
-        load_suite(block["body"])
+        load_suite(block.body, files=_files_for(block))
     if expected is not None:
         assert str(caught.value) == expected.strip()
 
 
-# --- the pasted outputs are what the engine prints today ---------------------------------------------------
+NOT_YET = {
+    # key: the smallest suite using it; each must still be rejected while the docs list it as coming next.
+    "simulate": "evals:\n  - input: Hi\n    ground_truth: hi\n    simulate: {persona: a traveller}\n",
+    "iterations": "evals:\n  - input: Hi\n    ground_truth: hi\n    iterations: 3\n",
+    "field_equals": "evals:\n  - input: Hi\n    checks: [{field_equals: {path: a, value: b}}]\n",
+    "field_is_set": "evals:\n  - input: Hi\n    checks: [{field_is_set: a}]\n",
+    "scale": "evals:\n  - input: Hi\n    checks: [{llm_judge: {criteria: ok, scale: 5}}]\n",
+    "scope": "evals:\n  - input: Hi\n    checks: [{llm_judge: {criteria: ok, scope: conversation}}]\n",
+    "criteria": "evals:\n  - input: Hi\n    checks: [{llm_judge: {criteria: [ok, polite]}}]\n",
+}
+
+
+@pytest.mark.parametrize("key", sorted(NOT_YET))
+def test_coming_next_is_not_implemented(key):
+    text = SUITE_DOC.read_text(encoding="utf-8")
+    coming = text.split("\n## Coming next", 1)[1]
+    assert f"`{key}`" in coming, f"`{key}` is not listed under Coming next"
+    with pytest.raises(SuiteError):
+        load_suite("name: coming-next\nmodel: mock\n" + NOT_YET[key])
+
+
+# --- (d) the outputs shown are what the engine produces today ----------------------------------------------
 
 
 def _normalise_duration(text: str) -> str:
     return re.sub(r", \d+\.\ds$", ", <duration>s", text, flags=re.M)
 
 
-def test_cli_sample_is_the_real_report():
-    sample = next(
-        (b["body"] for b in _blocks(SUITE_DOC) if b["lang"] == "text" and b["body"].startswith("Suite: ")),
-        None,
-    )
-    assert sample is not None, "the evalrun sample is missing from docs/suite-format.md"
-    actual = format_report(_run_demo_without_latency())
-    assert _normalise_duration(sample.strip()) == _normalise_duration(actual.strip())
+@pytest.mark.parametrize("block", _params([b for b in _all_blocks() if b.is_output]))
+def test_outputs_are_real(block):
+    report = _run_source(block)
+    if block.body.startswith("Suite: "):
+        actual = format_report(report)
+        assert _normalise_duration(block.body.strip()) == _normalise_duration(actual.strip())
+    else:
+        assert block.body.strip() == "\n\n".join(format_eval(result) for result in report.evals)
 
 
-def _transcript_examples():
-    blocks = _blocks(SUITE_DOC)
-    return [
-        pytest.param(block["body"], following["body"], id=f"line-{block['line']}")
-        for block, following in zip(blocks, blocks[1:], strict=False)
-        if block["lang"] == "yaml"
-        and not block["invalid"]
-        and _is_complete_suite(block["body"])
-        and following["lang"] == "text"
-        and following["body"].startswith("Eval ")
-    ]
+def test_the_demo_report_is_documented():
+    demo = [b for b in _blocks(SUITE_DOC) if b.is_output and b.mark("suite") == DEMO]
+    assert demo and demo[0].body.startswith("Suite: "), "the evalrun sample of the demo went missing"
+    assert DEMO in SUITE_DOC.read_text(encoding="utf-8")
+    assert DEMO in RESULTS_DOC.read_text(encoding="utf-8")
 
 
-def test_suite_doc_has_a_transcript_example():
-    assert _transcript_examples(), "the worked example's transcript went missing"
+@pytest.mark.parametrize("block", _params([b for b in _blocks(SUITE_DOC) if b.mark("sent") is not None]))
+def test_sent_messages_are_real(block):
+    source, files, _ = _source(block)
+    suite = load_suite(source, files=files)
+    sent, _ = build_history(suite.system, suite.evals[0].messages, files)
+    assert json.loads(block.body) == sent
 
 
-@pytest.mark.parametrize(("source", "transcript"), _transcript_examples())
-def test_transcript_examples_are_real(source, transcript):
-    suite = load_suite(source)
-    assert suite.model == "mock", "transcript examples must run offline on the mock"
-    report = run_suite(suite, _mock_registry())
-    assert "\n\n".join(format_eval(result) for result in report.evals) == transcript.strip()
-
-
-def test_demo_is_the_one_documented():
-    assert "examples/demo-mock.yaml" in SUITE_DOC.read_text(encoding="utf-8")
-    assert "examples/demo-mock.yaml" in RESULTS_DOC.read_text(encoding="utf-8")
-
-
-def _json_blocks() -> list[dict]:
-    return [json.loads(b["body"]) for b in _blocks(RESULTS_DOC) if b["lang"] == "json"]
+def _without_latency(evaluation: dict) -> dict:
+    evaluation = json.loads(json.dumps(evaluation))
+    for turn in evaluation["turns"]:
+        turn.pop("latency_ms")
+    return evaluation
 
 
 def test_results_example_is_a_complete_real_report():
-    documents = [doc for doc in _json_blocks() if doc.get("format") == results.RESULTS_FORMAT]
+    documents = [b for b in _blocks(RESULTS_DOC) if b.lang == "json" and '"format"' in b.body]
     assert len(documents) == 1, "expected one full evalsite.results/1 example"
-    example = documents[0]
+    example = json.loads(documents[0].body)
+    assert example["format"] == results.RESULTS_FORMAT
     # Every field present, none extra: what the model writes is exactly what the example shows.
     assert results.RunReport.model_validate(example).model_dump(mode="json") == example
 
-    actual = _run_demo_without_latency().model_dump(mode="json")
+    actual = _run_source(documents[0]).model_dump(mode="json")
     assert example["evals"], "the example shows no eval"
     for shown in example["evals"]:
-        real = actual["evals"][shown["index"]]
-        for turn in (*shown["turns"], *real["turns"]):
-            turn.pop("latency_ms")
-        assert shown == real
-    for key in ("format", "suite", "model", "endpoint", "mock", "status"):
+        assert _without_latency(shown) == _without_latency(actual["evals"][shown["index"]])
+    for key in ("format", "suite", "model", "endpoint", "mock", "status", "gates"):
         assert example[key] == actual[key]
+    assert example["gates"], "the example shows no gate"
     shown_totals = {k: v for k, v in example["totals"].items() if k != "duration_s"}
     real_totals = {k: v for k, v in actual["totals"].items() if k != "duration_s"}
     assert shown_totals == real_totals
 
 
-def test_results_check_examples_are_valid_check_results():
-    checks = [doc for doc in _json_blocks() if "format" not in doc]
-    assert {doc["type"] for doc in checks} >= {"or", "llm_judge"}
-    for doc in checks:
-        assert results.CheckResult.model_validate(doc).model_dump(mode="json") == doc
+def _fragments():
+    return [b for b in _blocks(RESULTS_DOC) if b.lang == "json" and '"format"' not in b.body]
+
+
+def test_results_fragments_are_marked():
+    fragments = _fragments()
+    assert all(b.mark("model") for b in fragments), "mark every JSON fragment with <!-- model: Name -->"
+    assert {b.mark("model") for b in fragments} >= {"CheckResult", "EvalResult"}
+
+
+@pytest.mark.parametrize("block", _params(_fragments()))
+def test_results_fragments_are_valid(block):
+    model = getattr(results, block.mark("model") or "")
+    doc = json.loads(block.body)
+    assert model.model_validate(doc).model_dump(mode="json") == doc
+    if block.mark("suite") is not None:
+        assert model is results.EvalResult, "only EvalResult fragments are compared with a run"
+        actual = _run_source(block).model_dump(mode="json")["evals"][doc["index"]]
+        assert _without_latency(doc) == _without_latency(actual)

@@ -1,5 +1,5 @@
 // evalsite: small behaviours every page shares. Pages work without this file; it adds keyboard navigation,
-// live elapsed clocks and copy buttons.
+// live elapsed clocks, copy buttons and confirmations.
 (function () {
   "use strict";
 
@@ -23,27 +23,57 @@
   }
   setInterval(tick, 1000);
 
-  // ---- Copy buttons: <button data-copy="#input-id">. ----
+  // ---- Copy buttons: <button data-copy="#element-id"> copies an input's or textarea's value. ----
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    // Plain-HTTP pages have no clipboard API: copy from a temporary, visible-to-the-browser textarea.
+    var scratch = document.createElement("textarea");
+    scratch.value = text;
+    scratch.setAttribute("readonly", "");
+    scratch.style.position = "fixed";
+    scratch.style.opacity = "0";
+    document.body.appendChild(scratch);
+    scratch.select();
+    var ok = document.execCommand("copy");
+    document.body.removeChild(scratch);
+    return ok ? Promise.resolve() : Promise.reject(new Error("copy refused"));
+  }
   document.addEventListener("click", function (event) {
     var button = event.target.closest("[data-copy]");
     if (!button) return;
-    var input = document.querySelector(button.dataset.copy);
-    if (!input) return;
-    var done = function () {
-      var label = button.textContent;
-      button.textContent = "Copied";
+    var source = document.querySelector(button.dataset.copy);
+    if (!source) return;
+    var label = button.dataset.label || button.textContent;
+    button.dataset.label = label;
+    var show = function (text) {
+      button.textContent = text;
       setTimeout(function () { button.textContent = label; }, 1500);
     };
-    if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(input.value).then(done);
-    } else {
-      input.select();
-      document.execCommand("copy");
-      done();
-    }
+    copyText("value" in source ? source.value : source.textContent).then(
+      function () { show("Copied"); },
+      function () { show("Copy failed"); }
+    );
   });
   document.addEventListener("focusin", function (event) {
     if (event.target.matches("[data-select-on-focus]")) event.target.select();
+  });
+
+  // ---- Forms that ask first: <form data-confirm="Question?"> sends confirm=yes once the user agrees.
+  // Without JS the server asks on a page of its own instead. ----
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.matches("form[data-confirm]")) return;
+    if (!window.confirm(form.dataset.confirm)) {
+      event.preventDefault();
+      return;
+    }
+    if (!form.querySelector("input[name=confirm]")) {
+      var input = document.createElement("input");
+      input.type = "hidden";
+      input.name = "confirm";
+      input.value = "yes";
+      form.appendChild(input);
+    }
   });
 
   // ---- Tables you can walk with j / k and open with Enter: <table data-keynav>. ----
