@@ -7,6 +7,7 @@ llm_judge) call the judge client; an endpoint failure there raises EndpointError
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
@@ -14,9 +15,9 @@ from dataclasses import dataclass, field
 
 from .clients import ChatClient, EndpointError, estimate_tokens
 from .judge import judge_messages, normalise_score, parse_verdict
-from .matching import glob_match
+from .matching import MISSING, glob_match, json_field
 from .results import CheckResult, Usage
-from .schema import DEFAULT_EMBEDDING_MODEL, Check
+from .schema import DEFAULT_EMBEDDING_MODEL, SCALES, Check
 
 
 @dataclass
@@ -63,7 +64,14 @@ def label(check: Check) -> str:
     if kind == "semantic":
         return f"semantic ≥ {check.semantic.threshold:g} {_quote(check.semantic.expected, 40)}"
     if kind == "llm_judge":
-        return f"llm_judge {_quote(check.llm_judge.criteria, 50)}"
+        criteria = check.llm_judge.criteria
+        if isinstance(criteria, list):
+            return f"llm_judge ({len(criteria)} weighted criteria)"
+        return f"llm_judge {_quote(criteria, 50)}"
+    if kind == "field_equals":
+        return f"field_equals {check.field_equals.path} = {json.dumps(check.field_equals.value, ensure_ascii=False)[:40]}"
+    if kind == "field_is_set":
+        return f"field_is_set {check.field_is_set}"
     if kind == "or":
         return "or(" + ", ".join(label(member) for member in check.or_ if member.kind) + ")"
     return kind or "follow-up"
@@ -133,6 +141,34 @@ def evaluate(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
         )
     if kind == "llm_judge":
         return _judge(check, reply, judge)
+    if kind == "field_equals":
+        value = json_field(text, check.field_equals.path)
+        if value is MISSING:
+            return _result(check, False, f"no {check.field_equals.path} in the reply (not JSON, or not set)")
+        ok = value == check.field_equals.value
+        return _result(
+            check, ok, f"{check.field_equals.path} is {json.dumps(value, ensure_ascii=False)[:60]}"
+        )
+    if kind == "field_is_set":
+        value = json_field(text, check.field_is_set)
+        ok = value is not MISSING and value is not None
+        return _result(
+            check, ok, f"{check.field_is_set} is set" if ok else f"{check.field_is_set} is not set"
+        )
+    if kind == "field_equals":
+        value = json_field(text, check.field_equals.path)
+        if value is MISSING:
+            return _result(check, False, f"no {check.field_equals.path} in the reply (not JSON, or not set)")
+        ok = value == check.field_equals.value
+        return _result(
+            check, ok, f"{check.field_equals.path} is {json.dumps(value, ensure_ascii=False)[:60]}"
+        )
+    if kind == "field_is_set":
+        value = json_field(text, check.field_is_set)
+        ok = value is not MISSING and value is not None
+        return _result(
+            check, ok, f"{check.field_is_set} is set" if ok else f"{check.field_is_set} is not set"
+        )
     if kind == "or":
         children = [evaluate(member, reply, judge) for member in check.or_ if member.kind]
         ok = any(child.passed for child in children)
@@ -142,25 +178,72 @@ def evaluate(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     raise ValueError(f"not a check: {check!r}")
 
 
-def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
-    spec = check.llm_judge
+def _judge_one(spec, criteria: str, reply: Reply, judge: JudgeContext) -> tuple[float | None, str, str]:
+    """One judge call: (score on the spec's scale, or None if unparseable; reason; raw answer)."""
     client, model = judge.for_model(spec.model)
-    completion = client.complete(
-        model, judge_messages(spec.criteria, reply.conversation), temperature=spec.temperature
-    )
+    messages = judge_messages(criteria, reply.conversation, spec.scale, spec.scope)
+    completion = client.complete(model, messages, temperature=spec.temperature)
     judge.charge(completion.usage, completion.cost)
     verdict = parse_verdict(completion.text)
     if verdict.score is None:
+        return None, "judge answer unparseable: expected JSON {score, reason}", completion.text
+    raw = verdict.score
+    if spec.scale == "0-1":
+        score = normalise_score(raw)  # judges asked for 0-1 sometimes answer out of 10 or 100
+        note = "" if score == raw else f" (judge said {raw:g}, read as {score:.2f})"
+    else:
+        low, high, _ = SCALES[spec.scale]
+        score = min(max(raw, low), high)
+        note = "" if score == raw else f" (judge said {raw:g}, outside {spec.scale})"
+    return score, (verdict.reason or "no reason given") + note, completion.text
+
+
+def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    spec = check.llm_judge
+    scale = "" if spec.scale == "0-1" else f" on {spec.scale}"
+    if isinstance(spec.criteria, str):
+        score, reason, raw = _judge_one(spec, spec.criteria, reply, judge)
+        if score is None:
+            return _result(check, False, reason, 0.0, raw=raw)
+        ok = score >= spec.threshold
         return _result(
-            check, False, "judge answer unparseable: expected JSON {score, reason}", 0.0, raw=completion.text
+            check,
+            ok,
+            f"score {score:.2f}{scale} (threshold {spec.threshold:g}): {reason}",
+            spec.normalise(score),
+            raw=raw,
         )
-    score = normalise_score(verdict.score)
-    note = "" if score == verdict.score else f" (judge said {verdict.score:g}, read as {score:.2f})"
-    ok = score >= spec.threshold
-    reason = (verdict.reason or "no reason given") + note
-    return _result(
-        check, ok, f"score {score:.2f} (threshold {spec.threshold:g}): {reason}", score, raw=completion.text
+    # Weighted criteria: each judged on its own, with its own verdict; the check scores their weighted mean.
+    children, weighted, total = [], 0.0, 0.0
+    for number, criterion in enumerate(spec.criteria, start=1):
+        score, reason, raw = _judge_one(spec, criterion.criteria, reply, judge)
+        name = criterion.name or f"criterion {number}"
+        label = f"{name} (weight {criterion.weight:g})"
+        if score is None:
+            children.append(
+                CheckResult(type="criterion", label=label, passed=False, score=0.0, reason=reason, raw=raw)
+            )
+        else:
+            normalised = spec.normalise(score)
+            children.append(
+                CheckResult(
+                    type="criterion",
+                    label=label,
+                    passed=score >= spec.threshold,
+                    score=normalised,
+                    reason=f"score {score:.2f}{scale}: {reason}",
+                    raw=raw,
+                )  # fmt: skip
+            )
+            weighted += criterion.weight * normalised
+        total += criterion.weight
+    overall = weighted / total
+    threshold = spec.normalise(spec.threshold)
+    ok = overall >= threshold and all(
+        child.raw is None or "unparseable" not in child.reason for child in children
     )
+    reason = f"weighted score {overall:.2f} (threshold {threshold:.2f} of 1) over {len(children)} criteria"
+    return _result(check, ok, reason, overall, children=children)
 
 
 def evaluate_level(items: list[Check], reply: Reply, judge: JudgeContext) -> list[CheckResult]:

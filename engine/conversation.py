@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 
 from .checks import JudgeContext, Reply, choose_followup, evaluate_level
 from .clients import ChatClient, EndpointError
+from .conditions import holds
 from .grading import extract, grade
 from .history import build_history
-from .results import EvalResult, Totals, TurnGrade, TurnRecord
+from .results import EvalResult, Totals, TurnGrade, TurnRecord, Usage
 from .schema import Check, Eval, Extractor, followup_depth
+from .simulate import clean_reply, persona_for, simulator_messages
 
 
 class StopConversation(Exception):
@@ -63,6 +65,9 @@ class Step:
     reason: str | None = None
     ground_truth: str | None = None  # grade this step's reply against it
     grade_conversation: str | None = None  # grade the whole conversation against it, after this step
+    simulated: _Simulated | None = None  # check the stop condition after this step's reply
+    user_usage: Usage = field(default_factory=Usage)  # what the simulated user spent writing `prompt`
+    user_cost: float = 0.0
 
 
 def _plural(count: int, word: str) -> str:
@@ -174,6 +179,95 @@ class _Scripted:
         return "failed", score, f"failed: {note} (score {score:.2f}, needs {self.threshold:g})", None
 
 
+class _Simulated:
+    """@agtlantis/eval: the first prompt, then scripted follow-ups, then a simulated user, until a stop
+    condition holds or max_turns is reached. `checks` grade the final reply."""
+
+    def __init__(self, ev: Eval, index: int, ctx: EngineContext, prior: Sequence[TurnRecord]):
+        self.ev = ev
+        self.sim = ev.simulate
+        self.ctx = ctx
+        self.prior = prior
+        self.node = f"evals[{index}]"
+        self.live_messages: list[dict] = []  # the conversation so far, without system prompt or history
+        self.scripted: list[str] = []
+        self.forever: str | None = None
+        for follow_up in self.sim.follow_ups:
+            if follow_up.turns == "inf":
+                self.forever = follow_up.input
+            else:
+                self.scripted += [follow_up.input] * follow_up.turns
+
+    def _step(self, prompt: str, number: int, **extra) -> Step:
+        return Step(prompt, [], f"{self.node}.simulate" if number > 1 else self.node, simulated=self, **extra)
+
+    def first(self) -> Step:
+        return self._step(self.ev.prompt, 1)
+
+    def has_input(self, turns_done: int) -> bool:
+        """Is there a user message for turn turns_done + 1?"""
+        return turns_done - 1 < len(self.scripted) or self.forever is not None or self.sim.persona is not None
+
+    def next(self, step: Step, turn: TurnRecord) -> Step | None:
+        if turn.termination:
+            return None
+        number = turn.turn + 1
+        if number <= len(self.prior):  # resuming: the stored turn says what the user said
+            return self._step(self.prior[number - 1].prompt, number)
+        if turn.turn - 1 < len(self.scripted):
+            return self._step(self.scripted[turn.turn - 1], number)
+        if self.forever is not None:
+            return self._step(self.forever, number)
+        return self._simulated_user(number, turn)
+
+    def _simulated_user(self, number: int, turn: TurnRecord) -> Step:
+        if self.sim.model:
+            client, model = (
+                self.ctx.resolve(self.sim.model) if self.ctx.resolve else (self.ctx.judge, self.sim.model)
+            )
+        else:
+            client, model = self.ctx.judge, self.ctx.judge_model
+        live = self.live_messages
+        completion = client.complete(model, simulator_messages(persona_for(self.sim.persona, number), live))
+        return self._step(
+            clean_reply(completion.text), number, user_usage=completion.usage, user_cost=completion.cost
+        )
+
+    def terminate(self, position: int, reply: Reply, judge: JudgeContext) -> str | None:
+        """Checked after each reply: why the conversation ends here, or None to go on."""
+        if self.sim.stop_when is not None:
+            met, label = holds(self.sim.stop_when, position, reply, judge)
+            if met:
+                return f"condition met: {label}"
+        if position >= self.sim.max_turns:
+            return f"max turns ({self.sim.max_turns})"
+        if not self.has_input(position):
+            return "inputs exhausted"
+        return None
+
+    def final_checks(self) -> list[Check]:
+        return self.ev.checks or []
+
+    def verdict(self, turns: list[TurnRecord]) -> tuple[str, float, str, int | None]:
+        last = turns[-1]
+        reason = last.termination or ""
+        if reason.startswith("condition met"):
+            outcome = self.sim.on_condition_met
+        elif reason.startswith("max turns"):
+            outcome = self.sim.on_max_turns
+        else:
+            outcome = "fail"  # ran out of inputs with no simulated user to continue
+        checks_ok = all(check.passed for check in last.checks)
+        passed = outcome == "pass" and checks_ok
+        why = reason + ("" if checks_ok else "; final checks failed")
+        return (
+            ("passed" if passed else "failed"),
+            (1.0 if passed else 0.0),
+            f"{'passed' if passed else 'failed'} after {_plural(last.turn, 'turn')}: {why}",
+            None,
+        )
+
+
 def run_eval(
     ev: Eval,
     index: int,
@@ -184,7 +278,12 @@ def run_eval(
     should_stop: Callable[[], bool] | None = None,
 ) -> EvalResult:
     messages, history = build_history(ctx.system, ev.messages, ctx.files)
-    driver = _Tree(ev, index) if ev.style == "tree" else _Scripted(ev, index, ctx.defaults)
+    if ev.style == "simulated":
+        driver = _Simulated(ev, index, ctx, prior)
+    elif ev.style == "tree":
+        driver = _Tree(ev, index)
+    else:
+        driver = _Scripted(ev, index, ctx.defaults)
     turns: list[TurnRecord] = []
 
     def finish(
@@ -208,6 +307,7 @@ def run_eval(
             verdict=verdict,
             error=error,
             history=history,
+            termination=(turns[-1].termination if turns else None) if status != "error" else "error",
             turns=list(turns),
             turns_passed=sum(1 for _, ok in units if ok) if units is not None else None,
             turns_total=len(units) if units is not None else None,
@@ -238,6 +338,8 @@ def run_eval(
         if step.prompt is not None:
             messages.append({"role": "user", "content": turn.prompt})
         messages.append({"role": "assistant", "content": turn.response})
+        if isinstance(driver, _Simulated):
+            driver.live_messages = messages[given:]
         step = driver.next(step, turn)
     status, score, verdict, passed_on = driver.verdict(turns)
     return finish(status, verdict, score=score, passed_on=passed_on)
@@ -247,6 +349,8 @@ def _check_resume(turn: TurnRecord, step: Step, position: int) -> None:
     if turn.prompt != (step.prompt or ""):
         raise ResumeMismatch(f"stored turn {position} was {turn.prompt!r}, the suite says {step.prompt!r}")
     expected = [item.kind for item in step.checks if item.kind]
+    if step.simulated is not None and turn.termination:
+        expected = [item.kind for item in step.simulated.final_checks() if item.kind]
     if turn.node != step.node or [result.type for result in turn.checks] != expected:
         raise ResumeMismatch(f"stored turn {position} was graded against other checks than the suite has")
 
@@ -266,6 +370,11 @@ def _play_turn(
         conversation=conversation,
     )
     results = evaluate_level(step.checks, reply, judge)
+    termination = None
+    if step.simulated is not None:
+        termination = step.simulated.terminate(position, reply, judge)
+        if termination:  # the conversation ends here, so this is the final reply the checks grade
+            results = evaluate_level(step.simulated.final_checks(), reply, judge)
     turn_grade = _grade(ctx, ev, step, position, completion.text, conversation, given, judge)
     passed = all(result.passed for result in results) and (turn_grade is None or turn_grade.passed)
     return TurnRecord(
@@ -280,6 +389,9 @@ def _play_turn(
         passed=passed if (results or turn_grade is not None) else None,
         followup_reason=step.reason,
         grade=turn_grade,
+        termination=termination,
+        user_usage=step.user_usage,
+        user_cost=step.user_cost,
         judge_usage=judge.spent,
         judge_cost=judge.cost,
     )

@@ -11,48 +11,12 @@ import re
 
 from .checks import JudgeContext
 from .judge import JUDGE_SYSTEM, normalise_score, parse_verdict
+from .matching import MISSING, json_field
 from .results import TurnGrade
 from .schema import Extractor
 from .transcript import format_transcript
 
 LAST_ASSISTANT = Extractor(kind="last_assistant")
-
-
-def _json_value(text: str):
-    candidates = [text.strip()]
-    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
-    if fenced:
-        candidates.append(fenced.group(1).strip())
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start : end + 1])
-    for candidate in candidates:
-        try:
-            return json.loads(candidate)
-        except ValueError:
-            continue
-    return None
-
-
-_MISSING = object()
-
-
-def dig(value, path: str):
-    """Follows a dot path (`a.b.0.c`) into parsed JSON; _MISSING when any step is absent."""
-    for key in path.split("."):
-        if isinstance(value, dict) and key in value:
-            value = value[key]
-        elif isinstance(value, list) and key.lstrip("-").isdigit() and -len(value) <= int(key) < len(value):
-            value = value[int(key)]
-        else:
-            return _MISSING
-    return value
-
-
-def json_field(text: str, path: str):
-    """The value at `path` in a reply that is (or contains) JSON, or _MISSING."""
-    parsed = _json_value(text)
-    return _MISSING if parsed is None else dig(parsed, path)
 
 
 def extract(extractor: Extractor | None, replies: list[str]) -> str:
@@ -76,7 +40,7 @@ def extract(extractor: Extractor | None, replies: list[str]) -> str:
         return last[at + len(extractor.marker) :].strip() if at >= 0 else ""
     if kind == "json":
         value = json_field(last, extractor.path)
-        if value is _MISSING:
+        if value is MISSING:
             return ""
         return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     raise ValueError(f"unknown extractor {kind}")

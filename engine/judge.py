@@ -22,14 +22,29 @@ JUDGE_SYSTEM = (
 )
 
 
-def judge_messages(criteria: str, conversation: list[dict]) -> list[dict]:
+SCALE_WORDS = {
+    "0-1": "a number from 0 (not met at all) to 1 (fully met)",
+    "0-100": "a number from 0 (not met at all) to 100 (fully met)",
+    "-3..3": "an integer from -3 (the opposite of the criteria) through 0 (neutral) to 3 (fully met)",
+}
+
+
+def judge_messages(
+    criteria: str, conversation: list[dict], scale: str = "0-1", scope: str = "reply"
+) -> list[dict]:
     transcript = format_transcript(conversation)
+    target = "the whole conversation" if scope == "conversation" else "the assistant's final reply"
     user = (
         f"Criteria:\n{criteria}\n\n"
         f"Conversation:\n{transcript}\n\n"
-        "Grade the assistant's final reply against the criteria. Respond with the JSON object only."
+        f"Grade {target} against the criteria. Respond with the JSON object only."
     )
-    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+    system = JUDGE_SYSTEM
+    if scale != "0-1":
+        system = system.replace("<number from 0 to 1>", "<score>").replace(
+            "1 means the criteria are fully met, 0 means not at all.", f"The score is {SCALE_WORDS[scale]}."
+        )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 @dataclass

@@ -233,7 +233,7 @@ def _message(error: dict) -> str:
         key = str(error["loc"][-1])
         known = _known_keys()
         if key in known:
-            return f"`{key}` is not allowed here"
+            return f"unknown key `{key}` here (it belongs elsewhere in a suite)"
         hint = difflib.get_close_matches(key, known, n=1, cutoff=0.7)
         message = f"unknown key `{key}`"
         return f"{message} (did you mean `{hint[0]}`?)" if hint else message

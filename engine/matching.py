@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
 
@@ -24,3 +25,40 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 def glob_match(pattern: str, text: str) -> bool:
     """Whole-text glob, case-insensitive; `*` spans newlines. "*105*" means "contains 105"."""
     return _glob_regex(pattern).match(text) is not None
+
+
+def _json_value(text: str):
+    candidates = [text.strip()]
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
+    if fenced:
+        candidates.append(fenced.group(1).strip())
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start : end + 1])
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            continue
+    return None
+
+
+MISSING = object()
+
+
+def dig(value, path: str):
+    """Follows a dot path (`a.b.0.c`) into parsed JSON; MISSING when any step is absent."""
+    for key in path.split("."):
+        if isinstance(value, dict) and key in value:
+            value = value[key]
+        elif isinstance(value, list) and key.lstrip("-").isdigit() and -len(value) <= int(key) < len(value):
+            value = value[int(key)]
+        else:
+            return MISSING
+    return value
+
+
+def json_field(text: str, path: str):
+    """The value at `path` in a reply that is (or contains) JSON, or MISSING."""
+    parsed = _json_value(text)
+    return MISSING if parsed is None else dig(parsed, path)

@@ -48,7 +48,8 @@ def overall(result: EvalResult) -> str:
 
 
 def format_eval(result: EvalResult) -> str:
-    lines = [f"Eval {result.index + 1}: {_indent(result.prompt, '  ')}"]
+    repeat = f" (iteration {result.iteration + 1})" if result.iteration else ""
+    lines = [f"Eval {result.index + 1}{repeat}: {_indent(result.prompt, '  ')}"]
     if result.history:
         roles = ", ".join(message["role"] for message in result.history)
         lines.append(f"  Given history: {_plural(len(result.history), 'message')} ({roles})")
@@ -57,7 +58,8 @@ def format_eval(result: EvalResult) -> str:
         if turn.followup_reason:
             lines.append(f"    Follow-up because {turn.followup_reason}")
         prompt = turn.prompt if turn.prompt else "(none: the model replies to the given history)"
-        lines.append(f"    Prompt: {_indent(prompt, '      ')}")
+        who = " (simulated user)" if turn.user_usage.total_tokens else ""
+        lines.append(f"    Prompt{who}: {_indent(prompt, '      ')}")
         lines.append(f"    Response: {_indent(turn.response, '      ')}")
         for check in turn.checks:
             lines += _check_lines(check, "    ")
@@ -75,8 +77,29 @@ def format_eval(result: EvalResult) -> str:
     if result.turns_total is not None:
         marks = "".join("✓" if turn.passed else "✗" for turn in result.turns if turn.passed is not None)
         lines.append(f"  Turns: {result.turns_passed}/{result.turns_total} {marks}".rstrip())
+    if len(result.turns) and result.termination and result.conversation == "simulated":
+        lines.append(f"  Ended: {result.termination}")
     lines.append(f"  Overall: {overall(result)}")
     return "\n".join(lines)
+
+
+def format_iterated(report: RunReport) -> list[str]:
+    lines = []
+    for item in report.iterated:
+        stats = item.stats
+        strip = "".join(
+            "✓" if r.status == "passed" else "✗" if r.status == "failed" else "!"
+            for r in sorted((r for r in report.evals if r.index == item.index), key=lambda r: r.iteration)
+        )
+        mean = "n/a" if stats.mean is None else f"{stats.mean:.2f} ± {stats.std_dev:.2f}"
+        flaky = " FLAKY" if stats.flaky else ""
+        mark = PASS if item.status == "passed" else FAIL
+        lines.append(
+            f"{mark} {item.id}: {stats.pass_count}/{stats.iterations - stats.errors} passed "
+            f"({stats.pass_rate:.0%}, 95% CI {stats.pass_rate_low:.0%}–{stats.pass_rate_high:.0%}, needs "
+            f"{stats.pass_rate_threshold:.0%}) {strip}{flaky} — score {mean}, turns {stats.min_turns}–{stats.max_turns}"
+        )
+    return lines
 
 
 def format_report(report: RunReport) -> str:
@@ -94,6 +117,9 @@ def format_report(report: RunReport) -> str:
     for gate in report.gates:
         actual = "n/a" if gate.actual is None else f"{gate.actual:.3f}"
         summary += f"\nGate {gate.label}: {PASS if gate.passed else FAIL} (actual {actual})"
+    iterated = format_iterated(report)
+    if iterated:
+        blocks += ["Iterated evals:", *iterated, ""]
     return "\n".join(
         blocks + [summary, f"Overall: {PASS if report.status == 'passed' else FAIL} ({report.status})"]
     )

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from .stats import IteratedResult
+
 RESULTS_FORMAT = "evalsite.results/1"
 
 # queued/running appear only in a web report of a run still in progress.
@@ -71,6 +73,9 @@ class TurnRecord(BaseModel):
     passed: bool | None = None  # every check of this turn passed
     followup_reason: str | None = None  # why this follow-up was sent
     grade: TurnGrade | None = None  # scripted turns: this turn against its ground truth
+    termination: str | None = None  # simulated: why the conversation ended after this turn
+    user_usage: Usage = Field(default_factory=Usage)  # simulated user that wrote this turn's prompt
+    user_cost: float = 0.0
     judge_usage: Usage = Field(default_factory=Usage)
     judge_cost: float = 0.0
 
@@ -81,20 +86,23 @@ class Totals(BaseModel):
     completion_tokens: int = 0
     total_tokens: int = 0
     judge_tokens: int = 0
-    cost: float = 0.0
+    user_tokens: int = 0  # the simulated user's
+    cost: float = 0.0  # agent + judge + simulated user
     estimated: bool = False
 
     @classmethod
     def of(cls, turns: list[TurnRecord]) -> Totals:
         usage = sum((turn.usage for turn in turns), Usage())
         judge = sum((turn.judge_usage for turn in turns), Usage())
+        user = sum((turn.user_usage for turn in turns), Usage())
         return cls(
             turns=len(turns),
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             total_tokens=usage.total_tokens,
             judge_tokens=judge.total_tokens,
-            cost=round(sum(turn.cost + turn.judge_cost for turn in turns), 8),
+            user_tokens=user.total_tokens,
+            cost=round(sum(turn.cost + turn.judge_cost + turn.user_cost for turn in turns), 8),
             estimated=usage.estimated,
         )
 
@@ -103,7 +111,8 @@ class EvalResult(BaseModel):
     index: int
     id: str
     kind: Literal["single-turn", "multi-turn"]
-    conversation: Literal["tree", "scripted", "turns", "history"] = "tree"
+    conversation: Literal["tree", "scripted", "turns", "history", "simulated"] = "tree"
+    iteration: int = 0  # which repetition of the eval (iterations > 1)
     prompt: str  # the first user message
     status: EvalStatus
     score: float | None = None
@@ -111,6 +120,7 @@ class EvalResult(BaseModel):
     verdict: str  # "passed on turn 2", "failed after 3 turns", "error on turn 1: ..."
     error: str | None = None
     history: list[dict] = Field(default_factory=list)  # given messages sent before the live turns
+    termination: str | None = None  # simulated: condition met (which), max turns, inputs exhausted, error
     turns: list[TurnRecord] = Field(default_factory=list)
     turns_passed: int | None = None  # graded units (turns, or the conversation) that passed
     turns_total: int | None = None
@@ -129,6 +139,7 @@ class RunTotals(BaseModel):
     completion_tokens: int = 0
     total_tokens: int = 0
     judge_tokens: int = 0
+    user_tokens: int = 0
     cost: float = 0.0
     duration_s: float | None = None
 
@@ -143,6 +154,7 @@ class RunTotals(BaseModel):
             totals.completion_tokens += result.totals.completion_tokens
             totals.total_tokens += result.totals.total_tokens
             totals.judge_tokens += result.totals.judge_tokens
+            totals.user_tokens += result.totals.user_tokens
             totals.cost = round(totals.cost + result.totals.cost, 8)
         return totals
 
@@ -204,9 +216,12 @@ def evaluate_gates(gates, evals: list[EvalResult]) -> list[GateResult]:
     return results
 
 
-def gated_status(evals: list[EvalResult], gates: list[GateResult]) -> EvalStatus:
-    """With gates, the gates decide between passed and failed (single evals may fail); errors still win."""
-    status = run_status(evals)
+def gated_status(evals: list[EvalResult], gates: list[GateResult], iterated=()) -> EvalStatus:
+    """With gates, the gates decide between passed and failed (single evals may fail); errors still win.
+    Iterated evals count by their pass rate, not by each iteration."""
+    from .stats import overall_status
+
+    status = overall_status(evals, list(iterated))
     if not gates or status in ("running", "queued", "error", "cancelled"):
         return status
     return "passed" if all(gate.passed for gate in gates) else "failed"
@@ -226,5 +241,6 @@ class RunReport(BaseModel):
     mock: bool = False
     status: EvalStatus
     gates: list[GateResult] = Field(default_factory=list)
-    evals: list[EvalResult]
+    evals: list[EvalResult]  # one per conversation: every iteration of every eval
+    iterated: list[IteratedResult] = Field(default_factory=list)  # evals run more than once, with statistics
     totals: RunTotals

@@ -10,6 +10,7 @@ from .clients import MOCK, EndpointRegistry
 from .conversation import Defaults, EngineContext, run_eval
 from .results import EvalResult, RunReport, RunTotals, SuiteRef, evaluate_gates, gated_status
 from .schema import Suite
+from .stats import iterated_results
 
 
 def build_context(
@@ -51,25 +52,34 @@ def run_suite(
     files: Mapping[str, str] | None = None,
 ) -> RunReport:
     ctx, endpoint_name = build_context(suite, registry, model, files)
-    workers = max(1, min(concurrency, registry.max_concurrency(endpoint_name), len(suite.evals)))
+    jobs = [
+        (index, iteration)
+        for index, ev in enumerate(suite.evals)
+        for iteration in range(ev.iterations or suite.iterations)
+    ]
+    workers = max(1, min(concurrency, registry.max_concurrency(endpoint_name), len(jobs)))
     started = time.monotonic()
 
-    def one(index: int) -> EvalResult:
+    def one(job: tuple[int, int]) -> EvalResult:
+        index, iteration = job
         result = run_eval(suite.evals[index], index, suite.eval_id(index), ctx)
+        result.iteration = iteration
         if on_result is not None:
             on_result(result)
         return result
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(one, range(len(suite.evals))))
+        results = list(pool.map(one, jobs))
     gates = evaluate_gates(suite.gates, results)
+    iterated = iterated_results(suite, results)
     return RunReport(
         suite=suite_ref or SuiteRef(name=suite.name or ""),
         model=model or suite.model or "",
         endpoint=endpoint_name,
         mock=endpoint_name == MOCK,
-        status=gated_status(results, gates),
+        status=gated_status(results, gates, iterated),
         gates=gates,
+        iterated=iterated,
         evals=results,
         totals=RunTotals.of(results, duration_s=round(time.monotonic() - started, 3)),
     )

@@ -10,6 +10,7 @@ own follow-up. Follow-ups nest at most MAX_FOLLOWUP_DEPTH levels below the eval'
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from typing import Any, Literal
@@ -30,6 +31,8 @@ CHECK_KEYS = (
     "max_tokens",
     "semantic",
     "llm_judge",
+    "field_equals",
+    "field_is_set",
     "or",
 )
 
@@ -48,17 +51,64 @@ class SemanticSpec(StrictModel):
     )
 
 
-class JudgeSpec(StrictModel):
-    """An LLM judge scores the reply against criteria and returns JSON {score, reason}."""
+SCALES = {
+    "0-1": (0.0, 1.0, 0.5),
+    "0-100": (0.0, 100.0, 50.0),
+    "-3..3": (-3.0, 3.0, 1.0),
+}  # low, high, default threshold
 
-    criteria: str = Field(description="What a good reply does. The judge sees the whole conversation.")
-    threshold: float = Field(0.5, ge=0.0, le=1.0, description="Minimum score (0-1) to pass.")
+
+class Criterion(StrictModel):
+    """One of several weighted criteria: judged on its own, with its own verdict and reasoning."""
+
+    name: str | None = Field(None, max_length=100)
+    criteria: str
+    weight: float = Field(1.0, gt=0)
+
+
+class JudgeSpec(StrictModel):
+    """An LLM judge scores the reply (or the whole conversation) against criteria, answering JSON {score, reason}.
+
+    Several weighted criteria are judged one by one; the check's score is their weighted mean.
+    """
+
+    criteria: str | list[Criterion] = Field(
+        description="What a good reply does, or a list of weighted criteria."
+    )
+    scale: Literal["0-1", "0-100", "-3..3"] = Field("0-1", description="The scale the judge scores on.")
+    threshold: float | None = Field(
+        None, description="Minimum score to pass, on the scale (default 0.5 / 50 / 1)."
+    )
+    scope: Literal["reply", "conversation"] = Field(
+        "reply", description="Grade the last reply, or the whole conversation (in [Role]: form)."
+    )
     model: str | None = Field(None, description="Judge model; defaults to the suite's `judge`.")
     temperature: float | None = Field(None, ge=0.0, le=2.0)
 
+    @model_validator(mode="after")
+    def _threshold_on_scale(self) -> JudgeSpec:
+        low, high, default = SCALES[self.scale]
+        if self.threshold is None:
+            self.threshold = default
+        elif not low <= self.threshold <= high:
+            raise ValueError(f"threshold {self.threshold:g} is outside the {self.scale} scale")
+        if isinstance(self.criteria, list) and not self.criteria:
+            raise ValueError("criteria needs at least one criterion")
+        return self
 
-class Check(StrictModel):
-    """One item of a `checks` list: a check, a follow-up, or a check carrying its own follow-up."""
+    def normalise(self, raw: float) -> float:
+        """A score on this judge's scale, as 0-1."""
+        low, high, _ = SCALES[self.scale]
+        return (min(max(raw, low), high) - low) / (high - low)
+
+
+class FieldEquals(StrictModel):
+    path: str = Field(description="Dot path into the JSON-parsed reply, e.g. booking.status or items.0.id.")
+    value: Any = Field(description="The value it must equal (compared after JSON parsing).")
+
+
+class CheckFields(StrictModel):
+    """The check vocabulary, shared by checks and by termination conditions."""
 
     match: str | None = Field(None, description='Glob over the reply, case-insensitive; "*" spans newlines.')
     not_match: str | None = Field(None, description="Passes when the glob does not match.")
@@ -69,6 +119,27 @@ class Check(StrictModel):
     max_tokens: int | None = Field(None, ge=0, description="Reply has at most this many completion tokens.")
     semantic: SemanticSpec | None = None
     llm_judge: JudgeSpec | None = None
+    field_equals: FieldEquals | None = Field(
+        None, description="On the JSON-parsed reply; not JSON means no match."
+    )
+    field_is_set: str | None = Field(
+        None, description="Dot path that must hold a non-null value in the JSON reply."
+    )
+
+    @field_validator("regex")
+    @classmethod
+    def _regex_compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression: {exc}") from None
+        return value
+
+
+class Check(CheckFields):
+    """One item of a `checks` list: a check, a follow-up, or a check carrying its own follow-up."""
+
     or_: list[Check] | None = Field(
         None, alias="or", min_length=1, description="Passes if any member passes."
     )
@@ -82,16 +153,6 @@ class Check(StrictModel):
         if isinstance(data, dict) and isinstance(data.get("checks"), dict):
             data = {**data, "checks": [data["checks"]]}
         return data
-
-    @field_validator("regex")
-    @classmethod
-    def _regex_compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression: {exc}") from None
-        return value
 
     @model_validator(mode="after")
     def _one_kind(self) -> Check:
@@ -125,6 +186,111 @@ class Check(StrictModel):
 
 
 Check.model_rebuild()
+
+CONDITION_KEYS = ("all", "any", "not", "after_turns", "natural_language")
+
+
+class NaturalLanguage(StrictModel):
+    """The judge answers a yes/no question about the conversation with a confidence."""
+
+    prompt: str = Field(description="A yes/no question, e.g. Has the booking been confirmed?")
+    threshold: float = Field(0.7, ge=0.0, le=1.0, description="Confidence needed to count as met.")
+    model: str | None = Field(None, description="Judge model; defaults to the suite's `judge`.")
+
+
+class Condition(CheckFields):
+    """When a simulated conversation stops: a condition, a combinator, or any check of the vocabulary."""
+
+    all_: list[Condition] | None = Field(None, alias="all", min_length=1, description="Every member holds.")
+    any_: list[Condition] | None = Field(None, alias="any", min_length=1, description="Some member holds.")
+    not_: Condition | None = Field(None, alias="not", description="The member does not hold.")
+    after_turns: int | None = Field(None, ge=1, description="The agent has replied this many times.")
+    natural_language: NaturalLanguage | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Condition:
+        keys = self.keys()
+        if len(keys) != 1:
+            found = " and ".join(keys) if keys else "nothing"
+            raise ValueError(
+                f"a condition is exactly one of {', '.join(CONDITION_KEYS)} or a check; found {found}"
+            )
+        return self
+
+    def keys(self) -> list[str]:
+        names = [
+            key
+            for key in CONDITION_KEYS
+            if getattr(self, key + "_" if key in ("all", "any", "not") else key) is not None
+        ]
+        return names + [key for key in CHECK_KEYS if key != "or" and getattr(self, key) is not None]
+
+    @property
+    def kind(self) -> str:
+        return self.keys()[0]
+
+
+Condition.model_rebuild()
+
+
+class PersonaStage(StrictModel):
+    until_turn: int | None = Field(
+        None, ge=1, description="Use this persona up to this turn; omit on the last stage."
+    )
+    text: str
+
+
+class FollowUpInput(StrictModel):
+    input: str
+    turns: int | Literal["inf"] = Field(
+        1, description='How many times to send it; "inf" (last one only) forever.'
+    )
+
+    @field_validator("turns", mode="before")
+    @classmethod
+    def _infinity(cls, value: Any) -> Any:
+        if isinstance(value, float) and math.isinf(value) and value > 0:
+            return "inf"  # YAML's .inf
+        return value
+
+    @field_validator("turns")
+    @classmethod
+    def _positive(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("turns is at least 1")
+        return value
+
+
+class Simulate(StrictModel):
+    """A conversation driven past its first prompt by scripted follow-ups, then by a simulated user, until
+    a condition is met or max_turns is reached (@agtlantis/eval's multi-turn test cases)."""
+
+    persona: str | list[PersonaStage] | None = Field(
+        None,
+        description="The simulated user's persona, or a schedule by turn. Without one, only follow_ups are sent.",
+    )
+    model: str | None = Field(None, description="Model playing the user; defaults to the suite's `judge`.")
+    follow_ups: list[FollowUpInput] = Field(default_factory=list, description="Scripted inputs, used first.")
+    max_turns: int = Field(10, ge=1, le=200)
+    stop_when: Condition | None = None
+    on_condition_met: Literal["pass", "fail"] = "pass"
+    on_max_turns: Literal["pass", "fail"] = "fail"
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Simulate:
+        for number, follow_up in enumerate(self.follow_ups[:-1]):
+            if follow_up.turns == "inf":
+                raise ValueError(f"follow_ups[{number}]: turns: inf is allowed only on the last follow-up")
+        if isinstance(self.persona, list):
+            if not self.persona:
+                raise ValueError("a persona schedule needs at least one stage")
+            bounds = [stage.until_turn for stage in self.persona]
+            if any(bound is None for bound in bounds[:-1]):
+                raise ValueError("only the last persona stage may leave out until_turn")
+            given = [bound for bound in bounds if bound is not None]
+            if given != sorted(set(given)):
+                raise ValueError("persona stages' until_turn must increase")
+        return self
 
 
 GRADERS = ("exact_match", "contains", "regex_match", "llm_judge")
@@ -288,6 +454,15 @@ class Eval(StrictModel):
     pass_threshold: float | None = Field(
         None, ge=0.0, le=1.0, description="Minimum score to pass (default 1.0)."
     )
+    simulate: Simulate | None = Field(
+        None, description="After `prompt`: follow-ups, a simulated user, stop conditions."
+    )
+    iterations: int | None = Field(
+        None, ge=1, le=1000, description="Run this eval N times (default: the suite's)."
+    )
+    pass_rate_threshold: float | None = Field(
+        None, ge=0.0, le=1.0, description="Iterated: share of passes needed."
+    )
     aggregation: Literal["mean", "min", "max"] | None = Field(
         None, description="turns: how turn scores combine."
     )
@@ -316,7 +491,15 @@ class Eval(StrictModel):
             raise ValueError("an eval needs `prompt`, `input`, `turns` or `messages`")
         if self.checks is not None and not any(item.kind for item in self.checks):
             raise ValueError("checks need at least one check (follow-ups fire when a check fails)")
-        if self.prompt is not None:
+        if self.simulate is not None:
+            if self.prompt is None:
+                raise ValueError("`simulate` starts from `prompt`: give the first user message")
+            _no_followups(self.checks, "checks")
+            if self.ground_truth is not None:
+                raise ValueError(
+                    "`ground_truth` goes with `input`; grade a simulated conversation with checks"
+                )
+        elif self.prompt is not None:
             if not self.checks:
                 raise ValueError("a `prompt` conversation needs `checks`")
             if self.ground_truth is not None:
@@ -353,6 +536,8 @@ class Eval(StrictModel):
 
     @property
     def style(self) -> str:
+        if self.simulate is not None:
+            return "simulated"
         if self.prompt is not None:
             return "tree"
         if self.input is not None:
@@ -427,6 +612,10 @@ class Suite(StrictModel):
     rubric: str | None = Field(None, description="Default rubric for grader llm_judge.")
     pass_threshold: float | None = Field(None, ge=0.0, le=1.0, description="Default pass threshold.")
     gates: list[Gate] = Field(default_factory=list)
+    iterations: int = Field(1, ge=1, le=1000, description="Run every eval N times; statistics when N > 1.")
+    pass_rate_threshold: float = Field(
+        0.5, ge=0.0, le=1.0, description="An iterated eval passes at this pass rate."
+    )
     dataset: str | None = Field(
         None, description="A JSONL or CSV file attached to the suite; each row is an eval."
     )

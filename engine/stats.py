@@ -92,3 +92,66 @@ def iteration_stats(trials: list[Trial], pass_rate_threshold: float = 0.5) -> It
         passed=n > 0 and rate >= pass_rate_threshold,
         pass_rate_threshold=pass_rate_threshold,
     )
+
+
+class IteratedResult(BaseModel):
+    """One eval run N times: its statistics and verdict (pass rate against the threshold)."""
+
+    index: int
+    id: str
+    kind: str  # single-turn-iterated | multi-turn-iterated
+    status: str  # passed | failed | error (every iteration errored)
+    stats: IterationStats
+
+
+def iterated_results(suite, evals) -> list[IteratedResult]:
+    """Group per-iteration EvalResults (or anything with index/iteration/status/score/turns) by eval."""
+    groups: dict[int, list] = {}
+    for result in evals:
+        groups.setdefault(result.index, []).append(result)
+    out = []
+    for index, results in sorted(groups.items()):
+        ev = suite.evals[index]
+        iterations = ev.iterations or suite.iterations
+        if iterations <= 1:
+            continue
+        threshold = (
+            ev.pass_rate_threshold if ev.pass_rate_threshold is not None else suite.pass_rate_threshold
+        )
+        trials = [
+            Trial(
+                iteration=r.iteration,
+                passed=r.status == "passed",
+                score=r.score if r.status in ("passed", "failed") else None,
+                turns=r.totals.turns if hasattr(r, "totals") else r.turn_count,
+                termination=(r.termination or "") if r.status != "error" else "error",
+            )
+            for r in sorted(results, key=lambda r: r.iteration)
+        ]
+        stats = iteration_stats(trials, threshold)
+        multi = any(getattr(r, "kind", "") == "multi-turn" for r in results)
+        status = (
+            "error"
+            if stats.iterations and stats.errors == stats.iterations
+            else ("passed" if stats.passed else "failed")
+        )
+        out.append(
+            IteratedResult(
+                index=index,
+                id=suite.eval_id(index),
+                kind="multi-turn-iterated" if multi else "single-turn-iterated",
+                status=status,
+                stats=stats,
+            )
+        )
+    return out
+
+
+def overall_status(evals, iterated: list[IteratedResult]) -> str:
+    """Iterated evals are judged by pass rate, not by each iteration; the rest by their own status."""
+    grouped = {item.index for item in iterated}
+    statuses = [r.status for r in evals if r.index not in grouped] + [item.status for item in iterated]
+    for status in ("running", "queued", "error", "failed", "cancelled"):
+        if status in statuses:
+            return status
+    return "passed"

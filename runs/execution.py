@@ -139,7 +139,8 @@ def _store_turn(conversation_id: int, attempt: int, turn: TurnRecord) -> None:
                 prompt_tokens=F("prompt_tokens") + turn.usage.prompt_tokens,
                 completion_tokens=F("completion_tokens") + turn.usage.completion_tokens,
                 judge_tokens=F("judge_tokens") + turn.judge_usage.total_tokens,
-                cost=F("cost") + turn.cost + turn.judge_cost,
+                user_tokens=F("user_tokens") + turn.user_usage.total_tokens,
+                cost=F("cost") + turn.cost + turn.judge_cost + turn.user_cost,
                 tokens_estimated=turn.usage.estimated,
                 lease_expires_at=timezone.now() + _lease(),
             )
@@ -157,6 +158,7 @@ def _finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
             style=result.conversation,
             history=result.history,
             turns_passed=result.turns_passed,
+            termination=(result.termination or "")[:300],
             turns_total=result.turns_total,
             passed_on_turn=result.passed_on_turn,
             score=result.score,

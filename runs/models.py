@@ -161,6 +161,8 @@ class Conversation(models.Model):
     history = models.JSONField(
         default=list, blank=True, help_text="Given messages sent before the live turns."
     )
+    termination = models.CharField(max_length=300, blank=True, help_text="Simulated: why it ended.")
+    user_tokens = models.PositiveIntegerField(default=0, help_text="Tokens the simulated user spent.")
     turns_passed = models.PositiveIntegerField(null=True, blank=True)
     turns_total = models.PositiveIntegerField(null=True, blank=True)
     passed_on_turn = models.PositiveIntegerField(null=True, blank=True)

@@ -82,6 +82,8 @@ def eval_result(conversation: Conversation, turns: list[TurnRecord] | None = Non
         id=conversation.eval_id,
         kind=conversation.kind if conversation.kind in ("single-turn", "multi-turn") else "single-turn",
         conversation=conversation.style,
+        iteration=conversation.iteration,
+        termination=conversation.termination or None,
         prompt=conversation.prompt,
         status=conversation.status,
         score=conversation.score,
@@ -110,6 +112,7 @@ def report(run: Run) -> RunReport:
         mock=run.is_mock,
         status=run.status,
         gates=services.gate_results(run),
+        iterated=services.iterated_for(run, conversations),
         evals=evals,
         totals=RunTotals.of(evals, duration_s=round(duration, 3) if duration is not None else None),
     )

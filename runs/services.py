@@ -15,10 +15,11 @@ from django.utils import timezone
 
 from engine.clients import MOCK
 from engine.history import build_history
-from engine.loader import parse_yaml
-from engine.results import GateResult, evaluate_gates
+from engine.loader import load_saved_suite, parse_yaml
+from engine.results import GateResult, evaluate_gates, gated_status
 from engine.runner import build_context
 from engine.schema import Gate
+from engine.stats import IteratedResult, iterated_results
 from suites.models import SuiteVersion
 from suites.services import validate_source
 
@@ -59,12 +60,14 @@ def create_run(
         Conversation(
             run=run,
             index=index,
+            iteration=iteration,
             eval_id=spec.eval_id(index),
             prompt=ev.first_text,
             style=ev.style,
             history=build_history(None, ev.messages, files)[1] if ev.messages else [],
         )
         for index, ev in enumerate(spec.evals)
+        for iteration in range(ev.iterations or spec.iterations)  # every repetition is its own conversation
     )
     transaction.on_commit(lambda: dispatch(run.pk))
     return run
@@ -153,18 +156,27 @@ def finalize(run_id) -> bool:
         final = Status.ERROR
     elif counts[Status.CANCELLED] and not counts[Status.FAILED]:
         final = Status.CANCELLED  # as engine.results.run_status: cancelled unless something failed
-    elif gates := gate_results(run):
-        # With gates the suite decides by its aggregate numbers; a single failed eval may be acceptable.
-        final = Status.PASSED if all(gate.passed for gate in gates) else Status.FAILED
-    elif counts[Status.FAILED]:
-        final = Status.FAILED
     else:
-        final = Status.PASSED
+        # Gates, when the suite has them, decide by aggregate numbers; iterated evals count by pass rate.
+        conversations = list(
+            Conversation.objects.filter(run=run).only(
+                "index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id"
+            )
+        )
+        final = gated_status(conversations, gate_results(run), iterated_for(run, conversations))
     now = timezone.now()
     updated = Run.objects.filter(pk=run_id, status__in=ACTIVE).update(
         status=final, finished_at=now, started_at=run.started_at or now
     )
     return bool(updated)
+
+
+def iterated_for(run: Run, conversations: list[Conversation]) -> list[IteratedResult]:
+    """Statistics for the evals this run repeated ([] when none was)."""
+    if not any(conversation.iteration for conversation in conversations):
+        return []
+    version = run.suite_version
+    return iterated_results(load_saved_suite(version.source, version.file_map()), conversations)
 
 
 def gate_results(run: Run) -> list[GateResult]:

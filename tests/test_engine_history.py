@@ -244,7 +244,7 @@ def test_a_missing_file_is_a_located_validation_error():
         ("[{role: '', content: x}]", "at least 1 character"),
         ("[{role: user, content: [{type: image, value: x.png}]}]", "Input should be 'text' or 'file'"),
         ("[{role: user, content: [{type: text, text: hi}]}]", "unknown key `text`"),
-        ("[{role: user, content: hi, name: bob}]", "`name` is not allowed here"),
+        ("[{role: user, content: hi, name: bob}]", "unknown key `name` here"),
     ],
 )
 def test_bad_messages_are_located_validation_errors(messages, needle):

@@ -181,6 +181,8 @@ def test_every_check_type_loads():
                   - max_tokens: 100
                   - semantic: {expected: e, threshold: 0.7}
                   - llm_judge: {criteria: f, threshold: 0.6}
+                  - field_equals: {path: booking.status, value: confirmed}
+                  - field_is_set: booking.id
                   - or: [{match: "*g*"}, {contains: h}]
             """
         )
