@@ -26,6 +26,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, addrport, workers, **options):
         worker = subprocess.Popen([*WORKER, "--concurrency", str(workers)], env=os.environ.copy())
+        # A plain `kill` of the server must stop the worker too: turn SIGTERM into a normal exit.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         self.stdout.write(f"Celery worker started (pid {worker.pid}, {workers} threads).")
         password_file = settings.VAR_DIR / "admin-password"
         sign_in = (
