@@ -205,14 +205,22 @@ def _locate(loc: Path, builder: _Builder, *, key: bool) -> tuple[int, int]:
     return builder.positions.get((), (1, 1))
 
 
+def _is_type_tag(part: str) -> bool:
+    return part in ("str", "int", "float", "bool", "list", "dict", "none") or "[" in part or part[:1].isupper()
+
+
 def _clean_loc(loc: tuple, raw: object) -> Path:
     """pydantic's error location, mapped back onto the file as written."""
     out: list[str | int] = []
     node = raw
-    parts = ["or" if part == "or_" else part for part in loc]
+    parts = [{"or_": "or", "any_": "any", "all_": "all", "not_": "not"}.get(part, part) for part in loc]
     index = 0
     while index < len(parts):
         part = parts[index]
+        # Union members name their type in pydantic's path ("str", "list[PersonaStage]"); the file has no such key.
+        if isinstance(part, str) and not (isinstance(node, dict) and part in node) and _is_type_tag(part):
+            index += 1
+            continue
         out.append(part)
         node = (
             node.get(part)
