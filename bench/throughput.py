@@ -7,8 +7,9 @@ For each backend (embedded = SQLite + filesystem broker; postgres = PostgreSQL +
 starts a fresh database, real `celery worker` processes and the fake OpenAI server (real HTTP on
 127.0.0.1), launches one run of N conversation trees that each take exactly 3 turns (fail, fail, pass),
 and measures the wall time from launch to the run's end. Ideal = ceil(N / C) x turns x latency: a
-scheduler with zero overhead. It prints both, their ratio, and the CPU the workers and the machine spent.
---explain adds where the time beyond the model calls went (per-conversation phases and slot gaps).
+scheduler with zero overhead. It prints both, their ratio, the model calls the fake answered, and the
+CPU the workers and the machine spent. --explain adds where the time beyond the model calls went
+(per-conversation phases and slot gaps). bench/conversations.py measures other workloads with the same code.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,8 +36,34 @@ PG_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/eval
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 
 
-def suite_yaml(n: int) -> str:
-    lines = ["name: throughput", "model: fake/bench-model", "evals:"]
+@dataclass
+class Workload:
+    """What one measurement runs: a suite, how the fake answers it, and the ideal wall time."""
+
+    source: str  # suite YAML; its evals (times their iterations) are the run's conversations
+    ideal: float  # seconds a zero-overhead scheduler would take
+    scripts: dict[str, list[str]] = field(default_factory=dict)  # fake.script(first_user, replies)
+    rules: list[tuple[str, str]] = field(default_factory=list)  # fake.rule(contains, reply)
+
+    def prime(self, fake) -> None:
+        for first_user, replies in self.scripts.items():
+            fake.script(first_user, replies)
+        for contains, reply in self.rules:
+            fake.rule(contains, reply)
+
+
+def workload(args) -> Workload:
+    return Workload(
+        source=suite_yaml(args.n),
+        ideal=math.ceil(args.n / args.concurrency) * TURNS * args.latency,
+        scripts={f"conversation {i}": ["not yet", "still not", "done"] for i in range(args.n)},
+    )
+
+
+def suite_yaml(n: int, extra: tuple[str, ...] = ()) -> str:
+    """N conversation trees that take exactly 3 turns when the fake answers not yet, still not, done.
+    `extra`: more top-level lines for the suite."""
+    lines = ["name: throughput", "model: fake/bench-model", *extra, "evals:"]
     for i in range(n):
         lines += [
             f"  - prompt: conversation {i}",
@@ -69,17 +97,19 @@ def percentiles(values: list[float]) -> list[int]:
 
 
 def explain(run, concurrency: int) -> dict:
-    """Where the time beyond the model calls went, from the timestamps the app stores anyway."""
-    phases: dict[str, list[float]] = {"claim, load, turn 1": [], "turn 2": [], "turn 3": [], "finish": []}
+    """Where the time beyond the model calls went, from the timestamps the app stores anyway.
+
+    Only the agent's call is subtracted: a simulated user's call shows up in its turn's overhead.
+    """
+    phases: dict[str, list[float]] = {}
     starts, finishes = [], []
     for conversation in run.conversations.prefetch_related("turns"):
         turns = list(conversation.turns.all())
         marks = [conversation.started_at, *(turn.created_at for turn in turns), conversation.finished_at]
         latencies = [turn.record["latency_ms"] for turn in turns] + [0]
-        for values, start, end, latency in zip(
-            phases.values(), marks[:-1], marks[1:], latencies, strict=True
-        ):
-            values.append((end - start).total_seconds() * 1000 - latency)
+        names = ["claim, load, turn 1", *(f"turn {n}" for n in range(2, len(turns) + 1)), "finish"]
+        for name, start, end, latency in zip(names, marks[:-1], marks[1:], latencies, strict=True):
+            phases.setdefault(name, []).append((end - start).total_seconds() * 1000 - latency)
         starts.append(conversation.started_at)
         finishes.append(conversation.finished_at)
     starts.sort()
@@ -97,7 +127,7 @@ def explain(run, concurrency: int) -> dict:
     }
 
 
-def measure(args) -> dict:
+def measure(args, work: Workload) -> dict:
     """One measurement, in a process whose environment already points at the backend."""
     import django
 
@@ -112,13 +142,12 @@ def measure(args) -> dict:
 
     call_command("migrate", verbosity=0)
     fake = FakeOpenAI(latency=args.latency, api_key="sk-bench").start()
-    for i in range(args.n):
-        fake.script(f"conversation {i}", ["not yet", "still not", "done"])
+    work.prime(fake)
     Endpoint.objects.create(
         name="fake", base_url=fake.base_url, api_key_env="BENCH_FAKE_KEY", max_concurrency=1000
     )
     user = get_user_model().objects.create_user("bench", password="bench-password")
-    suite = create_suite(owner=user, source=suite_yaml(args.n))
+    suite = create_suite(owner=user, source=work.source)
     command = [sys.executable, "-m", "celery", "-A", "evalsite", "worker", "--pool", args.pool,
                "--concurrency", str(args.worker_threads), "--loglevel", "WARNING", "--without-gossip",
                "--without-mingle"]  # fmt: skip
@@ -138,6 +167,7 @@ def measure(args) -> dict:
             wall = time.monotonic() - started
             worker_cpu += sum(process_cpu(worker.pid) for worker in workers)
             machine_cpu += machine_busy()
+            calls = len(fake.chat_requests())
         finally:
             for worker in workers:
                 worker.kill()
@@ -146,8 +176,9 @@ def measure(args) -> dict:
     result = {
         "status": run.status,
         "wall": wall,
-        "ideal": math.ceil(args.n / args.concurrency) * TURNS * args.latency,
+        "ideal": work.ideal,
         "turns": sum(run.conversations.values_list("turn_count", flat=True)),
+        "calls": calls,
         "worker_cpu": worker_cpu,
         "machine_busy": machine_cpu / wall / os.cpu_count(),
     }
@@ -156,10 +187,11 @@ def measure(args) -> dict:
     return result
 
 
-def engine_only(args) -> dict:
+def engine_only(args, work: Workload) -> dict:
     """The same conversations through the engine alone, in threads: no database, broker or Celery.
 
     The floor for this machine and fake endpoint: what is left is HTTP, the openai client and the engine.
+    Every model reference ("fake/<model>") goes to the one fake endpoint.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -169,26 +201,37 @@ def engine_only(args) -> dict:
     from tests.fakeopenai import FakeOpenAI
 
     os.environ["BENCH_FAKE_KEY"] = "sk-bench"
-    spec = load_suite(suite_yaml(args.n))
+    spec = load_suite(work.source)
+    jobs = [index for index, ev in enumerate(spec.evals) for _ in range(ev.iterations or spec.iterations)]
     with FakeOpenAI(latency=args.latency, api_key="sk-bench") as fake:
-        for i in range(args.n):
-            fake.script(f"conversation {i}", ["not yet", "still not", "done"])
+        work.prime(fake)
         client = OpenAIClient(
             EndpointConfig(name="fake", base_url=fake.base_url, api_key_env="BENCH_FAKE_KEY")
         )
-        ctx = EngineContext(agent=client, model="bench-model", judge=client, judge_model="bench-model")
-        client.complete("bench-model", [{"role": "user", "content": "warm up"}])
+        model = spec.model.split("/", 1)[-1]
+        judge_model = (spec.judge or spec.model).split("/", 1)[-1]
+        ctx = EngineContext(
+            agent=client,
+            model=model,
+            judge=client,
+            judge_model=judge_model,
+            resolve=lambda ref: (client, ref.split("/", 1)[-1]),
+        )
+        client.complete(model, [{"role": "user", "content": "warm up"}])
+        warm_up_calls = len(fake.chat_requests())
         cpu = -time.process_time()
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
-            results = list(pool.map(lambda i: run_eval(spec.evals[i], i, str(i), ctx), range(args.n)))
+            results = list(pool.map(lambda i: run_eval(spec.evals[i], i, str(i), ctx), jobs))
         wall = time.monotonic() - started
         cpu += time.process_time()
+        calls = len(fake.chat_requests()) - warm_up_calls
     return {
         "status": "passed" if all(r.status == "passed" for r in results) else "failed",
         "wall": wall,
-        "ideal": math.ceil(args.n / args.concurrency) * TURNS * args.latency,
+        "ideal": work.ideal,
         "turns": sum(len(r.turns) for r in results),
+        "calls": calls,
         "worker_cpu": cpu,  # includes the fake server's threads, which share this process
         "machine_busy": None,
     }
@@ -212,12 +255,8 @@ def fresh_postgres_and_redis() -> None:
     redis.Redis.from_url(REDIS_URL).flushdb()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--n", type=int, default=300)
-    parser.add_argument("--concurrency", type=int, default=10)
+def common_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every benchmark built on this module shares."""
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--worker-procs", type=int, default=1, help="worker processes")
     parser.add_argument("--worker-threads", type=int, default=20, help="--concurrency of each worker process")
@@ -225,16 +264,20 @@ def main() -> None:
     parser.add_argument("--backends", default="engine,embedded,postgres")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(engine_only(args) if os.environ.get("BENCH_ENGINE_ONLY") else measure(args)))
-        return
 
-    print(
-        f"{args.n} conversations x {TURNS} turns, run concurrency {args.concurrency}, fake latency "
-        f"{args.latency * 1000:.0f} ms, {args.worker_procs} worker process(es) x {args.worker_threads} threads"
-    )
-    print(f"{'backend':<22}{'status':<8}{'turns':>6}{'wall s':>8}{'ideal s':>8}{'ratio':>7}  CPU")
+
+def child(args, work: Workload) -> None:
+    """The child's side: measure in this process (its environment names the backend), print JSON."""
+    print(json.dumps(engine_only(args, work) if os.environ.get("BENCH_ENGINE_ONLY") else measure(args, work)))
+
+
+def table_header() -> None:
+    print(f"{'backend':<22}{'status':<8}{'turns':>6}{'calls':>6}{'wall s':>8}{'ideal s':>8}{'ratio':>7}  CPU")
+
+
+def run_backends(args, child_argv: list[str]) -> list[dict]:
+    """One row per backend: each measurement in a fresh child process `child_argv` + --child."""
+    rows = []
     for backend in args.backends.split(","):
         var_dir = Path(tempfile.mkdtemp(prefix=f"evalsite-bench-{backend}-"))
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalsite.settings", "EVALSITE_DEV": "1",
@@ -256,23 +299,45 @@ def main() -> None:
             env["CELERY_BROKER_URL"] = REDIS_URL
         else:
             raise SystemExit(f"unknown backend {backend!r}")
-        child = subprocess.run([sys.executable, __file__, "--child", *sys.argv[1:]], env=env, capture_output=True,
-                               text=True, cwd=ROOT)  # fmt: skip
+        process = subprocess.run([sys.executable, *child_argv, "--child"], env=env, capture_output=True,
+                                 text=True, cwd=ROOT)  # fmt: skip
         shutil.rmtree(var_dir, ignore_errors=True)
-        if child.returncode != 0:
-            print(f"{label:<22}failed:\n{child.stderr[-3000:]}")
+        if process.returncode != 0:
+            print(f"{label:<22}failed:\n{process.stderr[-3000:]}")
             continue
-        result = json.loads(child.stdout.strip().splitlines()[-1])
+        result = json.loads(process.stdout.strip().splitlines()[-1])
+        rows.append({"backend": backend, **result})
         ratio = result["wall"] / result["ideal"]
-        cpu = f"{result['worker_cpu']:.1f} s ({1000 * result['worker_cpu'] / max(1, result['turns']):.1f} ms/turn)"
+        cpu = f"{result['worker_cpu']:.1f} s ({1000 * result['worker_cpu'] / max(1, result['calls']):.1f} ms/call)"
         if result["machine_busy"] is not None:
             cpu = f"workers {cpu}, machine {100 * result['machine_busy']:.0f}% busy"
         else:
             cpu = f"engine and fake server {cpu}"
-        print(f"{label:<22}{result['status']:<8}{result['turns']:>6}{result['wall']:>8.2f}{result['ideal']:>8.2f}"
-              f"{ratio:>7.3f}  {cpu}")  # fmt: skip
+        print(f"{label:<22}{result['status']:<8}{result['turns']:>6}{result['calls']:>6}{result['wall']:>8.2f}"
+              f"{result['ideal']:>8.2f}{ratio:>7.3f}  {cpu}")  # fmt: skip
         for name, value in result.get("explain", {}).items():
             print(f"    {name}: {value}")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--concurrency", type=int, default=10)
+    common_arguments(parser)
+    args = parser.parse_args()
+    if args.child:
+        child(args, workload(args))
+        return
+
+    print(
+        f"{args.n} conversations x {TURNS} turns, run concurrency {args.concurrency}, fake latency "
+        f"{args.latency * 1000:.0f} ms, {args.worker_procs} worker process(es) x {args.worker_threads} threads"
+    )
+    table_header()
+    run_backends(args, [__file__, *sys.argv[1:]])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,127 @@
+"""Throughput of simulated conversations and iterated evals on the real worker path.
+
+    python bench/conversations.py [--scenarios simulated,iterations] [--concurrency 20] [--latency 0.1]
+                                  [--conversations 100] [--turns 6] [--evals 50] [--iterations 10]
+                                  [--backends engine,embedded,postgres] [--worker-procs 1] [--worker-threads 20]
+                                  [--explain]
+
+Two workloads, each measured like bench/throughput.py (whose code this reuses: a fresh database, real
+`celery worker` processes, the fake OpenAI server on 127.0.0.1, one run, wall time from launch to the run's
+end, plus the engine alone in threads as the floor):
+
+- simulated: --conversations evals, each a `prompt` + `simulate` conversation with a simulated user
+  (persona, model fake/sim-model) that stops after exactly --turns agent turns. Every conversation makes
+  T agent calls and T - 1 simulated-user calls, one after the other, so
+  ideal = ceil(N / C) x (T + T - 1) x latency: the simulated user's calls are on the critical path too.
+- iterations: --evals evals x `iterations: --iterations`, each conversation a 3-turn tree (fail, fail,
+  pass) as in throughput.py; ideal = ceil(evals x iterations / C) x 3 x latency.
+
+The fake answers the agent with scripts (keyed by the eval's prompt) and the simulated user with a rule on
+its last message, "Write your next message to the agent.". The target is wall / ideal <= 1.10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+# bench/throughput.py also puts the project on sys.path, for the engine import below.
+from throughput import TURNS, Workload, child, common_arguments, run_backends, suite_yaml, table_header
+
+from engine.simulate import SIMULATOR_ASK
+
+TARGET = 1.10
+SCENARIOS = ("simulated", "iterations")
+
+
+def simulated_yaml(n: int, turns: int) -> str:
+    lines = ["name: simulated conversations", "model: fake/bench-model", "judge: fake/judge-model", "evals:"]
+    for i in range(n):
+        lines += [
+            f"  - prompt: conversation {i}",
+            "    simulate:",
+            "      persona: A customer planning a trip who always has one more question.",
+            "      model: fake/sim-model",
+            f"      max_turns: {turns}",
+            "      stop_when:",
+            f"        after_turns: {turns}",
+            "    checks:",
+            "      - match: '*done*'",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def simulated(args) -> Workload:
+    agent_replies = [f"answer {turn}" for turn in range(1, args.turns)] + ["done"]
+    return Workload(
+        source=simulated_yaml(args.conversations, args.turns),
+        ideal=math.ceil(args.conversations / args.concurrency) * (2 * args.turns - 1) * args.latency,
+        scripts={f"conversation {i}": agent_replies for i in range(args.conversations)},
+        rules=[(SIMULATOR_ASK, "And what about the next step?")],
+    )
+
+
+def iterations(args) -> Workload:
+    conversations = args.evals * args.iterations
+    return Workload(
+        source=suite_yaml(args.evals, extra=("judge: fake/judge-model", f"iterations: {args.iterations}")),
+        ideal=math.ceil(conversations / args.concurrency) * TURNS * args.latency,
+        scripts={f"conversation {i}": ["not yet", "still not", "done"] for i in range(args.evals)},
+    )
+
+
+def describe(name: str, args) -> str:
+    common = f"run concurrency {args.concurrency}, fake latency {args.latency * 1000:.0f} ms"
+    if name == "simulated":
+        t = args.turns
+        return (
+            f"simulated: {args.conversations} conversations x {t} agent turns + {t - 1} simulated-user calls, "
+            f"{common}\n  ideal = ceil({args.conversations}/{args.concurrency}) x ({t} + {t - 1}) x latency: "
+            "the simulated user's calls are on the critical path too"
+        )
+    total = args.evals * args.iterations
+    return (
+        f"iterations: {args.evals} evals x {args.iterations} iterations = {total} conversations x {TURNS} turns, "
+        f"{common}\n  ideal = ceil({total}/{args.concurrency}) x {TURNS} x latency"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--conversations", type=int, default=100, help="simulated: conversations")
+    parser.add_argument("--turns", type=int, default=6, help="simulated: agent turns per conversation")
+    parser.add_argument("--evals", type=int, default=50, help="iterations: evals")
+    parser.add_argument("--iterations", type=int, default=10, help="iterations: iterations per eval")
+    parser.add_argument("--scenario", choices=SCENARIOS, help=argparse.SUPPRESS)
+    common_arguments(parser)
+    args = parser.parse_args()
+    workloads = {"simulated": simulated, "iterations": iterations}
+    if args.child:
+        child(args, workloads[args.scenario](args))
+        return
+
+    print(
+        f"{args.worker_procs} worker process(es) x {args.worker_threads} threads; target wall/ideal <= {TARGET:.2f}"
+    )
+    summary = []
+    for name in args.scenarios.split(","):
+        if name not in workloads:
+            raise SystemExit(f"unknown scenario {name!r}")
+        print(f"\n{describe(name, args)}")
+        table_header()
+        rows = run_backends(args, [__file__, *sys.argv[1:], "--scenario", name])
+        summary += [(name, row) for row in rows]
+    print("\nwall/ideal:")
+    for name, row in summary:
+        ratio = row["wall"] / row["ideal"]
+        verdict = "meets" if ratio <= TARGET and row["status"] == "passed" else "MISSES"
+        print(f"  {name:<11}{row['backend']:<9}{ratio:.3f}  {verdict} the target <= {TARGET:.2f}")
+
+
+if __name__ == "__main__":
+    main()
