@@ -1,5 +1,6 @@
-"""How the run pages show what the engine recorded: ✓✗ strips of scripted conversations, suite gates, given
-histories with their embedded files, the system message, and a conversation as `[Role]:` text.
+"""How the run pages show what the engine recorded: ✓✗ strips of scripted conversations, suite gates, repeated
+evals' iteration strips and statistics, given histories with their embedded files, the system message, and a
+conversation as `[Role]:` text.
 
 Plain functions over rows and records; the views choose what to query and the templates lay it out.
 """
@@ -8,20 +9,21 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
 from engine.history import INSTRUCTIONS_SUFFIX, build_history
-from engine.loader import SuiteError, parse_yaml
+from engine.loader import SuiteError, load_saved_suite, parse_yaml
 from engine.results import TurnRecord, evaluate_gates
 from engine.schema import Gate
 from engine.schema import Suite as SuiteSpec
+from engine.stats import IteratedResult, iterated_results
 from engine.transcript import format_transcript, message_text
 from suites.models import SuiteVersion
 
-from .models import Conversation, Run, Turn
+from .models import ACTIVE, FINISHED, Conversation, Run, Turn
 
 GRADED_STYLES = ("scripted", "turns")
 # The conversation table shows each graded conversation's ✓✗ strip up to this many conversations (one query
@@ -118,7 +120,276 @@ def records_for_strips(run: Run, conversations: list[Conversation]) -> dict[int,
     return records
 
 
+# --- Repeated evals ------------------------------------------------------------------------------------------
+
+# One mark per iteration: an error or an unfinished iteration must not read as a failure.
+ITERATION_SYMBOLS = {
+    "passed": "✓",
+    "failed": "✗",
+    "error": "!",
+    "cancelled": "–",
+    "running": "●",
+    "queued": "○",
+}
+# An eval may run up to 1,000 times; its strip shows this many marks and counts the rest.
+ITERATION_MARKS_MAX = 100
+
+_iteration_specs: dict[str, SuiteSpec | None] = {}
+
+
+def iteration_spec(version: SuiteVersion) -> SuiteSpec | None:
+    """The suite as iteration statistics need it (each eval's iterations and pass-rate threshold), parsed once
+    per process per version: the run page polls every second while a run is live. Of the attached files only
+    a dataset is read, on the first call: its rows use the suite's settings but must be there at their index."""
+    if version.sha256 in _iteration_specs:
+        return _iteration_specs[version.sha256]
+    try:
+        raw, _ = parse_yaml(version.source)
+        dataset = raw.get("dataset")
+        files = (
+            dict(version.files.filter(name=dataset).values_list("name", "content"))
+            if isinstance(dataset, str)
+            else {}
+        )
+        spec = load_saved_suite(version.source, files)
+    except Exception:  # saved under an older schema: the strips still show, without statistics
+        spec = None
+    if len(_iteration_specs) >= 16:  # datasets can be megabytes: keep few
+        _iteration_specs.clear()
+    _iteration_specs[version.sha256] = spec
+    return spec
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+@dataclass(frozen=True)
+class IterationMark:
+    """One iteration of a repeated eval in its strip, linking to its transcript."""
+
+    iteration: int  # as stored and in ?iteration=, from 0; people read `number`
+    status: str
+    url: str
+    title: str
+    representative: bool = False
+    current: bool = False
+
+    @property
+    def number(self) -> int:
+        return self.iteration + 1
+
+    @property
+    def symbol(self) -> str:
+        return ITERATION_SYMBOLS.get(self.status, "?")
+
+
+def iteration_mark(
+    conversation: Conversation, url: str, *, representative: bool = False, current: bool = False
+) -> IterationMark:
+    status = conversation.status
+    parts = [status]
+    if status in ("passed", "failed") and conversation.score is not None:
+        parts.append(f"score {conversation.score:.2f}")
+    if conversation.turn_count:
+        parts.append(_plural(conversation.turn_count, "turn"))
+    if conversation.termination and status != "error":
+        parts.append(conversation.termination)
+    title = f"Iteration {conversation.iteration + 1}: {', '.join(parts)}"
+    if representative:
+        title += " — representative (score closest to the mean)"
+    return IterationMark(conversation.iteration, status, url, title, representative, current)
+
+
+def _percent(value: float) -> str:
+    return f"{value:.0%}"
+
+
+@dataclass
+class IteratedRow:
+    """A repeated eval on the run page: its strip, its statistics over the iterations finished so far, and
+    its verdict against its pass-rate threshold."""
+
+    index: int
+    eval_id: str
+    marks: list[IterationMark]
+    total: int
+    result: IteratedResult | None  # None until an iteration has finished
+    errors: int = 0
+    cancelled: int = 0
+    unfinished: int = 0
+    representative: IterationMark | None = None  # the iteration whose score is closest to the mean
+    more: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.more = max(0, len(self.marks) - ITERATION_MARKS_MAX)
+        self.marks = self.marks[:ITERATION_MARKS_MAX]
+
+    @property
+    def stats(self):
+        return self.result.stats if self.result else None
+
+    @property
+    def done(self) -> int:
+        return self.total - self.unfinished
+
+    @property
+    def flaky(self) -> bool:
+        return bool(self.stats and self.stats.flaky)
+
+    @property
+    def status(self) -> str:
+        if self.result is None:
+            return "running" if any(mark.status == "running" for mark in self.marks) else "queued"
+        return self.result.status
+
+    @property
+    def so_far(self) -> bool:
+        return self.result is not None and self.unfinished > 0
+
+    @property
+    def graded(self) -> int:
+        return self.stats.iterations - self.stats.errors if self.stats else 0
+
+    @property
+    def pass_rate(self) -> str:
+        return _percent(self.stats.pass_rate) if self.graded else "—"
+
+    @property
+    def interval(self) -> str:
+        return (
+            f"{_percent(self.stats.pass_rate_low)}–{_percent(self.stats.pass_rate_high)}"
+            if self.graded
+            else ""
+        )
+
+    @property
+    def threshold(self) -> str:
+        return _percent(self.stats.pass_rate_threshold) if self.stats else ""
+
+    @property
+    def verdict_note(self) -> str:
+        if self.result is None:
+            return "waiting for the first iteration"
+        if not self.graded:
+            return "every iteration errored" if self.errors else "no iteration was graded"
+        sign = "≥" if self.stats.pass_rate >= self.stats.pass_rate_threshold else "<"
+        return f"{self.pass_rate} {sign} {self.threshold} needed"
+
+    @property
+    def mean(self) -> str:
+        stats = self.stats
+        return f"{stats.mean:.2f} ± {stats.std_dev:.2f}" if stats and stats.mean is not None else "—"
+
+    @property
+    def score_range(self) -> str:
+        stats = self.stats
+        return f"min {stats.min:.2f} · max {stats.max:.2f}" if stats and stats.min is not None else ""
+
+    @property
+    def avg_turns(self) -> str:
+        return f"{self.stats.avg_turns:.1f}" if self.stats else "—"
+
+    @property
+    def turn_range(self) -> str:
+        return f"{self.stats.min_turns}–{self.stats.max_turns}" if self.stats else ""
+
+    @property
+    def terminations(self) -> list[tuple[str, int]]:
+        counts = self.stats.termination_counts if self.stats else {}
+        return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def iteration_groups(conversations: Iterable[Conversation]) -> dict[int, list[Conversation]]:
+    """The run's repeated evals: eval index -> its conversations in iteration order (evals run once left out)."""
+    groups: dict[int, list[Conversation]] = defaultdict(list)
+    for conversation in conversations:
+        groups[conversation.index].append(conversation)
+    return {
+        index: sorted(group, key=lambda c: c.iteration)
+        for index, group in sorted(groups.items())
+        if len(group) > 1
+    }
+
+
+def iterated(run: Run, groups: dict[int, list[Conversation]]) -> dict[int, IteratedResult]:
+    """engine.stats over the iterations finished so far (what runs.services.iterated_for computes once the
+    run is over), with the suite parsed once per process instead of on every poll."""
+    finished = [c for group in groups.values() for c in group if c.status in FINISHED]
+    spec = iteration_spec(run.suite_version) if finished else None
+    if spec is None:
+        return {}
+    try:
+        return {result.index: result for result in iterated_results(spec, finished)}
+    except (IndexError, ValueError):  # rows that no longer fit the suite: strips without statistics
+        return {}
+
+
+def iterated_rows(
+    run: Run, conversations: list[Conversation], url: Callable[[int, int], str]
+) -> list[IteratedRow]:
+    """One row per repeated eval, in suite order; `url(index, iteration)` links a mark to its transcript."""
+    groups = iteration_groups(conversations)
+    results = iterated(run, groups)
+    rows = []
+    for index, group in groups.items():
+        result = results.get(index)
+        representative = result.stats.representative if result else None
+        marks = [
+            iteration_mark(c, url(c.index, c.iteration), representative=c.iteration == representative)
+            for c in group
+        ]
+        rows.append(
+            IteratedRow(
+                index=index,
+                eval_id=group[0].eval_id,
+                marks=marks,
+                total=len(group),
+                result=result,
+                errors=sum(c.status == "error" for c in group),
+                cancelled=sum(c.status == "cancelled" for c in group),
+                unfinished=sum(c.status in ACTIVE for c in group),
+                representative=next((mark for mark in marks if mark.representative), None),
+            )
+        )
+    return rows
+
+
+def iteration_switcher(
+    run: Run, siblings: list[Conversation], current: int, url: Callable[[int, int], str]
+) -> dict | None:
+    """A transcript's way to its eval's other iterations: "iteration 3 of 5", previous and next, and the
+    strip with this iteration and the representative one marked. None when the eval ran once."""
+    groups = iteration_groups(siblings)
+    if not groups:
+        return None
+    ((index, group),) = groups.items()
+    result = iterated(run, groups).get(index)
+    representative = result.stats.representative if result else None
+    marks = [
+        iteration_mark(
+            c,
+            url(c.index, c.iteration),
+            representative=c.iteration == representative,
+            current=c.iteration == current,
+        )
+        for c in group
+    ]
+    here = next((position for position, mark in enumerate(marks) if mark.current), 0)
+    shown = max(0, min(here - ITERATION_MARKS_MAX // 2, len(marks) - ITERATION_MARKS_MAX))
+    return {
+        "number": marks[here].number,
+        "count": len(marks),
+        "previous": marks[here - 1].url if here > 0 else None,
+        "next": marks[here + 1].url if here + 1 < len(marks) else None,
+        "marks": marks[shown : shown + ITERATION_MARKS_MAX],  # a window around this iteration
+        "representative": next((mark for mark in marks if mark.representative), None),
+        "flaky": bool(result and result.stats.flaky),
+    }
+
+
 STYLE_LABELS = {
+    "simulated": "simulated user",
     "tree": "conversation tree",
     "scripted": "scripted turns",
     "turns": "turns",
@@ -187,6 +458,26 @@ def given_history(history: list[dict]) -> list[dict]:
             }
         )
     return given
+
+
+def ending(conversation: Conversation, turns: list[TurnRecord]) -> str | None:
+    """Why a simulated conversation ended: condition met (which), max turns, inputs exhausted. While it runs,
+    the last stored turn says so before the conversation row does."""
+    if conversation.style != "simulated" or conversation.status == "error":
+        return None
+    reason = conversation.termination or (turns[-1].termination if turns else None)
+    return reason if reason and reason != "error" else None
+
+
+def spend(turns: list[TurnRecord]) -> dict:
+    """A conversation's cost by who spent it: the agent, its judges, the simulated user (Conversation.cost is
+    their sum)."""
+    return {
+        "agent": sum(turn.cost for turn in turns),
+        "judge": sum(turn.judge_cost for turn in turns),
+        "user": sum(turn.user_cost for turn in turns),
+        "user_tokens": sum(turn.user_usage.total_tokens for turn in turns),
+    }
 
 
 def transcript_text(history: list[dict], turns: list[TurnRecord]) -> str:

@@ -158,13 +158,25 @@ def _segments(progress: dict) -> list[dict]:
 def _run_context(request: HttpRequest, access: Access, *, progress: dict | None = None) -> dict:
     run = access.run
     progress = progress if progress is not None else selectors.progress(run)
+    fingerprint = _fingerprint(run, progress)
     conversations = list(run.conversations.all())
+    # Simulated users' tokens change only with a stored turn, which the fingerprint already follows.
+    progress = {"user_tokens": sum(c.user_tokens for c in conversations), **progress}
     records = display.records_for_strips(run, conversations)
     for conversation in conversations:
         conversation.url = access.conversation_url(conversation.index, conversation.iteration)
         conversation.strip = display.strip(conversation, display.turn_marks(records.get(conversation.pk, ())))
     gates = display.gates(run, conversations)
-    fingerprint = _fingerprint(run, progress)
+    iterated = display.iterated_rows(run, conversations, access.conversation_url)
+    flaky_only = request.GET.get("flaky") == "1" and bool(iterated)
+    shown_iterated, shown = iterated, conversations
+    if flaky_only:
+        flaky = {row.index for row in iterated if row.flaky}
+        shown_iterated = [row for row in iterated if row.flaky]
+        shown = [conversation for conversation in conversations if conversation.index in flaky]
+    sizes = {row.index: row.total for row in iterated}
+    for conversation in shown:
+        conversation.iterations = sizes.get(conversation.index, 1)
     context = {
         "run": run,
         "shared": access.shared,
@@ -172,15 +184,24 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         "segments": _segments(progress),
         "status_counts": [(status.value, progress["counts"][status]) for status in COUNT_ORDER],
         "fingerprint": fingerprint,
-        "conversations": conversations,
-        "show_iterations": any(conversation.iteration for conversation in conversations),
+        "conversations": shown,
+        "conversation_total": len(conversations),
+        "show_iterations": bool(iterated),
+        "show_judge": any(c.judge_tokens for c in conversations),
+        "show_user": any(c.user_tokens for c in conversations),
+        "iterated": shown_iterated,
+        "iterated_total": len(iterated),
+        "flaky_count": sum(row.flaky for row in iterated),
+        "flaky_only": flaky_only,
         "gates": gates,
         "gates_failed": sum(not gate["passed"] for gate in gates),
         "strip_max": display.STRIP_MAX_MARKS,
         "elapsed": format_duration(run.elapsed),
         "urls": {
             "run": access.url("detail"),
-            "progress": access.url("progress", query={"fp": fingerprint}),
+            "all_evals": access.url("detail"),
+            "flaky_only": access.url("detail", query={"flaky": 1}),
+            "progress": access.url("progress", query={"fp": fingerprint, "flaky": 1 if flaky_only else None}),
             "json": access.url("json"),
         },
     }
@@ -325,7 +346,20 @@ def _neighbours(access: Access, conversation: Conversation) -> dict:
         "count": len(keys),
         "previous": access.conversation_url(*previous) if previous else None,
         "next": access.conversation_url(*following) if following else None,
+        "iterations": sum(index == conversation.index for index, _ in keys),
     }
+
+
+def _iterations(access: Access, conversation: Conversation, count: int) -> dict | None:
+    """The switcher between an eval's iterations, when it ran more than once (one more query)."""
+    if count < 2:
+        return None
+    siblings = access.run.conversations.filter(index=conversation.index).only(
+        "index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id"
+    )
+    return display.iteration_switcher(
+        access.run, list(siblings), conversation.iteration, access.conversation_url
+    )
 
 
 def _stored_turns(conversation: Conversation) -> tuple[list[dict], list[TurnRecord]]:
@@ -340,12 +374,17 @@ def _live_context(
     as text, and where to poll next. `records` and `turns`: every turn stored so far."""
     active = conversation.status in ACTIVE
     after = turns[-1].turn if turns else after
+    verdict, ending = _verdict(conversation), display.ending(conversation, turns)
+    if ending:  # said on its own line: "Passed after 4 turns" over "Ended: condition met: …"
+        verdict["text"] = verdict["text"].replace(f": {ending}", "", 1)
     return {
         "run": access.run,
         "conversation": conversation,
         "shared": access.shared,
-        "verdict": _verdict(conversation),
+        "verdict": verdict,
         "strip": display.strip(conversation, display.turn_marks(records)),
+        "ending": ending,
+        "spend": display.spend(turns),
         "text": display.transcript_text(conversation.history, turns),
         "active": active,
         "estimated": conversation.tokens_estimated or any(turn.usage.estimated for turn in turns),
@@ -365,14 +404,16 @@ def _conversation_page(request: HttpRequest, access: Access, index: int) -> Http
     run = access.run
     conversation = selectors.get_conversation(run, index, _iteration(request))
     records, turns = _stored_turns(conversation)
+    nav = _neighbours(access, conversation)
     context = {
         **_live_context(access, conversation, records, turns),
         "turns": turns,
         "given": display.given_history(conversation.history),
         "system": display.system_message(run, conversation),
         "style_label": display.STYLE_LABELS.get(conversation.style, conversation.style),
-        "nav": _neighbours(access, conversation),
-        "urls": {"run": access.url("detail")},
+        "nav": nav,
+        "iterations": _iterations(access, conversation, nav["iterations"]),
+        "urls": {"run": access.url("detail"), "iterations": access.url("detail") + f"#iter-{index}"},
     }
     return render(request, "runs/conversation.html", context)
 

@@ -66,6 +66,12 @@ class Validation:
     def valid(self) -> bool:
         return self.spec is not None and not self.problems
 
+    @property
+    def conversations(self) -> int:
+        """How many conversations a run of it plays: every iteration of every eval is one."""
+        spec = self.spec
+        return sum(ev.iterations or spec.iterations for ev in spec.evals) if spec is not None else 0
+
 
 def _validate(
     source: str,

@@ -356,3 +356,49 @@ def test_per_turn_grades_in_the_transcript(page, watch, user):
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "browser-per-turn.png")
     watch.check()
+
+
+def test_iterations_strip_stats_and_transcript(page, watch, user):
+    """A finished run of a 5-iteration suite, built from rows: the Iterations section's strip and statistics,
+    the Flaky only filter (htmx, URL pushed), and a strip mark opening that iteration's transcript."""
+    from playwright.sync_api import expect
+
+    from suites.services import create_suite
+    from tests.test_pages_iterations import SUITE as ITERATED_SUITE
+    from tests.test_pages_iterations import make_run
+
+    run = make_run(create_suite(owner=user, source=ITERATED_SUITE).latest_version, user)
+    log_in(page, user.username, PASSWORD)
+    page.goto(f"/runs/{run.pk}/")
+
+    section = page.locator("#iterations")
+    rows = section.locator("tbody tr")
+    expect(rows).to_have_count(3)
+    booking = rows.nth(0)
+    expect(booking.locator(".iter-strip .imark")).to_have_text(["✓", "✗", "✓", "✓", "!"])
+    expect(booking.locator(".imark.is-rep")).to_have_count(1)
+    expect(booking.locator(".badge-flaky")).to_have_text("FLAKY")
+    expect(booking).to_contain_text("75% 3/4")
+    expect(booking).to_contain_text("95% CI 30%–95%")
+    expect(booking).to_contain_text("0.75 ± 0.43")
+    expect(booking).to_contain_text("passed")
+    expect(rows.nth(2)).to_contain_text("0% < 50% needed")
+    screenshot(page, "browser-iterations.png")
+
+    # Flaky only: both sections narrow to the flaky eval, and the address says so.
+    section.get_by_role("link", name=re.compile("Flaky only")).click()
+    expect(page).to_have_url(re.compile(r"\?flaky=1"))
+    expect(page.locator("#iterations tbody tr")).to_have_count(1)
+    expect(page.locator("#conversations tbody tr")).to_have_count(5)
+
+    # The ✗ mark opens that iteration's transcript, with its ending and the switcher.
+    page.locator("#iterations a.imark-failed").click()
+    expect(page).to_have_url(re.compile(r"/runs/[0-9a-f-]{36}/c/0/\?iteration=1$"))
+    expect(page.locator("h1")).to_contain_text("iteration 2 of 5")
+    expect(page.locator("#verdict .ending")).to_have_text(re.compile(r"Ended:\s+max turns \(10\)"))
+    expect(page.locator("#iteration-switcher .imark.is-current")).to_have_text("✗")
+    page.keyboard.press("]")
+    expect(page).to_have_url(re.compile(r"\?iteration=2$"))
+    expect(page.locator(".msg-simulated").first).to_contain_text("simulated user")
+    screenshot(page, "browser-iteration-transcript.png")
+    watch.check()
