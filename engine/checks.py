@@ -97,6 +97,17 @@ def cosine(a: list[float], b: list[float]) -> float:
     return dot / norm if norm else 0.0
 
 
+def json_equal(a, b) -> bool:
+    """Equality as JSON means it: true is not 1 and false is not 0 (Python's == says they are)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[key], b[key]) for key in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
 def evaluate(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     text = reply.text
     kind = check.kind
@@ -145,21 +156,7 @@ def evaluate(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
         value = json_field(text, check.field_equals.path)
         if value is MISSING:
             return _result(check, False, f"no {check.field_equals.path} in the reply (not JSON, or not set)")
-        ok = value == check.field_equals.value
-        return _result(
-            check, ok, f"{check.field_equals.path} is {json.dumps(value, ensure_ascii=False)[:60]}"
-        )
-    if kind == "field_is_set":
-        value = json_field(text, check.field_is_set)
-        ok = value is not MISSING and value is not None
-        return _result(
-            check, ok, f"{check.field_is_set} is set" if ok else f"{check.field_is_set} is not set"
-        )
-    if kind == "field_equals":
-        value = json_field(text, check.field_equals.path)
-        if value is MISSING:
-            return _result(check, False, f"no {check.field_equals.path} in the reply (not JSON, or not set)")
-        ok = value == check.field_equals.value
+        ok = json_equal(value, check.field_equals.value)
         return _result(
             check, ok, f"{check.field_equals.path} is {json.dumps(value, ensure_ascii=False)[:60]}"
         )
@@ -188,6 +185,8 @@ def _judge_one(spec, criteria: str, reply: Reply, judge: JudgeContext) -> tuple[
     if verdict.score is None:
         return None, "judge answer unparseable: expected JSON {score, reason}", completion.text
     raw = verdict.score
+    if verdict.fraction and spec.scale != "0-1":  # "85/100" or "85%" is a share of full marks
+        raw = verdict.score * SCALES[spec.scale][1]
     if spec.scale == "0-1":
         score = normalise_score(raw)  # judges asked for 0-1 sometimes answer out of 10 or 100
         note = "" if score == raw else f" (judge said {raw:g}, read as {score:.2f})"
@@ -214,12 +213,13 @@ def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
             raw=raw,
         )
     # Weighted criteria: each judged on its own, with its own verdict; the check scores their weighted mean.
-    children, weighted, total = [], 0.0, 0.0
+    children, weighted, total, unparseable = [], 0.0, 0.0, []
     for number, criterion in enumerate(spec.criteria, start=1):
         score, reason, raw = _judge_one(spec, criterion.criteria, reply, judge)
         name = criterion.name or f"criterion {number}"
         label = f"{name} (weight {criterion.weight:g})"
         if score is None:
+            unparseable.append(label)
             children.append(
                 CheckResult(type="criterion", label=label, passed=False, score=0.0, reason=reason, raw=raw)
             )
@@ -237,12 +237,13 @@ def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
             )
             weighted += criterion.weight * normalised
         total += criterion.weight
-    overall = weighted / total
-    threshold = spec.normalise(spec.threshold)
-    ok = overall >= threshold and all(
-        child.raw is None or "unparseable" not in child.reason for child in children
-    )
+    # Rounded so that criteria all exactly at the threshold pass (0.1 * 0.7 + 0.2 * 0.7 is 0.69999...).
+    overall = round(weighted / total, 9)
+    threshold = round(spec.normalise(spec.threshold), 9)
+    ok = overall >= threshold and not unparseable
     reason = f"weighted score {overall:.2f} (threshold {threshold:.2f} of 1) over {len(children)} criteria"
+    if unparseable:
+        reason += f"; judge answer unparseable for {', '.join(unparseable)}"
     return _result(check, ok, reason, overall, children=children)
 
 

@@ -8,7 +8,7 @@ yes/no question with a confidence), any check of the check vocabulary, and `all`
 from __future__ import annotations
 
 from .checks import JudgeContext, Reply, evaluate
-from .judge import parse_verdict
+from .judge import normalise_score, parse_verdict
 from .schema import Check, Condition
 from .transcript import format_transcript
 
@@ -64,7 +64,7 @@ def _natural_language(condition: Condition, reply: Reply, judge: JudgeContext) -
     label = f'natural_language "{spec.prompt}"'
     if verdict.score is None:
         return False, f"{label} (judge answer unparseable)"
-    confidence = min(max(verdict.score, 0.0), 1.0)
+    confidence = normalise_score(verdict.score)  # 0-1, like llm_judge: "85" is 0.85, not certainty
     return (
         confidence >= spec.threshold,
         f"{label} (confidence {confidence:.2f}, threshold {spec.threshold:g})",

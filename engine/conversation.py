@@ -212,12 +212,12 @@ class _Simulated:
         if turn.termination:
             return None
         number = turn.turn + 1
-        if number <= len(self.prior):  # resuming: the stored turn says what the user said
-            return self._step(self.prior[number - 1].prompt, number)
         if turn.turn - 1 < len(self.scripted):
             return self._step(self.scripted[turn.turn - 1], number)
         if self.forever is not None:
             return self._step(self.forever, number)
+        if number <= len(self.prior):  # resuming: the stored turn says what the simulated user said
+            return self._step(self.prior[number - 1].prompt, number)
         return self._simulated_user(number, turn)
 
     def _simulated_user(self, number: int, turn: TurnRecord) -> Step:
@@ -291,6 +291,7 @@ def run_eval(
     ) -> EvalResult:
         multi = (
             len(turns) > 1
+            or ev.simulate is not None  # a multi-turn test case, even when a condition ends it on turn 1
             or (followup_depth(ev.checks or []) > 0)
             or (isinstance(driver, _Scripted) and len(driver.steps) > 1)
         )
@@ -340,7 +341,10 @@ def run_eval(
         messages.append({"role": "assistant", "content": turn.response})
         if isinstance(driver, _Simulated):
             driver.live_messages = messages[given:]
-        step = driver.next(step, turn)
+        try:
+            step = driver.next(step, turn)  # the simulated user writes its message here
+        except EndpointError as exc:
+            return finish("error", f"error on turn {position + 1} (simulated user): {exc}", error=str(exc))
     status, score, verdict, passed_on = driver.verdict(turns)
     return finish(status, verdict, score=score, passed_on=passed_on)
 

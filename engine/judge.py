@@ -40,6 +40,8 @@ def judge_messages(
         f"Grade {target} against the criteria. Respond with the JSON object only."
     )
     system = JUDGE_SYSTEM
+    if scope == "conversation":
+        system = system.replace("the assistant's final reply in a conversation", "a whole conversation")
     if scale != "0-1":
         system = system.replace("<number from 0 to 1>", "<score>").replace(
             "1 means the criteria are fully met, 0 means not at all.", f"The score is {SCALE_WORDS[scale]}."
@@ -52,25 +54,29 @@ class Verdict:
     score: float | None  # None when nothing could be parsed
     reason: str
     parsed_from: str  # json | embedded-json | number | unparseable
+    fraction: bool = False  # the score was given as a share of full marks ("7/10", "85%"), read as 0-1
 
 
 _NUMBER = re.compile(r"^\s*(?:score\s*[:=]\s*)?(-?\d+(?:\.\d+)?)\s*(/\s*(\d+(?:\.\d+)?))?\s*\.?\s*$", re.I)
 
 
-def _score_from(value) -> float | None:
+def _score_from(value) -> tuple[float | None, bool]:
+    """The score in a JSON value, and whether it is a share of full marks (a percentage)."""
+    fraction = False
     if isinstance(value, bool):
-        return 1.0 if value else 0.0
+        return (1.0 if value else 0.0), True
     if isinstance(value, (int, float)):
         score = float(value)
     elif isinstance(value, str):
         text = value.strip()
+        fraction = text.endswith("%")
         try:
-            score = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+            score = float(text[:-1]) / 100 if fraction else float(text)
         except ValueError:
-            return None
+            return None, False
     else:
-        return None
-    return score if math.isfinite(score) else None  # NaN or Infinity is no verdict
+        return None, False
+    return (score, fraction) if math.isfinite(score) else (None, False)  # NaN or Infinity is no verdict
 
 
 def _from_object(obj) -> Verdict | None:
@@ -78,7 +84,7 @@ def _from_object(obj) -> Verdict | None:
         return None
     for key in ("score", "rating", "grade", "value"):
         if key in obj:
-            score = _score_from(obj[key])
+            score, fraction = _score_from(obj[key])
             if score is not None:
                 reason = (
                     obj.get("reason")
@@ -86,7 +92,7 @@ def _from_object(obj) -> Verdict | None:
                     or obj.get("explanation")
                     or obj.get("rationale")
                 )
-                return Verdict(score, str(reason or ""), "json")
+                return Verdict(score, str(reason or ""), "json", fraction)
     return None
 
 
@@ -135,7 +141,7 @@ def parse_verdict(text: str) -> Verdict:
         score = float(number.group(1))
         if number.group(3):
             score = score / float(number.group(3))
-        return Verdict(score, "", "number")
+        return Verdict(score, "", "number", bool(number.group(3)))
     return Verdict(None, "", "unparseable")
 
 

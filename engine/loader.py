@@ -206,7 +206,9 @@ def _locate(loc: Path, builder: _Builder, *, key: bool) -> tuple[int, int]:
 
 
 def _is_type_tag(part: str) -> bool:
-    return part in ("str", "int", "float", "bool", "list", "dict", "none") or "[" in part or part[:1].isupper()
+    return (
+        part in ("str", "int", "float", "bool", "list", "dict", "none") or "[" in part or part[:1].isupper()
+    )
 
 
 def _clean_loc(loc: tuple, raw: object) -> Path:

@@ -88,6 +88,9 @@ class Totals(BaseModel):
     judge_tokens: int = 0
     user_tokens: int = 0  # the simulated user's
     cost: float = 0.0  # agent + judge + simulated user
+    agent_cost: float = 0.0
+    judge_cost: float = 0.0
+    user_cost: float = 0.0
     estimated: bool = False
 
     @classmethod
@@ -103,6 +106,9 @@ class Totals(BaseModel):
             judge_tokens=judge.total_tokens,
             user_tokens=user.total_tokens,
             cost=round(sum(turn.cost + turn.judge_cost + turn.user_cost for turn in turns), 8),
+            agent_cost=round(sum(turn.cost for turn in turns), 8),
+            judge_cost=round(sum(turn.judge_cost for turn in turns), 8),
+            user_cost=round(sum(turn.user_cost for turn in turns), 8),
             estimated=usage.estimated,
         )
 
@@ -141,6 +147,9 @@ class RunTotals(BaseModel):
     judge_tokens: int = 0
     user_tokens: int = 0
     cost: float = 0.0
+    agent_cost: float = 0.0
+    judge_cost: float = 0.0
+    user_cost: float = 0.0
     duration_s: float | None = None
 
     @classmethod
@@ -156,6 +165,9 @@ class RunTotals(BaseModel):
             totals.judge_tokens += result.totals.judge_tokens
             totals.user_tokens += result.totals.user_tokens
             totals.cost = round(totals.cost + result.totals.cost, 8)
+            totals.agent_cost = round(totals.agent_cost + result.totals.agent_cost, 8)
+            totals.judge_cost = round(totals.judge_cost + result.totals.judge_cost, 8)
+            totals.user_cost = round(totals.user_cost + result.totals.user_cost, 8)
         return totals
 
 

@@ -50,11 +50,19 @@ def progress(run: Run) -> dict:
         prompt_tokens=Sum("prompt_tokens"),
         completion_tokens=Sum("completion_tokens"),
         judge_tokens=Sum("judge_tokens"),
+        user_tokens=Sum("user_tokens"),
         cost=Sum("cost"),
         turns=Sum("turn_count"),
     )
     counts = {status: 0 for status in Status.values}
-    totals = {"prompt_tokens": 0, "completion_tokens": 0, "judge_tokens": 0, "cost": 0.0, "turns": 0}
+    totals = {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "judge_tokens": 0,
+        "user_tokens": 0,
+        "cost": 0.0,
+        "turns": 0,
+    }
     for row in rows:
         counts[row["status"]] = row["n"]
         for key in totals:

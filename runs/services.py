@@ -152,17 +152,16 @@ def finalize(run_id) -> bool:
     counts = status_counts(run)
     if counts[Status.QUEUED] or counts[Status.RUNNING]:
         return False
-    if counts[Status.ERROR]:
-        final = Status.ERROR
-    elif counts[Status.CANCELLED] and not counts[Status.FAILED]:
+    conversations = list(
+        Conversation.objects.filter(run=run).only(
+            "index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id"
+        )
+    )
+    if counts[Status.CANCELLED] and not counts[Status.FAILED] and not counts[Status.ERROR]:
         final = Status.CANCELLED  # as engine.results.run_status: cancelled unless something failed
     else:
-        # Gates, when the suite has them, decide by aggregate numbers; iterated evals count by pass rate.
-        conversations = list(
-            Conversation.objects.filter(run=run).only(
-                "index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id"
-            )
-        )
+        # As the CLI decides: errors and failures of single evals count; repeated evals count by their pass
+        # rate; gates, when the suite has them, decide by aggregate numbers.
         final = gated_status(conversations, gate_results(run), iterated_for(run, conversations))
     now = timezone.now()
     updated = Run.objects.filter(pk=run_id, status__in=ACTIVE).update(

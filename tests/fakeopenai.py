@@ -27,7 +27,11 @@ How a chat request is answered, first match wins:
       reply is ``replies[number of assistant messages in the request]`` (clamped to the last one).
       Being stateless is deliberate: a retried or redelivered request gets the same reply.
    b. Rules (``rule(contains, reply)``): the first rule whose ``contains`` occurs (case-sensitive)
-      in the LAST message's content. Meant for judge and simulated-user prompts.
+      in the LAST message's content. Meant for judge and simulated-user prompts. ``where="system"``
+      looks in the system message(s) instead, ``where="any"`` in any message. A list of replies
+      makes the rule stateful: each request it answers takes the next reply, cycling round (for
+      flaky models); ``model=`` limits a rule to requests for that model. One server can so play
+      the agent (scripts), the simulated user (a rule on its system prompt) and the judge.
    c. ``default_reply`` ("OK").
 
    The Reply may itself be an error (``status``), a hang, or carry latency/usage overrides.
@@ -85,6 +89,32 @@ class Reply:
     # Merged over the computed usage; total_tokens is recomputed unless given.
     usage: dict | None = None
     omit_usage: bool = False
+
+
+@dataclass
+class _Rule:
+    contains: str
+    replies: list[Reply]
+    where: str = "last"  # last | system | any
+    model: str | None = None
+    answered: int = 0
+
+    def matches(self, messages: list[dict], model: str | None) -> bool:
+        if self.model is not None and model != self.model:
+            return False
+        if self.where == "last":
+            looked_at = messages[-1:]
+        elif self.where == "system":
+            looked_at = [m for m in messages if m.get("role") == "system"]
+        else:
+            looked_at = messages
+        return any(self.contains in content_text(m.get("content")) for m in looked_at)
+
+    def take(self) -> Reply:
+        """The next reply (called under the server's lock)."""
+        reply = self.replies[self.answered % len(self.replies)]
+        self.answered += 1
+        return reply
 
 
 @dataclass
@@ -228,7 +258,7 @@ class FakeOpenAI:
     def _clear_state(self) -> None:
         with self._lock:
             self._scripts: dict[str, list[Reply]] = {}
-            self._rules: list[tuple[str, Reply]] = []
+            self._rules: list[_Rule] = []
             self._faults: list[_Fault] = []
             self._down = False
             self._embedding_overrides: dict[str, list[float]] = {}
@@ -293,10 +323,27 @@ class FakeOpenAI:
         with self._lock:
             self._scripts[first_user] = [_as_reply(reply) for reply in replies]
 
-    def rule(self, contains: str, reply: str | Reply) -> None:
-        """Reply with ``reply`` when the last message contains ``contains``; earlier rules win."""
+    def rule(
+        self,
+        contains: str,
+        reply: str | Reply | list[str | Reply],
+        *,
+        where: str = "last",
+        model: str | None = None,
+    ) -> None:
+        """Reply with ``reply`` when the last message contains ``contains``; earlier rules win.
+
+        ``where``: "last" (the last message, the default), "system" (any system message) or "any" (any
+        message). A list of replies cycles: the rule's n-th answered request gets ``replies[n % len]``.
+        ``model``: the rule applies only to requests for this model.
+        """
+        if where not in ("last", "system", "any"):
+            raise ValueError(f"where must be last, system or any, not {where!r}")
+        replies = [_as_reply(item) for item in reply] if isinstance(reply, list) else [_as_reply(reply)]
+        if not replies:
+            raise ValueError("rule() needs at least one reply")
         with self._lock:
-            self._rules.append((contains, _as_reply(reply)))
+            self._rules.append(_Rule(contains, replies, where, model))
 
     def fail_next(
         self,
@@ -438,7 +485,7 @@ class FakeOpenAI:
             self._sleep(self.latency)
             return _error(fault.status, retry_after=fault.retry_after)
 
-        reply = self._select_reply(key, messages)
+        reply = self._select_reply(key, messages, model)
         if fault is not None:
             self._sleep(fault.hang)
         elif reply.hang is not None:
@@ -460,16 +507,15 @@ class FakeOpenAI:
                     return fault
         return None
 
-    def _select_reply(self, key: str | None, messages: list[dict]) -> Reply:
+    def _select_reply(self, key: str | None, messages: list[dict], model: str | None = None) -> Reply:
         with self._lock:
             replies = self._scripts.get(key) if key is not None else None
             if replies:
                 turn = sum(1 for message in messages if message.get("role") == "assistant")
                 return replies[min(turn, len(replies) - 1)]
-            last_text = content_text(messages[-1].get("content"))
-            for contains, reply in self._rules:
-                if contains in last_text:
-                    return reply
+            for rule in self._rules:
+                if rule.matches(messages, model):
+                    return rule.take()
         return _as_reply(self.default_reply)
 
     def _completion(self, model: str, messages: list[dict], reply: Reply) -> dict:
