@@ -33,6 +33,7 @@ class JudgeContext:
     model: str
     # Resolves a model reference ("endpoint/model") for checks that name their own judge model.
     resolve: Callable[[str], tuple[ChatClient, str]] | None = None
+    temperature: float | None = None  # the suite's judge_temperature, for checks that set none
     spent: Usage = field(default_factory=Usage)
     cost: float = 0.0
 
@@ -179,7 +180,8 @@ def _judge_one(spec, criteria: str, reply: Reply, judge: JudgeContext) -> tuple[
     """One judge call: (score on the spec's scale, or None if unparseable; reason; raw answer)."""
     client, model = judge.for_model(spec.model)
     messages = judge_messages(criteria, reply.conversation, spec.scale, spec.scope)
-    completion = client.complete(model, messages, temperature=spec.temperature)
+    temperature = spec.temperature if spec.temperature is not None else judge.temperature
+    completion = client.complete(model, messages, temperature=temperature)
     judge.charge(completion.usage, completion.cost)
     verdict = parse_verdict(completion.text)
     if verdict.score is None:

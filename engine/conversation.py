@@ -55,6 +55,7 @@ class EngineContext:
     resolve: Callable[[str], tuple[ChatClient, str]] | None = None
     files: Mapping[str, str] = field(default_factory=dict)
     defaults: Defaults = field(default_factory=Defaults)
+    judge_temperature: float | None = None
 
 
 @dataclass
@@ -366,7 +367,7 @@ def _play_turn(
         [*messages, {"role": "user", "content": step.prompt}] if step.prompt is not None else list(messages)
     )
     completion = ctx.agent.complete(ctx.model, sent)
-    judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve)
+    judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature)
     conversation = [*sent, {"role": "assistant", "content": completion.text}]
     reply = Reply(
         text=completion.text,

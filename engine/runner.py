@@ -37,6 +37,7 @@ def build_context(
         resolve=resolve,
         files=files or {},
         defaults=Defaults(suite.grader, suite.extractor, suite.rubric, suite.pass_threshold),
+        judge_temperature=suite.judge_temperature,
     )
     return ctx, endpoint_name
 

@@ -382,3 +382,26 @@ def test_a_judge_reason_that_says_unparseable_is_still_a_verdict():
     ]
     result, _, _ = judge_check(MULTI, answers)
     assert result.passed and result.reason == "weighted score 0.90 (threshold 0.50 of 1) over 2 criteria"
+
+
+def test_suite_judge_temperature_is_the_default_and_a_check_overrides_it():
+    """judge_temperature in the suite applies to every llm_judge call; a check's own temperature wins."""
+    from engine.clients import EndpointConfig, EndpointRegistry
+    from engine.loader import load_suite
+    from engine.runner import run_suite
+    from tests.fakeopenai import FakeOpenAI
+
+    suite = load_suite(
+        "name: t\nmodel: m\njudge_temperature: 0.2\nevals:\n"
+        "  - prompt: hi\n    checks:\n      - llm_judge: {criteria: first}\n"
+        "      - llm_judge: {criteria: second, temperature: 0.9}\n"
+    )
+    with FakeOpenAI() as fake:
+        fake.default_reply = '{"score": 1, "reason": "ok"}'
+        registry = EndpointRegistry(
+            default=EndpointConfig(name="default", base_url=fake.base_url, max_retries=0)
+        )
+        report = run_suite(suite, registry)
+        judged = [body for body in fake.chat_requests() if body["messages"][0]["role"] == "system"]
+    assert report.status == "passed"
+    assert sorted(body.get("temperature") for body in judged) == [0.2, 0.9]
