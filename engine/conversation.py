@@ -309,7 +309,7 @@ def run_eval(
             verdict=verdict,
             error=error,
             history=history,
-            termination=(turns[-1].termination if turns else None) if status != "error" else "error",
+            termination=_termination(ev, turns, status),
             turns=list(turns),
             turns_passed=sum(1 for _, ok in units if ok) if units is not None else None,
             turns_total=len(units) if units is not None else None,
@@ -348,6 +348,15 @@ def run_eval(
             return finish("error", f"error on turn {position + 1} (simulated user): {exc}", error=str(exc))
     status, score, verdict, passed_on = driver.verdict(turns)
     return finish(status, verdict, score=score, passed_on=passed_on)
+
+
+def _termination(ev: Eval, turns: list[TurnRecord], status: str) -> str | None:
+    """Why a simulated conversation ended; other kinds end when their script does, so they have none."""
+    if ev.style != "simulated":
+        return None
+    if status == "error":
+        return "error"
+    return turns[-1].termination if turns else None
 
 
 def _check_resume(turn: TurnRecord, step: Step, position: int) -> None:

@@ -72,7 +72,7 @@ def format_eval(result: EvalResult) -> str:
         estimated = " (estimated)" if turn.usage.estimated else ""
         lines.append(
             f"    Tokens: {turn.usage.prompt_tokens} in / {turn.usage.completion_tokens} out{estimated}"
-            f", cost ${turn.cost + turn.judge_cost:.6f}"
+            f", cost ${turn.cost + turn.judge_cost + turn.user_cost:.6f}"
         )
     if result.turns_total is not None:
         marks = "".join("✓" if turn.passed else "✗" for turn in result.turns if turn.passed is not None)

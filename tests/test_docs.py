@@ -14,8 +14,8 @@ An HTML comment on the line just before a fenced block says what the block is; d
 - `<!-- suite: examples/demo-mock.yaml -->`: an output produced by that file (relative to the repository,
   attached files read from its folder as `evalrun` reads them), not by the suite shown above it.
 - `<!-- sent -->`: JSON, the messages sent before the live turns of the first eval of the suite above.
-- `<!-- model: CheckResult -->`: JSON, a fragment of the results format (an `EvalResult` fragment with
-  `suite:` must equal that eval of a real run).
+- `<!-- model: CheckResult -->`: JSON, a fragment of the results format (an `EvalResult` or
+  `IteratedResult` fragment with `suite:` must equal that eval, or that iteration of it, of a real run).
 
 Outputs are ```text blocks starting with `Suite: ` (a whole report) or `Eval ` (every eval's transcript),
 and the one full `evalsite.results/1` JSON document; each is compared with a real run, on the mock, of the
@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from engine import datasets, results, schema
+from engine import conditions, datasets, judge, results, schema, simulate, stats
 from engine.clients import EndpointRegistry, default_endpoint_from_env
 from engine.history import build_history
 from engine.loader import SuiteError, load_suite, read_suite_files
@@ -62,6 +62,14 @@ SCHEMA_MODELS = {
     "Message",
     "ScriptedTurn",
     "Gate",
+    "Condition",
+    "NaturalLanguage",
+    "FieldEquals",
+    "CheckFields",
+    "PersonaStage",
+    "FollowUpInput",
+    "Simulate",
+    "Criterion",
 }
 RESULT_MODELS = [
     results.RunReport,
@@ -74,6 +82,8 @@ RESULT_MODELS = [
     results.Usage,
     results.Totals,
     results.RunTotals,
+    stats.IteratedResult,
+    stats.IterationStats,
 ]
 MARKS = {"invalid", "files", "file", "suite", "sent", "model"}
 
@@ -236,6 +246,8 @@ def test_suite_doc_names_every_schema_field(model_name):
     assert names, f"{model_name} has no fields"
     if model_name == "Check":
         assert "or" in names and "or_" not in names
+    if model_name == "Condition":
+        assert {"all", "any", "not"} <= set(names) and "all_" not in names
     missing = [name for name in names if name not in _backticked(SUITE_DOC)]
     assert not missing, f"docs/suite-format.md does not mention {model_name} fields: {missing}"
 
@@ -254,6 +266,39 @@ def test_suite_doc_names_every_check_grader_extractor_and_row_key():
     assert set(schema.EXTRACTORS) <= named
     assert set(datasets.ROW_KEYS) <= named
     assert {"{" + name + "}" for name in schema.RUBRIC_PLACEHOLDERS} <= named
+    assert set(schema.CONDITION_KEYS) <= named
+    assert set(schema.SCALES) <= named
+
+
+def _prose(path: Path) -> str:
+    """The doc's text with quote markers and line breaks folded away, to find a wrapped sentence."""
+    text = re.sub(r"^> ?", "", path.read_text(encoding="utf-8"), flags=re.M)
+    return " ".join(text.split())
+
+
+def _folded(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_suite_doc_quotes_the_prompts_sent_to_models():
+    prose = _prose(SUITE_DOC)
+    for text in (
+        judge.JUDGE_SYSTEM,
+        conditions.NATURAL_LANGUAGE_SYSTEM,
+        simulate.SIMULATOR_INSTRUCTIONS,
+        simulate.SIMULATOR_ASK,
+        *(f"The score is {words}." for scale, words in judge.SCALE_WORDS.items() if scale != "0-1"),
+    ):
+        assert _folded(text) in prose, f"docs/suite-format.md does not quote: {text!r}"
+
+
+def test_docs_name_the_termination_reasons_and_iterated_kinds():
+    for doc in DOCS:
+        named = _backticked(doc)
+        assert {"inputs exhausted", "error"} <= named, doc.name
+        assert any(text.startswith("condition met: ") for text in named), doc.name
+        assert any(text.startswith("max turns (") for text in named), doc.name
+    assert {"single-turn-iterated", "multi-turn-iterated", "criterion"} <= _backticked(RESULTS_DOC)
 
 
 # --- (b) every results-format field and value is documented -----------------------------------------------
@@ -330,25 +375,43 @@ def test_invalid_examples_are_rejected(block, expected):
         assert str(caught.value) == expected.strip()
 
 
-NOT_YET = {
+NOT_YET: dict[str, str] = {
     # key: the smallest suite using it; each must still be rejected while the docs list it as coming next.
-    "simulate": "evals:\n  - input: Hi\n    ground_truth: hi\n    simulate: {persona: a traveller}\n",
-    "iterations": "evals:\n  - input: Hi\n    ground_truth: hi\n    iterations: 3\n",
+    # Nothing is announced today: everything the product brief described is implemented (see IMPLEMENTED).
+}
+IMPLEMENTED = {
+    # Once listed as coming next; each must load now, and must no longer be announced.
+    "simulate": "evals:\n  - prompt: Hi\n    simulate: {persona: a traveller}\n",
+    "iterations": "iterations: 3\nevals:\n  - input: Hi\n    ground_truth: hi\n    iterations: 2\n",
     "field_equals": "evals:\n  - input: Hi\n    checks: [{field_equals: {path: a, value: b}}]\n",
     "field_is_set": "evals:\n  - input: Hi\n    checks: [{field_is_set: a}]\n",
-    "scale": "evals:\n  - input: Hi\n    checks: [{llm_judge: {criteria: ok, scale: 5}}]\n",
+    "scale": "evals:\n  - input: Hi\n    checks: [{llm_judge: {criteria: ok, scale: 0-100}}]\n",
     "scope": "evals:\n  - input: Hi\n    checks: [{llm_judge: {criteria: ok, scope: conversation}}]\n",
-    "criteria": "evals:\n  - input: Hi\n    checks: [{llm_judge: {criteria: [ok, polite]}}]\n",
+    "criteria": "evals:\n  - input: Hi\n    checks: [{llm_judge: {criteria: [{criteria: ok}, {criteria: polite}]}}]\n",
 }
 
 
-@pytest.mark.parametrize("key", sorted(NOT_YET))
-def test_coming_next_is_not_implemented(key):
+def _coming_next() -> str:
     text = SUITE_DOC.read_text(encoding="utf-8")
-    coming = text.split("\n## Coming next", 1)[1]
-    assert f"`{key}`" in coming, f"`{key}` is not listed under Coming next"
-    with pytest.raises(SuiteError):
-        load_suite("name: coming-next\nmodel: mock\n" + NOT_YET[key])
+    return text.split("\n## Coming next", 1)[1] if "\n## Coming next" in text else ""
+
+
+def test_coming_next_is_not_implemented():
+    coming = _coming_next()
+    for key, source in NOT_YET.items():
+        assert f"`{key}`" in coming, f"`{key}` is not listed under Coming next"
+        with pytest.raises(SuiteError):
+            load_suite("name: coming-next\nmodel: mock\n" + source)
+    if not NOT_YET:
+        assert not coming, "Coming next announces something; list its keys in NOT_YET"
+
+
+@pytest.mark.parametrize("key", sorted(IMPLEMENTED))
+def test_implemented_is_no_longer_coming_next(key):
+    assert f"`{key}`" not in _coming_next(), f"`{key}` is implemented: take it out of Coming next"
+    suite = load_suite("name: implemented\nmodel: mock\n" + IMPLEMENTED[key])
+    assert suite.evals
+    assert f"`{key}`" in SUITE_DOC.read_text(encoding="utf-8")
 
 
 # --- (d) the outputs shown are what the engine produces today ----------------------------------------------
@@ -390,6 +453,15 @@ def _without_latency(evaluation: dict) -> dict:
     return evaluation
 
 
+def _eval_of(report: dict, shown: dict) -> dict:
+    """The eval of a real run that a documented EvalResult stands for: same index, same iteration."""
+    found = [
+        e for e in report["evals"] if (e["index"], e["iteration"]) == (shown["index"], shown["iteration"])
+    ]
+    assert len(found) == 1, f"no eval {shown['index']} iteration {shown['iteration']} in the run"
+    return found[0]
+
+
 def test_results_example_is_a_complete_real_report():
     documents = [b for b in _blocks(RESULTS_DOC) if b.lang == "json" and '"format"' in b.body]
     assert len(documents) == 1, "expected one full evalsite.results/1 example"
@@ -401,8 +473,9 @@ def test_results_example_is_a_complete_real_report():
     actual = _run_source(documents[0]).model_dump(mode="json")
     assert example["evals"], "the example shows no eval"
     for shown in example["evals"]:
-        assert _without_latency(shown) == _without_latency(actual["evals"][shown["index"]])
-    for key in ("format", "suite", "model", "endpoint", "mock", "status", "gates"):
+        assert _without_latency(shown) == _without_latency(_eval_of(actual, shown))
+    assert len(example["evals"]) == len(actual["evals"]), "the example leaves out evals of the run"
+    for key in ("format", "suite", "model", "endpoint", "mock", "status", "gates", "iterated"):
         assert example[key] == actual[key]
     assert example["gates"], "the example shows no gate"
     shown_totals = {k: v for k, v in example["totals"].items() if k != "duration_s"}
@@ -417,15 +490,28 @@ def _fragments():
 def test_results_fragments_are_marked():
     fragments = _fragments()
     assert all(b.mark("model") for b in fragments), "mark every JSON fragment with <!-- model: Name -->"
-    assert {b.mark("model") for b in fragments} >= {"CheckResult", "EvalResult"}
+    assert {b.mark("model") for b in fragments} >= {"CheckResult", "EvalResult", "IteratedResult"}
+    shown = [json.loads(b.body) for b in fragments if b.mark("model") == "EvalResult"]
+    assert {e["conversation"] for e in shown} >= {"tree", "simulated"}, "a simulated EvalResult went missing"
+    checks = [json.loads(b.body) for b in fragments if b.mark("model") == "CheckResult"]
+    assert any(c["type"] == "llm_judge" and c["children"] for c in checks), "weighted criteria went missing"
+
+
+def _result_model(name: str) -> type[BaseModel]:
+    model = getattr(results, name, None) or getattr(stats, name, None)
+    assert isinstance(model, type) and issubclass(model, BaseModel), f"no results model {name!r}"
+    return model
 
 
 @pytest.mark.parametrize("block", _params(_fragments()))
 def test_results_fragments_are_valid(block):
-    model = getattr(results, block.mark("model") or "")
+    model = _result_model(block.mark("model") or "")
     doc = json.loads(block.body)
     assert model.model_validate(doc).model_dump(mode="json") == doc
     if block.mark("suite") is not None:
-        assert model is results.EvalResult, "only EvalResult fragments are compared with a run"
-        actual = _run_source(block).model_dump(mode="json")["evals"][doc["index"]]
-        assert _without_latency(doc) == _without_latency(actual)
+        report = _run_source(block).model_dump(mode="json")
+        if model is results.EvalResult:
+            assert _without_latency(doc) == _without_latency(_eval_of(report, doc))
+        else:
+            assert model is stats.IteratedResult, "only EvalResult and IteratedResult fragments have a suite"
+            assert doc in report["iterated"], "this IteratedResult is not what the run gives"
