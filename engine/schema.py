@@ -605,7 +605,10 @@ class Suite(StrictModel):
     )
     judge: str | None = Field(None, description="Model for llm_judge and semantic checks (default: model).")
     judge_temperature: float | None = Field(
-        None, ge=0.0, le=2.0, description="Default temperature for llm_judge checks (the endpoint's when unset)."
+        None,
+        ge=0.0,
+        le=2.0,
+        description="Default temperature for llm_judge checks (the endpoint's when unset).",
     )
     system: str | None = Field(None, description="System prompt for every conversation.")
     metadata: Metadata | None = None
