@@ -333,15 +333,21 @@ def version(request: HttpRequest, public_id: uuid.UUID, number: int) -> HttpResp
     return render(request, "suites/version.html", context)
 
 
+def _posted_suite(request: HttpRequest) -> Suite | None:
+    """The user's suite named by the form's `suite` field, if any (404 for anyone else's)."""
+    suite_id = request.POST.get("suite")
+    if not suite_id:
+        return None
+    try:
+        return selectors.get_suite_for_user(request.user, uuid.UUID(suite_id))
+    except ValueError:
+        raise Http404("no such suite") from None
+
+
 @login_required
 @require_POST
 def validate(request: HttpRequest) -> HttpResponse:
-    suite = None
-    if suite_id := request.POST.get("suite"):
-        try:
-            suite = selectors.get_suite_for_user(request.user, uuid.UUID(suite_id))
-        except ValueError:
-            raise Http404("no such suite") from None
+    suite = _posted_suite(request)
     source = normalise_newlines(request.POST.get("source", ""))
     if suite is not None:
         latest = suite.latest_version
@@ -360,12 +366,7 @@ def upload(request: HttpRequest) -> HttpResponse:
     The bytes are checked first (1 MB, UTF-8, naming the bad byte); the text then takes the same path as
     typed text, so a broken file is shown in the editor with its located problems and nothing is saved.
     """
-    suite = None
-    if suite_id := request.POST.get("suite"):
-        try:
-            suite = selectors.get_suite_for_user(request.user, uuid.UUID(suite_id))
-        except ValueError:
-            raise Http404("no such suite") from None
+    suite = _posted_suite(request)
     uploaded = request.FILES.get("file")
     if uploaded is None:
         return _render_editor(request, suite=suite, status=400, error="Choose a .yaml file to upload.")
