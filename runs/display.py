@@ -12,17 +12,14 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from pydantic import ValidationError
-
 from engine.history import INSTRUCTIONS_SUFFIX, build_history
-from engine.loader import SuiteError, load_saved_suite, parse_yaml
+from engine.loader import parse_yaml
 from engine.results import TurnRecord, evaluate_gates
-from engine.schema import Gate
 from engine.schema import Suite as SuiteSpec
 from engine.stats import IteratedResult, iterated_results
 from engine.transcript import format_transcript, message_text
-from suites.models import SuiteVersion
 
+from . import specs
 from .models import ACTIVE, FINISHED, Conversation, Run, Turn
 
 GRADED_STYLES = ("scripted", "turns")
@@ -71,25 +68,6 @@ def strip(conversation: Conversation, marks: list[Mark]) -> dict | None:
     return {"passed": passed, "total": total, "marks": marks}
 
 
-_gates_by_hash: dict[str, list[Gate]] = {}
-
-
-def suite_gates(version: SuiteVersion) -> list[Gate]:
-    """A version's gates, read from its YAML once per process: gates never depend on attached files, so a
-    run page never loads a dataset (which can be megabytes) to show them."""
-    cached = _gates_by_hash.get(version.sha256)
-    if cached is None:
-        try:
-            raw, _ = parse_yaml(version.source)
-            cached = [Gate.model_validate(gate) for gate in raw.get("gates") or []]
-        except (SuiteError, ValidationError, TypeError):  # saved under an older schema: no gates to show
-            cached = []
-        if len(_gates_by_hash) > 1024:
-            _gates_by_hash.clear()
-        _gates_by_hash[version.sha256] = cached
-    return cached
-
-
 def gates(run: Run, conversations: list[Conversation]) -> list[dict]:
     """The suite's gates over the run so far, from the conversations the page has already loaded (what
     runs.services.gate_results computes, without its queries)."""
@@ -99,7 +77,7 @@ def gates(run: Run, conversations: list[Conversation]) -> list[dict]:
             "actual": "n/a" if gate.actual is None else f"{round(gate.actual, 3):g}",
             "passed": gate.passed,
         }
-        for gate in evaluate_gates(suite_gates(run.suite_version), conversations)
+        for gate in evaluate_gates(specs.suite_gates(run.suite_version), conversations)
     ]
 
 
@@ -133,31 +111,6 @@ ITERATION_SYMBOLS = {
 }
 # An eval may run up to 1,000 times; its strip shows this many marks and counts the rest.
 ITERATION_MARKS_MAX = 100
-
-_iteration_specs: dict[str, SuiteSpec | None] = {}
-
-
-def iteration_spec(version: SuiteVersion) -> SuiteSpec | None:
-    """The suite as iteration statistics need it (each eval's iterations and pass-rate threshold), parsed once
-    per process per version: the run page polls every second while a run is live. Of the attached files only
-    a dataset is read, on the first call: its rows use the suite's settings but must be there at their index."""
-    if version.sha256 in _iteration_specs:
-        return _iteration_specs[version.sha256]
-    try:
-        raw, _ = parse_yaml(version.source)
-        dataset = raw.get("dataset")
-        files = (
-            dict(version.files.filter(name=dataset).values_list("name", "content"))
-            if isinstance(dataset, str)
-            else {}
-        )
-        spec = load_saved_suite(version.source, files)
-    except Exception:  # saved under an older schema: the strips still show, without statistics
-        spec = None
-    if len(_iteration_specs) >= 16:  # datasets can be megabytes: keep few
-        _iteration_specs.clear()
-    _iteration_specs[version.sha256] = spec
-    return spec
 
 
 def _plural(count: int, word: str) -> str:
@@ -316,7 +269,7 @@ def iterated(run: Run, groups: dict[int, list[Conversation]]) -> dict[int, Itera
     """engine.stats over the iterations finished so far (what runs.services.iterated_for computes once the
     run is over), with the suite parsed once per process instead of on every poll."""
     finished = [c for group in groups.values() for c in group if c.status in FINISHED]
-    spec = iteration_spec(run.suite_version) if finished else None
+    spec = specs.iteration_spec(run.suite_version) if finished else None
     if spec is None:
         return {}
     try:

@@ -15,14 +15,13 @@ from django.utils import timezone
 
 from engine.clients import MOCK
 from engine.history import build_history
-from engine.loader import load_saved_suite, parse_yaml
 from engine.results import GateResult, evaluate_gates, gated_status
 from engine.runner import build_context
-from engine.schema import Gate
 from engine.stats import IteratedResult, iterated_results
 from suites.models import SuiteVersion
 from suites.services import validate_source
 
+from . import specs
 from .endpoints import build_registry
 from .models import ACTIVE, Conversation, Run, ShareLink, Status
 
@@ -174,15 +173,13 @@ def iterated_for(run: Run, conversations: list[Conversation]) -> list[IteratedRe
     """Statistics for the evals this run repeated ([] when none was)."""
     if not any(conversation.iteration for conversation in conversations):
         return []
-    version = run.suite_version
-    return iterated_results(load_saved_suite(version.source, version.file_map()), conversations)
+    spec = specs.iteration_spec(run.suite_version)
+    return iterated_results(spec, conversations) if spec is not None else []
 
 
 def gate_results(run: Run) -> list[GateResult]:
     """The suite's gates over this run's eval scores ([] when the suite has none)."""
-    # Gates never depend on attached files, so read just them: a dataset can be megabytes.
-    raw, _ = parse_yaml(run.suite_version.source)
-    gates = [Gate.model_validate(gate) for gate in raw.get("gates") or []]
+    gates = specs.suite_gates(run.suite_version)
     if not gates:
         return []
     return evaluate_gates(gates, list(Conversation.objects.filter(run=run).only("status", "score", "run_id")))
