@@ -171,16 +171,6 @@ class RunTotals(BaseModel):
         return totals
 
 
-def run_status(evals: list[EvalResult]) -> EvalStatus:
-    """running/queued while any eval is; then error if any errored (its result is unknown), else failed if
-    any failed, else cancelled if any was, else passed."""
-    statuses = {result.status for result in evals}
-    for status in ("running", "queued", "error", "failed", "cancelled"):
-        if status in statuses:
-            return status  # type: ignore[return-value]
-    return "passed"
-
-
 class GateResult(BaseModel):
     metric: str
     op: str

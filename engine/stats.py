@@ -148,7 +148,9 @@ def iterated_results(suite, evals) -> list[IteratedResult]:
 
 
 def overall_status(evals, iterated: list[IteratedResult]) -> str:
-    """Iterated evals are judged by pass rate, not by each iteration; the rest by their own status."""
+    """The run's status from its evals: running/queued while any is; then error if any errored (its result is
+    unknown), else failed if any failed, else cancelled if any was, else passed. Iterated evals are judged
+    by their pass rate, not by each iteration; the rest by their own status."""
     grouped = {item.index for item in iterated}
     statuses = [r.status for r in evals if r.index not in grouped] + [item.status for item in iterated]
     for status in ("running", "queued", "error", "failed", "cancelled"):

@@ -157,7 +157,7 @@ def finalize(run_id) -> bool:
         )
     )
     if counts[Status.CANCELLED] and not counts[Status.FAILED] and not counts[Status.ERROR]:
-        final = Status.CANCELLED  # as engine.results.run_status: cancelled unless something failed
+        final = Status.CANCELLED  # as engine.stats.overall_status: cancelled unless something failed
     else:
         # As the CLI decides: errors and failures of single evals count; repeated evals count by their pass
         # rate; gates, when the suite has them, decide by aggregate numbers.
