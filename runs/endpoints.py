@@ -1,6 +1,7 @@
 """The endpoint registry the engine uses, built from settings (the default endpoint) and the admin."""
 
 from django.conf import settings
+from django.db import connection
 
 from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
 
@@ -20,8 +21,25 @@ def default_endpoint() -> EndpointConfig:
     )
 
 
+_cached: tuple[tuple, EndpointRegistry] | None = None
+
+
 def build_registry() -> EndpointRegistry:
-    return EndpointRegistry(
-        default=default_endpoint(),
+    """The registry as the admin and settings define it now.
+
+    Workers ask for it once per conversation. The rows are read every time, so an endpoint edited in the
+    admin applies to the next conversation, but the registry is rebuilt only when they changed.
+    """
+    global _cached
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {Endpoint._meta.db_table} ORDER BY id")
+        key = (default_endpoint(), tuple(cursor.fetchall()))
+    cached = _cached
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    registry = EndpointRegistry(
+        default=key[0],
         named={endpoint.name: endpoint.to_config() for endpoint in Endpoint.objects.all()},
     )
+    _cached = (key, registry)
+    return registry

@@ -16,7 +16,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections, transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from engine.conversation import ResumeMismatch, run_eval
@@ -26,7 +25,7 @@ from engine.runner import build_context
 from engine.schema import Suite as SuiteSpec
 from suites.models import SuiteVersion
 
-from . import services
+from . import services, sql
 from .endpoints import build_registry
 from .models import ACTIVE, Conversation, Run, Status, Turn
 
@@ -59,29 +58,14 @@ def _spec_for(version_id: int, sha256: str) -> tuple[SuiteSpec, dict[str, str]]:
         return cached
 
 
-def claim(conversation_id: int) -> Conversation | None:
-    """Take the conversation; returns it (with run and suite version) or None if it is not ours to run.
+def claim(conversation_id: int) -> sql.Claimed | None:
+    """Take the conversation; None if it is not ours to run.
 
-    The update bumps `attempt`; the row read back carries the attempt we now own, the fencing token for
-    every later write.
+    The update bumps `attempt`; the claim carries the attempt we now own, the fencing token for every later
+    write.
     """
     now = timezone.now()
-    claimable = Q(status=Status.QUEUED) | Q(status=Status.RUNNING, lease_expires_at__lt=now)
-    updated = Conversation.objects.filter(claimable, pk=conversation_id, run__status__in=ACTIVE).update(
-        status=Status.RUNNING, attempt=F("attempt") + 1, started_at=now, lease_expires_at=now + _lease()
-    )
-    if not updated:
-        return None
-    conversation = (
-        Conversation.objects.select_related("run__suite_version")
-        .defer("run__suite_version__source")  # large; _spec_for fetches it only on a cache miss
-        .get(pk=conversation_id)
-    )
-    if conversation.run.status == Status.QUEUED:
-        Run.objects.filter(pk=conversation.run_id, status=Status.QUEUED).update(
-            status=Status.RUNNING, started_at=now
-        )
-    return conversation
+    return sql.claim(conversation_id, now, now + _lease())
 
 
 class _Heartbeat:
@@ -124,28 +108,26 @@ heartbeat = _Heartbeat()
 
 
 def _store_turn(conversation_id: int, attempt: int, turn: TurnRecord) -> None:
+    now = timezone.now()
     try:
         with transaction.atomic():
-            Turn.objects.create(
-                conversation_id=conversation_id,
+            stored = sql.store_turn(
+                conversation_id,
+                attempt,
                 position=turn.turn,
                 record=turn.model_dump(mode="json"),
                 passed=turn.passed,
-            )
-            updated = Conversation.objects.filter(
-                pk=conversation_id, attempt=attempt, status=Status.RUNNING
-            ).update(
-                turn_count=turn.turn,
-                prompt_tokens=F("prompt_tokens") + turn.usage.prompt_tokens,
-                completion_tokens=F("completion_tokens") + turn.usage.completion_tokens,
-                judge_tokens=F("judge_tokens") + turn.judge_usage.total_tokens,
-                user_tokens=F("user_tokens") + turn.user_usage.total_tokens,
-                cost=F("cost") + turn.cost + turn.judge_cost + turn.user_cost,
+                now=now,
+                lease_until=now + _lease(),
+                prompt_tokens=turn.usage.prompt_tokens,
+                completion_tokens=turn.usage.completion_tokens,
+                judge_tokens=turn.judge_usage.total_tokens,
+                user_tokens=turn.user_usage.total_tokens,
+                cost=turn.cost + turn.judge_cost + turn.user_cost,
                 tokens_estimated=turn.usage.estimated,
-                lease_expires_at=timezone.now() + _lease(),
             )
-            if not updated:
-                raise LostClaim()
+            if not stored:
+                raise LostClaim()  # rolls the turn back: a worker that lost its claim writes nothing
     except IntegrityError:
         raise LostClaim() from None
 
@@ -184,19 +166,22 @@ def _fail(conversation_id: int, attempt: int, message: str) -> bool:
 
 def execute(conversation_id: int) -> str:
     """Play one conversation to its end (or resume it). Returns what happened, for logs and tests."""
-    conversation = claim(conversation_id)
-    if conversation is None:
+    claimed = claim(conversation_id)
+    if claimed is None:
         return "skipped"
-    attempt = conversation.attempt
-    run = conversation.run
+    attempt = claimed.attempt
     heartbeat.add(conversation_id, attempt)
     try:
         try:
-            spec, files = _spec_for(run.suite_version_id, run.suite_version.sha256)
-            ctx, _ = build_context(spec, build_registry(), run.model, files)
-            ev = spec.evals[conversation.index]
+            spec, files = _spec_for(claimed.version_id, claimed.version_sha256)
+            ctx, _ = build_context(spec, build_registry(), claimed.model, files)
+            ev = spec.evals[claimed.index]
             # Only a resumed conversation (a later attempt) can have turns stored already.
-            stored = conversation.turns.order_by("position") if attempt > 1 else []
+            stored = (
+                Turn.objects.filter(conversation_id=conversation_id).order_by("position")
+                if attempt > 1
+                else []
+            )
             prior = [TurnRecord.model_validate(turn.record) for turn in stored]
         except Exception as exc:
             log.exception("conversation %s could not start", conversation_id)
@@ -211,13 +196,13 @@ def execute(conversation_id: int) -> str:
             if now - checked["at"] < 0.5:
                 return False
             checked["at"] = now
-            return not Run.objects.filter(pk=run.pk, status__in=ACTIVE).exists()
+            return not sql.run_is_active(claimed.run_id)
 
         try:
             result = run_eval(
                 ev,
-                conversation.index,
-                conversation.eval_id,
+                claimed.index,
+                claimed.eval_id,
                 ctx,
                 prior=prior,
                 on_turn=lambda turn: _store_turn(conversation_id, attempt, turn),
@@ -237,7 +222,7 @@ def execute(conversation_id: int) -> str:
         return result.status
     finally:
         heartbeat.remove(conversation_id)
-        services.conversation_ended(run.pk, run.endpoint_name)
+        services.conversation_ended(claimed.run_id, claimed.endpoint_name)
 
 
 def sweep() -> dict[str, int]:

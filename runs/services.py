@@ -10,7 +10,7 @@ from __future__ import annotations
 import zlib
 
 from django.db import connection, transaction
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.utils import timezone
 
 from engine.clients import MOCK
@@ -21,7 +21,7 @@ from engine.stats import IteratedResult, iterated_results
 from suites.models import SuiteVersion
 from suites.services import validate_source
 
-from . import specs
+from . import specs, sql
 from .endpoints import build_registry
 from .models import ACTIVE, Conversation, Run, ShareLink, Status
 
@@ -91,31 +91,21 @@ def dispatch(run_id) -> int:
     """Send tasks for as many queued conversations as the run's and the endpoint's limits allow."""
     from .tasks import run_conversation
 
+    run_id = sql.run_key(run_id)
     with transaction.atomic():
-        run = Run.objects.filter(pk=run_id, status__in=ACTIVE).first()
-        if run is None:
+        limits = sql.active_run_limits(run_id)
+        if limits is None:
             return 0
-        _lock_endpoint(run.endpoint_name)
-        in_flight = Q(dispatched_at__isnull=False, status__in=ACTIVE)
-        cap = _endpoint_cap(run.endpoint_name)
-        if cap is None:
-            slots = run.concurrency - run.conversations.filter(in_flight).count()
-        else:
-            busy = Conversation.objects.filter(
-                in_flight, run__endpoint_name=run.endpoint_name, run__status__in=ACTIVE
-            ).aggregate(run=Count("pk", filter=Q(run_id=run.pk)), endpoint=Count("pk"))
-            slots = min(run.concurrency - busy["run"], cap - busy["endpoint"])
+        endpoint_name, concurrency = limits
+        _lock_endpoint(endpoint_name)
+        in_run, in_endpoint = sql.in_flight(run_id, endpoint_name)
+        cap = _endpoint_cap(endpoint_name)
+        slots = concurrency - in_run if cap is None else min(concurrency - in_run, cap - in_endpoint)
         if slots <= 0:
             return 0
-        ids = list(
-            run.conversations.filter(status=Status.QUEUED, dispatched_at__isnull=True)
-            .order_by("index", "iteration")
-            .values_list("pk", flat=True)[:slots]
-        )
-        if not ids:
-            return 0
-        Conversation.objects.filter(pk__in=ids).update(dispatched_at=timezone.now())
-        transaction.on_commit(lambda: [run_conversation.delay(pk) for pk in ids])
+        ids = sql.mark_next_dispatched(run_id, slots, timezone.now())
+        if ids:
+            transaction.on_commit(lambda: [run_conversation.delay(pk) for pk in ids])
     return len(ids)
 
 
