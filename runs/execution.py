@@ -133,34 +133,34 @@ def _store_turn(conversation_id: int, attempt: int, turn: TurnRecord) -> None:
 
 
 def _finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
-    return bool(
-        Conversation.objects.filter(pk=conversation_id, attempt=attempt, status=Status.RUNNING).update(
-            status=result.status,
-            kind=result.kind,
-            style=result.conversation,
-            history=result.history,
-            turns_passed=result.turns_passed,
-            termination=(result.termination or "")[:300],
-            turns_total=result.turns_total,
-            passed_on_turn=result.passed_on_turn,
-            score=result.score,
-            verdict=result.verdict[:300],
-            error=result.error or "",
-            finished_at=timezone.now(),
-            lease_expires_at=None,
-        )
+    return sql.update_owned(
+        conversation_id,
+        attempt,
+        status=result.status,
+        kind=result.kind,
+        style=result.conversation,
+        history=result.history,
+        turns_passed=result.turns_passed,
+        termination=(result.termination or "")[:300],
+        turns_total=result.turns_total,
+        passed_on_turn=result.passed_on_turn,
+        score=result.score,
+        verdict=result.verdict[:300],
+        error=result.error or "",
+        finished_at=timezone.now(),
+        lease_expires_at=None,
     )
 
 
 def _fail(conversation_id: int, attempt: int, message: str) -> bool:
-    return bool(
-        Conversation.objects.filter(pk=conversation_id, attempt=attempt, status=Status.RUNNING).update(
-            status=Status.ERROR,
-            error=message,
-            verdict=message[:300],
-            finished_at=timezone.now(),
-            lease_expires_at=None,
-        )
+    return sql.update_owned(
+        conversation_id,
+        attempt,
+        status=Status.ERROR,
+        error=message,
+        verdict=message[:300],
+        finished_at=timezone.now(),
+        lease_expires_at=None,
     )
 
 

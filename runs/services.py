@@ -113,15 +113,7 @@ def dispatch_endpoint(endpoint_name: str, exclude=None) -> None:
     """A slot on an endpoint freed up and its own run had no use for it: waiting runs (oldest first) take it."""
     if _endpoint_cap(endpoint_name) is None:
         return  # no shared cap, so no run can be waiting on another's slot
-    waiting = (
-        Run.objects.filter(status__in=ACTIVE, endpoint_name=endpoint_name)
-        .exclude(pk=exclude)
-        .filter(conversations__status=Status.QUEUED, conversations__dispatched_at__isnull=True)
-        .order_by("created_at")
-        .values_list("pk", flat=True)
-        .distinct()
-    )
-    for run_id in list(waiting):
+    for run_id in sql.runs_waiting_on(endpoint_name, exclude):
         if dispatch(run_id) == 0:
             break
 
@@ -135,6 +127,8 @@ def status_counts(run: Run) -> dict[str, int]:
 
 def finalize(run_id) -> bool:
     """If every conversation has ended, give the run its final status. True when this call ended it."""
+    if sql.has_unfinished(sql.run_key(run_id)):
+        return False  # the common case while a run is going, answered by one cheap query
     run = Run.objects.filter(pk=run_id).first()
     if run is None or not run.is_active:
         return False

@@ -188,3 +188,41 @@ def mark_next_dispatched(run_id, limit: int, now: datetime) -> list[int]:
             [_when(now), run_id, Status.QUEUED, limit],
         )
         return sorted(row[0] for row in cursor.fetchall())
+
+
+def update_owned(conversation_id: int, attempt: int, **values) -> bool:
+    """Update a conversation this worker still owns (running, this attempt); False when it does not."""
+    fields = [Conversation._meta.get_field(name) for name in values]
+    assignments = ", ".join(f"{field.column} = %s" for field in fields)
+    params = [field.get_db_prep_save(values[field.name], connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {CONVERSATION} SET {assignments} WHERE id = %s AND attempt = %s AND status = %s",
+            [*params, conversation_id, attempt, Status.RUNNING],
+        )
+        return cursor.rowcount == 1
+
+
+def has_unfinished(run_id) -> bool:
+    """Whether any conversation of the run is still queued or running."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {CONVERSATION} WHERE run_id = %s AND status IN {ACTIVE_SQL} LIMIT 1", [run_id]
+        )
+        return cursor.fetchone() is not None
+
+
+def runs_waiting_on(endpoint_name: str, exclude=None) -> list:
+    """Active runs on the endpoint with conversations not yet sent, oldest first."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT r.id FROM {RUN} r
+                WHERE r.status IN {ACTIVE_SQL} AND r.endpoint_name = %s
+                  AND EXISTS (SELECT 1 FROM {CONVERSATION} c
+                              WHERE c.run_id = r.id AND c.status = %s AND c.dispatched_at IS NULL)
+                ORDER BY r.created_at""",
+            [endpoint_name, Status.QUEUED],
+        )
+        waiting = [row[0] for row in cursor.fetchall()]
+    excluded = run_key(exclude) if exclude is not None else None
+    return [run_id for run_id in waiting if run_id != excluded]
