@@ -119,8 +119,15 @@ def explain(run, concurrency: int) -> dict:
         (starts[i + concurrency] - finishes[i]).total_seconds() * 1000
         for i in range(len(starts) - concurrency)
     ]
-    calls = [turn.record["latency_ms"] for c in run.conversations.prefetch_related("turns") for turn in c.turns.all()]
+    calls = [
+        turn.record["latency_ms"]
+        for c in run.conversations.prefetch_related("turns")
+        for turn in c.turns.all()
+    ]
+    first_claim = (starts[0] - run.created_at).total_seconds() * 1000
+    last_end = (run.finished_at - finishes[-1]).total_seconds() * 1000
     return {
+        "launch to first claim, last conversation to run end ms": [round(first_claim), round(last_end)],
         "model call as the worker timed it, p50/p90/max ms": percentiles(calls) if calls else [],
         "overhead beyond the model call, mean ms": {
             name: round(sum(v) / len(v), 1) for name, v in phases.items()

@@ -19,13 +19,10 @@ from django.db import IntegrityError, close_old_connections, transaction
 from django.utils import timezone
 
 from engine.conversation import ResumeMismatch, run_eval
-from engine.loader import load_saved_suite
 from engine.results import EvalResult, TurnRecord
 from engine.runner import build_context
-from engine.schema import Suite as SuiteSpec
-from suites.models import SuiteVersion
 
-from . import services, sql
+from . import services, specs, sql
 from .endpoints import build_registry
 from .models import ACTIVE, Conversation, Run, Status, Turn
 
@@ -38,24 +35,6 @@ class LostClaim(Exception):
 
 def _lease() -> timedelta:
     return timedelta(seconds=settings.EVALSITE_LEASE_SECONDS)
-
-
-_specs: dict[str, tuple[SuiteSpec, dict[str, str]]] = {}
-_specs_lock = threading.Lock()
-
-
-def _spec_for(version_id: int, sha256: str) -> tuple[SuiteSpec, dict[str, str]]:
-    """The parsed suite of a version and its files, cached by content hash: fetched and parsed once per
-    process, not once per conversation (a run's first conversations all start at the same moment)."""
-    with _specs_lock:
-        cached = _specs.get(sha256)
-        if cached is None:
-            version = SuiteVersion.objects.get(pk=version_id)
-            files = version.file_map()
-            cached = _specs[sha256] = (load_saved_suite(version.source, files), files)
-            if len(_specs) > 64:
-                _specs.pop(next(iter(_specs)))
-        return cached
 
 
 def claim(conversation_id: int) -> sql.Claimed | None:
@@ -173,7 +152,7 @@ def execute(conversation_id: int) -> str:
     heartbeat.add(conversation_id, attempt)
     try:
         try:
-            spec, files = _spec_for(claimed.version_id, claimed.version_sha256)
+            spec, files = specs.suite_with_files(claimed.version_id, claimed.version_sha256)
             ctx, _ = build_context(spec, build_registry(), claimed.model, files)
             ev = spec.evals[claimed.index]
             # Only a resumed conversation (a later attempt) can have turns stored already.

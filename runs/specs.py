@@ -1,11 +1,15 @@
-"""Parsed suites for the pages and the run bookkeeping, cached per process by content hash.
+"""Parsed suites for the workers, the pages and the run bookkeeping, cached per process by content hash.
 
-A run page polls every second and a run's last conversation finalises it; neither should re-parse a suite
-(or load its megabytes of attached files) each time. Workers keep their own cache with every file
-(runs/execution.py), since they need the history files too.
+A worker plays every conversation of a run from the same suite, a run page polls every second and a run's
+last conversation finalises it; none of them should re-parse a suite (a 300-eval suite takes ~80 ms here)
+or load its megabytes of attached files each time. Workers cache the whole suite with its files; the
+pages take gates and iteration settings from that when this process has it, and parse only what they
+need when it has not.
 """
 
 from __future__ import annotations
+
+import threading
 
 from pydantic import ValidationError
 
@@ -14,6 +18,24 @@ from engine.schema import Gate
 from engine.schema import Suite as SuiteSpec
 from suites.models import SuiteVersion
 
+_suites: dict[str, tuple[SuiteSpec, dict[str, str]]] = {}
+_suites_lock = threading.Lock()
+
+
+def suite_with_files(version_id: int, sha256: str) -> tuple[SuiteSpec, dict[str, str]]:
+    """A version's parsed suite and its attached files, fetched and parsed once per process (the first
+    conversations of a run all start at the same moment: one thread parses, the others wait for it)."""
+    with _suites_lock:
+        cached = _suites.get(sha256)
+        if cached is None:
+            version = SuiteVersion.objects.get(pk=version_id)
+            files = version.file_map()
+            cached = _suites[sha256] = (load_saved_suite(version.source, files), files)
+            if len(_suites) > 64:
+                _suites.pop(next(iter(_suites)))
+        return cached
+
+
 _gates_by_hash: dict[str, list[Gate]] = {}
 
 
@@ -21,6 +43,8 @@ def suite_gates(version: SuiteVersion) -> list[Gate]:
     """A version's gates, read from its YAML once per process: gates never depend on attached files, so a
     run page never loads a dataset (which can be megabytes) to show them."""
     cached = _gates_by_hash.get(version.sha256)
+    if cached is None and version.sha256 in _suites:
+        cached = _suites[version.sha256][0].gates
     if cached is None:
         try:
             raw, _ = parse_yaml(version.source)
@@ -42,6 +66,8 @@ def iteration_spec(version: SuiteVersion) -> SuiteSpec | None:
     a dataset is read, on the first call: its rows use the suite's settings but must be there at their index."""
     if version.sha256 in _iteration_specs:
         return _iteration_specs[version.sha256]
+    if version.sha256 in _suites:
+        return _suites[version.sha256][0]
     try:
         raw, _ = parse_yaml(version.source)
         dataset = raw.get("dataset")
