@@ -1,7 +1,7 @@
 """Throughput of the real worker path: N conversations x 3 turns against the fake endpoint.
 
     python bench/throughput.py [--n 300] [--concurrency 10] [--latency 0.1] [--backends embedded,postgres]
-                               [--worker-procs 1] [--worker-threads 20] [--explain]
+                               [--worker-procs 1] [--worker-threads 20] [--explain] [--repeat 1]
 
 For each backend (embedded = SQLite + filesystem broker; postgres = PostgreSQL + Redis, when reachable) it
 starts a fresh database, real `celery worker` processes and the fake OpenAI server (real HTTP on
@@ -9,7 +9,9 @@ starts a fresh database, real `celery worker` processes and the fake OpenAI serv
 and measures the wall time from launch to the run's end. Ideal = ceil(N / C) x turns x latency: a
 scheduler with zero overhead. It prints both, their ratio, the model calls the fake answered, and the
 CPU the workers and the machine spent. --explain adds where the time beyond the model calls went
-(per-conversation phases and slot gaps). bench/conversations.py measures other workloads with the same code.
+(per-conversation phases and slot gaps); --repeat K measures each backend K times and reports the
+median, since one run on a shared machine varies by a few percent. bench/conversations.py measures other
+workloads with the same code.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def explain(run, concurrency: int) -> dict:
     Only the agent's call is subtracted: a simulated user's call shows up in its turn's overhead.
     """
     phases: dict[str, list[float]] = {}
-    starts, finishes = [], []
+    starts, finishes, delivery = [], [], []
     for conversation in run.conversations.prefetch_related("turns"):
         turns = list(conversation.turns.all())
         marks = [conversation.started_at, *(turn.created_at for turn in turns), conversation.finished_at]
@@ -112,6 +114,7 @@ def explain(run, concurrency: int) -> dict:
             phases.setdefault(name, []).append((end - start).total_seconds() * 1000 - latency)
         starts.append(conversation.started_at)
         finishes.append(conversation.finished_at)
+        delivery.append((conversation.started_at - conversation.dispatched_at).total_seconds() * 1000)
     starts.sort()
     finishes.sort()
     # A slot frees when a conversation finishes; the conversation C places later in start order takes it.
@@ -124,15 +127,19 @@ def explain(run, concurrency: int) -> dict:
         for c in run.conversations.prefetch_related("turns")
         for turn in c.turns.all()
     ]
-    first_claim = (starts[0] - run.created_at).total_seconds() * 1000
-    last_end = (run.finished_at - finishes[-1]).total_seconds() * 1000
+    first = min(run.conversations.all(), key=lambda conversation: conversation.started_at)
+    fixed = [first.dispatched_at - run.created_at, first.started_at - first.dispatched_at,
+             run.finished_at - finishes[-1]]  # fmt: skip
     return {
-        "launch to first claim, last conversation to run end ms": [round(first_claim), round(last_end)],
+        "launch to first dispatch, to its claim; last conversation to run end ms": [
+            round(delta.total_seconds() * 1000) for delta in fixed
+        ],
         "model call as the worker timed it, p50/p90/max ms": percentiles(calls) if calls else [],
         "overhead beyond the model call, mean ms": {
             name: round(sum(v) / len(v), 1) for name, v in phases.items()
         },
         "slot gap p50/p90/max ms": percentiles(gaps) if gaps else [],
+        "of which marked dispatched to claimed (broker and pool) p50/p90/max ms": percentiles(delivery),
     }
 
 
@@ -146,6 +153,7 @@ def measure(args, work: Workload) -> dict:
 
     from runs.models import Endpoint, Run
     from runs.services import create_run
+    from runs.tasks import run_conversation
     from suites.services import create_suite
     from tests.fakeopenai import FakeOpenAI
 
@@ -166,7 +174,11 @@ def measure(args, work: Workload) -> dict:
             for i in range(args.worker_procs)
         ]
         try:
-            time.sleep(4)  # workers connect before the clock starts: startup is not what we measure
+            # Workers and this process's broker connection are set up before the clock starts: startup is
+            # not what we measure. A task for a conversation that does not exist connects both ends (the
+            # first publish in a process takes ~100 ms) and is skipped by the worker.
+            run_conversation.delay(0)
+            time.sleep(4)
             worker_cpu = -sum(process_cpu(worker.pid) for worker in workers)
             machine_cpu = -machine_busy()
             started = time.monotonic()
@@ -272,6 +284,9 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pool", default="threads", choices=["threads", "prefork"], help="Celery pool")
     parser.add_argument("--backends", default="engine,embedded,postgres")
     parser.add_argument("--explain", action="store_true")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="measure each backend K times; report the median"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -285,48 +300,79 @@ def table_header() -> None:
 
 
 def run_backends(args, child_argv: list[str]) -> list[dict]:
-    """One row per backend: each measurement in a fresh child process `child_argv` + --child."""
+    """One row per backend: each measurement in a fresh child process `child_argv` + --child. With
+    --repeat K each backend is measured K times; the row returned is the run with the median ratio."""
     rows = []
     for backend in args.backends.split(","):
-        var_dir = Path(tempfile.mkdtemp(prefix=f"evalsite-bench-{backend}-"))
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalsite.settings", "EVALSITE_DEV": "1",
-               "EVALSITE_VAR_DIR": str(var_dir), "BENCH_FAKE_KEY": "sk-bench", "LOG_LEVEL": "WARNING"}  # fmt: skip
-        if backend == "engine":
-            label = "engine only (floor)"
-            env["BENCH_ENGINE_ONLY"] = "1"
-        elif backend == "embedded":
-            label = "SQLite + filesystem"
-            env["DATABASE_URL"] = f"sqlite:///{var_dir / 'bench.sqlite3'}"
-            env.pop("CELERY_BROKER_URL", None)
-        elif backend == "postgres":
-            label = "PostgreSQL + Redis"
-            if not (reachable(5432) and reachable(6379)):
-                print(f"{label:<22}skipped: not reachable on 127.0.0.1")
-                continue
-            fresh_postgres_and_redis()
-            env["DATABASE_URL"] = PG_URL
-            env["CELERY_BROKER_URL"] = REDIS_URL
-        else:
+        label = BACKENDS.get(backend)
+        if label is None:
             raise SystemExit(f"unknown backend {backend!r}")
-        process = subprocess.run([sys.executable, *child_argv, "--child"], env=env, capture_output=True,
-                                 text=True, cwd=ROOT)  # fmt: skip
-        shutil.rmtree(var_dir, ignore_errors=True)
-        if process.returncode != 0:
-            print(f"{label:<22}failed:\n{process.stderr[-3000:]}")
+        if backend == "postgres" and not (reachable(5432) and reachable(6379)):
+            print(f"{label:<22}skipped: not reachable on 127.0.0.1")
             continue
-        result = json.loads(process.stdout.strip().splitlines()[-1])
-        rows.append({"backend": backend, **result})
-        ratio = result["wall"] / result["ideal"]
-        cpu = f"{result['worker_cpu']:.1f} s ({1000 * result['worker_cpu'] / max(1, result['calls']):.1f} ms/call)"
-        if result["machine_busy"] is not None:
-            cpu = f"workers {cpu}, machine {100 * result['machine_busy']:.0f}% busy"
-        else:
-            cpu = f"engine and fake server {cpu}"
-        print(f"{label:<22}{result['status']:<8}{result['turns']:>6}{result['calls']:>6}{result['wall']:>8.2f}"
-              f"{result['ideal']:>8.2f}{ratio:>7.3f}  {cpu}")  # fmt: skip
-        for name, value in result.get("explain", {}).items():
-            print(f"    {name}: {value}")
+        results = []
+        for _ in range(args.repeat):
+            result = measure_in_child(backend, child_argv)
+            if result is None:
+                print(f"{label:<22}failed:\n{measure_in_child.error}")
+                break
+            print_row(label, result)
+            results.append(result)
+        if not results:
+            continue
+        results.sort(key=lambda result: result["wall"] / result["ideal"])
+        if len(results) > 1:
+            ratios = [result["wall"] / result["ideal"] for result in results]
+            print(f"{'':<22}median of {len(results)}: {ratios[len(ratios) // 2]:.3f} "
+                  f"(range {ratios[0]:.3f} to {ratios[-1]:.3f})")  # fmt: skip
+        rows.append({"backend": backend, **results[len(results) // 2]})
     return rows
+
+
+BACKENDS = {
+    "engine": "engine only (floor)",
+    "embedded": "SQLite + filesystem",
+    "postgres": "PostgreSQL + Redis",
+}
+
+
+def measure_in_child(backend: str, child_argv: list[str]) -> dict | None:
+    """One measurement on a fresh database, in a child process whose environment names the backend.
+    None when the child failed; measure_in_child.error then holds the end of its stderr."""
+    var_dir = Path(tempfile.mkdtemp(prefix=f"evalsite-bench-{backend}-"))
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalsite.settings", "EVALSITE_DEV": "1",
+           "EVALSITE_VAR_DIR": str(var_dir), "BENCH_FAKE_KEY": "sk-bench", "LOG_LEVEL": "WARNING"}  # fmt: skip
+    if backend == "engine":
+        env["BENCH_ENGINE_ONLY"] = "1"
+    elif backend == "embedded":
+        env["DATABASE_URL"] = f"sqlite:///{var_dir / 'bench.sqlite3'}"
+        env.pop("CELERY_BROKER_URL", None)
+    else:
+        fresh_postgres_and_redis()
+        env["DATABASE_URL"] = PG_URL
+        env["CELERY_BROKER_URL"] = REDIS_URL
+    process = subprocess.run([sys.executable, *child_argv, "--child"], env=env, capture_output=True,
+                             text=True, cwd=ROOT)  # fmt: skip
+    shutil.rmtree(var_dir, ignore_errors=True)
+    if process.returncode != 0:
+        measure_in_child.error = process.stderr[-3000:]
+        return None
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
+def print_row(label: str, result: dict) -> None:
+    ratio = result["wall"] / result["ideal"]
+    cpu = (
+        f"{result['worker_cpu']:.1f} s ({1000 * result['worker_cpu'] / max(1, result['calls']):.1f} ms/call)"
+    )
+    if result["machine_busy"] is not None:
+        cpu = f"workers {cpu}, machine {100 * result['machine_busy']:.0f}% busy"
+    else:
+        cpu = f"engine and fake server {cpu}"
+    print(f"{label:<22}{result['status']:<8}{result['turns']:>6}{result['calls']:>6}{result['wall']:>8.2f}"
+          f"{result['ideal']:>8.2f}{ratio:>7.3f}  {cpu}")  # fmt: skip
+    for name, value in result.get("explain", {}).items():
+        print(f"    {name}: {value}")
 
 
 def main() -> None:

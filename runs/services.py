@@ -54,19 +54,18 @@ def create_run(
         is_mock=endpoint_name == MOCK,
         concurrency=concurrency,
     )
-    Conversation.objects.bulk_create(
-        Conversation(
-            run=run,
-            index=index,
-            iteration=iteration,
-            eval_id=spec.eval_id(index),
-            prompt=ev.first_text,
-            style=ev.style,
-            history=build_history(None, ev.messages, files)[1] if ev.messages else [],
-        )
-        for index, ev in enumerate(spec.evals)
-        for iteration in range(ev.iterations or spec.iterations)  # every repetition is its own conversation
-    )
+    rows = []
+    for index, ev in enumerate(spec.evals):
+        common = {
+            "index": index,
+            "eval_id": spec.eval_id(index),
+            "prompt": ev.first_text,
+            "style": ev.style,
+            "history": build_history(None, ev.messages, files)[1] if ev.messages else [],
+        }
+        # Every repetition is its own conversation.
+        rows += [{**common, "iteration": iteration} for iteration in range(ev.iterations or spec.iterations)]
+    sql.insert_conversations(run.pk, rows)
     transaction.on_commit(lambda: dispatch(run.pk))
     return run
 

@@ -190,6 +190,32 @@ def mark_next_dispatched(run_id, limit: int, now: datetime) -> list[int]:
         return sorted(row[0] for row in cursor.fetchall())
 
 
+def insert_conversations(run_id, rows: list[dict]) -> None:
+    """A new run's conversations, in one executemany. Each row gives index, iteration, eval_id, prompt,
+    style and history; every other column takes the model's default.
+
+    bulk_create prepares every default of every row one by one: 100 ms for a 300-eval run here, before
+    the first conversation can start. The defaults are the same for every row, so they are prepared once.
+    """
+    fields = [field for field in Conversation._meta.concrete_fields if not field.primary_key]
+    given = {"index", "iteration", "eval_id", "prompt", "style", "history"}
+    values = {
+        field.name: field.get_db_prep_save(field.get_default(), connection)
+        for field in fields
+        if field.name not in given
+    }
+    values["run"] = run_key(run_id)
+    history = Conversation._meta.get_field("history")
+    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    params = []
+    for row in rows:
+        values.update(row, history=history.get_db_prep_save(row["history"], connection))
+        params.append([values[field.name] for field in fields])
+    with connection.cursor() as cursor:
+        cursor.executemany(f"INSERT INTO {CONVERSATION} ({columns}) VALUES ({placeholders})", params)
+
+
 def update_owned(conversation_id: int, attempt: int, **values) -> bool:
     """Update a conversation this worker still owns (running, this attempt); False when it does not."""
     fields = [Conversation._meta.get_field(name) for name in values]

@@ -354,6 +354,45 @@ def test_launched_run_renders_before_any_worker_picks_it_up(logged_in, version, 
     assert "not started" in page
 
 
+
+def test_launch_stores_each_conversation_with_the_model_defaults(user):
+    """create_run writes conversations in plain SQL: every column it does not set must hold exactly what
+    the ORM would have stored, and the given ones (history included) must round-trip."""
+    source = """\
+name: launch
+model: mock
+iterations: 2
+evals:
+  - id: tree
+    prompt: Hello
+    checks: [{contains: hi}]
+  - messages:
+      - {role: user, content: "I have a bug."}
+      - {role: assistant, content: "Can you share it?"}
+      - {role: user, content: "Here it is:"}
+    iterations: 1
+    checks: [{contains: fix}]
+"""
+    version = suite_services.create_suite(owner=user, source=source).latest_version
+    run = run_services.create_run(version=version, user=user)
+    rows = list(Conversation.objects.filter(run=run).order_by("index", "iteration"))
+    assert [(row.index, row.iteration, row.eval_id, row.style) for row in rows] == [
+        (0, 0, "tree", "tree"),
+        (0, 1, "tree", "tree"),
+        (1, 0, "eval-2", "history"),
+    ]
+    assert rows[0].prompt == "Hello" and rows[0].history == []
+    assert rows[2].prompt == "Here it is:"
+    assert rows[2].history == [
+        {"role": "user", "content": "I have a bug."},
+        {"role": "assistant", "content": "Can you share it?"},
+        {"role": "user", "content": "Here it is:"},
+    ]
+    given = {"id", "run", "index", "iteration", "eval_id", "prompt", "style", "history"}
+    for field in Conversation._meta.concrete_fields:
+        if field.name not in given:
+            assert [getattr(row, field.attname) for row in rows] == [field.get_default()] * 3, field.name
+
 # --- Transcript ---------------------------------------------------------------------------------------------
 
 
