@@ -354,7 +354,6 @@ def test_launched_run_renders_before_any_worker_picks_it_up(logged_in, version, 
     assert "not started" in page
 
 
-
 def test_launch_stores_each_conversation_with_the_model_defaults(user):
     """create_run writes conversations in plain SQL: every column it does not set must hold exactly what
     the ORM would have stored, and the given ones (history included) must round-trip."""
@@ -392,6 +391,7 @@ evals:
     for field in Conversation._meta.concrete_fields:
         if field.name not in given:
             assert [getattr(row, field.attname) for row in rows] == [field.get_default()] * 3, field.name
+
 
 # --- Transcript ---------------------------------------------------------------------------------------------
 
