@@ -201,6 +201,11 @@ EVALSITE_MAX_RETRIES = env_int("EVALSITE_MAX_RETRIES", 3)
 # the sweeper hands the conversation to another worker, which resumes after the last stored turn.
 EVALSITE_LEASE_SECONDS = env_float("EVALSITE_LEASE_SECONDS", 60.0)
 EVALSITE_SWEEP_SECONDS = env_float("EVALSITE_SWEEP_SECONDS", 10.0)
+# On PostgreSQL, workers commit turns without waiting for the WAL flush: the durability SQLite's WAL mode
+# with synchronous=NORMAL gives the embedded setup. A killed worker still loses nothing (the database has
+# every commit); a crash of the database server itself can lose its last ~0.6 s of turn writes, which the
+# sweeper replays as a resumed conversation. "on" makes workers wait for every flush. The web never relaxes.
+EVALSITE_WORKER_SYNCHRONOUS_COMMIT = os.environ.get("EVALSITE_WORKER_SYNCHRONOUS_COMMIT", "off")
 
 LOGGING = {
     "version": 1,

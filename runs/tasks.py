@@ -4,9 +4,10 @@ import logging
 import threading
 
 from celery import shared_task
-from celery.signals import worker_ready, worker_shutting_down
+from celery.signals import worker_init, worker_ready, worker_shutting_down
 from django.conf import settings
 from django.db import close_old_connections
+from django.db.backends.signals import connection_created
 
 from engine.clients import warm_up
 
@@ -23,6 +24,23 @@ def run_conversation(conversation_id: int) -> str:
 
 
 _stop = threading.Event()
+
+
+def relax_commit_wait(sender, connection, **kwargs) -> None:
+    """A worker's PostgreSQL sessions commit without waiting for the WAL flush (see settings)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('synchronous_commit', %s, false)",
+                [settings.EVALSITE_WORKER_SYNCHRONOUS_COMMIT],
+            )
+
+
+@worker_init.connect
+def configure_worker_connections(**kwargs) -> None:
+    # A worker commits every claim, turn, finish and dispatch on its own; waiting for each flush cost 3-4 ms
+    # here, and bench/throughput.py on PostgreSQL went from 1.45 to 1.36 wall/ideal without the wait.
+    connection_created.connect(relax_commit_wait, dispatch_uid="evalsite-relax-commit-wait")
 
 
 def _sweep_forever() -> None:

@@ -225,3 +225,31 @@ def test_killed_worker_loses_no_turn_and_duplicates_none(user, fake_endpoint, fa
     for key, value in before.items():
         assert after[key] == value, "a stored turn was rewritten"
     assert Conversation.objects.filter(run=run, attempt__gte=2).exists(), "someone had to resume"
+
+
+@pytest.mark.django_db
+def test_worker_sessions_commit_without_waiting_for_the_flush_and_the_web_does_not():
+    """On PostgreSQL a worker's sessions relax synchronous_commit (see settings); others keep the default."""
+    from django.db import connections
+    from django.db.backends.signals import connection_created
+
+    from runs.tasks import configure_worker_connections
+
+    def setting_of_a_new_session() -> str:
+        session = connections.create_connection("default")
+        try:
+            with session.cursor() as cursor:
+                cursor.execute("SHOW synchronous_commit")
+                return cursor.fetchone()[0]
+        finally:
+            session.close()
+
+    if connections["default"].vendor != "postgresql":
+        pytest.skip("synchronous_commit is a PostgreSQL setting; make test-pg runs this")
+    assert setting_of_a_new_session() == "on"  # a web process never sent worker_init
+    configure_worker_connections()
+    try:
+        assert setting_of_a_new_session() == "off"
+    finally:
+        connection_created.disconnect(dispatch_uid="evalsite-relax-commit-wait")
+    assert setting_of_a_new_session() == "on"
