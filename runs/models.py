@@ -186,6 +186,19 @@ class Conversation(models.Model):
             models.Index(fields=["run", "status"], name="conversation_run_status"),
             # The sweeper looks for lapsed leases.
             models.Index(fields=["status", "lease_expires_at"], name="conversation_lease"),
+            # Dispatch counts what is in flight and takes the next waiting conversations in suite order,
+            # once per conversation that ends; these stay small (a run's concurrency; its unsent rows) and
+            # keep that one statement from scanning and sorting a whole run.
+            models.Index(
+                fields=["run"],
+                name="conversation_in_flight",
+                condition=models.Q(dispatched_at__isnull=False, status__in=["queued", "running"]),
+            ),
+            models.Index(
+                fields=["run", "index", "iteration"],
+                name="conversation_waiting",
+                condition=models.Q(dispatched_at__isnull=True, status="queued"),
+            ),
         ]
 
     def __str__(self) -> str:

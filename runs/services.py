@@ -70,11 +70,8 @@ def create_run(
     return run
 
 
-def _lock_endpoint(endpoint_name: str) -> None:
-    # SQLite runs every transaction as BEGIN IMMEDIATE (see settings), which already serialises writers.
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [zlib.crc32(endpoint_name.encode())])
+def _endpoint_lock_key(endpoint_name: str) -> int:
+    return zlib.crc32(endpoint_name.encode())
 
 
 def _endpoint_cap(endpoint_name: str) -> int | None:
@@ -86,22 +83,39 @@ def _endpoint_cap(endpoint_name: str) -> int | None:
 
 
 def dispatch(run_id) -> int:
-    """Send tasks for as many queued conversations as the run's and the endpoint's limits allow."""
+    """Send tasks for as many queued conversations as the run's and the endpoint's limits allow.
+
+    Dispatches on one endpoint are serialised, so two of them cannot both count a free slot: on
+    PostgreSQL by the endpoint's advisory lock, on SQLite by the write lock every transaction takes first
+    (BEGIN IMMEDIATE, see settings).
+    """
     from .tasks import run_conversation
 
     run_id = sql.run_key(run_id)
+    # A run's endpoint and concurrency never change, so they are read before the lock; whether the run is
+    # still active is decided under it, by dispatch_next.
+    limits = sql.active_run_limits(run_id)
+    if limits is None:
+        return 0
+    endpoint_name, concurrency = limits
+    cap = _endpoint_cap(endpoint_name)
+    if connection.vendor == "postgresql" and connection.get_autocommit():
+        ids = sql.dispatch_next(
+            run_id,
+            endpoint_name,
+            concurrency,
+            cap,
+            timezone.now(),
+            lock_key=_endpoint_lock_key(endpoint_name),
+        )
+        for pk in ids:  # committed already
+            run_conversation.delay(pk)
+        return len(ids)
     with transaction.atomic():
-        limits = sql.active_run_limits(run_id)
-        if limits is None:
-            return 0
-        endpoint_name, concurrency = limits
-        _lock_endpoint(endpoint_name)
-        in_run, in_endpoint = sql.in_flight(run_id, endpoint_name)
-        cap = _endpoint_cap(endpoint_name)
-        slots = concurrency - in_run if cap is None else min(concurrency - in_run, cap - in_endpoint)
-        if slots <= 0:
-            return 0
-        ids = sql.mark_next_dispatched(run_id, slots, timezone.now())
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_endpoint_lock_key(endpoint_name)])
+        ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now())
         if ids:
             transaction.on_commit(lambda: [run_conversation.delay(pk) for pk in ids])
     return len(ids)

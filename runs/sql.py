@@ -161,32 +161,58 @@ def active_run_limits(run_id) -> tuple[str, int] | None:
         return cursor.fetchone()
 
 
-def in_flight(run_id, endpoint_name: str) -> tuple[int, int]:
-    """Conversations sent to a worker and not yet ended: of this run, and of all active runs on the
-    endpoint."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""SELECT COALESCE(SUM(CASE WHEN c.run_id = %s THEN 1 ELSE 0 END), 0), COUNT(*)
-                FROM {CONVERSATION} c JOIN {RUN} r ON r.id = c.run_id
-                WHERE c.dispatched_at IS NOT NULL AND c.status IN {ACTIVE_SQL}
-                  AND r.endpoint_name = %s AND r.status IN {ACTIVE_SQL}""",
-            [run_id, endpoint_name],
-        )
-        in_run, in_endpoint = cursor.fetchone()
-    return in_run, in_endpoint
+def dispatch_next(
+    run_id,
+    endpoint_name: str,
+    concurrency: int,
+    cap: int | None,
+    now: datetime,
+    *,
+    lock_key: int | None = None,
+) -> list[int]:
+    """Mark as sent as many of an active run's waiting conversations (first in suite order) as its
+    concurrency and the endpoint's cap allow, counting what is in flight; their ids.
 
-
-def mark_next_dispatched(run_id, limit: int, now: datetime) -> list[int]:
-    """Mark up to `limit` of the run's waiting conversations as sent, first in suite order; their ids."""
+    The caller serialises dispatches on the endpoint: in its transaction, or, with `lock_key` (PostgreSQL,
+    autocommit), this call does it in one round trip: BEGIN, the endpoint's advisory lock, the update and
+    COMMIT go as one message. Every conversation ending on the endpoint waits for that lock, and with a
+    round trip per statement the lock stayed held while this thread waited for the interpreter (a fifth of
+    the database's samples were dispatchers queued on it in bench/conversations.py).
+    """
+    in_run = f"""(SELECT COUNT(*) FROM {CONVERSATION}
+                  WHERE run_id = %s AND dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL})"""
+    if cap is None:
+        room_on_endpoint, endpoint_params = "%s", [concurrency]  # never the smaller one
+    else:
+        room_on_endpoint = f"""%s - (SELECT COUNT(*) FROM {CONVERSATION} c JOIN {RUN} r ON r.id = c.run_id
+                                     WHERE c.dispatched_at IS NOT NULL AND c.status IN {ACTIVE_SQL}
+                                       AND r.endpoint_name = %s AND r.status IN {ACTIVE_SQL})"""
+        endpoint_params = [cap, endpoint_name]
+    # LIMIT must not go negative: SQLite reads a negative limit as none at all.
+    slots = f"""(SELECT CASE WHEN n < 0 THEN 0 ELSE n END
+                 FROM (SELECT CASE WHEN a < b THEN a ELSE b END AS n
+                       FROM (SELECT %s - {in_run} AS a, {room_on_endpoint} AS b) room) bounded)"""
+    update = f"""UPDATE {CONVERSATION} SET dispatched_at = %s
+                 WHERE id IN (SELECT id FROM {CONVERSATION}
+                              WHERE run_id = %s AND status = %s AND dispatched_at IS NULL
+                                AND EXISTS (SELECT 1 FROM {RUN} WHERE id = %s AND status IN {ACTIVE_SQL})
+                              ORDER BY "index", iteration
+                              LIMIT {slots})
+                 RETURNING id"""
+    params = [_when(now), run_id, Status.QUEUED, run_id, concurrency, run_id, *endpoint_params]
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"""UPDATE {CONVERSATION} SET dispatched_at = %s
-                WHERE id IN (SELECT id FROM {CONVERSATION}
-                             WHERE run_id = %s AND status = %s AND dispatched_at IS NULL
-                             ORDER BY "index", iteration LIMIT %s)
-                RETURNING id""",
-            [_when(now), run_id, Status.QUEUED, limit],
-        )
+        if lock_key is None:
+            cursor.execute(update, params)
+            return sorted(row[0] for row in cursor.fetchall())
+        # Parameters are bound on the client (Django's psycopg cursor), so several statements can share
+        # one execute; the update's snapshot is taken after the lock is granted.
+        try:
+            cursor.execute(f"BEGIN; SELECT pg_advisory_xact_lock(%s); {update}; COMMIT", [lock_key, *params])
+        except Exception:
+            cursor.execute("ROLLBACK")
+            raise
+        cursor.nextset()  # the lock's result
+        cursor.nextset()  # the update's
         return sorted(row[0] for row in cursor.fetchall())
 
 
