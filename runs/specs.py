@@ -18,8 +18,11 @@ from engine.schema import Gate
 from engine.schema import Suite as SuiteSpec
 from suites.models import SuiteVersion
 
-_suites: dict[str, tuple[SuiteSpec, dict[str, str]]] = {}
+_suites: dict[str, tuple[SuiteSpec, dict[str, str], int]] = {}
 _suites_lock = threading.Lock()
+# Attached files can reach 20 MB each; the cache keeps the newest suites within this many characters of
+# source and files (always at least the one just loaded).
+SUITE_CACHE_CHARS = 200_000_000
 
 
 def suite_with_files(version_id: int, sha256: str) -> tuple[SuiteSpec, dict[str, str]]:
@@ -30,10 +33,13 @@ def suite_with_files(version_id: int, sha256: str) -> tuple[SuiteSpec, dict[str,
         if cached is None:
             version = SuiteVersion.objects.get(pk=version_id)
             files = version.file_map()
-            cached = _suites[sha256] = (load_saved_suite(version.source, files), files)
-            if len(_suites) > 64:
-                _suites.pop(next(iter(_suites)))
-        return cached
+            size = len(version.source) + sum(map(len, files.values()))
+            cached = _suites[sha256] = (load_saved_suite(version.source, files), files, size)
+            while len(_suites) > 1 and (
+                len(_suites) > 64 or sum(entry[2] for entry in _suites.values()) > SUITE_CACHE_CHARS
+            ):
+                _suites.pop(next(iter(_suites)))  # the oldest
+        return cached[0], cached[1]
 
 
 _gates_by_hash: dict[str, list[Gate]] = {}
@@ -43,8 +49,9 @@ def suite_gates(version: SuiteVersion) -> list[Gate]:
     """A version's gates, read from its YAML once per process: gates never depend on attached files, so a
     run page never loads a dataset (which can be megabytes) to show them."""
     cached = _gates_by_hash.get(version.sha256)
-    if cached is None and version.sha256 in _suites:
-        cached = _suites[version.sha256][0].gates
+    loaded = _suites.get(version.sha256)
+    if cached is None and loaded is not None:
+        cached = loaded[0].gates
     if cached is None:
         try:
             raw, _ = parse_yaml(version.source)
@@ -66,8 +73,9 @@ def iteration_spec(version: SuiteVersion) -> SuiteSpec | None:
     a dataset is read, on the first call: its rows use the suite's settings but must be there at their index."""
     if version.sha256 in _iteration_specs:
         return _iteration_specs[version.sha256]
-    if version.sha256 in _suites:
-        return _suites[version.sha256][0]
+    loaded = _suites.get(version.sha256)
+    if loaded is not None:
+        return loaded[0]
     try:
         raw, _ = parse_yaml(version.source)
         dataset = raw.get("dataset")

@@ -524,3 +524,25 @@ def test_run_posts_without_a_csrf_token_are_rejected(version, user):
     assert client.post(run_url("share", run)).status_code == 403
     run.refresh_from_db()
     assert run.status == Status.RUNNING and not ShareLink.objects.exists()
+
+
+def test_the_parsed_suite_cache_stays_within_its_size_bound(user, monkeypatch):
+    """Suites are cached with their attached files (up to 20 MB each): the oldest go once the cache holds
+    more characters than its bound, but the suite just loaded always stays."""
+    from runs import specs
+
+    monkeypatch.setattr(specs, "_suites", {})
+    versions = [
+        suite_services.create_suite(
+            owner=user, source=SUITE.replace("arithmetic", f"cached {i}")
+        ).latest_version
+        for i in range(3)
+    ]
+    monkeypatch.setattr(specs, "SUITE_CACHE_CHARS", 2 * len(versions[0].source) + 10)
+    for version in versions:
+        spec, files = specs.suite_with_files(version.pk, version.sha256)
+        assert spec.name == version.suite.name and files == {}
+    assert list(specs._suites) == [versions[1].sha256, versions[2].sha256]
+    monkeypatch.setattr(specs, "SUITE_CACHE_CHARS", 1)
+    specs.suite_with_files(versions[0].pk, versions[0].sha256)
+    assert list(specs._suites) == [versions[0].sha256]
