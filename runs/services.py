@@ -70,10 +70,6 @@ def create_run(
     return run
 
 
-def _endpoint_lock_key(endpoint_name: str) -> int:
-    return zlib.crc32(endpoint_name.encode())
-
-
 def _endpoint_cap(endpoint_name: str) -> int | None:
     """Conversations allowed in flight on this endpoint across runs; None for the mock (no limit)."""
     if endpoint_name == MOCK:
@@ -99,23 +95,14 @@ def dispatch(run_id) -> int:
         return 0
     endpoint_name, concurrency = limits
     cap = _endpoint_cap(endpoint_name)
-    if connection.vendor == "postgresql" and connection.get_autocommit():
-        ids = sql.dispatch_next(
-            run_id,
-            endpoint_name,
-            concurrency,
-            cap,
-            timezone.now(),
-            lock_key=_endpoint_lock_key(endpoint_name),
-        )
+    lock_key = zlib.crc32(endpoint_name.encode()) if connection.vendor == "postgresql" else None
+    if lock_key is not None and connection.get_autocommit():
+        ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
         for pk in ids:  # committed already
             run_conversation.delay(pk)
         return len(ids)
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_endpoint_lock_key(endpoint_name)])
-        ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now())
+        ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
         if ids:
             transaction.on_commit(lambda: [run_conversation.delay(pk) for pk in ids])
     return len(ids)

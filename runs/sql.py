@@ -161,6 +161,9 @@ def active_run_limits(run_id) -> tuple[str, int] | None:
         return cursor.fetchone()
 
 
+LOCK_ENDPOINT = "SELECT pg_advisory_xact_lock(%s)"
+
+
 def dispatch_next(
     run_id,
     endpoint_name: str,
@@ -173,9 +176,10 @@ def dispatch_next(
     """Mark as sent as many of an active run's waiting conversations (first in suite order) as its
     concurrency and the endpoint's cap allow, counting what is in flight; their ids.
 
-    The caller serialises dispatches on the endpoint: in its transaction, or, with `lock_key` (PostgreSQL,
-    autocommit), this call does it in one round trip: BEGIN, the endpoint's advisory lock, the update and
-    COMMIT go as one message. Every conversation ending on the endpoint waits for that lock, and with a
+    Dispatches on an endpoint are serialised. On SQLite the caller's transaction does it (every transaction
+    takes the write lock first). On PostgreSQL `lock_key` names the endpoint's advisory lock: inside the
+    caller's transaction it is taken first; in autocommit this call does it all in one round trip: BEGIN,
+    the lock, the update and COMMIT go as one message. Every conversation ending on the endpoint waits for that lock, and with a
     round trip per statement the lock stayed held while this thread waited for the interpreter (a fifth of
     the database's samples were dispatchers queued on it in bench/conversations.py).
     """
@@ -201,13 +205,15 @@ def dispatch_next(
                  RETURNING id"""
     params = [_when(now), run_id, Status.QUEUED, run_id, concurrency, run_id, *endpoint_params]
     with connection.cursor() as cursor:
-        if lock_key is None:
+        if lock_key is None or not connection.get_autocommit():
+            if lock_key is not None:
+                cursor.execute(LOCK_ENDPOINT, [lock_key])
             cursor.execute(update, params)
             return sorted(row[0] for row in cursor.fetchall())
         # Parameters are bound on the client (Django's psycopg cursor), so several statements can share
         # one execute; the update's snapshot is taken after the lock is granted.
         try:
-            cursor.execute(f"BEGIN; SELECT pg_advisory_xact_lock(%s); {update}; COMMIT", [lock_key, *params])
+            cursor.execute(f"BEGIN; {LOCK_ENDPOINT}; {update}; COMMIT", [lock_key, *params])
         except Exception:
             cursor.execute("ROLLBACK")
             raise
