@@ -17,6 +17,7 @@ workloads with the same code.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -179,6 +180,7 @@ def measure(args, work: Workload) -> dict:
             # first publish in a process takes ~100 ms) and is skipped by the worker.
             run_conversation.delay(0)
             time.sleep(4)
+            quiet_collector()
             worker_cpu = -sum(process_cpu(worker.pid) for worker in workers)
             machine_cpu = -machine_busy()
             started = time.monotonic()
@@ -208,27 +210,53 @@ def measure(args, work: Workload) -> dict:
     return result
 
 
+def quiet_collector() -> None:
+    """This process hosts the fake endpoint: a full garbage collection here (130-180 ms over Django's
+    objects) would stall every reply in flight and be counted against the system under test. Workers
+    freeze their startup objects the same way (runs.tasks.freeze_startup_objects)."""
+    gc.collect()
+    gc.freeze()
+
+
+def _serve_fake(latency: float, work: Workload, pipe) -> None:
+    """The fake endpoint in a process of its own: sends its base URL, then the number of chat requests
+    it has answered each time it is asked, until asked for None."""
+    from tests.fakeopenai import FakeOpenAI
+
+    with FakeOpenAI(latency=latency, api_key="sk-bench") as fake:
+        work.prime(fake)
+        quiet_collector()
+        pipe.send(fake.base_url)
+        while pipe.recv() is not None:
+            pipe.send(len(fake.chat_requests()))
+
+
 def engine_only(args, work: Workload) -> dict:
     """The same conversations through the engine alone, in threads: no database, broker or Celery.
 
     The floor for this machine and fake endpoint: what is left is HTTP, the openai client and the engine.
-    Every model reference ("fake/<model>") goes to the one fake endpoint.
+    The fake endpoint runs in a process of its own, as it does for the other backends (there it shares a
+    process with nothing but the wait for the run's end), so its work does not compete for this process's
+    GIL. Every model reference ("fake/<model>") goes to the one fake endpoint.
     """
+    import multiprocessing
     from concurrent.futures import ThreadPoolExecutor
 
     from engine.clients import EndpointConfig, OpenAIClient
     from engine.conversation import EngineContext, run_eval
     from engine.loader import load_suite
-    from tests.fakeopenai import FakeOpenAI
 
     os.environ["BENCH_FAKE_KEY"] = "sk-bench"
     spec = load_suite(work.source)
     jobs = [index for index, ev in enumerate(spec.evals) for _ in range(ev.iterations or spec.iterations)]
-    with FakeOpenAI(latency=args.latency, api_key="sk-bench") as fake:
-        work.prime(fake)
-        client = OpenAIClient(
-            EndpointConfig(name="fake", base_url=fake.base_url, api_key_env="BENCH_FAKE_KEY")
-        )
+    ours, theirs = multiprocessing.Pipe()
+    server = multiprocessing.get_context("fork").Process(
+        target=_serve_fake, args=(args.latency, work, theirs), daemon=True
+    )
+    server.start()
+    try:
+        base_url = ours.recv()
+        client = OpenAIClient(EndpointConfig(name="fake", base_url=base_url, api_key_env="BENCH_FAKE_KEY"))
         model = spec.model.split("/", 1)[-1]
         judge_model = (spec.judge or spec.model).split("/", 1)[-1]
         ctx = EngineContext(
@@ -239,21 +267,28 @@ def engine_only(args, work: Workload) -> dict:
             resolve=lambda ref: (client, ref.split("/", 1)[-1]),
         )
         client.complete(model, [{"role": "user", "content": "warm up"}])
-        warm_up_calls = len(fake.chat_requests())
+        ours.send("count")
+        warm_up_calls = ours.recv()
+        quiet_collector()
         cpu = -time.process_time()
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
             results = list(pool.map(lambda i: run_eval(spec.evals[i], i, str(i), ctx), jobs))
         wall = time.monotonic() - started
         cpu += time.process_time()
-        calls = len(fake.chat_requests()) - warm_up_calls
+        ours.send("count")
+        calls = ours.recv() - warm_up_calls
+        ours.send(None)
+    finally:
+        server.join(timeout=5)
+        server.kill()
     return {
         "status": "passed" if all(r.status == "passed" for r in results) else "failed",
         "wall": wall,
         "ideal": work.ideal,
         "turns": sum(len(r.turns) for r in results),
         "calls": calls,
-        "worker_cpu": cpu,  # includes the fake server's threads, which share this process
+        "worker_cpu": cpu,
         "machine_busy": None,
     }
 
@@ -368,7 +403,7 @@ def print_row(label: str, result: dict) -> None:
     if result["machine_busy"] is not None:
         cpu = f"workers {cpu}, machine {100 * result['machine_busy']:.0f}% busy"
     else:
-        cpu = f"engine and fake server {cpu}"
+        cpu = f"engine {cpu}"
     print(f"{label:<22}{result['status']:<8}{result['turns']:>6}{result['calls']:>6}{result['wall']:>8.2f}"
           f"{result['ideal']:>8.2f}{ratio:>7.3f}  {cpu}")  # fmt: skip
     for name, value in result.get("explain", {}).items():
