@@ -2,7 +2,7 @@
 
     python bench/conversations.py [--scenarios simulated,iterations] [--concurrency 20] [--latency 0.1]
                                   [--conversations 100] [--turns 6] [--evals 50] [--iterations 10]
-                                  [--backends engine,embedded,postgres] [--worker-procs 1] [--worker-threads 20]
+                                  [--backends engine,embedded,postgres] [--worker-procs 2] [--worker-threads 10]
                                   [--explain]
 
 Two workloads, each measured like bench/throughput.py (whose code this reuses: a fresh database, real

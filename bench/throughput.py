@@ -1,7 +1,7 @@
 """Throughput of the real worker path: N conversations x 3 turns against the fake endpoint.
 
     python bench/throughput.py [--n 300] [--concurrency 10] [--latency 0.1] [--backends embedded,postgres]
-                               [--worker-procs 1] [--worker-threads 20] [--explain] [--repeat 1]
+                               [--worker-procs 2] [--worker-threads 10] [--explain] [--repeat 1]
 
 For each backend (embedded = SQLite + filesystem broker; postgres = PostgreSQL + Redis, when reachable) it
 starts a fresh database, real `celery worker` processes and the fake OpenAI server (real HTTP on
@@ -314,8 +314,9 @@ def fresh_postgres_and_redis() -> None:
 def common_arguments(parser: argparse.ArgumentParser) -> None:
     """The options every benchmark built on this module shares."""
     parser.add_argument("--latency", type=float, default=0.1)
-    parser.add_argument("--worker-procs", type=int, default=1, help="worker processes")
-    parser.add_argument("--worker-threads", type=int, default=20, help="--concurrency of each worker process")
+    # As `make run` starts them (manage.py evalserve): 2 processes x 10 threads.
+    parser.add_argument("--worker-procs", type=int, default=2, help="worker processes")
+    parser.add_argument("--worker-threads", type=int, default=10, help="--concurrency of each worker process")
     parser.add_argument("--pool", default="threads", choices=["threads", "prefork"], help="Celery pool")
     parser.add_argument("--backends", default="engine,embedded,postgres")
     parser.add_argument("--explain", action="store_true")

@@ -1,0 +1,119 @@
+"""`make run`'s server (manage.py evalserve) as a user starts it: a fresh var dir, the web server, two worker
+processes; the example mock demo launched against it is played to its end; SIGTERM stops everything."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+LAUNCH_AND_WAIT = """
+import time
+from django.contrib.auth import get_user_model
+from runs.services import create_run
+from suites.models import Suite
+
+user = get_user_model().objects.get(username="admin")
+run = create_run(version=Suite.objects.get(owner=user, name="demo-follow-ups").latest_version, user=user)
+deadline = time.monotonic() + 60
+while run.is_active and time.monotonic() < deadline:
+    time.sleep(0.2)
+    run.refresh_from_db()
+print(run.status, sorted((c.eval_id, c.status, c.passed_on_turn) for c in run.conversations.all()))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def children(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of the processes whose parent is `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if parent == pid:
+            found.append((int(entry.name), command))
+    return found
+
+
+@pytest.fixture
+def var_env(tmp_path):
+    env = {**os.environ, "EVALSITE_DEV": "1", "EVALSITE_VAR_DIR": str(tmp_path / "var"),
+           "DJANGO_SETTINGS_MODULE": "evalsite.settings", "LOG_LEVEL": "WARNING"}  # fmt: skip
+    for name in ("DATABASE_URL", "CELERY_BROKER_URL"):  # the embedded defaults, as `make run` has them
+        env.pop(name, None)
+    manage = [sys.executable, "manage.py"]
+    # As `make setup` does before `make run`.
+    for command in (["migrate", "--noinput", "-v0"], ["collectstatic", "--noinput", "-v0"], ["evalsetup"]):
+        subprocess.run([*manage, *command], cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
+    return env
+
+
+def test_serves_the_dashboard_plays_runs_on_two_worker_processes_and_stops_them(var_env, tmp_path):
+    port = free_port()
+    log = (tmp_path / "evalserve.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "evalserve", f"127.0.0.1:{port}", "--processes", "2", "--workers", "4"],
+        cwd=ROOT, env=var_env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2) as page:
+                    assert page.status == 200
+                    break
+            except urllib.error.HTTPError:
+                raise
+            except OSError:
+                assert time.monotonic() < deadline, (tmp_path / "evalserve.log").read_text()[-3000:]
+                assert server.poll() is None, (tmp_path / "evalserve.log").read_text()[-3000:]
+                time.sleep(0.2)
+        output = (tmp_path / "evalserve.log").read_text()
+        assert "Celery workers started: 2 x 2 threads" in output
+        assert f"open http://127.0.0.1:{port}/ and sign in as admin / " in output
+        workers = [pid for pid, command in children(server.pid) if "celery" in command]
+        assert len(workers) == 2, children(server.pid)
+
+        played = subprocess.run([sys.executable, "manage.py", "shell", "-c", LAUNCH_AND_WAIT], cwd=ROOT,
+                                env=var_env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert played.returncode == 0, played.stderr[-3000:]
+        # The demo's three outcomes: pass on turn 1, pass on turn 2 after a follow-up, fail after all.
+        status, conversations = played.stdout.strip().splitlines()[-1].split(" ", 1)
+        assert status == "failed"
+        assert conversations.count("'passed', 1)") == 1
+        assert conversations.count("'passed', 2)") == 1
+        assert conversations.count("'failed', None)") == 1
+
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(Path(f"/proc/{pid}").exists() for pid in workers), "a worker outlived the server"
+    finally:
+        if server.poll() is None:
+            server.kill()
+        for pid, command in children(server.pid):
+            if "celery" in command:
+                os.kill(pid, signal.SIGKILL)
+        log.close()
