@@ -188,6 +188,11 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Celery's Django fixup closes every database connection before and after every task unless this is set; a
+# conversation task would then open a new connection each time (a new server process on PostgreSQL). With it,
+# the fixup closes a thread's connection only every this-many tasks; runs.tasks checks connections before each
+# task as Django does per request (CONN_MAX_AGE, health checks).
+CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
 
 # --- evalsite ---------------------------------------------------------------------------------------------
 # The default endpoint: any model id without a known "endpoint/" prefix goes here.

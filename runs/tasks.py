@@ -5,7 +5,7 @@ import logging
 import threading
 
 from celery import shared_task
-from celery.signals import worker_init, worker_ready, worker_shutting_down
+from celery.signals import task_prerun, worker_init, worker_ready, worker_shutting_down
 from django.conf import settings
 from django.db import close_old_connections
 from django.db.backends.signals import connection_created
@@ -22,6 +22,13 @@ def run_conversation(conversation_id: int) -> str:
     # No autoretry: model errors are retried inside the engine's client, and a crash is recovered by the
     # sweeper from the database, so this task never needs the broker to run it twice.
     return execution.execute(conversation_id)
+
+
+@task_prerun.connect
+def check_connections(**kwargs) -> None:
+    """What Django does at the start of a request: drop connections past CONN_MAX_AGE or broken by an
+    error, so the task starts on a working one. Celery's own closing is mostly off (CELERY_DB_REUSE_MAX)."""
+    close_old_connections()
 
 
 _stop = threading.Event()

@@ -253,3 +253,34 @@ def test_worker_sessions_commit_without_waiting_for_the_flush_and_the_web_does_n
     finally:
         connection_created.disconnect(dispatch_uid="evalsite-relax-commit-wait")
     assert setting_of_a_new_session() == "on"
+
+
+def test_a_worker_keeps_its_database_connections_from_one_conversation_to_the_next(
+    user, fake_endpoint, fake_openai, start_worker
+):
+    # Celery's Django fixup would close them after every task (CELERY_DB_REUSE_MAX is why it does not):
+    # on PostgreSQL each conversation would then start a new server process.
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("counts PostgreSQL sessions; make test-pg runs this")
+
+    def sessions_so_far() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+            return cursor.fetchone()[0]
+
+    start_worker(concurrency=2)
+    time.sleep(1.5)  # the worker's startup sessions (sweeper, first threads) are counted before we start
+    before = sessions_so_far()
+    evals = "\n".join(
+        f"  - {{id: q{i}, prompt: question {i}, checks: [{{contains: OK}}]}}" for i in range(12)
+    )
+    run = wait_for_run(
+        _launch(user, f"name: reuse\nmodel: fake/test-model\nevals:\n{evals}\n", concurrency=2)
+    )
+    assert run.status == Status.PASSED
+    time.sleep(1.5)  # a session is counted when its process reports statistics, at the latest when it ends
+    # Two threads play the 12 conversations; closing after each would have opened 12 sessions or more.
+    assert sessions_so_far() - before <= 4
