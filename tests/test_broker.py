@@ -1,0 +1,48 @@
+"""The embedded broker (evalsite/broker.py): whole messages only, and a publish wakes its own process."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from kombu import Connection, Consumer, Exchange, Producer, Queue
+
+
+@pytest.fixture
+def connection(tmp_path):
+    folder = tmp_path / "queue"
+    folder.mkdir()
+    # A poll interval far longer than the drain timeout: only the in-process wake-up can deliver in time.
+    options = {"data_folder_in": str(folder), "data_folder_out": str(folder), "polling_interval": 30,
+               "control_folder": str(tmp_path / "control")}  # fmt: skip
+    with Connection(transport="evalsite.broker:Transport", transport_options=options) as conn:
+        yield conn
+
+
+def test_a_message_published_in_this_process_wakes_the_waiting_consumer(connection):
+    queue = Queue("wake", Exchange("wake", type="direct"), routing_key="wake")
+    received = []
+    with Consumer(connection.channel(), [queue], callbacks=[lambda body, message: received.append(body)]):
+        publisher = threading.Timer(
+            0.3, lambda: Producer(connection.clone().channel()).publish(
+                {"n": 1}, exchange=queue.exchange, routing_key="wake", declare=[queue]
+            )
+        )  # fmt: skip
+        publisher.start()
+        # drain_events finds no message and waits; without the wake-up it would look again only after its
+        # poll interval (30 s, capped at the 20 s timeout). Not a speed test: the margin is 20 s against 0.3.
+        started = time.monotonic()
+        connection.drain_events(timeout=20)
+        waited = time.monotonic() - started
+        publisher.join()
+    assert received == [{"n": 1}]
+    assert waited < 10
+
+
+def test_messages_are_written_whole_under_their_final_name(connection, tmp_path):
+    queue = Queue("whole", Exchange("whole", type="direct"), routing_key="whole")
+    producer = Producer(connection.channel())
+    producer.publish({"text": "x" * 100_000}, exchange=queue.exchange, routing_key="whole", declare=[queue])
+    names = [path.name for path in (tmp_path / "queue").iterdir()]
+    assert len(names) == 1 and names[0].endswith(".whole.msg") and not names[0].startswith(".")
