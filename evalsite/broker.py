@@ -5,7 +5,7 @@ process can pick the file up while it is still empty or half written, fail to de
 message. Here a message is written under a temporary name and renamed into place, which is atomic on one
 filesystem: a consumer sees the whole message or nothing.
 
-kombu finds new messages by listing the folder every `polling_interval` (5 ms, see settings). A worker
+kombu finds new messages by listing the folder every `polling_interval` (20 ms, see settings). A worker
 publishes most messages itself: when a conversation ends, the next one of its run is sent. Such a message
 wakes the same process's consumer at once instead of at its next poll.
 """

@@ -171,8 +171,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(BROKER_DIR / "processed"),
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
-        # The filesystem transport polls; a short interval keeps the gap between conversations small.
-        "polling_interval": 0.005,
+        # The filesystem transport polls. A worker's own messages (the next conversation of a run, sent as
+        # one ends) wake its consumer at once (evalsite/broker.py), so polling only finds messages from other
+        # processes: 20 ms costs an idle worker ~2% of a core, 5 ms cost ~7%, and the throughput benchmark
+        # measured no difference between the two.
+        "polling_interval": env_float("EVALSITE_BROKER_POLL_SECONDS", 0.02),
     }
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Redelivery after a crash is handled by our own lease sweeper (runs/recovery.py), so the broker's
