@@ -24,6 +24,7 @@ from .history import build_history
 from .results import EvalResult, Totals, TurnGrade, TurnRecord, Usage
 from .schema import Check, Eval, Extractor, followup_depth
 from .simulate import clean_reply, persona_for, simulator_messages
+from .text import plural
 
 
 class StopConversation(Exception):
@@ -71,10 +72,6 @@ class Step:
     user_cost: float = 0.0
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
 class _Tree:
     """Seed 000: the first prompt, then follow-ups chosen by the failed checks."""
 
@@ -98,7 +95,7 @@ class _Tree:
         last = turns[-1]
         if last.passed:
             return "passed", 1.0, f"passed on turn {last.turn}", last.turn
-        return "failed", 0.0, f"failed after {_plural(last.turn, 'turn')}", None
+        return "failed", 0.0, f"failed after {plural(last.turn, 'turn')}", None
 
 
 def _node_of(item: Check, step: Step) -> str:
@@ -264,7 +261,7 @@ class _Simulated:
         return (
             ("passed" if passed else "failed"),
             (1.0 if passed else 0.0),
-            f"{'passed' if passed else 'failed'} after {_plural(last.turn, 'turn')}: {why}",
+            f"{'passed' if passed else 'failed'} after {plural(last.turn, 'turn')}: {why}",
             None,
         )
 
@@ -326,7 +323,7 @@ def run_eval(
             _check_resume(turn, step, position)
         else:
             if should_stop is not None and should_stop():
-                return finish("cancelled", f"cancelled after {_plural(len(turns), 'turn')}")
+                return finish("cancelled", f"cancelled after {plural(len(turns), 'turn')}")
             try:
                 turn = _play_turn(ctx, messages, step, position, ev, given)
             except EndpointError as exc:
@@ -335,7 +332,7 @@ def run_eval(
                 try:
                     on_turn(turn)
                 except StopConversation:
-                    return finish("cancelled", f"stopped after {_plural(len(turns), 'turn')}")
+                    return finish("cancelled", f"stopped after {plural(len(turns), 'turn')}")
         turns.append(turn)
         if step.prompt is not None:
             messages.append({"role": "user", "content": turn.prompt})

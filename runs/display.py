@@ -17,6 +17,7 @@ from engine.loader import parse_yaml
 from engine.results import TurnRecord, evaluate_gates
 from engine.schema import Suite as SuiteSpec
 from engine.stats import IteratedResult, iterated_results
+from engine.text import plural
 from engine.transcript import format_transcript, message_text
 
 from . import specs
@@ -113,10 +114,6 @@ ITERATION_SYMBOLS = {
 ITERATION_MARKS_MAX = 100
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
 @dataclass(frozen=True)
 class IterationMark:
     """One iteration of a repeated eval in its strip, linking to its transcript."""
@@ -145,7 +142,7 @@ def iteration_mark(
     if status in ("passed", "failed") and conversation.score is not None:
         parts.append(f"score {conversation.score:.2f}")
     if conversation.turn_count:
-        parts.append(_plural(conversation.turn_count, "turn"))
+        parts.append(plural(conversation.turn_count, "turn"))
     if conversation.termination and status != "error":
         parts.append(conversation.termination)
     title = f"Iteration {conversation.iteration + 1}: {', '.join(parts)}"

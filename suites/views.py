@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem, decode_source
 from engine.schema import Suite as SuiteSpec
+from engine.text import plural
 from runs import selectors as run_selectors
 from runs.models import Run
 from runs.services import LaunchError, create_run
@@ -425,10 +426,6 @@ def _files_url(suite: Suite) -> str:
     return reverse("suites:detail", args=[suite.public_id]) + "#files"
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
 @login_required
 @require_POST
 def attach_files(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
@@ -447,7 +444,7 @@ def attach_files(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
         except SuiteError as exc:
             problems = exc.problems
     if problems:
-        message = f"Not attached: {_plural(len(problems), 'problem')}, nothing was stored."
+        message = f"Not attached: {plural(len(problems), 'problem')}, nothing was stored."
         return _render_editor(
             request,
             suite=suite,
