@@ -57,8 +57,9 @@ def _natural_language(condition: Condition, reply: Reply, judge: JudgeContext) -
         f"Conversation:\n{format_transcript(reply.conversation)}\n\nQuestion: {spec.prompt}\n"
         "Respond with the JSON object only."
     )
+    temperature = spec.temperature if spec.temperature is not None else judge.temperature
     completion = client.complete(model, [{"role": "system", "content": NATURAL_LANGUAGE_SYSTEM},
-                                         {"role": "user", "content": question}])  # fmt: skip
+                                         {"role": "user", "content": question}], temperature=temperature)  # fmt: skip
     judge.charge(completion.usage, completion.cost)
     verdict = parse_verdict(completion.text)
     label = f'natural_language "{spec.prompt}"'

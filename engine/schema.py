@@ -196,6 +196,9 @@ class NaturalLanguage(StrictModel):
     prompt: str = Field(description="A yes/no question, e.g. Has the booking been confirmed?")
     threshold: float = Field(0.7, ge=0.0, le=1.0, description="Confidence needed to count as met.")
     model: str | None = Field(None, description="Judge model; defaults to the suite's `judge`.")
+    temperature: float | None = Field(
+        None, ge=0.0, le=2.0, description="Judge temperature; defaults to the suite's `judge_temperature`."
+    )
 
 
 class Condition(CheckFields):
@@ -608,7 +611,8 @@ class Suite(StrictModel):
         None,
         ge=0.0,
         le=2.0,
-        description="Default temperature for llm_judge checks (the endpoint's when unset).",
+        description="Default temperature for llm_judge checks and natural_language conditions (the endpoint's "
+        "when unset).",
     )
     system: str | None = Field(None, description="System prompt for every conversation.")
     metadata: Metadata | None = None

@@ -71,6 +71,7 @@ class Judge:
         self.nl_calls: list[list[dict]] = []
         self.judge_calls: list[list[dict]] = []
         self.models: list[tuple[str, str]] = []
+        self.temperatures: list[tuple[str, float | None]] = []
 
     def complete(self, model, messages, *, temperature=None):
         system = messages[0]["content"] if messages[0]["role"] == "system" else ""
@@ -82,6 +83,7 @@ class Judge:
             role, calls, answers, usage = "judge", self.judge_calls, self.verdicts, JUDGE_USAGE
         calls.append(copy.deepcopy(messages))
         self.models.append((role, model))
+        self.temperatures.append((role, temperature))
         if not answers:
             raise AssertionError(f"unexpected {role} call: {messages[-1]['content'][:200]}")
         answer = answers.pop(0)
@@ -246,6 +248,17 @@ def test_natural_language_threshold(answer, threshold, met, confidence):
     )
     assert ok is met
     assert f"(confidence {confidence}, threshold {threshold:g})" in label
+
+
+@pytest.mark.parametrize(
+    ("own", "suites", "sent"),
+    [("", None, None), ("", 0.2, 0.2), (", temperature: 0", 0.2, 0.0), (", temperature: 1.5", None, 1.5)],
+)
+def test_natural_language_takes_its_own_temperature_else_the_suites_judge_temperature(own, suites, sent):
+    judge = Judge(confidences=['{"score": 0.9}'])
+    condition = cond(f"natural_language: {{prompt: 'Booked?'{own}}}")
+    holds(condition, 1, reply("ok"), JudgeContext(judge, "judge-m", temperature=suites))
+    assert judge.temperatures == [("nl", sent)]
 
 
 def test_natural_language_unparseable_answer_is_not_met_and_says_so():
