@@ -12,14 +12,13 @@ Eval 1: What is 15 * 7?
 
 from __future__ import annotations
 
+from collections import Counter
+
 from .results import CheckResult, EvalResult, RunReport
+from .text import plural
 
 PASS = "✅ PASS"
 FAIL = "❌ FAIL"
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def _indent(text: str, prefix: str) -> str:
@@ -47,12 +46,14 @@ def overall(result: EvalResult) -> str:
     return f"⏹ CANCELLED ({result.verdict})"
 
 
-def format_eval(result: EvalResult) -> str:
-    repeat = f" (iteration {result.iteration + 1})" if result.iteration else ""
+def format_eval(result: EvalResult, iterations: int = 1) -> str:
+    """One eval's block; `iterations`: how many times the eval ran, so every run of a repeated eval is
+    labelled alike ("iteration 1 of 5" as well as "iteration 2 of 5"), as the pages label them."""
+    repeat = f" (iteration {result.iteration + 1} of {iterations})" if iterations > 1 else ""
     lines = [f"Eval {result.index + 1}{repeat}: {_indent(result.prompt, '  ')}"]
     if result.history:
         roles = ", ".join(message["role"] for message in result.history)
-        lines.append(f"  Given history: {_plural(len(result.history), 'message')} ({roles})")
+        lines.append(f"  Given history: {plural(len(result.history), 'message')} ({roles})")
     for turn in result.turns:
         lines.append(f"  Turn {turn.turn}:")
         if turn.followup_reason:
@@ -105,11 +106,12 @@ def format_iterated(report: RunReport) -> list[str]:
 def format_report(report: RunReport) -> str:
     mock = " [mock endpoint]" if report.mock else ""
     header = f"Suite: {report.suite.name} — model {report.model} on {report.endpoint}{mock}"
-    blocks = [header, ""] + [format_eval(result) + "\n" for result in report.evals]
+    runs_of = Counter(result.index for result in report.evals)
+    blocks = [header, ""] + [format_eval(result, runs_of[result.index]) + "\n" for result in report.evals]
     totals = report.totals
     summary = (
-        f"Summary: {totals.passed} passed, {totals.failed} failed, {_plural(totals.error, 'error')} of "
-        f"{_plural(totals.evals, 'eval')} — {_plural(totals.turns, 'turn')}, {totals.total_tokens} tokens, "
+        f"Summary: {totals.passed} passed, {totals.failed} failed, {plural(totals.error, 'error')} of "
+        f"{plural(totals.evals, 'eval')} — {plural(totals.turns, 'turn')}, {totals.total_tokens} tokens, "
         f"${totals.cost:.6f}"
     )
     if totals.duration_s is not None:

@@ -375,3 +375,20 @@ def test_engine_imports_without_django():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_every_run_of_a_repeated_eval_is_labelled_alike(registry):
+    suite = load_suite(
+        "name: repeated\nmodel: mock\nevals:\n"
+        "  - {prompt: once, checks: [{contains: OK}]}\n"
+        "  - {prompt: thrice, iterations: 3, checks: [{contains: OK}]}\n"
+    )
+    headings = [
+        line for line in format_report(run_suite(suite, registry)).splitlines() if line.startswith("Eval ")
+    ]
+    assert headings == [
+        "Eval 1: once",
+        "Eval 2 (iteration 1 of 3): thrice",
+        "Eval 2 (iteration 2 of 3): thrice",
+        "Eval 2 (iteration 3 of 3): thrice",
+    ]
