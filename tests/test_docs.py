@@ -24,13 +24,12 @@ nearest complete suite above it (or of its `suite:`).
 
 from __future__ import annotations
 
-from collections import Counter
-
 import functools
 import inspect
 import json
 import re
 import typing
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
