@@ -18,7 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from .datasets import rows_to_evals
-from .schema import MAX_FOLLOWUP_DEPTH, Check, Suite
+from .schema import MAX_FOLLOWUP_DEPTH, Check, LocatedError, Suite
 
 MAX_SUITE_BYTES = 1_000_000
 # libyaml's loader is ten times faster than the pure-Python one and reports the same marks.
@@ -364,7 +364,9 @@ def load_suite(
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            loc = _clean_loc(error["loc"], raw)
+            located = (error.get("ctx") or {}).get("error")
+            extra = located.loc if isinstance(located, LocatedError) else ()
+            loc = _clean_loc((*error["loc"], *extra), raw)
             line, column = _locate(loc, builder, key=error["type"] == "extra_forbidden")
             problems.append(SuiteProblem(line, column, format_path(loc), _message(error)))
         raise SuiteError(problems, filename) from None

@@ -37,6 +37,15 @@ CHECK_KEYS = (
 )
 
 
+class LocatedError(ValueError):
+    """A rule across a suite's parts, broken at one place in it: `loc` is that place's path below the model
+    that raised it, so the loader reports the place's line and column rather than the model's."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -656,20 +665,21 @@ class Suite(StrictModel):
                 and ev.ground_truth is not None
                 and not (ev.rubric or self.rubric)
             ):
-                raise ValueError(
-                    f"evals[{index}] grades with llm_judge but has no `rubric` (nor does the suite)"
+                raise LocatedError(
+                    ("evals", index), "grades with llm_judge but has no `rubric` (nor does the suite)"
                 )
             if ev.grader is None and self.grader == "regex_match":
                 try:
                     check_patterns(ev.ground_truth)
                 except ValueError as exc:
-                    raise ValueError(f"evals[{index}]: {exc}") from None
+                    raise LocatedError(("evals", index, "ground_truth"), str(exc)) from None
         seen: dict[str, int] = {}
         for index, ev in enumerate(self.evals):
             if ev.id is not None:
                 if ev.id in seen:
-                    raise ValueError(
-                        f"evals[{index}] reuses id {ev.id!r} of evals[{seen[ev.id]}]; ids must be unique"
+                    raise LocatedError(
+                        ("evals", index, "id"),
+                        f"id {ev.id!r} is taken by evals[{seen[ev.id]}]; ids must be unique",
                     )
                 seen[ev.id] = index
         return self

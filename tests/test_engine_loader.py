@@ -659,3 +659,32 @@ def test_json_schema_export():
     assert "or_" not in check_props
     assert schema["$defs"]["Check"].get("additionalProperties") is False
     assert schema.get("additionalProperties") is False
+
+
+@pytest.mark.parametrize(
+    ("source", "expected", "message"),
+    [
+        (
+            "name: s\nevals:\n  - {id: a, prompt: one, checks: [{contains: x}]}\n"
+            "  - id: b\n    prompt: two\n    checks: [{contains: x}]\n"
+            "  - id: a\n    prompt: three\n    checks: [{contains: x}]\n",
+            (7, 9, "evals[2].id"),
+            "id 'a' is taken by evals[0]; ids must be unique",
+        ),
+        (
+            "name: s\ngrader: llm_judge\nevals:\n  - {input: one, ground_truth: x, rubric: Is it x?}\n"
+            "  - input: two\n    ground_truth: y\n",
+            (5, 5, "evals[1]"),
+            "grades with llm_judge but has no `rubric` (nor does the suite)",
+        ),
+        (
+            "name: s\ngrader: regex_match\nevals:\n  - input: one\n    ground_truth: '(['\n",
+            (5, 19, "evals[0].ground_truth"),
+            "is not a valid regular expression",
+        ),
+    ],
+)
+def test_rules_across_evals_are_reported_where_they_are_broken(source, expected, message):
+    problem = only_problem(source)
+    assert where(problem) == expected
+    assert message in problem.message
