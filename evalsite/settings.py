@@ -205,6 +205,9 @@ EVALSITE_DEFAULT_PRICE_OUTPUT = env_float("EVALSITE_DEFAULT_PRICE_OUTPUT", 0.0)
 EVALSITE_DEFAULT_CONCURRENCY = env_int("EVALSITE_DEFAULT_CONCURRENCY", 10)
 EVALSITE_REQUEST_TIMEOUT = env_float("EVALSITE_REQUEST_TIMEOUT", 60.0)
 EVALSITE_MAX_RETRIES = env_int("EVALSITE_MAX_RETRIES", 3)
+# How long a worker uses the endpoints it read (admin edits reach running workers within this); 0 reads
+# them for every conversation.
+EVALSITE_ENDPOINTS_REUSE_SECONDS = env_float("EVALSITE_ENDPOINTS_REUSE_SECONDS", 1.0)
 # A running conversation holds a lease that its worker renews; an expired lease means the worker died and
 # the sweeper hands the conversation to another worker, which resumes after the last stored turn.
 EVALSITE_LEASE_SECONDS = env_float("EVALSITE_LEASE_SECONDS", 60.0)

@@ -1,5 +1,8 @@
 """The endpoint registry the engine uses, built from settings (the default endpoint) and the admin."""
 
+import math
+import time
+
 from django.conf import settings
 from django.db import connection
 
@@ -22,24 +25,32 @@ def default_endpoint() -> EndpointConfig:
 
 
 _cached: tuple[tuple, EndpointRegistry] | None = None
+_read_at = -math.inf
+# Seconds a process may use the registry it last read without reading the rows again; 0 (web processes,
+# the CLI) reads them every time. Workers set it at startup (runs.tasks): they ask twice per conversation.
+reuse_for = 0.0
 
 
 def build_registry() -> EndpointRegistry:
-    """The registry as the admin and settings define it now.
+    """The registry as the admin and settings define it now (in a worker: as of at most `reuse_for` ago).
 
-    Workers ask for it once per conversation. The rows are read every time, so an endpoint edited in the
-    admin applies to the next conversation, but the registry is rebuilt only when they changed.
+    The rows are read, so an endpoint edited in the admin applies to the next conversation (in a worker,
+    to those starting a second later), but the registry is rebuilt only when they changed.
     """
-    global _cached
+    global _cached, _read_at
+    cached = _cached
+    if cached is not None and time.monotonic() - _read_at < reuse_for:
+        return cached[1]
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT * FROM {Endpoint._meta.db_table} ORDER BY id")
         key = (default_endpoint(), tuple(cursor.fetchall()))
-    cached = _cached
     if cached is not None and cached[0] == key:
+        _read_at = time.monotonic()
         return cached[1]
     registry = EndpointRegistry(
         default=key[0],
         named={endpoint.name: endpoint.to_config() for endpoint in Endpoint.objects.all()},
     )
     _cached = (key, registry)
+    _read_at = time.monotonic()
     return registry

@@ -12,7 +12,7 @@ from django.db.backends.signals import connection_created
 
 from engine.clients import warm_up
 
-from . import execution
+from . import endpoints, execution
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,9 @@ def configure_worker_connections(**kwargs) -> None:
     # A worker commits every claim, turn, finish and dispatch on its own; waiting for each flush cost 3-4 ms
     # here, and bench/throughput.py on PostgreSQL went from 1.45 to 1.36 wall/ideal without the wait.
     connection_created.connect(relax_commit_wait, dispatch_uid="evalsite-relax-commit-wait")
+    # Each conversation reads the endpoints when it starts and again when its slot is handed on; a second-old
+    # copy is fresh enough for an admin edit, and saves two queries per conversation.
+    endpoints.reuse_for = settings.EVALSITE_ENDPOINTS_REUSE_SECONDS
 
 
 def _sweep_forever() -> None:

@@ -110,3 +110,15 @@ def test_on_postgresql_a_dispatch_outside_a_transaction_locks_marks_and_commits_
     end(first, "e0")
     assert services.dispatch(second.pk) == 1
     assert sent(second) == ["e0"] and tasks[-1] == second.conversations.get(index=0).pk
+
+
+def test_a_worker_reuses_the_endpoints_it_read_for_a_moment_and_the_web_never(monkeypatch):
+    from runs import endpoints
+
+    endpoints.build_registry()
+    monkeypatch.setattr(endpoints, "reuse_for", 60.0)  # as a worker: runs.tasks sets it at startup
+    before = endpoints.build_registry()
+    Endpoint.objects.create(name="later", base_url="http://127.0.0.1:9/v1", api_key_env="LATER_KEY")
+    assert endpoints.build_registry() is before and "later" not in before.named
+    monkeypatch.setattr(endpoints, "reuse_for", 0.0)  # web processes and the CLI read the rows every time
+    assert "later" in endpoints.build_registry().named
