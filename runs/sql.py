@@ -59,6 +59,9 @@ class Claimed:
 
 def claim(conversation_id: int, now: datetime, lease_until: datetime) -> Claimed | None:
     """Take a queued conversation (or one whose worker's lease has lapsed) of an active run."""
+    # One statement: what the worker needs of the run and its suite version comes back with the claim.
+    run = f"(SELECT {{}} FROM {RUN} r WHERE r.id = {CONVERSATION}.run_id)"
+    version = f"(SELECT {{}} FROM {RUN} r JOIN {VERSION} v ON v.id = r.suite_version_id WHERE r.id = {CONVERSATION}.run_id)"
     with connection.cursor() as cursor:
         cursor.execute(
             f"""UPDATE {CONVERSATION}
@@ -66,7 +69,8 @@ def claim(conversation_id: int, now: datetime, lease_until: datetime) -> Claimed
                 WHERE id = %s
                   AND (status = %s OR (status = %s AND lease_expires_at < %s))
                   AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})
-                RETURNING attempt, run_id, "index", eval_id""",
+                RETURNING attempt, run_id, "index", eval_id, {run.format("r.status")}, {run.format("r.model")},
+                          {run.format("r.endpoint_name")}, {version.format("v.id")}, {version.format("v.sha256")}""",
             [
                 Status.RUNNING,
                 _when(now),
@@ -80,13 +84,7 @@ def claim(conversation_id: int, now: datetime, lease_until: datetime) -> Claimed
         row = cursor.fetchone()
         if row is None:
             return None
-        attempt, run_id, index, eval_id = row
-        cursor.execute(
-            f"""SELECT r.status, r.model, r.endpoint_name, v.id, v.sha256
-                FROM {RUN} r JOIN {VERSION} v ON v.id = r.suite_version_id WHERE r.id = %s""",
-            [run_id],
-        )
-        run_status, model, endpoint_name, version_id, sha256 = cursor.fetchone()
+        attempt, run_id, index, eval_id, run_status, model, endpoint_name, version_id, sha256 = row
         if run_status == Status.QUEUED:
             cursor.execute(
                 f"UPDATE {RUN} SET status = %s, started_at = %s WHERE id = %s AND status = %s",
