@@ -78,6 +78,9 @@ def _endpoint_cap(endpoint_name: str) -> int | None:
     return endpoint.max_concurrency if endpoint else 1
 
 
+_run_limits: dict[object, tuple[str, int]] = {}
+
+
 def dispatch(run_id) -> int:
     """Send tasks for as many queued conversations as the run's and the endpoint's limits allow.
 
@@ -88,11 +91,16 @@ def dispatch(run_id) -> int:
     from .tasks import run_conversation
 
     run_id = sql.run_key(run_id)
-    # A run's endpoint and concurrency never change, so they are read before the lock; whether the run is
-    # still active is decided under it, by dispatch_next.
-    limits = sql.active_run_limits(run_id)
+    # A run's endpoint and concurrency never change, so they are read before the lock, once per process while
+    # the run is active; whether it still is, is decided under the lock, by dispatch_next.
+    limits = _run_limits.get(run_id)
     if limits is None:
-        return 0
+        limits = sql.active_run_limits(run_id)
+        if limits is None:
+            return 0
+        if len(_run_limits) >= 1000:
+            _run_limits.clear()
+        _run_limits[run_id] = limits
     endpoint_name, concurrency = limits
     cap = _endpoint_cap(endpoint_name)
     lock_key = zlib.crc32(endpoint_name.encode()) if connection.vendor == "postgresql" else None
