@@ -21,7 +21,7 @@ setup: $(VENV)/.installed
 	EVALSITE_DEV=1 $(PY) manage.py evalsetup
 
 run: setup
-	@echo "evalsite on http://$(ADDR)  (Ctrl-C stops the server and the worker)"
+	@echo "evalsite on http://$(ADDR)  (Ctrl-C stops the server and the workers)"
 	EVALSITE_DEV=1 $(PY) manage.py evalserve $(ADDR)
 
 test: $(VENV)/.installed
