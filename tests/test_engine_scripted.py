@@ -344,7 +344,8 @@ def test_suite_rubric_is_checked_too():
 
 def test_llm_judge_without_a_rubric_is_a_validation_error():
     problems = problems_of("name: s\nevals:\n  - input: a\n    ground_truth: b\n    grader: llm_judge\n")
-    assert "evals[0] grades with llm_judge but has no `rubric`" in problems[0].message
+    assert problems[0].path == "evals[0]"
+    assert "grades with llm_judge but has no `rubric`" in problems[0].message
 
 
 def test_suite_default_grader_applies_and_the_eval_can_override_it():
