@@ -4,7 +4,6 @@ import math
 import time
 
 from django.conf import settings
-from django.db import connection
 
 from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
 
@@ -41,16 +40,12 @@ def build_registry() -> EndpointRegistry:
     cached = _cached
     if cached is not None and time.monotonic() - _read_at < reuse_for:
         return cached[1]
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT * FROM {Endpoint._meta.db_table} ORDER BY id")
-        key = (default_endpoint(), tuple(cursor.fetchall()))
+    configs = tuple(endpoint.to_config() for endpoint in Endpoint.objects.order_by("id"))
+    key = (default_endpoint(), configs)
     if cached is not None and cached[0] == key:
         _read_at = time.monotonic()
         return cached[1]
-    registry = EndpointRegistry(
-        default=key[0],
-        named={endpoint.name: endpoint.to_config() for endpoint in Endpoint.objects.all()},
-    )
+    registry = EndpointRegistry(default=key[0], named={config.name: config for config in configs})
     _cached = (key, registry)
     _read_at = time.monotonic()
     return registry
