@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
+import traceback
 
 import pytest
 from django.db.utils import ConnectionHandler
@@ -74,14 +75,16 @@ def _child(path, count, tag, errors, ready, go) -> None:
     go.wait(60)
     try:
         write_many(path, count, tag)
-    except Exception as exc:  # reported to the parent, which fails the test with it
-        import traceback
-
-        errors.put(f"{tag}: {type(exc).__name__}: {exc}" + traceback.format_exc())
+    except Exception:  # reported to the parent, which fails the test with it
+        errors.put(f"{tag}: {traceback.format_exc()}")
 
 
 def test_writer_processes_and_threads_queue_without_meeting_sqlites_lock(tmp_path, django_db_blocker):
-    django_db_blocker.unblock()  # our own database file, not the test database
+    with django_db_blocker.unblock():  # our own database files, not the test database
+        _write_from_processes_and_threads(tmp_path)
+
+
+def _write_from_processes_and_threads(tmp_path) -> None:
     path = tmp_path / "shared.sqlite3"
     create_tables(path)
     context = multiprocessing.get_context("spawn")  # fresh interpreters, as separate worker processes are
