@@ -69,8 +69,10 @@ def _sweep_forever() -> None:
 def freeze_startup_objects() -> None:
     """Exempt everything loaded at startup (Django, Celery, openai, pydantic: ~130k objects) from garbage
     collection. A full collection walks every tracked object while holding the GIL, ~120 ms here, and
-    stalls every conversation the worker is playing; a few happened in each benchmark run. Frozen objects
-    are never scanned, so later collections only walk what conversations allocate."""
+    stalls every conversation the worker is playing. In the benchmark's 10 s runs a worker's full
+    collections all fell in its startup (the fake endpoint's process had them mid-run); a long-lived worker
+    meets them as conversations pile up objects. Frozen objects are never scanned, so later collections
+    only walk what conversations allocate."""
     gc.collect()
     gc.freeze()
 
