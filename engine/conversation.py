@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from .checks import JudgeContext, Reply, choose_followup, evaluate_level
 from .clients import ChatClient, EndpointError
-from .conditions import holds
+from .conditions import evaluate_condition
 from .grading import extract, grade
 from .history import build_history
-from .results import EvalResult, Totals, TurnGrade, TurnRecord, Usage
+from .results import ConditionResult, EvalResult, SimulatedUserCall, Totals, TurnGrade, TurnRecord, Usage
 from .schema import Check, Eval, Extractor, followup_depth
 from .simulate import clean_reply, persona_for, simulator_messages
 from .text import plural
@@ -70,6 +70,7 @@ class Step:
     simulated: _Simulated | None = None  # check the stop condition after this step's reply
     user_usage: Usage = field(default_factory=Usage)  # what the simulated user spent writing `prompt`
     user_cost: float = 0.0
+    user_call: SimulatedUserCall | None = None  # what the simulated user was sent, and its answer
 
 
 class _Tree:
@@ -225,23 +226,31 @@ class _Simulated:
             )
         else:
             client, model = self.ctx.judge, self.ctx.judge_model
-        live = self.live_messages
-        completion = client.complete(model, simulator_messages(persona_for(self.sim.persona, number), live))
+        sent = simulator_messages(persona_for(self.sim.persona, number), self.live_messages)
+        completion = client.complete(model, sent)
         return self._step(
-            clean_reply(completion.text), number, user_usage=completion.usage, user_cost=completion.cost
+            clean_reply(completion.text),
+            number,
+            user_usage=completion.usage,
+            user_cost=completion.cost,
+            user_call=SimulatedUserCall(model=model, messages=sent, reply=completion.text),
         )
 
-    def terminate(self, position: int, reply: Reply, judge: JudgeContext) -> str | None:
-        """Checked after each reply: why the conversation ends here, or None to go on."""
+    def terminate(
+        self, position: int, reply: Reply, judge: JudgeContext
+    ) -> tuple[str | None, ConditionResult | None]:
+        """Checked after each reply: why the conversation ends here (None to go on), and the stop condition
+        as evaluated."""
+        condition = None
         if self.sim.stop_when is not None:
-            met, label = holds(self.sim.stop_when, position, reply, judge)
-            if met:
-                return f"condition met: {label}"
+            condition, decided = evaluate_condition(self.sim.stop_when, position, reply, judge)
+            if condition.met:
+                return f"condition met: {decided}", condition
         if position >= self.sim.max_turns:
-            return f"max turns ({self.sim.max_turns})"
+            return f"max turns ({self.sim.max_turns})", condition
         if not self.has_input(position):
-            return "inputs exhausted"
-        return None
+            return "inputs exhausted", condition
+        return None, condition
 
     def final_checks(self) -> list[Check]:
         return self.ev.checks or []
@@ -381,9 +390,9 @@ def _play_turn(
         conversation=conversation,
     )
     results = evaluate_level(step.checks, reply, judge)
-    termination = None
+    termination = condition = None
     if step.simulated is not None:
-        termination = step.simulated.terminate(position, reply, judge)
+        termination, condition = step.simulated.terminate(position, reply, judge)
         if termination:  # the conversation ends here, so this is the final reply the checks grade
             results = evaluate_level(step.simulated.final_checks(), reply, judge)
     turn_grade = _grade(ctx, ev, step, position, completion.text, conversation, given, judge)
@@ -405,6 +414,8 @@ def _play_turn(
         user_cost=step.user_cost,
         judge_usage=judge.spent,
         judge_cost=judge.cost,
+        stop_when=condition,
+        simulated_user=step.user_call,
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .results import CheckResult, EvalResult, RunReport
+from .results import CheckResult, ConditionResult, EvalResult, RunReport
 from .text import plural
 
 PASS = "✅ PASS"
@@ -32,6 +32,24 @@ def _check_lines(result: CheckResult, prefix: str) -> list[str]:
     for child in result.children:
         lines += _check_lines(child, prefix + "  ")
     return lines
+
+
+def _condition_brief(result: ConditionResult) -> str:
+    """A member of all/any/not inline: its outcome without the reason; its own members in brackets."""
+    if result.met is None or not result.children:
+        outcome = result.outcome.split(":")[0]  # "no: substring not found" -> "no"
+        return f"{result.label} → {outcome}"
+    return f"{result.label} → {result.outcome} [{'; '.join(map(_condition_brief, result.children))}]"
+
+
+def _condition_line(result: ConditionResult) -> str:
+    """The stop condition as evaluated after one reply, on one line; a judge's reason after its numbers."""
+    line = f"Stop when: {result.label} → {result.outcome}"
+    if result.children:
+        line += f" [{'; '.join(map(_condition_brief, result.children))}]"
+    elif result.threshold is not None and result.reason:
+        line += f" — {result.reason}"
+    return line + (" — stopped" if result.met else "")
 
 
 def overall(result: EvalResult) -> str:
@@ -62,6 +80,8 @@ def format_eval(result: EvalResult, iterations: int = 1) -> str:
         who = " (simulated user)" if turn.user_usage.total_tokens else ""
         lines.append(f"    Prompt{who}: {_indent(prompt, '      ')}")
         lines.append(f"    Response: {_indent(turn.response, '      ')}")
+        if turn.stop_when is not None:
+            lines.append(f"    {_condition_line(turn.stop_when)}")
         for check in turn.checks:
             lines += _check_lines(check, "    ")
         if turn.grade is not None:

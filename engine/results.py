@@ -59,6 +59,45 @@ class TurnGrade(BaseModel):
     raw: str | None = None  # an llm_judge grader's raw answer
 
 
+class ConditionResult(BaseModel):
+    """A stop condition (`simulate.stop_when`) as evaluated after one reply, with the members of all/any/not.
+
+    `all` and `any` stop at the first member that decides them (so a judge is not asked needlessly); the
+    members after it are recorded with `met` None, so the whole condition shows and nothing is charged."""
+
+    kind: str  # all, any, not, after_turns, natural_language, or a check type
+    label: str  # how the condition reads, e.g. natural_language "Booked?", field_equals status = "confirmed"
+    met: bool | None  # None: not evaluated, an earlier member of its all/any had decided
+    reason: str = ""  # what was compared, the check's reason, or the judge's reason
+    confidence: float | None = None  # natural_language: the judge's confidence (0-1) that the answer is yes
+    score: float | None = None  # a check: its score, as in CheckResult
+    threshold: float | None = None  # the confidence or score needed, when there is one
+    raw: str | None = None  # the judge's answer exactly as returned
+    usage: Usage | None = None  # the judge or embedding calls this condition made; None when it made none
+    cost: float = 0.0
+    children: list[ConditionResult] = Field(default_factory=list)  # members of all / any / not
+
+    @property
+    def outcome(self) -> str:
+        """How the verdict reads in a transcript: "no (0.35 < 0.70)", "yes (turn 3 ≥ 3)", "not evaluated"."""
+        if self.met is None:
+            return "not evaluated"
+        answer = "yes" if self.met else "no"
+        value = self.confidence if self.confidence is not None else self.score
+        if value is not None and self.threshold is not None:
+            sign = "≥" if value >= self.threshold else "<"
+            return f"{answer} ({value:.2f} {sign} {self.threshold:.2f})"
+        return f"{answer}: {self.reason}" if self.reason and not self.children else answer
+
+
+class SimulatedUserCall(BaseModel):
+    """What the simulated user was sent to write a turn's prompt, and its answer (tokens: user_usage)."""
+
+    model: str
+    messages: list[dict]  # its persona, instructions and the conversation so far; then the ask
+    reply: str  # exactly as returned; the prompt is this with a role label or surrounding quotes removed
+
+
 class TurnRecord(BaseModel):
     """One user message and the model's reply, graded. Written once, never updated."""
 
@@ -78,6 +117,8 @@ class TurnRecord(BaseModel):
     user_cost: float = 0.0
     judge_usage: Usage = Field(default_factory=Usage)
     judge_cost: float = 0.0
+    stop_when: ConditionResult | None = None  # simulated: the stop condition as evaluated after this reply
+    simulated_user: SimulatedUserCall | None = None  # simulated: how the simulated user wrote this prompt
 
 
 class Totals(BaseModel):

@@ -79,6 +79,8 @@ RESULT_MODELS = [
     results.TurnRecord,
     results.TurnGrade,
     results.CheckResult,
+    results.ConditionResult,
+    results.SimulatedUserCall,
     results.GateResult,
     results.Usage,
     results.Totals,

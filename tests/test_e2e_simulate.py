@@ -14,6 +14,8 @@ import math
 import openai
 import pytest
 import yaml
+from django.test import Client
+from django.urls import reverse
 
 from runs import services
 from runs.models import Conversation, Status, Turn
@@ -193,6 +195,18 @@ def test_booking_flow_reaches_confirmed_on_turn_3(user, fake_endpoint, fake_open
     }
     assert (conversation.user_tokens, conversation.judge_tokens) == (user_tokens[2], judge_tokens[2])
     assert conversation.prompt_tokens == sum(r["usage"]["prompt_tokens"] for r in records)
+    # Each turn keeps its stop condition as evaluated, and turn 3 how the simulated user wrote its message.
+    assert [(r["stop_when"]["label"], r["stop_when"]["met"], r["stop_when"]["reason"]) for r in records] == [
+        ('field_equals status = "confirmed"', False, "no status in the reply (not JSON, or not set)"),
+        ('field_equals status = "confirmed"', False, "no status in the reply (not JSON, or not set)"),
+        ('field_equals status = "confirmed"', True, 'status is "confirmed"'),
+    ]
+    assert [r["simulated_user"] for r in records[:2]] == [None, None]
+    assert records[2]["simulated_user"] == {
+        "model": "judge-model",
+        "messages": asked["messages"],
+        "reply": 'You: "Alice"',
+    }
 
     # The JSON report says the same, with the run's totals split three ways.
     data = report(run).model_dump(mode="json")
@@ -210,6 +224,8 @@ def test_booking_flow_reaches_confirmed_on_turn_3(user, fake_endpoint, fake_open
     )
     assert data["totals"]["total_tokens"] == conversation.prompt_tokens + conversation.completion_tokens
     assert data["iterated"] == []
+    assert [turn["stop_when"] for turn in result["turns"]] == [r["stop_when"] for r in records]
+    assert [turn["simulated_user"] for turn in result["turns"]] == [r["simulated_user"] for r in records]
 
 
 def test_inputs_exhausted_and_max_turns_are_stored_as_the_reason(
@@ -368,6 +384,33 @@ def test_resuming_a_simulated_conversation_asks_nobody_again_for_stored_turns(
     counts = {role: len(bodies) for role, bodies in by_role(fake_openai).items()}
     assert counts == {"agent": 3, "user": 2, "condition": 3, "judge": 1}
     stored = [turn.record for turn in played.turns.order_by("position")]
+    # Every turn stored the judge's verdict on the stop condition, with the simulated user's prompt and reply.
+    conditions = [r["stop_when"] for r in stored]
+    assert [(c["met"], c["confidence"], c["threshold"], c["reason"]) for c in conditions] == [
+        (False, 0.1, 0.7, "Not yet."),
+        (False, 0.1, 0.7, "Not yet."),
+        (True, 0.95, 0.7, "Yes."),
+    ]
+    assert [c["raw"] for c in conditions] == ['{"score": 0.1, "reason": "Not yet."}'] * 2 + [
+        '{"score": 0.95, "reason": "Yes."}'
+    ]
+    for record, condition in zip(stored, conditions, strict=True):
+        assert condition["usage"]["prompt_tokens"] > 0 and condition["usage"]["completion_tokens"] > 0
+        if record["turn"] < 3:  # the final turn's judge usage also has the final check's judge
+            assert condition["usage"] == record["judge_usage"]
+    user_requests = by_role(fake_openai)["user"]
+    assert stored[0]["simulated_user"] is None
+    assert [(r["simulated_user"]["messages"], r["simulated_user"]["reply"]) for r in stored[1:]] == [
+        (user_requests[0]["messages"], "Friday 7pm."),
+        (user_requests[1]["messages"], "Alice."),
+    ]
+    # ...and the run's results.json says the same.
+    owner = Client()
+    owner.force_login(user)
+    document = owner.get(reverse("runs:json", args=[first.pk])).json()
+    (shown,) = document["evals"]
+    assert [turn["stop_when"] for turn in shown["turns"]] == conditions
+    assert [turn["simulated_user"] for turn in shown["turns"]] == [r["simulated_user"] for r in stored]
 
     # Two conversations a crashed worker left behind: one with every turn stored (it died before finishing),
     # one with two. Their tasks wait in the broker while no worker runs.
@@ -402,5 +445,7 @@ def test_resuming_a_simulated_conversation_asks_nobody_again_for_stored_turns(
         assert (conversation.termination, conversation.verdict) == (played.termination, played.verdict)
         records = [turn.record for turn in conversation.turns.order_by("position")]
         assert [r["turn"] for r in records] == [1, 2, 3]
-        assert records[:2] == stored[:2]
+        assert records[:2] == stored[:2]  # their recorded conditions and simulated-user calls as stored
+        assert records[2]["stop_when"] == stored[2]["stop_when"]  # turn 3 judged again, the same way
+        assert records[2]["simulated_user"] == stored[2]["simulated_user"]
     assert [t.record for t in whole.conversations.get().turns.order_by("position")] == stored
