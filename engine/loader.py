@@ -52,14 +52,21 @@ class SuiteProblem:
 
 
 class SuiteError(Exception):
+    """Every problem found, in reading order whoever found it first: the suite file top to bottom, then each
+    attached file's (the editor, the API and the CLI list them as they come)."""
+
     def __init__(self, problems: list[SuiteProblem], filename: str = "suite.yaml"):
-        self.problems = problems
+        self.problems = sorted(problems, key=_reading_order)
         self.filename = filename
         super().__init__(problems)
 
     def __str__(self) -> str:
         # Problems in attached files name their own file; the rest are in the suite file.
         return "\n".join(str(p) if p.file else f"{self.filename}:{p}" for p in self.problems)
+
+
+def _reading_order(problem: SuiteProblem) -> tuple:
+    return (problem.file != "", problem.file, problem.line, problem.column, problem.path)
 
 
 def format_path(path: Path) -> str:
