@@ -31,6 +31,7 @@ TYPE_ERRORS = {
     "string_type",
     "int_type",
     "int_parsing",
+    "int_from_float",
     "float_type",
     "float_parsing",
     "bool_type",
@@ -92,6 +93,10 @@ def _readable(error: dict, loc: Path, model: type[BaseModel], raw: object, flow_
             message += f"; {FLOW_SPLIT_HINT}"
         return Readable(loc, message, at_key=True)
     if kind == "missing":
+        holder = _members(annotation_at(model, loc[:-1]))
+        own = getattr(holder[0], "shape_in_words", None) if len(holder) == 1 else None
+        if isinstance(own, str):  # a key the file never writes (an extractor's `kind`): say what to write
+            return Readable(loc[:-1], f"expected {own}")
         return Readable(loc, f"`{loc[-1]}` is required" if loc else "required")
     written = _written(loc, raw)
     if kind in TYPE_ERRORS:

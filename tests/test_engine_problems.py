@@ -191,6 +191,26 @@ def test_top_level_type_errors_name_the_shape():
     ]
 
 
+def test_a_fraction_for_a_whole_number_names_both():
+    problems = problems_of("name: s\niterations: 2.5\nevals: [{input: Hi, ground_truth: hi}]\n")
+    assert [(p.path, p.message) for p in problems] == [
+        ("iterations", "expected a whole number; found the number 2.5")
+    ]
+
+
+def test_an_extractor_mapping_without_a_known_key_says_how_extractors_are_written():
+    """`kind` is filled in from the key an extractor is written with; the file never has it to point at."""
+    problems = problems_of(EVAL + "input: hi\n    ground_truth: x\n    extractor: {patern: x}\n")
+    assert [(p.path, p.message) for p in problems] == [
+        (
+            "evals[0].extractor",
+            "expected a name (last_assistant, first_assistant, all_assistant, last_turn) or a one-key mapping "
+            "({pattern, group}, {after_marker}, {json}, {all_assistant: {separator}})",
+        ),
+        ("evals[0].extractor.patern", "unknown key `patern` (did you mean `pattern`?)"),
+    ]
+
+
 def test_a_value_that_picked_a_member_gets_that_members_precise_problems():
     """A list for `str | list[...]` chose the list: its items' errors are the useful ones, not "a string"."""
     problems = problems_of(EVAL + "prompt: hi\n    simulate: {persona: [{txt: a}]}\n")
