@@ -10,6 +10,7 @@ import io
 import textwrap
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
@@ -80,6 +81,15 @@ def test_the_editor_lists_problems_in_line_order(client, user):
     client.force_login(user)
     body = client.post(reverse("suites:validate"), {"source": OUT_OF_ORDER}, HTTP_HX_REQUEST="true")
     text = body.content.decode()
+    shown = [text.index(f'data-line="{line}" data-column="{column}"') for line, column, _ in IN_LINE_ORDER]
+    assert shown == sorted(shown)
+
+
+@pytest.mark.django_db
+def test_an_upload_lists_problems_in_line_order(client, user):
+    client.force_login(user)
+    upload = SimpleUploadedFile("suite.yaml", OUT_OF_ORDER.encode(), content_type="application/x-yaml")
+    text = client.post(reverse("suites:upload"), {"file": upload}).content.decode()
     shown = [text.index(f'data-line="{line}" data-column="{column}"') for line, column, _ in IN_LINE_ORDER]
     assert shown == sorted(shown)
 
