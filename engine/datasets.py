@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from pydantic import ValidationError
 
+from .errors import readable_errors
 from .schema import Eval, check_patterns
 
 MAX_DATASET_BYTES = 20_000_000
@@ -127,12 +128,9 @@ def rows_to_evals(
             try:
                 ev = Eval.model_validate(row)
             except ValidationError as exc:
-                error = exc.errors()[0]
-                # Union members show up in pydantic's path ("input.str"); a reader wants the column.
-                loc = [str(part) for part in error["loc"] if not str(part).startswith(("str", "list["))]
-                where = ".".join(loc)
-                message = error["msg"].removeprefix("Value error, ")
-                problems.append(DatasetProblem(line, f"{where}: {message}" if where else message))
+                error = readable_errors(exc, Eval, row)[0]
+                where = ".".join(str(part) for part in error.loc)
+                problems.append(DatasetProblem(line, f"{where}: {error.message}" if where else error.message))
             else:
                 if problem := _row_grading_problem(ev, grader, rubric):
                     problems.append(DatasetProblem(line, problem))

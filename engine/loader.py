@@ -8,7 +8,6 @@ the schema and reports each problem as `line:column path: message`, e.g.
 
 from __future__ import annotations
 
-import difflib
 import pathlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,7 +17,8 @@ import yaml
 from pydantic import ValidationError
 
 from .datasets import rows_to_evals
-from .schema import MAX_FOLLOWUP_DEPTH, Check, LocatedError, Suite
+from .errors import readable_errors
+from .schema import MAX_FOLLOWUP_DEPTH, Check, Suite
 
 MAX_SUITE_BYTES = 1_000_000
 # libyaml's loader is ten times faster than the pure-Python one and reports the same marks.
@@ -52,14 +52,21 @@ class SuiteProblem:
 
 
 class SuiteError(Exception):
+    """Every problem found, in reading order whoever found it first: the suite file top to bottom, then each
+    attached file's (the editor, the API and the CLI list them as they come)."""
+
     def __init__(self, problems: list[SuiteProblem], filename: str = "suite.yaml"):
-        self.problems = problems
+        self.problems = sorted(problems, key=_reading_order)
         self.filename = filename
         super().__init__(problems)
 
     def __str__(self) -> str:
         # Problems in attached files name their own file; the rest are in the suite file.
         return "\n".join(str(p) if p.file else f"{self.filename}:{p}" for p in self.problems)
+
+
+def _reading_order(problem: SuiteProblem) -> tuple:
+    return (problem.file != "", problem.file, problem.line, problem.column, problem.path)
 
 
 def format_path(path: Path) -> str:
@@ -72,27 +79,14 @@ def format_path(path: Path) -> str:
     return out
 
 
-def _known_keys() -> list[str]:
-    from . import schema
-
-    keys: set[str] = set()
-    models = [
-        value
-        for value in vars(schema).values()
-        if isinstance(value, type) and issubclass(value, schema.StrictModel)
-    ]
-    for model in models:
-        for name, field in model.model_fields.items():
-            keys.add(field.alias or name)
-    return sorted(keys)
-
-
 class _Builder:
     """Turns a composed YAML node tree into plain Python data, remembering where each path starts."""
 
     def __init__(self) -> None:
         self.positions: dict[Path, tuple[int, int]] = {}
         self.key_positions: dict[Path, tuple[int, int]] = {}
+        # Keys that are text cut off by a comma in a flow mapping: `{criteria: Date, time and size}`.
+        self.flow_split: set[Path] = set()
         self.problems: list[SuiteProblem] = []
         self._constructor = yaml.SafeLoader("")
 
@@ -113,6 +107,8 @@ class _Builder:
                     self._problem(where, (*path, key), f"duplicate key `{key}`")
                     continue
                 self.key_positions[(*path, key)] = where
+                if node.flow_style and " " in key and _is_empty(value_node):
+                    self.flow_split.add((*path, key))
                 result[key] = self.build(value_node, (*path, key))
             return result
         if isinstance(node, yaml.SequenceNode):
@@ -121,6 +117,10 @@ class _Builder:
 
     def _problem(self, where: tuple[int, int], path: Path, message: str) -> None:
         self.problems.append(SuiteProblem(where[0], where[1], format_path(path), message))
+
+
+def _is_empty(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null" and node.value == ""
 
 
 def decode_source(data: bytes | str) -> str:
@@ -203,54 +203,6 @@ def _locate(loc: Path, builder: _Builder, *, key: bool) -> tuple[int, int]:
             return builder.positions[probe]
         probe = probe[:-1]
     return builder.positions.get((), (1, 1))
-
-
-def _is_type_tag(part: str) -> bool:
-    return (
-        part in ("str", "int", "float", "bool", "list", "dict", "none") or "[" in part or part[:1].isupper()
-    )
-
-
-def _clean_loc(loc: tuple, raw: object) -> Path:
-    """pydantic's error location, mapped back onto the file as written."""
-    out: list[str | int] = []
-    node = raw
-    parts = [{"or_": "or", "any_": "any", "all_": "all", "not_": "not"}.get(part, part) for part in loc]
-    index = 0
-    while index < len(parts):
-        part = parts[index]
-        # Union members name their type in pydantic's path ("str", "list[PersonaStage]"); the file has no such key.
-        if isinstance(part, str) and not (isinstance(node, dict) and part in node) and _is_type_tag(part):
-            index += 1
-            continue
-        out.append(part)
-        node = (
-            node.get(part)
-            if isinstance(node, dict)
-            else (
-                node[part] if isinstance(node, list) and isinstance(part, int) and part < len(node) else None
-            )
-        )
-        # `checks: {or: [...]}` is validated as a one-item list; the file has no [0] there.
-        if part == "checks" and isinstance(node, dict) and index + 1 < len(parts) and parts[index + 1] == 0:
-            index += 1
-        index += 1
-    return tuple(out)
-
-
-def _message(error: dict) -> str:
-    if error["type"] == "extra_forbidden":
-        key = str(error["loc"][-1])
-        known = _known_keys()
-        if key in known:
-            return f"unknown key `{key}` here (it belongs elsewhere in a suite)"
-        hint = difflib.get_close_matches(key, known, n=1, cutoff=0.7)
-        message = f"unknown key `{key}`"
-        return f"{message} (did you mean `{hint[0]}`?)" if hint else message
-    if error["type"] == "missing":
-        return f"`{error['loc'][-1]}` is required"
-    message = error["msg"]
-    return message.removeprefix("Value error, ")
 
 
 def _depth_problems(suite: Suite, builder: _Builder) -> list[SuiteProblem]:
@@ -363,12 +315,9 @@ def load_suite(
         suite = Suite.model_validate(raw)
     except ValidationError as exc:
         problems = []
-        for error in exc.errors():
-            located = (error.get("ctx") or {}).get("error")
-            extra = located.loc if isinstance(located, LocatedError) else ()
-            loc = _clean_loc((*error["loc"], *extra), raw)
-            line, column = _locate(loc, builder, key=error["type"] == "extra_forbidden")
-            problems.append(SuiteProblem(line, column, format_path(loc), _message(error)))
+        for error in readable_errors(exc, Suite, raw, frozenset(builder.flow_split)):
+            line, column = _locate(error.loc, builder, key=error.at_key)
+            problems.append(SuiteProblem(line, column, format_path(error.loc), error.message))
         raise SuiteError(problems, filename) from None
     problems = _depth_problems(suite, builder) or _attachments(suite, builder, files or {})
     if problems:

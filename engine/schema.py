@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 import string
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -325,6 +325,12 @@ class Extractor(StrictModel):
     Written as a name (`last_assistant`) or a one-key mapping: `{pattern: "Answer: (\\d+)", group: 1}`,
     `{after_marker: "FINAL:"}`, `{json: result.answer}`, `{all_assistant: {separator: " | "}}`.
     """
+
+    # How an extractor is written, for error messages: its fields are not what a suite writes.
+    shape_in_words: ClassVar[str] = (
+        "a name (last_assistant, first_assistant, all_assistant, last_turn) or a one-key mapping "
+        "({pattern, group}, {after_marker}, {json}, {all_assistant: {separator}})"
+    )
 
     kind: Literal[
         "last_assistant", "first_assistant", "all_assistant", "last_turn", "pattern", "after_marker", "json"

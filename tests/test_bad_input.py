@@ -34,7 +34,7 @@ BAD_TEXT = {
     "invalid YAML": ("name: keep-me\nevals: [\n", "invalid YAML", "line 3, col 1"),
     "wrong types": (
         GOOD.replace("prompt: hi", "prompt: [1, 2]"),
-        "Input should be a valid string",
+        "expected a string; found a list",
         "evals[0].prompt",
     ),
     "unknown key": (GOOD.replace("checks:", "chekcs:"), "did you mean `checks`", "evals[0].chekcs"),

@@ -16,6 +16,11 @@ An HTML comment on the line just before a fenced block says what the block is; d
 - `<!-- sent -->`: JSON, the messages sent before the live turns of the first eval of the suite above.
 - `<!-- model: CheckResult -->`: JSON, a fragment of the results format (an `EvalResult` or
   `IteratedResult` fragment with `suite:` must equal that eval, or that iteration of it, of a real run).
+- `<!-- not-suite -->`: YAML that is no part of a suite (a CI job, say), so `evalvalidate` leaves it alone.
+
+Every ```yaml block of README.md and docs/*.md not marked `invalid` or `not-suite` must pass `evalvalidate`
+as a user runs it, attached files read from the suite's folder: a whole suite as written, a fragment (one
+eval, a list of evals or of checks, suite keys without `name`) wrapped into the smallest suite around it.
 
 Outputs are ```text blocks starting with `Suite: ` (a whole report) or `Eval ` (every eval's transcript),
 and the one full `evalsite.results/1` JSON document; each is compared with a real run, on the mock, of the
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import io
 import json
 import re
 import typing
@@ -34,12 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
+from django.core.management import CommandError, call_command
 from pydantic import BaseModel
 
 from engine import conditions, datasets, judge, results, schema, simulate, stats
 from engine.clients import EndpointRegistry, default_endpoint_from_env
 from engine.history import build_history
-from engine.loader import SuiteError, load_suite, read_suite_files
+from engine.loader import SuiteError, file_references, load_suite, read_suite_files
 from engine.report import format_eval, format_report
 from engine.runner import run_suite
 
@@ -88,7 +96,10 @@ RESULT_MODELS = [
     stats.IteratedResult,
     stats.IterationStats,
 ]
-MARKS = {"invalid", "files", "file", "suite", "sent", "model"}
+MARKS = {"invalid", "files", "file", "suite", "sent", "model", "not-suite"}
+README = ROOT / "README.md"
+ALL_DOCS = (README, *sorted((ROOT / "docs").glob("*.md")))
+EXAMPLES = ROOT / "examples"
 
 # A fenced block: an optional marker comment on the line before, the info string, the body.
 FENCE = re.compile(
@@ -329,13 +340,15 @@ def test_results_doc_names_the_format_version():
 
 
 def test_markers_are_known_and_well_placed():
-    for block in _all_blocks():
+    for block in [b for doc in ALL_DOCS for b in _blocks(doc)]:
         unknown = {key for key, _ in block.marks} - MARKS
         assert not unknown, f"{block.where}: unknown marker {sorted(unknown)}"
         if block.invalid:
             assert block.lang == "yaml", f"{block.where}: <!-- invalid --> must precede a ```yaml block"
         if block.needs:
             assert block.lang == "yaml", f"{block.where}: <!-- files: ... --> must precede a ```yaml block"
+        if block.mark("not-suite") is not None:
+            assert block.lang in YAML_LANGS, f"{block.where}: <!-- not-suite --> must precede a ```yaml block"
 
 
 def test_every_attached_file_shown_is_used():
@@ -415,6 +428,119 @@ def test_implemented_is_no_longer_coming_next(key):
     suite = load_suite("name: implemented\nmodel: mock\n" + IMPLEMENTED[key])
     assert suite.evals
     assert f"`{key}`" in SUITE_DOC.read_text(encoding="utf-8")
+
+
+# --- (e) every suite or fragment of one in README.md and docs/*.md passes evalvalidate ----------------------
+
+YAML_LANGS = ("yaml", "yml")
+SUITE_KEYS = set(_field_names(schema.Suite))
+EVAL_KEYS = set(_field_names(schema.Eval))
+CHECK_KEYS = set(_field_names(schema.Check))
+DRIVERS = {"prompt", "input", "turns", "messages"}
+# The smallest suite around a fragment: what the fragment leaves out.
+WRAP_NAME = "name: documented-example"
+WRAP_EVALS = "evals: [{input: Hi, ground_truth: hi}]"
+
+
+def _indent(text: str, first: str, rest: str) -> str:
+    head, *tail = text.rstrip("\n").splitlines()
+    return "\n".join([first + head, *(rest + line if line.strip() else line for line in tail)]) + "\n"
+
+
+def _as_suite(block: Block) -> tuple[str | None, str]:
+    """The block as a whole suite for evalvalidate (None: skipped), and the rule that decided it."""
+    if block.invalid:
+        return None, "marked invalid: test_invalid_examples_are_rejected checks that it is rejected"
+    if block.mark("not-suite") is not None:
+        return None, "marked not-suite"
+    try:
+        data = yaml.load(block.body, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return block.body, "not YAML: validated as written, so that the error shows"
+    keys = set(data) if isinstance(data, dict) else None
+    items = data if isinstance(data, list) and all(isinstance(item, dict) for item in data) else None
+    if keys is not None and (keys & {"name", "metadata", "evals", "dataset"} or keys <= SUITE_KEYS):
+        added = [WRAP_NAME] if not keys & {"name", "metadata"} else []
+        added += [WRAP_EVALS] if not keys & {"evals", "dataset"} else []
+        rule = "a suite" + (f", with {' and '.join(a.split(':')[0] for a in added)} added" if added else "")
+        return block.body + "".join(line + "\n" for line in added), rule
+    if keys is not None and keys <= EVAL_KEYS:
+        driver = "" if keys & DRIVERS else "    input: Hi\n" if "ground_truth" in keys else "    prompt: Hi\n"
+        return f"{WRAP_NAME}\nevals:\n" + _indent(block.body, "  - ", "    ") + driver, "one eval"
+    if items and all(item.keys() <= EVAL_KEYS and item.keys() & DRIVERS for item in items):
+        return f"{WRAP_NAME}\nevals:\n" + _indent(block.body, "  ", "  "), "a list of evals"
+    if items and all(item.keys() <= CHECK_KEYS for item in items):
+        wrapped = f"{WRAP_NAME}\nevals:\n  - prompt: Hi\n    checks:\n" + _indent(
+            block.body, "      ", "      "
+        )
+        return wrapped, "a list of checks"
+    return None, "unknown"
+
+
+def _attached(block: Block, text: str) -> dict[str, str]:
+    """The files the suite names: shown in the doc (`<!-- file: -->`), else the one in examples/."""
+    files = _files_for(block)
+    for name in file_references(text):
+        if name not in files:
+            example = EXAMPLES / name
+            assert example.is_file(), (
+                f"{block.where}: the example uses `{name}`, which is neither shown in a `<!-- file: {name} -->` "
+                "block nor in examples/"
+            )
+            files[name] = example.read_text(encoding="utf-8")
+    return files
+
+
+def _yaml_blocks() -> list:
+    return _params([b for doc in ALL_DOCS for b in _blocks(doc) if b.lang in YAML_LANGS])
+
+
+@pytest.mark.django_db  # evalvalidate may read named endpoints when a database exists
+@pytest.mark.parametrize("block", _yaml_blocks())
+def test_documented_yaml_passes_evalvalidate(block, tmp_path):
+    text, rule = _as_suite(block)
+    assert rule != "unknown", (
+        f"{block.where}: this YAML is not a suite, nor one eval, nor a list of evals or checks; fix it, or "
+        "mark it <!-- not-suite --> if it is no part of a suite"
+    )
+    if text is None:
+        pytest.skip(f"{block.where}: {rule}")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(text, encoding="utf-8")
+    for name, content in _attached(block, text).items():
+        (tmp_path / name).write_text(content, encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("evalvalidate", str(suite), stdout=out, stderr=err)
+    except (CommandError, SystemExit):
+        shown = f"\nvalidated as {rule}:\n{text}" if text != block.body else ""
+        pytest.fail(f"{block.where} is not a valid suite:\n{err.getvalue()}{shown}")
+
+
+@pytest.mark.parametrize(
+    ("body", "rule"),
+    [
+        ("evals:\n  - input: Hi\n    ground_truth: hi\n", "a suite, with name added"),
+        ("iterations: 3\n", "a suite, with name and evals added"),
+        ("checks:\n  - match: '*a*'\n", "one eval"),
+        ("- input: Hi\n  ground_truth: hi\n- prompt: Hi\n  checks: [{match: a}]\n", "a list of evals"),
+        ("- match: '*a*'\n- prompt: Again\n  checks: [{match: a}]\n", "a list of checks"),
+        ("on: push\njobs: {test: {runs-on: ubuntu-latest}}\n", "unknown"),
+    ],
+)
+def test_fragments_are_wrapped_into_the_smallest_suite(body, rule):
+    block = Block(README, 0, 1, "yaml", body, ())
+    text, found = _as_suite(block)
+    assert found == rule
+    if text is not None:
+        assert load_suite(text).evals
+        assert body.splitlines()[0].lstrip("- ") in text
+
+
+def test_the_readme_examples_are_all_validated():
+    """The README's suite-format section shows a whole suite, then fragments: none of them may be skipped."""
+    rules = [_as_suite(b)[1] for b in _blocks(README) if b.lang in YAML_LANGS]
+    assert len(rules) >= 3 and all(rule.startswith("a suite") for rule in rules), rules
 
 
 # --- (d) the outputs shown are what the engine produces today ----------------------------------------------

@@ -236,7 +236,7 @@ def test_wrong_type_prompt_list():
     """prompt: [1, 2] is a type error at the value, with the path evals[0].prompt."""
     problem = only_problem("name: s\nevals:\n  - prompt: [1, 2]\n    checks:\n      - match: a\n")
     assert where(problem) == (3, 13, "evals[0].prompt")
-    assert "valid string" in problem.message
+    assert problem.message == "expected a string; found a list"
 
 
 def test_wrong_type_min_tokens():
@@ -254,7 +254,7 @@ def test_wrong_type_min_tokens():
         )
     )
     assert where(problem) == (6, 21, "evals[0].checks[1].min_tokens")
-    assert "integer" in problem.message
+    assert problem.message == "expected a whole number; found a string"
 
 
 def test_negative_min_tokens_rejected():
@@ -610,7 +610,7 @@ def test_suite_error_str_has_filename_line_column_and_path():
     with pytest.raises(SuiteError) as info:
         load_suite("name: s\nevals:\n  - prompt: [1]\n    checks:\n      - match: a\n", filename="my.yaml")
     assert info.value.filename == "my.yaml"
-    assert str(info.value) == "my.yaml:3:13 evals[0].prompt: Input should be a valid string"
+    assert str(info.value) == "my.yaml:3:13 evals[0].prompt: expected a string; found a list"
 
 
 def test_suite_error_filename_attribute_for_yaml_errors():

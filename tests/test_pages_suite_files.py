@@ -297,7 +297,7 @@ def test_dataset_preview_lists_problems_with_line_numbers(logged_in, user):
     assert response.status_code == 400
     _, shown = panel(response, "dataset")
     assert "2 problems in draft.jsonl" in shown
-    assert "line 4 — input" in shown and "Input should be a valid string" in shown
+    assert "line 4 — input" in shown and "expected a string, or a list of strings" in shown
     assert "line 5 — not valid JSON" in shown
     assert suite.latest_version.number == 2
 
