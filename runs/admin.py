@@ -1,8 +1,13 @@
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as delete_with_confirmation
+from django.contrib.admin.utils import unquote
+from django.http import Http404, HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.urls import path
 
 from engine.text import plural
 
+from . import endpoint_checks
 from .models import ACTIVE, Conversation, Endpoint, Run, ShareLink, Turn
 
 
@@ -18,6 +23,35 @@ class EndpointAdmin(admin.ModelAdmin):
         "string_only",
     )
     search_fields = ("name", "base_url")
+    actions = ["test_connection"]
+    change_form_template = "admin/runs/endpoint/change_form.html"
+
+    @admin.action(description="Test connection (asks the endpoint for its models)")
+    def test_connection(self, request, queryset):
+        for endpoint in queryset:
+            self._report(request, endpoint)
+
+    def _report(self, request, endpoint: Endpoint) -> None:
+        result = endpoint_checks.probe(endpoint)
+        level = messages.SUCCESS if result.ok else messages.ERROR
+        self.message_user(request, f"Endpoint {endpoint.name}: {result.message}", level)
+
+    def get_urls(self):
+        test = path(
+            "<path:object_id>/test-connection/",
+            self.admin_site.admin_view(self.test_connection_view),
+            name="runs_endpoint_test_connection",
+        )
+        return [test, *super().get_urls()]
+
+    def test_connection_view(self, request, object_id):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        endpoint = self.get_object(request, unquote(object_id))
+        if endpoint is None or not self.has_view_permission(request, endpoint):
+            raise Http404("no such endpoint")
+        self._report(request, endpoint)
+        return redirect("admin:runs_endpoint_change", endpoint.pk)
 
 
 class ConversationInline(admin.TabularInline):
