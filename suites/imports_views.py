@@ -114,10 +114,7 @@ def _for_paste(message: str) -> str:
     message = message.replace(PASTED, "the pasted suite")
     message = message[:1].upper() + message[1:]
     if "not uploaded" in message:
-        message += (
-            ". A pasted suite brings no other file with it: choose that file under Files below (the pasted "
-            "text is kept) and convert again"
-        )
+        message += ". Choose it under “Files it needs” below and convert again; the pasted text stays."
     return message
 
 

@@ -653,7 +653,7 @@ def test_a_pasted_letta_suite_says_its_dataset_file_must_be_uploaded(logged_in):
     assert response.status_code == 400
     page = html.unescape(response.content.decode())
     assert "The pasted suite names the dataset `dataset.jsonl`, which was not uploaded" in page
-    assert "choose that file under Files below" in page
+    assert "Choose it under “Files it needs” below and convert again" in page
     assert suite_yaml.strip() in page  # the pasted text is still in the box
     assert not Suite.objects.exists()
     # Pasted again with the dataset chosen: converted, with the dataset attached.
