@@ -98,6 +98,11 @@ def _error_text(exc) -> str:
     return str(getattr(exc, "message", "") or exc)
 
 
+def redact(text: str, key: str) -> str:
+    """Some providers echo the key they were sent in their error message; it must not reach a page."""
+    return text.replace(key, "[key]") if key else text
+
+
 def _reply(response, label: str) -> tuple[str, dict | None]:
     """The reply text and the reported usage (None when the endpoint sent none) of a chat completion."""
     if not isinstance(response, dict):
@@ -149,7 +154,8 @@ class OpenAIClient:
                 return fn()
             except openai.APIStatusError as exc:
                 status = exc.status_code
-                last = f"HTTP {status} from {self.label}: {_error_text(exc)}"
+                key = os.environ.get(self.endpoint.api_key_env, "")
+                last = redact(f"HTTP {status} from {self.label}: {_error_text(exc)}", key)
                 if status != 429 and status < 500:
                     raise EndpointError(last) from None
                 delay = _retry_after(exc.response.headers)

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "template_partials",
+    "ninja",  # serves Swagger UI's assets from our static files, not a CDN (works offline)
     "suites",
     "runs",
 ]

@@ -1,6 +1,14 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as delete_with_confirmation
+from django.contrib.admin.utils import unquote
+from django.http import Http404, HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.urls import path
 
-from .models import Conversation, Endpoint, Run, ShareLink, Turn
+from engine.text import plural
+
+from . import endpoint_checks
+from .models import ACTIVE, Conversation, Endpoint, Run, ShareLink, Turn
 
 
 @admin.register(Endpoint)
@@ -15,6 +23,35 @@ class EndpointAdmin(admin.ModelAdmin):
         "string_only",
     )
     search_fields = ("name", "base_url")
+    actions = ["test_connection"]
+    change_form_template = "admin/runs/endpoint/change_form.html"
+
+    @admin.action(description="Test connection (asks the endpoint for its models)")
+    def test_connection(self, request, queryset):
+        for endpoint in queryset:
+            self._report(request, endpoint)
+
+    def _report(self, request, endpoint: Endpoint) -> None:
+        result = endpoint_checks.probe(endpoint)
+        level = messages.SUCCESS if result.ok else messages.ERROR
+        self.message_user(request, f"Endpoint {endpoint.name}: {result.message}", level)
+
+    def get_urls(self):
+        test = path(
+            "<path:object_id>/test-connection/",
+            self.admin_site.admin_view(self.test_connection_view),
+            name="runs_endpoint_test_connection",
+        )
+        return [test, *super().get_urls()]
+
+    def test_connection_view(self, request, object_id):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        endpoint = self.get_object(request, unquote(object_id))
+        if endpoint is None or not self.has_view_permission(request, endpoint):
+            raise Http404("no such endpoint")
+        self._report(request, endpoint)
+        return redirect("admin:runs_endpoint_change", endpoint.pk)
 
 
 class ConversationInline(admin.TabularInline):
@@ -29,8 +66,24 @@ class ConversationInline(admin.TabularInline):
         return False
 
 
+class LaunchedOnly:
+    """Runs, conversations and turns are made by launching a suite, never by hand: the admin shows them.
+
+    An added or edited row would bypass what launching sets up (the conversations, the dispatch, the
+    endpoint it resolved) and what workers rely on while they write results.
+    """
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(LaunchedOnly, admin.ModelAdmin):
+    """Read-only; a finished run may be deleted (with its conversations, turns and share links)."""
+
     list_display = ("id", "suite_version", "model", "status", "created_by", "created_at", "finished_at")
     list_filter = ("status", "endpoint_name", "is_mock")
     search_fields = ("model", "suite_version__suite__name")
@@ -46,6 +99,35 @@ class RunAdmin(admin.ModelAdmin):
     )
     inlines = [ConversationInline]
 
+    def has_delete_permission(self, request, obj=None):
+        # Workers still write to an active run's rows: cancel it first.
+        return super().has_delete_permission(request, obj) and (obj is None or not obj.is_active)
+
+    def get_deleted_objects(self, objs, request):
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        # Conversations cannot be deleted on their own (see ConversationAdmin), but they go with their run.
+        perms_needed.discard(Conversation._meta.verbose_name)
+        return deleted, counts, perms_needed, protected
+
+    @admin.action(permissions=["delete"], description="Delete selected finished runs")
+    def delete_selected(self, request, queryset):
+        active = queryset.filter(status__in=ACTIVE).count()
+        if active:
+            self.message_user(
+                request,
+                f"Nothing deleted: {plural(active, 'selected run')} still active; cancel "
+                f"{'it' if active == 1 else 'them'} first.",
+                messages.WARNING,
+            )
+            return None
+        return delete_with_confirmation(self, request, queryset)
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        if "delete_selected" in actions:
+            actions["delete_selected"] = self.get_action("delete_selected")
+        return actions
+
 
 class TurnInline(admin.StackedInline):
     model = Turn
@@ -59,11 +141,14 @@ class TurnInline(admin.StackedInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(LaunchedOnly, admin.ModelAdmin):
     list_display = ("eval_id", "run", "status", "verdict", "turn_count", "attempt")
     list_filter = ("status",)
     readonly_fields = [field.name for field in Conversation._meta.fields]
     inlines = [TurnInline]
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # one conversation less would leave its run's results with a hole
 
 
 @admin.register(ShareLink)

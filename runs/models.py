@@ -28,10 +28,12 @@ class Endpoint(models.Model):
         "API key variable",
         max_length=100,
         default="OPENAI_API_KEY",
+        blank=True,
         validators=[
             RegexValidator(r"^[A-Z_][A-Z0-9_]*$", "An environment variable name, e.g. OPENROUTER_API_KEY")
         ],
-        help_text="The NAME of the environment variable holding the key. Keys never live in the database.",
+        help_text="The NAME of the environment variable holding the key (empty for an endpoint that needs none, "
+        "e.g. a local server). Keys never live in the database.",
     )
     max_concurrency = models.PositiveIntegerField(
         default=10,

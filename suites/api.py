@@ -7,6 +7,7 @@ from ninja import Router, Schema
 
 from engine.loader import SuiteError, load_suite
 from engine.schema import json_schema
+from runs.endpoint_checks import suite_routes
 
 from .selectors import get_suite_for_user
 
@@ -31,6 +32,9 @@ class ValidateOut(Schema):
     name: str | None = None
     evals: int = 0
     problems: list[ProblemOut] = []
+    # Where each model reference goes ("model `fake/x` → fake (http://…)"), and what would likely fail there.
+    routes: list[str] = []
+    warnings: list[ProblemOut] = []
 
 
 @router.get("/schema.json", auth=None, summary="JSON Schema of the suite format")
@@ -51,4 +55,11 @@ def validate(request, payload: ValidateIn):
         return ValidateOut(
             valid=False, problems=[ProblemOut(**problem.as_dict()) for problem in exc.problems]
         )
-    return ValidateOut(valid=True, name=spec.name, evals=len(spec.evals))
+    routes = suite_routes(spec, payload.source)
+    return ValidateOut(
+        valid=True,
+        name=spec.name,
+        evals=len(spec.evals),
+        routes=[str(line) for line in routes.lines],
+        warnings=[ProblemOut(**warning.as_dict()) for warning in routes.warnings],
+    )

@@ -1,6 +1,6 @@
 """Import: convert another tool's suite (vibecheck, Letta Evals, AgentV) into an evalsite suite.
 
-Two steps on one URL. A POST with uploaded files converts them (engine.imports) and shows the report —
+Two steps on one URL. A POST with uploaded files (or a pasted suite, with any files it needs) converts them (engine.imports) and shows the report —
 the detected tool, what was mapped, what was not, the files still needed — with the generated YAML in an
 editable textarea. A POST with `action=create` creates the suite from that (possibly edited) YAML and the
 converted files, carried through the page as hidden `file_name[]` / `file_content[]` inputs (or, when
@@ -20,7 +20,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from engine.imports import KINDS, ImportProblem, ImportResult, convert
-from engine.loader import SuiteError, SuiteProblem
+from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem
 
 from . import services
 from .forms import normalise_newlines
@@ -57,10 +57,21 @@ def _kind(request: HttpRequest) -> str:
     return kind if kind in KINDS else ""
 
 
-def _read_uploads(request: HttpRequest) -> dict[str, str]:
+PASTED = "pasted-suite.yaml"  # the name a pasted suite goes by among the files, and its suite name's fallback
+
+
+def _pasted(request: HttpRequest) -> str:
+    text = normalise_newlines(request.POST.get("pasted", ""))
+    return text if text.strip() else ""
+
+
+def _read_uploads(request: HttpRequest, pasted: str = "") -> dict[str, str]:
+    """The uploaded files, and the pasted suite (if any) as one more file."""
     uploads = request.FILES.getlist("files")
-    if not uploads:
-        raise ImportProblem("choose the files to import: the suite file, and its dataset or attachments")
+    if not uploads and not pasted:
+        raise ImportProblem(
+            "paste the suite, or choose its files: the suite file, and its dataset or attachments"
+        )
     if len(uploads) > MAX_UPLOADS:
         raise ImportProblem(f"at most {MAX_UPLOADS} files at a time")
     files: dict[str, str] = {}
@@ -80,16 +91,31 @@ def _read_uploads(request: HttpRequest) -> dict[str, str]:
                 f"{upload.name} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})"
             ) from None
         files[upload.name] = text
+    if pasted:
+        if len(pasted.encode("utf-8")) > MAX_SUITE_BYTES:
+            raise ImportProblem(f"the pasted suite is larger than {MAX_SUITE_BYTES // 1_000_000} MB")
+        files[PASTED] = pasted
     return files
 
 
 def _convert(request: HttpRequest) -> HttpResponse:
     kind = _kind(request)
+    pasted = _pasted(request)
     try:
-        result = convert(_read_uploads(request), kind or None)
+        result = convert(_read_uploads(request, pasted), kind or None)
     except ImportProblem as exc:
-        return _render(request, {"error": str(exc), "kind": kind}, status=400)
-    return _render_preview(request, result, source=result.source, files=result.files)
+        error = _for_paste(str(exc)) if pasted else str(exc)
+        return _render(request, {"error": error, "kind": kind, "pasted": pasted}, status=400)
+    return _render_preview(request, result, source=result.source, files=result.files, pasted=pasted)
+
+
+def _for_paste(message: str) -> str:
+    """A converter's message about the pasted text, which it knows only by its stand-in file name."""
+    message = message.replace(PASTED, "the pasted suite")
+    message = message[:1].upper() + message[1:]
+    if "not uploaded" in message:
+        message += ". Choose it under “Files it needs” below and convert again; the pasted text stays."
+    return message
 
 
 def _create(request: HttpRequest) -> HttpResponse:
@@ -98,7 +124,7 @@ def _create(request: HttpRequest) -> HttpResponse:
     source = normalise_newlines(request.POST.get("source", ""))
     try:
         if request.FILES.getlist("files"):  # too large to carry: the same files, uploaded again
-            converted = convert(_read_uploads(request), kind or None)
+            converted = convert(_read_uploads(request, _pasted(request)), kind or None)
             files = converted.files
             result.needs_files = converted.needs_files
         else:
@@ -179,6 +205,7 @@ def _render_preview(
     status: int = 200,
     problems: list[SuiteProblem] | None = None,
     carried: bool = True,
+    pasted: str = "",
 ) -> HttpResponse:
     report = json.dumps(
         {
@@ -210,6 +237,7 @@ def _render_preview(
         "spec": spec,
         "kind": result.kind,
         "line_count": source.count("\n") + 1,
+        "pasted": pasted,
     }
     return _render(request, context, status=status)
 

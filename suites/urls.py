@@ -12,6 +12,7 @@ urlpatterns = [
     path("<uuid:public_id>/", views.detail, name="detail"),
     path("<uuid:public_id>/v/<int:number>/", views.version, name="version"),
     path("<uuid:public_id>/launch/", views.launch, name="launch"),
+    path("<uuid:public_id>/launch/routes/", views.launch_routes, name="launch_routes"),
     path("<uuid:public_id>/files/", views.attach_files, name="attach_files"),
     path("<uuid:public_id>/files/remove/", views.remove_file, name="remove_file"),
     path("<uuid:public_id>/v/<int:number>/files/<str:name>", views.version_file, name="version_file"),

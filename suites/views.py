@@ -25,6 +25,7 @@ from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem, decode_sour
 from engine.schema import Suite as SuiteSpec
 from engine.text import plural
 from runs import selectors as run_selectors
+from runs.endpoint_checks import SuiteRoutes, model_choices, suite_routes
 from runs.models import Run
 from runs.services import LaunchError, create_run
 from runs.views import with_durations
@@ -62,6 +63,8 @@ class Validation:
     spec: SuiteSpec | None = None
     problems: list[SuiteProblem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Where its model references go, and located warnings about them (an unknown endpoint, an unset key).
+    routes: SuiteRoutes | None = None
 
     @property
     def valid(self) -> bool:
@@ -92,7 +95,7 @@ def _validate(
             spec = services.validate_source(source, files=files)
         except SuiteError as exc:
             return Validation(problems=[*file_problems, *exc.problems])
-    result = Validation(spec=spec, problems=list(file_problems))
+    result = Validation(spec=spec, problems=list(file_problems), routes=suite_routes(spec, source))
     if suite is None and selectors.suites_for(user).filter(name=spec.name).exists():
         result.warnings.append(
             f"You already have a suite named “{spec.name}”: change `name` to create a new one."
@@ -173,6 +176,7 @@ def _render_editor(
             ),
             launch_error=launch_error,
         )
+        context.update(_launch_panel(request, latest_spec, (launch_form or context["launch_form"])))
     context["source"] = source or ""
     # Text the page shows that is not the saved version: the editor warns before it is lost.
     saved = latest.source if latest else ""
@@ -194,6 +198,23 @@ def _render_editor(
     return render(request, "suites/editor.html", context, status=status)
 
 
+def _launch_panel(request: HttpRequest, spec: SuiteSpec | None, form: LaunchForm) -> dict:
+    """The launch form's model suggestions, and where the chosen model (and the judges) will go."""
+    model = (form["model"].value() or "").strip()
+    return {
+        "model_choices": model_choices(request.user, spec),
+        "launch_routes": suite_routes(spec, model=model or None) if spec is not None else None,
+    }
+
+
+def _warn_launched(request: HttpRequest, version: SuiteVersion, model: str | None) -> None:
+    """What looked likely to fail in the run just launched, on the run page."""
+    spec = _parse(version)
+    if spec is not None:
+        for warning in suite_routes(spec, model=model).warnings:
+            messages.warning(request, f"{warning.path}: {warning.message}")
+
+
 def _launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> HttpResponse:
     """Save & run: launch what was just saved, on the suite's own model."""
     try:
@@ -201,6 +222,7 @@ def _launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> 
     except (LaunchError, SuiteError) as exc:
         messages.error(request, f"Saved v{version.number}, but the run could not start: {exc}")
         return redirect("suites:detail", public_id=suite.public_id)
+    _warn_launched(request, version, None)
     return redirect("runs:detail", run_id=run.pk)
 
 
@@ -415,8 +437,25 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
         except SuiteError as exc:
             error = f"v{version.number} no longer validates: {exc}"
         else:
+            _warn_launched(request, version, form.cleaned_data["model"] or None)
             return redirect("runs:detail", run_id=run.pk)
     return _render_editor(request, suite=suite, status=400, launch_form=form, launch_error=error)
+
+
+@login_required
+@require_GET
+def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
+    """The launch panel's "model → endpoint" line, for the model and version chosen so far."""
+    suite = selectors.get_suite_for_user(request.user, public_id)
+    numbers = list(suite.versions.order_by("-number").values_list("number", flat=True))
+    if not numbers:
+        raise Http404("no version to launch")
+    form = LaunchForm(request.GET, versions=numbers)
+    chosen = form.cleaned_data.get("version") if form.is_valid() else None
+    spec = _parse(selectors.get_version_for_user(request.user, public_id, chosen or numbers[0]))
+    model = (request.GET.get("model") or "").strip()
+    routes = suite_routes(spec, model=model or None) if spec is not None else None
+    return render(request, "suites/editor.html#launch-routes", {"launch_routes": routes, "suite": suite})
 
 
 # --- Attached files -----------------------------------------------------------------------------------------

@@ -12,11 +12,13 @@ at this server, exactly as production points it at a provider::
         client = openai.OpenAI(base_url=fake.base_url, api_key="test", max_retries=0)
         ...
 
-Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models``.
+Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models`` (``fail_models()``
+makes it answer an error status instead).
 
 How a chat request is answered, first match wins:
 
-1. Auth: if ``api_key`` was given and ``Authorization`` is not ``Bearer <api_key>`` -> 401.
+1. Auth: if ``api_key`` was given and ``Authorization`` is not ``Bearer <api_key>`` -> 401 (whose message
+   echoes the key presented).
 2. ``down()`` -> 503 immediately.
 3. ``fail_next()`` faults: the oldest pending fault whose ``first_user`` filter matches consumes one
    unit and the request fails with its status (after the usual latency), or, for a ``hang`` fault,
@@ -263,6 +265,7 @@ class FakeOpenAI:
             self._down = False
             self._embedding_overrides: dict[str, list[float]] = {}
             self._models_seen: dict[str, None] = {}
+            self._models_status: int | None = None
             self._requests: list[dict] = []
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -372,6 +375,11 @@ class FakeOpenAI:
         with self._lock:
             self._down = False
 
+    def fail_models(self, status: int = 404) -> None:
+        """Answer ``GET /v1/models`` with this status until reset(), like endpoints that do not serve it."""
+        with self._lock:
+            self._models_status = status
+
     def embedding(self, text: str, vector: list[float]) -> None:
         """Return ``vector`` (as given, not normalised) whenever exactly ``text`` is embedded."""
         with self._lock:
@@ -442,7 +450,9 @@ class FakeOpenAI:
 
     def _route(self, method: str, path: str, body: Any, malformed: bool, headers: _Headers) -> _Response:
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
-            return _error(401, "Incorrect API key provided", code="invalid_api_key")
+            # Echoes the key it was given, as some providers do: callers must keep it out of what they show.
+            presented = (headers.get("authorization") or "").removeprefix("Bearer ")
+            return _error(401, f"Incorrect API key provided: {presented}", code="invalid_api_key")
         routes = {
             (CHAT_PATH, "POST"): self._chat,
             (EMBEDDINGS_PATH, "POST"): self._embeddings,
@@ -588,6 +598,8 @@ class FakeOpenAI:
 
     def _models(self, body: Any) -> _Response:
         with self._lock:
+            if self._models_status is not None:
+                return _error(self._models_status, "Not served here")
             names = dict.fromkeys([FAKE_MODEL, *self._models_seen])
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "fakeopenai"} for name in names]
         return _Response(200, {"object": "list", "data": data}, {})

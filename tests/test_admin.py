@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib import admin
+from django.contrib.auth.models import Group
+from django.forms.models import model_to_dict
+from django.test import RequestFactory
 from django.urls import reverse
 
-from runs.models import Endpoint
+from runs.execution import execute
+from runs.models import Conversation, Endpoint, Run, Status, Turn
+from runs.services import create_run, create_share_link
 from suites.models import SuiteVersion
 from suites.services import create_suite
 
@@ -22,19 +28,102 @@ def admin_client(client, django_user_model):
     return client
 
 
-@pytest.mark.parametrize(
-    "model",
-    [
-        "suites_suite",
-        "suites_suiteversion",
-        "runs_run",
-        "runs_conversation",
-        "runs_endpoint",
-        "runs_sharelink",
-    ],
-)
-def test_changelists_render(admin_client, model):
-    assert admin_client.get(reverse(f"admin:{model}_changelist")).status_code == 200
+@pytest.fixture
+def one_of_each(admin_client, fake_endpoint):
+    """A real object of every registered model, each made the way the product makes it."""
+    suite = create_suite(owner=admin_client.admin, source=GOOD)
+    run = create_run(version=suite.latest_version, user=admin_client.admin)
+    for conversation_id in run.conversations.values_list("pk", flat=True):
+        execute(conversation_id)
+    run.refresh_from_db()
+    assert run.status == Status.PASSED and Turn.objects.filter(conversation__run=run).exists()
+    create_share_link(run, admin_client.admin)
+    Group.objects.create(name="reviewers")
+    return run
+
+
+def registered():
+    return sorted(admin.site._registry.items(), key=lambda item: item[0]._meta.label)
+
+
+def add_form_data(page, obj) -> dict:
+    """The add form filled in with an existing object's values, inline formsets empty."""
+    form = page.context["adminform"].form
+    data = {}
+    for field, value in model_to_dict(obj, fields=list(form.fields)).items():
+        if isinstance(value, list):
+            data[field] = [getattr(item, "pk", item) for item in value]
+        elif value is not None:
+            data[field] = value
+    for inline in page.context["inline_admin_formsets"]:
+        prefix = inline.formset.prefix
+        data.update({f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0"})
+    return data
+
+
+def test_no_admin_page_fails(admin_client, one_of_each):
+    """Every registered model's changelist, add and change page renders (or refuses add with 403)."""
+    assert (
+        len(registered()) >= 8
+    )  # suites, versions, runs, conversations, endpoints, share links, users, groups
+    as_admin = RequestFactory().get("/")
+    as_admin.user = admin_client.admin
+    for model, model_admin in registered():
+        opts = model._meta
+        name = f"admin:{opts.app_label}_{opts.model_name}"
+        where = opts.label
+        assert admin_client.get(reverse(f"{name}_changelist")).status_code == 200, where
+        obj = model._default_manager.first()
+        assert obj is not None, f"make a {where} in one_of_each so its change page is opened"
+        add = admin_client.get(reverse(f"{name}_add"))
+        if not model_admin.has_add_permission(as_admin):
+            assert add.status_code == 403, where
+        else:
+            assert add.status_code == 200, where
+            # Sent back filled in like an existing row: saved, or refused with a message; never a 500.
+            posted = admin_client.post(reverse(f"{name}_add"), add_form_data(add, obj))
+            assert posted.status_code in (200, 302), where
+        change = admin_client.get(reverse(f"{name}_change", args=[obj.pk]))
+        assert change.status_code == 200, where
+
+
+def test_runs_and_conversations_are_made_by_launching_not_in_the_admin(admin_client, one_of_each):
+    run = one_of_each
+    for model in ("runs_run", "runs_conversation"):
+        assert admin_client.get(reverse(f"admin:{model}_add")).status_code == 403
+    assert admin_client.post(reverse("admin:runs_run_add"), {"model": "mock"}).status_code == 403
+    page = admin_client.get(reverse("admin:runs_run_change", args=[run.pk])).content.decode()
+    assert 'name="_save"' not in page and run.model in page  # a view page, not a form
+    edited = admin_client.post(reverse("admin:runs_run_change", args=[run.pk]), {"model": "other"})
+    assert edited.status_code == 403
+    run.refresh_from_db()
+    assert run.model == "mock"
+    conversation = run.conversations.first()
+    gone = admin_client.post(
+        reverse("admin:runs_conversation_delete", args=[conversation.pk]), {"post": "yes"}
+    )
+    assert gone.status_code == 403 and run.conversations.count() == 1
+
+
+def test_a_finished_run_can_be_deleted_an_active_one_cannot(admin_client, one_of_each):
+    finished = one_of_each
+    active = create_run(version=finished.suite_version, user=admin_client.admin)
+    url = reverse("admin:runs_run_changelist")
+    kept = admin_client.post(
+        url, {"action": "delete_selected", "_selected_action": [finished.pk, active.pk], "post": "yes"},
+        follow=True,
+    )  # fmt: skip
+    assert "still active" in kept.content.decode()
+    assert Run.objects.filter(pk__in=[finished.pk, active.pk]).count() == 2
+    assert admin_client.get(reverse("admin:runs_run_delete", args=[active.pk])).status_code == 403
+    confirm = admin_client.get(reverse("admin:runs_run_delete", args=[finished.pk]))
+    assert confirm.status_code == 200 and "Are you sure" in confirm.content.decode()
+    done = admin_client.post(
+        url, {"action": "delete_selected", "_selected_action": [finished.pk], "post": "yes"}
+    )
+    assert done.status_code == 302
+    assert not Run.objects.filter(pk=finished.pk).exists()
+    assert not Conversation.objects.filter(run_id=finished.pk).exists()
 
 
 def test_version_added_in_admin_is_validated_and_numbered(admin_client):

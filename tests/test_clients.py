@@ -77,6 +77,14 @@ def test_4xx_other_than_429_is_not_retried(fake):
     assert len(fake.requests) == 1
 
 
+def test_a_key_echoed_in_an_error_never_reaches_the_message(fake):
+    fake.api_key = "sk-other"  # so the key we send is refused, and the fake quotes it back
+    with pytest.raises(EndpointError) as raised:
+        client_for(fake, []).complete("m", [{"role": "user", "content": "x"}])
+    assert "sk-client" in str(fake.requests[0]["headers"]["authorization"])
+    assert "sk-client" not in str(raised.value) and "Incorrect API key provided: [key]" in str(raised.value)
+
+
 def test_timeout_is_explicit_and_retried(fake):
     fake.fail_next(1, hang=2)
     sleeps: list[float] = []

@@ -144,7 +144,9 @@ def test_api_key_mismatch_is_401():
         with pytest.raises(openai.AuthenticationError) as excinfo:
             ask(make_client(fake, api_key="sk-wrong"), [user("hi")])
         assert excinfo.value.code == "invalid_api_key"
-        assert excinfo.value.body["message"] == "Incorrect API key provided"
+        assert (
+            excinfo.value.body["message"] == "Incorrect API key provided: sk-wrong"
+        )  # echoed, as some providers do
         assert ask(make_client(fake, api_key="sk-right"), [user("hi")]) == "OK"
 
 
@@ -251,3 +253,13 @@ def test_stopped_server_refuses_reused_connections():
     # The client's pooled keep-alive connection must not keep talking to a stopped fake.
     with pytest.raises(openai.APIConnectionError):
         ask(client, [user("hi")])
+
+
+def test_models_can_be_made_to_fail(fake):
+    client = make_client(fake)
+    assert [model.id for model in client.models.list()] == ["fake-model"]
+    fake.fail_models(404)
+    with pytest.raises(openai.NotFoundError):
+        client.models.list()
+    fake.reset()
+    assert [model.id for model in client.models.list()] == ["fake-model"]

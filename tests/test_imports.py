@@ -543,7 +543,7 @@ def test_missing_files_block_creating(logged_in):
 @pytest.mark.django_db
 def test_bad_uploads_show_a_clear_message_not_a_traceback(logged_in):
     for files, message in [
-        ({}, "choose the files to import"),
+        ({}, "paste the suite, or choose its files"),
         ({"notes.yaml": "title: Meeting notes\n"}, "not a suite of vibecheck"),
         ({"suite.yaml": "metadata: [oops\n"}, "suite.yaml is not valid YAML"),
     ]:
@@ -614,3 +614,59 @@ def test_files_too_large_to_carry_are_uploaded_again_to_create(logged_in, settin
     )
     assert response.status_code == 302
     assert Suite.objects.get().latest_version.file_map() == convert(folder("letta-rubric")).files
+
+
+# --- pasting instead of uploading ----------------------------------------------------------------------------
+
+
+def test_get_offers_a_paste_box(logged_in):
+    page = logged_in.get(URL).content.decode()
+    assert re.search(r'<textarea name="pasted"', page)
+    assert not re.search(r'<input type="file" name="files"[^>]*required', page)  # either one will do
+
+
+@pytest.mark.django_db
+def test_a_pasted_suite_converts_like_the_uploaded_file(logged_in):
+    text = one("vibecheck/multi-turn.yaml")["multi-turn.yaml"]
+    uploaded = logged_in.post(URL, {"files": uploads(one("vibecheck/multi-turn.yaml"))}).content.decode()
+    response = logged_in.post(URL, {"pasted": text.replace("\n", "\r\n"), "kind": ""})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Detected: vibecheck" in page and "Valid — " in page
+
+    def report(page: str) -> dict:
+        return json.loads(form_fields(page)[2])
+
+    assert report(page) == report(uploaded)  # the same converter: the same mapped and unmapped lines
+    assert form_fields(page)[0].split("\n", 1)[1] == form_fields(uploaded)[0].split("\n", 1)[1]
+    source, files, carried = form_fields(page)
+    created = logged_in.post(
+        URL, {"action": "create", "kind": "vibecheck", "source": source, "report": carried}
+    )
+    assert created.status_code == 302 and Suite.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_pasted_letta_suite_says_its_dataset_file_must_be_uploaded(logged_in):
+    suite_yaml = folder("letta-per-turn")["suite.yaml"]
+    response = logged_in.post(URL, {"pasted": suite_yaml, "kind": ""})
+    assert response.status_code == 400
+    page = html.unescape(response.content.decode())
+    assert "The pasted suite names the dataset `dataset.jsonl`, which was not uploaded" in page
+    assert "Choose it under “Files it needs” below and convert again" in page
+    assert suite_yaml.strip() in page  # the pasted text is still in the box
+    assert not Suite.objects.exists()
+    # Pasted again with the dataset chosen: converted, with the dataset attached.
+    dataset = {"dataset.jsonl": folder("letta-per-turn")["dataset.jsonl"]}
+    both = logged_in.post(URL, {"pasted": suite_yaml, "files": uploads(dataset)})
+    assert both.status_code == 200
+    page = both.content.decode()
+    assert "Detected: Letta Evals" in page and "Valid — 4 evals" in page
+    assert [name for name, _ in form_fields(page)[1]] == ["dataset.jsonl"]
+
+
+@pytest.mark.django_db
+def test_nothing_pasted_or_chosen_is_a_clear_message(logged_in):
+    response = logged_in.post(URL, {"pasted": "  \n", "kind": ""})
+    assert response.status_code == 400
+    assert "paste the suite, or choose its files" in response.content.decode()

@@ -1,0 +1,276 @@
+"""Where a suite's model references go, and what is likely to fail there, found out before a run.
+
+`routes(suite, registry)` says which endpoint each model reference (the model under test, the judge, a
+check's or a stop condition's own judge, a simulated user's model) goes to; `warnings(...)` lists what
+would send a run astray: a `name/` prefix that names no endpoint (the whole reference then goes to the
+default endpoint, which is right for `anthropic/claude-3.5-sonnet` through OpenRouter, and wrong for a
+typo), and an endpoint whose key variable is not set. `probe(endpoint)` asks an endpoint for its models.
+
+Plain functions, used by the editor, the launch form, the API, the admin and the CLI.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import openai
+from pydantic import BaseModel
+
+from .clients import MOCK, EndpointConfig, EndpointRegistry, _error_text, redact
+from .loader import SuiteError, SuiteProblem, _clean_loc, _locate, format_path, parse_yaml
+from .schema import JudgeSpec, NaturalLanguage, Simulate, Suite
+
+PROBE_TIMEOUT = 10.0
+ROLES = {JudgeSpec: "check judge", NaturalLanguage: "stop condition judge", Simulate: "simulated user"}
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    role: str  # "model", "judge", "check judge", "stop condition judge", "simulated user"
+    ref: str
+    path: tuple[
+        str | int, ...
+    ]  # where the suite names it; () when it comes from elsewhere (a launch override)
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where one model reference goes: the endpoint's name, its URL ("" for the mock) and the model id sent."""
+
+    ref: str
+    endpoint: str
+    model: str
+    base_url: str = ""
+    key_env: str = ""  # the variable holding the key; "" when none is needed
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} ({self.base_url})" if self.base_url else self.endpoint
+
+
+@dataclass(frozen=True)
+class RouteLine:
+    """One entry of "model `x` → fake (http://…) · judge `y` → default (…)"."""
+
+    role: str
+    ref: str
+    route: Route
+    count: int = 1  # how many places name this reference in this role
+
+    def __str__(self) -> str:
+        role = f"{self.role}s" if self.count > 1 else self.role
+        times = f" (×{self.count})" if self.count > 1 else ""
+        return f"{role} `{self.ref}`{times} → {self.route}"
+
+
+def describe(registry: EndpointRegistry, ref: str) -> Route:
+    name, model = registry.resolve(ref)
+    endpoint = registry.endpoint(name) if name != MOCK else None
+    if endpoint is None:
+        return Route(ref=ref.strip(), endpoint=name, model=model)
+    return Route(
+        ref=ref.strip(), endpoint=name, model=model, base_url=endpoint.base_url, key_env=endpoint.api_key_env
+    )
+
+
+def model_refs(suite: Suite, model: str | None = None) -> list[ModelRef]:
+    """Every model reference a run of the suite uses, with where the suite names it.
+
+    `model`: a launch's override of the suite's model. The judge defaults to the model under test.
+    """
+    refs: list[ModelRef] = []
+    model_ref = (model or "").strip() or suite.model
+    if model_ref:
+        from_suite = not (model or "").strip()
+        where = ("model",) if from_suite and _named_at_top(suite, "model") else ("metadata", "model")
+        refs.append(ModelRef("model", model_ref, where if from_suite else ()))
+    if suite.judge:
+        refs.append(ModelRef("judge", suite.judge, ("judge",)))
+    elif model_ref:
+        refs.append(ModelRef("judge", model_ref, ()))
+    for index, ev in enumerate(suite.evals):
+        for path, role, ref in _walk(ev, ("evals", index)):
+            refs.append(ModelRef(role, ref, path))
+    return refs
+
+
+def _named_at_top(suite: Suite, field: str) -> bool:
+    return suite.metadata is None or getattr(suite.metadata, field) is None
+
+
+def _walk(obj: object, path: tuple) -> Iterator[tuple[tuple, str, str]]:
+    if isinstance(obj, BaseModel):
+        role = ROLES.get(type(obj))
+        if role is not None and obj.model:
+            yield (*path, "model"), role, obj.model
+        for name, field in type(obj).model_fields.items():
+            value = getattr(obj, name)
+            if value is not None and not isinstance(value, str | int | float | bool):
+                yield from _walk(value, (*path, field.alias or name))
+    elif isinstance(obj, list):
+        for index, item in enumerate(obj):
+            yield from _walk(item, (*path, index))
+
+
+def routes(suite: Suite, registry: EndpointRegistry, model: str | None = None) -> list[RouteLine]:
+    """Which endpoint each model reference goes to, one line per distinct (role, reference)."""
+    counts: dict[tuple[str, str], int] = {}
+    for item in model_refs(suite, model):
+        counts[(item.role, item.ref)] = counts.get((item.role, item.ref), 0) + 1
+    return [RouteLine(role, ref, describe(registry, ref), count) for (role, ref), count in counts.items()]
+
+
+def warnings(
+    suite: Suite,
+    registry: EndpointRegistry,
+    model: str | None = None,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    locate=None,
+) -> list[SuiteProblem]:
+    """What would likely fail in a run of the suite: unknown `name/` prefixes and unset key variables.
+
+    `environ` is the workers' environment; on one machine this process's is the best stand-in.
+    `locate(path) -> (line, column)` places each warning in the suite's text (0, 0 without it).
+    """
+    found: list[SuiteProblem] = []
+    keys_checked: set[str] = set()
+
+    def problem(item: ModelRef, message: str) -> SuiteProblem:
+        line, column = locate(item.path) if locate is not None and item.path else (0, 0)
+        return SuiteProblem(line, column, format_path(item.path) if item.path else item.role, message)
+
+    reported_refs: set[str] = set()
+    for item in model_refs(suite, model):
+        route = describe(registry, item.ref)
+        if item.ref not in reported_refs:
+            message = unknown_prefix(registry, item.ref)
+            if message:
+                reported_refs.add(item.ref)
+                found.append(problem(item, message))
+        if route.endpoint == MOCK or route.endpoint in keys_checked:
+            continue
+        keys_checked.add(route.endpoint)
+        message = missing_key(route, environ)
+        if message:
+            found.append(problem(item, message))
+    return found
+
+
+def locator(source: str):
+    """`locate` for `warnings`: a path of the suite to its line and column in `source`, parsed when first asked."""
+    parsed: list = []
+
+    def locate(path: tuple) -> tuple[int, int]:
+        if not parsed:
+            try:
+                parsed.append(parse_yaml(source))
+            except SuiteError:
+                parsed.append(None)
+        if parsed[0] is None:
+            return 0, 0
+        raw, builder = parsed[0]
+        return _locate(_clean_loc(path, raw), builder, key=False)
+
+    return locate
+
+
+def unknown_prefix(registry: EndpointRegistry, ref: str) -> str | None:
+    """A warning when `ref` looks like `endpoint/model` but no endpoint has that name."""
+    ref = ref.strip()
+    prefix, sep, rest = ref.partition("/")
+    if not (sep and rest) or prefix == MOCK or prefix in registry.named:
+        return None
+    names = sorted(registry.named)
+    hint = difflib.get_close_matches(prefix, [*names, MOCK], n=1, cutoff=0.6)
+    if hint:
+        why = f"did you mean `{hint[0]}`?"
+    elif names:
+        why = f"endpoints: {', '.join(names)}"
+    else:
+        why = "named endpoints are added in the admin, under Runs → Endpoints"
+    return (
+        f"`{ref}` goes to the default endpoint ({registry.default.base_url}) as model `{ref}`: "
+        f"no endpoint is named `{prefix}` ({why})"
+    )
+
+
+def missing_key(route: Route, environ: Mapping[str, str] = os.environ) -> str | None:
+    """A warning when the endpoint needs a key whose variable is not set here."""
+    if route.endpoint == MOCK or not route.key_env or environ.get(route.key_env):
+        return None
+    return (
+        f"{route.key_env} is not set in this server's environment (the workers' is most likely the same); "
+        f"runs on `{route.endpoint}` will fail with 401"
+    )
+
+
+# --- asking an endpoint ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    ok: bool
+    message: str
+
+
+def probe(
+    endpoint: EndpointConfig,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    model: str | None = None,
+    timeout: float = PROBE_TIMEOUT,
+) -> ProbeResult:
+    """Ask the endpoint for its models; when it serves no /models, for a one-token completion of `model`.
+
+    The key is read from the endpoint's variable and never appears in the message.
+    """
+    key = environ.get(endpoint.api_key_env, "") if endpoint.api_key_env else ""
+    client = openai.OpenAI(
+        base_url=endpoint.base_url,
+        api_key=key or "not-set",
+        max_retries=0,
+        timeout=min(timeout, endpoint.timeout),
+    )
+    unset = (
+        f" ({endpoint.api_key_env} is not set in this server's environment)"
+        if endpoint.api_key_env and not key
+        else ""
+    )
+    try:
+        try:
+            listed = client.get("/models", cast_to=dict)
+        except openai.NotFoundError:
+            listed = None
+        except openai.APIStatusError as exc:
+            if exc.status_code != 405:
+                raise
+            listed = None
+        if listed is not None:
+            ids = [item.get("id") for item in listed.get("data") or [] if isinstance(item, dict)]
+            ids = [str(name) for name in ids if name]
+            example = f", e.g. {', '.join(ids[:3])}{'…' if len(ids) > 3 else ''}" if ids else ""
+            return ProbeResult(True, f"OK: {len(ids)} model{'' if len(ids) == 1 else 's'}{example}")
+        if not model:
+            return ProbeResult(
+                False,
+                f"{endpoint.base_url}/models is not served, and no run has used a model on `{endpoint.name}` "
+                "yet to try a one-token completion with",
+            )
+        body = {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1}
+        answer = client.post("/chat/completions", body=body, cast_to=dict)
+        text = ((answer.get("choices") or [{}])[0].get("message") or {}).get("content") or ""
+        return ProbeResult(
+            True, f"OK: /models is not served; a one-token completion from `{model}` answered “{text}”"
+        )
+    except openai.APIStatusError as exc:
+        message = f"HTTP {exc.status_code} from {endpoint.base_url}: {_error_text(exc)}{unset}"
+        return ProbeResult(False, redact(message, key))
+    except openai.APITimeoutError:
+        return ProbeResult(False, f"no answer from {endpoint.base_url} within {client.timeout:g}s")
+    except openai.APIConnectionError as exc:
+        return ProbeResult(False, redact(f"cannot reach {endpoint.base_url}: {exc.__cause__ or exc}", key))
+    finally:
+        client.close()
