@@ -20,7 +20,8 @@ import openai
 from pydantic import BaseModel
 
 from .clients import MOCK, EndpointConfig, EndpointRegistry, _error_text, redact
-from .loader import SuiteError, SuiteProblem, _clean_loc, _locate, format_path, parse_yaml
+from .errors import written_path
+from .loader import SuiteError, SuiteProblem, _locate, format_path, parse_yaml
 from .schema import JudgeSpec, NaturalLanguage, Simulate, Suite
 
 PROBE_TIMEOUT = 10.0
@@ -172,7 +173,7 @@ def locator(source: str):
         if parsed[0] is None:
             return 0, 0
         raw, builder = parsed[0]
-        return _locate(_clean_loc(path, raw), builder, key=False)
+        return _locate(written_path(path, raw), builder, key=False)
 
     return locate
 

@@ -178,6 +178,11 @@ def _split_loc(loc: tuple, raw: object) -> tuple[Path, int | None, str]:
     return tuple(out), union_at, member
 
 
+def written_path(loc: tuple, raw: object) -> Path:
+    """pydantic's error location (or any schema path), mapped back onto the file as written."""
+    return _split_loc(loc, raw)[0]
+
+
 def _child(node: object, part: str | int) -> object:
     if isinstance(node, dict):
         return node.get(part)
