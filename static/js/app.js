@@ -100,7 +100,8 @@
   });
   document.addEventListener("keydown", function (event) {
     if (event.key !== "Escape") return;
-    var panel = event.target.closest && event.target.closest(".is-open[id]");
+    // The panel the focus is in, or with the focus nowhere in particular, the one open.
+    var panel = event.target === document.body ? document.querySelector(".is-open[id]") : event.target.closest(".is-open[id]");
     if (panel && document.querySelector('[data-disclose="' + panel.id + '"]')) {
       setOpen(panel, false);
       var opener = document.querySelector('[data-disclose="' + panel.id + '"][aria-expanded]');
