@@ -18,6 +18,7 @@ from .judge import judge_messages, normalise_score, parse_verdict
 from .matching import MISSING, glob_match, json_field
 from .results import CheckResult, Usage
 from .schema import DEFAULT_EMBEDDING_MODEL, SCALES, Check
+from .text import plural
 
 
 @dataclass
@@ -137,7 +138,7 @@ def evaluate(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
         tokens, note = _tokens(reply)
         bound = getattr(check, kind)
         ok = tokens >= bound if kind == "min_tokens" else tokens <= bound
-        return _result(check, ok, f"{tokens} completion tokens{note}")
+        return _result(check, ok, f"{plural(tokens, 'completion token')}{note}")
     if kind == "semantic":
         spec = check.semantic
         vectors, usage, cost = judge.client.embed(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from .clients import DEFAULT
 from .results import CheckResult, ConditionResult, EvalResult, RunReport
 from .text import plural
 
@@ -124,14 +125,22 @@ def format_iterated(report: RunReport) -> list[str]:
 
 
 def format_report(report: RunReport) -> str:
-    mock = " [mock endpoint]" if report.mock else ""
-    header = f"Suite: {report.suite.name} — model {report.model} on {report.endpoint}{mock}"
+    # The model is named once: a `name/` prefix already says which endpoint it went to.
+    if report.mock:
+        where = " [mock endpoint]"
+    elif report.endpoint == DEFAULT:
+        where = " on the default endpoint"
+    elif report.model.startswith(f"{report.endpoint}/"):
+        where = ""
+    else:
+        where = f" on {report.endpoint}"
+    header = f"Suite: {report.suite.name} — model {report.model}{where}"
     runs_of = Counter(result.index for result in report.evals)
     blocks = [header, ""] + [format_eval(result, runs_of[result.index]) + "\n" for result in report.evals]
     totals = report.totals
     summary = (
         f"Summary: {totals.passed} passed, {totals.failed} failed, {plural(totals.error, 'error')} of "
-        f"{plural(totals.evals, 'eval')} — {plural(totals.turns, 'turn')}, {totals.total_tokens} tokens, "
+        f"{plural(totals.evals, 'eval')} — {plural(totals.turns, 'turn')}, {plural(totals.total_tokens, 'token')}, "
         f"${totals.cost:.6f}"
     )
     if totals.duration_s is not None:

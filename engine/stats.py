@@ -100,7 +100,7 @@ class IteratedResult(BaseModel):
     index: int
     id: str
     kind: str  # single-turn-iterated | multi-turn-iterated
-    status: str  # passed | failed | error (every iteration errored)
+    status: str  # passed | failed | error (none graded, one errored) | cancelled (every iteration cancelled)
     stats: IterationStats
 
 
@@ -130,11 +130,11 @@ def iterated_results(suite, evals) -> list[IteratedResult]:
         ]
         stats = iteration_stats(trials, threshold)
         multi = any(getattr(r, "kind", "") == "multi-turn" for r in results)
-        status = (
-            "error"
-            if stats.iterations and stats.errors == stats.iterations
-            else ("passed" if stats.passed else "failed")
-        )
+        if stats.iterations and stats.errors == stats.iterations:  # no iteration was graded
+            # A run cancelled before any iteration finished says so; only a real failure is an error.
+            status = "error" if any(r.status == "error" for r in results) else "cancelled"
+        else:
+            status = "passed" if stats.passed else "failed"
         out.append(
             IteratedResult(
                 index=index,

@@ -21,7 +21,7 @@ from engine.text import plural
 from engine.transcript import format_transcript, message_text
 
 from . import specs
-from .models import ACTIVE, FINISHED, Conversation, Run, Turn
+from .models import ACTIVE, FINISHED, Conversation, Run, Status, Turn
 
 GRADED_STYLES = ("scripted", "turns")
 # The conversation table shows each graded conversation's ✓✗ strip up to this many conversations (one query
@@ -49,7 +49,7 @@ def turn_marks(records: Iterable[dict]) -> list[Mark]:
             continue
         parts = [f"{grade.get('grader') or 'grade'} {grade['score']:.2f}"] if grade else []
         if checks:
-            parts.append(f"{sum(check['passed'] for check in checks)}/{len(checks)} checks")
+            parts.append(f"{sum(check['passed'] for check in checks)}/{plural(len(checks), 'check')}")
         passed = (grade is None or bool(grade["passed"])) and all(check["passed"] for check in checks)
         title = f"Turn {record['turn']} {'passed' if passed else 'failed'}: {', '.join(parts)}"
         marks.append(Mark(record["turn"], passed, title))
@@ -69,17 +69,64 @@ def strip(conversation: Conversation, marks: list[Mark]) -> dict | None:
     return {"passed": passed, "total": total, "marks": marks}
 
 
+GATE_OPS = {">=": "≥", "<=": "≤", "==": "="}
+
+
 def gates(run: Run, conversations: list[Conversation]) -> list[dict]:
     """The suite's gates over the run so far, from the conversations the page has already loaded (what
     runs.services.gate_results computes, without its queries)."""
     return [
         {
             "label": gate.label,
+            "text": f"{gate.metric} {GATE_OPS.get(gate.op, gate.op)} {gate.value:g}",
             "actual": "n/a" if gate.actual is None else f"{round(gate.actual, 3):g}",
             "passed": gate.passed,
         }
         for gate in evaluate_gates(specs.suite_gates(run.suite_version), conversations)
     ]
+
+
+def in_flight(progress: dict) -> int:
+    """Conversations still playing or about to; after a cancel they finish their current turn first."""
+    return progress["counts"][Status.QUEUED] + progress["counts"][Status.RUNNING]
+
+
+def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_statuses: list[str]) -> dict:
+    """The run header's status badge and the reason beside it: "cancelling" while a cancelled run's
+    conversations finish their turn, and why a run failed, errored or was cancelled, in words.
+
+    From what the page has already loaded: the gates over the evals' scores and each eval's status (an
+    eval run several times counts once, by its pass rate), the same inputs runs.services.finalize decided on.
+    """
+    counts = progress["counts"]
+    finishing = in_flight(progress)
+    if run.status == Status.CANCELLED and finishing:
+        return {"label": "cancelling", "tone": Status.CANCELLED, "reason": f"{finishing} finishing"}
+    evals = plural(len(eval_statuses), "eval")
+    failed = eval_statuses.count(Status.FAILED)
+    reasons = []
+    if run.status == Status.FAILED:
+        failing = [gate for gate in gate_rows if not gate["passed"]]
+        reasons = [f"gate {gate['text']} failed: {gate['actual']}" for gate in failing]
+        if not failing and failed:
+            reasons.append(f"{failed} of {evals} failed")
+    elif run.status == Status.ERROR:
+        if counts[Status.ERROR]:
+            reasons.append(f"{plural(counts[Status.ERROR], 'conversation')} errored")
+        if failed:
+            reasons.append(f"{failed} of {evals} failed")
+    elif run.status == Status.CANCELLED:
+        finished = progress["done"] - counts[Status.CANCELLED]
+        reasons.append(f"cancelled with {finished} of {plural(progress['total'], 'conversation')} finished")
+    elif run.status == Status.PASSED and gate_rows and failed:
+        reasons.append(f"every gate holds; {failed} of {evals} failed")
+    return {"label": run.status, "tone": run.status, "reason": "; ".join(reasons)}
+
+
+def eval_statuses(conversations: list[Conversation], rows: list[IteratedRow]) -> list[str]:
+    """Each eval's status: its own when it ran once, its pass-rate verdict when it ran several times."""
+    repeated = {row.index: row.status for row in rows}
+    return [c.status for c in conversations if c.index not in repeated] + list(repeated.values())
 
 
 def records_for_strips(run: Run, conversations: list[Conversation]) -> dict[int, list[dict]]:
@@ -222,7 +269,13 @@ class IteratedRow:
         if self.result is None:
             return "waiting for the first iteration"
         if not self.graded:
-            return "every iteration errored" if self.errors else "no iteration was graded"
+            if self.errors and self.cancelled:
+                return f"{plural(self.errors, 'iteration')} errored, {self.cancelled} cancelled"
+            if self.errors:
+                return "every iteration errored"
+            return (
+                "cancelled before any iteration was graded" if self.cancelled else "no iteration was graded"
+            )
         sign = "≥" if self.stats.pass_rate >= self.stats.pass_rate_threshold else "<"
         return f"{self.pass_rate} {sign} {self.threshold} needed"
 

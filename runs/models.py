@@ -133,6 +133,11 @@ class Run(models.Model):
         return self.status in ACTIVE
 
     @property
+    def mock_model(self) -> str:
+        """What a mock run names beside its mock badge: the id after `mock/`, nothing for plain `mock`."""
+        return self.model.removeprefix("mock").removeprefix("/") if self.is_mock else ""
+
+    @property
     def elapsed(self):
         if not self.started_at:
             return None

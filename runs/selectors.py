@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django.db.models import Count, Q, QuerySet, Sum
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from engine.results import EvalResult, RunReport, RunTotals, SuiteRef, Totals, TurnRecord
 
 from . import services
-from .models import FINISHED, Conversation, Run, ShareLink, Status
+from .models import ACTIVE, FINISHED, Conversation, Run, ShareLink, Status
 
 
 def runs_for(user) -> QuerySet[Run]:
@@ -25,6 +26,8 @@ def with_counts(runs: QuerySet[Run]) -> QuerySet[Run]:
         passed_count=Count("conversations", filter=Q(conversations__status=Status.PASSED)),
         failed_count=Count("conversations", filter=Q(conversations__status=Status.FAILED)),
         error_count=Count("conversations", filter=Q(conversations__status=Status.ERROR)),
+        # Still talking to the model: a cancelled run has some until their current turn ends.
+        in_flight_count=Count("conversations", filter=Q(conversations__status__in=ACTIVE)),
     )
 
 
@@ -32,10 +35,18 @@ def get_run_for_user(user, run_id) -> Run:
     return get_object_or_404(runs_for(user), pk=run_id)
 
 
+class ShareLinkGone(Http404):
+    """The token names no active share link: it was revoked, or never existed."""
+
+
 def get_shared_run(token: str) -> tuple[Run, ShareLink]:
-    link = get_object_or_404(
-        ShareLink.objects.select_related("run__suite_version__suite"), token=token, revoked_at__isnull=True
+    link = (
+        ShareLink.objects.select_related("run__suite_version__suite")
+        .filter(token=token, revoked_at__isnull=True)
+        .first()
     )
+    if link is None:
+        raise ShareLinkGone("no active share link with this token")
     return link.run, link
 
 

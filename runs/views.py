@@ -8,8 +8,10 @@ and builds the links, so a shared page never links to anything that needs a logi
 from __future__ import annotations
 
 import hashlib
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import wraps
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -26,6 +28,8 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh, HttpResponseStopPolling
 
 from engine.results import TurnRecord
+from engine.text import plural
+from suites.models import Suite
 
 from . import display, selectors, services
 from .models import ACTIVE, Conversation, Run, Status
@@ -100,24 +104,50 @@ LIST_FILTERS = {
 }
 
 
+def _suite_filter(request: HttpRequest) -> tuple[Suite | None, bool]:
+    """The suite named by ?suite=<public_id>, if it is the user's; and whether one was asked for at all."""
+    value = request.GET.get("suite", "")
+    if not value:
+        return None, False
+    try:
+        public_id = uuid.UUID(value)
+    except ValueError:
+        return None, True
+    return Suite.objects.filter(owner=request.user, public_id=public_id).only(
+        "public_id", "name"
+    ).first(), True
+
+
+def _list_url(suite: Suite | None, status: str) -> str:
+    query = {"suite": suite.public_id if suite else None, "status": status or None}
+    query = {key: value for key, value in query.items() if value}
+    return reverse("runs:list") + (f"?{urlencode(query)}" if query else "")
+
+
 @login_required
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
     current = request.GET.get("status", "")
     if current not in LIST_FILTERS:
         current = ""
+    suite, suite_asked = _suite_filter(request)
     runs = selectors.with_counts(selectors.runs_for(request.user))
     condition = LIST_FILTERS[current][1]
     if condition is not None:
         runs = runs.filter(condition)
+    if suite is not None:
+        runs = runs.filter(suite_version__suite=suite)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     page.object_list = with_durations(page.object_list)
     context = {
         "page": page,
         "runs": page.object_list,
-        "any_active": any(run.is_active for run in page.object_list),
-        "filters": [(key, label) for key, (label, _) in LIST_FILTERS.items()],
+        "any_active": any(run.is_active or run.in_flight_count for run in page.object_list),
+        "filters": [(key, label, _list_url(suite, key)) for key, (label, _) in LIST_FILTERS.items()],
         "current": current,
+        "suite": suite,
+        "suite_unknown": suite_asked and suite is None,
+        "every_suite_url": _list_url(None, current),
     }
     if request.htmx:
         return render(request, "runs/list.html#table", context)
@@ -180,6 +210,8 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     context = {
         "run": run,
         "shared": access.shared,
+        "live": _live(run, progress),
+        "state": display.run_state(run, progress, gates, display.eval_statuses(conversations, iterated)),
         "progress": progress,
         "segments": _segments(progress),
         "status_counts": [(status.value, progress["counts"][status]) for status in COUNT_ORDER],
@@ -221,13 +253,20 @@ def _run_page(request: HttpRequest, access: Access) -> HttpResponse:
     return render(request, "runs/detail.html", _run_context(request, access))
 
 
+def _live(run: Run, progress: dict) -> bool:
+    """Whether the page keeps polling: while the run is active, and after a cancel until the conversations
+    still talking to the model have finished their turn."""
+    return run.is_active or display.in_flight(progress) > 0
+
+
 def _progress(request: HttpRequest, access: Access) -> HttpResponse:
     run = access.run
     progress = selectors.progress(run)
-    if run.is_active and request.GET.get("fp") == _fingerprint(run, progress):
+    live = _live(run, progress)
+    if live and request.GET.get("fp") == _fingerprint(run, progress):
         return HttpResponse(status=204)  # nothing changed: htmx keeps what it shows and polls again
     context = _run_context(request, access, progress=progress)
-    if run.is_active:
+    if live:
         return render(request, "runs/detail.html#poll", context)
     return HttpResponseStopPolling(render_to_string("runs/detail.html#poll", context, request))
 
@@ -276,7 +315,13 @@ def results_json(request: HttpRequest, run_id) -> HttpResponse:
 
 def _share_panel(request: HttpRequest, run: Run, *, created=None) -> HttpResponse:
     if request.htmx:
-        context = {"run": run, "share_links": _share_links(request, run), "created": created}
+        context = {
+            "run": run,
+            "share_links": _share_links(request, run),
+            "created": created,
+            "share_open": True,
+            "share_oob": True,  # the count on the header's Share button follows
+        }
         return render(request, "runs/detail.html#share", context)
     return redirect(reverse("runs:detail", args=[run.pk]) + "#share")
 
@@ -319,7 +364,7 @@ def _verdict(conversation: Conversation) -> dict:
     if status == Status.PASSED:
         text = verdict or f"passed on turn {conversation.passed_on_turn}"
     elif status == Status.FAILED:
-        text = verdict or f"failed after {conversation.turn_count} turns"
+        text = verdict or f"failed after {plural(conversation.turn_count, 'turn')}"
     elif status == Status.ERROR:
         text = f"Error: {conversation.error or verdict or 'unknown error'}"
     elif status == Status.CANCELLED:
@@ -327,9 +372,7 @@ def _verdict(conversation: Conversation) -> dict:
     elif status == Status.RUNNING:
         turns = conversation.turn_count
         text = (
-            f"Running — {turns} turn{'' if turns == 1 else 's'} so far"
-            if turns
-            else "Running — waiting for the first reply"
+            f"Running — {plural(turns, 'turn')} so far" if turns else "Running — waiting for the first reply"
         )
     else:
         text = "Queued — waiting for a worker"
@@ -456,26 +499,42 @@ def conversation_poll(request: HttpRequest, run_id, index: int) -> HttpResponse:
 # --- Shared, read-only: no login, looked up by an active share token ------------------------------------------
 
 
-@require_GET
+def share_view(view):
+    """A share-link page: a revoked or unknown token gets a page that says so (still a 404), and a page
+    polling through a link revoked meanwhile reloads to show it."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, token: str, *args, **kwargs) -> HttpResponse:
+        try:
+            return view(request, token, *args, **kwargs)
+        except selectors.ShareLinkGone:
+            if request.htmx:
+                return HttpResponseClientRefresh()
+            return render(request, "runs/share_gone.html", status=404)
+
+    return require_GET(wrapper)
+
+
+@share_view
 def shared_run(request: HttpRequest, token: str) -> HttpResponse:
     return _run_page(request, _visitor(token))
 
 
-@require_GET
+@share_view
 def shared_progress(request: HttpRequest, token: str) -> HttpResponse:
     return _progress(request, _visitor(token))
 
 
-@require_GET
+@share_view
 def shared_json(request: HttpRequest, token: str) -> HttpResponse:
     return _json(_visitor(token))
 
 
-@require_GET
+@share_view
 def shared_conversation(request: HttpRequest, token: str, index: int) -> HttpResponse:
     return _conversation_page(request, _visitor(token), index)
 
 
-@require_GET
+@share_view
 def shared_conversation_poll(request: HttpRequest, token: str, index: int) -> HttpResponse:
     return _conversation_poll(request, _visitor(token), index)

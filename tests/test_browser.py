@@ -402,3 +402,82 @@ def test_iterations_strip_stats_and_transcript(page, watch, user):
     expect(page.locator(".msg-simulated").first).to_contain_text("simulated user")
     screenshot(page, "browser-iteration-transcript.png")
     watch.check()
+
+
+def test_share_panel_opens_under_the_header_of_a_long_run(page, watch, user):
+    """The Share button sits in the run header; its panel opens right under it, in view, even on a run long
+    enough to scroll; a link made there shows at once, and the button counts it."""
+    from django.utils import timezone
+    from playwright.sync_api import expect
+
+    from runs.models import Conversation, Run
+    from suites.services import create_suite
+
+    version = create_suite(owner=user, source=PER_TURN_SUITE).latest_version
+    run = Run.objects.create(
+        suite_version=version, created_by=user, model="mock", endpoint_name="mock", is_mock=True,
+        status="failed", started_at=timezone.now(), finished_at=timezone.now(),
+    )  # fmt: skip
+    Conversation.objects.bulk_create(
+        Conversation(run=run, index=i, eval_id=f"europe-{i}", prompt="What is the capital of France?",
+                     status="failed" if i % 3 else "passed", score=0.0 if i % 3 else 1.0, verdict="—", turn_count=1)
+        for i in range(60)
+    )  # fmt: skip
+    log_in(page, user.username, PASSWORD)
+    page.goto(f"/runs/{run.pk}/")
+    head = page.locator("#run-header")
+    expect(head).to_contain_text("gate avg ≥ 0.6 failed: 0.333")  # 20 of 60 scored 1
+    panel = page.locator("#share")
+    expect(panel).to_be_hidden()
+    assert page.evaluate("document.documentElement.scrollHeight") > 2 * VIEWPORT["height"]  # a long page
+
+    head.get_by_role("link", name="Share").click()
+    expect(panel).to_be_visible()
+    expect(head.get_by_role("link", name="Share")).to_have_attribute("aria-expanded", "true")
+    header_box, panel_box = head.bounding_box(), panel.bounding_box()
+    assert 0 <= panel_box["y"] - (header_box["y"] + header_box["height"]) < 40  # right under the header
+    assert panel_box["y"] + panel_box["height"] < VIEWPORT["height"]  # in view without scrolling
+
+    panel.get_by_role("button", name="Create link").click()
+    link = panel.locator("input[aria-label='Share link']")
+    expect(link).to_have_value(re.compile(r"/s/[\w-]+/$"))
+    expect(link).to_be_in_viewport()
+    expect(head.locator("#share-count")).to_have_text("1")
+    screenshot(page, "run-share-panel.png")
+    page.screenshot(path=str(ARTIFACTS / "run-share-panel-viewport.png"))  # what the user sees
+    page.keyboard.press("Escape")  # focus is in the panel: Escape closes it
+    expect(panel).to_be_hidden()
+    expect(head.get_by_role("link", name="Share")).to_have_attribute("aria-expanded", "false")
+    watch.check()
+
+
+MAC = """
+Object.defineProperty(Navigator.prototype, "platform", {get: () => "MacIntel"});
+Object.defineProperty(Navigator.prototype, "userAgentData", {get: () => ({platform: "macOS"})});
+"""
+
+
+@pytest.mark.parametrize(
+    ("platform", "save", "run"), [("linux", "Ctrl+S", "Ctrl+Enter"), ("mac", "⌘S", "⌘↵")]
+)
+def test_key_hints_name_the_platforms_modifier(browser, live_server, user, platform, save, run):
+    """Ctrl on Linux and Windows, ⌘ on macOS, told apart by the browser's platform."""
+    from playwright.sync_api import expect
+
+    from suites.services import create_suite
+
+    suite = create_suite(owner=user, source=SUITE)
+    context = browser.new_context(viewport=VIEWPORT, base_url=live_server.url)
+    if platform == "mac":
+        context.add_init_script(MAC)
+    page = context.new_page()
+    try:
+        log_in(page, user.username, PASSWORD)
+        page.goto(f"/suites/{suite.public_id}/")
+        expect(page.locator("button[data-save] kbd")).to_have_text(save)
+        expect(page.locator("button[data-save-launch] kbd")).to_have_text(run)
+        hints = page.locator("[data-keys]").all_inner_texts()
+        assert hints and all(("⌘" in hint) == (platform == "mac") for hint in hints), hints
+        assert all(("Ctrl" in hint) == (platform != "mac") for hint in hints), hints
+    finally:
+        context.close()

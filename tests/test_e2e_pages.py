@@ -6,6 +6,7 @@ Runs on SQLite + the filesystem broker, and again on PostgreSQL + Redis in `make
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from django.urls import reverse
@@ -137,3 +138,41 @@ def test_unparseable_judge_fails_the_check_and_keeps_the_raw_text(
     assert "unparseable" in check["reason"] and check["raw"] == "I think it's pretty good overall!"
     page = signed_in.get(reverse("runs:conversation", args=[run.pk, 1])).content.decode()
     assert "unparseable" in page and "pretty good overall" in page
+
+
+def test_cancel_mid_flight_keeps_the_page_polling_until_the_conversations_end(
+    signed_in, user, fake_endpoint, fake_openai, start_worker
+):
+    """A real worker, a slow endpoint: cancelled while two conversations wait on the model, the progress
+    partial keeps polling ("cancelling, 2 finishing") until they end, then shows the final state and stops."""
+    fake_openai.latency = 1.5
+    evals = "".join(f"  - prompt: question {i}\n    checks: [{{match: '*'}}]\n" for i in range(6))
+    signed_in.post(reverse("suites:new"), {"source": f"name: slow\nmodel: fake/m\nevals:\n{evals}"})
+    start_worker()
+    suite = Suite.objects.get(name="slow")
+    signed_in.post(reverse("suites:launch", args=[suite.public_id]), {"concurrency": 2})
+    run = Run.objects.get()
+    deadline = time.monotonic() + 30
+    while fake_openai._in_flight < 2 and time.monotonic() < deadline:  # both requests are with the model
+        time.sleep(0.05)
+    assert signed_in.post(reverse("runs:cancel", args=[run.pk])).status_code == 302
+
+    progress = reverse("runs:progress", args=[run.pk])
+    seen, fingerprint = [], ""
+    while time.monotonic() < deadline:
+        response = signed_in.get(progress, {"fp": fingerprint}, headers={"HX-Request": "true"})
+        if response.status_code == 204:  # nothing changed since the last poll
+            time.sleep(0.2)
+            continue
+        body = response.content.decode()
+        fingerprint = body.split('data-fingerprint="')[1].split('"')[0]
+        head = body.split('<header id="run-header"')[1].split("</h1>")[0]
+        seen.append((response.status_code, re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", head)).strip()))
+        if response.status_code == 286:
+            assert not run.conversations.filter(status__in=["queued", "running"]).exists()
+            break
+        time.sleep(0.2)
+    assert seen[0][0] == 200 and seen[0][1].endswith("cancelling 2 finishing"), seen
+    assert seen[-1][0] == 286 and " cancelled cancelled with " in seen[-1][1], seen
+    statuses = list(run.conversations.values_list("status", flat=True))
+    assert statuses.count(Status.CANCELLED) >= 4 and Status.RUNNING not in statuses

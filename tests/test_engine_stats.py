@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
+from engine.loader import load_saved_suite
 from engine.simulate import clean_reply, persona_for, simulator_messages
-from engine.stats import Trial, iteration_stats, wilson_interval
+from engine.stats import Trial, iterated_results, iteration_stats, wilson_interval
 
 
 def test_wilson_interval_hand_computed():
@@ -72,3 +74,14 @@ def test_simulated_user_sees_the_conversation_from_its_side():
     assert system["content"].startswith("You are a friendly customer.\n\n")
     assert system["content"].endswith("You: A table for two.\nAgent: Which day?")
     assert clean_reply('You: "Tomorrow at 7pm"') == "Tomorrow at 7pm"
+
+
+def test_an_eval_whose_iterations_were_all_cancelled_is_cancelled_not_error():
+    suite = load_saved_suite(
+        "name: s\nmodel: mock\niterations: 3\nevals:\n  - prompt: hi\n    checks: [{contains: hi}]\n"
+    )
+    row = SimpleNamespace(index=0, turn_count=0, termination="", kind="single-turn", score=None)
+    cancelled = [SimpleNamespace(**vars(row), iteration=i, status="cancelled") for i in range(3)]
+    assert [item.status for item in iterated_results(suite, cancelled)] == ["cancelled"]
+    one_error = [*cancelled[:2], SimpleNamespace(**vars(row), iteration=2, status="error")]
+    assert [item.status for item in iterated_results(suite, one_error)] == ["error"]

@@ -519,3 +519,16 @@ def test_the_editor_says_how_many_conversations_iterations_make(logged_in):
     assert "Valid — 3 evals · 15 conversations a run" in text(problems)  # 3 evals × iterations: 5
     once = logged_in.post(reverse("suites:validate"), {"source": SUITE.replace("iterations: 5\n", "")})
     assert "conversations a run" not in once.content.decode()
+
+
+def test_an_eval_cancelled_before_any_iteration_finished_reads_cancelled(logged_in, version, user):
+    """Cancelled iterations are not errors: the eval reads "cancelled", never "error — no iteration was graded"."""
+    run = make_run(version, user, status=Status.CANCELLED, booking=[("queued", None, 0, "")] * 5)
+    Conversation.objects.filter(run=run, index=0).update(status=Status.CANCELLED, verdict="cancelled")
+    page = logged_in.get(run_url("detail", run)).content.decode()
+    booking = iteration_rows(page)["booking"]
+    assert '<span class="badge badge-cancelled">cancelled</span>' in booking
+    assert "cancelled before any iteration was graded" in text(booking)
+    assert "error" not in text(booking) and "no iteration was graded" not in text(booking)
+    (item,) = [item for item in services.iterated_for(run, list(run.conversations.all())) if item.index == 0]
+    assert item.status == "cancelled"  # the results JSON says so too

@@ -414,4 +414,4 @@ def test_a_turn_with_a_grade_and_checks_is_one_mark_that_needs_both():
     ungraded = TurnRecord(turn=3, prompt="q", response="c")
     marks = turn_marks(record.model_dump(mode="json") for record in (graded, both, ungraded))
     assert [(mark.turn, mark.passed) for mark in marks] == [(1, True), (2, False)]
-    assert marks[1].title == "Turn 2 failed: contains 1.00, 0/1 checks"
+    assert marks[1].title == "Turn 2 failed: contains 1.00, 0/1 check"

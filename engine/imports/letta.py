@@ -27,6 +27,7 @@ import re
 from pydantic import ValidationError
 
 from engine.schema import Extractor
+from engine.text import plural
 
 from . import (
     Converted,
@@ -122,7 +123,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         re.sub(r"\.(jsonl|csv|json)$", "", dataset_name, flags=re.IGNORECASE) + ".jsonl"
     )
     dataset_out = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in out_rows)
-    kept = f"{len(out_rows)} of {total} rows" if len(out_rows) != total else f"{total} rows"
+    kept = f"{len(out_rows)} of {plural(total, 'row')}" if len(out_rows) != total else plural(total, "row")
     report.map(f"dataset: {dataset_ref} → dataset: {out_name} ({kept}, attached to the suite)")
 
     label = spec.get("display_name")
@@ -510,7 +511,7 @@ def _select(rows: list[tuple[int, int, dict]], data: dict, report: Report) -> li
         before = len(rows)
         rows = [entry for entry in rows if wanted & _tags(entry[2])]
         report.map(
-            f"sample_tags {sorted(wanted)} → kept the {len(rows)} of {before} rows tagged so "
+            f"sample_tags {sorted(wanted)} → kept the {len(rows)} of {plural(before, 'row')} tagged so "
             "(evalsite has no run-time tag filter)"
         )
     elif tags is not None:
@@ -521,7 +522,7 @@ def _select(rows: list[tuple[int, int, dict]], data: dict, report: Report) -> li
             report.map(f"max_samples: {limit} → kept the first {limit} of {len(rows)} rows")
             rows = rows[:limit]
         else:
-            report.map(f"max_samples: {limit} → all {len(rows)} rows kept")
+            report.map(f"max_samples: {limit} → all {plural(len(rows), 'row')} kept")
     elif limit is not None:
         report.skip(f"max_samples: {short(limit)} — expected a positive number")
     return rows
@@ -608,11 +609,11 @@ def _convert_rows(
         out.append(converted)
     if generated_ids:
         report.map(
-            f"rows without `id` → id sample-<n>, n being Letta's sample id (the row's 0-based position); {generated_ids} rows"
+            f"rows without `id` → id sample-<n>, n being Letta's sample id (the row's 0-based position); {plural(generated_ids, 'row')}"
         )
     if per_turn:
         report.map(
-            f"{per_turn} rows with per-turn ground truths (input and ground_truth lists) → per-turn grading: "
+            f"{plural(per_turn, 'row')} with per-turn ground truths (input and ground_truth lists) → per-turn grading: "
             "each turn graded on its own reply, the row's score is the mean"
         )
     multi = sum(

@@ -1,5 +1,5 @@
 // evalsite: small behaviours every page shares. Pages work without this file; it adds keyboard navigation,
-// live elapsed clocks, copy buttons and confirmations.
+// live elapsed clocks, copy buttons, confirmations, the share panel and the platform's key names.
 (function () {
   "use strict";
 
@@ -56,6 +56,64 @@
   });
   document.addEventListener("focusin", function (event) {
     if (event.target.matches("[data-select-on-focus]")) event.target.select();
+  });
+
+  // ---- Key hints: <kbd data-keys="mod+S">Ctrl+S</kbd> names the platform's modifier (⌘ on macOS). ----
+  var platform = (navigator.userAgentData && navigator.userAgentData.platform) || navigator.platform || "";
+  var mac = /mac|iphone|ipad|ipod/i.test(platform);
+  function keyHints(root) {
+    if (!mac) return; // the server already wrote Ctrl
+    root.querySelectorAll("[data-keys]").forEach(function (el) {
+      el.textContent = el.dataset.keys.replace(/^mod\+/, "⌘").replace("Enter", "↵");
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { keyHints(document); });
+  document.addEventListener("htmx:load", function (event) { keyHints(event.target); });
+
+  // ---- Disclosures: <a href="#panel" data-disclose="panel"> opens and closes #panel (class is-open).
+  // Without JS the link's #panel anchor opens it (CSS :target) and a plain href="#" closes it. ----
+  function setOpen(panel, open) {
+    panel.classList.toggle("is-open", open);
+    panel.classList.toggle("is-closed", !open);
+    document.querySelectorAll('[data-disclose="' + panel.id + '"][aria-expanded]').forEach(function (el) {
+      el.setAttribute("aria-expanded", String(open));
+    });
+  }
+  function isOpen(panel) {
+    return panel.classList.contains("is-open") || (panel.matches(":target") && !panel.classList.contains("is-closed"));
+  }
+  document.addEventListener("click", function (event) {
+    var toggle = event.target.closest("[data-disclose]");
+    if (!toggle) return;
+    var panel = document.getElementById(toggle.dataset.disclose);
+    if (!panel) return;
+    event.preventDefault();
+    var open = !isOpen(panel);
+    setOpen(panel, open);
+    if (open) {
+      panel.scrollIntoView({ block: "nearest" });
+      panel.focus({ preventScroll: true });
+    } else {
+      var opener = document.querySelector('[data-disclose="' + panel.id + '"][aria-expanded]');
+      if (opener) opener.focus();
+    }
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    // The panel the focus is in, or with the focus nowhere in particular, the one open.
+    var panel = event.target === document.body ? document.querySelector(".is-open[id]") : event.target.closest(".is-open[id]");
+    if (panel && document.querySelector('[data-disclose="' + panel.id + '"]')) {
+      setOpen(panel, false);
+      var opener = document.querySelector('[data-disclose="' + panel.id + '"][aria-expanded]');
+      if (opener) opener.focus();
+    }
+  });
+  // A polled header is swapped in with aria-expanded="false": say again what is open.
+  document.addEventListener("htmx:afterSettle", function () {
+    document.querySelectorAll("[data-disclose][aria-expanded]").forEach(function (el) {
+      var panel = document.getElementById(el.dataset.disclose);
+      if (panel) el.setAttribute("aria-expanded", String(isOpen(panel)));
+    });
   });
 
   // ---- Forms that ask first: <form data-confirm="Question?"> sends confirm=yes once the user agrees.

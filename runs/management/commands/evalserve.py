@@ -15,6 +15,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from engine.text import plural
+
 WORKER = [sys.executable, "-m", "celery", "--quiet", "-A", "evalsite", "worker", "--pool", "threads",
           "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]  # fmt: skip
 
@@ -44,7 +46,7 @@ class Command(BaseCommand):
         # A plain `kill` of the server must stop the workers too: turn SIGTERM into a normal exit.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         pids = ", ".join(str(worker.pid) for worker in started)
-        self.stdout.write(f"Celery workers started: {processes} x {threads} threads (pids {pids}).")
+        self.stdout.write(f"Celery workers started: {processes} x {plural(threads, 'thread')} (pids {pids}).")
         password_file = settings.VAR_DIR / "admin-password"
         sign_in = (
             f" and sign in as admin / {password_file.read_text().strip()}" if password_file.exists() else ""

@@ -5,6 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from engine.loader import SuiteError, load_suite, read_suite_files
+from engine.text import plural
 
 
 class Command(BaseCommand):
@@ -29,6 +30,9 @@ class Command(BaseCommand):
                 for problem in exc.problems:
                     self.stderr.write(f"{path}:{problem}")
                 continue
-            self.stdout.write(f"{path}: ok — suite {spec.name!r}, {len(spec.evals)} evals")
+            self.stdout.write(f"{path}: ok — suite {spec.name!r}, {plural(len(spec.evals), 'eval')}")
         if bad:
-            raise CommandError(f"{bad} of {len(files)} files have problems", returncode=1)
+            raise CommandError(
+                f"{bad} of {plural(len(files), 'file')} {'has' if bad == 1 else 'have'} problems",
+                returncode=1,
+            )
