@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
     if code == BROKEN:
         errors = [result for result in report.evals if result.status == "error"]
         print(
-            f"{plural(len(errors), 'conversation')} of {len(report.evals)} ended in an endpoint error "
+            f"{len(errors)} of {plural(len(report.evals), 'conversation')} ended in an endpoint error "
             f"({errors[0].error}); check the endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, "
             "or the endpoint in the admin)",
             file=sys.stderr,
