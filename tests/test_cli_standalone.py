@@ -180,6 +180,22 @@ def test_bare_clone_named_endpoint_needs_setup_or_the_default_endpoint(bare_clon
     assert not (bare_clone / "var").exists()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ".venv/bin/python -c 'import evalsite.wsgi'",  # the web app
+        ".venv/bin/celery -A evalsite worker --pool solo",  # a worker
+        ".venv/bin/python manage.py evalserve",
+        ".venv/bin/python manage.py migrate",
+    ],
+)
+def test_server_and_workers_still_refuse_to_start_without_secret_key(bare_clone, command, tmp_path):
+    """Only the terminal commands go without a SECRET_KEY; nothing that serves or signs does."""
+    result = in_clone(bare_clone, command, EVALSITE_VAR_DIR=str(tmp_path))  # they make var/ before refusing
+    assert result.returncode != 0
+    assert "Set SECRET_KEY (or DEBUG=1 / EVALSITE_DEV=1 for a local setup)." in result.stderr
+
+
 def test_named_endpoint_is_read_from_the_set_up_database(set_up_clone, tmp_path):
     """After `make setup`, an endpoint added in the admin is used; a typo in its name is caught up front."""
     with FakeOpenAI(api_key=FAKE_KEY) as fake:
