@@ -35,6 +35,13 @@ from evalsite import terminal
 
 PASSED, FAILED, INVALID, BROKEN = 0, 1, 2, 3
 
+ABOUT = """\
+Multi-turn LLM evaluations from the terminal, with the web app's engine.
+
+Needs no server, database or SECRET_KEY. `mock` and the default endpoint (OPENAI_BASE_URL,
+OPENAI_API_KEY) always work; named endpoints (`name/model`) are read from the database that
+`make setup` creates, or from DATABASE_URL."""
+
 EXIT_CODES = """\
 exit codes:
   0  the run passed: every eval passed (with gates: every gate held)
@@ -136,17 +143,17 @@ def model_refs(suite: Suite, model: str | None) -> Iterator[tuple[str, str]]:
     if suite.judge:
         yield "judge", suite.judge
 
-    def walk(node: object) -> Iterator[tuple[str, str]]:
+    def walk(node: object, path: str) -> Iterator[tuple[str, str]]:
         if isinstance(node, (JudgeSpec, NaturalLanguage, Simulate)) and node.model:
-            yield type(node).__name__, node.model
+            yield f"{path}.model", node.model
         if isinstance(node, BaseModel):
-            for name in type(node).model_fields:
-                yield from walk(getattr(node, name))
-        elif isinstance(node, (list, tuple)):
-            for item in node:
-                yield from walk(item)
+            for name, field in type(node).model_fields.items():
+                yield from walk(getattr(node, name), f"{path}.{field.alias or name}")
+        elif isinstance(node, list):
+            for index, item in enumerate(node):
+                yield from walk(item, f"{path}[{index}]")
 
-    yield from walk(suite.evals)
+    yield from walk(suite.evals, "evals")
 
 
 def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry, unread: str | None) -> None:
@@ -350,10 +357,7 @@ def command_parser(name: str, prog: str) -> argparse.ArgumentParser:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="evalsite",
-        description="Multi-turn LLM evaluations from the terminal, with the web app's engine. Needs no "
-        "server, database or SECRET_KEY: `mock` and the default endpoint (OPENAI_BASE_URL, "
-        "OPENAI_API_KEY) always work; named endpoints (`name/model`) are read from the database "
-        "`make setup` creates, or DATABASE_URL.",
+        description=ABOUT,
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
