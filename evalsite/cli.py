@@ -20,18 +20,19 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.core.management.base import BaseCommand, CommandError
 from pydantic import BaseModel
 
-from engine.clients import MOCK, EndpointRegistry
 from engine.loader import SuiteError, file_references, load_suite, read_suite_files
-from engine.report import format_report
-from engine.results import RunReport
-from engine.runner import run_suite
 from engine.schema import JudgeSpec, NaturalLanguage, Simulate, Suite
 from engine.text import plural
 from evalsite import terminal
+
+if TYPE_CHECKING:
+    from engine.clients import EndpointRegistry
+    from engine.results import RunReport
 
 PASSED, FAILED, INVALID, BROKEN = 0, 1, 2, 3
 
@@ -163,6 +164,8 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
     which is right for ids such as OpenRouter's "anthropic/claude-3.5-sonnet" once OPENAI_BASE_URL points
     there, and a typo (or a missing database) otherwise: OpenAI's own API has no model id with a slash.
     """
+    from engine.clients import MOCK
+
     default_url = os.environ.get("OPENAI_BASE_URL")
     seen = set()
     for where, ref in model_refs(suite, model):
@@ -248,6 +251,10 @@ def exit_code(report: RunReport) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The model client (openai) takes most of a second to import: only `run` pays for it.
+    from engine.report import format_report
+    from engine.runner import run_suite
+
     model = args.model
     if model is not None and not model.strip():
         raise UserError("--model is empty: give a model id, `endpoint/model` or `mock`")
