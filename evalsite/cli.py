@@ -15,6 +15,7 @@ import argparse
 import difflib
 import json
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -389,6 +390,12 @@ def execute(args: argparse.Namespace, prog: str) -> int:
     except UserError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return exc.code
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted; no report or results were written", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        # Conversations still in flight hold threads that the interpreter would wait for at exit, up to a
+        # request timeout each; nothing of theirs is kept, so do not wait.
+        os._exit(128 + signal.SIGINT)
     except Exception:
         traceback.print_exc()
         print(

@@ -10,9 +10,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -440,3 +442,27 @@ def test_unreadable_dataset_names_the_file_and_line(folder, suite, expected, com
     for line, wanted in zip(lines, expected, strict=False):
         assert line.startswith(wanted.format(folder=folder)), result.stderr
     assert len(lines) == len(expected) + 1  # and the summary line
+
+
+def test_ctrl_c_stops_the_run_with_one_line(fake, suite):
+    """Interrupting a run is the user's choice, not a crash: one line, exit 130, no traceback."""
+    fake.script("What is 15 * 7?", [Reply(text="105", latency=30)])
+    fake.script("What is 2 + 2?", [Reply(text="4", latency=30)])
+    env = {
+        "OPENAI_BASE_URL": fake.base_url,
+        "OPENAI_API_KEY": FAKE_KEY,
+        "EVALSITE_VAR_DIR": str(suite.parent),
+    }
+    process = subprocess.Popen(
+        [str(EVALSITE), "run", str(suite)], cwd=suite.parent, env=fresh_env(**env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not fake.requests and time.monotonic() < deadline:  # a conversation is in flight
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    interrupted = time.monotonic()
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, out + err
+    assert time.monotonic() - interrupted < 15  # not after the replies in flight (30 s)
+    assert err.strip() == "evalsite: interrupted; no report or results were written"
