@@ -46,12 +46,13 @@ OPENAI_API_KEY) always work; named endpoints (`name/model`) are read from the da
 
 EXIT_CODES = """\
 exit codes:
-  0  the run passed: every eval passed (with gates: every gate held)
-  1  the run did not pass: an eval failed, or a gate did
-  2  nothing was run: the suite is invalid or cannot be read, or the command is wrong
-     (a bad --model, a --json path that cannot be written)
-  3  the endpoint or the machine failed: a conversation ended in an endpoint error
-     (unreachable, HTTP 401, every retry spent), or evalsite crashed
+    0  the run passed: every eval passed (with gates: every gate held)
+    1  the run did not pass: an eval failed, or a gate did
+    2  nothing was run: the suite is invalid or cannot be read, or the command is wrong
+       (a bad --model, a --json path that cannot be written)
+    3  the endpoint or the machine failed: a conversation ended in an endpoint error
+       (unreachable, HTTP 401, every retry spent), or evalsite crashed
+  130  interrupted (Ctrl-C)
 
 When some evals fail and others end in an endpoint error, the exit code is 3: the run's result
 is unknown until the endpoint works (the run's status is `error`, as in the web app)."""
