@@ -9,7 +9,8 @@ TERMINAL_COMMANDS = ("evalrun", "evalvalidate")
 
 def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
-    if len(sys.argv) > 1 and sys.argv[1] in TERMINAL_COMMANDS:
+    command = sys.argv[2:3] if sys.argv[1:2] == ["help"] else sys.argv[1:2]
+    if command and command[0] in TERMINAL_COMMANDS:
         from evalsite import terminal
 
         terminal.active = True

@@ -426,6 +426,9 @@ class AliasCommand(BaseCommand):
     def add_arguments(self, parser):
         COMMANDS[self.cli_name].add_arguments(parser)
 
+    def print_help(self, prog_name, subcommand):
+        command_parser(self.cli_name, f"{Path(prog_name).name} {subcommand}").print_help()
+
     def run_from_argv(self, argv):
         # This module's parser, messages and exit codes, not BaseCommand's ("CommandError: ...", exit 1).
         prog = f"{Path(argv[0]).name} {argv[1]}"

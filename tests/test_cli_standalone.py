@@ -267,12 +267,14 @@ def test_help_documents_commands_and_exit_codes(tmp_path):
     assert "the exit code is 3" in top.stdout  # the precedence of errors over failures
     run = evalsite("run", "--help", cwd=tmp_path)
     assert "--model M" in run.stdout and "--concurrency N" in run.stdout and "3  the endpoint" in run.stdout
-    alias = subprocess.run(
-        [sys.executable, "manage.py", "evalrun", "--help"], cwd=ROOT, env=fresh_env(), capture_output=True,
-        text=True, timeout=60,
-    )  # fmt: skip
-    assert alias.returncode == 0 and alias.stdout.startswith("usage: manage.py evalrun")
-    assert "3  the endpoint" in alias.stdout
+    for alias_help in (["evalrun", "--help"], ["help", "evalrun"]):
+        alias = subprocess.run(
+            [sys.executable, "manage.py", *alias_help], cwd=ROOT, env=fresh_env(), capture_output=True,
+            text=True, timeout=60,
+        )  # fmt: skip
+        assert alias.returncode == 0, alias.stderr
+        assert alias.stdout.startswith("usage: manage.py evalrun [-h] [--model M]")
+        assert "3  the endpoint" in alias.stdout
 
 
 # --- exit codes --------------------------------------------------------------------------------------------
