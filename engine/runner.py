@@ -69,8 +69,12 @@ def run_suite(
             on_result(result)
         return result
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
         results = list(pool.map(one, jobs))
+    finally:
+        # After Ctrl-C, the queued conversations are dropped and the caller need not wait for those in flight.
+        pool.shutdown(wait=False, cancel_futures=True)
     gates = evaluate_gates(suite.gates, results)
     iterated = iterated_results(suite, results)
     return RunReport(

@@ -11,9 +11,14 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from evalsite import terminal
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("EVALSITE_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+# A terminal command only reads what is there (evalsite/terminal.py): the database if one was set up.
+TERMINAL = terminal.active
+if not TERMINAL:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -40,7 +45,12 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
+if not SECRET_KEY and TERMINAL:
+    # Nothing the terminal commands do is signed; a throwaway key keeps Django content.
+    import secrets
+
+    SECRET_KEY = secrets.token_urlsafe(50)
+elif not SECRET_KEY:
     if not (DEBUG or env_bool("EVALSITE_DEV", False)):
         raise ImproperlyConfigured("Set SECRET_KEY (or DEBUG=1 / EVALSITE_DEV=1 for a local setup).")
     # A per-checkout key for local use: stable across restarts, never shared.
@@ -164,8 +174,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # Our subclass writes each message atomically, so several worker processes can share the folder.
     CELERY_BROKER_TRANSPORT = "evalsite.broker:Transport"
-    for sub in ("queue", "processed", "control"):
-        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    if not TERMINAL:
+        for sub in ("queue", "processed", "control"):
+            (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),

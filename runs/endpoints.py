@@ -2,8 +2,10 @@
 
 import math
 import time
+from pathlib import Path
 
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
 
@@ -49,3 +51,25 @@ def build_registry() -> EndpointRegistry:
     _cached = (key, registry)
     _read_at = time.monotonic()
     return registry
+
+
+def terminal_registry() -> tuple[EndpointRegistry, str | None]:
+    """The registry for a terminal command, and why it has no named endpoints (None when it has them).
+
+    The named endpoints are read only from a database that was set up: a missing SQLite file is not
+    created (connecting would create it), and an unmigrated or unreachable database is reported, not
+    raised. The default endpoint and `mock` need no database.
+    """
+    database = connections[DEFAULT_DB_ALIAS]
+    name = str(database.settings_dict["NAME"])
+    try:
+        if database.vendor == "sqlite" and name != ":memory:" and not Path(name).is_file():
+            return EndpointRegistry(default=default_endpoint()), f"there is no database at {name}"
+        if Endpoint._meta.db_table not in database.introspection.table_names():
+            return EndpointRegistry(default=default_endpoint()), "the database is not migrated"
+        return build_registry(), None
+    except DatabaseError as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return EndpointRegistry(default=default_endpoint()), f"the database cannot be read ({first_line})"
+    finally:
+        database.close()

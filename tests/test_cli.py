@@ -67,8 +67,9 @@ def test_evalvalidate_ok_and_located_problems(tmp_path, var_dir):
     ok = manage("evalvalidate", str(good), var_dir=var_dir)
     assert ok.returncode == 0 and "ok — suite 'cli-math', 2 evals" in ok.stdout
     broken = manage("evalvalidate", str(good), str(bad), var_dir=var_dir)
-    assert broken.returncode == 1
+    assert broken.returncode == 2  # invalid suite
     assert f"{bad}:7:5 evals[0].chekcs: unknown key `chekcs` (did you mean `checks`?)" in broken.stderr
+    assert broken.stderr.endswith("manage.py evalvalidate: 1 of 2 files has problems\n")
 
 
 def test_evalrun_default_endpoint_report_json_and_exit_code(tmp_path, var_dir, fake):
@@ -117,7 +118,8 @@ def test_evalrun_dead_endpoint_is_an_error_not_a_crash(tmp_path, var_dir):
     suite.write_text(SUITE)
     env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "x", "EVALSITE_MAX_RETRIES": "0"}
     result = manage("evalrun", str(suite), env=env, var_dir=var_dir)
-    assert result.returncode == 1
+    assert result.returncode == 3  # the endpoint failed
+    assert "Traceback" not in result.stderr
     assert "💥 ERROR (cannot reach default at http://127.0.0.1:9/v1" in result.stdout
 
 

@@ -1,0 +1,444 @@
+"""`evalsite`, the terminal commands: `evalsite run suite.yaml`, `evalsite validate suite.yaml`.
+
+They run in a bare checkout or after a plain `pip install`, from any folder: no SECRET_KEY, no server, no
+database (evalsite/terminal.py). Named endpoints are read from the database when one was set up; `mock` and
+the default endpoint (OPENAI_BASE_URL, OPENAI_API_KEY) always work. `manage.py evalrun` and
+`manage.py evalvalidate` are the same commands under Django's name.
+
+A mistake the user can fix is one line on stderr that says what to do, with exit code 2; a traceback
+means a bug in evalsite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from django.core.management.base import BaseCommand, CommandError
+from pydantic import BaseModel
+
+from engine.loader import SuiteError, file_references, load_suite, read_suite_files
+from engine.schema import JudgeSpec, NaturalLanguage, Simulate, Suite
+from engine.text import plural
+from evalsite import terminal
+
+if TYPE_CHECKING:
+    from engine.clients import EndpointRegistry
+    from engine.results import RunReport
+
+PASSED, FAILED, INVALID, BROKEN = 0, 1, 2, 3
+
+ABOUT = """\
+Multi-turn LLM evaluations from the terminal, with the web app's engine.
+
+Needs no server, database or SECRET_KEY. `mock` and the default endpoint (OPENAI_BASE_URL,
+OPENAI_API_KEY) always work; named endpoints (`name/model`) are read from the database that
+`make setup` creates, or from DATABASE_URL."""
+
+EXIT_CODES = """\
+exit codes:
+    0  the run passed: every eval passed (with gates: every gate held)
+    1  the run did not pass: an eval failed, or a gate did
+    2  nothing was run: the suite is invalid or cannot be read, or the command is wrong
+       (a bad --model, a --json path that cannot be written)
+    3  the endpoint or the machine failed: a conversation ended in an endpoint error
+       (unreachable, HTTP 401, every retry spent), or evalsite crashed
+  130  interrupted (Ctrl-C)
+
+When some evals fail and others end in an endpoint error, the exit code is 3: the run's result
+is unknown until the endpoint works (the run's status is `error`, as in the web app)."""
+
+
+class UserError(Exception):
+    """A mistake the user can fix: printed as one line, never as a traceback."""
+
+    def __init__(self, message: str, code: int = INVALID):
+        super().__init__(message)
+        self.code = code
+
+
+# --- reading suites ----------------------------------------------------------------------------------------
+
+
+def read_suite_file(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except IsADirectoryError:
+        examples = sorted(str(p) for p in path.glob("*.y*ml"))[:3]
+        hint = f", e.g. {', '.join(examples)}" if examples else ""
+        raise UserError(f"{path}: is a folder; give a suite file{hint}") from None
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file (paths are relative to {Path.cwd()})") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+class InvalidSuite(Exception):
+    """The suite's problems, each as a printable line."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__(lines)
+        self.lines = lines
+
+
+def load_suite_file(path: Path) -> tuple[Suite, dict[str, str]]:
+    """The suite and its attached files, read from the suite's folder; InvalidSuite lists its problems."""
+    data = read_suite_file(path)
+    try:
+        files = read_suite_files(path, data)
+    except OSError as exc:
+        name = exc.filename or "an attached file"
+        raise UserError(
+            f"{name}: cannot read it ({exc.strerror or exc}); {path} names it as an attached file"
+        ) from None
+    try:
+        return load_suite(data, filename=str(path), files=files), files
+    except SuiteError as exc:
+        # Each problem as `file:line:col path: message`; a problem in an attached file names that file.
+        lines = [
+            os.path.join(os.path.dirname(path), str(p)) if p.file else f"{path}:{p}" for p in exc.problems
+        ]
+        missing = [name for name in file_references(data) if name not in files]
+        if missing:
+            folder = path.parent.resolve()
+            lines.append(
+                f"{path}: attached files are read from its folder ({folder}), which has no file "
+                + ", ".join(missing)
+            )
+        raise InvalidSuite(lines) from None
+
+
+# --- endpoints ---------------------------------------------------------------------------------------------
+
+
+def endpoint_registry() -> tuple[EndpointRegistry, str | None]:
+    """The endpoints as the workers see them, and why the named ones could not be read (None if they were)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    terminal.active = True
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
+    try:
+        import django
+
+        django.setup()
+    except ImproperlyConfigured as exc:
+        raise UserError(f"settings: {exc}") from None
+    from runs.endpoints import terminal_registry
+
+    return terminal_registry()
+
+
+def model_refs(suite: Suite, model: str | None) -> Iterator[tuple[str, str]]:
+    """(where, reference) for every model the suite may call: the model under test, judges, simulated users."""
+    if model is not None:
+        yield "--model", model
+    elif suite.model:
+        yield "model", suite.model
+    if suite.judge:
+        yield "judge", suite.judge
+
+    def walk(node: object, path: str) -> Iterator[tuple[str, str]]:
+        if isinstance(node, (JudgeSpec, NaturalLanguage, Simulate)) and node.model:
+            yield f"{path}.model", node.model
+        if isinstance(node, BaseModel):
+            for name, field in type(node).model_fields.items():
+                yield from walk(getattr(node, name), f"{path}.{field.alias or name}")
+        elif isinstance(node, list):
+            for index, item in enumerate(node):
+                yield from walk(item, f"{path}[{index}]")
+
+    yield from walk(suite.evals, "evals")
+
+
+def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry, unread: str | None) -> None:
+    """Refuse a reference that names no endpoint before anything is spent, or say where it goes.
+
+    "name/model" picks the named endpoint `name`; when there is none it goes whole to the default endpoint,
+    which is right for ids such as OpenRouter's "anthropic/claude-3.5-sonnet" once OPENAI_BASE_URL points
+    there, and a typo (or a missing database) otherwise: OpenAI's own API has no model id with a slash.
+    """
+    from engine.clients import MOCK
+
+    default_url = os.environ.get("OPENAI_BASE_URL")
+    seen = set()
+    for where, ref in model_refs(suite, model):
+        ref = ref.strip()
+        prefix, slash, rest = ref.partition("/")
+        if not slash or ref in seen:
+            continue
+        seen.add(ref)
+        if not prefix or not rest:
+            raise UserError(f"{where} `{ref}`: write a model id, `endpoint/model` or `mock`")
+        if prefix == MOCK or prefix in registry.named:
+            continue
+        if unread:
+            why = f"named endpoints live in the admin's database, and {unread}"
+            fix = f"run `make setup` and add `{prefix}` in the admin (Runs → Endpoints)"
+        else:
+            known = ", ".join(f"`{name}`" for name in sorted(registry.named)) or "none"
+            close = difflib.get_close_matches(prefix, registry.named, n=1)
+            why = f"did you mean `{close[0]}`? " if close else ""
+            why += f"The admin's endpoints: {known}"
+            fix = f"add `{prefix}` in the admin (Runs → Endpoints)"
+        if default_url:
+            note = f"{where} `{ref}` goes whole to the default endpoint ({default_url}): no endpoint is "
+            print(f"note: {note}named `{prefix}` ({why})", file=sys.stderr)
+            continue
+        raise UserError(
+            f"{where} `{ref}`: no endpoint named `{prefix}` ({why}). To use it, {fix}; or set "
+            f"OPENAI_BASE_URL to send `{ref}` whole to the default endpoint; or use `mock`"
+        )
+
+
+# --- evalsite run ------------------------------------------------------------------------------------------
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return value
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, help="the suite (YAML); attached files are read from its folder")
+    parser.add_argument(
+        "--model",
+        metavar="M",
+        help="model to run instead of the suite's: a model id on the default endpoint, endpoint/model, "
+        "or mock (without `judge` in the suite, also the judge)",
+    )
+    parser.add_argument(
+        "--json",
+        dest="json_path",
+        type=Path,
+        metavar="OUT.json",
+        help="also write the results here (format evalsite.results/1)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=10,
+        metavar="N",
+        help="conversations in flight at once (default 10; the endpoint's cap applies too)",
+    )
+
+
+def check_writable(path: Path) -> None:
+    if path.is_dir():
+        raise UserError(f"--json {path}: is a folder; give a file name, e.g. {path / 'results.json'}")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UserError(f"--json {path}: there is no folder {folder}; create it or write elsewhere")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserError(f"--json {path}: cannot write there (permission denied); write elsewhere")
+
+
+def exit_code(report: RunReport) -> int:
+    if any(result.status == "error" for result in report.evals):
+        return BROKEN
+    return PASSED if report.status == "passed" else FAILED
+
+
+def run(args: argparse.Namespace) -> int:
+    # The model client (openai) takes most of a second to import: only `run` pays for it.
+    from engine.report import format_report
+    from engine.runner import run_suite
+
+    model = args.model
+    if model is not None and not model.strip():
+        raise UserError("--model is empty: give a model id, `endpoint/model` or `mock`")
+    if args.json_path:
+        check_writable(args.json_path)
+    try:
+        suite, files = load_suite_file(args.file)
+    except InvalidSuite as exc:
+        print(*exc.lines, sep="\n", file=sys.stderr)
+        raise UserError("the suite has problems; nothing was run") from None
+    if not (model or suite.model):
+        raise UserError(f"{args.file}: no model: set `model` in the suite or pass --model")
+    registry, unread = endpoint_registry()
+    check_model_refs(suite, model, registry, unread)
+    report = run_suite(suite, registry, model=model, concurrency=args.concurrency, files=files)
+    print(format_report(report))
+    if args.json_path:
+        try:
+            args.json_path.write_text(
+                json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+            )
+        except OSError as exc:
+            raise UserError(f"--json {args.json_path}: {exc.strerror or exc}", code=BROKEN) from None
+        print(f"Results written to {args.json_path}")
+    code = exit_code(report)
+    if code == BROKEN:
+        errors = [result for result in report.evals if result.status == "error"]
+        print(
+            f"{len(errors)} of {plural(len(report.evals), 'conversation')} ended in an endpoint error "
+            f"({errors[0].error}); check the endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, "
+            "or the endpoint in the admin)",
+            file=sys.stderr,
+        )
+    return code
+
+
+# --- evalsite validate -------------------------------------------------------------------------------------
+
+
+def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", type=Path, metavar="file", help="suite files (YAML)")
+
+
+def validate(args: argparse.Namespace) -> int:
+    bad = 0
+    for path in args.files:
+        try:
+            suite, _ = load_suite_file(path)
+        except UserError as exc:
+            bad += 1
+            print(exc, file=sys.stderr)
+            continue
+        except InvalidSuite as exc:
+            bad += 1
+            print(*exc.lines, sep="\n", file=sys.stderr)
+            continue
+        print(f"{path}: ok — suite {suite.name!r}, {plural(len(suite.evals), 'eval')}")
+    if bad:
+        raise UserError(
+            f"{bad} of {plural(len(args.files), 'file')} {'has' if bad == 1 else 'have'} problems"
+        )
+    return PASSED
+
+
+# --- the command line --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    handle: Callable[[argparse.Namespace], int]
+    epilog: str = ""
+
+
+COMMANDS = {
+    "run": Command(
+        "run a suite and print the per-turn report",
+        add_run_arguments,
+        run,
+        EXIT_CODES,
+    ),
+    "validate": Command(
+        "check suite files; each problem as file:line:col path: message",
+        add_validate_arguments,
+        validate,
+        "exit codes:\n  0  every file is a valid suite\n  2  a file is invalid or cannot be read "
+        "(the others are still checked)",
+    ),
+}
+
+
+def command_parser(name: str, prog: str) -> argparse.ArgumentParser:
+    """The parser of one command on its own, for its `manage.py` alias."""
+    command = COMMANDS[name]
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=command.help[0].upper() + command.help[1:] + ".",
+        epilog=command.epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.add_arguments(parser)
+    parser.set_defaults(handle=command.handle)
+    return parser
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="evalsite",
+        description=ABOUT,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = top.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(
+            name,
+            help=command.help,
+            description=command.help[0].upper() + command.help[1:] + ".",
+            epilog=command.epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        command.add_arguments(sub)
+        sub.set_defaults(handle=command.handle)
+    return top
+
+
+def execute(args: argparse.Namespace, prog: str) -> int:
+    """Run the parsed command (`args.handle`): its exit code, and one line on stderr for a user error."""
+    try:
+        return args.handle(args)
+    except UserError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted; no report or results were written", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        # Conversations still in flight hold threads that the interpreter would wait for at exit, up to a
+        # request timeout each; nothing of theirs is kept, so do not wait.
+        os._exit(128 + signal.SIGINT)
+    except Exception:
+        traceback.print_exc()
+        print(
+            f"{prog}: evalsite crashed, which is a bug; please report it with the lines above",
+            file=sys.stderr,
+        )
+        return BROKEN
+
+
+def main(argv: list[str] | None = None) -> int:
+    return execute(parser().parse_args(argv), "evalsite")
+
+
+class AliasCommand(BaseCommand):
+    """`manage.py evalrun` / `manage.py evalvalidate`: a command of this module under Django's name.
+
+    manage.py marks the process as a terminal command before Django reads the settings, so these need no
+    SECRET_KEY or database either.
+    """
+
+    cli_name = ""
+
+    @property
+    def help(self) -> str:
+        return f"`evalsite {self.cli_name}`: {COMMANDS[self.cli_name].help}."
+
+    def add_arguments(self, parser):
+        COMMANDS[self.cli_name].add_arguments(parser)
+
+    def print_help(self, prog_name, subcommand):
+        command_parser(self.cli_name, f"{Path(prog_name).name} {subcommand}").print_help()
+
+    def run_from_argv(self, argv):
+        # This module's parser, messages and exit codes, not BaseCommand's ("CommandError: ...", exit 1).
+        prog = f"{Path(argv[0]).name} {argv[1]}"
+        raise SystemExit(execute(command_parser(self.cli_name, prog).parse_args(argv[2:]), prog))
+
+    def handle(self, *args, **options):
+        code = execute(argparse.Namespace(**options, handle=COMMANDS[self.cli_name].handle), self.cli_name)
+        if code:
+            raise CommandError(f"exit code {code}", returncode=code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
