@@ -12,6 +12,7 @@ means a bug in evalsite.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import os
@@ -435,7 +436,11 @@ class AliasCommand(BaseCommand):
         raise SystemExit(execute(command_parser(self.cli_name, prog).parse_args(argv[2:]), prog))
 
     def handle(self, *args, **options):
-        code = execute(argparse.Namespace(**options, handle=COMMANDS[self.cli_name].handle), self.cli_name)
+        # call_command(..., stdout=, stderr=) hands its streams in the options; the commands print to sys.*.
+        out, err = options.pop("stdout", None) or sys.stdout, options.pop("stderr", None) or sys.stderr
+        namespace = argparse.Namespace(**options, handle=COMMANDS[self.cli_name].handle)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = execute(namespace, self.cli_name)
         if code:
             raise CommandError(f"exit code {code}", returncode=code)
 

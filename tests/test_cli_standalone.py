@@ -218,7 +218,7 @@ def test_named_endpoint_is_read_from_the_set_up_database(set_up_clone, tmp_path)
             STANDALONE_FAKE_KEY=FAKE_KEY,
         )
         assert ran.returncode == 0, ran.stdout + ran.stderr
-        assert "model fake/gpt-test on fake" in ran.stdout
+        assert "model fake/gpt-test\n" in ran.stdout  # named once: the endpoint is its prefix
         assert {body["model"] for body in fake.chat_requests()} == {"gpt-test"}
 
         typo = in_clone(set_up_clone, f".venv/bin/evalsite run {suite} --model faek/gpt-test")
