@@ -21,6 +21,7 @@ from typing import Protocol
 import openai
 
 from .matching import glob_match
+from .patterns import RegexFailure
 from .results import Usage
 from .schema import MockSpec
 from .transcript import format_transcript, message_text
@@ -221,9 +222,13 @@ class MockClient:
     def complete(self, model: str, messages: list[dict], *, temperature: float | None = None) -> Completion:
         started = time.monotonic()
         last_user = next((message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
-        text = next(
-            (rule.reply for rule in self.spec.rules if glob_match(rule.when, last_user)), self.spec.default
-        )
+        try:
+            text = next(
+                (rule.reply for rule in self.spec.rules if glob_match(rule.when, last_user)),
+                self.spec.default,
+            )
+        except RegexFailure as exc:  # a rule's glob ran out of time: this conversation errors, not the run
+            raise EndpointError(f"mock endpoint: {exc}") from None
         if self.spec.latency_ms:
             self.sleep(self.spec.latency_ms / 1000)
         prompt_text = " ".join(message_text(m) for m in messages)
