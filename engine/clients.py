@@ -22,6 +22,7 @@ import openai
 
 from .matching import glob_match
 from .patterns import RegexFailure
+from .redact import redact, redact_configured, register_key_env
 from .results import Usage
 from .schema import MockSpec
 from .transcript import format_transcript, message_text
@@ -32,7 +33,13 @@ MAX_RETRY_AFTER = 60.0
 
 
 class EndpointError(Exception):
-    """The endpoint could not give an answer; the message says why, for the person reading the run."""
+    """The endpoint could not give an answer; the message says why, for the person reading the run.
+
+    The message is redacted here, as it is built: endpoints may echo the key they were sent.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,7 @@ class OpenAIClient:
         self.endpoint = endpoint
         self.label = endpoint.name
         self._sleep = sleep
+        register_key_env(endpoint.api_key_env)
 
     def _client(self):
         api_key = os.environ.get(self.endpoint.api_key_env, "")
@@ -183,6 +191,7 @@ class OpenAIClient:
         )
         latency_ms = int((time.monotonic() - started) * 1000)
         text, reported = _reply(response, self.label)
+        text = redact_configured(text)  # a configured key never belongs in a reply (engine/redact.py)
         if reported is not None:
             usage = Usage(
                 prompt_tokens=reported.get("prompt_tokens") or 0,

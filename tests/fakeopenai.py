@@ -16,7 +16,9 @@ Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/mod
 
 How a chat request is answered, first match wins:
 
-1. Auth: if ``api_key`` was given and ``Authorization`` is not ``Bearer <api_key>`` -> 401.
+1. Auth: if ``api_key`` was given and ``Authorization`` is not ``Bearer <api_key>`` -> 401. With
+   ``echo_key()`` its message quotes the key it was sent, as some providers do
+   ("Incorrect API key provided: <key>").
 2. ``down()`` -> 503 immediately.
 3. ``fail_next()`` faults: the oldest pending fault whose ``first_user`` filter matches consumes one
    unit and the request fails with its status (after the usual latency), or, for a ``hang`` fault,
@@ -264,6 +266,7 @@ class FakeOpenAI:
             self._embedding_overrides: dict[str, list[float]] = {}
             self._models_seen: dict[str, None] = {}
             self._requests: list[dict] = []
+            self._echo_key = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -372,6 +375,11 @@ class FakeOpenAI:
         with self._lock:
             self._down = False
 
+    def echo_key(self) -> None:
+        """Quote the key a refused request carried in the 401's message, until reset()."""
+        with self._lock:
+            self._echo_key = True
+
     def embedding(self, text: str, vector: list[float]) -> None:
         """Return ``vector`` (as given, not normalised) whenever exactly ``text`` is embedded."""
         with self._lock:
@@ -384,7 +392,7 @@ class FakeOpenAI:
         return list(override) if override is not None else hashed_embedding(text)
 
     def reset(self) -> None:
-        """Back to the just-constructed state: clears scripts, rules, faults, down, embedding
+        """Back to the just-constructed state: clears scripts, rules, faults, down, echo_key, embedding
         overrides, seen models and the request log; restores latency and default_reply."""
         self._clear_state()
         with self._lock:
@@ -442,7 +450,13 @@ class FakeOpenAI:
 
     def _route(self, method: str, path: str, body: Any, malformed: bool, headers: _Headers) -> _Response:
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
-            return _error(401, "Incorrect API key provided", code="invalid_api_key")
+            message = "Incorrect API key provided"
+            if self._echo_key:
+                sent = (headers.get("authorization") or "").removeprefix("Bearer ")
+                message += (
+                    f": {sent}. You can find your API key at https://platform.openai.com/account/api-keys."
+                )
+            return _error(401, message, code="invalid_api_key")
         routes = {
             (CHAT_PATH, "POST"): self._chat,
             (EMBEDDINGS_PATH, "POST"): self._embeddings,
