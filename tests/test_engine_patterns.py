@@ -19,6 +19,7 @@ from engine.clients import Completion, EndpointError, MockClient
 from engine.conditions import holds
 from engine.conversation import EngineContext, run_eval
 from engine.grading import grade
+from engine.judge import parse_verdict
 from engine.loader import SuiteError, load_suite
 from engine.results import Usage
 from engine.schema import Check, Condition, Eval, MockSpec
@@ -144,6 +145,13 @@ def test_mock_rule_glob_that_runs_out_of_time_is_an_endpoint_error_for_that_conv
     mock = MockClient(spec=MockSpec(rules=[{"when": "*a*a*a*a*a*a*a*a*b", "reply": "no"}]))
     with pytest.raises(EndpointError, match=r'^mock endpoint: regex took too long: glob "\*a\*a'):
         mock.complete("m", [{"role": "user", "content": "a" * 5000}])
+
+
+@pytest.mark.timeout(20)
+def test_a_judge_answer_with_a_long_run_of_spaces_is_read_in_linear_time():
+    """Our own score pattern met "5", 2,000 spaces and "x" in 30 s; 100,000 spaces would take days."""
+    assert parse_verdict("5" + " " * 100_000 + "x").parsed_from == "unparseable"
+    assert parse_verdict("Score: 7 / 10 .").score == 0.7
 
 
 def test_only_the_first_max_chars_are_searched(monkeypatch):
