@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from . import patterns
 from .clients import ChatClient, EndpointError, estimate_tokens
 from .judge import judge_messages, normalise_score, parse_verdict
 from .matching import MISSING, glob_match, json_field
@@ -111,6 +111,15 @@ def json_equal(a, b) -> bool:
 
 
 def evaluate(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    try:
+        return _evaluate(check, reply, judge)
+    except (
+        patterns.RegexFailure
+    ) as exc:  # a pattern that ran out of time fails its check; the conversation goes on
+        return _result(check, False, str(exc))
+
+
+def _evaluate(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     text = reply.text
     kind = check.kind
     if kind == "match":
@@ -122,10 +131,11 @@ def evaluate(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
             check, ok, "reply does not match, as required" if ok else "reply matches, and must not"
         )
     if kind == "regex":
-        found = re.search(check.regex, text)
-        return _result(
-            check, bool(found), f"found {_quote(found.group(0), 40)}" if found else "no match found"
-        )
+        found = patterns.search(check.regex, text)
+        if found:
+            return _result(check, True, f"found {_quote(found.group(0), 40)}")
+        cut = f" in the first {patterns.MAX_CHARS:,} characters" if len(text) > patterns.MAX_CHARS else ""
+        return _result(check, False, f"no match found{cut}")
     if kind == "contains":
         ok = check.contains.lower() in text.lower()
         return _result(check, ok, "substring found" if ok else "substring not found")

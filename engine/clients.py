@@ -21,6 +21,8 @@ from typing import Protocol
 import openai
 
 from .matching import glob_match
+from .patterns import RegexFailure
+from .redact import redact, redact_configured, register_key_env
 from .results import Usage
 from .schema import MockSpec
 from .transcript import format_transcript, message_text
@@ -31,7 +33,13 @@ MAX_RETRY_AFTER = 60.0
 
 
 class EndpointError(Exception):
-    """The endpoint could not give an answer; the message says why, for the person reading the run."""
+    """The endpoint could not give an answer; the message says why, for the person reading the run.
+
+    The message is redacted here, as it is built: endpoints may echo the key they were sent.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 @dataclass(frozen=True)
@@ -98,11 +106,6 @@ def _error_text(exc) -> str:
     return str(getattr(exc, "message", "") or exc)
 
 
-def redact(text: str, key: str) -> str:
-    """Some providers echo the key they were sent in their error message; it must not reach a page."""
-    return text.replace(key, "[key]") if key else text
-
-
 def _reply(response, label: str) -> tuple[str, dict | None]:
     """The reply text and the reported usage (None when the endpoint sent none) of a chat completion."""
     if not isinstance(response, dict):
@@ -128,6 +131,7 @@ class OpenAIClient:
         self.endpoint = endpoint
         self.label = endpoint.name
         self._sleep = sleep
+        register_key_env(endpoint.api_key_env)
 
     def _client(self):
         api_key = os.environ.get(self.endpoint.api_key_env, "")
@@ -154,8 +158,7 @@ class OpenAIClient:
                 return fn()
             except openai.APIStatusError as exc:
                 status = exc.status_code
-                key = os.environ.get(self.endpoint.api_key_env, "")
-                last = redact(f"HTTP {status} from {self.label}: {_error_text(exc)}", key)
+                last = redact(f"HTTP {status} from {self.label}: {_error_text(exc)}")
                 if status != 429 and status < 500:
                     raise EndpointError(last) from None
                 delay = _retry_after(exc.response.headers)
@@ -188,6 +191,7 @@ class OpenAIClient:
         )
         latency_ms = int((time.monotonic() - started) * 1000)
         text, reported = _reply(response, self.label)
+        text = redact_configured(text)  # a configured key never belongs in a reply (engine/redact.py)
         if reported is not None:
             usage = Usage(
                 prompt_tokens=reported.get("prompt_tokens") or 0,
@@ -227,9 +231,13 @@ class MockClient:
     def complete(self, model: str, messages: list[dict], *, temperature: float | None = None) -> Completion:
         started = time.monotonic()
         last_user = next((message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
-        text = next(
-            (rule.reply for rule in self.spec.rules if glob_match(rule.when, last_user)), self.spec.default
-        )
+        try:
+            text = next(
+                (rule.reply for rule in self.spec.rules if glob_match(rule.when, last_user)),
+                self.spec.default,
+            )
+        except RegexFailure as exc:  # a rule's glob ran out of time: this conversation errors, not the run
+            raise EndpointError(f"mock endpoint: {exc}") from None
         if self.spec.latency_ms:
             self.sleep(self.spec.latency_ms / 1000)
         prompt_text = " ".join(message_text(m) for m in messages)

@@ -21,6 +21,7 @@ from .clients import ChatClient, EndpointError
 from .conditions import evaluate_condition
 from .grading import extract, grade
 from .history import build_history
+from .patterns import RegexFailure
 from .results import ConditionResult, EvalResult, SimulatedUserCall, Totals, TurnGrade, TurnRecord, Usage
 from .schema import Check, Eval, Extractor, followup_depth
 from .simulate import clean_reply, persona_for, simulator_messages
@@ -434,11 +435,23 @@ def _grade(
         live = conversation[given:]
         replies = [m["content"] for m in live if m["role"] == "assistant"]
         input_text = "\n".join(m["content"] for m in live if m["role"] == "user")
+    try:
+        submission = extract(extractor, replies)
+    except RegexFailure as exc:  # the extractor's pattern could not run: this grade fails, the run goes on
+        return TurnGrade(
+            turn=position,
+            score=0.0,
+            passed=False,
+            rationale=f"extractor: {exc}",
+            submission="",
+            ground_truth=truth,
+            grader=grader,
+        )
     threshold = ev.pass_threshold if ev.pass_threshold is not None else defaults.pass_threshold
     return grade(
         grader,
         turn=position,
-        submission=extract(extractor, replies),
+        submission=submission,
         ground_truth=truth,
         threshold=1.0 if threshold is None else threshold,
         judge=judge,

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 import openai
 from pydantic import BaseModel
 
-from .clients import MOCK, EndpointConfig, EndpointRegistry, _error_text, redact
+from .clients import MOCK, EndpointConfig, EndpointRegistry, _error_text
 from .errors import written_path
 from .loader import SuiteError, SuiteProblem, _locate, format_path, parse_yaml
+from .redact import redact
 from .schema import JudgeSpec, NaturalLanguage, Simulate, Suite
 
 PROBE_TIMEOUT = 10.0

@@ -7,8 +7,8 @@ truth and gives a 0-1 score and a rationale.
 from __future__ import annotations
 
 import json
-import re
 
+from . import patterns
 from .checks import JudgeContext
 from .judge import JUDGE_SYSTEM, normalise_score, parse_verdict
 from .matching import MISSING, json_field
@@ -33,7 +33,7 @@ def extract(extractor: Extractor | None, replies: list[str]) -> str:
     if kind == "all_assistant":
         return extractor.separator.join(replies)
     if kind == "pattern":
-        found = re.search(extractor.pattern, last)
+        found = patterns.search(extractor.pattern, last)  # RegexFailure: the caller fails the grade
         return (found.group(extractor.group) or "") if found else ""
     if kind == "after_marker":
         at = last.rfind(extractor.marker)
@@ -75,9 +75,11 @@ def grade(
         )
     elif grader == "regex_match":
         try:
-            found = re.search(ground_truth, submission)
-        except re.error as exc:
-            found, rationale = None, f"ground truth is not a valid regular expression: {exc}"
+            found = patterns.search(ground_truth, submission)
+        except patterns.InvalidPattern as exc:
+            found, rationale = None, f"ground truth is not a valid regular expression: {exc.reason}"
+        except patterns.RegexTimeout as exc:
+            found, rationale = None, str(exc)
         else:
             rationale = f"matches /{ground_truth}/" if found else f"does not match /{ground_truth}/"
         score = 1.0 if found else 0.0

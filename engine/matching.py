@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
+
+from . import patterns
 
 
-@lru_cache(maxsize=1024)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
+def _glob_regex(pattern: str) -> str:
     # Only * and ? are special; brackets and the rest stay literal so prices like "[1]" match themselves.
     parts = ["\\A"]
     for char in pattern:
@@ -19,12 +19,18 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
         else:
             parts.append(re.escape(char))
     parts.append("\\Z")
-    return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
+    return "".join(parts)
 
 
 def glob_match(pattern: str, text: str) -> bool:
-    """Whole-text glob, case-insensitive; `*` spans newlines. "*105*" means "contains 105"."""
-    return _glob_regex(pattern).match(text) is not None
+    """Whole-text glob, case-insensitive; `*` spans newlines. "*105*" means "contains 105".
+
+    Many stars backtrack like a user regex ("*a*a*a*b" is cubic), so it runs under the same time limit.
+    """
+    found = patterns.search(
+        _glob_regex(pattern), text, re.IGNORECASE | re.DOTALL, name=f'glob "{patterns.shown(pattern)}"'
+    )
+    return found is not None
 
 
 def _json_value(text: str):

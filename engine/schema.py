@@ -11,11 +11,12 @@ own follow-up. Follow-ups nest at most MAX_FOLLOWUP_DEPTH levels below the eval'
 from __future__ import annotations
 
 import math
-import re
 import string
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from . import patterns
 
 MAX_FOLLOWUP_DEPTH = 5
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
@@ -140,9 +141,9 @@ class CheckFields(StrictModel):
     def _regex_compiles(cls, value: str | None) -> str | None:
         if value is not None:
             try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression: {exc}") from None
+                patterns.validate(value)
+            except patterns.InvalidPattern as exc:
+                raise ValueError(f"invalid regular expression: {exc.reason}") from None
         return value
 
 
@@ -367,9 +368,9 @@ class Extractor(StrictModel):
             if not self.pattern:
                 raise ValueError("the pattern extractor needs `pattern`")
             try:
-                compiled = re.compile(self.pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression: {exc}") from None
+                compiled = patterns.validate(self.pattern)
+            except patterns.InvalidPattern as exc:
+                raise ValueError(f"invalid regular expression: {exc.reason}") from None
             if isinstance(self.group, int) and not 0 <= self.group <= compiled.groups:
                 raise ValueError(
                     f"group {self.group} does not exist: the pattern has {compiled.groups} group{'' if compiled.groups == 1 else 's'}"
@@ -409,10 +410,10 @@ def check_patterns(ground_truth: str | list[str] | None) -> None:
     """With grader regex_match the ground truth is a regex: one that does not compile is an error now."""
     for pattern in [ground_truth] if isinstance(ground_truth, str) else ground_truth or []:
         try:
-            re.compile(pattern)
-        except re.error as exc:
+            patterns.validate(pattern)
+        except patterns.InvalidPattern as exc:
             raise ValueError(
-                f"ground_truth {pattern!r} is not a valid regular expression for regex_match: {exc}"
+                f"ground_truth {pattern!r} is not a valid regular expression for regex_match: {exc.reason}"
             ) from None
 
 

@@ -233,7 +233,9 @@ EVALSITE_WORKER_SYNCHRONOUS_COMMIT = os.environ.get("EVALSITE_WORKER_SYNCHRONOUS
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # Every record is redacted before it is written: endpoints may echo API keys in error text.
+    "filters": {"redact": {"()": "engine.redact.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"httpx2": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }

@@ -19,6 +19,7 @@ from django.db import IntegrityError, close_old_connections, transaction
 from django.utils import timezone
 
 from engine.conversation import ResumeMismatch, run_eval
+from engine.redact import redact
 from engine.results import EvalResult, TurnRecord
 from engine.runner import build_context
 
@@ -132,6 +133,7 @@ def _finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
 
 
 def _fail(conversation_id: int, attempt: int, message: str) -> bool:
+    message = redact(message)  # it may quote an exception that quotes an endpoint
     return sql.update_owned(
         conversation_id,
         attempt,

@@ -17,8 +17,8 @@ makes it answer an error status instead).
 
 How a chat request is answered, first match wins:
 
-1. Auth: if ``api_key`` was given and ``Authorization`` is not ``Bearer <api_key>`` -> 401 (whose message
-   echoes the key presented).
+1. Auth: if ``api_key`` was given and ``Authorization`` is not ``Bearer <api_key>`` -> 401, whose message
+   quotes the key it was sent, as some providers do ("Incorrect API key provided: <key>").
 2. ``down()`` -> 503 immediately.
 3. ``fail_next()`` faults: the oldest pending fault whose ``first_user`` filter matches consumes one
    unit and the request fails with its status (after the usual latency), or, for a ``hang`` fault,
@@ -451,8 +451,12 @@ class FakeOpenAI:
     def _route(self, method: str, path: str, body: Any, malformed: bool, headers: _Headers) -> _Response:
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             # Echoes the key it was given, as some providers do: callers must keep it out of what they show.
-            presented = (headers.get("authorization") or "").removeprefix("Bearer ")
-            return _error(401, f"Incorrect API key provided: {presented}", code="invalid_api_key")
+            sent = (headers.get("authorization") or "").removeprefix("Bearer ")
+            message = (
+                f"Incorrect API key provided: {sent}. "
+                "You can find your API key at https://platform.openai.com/account/api-keys."
+            )
+            return _error(401, message, code="invalid_api_key")
         routes = {
             (CHAT_PATH, "POST"): self._chat,
             (EMBEDDINGS_PATH, "POST"): self._embeddings,

@@ -82,7 +82,7 @@ def test_a_key_echoed_in_an_error_never_reaches_the_message(fake):
     with pytest.raises(EndpointError) as raised:
         client_for(fake, []).complete("m", [{"role": "user", "content": "x"}])
     assert "sk-client" in str(fake.requests[0]["headers"]["authorization"])
-    assert "sk-client" not in str(raised.value) and "Incorrect API key provided: [key]" in str(raised.value)
+    assert "sk-client" not in str(raised.value) and "Incorrect API key provided: " in str(raised.value)
 
 
 def test_timeout_is_explicit_and_retried(fake):

@@ -144,9 +144,8 @@ def test_api_key_mismatch_is_401():
         with pytest.raises(openai.AuthenticationError) as excinfo:
             ask(make_client(fake, api_key="sk-wrong"), [user("hi")])
         assert excinfo.value.code == "invalid_api_key"
-        assert (
-            excinfo.value.body["message"] == "Incorrect API key provided: sk-wrong"
-        )  # echoed, as some providers do
+        # echoed, as some providers do
+        assert excinfo.value.body["message"].startswith("Incorrect API key provided: sk-wrong. ")
         assert ask(make_client(fake, api_key="sk-right"), [user("hi")]) == "OK"
 
 

@@ -26,6 +26,7 @@ import re
 
 from pydantic import ValidationError
 
+from engine import patterns
 from engine.schema import Extractor
 from engine.text import plural
 
@@ -627,8 +628,8 @@ def _convert_rows(
 def _patterns_compile(truth: str | list[str] | None) -> bool:
     for pattern in [truth] if isinstance(truth, str) else truth or []:
         try:
-            re.compile(pattern)
-        except re.error:
+            patterns.validate(pattern)
+        except patterns.InvalidPattern:
             return False
     return True
 
