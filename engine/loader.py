@@ -355,7 +355,8 @@ def file_references(data: bytes | str) -> list[str]:
     if not isinstance(raw, dict):
         return []
     names = [raw["dataset"]] if isinstance(raw.get("dataset"), str) else []
-    for ev in raw.get("evals") or []:
+    evals = raw.get("evals")
+    for ev in evals if isinstance(evals, list) else []:  # a wrong shape is validation's to report
         for message in (ev.get("messages") or []) if isinstance(ev, dict) else []:
             content = message.get("content") if isinstance(message, dict) else None
             for part in content if isinstance(content, list) else []:

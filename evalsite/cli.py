@@ -188,7 +188,7 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
             known = ", ".join(f"`{name}`" for name in sorted(registry.named)) or "none"
             close = difflib.get_close_matches(prefix, registry.named, n=1)
             why = f"did you mean `{close[0]}`? " if close else ""
-            why += f"The admin's endpoints: {known}"
+            why += f"endpoints in the admin: {known}"
             fix = f"add `{prefix}` in the admin (Runs → Endpoints)"
         if default_url:
             note = f"{where} `{ref}` goes whole to the default endpoint ({default_url}): no endpoint is "

@@ -129,3 +129,14 @@ def test_evalrun_invalid_suite_exits_2(tmp_path, var_dir):
     result = manage("evalrun", str(suite), var_dir=var_dir)
     assert result.returncode == 2
     assert "not UTF-8" in result.stderr and "nothing was run" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["evalrun", "evalvalidate"])
+def test_evals_of_the_wrong_shape_are_a_located_problem_not_a_crash(tmp_path, var_dir, command):
+    # Reading the files a suite attaches walks `evals` before validation does; a number there crashed it.
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("name: x\nmodel: mock\nevals: 5\n")
+    result = manage(command, str(suite), var_dir=var_dir)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert f"{suite}:3:8 evals: expected a list of evals; found the number 5" in result.stderr
