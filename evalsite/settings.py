@@ -200,6 +200,10 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery is held below 5.7 (pyproject.toml): on a lost broker connection, 5.7.0's consumer closes the
+# connection it has just collected; on Redis that close restores the messages of running tasks (acks_late)
+# through a transport whose connection is gone, and the worker exits with "Unrecoverable error:
+# AttributeError: 'NoneType' object has no attribute 'hostname'" (kombu's _connparams). 5.6 only collects.
 # A worker whose broker goes away keeps trying to reconnect, however long it takes (Celery's default gives up
 # after 100 tries and the worker exits); its conversations keep running meanwhile.
 CELERY_BROKER_CONNECTION_RETRY = True
