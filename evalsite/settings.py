@@ -190,9 +190,19 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "polling_interval": env_float("EVALSITE_BROKER_POLL_SECONDS", 0.02),
     }
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-    # Redelivery after a crash is handled by our own lease sweeper (runs/recovery.py), so the broker's
-    # visibility timeout only needs to exceed the longest conversation.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # Redelivery after a crash is handled by our own sweeper (runs/execution.py), so the broker's
+        # visibility timeout only needs to exceed the longest conversation.
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
+        # A Redis that restarts or vanishes must show up as a connection error, which Celery recovers from,
+        # never as a call that waits forever: bounded socket operations, keepalive, and redis-py's and
+        # kombu's checks of idle connections (kombu also drops a BRPOP whose reply is overdue).
+        "socket_timeout": env_float("EVALSITE_REDIS_SOCKET_TIMEOUT", 15.0),
+        "socket_connect_timeout": env_float("EVALSITE_REDIS_SOCKET_TIMEOUT", 15.0),
+        "socket_keepalive": True,
+        "retry_on_timeout": True,
+        "health_check_interval": 10,
+    }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -202,6 +212,25 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery is held below 5.7 (pyproject.toml): on a lost broker connection, 5.7.0's consumer closes the
+# connection it has just collected; on Redis that close restores the messages of running tasks (acks_late)
+# through a transport whose connection is gone, and the worker exits with "Unrecoverable error:
+# AttributeError: 'NoneType' object has no attribute 'hostname'" (kombu's _connparams). 5.6 only collects.
+# A worker whose broker goes away keeps trying to reconnect, however long it takes (Celery's default gives up
+# after 100 tries and the worker exits); its conversations keep running meanwhile.
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# The conversations a worker is playing when the broker connection drops go on: their state is in the
+# database, not the broker, and a duplicate delivery of their message is a no-op (the claim is conditional).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# Sending the next conversation's task rides out a broker restart of a few seconds (Celery's default gives up
+# after ~0.6 s); a message that still cannot be sent is sent again when a worker (re)connects.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 10,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 1,
+}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Celery's Django fixup closes every database connection before and after every task unless this is set; a
 # conversation task would then open a new connection each time (a new server process on PostgreSQL). With it,
@@ -224,6 +253,11 @@ EVALSITE_ENDPOINTS_REUSE_SECONDS = env_float("EVALSITE_ENDPOINTS_REUSE_SECONDS",
 # the sweeper hands the conversation to another worker, which resumes after the last stored turn.
 EVALSITE_LEASE_SECONDS = env_float("EVALSITE_LEASE_SECONDS", 60.0)
 EVALSITE_SWEEP_SECONDS = env_float("EVALSITE_SWEEP_SECONDS", 10.0)
+# Each worker process beats from a thread of its own, whatever its conversations are doing; one whose beat
+# has not changed for EVALSITE_WORKER_DEAD_SECONDS (as seen by the other workers' own clocks) is dead, and
+# its conversations are taken over then instead of after the lease.
+EVALSITE_WORKER_BEAT_SECONDS = env_float("EVALSITE_WORKER_BEAT_SECONDS", 1.0)
+EVALSITE_WORKER_DEAD_SECONDS = env_float("EVALSITE_WORKER_DEAD_SECONDS", 5.0)
 # On PostgreSQL, workers commit turns without waiting for the WAL flush: the durability SQLite's WAL mode
 # with synchronous=NORMAL gives the embedded setup. A killed worker still loses nothing (the database has
 # every commit); a crash of the database server itself can lose its last ~0.6 s of turn writes, which the
