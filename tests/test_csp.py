@@ -24,10 +24,10 @@ description: Two questions and a follow-up, answered by the built-in mock.
 model: mock
 mock:
   rules:
-    - when: "*15 * 7*"
-      reply: "15 * 7 = 100"
     - when: "*recalculate*"
       reply: "Sorry: 105."
+    - when: "*15 * 7*"
+      reply: "15 * 7 = 100"
   default: "Canberra."
 evals:
   - id: multiply
@@ -61,6 +61,7 @@ def build_site(django_user_model) -> Site:
     for conversation_id in run.conversations.values_list("pk", flat=True):
         execute(conversation_id)
     run.refresh_from_db()
+    assert run.status == "passed", run.status
     link = create_share_link(run, root)
     pages = {
         "suites list": reverse("suites:list"),
