@@ -6,6 +6,7 @@ DEBUG=0.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -76,6 +77,8 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "template_partials",
+    "axes",  # login throttling
+    "csp",  # the Content-Security-Policy header
     "ninja",  # serves Swagger UI's assets from our static files, not a CDN (works offline)
     "suites",
     "runs",
@@ -83,6 +86,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -91,6 +95,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "evalsite.urls"
@@ -138,6 +144,19 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 60_000_000
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# django-axes refuses a sign-in before any password is checked once a username has failed too often from
+# one address. Keyed on the pair, so a mistyping colleague behind the same proxy is not locked out with them.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("EVALSITE_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("EVALSITE_LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True  # each failed sign-in, with its time and address, in the admin
+AXES_LOCKOUT_CALLABLE = "evalsite.lockout.lockout_response"
+AXES_VERBOSE = False  # its start-up line would land in every worker's and command's output
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "suites:list"
 LOGOUT_REDIRECT_URL = "login"
@@ -165,7 +184,35 @@ SECURE_REFERRER_POLICY = "same-origin"  # shared-link tokens must not leak throu
 if env_bool("EVALSITE_HTTPS", False):
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
+    # TLS usually ends at a reverse proxy, which must set (not pass on) X-Forwarded-Proto; without this
+    # header Django would see every request as plain HTTP and the redirect below would loop.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("EVALSITE_SSL_REDIRECT", True)
+    # Browsers then refuse plain HTTP to this host for that long: start lower while trying HTTPS out.
+    SECURE_HSTS_SECONDS = env_int("EVALSITE_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("EVALSITE_HSTS_INCLUDE_SUBDOMAINS", True)
+    # Preloading commits the whole registrable domain, not just this site, to HTTPS in every browser for
+    # good: a decision for the domain's owner, so it is opt-in and its deploy check is not a warning here.
+    SECURE_HSTS_PRELOAD = env_bool("EVALSITE_HSTS_PRELOAD", False)
+    if not SECURE_HSTS_PRELOAD:
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
+
+# No inline script anywhere (static/js holds it all), and nothing from other hosts. style-src has no
+# 'unsafe-inline' either: the templates carry no style attributes (the progress bar uses width classes).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+        "base-uri": ["'self'"],
+    }
+}
 
 # --- Celery -----------------------------------------------------------------------------------------------
 BROKER_DIR = VAR_DIR / "broker"
