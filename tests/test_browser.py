@@ -2,7 +2,8 @@
 
 One user journey end to end: sign in, write a broken suite and watch the live validation locate the
 problem, fix it, save, launch, watch the progress bar fill and its polling stop, and read the transcript.
-Screenshots land in test-artifacts/ (and the finished run page in docs/screenshot.png, which the README shows).
+Screenshots land in test-artifacts/; with UPDATE_DOCS_SCREENSHOT=1 the finished run page also replaces
+docs/screenshot.png, which the README shows (a test run otherwise leaves the checkout as it found it).
 
 Chromium is never downloaded: CI installs Debian's `chromium` package, and a missing binary fails loudly.
 """
@@ -215,8 +216,9 @@ def test_write_launch_and_read_a_run(page, watch, user, fake_endpoint, fake_open
     screenshot(page, "browser-run-finished.png")
     # For the README: as tall as the content, without the empty viewport below it.
     page.set_viewport_size({"width": VIEWPORT["width"], "height": 600})
-    DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS_SCREENSHOT), full_page=True)
+    target = DOCS_SCREENSHOT if os.environ.get("UPDATE_DOCS_SCREENSHOT") else ARTIFACTS / "readme-run.png"
+    target.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(target), full_page=True)
     page.set_viewport_size(VIEWPORT)
 
     # The transcript: the wrong answer, its failed check, the follow-up and why, the right answer.
