@@ -1,9 +1,32 @@
 """The one NinjaAPI. Each app contributes a Router. Session auth; ninja enforces CSRF on its unsafe methods."""
 
+from functools import wraps
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from django.http import JsonResponse
 from ninja import NinjaAPI
 from ninja.security import django_auth
 
-api = NinjaAPI(title="evalsite API", version="1", auth=django_auth, urls_namespace="api")
+
+def docs_access(view):
+    """With DEBUG off, the API's docs (/api/docs) and schema (/api/openapi.json) are for signed-in users:
+    the docs page sends a visitor to sign in, the schema answers 401 like the API itself."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if settings.DEBUG or request.user.is_authenticated:
+            return view(request, *args, **kwargs)
+        if request.resolver_match and request.resolver_match.url_name == "openapi-view":
+            return redirect_to_login(request.get_full_path())
+        return JsonResponse({"detail": "Unauthorized"}, status=401)
+
+    return wrapped
+
+
+api = NinjaAPI(
+    title="evalsite API", version="1", auth=django_auth, urls_namespace="api", docs_decorator=docs_access
+)
 
 
 def _mount() -> None:

@@ -6,6 +6,7 @@ DEBUG=0.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -76,6 +77,8 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "template_partials",
+    "axes",  # login throttling
+    "csp",  # the Content-Security-Policy header
     "ninja",  # serves Swagger UI's assets from our static files, not a CDN (works offline)
     "suites",
     "runs",
@@ -83,6 +86,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -91,6 +95,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "evalsite.urls"
@@ -138,6 +144,19 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 60_000_000
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# django-axes refuses a sign-in before any password is checked once a username has failed too often from
+# one address. Keyed on the pair, so a mistyping colleague behind the same proxy is not locked out with them.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("EVALSITE_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("EVALSITE_LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True  # each failed sign-in, with its time and address, in the admin
+AXES_LOCKOUT_CALLABLE = "evalsite.lockout.lockout_response"
+AXES_VERBOSE = False  # its start-up line would land in every worker's and command's output
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "suites:list"
 LOGOUT_REDIRECT_URL = "login"
@@ -165,7 +184,35 @@ SECURE_REFERRER_POLICY = "same-origin"  # shared-link tokens must not leak throu
 if env_bool("EVALSITE_HTTPS", False):
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
+    # TLS usually ends at a reverse proxy, which must set (not pass on) X-Forwarded-Proto; without this
+    # header Django would see every request as plain HTTP and the redirect below would loop.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("EVALSITE_SSL_REDIRECT", True)
+    # Browsers then refuse plain HTTP to this host for that long: start lower while trying HTTPS out.
+    SECURE_HSTS_SECONDS = env_int("EVALSITE_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("EVALSITE_HSTS_INCLUDE_SUBDOMAINS", True)
+    # Preloading commits the whole registrable domain, not just this site, to HTTPS in every browser for
+    # good: a decision for the domain's owner, so it is opt-in and its deploy check is not a warning here.
+    SECURE_HSTS_PRELOAD = env_bool("EVALSITE_HSTS_PRELOAD", False)
+    if not SECURE_HSTS_PRELOAD:
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
+
+# No inline script anywhere (static/js holds it all), and nothing from other hosts. style-src has no
+# 'unsafe-inline' either: the templates carry no style attributes (the progress bar uses width classes).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+        "base-uri": ["'self'"],
+    }
+}
 
 # --- Celery -----------------------------------------------------------------------------------------------
 BROKER_DIR = VAR_DIR / "broker"
@@ -190,9 +237,19 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "polling_interval": env_float("EVALSITE_BROKER_POLL_SECONDS", 0.02),
     }
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-    # Redelivery after a crash is handled by our own lease sweeper (runs/recovery.py), so the broker's
-    # visibility timeout only needs to exceed the longest conversation.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # Redelivery after a crash is handled by our own sweeper (runs/execution.py), so the broker's
+        # visibility timeout only needs to exceed the longest conversation.
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
+        # A Redis that restarts or vanishes must show up as a connection error, which Celery recovers from,
+        # never as a call that waits forever: bounded socket operations, keepalive, and redis-py's and
+        # kombu's checks of idle connections (kombu also drops a BRPOP whose reply is overdue).
+        "socket_timeout": env_float("EVALSITE_REDIS_SOCKET_TIMEOUT", 15.0),
+        "socket_connect_timeout": env_float("EVALSITE_REDIS_SOCKET_TIMEOUT", 15.0),
+        "socket_keepalive": True,
+        "retry_on_timeout": True,
+        "health_check_interval": 10,
+    }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -202,6 +259,25 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery is held below 5.7 (pyproject.toml): on a lost broker connection, 5.7.0's consumer closes the
+# connection it has just collected; on Redis that close restores the messages of running tasks (acks_late)
+# through a transport whose connection is gone, and the worker exits with "Unrecoverable error:
+# AttributeError: 'NoneType' object has no attribute 'hostname'" (kombu's _connparams). 5.6 only collects.
+# A worker whose broker goes away keeps trying to reconnect, however long it takes (Celery's default gives up
+# after 100 tries and the worker exits); its conversations keep running meanwhile.
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# The conversations a worker is playing when the broker connection drops go on: their state is in the
+# database, not the broker, and a duplicate delivery of their message is a no-op (the claim is conditional).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# Sending the next conversation's task rides out a broker restart of a few seconds (Celery's default gives up
+# after ~0.6 s); a message that still cannot be sent is sent again when a worker (re)connects.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 10,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 1,
+}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Celery's Django fixup closes every database connection before and after every task unless this is set; a
 # conversation task would then open a new connection each time (a new server process on PostgreSQL). With it,
@@ -230,6 +306,11 @@ EVALSITE_ENDPOINTS_REUSE_SECONDS = env_float("EVALSITE_ENDPOINTS_REUSE_SECONDS",
 # the sweeper hands the conversation to another worker, which resumes after the last stored turn.
 EVALSITE_LEASE_SECONDS = env_float("EVALSITE_LEASE_SECONDS", 60.0)
 EVALSITE_SWEEP_SECONDS = env_float("EVALSITE_SWEEP_SECONDS", 10.0)
+# Each worker process beats from a thread of its own, whatever its conversations are doing; one whose beat
+# has not changed for EVALSITE_WORKER_DEAD_SECONDS (as seen by the other workers' own clocks) is dead, and
+# its conversations are taken over then instead of after the lease.
+EVALSITE_WORKER_BEAT_SECONDS = env_float("EVALSITE_WORKER_BEAT_SECONDS", 1.0)
+EVALSITE_WORKER_DEAD_SECONDS = env_float("EVALSITE_WORKER_DEAD_SECONDS", 5.0)
 # On PostgreSQL, workers commit turns without waiting for the WAL flush: the durability SQLite's WAL mode
 # with synchronous=NORMAL gives the embedded setup. A killed worker still loses nothing (the database has
 # every commit); a crash of the database server itself can lose its last ~0.6 s of turn writes, which the

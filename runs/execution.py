@@ -2,16 +2,20 @@
 
 The task claims the conversation with a conditional update that bumps `attempt`, the fencing token: every
 later write is conditional on it, so a worker that lost its claim cannot write. Stored turns are replayed,
-not re-asked, and each new turn is inserted once, unique per (conversation, position). A killed worker's
-lease lapses and the sweeper queues the conversation again; the next worker resumes after the last stored
-turn. Nothing here retries model calls: engine.clients does, in one place.
+not re-asked, and each new turn is inserted once, unique per (conversation, position). A worker that dies
+stops beating and the other workers' sweepers queue its conversations again within seconds (a stopping
+worker hands them back itself; a lapsed lease is the last resort); the next worker resumes after the last
+stored turn. Nothing here retries model calls: engine.clients does, in one place.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from datetime import timedelta
 
 from django.conf import settings
@@ -26,7 +30,7 @@ from engine.runner import build_context
 
 from . import services, specs, sql
 from .endpoints import build_registry
-from .models import ACTIVE, Conversation, Run, Status, Turn
+from .models import ACTIVE, Conversation, Run, Status, Turn, Worker
 
 log = logging.getLogger(__name__)
 
@@ -43,46 +47,95 @@ def claim(conversation_id: int) -> sql.Claimed | None:
     """Take the conversation; None if it is not ours to run.
 
     The update bumps `attempt`; the claim carries the attempt we now own, the fencing token for every later
-    write.
+    write. It names this worker process, whose beat the other workers watch.
     """
+    heartbeat.start()
     now = timezone.now()
-    return sql.claim(conversation_id, now, now + _lease())
+    return sql.claim(conversation_id, now, now + _lease(), heartbeat.name)
 
 
 class _Heartbeat:
-    """One thread per worker process renews the leases of the conversations this process is playing."""
+    """This worker process's beat and the leases of the conversations it plays, kept by one thread.
+
+    The thread does nothing but these two small writes, so a worker busy with its conversations (slow model
+    calls, a GIL-heavy moment) still beats; only a process that is dead, frozen or cut off from the database
+    stops. The leases stay as the last resort for a conversation whose worker left no row to watch.
+    """
 
     def __init__(self) -> None:
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.active: dict[int, int] = {}
+        self.handed_back: set[int] = set()
+        self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Register this worker (before its first claim) and start beating; once per process."""
+        with self.lock:
+            if self.thread is not None and self.thread.is_alive():
+                return
+            if self.stopping.is_set():
+                return
+            self._beat()
+            self.thread = threading.Thread(target=self._loop, name="evalsite-heartbeat", daemon=True)
+            self.thread.start()
 
     def add(self, conversation_id: int, attempt: int) -> None:
         with self.lock:
             self.active[conversation_id] = attempt
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._loop, name="evalsite-heartbeat", daemon=True)
-                self.thread.start()
 
     def remove(self, conversation_id: int) -> None:
         with self.lock:
             self.active.pop(conversation_id, None)
+            self.handed_back.discard(conversation_id)
+
+    def was_handed_back(self, conversation_id: int) -> bool:
+        return conversation_id in self.handed_back
+
+    def _beat(self) -> None:
+        now = timezone.now()
+        if not Worker.objects.filter(name=self.name).update(beat_at=now):
+            # First beat, or the others declared this worker dead while it was frozen: it lives again. Its
+            # conversations were taken over, and their fencing tokens keep it from writing to them.
+            Worker.objects.get_or_create(name=self.name, defaults={"beat_at": now})
 
     def _loop(self) -> None:
-        while True:
-            time.sleep(max(0.2, settings.EVALSITE_LEASE_SECONDS / 3))
-            with self.lock:
-                active = dict(self.active)
+        renewed = time.monotonic()
+        while not self.stopping.wait(settings.EVALSITE_WORKER_BEAT_SECONDS):
             try:
-                expires = timezone.now() + _lease()
-                for conversation_id, attempt in active.items():
-                    Conversation.objects.filter(
-                        pk=conversation_id, attempt=attempt, status=Status.RUNNING
-                    ).update(lease_expires_at=expires)
+                self._beat()
+                if time.monotonic() - renewed >= settings.EVALSITE_LEASE_SECONDS / 3:
+                    renewed = time.monotonic()
+                    with self.lock:
+                        active = list(self.active)
+                    if active:
+                        Conversation.objects.filter(
+                            pk__in=active, worker=self.name, status=Status.RUNNING
+                        ).update(lease_expires_at=timezone.now() + _lease())
             except Exception:  # a database hiccup must not kill the heartbeat; the next beat tries again
-                log.exception("lease heartbeat failed")
+                log.exception("worker heartbeat failed")
             finally:
                 close_old_connections()
+
+    def hand_back(self) -> int:
+        """The worker is stopping: release its conversations so other workers resume them now, after the
+        last stored turn, and stop beating. Returns how many were handed back."""
+        self.stopping.set()
+        with self.lock:
+            active = dict(self.active)
+            self.handed_back.update(active)
+        released, run_ids = 0, set()
+        for conversation_id, attempt in active.items():
+            if Conversation.objects.filter(pk=conversation_id, attempt=attempt, status=Status.RUNNING).update(
+                status=Status.QUEUED, dispatched_at=None, lease_expires_at=None, worker=""
+            ):
+                released += 1
+                run_ids.add(Conversation.objects.values_list("run_id", flat=True).get(pk=conversation_id))
+        Worker.objects.filter(name=self.name).delete()
+        for run_id in run_ids:
+            services.dispatch(run_id)
+        return released
 
 
 heartbeat = _Heartbeat()
@@ -170,6 +223,11 @@ def _fail(conversation_id: int, attempt: int, message: str) -> bool:
 
 def execute(conversation_id: int) -> str:
     """Play one conversation to its end (or resume it). Returns what happened, for logs and tests."""
+    if heartbeat.stopping.is_set():
+        # Delivered while this worker stops: leave it to the others, and send it again, since this message
+        # is about to be taken off the queue unplayed.
+        resend([conversation_id])
+        return "skipped"
     claimed = claim(conversation_id)
     if claimed is None:
         return "skipped"
@@ -200,7 +258,7 @@ def execute(conversation_id: int) -> str:
             if now - checked["at"] < 0.5:
                 return False
             checked["at"] = now
-            return not sql.run_is_active(claimed.run_id)
+            return heartbeat.was_handed_back(conversation_id) or not sql.run_is_active(claimed.run_id)
 
         try:
             result = run_eval(
@@ -223,6 +281,8 @@ def execute(conversation_id: int) -> str:
             log.exception("conversation %s crashed", conversation_id)
             _fail(conversation_id, attempt, f"internal error: {type(exc).__name__}: {exc}")
             return "error"
+        if heartbeat.was_handed_back(conversation_id):
+            return "handed back"  # another worker resumes it; its claim fences this one out anyway
         _finish(conversation_id, attempt, result)
         return result.status
     finally:
@@ -230,23 +290,90 @@ def execute(conversation_id: int) -> str:
         services.conversation_ended(claimed.run_id, claimed.endpoint_name)
 
 
+def _requeue(conversations) -> int:
+    """Send these running conversations back to the queue for another worker to resume. Each update repeats
+    the selection and the attempt read, so a conversation that moved on meanwhile is left alone."""
+    conversations = conversations.filter(status=Status.RUNNING, run__status__in=ACTIVE)
+    requeued = 0
+    for pk, attempt in conversations.values_list("pk", "attempt"):
+        requeued += conversations.filter(pk=pk, attempt=attempt).update(
+            status=Status.QUEUED, dispatched_at=None, lease_expires_at=None, worker=""
+        )
+    return requeued
+
+
+def resend(conversation_ids=None, *, sent_before=None) -> int:
+    """Send again conversations that were sent but never claimed (their message may be lost: taken by a worker
+    that died or stopped, or never published while the broker was down). A duplicate message is harmless: the
+    claim is conditional, so the later delivery finds the conversation taken and does nothing."""
+    waiting = Conversation.objects.filter(
+        status=Status.QUEUED, dispatched_at__isnull=False, run__status__in=ACTIVE
+    )
+    if conversation_ids is not None:
+        waiting = waiting.filter(pk__in=conversation_ids)
+    if sent_before is not None:
+        waiting = waiting.filter(dispatched_at__lt=sent_before)
+    run_ids = set(waiting.values_list("run_id", flat=True))
+    resent = waiting.update(dispatched_at=None)
+    for run_id in run_ids:
+        services.dispatch(run_id)
+    return resent
+
+
+class WorkerWatch:
+    """Tells which other workers have died: a worker whose beat has not changed for
+    EVALSITE_WORKER_DEAD_SECONDS, timed by this process's own monotonic clock (so the hosts' clocks need not
+    agree), or whose row is gone while it still holds conversations. Kept by each worker's sweeper thread."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[object, float]] = {}  # name -> (beat_at, when it was first seen so)
+
+    def dead(self) -> list[tuple[str, object]]:
+        now = time.monotonic()
+        beats = dict(Worker.objects.exclude(name=heartbeat.name).values_list("name", "beat_at"))
+        for name in set(self.seen) - set(beats):
+            del self.seen[name]
+        dead = []
+        for name, beat_at in beats.items():
+            last = self.seen.get(name)
+            if last is None or last[0] != beat_at:
+                self.seen[name] = (beat_at, now)
+            elif now - last[1] >= settings.EVALSITE_WORKER_DEAD_SECONDS:
+                dead.append((name, beat_at))
+        return dead
+
+    def take_over(self) -> dict[str, int]:
+        """Requeue what dead workers were playing and resend what they may have swallowed; dispatch."""
+        stats = {"dead": 0, "requeued": 0, "resent": 0}
+        for name, beat_at in self.dead():
+            stats["requeued"] += _requeue(Conversation.objects.filter(status=Status.RUNNING, worker=name))
+            # Only if it did not beat meanwhile: a frozen worker that came back keeps its row.
+            stats["dead"] += Worker.objects.filter(name=name, beat_at=beat_at).delete()[0]
+            self.seen.pop(name, None)
+        # Conversations held by a worker that left no row (it stopped, or was declared dead by another
+        # sweeper): taken over at once, not after their lease.
+        live = Worker.objects.values("name")
+        stats["requeued"] += _requeue(
+            Conversation.objects.filter(status=Status.RUNNING).exclude(worker="").exclude(worker__in=live)
+        )
+        if stats["dead"]:
+            # Messages a dead worker had taken off the queue but not yet claimed are gone with it.
+            stats["resent"] = resend(sent_before=timezone.now())
+        if stats["requeued"]:
+            for run_id in Run.objects.filter(status__in=ACTIVE).values_list("pk", flat=True):
+                services.dispatch(run_id)
+        return stats
+
+
 def sweep() -> dict[str, int]:
     """Recover what crashed workers left behind. Safe to run anywhere, any number of times at once."""
     now = timezone.now()
     stats = {"requeued": 0, "resent": 0, "finalized": 0}
-    # Lapsed leases: the worker playing these died. Queue them again; the next claim resumes them.
-    for pk, attempt in Conversation.objects.filter(
-        status=Status.RUNNING, lease_expires_at__lt=now, run__status__in=ACTIVE
-    ).values_list("pk", "attempt"):
-        if Conversation.objects.filter(
-            pk=pk, attempt=attempt, status=Status.RUNNING, lease_expires_at__lt=now
-        ).update(status=Status.QUEUED, dispatched_at=None, lease_expires_at=None):
-            stats["requeued"] += 1
+    # Lapsed leases: the worker playing these died (and nobody saw it die). Queue them again; the next claim
+    # resumes them.
+    stats["requeued"] = _requeue(Conversation.objects.filter(status=Status.RUNNING, lease_expires_at__lt=now))
     # Sent but never started for a long while: the message may have died with a worker that prefetched it.
-    stale = now - 2 * _lease()
-    stats["resent"] = Conversation.objects.filter(
-        status=Status.QUEUED, dispatched_at__lt=stale, run__status__in=ACTIVE
-    ).update(dispatched_at=None)
+    stats["resent"] = resend(sent_before=now - 2 * _lease())
     for run_id in Run.objects.filter(status__in=ACTIVE).values_list("pk", flat=True):
         if services.finalize(run_id):
             stats["finalized"] += 1

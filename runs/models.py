@@ -192,6 +192,9 @@ class Conversation(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(
+        max_length=200, blank=True, help_text="The worker process playing it (Worker.name)."
+    )
     kind = models.CharField(max_length=20, default="single-turn")
     style = models.CharField(max_length=10, default="tree", help_text="tree, scripted, turns or history")
     history = models.JSONField(
@@ -226,6 +229,8 @@ class Conversation(models.Model):
             models.Index(fields=["run", "status"], name="conversation_run_status"),
             # The sweeper looks for lapsed leases.
             models.Index(fields=["status", "lease_expires_at"], name="conversation_lease"),
+            # A dead worker's conversations are taken over by name.
+            models.Index(fields=["worker"], name="conversation_worker", condition=models.Q(status="running")),
             # Dispatch counts what is in flight and takes the next waiting conversations in suite order,
             # once per conversation that ends; these stay small (a run's concurrency; its unsent rows) and
             # keep that one statement from scanning and sorting a whole run.
@@ -247,6 +252,19 @@ class Conversation(models.Model):
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+class Worker(models.Model):
+    """A live worker process. A thread of its own beats (`beat_at`) every EVALSITE_WORKER_BEAT_SECONDS, whatever
+    its conversations are doing; a worker whose beat has not changed for EVALSITE_WORKER_DEAD_SECONDS is dead,
+    and the other workers take its running conversations over. A worker deletes its row when it stops."""
+
+    name = models.CharField(max_length=200, unique=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    beat_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Turn(models.Model):

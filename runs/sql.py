@@ -57,15 +57,15 @@ class Claimed:
     version_sha256: str
 
 
-def claim(conversation_id: int, now: datetime, lease_until: datetime) -> Claimed | None:
-    """Take a queued conversation (or one whose worker's lease has lapsed) of an active run."""
+def claim(conversation_id: int, now: datetime, lease_until: datetime, worker: str) -> Claimed | None:
+    """Take a queued conversation (or one whose worker's lease has lapsed) of an active run, for `worker`."""
     # One statement: what the worker needs of the run and its suite version comes back with the claim.
     run = f"(SELECT {{}} FROM {RUN} r WHERE r.id = {CONVERSATION}.run_id)"
     version = f"(SELECT {{}} FROM {RUN} r JOIN {VERSION} v ON v.id = r.suite_version_id WHERE r.id = {CONVERSATION}.run_id)"
     with connection.cursor() as cursor:
         cursor.execute(
             f"""UPDATE {CONVERSATION}
-                SET status = %s, attempt = attempt + 1, started_at = %s, lease_expires_at = %s
+                SET status = %s, attempt = attempt + 1, started_at = %s, lease_expires_at = %s, worker = %s
                 WHERE id = %s
                   AND (status = %s OR (status = %s AND lease_expires_at < %s))
                   AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})
@@ -75,6 +75,7 @@ def claim(conversation_id: int, now: datetime, lease_until: datetime) -> Claimed
                 Status.RUNNING,
                 _when(now),
                 _when(lease_until),
+                worker,
                 conversation_id,
                 Status.QUEUED,
                 Status.RUNNING,

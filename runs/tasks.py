@@ -3,8 +3,9 @@
 import gc
 import logging
 import threading
+import time
 
-from celery import shared_task
+from celery import bootsteps, shared_task
 from celery.signals import task_prerun, worker_init, worker_ready, worker_shutting_down
 from django.conf import settings
 from django.db import close_old_connections
@@ -55,15 +56,46 @@ def configure_worker_connections(**kwargs) -> None:
 
 
 def _sweep_forever() -> None:
-    while not _stop.wait(settings.EVALSITE_SWEEP_SECONDS):
+    """Watch the other workers' beats every beat, and sweep up lapsed leases every EVALSITE_SWEEP_SECONDS."""
+    watch = execution.WorkerWatch()
+    next_sweep = time.monotonic() + settings.EVALSITE_SWEEP_SECONDS
+    while not _stop.wait(settings.EVALSITE_WORKER_BEAT_SECONDS):
         try:
-            stats = execution.sweep()
+            stats = watch.take_over()
             if any(stats.values()):
-                log.info("sweep: %s", stats)
+                log.warning("took over from dead workers: %s", stats)
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + settings.EVALSITE_SWEEP_SECONDS
+                stats = execution.sweep()
+                if any(stats.values()):
+                    log.info("sweep: %s", stats)
         except Exception:
             log.exception("sweep failed")
         finally:
             close_old_connections()
+
+
+class ResendOnConnect(bootsteps.StartStopStep):
+    """Each time the worker's consumer (re)connects to the broker, conversations that were sent but never
+    claimed are sent again: their messages may have been lost while the broker was down or restarting."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def start(self, consumer) -> None:
+        # In a thread: the consumer must not wait on the database (or on a broker that may be flapping).
+        threading.Thread(target=_resend_unclaimed, name="evalsite-resend", daemon=True).start()
+
+
+def _resend_unclaimed() -> None:
+    try:
+        execution.heartbeat.start()
+        resent = execution.resend()
+        if resent:
+            log.warning("sent again %d conversation(s) sent but never claimed", resent)
+    except Exception:
+        log.exception("resending unclaimed conversations failed")
+    finally:
+        close_old_connections()
 
 
 def freeze_startup_objects() -> None:
@@ -82,6 +114,7 @@ def start_sweeper(**kwargs) -> None:
     warm_up()
     # Every worker sweeps; the conditional updates make concurrent sweeps harmless.
     try:
+        execution.heartbeat.start()
         execution.sweep()
     except Exception:
         log.exception("startup sweep failed")
@@ -94,3 +127,12 @@ def start_sweeper(**kwargs) -> None:
 @worker_shutting_down.connect
 def stop_sweeper(**kwargs) -> None:
     _stop.set()
+    # A graceful stop (SIGTERM) hands this worker's conversations to the others at once.
+    try:
+        handed = execution.heartbeat.hand_back()
+        if handed:
+            log.warning("handed %d conversation(s) back to the other workers", handed)
+    except Exception:
+        log.exception("handing conversations back failed; their leases will lapse")
+    finally:
+        close_old_connections()

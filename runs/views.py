@@ -23,6 +23,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.cache import patch_cache_control
 from django.utils.http import content_disposition_header
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_POST
@@ -180,7 +181,8 @@ def _segments(progress: dict) -> list[dict]:
         {
             "status": status,
             "count": progress["counts"][status],
-            "width": f"{100 * progress['counts'][status] / total:.3f}",
+            # A whole percent, at least 1 so one conversation of thousands still shows (app.css .bar-w-N).
+            "width": max(1, round(100 * progress["counts"][status] / total)),
         }
         for status in BAR_ORDER
         if progress["counts"][status]
@@ -547,16 +549,20 @@ def conversation_poll(request: HttpRequest, run_id, index: int) -> HttpResponse:
 
 def share_view(view):
     """A share-link page: a revoked or unknown token gets a page that says so (still a 404), and a page
-    polling through a link revoked meanwhile reloads to show it."""
+    polling through a link revoked meanwhile reloads to show it. No cache, shared or local, keeps a copy:
+    revoking the link must end access, including through a proxy's or browser's cache."""
 
     @wraps(view)
     def wrapper(request: HttpRequest, token: str, *args, **kwargs) -> HttpResponse:
         try:
-            return view(request, token, *args, **kwargs)
+            response = view(request, token, *args, **kwargs)
         except selectors.ShareLinkGone:
             if request.htmx:
-                return HttpResponseClientRefresh()
-            return render(request, "runs/share_gone.html", status=404)
+                response = HttpResponseClientRefresh()
+            else:
+                response = render(request, "runs/share_gone.html", status=404)
+        patch_cache_control(response, private=True, no_store=True)
+        return response
 
     return require_GET(wrapper)
 

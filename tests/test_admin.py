@@ -6,7 +6,7 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.forms.models import model_to_dict
-from django.test import RequestFactory
+from django.test import Client, RequestFactory
 from django.urls import reverse
 
 from runs.execution import execute
@@ -39,6 +39,10 @@ def one_of_each(admin_client, fake_endpoint):
     assert run.status == Status.PASSED and Turn.objects.filter(conversation__run=run).exists()
     create_share_link(run, admin_client.admin)
     Group.objects.create(name="reviewers")
+    # Sign-in records (django-axes): a failed attempt, and a success of someone else.
+    sign_in = Client()
+    assert sign_in.post(reverse("login"), {"username": "nobody", "password": "guess"}).status_code == 200
+    assert sign_in.post(reverse("login"), {"username": "root", "password": "pw-root-123"}).status_code == 302
     return run
 
 

@@ -1,5 +1,6 @@
 """`make run`'s server (manage.py evalserve) as a user starts it: a fresh var dir, the web server, two worker
-processes; the example mock demo launched against it is played to its end; SIGTERM stops everything."""
+processes; the example mock demo launched against it is played to its end; a worker that dies is started
+again; SIGTERM stops everything."""
 
 from __future__ import annotations
 
@@ -68,7 +69,9 @@ def var_env(tmp_path):
     return env
 
 
-def test_serves_the_dashboard_plays_runs_on_two_worker_processes_and_stops_them(var_env, tmp_path):
+def test_serves_the_dashboard_plays_runs_on_two_worker_processes_restarts_them_and_stops_them(
+    var_env, tmp_path
+):
     port = free_port()
     log = (tmp_path / "evalserve.log").open("wb")
     server = subprocess.Popen(
@@ -103,6 +106,22 @@ def test_serves_the_dashboard_plays_runs_on_two_worker_processes_and_stops_them(
         assert conversations.count("'passed', 1)") == 1
         assert conversations.count("'passed', 2)") == 1
         assert conversations.count("'failed', None)") == 1
+
+        # A worker that dies is started again, and says so.
+        os.kill(workers[0], signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            restarted = [
+                pid for pid, command in children(server.pid) if "celery" in command and pid not in workers
+            ]
+            if restarted:
+                break
+            time.sleep(0.1)
+        assert restarted, (tmp_path / "evalserve.log").read_text()[-3000:]
+        workers.extend(restarted)
+        output = (tmp_path / "evalserve.log").read_text()
+        assert f"worker 1 (pid {workers[0]}) exited with code -9; starting it again in 1 s" in output
+        assert f"worker 1 started again (pid {restarted[0]})" in output
 
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)

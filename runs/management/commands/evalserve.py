@@ -1,15 +1,19 @@
 """python manage.py evalserve: the dashboard and a Celery worker together, for `make run`.
 
-The workers are real `celery worker` processes (threads pool: conversations wait on HTTP, not the CPU); they
-stop when the web server stops. Two processes by default: a conversation spends a few ms of CPU per turn in
+The workers are real `celery worker` processes (threads pool: conversations wait on HTTP, not the CPU); one
+that dies is started again (logged, with a growing pause if it keeps dying), and they stop when the web server
+stops. Two processes by default: a conversation spends a few ms of CPU per turn in
 Python (the openai client alone ~3 ms), and twenty threads under one interpreter lock queue for it
 (bench/throughput.py: wall / ideal 1.24 with one process of 20 threads, 1.19 with two of 10).
 """
 
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 from django.conf import settings
 from django.core.management import call_command
@@ -19,6 +23,68 @@ from engine.text import plural
 
 WORKER = [sys.executable, "-m", "celery", "--quiet", "-A", "evalsite", "worker", "--pool", "threads",
           "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]  # fmt: skip
+
+
+log = logging.getLogger(__name__)
+
+
+class Supervisor:
+    """Keeps worker processes running: one that exits is started again, after a pause that doubles with each
+    quick death (1 s up to 60 s) and is forgotten once a worker has lived for a minute."""
+
+    MIN_BACKOFF, MAX_BACKOFF, STABLE_AFTER = 1.0, 60.0, 60.0
+
+    def __init__(self, commands: list[list[str]], check_every: float = 0.5) -> None:
+        self.commands = commands
+        self.check_every = check_every
+        self.processes: list[subprocess.Popen] = []
+        self.started_at: list[float] = []
+        self.backoff: list[float] = []
+        self.restart_at: list[float | None] = []
+        self.restarts = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        for command in self.commands:
+            self.processes.append(subprocess.Popen(command, env=os.environ.copy()))
+            self.started_at.append(time.monotonic())
+            self.backoff.append(self.MIN_BACKOFF)
+            self.restart_at.append(None)
+        self._thread = threading.Thread(target=self._watch, name="evalserve-supervisor", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.check_every):
+            for n, process in enumerate(self.processes):
+                if process.poll() is None or self._stop.is_set():
+                    continue
+                now = time.monotonic()
+                if self.restart_at[n] is None:
+                    if now - self.started_at[n] >= self.STABLE_AFTER:
+                        self.backoff[n] = self.MIN_BACKOFF
+                    self.restart_at[n] = now + self.backoff[n]
+                    log.warning("worker %d (pid %d) exited with code %s; starting it again in %.0f s",
+                                n + 1, process.pid, process.returncode, self.backoff[n])  # fmt: skip
+                    self.backoff[n] = min(self.backoff[n] * 2, self.MAX_BACKOFF)
+                elif now >= self.restart_at[n]:
+                    self.processes[n] = subprocess.Popen(self.commands[n], env=os.environ.copy())
+                    self.started_at[n], self.restart_at[n] = now, None
+                    self.restarts += 1
+                    log.warning("worker %d started again (pid %d)", n + 1, self.processes[n].pid)
+
+    def stop(self, timeout: float = 10) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 class Command(BaseCommand):
@@ -36,16 +102,16 @@ class Command(BaseCommand):
     def handle(self, *args, addrport, workers, processes, **options):
         processes = max(1, min(processes, workers))
         threads = -(-workers // processes)  # ceil: at least `workers` threads in all
-        started = [
-            subprocess.Popen(
-                [*WORKER, "--concurrency", str(threads), "--hostname", f"evalsite{n}@%h"],
-                env=os.environ.copy(),
-            )
-            for n in range(1, processes + 1)
-        ]
+        supervisor = Supervisor(
+            [
+                [*WORKER, "--concurrency", str(threads), "--hostname", f"evalsite{n}@%h"]
+                for n in range(1, processes + 1)
+            ]
+        )
+        supervisor.start()
         # A plain `kill` of the server must stop the workers too: turn SIGTERM into a normal exit.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        pids = ", ".join(str(worker.pid) for worker in started)
+        pids = ", ".join(str(worker.pid) for worker in supervisor.processes)
         self.stdout.write(f"Celery workers started: {processes} x {plural(threads, 'thread')} (pids {pids}).")
         password_file = settings.VAR_DIR / "admin-password"
         sign_in = (
@@ -55,10 +121,4 @@ class Command(BaseCommand):
         try:
             call_command("runserver", addrport, use_reloader=False)
         finally:
-            for worker in started:
-                worker.send_signal(signal.SIGTERM)
-            for worker in started:
-                try:
-                    worker.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    worker.kill()
+            supervisor.stop()

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0005_endpoint_key_optional'),
+        ('runs', '0006_worker_heartbeat'),
     ]
 
     operations = [
