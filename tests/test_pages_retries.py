@@ -47,7 +47,7 @@ def test_the_progress_card_and_the_row_say_a_conversation_waits_for_the_rate_lim
     wait(run, 1, "waiting for rate limit", 7.5)
     shown = text(logged_in.get(run_url("progress", run), HTTP_HX_REQUEST="true"))
     assert "1 conversation waiting for rate limit (retry in 8 s)" in shown  # the progress card
-    assert "turn 2… ⏳ waiting for rate limit (retry in 8 s)" in shown  # the conversation's row
+    assert "turn 2… waiting for rate limit (retry in 8 s)" in shown  # the conversation's row
     page = logged_in.get(run_url("detail", run)).content.decode()
     assert 'data-until="' in page and 'data-prefix="retry in"' in page  # app.js counts it down
 
