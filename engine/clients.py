@@ -1,12 +1,16 @@
 """Chat clients: any OpenAI-compatible endpoint through the `openai` package, and the built-in mock.
 
 Retries live here and only here: the openai client is built with max_retries=0, Celery tasks never retry
-model errors, and this loop retries 429 and 5xx responses, timeouts and dropped connections, honouring
-Retry-After. When it gives up it raises EndpointError, which marks that one conversation `error`.
+model errors, and `OpenAIClient._call` retries 429, 408, 409 and 5xx responses, timeouts and dropped
+connections for up to the endpoint's `retry_seconds` (minutes by default: providers rate-limit for tens of
+seconds), with exponential backoff and full jitter, honouring Retry-After, each wait capped at
+`retry_max_wait`. A 429 pauses the endpoint for every caller (engine.retries). When it gives up it raises
+EndpointError, which marks that one conversation `error`.
 """
 
 from __future__ import annotations
 
+import email.utils
 import math
 import os
 import random
@@ -19,17 +23,21 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import openai
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_random_exponential
 
 from .matching import glob_match
 from .patterns import RegexFailure
 from .redact import redact, redact_configured, register_key_env
 from .results import Usage
+from .retries import LOCAL_PAUSES, PauseBoard, RetryWait, report_wait, wait_out
 from .schema import MockSpec
 from .transcript import format_transcript, message_text
 
 MOCK = "mock"
 DEFAULT = "default"
-MAX_RETRY_AFTER = 60.0
+RETRY_SECONDS = 300.0
+RETRY_MAX_WAIT = 60.0
+RETRIED_STATUSES = (408, 409, 429)  # and every 5xx: what the openai client itself would retry
 
 
 class EndpointError(Exception):
@@ -51,7 +59,9 @@ class EndpointConfig:
     price_input: float = 0.0  # USD per million prompt tokens
     price_output: float = 0.0  # USD per million completion tokens
     timeout: float = 60.0
-    max_retries: int = 3
+    retry_seconds: float = RETRY_SECONDS  # how long one call may keep retrying, waits included
+    retry_max_wait: float = RETRY_MAX_WAIT  # the longest single wait, Retry-After included
+    max_retries: int | None = None  # an optional cap on the number of retries as well
     string_only: bool = False
 
     def cost(self, usage: Usage) -> float:
@@ -81,20 +91,41 @@ def estimate_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4)) if text else 0
 
 
-def _retry_after(headers) -> float | None:
+def _retry_after(headers, now: float | None = None) -> float | None:
+    """Seconds the response asks us to wait: retry-after-ms, else Retry-After in seconds or as a date."""
     value = headers.get("retry-after-ms") if headers else None
     if value:
         try:
-            return float(value) / 1000
+            return max(0.0, float(value) / 1000)
         except ValueError:
             pass
     value = headers.get("retry-after") if headers else None
-    if value:
-        try:
-            return float(value)
-        except ValueError:
-            return None  # an HTTP date; rare from model APIs, and backoff is a fine answer
-    return None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class _Transient(Exception):
+    """A failure worth retrying; `reason` is what a person watching the run is told while we wait."""
+
+    def __init__(
+        self, message: str, reason: str, retry_after: float | None = None, rate_limited: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+        self.retry_after = retry_after
+        self.rate_limited = rate_limited
 
 
 def _error_text(exc) -> str:
@@ -127,10 +158,19 @@ class OpenAIClient:
 
     is_mock = False
 
-    def __init__(self, endpoint: EndpointConfig, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        endpoint: EndpointConfig,
+        sleep: Callable[[float], None] = time.sleep,
+        *,
+        pauses: PauseBoard = LOCAL_PAUSES,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.endpoint = endpoint
         self.label = endpoint.name
         self._sleep = sleep
+        self._clock = clock  # measures the retry budget; tests pass one that their `sleep` moves on
+        self._pauses = pauses
         register_key_env(endpoint.api_key_env)
 
     def _client(self):
@@ -150,30 +190,85 @@ class OpenAIClient:
         return client
 
     def _call(self, what: str, fn):
-        attempts = self.endpoint.max_retries + 1
-        last = ""
-        for attempt in range(1, attempts + 1):
-            delay: float | None = None
+        """fn(), retried on transient failures until it succeeds or the endpoint's retry budget is spent.
+
+        tenacity runs the loop: full-jitter exponential backoff (wait_random_exponential), replaced by the
+        server's Retry-After when it sends one, and stopped before a wait would overrun the budget.
+        """
+        endpoint = self.endpoint
+        started = self._clock()
+        self._wait_for_pause()
+
+        def attempt():
             try:
                 return fn()
             except openai.APIStatusError as exc:
                 status = exc.status_code
-                last = redact(f"HTTP {status} from {self.label}: {_error_text(exc)}")
-                if status != 429 and status < 500:
-                    raise EndpointError(last) from None
-                delay = _retry_after(exc.response.headers)
+                message = redact(f"HTTP {status} from {self.label}: {_error_text(exc)}")
+                if status not in RETRIED_STATUSES and status < 500:
+                    raise EndpointError(message) from None
+                retry_after = _retry_after(exc.response.headers)
+                if status == 429:
+                    raise _Transient(
+                        message, "waiting for rate limit", retry_after, rate_limited=True
+                    ) from None
+                raise _Transient(message, f"endpoint unavailable (HTTP {status})", retry_after) from None
             except openai.APITimeoutError:
-                last = f"{what} to {self.label} timed out after {self.endpoint.timeout:g}s"
+                message = f"{what} to {self.label} timed out after {endpoint.timeout:g}s"
+                raise _Transient(message, "endpoint timed out") from None
             except openai.APIConnectionError as exc:
                 cause = exc.__cause__ or exc
-                last = f"cannot reach {self.label} at {self.endpoint.base_url}: {cause}"
-            if attempt == attempts:
-                break
-            if delay is None:
-                delay = min(8.0, 0.5 * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
-            self._sleep(min(delay, MAX_RETRY_AFTER))
-        suffix = f" (gave up after {attempts} attempts)" if attempts > 1 else ""
-        raise EndpointError(last + suffix)
+                message = f"cannot reach {self.label} at {endpoint.base_url}: {cause}"
+                raise _Transient(message, "cannot reach endpoint") from None
+
+        backoff = wait_random_exponential(multiplier=0.5, min=0.1, max=endpoint.retry_max_wait)
+
+        def wait(state: RetryCallState) -> float:
+            failure: _Transient = state.outcome.exception()
+            delay = failure.retry_after if failure.retry_after is not None else backoff(state)
+            delay = min(delay, endpoint.retry_max_wait)
+            if failure.rate_limited:  # everyone else holds back too, instead of each meeting the limit
+                self._pauses.pause(self.label, time.time() + delay)
+            # Another call may have paused the endpoint for longer: wait that out too.
+            return max(delay, self._pause_remaining())
+
+        def stop(state: RetryCallState) -> bool:
+            if endpoint.max_retries is not None and state.attempt_number > endpoint.max_retries:
+                return True
+            return self._clock() - started + state.upcoming_sleep > endpoint.retry_seconds
+
+        def before_sleep(state: RetryCallState) -> None:
+            failure: _Transient = state.outcome.exception()
+            report_wait(RetryWait(self.label, failure.reason, state.upcoming_sleep, state.attempt_number))
+
+        retrying = Retrying(
+            retry=retry_if_exception_type(_Transient),
+            wait=wait,
+            stop=stop,
+            before_sleep=before_sleep,
+            sleep=lambda seconds: wait_out(seconds, self._sleep),
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except _Transient as failure:
+            attempts = retrying.statistics.get("attempt_number", 1)
+            spent = self._clock() - started
+            suffix = f" (gave up after {attempts} attempts in {spent:.0f} s)" if attempts > 1 else ""
+            raise EndpointError(failure.message + suffix) from None
+
+    def _pause_remaining(self) -> float:
+        return max(0.0, self._pauses.paused_until(self.label) - time.time())
+
+    def _wait_for_pause(self) -> None:
+        """Hold back while another call has the endpoint paused after a rate limit."""
+        remaining = self._pause_remaining()
+        if remaining <= 0:
+            return
+        # Spread out a little, so the callers held back do not all arrive in the same instant.
+        seconds = remaining + random.uniform(0, min(1.0, 0.2 * remaining))
+        report_wait(RetryWait(self.label, "waiting for rate limit", seconds, 0))
+        wait_out(seconds, self._sleep)
 
     def complete(self, model: str, messages: list[dict], *, temperature: float | None = None) -> Completion:
         if self.endpoint.string_only:
@@ -282,6 +377,7 @@ class EndpointRegistry:
 
     default: EndpointConfig
     named: dict[str, EndpointConfig] = field(default_factory=dict)
+    pauses: PauseBoard = LOCAL_PAUSES  # rate-limit pauses, shared by every client of an endpoint
 
     def resolve(self, ref: str) -> tuple[str, str]:
         """Returns (endpoint name, model id to send)."""
@@ -307,7 +403,7 @@ class EndpointRegistry:
         endpoint = self.endpoint(name)
         if endpoint is None:
             raise EndpointError(f"unknown endpoint {name!r}")
-        return OpenAIClient(endpoint)
+        return OpenAIClient(endpoint, pauses=self.pauses)
 
     def max_concurrency(self, name: str) -> int:
         endpoint = self.endpoint(name)

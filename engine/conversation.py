@@ -1,7 +1,7 @@
 """Running one conversation: the heart of the engine.
 
 `run_eval` plays one eval against a chat client and reports each turn through `on_turn` as soon as it is
-graded. It can resume: given the turns already stored (`prior`), it replays them without calling the
+graded, and each wait before a model call is retried through `on_wait`. It can resume: given the turns already stored (`prior`), it replays them without calling the
 model and continues after the last one, so a redelivered task never repeats or duplicates a turn.
 
 Every kind of conversation is the same loop: a driver chooses the next step (a user message and what
@@ -23,6 +23,7 @@ from .grading import extract, grade
 from .history import build_history
 from .patterns import RegexFailure
 from .results import ConditionResult, EvalResult, SimulatedUserCall, Totals, TurnGrade, TurnRecord, Usage
+from .retries import RetryStopped, RetryWait, retry_hooks
 from .schema import Check, Eval, Extractor, followup_depth
 from .simulate import clean_reply, persona_for, simulator_messages
 from .text import plural
@@ -284,6 +285,21 @@ def run_eval(
     prior: Sequence[TurnRecord] = (),
     on_turn: Callable[[TurnRecord], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    on_wait: Callable[[RetryWait], None] | None = None,
+) -> EvalResult:
+    # Model calls that wait to retry say so through on_wait, and stop waiting once should_stop() says so.
+    with retry_hooks(on_wait, should_stop):
+        return _run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop)
+
+
+def _run_eval(
+    ev: Eval,
+    index: int,
+    eval_id: str,
+    ctx: EngineContext,
+    prior: Sequence[TurnRecord],
+    on_turn: Callable[[TurnRecord], None] | None,
+    should_stop: Callable[[], bool] | None,
 ) -> EvalResult:
     messages, history = build_history(ctx.system, ev.messages, ctx.files)
     if ev.style == "simulated":
@@ -338,6 +354,8 @@ def run_eval(
                 turn = _play_turn(ctx, messages, step, position, ev, given)
             except EndpointError as exc:
                 return finish("error", f"error on turn {position}: {exc}", error=str(exc))
+            except RetryStopped:
+                return finish("cancelled", f"cancelled after {plural(len(turns), 'turn')}")
             if on_turn is not None:
                 try:
                     on_turn(turn)
@@ -353,6 +371,8 @@ def run_eval(
             step = driver.next(step, turn)  # the simulated user writes its message here
         except EndpointError as exc:
             return finish("error", f"error on turn {position + 1} (simulated user): {exc}", error=str(exc))
+        except RetryStopped:
+            return finish("cancelled", f"cancelled after {plural(len(turns), 'turn')}")
     status, score, verdict, passed_on = driver.verdict(turns)
     return finish(status, verdict, score=score, passed_on=passed_on)
 

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from .clients import MOCK, EndpointRegistry
 from .conversation import Defaults, EngineContext, run_eval
 from .results import EvalResult, RunReport, RunTotals, SuiteRef, evaluate_gates, gated_status
+from .retries import RetryWait
 from .schema import Suite
 from .stats import iterated_results
 
@@ -51,6 +52,7 @@ def run_suite(
     on_result: Callable[[EvalResult], None] | None = None,
     suite_ref: SuiteRef | None = None,
     files: Mapping[str, str] | None = None,
+    on_wait: Callable[[RetryWait], None] | None = None,
 ) -> RunReport:
     ctx, endpoint_name = build_context(suite, registry, model, files)
     jobs = [
@@ -63,7 +65,7 @@ def run_suite(
 
     def one(job: tuple[int, int]) -> EvalResult:
         index, iteration = job
-        result = run_eval(suite.evals[index], index, suite.eval_id(index), ctx)
+        result = run_eval(suite.evals[index], index, suite.eval_id(index), ctx, on_wait=on_wait)
         result.iteration = iteration
         if on_result is not None:
             on_result(result)

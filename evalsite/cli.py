@@ -253,6 +253,11 @@ def exit_code(report: RunReport) -> int:
     return PASSED if report.status == "passed" else FAILED
 
 
+def say_wait(wait) -> None:
+    """A model call waits to retry (engine.retries): say so, or a long outage looks like a hang."""
+    print(f"{wait.endpoint}: {wait.reason}, retrying in {wait.seconds:.0f} s", file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     # The model client (openai) takes most of a second to import: only `run` pays for it.
     from engine.report import format_report
@@ -272,7 +277,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.file}: no model: set `model` in the suite or pass --model")
     registry, unread = endpoint_registry()
     check_model_refs(suite, model, registry, unread)
-    report = run_suite(suite, registry, model=model, concurrency=args.concurrency, files=files)
+    report = run_suite(
+        suite, registry, model=model, concurrency=args.concurrency, files=files, on_wait=say_wait
+    )
     print(format_report(report))
     if args.json_path:
         try:

@@ -292,7 +292,13 @@ EVALSITE_DEFAULT_PRICE_INPUT = env_float("EVALSITE_DEFAULT_PRICE_INPUT", 0.0)  #
 EVALSITE_DEFAULT_PRICE_OUTPUT = env_float("EVALSITE_DEFAULT_PRICE_OUTPUT", 0.0)
 EVALSITE_DEFAULT_CONCURRENCY = env_int("EVALSITE_DEFAULT_CONCURRENCY", 10)
 EVALSITE_REQUEST_TIMEOUT = env_float("EVALSITE_REQUEST_TIMEOUT", 60.0)
-EVALSITE_MAX_RETRIES = env_int("EVALSITE_MAX_RETRIES", 3)
+# One model call keeps retrying rate limits, 5xx answers, timeouts and dropped connections for this long
+# (named endpoints can set their own in the admin), each wait at most EVALSITE_RETRY_MAX_WAIT.
+EVALSITE_RETRY_SECONDS = env_float("EVALSITE_RETRY_SECONDS", 300.0)
+EVALSITE_RETRY_MAX_WAIT = env_float("EVALSITE_RETRY_MAX_WAIT", 60.0)
+# Deprecated: an optional cap on the number of retries as well; unset, only the time budget counts.
+_max_retries = os.environ.get("EVALSITE_MAX_RETRIES", "").strip()
+EVALSITE_MAX_RETRIES = int(_max_retries) if _max_retries else None
 # How long a worker uses the endpoints it read (admin edits reach running workers within this); 0 reads
 # them for every conversation.
 EVALSITE_ENDPOINTS_REUSE_SECONDS = env_float("EVALSITE_ENDPOINTS_REUSE_SECONDS", 1.0)

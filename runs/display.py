@@ -7,6 +7,7 @@ Plain functions over rows and records; the views choose what to query and the te
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -491,3 +492,26 @@ def transcript_text(history: list[dict], turns: list[TurnRecord]) -> str:
             messages.append({"role": "user", "content": turn.prompt})
         messages.append({"role": "assistant", "content": turn.response})
     return format_transcript(messages)
+
+
+def waiting(reason: str, until, now, count: int | None = None) -> dict | None:
+    """A model call waiting to retry, as the run page and the transcript say it: "waiting for rate limit
+    (retry in 8 s)", "endpoint unavailable (HTTP 503), retry in 4 s". `count`: how many conversations wait
+    (the progress card), None for one conversation. None once the wait is over."""
+    if until is None or until <= now:
+        return None
+    seconds = math.ceil((until - now).total_seconds())
+    rate_limited = reason.startswith("waiting")
+    lead = reason or "waiting to retry"
+    if count is not None:
+        lead = f"{plural(count, 'conversation')} {lead if rate_limited else 'waiting: ' + lead}"
+    prefix = "next retry in" if count is not None and count > 1 else "retry in"
+    countdown = f"{prefix} {seconds} s"
+    return {
+        "lead": lead,
+        "prefix": prefix,
+        "seconds": seconds,
+        "until": until.isoformat(),
+        "parenthesised": rate_limited,
+        "text": f"{lead} ({countdown})" if rate_limited else f"{lead}, {countdown}",
+    }

@@ -9,6 +9,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
 
+from . import pauses
 from .models import Endpoint
 
 
@@ -21,6 +22,8 @@ def default_endpoint() -> EndpointConfig:
         price_input=settings.EVALSITE_DEFAULT_PRICE_INPUT,
         price_output=settings.EVALSITE_DEFAULT_PRICE_OUTPUT,
         timeout=settings.EVALSITE_REQUEST_TIMEOUT,
+        retry_seconds=settings.EVALSITE_RETRY_SECONDS,
+        retry_max_wait=settings.EVALSITE_RETRY_MAX_WAIT,
         max_retries=settings.EVALSITE_MAX_RETRIES,
     )
 
@@ -47,7 +50,9 @@ def build_registry() -> EndpointRegistry:
     if cached is not None and cached[0] == key:
         _read_at = time.monotonic()
         return cached[1]
-    registry = EndpointRegistry(default=key[0], named={config.name: config for config in configs})
+    registry = EndpointRegistry(
+        default=key[0], named={config.name: config for config in configs}, pauses=pauses.DATABASE_PAUSES
+    )
     _cached = (key, registry)
     _read_at = time.monotonic()
     return registry

@@ -19,12 +19,13 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, transaction
+from django.db import DatabaseError, IntegrityError, close_old_connections, transaction
 from django.utils import timezone
 
 from engine.conversation import ResumeMismatch, run_eval
 from engine.redact import redact
 from engine.results import EvalResult, TurnRecord
+from engine.retries import RetryWait
 from engine.runner import build_context
 
 from . import services, specs, sql
@@ -165,6 +166,24 @@ def _store_turn(conversation_id: int, attempt: int, turn: TurnRecord) -> None:
         raise LostClaim() from None
 
 
+def _note_wait(conversation_id: int, attempt: int, wait: RetryWait) -> None:
+    """A model call is waiting to retry: say so on the run page until the next turn is stored.
+
+    The heartbeat keeps renewing the lease meanwhile: the conversation stays in its active set however
+    long the call waits.
+    """
+    until = timezone.now() + timedelta(seconds=wait.seconds)
+    try:
+        owned = sql.update_owned(
+            conversation_id, attempt, waiting_until=until, waiting_reason=wait.reason[:100]
+        )
+    except DatabaseError:  # only the note is lost; the call goes on waiting
+        log.warning("could not note the wait of conversation %s", conversation_id)
+        return
+    if not owned:
+        raise LostClaim()  # another worker has it: stop waiting
+
+
 def _finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
     return sql.update_owned(
         conversation_id,
@@ -182,6 +201,8 @@ def _finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
         error=result.error or "",
         finished_at=timezone.now(),
         lease_expires_at=None,
+        waiting_until=None,
+        waiting_reason="",
     )
 
 
@@ -195,6 +216,8 @@ def _fail(conversation_id: int, attempt: int, message: str) -> bool:
         verdict=message[:300],
         finished_at=timezone.now(),
         lease_expires_at=None,
+        waiting_until=None,
+        waiting_reason="",
     )
 
 
@@ -246,6 +269,7 @@ def execute(conversation_id: int) -> str:
                 prior=prior,
                 on_turn=lambda turn: _store_turn(conversation_id, attempt, turn),
                 should_stop=should_stop,
+                on_wait=lambda wait: _note_wait(conversation_id, attempt, wait),
             )
         except LostClaim:
             log.warning("conversation %s was taken over by another worker; stopping", conversation_id)

@@ -57,6 +57,15 @@ class Endpoint(models.Model):
         default=False,
         help_text="Send the conversation as one [Role]: transcript string instead of a messages array.",
     )
+    retry_seconds = models.FloatField(
+        "retry for",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="Seconds one model call keeps retrying rate limits, 5xx answers, timeouts and dropped "
+        "connections, waits included, before its conversation errors. Empty: EVALSITE_RETRY_SECONDS "
+        "(300 unless set).",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -78,9 +87,27 @@ class Endpoint(models.Model):
             price_input=float(self.price_input),
             price_output=float(self.price_output),
             timeout=self.timeout,
+            retry_seconds=settings.EVALSITE_RETRY_SECONDS
+            if self.retry_seconds is None
+            else self.retry_seconds,
+            retry_max_wait=settings.EVALSITE_RETRY_MAX_WAIT,
             max_retries=settings.EVALSITE_MAX_RETRIES,
             string_only=self.string_only,
         )
+
+
+class EndpointPause(models.Model):
+    """An endpoint that answered "rate limited": every worker process holds its calls back until then.
+
+    One row per endpoint name (named or `default`), written when a call gets a 429 and read by each process
+    at most once a second per endpoint (runs.pauses).
+    """
+
+    endpoint = models.CharField(max_length=50, unique=True)
+    paused_until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} paused until {self.paused_until}"
 
 
 class Status(models.TextChoices):
@@ -101,7 +128,8 @@ class Run(models.Model):
 
     Status: queued -> running (first conversation claimed) -> passed | failed | error (last conversation
     done: error if any conversation errored, else failed if any failed, else passed); queued/running ->
-    cancelled by a user. Every transition is a conditional update on the current status.
+    cancelled by a user; passed | failed | error -> running again when a user retries its errored
+    conversations. Every transition is a conditional update on the current status.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -149,7 +177,8 @@ class Conversation(models.Model):
 
     Status: queued -> running (claimed; `attempt` is the fencing token) -> passed | failed | error |
     cancelled. `dispatched_at` is set when its task is sent; `lease_expires_at` is renewed by the worker
-    running it, and a lapsed lease sends it back to queued for another worker to resume.
+    running it, and a lapsed lease sends it back to queued for another worker to resume. A user may send an
+    errored conversation of a finished run back to queued; it resumes after its last stored turn.
     """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="conversations")
@@ -185,6 +214,10 @@ class Conversation(models.Model):
     judge_tokens = models.PositiveIntegerField(default=0)
     cost = models.FloatField(default=0.0)
     tokens_estimated = models.BooleanField(default=False)
+    # While a model call waits to retry: until when, and why. Written once per wait, cleared with the next
+    # turn; shown only while in the future.
+    waiting_until = models.DateTimeField(null=True, blank=True)
+    waiting_reason = models.CharField(max_length=100, blank=True)
 
     class Meta:
         ordering = ["index", "iteration"]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Max, Min, Q, QuerySet, Sum
 from django.http import Http404
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
 from engine.results import EvalResult, RunReport, RunTotals, SuiteRef, Totals, TurnRecord
 
@@ -56,6 +57,8 @@ def get_conversation(run: Run, index: int, iteration: int = 0) -> Conversation:
 
 def progress(run: Run) -> dict:
     """Everything the progress bar shows, in two queries."""
+    now = timezone.now()
+    waiting = Q(status=Status.RUNNING, waiting_until__gt=now)  # a model call waiting to retry
     rows = run.conversations.values("status").annotate(
         n=Sum(1),
         prompt_tokens=Sum("prompt_tokens"),
@@ -64,6 +67,9 @@ def progress(run: Run) -> dict:
         user_tokens=Sum("user_tokens"),
         cost=Sum("cost"),
         turns=Sum("turn_count"),
+        waiting=Count("pk", filter=waiting),
+        next_retry=Min("waiting_until", filter=waiting),
+        waiting_reason=Max("waiting_reason", filter=waiting),
     )
     counts = {status: 0 for status in Status.values}
     totals = {
@@ -74,10 +80,13 @@ def progress(run: Run) -> dict:
         "cost": 0.0,
         "turns": 0,
     }
+    wait = {"count": 0, "reason": "", "until": None}
     for row in rows:
         counts[row["status"]] = row["n"]
         for key in totals:
             totals[key] += row[key] or 0
+        if row["waiting"]:
+            wait = {"count": row["waiting"], "reason": row["waiting_reason"], "until": row["next_retry"]}
     total = sum(counts.values())
     done = sum(counts[status] for status in FINISHED)
     return {
@@ -87,6 +96,7 @@ def progress(run: Run) -> dict:
         "percent": round(100 * done / total) if total else 100,
         "tokens": totals["prompt_tokens"] + totals["completion_tokens"],
         **totals,
+        "waiting": wait,  # how many wait to retry a model call, one reason, and the soonest retry
     }
 
 

@@ -197,6 +197,45 @@ def cancel(run: Run) -> bool:
     return bool(updated)
 
 
+class RetryRefused(Exception):
+    """The run's errored conversations cannot be retried now; the message says why."""
+
+
+def retry_errored(run: Run) -> int:
+    """Send a finished run's errored conversations back to the queue; each resumes after its last stored
+    turn (a later claim replays the stored turns). The run is running again until they end, when finalize
+    gives it its status afresh. Returns how many were queued."""
+    if run.status == Status.CANCELLED:
+        raise RetryRefused("a cancelled run is not resumed; run it again instead")
+    with transaction.atomic():
+        # The run first: of two retries at once, only the one that moved it back to running goes on.
+        reopened = Run.objects.filter(
+            pk=run.pk, status__in=(Status.PASSED, Status.FAILED, Status.ERROR)
+        ).update(status=Status.RUNNING, finished_at=None)
+        if not reopened:
+            raise RetryRefused("the run is still going; wait for it to finish")
+        count = run.conversations.filter(status=Status.ERROR).update(
+            status=Status.QUEUED,
+            error="",
+            verdict="",
+            score=None,
+            passed_on_turn=None,
+            termination="",
+            turns_passed=None,
+            turns_total=None,
+            dispatched_at=None,
+            finished_at=None,
+            lease_expires_at=None,
+            waiting_until=None,
+            waiting_reason="",
+        )
+        if not count:  # raising rolls the reopening back
+            raise RetryRefused("the run has no errored conversations")
+        transaction.on_commit(lambda: dispatch(run.pk))
+    run.refresh_from_db(fields=["status", "finished_at"])
+    return count
+
+
 def create_share_link(run: Run, user) -> ShareLink:
     return ShareLink.objects.create(run=run, created_by=user)
 

@@ -125,7 +125,7 @@ def store_turn(
                 SET turn_count = %s, prompt_tokens = prompt_tokens + %s,
                     completion_tokens = completion_tokens + %s, judge_tokens = judge_tokens + %s,
                     user_tokens = user_tokens + %s, cost = cost + %s, tokens_estimated = %s,
-                    lease_expires_at = %s
+                    lease_expires_at = %s, waiting_until = NULL, waiting_reason = ''
                 WHERE id = %s AND attempt = %s AND status = %s""",
             [
                 position,

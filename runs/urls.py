@@ -8,6 +8,7 @@ urlpatterns = [
     path("<uuid:run_id>/", views.detail, name="detail"),
     path("<uuid:run_id>/progress/", views.progress, name="progress"),
     path("<uuid:run_id>/cancel/", views.cancel, name="cancel"),
+    path("<uuid:run_id>/retry-errored/", views.retry_errored, name="retry_errored"),
     path("<uuid:run_id>/results.json", views.results_json, name="json"),
     path("<uuid:run_id>/share/", views.share, name="share"),
     path("<uuid:run_id>/share/<int:link_id>/revoke/", views.revoke, name="revoke"),

@@ -22,6 +22,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import patch_cache_control
 from django.utils.http import content_disposition_header
 from django.utils.text import slugify
@@ -161,9 +162,10 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def _fingerprint(run: Run, progress: dict) -> str:
     """Changes whenever anything the progress partial or the conversation table shows changes."""
     counts = ",".join(f"{key}={value}" for key, value in sorted(progress["counts"].items()))
+    waiting = progress["waiting"]
     state = (
         f"{run.status}|{counts}|{progress['turns']}|{progress['prompt_tokens']}|{progress['completion_tokens']}|"
-        f"{progress['judge_tokens']}|{progress['cost']:.8f}"
+        f"{progress['judge_tokens']}|{progress['cost']:.8f}|{waiting['count']}|{waiting['until']}"
     )
     return hashlib.blake2s(state.encode(), digest_size=8).hexdigest()
 
@@ -195,9 +197,11 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     # Simulated users' tokens change only with a stored turn, which the fingerprint already follows.
     progress = {"user_tokens": sum(c.user_tokens for c in conversations), **progress}
     records = display.records_for_strips(run, conversations)
+    now = timezone.now()
     for conversation in conversations:
         conversation.url = access.conversation_url(conversation.index, conversation.iteration)
         conversation.strip = display.strip(conversation, display.turn_marks(records.get(conversation.pk, ())))
+        conversation.waiting = _waiting(conversation, now)
     gates = display.gates(run, conversations)
     iterated = display.iterated_rows(run, conversations, access.conversation_url)
     flaky_only = request.GET.get("flaky") == "1" and bool(iterated)
@@ -215,6 +219,15 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         "live": _live(run, progress),
         "state": display.run_state(run, progress, gates, display.eval_statuses(conversations, iterated)),
         "progress": progress,
+        "waiting": display.waiting(
+            progress["waiting"]["reason"],
+            progress["waiting"]["until"],
+            now,
+            count=progress["waiting"]["count"],
+        ),
+        "can_retry": not run.is_active
+        and run.status != Status.CANCELLED
+        and progress["counts"][Status.ERROR] > 0,
         "segments": _segments(progress),
         "status_counts": [(status.value, progress["counts"][status]) for status in COUNT_ORDER],
         "fingerprint": fingerprint,
@@ -242,6 +255,12 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     if not access.shared:
         context["share_links"] = _share_links(request, run)
     return context
+
+
+def _waiting(conversation: Conversation, now) -> dict | None:
+    if conversation.status != Status.RUNNING:
+        return None
+    return display.waiting(conversation.waiting_reason, conversation.waiting_until, now)
 
 
 def _share_links(request: HttpRequest, run: Run) -> list:
@@ -295,6 +314,24 @@ def cancel(request: HttpRequest, run_id) -> HttpResponse:
         )
     else:
         messages.info(request, "The run had already finished.")
+    if request.htmx:
+        return HttpResponseClientRefresh()
+    return redirect("runs:detail", run_id=run.pk)
+
+
+@login_required
+@require_POST
+def retry_errored(request: HttpRequest, run_id) -> HttpResponse:
+    run = selectors.get_run_for_user(request.user, run_id)
+    try:
+        count = services.retry_errored(run)
+    except services.RetryRefused as exc:
+        messages.info(request, f"Nothing retried: {exc}.")
+    else:
+        messages.success(
+            request,
+            f"Retrying {plural(count, 'errored conversation')}: each resumes after its last stored turn.",
+        )
     if request.htmx:
         return HttpResponseClientRefresh()
     return redirect("runs:detail", run_id=run.pk)
@@ -427,6 +464,7 @@ def _live_context(
         "conversation": conversation,
         "shared": access.shared,
         "verdict": verdict,
+        "waiting": _waiting(conversation, timezone.now()),
         "strip": display.strip(conversation, display.turn_marks(records)),
         "ending": ending,
         "spend": display.spend(turns),
@@ -440,9 +478,16 @@ def _live_context(
                 "iteration": conversation.iteration or None,
                 "after": after,
                 "status": conversation.status,
+                "waiting": _wait_mark(conversation),
             },
         ),
     }
+
+
+def _wait_mark(conversation: Conversation) -> str:
+    """Changes with each wait noted on the conversation, so the transcript's poll shows a new one."""
+    until = conversation.waiting_until
+    return str(int(until.timestamp() * 1000)) if until and conversation.status == Status.RUNNING else ""
 
 
 def _conversation_page(request: HttpRequest, access: Access, index: int) -> HttpResponse:
@@ -472,6 +517,7 @@ def _conversation_poll(request: HttpRequest, access: Access, index: int) -> Http
     if (
         active
         and request.GET.get("status") == conversation.status
+        and request.GET.get("waiting", "") == _wait_mark(conversation)
         and not conversation.turns.filter(position__gt=after).exists()
     ):
         return HttpResponse(status=204)

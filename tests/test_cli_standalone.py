@@ -325,6 +325,16 @@ def test_exit_1_when_a_gate_fails_though_every_eval_passed(tmp_path):
     assert "2 passed, 0 failed" in result.stdout and "Gate avg < 1: ❌ FAIL" in result.stdout
 
 
+def test_a_wait_to_retry_is_said_on_stderr(fake, suite):
+    """Calls retry for minutes now: the terminal says what it waits for instead of looking hung."""
+    fake.script("What is 15 * 7?", ["105"])
+    fake.script("What is 2 + 2?", ["4"])
+    fake.fail_next(1, status=429, retry_after=1, first_user="What is 2 + 2?")
+    result = run_on(fake, suite)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "default: waiting for rate limit, retrying in 1 s" in result.stderr
+
+
 def test_exit_3_on_401(fake, suite):
     result = run_on(fake, suite, key="sk-wrong")
     assert result.returncode == 3, result.stdout + result.stderr

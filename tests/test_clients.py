@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from engine.clients import EndpointConfig, EndpointError, OpenAIClient
+from engine.retries import LocalPauseBoard
 from tests.fakeopenai import FakeOpenAI, Reply
 
 KEY_ENV = "EVALSITE_TEST_CLIENT_KEY"
@@ -17,7 +20,24 @@ def fake(monkeypatch):
         yield server
 
 
-def client_for(fake: FakeOpenAI, sleeps: list[float] | None = None, **overrides) -> OpenAIClient:
+class FakeTime:
+    """A sleep that returns at once but moves the client's clock on, so retry budgets run out as if it slept."""
+
+    def __init__(self, sleeps: list[float]) -> None:
+        self.sleeps = sleeps
+        self.slept = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.slept += seconds
+
+    def clock(self) -> float:
+        return time.monotonic() + self.slept
+
+
+def client_for(
+    fake: FakeOpenAI, sleeps: list[float] | None = None, pauses: LocalPauseBoard | None = None, **overrides
+) -> OpenAIClient:
     config = EndpointConfig(
         name="fake",
         base_url=fake.base_url,
@@ -26,8 +46,11 @@ def client_for(fake: FakeOpenAI, sleeps: list[float] | None = None, **overrides)
         price_output=10.0,
         **overrides,
     )
-    recorded = sleeps if sleeps is not None else []
-    return OpenAIClient(config, sleep=recorded.append)
+    fake_time = FakeTime(sleeps if sleeps is not None else [])
+    # A board of its own: a pause one test leaves behind must not hold the next one back.
+    return OpenAIClient(
+        config, sleep=fake_time.sleep, clock=fake_time.clock, pauses=pauses or LocalPauseBoard()
+    )
 
 
 def test_completion_text_usage_and_cost(fake):
@@ -64,7 +87,7 @@ def test_5xx_is_retried_with_backoff_then_gives_up(fake):
     with pytest.raises(EndpointError, match=r"HTTP 503 from fake: .*gave up after 4 attempts"):
         client_for(fake, sleeps, max_retries=3).complete("m", [{"role": "user", "content": "x"}])
     assert len(sleeps) == 3
-    assert all(0 < delay <= 8 for delay in sleeps)
+    assert all(0 < delay <= 2 for delay in sleeps)  # full jitter under 0.5, 1, 2 s
     assert len(fake.chat_requests()) == 4  # one layer of retries: 1 try + 3 retries, no hidden extras
 
 

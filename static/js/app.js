@@ -21,7 +21,16 @@
       if (!isNaN(since)) el.textContent = formatDuration(Math.max(0, (Date.now() - since) / 1000));
     });
   }
-  setInterval(tick, 1000);
+  // Retry countdowns: <span data-until="ISO 8601" data-prefix="retry in"> says "retry in 7 s", then "retrying".
+  function countDown() {
+    document.querySelectorAll("[data-until]").forEach(function (el) {
+      var until = Date.parse(el.dataset.until);
+      if (isNaN(until)) return;
+      var seconds = Math.ceil((until - Date.now()) / 1000);
+      el.textContent = seconds > 0 ? el.dataset.prefix + " " + seconds + " s" : "retrying";
+    });
+  }
+  setInterval(function () { tick(); countDown(); }, 1000);
 
   // ---- Copy buttons: <button data-copy="#element-id"> copies an input's or textarea's value. ----
   function copyText(text) {

@@ -1,0 +1,113 @@
+"""What the one retry layer (engine.clients) shares with the rest: waits it reports, and endpoint pauses.
+
+A call that must wait before retrying reports the wait to whoever runs the conversation (`retry_hooks`:
+a worker stores it on the conversation so the run page can say "waiting for rate limit (retry in 8 s)"),
+and sleeps in slices that give up when the conversation should stop (a cancelled run).
+
+A rate-limited endpoint is paused for every caller at once: the call that got the 429 writes "paused until
+T" on a `PauseBoard`, and every other call to that endpoint waits until T before sending, instead of each
+finding the limit out for itself. The engine's board is in-process (threads); the web app's is backed by
+the database so that every worker process sees it (runs.pauses).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Protocol
+
+# Waits shorter than this are not reported: jitter between quick retries is not worth a database write.
+REPORT_FROM_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class RetryWait:
+    """A call about to wait before trying again."""
+
+    endpoint: str
+    reason: str  # "waiting for rate limit", "endpoint unavailable (HTTP 503)", "cannot reach endpoint", …
+    seconds: float
+    attempts: int  # made so far
+
+
+class RetryStopped(Exception):
+    """The conversation should stop (its run was cancelled) while a call waited to retry."""
+
+
+@dataclass(frozen=True)
+class _Hooks:
+    on_wait: Callable[[RetryWait], None] | None
+    should_stop: Callable[[], bool] | None
+
+
+# Per thread of execution: a worker plays one conversation per thread, and each sets its own.
+_hooks: ContextVar[_Hooks | None] = ContextVar("evalsite_retry_hooks", default=None)
+
+
+@contextmanager
+def retry_hooks(
+    on_wait: Callable[[RetryWait], None] | None = None, should_stop: Callable[[], bool] | None = None
+) -> Iterator[None]:
+    """Within this block, calls report their waits to `on_wait` and stop waiting once `should_stop()`."""
+    token = _hooks.set(_Hooks(on_wait, should_stop))
+    try:
+        yield
+    finally:
+        _hooks.reset(token)
+
+
+def report_wait(wait: RetryWait) -> None:
+    hooks = _hooks.get()
+    if hooks is not None and hooks.on_wait is not None and wait.seconds >= REPORT_FROM_SECONDS:
+        hooks.on_wait(wait)
+
+
+def wait_out(seconds: float, sleep: Callable[[float], None]) -> None:
+    """Sleep `seconds`, in slices of at most a second when someone may ask the conversation to stop."""
+    hooks = _hooks.get()
+    should_stop = hooks.should_stop if hooks is not None else None
+    if should_stop is None:
+        sleep(seconds)
+        return
+    remaining = seconds
+    while remaining > 0:
+        if should_stop():
+            raise RetryStopped()
+        piece = min(1.0, remaining)
+        sleep(piece)
+        remaining -= piece
+
+
+class PauseBoard(Protocol):
+    """Per-endpoint "paused until" times (seconds since the epoch, so processes can share them)."""
+
+    def paused_until(self, endpoint: str) -> float:
+        """When the endpoint's pause ends; 0 or a past time when it is not paused."""
+        ...
+
+    def pause(self, endpoint: str, until: float) -> None:
+        """Pause the endpoint until then, unless it is already paused for longer."""
+        ...
+
+
+class LocalPauseBoard:
+    """The pauses of one process, shared by its threads."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def paused_until(self, endpoint: str) -> float:
+        return self._until.get(endpoint, 0.0)  # a dict read is atomic; writers hold the lock
+
+    def pause(self, endpoint: str, until: float) -> None:
+        with self._lock:
+            if until > self._until.get(endpoint, 0.0):
+                self._until[endpoint] = until
+
+
+# Every registry of a process shares this one, so every client of an endpoint sees its pauses.
+LOCAL_PAUSES = LocalPauseBoard()
