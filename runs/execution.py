@@ -81,6 +81,19 @@ class _Heartbeat:
             self.thread = threading.Thread(target=self._loop, name="evalsite-heartbeat", daemon=True)
             self.thread.start()
 
+    def stop(self) -> None:
+        """Stop beating and forget the conversations, without handing them back: for a process that played
+        conversations in-process (tests) and goes on without the database the thread would use."""
+        with self.lock:
+            thread, self.thread = self.thread, None
+            self.stopping.set()
+        if thread is not None:
+            thread.join()
+        with self.lock:
+            self.stopping.clear()
+            self.active.clear()
+            self.handed_back.clear()
+
     def add(self, conversation_id: int, attempt: int) -> None:
         with self.lock:
             self.active[conversation_id] = attempt

@@ -44,6 +44,16 @@ def fake_openai(fake_openai_server):
     fake_openai_server.reset()
 
 
+@pytest.fixture(autouse=True)
+def _heartbeat_stopped_after_test():
+    """A test that plays a conversation in this process (runs.execution.execute) starts the worker heartbeat
+    thread; it must not outlive the test's database."""
+    yield
+    from runs.execution import heartbeat
+
+    heartbeat.stop()
+
+
 @pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="pw-alice-123")
