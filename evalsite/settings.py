@@ -125,6 +125,22 @@ DATABASES = {
         DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 300), conn_health_checks=True
     )
 }
+# On PostgreSQL every process draws its connections from a pool (Django's, psycopg_pool underneath). A worker
+# thread holds one only while it reads or writes, not while its conversation waits on the model, so a few
+# serve a process's many threads; without the pool each thread kept a connection of its own, and 2 workers x
+# 50 threads ran PostgreSQL (max_connections 100 by default) out of them. A process opens at most
+# EVALSITE_DB_POOL_MAX (and never more than its threads need); sizing is in the README (Production).
+# A thread that finds them all busy waits up to EVALSITE_DB_POOL_TIMEOUT seconds for one, instead of failing.
+# EVALSITE_DB_POOL_MAX=0 turns the pool off: each thread keeps its own connection for DB_CONN_MAX_AGE.
+EVALSITE_DB_POOL_MAX = env_int("EVALSITE_DB_POOL_MAX", 20)
+EVALSITE_DB_POOL_TIMEOUT = env_float("EVALSITE_DB_POOL_TIMEOUT", 120.0)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and EVALSITE_DB_POOL_MAX > 0:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django's pool requires it: closing hands the connection back
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(2, EVALSITE_DB_POOL_MAX),
+        "max_size": EVALSITE_DB_POOL_MAX,
+        "timeout": EVALSITE_DB_POOL_TIMEOUT,
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["ENGINE"] = "evalsite.sqlite"  # Django's, with writer threads queued in-process
     DATABASES["default"]["OPTIONS"] = {
