@@ -186,6 +186,11 @@ def measure(args, work: Workload) -> dict:
             machine_cpu = -machine_busy()
             started = time.monotonic()
             run = create_run(version=suite.latest_version, user=user, concurrency=args.concurrency)
+            if run.concurrency != args.concurrency:
+                raise SystemExit(
+                    f"the run got concurrency {run.concurrency}, not {args.concurrency}: "
+                    f"set EVALSITE_MAX_RUN_CONCURRENCY={args.concurrency}"
+                )
             while Run.objects.filter(pk=run.pk, status__in=("queued", "running")).exists():
                 time.sleep(0.01)
             wall = time.monotonic() - started

@@ -307,6 +307,9 @@ OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
 EVALSITE_DEFAULT_PRICE_INPUT = env_float("EVALSITE_DEFAULT_PRICE_INPUT", 0.0)  # USD per million tokens
 EVALSITE_DEFAULT_PRICE_OUTPUT = env_float("EVALSITE_DEFAULT_PRICE_OUTPUT", 0.0)
 EVALSITE_DEFAULT_CONCURRENCY = env_int("EVALSITE_DEFAULT_CONCURRENCY", 10)
+# The most conversations one run may have in flight (the launch form's limit). Above 100 a PostgreSQL server
+# with its default max_connections needs the pool (EVALSITE_DB_POOL_MAX): see the README's sizing rule.
+EVALSITE_MAX_RUN_CONCURRENCY = env_int("EVALSITE_MAX_RUN_CONCURRENCY", 100)
 EVALSITE_REQUEST_TIMEOUT = env_float("EVALSITE_REQUEST_TIMEOUT", 60.0)
 EVALSITE_MAX_RETRIES = env_int("EVALSITE_MAX_RETRIES", 3)
 # How long a worker uses the endpoints it read (admin edits reach running workers within this); 0 reads
