@@ -29,6 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -185,6 +186,11 @@ def measure(args, work: Workload) -> dict:
             machine_cpu = -machine_busy()
             started = time.monotonic()
             run = create_run(version=suite.latest_version, user=user, concurrency=args.concurrency)
+            if run.concurrency != args.concurrency:
+                raise SystemExit(
+                    f"the run got concurrency {run.concurrency}, not {args.concurrency}: "
+                    f"set EVALSITE_MAX_RUN_CONCURRENCY={args.concurrency}"
+                )
             while Run.objects.filter(pk=run.pk, status__in=("queued", "running")).exists():
                 time.sleep(0.01)
             wall = time.monotonic() - started
@@ -293,9 +299,11 @@ def engine_only(args, work: Workload) -> dict:
     }
 
 
-def reachable(port: int) -> bool:
+def reachable(url: str) -> bool:
+    address = urlsplit(url)
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
+        port = address.port or (6379 if address.scheme.startswith("redis") else 5432)
+        with socket.create_connection((address.hostname or "127.0.0.1", port), timeout=1):
             return True
     except OSError:
         return False
@@ -303,11 +311,13 @@ def reachable(port: int) -> bool:
 
 def fresh_postgres_and_redis() -> None:
     import psycopg
+    import psycopg.sql
     import redis
 
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS evalsite_bench WITH (FORCE)")
-        conn.execute("CREATE DATABASE evalsite_bench")
+        name = psycopg.sql.Identifier(urlsplit(PG_URL).path.lstrip("/"))
+        conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(name))
     redis.Redis.from_url(REDIS_URL).flushdb()
 
 
@@ -343,8 +353,8 @@ def run_backends(args, child_argv: list[str]) -> list[dict]:
         label = BACKENDS.get(backend)
         if label is None:
             raise SystemExit(f"unknown backend {backend!r}")
-        if backend == "postgres" and not (reachable(5432) and reachable(6379)):
-            print(f"{label:<22}skipped: not reachable on 127.0.0.1")
+        if backend == "postgres" and not (reachable(PG_URL) and reachable(REDIS_URL)):
+            print(f"{label:<22}skipped: {PG_URL} or {REDIS_URL} not reachable")
             continue
         results = []
         for _ in range(args.repeat):

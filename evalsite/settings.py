@@ -125,6 +125,22 @@ DATABASES = {
         DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 300), conn_health_checks=True
     )
 }
+# On PostgreSQL every process draws its connections from a pool (Django's, psycopg_pool underneath). A worker
+# thread holds one only while it reads or writes, not while its conversation waits on the model, so a few
+# serve a process's many threads; without the pool each thread kept a connection of its own, and 2 workers x
+# 50 threads ran PostgreSQL (max_connections 100 by default) out of them. A process opens at most
+# EVALSITE_DB_POOL_MAX (and never more than its threads need); sizing is in the README (Production).
+# A thread that finds them all busy waits up to EVALSITE_DB_POOL_TIMEOUT seconds for one, instead of failing.
+# EVALSITE_DB_POOL_MAX=0 turns the pool off: each thread keeps its own connection for DB_CONN_MAX_AGE.
+EVALSITE_DB_POOL_MAX = env_int("EVALSITE_DB_POOL_MAX", 20)
+EVALSITE_DB_POOL_TIMEOUT = env_float("EVALSITE_DB_POOL_TIMEOUT", 120.0)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and EVALSITE_DB_POOL_MAX > 0:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django's pool requires it: closing hands the connection back
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(2, EVALSITE_DB_POOL_MAX),
+        "max_size": EVALSITE_DB_POOL_MAX,
+        "timeout": EVALSITE_DB_POOL_TIMEOUT,
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["ENGINE"] = "evalsite.sqlite"  # Django's, with writer threads queued in-process
     DATABASES["default"]["OPTIONS"] = {
@@ -291,6 +307,9 @@ OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
 EVALSITE_DEFAULT_PRICE_INPUT = env_float("EVALSITE_DEFAULT_PRICE_INPUT", 0.0)  # USD per million tokens
 EVALSITE_DEFAULT_PRICE_OUTPUT = env_float("EVALSITE_DEFAULT_PRICE_OUTPUT", 0.0)
 EVALSITE_DEFAULT_CONCURRENCY = env_int("EVALSITE_DEFAULT_CONCURRENCY", 10)
+# The most conversations one run may have in flight (the launch form's limit). Above 100 a PostgreSQL server
+# with its default max_connections needs the pool (EVALSITE_DB_POOL_MAX): see the README's sizing rule.
+EVALSITE_MAX_RUN_CONCURRENCY = env_int("EVALSITE_MAX_RUN_CONCURRENCY", 100)
 EVALSITE_REQUEST_TIMEOUT = env_float("EVALSITE_REQUEST_TIMEOUT", 60.0)
 # One model call keeps retrying rate limits, 5xx answers, timeouts and dropped connections for this long
 # (named endpoints can set their own in the admin), each wait at most EVALSITE_RETRY_MAX_WAIT.

@@ -177,6 +177,7 @@ def _store_turn(conversation_id: int, attempt: int, turn: TurnRecord) -> None:
                 raise LostClaim()  # rolls the turn back: a worker that lost its claim writes nothing
     except IntegrityError:
         raise LostClaim() from None
+    sql.release_connection()  # the next turn's model call follows
 
 
 def _note_wait(conversation_id: int, attempt: int, wait: RetryWait) -> None:
@@ -263,6 +264,7 @@ def execute(conversation_id: int) -> str:
             _fail(conversation_id, attempt, f"could not start: {exc}")
             return "error"
 
+        sql.release_connection()  # before the first model call
         checked = {"at": time.monotonic()}  # the claim just saw the run active
 
         def should_stop() -> bool:
@@ -271,7 +273,9 @@ def execute(conversation_id: int) -> str:
             if now - checked["at"] < 0.5:
                 return False
             checked["at"] = now
-            return heartbeat.was_handed_back(conversation_id) or not sql.run_is_active(claimed.run_id)
+            stop = heartbeat.was_handed_back(conversation_id) or not sql.run_is_active(claimed.run_id)
+            sql.release_connection()
+            return stop
 
         try:
             result = run_eval(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import zlib
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
@@ -24,7 +25,7 @@ from . import specs, sql
 from .endpoints import build_registry
 from .models import ACTIVE, Conversation, Run, ShareLink, Status
 
-MAX_CONCURRENCY = 100
+MAX_CONCURRENCY = settings.EVALSITE_MAX_RUN_CONCURRENCY
 
 
 class LaunchError(Exception):

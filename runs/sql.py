@@ -28,6 +28,14 @@ VERSION = SuiteVersion._meta.db_table
 ACTIVE_SQL = f"('{Status.QUEUED}', '{Status.RUNNING}')"
 
 
+def release_connection() -> None:
+    """Hand this thread's connection back to the pool before it waits on a model (seconds, where a database
+    moment is milliseconds), so a worker's threads share a few connections. Without a pool, or inside a
+    transaction, the thread keeps it."""
+    if connection.settings_dict["OPTIONS"].get("pool") and not connection.in_atomic_block:
+        connection.close()
+
+
 def _when(value: datetime | None):
     return connection.ops.adapt_datetimefield_value(value)
 

@@ -6,10 +6,9 @@ import threading
 import time
 
 from celery import bootsteps, shared_task
-from celery.signals import task_prerun, worker_init, worker_ready, worker_shutting_down
+from celery.signals import task_postrun, task_prerun, worker_init, worker_ready, worker_shutting_down
 from django.conf import settings
-from django.db import close_old_connections
-from django.db.backends.signals import connection_created
+from django.db import close_old_connections, connections
 
 from engine.clients import warm_up
 
@@ -26,30 +25,31 @@ def run_conversation(conversation_id: int) -> str:
 
 
 @task_prerun.connect
+@task_postrun.connect
 def check_connections(**kwargs) -> None:
-    """What Django does at the start of a request: drop connections past CONN_MAX_AGE or broken by an
-    error, so the task starts on a working one. Celery's own closing is mostly off (CELERY_DB_REUSE_MAX)."""
+    """What Django does at the start and end of a request: drop connections past CONN_MAX_AGE or broken by
+    an error. With the pool (CONN_MAX_AGE 0) that hands the thread's connection back at the end of every
+    task, so an idle thread holds none. Celery's own closing is mostly off (CELERY_DB_REUSE_MAX)."""
     close_old_connections()
 
 
 _stop = threading.Event()
 
 
-def relax_commit_wait(sender, connection, **kwargs) -> None:
-    """A worker's PostgreSQL sessions commit without waiting for the WAL flush (see settings)."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('synchronous_commit', %s, false)",
-                [settings.EVALSITE_WORKER_SYNCHRONOUS_COMMIT],
-            )
-
-
 @worker_init.connect
 def configure_worker_connections(**kwargs) -> None:
     # A worker commits every claim, turn, finish and dispatch on its own; waiting for each flush cost 3-4 ms
-    # here, and bench/throughput.py on PostgreSQL went from 1.45 to 1.36 wall/ideal without the wait.
-    connection_created.connect(relax_commit_wait, dispatch_uid="evalsite-relax-commit-wait")
+    # here, and bench/throughput.py on PostgreSQL went from 1.45 to 1.36 wall/ideal without the wait. The
+    # setting goes in the connection's startup options, so every session the worker opens (each one its
+    # pool adds, too) has it from the start, at no extra round trip; the web's sessions keep the default.
+    db = connections["default"]
+    if db.vendor == "postgresql":
+        options = db.settings_dict["OPTIONS"]
+        relax = f"-c synchronous_commit={settings.EVALSITE_WORKER_SYNCHRONOUS_COMMIT}"
+        if relax not in options.get("options", ""):
+            options["options"] = f"{options.get('options', '')} {relax}".strip()
+        db.close()
+        db.close_pool()  # a pool opened before this point would keep handing out sessions without it
     # Each conversation reads the endpoints when it starts and again when its slot is handed on; a second-old
     # copy is fresh enough for an admin edit, and saves two queries per conversation.
     endpoints.reuse_for = settings.EVALSITE_ENDPOINTS_REUSE_SECONDS

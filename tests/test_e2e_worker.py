@@ -227,39 +227,50 @@ def test_killed_worker_loses_no_turn_and_duplicates_none(user, fake_endpoint, fa
     assert Conversation.objects.filter(run=run, attempt__gte=2).exists(), "someone had to resume"
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_worker_sessions_commit_without_waiting_for_the_flush_and_the_web_does_not():
-    """On PostgreSQL a worker's sessions relax synchronous_commit (see settings); others keep the default."""
+    """On PostgreSQL a worker's sessions relax synchronous_commit (see settings), every one its connection
+    pool opens; others keep the default."""
     from django.db import connections
-    from django.db.backends.signals import connection_created
 
     from runs.tasks import configure_worker_connections
 
-    def setting_of_a_new_session() -> str:
-        session = connections.create_connection("default")
+    def settings_of_new_sessions() -> set[str]:
+        # Three at once, so a pool must open more sessions than the ones it already holds.
+        sessions = [connections.create_connection("default") for _ in range(3)]
         try:
-            with session.cursor() as cursor:
-                cursor.execute("SHOW synchronous_commit")
-                return cursor.fetchone()[0]
+            values = set()
+            for session in sessions:
+                with session.cursor() as cursor:
+                    cursor.execute("SHOW synchronous_commit")
+                    values.add(cursor.fetchone()[0])
+            return values
         finally:
-            session.close()
+            for session in sessions:
+                session.close()
 
     if connections["default"].vendor != "postgresql":
         pytest.skip("synchronous_commit is a PostgreSQL setting; make test-pg runs this")
-    assert setting_of_a_new_session() == "on"  # a web process never sent worker_init
+    assert settings_of_new_sessions() == {"on"}  # a web process never sent worker_init
+    options = connections["default"].settings_dict["OPTIONS"]
+    before = dict(options)
     configure_worker_connections()
     try:
-        assert setting_of_a_new_session() == "off"
+        assert settings_of_new_sessions() == {"off"}
     finally:
-        connection_created.disconnect(dispatch_uid="evalsite-relax-commit-wait")
-    assert setting_of_a_new_session() == "on"
+        options.clear()
+        options.update(before)
+        connections["default"].close()
+        connections["default"].close_pool()
+    assert settings_of_new_sessions() == {"on"}
 
 
 def test_a_worker_keeps_its_database_connections_from_one_conversation_to_the_next(
     user, fake_endpoint, fake_openai, start_worker
 ):
-    # Celery's Django fixup would close them after every task (CELERY_DB_REUSE_MAX is why it does not):
-    # on PostgreSQL each conversation would then start a new server process.
+    # Celery's Django fixup would close them after every task (CELERY_DB_REUSE_MAX is why it does not), and
+    # the pool hands them back at the end of each task, which keeps them open for the next one: on
+    # PostgreSQL a closed connection means each conversation starts a new server process.
     from django.db import connection
 
     if connection.vendor != "postgresql":
