@@ -194,6 +194,8 @@ def _note_wait(conversation_id: int, attempt: int, wait: RetryWait) -> None:
     except DatabaseError:  # only the note is lost; the call goes on waiting
         log.warning("could not note the wait of conversation %s", conversation_id)
         return
+    finally:
+        sql.release_connection()  # the wait and the retried call follow
     if not owned:
         raise LostClaim()  # another worker has it: stop waiting
 
