@@ -242,7 +242,10 @@ def test_workers_survive_a_redis_restart_and_the_run_finishes(user, fake_endpoin
 
             run = wait_for_run(run, timeout=60)
 
-        assert all(worker.alive for worker in workers), "a worker died with the broker"
+        dead = [worker for worker in workers if not worker.alive]
+        assert not dead, "a worker died with the broker; the end of its log:\n" + "\n".join(
+            worker.log_path.read_text(errors="replace")[-4000:] for worker in dead
+        )
         assert run.status == Status.PASSED
         _assert_every_turn_once(run, 3)
         assert _longest_pause(run) < 30
