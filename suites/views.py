@@ -85,9 +85,11 @@ def _validate(
     *,
     file_problems: list[SuiteProblem] = (),
     known: SuiteSpec | None = None,
+    idle_when_empty: bool = True,
 ) -> Validation:
-    """`known`: the spec of exactly this source with these files, already parsed (the saved version)."""
-    if not source.strip():
+    """`known`: the spec of exactly this source with these files, already parsed (the saved version).
+    `idle_when_empty`: an empty editor shows a hint rather than a problem, except after a failed save."""
+    if idle_when_empty and not source.strip():
         return Validation(empty=True, problems=list(file_problems))
     spec = known
     if spec is None:
@@ -191,6 +193,7 @@ def _render_editor(
         files,
         file_problems=[] if suite else file_problems,
         known=known,
+        idle_when_empty=error is None,
     )
     context["validation"] = validation
     name = validation.spec.dataset if validation.spec is not None else display.dataset_name(context["source"])
