@@ -12,8 +12,13 @@ from __future__ import annotations
 import json
 import re
 
+from .patterns import _env_number as env_number  # one reading of numeric settings for the engine
+
 MAX_NESTING = 100  # lists and mappings inside each other
 MAX_NUMBER_CHARS = 100  # a whole number as written; Python refuses to convert more than 4,300 digits
+# Conversations one run may play: evals (dataset rows included) times their iterations. Launching 100,000
+# takes a few seconds and a few hundred MB (bench/launch.py); 3,000,000 took 52 s and 1.95 GB.
+MAX_CONVERSATIONS_PER_RUN: int = int(env_number("EVALSITE_MAX_CONVERSATIONS_PER_RUN", 100_000, int))
 
 # What YAML's reader accepts (libyaml refuses anything else with "control characters are not allowed"),
 # which also leaves out lone surrogates: a str can hold them, but no UTF-8 file can.

@@ -18,6 +18,7 @@ from os import PathLike
 import yaml
 from pydantic import ValidationError
 
+from . import bounds
 from .bounds import MAX_NESTING, MAX_NUMBER_CHARS, bad_character, unstorable
 from .datasets import rows_to_evals
 from .errors import readable_errors
@@ -410,10 +411,46 @@ def load_suite(
             line, column = _locate(error.loc, builder, key=error.at_key)
             problems.append(SuiteProblem(line, column, format_path(error.loc), error.message))
         raise SuiteError(problems, filename) from None
-    problems = _depth_problems(suite, builder) or _attachments(suite, builder, files or {})
+    written = len(suite.evals)
+    problems = (
+        _depth_problems(suite, builder)
+        or _attachments(suite, builder, files or {})
+        or _too_many_conversations(suite, written, raw, builder)
+    )
     if problems:
         raise SuiteError(problems, filename)
     return suite
+
+
+def conversation_count(suite: Suite) -> int:
+    """How many conversations a run of the suite plays: every iteration of every eval is one."""
+    return sum(ev.iterations or suite.iterations for ev in suite.evals)
+
+
+def _too_many_conversations(suite: Suite, written: int, raw: dict, builder: _Builder) -> list[SuiteProblem]:
+    cap = bounds.MAX_CONVERSATIONS_PER_RUN
+    total = conversation_count(suite)
+    if total <= cap:
+        return []
+    rows = len(suite.evals) - written
+    counted = [(written, "eval"), (rows, "dataset row")]
+    what = " and ".join(f"{n:,} {word}{'' if n == 1 else 's'}" for n, word in counted if n)
+    if any(ev.iterations for ev in suite.evals):
+        what += ", with their iterations"
+    elif suite.iterations > 1:
+        what += f" × {suite.iterations:,} iterations"
+    # At what makes the number: the suite's iterations, else the dataset, else the list of evals.
+    place = "iterations" if "iterations" in raw else "dataset" if rows else "evals"
+    line, column = _locate((place,), builder, key=True)
+    return [
+        SuiteProblem(
+            line,
+            column,
+            place,
+            f"a run would play {total:,} conversations ({what}); at most {cap:,} are allowed "
+            "(EVALSITE_MAX_CONVERSATIONS_PER_RUN)",
+        )
+    ]
 
 
 def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite:

@@ -119,8 +119,8 @@ def _parse(version: SuiteVersion | None, files: Mapping[str, str] | None = None)
 
 
 def _recent_runs(request: HttpRequest, **filters) -> list[Run]:
-    runs = run_selectors.with_counts(run_selectors.runs_for(request.user).filter(**filters))
-    return with_durations(runs[:RECENT_RUNS])
+    runs = run_selectors.runs_for(request.user).filter(**filters).order_by("-created_at")[:RECENT_RUNS]
+    return with_durations(run_selectors.with_counts(runs))
 
 
 def _render_editor(
