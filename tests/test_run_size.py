@@ -129,7 +129,7 @@ def test_launching_30000_conversations_holds_no_list_of_them(user):
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert run.conversations.count() == 30_000
-    assert peak < 6_000_000, f"{peak / 1e6:.1f} MB"
+    assert peak < 10_000_000, f"{peak / 1e6:.1f} MB"  # a batch: ~5 MB; all 30,000 rows at once: 19 MB
 
 
 @pytest.mark.django_db
