@@ -2,7 +2,7 @@
 
     python bench/launch.py [--conversations 100000] [--shape iterations|dataset] [--runs-list]
 
-A fresh SQLite database in a temporary folder (or DATABASE_URL's), one user and one suite of N
+A fresh SQLite database in a temporary folder (or DATABASE_URL's, migrated), one user and one suite of N
 conversations: 100 evals × N/100 iterations (`iterations`), or a dataset of N rows (`dataset`). It then
 launches the suite as the launch form does (`runs.services.create_run`, parsing the saved suite with a cold
 cache, as the first launch in a web process does) and prints:
@@ -61,11 +61,15 @@ def main() -> None:
     from django.db import connection
 
     from runs import specs
+    from runs.models import Run
     from runs.services import create_run
+    from suites.models import Suite
     from suites.services import create_suite
 
     call_command("migrate", verbosity=0)
-    user = get_user_model().objects.create_user(username="bench", password="bench-pw-123")
+    user = get_user_model().objects.create_user(
+        username=f"launch-bench-{os.getpid()}", password="bench-pw-123"
+    )
     source, files = suite_source(args.shape, args.conversations)
     started = time.perf_counter()
     suite = create_suite(owner=user, source=source, files=files)
@@ -86,7 +90,7 @@ def main() -> None:
 
     print(f"{connection.vendor}, {args.shape}: {stored:,} conversations stored")
     print(f"save (validate + store the suite): {saved:.2f} s")
-    print(f"launch: {seconds:.2f} s, peak {peak / 1e6:.0f} MB (tracemalloc)")
+    print(f"launch: {seconds:.2f} s, peak {peak / 1e6:.1f} MB (tracemalloc)")
     if args.runs_list:
         from django.db import reset_queries
         from django.test import Client, override_settings
@@ -106,6 +110,10 @@ def main() -> None:
             response = client.get(reverse("runs:list"))
             elapsed = time.perf_counter() - started
         print(f"runs list: HTTP {response.status_code} in {elapsed:.2f} s, {len(queries)} queries")
+    # DATABASE_URL's database is left as it was.
+    Run.objects.filter(created_by=user).delete()
+    Suite.objects.filter(owner=user).delete()
+    user.delete()
 
 
 if __name__ == "__main__":

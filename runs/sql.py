@@ -224,8 +224,9 @@ def dispatch_next(
 
 
 def insert_conversations(run_id, rows: Iterable[dict]) -> None:
-    """A new run's conversations, INSERT_BATCH rows to an executemany. Each row gives index, iteration,
-    eval_id, prompt, style and history; every other column takes the model's default.
+    """A new run's conversations, by COPY on PostgreSQL and INSERT_BATCH rows to an executemany on SQLite.
+    Each row gives index, iteration, eval_id, prompt, style and history; every other column takes the
+    model's default.
 
     bulk_create prepares every default of every row one by one: 100 ms for a 300-eval run here, before
     the first conversation can start. The defaults are the same for every row, so they are prepared once.
@@ -243,14 +244,29 @@ def insert_conversations(run_id, rows: Iterable[dict]) -> None:
     columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
     placeholders = ", ".join(["%s"] * len(fields))
     statement = f"INSERT INTO {CONVERSATION} ({columns}) VALUES ({placeholders})"
-    rows = iter(rows)
+    # Encoding a history as JSON took 40% of a launch; an eval's iterations share theirs, so it is encoded
+    # once per eval (once in all for the empty one most evals have).
+    empty = history.get_db_prep_save([], connection)
+    last, encoded = None, empty
+
+    def prepared(row: dict) -> list:
+        nonlocal last, encoded
+        if row["history"] is not last:
+            last = row["history"]
+            encoded = history.get_db_prep_save(last, connection) if last else empty
+        values.update(row, history=encoded)
+        return [values[field.name] for field in fields]
+
     with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # psycopg's COPY streams the rows as they come: 100,000 in ~2 s, where executemany took 20.
+            with cursor.cursor.copy(f"COPY {CONVERSATION} ({columns}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(prepared(row))
+            return
+        rows = iter(rows)
         while batch := list(itertools.islice(rows, INSERT_BATCH)):
-            params = []
-            for row in batch:
-                values.update(row, history=history.get_db_prep_save(row["history"], connection))
-                params.append([values[field.name] for field in fields])
-            cursor.executemany(statement, params)
+            cursor.executemany(statement, [prepared(row) for row in batch])
 
 
 def update_owned(conversation_id: int, attempt: int, **values) -> bool:

@@ -95,6 +95,8 @@ def test_a_launch_over_the_cap_says_so_on_the_form_and_creates_nothing(client, u
 
 @pytest.mark.django_db
 def test_a_launch_writes_its_conversations_in_batches_as_they_are_made(user):
+    if connection.vendor == "postgresql":
+        pytest.skip("one COPY streams them there; the memory bound below holds on both")
     run = run_services.create_run(
         version=suite_services.create_suite(owner=user, source=suite(1)).latest_version, user=user
     )
