@@ -3,7 +3,7 @@
     python bench/launch.py [--conversations 100000] [--shape iterations|dataset] [--runs-list]
 
 A fresh SQLite database in a temporary folder (or DATABASE_URL's, migrated), one user and one suite of N
-conversations: 100 evals × N/100 iterations (`iterations`), or a dataset of N rows (`dataset`). It then
+conversations: 100 evals × N/100 iterations (`iterations`; more evals past 100,000), or a dataset of N rows (`dataset`). It then
 launches the suite as the launch form does (`runs.services.create_run`, parsing the saved suite with a cold
 cache, as the first launch in a web process does) and prints:
 
@@ -33,7 +33,7 @@ def suite_source(shape: str, conversations: int) -> tuple[str, dict[str, str]]:
             f'{{"input": "question {i}", "ground_truth": "answer {i}"}}\n' for i in range(conversations)
         )
         return "name: launch bench\nmodel: mock\ndataset: rows.jsonl\n", {"rows.jsonl": rows}
-    evals = 100
+    evals = max(100, conversations // 1_000)  # iterations go up to 1,000
     lines = ["name: launch bench", "model: mock", f"iterations: {conversations // evals}", "evals:"]
     for i in range(evals):
         lines += [f"  - prompt: question {i}", "    checks:", f"      - match: '*answer {i}*'"]
