@@ -479,3 +479,13 @@ def test_what_crashed_the_cli_is_a_located_problem(tmp_path, command):
     assert result.returncode == 2, (result.returncode, result.stderr[-3000:])  # a signal is negative
     assert "Traceback" not in result.stderr
     assert "suite.yaml:5:110 evals[0].checks[0]" in result.stderr and DEEP in result.stderr
+
+
+@pytest.mark.django_db
+def test_a_hostile_import_report_is_ignored_not_a_crash(client, user):
+    # The preview page carries its report back as JSON in a hidden field; anyone can post anything there.
+    client.force_login(user)
+    data = {"action": "create", "source": GOOD, "report": "[" * 100_000 + "]" * 100_000}
+    response = client.post(reverse("suites:import"), data)
+    assert response.status_code == 302
+    assert Suite.objects.get().name == "keep-me"
