@@ -42,6 +42,8 @@ def character_message(char: str) -> str:
         return f"U+{code:04X} is half of a UTF-16 surrogate pair, not a character"
     if code in (0xFFFE, 0xFFFF):
         return f"U+{code:04X} is not a character"
+    if code == 0:
+        return "control character U+0000 (NUL) is not allowed; remove it"  # no database stores it, escaped or not
     return f"control character U+{code:04X} is not allowed; remove it, or write it as an escape in quotes"
 
 
