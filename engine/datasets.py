@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Iterator
 
 from pydantic import ValidationError
 
+from .bounds import loads_json, unstorable
 from .errors import readable_errors
 from .schema import Eval, check_patterns
 
@@ -37,9 +37,11 @@ def _jsonl_rows(text: str) -> Iterator[tuple[int, object]]:
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            row = loads_json(line)
         except ValueError as exc:
             yield number, DatasetProblem(number, f"not valid JSON: {exc}")
+            continue
+        yield number, row
 
 
 def _cell(value: str) -> object:
@@ -47,7 +49,7 @@ def _cell(value: str) -> object:
     stripped = value.strip()
     if stripped.startswith("["):
         try:
-            parsed = json.loads(stripped)
+            parsed = loads_json(stripped)
         except ValueError:
             return value
         if isinstance(parsed, list):
@@ -71,7 +73,22 @@ def _csv_rows(text: str) -> Iterator[tuple[int, object]]:
         # Said once, at the header, even when the column is empty in every row.
         yield 1, DatasetProblem(1, f"unknown column `{unknown[0]}` (expected {', '.join(ROW_KEYS)})")
         return
-    for row in reader:
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            # E.g. a field over csv.field_size_limit(), 131,072 characters. DictReader's own line_num is
+            # only updated after a row is read.
+            line = reader.reader.line_num
+            message = (
+                f"a field is longer than {csv.field_size_limit():,} characters"
+                if "field limit" in str(exc)
+                else exc
+            )
+            yield line, DatasetProblem(line, f"not valid CSV: {message}")
+            return
         line = reader.line_num
         data: dict[str, object] = {}
         for key, value in row.items():
@@ -99,7 +116,7 @@ def rows_to_evals(
 
     `grader` and `rubric` are the suite's defaults (rows cannot name a grader): with llm_judge every row
     needs a rubric, its own or the suite's; with regex_match every ground truth must be a valid regex."""
-    if len(text.encode("utf-8")) > MAX_DATASET_BYTES:
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_DATASET_BYTES:
         return [], [DatasetProblem(0, f"larger than {MAX_DATASET_BYTES // 1_000_000} MB")]
     lowered = name.lower()
     if lowered.endswith(".jsonl"):
@@ -124,6 +141,8 @@ def rows_to_evals(
             )
         elif "input" not in row:
             problems.append(DatasetProblem(line, "missing `input`"))
+        elif problem := unstorable(row):  # a NUL in a CSV cell, `"\u0000"` or `"\ud800"` in JSON
+            problems.append(DatasetProblem(line, problem))
         else:
             try:
                 ev = Eval.model_validate(row)

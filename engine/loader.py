@@ -1,7 +1,9 @@
 """YAML text -> Suite, with every error located by line, column and path.
 
 The loader refuses what would make a suite ambiguous or unsafe before pydantic sees it: files over 1 MB,
-bytes that are not UTF-8, anchors and aliases, duplicate keys and non-string keys. It then validates against
+bytes that are not UTF-8, characters YAML cannot hold, nesting deeper than bounds.MAX_NESTING (counted on
+libyaml's events, before a tree is composed), anchors and aliases, numbers too long to convert, duplicate
+keys and non-string keys. It then validates against
 the schema and reports each problem as `line:column path: message`, e.g.
 `12:9 evals[2].checks[1].prompt: ...`.
 """
@@ -16,13 +18,15 @@ from os import PathLike
 import yaml
 from pydantic import ValidationError
 
+from . import bounds
+from .bounds import MAX_NESTING, MAX_NUMBER_CHARS, bad_character, unstorable
 from .datasets import rows_to_evals
 from .errors import readable_errors
 from .schema import MAX_FOLLOWUP_DEPTH, Check, Suite
 
 MAX_SUITE_BYTES = 1_000_000
 # libyaml's loader is ten times faster than the pure-Python one and reports the same marks.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_CLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 Path = tuple[str | int, ...]
 
@@ -79,6 +83,52 @@ def format_path(path: Path) -> str:
     return out
 
 
+def _checked(construct, kind: str):
+    """A scalar constructor whose failures are YAML errors at the value: a date that does not exist raises
+    ValueError from deep inside PyYAML, and a whole number of 5,000 digits is more than Python converts."""
+
+    def checked(constructor, node: yaml.ScalarNode):
+        if kind == "number" and len(node.value) > MAX_NUMBER_CHARS:
+            message = (
+                f"a number of {len(node.value)} characters is too long (at most {MAX_NUMBER_CHARS}); "
+                "quote it to make it text"
+            )
+            raise yaml.constructor.ConstructorError(None, None, message, node.start_mark)
+        try:
+            return construct(constructor, node)
+        except (ValueError, OverflowError) as exc:
+            message = f"`{node.value}` is not a valid {kind} ({exc}); quote it to make it text"
+            raise yaml.constructor.ConstructorError(None, None, message, node.start_mark) from None
+
+    return checked
+
+
+class _Constructor(yaml.SafeLoader):
+    """Builds the scalars of a composed tree (see _Builder)."""
+
+
+class BoundedLoader(_CLoader):
+    """`yaml.load` for text a user wrote, after scan_yaml: libyaml's speed, with scalar errors located."""
+
+
+for _loader in (_Constructor, BoundedLoader):
+    for _tag, _method, _kind in (
+        ("int", yaml.constructor.SafeConstructor.construct_yaml_int, "number"),
+        ("float", yaml.constructor.SafeConstructor.construct_yaml_float, "decimal number"),
+        ("timestamp", yaml.constructor.SafeConstructor.construct_yaml_timestamp, "date"),
+    ):
+        _loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _checked(_method, _kind))
+
+
+def load_yaml(text: str, *, anchors: bool = True) -> object:
+    """Plain data from YAML a user wrote, within scan_yaml's limits: SuiteError for what they refuse, yaml's
+    own (located) errors for text that is not YAML."""
+    problems = scan_yaml(text, anchors=anchors)
+    if problems:
+        raise SuiteError(problems)
+    return yaml.load(text, Loader=BoundedLoader)
+
+
 class _Builder:
     """Turns a composed YAML node tree into plain Python data, remembering where each path starts."""
 
@@ -88,7 +138,7 @@ class _Builder:
         # Keys that are text cut off by a comma in a flow mapping: `{criteria: Date, time and size}`.
         self.flow_split: set[Path] = set()
         self.problems: list[SuiteProblem] = []
-        self._constructor = yaml.SafeLoader("")
+        self._constructor = _Constructor("")
 
     def build(self, node: yaml.Node, path: Path = ()):
         self.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
@@ -113,7 +163,14 @@ class _Builder:
             return result
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*path, index)) for index, item in enumerate(node.value)]
-        return self._constructor.construct_object(node, deep=True)
+        try:
+            value = self._constructor.construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError as exc:
+            self._problem(self.positions[path], path, exc.problem or str(exc))
+            return None
+        if isinstance(value, str) and (problem := unstorable(value)):
+            self._problem(self.positions[path], path, problem)
+        return value
 
     def _problem(self, where: tuple[int, int], path: Path, message: str) -> None:
         self.problems.append(SuiteProblem(where[0], where[1], format_path(path), message))
@@ -150,27 +207,62 @@ def _too_big() -> SuiteProblem:
     return SuiteProblem(0, 0, "", f"file is larger than {MAX_SUITE_BYTES // 1_000_000} MB")
 
 
-def _reject_anchors(text: str) -> None:
+def scan_yaml(text: str, *, anchors: bool = False) -> list[SuiteProblem]:
+    """Problems found before a tree is composed: a character YAML cannot hold, nesting deeper than
+    MAX_NESTING (at the collection that goes too deep, with its path), and, unless `anchors`, anchors and
+    aliases. One pass over libyaml's events; stops at the first of the first two. Invalid YAML raises
+    yaml's own error."""
+    bad = bad_character(text)
+    if bad is not None:
+        line, column, message = bad
+        return [SuiteProblem(line, column, "", message)]
     problems = []
-    for event in yaml.parse(text, Loader=_Loader):
+    # Per open collection: [the index of its current item or the key of its current value, is a mapping,
+    # is reading a key].
+    frames: list[list] = []
+    for event in yaml.parse(text, Loader=_CLoader):
         mark = event.start_mark
-        if isinstance(event, yaml.AliasEvent):
-            problems.append(
-                SuiteProblem(mark.line + 1, mark.column + 1, "", f"alias *{event.anchor} is not allowed")
-            )
-        elif getattr(event, "anchor", None):
-            problems.append(
-                SuiteProblem(mark.line + 1, mark.column + 1, "", f"anchor &{event.anchor} is not allowed")
-            )
-    if problems:
-        raise SuiteError(problems)
+        where = (mark.line + 1, mark.column + 1)
+        if not anchors and isinstance(event, yaml.AliasEvent):
+            problems.append(SuiteProblem(*where, "", f"alias *{event.anchor} is not allowed"))
+        elif not anchors and getattr(event, "anchor", None):
+            problems.append(SuiteProblem(*where, "", f"anchor &{event.anchor} is not allowed"))
+        if isinstance(event, yaml.NodeEvent) and frames and frames[-1][2]:
+            frames[-1][0] = getattr(event, "value", "?")  # a key; a list or mapping as a key is refused later
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(frames) >= MAX_NESTING:
+                path = format_path(tuple(frame[0] for frame in frames))
+                message = f"nested more than {MAX_NESTING} levels deep (lists and mappings inside each other)"
+                problems.append(SuiteProblem(*where, path, message))
+                break
+            mapping = isinstance(event, yaml.MappingStartEvent)
+            frames.append(["?" if mapping else 0, mapping, mapping])
+        elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
+            _node_read(frames)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            frames.pop()
+            _node_read(frames)
+    return problems
+
+
+def _node_read(frames: list[list]) -> None:
+    """A node ended: a mapping goes from its key to the value, or from the value to the next key; a list
+    moves on to its next item."""
+    if frames:
+        frame = frames[-1]
+        if frame[1]:
+            frame[2] = not frame[2]
+        else:
+            frame[0] += 1
 
 
 def parse_yaml(data: bytes | str) -> tuple[object, _Builder]:
     text = _decode(data)
     try:
-        _reject_anchors(text)
-        node = yaml.compose(text, Loader=_Loader)
+        problems = scan_yaml(text)
+        if problems:
+            raise SuiteError(problems)
+        node = yaml.compose(text, Loader=_CLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
@@ -319,10 +411,46 @@ def load_suite(
             line, column = _locate(error.loc, builder, key=error.at_key)
             problems.append(SuiteProblem(line, column, format_path(error.loc), error.message))
         raise SuiteError(problems, filename) from None
-    problems = _depth_problems(suite, builder) or _attachments(suite, builder, files or {})
+    written = len(suite.evals)
+    problems = (
+        _depth_problems(suite, builder)
+        or _attachments(suite, builder, files or {})
+        or _too_many_conversations(suite, written, raw, builder)
+    )
     if problems:
         raise SuiteError(problems, filename)
     return suite
+
+
+def conversation_count(suite: Suite) -> int:
+    """How many conversations a run of the suite plays: every iteration of every eval is one."""
+    return sum(ev.iterations or suite.iterations for ev in suite.evals)
+
+
+def _too_many_conversations(suite: Suite, written: int, raw: dict, builder: _Builder) -> list[SuiteProblem]:
+    cap = bounds.MAX_CONVERSATIONS_PER_RUN
+    total = conversation_count(suite)
+    if total <= cap:
+        return []
+    rows = len(suite.evals) - written
+    counted = [(written, "eval"), (rows, "dataset row")]
+    what = " and ".join(f"{n:,} {word}{'' if n == 1 else 's'}" for n, word in counted if n)
+    if any(ev.iterations for ev in suite.evals):
+        what += ", with their iterations"
+    elif suite.iterations > 1:
+        what += f" × {suite.iterations:,} iterations"
+    # At what makes the number: the suite's iterations, else the dataset, else the list of evals.
+    place = "iterations" if "iterations" in raw else "dataset" if rows else "evals"
+    line, column = _locate((place,), builder, key=True)
+    return [
+        SuiteProblem(
+            line,
+            column,
+            place,
+            f"a run would play {total:,} conversations ({what}); at most {cap:,} are allowed "
+            "(EVALSITE_MAX_CONVERSATIONS_PER_RUN)",
+        )
+    ]
 
 
 def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite:
@@ -331,7 +459,7 @@ def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite
     Workers load a suite for every conversation; a bad text still falls back to the full, located report.
     """
     try:
-        suite = Suite.model_validate(yaml.load(text, Loader=_Loader))
+        suite = Suite.model_validate(yaml.load(text, Loader=BoundedLoader))
     except Exception:
         return load_suite(text, files=files)
     if suite.dataset:
@@ -349,7 +477,7 @@ def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite
 def file_references(data: bytes | str) -> list[str]:
     """The attached files a suite names (dataset, history file parts), read leniently from raw YAML."""
     try:
-        raw = yaml.load(decode_source(data), Loader=_Loader)
+        raw = load_yaml(decode_source(data))
     except (SuiteError, yaml.YAMLError):
         return []
     if not isinstance(raw, dict):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db.models import Count, Max, Min, Q, QuerySet, Sum
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -17,19 +19,34 @@ def runs_for(user) -> QuerySet[Run]:
     return Run.objects.filter(created_by=user).select_related("suite_version__suite", "created_by")
 
 
-def with_counts(runs: QuerySet[Run]) -> QuerySet[Run]:
-    """Per-status conversation counts in the list query itself, so a list of runs is one query.
+def with_counts(runs: Iterable[Run]) -> list[Run]:
+    """The runs of a page (already cut to it), each with its conversations counted by status, in one query
+    over the (run, status) index.
 
-    Newest first, said explicitly: Django drops Meta.ordering from queries with GROUP BY.
+    Counting in the list query itself joined every conversation of every run of the user before the page
+    was cut, once for the page and once more for the paginator's count: 6.5 s for the runs list with
+    200,000 conversations stored on SQLite, and past a proxy's timeout with the 3,000,000 of one unbounded
+    run.
     """
-    return runs.order_by("-created_at").annotate(
-        conversation_count=Count("conversations"),
-        passed_count=Count("conversations", filter=Q(conversations__status=Status.PASSED)),
-        failed_count=Count("conversations", filter=Q(conversations__status=Status.FAILED)),
-        error_count=Count("conversations", filter=Q(conversations__status=Status.ERROR)),
-        # Still talking to the model: a cancelled run has some until their current turn ends.
-        in_flight_count=Count("conversations", filter=Q(conversations__status__in=ACTIVE)),
+    runs = list(runs)
+    counts: dict = {run.pk: {} for run in runs}
+    rows = (
+        Conversation.objects.filter(run__in=[run.pk for run in runs])
+        .order_by()
+        .values_list("run_id", "status")
+        .annotate(n=Count("pk"))
     )
+    for run_id, status, n in rows:
+        counts[run_id][status] = n
+    for run in runs:
+        by_status = counts[run.pk]
+        run.conversation_count = sum(by_status.values())
+        run.passed_count = by_status.get(Status.PASSED, 0)
+        run.failed_count = by_status.get(Status.FAILED, 0)
+        run.error_count = by_status.get(Status.ERROR, 0)
+        # Still talking to the model: a cancelled run has some until their current turn ends.
+        run.in_flight_count = sum(by_status.get(status, 0) for status in ACTIVE)
+    return runs
 
 
 def get_run_for_user(user, run_id) -> Run:

@@ -8,14 +8,17 @@ only after the transaction that marked them dispatched commits.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from engine import bounds
 from engine.clients import MOCK
 from engine.history import build_history
+from engine.loader import conversation_count
 from engine.results import GateResult, evaluate_gates, gated_status
 from engine.runner import build_context
 from engine.stats import IteratedResult, iterated_results
@@ -46,6 +49,13 @@ def create_run(
         _, endpoint_name = build_context(spec, registry, model_ref)
     except Exception as exc:  # an unknown endpoint and the like: say so before anything is stored
         raise LaunchError(str(exc)) from None
+    total = conversation_count(spec)
+    if total > bounds.MAX_CONVERSATIONS_PER_RUN:  # saved before the cap was lowered: nothing is created
+        raise LaunchError(
+            f"v{version.number} would play {total:,} conversations; at most "
+            f"{bounds.MAX_CONVERSATIONS_PER_RUN:,} are allowed a run (EVALSITE_MAX_CONVERSATIONS_PER_RUN). "
+            "Lower `iterations` or split the evals or the dataset."
+        )
     concurrency = max(1, min(concurrency or 10, MAX_CONCURRENCY))
     run = Run.objects.create(
         suite_version=version,
@@ -55,7 +65,13 @@ def create_run(
         is_mock=endpoint_name == MOCK,
         concurrency=concurrency,
     )
-    rows = []
+    sql.insert_conversations(run.pk, _conversation_rows(spec, files))
+    transaction.on_commit(lambda: dispatch(run.pk))
+    return run
+
+
+def _conversation_rows(spec, files: dict[str, str]) -> Iterator[dict]:
+    """A new run's conversations, one at a time: every iteration of an eval is its own conversation."""
     for index, ev in enumerate(spec.evals):
         common = {
             "index": index,
@@ -64,11 +80,8 @@ def create_run(
             "style": ev.style,
             "history": build_history(None, ev.messages, files)[1] if ev.messages else [],
         }
-        # Every repetition is its own conversation.
-        rows += [{**common, "iteration": iteration} for iteration in range(ev.iterations or spec.iterations)]
-    sql.insert_conversations(run.pk, rows)
-    transaction.on_commit(lambda: dispatch(run.pk))
-    return run
+        for iteration in range(ev.iterations or spec.iterations):
+            yield {**common, "iteration": iteration}
 
 
 def _endpoint_cap(endpoint_name: str) -> int | None:

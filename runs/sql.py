@@ -12,6 +12,8 @@ fields' own database preparation, so dates, UUIDs and JSON are stored exactly as
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -26,6 +28,7 @@ RUN = Run._meta.db_table
 TURN = Turn._meta.db_table
 VERSION = SuiteVersion._meta.db_table
 ACTIVE_SQL = f"('{Status.QUEUED}', '{Status.RUNNING}')"
+INSERT_BATCH = 5_000  # conversations per executemany when a run is created
 
 
 def release_connection() -> None:
@@ -229,12 +232,14 @@ def dispatch_next(
         return sorted(row[0] for row in cursor.fetchall())
 
 
-def insert_conversations(run_id, rows: list[dict]) -> None:
-    """A new run's conversations, in one executemany. Each row gives index, iteration, eval_id, prompt,
-    style and history; every other column takes the model's default.
+def insert_conversations(run_id, rows: Iterable[dict]) -> None:
+    """A new run's conversations, by COPY on PostgreSQL and INSERT_BATCH rows to an executemany on SQLite.
+    Each row gives index, iteration, eval_id, prompt, style and history; every other column takes the
+    model's default.
 
     bulk_create prepares every default of every row one by one: 100 ms for a 300-eval run here, before
     the first conversation can start. The defaults are the same for every row, so they are prepared once.
+    Rows are read from an iterator in batches, so 100,000 conversations never sit in memory at once.
     """
     fields = [field for field in Conversation._meta.concrete_fields if not field.primary_key]
     given = {"index", "iteration", "eval_id", "prompt", "style", "history"}
@@ -247,12 +252,30 @@ def insert_conversations(run_id, rows: list[dict]) -> None:
     history = Conversation._meta.get_field("history")
     columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
     placeholders = ", ".join(["%s"] * len(fields))
-    params = []
-    for row in rows:
-        values.update(row, history=history.get_db_prep_save(row["history"], connection))
-        params.append([values[field.name] for field in fields])
+    statement = f"INSERT INTO {CONVERSATION} ({columns}) VALUES ({placeholders})"
+    # Encoding a history as JSON took 40% of a launch; an eval's iterations share theirs, so it is encoded
+    # once per eval (once in all for the empty one most evals have).
+    empty = history.get_db_prep_save([], connection)
+    last, encoded = None, empty
+
+    def prepared(row: dict) -> list:
+        nonlocal last, encoded
+        if row["history"] is not last:
+            last = row["history"]
+            encoded = history.get_db_prep_save(last, connection) if last else empty
+        values.update(row, history=encoded)
+        return [values[field.name] for field in fields]
+
     with connection.cursor() as cursor:
-        cursor.executemany(f"INSERT INTO {CONVERSATION} ({columns}) VALUES ({placeholders})", params)
+        if connection.vendor == "postgresql":
+            # psycopg's COPY streams the rows as they come: 100,000 in ~2 s, where executemany took 20.
+            with cursor.cursor.copy(f"COPY {CONVERSATION} ({columns}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(prepared(row))
+            return
+        rows = iter(rows)
+        while batch := list(itertools.islice(rows, INSERT_BATCH)):
+            cursor.executemany(statement, [prepared(row) for row in batch])
 
 
 def update_owned(conversation_id: int, attempt: int, **values) -> bool:

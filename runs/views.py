@@ -133,14 +133,14 @@ def run_list(request: HttpRequest) -> HttpResponse:
     if current not in LIST_FILTERS:
         current = ""
     suite, suite_asked = _suite_filter(request)
-    runs = selectors.with_counts(selectors.runs_for(request.user))
+    runs = selectors.runs_for(request.user).order_by("-created_at")
     condition = LIST_FILTERS[current][1]
     if condition is not None:
         runs = runs.filter(condition)
     if suite is not None:
         runs = runs.filter(suite_version__suite=suite)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
-    page.object_list = with_durations(page.object_list)
+    page.object_list = with_durations(selectors.with_counts(page.object_list))
     context = {
         "page": page,
         "runs": page.object_list,

@@ -1,6 +1,7 @@
 """Forms for the suite editor and the launch panel. Validation of the YAML itself lives in the engine."""
 
 from django import forms
+from django.core.validators import ProhibitNullCharactersValidator
 
 from runs.services import MAX_CONCURRENCY
 
@@ -16,6 +17,12 @@ class SuiteSourceForm(forms.Form):
     # suite is reported by the engine, located, like every other problem.
     source = forms.CharField(strip=False, required=False, widget=forms.Textarea)
     note = forms.CharField(max_length=200, required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A NUL is reported by the engine, with its line and column, like every other character YAML refuses.
+        field = self.fields["source"]
+        field.validators = [v for v in field.validators if not isinstance(v, ProhibitNullCharactersValidator)]
 
     def clean_source(self) -> str:
         return normalise_newlines(self.cleaned_data["source"])

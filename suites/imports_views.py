@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from engine.bounds import loads_json
 from engine.imports import KINDS, ImportProblem, ImportResult, convert
 from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem
 
@@ -175,8 +176,8 @@ def _carried_files(request: HttpRequest) -> dict[str, str]:
 def _report_from(raw: str, kind: str) -> ImportResult:
     """The import report, carried through the page as JSON (display only: it decides nothing)."""
     try:
-        data = json.loads(raw) if raw else {}
-    except ValueError:
+        data = loads_json(raw) if raw else {}
+    except ValueError:  # nested too deeply included: the page sent it back, but anyone can post anything
         data = {}
     if not isinstance(data, dict):
         data = {}

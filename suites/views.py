@@ -85,9 +85,11 @@ def _validate(
     *,
     file_problems: list[SuiteProblem] = (),
     known: SuiteSpec | None = None,
+    idle_when_empty: bool = True,
 ) -> Validation:
-    """`known`: the spec of exactly this source with these files, already parsed (the saved version)."""
-    if not source.strip():
+    """`known`: the spec of exactly this source with these files, already parsed (the saved version).
+    `idle_when_empty`: an empty editor shows a hint rather than a problem, except after a failed save."""
+    if idle_when_empty and not source.strip():
         return Validation(empty=True, problems=list(file_problems))
     spec = known
     if spec is None:
@@ -117,8 +119,8 @@ def _parse(version: SuiteVersion | None, files: Mapping[str, str] | None = None)
 
 
 def _recent_runs(request: HttpRequest, **filters) -> list[Run]:
-    runs = run_selectors.with_counts(run_selectors.runs_for(request.user).filter(**filters))
-    return with_durations(runs[:RECENT_RUNS])
+    runs = run_selectors.runs_for(request.user).filter(**filters).order_by("-created_at")[:RECENT_RUNS]
+    return with_durations(run_selectors.with_counts(runs))
 
 
 def _render_editor(
@@ -191,6 +193,7 @@ def _render_editor(
         files,
         file_problems=[] if suite else file_problems,
         known=known,
+        idle_when_empty=error is None,
     )
     context["validation"] = validation
     name = validation.spec.dataset if validation.spec is not None else display.dataset_name(context["source"])

@@ -24,15 +24,15 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from engine.bounds import MAX_NESTING
 from engine.datasets import MAX_DATASET_BYTES
-from engine.loader import MAX_SUITE_BYTES
+from engine.loader import MAX_SUITE_BYTES, SuiteError, load_yaml
 
 KINDS = {"vibecheck": "vibecheck", "letta": "Letta Evals", "agentv": "AgentV"}
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_HEADER_LINES = 40  # unmapped items repeated as comments at the top of the suite
 MAX_NODES = 2_000_000  # values in a parsed file, counting each alias expansion (YAML "billion laughs")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}$")  # as suites.services.FILE_NAME
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class ImportProblem(Exception):
@@ -297,7 +297,12 @@ def parse_yaml(name: str, text: str) -> object:
     if len(text.encode("utf-8", "surrogatepass")) > limit:
         raise ImportProblem(f"{name} is larger than {limit // 1_000_000} MB")
     try:
-        data = yaml.load(text, Loader=_Loader)
+        # The suite loader's limits (nesting, characters, numbers), with anchors: other tools allow them.
+        data = load_yaml(text, anchors=True)
+    except SuiteError as exc:
+        problem = exc.problems[0]
+        where = f" (line {problem.line}, column {problem.column})" if problem.line else ""
+        raise ImportProblem(f"{name}{where}: {problem.message}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -310,21 +315,23 @@ def parse_yaml(name: str, text: str) -> object:
 
 
 def check_size(name: str, data: object) -> None:
-    budget = [MAX_NODES]
-
-    def walk(value: object) -> None:
-        budget[0] -= 1
-        if budget[0] < 0:
+    """Refuse data that is too large or too deep once aliases are expanded: each alias counts again, and
+    an alias inside the list it names makes it endless. A loop, not recursion, for that reason."""
+    budget = MAX_NODES
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
             raise ImportProblem(f"{name} is too large once its aliases are expanded")
+        if isinstance(value, (dict, list)) and depth > MAX_NESTING:
+            raise ImportProblem(
+                f"{name} is nested more than {MAX_NESTING} levels deep once its aliases are expanded"
+            )
         if isinstance(value, dict):
-            for key, item in value.items():
-                walk(key)
-                walk(item)
+            stack += [(item, depth + 1) for pair in value.items() for item in pair]
         elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(data)
+            stack += [(item, depth + 1) for item in value]
 
 
 def find_file(files: Mapping[str, str], reference: str) -> tuple[str, str] | None:

@@ -27,6 +27,7 @@ import re
 from pydantic import ValidationError
 
 from engine import patterns
+from engine.bounds import loads_json
 from engine.schema import Extractor
 from engine.text import plural
 
@@ -462,15 +463,18 @@ def _read_rows(name: str, text: str, report: Report) -> tuple[list[tuple[int, in
             raise ImportProblem(
                 f"{name}: the header has no `input` column (columns: {', '.join(reader.fieldnames or [])})"
             )
-        for row in reader:
-            rows.append((reader.line_num, len(rows), _csv_row(row)))
+        try:
+            for row in reader:
+                rows.append((reader.line_num, len(rows), _csv_row(row)))
+        except csv.Error as exc:  # e.g. a field over csv.field_size_limit()
+            raise ImportProblem(f"{name} line {reader.reader.line_num} is not valid CSV: {exc}") from None
         report.map(f"{name}: CSV rows → JSONL rows")
     else:
         for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = loads_json(line)
             except ValueError as exc:
                 raise ImportProblem(f"{name} line {number} is not valid JSON: {exc}") from None
             if not isinstance(row, dict):
@@ -491,7 +495,7 @@ def _csv_row(row: dict) -> dict:
         parsed: object = value
         if stripped.startswith(("[", "{")):
             try:
-                parsed = json.loads(stripped)
+                parsed = loads_json(stripped)
             except ValueError:
                 parsed = value
         if key in ROW_KEYS:
