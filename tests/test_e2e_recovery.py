@@ -67,6 +67,25 @@ def _held_by(worker, run) -> set[int]:
     }
 
 
+def _playing(workers, run, turns_at_least: int = 6):
+    """Wait until the run is under way and one of the workers holds some of it: that worker, the other, and
+    what it holds. Which worker the broker hands each conversation to is chance, so either may be it."""
+    found: list = []
+
+    def one_holds() -> bool:
+        if Turn.objects.filter(conversation__run=run).count() < turns_at_least:
+            return False
+        for worker in workers:
+            held = _held_by(worker, run)
+            if held:
+                found[:] = [worker, next(w for w in workers if w is not worker), held]
+                return True
+        return False
+
+    _wait(one_holds, 30, "a worker to play part of the run")
+    return tuple(found)
+
+
 def _assert_every_turn_once(run, turns: int = TURNS) -> None:
     for conversation in run.conversations.all():
         positions = list(conversation.turns.values_list("position", flat=True))
@@ -87,11 +106,9 @@ def test_a_killed_worker_is_taken_over_within_seconds_not_after_its_lease(
     (5 s), not when their 60 s leases lapse; no turn is lost or written twice."""
     fake_openai.latency = 0.3
     _script(fake_openai, 8)
-    first, second = start_worker(), start_worker()
+    workers = [start_worker(), start_worker()]
     run = _launch(user, _suite(8), concurrency=6)
-    _wait(lambda: _held_by(first, run) and Turn.objects.filter(conversation__run=run).count() >= 6, 30,
-          "the first worker to play part of the run")  # fmt: skip
-    held = _held_by(first, run)
+    first, second, held = _playing(workers, run)
     first.kill()
 
     run = wait_for_run(run, timeout=40)
@@ -115,11 +132,9 @@ def test_a_stopping_worker_hands_its_conversations_back_at_once(
     fake_openai.latency = 0.7
     turns = 6  # 4 s per conversation: far longer than a hand-back takes
     _script(fake_openai, 6, turns)
-    first, second = start_worker(), start_worker()
+    workers = [start_worker(), start_worker()]
     run = _launch(user, _suite(6, turns), concurrency=6)
-    _wait(lambda: _held_by(first, run) and Turn.objects.filter(conversation__run=run).count() >= 6, 30,
-          "the first worker to play part of the run")  # fmt: skip
-    held = _held_by(first, run)
+    first, second, held = _playing(workers, run)
 
     stopped_in = first.terminate()
 
