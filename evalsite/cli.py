@@ -19,16 +19,15 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.core.management.base import BaseCommand, CommandError
-from pydantic import BaseModel
 
-from engine.loader import SuiteError, file_references, load_suite, read_suite_files
-from engine.schema import JudgeSpec, NaturalLanguage, Simulate, Suite
+from engine.loader import SuiteError, file_references, format_path, load_suite, read_suite_files
+from engine.schema import Suite
 from engine.text import plural
 from evalsite import terminal
 
@@ -138,28 +137,6 @@ def endpoint_registry() -> tuple[EndpointRegistry, str | None]:
     return terminal_registry()
 
 
-def model_refs(suite: Suite, model: str | None) -> Iterator[tuple[str, str]]:
-    """(where, reference) for every model the suite may call: the model under test, judges, simulated users."""
-    if model is not None:
-        yield "--model", model
-    elif suite.model:
-        yield "model", suite.model
-    if suite.judge:
-        yield "judge", suite.judge
-
-    def walk(node: object, path: str) -> Iterator[tuple[str, str]]:
-        if isinstance(node, (JudgeSpec, NaturalLanguage, Simulate)) and node.model:
-            yield f"{path}.model", node.model
-        if isinstance(node, BaseModel):
-            for name, field in type(node).model_fields.items():
-                yield from walk(getattr(node, name), f"{path}.{field.alias or name}")
-        elif isinstance(node, list):
-            for index, item in enumerate(node):
-                yield from walk(item, f"{path}[{index}]")
-
-    yield from walk(suite.evals, "evals")
-
-
 def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry, unread: str | None) -> None:
     """Refuse a reference that names no endpoint before anything is spent, or say where it goes.
 
@@ -168,11 +145,13 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
     there, and a typo (or a missing database) otherwise: OpenAI's own API has no model id with a slash.
     """
     from engine.clients import MOCK
+    from engine.endpoint_checks import model_refs  # the walk the editor's and launch form's warnings use
 
     default_url = os.environ.get("OPENAI_BASE_URL")
     seen = set()
-    for where, ref in model_refs(suite, model):
-        ref = ref.strip()
+    for found in model_refs(suite, model):
+        ref = found.ref.strip()
+        where = format_path(found.path) if found.path else "--model"
         prefix, slash, rest = ref.partition("/")
         if not slash or ref in seen:
             continue
