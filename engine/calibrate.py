@@ -1,0 +1,329 @@
+"""Running a calibration and reporting it: every judge on every sample, `repeats` times, then the figures.
+
+The judge sees a sample's conversation exactly as the suite's `llm_judge` would see a conversation it grades
+(engine/judge.py's prompt, the `[Role]:` form); no agent model is called. The report is one structure for
+the CLI's JSON, the terminal summary and the result page, computed from the judgements alone so that the
+web (which stores judgements as its workers make them) and the CLI give the same figures.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from . import agreement
+from .agreement import Confusion, Judgement, Metrics
+from .calibration import LoadedSet, NamedJudge, Sample, judge_conversation
+from .checks import JudgeContext, Reply, _judge_one
+from .clients import ChatClient, EndpointError, EndpointRegistry, Usage
+
+
+@dataclass
+class Judged:
+    """One judge's answer about one sample, once."""
+
+    judge: str
+    sample: int
+    repeat: int
+    score: float | None  # on the judge's scale; None when the answer held no score or the call failed
+    reason: str
+    raw: str | None = None
+    error: str | None = None
+
+
+def judge_once(judge: NamedJudge, criteria: str, conversation: list[dict], ctx: JudgeContext):
+    """One call of the suite's judge (same prompt, parsing and scale handling) on a given conversation."""
+    reply = Reply(text=conversation[-1]["content"], completion_tokens=None, conversation=conversation)
+    return _judge_one(judge, criteria, reply, ctx)
+
+
+def judge_sample(
+    judge: NamedJudge, sample: Sample, ctx: JudgeContext
+) -> tuple[float | None, str, str | None]:
+    """(score on the judge's scale or None, reason, raw answer). Weighted criteria are judged one by one and
+    combined as the suite's check combines them: their weighted mean, on the scale."""
+    conversation = judge_conversation(sample)
+    if isinstance(judge.criteria, str):
+        return judge_once(judge, judge.criteria, conversation, ctx)
+    total, weighted, reasons, raws = 0.0, 0.0, [], []
+    for number, criterion in enumerate(judge.criteria, start=1):
+        score, reason, raw = judge_once(judge, criterion.criteria, conversation, ctx)
+        name = criterion.name or f"criterion {number}"
+        raws.append(f"{name}: {raw}")
+        if score is None:
+            return None, f"{name}: {reason}", "\n\n".join(raws)
+        reasons.append(f"{name} {score:g}: {reason}")
+        weighted += criterion.weight * score
+        total += criterion.weight
+    return round(weighted / total, 9), "; ".join(reasons), "\n\n".join(raws)
+
+
+class SampleRow(BaseModel):
+    index: int
+    label: str
+    expected_score: float
+    expected_reason: str
+    tags: list[str]
+    judge_score: float | None  # the mean over repeats that gave a score
+    judge_reason: str
+    scores: list[float | None]  # one per repeat
+    reasons: list[str]
+    raws: list[str | None]
+    errors: list[str | None]
+    agreement: float | None  # share of this sample's scored repeats on the expected level
+    disagreement: float | None  # mean |judged - expected|; the table sorts by it
+
+
+class GateResult(BaseModel):
+    name: str  # min_agreement | min_kappa
+    value: float | None
+    minimum: float
+    passed: bool
+
+
+class JudgeReport(BaseModel):
+    name: str
+    model: str
+    criteria: str
+    metrics: Metrics
+    confusion: Confusion
+    by_tag: dict[str, Metrics]
+    gates: list[GateResult]
+    passed: bool
+    samples: list[SampleRow]
+
+
+class CalibrationReport(BaseModel):
+    name: str
+    scale: str
+    threshold: float
+    repeats: int
+    binary: bool  # a pass/fail set: expected scores all 0 or 1 on the 0-1 scale
+    judges: list[JudgeReport]
+    warnings: list[str] = Field(default_factory=list)
+    status: str  # passed | failed (a gate failed for some judge)
+    duration_s: float | None = None
+
+
+def _criteria_text(judge: NamedJudge) -> str:
+    if isinstance(judge.criteria, str):
+        return judge.criteria
+    return "; ".join(f"{c.name or 'criterion'} ×{c.weight:g}: {c.criteria}" for c in judge.criteria)
+
+
+def report(
+    loaded: LoadedSet,
+    judged: Sequence[Judged],
+    *,
+    models: dict[str, str] | None = None,
+    duration_s: float | None = None,
+) -> CalibrationReport:
+    spec = loaded.spec
+    threshold = spec.threshold
+    levels = agreement.levels_for(spec.scale, [s.expected_score for s in loaded.samples], threshold)
+    by_index = {sample.index: sample for sample in loaded.samples}
+    judges = []
+    for judge in spec.all_judges:
+        mine = [j for j in judged if j.judge == judge.name and j.sample in by_index]
+        judgements = [
+            Judgement(j.sample, j.repeat, by_index[j.sample].expected_score, j.score, by_index[j.sample].tags)
+            for j in mine
+        ]
+        metrics = agreement.metrics(judgements, spec.scale, threshold, levels)
+        gates = _gates(spec.gates, metrics)
+        judges.append(
+            JudgeReport(
+                name=judge.name,
+                model=(models or {}).get(judge.name, judge.model or ""),
+                criteria=_criteria_text(judge),
+                metrics=metrics,
+                confusion=agreement.confusion(judgements, levels),
+                by_tag=agreement.by_tag(judgements, spec.scale, threshold, levels),
+                gates=gates,
+                passed=all(gate.passed for gate in gates),
+                samples=_rows(loaded.samples, mine, levels),
+            )
+        )
+    return CalibrationReport(
+        name=spec.name,
+        scale=spec.scale,
+        threshold=threshold,
+        repeats=spec.repeats,
+        binary=levels.binary,
+        judges=judges,
+        warnings=[str(warning) for warning in loaded.warnings],
+        status="passed" if all(j.passed for j in judges) else "failed",
+        duration_s=duration_s,
+    )
+
+
+def _gates(gates, metrics: Metrics) -> list[GateResult]:
+    out = []
+    if gates is None:
+        return out
+    if gates.min_agreement is not None:
+        value = metrics.exact_agreement
+        out.append(GateResult(name="min_agreement", value=value, minimum=gates.min_agreement,
+                              passed=value is not None and value >= gates.min_agreement))  # fmt: skip
+    if gates.min_kappa is not None:
+        value = metrics.weighted_kappa
+        out.append(GateResult(name="min_kappa", value=value, minimum=gates.min_kappa,
+                              passed=value is not None and value >= gates.min_kappa))  # fmt: skip
+    return out
+
+
+def _rows(samples: Sequence[Sample], judged: Sequence[Judged], levels: agreement.Levels) -> list[SampleRow]:
+    grouped: dict[int, list[Judged]] = {}
+    for j in sorted(judged, key=lambda j: (j.sample, j.repeat)):
+        grouped.setdefault(j.sample, []).append(j)
+    rows = []
+    for sample in samples:
+        mine = grouped.get(sample.index, [])
+        scores = [j.score for j in mine]
+        scored = [s for s in scores if s is not None]
+        on_level = [levels.of(s) == levels.of(sample.expected_score) for s in scored]
+        rows.append(
+            SampleRow(
+                index=sample.index,
+                label=sample.label,
+                expected_score=sample.expected_score,
+                expected_reason=sample.expected_reason,
+                tags=list(sample.tags),
+                judge_score=statistics.fmean(scored) if scored else None,
+                judge_reason=next(
+                    (j.reason for j in mine if j.score is not None), mine[0].reason if mine else ""
+                ),
+                scores=scores,
+                reasons=[j.reason for j in mine],
+                raws=[j.raw for j in mine],
+                errors=[j.error for j in mine],
+                agreement=sum(on_level) / len(on_level) if on_level else None,
+                disagreement=agreement.disagreement(sample.expected_score, scores),
+            )
+        )
+    # Worst first; samples the judge never scored go last.
+    rows.sort(key=lambda row: (row.disagreement is None, -(row.disagreement or 0.0), row.index))
+    return rows
+
+
+def run_calibration(
+    loaded: LoadedSet,
+    registry: EndpointRegistry,
+    *,
+    judge_model: str | None = None,
+    concurrency: int = 10,
+    temperature: float | None = None,
+    on_judged: Callable[[Judged], None] | None = None,
+) -> CalibrationReport:
+    """Every judge x sample x repeat through the registry's endpoints, `concurrency` at a time (the CLI)."""
+    spec = loaded.spec
+    contexts: dict[str, tuple[JudgeContext, str]] = {}
+    for judge in spec.all_judges:
+        ref = judge.model or judge_model
+        if not ref:
+            raise ValueError(f"judge {judge.name!r} names no model: set `model` in the set or pass --model")
+        endpoint, model_id = registry.resolve(ref)
+        client: ChatClient = registry.client(endpoint, spec.mock)
+        contexts[judge.name] = (JudgeContext(client=client, model=model_id, temperature=temperature), ref)
+    jobs = [
+        (judge, sample, repeat)
+        for judge in spec.all_judges
+        for sample in loaded.samples
+        for repeat in range(spec.repeats)
+    ]
+    started = time.monotonic()
+
+    def one(job) -> Judged:
+        judge, sample, repeat = job
+        ctx = contexts[judge.name][0]
+        try:
+            score, reason, raw = judge_sample(judge, sample, ctx)
+            result = Judged(judge.name, sample.index, repeat, score, reason, raw)
+        except EndpointError as exc:
+            result = Judged(judge.name, sample.index, repeat, None, f"endpoint error: {exc}", None, str(exc))
+        if on_judged is not None:
+            on_judged(result)
+        return result
+
+    pool = ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(jobs))))
+    try:
+        judged = list(pool.map(one, jobs))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return report(
+        loaded,
+        judged,
+        models={name: ref for name, (_, ref) in contexts.items()},
+        duration_s=round(time.monotonic() - started, 3),
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:+.{digits}f}" if digits < 0 else f"{value:.{digits}f}"
+
+
+def format_calibration(report: CalibrationReport, worst: int = 5) -> str:
+    """The terminal summary: each judge's figures, its gates, and its worst disagreements."""
+    lines = [
+        f"Calibration {report.name!r}: {report.judges[0].metrics.samples} samples on {report.scale}"
+        + (f" × {report.repeats} repeats" if report.repeats > 1 else "")
+        + (" (pass/fail)" if report.binary else ""),
+    ]
+    for judge in report.judges:
+        m = judge.metrics
+        lines += ["", f"{judge.name} ({judge.model or 'default judge'}): {judge.criteria[:80]}"]
+        figures = [f"exact agreement {_pct(m.exact_agreement)}"]
+        if m.within_one is not None:
+            figures.append(f"within one {_pct(m.within_one)}")
+        figures += [
+            f"MAE {_num(m.mae)}",
+            f"bias {'—' if m.bias is None else f'{m.bias:+.2f}'}",
+            f"{'kappa' if report.binary else 'weighted kappa'} {_num(m.weighted_kappa)}",
+            f"Spearman {_num(m.spearman)}",
+        ]
+        lines.append("  " + " · ".join(figures))
+        pf = m.pass_fail
+        lines.append(
+            f"  pass/fail at {report.threshold:g}: agreement {_pct(pf.agreement)}, catches failures with "
+            f"precision {_pct(pf.precision)} and recall {_pct(pf.recall)}"
+        )
+        if m.consistency is not None:
+            lines.append(f"  self-consistency {_pct(m.consistency)} (mean spread {m.repeat_spread:.2f})")
+        if m.unscored:
+            lines.append(
+                f"  {m.unscored} of {m.judgements} judgements gave no score (left out of the figures)"
+            )
+        for gate in judge.gates:
+            mark = "ok" if gate.passed else "FAILED"
+            value = "—" if gate.value is None else f"{gate.value:.2f}"
+            lines.append(f"  gate {gate.name} ≥ {gate.minimum:g}: {value} {mark}")
+        off = [row for row in judge.samples if row.disagreement][:worst]
+        if off:
+            lines.append("  worst disagreements:")
+            for row in off:
+                judged = "—" if row.judge_score is None else f"{row.judge_score:g}"
+                lines.append(
+                    f"    {row.label}: expected {row.expected_score:g}, judged {judged} — {row.judge_reason[:90]}"
+                )
+    lines += ["", f"Calibration {report.status}"]
+    return "\n".join(lines)
+
+
+__all__ = [
+    "CalibrationReport",
+    "Judged",
+    "Usage",
+    "format_calibration",
+    "judge_sample",
+    "report",
+    "run_calibration",
+]
