@@ -246,8 +246,9 @@ def test_evalsite_calibrate_judges_through_a_real_endpoint_and_gates_the_exit_co
         requests = fake.chat_requests()
     assert result.returncode == 1, result.stderr  # kappa misses the gate
     assert len(requests) == 2 and {r["model"] for r in requests} == {"judge-1"}
-    judged = requests[0]["messages"][1]["content"]
-    assert "[User]:\nWhat is 2+2?\n\n[Assistant]:\nThe answer is 4" in judged
+    # The two samples are judged concurrently: find each one's request by its reply.
+    polite = next(r["messages"][1]["content"] for r in requests if "The answer is 4" in str(r))
+    assert "Conversation:\n[User]:\nWhat is 2+2?\n\n[Assistant]:\nThe answer is 4\n\nGrade" in polite
     assert "exact agreement 50%" in result.stdout and "gate min_kappa ≥ 0.9" in result.stdout
     assert "samples[1]: expected -2, judged 0 — curt but not rude" in result.stdout
     data = json.loads(out.read_text())
