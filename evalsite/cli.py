@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import json
 import os
 import signal
@@ -145,8 +144,7 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
     which is right for ids such as OpenRouter's "anthropic/claude-3.5-sonnet" once OPENAI_BASE_URL points
     there, and a typo (or a missing database) otherwise: OpenAI's own API has no model id with a slash.
     """
-    from engine.clients import MOCK
-    from engine.endpoint_checks import model_refs  # the walk the editor's and launch form's warnings use
+    from engine.endpoint_checks import closest_endpoint, model_refs, unnamed_prefix
 
     default_url = os.environ.get("OPENAI_BASE_URL")
     seen = set()
@@ -159,15 +157,15 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
         seen.add(ref)
         if not prefix or not rest:
             raise UserError(f"{where} `{ref}`: write a model id, `endpoint/model` or `mock`")
-        if prefix == MOCK or prefix in registry.named:
+        if unnamed_prefix(registry, ref) is None:
             continue
         if unread:
             why = f"named endpoints live in the admin's database, and {unread}"
             fix = f"run `make setup` and add `{prefix}` in the admin (Runs → Endpoints)"
         else:
             known = ", ".join(f"`{name}`" for name in sorted(registry.named)) or "none"
-            close = difflib.get_close_matches(prefix, registry.named, n=1)
-            why = f"did you mean `{close[0]}`? " if close else ""
+            close = closest_endpoint(registry, prefix)
+            why = f"did you mean `{close}`? " if close else ""
             why += f"endpoints in the admin: {known}"
             fix = f"add `{prefix}` in the admin (Runs → Endpoints)"
         if default_url:
@@ -330,6 +328,7 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 def calibrate(args: argparse.Namespace) -> int:
     from engine.calibrate import format_calibration, run_calibration
+    from engine.endpoint_checks import unnamed_prefix
 
     if args.json_path:
         check_writable(args.json_path)
@@ -346,9 +345,8 @@ def calibrate(args: argparse.Namespace) -> int:
     registry, unread = endpoint_registry()
     for judge in loaded.spec.all_judges:
         ref = judge.model or args.model
-        prefix, slash, _ = ref.partition("/")
-        unknown = slash and prefix not in registry.named and prefix != "mock"
-        if unknown and not os.environ.get("OPENAI_BASE_URL"):
+        prefix = unnamed_prefix(registry, ref)
+        if prefix and not os.environ.get("OPENAI_BASE_URL"):
             why = unread or f"endpoints in the admin: {', '.join(sorted(registry.named)) or 'none'}"
             raise UserError(f"judge {judge.name!r} `{ref}`: no endpoint named `{prefix}` ({why})")
     report = run_calibration(loaded, registry, judge_model=args.model, concurrency=args.concurrency)
