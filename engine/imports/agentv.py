@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 
-from . import (
+from .common import (
     Converted,
     ImportProblem,
     Report,

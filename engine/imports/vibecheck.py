@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from engine.schema import CHECK_KEYS, MAX_FOLLOWUP_DEPTH, JudgeSpec, SemanticSpec, Suite
 
-from . import Converted, ImportProblem, Report, Section, as_text, short, unique_id
+from .common import Converted, ImportProblem, Report, Section, as_text, short, unique_id
 
 TEXT_CHECKS = ("match", "not_match", "regex", "contains", "equals")
 TOKEN_CHECKS = ("min_tokens", "max_tokens")
