@@ -21,10 +21,11 @@ from .clients import ChatClient, EndpointError
 from .conditions import evaluate_condition
 from .grading import extract, grade
 from .history import build_history
+from .outcomes import Status, TerminationKind
 from .patterns import RegexFailure
 from .results import ConditionResult, EvalResult, SimulatedUserCall, Totals, TurnGrade, TurnRecord, Usage
 from .retries import RetryStopped, RetryWait, retry_hooks
-from .schema import Check, Eval, Extractor, followup_depth
+from .schema import Check, Eval, Extractor, Style, followup_depth
 from .simulate import clean_reply, persona_for, simulator_messages
 from .text import plural
 
@@ -94,11 +95,11 @@ class _Tree:
         item, reason = followup
         return Step(item.prompt, item.checks, _node_of(item, step), f"{reason} on turn {turn.turn}")
 
-    def verdict(self, turns: list[TurnRecord]) -> tuple[str, float, str, int | None]:
+    def verdict(self, turns: list[TurnRecord]) -> tuple[Status, float, str, int | None]:
         last = turns[-1]
         if last.passed:
-            return "passed", 1.0, f"passed on turn {last.turn}", last.turn
-        return "failed", 0.0, f"failed after {plural(last.turn, 'turn')}", None
+            return Status.PASSED, 1.0, f"passed on turn {last.turn}", last.turn
+        return Status.FAILED, 0.0, f"failed after {plural(last.turn, 'turn')}", None
 
 
 def _node_of(item: Check, step: Step) -> str:
@@ -168,7 +169,7 @@ class _Scripted:
                 units.append((sum(scores) / len(scores), passed))
         return units
 
-    def verdict(self, turns: list[TurnRecord]) -> tuple[str, float, str, int | None]:
+    def verdict(self, turns: list[TurnRecord]) -> tuple[Status, float, str, int | None]:
         units = self.units(turns)
         scores = [score for score, _ in units]
         score = {"mean": lambda s: sum(s) / len(s), "min": min, "max": max}[self.aggregation](scores)
@@ -176,8 +177,8 @@ class _Scripted:
         stopped = len(turns) < len(self.steps)
         note = f"{passed}/{len(units)} passed" + (f", stopped after turn {len(turns)}" if stopped else "")
         if score >= self.threshold and not stopped:
-            return "passed", score, f"passed: {note}", None
-        return "failed", score, f"failed: {note} (score {score:.2f}, needs {self.threshold:g})", None
+            return Status.PASSED, score, f"passed: {note}", None
+        return Status.FAILED, score, f"failed: {note} (score {score:.2f}, needs {self.threshold:g})", None
 
 
 class _Simulated:
@@ -257,7 +258,7 @@ class _Simulated:
     def final_checks(self) -> list[Check]:
         return self.ev.checks or []
 
-    def verdict(self, turns: list[TurnRecord]) -> tuple[str, float, str, int | None]:
+    def verdict(self, turns: list[TurnRecord]) -> tuple[Status, float, str, int | None]:
         last = turns[-1]
         reason = last.termination or ""
         if reason.startswith("condition met"):
@@ -270,7 +271,7 @@ class _Simulated:
         passed = outcome == "pass" and checks_ok
         why = reason + ("" if checks_ok else "; final checks failed")
         return (
-            ("passed" if passed else "failed"),
+            (Status.PASSED if passed else Status.FAILED),
             (1.0 if passed else 0.0),
             f"{'passed' if passed else 'failed'} after {plural(last.turn, 'turn')}: {why}",
             None,
@@ -302,16 +303,16 @@ def _run_eval(
     should_stop: Callable[[], bool] | None,
 ) -> EvalResult:
     messages, history = build_history(ctx.system, ev.messages, ctx.files)
-    if ev.style == "simulated":
+    if ev.style == Style.SIMULATED:
         driver = _Simulated(ev, index, ctx, prior)
-    elif ev.style == "tree":
+    elif ev.style == Style.TREE:
         driver = _Tree(ev, index)
     else:
         driver = _Scripted(ev, index, ctx.defaults)
     turns: list[TurnRecord] = []
 
     def finish(
-        status: str, verdict: str, *, score=None, passed_on: int | None = None, error=None
+        status: Status, verdict: str, *, score=None, passed_on: int | None = None, error=None
     ) -> EvalResult:
         multi = (
             len(turns) > 1
@@ -349,18 +350,18 @@ def _run_eval(
             _check_resume(turn, step, position)
         else:
             if should_stop is not None and should_stop():
-                return finish("cancelled", f"cancelled after {plural(len(turns), 'turn')}")
+                return finish(Status.CANCELLED, f"cancelled after {plural(len(turns), 'turn')}")
             try:
                 turn = _play_turn(ctx, messages, step, position, ev, given)
             except EndpointError as exc:
-                return finish("error", f"error on turn {position}: {exc}", error=str(exc))
+                return finish(Status.ERROR, f"error on turn {position}: {exc}", error=str(exc))
             except RetryStopped:
-                return finish("cancelled", f"cancelled after {plural(len(turns), 'turn')}")
+                return finish(Status.CANCELLED, f"cancelled after {plural(len(turns), 'turn')}")
             if on_turn is not None:
                 try:
                     on_turn(turn)
                 except StopConversation:
-                    return finish("cancelled", f"stopped after {plural(len(turns), 'turn')}")
+                    return finish(Status.CANCELLED, f"stopped after {plural(len(turns), 'turn')}")
         turns.append(turn)
         if step.prompt is not None:
             messages.append({"role": "user", "content": turn.prompt})
@@ -370,19 +371,21 @@ def _run_eval(
         try:
             step = driver.next(step, turn)  # the simulated user writes its message here
         except EndpointError as exc:
-            return finish("error", f"error on turn {position + 1} (simulated user): {exc}", error=str(exc))
+            return finish(
+                Status.ERROR, f"error on turn {position + 1} (simulated user): {exc}", error=str(exc)
+            )
         except RetryStopped:
-            return finish("cancelled", f"cancelled after {plural(len(turns), 'turn')}")
+            return finish(Status.CANCELLED, f"cancelled after {plural(len(turns), 'turn')}")
     status, score, verdict, passed_on = driver.verdict(turns)
     return finish(status, verdict, score=score, passed_on=passed_on)
 
 
 def _termination(ev: Eval, turns: list[TurnRecord], status: str) -> str | None:
     """Why a simulated conversation ended; other kinds end when their script does, so they have none."""
-    if ev.style != "simulated":
+    if ev.style != Style.SIMULATED:
         return None
-    if status == "error":
-        return "error"
+    if status == Status.ERROR:
+        return TerminationKind.ERROR.describe()
     return turns[-1].termination if turns else None
 
 

@@ -10,12 +10,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from .outcomes import FINISHED, GRADED, Status
+from .schema import Style
 from .stats import IteratedResult
 
 RESULTS_FORMAT = "evalsite.results/1"
-
-# queued/running appear only in a web report of a run still in progress.
-EvalStatus = Literal["passed", "failed", "error", "cancelled", "queued", "running"]
 
 
 class Usage(BaseModel):
@@ -158,10 +157,10 @@ class EvalResult(BaseModel):
     index: int
     id: str
     kind: Literal["single-turn", "multi-turn"]
-    conversation: Literal["tree", "scripted", "turns", "history", "simulated"] = "tree"
+    conversation: Style = Style.TREE
     iteration: int = 0  # which repetition of the eval (iterations > 1)
     prompt: str  # the first user message
-    status: EvalStatus
+    status: Status  # queued and running only in a web report of a run still in progress
     score: float | None = None
     passed_on_turn: int | None = None
     verdict: str  # "passed on turn 2", "failed after 3 turns", "error on turn 1: ..."
@@ -197,7 +196,7 @@ class RunTotals(BaseModel):
     def of(cls, evals: list[EvalResult], duration_s: float | None = None) -> RunTotals:
         totals = cls(evals=len(evals), duration_s=duration_s)
         for result in evals:
-            if result.status in ("passed", "failed", "error", "cancelled"):
+            if result.status in FINISHED:
                 setattr(totals, result.status, getattr(totals, result.status) + 1)
             totals.turns += result.totals.turns
             totals.prompt_tokens += result.totals.prompt_tokens
@@ -239,11 +238,11 @@ def percentile(values: list[float], q: float) -> float:
 def evaluate_gates(gates, evals: list[EvalResult]) -> list[GateResult]:
     """Suite gates over eval scores: avg, min, p95 of scores, accuracy = share of evals that passed."""
     scores = [result.score for result in evals if result.score is not None]
-    finished = [result for result in evals if result.status in ("passed", "failed")]
+    finished = [result for result in evals if result.status in GRADED]
     results = []
     for gate in gates:
         if gate.metric == "accuracy":
-            actual = sum(r.status == "passed" for r in finished) / len(finished) if finished else None
+            actual = sum(r.status == Status.PASSED for r in finished) / len(finished) if finished else None
         elif not scores:
             actual = None
         elif gate.metric == "avg":
@@ -259,15 +258,15 @@ def evaluate_gates(gates, evals: list[EvalResult]) -> list[GateResult]:
     return results
 
 
-def gated_status(evals: list[EvalResult], gates: list[GateResult], iterated=()) -> EvalStatus:
+def gated_status(evals: list[EvalResult], gates: list[GateResult], iterated=()) -> Status:
     """With gates, the gates decide between passed and failed (single evals may fail); errors still win.
     Iterated evals count by their pass rate, not by each iteration."""
     from .stats import overall_status
 
     status = overall_status(evals, list(iterated))
-    if not gates or status in ("running", "queued", "error", "cancelled"):
+    if not gates or status not in GRADED:
         return status
-    return "passed" if all(gate.passed for gate in gates) else "failed"
+    return Status.PASSED if all(gate.passed for gate in gates) else Status.FAILED
 
 
 class SuiteRef(BaseModel):
@@ -282,7 +281,7 @@ class RunReport(BaseModel):
     model: str
     endpoint: str
     mock: bool = False
-    status: EvalStatus
+    status: Status
     gates: list[GateResult] = Field(default_factory=list)
     evals: list[EvalResult]  # one per conversation: every iteration of every eval
     iterated: list[IteratedResult] = Field(default_factory=list)  # evals run more than once, with statistics

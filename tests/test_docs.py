@@ -29,6 +29,7 @@ nearest complete suite above it (or of its `suite:`).
 
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 import io
@@ -178,12 +179,14 @@ def _field_names(model: type[BaseModel]) -> list[str]:
 
 
 def _literal_values(model: type[BaseModel]) -> set[str]:
-    """Every fixed value a field of the model can take (its Literal types)."""
+    """Every fixed value a field of the model can take (its Literal and enum types)."""
     found: set[str] = set()
 
     def walk(annotation) -> None:
         if typing.get_origin(annotation) is typing.Literal:
             found.update(str(value) for value in typing.get_args(annotation))
+        if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+            found.update(str(member.value) for member in annotation)
         for arg in typing.get_args(annotation):
             walk(arg)
 

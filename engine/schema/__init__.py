@@ -24,7 +24,16 @@ from .checks import (
     followup_depth,
 )
 from .conditions import CONDITION_KEYS, Condition, NaturalLanguage
-from .evals import ContentPart, Eval, FollowUpInput, Message, PersonaStage, ScriptedTurn, Simulate
+from .evals import (
+    ContentPart,
+    Eval,
+    FollowUpInput,
+    Message,
+    PersonaStage,
+    ScriptedTurn,
+    Simulate,
+    Style,
+)
 from .grading import (
     EXTRACTORS,
     GRADERS,
@@ -67,6 +76,7 @@ __all__ = [
     "ScriptedTurn",
     "SemanticSpec",
     "Simulate",
+    "Style",
     "StrictModel",
     "Suite",
     "check_patterns",

@@ -4,6 +4,7 @@ history (`messages`), scripted `turns`, and a simulated user (`simulate`)."""
 from __future__ import annotations
 
 import math
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -12,6 +13,25 @@ from .base import StrictModel
 from .checks import Check, followup_depth
 from .conditions import Condition
 from .grading import Extractor, Grader, check_patterns, check_rubric
+
+
+class Style(StrEnum):
+    """A conversation's style: which of its keys drive it (Eval.style), and so which driver plays it
+    (engine.drivers). Each has the label the pages show."""
+
+    label: str
+
+    TREE = "tree", "conversation tree"  # `prompt` + `checks`: follow-ups chosen by failed checks
+    SCRIPTED = "scripted", "scripted turns"  # `input`: messages sent in order, graded per turn
+    TURNS = "turns", "turns"  # `turns`: scripted messages with checks on chosen turns
+    HISTORY = "history", "reply to a given history"  # `messages` alone: the model replies to them
+    SIMULATED = "simulated", "simulated user"  # `simulate`: a simulated user until a condition holds
+
+    def __new__(cls, value: str, label: str) -> Style:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.label = label
+        return member
 
 
 class PersonaStage(StrictModel):
@@ -211,16 +231,16 @@ class Eval(StrictModel):
         return self
 
     @property
-    def style(self) -> str:
+    def style(self) -> Style:
         if self.simulate is not None:
-            return "simulated"
+            return Style.SIMULATED
         if self.prompt is not None:
-            return "tree"
+            return Style.TREE
         if self.input is not None:
-            return "scripted"
+            return Style.SCRIPTED
         if self.turns is not None:
-            return "turns"
-        return "history"
+            return Style.TURNS
+        return Style.HISTORY
 
     @property
     def first_text(self) -> str:
