@@ -42,3 +42,8 @@ class TerminationKind(StrEnum):
         if self is TerminationKind.MAX_TURNS:
             return f"max turns ({detail})" if detail else "max turns"
         return self.value.replace("_", " ")
+
+    @classmethod
+    def read(cls, text: str) -> TerminationKind | None:
+        """The kind an ending in words begins with: for records that carry only the words."""
+        return next((kind for kind in cls if text.startswith(kind.describe())), None)

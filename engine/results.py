@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from .outcomes import FINISHED, GRADED, Status
+from .outcomes import FINISHED, GRADED, Status, TerminationKind
 from .schema import Style
 from .stats import IteratedResult
 
@@ -111,13 +111,23 @@ class TurnRecord(BaseModel):
     passed: bool | None = None  # every check of this turn passed
     followup_reason: str | None = None  # why this follow-up was sent
     grade: TurnGrade | None = None  # scripted turns: this turn against its ground truth
-    termination: str | None = None  # simulated: why the conversation ended after this turn
+    termination: str | None = None  # simulated: why the conversation ended after this turn, in words
+    termination_kind: TerminationKind | None = None  # and as a kind
+    termination_detail: str | None = None  # what decided it: the condition, the max turns
     user_usage: Usage = Field(default_factory=Usage)  # simulated user that wrote this turn's prompt
     user_cost: float = 0.0
     judge_usage: Usage = Field(default_factory=Usage)
     judge_cost: float = 0.0
     stop_when: ConditionResult | None = None  # simulated: the stop condition as evaluated after this reply
     simulated_user: SimulatedUserCall | None = None  # simulated: how the simulated user wrote this prompt
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_of_termination(cls, data):
+        # A record written by an older evalsite carries the termination in words only.
+        if isinstance(data, dict) and data.get("termination") and "termination_kind" not in data:
+            data = {**data, "termination_kind": TerminationKind.read(data["termination"])}
+        return data
 
 
 class Totals(BaseModel):

@@ -44,7 +44,8 @@ class Mark:
 
 def turn_marks(records: Iterable[dict]) -> list[Mark]:
     """One mark per graded turn, in order: its grade against the ground truth and its checks together, as
-    the engine counts turns_passed/turns_total (engine.conversation._Scripted.units). Ungraded turns have none."""
+    the engine counts turns_passed/turns_total (engine.drivers.scripted.Scripted.units). Ungraded turns
+    have none."""
     marks = []
     for record in records:
         grade, checks = record.get("grade"), record.get("checks") or []
