@@ -95,6 +95,7 @@ def _run_eval(
 
     def finish(verdict: Verdict, error: str | None = None) -> EvalResult:
         tally = driver.tally(turns) if turns else None
+        termination, termination_kind, termination_detail = _ending(driver, turns, verdict.outcome)
         return EvalResult(
             index=index,
             id=eval_id,
@@ -105,9 +106,12 @@ def _run_eval(
             score=verdict.score,
             passed_on_turn=verdict.passed_on_turn,
             verdict=verdict.text,
+            reason=verdict.reason,
             error=error,
             history=history,
-            termination=_termination(driver, turns, verdict.outcome),
+            termination=termination,
+            termination_kind=termination_kind,
+            termination_detail=termination_detail,
             turns=list(turns),
             turns_passed=tally[0] if tally is not None else None,
             turns_total=tally[1] if tally is not None else None,
@@ -158,14 +162,19 @@ def _run_eval(
     return finish(driver.verdict(turns))
 
 
-def _termination(driver: Driver, turns: list[TurnRecord], status: Status) -> str | None:
-    """Why the conversation ended, for drivers that end conversations themselves; the others end when
-    their script does, so they have none."""
+def _ending(
+    driver: Driver, turns: list[TurnRecord], status: Status
+) -> tuple[str | None, TerminationKind | None, str | None]:
+    """Why the conversation ended (words, kind, detail), for drivers that end conversations themselves:
+    an error, or the ending its last turn recorded. The others end when their script does."""
     if not driver.has_endings:
-        return None
+        return None, None, None
     if status == Status.ERROR:
-        return TerminationKind.ERROR.describe()
-    return turns[-1].termination if turns else None
+        return TerminationKind.ERROR.describe(), TerminationKind.ERROR, None
+    if not turns:
+        return None, None, None
+    last = turns[-1]
+    return last.termination, last.termination_kind, last.termination_detail
 
 
 def _check_resume(turn: TurnRecord, step: Step, position: int) -> None:

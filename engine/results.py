@@ -174,14 +174,28 @@ class EvalResult(BaseModel):
     score: float | None = None
     passed_on_turn: int | None = None
     verdict: str  # "passed on turn 2", "failed after 3 turns", "error on turn 1: ..."
+    reason: str = ""  # the verdict without how the conversation ended, which `termination` says
     error: str | None = None
     history: list[dict] = Field(default_factory=list)  # given messages sent before the live turns
     termination: str | None = None  # simulated: condition met (which), max turns, inputs exhausted, error
+    termination_kind: TerminationKind | None = None  # the same, as a kind
+    termination_detail: str | None = None  # what decided it: the condition, the max turns
     turns: list[TurnRecord] = Field(default_factory=list)
     turns_passed: int | None = None  # graded units (turns, or the conversation) that passed
     turns_total: int | None = None
     per_turn_grades: list[TurnGrade] = Field(default_factory=list)
     totals: Totals = Field(default_factory=Totals)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _structured_verdict(cls, data):
+        # A document written by an older evalsite has the verdict and the ending in words only.
+        if isinstance(data, dict):
+            if "reason" not in data and data.get("verdict"):
+                data = {**data, "reason": data["verdict"]}
+            if data.get("termination") and "termination_kind" not in data:
+                data = {**data, "termination_kind": TerminationKind.read(data["termination"])}
+        return data
 
 
 class RunTotals(BaseModel):

@@ -467,8 +467,9 @@ def ending(conversation: Conversation, turns: list[TurnRecord]) -> str | None:
     the last stored turn says so before the conversation row does."""
     if conversation.style != Style.SIMULATED or conversation.status == Status.ERROR:
         return None
-    reason = conversation.termination or (turns[-1].termination if turns else None)
-    return reason if reason and reason != TerminationKind.ERROR.describe() else None
+    if conversation.termination:
+        return None if conversation.termination_kind == TerminationKind.ERROR else conversation.termination
+    return turns[-1].termination if turns else None
 
 
 def spend(turns: list[TurnRecord]) -> dict:

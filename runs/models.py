@@ -202,12 +202,25 @@ class Conversation(models.Model):
         default=list, blank=True, help_text="Given messages sent before the live turns."
     )
     termination = models.CharField(max_length=300, blank=True, help_text="Simulated: why it ended.")
+    # As the engine gave it (engine.results.EvalResult), so that no page parses the words. No choices:
+    # engine.outcomes.TerminationKind lists the kinds, and a new one needs no migration.
+    termination_kind = models.CharField(
+        max_length=20,
+        blank=True,
+        help_text="Simulated: why it ended, as a kind (engine.outcomes.TerminationKind).",
+    )
+    termination_detail = models.CharField(
+        max_length=300, blank=True, help_text="What decided the ending: the condition, the max turns."
+    )
     user_tokens = models.PositiveIntegerField(default=0, help_text="Tokens the simulated user spent.")
     turns_passed = models.PositiveIntegerField(null=True, blank=True)
     turns_total = models.PositiveIntegerField(null=True, blank=True)
     passed_on_turn = models.PositiveIntegerField(null=True, blank=True)
     score = models.FloatField(null=True, blank=True)
     verdict = models.CharField(max_length=300, blank=True)
+    reason = models.CharField(
+        max_length=300, blank=True, help_text="The verdict without how it ended (the termination says that)."
+    )
     error = models.TextField(blank=True)
     turn_count = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(default=0)
