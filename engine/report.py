@@ -40,8 +40,7 @@ def _check_lines(result: CheckResult, prefix: str) -> list[str]:
 def _condition_brief(result: ConditionResult) -> str:
     """A member of all/any/not inline: its outcome without the reason; its own members in brackets."""
     if result.met is None or not result.children:
-        outcome = result.outcome.split(":")[0]  # "no: substring not found" -> "no"
-        return f"{result.label} → {outcome}"
+        return f"{result.label} → {result.answer}"
     return f"{result.label} → {result.outcome} [{'; '.join(map(_condition_brief, result.children))}]"
 
 

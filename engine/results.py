@@ -77,16 +77,26 @@ class ConditionResult(BaseModel):
     children: list[ConditionResult] = Field(default_factory=list)  # members of all / any / not
 
     @property
-    def outcome(self) -> str:
-        """How the verdict reads in a transcript: "no (0.35 < 0.70)", "yes (turn 3 ≥ 3)", "not evaluated"."""
+    def answer(self) -> str:
+        """The outcome without its reason: "no", "yes (0.91 ≥ 0.70)", "not evaluated"."""
         if self.met is None:
             return "not evaluated"
         answer = "yes" if self.met else "no"
+        compared = self._compared()
+        return f"{answer} ({compared})" if compared else answer
+
+    @property
+    def outcome(self) -> str:
+        """How the verdict reads in a transcript: "no (0.35 < 0.70)", "yes: turn 3 ≥ 3", "not evaluated"."""
+        if self.met is not None and self._compared() is None and self.reason and not self.children:
+            return f"{self.answer}: {self.reason}"
+        return self.answer
+
+    def _compared(self) -> str | None:
         value = self.confidence if self.confidence is not None else self.score
-        if value is not None and self.threshold is not None:
-            sign = "≥" if value >= self.threshold else "<"
-            return f"{answer} ({value:.2f} {sign} {self.threshold:.2f})"
-        return f"{answer}: {self.reason}" if self.reason and not self.children else answer
+        if value is None or self.threshold is None:
+            return None
+        return f"{value:.2f} {'≥' if value >= self.threshold else '<'} {self.threshold:.2f}"
 
 
 class SimulatedUserCall(BaseModel):
