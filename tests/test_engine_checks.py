@@ -7,15 +7,26 @@ Run without Django: ``python -m pytest tests/test_engine_checks.py -q -p no:djan
 from __future__ import annotations
 
 import math
+import typing
 
 import pytest
 
-from engine.checks import JudgeContext, Reply, choose_followup, cosine, evaluate, evaluate_level
+from engine.checks import (
+    CHECK_TYPES,
+    JudgeContext,
+    Reply,
+    choose_followup,
+    cosine,
+    evaluate,
+    evaluate_level,
+    label,
+)
 from engine.clients import Completion, EndpointError
 from engine.judge import JUDGE_SYSTEM, judge_messages, normalise_score, parse_verdict
 from engine.matching import glob_match
 from engine.results import Usage
-from engine.schema import DEFAULT_EMBEDDING_MODEL, Check
+from engine.schema import CHECK_KEYS, DEFAULT_EMBEDDING_MODEL, Check, FieldEquals, JudgeSpec, SemanticSpec
+from engine.schema.checks import CHECK_FIELDS
 
 JUDGE_USAGE = Usage(prompt_tokens=120, completion_tokens=30)
 EMBED_USAGE = Usage(prompt_tokens=16)
@@ -511,3 +522,38 @@ def test_choose_followup_none_when_nothing_failed():
     items = [check({"match": "*a*", "prompt": "p", "checks": [{"match": "*a*"}]})]
     results = evaluate_level(items, reply("a"), JudgeContext(ScriptedJudge(), "j"))
     assert choose_followup(items, results) is None
+
+
+# --- the registry: every check type of the schema reads and grades ------------------------------------------
+
+# The smallest value a suite can write for a check, by the type its schema field holds: a new check type
+# whose value has another type fails below until it is given one here.
+EXAMPLES = {
+    str: "ok",
+    int: 1,
+    SemanticSpec: {"expected": "ok"},
+    JudgeSpec: {"criteria": "ok"},
+    FieldEquals: {"path": "a", "value": 1},
+    list[Check]: [{"contains": "ok"}],
+}
+
+
+def example(key: str) -> dict:
+    annotation = Check.model_fields[CHECK_FIELDS[key]].annotation
+    (held,) = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    assert held in EXAMPLES, f"{key}: no example value for {held}"
+    return {key: EXAMPLES[held]}
+
+
+def test_the_registry_has_one_entry_per_check_key_of_the_schema():
+    assert list(CHECK_TYPES) == list(CHECK_KEYS)
+    assert all(callable(entry.label) and callable(entry.evaluate) for entry in CHECK_TYPES.values())
+
+
+@pytest.mark.parametrize("key", CHECK_KEYS)
+def test_every_check_type_reads_and_grades_a_reply(key):
+    item = check(example(key))
+    judge = ScriptedJudge(answers=['{"score": 1, "reason": "fine"}'], vectors=[unit(1.0), unit(1.0)])
+    result = evaluate(item, reply("ok", completion_tokens=1), JudgeContext(judge, "judge-model"))
+    assert result.type == key and result.label == label(item)
+    assert result.label.startswith(key) and result.reason and result.score is not None

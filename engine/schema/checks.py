@@ -1,6 +1,9 @@
 """Checks: the vocabulary that grades a reply (`match`, `regex`, `llm_judge`, `or`, ...), and the items of a
 `checks` list: a check, a follow-up (`prompt` + `checks`), or a check that carries its own follow-up.
-Follow-ups nest at most MAX_FOLLOWUP_DEPTH levels below the eval's prompt."""
+Follow-ups nest at most MAX_FOLLOWUP_DEPTH levels below the eval's prompt.
+
+A check type is a field of CheckFields (`or` is Check's own); CHECK_KEYS is read off them. How each type
+reads and grades a reply is in engine.checks.CHECK_TYPES."""
 
 from __future__ import annotations
 
@@ -13,22 +16,6 @@ from .base import StrictModel
 
 MAX_FOLLOWUP_DEPTH = 5
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
-
-# The keys that make an item a check; an item holds exactly one of them.
-CHECK_KEYS = (
-    "match",
-    "not_match",
-    "regex",
-    "contains",
-    "equals",
-    "min_tokens",
-    "max_tokens",
-    "semantic",
-    "llm_judge",
-    "field_equals",
-    "field_is_set",
-    "or",
-)
 
 
 class SemanticSpec(StrictModel):
@@ -162,7 +149,7 @@ class Check(CheckFields):
         return self
 
     def check_keys(self) -> list[str]:
-        return [key for key in CHECK_KEYS if getattr(self, "or_" if key == "or" else key) is not None]
+        return [key for key, name in CHECK_FIELDS.items() if getattr(self, name) is not None]
 
     @property
     def kind(self) -> str | None:
@@ -176,6 +163,14 @@ class Check(CheckFields):
 
 
 Check.model_rebuild()
+
+# The keys that make an item a check (an item holds exactly one), as written -> the field holding it:
+# every field of Check but those of a follow-up.
+FOLLOWUP_KEYS = ("prompt", "checks")
+CHECK_FIELDS = {
+    field.alias or name: name for name, field in Check.model_fields.items() if name not in FOLLOWUP_KEYS
+}
+CHECK_KEYS = tuple(CHECK_FIELDS)
 
 
 def followup_depth(items: list[Check]) -> int:

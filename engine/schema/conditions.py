@@ -6,9 +6,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from .base import StrictModel
-from .checks import CHECK_KEYS, CheckFields
-
-CONDITION_KEYS = ("all", "any", "not", "after_turns", "natural_language")
+from .checks import CheckFields
 
 
 class NaturalLanguage(StrictModel):
@@ -42,12 +40,8 @@ class Condition(CheckFields):
         return self
 
     def keys(self) -> list[str]:
-        names = [
-            key
-            for key in CONDITION_KEYS
-            if getattr(self, key + "_" if key in ("all", "any", "not") else key) is not None
-        ]
-        return names + [key for key in CHECK_KEYS if key != "or" and getattr(self, key) is not None]
+        own = [key for key, name in CONDITION_FIELDS.items() if getattr(self, name) is not None]
+        return own + [key for key in CheckFields.model_fields if getattr(self, key) is not None]
 
     @property
     def kind(self) -> str:
@@ -55,3 +49,11 @@ class Condition(CheckFields):
 
 
 Condition.model_rebuild()
+
+# A condition's own keys, as written -> the field holding it; the check vocabulary's come from CheckFields.
+CONDITION_FIELDS = {
+    field.alias or name: name
+    for name, field in Condition.model_fields.items()
+    if name not in CheckFields.model_fields
+}
+CONDITION_KEYS = tuple(CONDITION_FIELDS)
