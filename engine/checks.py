@@ -142,6 +142,14 @@ def _equals(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     return _result(check, ok, "reply equals the expected text" if ok else f"reply is {_quote(text, 40)}")
 
 
+def _starts_with(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    text = reply.text.lstrip()
+    ok = text.startswith(check.starts_with)
+    return _result(
+        check, ok, "reply starts with the expected text" if ok else f"reply starts {_quote(text, 40)}"
+    )
+
+
 def _token_bound(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     tokens, note = _tokens(reply)
     bound = getattr(check, check.kind)
@@ -327,6 +335,7 @@ CHECK_TYPES: dict[str, CheckType] = {
     "regex": CheckType(_regex_label, _regex),
     "contains": CheckType(_quoted, _contains),
     "equals": CheckType(_quoted, _equals),
+    "starts_with": CheckType(_quoted, _starts_with),
     "min_tokens": CheckType(_plain, _token_bound),
     "max_tokens": CheckType(_plain, _token_bound),
     "semantic": CheckType(_semantic_label, _semantic, scored=True, threshold=lambda c: c.semantic.threshold),

@@ -22,10 +22,19 @@ from engine.checks import (
     label,
 )
 from engine.clients import Completion, EndpointError
+from engine.conditions import evaluate_condition
 from engine.judge import JUDGE_SYSTEM, judge_messages, normalise_score, parse_verdict
 from engine.matching import glob_match
 from engine.results import Usage
-from engine.schema import CHECK_KEYS, DEFAULT_EMBEDDING_MODEL, Check, FieldEquals, JudgeSpec, SemanticSpec
+from engine.schema import (
+    CHECK_KEYS,
+    DEFAULT_EMBEDDING_MODEL,
+    Check,
+    Condition,
+    FieldEquals,
+    JudgeSpec,
+    SemanticSpec,
+)
 from engine.schema.checks import CHECK_FIELDS
 
 JUDGE_USAGE = Usage(prompt_tokens=120, completion_tokens=30)
@@ -200,6 +209,26 @@ def test_equals_strips_and_is_case_sensitive():
     assert '"paris"' in wrong_case.reason
     assert not run({"equals": "Paris"}, "Paris.").passed
     assert not run({"equals": "Paris"}, "It is Paris").passed
+
+
+def test_starts_with_is_a_case_sensitive_prefix_after_leading_whitespace():
+    """starts_with: the reply begins with the text once leading whitespace is stripped; case counts."""
+    ok = run({"starts_with": "Answer: 105"}, "\n  Answer: 105, since 15 * 7 = 105.")
+    assert (ok.type, ok.label, ok.passed, ok.score) == ("starts_with", 'starts_with "Answer: 105"', True, 1.0)
+    assert ok.reason == "reply starts with the expected text"
+    wrong_case = run({"starts_with": "Answer:"}, "answer: 105")
+    assert not wrong_case.passed and wrong_case.reason == 'reply starts "answer: 105"'
+    assert not run({"starts_with": "Answer:"}, "The Answer: 105").passed  # anywhere else is not a prefix
+    assert not run({"starts_with": "Answer: 105"}, "Answer: 10").passed  # a reply shorter than the text
+
+
+def test_starts_with_works_as_a_stop_condition():
+    """Any check is a stop condition (simulate.stop_when); starts_with reads as its label there too."""
+    condition = Condition.model_validate({"starts_with": "Booked"})
+    result, decided = evaluate_condition(
+        condition, 1, reply("Booked: table for two"), JudgeContext(ScriptedJudge(), "m")
+    )
+    assert (result.kind, result.met, decided) == ("starts_with", True, 'starts_with "Booked"')
 
 
 # --- min_tokens / max_tokens ---------------------------------------------------------------------------

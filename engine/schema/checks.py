@@ -92,6 +92,9 @@ class CheckFields(StrictModel):
     regex: str | None = Field(None, description="Python regular expression, searched anywhere in the reply.")
     contains: str | None = Field(None, description="Case-insensitive substring.")
     equals: str | None = Field(None, description="Exact match after stripping surrounding whitespace.")
+    starts_with: str | None = Field(
+        None, description="The reply begins with this text, case-sensitive, leading whitespace ignored."
+    )
     min_tokens: int | None = Field(None, ge=0, description="Reply has at least this many completion tokens.")
     max_tokens: int | None = Field(None, ge=0, description="Reply has at most this many completion tokens.")
     semantic: SemanticSpec | None = None
