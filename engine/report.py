@@ -1,4 +1,4 @@
-"""The terminal report, in the shape seed 000 asks for.
+"""The terminal report, in vibecheck's per-turn shape.
 
 Eval 1: What is 15 * 7?
   Turn 1:

@@ -29,7 +29,7 @@ from .common import (
     repair_plain_colons,
 )
 
-ImportError_ = ImportProblem  # the name the first API sketch used
+ImportError_ = ImportProblem  # another name for it, which callers may import
 
 
 def detect(files: Mapping[str, str]) -> str:

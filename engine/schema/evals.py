@@ -119,10 +119,12 @@ def _no_followups(items: list[Check] | None, where: str) -> None:
 class Eval(StrictModel):
     """One conversation. Which kind depends on its keys:
 
-    - `prompt` + `checks`: a conversation tree, follow-ups when checks fail (seed 000);
-    - `input` (one message or a list) with `ground_truth` and/or `checks`: scripted live turns (seed 001);
+    - `prompt` + `checks`: a conversation tree, follow-ups when checks fail (vibecheck's format);
+    - `input` (one message or a list) with `ground_truth` and/or `checks`: scripted live turns, graded per
+      turn (Letta Evals' multi-turn rows);
     - `turns`: scripted turns with checks on chosen turns;
-    - `messages`: a given history, sent first; alone, the model replies to it (seeds 002, 004).
+    - `messages`: a given history, sent first; alone, the model replies to it (calibrate's message lists,
+      AgentV's input_messages).
     """
 
     id: str | None = Field(
