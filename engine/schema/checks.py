@@ -7,6 +7,7 @@ reads and grades a reply is in engine.checks.CHECK_TYPES."""
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -154,7 +155,7 @@ class Check(CheckFields):
     def check_keys(self) -> list[str]:
         return [key for key, name in CHECK_FIELDS.items() if getattr(self, name) is not None]
 
-    @property
+    @cached_property  # read for every check of every turn; a validated item does not change
     def kind(self) -> str | None:
         """The check type, or None for a pure follow-up item."""
         keys = self.check_keys()
