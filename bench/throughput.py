@@ -35,7 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 TURNS = 3
-PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 PG_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/evalsite_bench")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 
@@ -309,16 +308,20 @@ def reachable(url: str) -> bool:
         return False
 
 
-def fresh_postgres_and_redis() -> None:
+def fresh_postgres_and_redis(pg_url: str = PG_URL, redis_url: str | None = REDIS_URL) -> None:
+    """Drop and create the benchmark's PostgreSQL database (through the server's `postgres` database), and
+    empty its Redis database, if it names one."""
     import psycopg
     import psycopg.sql
     import redis
 
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        name = psycopg.sql.Identifier(urlsplit(PG_URL).path.lstrip("/"))
+    admin_url = urlsplit(pg_url)._replace(scheme="postgresql", path="/postgres").geturl()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        name = psycopg.sql.Identifier(urlsplit(pg_url).path.lstrip("/"))
         conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
         conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(name))
-    redis.Redis.from_url(REDIS_URL).flushdb()
+    if redis_url:
+        redis.Redis.from_url(redis_url).flushdb()
 
 
 def common_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,9 @@
 """Evaluating checks against one reply.
 
+Every check type is one entry of CHECK_TYPES: how it reads (its label, in transcripts and reports) and how
+it grades a reply, side by side. The types themselves, and what a suite writes for each, are the fields
+of engine.schema.CheckFields; a test keeps the two in step.
+
 `evaluate_level` grades the plain checks of one level of a conversation tree and returns one CheckResult
 per check item, in list order (follow-up-only items have no result). Checks that need a model (semantic,
 llm_judge) call the judge client; an endpoint failure there raises EndpointError like any model call.
@@ -56,27 +60,8 @@ def _quote(text: str, limit: int = 60) -> str:
 
 
 def label(check: Check) -> str:
-    kind = check.kind
-    if kind in ("match", "not_match", "contains", "equals"):
-        return f"{kind} {_quote(getattr(check, kind))}"
-    if kind == "regex":
-        return f"regex /{check.regex}/"
-    if kind in ("min_tokens", "max_tokens"):
-        return f"{kind} {getattr(check, kind)}"
-    if kind == "semantic":
-        return f"semantic ≥ {check.semantic.threshold:g} {_quote(check.semantic.expected, 40)}"
-    if kind == "llm_judge":
-        criteria = check.llm_judge.criteria
-        if isinstance(criteria, list):
-            return f"llm_judge ({len(criteria)} weighted criteria)"
-        return f"llm_judge {_quote(criteria, 50)}"
-    if kind == "field_equals":
-        return f"field_equals {check.field_equals.path} = {json.dumps(check.field_equals.value, ensure_ascii=False)[:40]}"
-    if kind == "field_is_set":
-        return f"field_is_set {check.field_is_set}"
-    if kind == "or":
-        return "or(" + ", ".join(label(member) for member in check.or_ if member.kind) + ")"
-    return kind or "follow-up"
+    """How a check reads, e.g. match "*105*"; a follow-up-only item reads "follow-up"."""
+    return CHECK_TYPES[check.kind].label(check) if check.kind else "follow-up"
 
 
 def _result(check: Check, passed: bool, reason: str, score: float | None = None, **extra) -> CheckResult:
@@ -120,71 +105,93 @@ def evaluate(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
 
 
 def _evaluate(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
-    text = reply.text
-    kind = check.kind
-    if kind == "match":
-        ok = glob_match(check.match, text)
-        return _result(check, ok, "reply matches" if ok else "reply does not match")
-    if kind == "not_match":
-        ok = not glob_match(check.not_match, text)
-        return _result(
-            check, ok, "reply does not match, as required" if ok else "reply matches, and must not"
-        )
-    if kind == "regex":
-        found = patterns.search(check.regex, text)
-        if found:
-            return _result(check, True, f"found {_quote(found.group(0), 40)}")
-        cut = f" in the first {patterns.MAX_CHARS:,} characters" if len(text) > patterns.MAX_CHARS else ""
-        return _result(check, False, f"no match found{cut}")
-    if kind == "contains":
-        ok = check.contains.lower() in text.lower()
-        return _result(check, ok, "substring found" if ok else "substring not found")
-    if kind == "equals":
-        ok = text.strip() == check.equals.strip()
-        return _result(
-            check, ok, "reply equals the expected text" if ok else f"reply is {_quote(text.strip(), 40)}"
-        )
-    if kind in ("min_tokens", "max_tokens"):
-        tokens, note = _tokens(reply)
-        bound = getattr(check, kind)
-        ok = tokens >= bound if kind == "min_tokens" else tokens <= bound
-        return _result(check, ok, f"{plural(tokens, 'completion token')}{note}")
-    if kind == "semantic":
-        spec = check.semantic
-        vectors, usage, cost = judge.client.embed(
-            spec.model or DEFAULT_EMBEDDING_MODEL, [text, spec.expected]
-        )
-        judge.charge(usage, cost)
-        if len(vectors) != 2:
-            raise EndpointError(f"embedding endpoint returned {len(vectors)} vectors for 2 inputs")
-        similarity = cosine(vectors[0], vectors[1])
-        ok = similarity >= spec.threshold
-        return _result(
-            check, ok, f"cosine similarity {similarity:.3f} (threshold {spec.threshold:g})", similarity
-        )
-    if kind == "llm_judge":
-        return _judge(check, reply, judge)
-    if kind == "field_equals":
-        value = json_field(text, check.field_equals.path)
-        if value is MISSING:
-            return _result(check, False, f"no {check.field_equals.path} in the reply (not JSON, or not set)")
-        ok = json_equal(value, check.field_equals.value)
-        return _result(
-            check, ok, f"{check.field_equals.path} is {json.dumps(value, ensure_ascii=False)[:60]}"
-        )
-    if kind == "field_is_set":
-        value = json_field(text, check.field_is_set)
-        ok = value is not MISSING and value is not None
-        return _result(
-            check, ok, f"{check.field_is_set} is set" if ok else f"{check.field_is_set} is not set"
-        )
-    if kind == "or":
-        children = [evaluate(member, reply, judge) for member in check.or_ if member.kind]
-        ok = any(child.passed for child in children)
-        best = max((child.score or 0.0 for child in children), default=0.0)
-        reason = "an option passed" if ok else "every option failed"
-        return _result(check, ok, reason, best, children=children)
-    raise ValueError(f"not a check: {check!r}")
+    if not check.kind:
+        raise ValueError(f"not a check: {check!r}")
+    return CHECK_TYPES[check.kind].evaluate(check, reply, judge)
+
+
+# --- each check type: how it grades a reply -------------------------------------------------------------
+
+
+def _match(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    ok = glob_match(check.match, reply.text)
+    return _result(check, ok, "reply matches" if ok else "reply does not match")
+
+
+def _not_match(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    ok = not glob_match(check.not_match, reply.text)
+    return _result(check, ok, "reply does not match, as required" if ok else "reply matches, and must not")
+
+
+def _regex(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    found = patterns.search(check.regex, reply.text)
+    if found:
+        return _result(check, True, f"found {_quote(found.group(0), 40)}")
+    cut = f" in the first {patterns.MAX_CHARS:,} characters" if len(reply.text) > patterns.MAX_CHARS else ""
+    return _result(check, False, f"no match found{cut}")
+
+
+def _contains(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    ok = check.contains.lower() in reply.text.lower()
+    return _result(check, ok, "substring found" if ok else "substring not found")
+
+
+def _equals(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    text = reply.text.strip()
+    ok = text == check.equals.strip()
+    return _result(check, ok, "reply equals the expected text" if ok else f"reply is {_quote(text, 40)}")
+
+
+def _starts_with(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    text = reply.text.lstrip()
+    ok = text.startswith(check.starts_with)
+    return _result(
+        check, ok, "reply starts with the expected text" if ok else f"reply starts {_quote(text, 40)}"
+    )
+
+
+def _token_bound(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    tokens, note = _tokens(reply)
+    bound = getattr(check, check.kind)
+    ok = tokens >= bound if check.kind == "min_tokens" else tokens <= bound
+    return _result(check, ok, f"{plural(tokens, 'completion token')}{note}")
+
+
+def _semantic(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    spec = check.semantic
+    vectors, usage, cost = judge.client.embed(
+        spec.model or DEFAULT_EMBEDDING_MODEL, [reply.text, spec.expected]
+    )
+    judge.charge(usage, cost)
+    if len(vectors) != 2:
+        raise EndpointError(f"embedding endpoint returned {len(vectors)} vectors for 2 inputs")
+    similarity = cosine(vectors[0], vectors[1])
+    ok = similarity >= spec.threshold
+    return _result(
+        check, ok, f"cosine similarity {similarity:.3f} (threshold {spec.threshold:g})", similarity
+    )
+
+
+def _field_equals(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    spec = check.field_equals
+    value = json_field(reply.text, spec.path)
+    if value is MISSING:
+        return _result(check, False, f"no {spec.path} in the reply (not JSON, or not set)")
+    ok = json_equal(value, spec.value)
+    return _result(check, ok, f"{spec.path} is {json.dumps(value, ensure_ascii=False)[:60]}")
+
+
+def _field_is_set(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    value = json_field(reply.text, check.field_is_set)
+    ok = value is not MISSING and value is not None
+    return _result(check, ok, f"{check.field_is_set} is set" if ok else f"{check.field_is_set} is not set")
+
+
+def _any_of(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    children = [evaluate(member, reply, judge) for member in check.or_ if member.kind]
+    ok = any(child.passed for child in children)
+    best = max((child.score or 0.0 for child in children), default=0.0)
+    return _result(check, ok, "an option passed" if ok else "every option failed", best, children=children)
 
 
 def _judge_one(spec, criteria: str, reply: Reply, judge: JudgeContext) -> tuple[float | None, str, str]:
@@ -258,6 +265,85 @@ def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     if unparseable:
         reason += f"; judge answer unparseable for {', '.join(unparseable)}"
     return _result(check, ok, reason, overall, children=children)
+
+
+# --- each check type: how it reads -----------------------------------------------------------------------
+
+
+def _quoted(check: Check) -> str:
+    return f"{check.kind} {_quote(getattr(check, check.kind))}"
+
+
+def _plain(check: Check) -> str:
+    return f"{check.kind} {getattr(check, check.kind)}"
+
+
+def _regex_label(check: Check) -> str:
+    return f"regex /{check.regex}/"
+
+
+def _semantic_label(check: Check) -> str:
+    return f"semantic ≥ {check.semantic.threshold:g} {_quote(check.semantic.expected, 40)}"
+
+
+def _judge_label(check: Check) -> str:
+    criteria = check.llm_judge.criteria
+    if isinstance(criteria, list):
+        return f"llm_judge ({len(criteria)} weighted criteria)"
+    return f"llm_judge {_quote(criteria, 50)}"
+
+
+def _field_equals_label(check: Check) -> str:
+    value = json.dumps(check.field_equals.value, ensure_ascii=False)[:40]
+    return f"field_equals {check.field_equals.path} = {value}"
+
+
+def _any_of_label(check: Check) -> str:
+    return "or(" + ", ".join(label(member) for member in check.or_ if member.kind) + ")"
+
+
+def _judge_threshold(check: Check) -> float | None:
+    spec = check.llm_judge
+    return (
+        spec.normalise(spec.threshold) if isinstance(spec.criteria, str) else None
+    )  # on 0-1, like its score
+
+
+# --- the table ---------------------------------------------------------------------------------------------
+
+
+def _no_threshold(check: Check) -> float | None:
+    return None
+
+
+@dataclass(frozen=True)
+class CheckType:
+    """How a check type reads (`label`) and grades a reply (`evaluate`). A `scored` type's score says more
+    than pass or fail (a similarity, a judge's score); `threshold` is the score it needs, when it has one.
+    Stop conditions show both."""
+
+    label: Callable[[Check], str]
+    evaluate: Callable[[Check, Reply, JudgeContext], CheckResult]
+    scored: bool = False
+    threshold: Callable[[Check], float | None] = _no_threshold
+
+
+# One entry per key of engine.schema.CHECK_KEYS, in its order.
+CHECK_TYPES: dict[str, CheckType] = {
+    "match": CheckType(_quoted, _match),
+    "not_match": CheckType(_quoted, _not_match),
+    "regex": CheckType(_regex_label, _regex),
+    "contains": CheckType(_quoted, _contains),
+    "equals": CheckType(_quoted, _equals),
+    "starts_with": CheckType(_quoted, _starts_with),
+    "min_tokens": CheckType(_plain, _token_bound),
+    "max_tokens": CheckType(_plain, _token_bound),
+    "semantic": CheckType(_semantic_label, _semantic, scored=True, threshold=lambda c: c.semantic.threshold),
+    "llm_judge": CheckType(_judge_label, _judge, scored=True, threshold=_judge_threshold),
+    "field_equals": CheckType(_field_equals_label, _field_equals),
+    "field_is_set": CheckType(_plain, _field_is_set),
+    "or": CheckType(_any_of_label, _any_of),
+}
 
 
 def evaluate_level(items: list[Check], reply: Reply, judge: JudgeContext) -> list[CheckResult]:

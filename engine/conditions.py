@@ -10,7 +10,7 @@ tokens) and a label naming what decided it, for the termination reason.
 
 from __future__ import annotations
 
-from .checks import JudgeContext, Reply, evaluate, label
+from .checks import CHECK_TYPES, JudgeContext, Reply, evaluate, label
 from .judge import normalise_score, parse_verdict
 from .results import ConditionResult, Usage
 from .schema import Check, Condition
@@ -112,19 +112,14 @@ def _as_check(condition: Condition) -> Check:
 def _check(condition: Condition, reply: Reply, judge: JudgeContext) -> tuple[ConditionResult, str]:
     check = _as_check(condition)
     result = evaluate(check, reply, judge)
-    threshold = None
-    if check.kind == "semantic":
-        threshold = check.semantic.threshold
-    elif check.kind == "llm_judge" and isinstance(check.llm_judge.criteria, str):
-        threshold = check.llm_judge.normalise(check.llm_judge.threshold)  # on 0-1, like its score
-    scored = check.kind in ("semantic", "llm_judge")
+    check_type = CHECK_TYPES[check.kind]
     condition_result = ConditionResult(
         kind=check.kind,
         label=result.label,
         met=result.passed,
         reason=result.reason,
-        score=result.score if scored else None,
-        threshold=threshold,
+        score=result.score if check_type.scored else None,
+        threshold=check_type.threshold(check),
         raw=result.raw,
     )
     return condition_result, result.label

@@ -1,32 +1,37 @@
 """Running one conversation: the heart of the engine.
 
 `run_eval` plays one eval against a chat client and reports each turn through `on_turn` as soon as it is
-graded, and each wait before a model call is retried through `on_wait`. It can resume: given the turns already stored (`prior`), it replays them without calling the
-model and continues after the last one, so a redelivered task never repeats or duplicates a turn.
+graded, and each wait before a model call is retried through `on_wait`. It can resume: given the turns
+already stored (`prior`), it replays them without calling the model and continues after the last one, so a
+redelivered task never repeats or duplicates a turn.
 
-Every kind of conversation is the same loop: a driver chooses the next step (a user message and what
-grades its reply), the model replies, the reply is graded into a TurnRecord, and the driver decides from
-the stored records alone whether to go on. Drivers: conversation trees (seed 000: follow-ups chosen by
-failed checks), scripted inputs (seed 001: per-turn ground truth), `turns` with checks on chosen turns,
-and a given history the model replies to (seeds 002, 004). Histories can precede any of them.
+Every style of conversation is the same loop over its driver (engine.drivers): the driver plans a turn (a
+Step: the user message and what grades the reply), this loop makes the model calls (the simulated user's
+when a Step asks for one, the model's reply, the judges') and grades the reply into a TurnRecord, the
+driver says whether the reply ends the conversation and, from the records alone, what comes next. A given
+history (`messages`) can precede any style.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from .checks import JudgeContext, Reply, choose_followup, evaluate_level
+from .checks import JudgeContext, Reply, evaluate_level
 from .clients import ChatClient, EndpointError
 from .conditions import evaluate_condition
+from .drivers import Defaults, Driver, Step, Verdict, driver_for
 from .grading import extract, grade
 from .history import build_history
+from .outcomes import Status, TerminationKind
 from .patterns import RegexFailure
-from .results import ConditionResult, EvalResult, SimulatedUserCall, Totals, TurnGrade, TurnRecord, Usage
+from .results import EvalResult, SimulatedUserCall, Totals, TurnGrade, TurnRecord, Usage
 from .retries import RetryStopped, RetryWait, retry_hooks
-from .schema import Check, Eval, Extractor, followup_depth
-from .simulate import clean_reply, persona_for, simulator_messages
+from .schema import Eval
+from .simulate import clean_reply
 from .text import plural
+
+__all__ = ["Defaults", "EngineContext", "ResumeMismatch", "StopConversation", "run_eval"]
 
 
 class StopConversation(Exception):
@@ -35,16 +40,6 @@ class StopConversation(Exception):
 
 class ResumeMismatch(Exception):
     """Stored turns do not fit the suite version they claim to come from."""
-
-
-@dataclass
-class Defaults:
-    """Suite-level defaults for scripted grading."""
-
-    grader: str | None = None
-    extractor: Extractor | None = None
-    rubric: str | None = None
-    pass_threshold: float | None = None
 
 
 @dataclass
@@ -61,220 +56,13 @@ class EngineContext:
     judge_temperature: float | None = None
 
 
-@dataclass
-class Step:
-    prompt: str | None  # None: the model replies to the history alone
-    checks: list[Check]
-    node: str
-    reason: str | None = None
-    ground_truth: str | None = None  # grade this step's reply against it
-    grade_conversation: str | None = None  # grade the whole conversation against it, after this step
-    simulated: _Simulated | None = None  # check the stop condition after this step's reply
-    user_usage: Usage = field(default_factory=Usage)  # what the simulated user spent writing `prompt`
-    user_cost: float = 0.0
-    user_call: SimulatedUserCall | None = None  # what the simulated user was sent, and its answer
+@dataclass(frozen=True)
+class _UserTurn:
+    """What the simulated user spent writing a turn's prompt, and what it was sent."""
 
-
-class _Tree:
-    """Seed 000: the first prompt, then follow-ups chosen by the failed checks."""
-
-    def __init__(self, ev: Eval, index: int):
-        self.ev = ev
-        self.node = f"evals[{index}]"
-
-    def first(self) -> Step:
-        return Step(self.ev.prompt, self.ev.checks, self.node)
-
-    def next(self, step: Step, turn: TurnRecord) -> Step | None:
-        if turn.passed:
-            return None
-        followup = choose_followup(step.checks, turn.checks)
-        if followup is None:
-            return None
-        item, reason = followup
-        return Step(item.prompt, item.checks, _node_of(item, step), f"{reason} on turn {turn.turn}")
-
-    def verdict(self, turns: list[TurnRecord]) -> tuple[str, float, str, int | None]:
-        last = turns[-1]
-        if last.passed:
-            return "passed", 1.0, f"passed on turn {last.turn}", last.turn
-        return "failed", 0.0, f"failed after {plural(last.turn, 'turn')}", None
-
-
-def _node_of(item: Check, step: Step) -> str:
-    for i, candidate in enumerate(step.checks):
-        if candidate is item:
-            return f"{step.node}.checks[{i}]"
-        for j, member in enumerate(candidate.or_ or ()):
-            if member is item:
-                return f"{step.node}.checks[{i}].or[{j}]"
-    return step.node
-
-
-class _Scripted:
-    """Seed 001 and `turns`: every input sent in order; grades per turn and/or on the last reply."""
-
-    def __init__(self, ev: Eval, index: int, defaults: Defaults):
-        self.ev = ev
-        node = f"evals[{index}]"
-        self.threshold = ev.pass_threshold if ev.pass_threshold is not None else defaults.pass_threshold
-        if self.threshold is None:
-            self.threshold = 1.0
-        self.aggregation = ev.aggregation or "mean"
-        self.stop_on_failure = ev.on_turn_failure == "stop"
-        if ev.turns is not None:
-            self.steps = [
-                Step(turn.input, turn.checks or [], f"{node}.turns[{i}]") for i, turn in enumerate(ev.turns)
-            ]
-        elif ev.input is not None:
-            inputs = [ev.input] if isinstance(ev.input, str) else ev.input
-            truths = ev.ground_truth if isinstance(ev.ground_truth, list) else [None] * len(inputs)
-            self.steps = [
-                Step(
-                    text,
-                    [],
-                    f"{node}.input[{i}]" if isinstance(ev.input, list) else f"{node}.input",
-                    ground_truth=truth,
-                )
-                for i, (text, truth) in enumerate(zip(inputs, truths, strict=True))
-            ]
-        else:
-            self.steps = [Step(None, [], f"{node}.messages")]
-        last = self.steps[-1]
-        last.checks = [*last.checks, *(ev.checks or [])]
-        if isinstance(ev.ground_truth, str):
-            last.grade_conversation = ev.ground_truth
-
-    def first(self) -> Step:
-        return self.steps[0]
-
-    def next(self, step: Step, turn: TurnRecord) -> Step | None:
-        if self.stop_on_failure and turn.passed is False:
-            return None
-        return self.steps[turn.turn] if turn.turn < len(self.steps) else None
-
-    def units(self, turns: list[TurnRecord]) -> list[tuple[float, bool]]:
-        """Every graded turn, as (score, passed): its grade and its checks together, so turns_total counts
-        turns. A check that passed its own threshold counts 1 (a judge's 0.9 over a 0.5 threshold must not
-        fail the conversation); a failed one keeps its score as partial credit."""
-        units = []
-        for turn in turns:
-            scores = [turn.grade.score] if turn.grade is not None else []
-            scores += [
-                1.0 if check.passed else min(1.0, max(0.0, check.score or 0.0)) for check in turn.checks
-            ]
-            if scores:
-                passed = (turn.grade is None or turn.grade.passed) and all(c.passed for c in turn.checks)
-                units.append((sum(scores) / len(scores), passed))
-        return units
-
-    def verdict(self, turns: list[TurnRecord]) -> tuple[str, float, str, int | None]:
-        units = self.units(turns)
-        scores = [score for score, _ in units]
-        score = {"mean": lambda s: sum(s) / len(s), "min": min, "max": max}[self.aggregation](scores)
-        passed = sum(1 for _, ok in units if ok)
-        stopped = len(turns) < len(self.steps)
-        note = f"{passed}/{len(units)} passed" + (f", stopped after turn {len(turns)}" if stopped else "")
-        if score >= self.threshold and not stopped:
-            return "passed", score, f"passed: {note}", None
-        return "failed", score, f"failed: {note} (score {score:.2f}, needs {self.threshold:g})", None
-
-
-class _Simulated:
-    """@agtlantis/eval: the first prompt, then scripted follow-ups, then a simulated user, until a stop
-    condition holds or max_turns is reached. `checks` grade the final reply."""
-
-    def __init__(self, ev: Eval, index: int, ctx: EngineContext, prior: Sequence[TurnRecord]):
-        self.ev = ev
-        self.sim = ev.simulate
-        self.ctx = ctx
-        self.prior = prior
-        self.node = f"evals[{index}]"
-        self.live_messages: list[dict] = []  # the conversation so far, without system prompt or history
-        self.scripted: list[str] = []
-        self.forever: str | None = None
-        for follow_up in self.sim.follow_ups:
-            if follow_up.turns == "inf":
-                self.forever = follow_up.input
-            else:
-                self.scripted += [follow_up.input] * follow_up.turns
-
-    def _step(self, prompt: str, number: int, **extra) -> Step:
-        return Step(prompt, [], f"{self.node}.simulate" if number > 1 else self.node, simulated=self, **extra)
-
-    def first(self) -> Step:
-        return self._step(self.ev.prompt, 1)
-
-    def has_input(self, turns_done: int) -> bool:
-        """Is there a user message for turn turns_done + 1?"""
-        return turns_done - 1 < len(self.scripted) or self.forever is not None or self.sim.persona is not None
-
-    def next(self, step: Step, turn: TurnRecord) -> Step | None:
-        if turn.termination:
-            return None
-        number = turn.turn + 1
-        if turn.turn - 1 < len(self.scripted):
-            return self._step(self.scripted[turn.turn - 1], number)
-        if self.forever is not None:
-            return self._step(self.forever, number)
-        if number <= len(self.prior):  # resuming: the stored turn says what the simulated user said
-            return self._step(self.prior[number - 1].prompt, number)
-        return self._simulated_user(number, turn)
-
-    def _simulated_user(self, number: int, turn: TurnRecord) -> Step:
-        if self.sim.model:
-            client, model = (
-                self.ctx.resolve(self.sim.model) if self.ctx.resolve else (self.ctx.judge, self.sim.model)
-            )
-        else:
-            client, model = self.ctx.judge, self.ctx.judge_model
-        sent = simulator_messages(persona_for(self.sim.persona, number), self.live_messages)
-        completion = client.complete(model, sent)
-        return self._step(
-            clean_reply(completion.text),
-            number,
-            user_usage=completion.usage,
-            user_cost=completion.cost,
-            user_call=SimulatedUserCall(model=model, messages=sent, reply=completion.text),
-        )
-
-    def terminate(
-        self, position: int, reply: Reply, judge: JudgeContext
-    ) -> tuple[str | None, ConditionResult | None]:
-        """Checked after each reply: why the conversation ends here (None to go on), and the stop condition
-        as evaluated."""
-        condition = None
-        if self.sim.stop_when is not None:
-            condition, decided = evaluate_condition(self.sim.stop_when, position, reply, judge)
-            if condition.met:
-                return f"condition met: {decided}", condition
-        if position >= self.sim.max_turns:
-            return f"max turns ({self.sim.max_turns})", condition
-        if not self.has_input(position):
-            return "inputs exhausted", condition
-        return None, condition
-
-    def final_checks(self) -> list[Check]:
-        return self.ev.checks or []
-
-    def verdict(self, turns: list[TurnRecord]) -> tuple[str, float, str, int | None]:
-        last = turns[-1]
-        reason = last.termination or ""
-        if reason.startswith("condition met"):
-            outcome = self.sim.on_condition_met
-        elif reason.startswith("max turns"):
-            outcome = self.sim.on_max_turns
-        else:
-            outcome = "fail"  # ran out of inputs with no simulated user to continue
-        checks_ok = all(check.passed for check in last.checks)
-        passed = outcome == "pass" and checks_ok
-        why = reason + ("" if checks_ok else "; final checks failed")
-        return (
-            ("passed" if passed else "failed"),
-            (1.0 if passed else 0.0),
-            f"{'passed' if passed else 'failed'} after {plural(last.turn, 'turn')}: {why}",
-            None,
-        )
+    usage: Usage = field(default_factory=Usage)
+    cost: float = 0.0
+    call: SimulatedUserCall | None = None
 
 
 def run_eval(
@@ -302,43 +90,40 @@ def _run_eval(
     should_stop: Callable[[], bool] | None,
 ) -> EvalResult:
     messages, history = build_history(ctx.system, ev.messages, ctx.files)
-    if ev.style == "simulated":
-        driver = _Simulated(ev, index, ctx, prior)
-    elif ev.style == "tree":
-        driver = _Tree(ev, index)
-    else:
-        driver = _Scripted(ev, index, ctx.defaults)
+    driver = driver_for(ev, index, ctx.defaults)
     turns: list[TurnRecord] = []
 
-    def finish(
-        status: str, verdict: str, *, score=None, passed_on: int | None = None, error=None
-    ) -> EvalResult:
-        multi = (
-            len(turns) > 1
-            or ev.simulate is not None  # a multi-turn test case, even when a condition ends it on turn 1
-            or (followup_depth(ev.checks or []) > 0)
-            or (isinstance(driver, _Scripted) and len(driver.steps) > 1)
-        )
-        units = driver.units(turns) if isinstance(driver, _Scripted) and turns else None
+    def finish(verdict: Verdict, error: str | None = None) -> EvalResult:
+        tally = driver.tally(turns) if turns else None
+        termination, termination_kind, termination_detail = _ending(driver, turns, verdict.outcome)
         return EvalResult(
             index=index,
             id=eval_id,
-            kind="multi-turn" if multi else "single-turn",
+            kind="multi-turn" if len(turns) > 1 or driver.multi_turn else "single-turn",
             conversation=ev.style,
             prompt=ev.first_text,
-            status=status,
-            score=score,
-            passed_on_turn=passed_on,
-            verdict=verdict,
+            status=verdict.outcome,
+            score=verdict.score,
+            passed_on_turn=verdict.passed_on_turn,
+            verdict=verdict.text,
+            reason=verdict.reason,
             error=error,
             history=history,
-            termination=_termination(ev, turns, status),
+            termination=termination,
+            termination_kind=termination_kind,
+            termination_detail=termination_detail,
             turns=list(turns),
-            turns_passed=sum(1 for _, ok in units if ok) if units is not None else None,
-            turns_total=len(units) if units is not None else None,
+            turns_passed=tally[0] if tally is not None else None,
+            turns_total=tally[1] if tally is not None else None,
             per_turn_grades=[turn.grade for turn in turns if turn.grade is not None],
             totals=Totals.of(turns),
         )
+
+    def stopped(how: str = "cancelled") -> EvalResult:
+        return finish(Verdict(Status.CANCELLED, None, f"{how} after {plural(len(turns), 'turn')}"))
+
+    def failed(position: int, exc: EndpointError, who: str = "") -> EvalResult:
+        return finish(Verdict(Status.ERROR, None, f"error on turn {position}{who}: {exc}"), error=str(exc))
 
     given = len(messages)
     step: Step | None = driver.first()
@@ -346,58 +131,84 @@ def _run_eval(
         position = len(turns) + 1
         if position <= len(prior):
             turn = prior[position - 1]
+            if step.ask is not None:  # resuming: the stored turn says what the simulated user wrote
+                step = replace(step, prompt=turn.prompt, ask=None)
             _check_resume(turn, step, position)
         else:
             if should_stop is not None and should_stop():
-                return finish("cancelled", f"cancelled after {plural(len(turns), 'turn')}")
+                return stopped()
+            user = _UserTurn()
             try:
-                turn = _play_turn(ctx, messages, step, position, ev, given)
+                if step.ask is not None:
+                    try:
+                        step, user = _ask_user(ctx, step)
+                    except EndpointError as exc:
+                        return failed(position, exc, " (simulated user)")
+                turn = _play_turn(ctx, driver, messages, step, position, ev, given, user)
             except EndpointError as exc:
-                return finish("error", f"error on turn {position}: {exc}", error=str(exc))
+                return failed(position, exc)
             except RetryStopped:
-                return finish("cancelled", f"cancelled after {plural(len(turns), 'turn')}")
+                return stopped()
             if on_turn is not None:
                 try:
                     on_turn(turn)
                 except StopConversation:
-                    return finish("cancelled", f"stopped after {plural(len(turns), 'turn')}")
+                    return stopped("stopped")
         turns.append(turn)
         if step.prompt is not None:
             messages.append({"role": "user", "content": turn.prompt})
         messages.append({"role": "assistant", "content": turn.response})
-        if isinstance(driver, _Simulated):
-            driver.live_messages = messages[given:]
-        try:
-            step = driver.next(step, turn)  # the simulated user writes its message here
-        except EndpointError as exc:
-            return finish("error", f"error on turn {position + 1} (simulated user): {exc}", error=str(exc))
-        except RetryStopped:
-            return finish("cancelled", f"cancelled after {plural(len(turns), 'turn')}")
-    status, score, verdict, passed_on = driver.verdict(turns)
-    return finish(status, verdict, score=score, passed_on=passed_on)
+        step = None if turn.termination_kind else driver.next(step, turns)
+    return finish(driver.verdict(turns))
 
 
-def _termination(ev: Eval, turns: list[TurnRecord], status: str) -> str | None:
-    """Why a simulated conversation ended; other kinds end when their script does, so they have none."""
-    if ev.style != "simulated":
-        return None
-    if status == "error":
-        return "error"
-    return turns[-1].termination if turns else None
+def _ending(
+    driver: Driver, turns: list[TurnRecord], status: Status
+) -> tuple[str | None, TerminationKind | None, str | None]:
+    """Why the conversation ended (words, kind, detail), for drivers that end conversations themselves:
+    an error, or the ending its last turn recorded. The others end when their script does."""
+    if not driver.has_endings:
+        return None, None, None
+    if status == Status.ERROR:
+        return TerminationKind.ERROR.describe(), TerminationKind.ERROR, None
+    if not turns:
+        return None, None, None
+    last = turns[-1]
+    return last.termination, last.termination_kind, last.termination_detail
 
 
 def _check_resume(turn: TurnRecord, step: Step, position: int) -> None:
     if turn.prompt != (step.prompt or ""):
         raise ResumeMismatch(f"stored turn {position} was {turn.prompt!r}, the suite says {step.prompt!r}")
-    expected = [item.kind for item in step.checks if item.kind]
-    if step.simulated is not None and turn.termination:
-        expected = [item.kind for item in step.simulated.final_checks() if item.kind]
+    graded_by = step.final_checks if turn.termination_kind else step.checks
+    expected = [item.kind for item in graded_by if item.kind]
     if turn.node != step.node or [result.type for result in turn.checks] != expected:
         raise ResumeMismatch(f"stored turn {position} was graded against other checks than the suite has")
 
 
+def _ask_user(ctx: EngineContext, step: Step) -> tuple[Step, _UserTurn]:
+    """The simulated user writes the step's prompt."""
+    ask = step.ask
+    if ask.model:
+        client, model = ctx.resolve(ask.model) if ctx.resolve else (ctx.judge, ask.model)
+    else:
+        client, model = ctx.judge, ctx.judge_model
+    completion = client.complete(model, ask.messages)
+    call = SimulatedUserCall(model=model, messages=ask.messages, reply=completion.text)
+    return replace(step, prompt=clean_reply(completion.text), ask=None), _UserTurn(
+        completion.usage, completion.cost, call
+    )
+
+
 def _play_turn(
-    ctx: EngineContext, messages: list[dict], step: Step, position: int, ev: Eval, given: int
+    ctx: EngineContext,
+    driver: Driver,
+    messages: list[dict],
+    step: Step,
+    position: int,
+    ev: Eval,
+    given: int,
+    user: _UserTurn,
 ) -> TurnRecord:
     sent = (
         [*messages, {"role": "user", "content": step.prompt}] if step.prompt is not None else list(messages)
@@ -410,12 +221,12 @@ def _play_turn(
         completion_tokens=None if completion.usage.estimated else completion.usage.completion_tokens,
         conversation=conversation,
     )
-    results = evaluate_level(step.checks, reply, judge)
-    termination = condition = None
-    if step.simulated is not None:
-        termination, condition = step.simulated.terminate(position, reply, judge)
-        if termination:  # the conversation ends here, so this is the final reply the checks grade
-            results = evaluate_level(step.simulated.final_checks(), reply, judge)
+    condition = decided = None
+    if step.stop_when is not None:
+        condition, decided = evaluate_condition(step.stop_when, position, reply, judge)
+    ending = driver.ending(step, position, condition, decided)
+    # A reply that ends the conversation is its final one: the final checks grade it.
+    results = evaluate_level(step.final_checks if ending else step.checks, reply, judge)
     turn_grade = _grade(ctx, ev, step, position, completion.text, conversation, given, judge)
     passed = all(result.passed for result in results) and (turn_grade is None or turn_grade.passed)
     return TurnRecord(
@@ -430,13 +241,15 @@ def _play_turn(
         passed=passed if (results or turn_grade is not None) else None,
         followup_reason=step.reason,
         grade=turn_grade,
-        termination=termination,
-        user_usage=step.user_usage,
-        user_cost=step.user_cost,
+        termination=ending.text if ending else None,
+        termination_kind=ending.kind if ending else None,
+        termination_detail=ending.detail if ending else None,
+        user_usage=user.usage,
+        user_cost=user.cost,
         judge_usage=judge.spent,
         judge_cost=judge.cost,
         stop_when=condition,
-        simulated_user=step.user_call,
+        simulated_user=user.call,
     )
 
 

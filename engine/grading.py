@@ -1,4 +1,4 @@
-"""Graders and extractors for scripted turns (seed 001, Letta Evals).
+"""Graders and extractors for scripted turns (Letta Evals' graders and extractors).
 
 An extractor picks the text to grade from the assistant's replies; a grader compares it with the ground
 truth and gives a 0-1 score and a rationale.

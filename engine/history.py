@@ -1,4 +1,4 @@
-"""Given message histories, with attached files (seeds 002 and 004).
+"""Given message histories, with attached files (calibrate's message lists, AgentV's input_messages).
 
 `*.instructions.md` files become guidelines in the system message, each as a `=== name ===` block. Other
 files are embedded in the message that names them, after its text. A message left with no text (say, a

@@ -11,6 +11,7 @@ the schema and reports each problem as `line:column path: message`, e.g.
 from __future__ import annotations
 
 import pathlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from os import PathLike
@@ -19,7 +20,7 @@ import yaml
 from pydantic import ValidationError
 
 from . import bounds
-from .bounds import MAX_NESTING, MAX_NUMBER_CHARS, bad_character, unstorable
+from .bounds import MAX_NESTING, MAX_NUMBER_CHARS, bad_character, position, unstorable
 from .datasets import rows_to_evals
 from .errors import readable_errors
 from .schema import MAX_FOLLOWUP_DEPTH, Check, Suite
@@ -220,29 +221,81 @@ def scan_yaml(text: str, *, anchors: bool = False) -> list[SuiteProblem]:
     # Per open collection: [the index of its current item or the key of its current value, is a mapping,
     # is reading a key].
     frames: list[list] = []
-    for event in yaml.parse(text, Loader=_CLoader):
-        mark = event.start_mark
-        where = (mark.line + 1, mark.column + 1)
-        if not anchors and isinstance(event, yaml.AliasEvent):
-            problems.append(SuiteProblem(*where, "", f"alias *{event.anchor} is not allowed"))
-        elif not anchors and getattr(event, "anchor", None):
-            problems.append(SuiteProblem(*where, "", f"anchor &{event.anchor} is not allowed"))
-        if isinstance(event, yaml.NodeEvent) and frames and frames[-1][2]:
-            frames[-1][0] = getattr(event, "value", "?")  # a key; a list or mapping as a key is refused later
-        if isinstance(event, yaml.CollectionStartEvent):
-            if len(frames) >= MAX_NESTING:
-                path = format_path(tuple(frame[0] for frame in frames))
-                message = f"nested more than {MAX_NESTING} levels deep (lists and mappings inside each other)"
-                problems.append(SuiteProblem(*where, path, message))
+    read_to = (
+        0  # where the last event ended: libyaml may refuse deep flow nesting before it reaches our bound
+    )
+    try:
+        for event in yaml.parse(text, Loader=_CLoader):
+            read_to = event.end_mark.index
+            if _scan_event(event, frames, problems, anchors):
                 break
-            mapping = isinstance(event, yaml.MappingStartEvent)
-            frames.append(["?" if mapping else 0, mapping, mapping])
-        elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
-            _node_read(frames)
-        elif isinstance(event, yaml.CollectionEndEvent):
-            frames.pop()
-            _node_read(frames)
+    except yaml.MarkedYAMLError as exc:
+        # PyYAML 6.0.4's libyaml refuses flow collections nested ~1,000 deep while scanning ahead, before
+        # their events reach the bound above: locate the collection that goes past our bound ourselves.
+        offset = _flow_too_deep(text, read_to, len(frames)) if "nesting depth" in str(exc.problem) else None
+        if offset is None:
+            raise
+        path = format_path(tuple(frame[0] for frame in frames))
+        problems.append(SuiteProblem(*position(text, offset), path, _DEEP))
     return problems
+
+
+_DEEP = f"nested more than {MAX_NESTING} levels deep (lists and mappings inside each other)"
+_FLOW = re.compile(r"[\[\]{}\"'#\\]")
+
+
+def _flow_too_deep(text: str, start: int, depth: int) -> int | None:
+    """The offset of the bracket, from `start` on, that nests flow collections past MAX_NESTING given `depth`
+    open collections before it; None if none does. Quoted text and comments are skipped."""
+    quote, escaped = None, False
+    for found in _FLOW.finditer(text, start):
+        char = found.group()
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\" and quote == '"':
+                escaped = True
+            elif char == quote:
+                quote = None
+        elif char in "\"'":
+            quote = char
+        elif char == "#" and (found.start() == 0 or text[found.start() - 1] in " \t\n"):
+            end = text.find("\n", found.start())
+            if end < 0:
+                return None
+            return _flow_too_deep(text, end, depth)
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                return found.start()
+        elif char in "]}":
+            depth -= 1
+    return None
+
+
+def _scan_event(event, frames: list[list], problems: list[SuiteProblem], anchors: bool) -> bool:
+    """One event of scan_yaml's pass; True when the pass must stop."""
+    mark = event.start_mark
+    where = (mark.line + 1, mark.column + 1)
+    if not anchors and isinstance(event, yaml.AliasEvent):
+        problems.append(SuiteProblem(*where, "", f"alias *{event.anchor} is not allowed"))
+    elif not anchors and getattr(event, "anchor", None):
+        problems.append(SuiteProblem(*where, "", f"anchor &{event.anchor} is not allowed"))
+    if isinstance(event, yaml.NodeEvent) and frames and frames[-1][2]:
+        frames[-1][0] = getattr(event, "value", "?")  # a key; a list or mapping as a key is refused later
+    if isinstance(event, yaml.CollectionStartEvent):
+        if len(frames) >= MAX_NESTING:
+            path = format_path(tuple(frame[0] for frame in frames))
+            problems.append(SuiteProblem(*where, path, _DEEP))
+            return True
+        mapping = isinstance(event, yaml.MappingStartEvent)
+        frames.append(["?" if mapping else 0, mapping, mapping])
+    elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
+        _node_read(frames)
+    elif isinstance(event, yaml.CollectionEndEvent):
+        frames.pop()
+        _node_read(frames)
+    return False
 
 
 def _node_read(frames: list[list]) -> None:

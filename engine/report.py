@@ -1,4 +1,4 @@
-"""The terminal report, in the shape seed 000 asks for.
+"""The terminal report, in vibecheck's per-turn shape.
 
 Eval 1: What is 15 * 7?
   Turn 1:
@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections import Counter
 
 from .clients import DEFAULT
+from .outcomes import Status
 from .results import CheckResult, ConditionResult, EvalResult, RunReport
+from .schema import Style
 from .text import plural
 
 PASS = "✅ PASS"
@@ -38,8 +40,7 @@ def _check_lines(result: CheckResult, prefix: str) -> list[str]:
 def _condition_brief(result: ConditionResult) -> str:
     """A member of all/any/not inline: its outcome without the reason; its own members in brackets."""
     if result.met is None or not result.children:
-        outcome = result.outcome.split(":")[0]  # "no: substring not found" -> "no"
-        return f"{result.label} → {outcome}"
+        return f"{result.label} → {result.answer}"
     return f"{result.label} → {result.outcome} [{'; '.join(map(_condition_brief, result.children))}]"
 
 
@@ -54,13 +55,13 @@ def _condition_line(result: ConditionResult) -> str:
 
 
 def overall(result: EvalResult) -> str:
-    if result.status == "passed" and result.passed_on_turn is not None:
+    if result.status == Status.PASSED and result.passed_on_turn is not None:
         return f"{PASS} (succeeded on turn {result.passed_on_turn})"
-    if result.status == "passed":
+    if result.status == Status.PASSED:
         return f"{PASS} ({result.verdict})"
-    if result.status == "failed":
+    if result.status == Status.FAILED:
         return f"{FAIL} ({result.verdict})"
-    if result.status == "error":
+    if result.status == Status.ERROR:
         return f"💥 ERROR ({result.error})"
     return f"⏹ CANCELLED ({result.verdict})"
 
@@ -99,7 +100,7 @@ def format_eval(result: EvalResult, iterations: int = 1) -> str:
     if result.turns_total is not None:
         marks = "".join("✓" if turn.passed else "✗" for turn in result.turns if turn.passed is not None)
         lines.append(f"  Turns: {result.turns_passed}/{result.turns_total} {marks}".rstrip())
-    if len(result.turns) and result.termination and result.conversation == "simulated":
+    if len(result.turns) and result.termination and result.conversation == Style.SIMULATED:
         lines.append(f"  Ended: {result.termination}")
     lines.append(f"  Overall: {overall(result)}")
     return "\n".join(lines)
@@ -110,12 +111,12 @@ def format_iterated(report: RunReport) -> list[str]:
     for item in report.iterated:
         stats = item.stats
         strip = "".join(
-            "✓" if r.status == "passed" else "✗" if r.status == "failed" else "!"
+            "✓" if r.status == Status.PASSED else "✗" if r.status == Status.FAILED else "!"
             for r in sorted((r for r in report.evals if r.index == item.index), key=lambda r: r.iteration)
         )
         mean = "n/a" if stats.mean is None else f"{stats.mean:.2f} ± {stats.std_dev:.2f}"
         flaky = " FLAKY" if stats.flaky else ""
-        mark = PASS if item.status == "passed" else FAIL
+        mark = PASS if item.status == Status.PASSED else FAIL
         lines.append(
             f"{mark} {item.id}: {stats.pass_count}/{stats.iterations - stats.errors} passed "
             f"({stats.pass_rate:.0%}, 95% CI {stats.pass_rate_low:.0%}–{stats.pass_rate_high:.0%}, needs "
@@ -152,5 +153,5 @@ def format_report(report: RunReport) -> str:
     if iterated:
         blocks += ["Iterated evals:", *iterated, ""]
     return "\n".join(
-        blocks + [summary, f"Overall: {PASS if report.status == 'passed' else FAIL} ({report.status})"]
+        blocks + [summary, f"Overall: {PASS if report.status == Status.PASSED else FAIL} ({report.status})"]
     )

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
+from .outcomes import FINISHED, GRADED, Status, TerminationKind
+from .schema import Style
 from .stats import IteratedResult
 
 RESULTS_FORMAT = "evalsite.results/1"
-
-# queued/running appear only in a web report of a run still in progress.
-EvalStatus = Literal["passed", "failed", "error", "cancelled", "queued", "running"]
 
 
 class Usage(BaseModel):
@@ -78,16 +77,26 @@ class ConditionResult(BaseModel):
     children: list[ConditionResult] = Field(default_factory=list)  # members of all / any / not
 
     @property
-    def outcome(self) -> str:
-        """How the verdict reads in a transcript: "no (0.35 < 0.70)", "yes (turn 3 ≥ 3)", "not evaluated"."""
+    def answer(self) -> str:
+        """The outcome without its reason: "no", "yes (0.91 ≥ 0.70)", "not evaluated"."""
         if self.met is None:
             return "not evaluated"
         answer = "yes" if self.met else "no"
+        compared = self._compared()
+        return f"{answer} ({compared})" if compared else answer
+
+    @property
+    def outcome(self) -> str:
+        """How the verdict reads in a transcript: "no (0.35 < 0.70)", "yes: turn 3 ≥ 3", "not evaluated"."""
+        if self.met is not None and self._compared() is None and self.reason and not self.children:
+            return f"{self.answer}: {self.reason}"
+        return self.answer
+
+    def _compared(self) -> str | None:
         value = self.confidence if self.confidence is not None else self.score
-        if value is not None and self.threshold is not None:
-            sign = "≥" if value >= self.threshold else "<"
-            return f"{answer} ({value:.2f} {sign} {self.threshold:.2f})"
-        return f"{answer}: {self.reason}" if self.reason and not self.children else answer
+        if value is None or self.threshold is None:
+            return None
+        return f"{value:.2f} {'≥' if value >= self.threshold else '<'} {self.threshold:.2f}"
 
 
 class SimulatedUserCall(BaseModel):
@@ -112,13 +121,23 @@ class TurnRecord(BaseModel):
     passed: bool | None = None  # every check of this turn passed
     followup_reason: str | None = None  # why this follow-up was sent
     grade: TurnGrade | None = None  # scripted turns: this turn against its ground truth
-    termination: str | None = None  # simulated: why the conversation ended after this turn
+    termination: str | None = None  # simulated: why the conversation ended after this turn, in words
+    termination_kind: TerminationKind | None = None  # and as a kind
+    termination_detail: str | None = None  # what decided it: the condition, the max turns
     user_usage: Usage = Field(default_factory=Usage)  # simulated user that wrote this turn's prompt
     user_cost: float = 0.0
     judge_usage: Usage = Field(default_factory=Usage)
     judge_cost: float = 0.0
     stop_when: ConditionResult | None = None  # simulated: the stop condition as evaluated after this reply
     simulated_user: SimulatedUserCall | None = None  # simulated: how the simulated user wrote this prompt
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_of_termination(cls, data):
+        # A record written by an older evalsite carries the termination in words only.
+        if isinstance(data, dict) and data.get("termination") and "termination_kind" not in data:
+            data = {**data, "termination_kind": TerminationKind.read(data["termination"])}
+        return data
 
 
 class Totals(BaseModel):
@@ -158,21 +177,35 @@ class EvalResult(BaseModel):
     index: int
     id: str
     kind: Literal["single-turn", "multi-turn"]
-    conversation: Literal["tree", "scripted", "turns", "history", "simulated"] = "tree"
+    conversation: Style = Style.TREE
     iteration: int = 0  # which repetition of the eval (iterations > 1)
     prompt: str  # the first user message
-    status: EvalStatus
+    status: Status  # queued and running only in a web report of a run still in progress
     score: float | None = None
     passed_on_turn: int | None = None
     verdict: str  # "passed on turn 2", "failed after 3 turns", "error on turn 1: ..."
+    reason: str = ""  # the verdict without how the conversation ended, which `termination` says
     error: str | None = None
     history: list[dict] = Field(default_factory=list)  # given messages sent before the live turns
     termination: str | None = None  # simulated: condition met (which), max turns, inputs exhausted, error
+    termination_kind: TerminationKind | None = None  # the same, as a kind
+    termination_detail: str | None = None  # what decided it: the condition, the max turns
     turns: list[TurnRecord] = Field(default_factory=list)
     turns_passed: int | None = None  # graded units (turns, or the conversation) that passed
     turns_total: int | None = None
     per_turn_grades: list[TurnGrade] = Field(default_factory=list)
     totals: Totals = Field(default_factory=Totals)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _structured_verdict(cls, data):
+        # A document written by an older evalsite has the verdict and the ending in words only.
+        if isinstance(data, dict):
+            if "reason" not in data and data.get("verdict"):
+                data = {**data, "reason": data["verdict"]}
+            if data.get("termination") and "termination_kind" not in data:
+                data = {**data, "termination_kind": TerminationKind.read(data["termination"])}
+        return data
 
 
 class RunTotals(BaseModel):
@@ -197,7 +230,7 @@ class RunTotals(BaseModel):
     def of(cls, evals: list[EvalResult], duration_s: float | None = None) -> RunTotals:
         totals = cls(evals=len(evals), duration_s=duration_s)
         for result in evals:
-            if result.status in ("passed", "failed", "error", "cancelled"):
+            if result.status in FINISHED:
                 setattr(totals, result.status, getattr(totals, result.status) + 1)
             totals.turns += result.totals.turns
             totals.prompt_tokens += result.totals.prompt_tokens
@@ -239,11 +272,11 @@ def percentile(values: list[float], q: float) -> float:
 def evaluate_gates(gates, evals: list[EvalResult]) -> list[GateResult]:
     """Suite gates over eval scores: avg, min, p95 of scores, accuracy = share of evals that passed."""
     scores = [result.score for result in evals if result.score is not None]
-    finished = [result for result in evals if result.status in ("passed", "failed")]
+    finished = [result for result in evals if result.status in GRADED]
     results = []
     for gate in gates:
         if gate.metric == "accuracy":
-            actual = sum(r.status == "passed" for r in finished) / len(finished) if finished else None
+            actual = sum(r.status == Status.PASSED for r in finished) / len(finished) if finished else None
         elif not scores:
             actual = None
         elif gate.metric == "avg":
@@ -259,15 +292,15 @@ def evaluate_gates(gates, evals: list[EvalResult]) -> list[GateResult]:
     return results
 
 
-def gated_status(evals: list[EvalResult], gates: list[GateResult], iterated=()) -> EvalStatus:
+def gated_status(evals: list[EvalResult], gates: list[GateResult], iterated=()) -> Status:
     """With gates, the gates decide between passed and failed (single evals may fail); errors still win.
     Iterated evals count by their pass rate, not by each iteration."""
     from .stats import overall_status
 
     status = overall_status(evals, list(iterated))
-    if not gates or status in ("running", "queued", "error", "cancelled"):
+    if not gates or status not in GRADED:
         return status
-    return "passed" if all(gate.passed for gate in gates) else "failed"
+    return Status.PASSED if all(gate.passed for gate in gates) else Status.FAILED
 
 
 class SuiteRef(BaseModel):
@@ -282,7 +315,7 @@ class RunReport(BaseModel):
     model: str
     endpoint: str
     mock: bool = False
-    status: EvalStatus
+    status: Status
     gates: list[GateResult] = Field(default_factory=list)
     evals: list[EvalResult]  # one per conversation: every iteration of every eval
     iterated: list[IteratedResult] = Field(default_factory=list)  # evals run more than once, with statistics

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
+from .outcomes import GRADED, Status, TerminationKind
+
 Z_95 = 1.959963984540054
 
 
@@ -121,10 +123,12 @@ def iterated_results(suite, evals) -> list[IteratedResult]:
         trials = [
             Trial(
                 iteration=r.iteration,
-                passed=r.status == "passed",
-                score=r.score if r.status in ("passed", "failed") else None,
+                passed=r.status == Status.PASSED,
+                score=r.score if r.status in GRADED else None,
                 turns=r.totals.turns if hasattr(r, "totals") else r.turn_count,
-                termination=(r.termination or "") if r.status != "error" else "error",
+                termination=(r.termination or "")
+                if r.status != Status.ERROR
+                else TerminationKind.ERROR.describe(),
             )
             for r in sorted(results, key=lambda r: r.iteration)
         ]
@@ -132,9 +136,9 @@ def iterated_results(suite, evals) -> list[IteratedResult]:
         multi = any(getattr(r, "kind", "") == "multi-turn" for r in results)
         if stats.iterations and stats.errors == stats.iterations:  # no iteration was graded
             # A run cancelled before any iteration finished says so; only a real failure is an error.
-            status = "error" if any(r.status == "error" for r in results) else "cancelled"
+            status = Status.ERROR if any(r.status == Status.ERROR for r in results) else Status.CANCELLED
         else:
-            status = "passed" if stats.passed else "failed"
+            status = Status.PASSED if stats.passed else Status.FAILED
         out.append(
             IteratedResult(
                 index=index,
@@ -147,13 +151,13 @@ def iterated_results(suite, evals) -> list[IteratedResult]:
     return out
 
 
-def overall_status(evals, iterated: list[IteratedResult]) -> str:
+def overall_status(evals, iterated: list[IteratedResult]) -> Status:
     """The run's status from its evals: running/queued while any is; then error if any errored (its result is
     unknown), else failed if any failed, else cancelled if any was, else passed. Iterated evals are judged
     by their pass rate, not by each iteration; the rest by their own status."""
     grouped = {item.index for item in iterated}
     statuses = [r.status for r in evals if r.index not in grouped] + [item.status for item in iterated]
-    for status in ("running", "queued", "error", "failed", "cancelled"):
+    for status in (Status.RUNNING, Status.QUEUED, Status.ERROR, Status.FAILED, Status.CANCELLED):
         if status in statuses:
             return status
-    return "passed"
+    return Status.PASSED

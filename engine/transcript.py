@@ -1,4 +1,4 @@
-"""The `[Role]:` transcript format of seed 004 (AgentV).
+"""AgentV's `[Role]:` transcript format.
 
 Judges read the conversation in this form, so they see what the model saw. Role markers appear only where
 there is conversational structure: when any message is neither system nor user, or when more than one user

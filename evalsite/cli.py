@@ -27,6 +27,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from engine.calibration import LoadedSet, is_calibration, load_calibration
 from engine.loader import SuiteError, file_references, format_path, load_suite, parse_yaml, read_suite_files
+from engine.outcomes import Status
 from engine.schema import Suite
 from engine.text import plural
 from evalsite import terminal
@@ -226,9 +227,9 @@ def check_writable(path: Path) -> None:
 
 
 def exit_code(report: RunReport) -> int:
-    if any(result.status == "error" for result in report.evals):
+    if any(result.status == Status.ERROR for result in report.evals):
         return BROKEN
-    return PASSED if report.status == "passed" else FAILED
+    return PASSED if report.status == Status.PASSED else FAILED
 
 
 def say_wait(wait) -> None:
@@ -269,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"Results written to {args.json_path}")
     code = exit_code(report)
     if code == BROKEN:
-        errors = [result for result in report.evals if result.status == "error"]
+        errors = [result for result in report.evals if result.status == Status.ERROR]
         print(
             f"{len(errors)} of {plural(len(report.evals), 'conversation')} ended in an endpoint error "
             f"({errors[0].error}); check the endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, "

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from engine.history import INSTRUCTIONS_SUFFIX, build_history
 from engine.loader import parse_yaml
+from engine.outcomes import GRADED, TerminationKind
 from engine.results import TurnRecord, evaluate_gates
+from engine.schema import Style
 from engine.schema import Suite as SuiteSpec
 from engine.stats import IteratedResult, iterated_results
 from engine.text import plural
@@ -24,7 +26,7 @@ from engine.transcript import format_transcript, message_text
 from . import specs
 from .models import ACTIVE, FINISHED, Conversation, Run, Status, Turn
 
-GRADED_STYLES = ("scripted", "turns")
+GRADED_STYLES = (Style.SCRIPTED, Style.TURNS)
 # The conversation table shows each graded conversation's ✓✗ strip up to this many conversations (one query
 # for all their turns); bigger runs show the passed/total count alone.
 STRIP_MAX_CONVERSATIONS = 200
@@ -42,7 +44,8 @@ class Mark:
 
 def turn_marks(records: Iterable[dict]) -> list[Mark]:
     """One mark per graded turn, in order: its grade against the ground truth and its checks together, as
-    the engine counts turns_passed/turns_total (engine.conversation._Scripted.units). Ungraded turns have none."""
+    the engine counts turns_passed/turns_total (engine.drivers.scripted.Scripted.units). Ungraded turns
+    have none."""
     marks = []
     for record in records:
         grade, checks = record.get("grade"), record.get("checks") or []
@@ -151,12 +154,12 @@ def records_for_strips(run: Run, conversations: list[Conversation]) -> dict[int,
 
 # One mark per iteration: an error or an unfinished iteration must not read as a failure.
 ITERATION_SYMBOLS = {
-    "passed": "✓",
-    "failed": "✗",
-    "error": "!",
-    "cancelled": "–",
-    "running": "●",
-    "queued": "○",
+    Status.PASSED: "✓",
+    Status.FAILED: "✗",
+    Status.ERROR: "!",
+    Status.CANCELLED: "–",
+    Status.RUNNING: "●",
+    Status.QUEUED: "○",
 }
 # An eval may run up to 1,000 times; its strip shows this many marks and counts the rest.
 ITERATION_MARKS_MAX = 100
@@ -187,11 +190,11 @@ def iteration_mark(
 ) -> IterationMark:
     status = conversation.status
     parts = [status]
-    if status in ("passed", "failed") and conversation.score is not None:
+    if status in GRADED and conversation.score is not None:
         parts.append(f"score {conversation.score:.2f}")
     if conversation.turn_count:
         parts.append(plural(conversation.turn_count, "turn"))
-    if conversation.termination and status != "error":
+    if conversation.termination and status != Status.ERROR:
         parts.append(conversation.termination)
     title = f"Iteration {conversation.iteration + 1}: {', '.join(parts)}"
     if representative:
@@ -238,7 +241,8 @@ class IteratedRow:
     @property
     def status(self) -> str:
         if self.result is None:
-            return "running" if any(mark.status == "running" for mark in self.marks) else "queued"
+            running = any(mark.status == Status.RUNNING for mark in self.marks)
+            return Status.RUNNING if running else Status.QUEUED
         return self.result.status
 
     @property
@@ -350,8 +354,8 @@ def iterated_rows(
                 marks=marks,
                 total=len(group),
                 result=result,
-                errors=sum(c.status == "error" for c in group),
-                cancelled=sum(c.status == "cancelled" for c in group),
+                errors=sum(c.status == Status.ERROR for c in group),
+                cancelled=sum(c.status == Status.CANCELLED for c in group),
                 unfinished=sum(c.status in ACTIVE for c in group),
                 representative=next((mark for mark in marks if mark.representative), None),
             )
@@ -392,13 +396,7 @@ def iteration_switcher(
     }
 
 
-STYLE_LABELS = {
-    "simulated": "simulated user",
-    "tree": "conversation tree",
-    "scripted": "scripted turns",
-    "turns": "turns",
-    "history": "reply to a given history",
-}
+STYLE_LABELS = {style: style.label for style in Style}
 # An attached file embedded in a history message: engine.history.file_block's header line.
 FILE_BLOCK = re.compile(r"^=== [^\n]+ ===$", re.MULTILINE)
 ROLE_CLASSES = ("system", "user", "assistant", "tool")
@@ -467,10 +465,11 @@ def given_history(history: list[dict]) -> list[dict]:
 def ending(conversation: Conversation, turns: list[TurnRecord]) -> str | None:
     """Why a simulated conversation ended: condition met (which), max turns, inputs exhausted. While it runs,
     the last stored turn says so before the conversation row does."""
-    if conversation.style != "simulated" or conversation.status == "error":
+    if conversation.style != Style.SIMULATED or conversation.status == Status.ERROR:
         return None
-    reason = conversation.termination or (turns[-1].termination if turns else None)
-    return reason if reason and reason != "error" else None
+    if conversation.termination:
+        return None if conversation.termination_kind == TerminationKind.ERROR else conversation.termination
+    return turns[-1].termination if turns else None
 
 
 def spend(turns: list[TurnRecord]) -> dict:

@@ -12,7 +12,9 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from engine import outcomes
 from engine.clients import EndpointConfig
+from engine.schema import Style
 
 
 class Endpoint(models.Model):
@@ -110,14 +112,8 @@ class EndpointPause(models.Model):
         return f"{self.endpoint} paused until {self.paused_until}"
 
 
-class Status(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
-    PASSED = "passed"
-    FAILED = "failed"
-    ERROR = "error"
-    CANCELLED = "cancelled"
-
+# The engine's statuses (engine.outcomes.Status), as the choices of the status columns.
+Status = models.TextChoices("Status", [(status.name, status.value) for status in outcomes.Status])
 
 ACTIVE = (Status.QUEUED, Status.RUNNING)
 FINISHED = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED)
@@ -196,17 +192,35 @@ class Conversation(models.Model):
         max_length=200, blank=True, help_text="The worker process playing it (Worker.name)."
     )
     kind = models.CharField(max_length=20, default="single-turn")
-    style = models.CharField(max_length=10, default="tree", help_text="tree, scripted, turns or history")
+    # No choices: engine.schema.Style lists the styles, and a new one needs no migration.
+    style = models.CharField(
+        max_length=10,
+        default=Style.TREE.value,
+        help_text="How the conversation is driven (engine.schema.Style).",
+    )
     history = models.JSONField(
         default=list, blank=True, help_text="Given messages sent before the live turns."
     )
     termination = models.CharField(max_length=300, blank=True, help_text="Simulated: why it ended.")
+    # As the engine gave it (engine.results.EvalResult), so that no page parses the words. No choices:
+    # engine.outcomes.TerminationKind lists the kinds, and a new one needs no migration.
+    termination_kind = models.CharField(
+        max_length=20,
+        blank=True,
+        help_text="Simulated: why it ended, as a kind (engine.outcomes.TerminationKind).",
+    )
+    termination_detail = models.CharField(
+        max_length=300, blank=True, help_text="What decided the ending: the condition, the max turns."
+    )
     user_tokens = models.PositiveIntegerField(default=0, help_text="Tokens the simulated user spent.")
     turns_passed = models.PositiveIntegerField(null=True, blank=True)
     turns_total = models.PositiveIntegerField(null=True, blank=True)
     passed_on_turn = models.PositiveIntegerField(null=True, blank=True)
     score = models.FloatField(null=True, blank=True)
     verdict = models.CharField(max_length=300, blank=True)
+    reason = models.CharField(
+        max_length=300, blank=True, help_text="The verdict without how it ended (the termination says that)."
+    )
     error = models.TextField(blank=True)
     turn_count = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(default=0)

@@ -397,9 +397,10 @@ def _iteration(request: HttpRequest) -> int:
 
 
 def _verdict(conversation: Conversation) -> dict:
-    """The headline of a transcript: tone (a status colour) and text."""
+    """The headline of a transcript: tone (a status colour) and text. How a simulated conversation ended
+    is not in it: the transcript says that on a line of its own."""
     status = conversation.status
-    verdict = conversation.verdict
+    verdict = conversation.reason or conversation.verdict
     if status == Status.PASSED:
         text = verdict or f"passed on turn {conversation.passed_on_turn}"
     elif status == Status.FAILED:
@@ -456,17 +457,14 @@ def _live_context(
     as text, and where to poll next. `records` and `turns`: every turn stored so far."""
     active = conversation.status in ACTIVE
     after = turns[-1].turn if turns else after
-    verdict, ending = _verdict(conversation), display.ending(conversation, turns)
-    if ending:  # said on its own line: "Passed after 4 turns" over "Ended: condition met: …"
-        verdict["text"] = verdict["text"].replace(f": {ending}", "", 1)
     return {
         "run": access.run,
         "conversation": conversation,
         "shared": access.shared,
-        "verdict": verdict,
+        "verdict": _verdict(conversation),  # "Passed after 4 turns", over "Ended: condition met: …"
         "waiting": _waiting(conversation, timezone.now()),
         "strip": display.strip(conversation, display.turn_marks(records)),
-        "ending": ending,
+        "ending": display.ending(conversation, turns),
         "spend": display.spend(turns),
         "text": display.transcript_text(conversation.history, turns),
         "active": active,

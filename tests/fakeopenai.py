@@ -20,10 +20,12 @@ How a chat request is answered, first match wins:
 1. Auth: if ``api_key`` was given and ``Authorization`` is not ``Bearer <api_key>`` -> 401, whose message
    quotes the key it was sent, as some providers do ("Incorrect API key provided: <key>").
 2. ``down()`` -> 503 immediately.
-3. ``fail_next()`` faults: the oldest pending fault whose ``first_user`` filter matches consumes one
+3. ``storm()``: each request fails with 429 (``Retry-After``) or 500 at the given rates (seeded, after the
+   usual latency) until ``storm()`` is called with no rates.
+4. ``fail_next()`` faults: the oldest pending fault whose ``first_user`` filter matches consumes one
    unit and the request fails with its status (after the usual latency), or, for a ``hang`` fault,
    sleeps ``hang`` seconds and is then answered normally (the client has usually timed out by then).
-4. Reply selection, which produces a ``Reply``:
+5. Reply selection, which produces a ``Reply``:
 
    a. Scripts (``script(first_user, replies)``): if the conversation key equals ``first_user``, the
       reply is ``replies[number of assistant messages in the request]`` (clamped to the last one).
@@ -41,6 +43,9 @@ How a chat request is answered, first match wins:
 The conversation key is the content of the first message with role "user". Content given as a list
 of parts is reduced to its text parts joined with "\\n".
 
+``stop()`` is a model server that goes away: connections are refused, and requests in flight are dropped
+unanswered (no 200 a dead server never sent). ``start()`` again serves on the same port.
+
 Run standalone for manual poking: ``python -m tests.fakeopenai --port 8900 --latency 0.1``.
 """
 
@@ -52,6 +57,7 @@ import contextlib
 import itertools
 import json
 import math
+import random
 import re
 import signal
 import socket
@@ -128,10 +134,22 @@ class _Fault:
     first_user: str | None
 
 
+@dataclass
+class _Storm:
+    rate_429: float
+    rate_500: float
+    retry_after: float | None
+    random: random.Random
+
+
 class _Response(NamedTuple):
     status: int
     body: dict
     headers: dict[str, str]
+
+
+# A request the server was stopped in the middle of: the connection is closed with no answer.
+_DROPPED = _Response(0, {}, {})
 
 
 class _Headers(dict):
@@ -263,6 +281,7 @@ class FakeOpenAI:
             self._rules: list[_Rule] = []
             self._faults: list[_Fault] = []
             self._down = False
+            self._storm: _Storm | None = None
             self._embedding_overrides: dict[str, list[float]] = {}
             self._models_seen: dict[str, None] = {}
             self._models_status: int | None = None
@@ -274,7 +293,9 @@ class FakeOpenAI:
         if self._server is not None:
             return self
         self._stopping.clear()
-        self._server = _Server((self._host, self._requested_port), self)
+        # Started again after stop(): the same address, as a model server that comes back.
+        port = self._port if self._port is not None else self._requested_port
+        self._server = _Server((self._host, port), self)
         self._port = self._server.server_address[1]
         # A short poll interval keeps stop() fast; the default 0.5 s would add up across many tests.
         self._thread = threading.Thread(
@@ -375,6 +396,23 @@ class FakeOpenAI:
         with self._lock:
             self._down = False
 
+    def storm(
+        self,
+        rate_429: float = 0.0,
+        rate_500: float = 0.0,
+        retry_after: float | None = 1.0,
+        seed: int | None = None,
+    ) -> None:
+        """From now on a chat request fails with 429 (sending ``retry_after`` as Retry-After) with
+        probability ``rate_429``, or with 500 with probability ``rate_500``; ``storm()`` ends it. Seeded, so
+        a run sees the same sequence of failures in the order requests arrive."""
+        if not 0 <= rate_429 + rate_500 <= 1 or rate_429 < 0 or rate_500 < 0:
+            raise ValueError("storm rates must be between 0 and 1, and add up to at most 1")
+        with self._lock:
+            self._storm = (
+                _Storm(rate_429, rate_500, retry_after, random.Random(seed)) if rate_429 or rate_500 else None
+            )
+
     def fail_models(self, status: int = 404) -> None:
         """Answer ``GET /v1/models`` with this status until reset(), like endpoints that do not serve it."""
         with self._lock:
@@ -445,7 +483,7 @@ class FakeOpenAI:
             with self._lock:
                 self._in_flight -= 1
         with self._lock:
-            entry["status"] = response.status
+            entry["status"] = response.status if response is not _DROPPED else None
         return response
 
     def _route(self, method: str, path: str, body: Any, malformed: bool, headers: _Headers) -> _Response:
@@ -494,6 +532,11 @@ class FakeOpenAI:
         self._note_model(model)
         key = conversation_key(messages)
 
+        stormed = self._stormed()
+        if stormed is not None:
+            self._sleep(self.latency)
+            return stormed
+
         fault = self._take_fault(key)
         if fault is not None and fault.hang is None:
             self._sleep(self.latency)
@@ -507,9 +550,23 @@ class FakeOpenAI:
         else:
             self._sleep(reply.latency if reply.latency is not None else self.latency)
 
+        if self._stopping.is_set():
+            return _DROPPED  # stopped while this request waited: a dead server answers nothing
         if reply.status is not None:
             return _error(reply.status, reply.text or None, retry_after=reply.retry_after)
         return _Response(200, self._completion(model, messages, reply), {})
+
+    def _stormed(self) -> _Response | None:
+        with self._lock:
+            storm = self._storm
+            if storm is None:
+                return None
+            draw = storm.random.random()
+        if draw < storm.rate_429:
+            return _error(429, "Rate limit reached (fakeopenai storm)", retry_after=storm.retry_after)
+        if draw < storm.rate_429 + storm.rate_500:
+            return _error(500, "The server had an error (fakeopenai storm)")
+        return None
 
     def _take_fault(self, key: str | None) -> _Fault | None:
         with self._lock:
@@ -673,6 +730,9 @@ class _Handler(BaseHTTPRequestHandler):
         raw_body = self.rfile.read(length) if length > 0 else b""
         path = self.path.split("?", 1)[0]
         response = self.server.fake._handle(method, path, raw_body, _Headers(self.headers.items()))
+        if response is _DROPPED:
+            self.close_connection = True
+            return
         payload = json.dumps(response.body).encode("utf-8")
         try:
             self.send_response(response.status)

@@ -13,6 +13,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from engine.bounds import position
+from engine.loader import SuiteError, load_suite
 from suites.models import Suite, SuiteVersion
 from suites.services import create_suite
 from tests.conftest import ROOT
@@ -489,3 +491,15 @@ def test_a_hostile_import_report_is_ignored_not_a_crash(client, user):
     response = client.post(reverse("suites:import"), data)
     assert response.status_code == 302
     assert Suite.objects.get().name == "keep-me"
+
+
+def test_deep_flow_nesting_is_located_past_quoted_brackets_and_comments():
+    # libyaml refuses ~1,000 levels itself while scanning ahead; the bound is still found at level 101, and
+    # brackets inside quotes or after a comment's # do not count.
+    head = HEAD + "[\"" + "[" * 300 + "\", '" + "{" * 300 + "', # [[[[[\n  "
+    source = head + "[" * 1_000 + "]" * 1_000 + "]\n"
+    with pytest.raises(SuiteError) as caught:
+        load_suite(source)
+    (problem,) = caught.value.problems
+    offset = len(head) + 96  # four levels are open before it: the suite, evals, the eval and the outer list
+    assert (problem.line, problem.column) == position(source, offset) and DEEP in problem.message

@@ -29,6 +29,7 @@ nearest complete suite above it (or of its `suite:`).
 
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 import io
@@ -179,12 +180,14 @@ def _field_names(model: type[BaseModel]) -> list[str]:
 
 
 def _literal_values(model: type[BaseModel]) -> set[str]:
-    """Every fixed value a field of the model can take (its Literal types)."""
+    """Every fixed value a field of the model can take (its Literal and enum types)."""
     found: set[str] = set()
 
     def walk(annotation) -> None:
         if typing.get_origin(annotation) is typing.Literal:
             found.update(str(value) for value in typing.get_args(annotation))
+        if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+            found.update(str(member.value) for member in annotation)
         for arg in typing.get_args(annotation):
             walk(arg)
 
@@ -249,7 +252,9 @@ def test_schema_models_are_all_found():
     found = {
         name
         for name, obj in inspect.getmembers(schema, inspect.isclass)
-        if issubclass(obj, BaseModel) and obj.__module__ == schema.__name__ and obj.model_fields
+        if issubclass(obj, BaseModel)
+        and obj.__module__.startswith(f"{schema.__name__}.")  # defined in the package's modules
+        and obj.model_fields
     }
     assert found == SCHEMA_MODELS
 

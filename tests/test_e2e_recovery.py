@@ -7,8 +7,6 @@ recovery must come from the workers' beats, hand-backs and resends, not from a l
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
 import time
 from contextlib import contextmanager
 
@@ -19,6 +17,7 @@ from runs import services
 from runs.models import Conversation, Status, Turn, Worker
 from suites.services import create_suite
 from tests.conftest import _purge_broker, wait_for_run
+from tests.services import RedisServer
 
 pytestmark = [pytest.mark.e2e]
 
@@ -167,51 +166,6 @@ def test_a_worker_that_starts_sends_again_what_was_sent_but_never_claimed(
 
 
 # --- a Redis restart -------------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class RedisServer:
-    """A redis-server of this test's own, on a free port, that can be killed and started again."""
-
-    def __init__(self) -> None:
-        self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        _wait(self._answers, 10, "redis-server to answer")
-
-    def _answers(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as conn:
-                conn.sendall(b"PING\r\n")
-                return conn.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
 
 
 @contextmanager

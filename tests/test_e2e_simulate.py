@@ -132,6 +132,10 @@ def test_booking_flow_reaches_confirmed_on_turn_3(user, fake_endpoint, fake_open
     )  # fmt: skip
     assert conversation.termination == 'condition met: field_equals status = "confirmed"'
     assert conversation.verdict == 'passed after 3 turns: condition met: field_equals status = "confirmed"'
+    # The same verdict in the engine's fields, so that no page has to take the sentence apart.
+    assert (conversation.reason, conversation.termination_kind, conversation.termination_detail) == (
+        "passed after 3 turns", "condition_met", 'field_equals status = "confirmed"',
+    )  # fmt: skip
 
     requests = by_role(fake_openai)
     assert [len(requests[role]) for role in ("agent", "user", "condition", "judge")] == [3, 1, 0, 1]
@@ -251,6 +255,11 @@ evals:
         "exhausted": ("failed", "inputs exhausted", 2, "failed after 2 turns: inputs exhausted"),
         "capped": ("passed", "max turns (3)", 3, "passed after 3 turns: max turns (3)"),
     }
+    kinds = {c.eval_id: (c.termination_kind, c.termination_detail, c.reason) for c in run.conversations.all()}
+    assert kinds == {
+        "exhausted": ("inputs_exhausted", "", "failed after 2 turns"),
+        "capped": ("max_turns", "3", "passed after 3 turns"),
+    }
     assert run.status == Status.FAILED
     assert by_role(fake_openai)["user"] == []  # no persona: nobody plays the user
 
@@ -267,6 +276,7 @@ def test_simulated_user_endpoint_down_is_an_error_with_termination_error(
     run = wait_for_run(launch(user, source))
     conversation = run.conversations.get()
     assert (run.status, conversation.status, conversation.termination) == ("error", "error", "error")
+    assert conversation.termination_kind == "error"
     assert conversation.verdict == "error on turn 2 (simulated user): HTTP 400 from fake: model not found"
     assert conversation.turn_count == 1
 

@@ -7,15 +7,35 @@ Run without Django: ``python -m pytest tests/test_engine_checks.py -q -p no:djan
 from __future__ import annotations
 
 import math
+import typing
 
 import pytest
 
-from engine.checks import JudgeContext, Reply, choose_followup, cosine, evaluate, evaluate_level
+from engine.checks import (
+    CHECK_TYPES,
+    JudgeContext,
+    Reply,
+    choose_followup,
+    cosine,
+    evaluate,
+    evaluate_level,
+    label,
+)
 from engine.clients import Completion, EndpointError
+from engine.conditions import evaluate_condition
 from engine.judge import JUDGE_SYSTEM, judge_messages, normalise_score, parse_verdict
 from engine.matching import glob_match
 from engine.results import Usage
-from engine.schema import DEFAULT_EMBEDDING_MODEL, Check
+from engine.schema import (
+    CHECK_KEYS,
+    DEFAULT_EMBEDDING_MODEL,
+    Check,
+    Condition,
+    FieldEquals,
+    JudgeSpec,
+    SemanticSpec,
+)
+from engine.schema.checks import CHECK_FIELDS
 
 JUDGE_USAGE = Usage(prompt_tokens=120, completion_tokens=30)
 EMBED_USAGE = Usage(prompt_tokens=16)
@@ -189,6 +209,26 @@ def test_equals_strips_and_is_case_sensitive():
     assert '"paris"' in wrong_case.reason
     assert not run({"equals": "Paris"}, "Paris.").passed
     assert not run({"equals": "Paris"}, "It is Paris").passed
+
+
+def test_starts_with_is_a_case_sensitive_prefix_after_leading_whitespace():
+    """starts_with: the reply begins with the text once leading whitespace is stripped; case counts."""
+    ok = run({"starts_with": "Answer: 105"}, "\n  Answer: 105, since 15 * 7 = 105.")
+    assert (ok.type, ok.label, ok.passed, ok.score) == ("starts_with", 'starts_with "Answer: 105"', True, 1.0)
+    assert ok.reason == "reply starts with the expected text"
+    wrong_case = run({"starts_with": "Answer:"}, "answer: 105")
+    assert not wrong_case.passed and wrong_case.reason == 'reply starts "answer: 105"'
+    assert not run({"starts_with": "Answer:"}, "The Answer: 105").passed  # anywhere else is not a prefix
+    assert not run({"starts_with": "Answer: 105"}, "Answer: 10").passed  # a reply shorter than the text
+
+
+def test_starts_with_works_as_a_stop_condition():
+    """Any check is a stop condition (simulate.stop_when); starts_with reads as its label there too."""
+    condition = Condition.model_validate({"starts_with": "Booked"})
+    result, decided = evaluate_condition(
+        condition, 1, reply("Booked: table for two"), JudgeContext(ScriptedJudge(), "m")
+    )
+    assert (result.kind, result.met, decided) == ("starts_with", True, 'starts_with "Booked"')
 
 
 # --- min_tokens / max_tokens ---------------------------------------------------------------------------
@@ -511,3 +551,38 @@ def test_choose_followup_none_when_nothing_failed():
     items = [check({"match": "*a*", "prompt": "p", "checks": [{"match": "*a*"}]})]
     results = evaluate_level(items, reply("a"), JudgeContext(ScriptedJudge(), "j"))
     assert choose_followup(items, results) is None
+
+
+# --- the registry: every check type of the schema reads and grades ------------------------------------------
+
+# The smallest value a suite can write for a check, by the type its schema field holds: a new check type
+# whose value has another type fails below until it is given one here.
+EXAMPLES = {
+    str: "ok",
+    int: 1,
+    SemanticSpec: {"expected": "ok"},
+    JudgeSpec: {"criteria": "ok"},
+    FieldEquals: {"path": "a", "value": 1},
+    list[Check]: [{"contains": "ok"}],
+}
+
+
+def example(key: str) -> dict:
+    annotation = Check.model_fields[CHECK_FIELDS[key]].annotation
+    (held,) = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    assert held in EXAMPLES, f"{key}: no example value for {held}"
+    return {key: EXAMPLES[held]}
+
+
+def test_the_registry_has_one_entry_per_check_key_of_the_schema():
+    assert list(CHECK_TYPES) == list(CHECK_KEYS)
+    assert all(callable(entry.label) and callable(entry.evaluate) for entry in CHECK_TYPES.values())
+
+
+@pytest.mark.parametrize("key", CHECK_KEYS)
+def test_every_check_type_reads_and_grades_a_reply(key):
+    item = check(example(key))
+    judge = ScriptedJudge(answers=['{"score": 1, "reason": "fine"}'], vectors=[unit(1.0), unit(1.0)])
+    result = evaluate(item, reply("ok", completion_tokens=1), JudgeContext(judge, "judge-model"))
+    assert result.type == key and result.label == label(item)
+    assert result.label.startswith(key) and result.reason and result.score is not None

@@ -262,3 +262,44 @@ def test_models_can_be_made_to_fail(fake):
         client.models.list()
     fake.reset()
     assert [model.id for model in client.models.list()] == ["fake-model"]
+
+
+def test_storm_fails_requests_at_its_rates_until_it_ends(fake):
+    fake.storm(rate_429=0.3, rate_500=0.1, retry_after=2, seed=7)
+    client = make_client(fake)
+    outcomes = []
+    for i in range(200):
+        try:
+            outcomes.append(ask(client, [user(f"question {i}")]))
+        except openai.RateLimitError as exc:
+            assert exc.response.headers["retry-after"] == "2"
+            outcomes.append(429)
+        except openai.InternalServerError as exc:
+            outcomes.append(exc.status_code)
+    assert 40 <= outcomes.count(429) <= 80 and 8 <= outcomes.count(500) <= 32
+    assert outcomes.count("OK") == 200 - outcomes.count(429) - outcomes.count(500)
+    fake.storm()
+    assert [ask(client, [user("calm")]) for _ in range(20)] == ["OK"] * 20
+
+
+def test_a_stopped_server_comes_back_on_the_same_port_and_never_answered_what_it_dropped():
+    fake = FakeOpenAI(latency=2).start()
+    try:
+        base_url = fake.base_url
+        client = make_client(fake, timeout=5.0)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            in_flight = pool.submit(ask, client, [user("cut off")])
+            time.sleep(0.5)
+            fake.stop()
+            with pytest.raises(openai.APIConnectionError):
+                in_flight.result()
+        with pytest.raises(openai.APIConnectionError):  # refused while it is down
+            ask(client, [user("hi")])
+        fake.latency = 0
+        fake.start()
+        assert fake.base_url == base_url
+        assert ask(client, [user("hi")]) == "OK"
+        # The dropped request was never answered.
+        assert [entry["status"] for entry in fake.requests] == [None, 200]
+    finally:
+        fake.stop()

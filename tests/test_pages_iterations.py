@@ -20,6 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from engine.outcomes import TerminationKind
 from engine.results import CheckResult, TurnRecord, Usage
 from runs import display, services
 from runs.models import Conversation, Run, ShareLink, Status, Turn
@@ -165,10 +166,12 @@ def make_run(version, user, *, status: str = Status.FAILED, booking=BOOKING) -> 
                 cost=0.001,
             )
             add(run, 0, iteration, "booking", state, None, [first], style="simulated", termination="error",
-                error="endpoint said 500", verdict="error on turn 2: endpoint said 500")  # fmt: skip
-        else:
+                termination_kind="error", error="endpoint said 500", verdict="error on turn 2: endpoint said 500",
+                reason="error on turn 2: endpoint said 500")  # fmt: skip
+        else:  # stored as the engine gives it: the verdict in words, and the reason without the ending
             add(run, 0, iteration, "booking", state, score, booking_turns(turns, termination), style="simulated",
-                termination=termination, verdict=f"{state} after {turns} turns: {termination}")  # fmt: skip
+                termination=termination, termination_kind=TerminationKind.read(termination),
+                verdict=f"{state} after {turns} turns: {termination}", reason=f"{state} after {turns} turns")  # fmt: skip
     for iteration in range(5):
         add(run, 1, iteration, "greeting", "passed", 1.0, one_turn("Hello!", "Hello there.", True))
         add(run, 2, iteration, "refund", "failed", 0.0, one_turn("Refund my order.", "No.", False))
@@ -432,11 +435,22 @@ def test_simulated_turns_are_labelled_with_their_tokens(logged_in, version, user
     assert "$0.0060 agent $0.0030 · judge $0.0020 · user $0.0010" in verdict
 
 
+def test_the_headline_is_the_stored_reason_not_the_verdict_cut_up(logged_in, version, user):
+    """The transcript shows what the engine stored as the reason; it does not work it out of the verdict."""
+    run = make_run(version, user)
+    Conversation.objects.filter(run=run, index=0, iteration=0).update(
+        reason="passed, in the engine's words", verdict=f"passed after 3 turns, told otherwise: {CONDITION}"
+    )
+    verdict = text(element(logged_in.get(run_url("conversation", run, 0)).content.decode(), "verdict"))
+    assert f"✓ Passed, in the engine's words Ended: {CONDITION}" in verdict
+    assert "told otherwise" not in verdict
+
+
 def test_the_termination_reason_is_shown_prominently(logged_in, version, user):
     run = make_run(version, user)
     met = logged_in.get(run_url("conversation", run, 0)).content.decode()
     verdict = text(element(met, "verdict"))
-    # The stored verdict is "passed after 3 turns: <termination>": the reason gets its own line.
+    # The stored reason is the verdict without its ending ("passed after 3 turns"): the ending has its own line.
     assert f"✓ Passed after 3 turns Ended: {CONDITION} Turns 3" in verdict
     assert f"Conversation ended: {CONDITION}" in text(turn(met, 3))
     assert "&quot;confirmed&quot;" in element(met, "verdict")  # escaped like everything else

@@ -15,49 +15,21 @@ Plain Python: no Django here.
 from __future__ import annotations
 
 import importlib
-import json
-import posixpath
-import re
-import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import yaml
+from .common import (
+    KINDS,
+    ImportProblem,
+    ImportResult,
+    Report,
+    basename,
+    is_yaml_name,
+    parse_yaml,
+    repair_plain_colons,
+)
 
-from engine.bounds import MAX_NESTING
-from engine.datasets import MAX_DATASET_BYTES
-from engine.loader import MAX_SUITE_BYTES, SuiteError, load_yaml
-
-KINDS = {"vibecheck": "vibecheck", "letta": "Letta Evals", "agentv": "AgentV"}
-YAML_SUFFIXES = (".yaml", ".yml")
-MAX_HEADER_LINES = 40  # unmapped items repeated as comments at the top of the suite
-MAX_NODES = 2_000_000  # values in a parsed file, counting each alias expansion (YAML "billion laughs")
-_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}$")  # as suites.services.FILE_NAME
-
-
-class ImportProblem(Exception):
-    """The upload cannot be converted; the message says why and what to do."""
-
-
-ImportError_ = ImportProblem  # the name the first API sketch used
-
-
-@dataclass
-class ImportResult:
-    source: str  # the evalsite suite YAML
-    files: dict[str, str] = field(default_factory=dict)  # attached files to create with it
-    mapped: list[str] = field(default_factory=list)  # "metadata.name → name", ...
-    unmapped: list[str] = field(default_factory=list)  # what was not converted, and why
-    needs_files: list[str] = field(default_factory=list)  # referenced, but not uploaded
-    kind: str = ""  # "vibecheck" | "letta" | "agentv"
-
-    @property
-    def tool(self) -> str:
-        return KINDS.get(self.kind, self.kind)
-
-    @property
-    def complete(self) -> bool:
-        return not self.needs_files
+ImportError_ = ImportProblem  # another name for it, which callers may import
 
 
 def detect(files: Mapping[str, str]) -> str:
@@ -105,11 +77,7 @@ class _Tracked(dict):
         return super().__getitem__(name)
 
 
-# --- finding and reading the uploaded files -----------------------------------------------------------
-
-
-def basename(name: str) -> str:
-    return posixpath.basename(name.replace("\\", "/"))
+# --- finding the suite file among the uploads ------------------------------------------------------
 
 
 def _normalise(files: Mapping[str, str]) -> dict[str, str]:
@@ -129,10 +97,6 @@ def _normalise(files: Mapping[str, str]) -> dict[str, str]:
                 raise ImportProblem(f"{base} is not UTF-8 text") from None
         out[base] = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     return out
-
-
-def is_yaml_name(name: str) -> bool:
-    return name.lower().endswith(YAML_SUFFIXES)
 
 
 def _candidates(files: dict[str, str]) -> list[str]:
@@ -251,271 +215,6 @@ def looks_like(data: object) -> str | None:
         and all(isinstance(ev, dict) and ("prompt" in ev or "conditionals" in ev) for ev in evals)
     ):
         return "vibecheck"
-    return None
-
-
-_PLAIN_COLON = re.compile(
-    r"^(?P<lead>\s*(?:-\s+)?)(?P<key>[A-Za-z_][A-Za-z0-9_]*):[ \t]+(?P<value>[^\s\"'|>&*!%@`{\[#].*?)\s*$"
-)
-
-
-_BLOCK_START = re.compile(r":[ \t]+[|>][-+0-9]*[ \t]*(#.*)?$")
-
-
-def repair_plain_colons(text: str) -> tuple[str, list[str]]:
-    """Quote plain values that contain `: ` — vibecheck's own examples have `prompt: Hint: 15 * 7 = ...`,
-    which no YAML parser accepts. Returns the text and a report line per repair."""
-    lines = text.split("\n")
-    repairs = []
-    block_indent: int | None = None  # inside a literal/folded block scalar opened at this indentation
-    for number, line in enumerate(lines):
-        indent = len(line) - len(line.lstrip(" "))
-        if block_indent is not None:
-            if not line.strip() or indent > block_indent:
-                continue
-            block_indent = None
-        if _BLOCK_START.search(line):
-            block_indent = indent
-            continue
-        found = _PLAIN_COLON.match(line)
-        if not found:
-            continue
-        value = found.group("value")
-        if ": " not in value or " #" in value:
-            continue
-        lines[number] = f"{found.group('lead')}{found.group('key')}: {json.dumps(value, ensure_ascii=False)}"
-        repairs.append(
-            f"line {number + 1}: quoted the value of `{found.group('key')}` "
-            "(it contains “: ”, which YAML does not allow in a plain value)"
-        )
-    return "\n".join(lines), repairs
-
-
-def parse_yaml(name: str, text: str) -> object:
-    """Parsed YAML; ImportProblem (with line and column) when it is not YAML."""
-    limit = MAX_SUITE_BYTES
-    if len(text.encode("utf-8", "surrogatepass")) > limit:
-        raise ImportProblem(f"{name} is larger than {limit // 1_000_000} MB")
-    try:
-        # The suite loader's limits (nesting, characters, numbers), with anchors: other tools allow them.
-        data = load_yaml(text, anchors=True)
-    except SuiteError as exc:
-        problem = exc.problems[0]
-        where = f" (line {problem.line}, column {problem.column})" if problem.line else ""
-        raise ImportProblem(f"{name}{where}: {problem.message}") from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        message = " ".join(part for part in (exc.context, exc.problem) if part) or str(exc)
-        raise ImportProblem(f"{name} is not valid YAML{where}: {message}") from None
-    except yaml.YAMLError as exc:
-        raise ImportProblem(f"{name} is not valid YAML: {exc}") from None
-    check_size(name, data)
-    return data
-
-
-def check_size(name: str, data: object) -> None:
-    """Refuse data that is too large or too deep once aliases are expanded: each alias counts again, and
-    an alias inside the list it names makes it endless. A loop, not recursion, for that reason."""
-    budget = MAX_NODES
-    stack = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        budget -= 1
-        if budget < 0:
-            raise ImportProblem(f"{name} is too large once its aliases are expanded")
-        if isinstance(value, (dict, list)) and depth > MAX_NESTING:
-            raise ImportProblem(
-                f"{name} is nested more than {MAX_NESTING} levels deep once its aliases are expanded"
-            )
-        if isinstance(value, dict):
-            stack += [(item, depth + 1) for pair in value.items() for item in pair]
-        elif isinstance(value, list):
-            stack += [(item, depth + 1) for item in value]
-
-
-def find_file(files: Mapping[str, str], reference: str) -> tuple[str, str] | None:
-    """An uploaded file a suite refers to (by path), matched by its base name."""
-    wanted = basename(reference.strip())
-    if wanted in files:
-        return wanted, files[wanted]
-    lowered = {name.lower(): name for name in files}
-    if wanted.lower() in lowered:
-        name = lowered[wanted.lower()]
-        return name, files[name]
-    return None
-
-
-def safe_file_name(name: str) -> str:
-    """An attached-file name evalsite accepts: letters, digits, '.', '_' and '-', no folders."""
-    short = basename(name)
-    if _FILE_NAME.match(short):
-        return short
-    cleaned = re.sub(r"[^A-Za-z0-9_.\-]+", "-", short).strip("-") or "file"
-    if not re.match(r"[A-Za-z0-9_]", cleaned):
-        cleaned = "f" + cleaned
-    return cleaned[:200]
-
-
-def dataset_too_big(name: str, text: str) -> None:
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_DATASET_BYTES:
-        raise ImportProblem(f"{name} is larger than {MAX_DATASET_BYTES // 1_000_000} MB")
-
-
-# --- the report ---------------------------------------------------------------------------------------
-
-
-def short(value: object, limit: int = 80) -> str:
-    """A value as one short line, for the report."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-class Report:
-    """Collects the mapped / unmapped / needed lines; row-level issues are grouped, one line each."""
-
-    def __init__(self) -> None:
-        self.mapped: list[str] = []
-        self.unmapped: list[str] = []
-        self.needs: list[str] = []
-        self._groups: dict[tuple[bool, str], list[str]] = {}
-
-    def map(self, line: str) -> None:
-        if line not in self.mapped:
-            self.mapped.append(line)
-
-    def skip(self, line: str) -> None:
-        if line not in self.unmapped:
-            self.unmapped.append(line)
-
-    def need(self, name: str) -> None:
-        if name not in self.needs:
-            self.needs.append(name)
-
-    def group(self, message: str, where: str, *, mapped: bool = False) -> None:
-        """Something repeated over rows or cases: reported once, naming where it occurs."""
-        self._groups.setdefault((mapped, message), []).append(where)
-
-    def problems(self) -> list[str]:
-        """The unmapped lines so far, grouped ones included (for an ImportProblem's message)."""
-        return self.unmapped + [message for (is_mapped, message) in self._groups if not is_mapped]
-
-    def finish(
-        self, header: list[str], sections: list[Section], files: dict[str, str], kind: str
-    ) -> ImportResult:
-        """The result: the YAML (its header lists what was not converted, so the saved suite keeps it)."""
-        mapped, unmapped = list(self.mapped), list(self.unmapped)
-        for (is_mapped, message), places in self._groups.items():
-            listed = ", ".join(places[:8]) + (f" and {len(places) - 8} more" if len(places) > 8 else "")
-            (mapped if is_mapped else unmapped).append(f"{message} ({listed})")
-        header = list(header)
-        if unmapped:
-            header.append("Not converted:")
-            for line in unmapped[:MAX_HEADER_LINES]:
-                header.extend(textwrap.wrap(line, 100, initial_indent="- ", subsequent_indent="  "))
-            if len(unmapped) > MAX_HEADER_LINES:
-                header.append(f"- … and {len(unmapped) - MAX_HEADER_LINES} more (see the import report)")
-        if self.needs:
-            header.append(f"Files it needs that were not uploaded: {', '.join(self.needs)}")
-        return ImportResult(
-            source=render(header, sections),
-            files=files,
-            mapped=mapped,
-            unmapped=unmapped,
-            needs_files=self.needs,
-            kind=kind,
-        )
-
-
-# --- writing the evalsite YAML ------------------------------------------------------------------------
-
-
-class _Dumper(yaml.SafeDumper):
-    """Block style, sequences indented under their key, multi-line text as literal blocks, no anchors."""
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False):  # noqa: ARG002
-        return super().increase_indent(flow, False)
-
-    def ignore_aliases(self, data) -> bool:  # noqa: ARG002
-        return True
-
-
-def _represent_str(dumper: yaml.SafeDumper, value: str):
-    if "\n" in value.strip("\n") or (value.endswith("\n") and value.strip()):
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
-
-
-_Dumper.add_representer(str, _represent_str)
-
-
-def to_yaml(value: object) -> str:
-    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100_000)
-
-
-def comment(text: str, indent: str = "") -> str:
-    lines = [line.rstrip().replace("\t", " ") for line in str(text).splitlines()] or [""]
-    return "".join(f"{indent}# {line}".rstrip() + "\n" for line in lines)
-
-
-@dataclass
-class Section:
-    """One top-level key of the suite, with comment lines written above it."""
-
-    key: str
-    value: object
-    comments: list[str] = field(default_factory=list)
-    item_comments: list[list[str]] | None = None  # for a list value: comments above each item
-    blank_before: bool = False
-
-
-Converted = tuple[list[str], list[Section], dict[str, str]]  # what a converter returns: header, keys, files
-
-
-def render(header: list[str], sections: list[Section]) -> str:
-    """The suite YAML: a header comment, then each top-level key with its comments."""
-    out = "".join(comment(line) for line in header) + ("\n" if header else "")
-    for section in sections:
-        if section.value is None:
-            out += "\n" if out and not out.endswith("\n\n") else ""
-            out += "".join(comment(line) for line in section.comments)
-            continue
-        out += "\n" if out and not out.endswith("\n\n") and (section.comments or section.blank_before) else ""
-        out += "".join(comment(line) for line in section.comments)
-        if section.item_comments is not None and isinstance(section.value, list) and section.value:
-            out += f"{section.key}:\n"
-            for index, item in enumerate(section.value):
-                notes = section.item_comments[index] if index < len(section.item_comments) else []
-                if index:
-                    out += "\n"
-                out += "".join(comment(line, "  ") for line in notes)
-                out += "".join(f"  {line}\n" if line else "\n" for line in to_yaml([item]).splitlines())
-        else:
-            out += to_yaml({section.key: section.value})
-    return out
-
-
-def unique_id(wanted: str, taken: set[str], report: Report, where: str) -> str:
-    candidate = wanted[:200]
-    number = 2
-    while candidate in taken:
-        candidate = f"{wanted[:190]}-{number}"
-        number += 1
-    if candidate != wanted:
-        report.map(f"{where}: id {wanted!r} → {candidate!r} (ids must be unique and at most 200 characters)")
-    taken.add(candidate)
-    return candidate
-
-
-def as_text(value: object) -> str | None:
-    """A scalar as text (numbers and booleans as written in JSON); None for anything else."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return json.dumps(value)
     return None
 
 

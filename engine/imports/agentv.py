@@ -1,6 +1,6 @@
 """AgentV (v2) eval YAML → evalsite.
 
-Each eval case becomes a `messages` eval (seed 004): `input_messages` is the given history, file parts
+Each eval case becomes a `messages` eval: `input_messages` is the given history, file parts
 become attached files (they must be uploaded alongside, since the importer cannot read the user's disk),
 and the model replies to it. Grading:
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 
-from . import (
+from .common import (
     Converted,
     ImportProblem,
     Report,

@@ -1,9 +1,9 @@
 """vibecheck YAML → evalsite.
 
-evalsite reads vibecheck's format natively (seed 000), so this mostly normalises: `metadata` becomes the
-top-level `name` / `model` / `system`, the object form `checks: {or: [...]}` becomes a one-item list, the
-legacy object form `checks: {match: ..., min_tokens: ...}` and legacy `conditionals` become check lists,
-eval `name`s become ids. What evalsite has no place for (threads, an MCP server, unknown keys,
+evalsite reads vibecheck's format natively (conversation trees), so this mostly normalises: `metadata`
+becomes the top-level `name` / `model` / `system`, the object form `checks: {or: [...]}` becomes a
+one-item list, the legacy object form `checks: {match: ..., min_tokens: ...}` and legacy `conditionals`
+become check lists, eval `name`s become ids. What evalsite has no place for (threads, an MCP server, unknown keys,
 `{{var:...}}` references) is reported and left out.
 """
 
@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from engine.schema import CHECK_KEYS, MAX_FOLLOWUP_DEPTH, JudgeSpec, SemanticSpec, Suite
 
-from . import Converted, ImportProblem, Report, Section, as_text, short, unique_id
+from .common import Converted, ImportProblem, Report, Section, as_text, short, unique_id
 
 TEXT_CHECKS = ("match", "not_match", "regex", "contains", "equals")
 TOKEN_CHECKS = ("min_tokens", "max_tokens")

@@ -1,0 +1,29 @@
+"""Conversation drivers, one module per style, registered by style in one table.
+
+Every style is played by the same loop (engine.conversation.run_eval); base.py says what a driver gives
+it. A new style: its keys in engine.schema (Eval, Style), a driver module here, and its line in DRIVERS.
+"""
+
+from __future__ import annotations
+
+from ..schema import Eval, Style
+from .base import Defaults, Driver, Ending, Step, UserAsk, Verdict
+from .history import History
+from .scripted import Scripted
+from .simulated import Simulated
+from .tree import Tree
+
+DRIVERS: dict[Style, type[Driver]] = {
+    Style.TREE: Tree,
+    Style.SCRIPTED: Scripted,
+    Style.TURNS: Scripted,
+    Style.HISTORY: History,
+    Style.SIMULATED: Simulated,
+}
+
+
+def driver_for(ev: Eval, index: int, defaults: Defaults) -> Driver:
+    return DRIVERS[ev.style](ev, index, defaults)
+
+
+__all__ = ["DRIVERS", "Defaults", "Driver", "Ending", "Step", "UserAsk", "Verdict", "driver_for"]

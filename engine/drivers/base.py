@@ -1,0 +1,119 @@
+"""What a conversation driver is: the plan of each turn (Step), how a conversation may end (Ending), how it
+came out (Verdict), and the methods every driver has (Driver).
+
+A driver decides; it never calls a model and never stores anything. The loop that plays it
+(engine.conversation.run_eval) sends each Step's prompt, grades the reply, asks the simulated user when a
+Step says so, and hands the driver the graded turns to choose what comes next. So the same drivers can be
+played by a threaded loop, as today, or by an asyncio one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from ..outcomes import Status, TerminationKind
+from ..results import ConditionResult, TurnRecord
+from ..schema import Check, Condition, Extractor
+
+
+@dataclass
+class Defaults:
+    """Suite-level defaults for grading against a ground truth."""
+
+    grader: str | None = None
+    extractor: Extractor | None = None
+    rubric: str | None = None
+    pass_threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class UserAsk:
+    """The simulated user writes a turn's prompt: the loop sends it `messages` on `model` (None: the suite's
+    judge model), and its answer, cleaned of role labels, is what the model under test is sent."""
+
+    model: str | None
+    messages: list[dict]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One turn as its driver plans it: what the user says, what grades the reply, and where in the suite
+    the turn comes from. The turn's record (engine.results.TurnRecord) is made from it."""
+
+    prompt: str | None  # None: the model replies to the given history alone, or `ask` writes it
+    checks: list[Check]  # grade the reply
+    node: str  # where the prompt lives in the suite, e.g. evals[0].checks[1]
+    reason: str | None = None  # why this follow-up was sent
+    ground_truth: str | None = None  # grade this step's reply against it
+    grade_conversation: str | None = None  # grade the whole conversation against it, after this step
+    stop_when: Condition | None = None  # evaluated after the reply, for the driver's `ending`
+    final_checks: list[Check] = field(default_factory=list)  # instead of `checks` when the reply ends it
+    ask: UserAsk | None = None  # the simulated user writes `prompt`
+
+
+@dataclass(frozen=True)
+class Ending:
+    """Why a conversation ends after a reply: a kind, and what particular (which condition, what limit)."""
+
+    kind: TerminationKind
+    detail: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.kind.describe(self.detail)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a conversation came out, in fields, so that no reader parses a sentence.
+
+    `reason` is the verdict without how the conversation ended ("passed after 3 turns"), which its
+    termination says; `text` is the whole sentence ("passed after 3 turns: condition met: …"), the same as
+    `reason` for conversations that end when their script does.
+    """
+
+    outcome: Status
+    score: float | None
+    reason: str
+    text: str = ""
+    passed_on_turn: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.text:
+            object.__setattr__(self, "text", self.reason)
+
+
+class Driver(ABC):
+    """Plays one style of conversation (engine.schema.Style): the first turn, each next one, whether a
+    reply ends the conversation, and the verdict. Built as `Driver(ev, index, defaults)`: the eval, its
+    index in the suite and the suite's grading defaults."""
+
+    # Whether this driver ends conversations itself (`ending`); an error then ends it too.
+    has_endings: ClassVar[bool] = False
+    multi_turn: bool  # planned for more than one turn, whatever the replies
+
+    @abstractmethod
+    def first(self) -> Step:
+        """The first turn."""
+
+    @abstractmethod
+    def next(self, step: Step, turns: Sequence[TurnRecord]) -> Step | None:
+        """The turn after `step`, given every turn so far (the last one is `step`'s); None: it is over."""
+
+    def ending(
+        self, step: Step, position: int, condition: ConditionResult | None, decided: str | None
+    ) -> Ending | None:
+        """Whether the reply to `step` (turn `position`) ends the conversation, given its stop condition as
+        evaluated (`decided` names what decided it). Most drivers end when `next` has no turn left."""
+        return None
+
+    def tally(self, turns: Sequence[TurnRecord]) -> tuple[int, int] | None:
+        """(passed, total) of the graded units so far, for drivers that count them; None otherwise."""
+        return None
+
+    @abstractmethod
+    def verdict(self, turns: Sequence[TurnRecord]) -> Verdict:
+        """How the conversation came out, once `next` has said it is over (at least one turn)."""

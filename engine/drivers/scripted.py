@@ -1,0 +1,91 @@
+"""Scripted conversations: `input` (messages sent in order, graded per turn against `ground_truth`) and
+`turns` (messages with checks on chosen turns). Every message is sent whatever the replies, unless
+`on_turn_failure: stop`; the score aggregates every graded turn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ..outcomes import Status
+from ..results import TurnRecord
+from ..schema import Eval
+from .base import Defaults, Driver, Step, Verdict
+
+AGGREGATIONS = {"mean": lambda scores: sum(scores) / len(scores), "min": min, "max": max}
+
+
+class Scripted(Driver):
+    def __init__(self, ev: Eval, index: int, defaults: Defaults) -> None:
+        self.ev = ev
+        self.threshold = ev.pass_threshold if ev.pass_threshold is not None else defaults.pass_threshold
+        if self.threshold is None:
+            self.threshold = 1.0
+        self.aggregation = ev.aggregation or "mean"
+        self.stop_on_failure = ev.on_turn_failure == "stop"
+        steps = self.script(ev, f"evals[{index}]")
+        # The eval's own checks and a single ground truth grade the last reply.
+        steps[-1] = replace(
+            steps[-1],
+            checks=[*steps[-1].checks, *(ev.checks or [])],
+            grade_conversation=ev.ground_truth if isinstance(ev.ground_truth, str) else None,
+        )
+        self.steps = steps
+        self.multi_turn = len(steps) > 1
+
+    @staticmethod
+    def script(ev: Eval, node: str) -> list[Step]:
+        """One step per message to send, in order."""
+        if ev.turns is not None:
+            return [
+                Step(turn.input, turn.checks or [], f"{node}.turns[{i}]") for i, turn in enumerate(ev.turns)
+            ]
+        inputs = [ev.input] if isinstance(ev.input, str) else ev.input
+        truths = ev.ground_truth if isinstance(ev.ground_truth, list) else [None] * len(inputs)
+        return [
+            Step(
+                text,
+                [],
+                f"{node}.input[{i}]" if isinstance(ev.input, list) else f"{node}.input",
+                ground_truth=truth,
+            )
+            for i, (text, truth) in enumerate(zip(inputs, truths, strict=True))
+        ]
+
+    def first(self) -> Step:
+        return self.steps[0]
+
+    def next(self, step: Step, turns: Sequence[TurnRecord]) -> Step | None:
+        turn = turns[-1]
+        if self.stop_on_failure and turn.passed is False:
+            return None
+        return self.steps[turn.turn] if turn.turn < len(self.steps) else None
+
+    def units(self, turns: Sequence[TurnRecord]) -> list[tuple[float, bool]]:
+        """Every graded turn, as (score, passed): its grade and its checks together, so turns_total counts
+        turns. A check that passed its own threshold counts 1 (a judge's 0.9 over a 0.5 threshold must not
+        fail the conversation); a failed one keeps its score as partial credit."""
+        units = []
+        for turn in turns:
+            scores = [turn.grade.score] if turn.grade is not None else []
+            scores += [
+                1.0 if check.passed else min(1.0, max(0.0, check.score or 0.0)) for check in turn.checks
+            ]
+            if scores:
+                passed = (turn.grade is None or turn.grade.passed) and all(c.passed for c in turn.checks)
+                units.append((sum(scores) / len(scores), passed))
+        return units
+
+    def tally(self, turns: Sequence[TurnRecord]) -> tuple[int, int]:
+        units = self.units(turns)
+        return sum(1 for _, ok in units if ok), len(units)
+
+    def verdict(self, turns: Sequence[TurnRecord]) -> Verdict:
+        units = self.units(turns)
+        score = AGGREGATIONS[self.aggregation]([score for score, _ in units])
+        passed = sum(1 for _, ok in units if ok)
+        stopped = len(turns) < len(self.steps)
+        note = f"{passed}/{len(units)} passed" + (f", stopped after turn {len(turns)}" if stopped else "")
+        if score >= self.threshold and not stopped:
+            return Verdict(Status.PASSED, score, f"passed: {note}")
+        return Verdict(Status.FAILED, score, f"failed: {note} (score {score:.2f}, needs {self.threshold:g})")

@@ -1,0 +1,222 @@
+"""Letta Evals suite.yaml + dataset → evalsite.
+
+What has an evalsite equivalent is converted:
+
+- the dataset's rows (`input` string or list, `ground_truth` string or per-turn list, `id`, `tags`) become
+  a JSONL dataset attached to the suite; `max_samples` and `sample_tags` are applied to it;
+- one grader (the one the gate uses, else the first): tool graders `exact_match`, `contains`,
+  `regex_match` keep their name; rubric / model_judge graders become `grader: llm_judge` with a `rubric`
+  built like Letta's judge prompt (the rubric text, then the question, the ground truth and the
+  submission) and `judge:` their model; `rubric_vars` are filled into per-row rubrics;
+- the extractor (`last_assistant`, `first_assistant`, `all_assistant`, `last_turn`, `pattern`,
+  `after_marker`, with their `extractor_config`);
+- the gate (`avg_score`, `min`, `p95`, `accuracy` with ops gte/gt/lte/lt/eq; an AND of such conditions),
+  accuracy values in percent becoming shares, and its per-sample `pass_threshold`.
+
+Everything else is reported: the target (evalsite tests a chat model, not a Letta agent), other graders,
+custom grader functions and extractors that read tool calls or agent memory, OR gates, `num_runs`, ...
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from engine.text import plural
+
+from ..common import (
+    Converted,
+    ImportProblem,
+    Report,
+    Section,
+    as_text,
+    basename,
+    dataset_too_big,
+    find_file,
+    safe_file_name,
+    short,
+)
+from .dataset import convert_rows, read_rows, select_rows
+from .gates import convert_gate
+from .graders import (
+    choose_grader,
+    find_rubric_prompt,
+    gate_metric,
+    read_graders,
+    reward_metric,
+    rubric_template,
+)
+
+HANDLED_TOP = ("name", "description", "dataset", "target", "graders", "grader", "gate", "reward",
+               "max_samples", "sample_tags")  # fmt: skip
+NOT_CONVERTED_TOP = {
+    "num_runs": "evalsite runs each eval once per run: launch the suite several times instead",
+    "max_concurrent": "concurrency is chosen when a run is launched",
+    "output": "results are stored by evalsite",
+    "cleanup": "evalsite creates no agents",
+    "setup_script": "evalsite runs no setup scripts",
+    "sandbox": "evalsite runs no sandboxes",
+}
+
+
+def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Converted:
+    suite_name = as_text(data.get("name")) or re.sub(r"\.(ya?ml)$", "", name, flags=re.IGNORECASE)
+    dataset_ref = data.get("dataset")
+    if not isinstance(dataset_ref, str) or not dataset_ref.strip():
+        raise ImportProblem(f"{name} names no `dataset`: a Letta suite needs its dataset file")
+    if dataset_ref.startswith(("http://", "https://", "hf://")):
+        raise ImportProblem(
+            f"{name} reads its dataset from {dataset_ref}: download the file and upload it together with "
+            f"{name}"
+        )
+    found = find_file(files, dataset_ref)
+    if found is None:
+        raise ImportProblem(
+            f"{name} names the dataset `{dataset_ref}`, which was not uploaded: upload "
+            f"{basename(dataset_ref)} together with {name}"
+        )
+    dataset_name, dataset_text = found
+    dataset_too_big(dataset_name, dataset_text)
+
+    top: list[Section] = []
+    header = [
+        f"Imported from Letta Evals {name} (+ {dataset_name}) by evalsite.",
+    ]
+    top.append(Section("name", suite_name[:200]))
+    report.map("name → name" if data.get("name") else f"(no name) → name: {suite_name} (from the file name)")
+    if as_text(data.get("description")):
+        top.append(Section("description", as_text(data["description"])))
+        report.map("description → description")
+
+    top.extend(_target(data.get("target"), report))
+
+    graders = read_graders(data, report)
+    gate = data.get("gate")
+    preferred, named_by = gate_metric(gate), "gate"
+    if preferred is None:
+        preferred, named_by = reward_metric(data.get("reward")), "reward"
+    primary, spec, grading = choose_grader(graders, preferred, named_by, report)
+    rubric_prompt: str | None = None
+    if grading["grader"] == "llm_judge":
+        rubric_prompt = find_rubric_prompt(primary, spec, files, report)
+
+    rows, total = read_rows(dataset_name, dataset_text, report)
+    rows = select_rows(rows, data, report)
+    if not rows:
+        raise ImportProblem(f"{dataset_name}: no row is left once sample_tags / max_samples are applied")
+    out_rows = convert_rows(rows, grading["grader"], rubric_prompt, files, report)
+    if not out_rows:
+        raise ImportProblem(f"{dataset_name}: no row could be converted — {'; '.join(report.problems())}")
+    out_name = safe_file_name(
+        re.sub(r"\.(jsonl|csv|json)$", "", dataset_name, flags=re.IGNORECASE) + ".jsonl"
+    )
+    dataset_out = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in out_rows)
+    kept = f"{len(out_rows)} of {plural(total, 'row')}" if len(out_rows) != total else plural(total, "row")
+    report.map(f"dataset: {dataset_ref} → dataset: {out_name} ({kept}, attached to the suite)")
+
+    label = spec.get("display_name")
+    named = f" (“{label}”)" if isinstance(label, str) and label else ""
+    grader_comment = [f"graders.{primary}{named}: {grading['described']}"]
+    if grading.get("judge"):
+        top.append(
+            Section("judge", grading["judge"], comments=[f"graders.{primary}.model"], blank_before=True)
+        )
+    top.append(Section("grader", grading["grader"], comments=grader_comment, blank_before=True))
+    if grading.get("extractor") is not None:
+        top.append(Section("extractor", grading["extractor"]))
+    if rubric_prompt is not None:
+        top.append(
+            Section(
+                "rubric",
+                rubric_template(rubric_prompt, None, with_truth=True),
+                comments=[
+                    "Letta's judge prompt: the rubric, then the question, the ground truth and the submission"
+                ],
+            )
+        )
+    elif grading["grader"] == "llm_judge":
+        top.append(
+            Section(
+                "rubric", None, comments=[f"rubric: the judge prompt of graders.{primary} was not uploaded"]
+            )
+        )
+
+    reward = data.get("reward")
+    if isinstance(reward, dict) and reward.get("metric_key") == primary:
+        report.map(f"reward (metric {primary}) → the suite's grader; a row's score is that grader's score")
+    elif reward is not None:
+        report.skip(f"reward: {short(reward, 60)} — evalsite scores a row with its one grader")
+    gates, threshold, gate_comment = convert_gate(gate, primary, report)
+    if threshold is not None:
+        top.append(
+            Section("pass_threshold", threshold, comments=["a row passes when its score reaches this"])
+        )
+    top.append(
+        Section(
+            "dataset",
+            out_name,
+            comments=[f"rows of {dataset_name}; each row is one conversation"],
+            blank_before=True,
+        )
+    )
+    if gates:
+        top.append(Section("gates", gates, comments=[gate_comment], blank_before=True))
+
+    for key in data:
+        if key in HANDLED_TOP:
+            continue
+        reason = NOT_CONVERTED_TOP.get(key, "not a Letta suite key evalsite knows")
+        report.skip(f"{key}: {short(data[key], 60)} — {reason}")
+    return header, top, {out_name: dataset_out}
+
+
+# --- target ---------------------------------------------------------------------------------------------
+
+
+def _target(target: object, report: Report) -> list[Section]:
+    if target is None:
+        return []
+    if not isinstance(target, dict):
+        report.skip(f"target: {short(target)} — evalsite tests a model, not a Letta target")
+        return []
+    parts = [
+        f"{key} {short(target[key], 50)}"
+        for key in ("kind", "agent_file", "agent_id", "agent_script", "base_url")
+        if key in target
+    ]
+    report.skip(
+        f"target ({', '.join(parts) or 'a Letta agent'}): evalsite sends the conversations straight to a chat "
+        "model, not to a Letta agent — its system prompt, memory and tools are not reproduced; set `model` "
+        "(and `system`) yourself"
+    )
+    listed = target.get("model_handles") or target.get("model_configs") or []
+    models = [m for m in listed if isinstance(m, str)] if isinstance(listed, list) else []
+    for key in target:
+        if key not in (
+            "kind",
+            "agent_file",
+            "agent_id",
+            "agent_script",
+            "base_url",
+            "model_handles",
+            "model_configs",
+        ):
+            report.skip(f"target.{key}: {short(target[key], 50)} — a Letta agent setting")
+    if not models:
+        return []
+    source = "model_handles" if target.get("model_handles") else "model_configs"
+    report.skip(
+        f"target.{source} ({', '.join(models)}): the models Letta ran the agent on; evalsite tests one model "
+        "per run — `model` is left commented out in the suite"
+    )
+    return [
+        Section(
+            "model",
+            None,
+            comments=[
+                f"Letta ran the agent on target.{source}: {', '.join(models)}.",
+                "Uncomment to test the bare model (without the agent's prompt, memory or tools):",
+                f"model: {models[0]}",
+            ],
+        )
+    ]

@@ -1,0 +1,142 @@
+"""A Letta gate (simple, weighted average or logical AND of conditions) as evalsite gates, with the
+per-sample pass threshold it carries."""
+
+from __future__ import annotations
+
+from ..common import Report, short
+
+AGGREGATIONS = {"avg_score": "avg", "avg": "avg", "min": "min", "p95": "p95", "accuracy": "accuracy"}
+OPS = {"gte": ">=", "gt": ">", "lte": "<=", "lt": "<", "eq": "==", ">=": ">=", ">": ">", "<=": "<=", "<": "<"}
+OPS["=="] = "=="
+
+
+def gate_text(gate: object) -> str:
+    """A Letta gate in a few words: `answer_check avg_score gte 0.6`, `all of (...)`."""
+    if not isinstance(gate, dict):
+        return short(gate)
+    if gate.get("kind") == "logical":
+        conditions = gate.get("conditions") if isinstance(gate.get("conditions"), list) else []
+        joined = f" {gate.get('operator', 'and')} ".join(gate_text(c) for c in conditions)
+        return f"({joined})"
+    if gate.get("kind") == "weighted_average":
+        weights = gate.get("weights") if isinstance(gate.get("weights"), dict) else {}
+        mix = " + ".join(f"{w}×{k}" for k, w in weights.items())
+        return (
+            f"weighted {gate.get('aggregation', 'avg_score')} of {mix} {gate.get('op')} {gate.get('value')}"
+        )
+    aggregation = gate.get("aggregation", gate.get("metric", "avg_score"))
+    text = f"{gate.get('metric_key', '')} {aggregation} {gate.get('op')} {gate.get('value')}".strip()
+    if gate.get("pass_threshold") is not None:
+        text += f" (pass_threshold {gate['pass_threshold']})"
+    return text
+
+
+def convert_gate(gate: object, primary: str, report: Report) -> tuple[list[dict], float | None, str]:
+    if gate is None:
+        return [], None, ""
+    if not isinstance(gate, dict):
+        report.skip(f"gate: {short(gate)} — not a mapping")
+        return [], None, ""
+    kind = gate.get("kind", "simple")
+    described = f"Letta gate: {gate_text(gate)}"
+    gates: list[dict] = []
+    thresholds: list[float] = []
+    if kind == "simple":
+        converted = _condition(gate, primary, "gate", report)
+        if converted:
+            gates.append(converted[0])
+            if converted[1] is not None:
+                thresholds.append(converted[1])
+    elif kind == "weighted_average":
+        weights = gate.get("weights")
+        if isinstance(weights, dict) and set(weights) == {primary}:
+            converted = _condition({**gate, "metric_key": primary}, primary, "gate", report)
+            if converted:
+                gates.append(converted[0])
+        else:
+            report.skip(
+                f"{described} — a weighted average of several graders' scores has no evalsite equivalent"
+            )
+    elif kind == "logical":
+        conditions = gate.get("conditions") if isinstance(gate.get("conditions"), list) else []
+        operator = gate.get("operator", "and")
+        if operator != "and" and len(conditions) > 1:
+            report.skip(
+                f"{described} — evalsite gates must all hold (AND); an OR of conditions cannot be expressed"
+            )
+        else:
+            for index, condition in enumerate(conditions):
+                where = f"gate.conditions[{index}]"
+                if isinstance(condition, dict) and condition.get("kind") == "logical":
+                    report.skip(f"{where}: a nested logical gate has no evalsite equivalent")
+                    continue
+                converted = _condition(condition, primary, where, report)
+                if converted:
+                    gates.append(converted[0])
+                    if converted[1] is not None:
+                        thresholds.append(converted[1])
+            if len(gates) < len(conditions):
+                report.skip(
+                    "gate: only some conditions were converted, so the evalsite gates are more lenient than Letta's"
+                )
+    else:
+        report.skip(f"{described} — gate kind {short(kind)} has no evalsite equivalent")
+    threshold = None
+    if thresholds:
+        threshold = thresholds[0]
+        report.map(
+            f"gate pass_threshold {threshold:g} → pass_threshold: {threshold:g} (what counts as a passed row)"
+        )
+        for other in thresholds[1:]:
+            if other != threshold:
+                report.skip(
+                    f"gate pass_threshold {other:g}: evalsite has one pass threshold; kept {threshold:g}"
+                )
+    return gates, threshold, described
+
+
+def _condition(
+    condition: object, primary: str, where: str, report: Report
+) -> tuple[dict, float | None] | None:
+    if not isinstance(condition, dict):
+        report.skip(f"{where}: not a mapping")
+        return None
+    metric_key = condition.get("metric_key")
+    if metric_key is not None and metric_key != primary:
+        report.skip(
+            f"{where} on graders.{metric_key}: that grader was not converted, so neither was this condition"
+        )
+        return None
+    aggregation = condition.get("aggregation", condition.get("metric", "avg_score"))
+    metric = AGGREGATIONS.get(aggregation) if isinstance(aggregation, str) else None
+    if metric is None:
+        report.skip(
+            f"{where}: aggregation {short(aggregation)} — evalsite gates have avg_score (avg), min, p95 and accuracy"
+        )
+        return None
+    op = OPS.get(condition.get("op", "gte")) if isinstance(condition.get("op", "gte"), str) else None
+    value = condition.get("value")
+    if op is None or isinstance(value, bool) or not isinstance(value, int | float):
+        report.skip(f"{where}: needs an op (gte, gt, lte, lt, eq) and a numeric value")
+        return None
+    shown = gate_text({**condition, "kind": "simple"})
+    if metric == "accuracy":
+        if value > 1:
+            report.map(
+                f"{where} ({shown}) → gates: accuracy {op} {value / 100:g} (Letta counts percent, evalsite a share)"
+            )
+            value = value / 100
+        else:
+            report.map(f"{where} ({shown}) → gates: accuracy {op} {value:g} (read as a share of rows)")
+    else:
+        report.map(f"{where} ({shown}) → gates: {metric} {op} {value:g}")
+    threshold = condition.get("pass_threshold")
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1
+    ):
+        report.skip(f"{where}.pass_threshold: {short(threshold)} — expected a score from 0 to 1, ignored")
+        threshold = None
+    if threshold is not None and metric != "accuracy":
+        report.skip(f"{where}.pass_threshold: only used by accuracy gates in Letta, ignored")
+        threshold = None
+    return {"metric": metric, "op": op, "value": value}, threshold

@@ -1,0 +1,86 @@
+"""The suite format, defined once.
+
+Everything that reads a suite goes through these pydantic models: the YAML loader, the editor's live
+validation, the API, the JSON Schema export served to editors and the docs. Unknown keys are errors.
+
+One module per noun: `checks` (the check vocabulary and `checks` lists), `conditions` (stop conditions of
+simulated conversations), `grading` (graders, extractors, rubrics), `evals` (one conversation and its
+parts), `suite` (the whole file and its JSON Schema); `base` holds what they share. Import from
+`engine.schema`: every public name is here.
+"""
+
+from .base import LocatedError, StrictModel
+from .checks import (
+    CHECK_KEYS,
+    DEFAULT_EMBEDDING_MODEL,
+    MAX_FOLLOWUP_DEPTH,
+    SCALES,
+    Check,
+    CheckFields,
+    Criterion,
+    FieldEquals,
+    JudgeSpec,
+    SemanticSpec,
+    followup_depth,
+)
+from .conditions import CONDITION_KEYS, Condition, NaturalLanguage
+from .evals import (
+    ContentPart,
+    Eval,
+    FollowUpInput,
+    Message,
+    PersonaStage,
+    ScriptedTurn,
+    Simulate,
+    Style,
+)
+from .grading import (
+    EXTRACTORS,
+    GRADERS,
+    RUBRIC_PLACEHOLDERS,
+    Extractor,
+    Grader,
+    check_patterns,
+    check_rubric,
+)
+from .suite import Gate, Metadata, MockRule, MockSpec, Suite, json_schema
+
+__all__ = [
+    "CHECK_KEYS",
+    "CONDITION_KEYS",
+    "DEFAULT_EMBEDDING_MODEL",
+    "EXTRACTORS",
+    "GRADERS",
+    "MAX_FOLLOWUP_DEPTH",
+    "RUBRIC_PLACEHOLDERS",
+    "SCALES",
+    "Check",
+    "CheckFields",
+    "Condition",
+    "ContentPart",
+    "Criterion",
+    "Eval",
+    "Extractor",
+    "FieldEquals",
+    "FollowUpInput",
+    "Gate",
+    "Grader",
+    "JudgeSpec",
+    "LocatedError",
+    "Message",
+    "Metadata",
+    "MockRule",
+    "MockSpec",
+    "NaturalLanguage",
+    "PersonaStage",
+    "ScriptedTurn",
+    "SemanticSpec",
+    "Simulate",
+    "Style",
+    "StrictModel",
+    "Suite",
+    "check_patterns",
+    "check_rubric",
+    "followup_depth",
+    "json_schema",
+]

@@ -1,0 +1,188 @@
+"""Checks: the vocabulary that grades a reply (`match`, `regex`, `llm_judge`, `or`, ...), and the items of a
+`checks` list: a check, a follow-up (`prompt` + `checks`), or a check that carries its own follow-up.
+Follow-ups nest at most MAX_FOLLOWUP_DEPTH levels below the eval's prompt.
+
+A check type is a field of CheckFields (`or` is Check's own); CHECK_KEYS is read off them. How each type
+reads and grades a reply is in engine.checks.CHECK_TYPES."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .. import patterns
+from .base import StrictModel
+
+MAX_FOLLOWUP_DEPTH = 5
+DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
+
+
+class SemanticSpec(StrictModel):
+    """Cosine similarity between the reply's embedding and the expected text's embedding."""
+
+    expected: str = Field(description="Text the reply should mean.")
+    threshold: float = Field(0.8, ge=-1.0, le=1.0, description="Minimum cosine similarity to pass.")
+    model: str | None = Field(
+        None, description=f"Embedding model on the judge's endpoint (default {DEFAULT_EMBEDDING_MODEL})."
+    )
+
+
+SCALES = {
+    "0-1": (0.0, 1.0, 0.5),
+    "0-100": (0.0, 100.0, 50.0),
+    "-3..3": (-3.0, 3.0, 1.0),
+}  # low, high, default threshold
+
+
+class Criterion(StrictModel):
+    """One of several weighted criteria: judged on its own, with its own verdict and reasoning."""
+
+    name: str | None = Field(None, max_length=100)
+    criteria: str
+    weight: float = Field(1.0, gt=0)
+
+
+class JudgeSpec(StrictModel):
+    """An LLM judge scores the reply (or the whole conversation) against criteria, answering JSON {score, reason}.
+
+    Several weighted criteria are judged one by one; the check's score is their weighted mean.
+    """
+
+    criteria: str | list[Criterion] = Field(
+        description="What a good reply does, or a list of weighted criteria."
+    )
+    scale: Literal["0-1", "0-100", "-3..3"] = Field("0-1", description="The scale the judge scores on.")
+    threshold: float | None = Field(
+        None, description="Minimum score to pass, on the scale (default 0.5 / 50 / 1)."
+    )
+    scope: Literal["reply", "conversation"] = Field(
+        "reply", description="Grade the last reply, or the whole conversation (in [Role]: form)."
+    )
+    model: str | None = Field(None, description="Judge model; defaults to the suite's `judge`.")
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+
+    @model_validator(mode="after")
+    def _threshold_on_scale(self) -> JudgeSpec:
+        low, high, default = SCALES[self.scale]
+        if self.threshold is None:
+            self.threshold = default
+        elif not low <= self.threshold <= high:
+            raise ValueError(f"threshold {self.threshold:g} is outside the {self.scale} scale")
+        if isinstance(self.criteria, list) and not self.criteria:
+            raise ValueError("criteria needs at least one criterion")
+        return self
+
+    def normalise(self, raw: float) -> float:
+        """A score on this judge's scale, as 0-1."""
+        low, high, _ = SCALES[self.scale]
+        return (min(max(raw, low), high) - low) / (high - low)
+
+
+class FieldEquals(StrictModel):
+    path: str = Field(description="Dot path into the JSON-parsed reply, e.g. booking.status or items.0.id.")
+    value: Any = Field(description="The value it must equal (compared after JSON parsing).")
+
+
+class CheckFields(StrictModel):
+    """The check vocabulary, shared by checks and by termination conditions."""
+
+    match: str | None = Field(None, description='Glob over the reply, case-insensitive; "*" spans newlines.')
+    not_match: str | None = Field(None, description="Passes when the glob does not match.")
+    regex: str | None = Field(None, description="Python regular expression, searched anywhere in the reply.")
+    contains: str | None = Field(None, description="Case-insensitive substring.")
+    equals: str | None = Field(None, description="Exact match after stripping surrounding whitespace.")
+    starts_with: str | None = Field(
+        None, description="The reply begins with this text, case-sensitive, leading whitespace ignored."
+    )
+    min_tokens: int | None = Field(None, ge=0, description="Reply has at least this many completion tokens.")
+    max_tokens: int | None = Field(None, ge=0, description="Reply has at most this many completion tokens.")
+    semantic: SemanticSpec | None = None
+    llm_judge: JudgeSpec | None = None
+    field_equals: FieldEquals | None = Field(
+        None, description="On the JSON-parsed reply; not JSON means no match."
+    )
+    field_is_set: str | None = Field(
+        None, description="Dot path that must hold a non-null value in the JSON reply."
+    )
+
+    @field_validator("regex")
+    @classmethod
+    def _regex_compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                patterns.validate(value)
+            except patterns.InvalidPattern as exc:
+                raise ValueError(f"invalid regular expression: {exc.reason}") from None
+        return value
+
+
+class Check(CheckFields):
+    """One item of a `checks` list: a check, a follow-up, or a check carrying its own follow-up."""
+
+    or_: list[Check] | None = Field(
+        None, alias="or", min_length=1, description="Passes if any member passes."
+    )
+    prompt: str | None = Field(None, description="Follow-up sent in the same conversation when this fails.")
+    checks: list[Check] | None = Field(None, description="Checks for the follow-up's reply.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _checks_object_form(cls, data: Any) -> Any:
+        # vibecheck also allows `checks: {or: [...]}`; it means a one-item list.
+        if isinstance(data, dict) and isinstance(data.get("checks"), dict):
+            data = {**data, "checks": [data["checks"]]}
+        return data
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Check:
+        kinds = self.check_keys()
+        if len(kinds) > 1:
+            raise ValueError(
+                f"one check per item, found {' and '.join(kinds)}: put each in its own list item"
+            )
+        if (self.prompt is None) != (self.checks is None):
+            raise ValueError("a follow-up needs both `prompt` and `checks`")
+        if not kinds and self.prompt is None:
+            raise ValueError(f"empty check: expected one of {', '.join(CHECK_KEYS)}, or prompt + checks")
+        if self.checks is not None and not any(item.kind for item in self.checks):
+            raise ValueError(
+                "a follow-up's checks need at least one check (follow-ups fire when a check fails)"
+            )
+        return self
+
+    def check_keys(self) -> list[str]:
+        return [key for key, name in CHECK_FIELDS.items() if getattr(self, name) is not None]
+
+    @cached_property  # read for every check of every turn; a validated item does not change
+    def kind(self) -> str | None:
+        """The check type, or None for a pure follow-up item."""
+        keys = self.check_keys()
+        return keys[0] if keys else None
+
+    @property
+    def has_followup(self) -> bool:
+        return self.prompt is not None
+
+
+Check.model_rebuild()
+
+# The keys that make an item a check (an item holds exactly one), as written -> the field holding it:
+# every field of Check but those of a follow-up.
+FOLLOWUP_KEYS = ("prompt", "checks")
+CHECK_FIELDS = {
+    field.alias or name: name for name, field in Check.model_fields.items() if name not in FOLLOWUP_KEYS
+}
+CHECK_KEYS = tuple(CHECK_FIELDS)
+
+
+def followup_depth(items: list[Check]) -> int:
+    """How many follow-up levels hang below a list of checks."""
+    deepest = 0
+    for item in items:
+        if item.checks is not None:
+            deepest = max(deepest, 1 + followup_depth(item.checks))
+        if item.or_:
+            deepest = max(deepest, followup_depth(item.or_))
+    return deepest

@@ -1,0 +1,264 @@
+"""Evals: one conversation each, its kind chosen by its keys, with the parts only some kinds have: a given
+history (`messages`), scripted `turns`, and a simulated user (`simulate`)."""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import StrictModel
+from .checks import Check, followup_depth
+from .conditions import Condition
+from .grading import Extractor, Grader, check_patterns, check_rubric
+
+
+class Style(StrEnum):
+    """A conversation's style: which of its keys drive it (Eval.style), and so which driver plays it
+    (engine.drivers). Each has the label the pages show."""
+
+    label: str
+
+    TREE = "tree", "conversation tree"  # `prompt` + `checks`: follow-ups chosen by failed checks
+    SCRIPTED = "scripted", "scripted turns"  # `input`: messages sent in order, graded per turn
+    TURNS = "turns", "turns"  # `turns`: scripted messages with checks on chosen turns
+    HISTORY = "history", "reply to a given history"  # `messages` alone: the model replies to them
+    SIMULATED = "simulated", "simulated user"  # `simulate`: a simulated user until a condition holds
+
+    def __new__(cls, value: str, label: str) -> Style:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.label = label
+        return member
+
+
+class PersonaStage(StrictModel):
+    until_turn: int | None = Field(
+        None, ge=1, description="Use this persona up to this turn; omit on the last stage."
+    )
+    text: str
+
+
+class FollowUpInput(StrictModel):
+    input: str
+    turns: int | Literal["inf"] = Field(
+        1, description='How many times to send it; "inf" (last one only) forever.'
+    )
+
+    @field_validator("turns", mode="before")
+    @classmethod
+    def _infinity(cls, value: Any) -> Any:
+        if isinstance(value, float) and math.isinf(value) and value > 0:
+            return "inf"  # YAML's .inf
+        return value
+
+    @field_validator("turns")
+    @classmethod
+    def _positive(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("turns is at least 1")
+        return value
+
+
+class Simulate(StrictModel):
+    """A conversation driven past its first prompt by scripted follow-ups, then by a simulated user, until
+    a condition is met or max_turns is reached (@agtlantis/eval's multi-turn test cases)."""
+
+    persona: str | list[PersonaStage] | None = Field(
+        None,
+        description="The simulated user's persona, or a schedule by turn. Without one, only follow_ups are sent.",
+    )
+    model: str | None = Field(None, description="Model playing the user; defaults to the suite's `judge`.")
+    follow_ups: list[FollowUpInput] = Field(default_factory=list, description="Scripted inputs, used first.")
+    max_turns: int = Field(10, ge=1, le=200)
+    stop_when: Condition | None = None
+    on_condition_met: Literal["pass", "fail"] = "pass"
+    on_max_turns: Literal["pass", "fail"] = "fail"
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Simulate:
+        for number, follow_up in enumerate(self.follow_ups[:-1]):
+            if follow_up.turns == "inf":
+                raise ValueError(f"follow_ups[{number}]: turns: inf is allowed only on the last follow-up")
+        if isinstance(self.persona, list):
+            if not self.persona:
+                raise ValueError("a persona schedule needs at least one stage")
+            bounds = [stage.until_turn for stage in self.persona]
+            if any(bound is None for bound in bounds[:-1]):
+                raise ValueError("only the last persona stage may leave out until_turn")
+            given = [bound for bound in bounds if bound is not None]
+            if given != sorted(set(given)):
+                raise ValueError("persona stages' until_turn must increase")
+        return self
+
+
+class ContentPart(StrictModel):
+    type: Literal["text", "file"]
+    value: str = Field(description="The text, or the name of a file attached to the suite.")
+
+
+class Message(StrictModel):
+    """One message of a given history, in OpenAI's shape. Any role is accepted."""
+
+    role: str = Field(min_length=1)
+    content: str | list[ContentPart]
+
+
+class ScriptedTurn(StrictModel):
+    input: str = Field(description="The user message sent on this turn.")
+    checks: list[Check] | None = Field(None, description="Checks for this turn's reply (no follow-ups).")
+
+
+def _no_followups(items: list[Check] | None, where: str) -> None:
+    if items and followup_depth(items) > 0:
+        raise ValueError(f"{where}: follow-ups (prompt + checks) belong to `prompt` conversations only")
+
+
+class Eval(StrictModel):
+    """One conversation. Which kind depends on its keys:
+
+    - `prompt` + `checks`: a conversation tree, follow-ups when checks fail (vibecheck's format);
+    - `input` (one message or a list) with `ground_truth` and/or `checks`: scripted live turns, graded per
+      turn (Letta Evals' multi-turn rows);
+    - `turns`: scripted turns with checks on chosen turns;
+    - `messages`: a given history, sent first; alone, the model replies to it (calibrate's message lists,
+      AgentV's input_messages).
+    """
+
+    id: str | None = Field(
+        None, max_length=200, description="Stable id used to compare runs; defaults to eval-<n>."
+    )
+    tags: list[str] = Field(default_factory=list)
+    messages: list[Message] | None = Field(None, description="History sent before any live turn.")
+    prompt: str | None = Field(None, description="The first user message of a conversation tree.")
+    input: str | list[str] | None = Field(None, description="User messages sent live, in order.")
+    turns: list[ScriptedTurn] | None = None
+    checks: list[Check] | None = Field(
+        None, description="Checks; for input/turns/messages they grade the last reply."
+    )
+    ground_truth: str | list[str] | None = Field(
+        None,
+        description="A list as long as `input` grades every turn; a string grades the last (or the extractor's view).",
+    )
+    grader: Grader | None = Field(
+        None, description="How ground_truth is compared (default: the suite's, else exact_match)."
+    )
+    extractor: Extractor | None = Field(None, description="What the grader reads (default: last_assistant).")
+    rubric: str | None = Field(
+        None, description="For grader llm_judge: {input}, {ground_truth}, {submission}."
+    )
+    pass_threshold: float | None = Field(
+        None, ge=0.0, le=1.0, description="Minimum score to pass (default 1.0)."
+    )
+    simulate: Simulate | None = Field(
+        None, description="After `prompt`: follow-ups, a simulated user, stop conditions."
+    )
+    iterations: int | None = Field(
+        None, ge=1, le=1000, description="Run this eval N times (default: the suite's)."
+    )
+    pass_rate_threshold: float | None = Field(
+        None, ge=0.0, le=1.0, description="Iterated: share of passes needed."
+    )
+    aggregation: Literal["mean", "min", "max"] | None = Field(
+        None, description="turns: how turn scores combine."
+    )
+    on_turn_failure: Literal["continue", "stop"] | None = Field(
+        None, description="turns: stop at a failed turn?"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _checks_object_form(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("checks"), dict):
+            data = {**data, "checks": [data["checks"]]}
+        return data
+
+    @field_validator("rubric")
+    @classmethod
+    def _rubric(cls, value: str | None) -> str | None:
+        return None if value is None else check_rubric(value)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Eval:
+        drivers = [key for key in ("prompt", "input", "turns") if getattr(self, key) is not None]
+        if len(drivers) > 1:
+            raise ValueError(f"use one of prompt, input or turns, not {' and '.join(drivers)}")
+        if not drivers and self.messages is None:
+            raise ValueError("an eval needs `prompt`, `input`, `turns` or `messages`")
+        if self.checks is not None and not any(item.kind for item in self.checks):
+            raise ValueError("checks need at least one check (follow-ups fire when a check fails)")
+        if self.simulate is not None:
+            if self.prompt is None:
+                raise ValueError("`simulate` starts from `prompt`: give the first user message")
+            _no_followups(self.checks, "checks")
+            if self.ground_truth is not None:
+                raise ValueError(
+                    "`ground_truth` goes with `input`; grade a simulated conversation with checks"
+                )
+        elif self.prompt is not None:
+            if not self.checks:
+                raise ValueError("a `prompt` conversation needs `checks`")
+            if self.ground_truth is not None:
+                raise ValueError("`ground_truth` goes with `input` or `messages`, not `prompt` (use checks)")
+        else:
+            _no_followups(self.checks, "checks")
+        if isinstance(self.ground_truth, list):
+            if not isinstance(self.input, list):
+                raise ValueError("a `ground_truth` list needs an `input` list of the same length")
+            if len(self.ground_truth) != len(self.input):
+                raise ValueError(
+                    f"`ground_truth` has {len(self.ground_truth)} item{'' if len(self.ground_truth) == 1 else 's'} but `input` "
+                    f"has {len(self.input)}; "
+                    "give one per turn, or a single string to grade the last turn"
+                )
+        if isinstance(self.input, list) and not self.input:
+            raise ValueError("`input` needs at least one message")
+        if self.turns is not None:
+            if not self.turns:
+                raise ValueError("`turns` needs at least one turn")
+            for number, turn in enumerate(self.turns):
+                _no_followups(turn.checks, f"turns[{number}].checks")
+            if self.ground_truth is not None:
+                raise ValueError("`ground_truth` goes with `input`; give `turns` their own checks")
+            if not self.checks and not any(turn.checks for turn in self.turns):
+                raise ValueError("no turn has checks: give at least one turn (or the eval) `checks`")
+        elif self.aggregation is not None or self.on_turn_failure is not None:
+            raise ValueError("`aggregation` and `on_turn_failure` apply to `turns` conversations")
+        if self.prompt is None and self.turns is None and not self.checks and self.ground_truth is None:
+            raise ValueError("nothing grades this conversation: add `ground_truth` or `checks`")
+        if self.grader == "regex_match":
+            check_patterns(self.ground_truth)
+        return self
+
+    @property
+    def style(self) -> Style:
+        if self.simulate is not None:
+            return Style.SIMULATED
+        if self.prompt is not None:
+            return Style.TREE
+        if self.input is not None:
+            return Style.SCRIPTED
+        if self.turns is not None:
+            return Style.TURNS
+        return Style.HISTORY
+
+    @property
+    def first_text(self) -> str:
+        """What lists show for this eval: its first user message."""
+        if self.prompt is not None:
+            return self.prompt
+        if self.input is not None:
+            return self.input if isinstance(self.input, str) else self.input[0]
+        if self.turns:
+            return self.turns[0].input
+        for message in reversed(self.messages or []):
+            if message.role == "user":
+                content = message.content
+                return (
+                    content
+                    if isinstance(content, str)
+                    else " ".join(p.value for p in content if p.type == "text")
+                )
+        return "(history)"

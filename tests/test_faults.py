@@ -1,0 +1,67 @@
+"""The fault harness's short version (bench/faults.py --quick): a run through two supervised worker processes
+while a worker is killed, another stopped, the broker restarted (Redis only), the model server goes away,
+a 429/500 storm blows and ReDoS replies arrive. Every conversation finishes exactly once, no turn is
+duplicated or lost, none is stuck or errored, and no worker dies that was not killed.
+
+It runs on the backend this pass of the tests uses: SQLite + the filesystem broker, or PostgreSQL + Redis
+(`make test-pg`), on a database of its own beside the tests' (their name + `_faults`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from urllib.parse import urlsplit
+
+import pytest
+from django.conf import settings
+
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.e2e]
+
+
+def _backend_env() -> tuple[str, dict[str, str]]:
+    env = dict(os.environ)
+    if not settings.CELERY_BROKER_URL.startswith("redis"):
+        return "embedded", env
+    database = urlsplit(os.environ["DATABASE_URL"])
+    env["FAULTS_PG_URL"] = database._replace(path=database.path + "_faults").geturl()
+    env["FAULTS_REDIS_URL"] = settings.CELERY_BROKER_URL  # only without a redis-server binary to start
+    return "postgres", env
+
+
+@pytest.mark.timeout(240)
+def test_every_conversation_finishes_exactly_once_whatever_fails(tmp_path):
+    backend, env = _backend_env()
+    report = tmp_path / "faults.json"
+    process = subprocess.run(
+        [sys.executable, "bench/faults.py", "--quick", "--backends", backend, "--json", str(report)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=230,
+    )  # fmt: skip
+    assert report.exists(), process.stdout[-4000:] + process.stderr[-4000:]
+    results = {result["scenario"]: result for result in json.loads(report.read_text())}
+    expected = {"baseline", "kill", "sigterm", "outage", "storm", "redos"}
+    if backend == "postgres" and shutil.which("redis-server"):
+        expected.add("redis")  # the harness restarts a redis-server of its own
+    assert set(results) == expected, process.stdout
+
+    for name, result in results.items():
+        assert result["broken"] == [], f"{name}: {result['broken']}\n{process.stdout}"
+        assert result["finished_once"] == result["conversations"] == 20, name
+        assert (result["duplicated"], result["lost"], result["misplaced"]) == (0, 0, 0), name
+        assert (result["stuck"], result["errored"], result["worker_deaths_unplanned"]) == (0, 0, 0), name
+        assert len(result["faults"]) == (0 if name == "baseline" else 1), name
+        assert all(fault["recovery"] is not None for fault in result["faults"]), name
+    # Each fault did happen.
+    assert results["kill"]["faults"][0]["detail"]["held"] >= 1  # the victim was playing part of the run
+    assert results["kill"]["workers_started"] == 1  # and the supervisor started it again
+    assert results["sigterm"]["faults"][0]["detail"]["exited_after"] < 10
+    assert results["storm"]["calls"].get("429", 0) >= 1
+    assert results["redos"]["regex_timeouts"] >= 1
+    if "redis" in results:
+        assert results["redis"]["workers_alive"] == 2 and results["redis"]["workers_started"] == 0
+    assert process.returncode == 0, process.stdout
