@@ -2,7 +2,8 @@
 evals' iteration strips and statistics, given histories with their embedded files, the system message, and a
 conversation as `[Role]:` text.
 
-Plain functions over rows and records; the views choose what to query and the templates lay it out.
+Plain functions over rows and records, and over what runs.selectors worked out from them; the views choose
+what to query and the templates lay it out.
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ from dataclasses import dataclass, field
 
 from engine.history import INSTRUCTIONS_SUFFIX, build_history
 from engine.loader import parse_yaml
-from engine.results import TurnRecord, evaluate_gates
+from engine.results import GateResult, TurnRecord
 from engine.schema import Suite as SuiteSpec
-from engine.stats import IteratedResult, iterated_results
+from engine.stats import IteratedResult
 from engine.text import plural
 from engine.transcript import format_transcript, message_text
 
-from . import specs
-from .models import ACTIVE, FINISHED, Conversation, Run, Status, Turn
+from .models import ACTIVE, Conversation, Run, Status
 
 GRADED_STYLES = ("scripted", "turns")
 # The conversation table shows each graded conversation's ✓✗ strip up to this many conversations (one query
@@ -73,9 +73,8 @@ def strip(conversation: Conversation, marks: list[Mark]) -> dict | None:
 GATE_OPS = {">=": "≥", "<=": "≤", "==": "="}
 
 
-def gates(run: Run, conversations: list[Conversation]) -> list[dict]:
-    """The suite's gates over the run so far, from the conversations the page has already loaded (what
-    runs.services.gate_results computes, without its queries)."""
+def gates(results: list[GateResult]) -> list[dict]:
+    """The suite's gates as the run page shows them (runs.selectors.gate_results works them out)."""
     return [
         {
             "label": gate.label,
@@ -83,7 +82,7 @@ def gates(run: Run, conversations: list[Conversation]) -> list[dict]:
             "actual": "n/a" if gate.actual is None else f"{round(gate.actual, 3):g}",
             "passed": gate.passed,
         }
-        for gate in evaluate_gates(specs.suite_gates(run.suite_version), conversations)
+        for gate in results
     ]
 
 
@@ -97,7 +96,7 @@ def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_statuses: li
     conversations finish their turn, and why a run failed, errored or was cancelled, in words.
 
     From what the page has already loaded: the gates over the evals' scores and each eval's status (an
-    eval run several times counts once, by its pass rate), the same inputs runs.services.finalize decided on.
+    eval run several times counts once, by its pass rate), the same inputs runs.scheduling.finalize decided on.
     """
     counts = progress["counts"]
     finishing = in_flight(progress)
@@ -130,21 +129,12 @@ def eval_statuses(conversations: list[Conversation], rows: list[IteratedRow]) ->
     return [c.status for c in conversations if c.index not in repeated] + list(repeated.values())
 
 
-def records_for_strips(run: Run, conversations: list[Conversation]) -> dict[int, list[dict]]:
-    """Turn records of the run's scripted conversations, in one query, when the run is small enough."""
-    if len(conversations) > STRIP_MAX_CONVERSATIONS or not any(
+def wants_strips(conversations: list[Conversation]) -> bool:
+    """Whether the conversation table shows ✓✗ strips, so the view loads the graded turns: a small enough
+    run with a scripted conversation."""
+    return len(conversations) <= STRIP_MAX_CONVERSATIONS and any(
         conversation.style in GRADED_STYLES for conversation in conversations
-    ):
-        return {}
-    records: dict[int, list[dict]] = defaultdict(list)
-    rows = (
-        Turn.objects.filter(conversation__run=run, conversation__style__in=GRADED_STYLES)
-        .order_by("conversation_id", "position")
-        .values_list("conversation_id", "record")
     )
-    for conversation_id, record in rows:
-        records[conversation_id].append(record)
-    return records
 
 
 # --- Repeated evals ------------------------------------------------------------------------------------------
@@ -316,25 +306,12 @@ def iteration_groups(conversations: Iterable[Conversation]) -> dict[int, list[Co
     }
 
 
-def iterated(run: Run, groups: dict[int, list[Conversation]]) -> dict[int, IteratedResult]:
-    """engine.stats over the iterations finished so far (what runs.services.iterated_for computes once the
-    run is over), with the suite parsed once per process instead of on every poll."""
-    finished = [c for group in groups.values() for c in group if c.status in FINISHED]
-    spec = specs.iteration_spec(run.suite_version) if finished else None
-    if spec is None:
-        return {}
-    try:
-        return {result.index: result for result in iterated_results(spec, finished)}
-    except (IndexError, ValueError):  # rows that no longer fit the suite: strips without statistics
-        return {}
-
-
 def iterated_rows(
-    run: Run, conversations: list[Conversation], url: Callable[[int, int], str]
+    conversations: list[Conversation], results: dict[int, IteratedResult], url: Callable[[int, int], str]
 ) -> list[IteratedRow]:
-    """One row per repeated eval, in suite order; `url(index, iteration)` links a mark to its transcript."""
+    """One row per repeated eval, in suite order, with its statistics so far (`results`, by eval index, from
+    runs.selectors.iterated_so_far); `url(index, iteration)` links a mark to its transcript."""
     groups = iteration_groups(conversations)
-    results = iterated(run, groups)
     rows = []
     for index, group in groups.items():
         result = results.get(index)
@@ -360,15 +337,19 @@ def iterated_rows(
 
 
 def iteration_switcher(
-    run: Run, siblings: list[Conversation], current: int, url: Callable[[int, int], str]
+    siblings: list[Conversation],
+    results: dict[int, IteratedResult],
+    current: int,
+    url: Callable[[int, int], str],
 ) -> dict | None:
     """A transcript's way to its eval's other iterations: "iteration 3 of 5", previous and next, and the
-    strip with this iteration and the representative one marked. None when the eval ran once."""
+    strip with this iteration and the representative one marked. None when the eval ran once. `results`:
+    runs.selectors.iterated_so_far over the siblings."""
     groups = iteration_groups(siblings)
     if not groups:
         return None
     ((index, group),) = groups.items()
-    result = iterated(run, groups).get(index)
+    result = results.get(index)
     representative = result.stats.representative if result else None
     marks = [
         iteration_mark(
@@ -404,10 +385,12 @@ FILE_BLOCK = re.compile(r"^=== [^\n]+ ===$", re.MULTILINE)
 ROLE_CLASSES = ("system", "user", "assistant", "tool")
 
 
-def system_message(run: Run, conversation: Conversation) -> dict | None:
+def system_message(
+    run: Run, conversation: Conversation, files: Callable[[list[str]], dict[str, str]]
+) -> dict | None:
     """The system message the model saw first: the suite's `system` and any `*.instructions.md` guidelines
-    this eval's history attached. Read from the YAML alone (and the few files it names): a dataset is never
-    loaded for a transcript."""
+    this eval's history attached. Read from the YAML alone and the few files it names, which `files(names)`
+    loads: a dataset is never loaded for a transcript."""
     version = run.suite_version
     try:
         raw, _ = parse_yaml(version.source)
@@ -426,9 +409,8 @@ def system_message(run: Run, conversation: Conversation) -> dict | None:
     guidelines = [name for name in named if name.endswith(INSTRUCTIONS_SUFFIX)]
     text = spec.system
     if guidelines:
-        files = dict(version.files.filter(name__in=named).values_list("name", "content"))
         try:
-            sent, history = build_history(spec.system, ev.messages, files)
+            sent, history = build_history(spec.system, ev.messages, files(named))
         except KeyError:  # a file missing from an old version: show what the suite itself says
             guidelines = []
         else:

@@ -193,17 +193,20 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     run = access.run
     progress = progress if progress is not None else selectors.progress(run)
     fingerprint = _fingerprint(run, progress)
-    conversations = list(run.conversations.all())
+    conversations = selectors.conversations(run)
     # Simulated users' tokens change only with a stored turn, which the fingerprint already follows.
     progress = {"user_tokens": sum(c.user_tokens for c in conversations), **progress}
-    records = display.records_for_strips(run, conversations)
+    graded = selectors.graded_turns(run, display.GRADED_STYLES) if display.wants_strips(conversations) else {}
     now = timezone.now()
     for conversation in conversations:
         conversation.url = access.conversation_url(conversation.index, conversation.iteration)
-        conversation.strip = display.strip(conversation, display.turn_marks(records.get(conversation.pk, ())))
+        records = [turn.record for turn in graded.get(conversation.pk, ())]
+        conversation.strip = display.strip(conversation, display.turn_marks(records))
         conversation.waiting = _waiting(conversation, now)
-    gates = display.gates(run, conversations)
-    iterated = display.iterated_rows(run, conversations, access.conversation_url)
+    gates = display.gates(selectors.gate_results(run, conversations))
+    iterated = display.iterated_rows(
+        conversations, selectors.iterated_so_far(run, conversations), access.conversation_url
+    )
     flaky_only = request.GET.get("flaky") == "1" and bool(iterated)
     shown_iterated, shown = iterated, conversations
     if flaky_only:
@@ -264,7 +267,7 @@ def _waiting(conversation: Conversation, now) -> dict | None:
 
 
 def _share_links(request: HttpRequest, run: Run) -> list:
-    links = list(run.share_links.filter(revoked_at__isnull=True))
+    links = selectors.active_share_links(run)
     for link in links:
         link.url = request.build_absolute_uri(reverse("share:run", args=[link.token]))
     return links
@@ -419,7 +422,7 @@ def _verdict(conversation: Conversation) -> dict:
 
 
 def _neighbours(access: Access, conversation: Conversation) -> dict:
-    keys = list(access.run.conversations.values_list("index", "iteration"))
+    keys = selectors.conversation_keys(access.run)
     here = keys.index((conversation.index, conversation.iteration))
     previous = keys[here - 1] if here > 0 else None
     following = keys[here + 1] if here + 1 < len(keys) else None
@@ -436,16 +439,17 @@ def _iterations(access: Access, conversation: Conversation, count: int) -> dict 
     """The switcher between an eval's iterations, when it ran more than once (one more query)."""
     if count < 2:
         return None
-    siblings = access.run.conversations.filter(index=conversation.index).only(
-        "index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id"
-    )
+    siblings = selectors.iterations_of(access.run, conversation.index)
     return display.iteration_switcher(
-        access.run, list(siblings), conversation.iteration, access.conversation_url
+        siblings,
+        selectors.iterated_so_far(access.run, siblings),
+        conversation.iteration,
+        access.conversation_url,
     )
 
 
 def _stored_turns(conversation: Conversation) -> tuple[list[dict], list[TurnRecord]]:
-    records = [turn.record for turn in conversation.turns.all()]
+    records = [turn.record for turn in selectors.turns(conversation)]
     return records, [TurnRecord.model_validate(record) for record in records]
 
 
@@ -499,7 +503,9 @@ def _conversation_page(request: HttpRequest, access: Access, index: int) -> Http
         **_live_context(access, conversation, records, turns),
         "turns": turns,
         "given": display.given_history(conversation.history),
-        "system": display.system_message(run, conversation),
+        "system": display.system_message(
+            run, conversation, lambda names: selectors.version_files(run.suite_version, names)
+        ),
         "style_label": display.STYLE_LABELS.get(conversation.style, conversation.style),
         "nav": nav,
         "iterations": _iterations(access, conversation, nav["iterations"]),
@@ -518,7 +524,7 @@ def _conversation_poll(request: HttpRequest, access: Access, index: int) -> Http
         active
         and request.GET.get("status") == conversation.status
         and request.GET.get("waiting", "") == _wait_mark(conversation)
-        and not conversation.turns.filter(position__gt=after).exists()
+        and not selectors.has_turns_after(conversation, after)
     ):
         return HttpResponse(status=204)
     records, turns = _stored_turns(conversation)
