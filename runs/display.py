@@ -1,6 +1,7 @@
 """How the run pages show what the engine recorded: ✓✗ strips of scripted conversations, suite gates, repeated
 evals' iteration strips and statistics, given histories with their embedded files, the system message, and a
-conversation as `[Role]:` text.
+conversation as `[Role]:` text. Nothing here works out again what is stored: a turn's pass, a conversation's
+verdict, its system message and history are read as stored.
 
 Plain functions over rows and records, and over what runs.selectors worked out from them; the views choose
 what to query and the templates lay it out.
@@ -14,15 +15,13 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from engine.history import INSTRUCTIONS_SUFFIX, build_history
-from engine.loader import parse_yaml
+from engine.history import INSTRUCTIONS_SUFFIX
 from engine.results import GateResult, TurnRecord
-from engine.schema import Suite as SuiteSpec
 from engine.stats import IteratedResult
 from engine.text import plural
 from engine.transcript import format_transcript, message_text
 
-from .models import ACTIVE, Conversation, Run, Status
+from .models import ACTIVE, Conversation, Run, Status, Turn
 
 GRADED_STYLES = ("scripted", "turns")
 # The conversation table shows each graded conversation's ✓✗ strip up to this many conversations (one query
@@ -40,18 +39,18 @@ class Mark:
     title: str
 
 
-def turn_marks(records: Iterable[dict]) -> list[Mark]:
-    """One mark per graded turn, in order: its grade against the ground truth and its checks together, as
-    the engine counts turns_passed/turns_total (engine.conversation._Scripted.units). Ungraded turns have none."""
+def turn_marks(turns: Iterable[Turn]) -> list[Mark]:
+    """One mark per graded turn, in order, passed or failed as the engine stored it (Turn.passed: its grade
+    against the ground truth and its checks together). Ungraded turns (passed is None) have none."""
     marks = []
-    for record in records:
-        grade, checks = record.get("grade"), record.get("checks") or []
-        if grade is None and not checks:
+    for turn in turns:
+        if turn.passed is None:
             continue
+        record, passed = turn.record, turn.passed
+        grade, checks = record.get("grade"), record.get("checks") or []
         parts = [f"{grade.get('grader') or 'grade'} {grade['score']:.2f}"] if grade else []
         if checks:
             parts.append(f"{sum(check['passed'] for check in checks)}/{plural(len(checks), 'check')}")
-        passed = (grade is None or bool(grade["passed"])) and all(check["passed"] for check in checks)
         title = f"Turn {record['turn']} {'passed' if passed else 'failed'}: {', '.join(parts)}"
         marks.append(Mark(record["turn"], passed, title))
     return marks
@@ -381,43 +380,21 @@ STYLE_LABELS = {
     "history": "reply to a given history",
 }
 # An attached file embedded in a history message: engine.history.file_block's header line.
-FILE_BLOCK = re.compile(r"^=== [^\n]+ ===$", re.MULTILINE)
+FILE_BLOCK = re.compile(r"^=== (?P<name>[^\n]+) ===$", re.MULTILINE)
 ROLE_CLASSES = ("system", "user", "assistant", "tool")
 
 
-def system_message(
-    run: Run, conversation: Conversation, files: Callable[[list[str]], dict[str, str]]
-) -> dict | None:
-    """The system message the model saw first: the suite's `system` and any `*.instructions.md` guidelines
-    this eval's history attached. Read from the YAML alone and the few files it names, which `files(names)`
-    loads: a dataset is never loaded for a transcript."""
-    version = run.suite_version
-    try:
-        raw, _ = parse_yaml(version.source)
-        spec = SuiteSpec.model_validate(raw)
-    except Exception:  # a version saved under an older schema still has a transcript worth showing
+def system_message(conversation: Conversation) -> dict | None:
+    """The system message the model saw first, as stored when the run was launched: the suite's `system` and
+    any `*.instructions.md` guidelines the eval's history attached, each in a file block named after it."""
+    if not conversation.system:
         return None
-    # Dataset rows come after the YAML's evals and never carry a history.
-    ev = spec.evals[conversation.index] if conversation.index < len(spec.evals) else None
-    named = [
-        part.value
-        for message in ((ev.messages or []) if ev is not None else [])
-        if isinstance(message.content, list)
-        for part in message.content
-        if part.type == "file"
+    guidelines = [
+        match["name"]
+        for match in FILE_BLOCK.finditer(conversation.system)
+        if match["name"].endswith(INSTRUCTIONS_SUFFIX)
     ]
-    guidelines = [name for name in named if name.endswith(INSTRUCTIONS_SUFFIX)]
-    text = spec.system
-    if guidelines:
-        try:
-            sent, history = build_history(spec.system, ev.messages, files(named))
-        except KeyError:  # a file missing from an old version: show what the suite itself says
-            guidelines = []
-        else:
-            text = sent[0]["content"] if len(sent) > len(history) else None
-    if not text:
-        return None
-    return {"segments": message_segments(text), "guidelines": guidelines}
+    return {"segments": message_segments(conversation.system), "guidelines": guidelines}
 
 
 def message_segments(text: str) -> list[dict]:

@@ -208,7 +208,6 @@ def _finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
         status=result.status,
         kind=result.kind,
         style=result.conversation,
-        history=result.history,
         turns_passed=result.turns_passed,
         termination=(result.termination or "")[:300],
         turns_total=result.turns_total,
@@ -252,8 +251,8 @@ def execute(conversation_id: int) -> str:
     heartbeat.add(conversation_id, attempt)
     try:
         try:
-            spec, files = specs.suite_with_files(claimed.version_id, claimed.version_sha256)
-            ctx, _ = build_context(spec, build_registry(), claimed.model, files)
+            spec = specs.suite(claimed.version)
+            ctx, _ = build_context(spec, build_registry(), claimed.model)
             ev = spec.evals[claimed.index]
             # Only a resumed conversation (a later attempt) can have turns stored already.
             stored = (
@@ -290,6 +289,7 @@ def execute(conversation_id: int) -> str:
                 on_turn=lambda turn: _store_turn(conversation_id, attempt, turn),
                 should_stop=should_stop,
                 on_wait=lambda wait: _note_wait(conversation_id, attempt, wait),
+                given=(claimed.system, claimed.history),  # as launch built them: never built again
             )
         except LostClaim:
             log.warning("conversation %s was taken over by another worker; stopping", conversation_id)

@@ -197,6 +197,13 @@ class Conversation(models.Model):
     )
     kind = models.CharField(max_length=20, default="single-turn")
     style = models.CharField(max_length=10, default="tree", help_text="tree, scripted, turns or history")
+    # What the model saw before the live turns, built once when the run is launched (engine.history) and
+    # read by the worker and the transcript alike: nothing rebuilds it from the suite.
+    system = models.TextField(
+        blank=True,
+        help_text="The system message sent first: the suite's system prompt and any guidelines the history "
+        "attached. Empty: none was sent.",
+    )
     history = models.JSONField(
         default=list, blank=True, help_text="Given messages sent before the live turns."
     )

@@ -11,6 +11,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from engine.loader import SuiteError
 from engine.results import (
     EvalResult,
     GateResult,
@@ -175,7 +176,10 @@ def status_counts(run: Run) -> dict[str, int]:
 def gate_results(run: Run, conversations: list[Conversation] | None = None) -> list[GateResult]:
     """The suite's gates over the run's eval scores ([] when the suite has none). `conversations`: the run's,
     when the caller has loaded them already (with their status and score)."""
-    gates = specs.suite_gates(run.suite_version)
+    try:
+        gates = specs.suite(run.suite_version).gates
+    except SuiteError:  # saved under an older schema: no gates to show
+        return []
     if not gates:
         return []
     if conversations is None:
@@ -188,12 +192,10 @@ def iterated_for(run: Run, conversations: list[Conversation]) -> list[IteratedRe
     them); [] when none is repeated, or when the rows no longer fit the suite (saved under an older schema)."""
     if not conversations:
         return []
-    spec = specs.iteration_spec(run.suite_version)
-    if spec is None:
-        return []
     try:
-        return iterated_results(spec, conversations)
-    except (IndexError, ValueError):  # rows that no longer fit the suite: strips without statistics
+        return iterated_results(specs.suite(run.suite_version), conversations)
+    # A suite or rows that no longer fit each other: strips without statistics.
+    except (SuiteError, IndexError, ValueError):
         return []
 
 
@@ -203,11 +205,6 @@ def iterated_so_far(run: Run, conversations: list[Conversation]) -> dict[int, It
     per_eval = Counter(conversation.index for conversation in conversations)
     finished = [c for c in conversations if per_eval[c.index] > 1 and c.status in FINISHED]
     return {result.index: result for result in iterated_for(run, finished)}
-
-
-def version_files(version, names: list[str]) -> dict[str, str]:
-    """Some of a suite version's attached files, by name: the few a transcript needs, never its dataset."""
-    return dict(version.files.filter(name__in=names).values_list("name", "content"))
 
 
 def progress(run: Run) -> dict:

@@ -35,7 +35,7 @@ def create_run(
     *, version: SuiteVersion, user, model: str | None = None, concurrency: int | None = None
 ) -> Run:
     # Stored versions were validated when saved; a text that no longer validates still raises SuiteError.
-    spec, files = specs.suite_with_files(version.pk, version.sha256)
+    spec = specs.suite(version)
     model_ref = (model or "").strip() or spec.model
     if not model_ref:
         raise LaunchError("the suite names no model; choose one to run against")
@@ -60,20 +60,38 @@ def create_run(
         is_mock=endpoint_name == MOCK,
         concurrency=concurrency,
     )
-    sql.insert_conversations(run.pk, _conversation_rows(spec, files))
+    sql.insert_conversations(run.pk, _conversation_rows(spec, _history_files(version, spec)))
     transaction.on_commit(lambda: scheduling.dispatch(run.pk))
     return run
 
 
+def _history_files(version: SuiteVersion, spec) -> dict[str, str]:
+    """The attached files the evals' histories embed (guidelines, snippets), read once for the launch."""
+    named = {
+        part.value
+        for ev in spec.evals
+        for message in ev.messages or ()
+        if not isinstance(message.content, str)
+        for part in message.content
+        if part.type == "file"
+    }
+    return dict(version.files.filter(name__in=named).values_list("name", "content")) if named else {}
+
+
 def _conversation_rows(spec, files: dict[str, str]) -> Iterator[dict]:
-    """A new run's conversations, one at a time: every iteration of an eval is its own conversation."""
+    """A new run's conversations, one at a time: every iteration of an eval is its own conversation. What
+    the model is sent before the live turns (the system message with any guidelines, then the given history)
+    is built here, once per eval, and stored on each conversation: the worker sends it and the transcript
+    shows it as stored."""
     for index, ev in enumerate(spec.evals):
+        sent, history = build_history(spec.system, ev.messages, files)
         common = {
             "index": index,
             "eval_id": spec.eval_id(index),
             "prompt": ev.first_text,
             "style": ev.style,
-            "history": build_history(None, ev.messages, files)[1] if ev.messages else [],
+            "system": sent[0]["content"] if len(sent) > len(history) else "",
+            "history": history,
         }
         for iteration in range(ev.iterations or spec.iterations):
             yield {**common, "iteration": iteration}

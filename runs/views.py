@@ -34,7 +34,7 @@ from engine.text import plural
 from suites.models import Suite
 
 from . import display, selectors, services
-from .models import ACTIVE, Conversation, Run, Status
+from .models import ACTIVE, Conversation, Run, Status, Turn
 
 RUNS_PER_PAGE = 50
 # The owner's URL names and their share-link twins; the share URLs take the token instead of the run id.
@@ -200,8 +200,7 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     now = timezone.now()
     for conversation in conversations:
         conversation.url = access.conversation_url(conversation.index, conversation.iteration)
-        records = [turn.record for turn in graded.get(conversation.pk, ())]
-        conversation.strip = display.strip(conversation, display.turn_marks(records))
+        conversation.strip = display.strip(conversation, display.turn_marks(graded.get(conversation.pk, ())))
         conversation.waiting = _waiting(conversation, now)
     gates = display.gates(selectors.gate_results(run, conversations))
     iterated = display.iterated_rows(
@@ -448,13 +447,13 @@ def _iterations(access: Access, conversation: Conversation, count: int) -> dict 
     )
 
 
-def _stored_turns(conversation: Conversation) -> tuple[list[dict], list[TurnRecord]]:
-    records = [turn.record for turn in selectors.turns(conversation)]
-    return records, [TurnRecord.model_validate(record) for record in records]
+def _stored_turns(conversation: Conversation) -> tuple[list[Turn], list[TurnRecord]]:
+    rows = selectors.turns(conversation)
+    return rows, [TurnRecord.model_validate(row.record) for row in rows]
 
 
 def _live_context(
-    access: Access, conversation: Conversation, records: list[dict], turns: list[TurnRecord], after: int = 0
+    access: Access, conversation: Conversation, records: list[Turn], turns: list[TurnRecord], after: int = 0
 ) -> dict:
     """What the polled part of a transcript needs: the verdict and ✓✗ strip, the totals, the conversation
     as text, and where to poll next. `records` and `turns`: every turn stored so far."""
@@ -503,9 +502,7 @@ def _conversation_page(request: HttpRequest, access: Access, index: int) -> Http
         **_live_context(access, conversation, records, turns),
         "turns": turns,
         "given": display.given_history(conversation.history),
-        "system": display.system_message(
-            run, conversation, lambda names: selectors.version_files(run.suite_version, names)
-        ),
+        "system": display.system_message(conversation),
         "style_label": display.STYLE_LABELS.get(conversation.style, conversation.style),
         "nav": nav,
         "iterations": _iterations(access, conversation, nav["iterations"]),
