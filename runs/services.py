@@ -78,19 +78,26 @@ def _history_files(version: SuiteVersion, spec) -> dict[str, str]:
     return dict(version.files.filter(name__in=named).values_list("name", "content")) if named else {}
 
 
+def _given(system: str | None, messages, files: dict[str, str]) -> tuple[str, list[dict]]:
+    """The system message (empty when none is sent) and the given history, as build_history makes them."""
+    sent, history = build_history(system, messages, files)
+    return (sent[0]["content"] if len(sent) > len(history) else ""), history
+
+
 def _conversation_rows(spec, files: dict[str, str]) -> Iterator[dict]:
     """A new run's conversations, one at a time: every iteration of an eval is its own conversation. What
     the model is sent before the live turns (the system message with any guidelines, then the given history)
     is built here, once per eval, and stored on each conversation: the worker sends it and the transcript
     shows it as stored."""
+    no_history = _given(spec.system, None, files)  # most evals (every dataset row) share this one
     for index, ev in enumerate(spec.evals):
-        sent, history = build_history(spec.system, ev.messages, files)
+        system, history = _given(spec.system, ev.messages, files) if ev.messages else no_history
         common = {
             "index": index,
             "eval_id": spec.eval_id(index),
             "prompt": ev.first_text,
             "style": ev.style,
-            "system": sent[0]["content"] if len(sent) > len(history) else "",
+            "system": system,
             "history": history,
         }
         for iteration in range(ev.iterations or spec.iterations):
