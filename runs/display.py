@@ -30,6 +30,23 @@ STRIP_MAX_CONVERSATIONS = 200
 STRIP_MAX_MARKS = 24
 
 
+# The one mapping from a status to its symbol: iteration strips, turn strips, a transcript's verdict, gates and
+# check badges (through the `symbol` template filter, runs/templatetags/runs_display.py). An error or an
+# unfinished iteration must not read as a failure.
+STATUS_SYMBOLS = {
+    "passed": "✓",
+    "failed": "✗",
+    "error": "!",
+    "cancelled": "–",
+    "running": "●",
+    "queued": "○",
+}
+
+
+def symbol(status: str) -> str:
+    return STATUS_SYMBOLS.get(status, "?")
+
+
 @dataclass(frozen=True)
 class Mark:
     """One graded unit of a scripted conversation, as ✓ or ✗ in its strip."""
@@ -37,6 +54,10 @@ class Mark:
     turn: int
     passed: bool
     title: str
+
+    @property
+    def symbol(self) -> str:
+        return symbol("passed" if self.passed else "failed")
 
 
 def turn_marks(turns: Iterable[Turn]) -> list[Mark]:
@@ -80,6 +101,7 @@ def gates(results: list[GateResult]) -> list[dict]:
             "text": f"{gate.metric} {GATE_OPS.get(gate.op, gate.op)} {gate.value:g}",
             "actual": "n/a" if gate.actual is None else f"{round(gate.actual, 3):g}",
             "passed": gate.passed,
+            "status": "passed" if gate.passed else "failed",
         }
         for gate in results
     ]
@@ -138,15 +160,6 @@ def wants_strips(conversations: list[Conversation]) -> bool:
 
 # --- Repeated evals ------------------------------------------------------------------------------------------
 
-# One mark per iteration: an error or an unfinished iteration must not read as a failure.
-ITERATION_SYMBOLS = {
-    "passed": "✓",
-    "failed": "✗",
-    "error": "!",
-    "cancelled": "–",
-    "running": "●",
-    "queued": "○",
-}
 # An eval may run up to 1,000 times; its strip shows this many marks and counts the rest.
 ITERATION_MARKS_MAX = 100
 
@@ -168,7 +181,7 @@ class IterationMark:
 
     @property
     def symbol(self) -> str:
-        return ITERATION_SYMBOLS.get(self.status, "?")
+        return symbol(self.status)
 
 
 def iteration_mark(

@@ -200,3 +200,28 @@ def test_migrating_gives_conversations_stored_before_it_the_system_message_they_
         "review": "You are a careful reviewer.\n\n=== guide.instructions.md ===\nPrefer small functions.",
         "steps": "You are a careful reviewer.",
     }
+
+
+def test_a_status_has_one_symbol_on_every_page(launched, user, client):
+    """runs.display.STATUS_SYMBOLS is the one mapping: a transcript's verdict icon and the iteration marks
+    of the switcher and of the run page all take a status's symbol from it."""
+    from runs.display import STATUS_SYMBOLS
+
+    run = create_run(version=launched, user=user)
+    run.conversations.filter(eval_id="steps", iteration=0).update(status=Status.CANCELLED)
+    run.conversations.filter(eval_id="steps", iteration=1).update(status=Status.ERROR)
+    client.force_login(user)
+    transcript = client.get(reverse("runs:conversation", args=[run.pk, 1])).content.decode()
+    icon = re.search(r'<span class="verdict-icon" aria-hidden="true">(.)</span>', transcript)[1]
+    switcher = transcript.split('id="iteration-switcher"', 1)[1].split("</nav>", 1)[0]
+    run_page = client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    row = run_page.split('id="iter-1"', 1)[1].split("</tr>", 1)[0]
+    expected = STATUS_SYMBOLS["cancelled"] + STATUS_SYMBOLS["error"]
+    assert icon == STATUS_SYMBOLS["cancelled"]
+    for strip in (switcher, row):
+        assert "".join(re.findall(r'class="imark imark-\w+[^"]*"[^>]*>(.)</a>', strip)) == expected
+    review = client.get(reverse("runs:conversation", args=[run.pk, 0])).content.decode()
+    assert (
+        re.search(r'<span class="verdict-icon" aria-hidden="true">(.)</span>', review)[1]
+        == STATUS_SYMBOLS["queued"]
+    )
