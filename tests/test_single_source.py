@@ -137,7 +137,7 @@ def test_a_transcript_shows_the_stored_system_message_without_parsing_the_suite(
 
 
 def test_pages_show_a_turns_pass_and_a_verdict_as_stored(launched, user, client):
-    """The ✓✗ marks read Turn.passed and the headline reads Conversation.verdict: changing what is stored
+    """The ✓✗ marks read Turn.passed and the headline reads Conversation.reason: changing what is stored
     changes the page, though the turn's checks in its record still say otherwise."""
     run = create_run(version=launched, user=user)
     steps = run.conversations.get(eval_id="steps", iteration=0)
@@ -161,7 +161,7 @@ def test_pages_show_a_turns_pass_and_a_verdict_as_stored(launched, user, client)
     assert verdict_marks == row_marks == "✓✗"  # `one`, then `nope` where `two` was asked for
     Turn.objects.filter(conversation=steps, position=1).update(passed=False)
     Turn.objects.filter(conversation=steps, position=2).update(passed=True)
-    run.conversations.filter(pk=steps.pk).update(verdict="failed: as the engine worded it")
+    run.conversations.filter(pk=steps.pk).update(reason="failed: as the engine worded it")
     verdict_marks, row_marks, verdict = shown()
     assert verdict_marks == row_marks == "✗✓"
     assert "Failed: as the engine worded it" in verdict
