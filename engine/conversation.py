@@ -22,7 +22,7 @@ from .clients import ChatClient, Completion, EndpointError
 from .conditions import evaluate_condition
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
 from .grading import extract, grade
-from .history import build_history
+from .history import build_history, given_messages
 from .outcomes import Status, TerminationKind
 from .patterns import RegexFailure
 from .results import EvalResult, SimulatedUserCall, Totals, TurnGrade, TurnRecord, Usage
@@ -74,10 +74,13 @@ def run_eval(
     on_turn: Callable[[TurnRecord], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     on_wait: Callable[[RetryWait], None] | None = None,
+    given: tuple[str, list[dict]] | None = None,
 ) -> EvalResult:
+    """`given`: (system message, given history) as engine.history.build_history made them once, when the
+    conversation was stored (the workers); None builds them here from the eval and ctx.files (the CLI)."""
     # Model calls that wait to retry say so through on_wait, and stop waiting once should_stop() says so.
     with retry_hooks(on_wait, should_stop):
-        return _run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop)
+        return _run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop, given)
 
 
 def _run_eval(
@@ -88,8 +91,13 @@ def _run_eval(
     prior: Sequence[TurnRecord],
     on_turn: Callable[[TurnRecord], None] | None,
     should_stop: Callable[[], bool] | None,
+    given: tuple[str, list[dict]] | None,
 ) -> EvalResult:
-    messages, history = build_history(ctx.system, ev.messages, ctx.files)
+    if given is None:
+        messages, history = build_history(ctx.system, ev.messages, ctx.files)
+    else:
+        system, history = given
+        messages = given_messages(system, history)
     driver = driver_for(ev, index, ctx.defaults)
     turns: list[TurnRecord] = []
 

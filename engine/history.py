@@ -40,5 +40,10 @@ def build_history(
         if text.strip():
             history.append({"role": message.role, "content": text})
     head = "\n\n".join([*([system] if system else []), *guidelines])
-    sent = ([{"role": "system", "content": head}] if head else []) + history
-    return sent, history
+    return given_messages(head, history), history
+
+
+def given_messages(system: str | None, history: list[dict]) -> list[dict]:
+    """What the model is sent before the live turns: the system message (the suite's `system` with any
+    guidelines, as build_history composed it), when there is one, then the given history."""
+    return ([{"role": "system", "content": system}] if system else []) + list(history)

@@ -1,8 +1,10 @@
 """How the run pages show what the engine recorded: ✓✗ strips of scripted conversations, suite gates, repeated
 evals' iteration strips and statistics, given histories with their embedded files, the system message, and a
-conversation as `[Role]:` text.
+conversation as `[Role]:` text. Nothing here works out again what is stored: a turn's pass, a conversation's
+verdict, its system message and history are read as stored.
 
-Plain functions over rows and records; the views choose what to query and the templates lay it out.
+Plain functions over rows and records, and over what runs.selectors worked out from them; the views choose
+what to query and the templates lay it out.
 """
 
 from __future__ import annotations
@@ -13,24 +15,38 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from engine.history import INSTRUCTIONS_SUFFIX, build_history
-from engine.loader import parse_yaml
+from engine.history import INSTRUCTIONS_SUFFIX
 from engine.outcomes import GRADED, TerminationKind
-from engine.results import TurnRecord, evaluate_gates
+from engine.results import GateResult, TurnRecord
 from engine.schema import Style
-from engine.schema import Suite as SuiteSpec
-from engine.stats import IteratedResult, iterated_results
+from engine.stats import IteratedResult
 from engine.text import plural
 from engine.transcript import format_transcript, message_text
 
-from . import specs
-from .models import ACTIVE, FINISHED, Conversation, Run, Status, Turn
+from .models import ACTIVE, Conversation, Run, Status, Turn
 
 GRADED_STYLES = (Style.SCRIPTED, Style.TURNS)
 # The conversation table shows each graded conversation's ✓✗ strip up to this many conversations (one query
 # for all their turns); bigger runs show the passed/total count alone.
 STRIP_MAX_CONVERSATIONS = 200
 STRIP_MAX_MARKS = 24
+
+
+# The one mapping from a status to its symbol: iteration strips, turn strips, a transcript's verdict, gates and
+# check badges (through the `symbol` template filter, runs/templatetags/runs_display.py). An error or an
+# unfinished iteration must not read as a failure.
+STATUS_SYMBOLS = {
+    "passed": "✓",
+    "failed": "✗",
+    "error": "!",
+    "cancelled": "–",
+    "running": "●",
+    "queued": "○",
+}
+
+
+def symbol(status: str) -> str:
+    return STATUS_SYMBOLS.get(status, "?")
 
 
 @dataclass(frozen=True)
@@ -41,20 +57,23 @@ class Mark:
     passed: bool
     title: str
 
+    @property
+    def symbol(self) -> str:
+        return symbol("passed" if self.passed else "failed")
 
-def turn_marks(records: Iterable[dict]) -> list[Mark]:
-    """One mark per graded turn, in order: its grade against the ground truth and its checks together, as
-    the engine counts turns_passed/turns_total (engine.drivers.scripted.Scripted.units). Ungraded turns
-    have none."""
+
+def turn_marks(turns: Iterable[Turn]) -> list[Mark]:
+    """One mark per graded turn, in order, passed or failed as the engine stored it (Turn.passed: its grade
+    against the ground truth and its checks together). Ungraded turns (passed is None) have none."""
     marks = []
-    for record in records:
-        grade, checks = record.get("grade"), record.get("checks") or []
-        if grade is None and not checks:
+    for turn in turns:
+        if turn.passed is None:
             continue
+        record, passed = turn.record, turn.passed
+        grade, checks = record.get("grade"), record.get("checks") or []
         parts = [f"{grade.get('grader') or 'grade'} {grade['score']:.2f}"] if grade else []
         if checks:
             parts.append(f"{sum(check['passed'] for check in checks)}/{plural(len(checks), 'check')}")
-        passed = (grade is None or bool(grade["passed"])) and all(check["passed"] for check in checks)
         title = f"Turn {record['turn']} {'passed' if passed else 'failed'}: {', '.join(parts)}"
         marks.append(Mark(record["turn"], passed, title))
     return marks
@@ -76,17 +95,17 @@ def strip(conversation: Conversation, marks: list[Mark]) -> dict | None:
 GATE_OPS = {">=": "≥", "<=": "≤", "==": "="}
 
 
-def gates(run: Run, conversations: list[Conversation]) -> list[dict]:
-    """The suite's gates over the run so far, from the conversations the page has already loaded (what
-    runs.services.gate_results computes, without its queries)."""
+def gates(results: list[GateResult]) -> list[dict]:
+    """The suite's gates as the run page shows them (runs.selectors.gate_results works them out)."""
     return [
         {
             "label": gate.label,
             "text": f"{gate.metric} {GATE_OPS.get(gate.op, gate.op)} {gate.value:g}",
             "actual": "n/a" if gate.actual is None else f"{round(gate.actual, 3):g}",
             "passed": gate.passed,
+            "status": "passed" if gate.passed else "failed",
         }
-        for gate in evaluate_gates(specs.suite_gates(run.suite_version), conversations)
+        for gate in results
     ]
 
 
@@ -100,7 +119,7 @@ def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_statuses: li
     conversations finish their turn, and why a run failed, errored or was cancelled, in words.
 
     From what the page has already loaded: the gates over the evals' scores and each eval's status (an
-    eval run several times counts once, by its pass rate), the same inputs runs.services.finalize decided on.
+    eval run several times counts once, by its pass rate), the same inputs runs.scheduling.finalize decided on.
     """
     counts = progress["counts"]
     finishing = in_flight(progress)
@@ -133,34 +152,16 @@ def eval_statuses(conversations: list[Conversation], rows: list[IteratedRow]) ->
     return [c.status for c in conversations if c.index not in repeated] + list(repeated.values())
 
 
-def records_for_strips(run: Run, conversations: list[Conversation]) -> dict[int, list[dict]]:
-    """Turn records of the run's scripted conversations, in one query, when the run is small enough."""
-    if len(conversations) > STRIP_MAX_CONVERSATIONS or not any(
+def wants_strips(conversations: list[Conversation]) -> bool:
+    """Whether the conversation table shows ✓✗ strips, so the view loads the graded turns: a small enough
+    run with a scripted conversation."""
+    return len(conversations) <= STRIP_MAX_CONVERSATIONS and any(
         conversation.style in GRADED_STYLES for conversation in conversations
-    ):
-        return {}
-    records: dict[int, list[dict]] = defaultdict(list)
-    rows = (
-        Turn.objects.filter(conversation__run=run, conversation__style__in=GRADED_STYLES)
-        .order_by("conversation_id", "position")
-        .values_list("conversation_id", "record")
     )
-    for conversation_id, record in rows:
-        records[conversation_id].append(record)
-    return records
 
 
 # --- Repeated evals ------------------------------------------------------------------------------------------
 
-# One mark per iteration: an error or an unfinished iteration must not read as a failure.
-ITERATION_SYMBOLS = {
-    Status.PASSED: "✓",
-    Status.FAILED: "✗",
-    Status.ERROR: "!",
-    Status.CANCELLED: "–",
-    Status.RUNNING: "●",
-    Status.QUEUED: "○",
-}
 # An eval may run up to 1,000 times; its strip shows this many marks and counts the rest.
 ITERATION_MARKS_MAX = 100
 
@@ -182,7 +183,7 @@ class IterationMark:
 
     @property
     def symbol(self) -> str:
-        return ITERATION_SYMBOLS.get(self.status, "?")
+        return symbol(self.status)
 
 
 def iteration_mark(
@@ -320,25 +321,12 @@ def iteration_groups(conversations: Iterable[Conversation]) -> dict[int, list[Co
     }
 
 
-def iterated(run: Run, groups: dict[int, list[Conversation]]) -> dict[int, IteratedResult]:
-    """engine.stats over the iterations finished so far (what runs.services.iterated_for computes once the
-    run is over), with the suite parsed once per process instead of on every poll."""
-    finished = [c for group in groups.values() for c in group if c.status in FINISHED]
-    spec = specs.iteration_spec(run.suite_version) if finished else None
-    if spec is None:
-        return {}
-    try:
-        return {result.index: result for result in iterated_results(spec, finished)}
-    except (IndexError, ValueError):  # rows that no longer fit the suite: strips without statistics
-        return {}
-
-
 def iterated_rows(
-    run: Run, conversations: list[Conversation], url: Callable[[int, int], str]
+    conversations: list[Conversation], results: dict[int, IteratedResult], url: Callable[[int, int], str]
 ) -> list[IteratedRow]:
-    """One row per repeated eval, in suite order; `url(index, iteration)` links a mark to its transcript."""
+    """One row per repeated eval, in suite order, with its statistics so far (`results`, by eval index, from
+    runs.selectors.iterated_so_far); `url(index, iteration)` links a mark to its transcript."""
     groups = iteration_groups(conversations)
-    results = iterated(run, groups)
     rows = []
     for index, group in groups.items():
         result = results.get(index)
@@ -364,15 +352,19 @@ def iterated_rows(
 
 
 def iteration_switcher(
-    run: Run, siblings: list[Conversation], current: int, url: Callable[[int, int], str]
+    siblings: list[Conversation],
+    results: dict[int, IteratedResult],
+    current: int,
+    url: Callable[[int, int], str],
 ) -> dict | None:
     """A transcript's way to its eval's other iterations: "iteration 3 of 5", previous and next, and the
-    strip with this iteration and the representative one marked. None when the eval ran once."""
+    strip with this iteration and the representative one marked. None when the eval ran once. `results`:
+    runs.selectors.iterated_so_far over the siblings."""
     groups = iteration_groups(siblings)
     if not groups:
         return None
     ((index, group),) = groups.items()
-    result = iterated(run, groups).get(index)
+    result = results.get(index)
     representative = result.stats.representative if result else None
     marks = [
         iteration_mark(
@@ -398,42 +390,21 @@ def iteration_switcher(
 
 STYLE_LABELS = {style: style.label for style in Style}
 # An attached file embedded in a history message: engine.history.file_block's header line.
-FILE_BLOCK = re.compile(r"^=== [^\n]+ ===$", re.MULTILINE)
+FILE_BLOCK = re.compile(r"^=== (?P<name>[^\n]+) ===$", re.MULTILINE)
 ROLE_CLASSES = ("system", "user", "assistant", "tool")
 
 
-def system_message(run: Run, conversation: Conversation) -> dict | None:
-    """The system message the model saw first: the suite's `system` and any `*.instructions.md` guidelines
-    this eval's history attached. Read from the YAML alone (and the few files it names): a dataset is never
-    loaded for a transcript."""
-    version = run.suite_version
-    try:
-        raw, _ = parse_yaml(version.source)
-        spec = SuiteSpec.model_validate(raw)
-    except Exception:  # a version saved under an older schema still has a transcript worth showing
+def system_message(conversation: Conversation) -> dict | None:
+    """The system message the model saw first, as stored when the run was launched: the suite's `system` and
+    any `*.instructions.md` guidelines the eval's history attached, each in a file block named after it."""
+    if not conversation.system:
         return None
-    # Dataset rows come after the YAML's evals and never carry a history.
-    ev = spec.evals[conversation.index] if conversation.index < len(spec.evals) else None
-    named = [
-        part.value
-        for message in ((ev.messages or []) if ev is not None else [])
-        if isinstance(message.content, list)
-        for part in message.content
-        if part.type == "file"
+    guidelines = [
+        match["name"]
+        for match in FILE_BLOCK.finditer(conversation.system)
+        if match["name"].endswith(INSTRUCTIONS_SUFFIX)
     ]
-    guidelines = [name for name in named if name.endswith(INSTRUCTIONS_SUFFIX)]
-    text = spec.system
-    if guidelines:
-        files = dict(version.files.filter(name__in=named).values_list("name", "content"))
-        try:
-            sent, history = build_history(spec.system, ev.messages, files)
-        except KeyError:  # a file missing from an old version: show what the suite itself says
-            guidelines = []
-        else:
-            text = sent[0]["content"] if len(sent) > len(history) else None
-    if not text:
-        return None
-    return {"segments": message_segments(text), "guidelines": guidelines}
+    return {"segments": message_segments(conversation.system), "guidelines": guidelines}
 
 
 def message_segments(text: str) -> list[dict]:

@@ -9,8 +9,9 @@ from engine.clients import MOCK
 from engine.loader import SuiteProblem
 from engine.schema import Suite
 
+from . import selectors
 from .endpoints import build_registry
-from .models import Endpoint, Run
+from .models import Endpoint
 
 RECENT_RUNS_READ = 200
 MODELS_PER_ENDPOINT = 5
@@ -41,11 +42,7 @@ def suite_routes(spec: Suite, source: str | None = None, model: str | None = Non
 def model_choices(user, spec: Suite | None) -> list[tuple[str, str]]:
     """What the launch form's model field suggests, as (value, label): the mock, the suite's model, each
     named endpoint as `name/` with the models the user's recent runs used on it, and the default endpoint's."""
-    recent = list(
-        Run.objects.filter(created_by=user)
-        .order_by("-created_at")
-        .values_list("endpoint_name", "model")[:RECENT_RUNS_READ]
-    )
+    recent = selectors.recent_models(user, RECENT_RUNS_READ)
     used: dict[str, list[str]] = {}
     for endpoint_name, model in recent:
         models = used.setdefault(endpoint_name, [])
@@ -67,10 +64,6 @@ def model_choices(user, spec: Suite | None) -> list[tuple[str, str]]:
 def probe(endpoint: Endpoint) -> endpoint_checks.ProbeResult:
     """Test an admin-defined endpoint; a model a run used on it stands in when it serves no /models."""
     registry = build_registry()
-    last = (
-        Run.objects.filter(endpoint_name=endpoint.name)
-        .order_by("-created_at")
-        .values_list("model", flat=True)
-    )
-    model = next((registry.resolve(ref)[1] for ref in last[:1]), None)
+    last = selectors.last_model_on(endpoint)
+    model = registry.resolve(last)[1] if last is not None else None
     return endpoint_checks.probe(endpoint.to_config(), model=model)

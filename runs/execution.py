@@ -1,4 +1,5 @@
-"""Playing one conversation inside a worker, safely repeatable.
+"""Playing one conversation inside a worker, safely repeatable; what is sent when, and the recovery of what a
+dead worker left, is runs.scheduling's.
 
 The task claims the conversation with a conditional update that bumps `attempt`, the fencing token: every
 later write is conditional on it, so a worker that lost its claim cannot write. Stored turns are replayed,
@@ -28,9 +29,9 @@ from engine.results import EvalResult, TurnRecord
 from engine.retries import RetryWait
 from engine.runner import build_context
 
-from . import services, specs, sql
+from . import scheduling, specs, sql
 from .endpoints import build_registry
-from .models import ACTIVE, Conversation, Run, Status, Turn, Worker
+from .models import Conversation, Status, Turn, Worker
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ class _Heartbeat:
                 run_ids.add(Conversation.objects.values_list("run_id", flat=True).get(pk=conversation_id))
         Worker.objects.filter(name=self.name).delete()
         for run_id in run_ids:
-            services.dispatch(run_id)
+            scheduling.dispatch(run_id)
         return released
 
 
@@ -207,7 +208,6 @@ def _finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
         status=result.status,
         kind=result.kind,
         style=result.conversation,
-        history=result.history,
         turns_passed=result.turns_passed,
         termination=(result.termination or "")[:300],
         termination_kind=result.termination_kind or "",
@@ -246,7 +246,7 @@ def execute(conversation_id: int) -> str:
     if heartbeat.stopping.is_set():
         # Delivered while this worker stops: leave it to the others, and send it again, since this message
         # is about to be taken off the queue unplayed.
-        resend([conversation_id])
+        scheduling.resend([conversation_id])
         return "skipped"
     claimed = claim(conversation_id)
     if claimed is None:
@@ -255,8 +255,8 @@ def execute(conversation_id: int) -> str:
     heartbeat.add(conversation_id, attempt)
     try:
         try:
-            spec, files = specs.suite_with_files(claimed.version_id, claimed.version_sha256)
-            ctx, _ = build_context(spec, build_registry(), claimed.model, files)
+            spec = specs.suite(claimed.version)
+            ctx, _ = build_context(spec, build_registry(), claimed.model)
             ev = spec.evals[claimed.index]
             # Only a resumed conversation (a later attempt) can have turns stored already.
             stored = (
@@ -293,6 +293,7 @@ def execute(conversation_id: int) -> str:
                 on_turn=lambda turn: _store_turn(conversation_id, attempt, turn),
                 should_stop=should_stop,
                 on_wait=lambda wait: _note_wait(conversation_id, attempt, wait),
+                given=(claimed.system, claimed.history),  # as launch built them: never built again
             )
         except LostClaim:
             log.warning("conversation %s was taken over by another worker; stopping", conversation_id)
@@ -310,96 +311,4 @@ def execute(conversation_id: int) -> str:
         return result.status
     finally:
         heartbeat.remove(conversation_id)
-        services.conversation_ended(claimed.run_id, claimed.endpoint_name)
-
-
-def _requeue(conversations) -> int:
-    """Send these running conversations back to the queue for another worker to resume. Each update repeats
-    the selection and the attempt read, so a conversation that moved on meanwhile is left alone."""
-    conversations = conversations.filter(status=Status.RUNNING, run__status__in=ACTIVE)
-    requeued = 0
-    for pk, attempt in conversations.values_list("pk", "attempt"):
-        requeued += conversations.filter(pk=pk, attempt=attempt).update(
-            status=Status.QUEUED, dispatched_at=None, lease_expires_at=None, worker=""
-        )
-    return requeued
-
-
-def resend(conversation_ids=None, *, sent_before=None) -> int:
-    """Send again conversations that were sent but never claimed (their message may be lost: taken by a worker
-    that died or stopped, or never published while the broker was down). A duplicate message is harmless: the
-    claim is conditional, so the later delivery finds the conversation taken and does nothing."""
-    waiting = Conversation.objects.filter(
-        status=Status.QUEUED, dispatched_at__isnull=False, run__status__in=ACTIVE
-    )
-    if conversation_ids is not None:
-        waiting = waiting.filter(pk__in=conversation_ids)
-    if sent_before is not None:
-        waiting = waiting.filter(dispatched_at__lt=sent_before)
-    run_ids = set(waiting.values_list("run_id", flat=True))
-    resent = waiting.update(dispatched_at=None)
-    for run_id in run_ids:
-        services.dispatch(run_id)
-    return resent
-
-
-class WorkerWatch:
-    """Tells which other workers have died: a worker whose beat has not changed for
-    EVALSITE_WORKER_DEAD_SECONDS, timed by this process's own monotonic clock (so the hosts' clocks need not
-    agree), or whose row is gone while it still holds conversations. Kept by each worker's sweeper thread."""
-
-    def __init__(self) -> None:
-        self.seen: dict[str, tuple[object, float]] = {}  # name -> (beat_at, when it was first seen so)
-
-    def dead(self) -> list[tuple[str, object]]:
-        now = time.monotonic()
-        beats = dict(Worker.objects.exclude(name=heartbeat.name).values_list("name", "beat_at"))
-        for name in set(self.seen) - set(beats):
-            del self.seen[name]
-        dead = []
-        for name, beat_at in beats.items():
-            last = self.seen.get(name)
-            if last is None or last[0] != beat_at:
-                self.seen[name] = (beat_at, now)
-            elif now - last[1] >= settings.EVALSITE_WORKER_DEAD_SECONDS:
-                dead.append((name, beat_at))
-        return dead
-
-    def take_over(self) -> dict[str, int]:
-        """Requeue what dead workers were playing and resend what they may have swallowed; dispatch."""
-        stats = {"dead": 0, "requeued": 0, "resent": 0}
-        for name, beat_at in self.dead():
-            stats["requeued"] += _requeue(Conversation.objects.filter(status=Status.RUNNING, worker=name))
-            # Only if it did not beat meanwhile: a frozen worker that came back keeps its row.
-            stats["dead"] += Worker.objects.filter(name=name, beat_at=beat_at).delete()[0]
-            self.seen.pop(name, None)
-        # Conversations held by a worker that left no row (it stopped, or was declared dead by another
-        # sweeper): taken over at once, not after their lease.
-        live = Worker.objects.values("name")
-        stats["requeued"] += _requeue(
-            Conversation.objects.filter(status=Status.RUNNING).exclude(worker="").exclude(worker__in=live)
-        )
-        if stats["dead"]:
-            # Messages a dead worker had taken off the queue but not yet claimed are gone with it.
-            stats["resent"] = resend(sent_before=timezone.now())
-        if stats["requeued"]:
-            for run_id in Run.objects.filter(status__in=ACTIVE).values_list("pk", flat=True):
-                services.dispatch(run_id)
-        return stats
-
-
-def sweep() -> dict[str, int]:
-    """Recover what crashed workers left behind. Safe to run anywhere, any number of times at once."""
-    now = timezone.now()
-    stats = {"requeued": 0, "resent": 0, "finalized": 0}
-    # Lapsed leases: the worker playing these died (and nobody saw it die). Queue them again; the next claim
-    # resumes them.
-    stats["requeued"] = _requeue(Conversation.objects.filter(status=Status.RUNNING, lease_expires_at__lt=now))
-    # Sent but never started for a long while: the message may have died with a worker that prefetched it.
-    stats["resent"] = resend(sent_before=now - 2 * _lease())
-    for run_id in Run.objects.filter(status__in=ACTIVE).values_list("pk", flat=True):
-        if services.finalize(run_id):
-            stats["finalized"] += 1
-        else:
-            services.dispatch(run_id)
-    return stats
+        scheduling.conversation_ended(claimed.run_id, claimed.endpoint_name)

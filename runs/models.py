@@ -198,6 +198,13 @@ class Conversation(models.Model):
         default=Style.TREE.value,
         help_text="How the conversation is driven (engine.schema.Style).",
     )
+    # What the model saw before the live turns, built once when the run is launched (engine.history) and
+    # read by the worker and the transcript alike: nothing rebuilds it from the suite.
+    system = models.TextField(
+        blank=True,
+        help_text="The system message sent first: the suite's system prompt and any guidelines the history "
+        "attached. Empty: none was sent.",
+    )
     history = models.JSONField(
         default=list, blank=True, help_text="Given messages sent before the live turns."
     )

@@ -1,18 +1,31 @@
-"""Reads for runs, scoped to the user (someone else's run is a 404) or to an active share link."""
+"""Reads for runs, scoped to the user (someone else's run is a 404) or to an active share link, and what is
+worked out from stored rows alone: counts by status, the suite's gates and repeated evals' statistics."""
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
-from django.db.models import Count, Max, Min, Q, QuerySet, Sum
+from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from engine.results import EvalResult, RunReport, RunTotals, SuiteRef, Totals, TurnRecord
+from engine.loader import SuiteError
+from engine.results import (
+    EvalResult,
+    GateResult,
+    RunReport,
+    RunTotals,
+    SuiteRef,
+    Totals,
+    TurnRecord,
+    evaluate_gates,
+)
+from engine.stats import IteratedResult, iterated_results
 
-from . import services
-from .models import ACTIVE, FINISHED, Conversation, Run, ShareLink, Status
+from . import specs
+from .models import ACTIVE, FINISHED, Conversation, Endpoint, Run, ShareLink, Status, Turn
 
 
 def runs_for(user) -> QuerySet[Run]:
@@ -49,6 +62,42 @@ def with_counts(runs: Iterable[Run]) -> list[Run]:
     return runs
 
 
+def recent_runs(user, limit: int, **filters) -> list[Run]:
+    """The user's newest runs matching `filters` (a suite's, a version's), counted by status."""
+    return with_counts(runs_for(user).filter(**filters).order_by("-created_at")[:limit])
+
+
+def with_last_run(suites: QuerySet, user) -> QuerySet:
+    """Suites annotated with the user's last run of each: last_run_id, last_run_status, last_run_at."""
+    last_run = Run.objects.filter(suite_version__suite=OuterRef("pk"), created_by=user).order_by(
+        "-created_at"
+    )
+    return suites.annotate(
+        last_run_id=Subquery(last_run.values("pk")[:1]),
+        last_run_status=Subquery(last_run.values("status")[:1]),
+        last_run_at=Subquery(last_run.values("created_at")[:1]),
+    )
+
+
+def recent_models(user, limit: int) -> list[tuple[str, str]]:
+    """(endpoint name, model reference) of the user's `limit` newest runs, newest first."""
+    return list(
+        Run.objects.filter(created_by=user)
+        .order_by("-created_at")
+        .values_list("endpoint_name", "model")[:limit]
+    )
+
+
+def last_model_on(endpoint: Endpoint) -> str | None:
+    """The model reference the newest run on this endpoint used, if any run did."""
+    return (
+        Run.objects.filter(endpoint_name=endpoint.name)
+        .order_by("-created_at")
+        .values_list("model", flat=True)
+        .first()
+    )
+
+
 def get_run_for_user(user, run_id) -> Run:
     return get_object_or_404(runs_for(user), pk=run_id)
 
@@ -70,6 +119,92 @@ def get_shared_run(token: str) -> tuple[Run, ShareLink]:
 
 def get_conversation(run: Run, index: int, iteration: int = 0) -> Conversation:
     return get_object_or_404(run.conversations.all(), index=index, iteration=iteration)
+
+
+def conversations(run: Run) -> list[Conversation]:
+    """Every conversation of the run, in suite order (index, then iteration)."""
+    return list(run.conversations.all())
+
+
+def conversation_keys(run: Run) -> list[tuple[int, int]]:
+    """(index, iteration) of every conversation of the run, in order: a transcript's previous and next."""
+    return list(run.conversations.values_list("index", "iteration"))
+
+
+def iterations_of(run: Run, index: int) -> list[Conversation]:
+    """The conversations of one eval (its iterations), with what the iteration strip and statistics need."""
+    return list(
+        run.conversations.filter(index=index).only(
+            "index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id"
+        )
+    )
+
+
+def turns(conversation: Conversation) -> list[Turn]:
+    """The conversation's stored turns, in order."""
+    return list(conversation.turns.all())
+
+
+def has_turns_after(conversation: Conversation, position: int) -> bool:
+    return conversation.turns.filter(position__gt=position).exists()
+
+
+def graded_turns(run: Run, styles: Iterable[str]) -> dict[int, list[Turn]]:
+    """The stored turns of the run's conversations of these styles, by conversation id, in one query."""
+    turns: dict[int, list[Turn]] = defaultdict(list)
+    rows = (
+        Turn.objects.filter(conversation__run=run, conversation__style__in=list(styles))
+        .order_by("conversation_id", "position")
+        .only("conversation_id", "position", "record", "passed")
+    )
+    for turn in rows:
+        turns[turn.conversation_id].append(turn)
+    return turns
+
+
+def active_share_links(run: Run) -> list[ShareLink]:
+    return list(run.share_links.filter(revoked_at__isnull=True))
+
+
+def status_counts(run: Run) -> dict[str, int]:
+    rows = run.conversations.values("status").annotate(n=Count("pk"))
+    counts = {status: 0 for status in Status.values}
+    counts.update({row["status"]: row["n"] for row in rows})
+    return counts
+
+
+def gate_results(run: Run, conversations: list[Conversation] | None = None) -> list[GateResult]:
+    """The suite's gates over the run's eval scores ([] when the suite has none). `conversations`: the run's,
+    when the caller has loaded them already (with their status and score)."""
+    try:
+        gates = specs.suite(run.suite_version).gates
+    except SuiteError:  # saved under an older schema: no gates to show
+        return []
+    if not gates:
+        return []
+    if conversations is None:
+        conversations = list(Conversation.objects.filter(run=run).only("status", "score", "run_id"))
+    return evaluate_gates(gates, conversations)
+
+
+def iterated_for(run: Run, conversations: list[Conversation]) -> list[IteratedResult]:
+    """Statistics of the evals the run repeats, over these conversations (the run's finished ones, or all of
+    them); [] when none is repeated, or when the rows no longer fit the suite (saved under an older schema)."""
+    if not conversations:
+        return []
+    try:
+        return iterated_results(specs.suite(run.suite_version), conversations)
+    # A suite or rows that no longer fit each other: strips without statistics.
+    except (SuiteError, IndexError, ValueError):
+        return []
+
+
+def iterated_so_far(run: Run, conversations: list[Conversation]) -> dict[int, IteratedResult]:
+    """What the pages show of the evals these conversations repeat: iterated_for over their iterations
+    finished so far, by eval index. The suite is not read when no eval among them is repeated."""
+    per_eval = Counter(conversation.index for conversation in conversations)
+    finished = [c for c in conversations if per_eval[c.index] > 1 and c.status in FINISHED]
+    return {result.index: result for result in iterated_for(run, finished)}
 
 
 def progress(run: Run) -> dict:
@@ -160,8 +295,8 @@ def report(run: Run) -> RunReport:
         endpoint=run.endpoint_name,
         mock=run.is_mock,
         status=run.status,
-        gates=services.gate_results(run),
-        iterated=services.iterated_for(run, conversations),
+        gates=gate_results(run, conversations),
+        iterated=iterated_for(run, conversations),
         evals=evals,
         totals=RunTotals.of(evals, duration_s=round(duration, 3) if duration is not None else None),
     )

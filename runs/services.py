@@ -1,32 +1,27 @@
-"""Writes for runs: launch, dispatch, finish, cancel, share.
+"""Writes for runs: launch, cancel, retry errored conversations, share links.
 
-Dispatch keeps at most `run.concurrency` conversations of a run in flight, and at most the endpoint's cap
-across all runs. It is called when a run is launched and whenever a conversation ends, and it sends tasks
-only after the transaction that marked them dispatched commits.
+Each write hands the run to runs.scheduling once it commits: a launch or a retry dispatches its first
+conversations, a cancel frees its endpoint's slots for other runs.
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Count
+from django.db import transaction
 from django.utils import timezone
 
 from engine import bounds
 from engine.clients import MOCK
 from engine.history import build_history
 from engine.loader import conversation_count
-from engine.results import GateResult, evaluate_gates, gated_status
 from engine.runner import build_context
-from engine.stats import IteratedResult, iterated_results
 from suites.models import SuiteVersion
 
-from . import specs, sql
+from . import scheduling, specs, sql
 from .endpoints import build_registry
-from .models import ACTIVE, Conversation, Run, ShareLink, Status
+from .models import ACTIVE, Run, ShareLink, Status
 
 MAX_CONCURRENCY = settings.EVALSITE_MAX_RUN_CONCURRENCY
 
@@ -40,7 +35,7 @@ def create_run(
     *, version: SuiteVersion, user, model: str | None = None, concurrency: int | None = None
 ) -> Run:
     # Stored versions were validated when saved; a text that no longer validates still raises SuiteError.
-    spec, files = specs.suite_with_files(version.pk, version.sha256)
+    spec = specs.suite(version)
     model_ref = (model or "").strip() or spec.model
     if not model_ref:
         raise LaunchError("the suite names no model; choose one to run against")
@@ -65,137 +60,48 @@ def create_run(
         is_mock=endpoint_name == MOCK,
         concurrency=concurrency,
     )
-    sql.insert_conversations(run.pk, _conversation_rows(spec, files))
-    transaction.on_commit(lambda: dispatch(run.pk))
+    sql.insert_conversations(run.pk, _conversation_rows(spec, _history_files(version, spec)))
+    transaction.on_commit(lambda: scheduling.dispatch(run.pk))
     return run
 
 
+def _history_files(version: SuiteVersion, spec) -> dict[str, str]:
+    """The attached files the evals' histories embed (guidelines, snippets), read once for the launch."""
+    named = {
+        part.value
+        for ev in spec.evals
+        for message in ev.messages or ()
+        if not isinstance(message.content, str)
+        for part in message.content
+        if part.type == "file"
+    }
+    return dict(version.files.filter(name__in=named).values_list("name", "content")) if named else {}
+
+
+def _given(system: str | None, messages, files: dict[str, str]) -> tuple[str, list[dict]]:
+    """The system message (empty when none is sent) and the given history, as build_history makes them."""
+    sent, history = build_history(system, messages, files)
+    return (sent[0]["content"] if len(sent) > len(history) else ""), history
+
+
 def _conversation_rows(spec, files: dict[str, str]) -> Iterator[dict]:
-    """A new run's conversations, one at a time: every iteration of an eval is its own conversation."""
+    """A new run's conversations, one at a time: every iteration of an eval is its own conversation. What
+    the model is sent before the live turns (the system message with any guidelines, then the given history)
+    is built here, once per eval, and stored on each conversation: the worker sends it and the transcript
+    shows it as stored."""
+    no_history = _given(spec.system, None, files)  # most evals (every dataset row) share this one
     for index, ev in enumerate(spec.evals):
+        system, history = _given(spec.system, ev.messages, files) if ev.messages else no_history
         common = {
             "index": index,
             "eval_id": spec.eval_id(index),
             "prompt": ev.first_text,
             "style": ev.style,
-            "history": build_history(None, ev.messages, files)[1] if ev.messages else [],
+            "system": system,
+            "history": history,
         }
         for iteration in range(ev.iterations or spec.iterations):
             yield {**common, "iteration": iteration}
-
-
-def _endpoint_cap(endpoint_name: str) -> int | None:
-    """Conversations allowed in flight on this endpoint across runs; None for the mock (no limit)."""
-    if endpoint_name == MOCK:
-        return None
-    endpoint = build_registry().endpoint(endpoint_name)
-    return endpoint.max_concurrency if endpoint else 1
-
-
-_run_limits: dict[object, tuple[str, int]] = {}
-
-
-def dispatch(run_id) -> int:
-    """Send tasks for as many queued conversations as the run's and the endpoint's limits allow.
-
-    Dispatches on one endpoint are serialised, so two of them cannot both count a free slot: on
-    PostgreSQL by the endpoint's advisory lock, on SQLite by the write lock every transaction takes first
-    (BEGIN IMMEDIATE, see settings).
-    """
-    from .tasks import run_conversation
-
-    run_id = sql.run_key(run_id)
-    # A run's endpoint and concurrency never change, so they are read before the lock, once per process while
-    # the run is active; whether it still is, is decided under the lock, by dispatch_next.
-    limits = _run_limits.get(run_id)
-    if limits is None:
-        limits = sql.active_run_limits(run_id)
-        if limits is None:
-            return 0
-        if len(_run_limits) >= 1000:
-            _run_limits.clear()
-        _run_limits[run_id] = limits
-    endpoint_name, concurrency = limits
-    cap = _endpoint_cap(endpoint_name)
-    lock_key = zlib.crc32(endpoint_name.encode()) if connection.vendor == "postgresql" else None
-    if lock_key is not None and connection.get_autocommit():
-        ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
-        for pk in ids:  # committed already
-            run_conversation.delay(pk)
-        return len(ids)
-    with transaction.atomic():
-        ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
-        if ids:
-            transaction.on_commit(lambda: [run_conversation.delay(pk) for pk in ids])
-    return len(ids)
-
-
-def dispatch_endpoint(endpoint_name: str, exclude=None) -> None:
-    """A slot on an endpoint freed up and its own run had no use for it: waiting runs (oldest first) take it."""
-    if _endpoint_cap(endpoint_name) is None:
-        return  # no shared cap, so no run can be waiting on another's slot
-    for run_id in sql.runs_waiting_on(endpoint_name, exclude):
-        if dispatch(run_id) == 0:
-            break
-
-
-def status_counts(run: Run) -> dict[str, int]:
-    rows = run.conversations.values("status").annotate(n=Count("pk"))
-    counts = {status: 0 for status in Status.values}
-    counts.update({row["status"]: row["n"] for row in rows})
-    return counts
-
-
-def finalize(run_id) -> bool:
-    """If every conversation has ended, give the run its final status. True when this call ended it."""
-    if sql.has_unfinished(sql.run_key(run_id)):
-        return False  # the common case while a run is going, answered by one cheap query
-    run = Run.objects.filter(pk=run_id).first()
-    if run is None or not run.is_active:
-        return False
-    counts = status_counts(run)
-    if counts[Status.QUEUED] or counts[Status.RUNNING]:
-        return False
-    conversations = list(
-        Conversation.objects.filter(run=run).only(
-            "index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id"
-        )
-    )
-    if counts[Status.CANCELLED] and not counts[Status.FAILED] and not counts[Status.ERROR]:
-        final = Status.CANCELLED  # as engine.stats.overall_status: cancelled unless something failed
-    else:
-        # As the CLI decides: errors and failures of single evals count; repeated evals count by their pass
-        # rate; gates, when the suite has them, decide by aggregate numbers.
-        final = gated_status(conversations, gate_results(run), iterated_for(run, conversations))
-    now = timezone.now()
-    updated = Run.objects.filter(pk=run_id, status__in=ACTIVE).update(
-        status=final, finished_at=now, started_at=run.started_at or now
-    )
-    return bool(updated)
-
-
-def iterated_for(run: Run, conversations: list[Conversation]) -> list[IteratedResult]:
-    """Statistics for the evals this run repeated ([] when none was)."""
-    if not any(conversation.iteration for conversation in conversations):
-        return []
-    spec = specs.iteration_spec(run.suite_version)
-    return iterated_results(spec, conversations) if spec is not None else []
-
-
-def gate_results(run: Run) -> list[GateResult]:
-    """The suite's gates over this run's eval scores ([] when the suite has none)."""
-    gates = specs.suite_gates(run.suite_version)
-    if not gates:
-        return []
-    return evaluate_gates(gates, list(Conversation.objects.filter(run=run).only("status", "score", "run_id")))
-
-
-def conversation_ended(run_id, endpoint_name: str) -> None:
-    """A conversation reached its end: its slot goes to the next conversation of the same run; if the run
-    has none left waiting, the run may be over, and the slot goes to other runs on the endpoint."""
-    if dispatch(run_id) == 0:
-        finalize(run_id)
-        dispatch_endpoint(endpoint_name, exclude=run_id)
 
 
 @transaction.atomic
@@ -207,7 +113,7 @@ def cancel(run: Run) -> bool:
     if updated:
         # Running conversations see the run's status before their next turn and stop there.
         run.conversations.filter(status=Status.QUEUED).update(status=Status.CANCELLED, finished_at=now)
-        transaction.on_commit(lambda: dispatch_endpoint(run.endpoint_name))
+        transaction.on_commit(lambda: scheduling.dispatch_endpoint(run.endpoint_name))
     return bool(updated)
 
 
@@ -248,7 +154,7 @@ def retry_errored(run: Run) -> int:
         )
         if not count:  # raising rolls the reopening back
             raise RetryRefused("the run has no errored conversations")
-        transaction.on_commit(lambda: dispatch(run.pk))
+        transaction.on_commit(lambda: scheduling.dispatch(run.pk))
     run.refresh_from_db(fields=["status", "finished_at"])
     return count
 

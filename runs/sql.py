@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from django.db import connection
 
@@ -52,6 +53,13 @@ def _json(value):
     return Turn._meta.get_field("record").get_db_prep_value(value, connection)
 
 
+class VersionKey(NamedTuple):
+    """A suite version as runs.specs.suite takes it, without loading the row."""
+
+    pk: int
+    sha256: str
+
+
 @dataclass(frozen=True)
 class Claimed:
     """What a worker needs to play the conversation it has just claimed."""
@@ -66,6 +74,13 @@ class Claimed:
     endpoint_name: str
     version_id: int
     version_sha256: str
+    system: str  # what the model is sent before the live turns, as stored at launch
+    history: list[dict]
+
+    @property
+    def version(self) -> VersionKey:
+        """The suite version, as runs.specs.suite takes it."""
+        return VersionKey(self.version_id, self.version_sha256)
 
 
 def claim(conversation_id: int, now: datetime, lease_until: datetime, worker: str) -> Claimed | None:
@@ -81,7 +96,8 @@ def claim(conversation_id: int, now: datetime, lease_until: datetime, worker: st
                   AND (status = %s OR (status = %s AND lease_expires_at < %s))
                   AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})
                 RETURNING attempt, run_id, "index", eval_id, {run.format("r.status")}, {run.format("r.model")},
-                          {run.format("r.endpoint_name")}, {version.format("v.id")}, {version.format("v.sha256")}""",
+                          {run.format("r.endpoint_name")}, {version.format("v.id")}, {version.format("v.sha256")},
+                          "system", history""",
             [
                 Status.RUNNING,
                 _when(now),
@@ -96,14 +112,27 @@ def claim(conversation_id: int, now: datetime, lease_until: datetime, worker: st
         row = cursor.fetchone()
         if row is None:
             return None
-        attempt, run_id, index, eval_id, run_status, model, endpoint_name, version_id, sha256 = row
+        (
+            attempt,
+            run_id,
+            index,
+            eval_id,
+            run_status,
+            model,
+            endpoint_name,
+            version_id,
+            sha256,
+            system,
+            history,
+        ) = row
         if run_status == Status.QUEUED:
             cursor.execute(
                 f"UPDATE {RUN} SET status = %s, started_at = %s WHERE id = %s AND status = %s",
                 [Status.RUNNING, _when(now), run_id, Status.QUEUED],
             )
+    history = Conversation._meta.get_field("history").from_db_value(history, None, connection)
     return Claimed(conversation_id, attempt, index, eval_id, run_id, run_status, model, endpoint_name,
-                   version_id, sha256)  # fmt: skip
+                   version_id, sha256, system, history)  # fmt: skip
 
 
 def store_turn(
@@ -234,15 +263,15 @@ def dispatch_next(
 
 def insert_conversations(run_id, rows: Iterable[dict]) -> None:
     """A new run's conversations, by COPY on PostgreSQL and INSERT_BATCH rows to an executemany on SQLite.
-    Each row gives index, iteration, eval_id, prompt, style and history; every other column takes the
-    model's default.
+    Each row gives index, iteration, eval_id, prompt, style, system and history; every other column takes
+    the model's default.
 
     bulk_create prepares every default of every row one by one: 100 ms for a 300-eval run here, before
     the first conversation can start. The defaults are the same for every row, so they are prepared once.
     Rows are read from an iterator in batches, so 100,000 conversations never sit in memory at once.
     """
     fields = [field for field in Conversation._meta.concrete_fields if not field.primary_key]
-    given = {"index", "iteration", "eval_id", "prompt", "style", "history"}
+    given = {"index", "iteration", "eval_id", "prompt", "style", "system", "history"}
     values = {
         field.name: field.get_db_prep_save(field.get_default(), connection)
         for field in fields

@@ -1,4 +1,4 @@
-"""Celery tasks: thin shells that take primary keys and call the services."""
+"""Celery tasks: thin shells that take primary keys and call runs.execution; the worker's sweeper thread."""
 
 import gc
 import logging
@@ -12,7 +12,7 @@ from django.db import close_old_connections, connections
 
 from engine.clients import warm_up
 
-from . import endpoints, execution
+from . import endpoints, execution, scheduling
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def configure_worker_connections(**kwargs) -> None:
 
 def _sweep_forever() -> None:
     """Watch the other workers' beats every beat, and sweep up lapsed leases every EVALSITE_SWEEP_SECONDS."""
-    watch = execution.WorkerWatch()
+    watch = scheduling.WorkerWatch(execution.heartbeat.name)
     next_sweep = time.monotonic() + settings.EVALSITE_SWEEP_SECONDS
     while not _stop.wait(settings.EVALSITE_WORKER_BEAT_SECONDS):
         try:
@@ -66,7 +66,7 @@ def _sweep_forever() -> None:
                 log.warning("took over from dead workers: %s", stats)
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + settings.EVALSITE_SWEEP_SECONDS
-                stats = execution.sweep()
+                stats = scheduling.sweep()
                 if any(stats.values()):
                     log.info("sweep: %s", stats)
         except Exception:
@@ -89,7 +89,7 @@ class ResendOnConnect(bootsteps.StartStopStep):
 def _resend_unclaimed() -> None:
     try:
         execution.heartbeat.start()
-        resent = execution.resend()
+        resent = scheduling.resend()
         if resent:
             log.warning("sent again %d conversation(s) sent but never claimed", resent)
     except Exception:
@@ -115,7 +115,7 @@ def start_sweeper(**kwargs) -> None:
     # Every worker sweeps; the conditional updates make concurrent sweeps harmless.
     try:
         execution.heartbeat.start()
-        execution.sweep()
+        scheduling.sweep()
     except Exception:
         log.exception("startup sweep failed")
     finally:

@@ -34,7 +34,7 @@ from engine.text import plural
 from suites.models import Suite
 
 from . import display, selectors, services
-from .models import ACTIVE, Conversation, Run, Status
+from .models import ACTIVE, Conversation, Run, Status, Turn
 
 RUNS_PER_PAGE = 50
 # The owner's URL names and their share-link twins; the share URLs take the token instead of the run id.
@@ -193,17 +193,19 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     run = access.run
     progress = progress if progress is not None else selectors.progress(run)
     fingerprint = _fingerprint(run, progress)
-    conversations = list(run.conversations.all())
+    conversations = selectors.conversations(run)
     # Simulated users' tokens change only with a stored turn, which the fingerprint already follows.
     progress = {"user_tokens": sum(c.user_tokens for c in conversations), **progress}
-    records = display.records_for_strips(run, conversations)
+    graded = selectors.graded_turns(run, display.GRADED_STYLES) if display.wants_strips(conversations) else {}
     now = timezone.now()
     for conversation in conversations:
         conversation.url = access.conversation_url(conversation.index, conversation.iteration)
-        conversation.strip = display.strip(conversation, display.turn_marks(records.get(conversation.pk, ())))
+        conversation.strip = display.strip(conversation, display.turn_marks(graded.get(conversation.pk, ())))
         conversation.waiting = _waiting(conversation, now)
-    gates = display.gates(run, conversations)
-    iterated = display.iterated_rows(run, conversations, access.conversation_url)
+    gates = display.gates(selectors.gate_results(run, conversations))
+    iterated = display.iterated_rows(
+        conversations, selectors.iterated_so_far(run, conversations), access.conversation_url
+    )
     flaky_only = request.GET.get("flaky") == "1" and bool(iterated)
     shown_iterated, shown = iterated, conversations
     if flaky_only:
@@ -264,7 +266,7 @@ def _waiting(conversation: Conversation, now) -> dict | None:
 
 
 def _share_links(request: HttpRequest, run: Run) -> list:
-    links = list(run.share_links.filter(revoked_at__isnull=True))
+    links = selectors.active_share_links(run)
     for link in links:
         link.url = request.build_absolute_uri(reverse("share:run", args=[link.token]))
     return links
@@ -420,7 +422,7 @@ def _verdict(conversation: Conversation) -> dict:
 
 
 def _neighbours(access: Access, conversation: Conversation) -> dict:
-    keys = list(access.run.conversations.values_list("index", "iteration"))
+    keys = selectors.conversation_keys(access.run)
     here = keys.index((conversation.index, conversation.iteration))
     previous = keys[here - 1] if here > 0 else None
     following = keys[here + 1] if here + 1 < len(keys) else None
@@ -437,21 +439,22 @@ def _iterations(access: Access, conversation: Conversation, count: int) -> dict 
     """The switcher between an eval's iterations, when it ran more than once (one more query)."""
     if count < 2:
         return None
-    siblings = access.run.conversations.filter(index=conversation.index).only(
-        "index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id"
-    )
+    siblings = selectors.iterations_of(access.run, conversation.index)
     return display.iteration_switcher(
-        access.run, list(siblings), conversation.iteration, access.conversation_url
+        siblings,
+        selectors.iterated_so_far(access.run, siblings),
+        conversation.iteration,
+        access.conversation_url,
     )
 
 
-def _stored_turns(conversation: Conversation) -> tuple[list[dict], list[TurnRecord]]:
-    records = [turn.record for turn in conversation.turns.all()]
-    return records, [TurnRecord.model_validate(record) for record in records]
+def _stored_turns(conversation: Conversation) -> tuple[list[Turn], list[TurnRecord]]:
+    rows = selectors.turns(conversation)
+    return rows, [TurnRecord.model_validate(row.record) for row in rows]
 
 
 def _live_context(
-    access: Access, conversation: Conversation, records: list[dict], turns: list[TurnRecord], after: int = 0
+    access: Access, conversation: Conversation, records: list[Turn], turns: list[TurnRecord], after: int = 0
 ) -> dict:
     """What the polled part of a transcript needs: the verdict and ✓✗ strip, the totals, the conversation
     as text, and where to poll next. `records` and `turns`: every turn stored so far."""
@@ -497,7 +500,7 @@ def _conversation_page(request: HttpRequest, access: Access, index: int) -> Http
         **_live_context(access, conversation, records, turns),
         "turns": turns,
         "given": display.given_history(conversation.history),
-        "system": display.system_message(run, conversation),
+        "system": display.system_message(conversation),
         "style_label": display.STYLE_LABELS.get(conversation.style, conversation.style),
         "nav": nav,
         "iterations": _iterations(access, conversation, nav["iterations"]),
@@ -516,7 +519,7 @@ def _conversation_poll(request: HttpRequest, access: Access, index: int) -> Http
         active
         and request.GET.get("status") == conversation.status
         and request.GET.get("waiting", "") == _wait_mark(conversation)
-        and not conversation.turns.filter(position__gt=after).exists()
+        and not selectors.has_turns_after(conversation, after)
     ):
         return HttpResponse(status=204)
     records, turns = _stored_turns(conversation)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import OuterRef, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -26,9 +25,7 @@ from engine.schema import Suite as SuiteSpec
 from engine.text import plural
 from runs import selectors as run_selectors
 from runs.endpoint_checks import SuiteRoutes, model_choices, suite_routes
-from runs.models import Run
 from runs.services import LaunchError, create_run
-from runs.views import with_durations
 
 from . import display, selectors, services
 from .forms import LaunchForm, SuiteSourceForm, normalise_newlines
@@ -118,11 +115,6 @@ def _parse(version: SuiteVersion | None, files: Mapping[str, str] | None = None)
         return None
 
 
-def _recent_runs(request: HttpRequest, **filters) -> list[Run]:
-    runs = run_selectors.runs_for(request.user).filter(**filters).order_by("-created_at")[:RECENT_RUNS]
-    return with_durations(run_selectors.with_counts(runs))
-
-
 def _render_editor(
     request: HttpRequest,
     *,
@@ -171,7 +163,7 @@ def _render_editor(
             attached=display.file_rows(attached, latest_spec),
             base_version=base_version or (latest.number if latest else None),
             restored_from=restored_from,
-            runs=_recent_runs(request, suite_version__suite=suite),
+            runs=run_selectors.recent_runs(request.user, RECENT_RUNS, suite_version__suite=suite),
             launch_form=launch_form
             or LaunchForm(
                 initial={"concurrency": 10, "version": numbers[0] if numbers else None}, versions=numbers
@@ -232,14 +224,7 @@ def _launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> 
 @login_required
 @require_GET
 def suite_list(request: HttpRequest) -> HttpResponse:
-    last_run = Run.objects.filter(suite_version__suite=OuterRef("pk"), created_by=request.user).order_by(
-        "-created_at"
-    )
-    suites = selectors.suites_for(request.user).annotate(
-        last_run_id=Subquery(last_run.values("pk")[:1]),
-        last_run_status=Subquery(last_run.values("status")[:1]),
-        last_run_at=Subquery(last_run.values("created_at")[:1]),
-    )
+    suites = run_selectors.with_last_run(selectors.suites_for(request.user), request.user)
     suites = suites.order_by("-updated_at")  # Meta.ordering is dropped from GROUP BY queries
     return render(request, "suites/list.html", {"suites": suites})
 
@@ -354,7 +339,7 @@ def version(request: HttpRequest, public_id: uuid.UUID, number: int) -> HttpResp
         "latest_number": max(numbers),
         "previous_number": max((n for n in numbers if n < number), default=None),
         "next_number": min((n for n in numbers if n > number), default=None),
-        "runs": _recent_runs(request, suite_version=version),
+        "runs": run_selectors.recent_runs(request.user, RECENT_RUNS, suite_version=version),
     }
     return render(request, "suites/version.html", context)
 

@@ -496,7 +496,7 @@ def test_a_hostile_import_report_is_ignored_not_a_crash(client, user):
 def test_deep_flow_nesting_is_located_past_quoted_brackets_and_comments():
     # libyaml refuses ~1,000 levels itself while scanning ahead; the bound is still found at level 101, and
     # brackets inside quotes or after a comment's # do not count.
-    head = HEAD + "[\"" + "[" * 300 + "\", '" + "{" * 300 + "', # [[[[[\n  "
+    head = HEAD + '["' + "[" * 300 + "\", '" + "{" * 300 + "', # [[[[[\n  "
     source = head + "[" * 1_000 + "]" * 1_000 + "]\n"
     with pytest.raises(SuiteError) as caught:
         load_suite(source)

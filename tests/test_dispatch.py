@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from runs import services
+from runs import scheduling, services
 from runs.models import Conversation, Endpoint, Status
 from suites.services import create_suite
 
@@ -48,21 +48,21 @@ def end(run, eval_id: str) -> None:
 
 def test_a_run_gets_its_concurrency_first_in_suite_order_and_a_slot_per_ended_conversation(user, capped):
     run = launch(user, evals=6, concurrency=3)
-    assert services.dispatch(run.pk) == 3
+    assert scheduling.dispatch(run.pk) == 3
     assert sent(run) == ["e0", "e1", "e2"]
-    assert services.dispatch(run.pk) == 0  # all three still in flight
+    assert scheduling.dispatch(run.pk) == 0  # all three still in flight
     end(run, "e1")
-    assert services.dispatch(run.pk) == 1
+    assert scheduling.dispatch(run.pk) == 1
     assert sent(run) == ["e0", "e1", "e2", "e3"]
 
 
 def test_the_endpoint_cap_holds_across_runs(user, capped):
     first = launch(user, evals=5, concurrency=10)
     second = launch(user, evals=5, concurrency=10)
-    assert services.dispatch(first.pk) == 4  # the endpoint's cap, below the run's concurrency
-    assert services.dispatch(second.pk) == 0
+    assert scheduling.dispatch(first.pk) == 4  # the endpoint's cap, below the run's concurrency
+    assert scheduling.dispatch(second.pk) == 0
     end(first, "e0")
-    assert services.dispatch(second.pk) == 1
+    assert scheduling.dispatch(second.pk) == 1
     assert len(sent(first)) + len(sent(second)) - 1 == 4  # in flight: the cap, counting e0 as ended
 
 
@@ -70,24 +70,24 @@ def test_more_in_flight_than_allowed_sends_nothing(user, capped):
     """A cap lowered while conversations run leaves more in flight than it allows; the room is negative
     then, and must count as none (SQLite would read a negative LIMIT as no limit)."""
     first = launch(user, evals=5, concurrency=10)
-    assert services.dispatch(first.pk) == 4
+    assert scheduling.dispatch(first.pk) == 4
     Endpoint.objects.filter(pk=capped.pk).update(max_concurrency=1)
     second = launch(user, evals=5, concurrency=10)
-    assert services.dispatch(second.pk) == 0
-    assert services.dispatch(first.pk) == 0
+    assert scheduling.dispatch(second.pk) == 0
+    assert scheduling.dispatch(first.pk) == 0
     assert sent(second) == []
 
 
 def test_an_ended_run_sends_nothing(user, capped):
     run = launch(user, evals=3, concurrency=2)
     assert services.cancel(run)
-    assert services.dispatch(run.pk) == 0
+    assert scheduling.dispatch(run.pk) == 0
     assert sent(run) == []
 
 
 def test_the_mock_has_no_endpoint_cap_only_the_runs_concurrency(user):
     runs = [launch(user, evals=30, concurrency=20, model="mock") for _ in range(3)]
-    assert [services.dispatch(run.pk) for run in runs] == [20, 20, 20]
+    assert [scheduling.dispatch(run.pk) for run in runs] == [20, 20, 20]
 
 
 @pytest.mark.e2e  # so that make test-pg, which runs the e2e tests on PostgreSQL, runs it too
@@ -108,7 +108,7 @@ def test_on_postgresql_a_dispatch_outside_a_transaction_locks_marks_and_commits_
     second = launch(user, evals=5, concurrency=10)
     assert sent(second) == [] and len(tasks) == 4
     end(first, "e0")
-    assert services.dispatch(second.pk) == 1
+    assert scheduling.dispatch(second.pk) == 1
     assert sent(second) == ["e0"] and tasks[-1] == second.conversations.get(index=0).pk
 
 

@@ -3,7 +3,7 @@ filter, verdicts against the pass-rate threshold), agent / judge / simulated-use
 with the simulated user's turns marked, why the conversation ended, weighted criteria and an iteration switcher.
 
 Runs are built from rows (no worker): Run, Conversation and Turn with `record` = a TurnRecord. The suite says
-`iterations: 5`, so runs.services.iterated_for and the page find the same repeated evals.
+`iterations: 5`, so runs.selectors.iterated_for and the page find the same repeated evals.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from engine.outcomes import TerminationKind
 from engine.results import CheckResult, TurnRecord, Usage
-from runs import display, services
+from runs import selectors
 from runs.models import Conversation, Run, ShareLink, Status, Turn
 from suites import services as suite_services
 
@@ -218,10 +218,10 @@ def table_rows(page: str) -> list[str]:
 def test_page_and_iterated_for_agree_on_repeated_evals_and_their_statistics(logged_in, version, user):
     run = make_run(version, user)
     conversations = list(run.conversations.all())
-    expected = services.iterated_for(run, conversations)
+    expected = selectors.iterated_for(run, conversations)
     assert [item.id for item in expected] == ["booking", "greeting", "refund"]
-    # The page computes the same statistics (with the suite cached per process) once the run is over.
-    shown = display.iterated(run, display.iteration_groups(conversations))
+    # The page shows the same statistics (over the iterations finished so far) once the run is over.
+    shown = selectors.iterated_so_far(run, conversations)
     assert [shown[item.index] for item in expected] == expected
     page = logged_in.get(run_url("detail", run)).content.decode()
     assert list(iteration_rows(page)) == ["booking", "greeting", "refund"]
@@ -544,5 +544,5 @@ def test_an_eval_cancelled_before_any_iteration_finished_reads_cancelled(logged_
     assert '<span class="badge badge-cancelled">cancelled</span>' in booking
     assert "cancelled before any iteration was graded" in text(booking)
     assert "error" not in text(booking) and "no iteration was graded" not in text(booking)
-    (item,) = [item for item in services.iterated_for(run, list(run.conversations.all())) if item.index == 0]
+    (item,) = [item for item in selectors.iterated_for(run, list(run.conversations.all())) if item.index == 0]
     assert item.status == "cancelled"  # the results JSON says so too

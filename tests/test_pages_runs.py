@@ -43,6 +43,7 @@ evals:
       - contains: hi
 """
 HOSTILE = "<script>alert(1)</script>"
+SYSTEM = "You are a careful <math> tutor."  # what a launch of SUITE stores on each conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -99,6 +100,7 @@ def make_run(version, user, *, status=Status.PASSED, conversations: int = 3) -> 
             eval_id=["multiply", "capital", "broken"][kind] + ("" if index < 3 else f"-{index}"),
             prompt="What is 15 * 7?" if kind == 0 else "What is the capital of Australia?",
             kind="multi-turn",
+            system=SYSTEM,
         )
         if kind == 0:
             add_turn(
@@ -349,6 +351,7 @@ def test_cancel(logged_in, version, user):
 
 def test_launched_run_renders_before_any_worker_picks_it_up(logged_in, version, user):
     run = run_services.create_run(version=version, user=user)  # its tasks would go out on commit: never here
+    assert set(run.conversations.values_list("system", flat=True)) == {SYSTEM}  # as make_run stores it
     page = logged_in.get(run_url("detail", run)).content.decode()
     assert 'class="badge badge-lg badge-queued"' in page
     assert "0 / 3" in page.replace('<span class="muted">', "").replace("</span>", "")
@@ -361,6 +364,7 @@ def test_launch_stores_each_conversation_with_the_model_defaults(user):
     source = """\
 name: launch
 model: mock
+system: Be brief.
 iterations: 2
 evals:
   - id: tree
@@ -382,13 +386,14 @@ evals:
         (1, 0, "eval-2", "history"),
     ]
     assert rows[0].prompt == "Hello" and rows[0].history == []
+    assert [row.system for row in rows] == ["Be brief."] * 3
     assert rows[2].prompt == "Here it is:"
     assert rows[2].history == [
         {"role": "user", "content": "I have a bug."},
         {"role": "assistant", "content": "Can you share it?"},
         {"role": "user", "content": "Here it is:"},
     ]
-    given = {"id", "run", "index", "iteration", "eval_id", "prompt", "style", "history"}
+    given = {"id", "run", "index", "iteration", "eval_id", "prompt", "style", "system", "history"}
     for field in Conversation._meta.concrete_fields:
         if field.name not in given:
             assert [getattr(row, field.attname) for row in rows] == [field.get_default()] * 3, field.name
@@ -528,8 +533,8 @@ def test_run_posts_without_a_csrf_token_are_rejected(version, user):
 
 
 def test_the_parsed_suite_cache_stays_within_its_size_bound(user, monkeypatch):
-    """Suites are cached with their attached files (up to 20 MB each): the oldest go once the cache holds
-    more characters than its bound, but the suite just loaded always stays."""
+    """Suites are cached with their dataset (up to 20 MB): the oldest go once the cache holds more
+    characters than its bound, but the suite just loaded always stays."""
     from runs import specs
 
     monkeypatch.setattr(specs, "_suites", {})
@@ -541,9 +546,8 @@ def test_the_parsed_suite_cache_stays_within_its_size_bound(user, monkeypatch):
     ]
     monkeypatch.setattr(specs, "SUITE_CACHE_CHARS", 2 * len(versions[0].source) + 10)
     for version in versions:
-        spec, files = specs.suite_with_files(version.pk, version.sha256)
-        assert spec.name == version.suite.name and files == {}
+        assert specs.suite(version).name == version.suite.name
     assert list(specs._suites) == [versions[1].sha256, versions[2].sha256]
     monkeypatch.setattr(specs, "SUITE_CACHE_CHARS", 1)
-    specs.suite_with_files(versions[0].pk, versions[0].sha256)
+    specs.suite(versions[0])
     assert list(specs._suites) == [versions[0].sha256]

@@ -79,6 +79,8 @@ REVIEW_HISTORY = [
     {"role": "user", "content": "Here it is:\n" + SNIPPET_BLOCK},
     {"role": "tool", "content": "lint: 1 warning"},
 ]
+# The system message the model saw in `review`: the suite's system prompt, then the guidelines its history attached.
+REVIEW_SYSTEM = "You are a careful reviewer.\n\n=== guide.instructions.md ===\nPrefer <small> functions."
 REVIEW_REPLY = "range(len(items) + 1) reads past the end: an IndexError."
 
 pytestmark = pytest.mark.django_db
@@ -171,6 +173,7 @@ def make_run(version, user, *, status=Status.FAILED, capitals: int = 1) -> Run:
     )
     conversation(
         run, 1, "review", style="history", status=Status.PASSED, history=REVIEW_HISTORY, prompt="Here it is:",
+        system=REVIEW_SYSTEM,
         records=[TurnRecord(turn=1, node="evals[1].messages", prompt="", response=REVIEW_REPLY,
                             checks=[check("contains IndexError", True)], passed=True)],
         turns_passed=1, turns_total=1, score=1.0, verdict="passed: 1/1 passed",
@@ -404,14 +407,34 @@ def test_a_shared_transcript_shows_the_given_history_and_grades(version, user):
     assert "avg >= 0.6 — actual 0.717 ✓" in text(element(run_page, "gates"))
 
 
-def test_a_turn_with_a_grade_and_checks_is_one_mark_that_needs_both():
+def test_a_turns_mark_is_its_stored_pass_with_its_grade_and_checks_in_the_title():
+    """A mark is passed or failed as the engine stored it (Turn.passed), never worked out again from the
+    record; the title says what was graded. Ungraded turns (passed None) have no mark."""
     from runs.display import turn_marks
 
-    graded = TurnRecord(turn=1, prompt="q", response="a", grade=grade(1, "a", "a", True))
+    graded = TurnRecord(turn=1, prompt="q", response="a", grade=grade(1, "a", "a", True), passed=True)
     both = TurnRecord(
-        turn=2, prompt="q", response="b", grade=grade(2, "b", "b", True), checks=[check("contains z", False)]
-    )
+        turn=2, prompt="q", response="b", grade=grade(2, "b", "b", True), checks=[check("contains z", False)],
+        passed=False,
+    )  # fmt: skip
     ungraded = TurnRecord(turn=3, prompt="q", response="c")
-    marks = turn_marks(record.model_dump(mode="json") for record in (graded, both, ungraded))
+    rows = [
+        Turn(position=r.turn, record=r.model_dump(mode="json"), passed=r.passed)
+        for r in (graded, both, ungraded)
+    ]
+    marks = turn_marks(rows)
     assert [(mark.turn, mark.passed) for mark in marks] == [(1, True), (2, False)]
     assert marks[1].title == "Turn 2 failed: contains 1.00, 0/1 check"
+    rows[1].passed = True  # the stored pass decides, whatever the record's checks say
+    assert [mark.passed for mark in turn_marks(rows)] == [True, True]
+
+
+def test_launch_stores_the_system_message_and_history_the_model_is_sent(version, user):
+    """What make_run stores by hand is what a launch stores: the suite's system prompt with the guidelines
+    a history attached, and the history with its files embedded."""
+    from runs.services import create_run
+
+    run = create_run(version=version, user=user)
+    stored = {c.eval_id: (c.system, c.history) for c in run.conversations.all()}
+    assert stored["review"] == (REVIEW_SYSTEM, REVIEW_HISTORY)
+    assert stored["capitals"] == ("You are a careful reviewer.", [])

@@ -77,5 +77,5 @@ def test_run_pages_with_one_of_everything(client, user):
     transcript = text(client.get(reverse("runs:conversation", args=[run.pk, 0])).content.decode())
     assert "Failed after 1 turn" in transcript  # no stored verdict: the page words it
     assert "judge 1 token ·" in transcript and "simulated user 1 token ·" in transcript
-    marks = display.turn_marks([{"turn": 1, "checks": [{"passed": True}]}])
+    marks = display.turn_marks([Turn(record={"turn": 1, "checks": [{"passed": True}]}, passed=True)])
     assert marks[0].title == "Turn 1 passed: 1/1 check"

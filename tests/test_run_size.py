@@ -113,6 +113,7 @@ def test_a_launch_writes_its_conversations_in_batches_as_they_are_made(user):
                 "eval_id": "e",
                 "prompt": "p",
                 "style": "tree",
+                "system": "",
                 "history": [],
             }
 
@@ -125,7 +126,7 @@ def test_a_launch_writes_its_conversations_in_batches_as_they_are_made(user):
 @pytest.mark.django_db
 def test_launching_30000_conversations_holds_no_list_of_them(user):
     version = suite_services.create_suite(owner=user, source=suite(30, 1_000)).latest_version
-    run_services.specs.suite_with_files(version.pk, version.sha256)  # the parsed suite is cached anyway
+    run_services.specs.suite(version)  # the parsed suite is cached anyway
     tracemalloc.start()
     run = run_services.create_run(version=version, user=user)
     _, peak = tracemalloc.get_traced_memory()

@@ -34,7 +34,7 @@ def fill_verdict_fields(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0007_retry_budget_and_waits'),
+        ('runs', '0008_conversation_system'),
     ]
 
     operations = [

@@ -1,0 +1,219 @@
+"""Scheduling conversations: which ones are sent to the workers and when, when a run is over, and recovery
+of what dead or stopped workers left behind.
+
+Dispatch keeps at most `run.concurrency` conversations of a run in flight, and at most the endpoint's cap
+across all runs. It is called when a run is launched and whenever a conversation ends, and it sends tasks
+only after the transaction that marked them dispatched commits. A run is finalised when its last
+conversation ends; the sweeper (every worker runs one) requeues conversations whose worker died and
+resends tasks whose message was lost. Playing a conversation is runs.execution's.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from engine.clients import MOCK
+from engine.results import gated_status
+
+from . import selectors, sql
+from .endpoints import build_registry
+from .models import ACTIVE, Conversation, Run, Status, Worker
+
+
+def _endpoint_cap(endpoint_name: str) -> int | None:
+    """Conversations allowed in flight on this endpoint across runs; None for the mock (no limit)."""
+    if endpoint_name == MOCK:
+        return None
+    endpoint = build_registry().endpoint(endpoint_name)
+    return endpoint.max_concurrency if endpoint else 1
+
+
+_run_limits: dict[object, tuple[str, int]] = {}
+
+
+def dispatch(run_id) -> int:
+    """Send tasks for as many queued conversations as the run's and the endpoint's limits allow.
+
+    Dispatches on one endpoint are serialised, so two of them cannot both count a free slot: on
+    PostgreSQL by the endpoint's advisory lock, on SQLite by the write lock every transaction takes first
+    (BEGIN IMMEDIATE, see settings).
+    """
+    from .tasks import run_conversation
+
+    run_id = sql.run_key(run_id)
+    # A run's endpoint and concurrency never change, so they are read before the lock, once per process while
+    # the run is active; whether it still is, is decided under the lock, by dispatch_next.
+    limits = _run_limits.get(run_id)
+    if limits is None:
+        limits = sql.active_run_limits(run_id)
+        if limits is None:
+            return 0
+        if len(_run_limits) >= 1000:
+            _run_limits.clear()
+        _run_limits[run_id] = limits
+    endpoint_name, concurrency = limits
+    cap = _endpoint_cap(endpoint_name)
+    lock_key = zlib.crc32(endpoint_name.encode()) if connection.vendor == "postgresql" else None
+    if lock_key is not None and connection.get_autocommit():
+        ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
+        for pk in ids:  # committed already
+            run_conversation.delay(pk)
+        return len(ids)
+    with transaction.atomic():
+        ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
+        if ids:
+            transaction.on_commit(lambda: [run_conversation.delay(pk) for pk in ids])
+    return len(ids)
+
+
+def dispatch_endpoint(endpoint_name: str, exclude=None) -> None:
+    """A slot on an endpoint freed up and its own run had no use for it: waiting runs (oldest first) take it."""
+    if _endpoint_cap(endpoint_name) is None:
+        return  # no shared cap, so no run can be waiting on another's slot
+    for run_id in sql.runs_waiting_on(endpoint_name, exclude):
+        if dispatch(run_id) == 0:
+            break
+
+
+def finalize(run_id) -> bool:
+    """If every conversation has ended, give the run its final status. True when this call ended it."""
+    if sql.has_unfinished(sql.run_key(run_id)):
+        return False  # the common case while a run is going, answered by one cheap query
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None or not run.is_active:
+        return False
+    counts = selectors.status_counts(run)
+    if counts[Status.QUEUED] or counts[Status.RUNNING]:
+        return False
+    conversations = list(
+        Conversation.objects.filter(run=run).only(
+            "index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id"
+        )
+    )
+    if counts[Status.CANCELLED] and not counts[Status.FAILED] and not counts[Status.ERROR]:
+        final = Status.CANCELLED  # as engine.stats.overall_status: cancelled unless something failed
+    else:
+        # As the CLI decides: errors and failures of single evals count; repeated evals count by their pass
+        # rate; gates, when the suite has them, decide by aggregate numbers.
+        final = gated_status(
+            conversations,
+            selectors.gate_results(run, conversations),
+            selectors.iterated_for(run, conversations),
+        )
+    now = timezone.now()
+    updated = Run.objects.filter(pk=run_id, status__in=ACTIVE).update(
+        status=final, finished_at=now, started_at=run.started_at or now
+    )
+    return bool(updated)
+
+
+def conversation_ended(run_id, endpoint_name: str) -> None:
+    """A conversation reached its end: its slot goes to the next conversation of the same run; if the run
+    has none left waiting, the run may be over, and the slot goes to other runs on the endpoint."""
+    if dispatch(run_id) == 0:
+        finalize(run_id)
+        dispatch_endpoint(endpoint_name, exclude=run_id)
+
+
+# --- Recovery -----------------------------------------------------------------------------------------------
+
+
+def _requeue(conversations) -> int:
+    """Send these running conversations back to the queue for another worker to resume. Each update repeats
+    the selection and the attempt read, so a conversation that moved on meanwhile is left alone."""
+    conversations = conversations.filter(status=Status.RUNNING, run__status__in=ACTIVE)
+    requeued = 0
+    for pk, attempt in conversations.values_list("pk", "attempt"):
+        requeued += conversations.filter(pk=pk, attempt=attempt).update(
+            status=Status.QUEUED, dispatched_at=None, lease_expires_at=None, worker=""
+        )
+    return requeued
+
+
+def resend(conversation_ids=None, *, sent_before=None) -> int:
+    """Send again conversations that were sent but never claimed (their message may be lost: taken by a worker
+    that died or stopped, or never published while the broker was down). A duplicate message is harmless: the
+    claim is conditional, so the later delivery finds the conversation taken and does nothing."""
+    waiting = Conversation.objects.filter(
+        status=Status.QUEUED, dispatched_at__isnull=False, run__status__in=ACTIVE
+    )
+    if conversation_ids is not None:
+        waiting = waiting.filter(pk__in=conversation_ids)
+    if sent_before is not None:
+        waiting = waiting.filter(dispatched_at__lt=sent_before)
+    run_ids = set(waiting.values_list("run_id", flat=True))
+    resent = waiting.update(dispatched_at=None)
+    for run_id in run_ids:
+        dispatch(run_id)
+    return resent
+
+
+class WorkerWatch:
+    """Tells which other workers have died: a worker whose beat has not changed for
+    EVALSITE_WORKER_DEAD_SECONDS, timed by this process's own monotonic clock (so the hosts' clocks need not
+    agree), or whose row is gone while it still holds conversations. Kept by each worker's sweeper thread;
+    `me` is this worker's own name (runs.execution.heartbeat.name)."""
+
+    def __init__(self, me: str) -> None:
+        self.me = me
+        self.seen: dict[str, tuple[object, float]] = {}  # name -> (beat_at, when it was first seen so)
+
+    def dead(self) -> list[tuple[str, object]]:
+        now = time.monotonic()
+        beats = dict(Worker.objects.exclude(name=self.me).values_list("name", "beat_at"))
+        for name in set(self.seen) - set(beats):
+            del self.seen[name]
+        dead = []
+        for name, beat_at in beats.items():
+            last = self.seen.get(name)
+            if last is None or last[0] != beat_at:
+                self.seen[name] = (beat_at, now)
+            elif now - last[1] >= settings.EVALSITE_WORKER_DEAD_SECONDS:
+                dead.append((name, beat_at))
+        return dead
+
+    def take_over(self) -> dict[str, int]:
+        """Requeue what dead workers were playing and resend what they may have swallowed; dispatch."""
+        stats = {"dead": 0, "requeued": 0, "resent": 0}
+        for name, beat_at in self.dead():
+            stats["requeued"] += _requeue(Conversation.objects.filter(status=Status.RUNNING, worker=name))
+            # Only if it did not beat meanwhile: a frozen worker that came back keeps its row.
+            stats["dead"] += Worker.objects.filter(name=name, beat_at=beat_at).delete()[0]
+            self.seen.pop(name, None)
+        # Conversations held by a worker that left no row (it stopped, or was declared dead by another
+        # sweeper): taken over at once, not after their lease.
+        live = Worker.objects.values("name")
+        stats["requeued"] += _requeue(
+            Conversation.objects.filter(status=Status.RUNNING).exclude(worker="").exclude(worker__in=live)
+        )
+        if stats["dead"]:
+            # Messages a dead worker had taken off the queue but not yet claimed are gone with it.
+            stats["resent"] = resend(sent_before=timezone.now())
+        if stats["requeued"]:
+            for run_id in Run.objects.filter(status__in=ACTIVE).values_list("pk", flat=True):
+                dispatch(run_id)
+        return stats
+
+
+def sweep() -> dict[str, int]:
+    """Recover what crashed workers left behind. Safe to run anywhere, any number of times at once."""
+    now = timezone.now()
+    stats = {"requeued": 0, "resent": 0, "finalized": 0}
+    # Lapsed leases: the worker playing these died (and nobody saw it die). Queue them again; the next claim
+    # resumes them.
+    stats["requeued"] = _requeue(Conversation.objects.filter(status=Status.RUNNING, lease_expires_at__lt=now))
+    # Sent but never started for a long while (two leases): the message may have died with a worker that
+    # prefetched it.
+    stats["resent"] = resend(sent_before=now - timedelta(seconds=2 * settings.EVALSITE_LEASE_SECONDS))
+    for run_id in Run.objects.filter(status__in=ACTIVE).values_list("pk", flat=True):
+        if finalize(run_id):
+            stats["finalized"] += 1
+        else:
+            dispatch(run_id)
+    return stats
