@@ -1,26 +1,25 @@
-"""Running a calibration and reporting it: every judge on every sample, `repeats` times, then the figures.
+"""Reporting a calibration: every judge on every sample, `repeats` times, then the figures.
 
-The judge sees a sample's conversation exactly as the suite's `llm_judge` would see a conversation it grades
-(engine/judge.py's prompt, the `[Role]:` form); no agent model is called. The report is one structure for
-the CLI's JSON, the terminal summary and the result page, computed from the judgements alone so that the
-web (which stores judgements as its workers make them) and the CLI give the same figures.
+A calibration set is played as a suite of given replies (engine.calibration.as_suite): the judge sees each
+sample's conversation exactly as a suite's `llm_judge` sees a conversation it grades (engine/judge.py's
+prompt, the `[Role]:` form), and no agent model is called. The CLI plays it with engine.runner and the web
+with its workers; both read back each judge check's result (`judgement`) and compute the figures here, from
+the judgements alone, so the two give the same figures.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
 from . import agreement
 from .agreement import Confusion, Judgement, Metrics
-from .calibration import LoadedSet, NamedJudge, Sample, judge_conversation
-from .checks import JudgeContext, Reply, _judge_one
-from .clients import ChatClient, EndpointError, EndpointRegistry, Usage
+from .calibration import CalibrationSuite, LoadedSet, NamedJudge, Sample, as_suite
+from .clients import EndpointRegistry
+from .runner import run_suite
 
 
 @dataclass
@@ -36,31 +35,19 @@ class Judged:
     error: str | None = None
 
 
-def judge_once(judge: NamedJudge, criteria: str, conversation: list[dict], ctx: JudgeContext):
-    """One call of the suite's judge (same prompt, parsing and scale handling) on a given conversation."""
-    reply = Reply(text=conversation[-1]["content"], completion_tokens=None, conversation=conversation)
-    return _judge_one(judge, criteria, reply, ctx)
-
-
-def judge_sample(
-    judge: NamedJudge, sample: Sample, ctx: JudgeContext
-) -> tuple[float | None, str, str | None]:
-    """(score on the judge's scale or None, reason, raw answer). Weighted criteria are judged one by one and
-    combined as the suite's check combines them: their weighted mean, on the scale."""
-    conversation = judge_conversation(sample)
-    if isinstance(judge.criteria, str):
-        return judge_once(judge, judge.criteria, conversation, ctx)
-    total, weighted, reasons, raws = 0.0, 0.0, [], []
-    for number, criterion in enumerate(judge.criteria, start=1):
-        score, reason, raw = judge_once(judge, criterion.criteria, conversation, ctx)
-        name = criterion.name or f"criterion {number}"
-        raws.append(f"{name}: {raw}")
-        if score is None:
-            return None, f"{name}: {reason}", "\n\n".join(raws)
-        reasons.append(f"{name} {score:g}: {reason}")
-        weighted += criterion.weight * score
-        total += criterion.weight
-    return round(weighted / total, 9), "; ".join(reasons), "\n\n".join(raws)
+def judgement(
+    suite: CalibrationSuite, index: int, iteration: int, check: dict | None, error: str = ""
+) -> Judged:
+    """One judgement from what a run stored: eval `index` (a judge and a sample), iteration `iteration` (the
+    repeat), the judge check's result as a dict (None when the conversation ended before it was graded)."""
+    judge, sample = suite.judge_and_sample(index)
+    if check is None:
+        return Judged(judge.name, sample.index, iteration, None, error or "not judged", None, error or None)
+    raw = check.get("raw")
+    if raw is None and check.get("children"):  # weighted criteria: each criterion's answer
+        raw = "\n\n".join(f"{child['label']}: {child.get('raw') or ''}" for child in check["children"])
+    reason = check.get("judge_reason") or check.get("reason") or ""
+    return Judged(judge.name, sample.index, iteration, check.get("judged"), reason, raw)
 
 
 class SampleRow(BaseModel):
@@ -217,50 +204,24 @@ def run_calibration(
     *,
     judge_model: str | None = None,
     concurrency: int = 10,
-    temperature: float | None = None,
-    on_judged: Callable[[Judged], None] | None = None,
+    on_wait=None,
 ) -> CalibrationReport:
-    """Every judge x sample x repeat through the registry's endpoints, `concurrency` at a time (the CLI)."""
-    spec = loaded.spec
-    contexts: dict[str, tuple[JudgeContext, str]] = {}
-    for judge in spec.all_judges:
-        ref = judge.model or judge_model
-        if not ref:
-            raise ValueError(f"judge {judge.name!r} names no model: set `model` in the set or pass --model")
-        endpoint, model_id = registry.resolve(ref)
-        client: ChatClient = registry.client(endpoint, spec.mock)
-        contexts[judge.name] = (JudgeContext(client=client, model=model_id, temperature=temperature), ref)
-    jobs = [
-        (judge, sample, repeat)
-        for judge in spec.all_judges
-        for sample in loaded.samples
-        for repeat in range(spec.repeats)
+    """The CLI's calibration: the set played as a suite (engine.calibration.as_suite) by the engine's runner,
+    as a worker would play it, then the figures."""
+    suite = as_suite(loaded)
+    result = run_suite(suite, registry, model=judge_model, concurrency=concurrency, on_wait=on_wait)
+    judged = [
+        judgement(
+            suite,
+            ev.index,
+            ev.iteration,
+            ev.turns[0].checks[0].model_dump() if ev.turns and ev.turns[0].checks else None,
+            ev.error or "",
+        )
+        for ev in result.evals
     ]
-    started = time.monotonic()
-
-    def one(job) -> Judged:
-        judge, sample, repeat = job
-        ctx = contexts[judge.name][0]
-        try:
-            score, reason, raw = judge_sample(judge, sample, ctx)
-            result = Judged(judge.name, sample.index, repeat, score, reason, raw)
-        except EndpointError as exc:
-            result = Judged(judge.name, sample.index, repeat, None, f"endpoint error: {exc}", None, str(exc))
-        if on_judged is not None:
-            on_judged(result)
-        return result
-
-    pool = ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(jobs))))
-    try:
-        judged = list(pool.map(one, jobs))
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-    return report(
-        loaded,
-        judged,
-        models={name: ref for name, (_, ref) in contexts.items()},
-        duration_s=round(time.monotonic() - started, 3),
-    )
+    models = {judge.name: judge.model or result.model for judge in loaded.spec.all_judges}
+    return report(loaded, judged, models=models, duration_s=result.totals.duration_s)
 
 
 def _pct(value: float | None) -> str:
@@ -318,12 +279,4 @@ def format_calibration(report: CalibrationReport, worst: int = 5) -> str:
     return "\n".join(lines)
 
 
-__all__ = [
-    "CalibrationReport",
-    "Judged",
-    "Usage",
-    "format_calibration",
-    "judge_sample",
-    "report",
-    "run_calibration",
-]
+__all__ = ["CalibrationReport", "Judged", "format_calibration", "judgement", "report", "run_calibration"]

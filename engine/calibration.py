@@ -26,12 +26,13 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
+from . import bounds
 from .bounds import loads_json
 from .errors import readable_errors
 from .loader import SuiteError, SuiteProblem, _locate, format_path, parse_yaml
-from .schema import SCALES, JudgeSpec, MockSpec, StrictModel
+from .schema import SCALES, Check, Eval, JudgeSpec, Message, MockSpec, StrictModel, Suite
 
 MAX_REPEATS = 20
 MAX_JUDGES = 10
@@ -231,6 +232,11 @@ def load_calibration(
     except SuiteError as exc:
         exc.filename = filename
         raise
+    return load_parsed(raw, builder, filename, files)
+
+
+def load_parsed(raw: dict, builder, filename: str, files: Mapping[str, str] | None) -> LoadedSet:
+    """load_calibration after the YAML is parsed (engine.loader.load_suite hands sets over here)."""
     try:
         spec = CalibrationSet.model_validate(raw)
     except ValidationError as exc:
@@ -281,6 +287,15 @@ def load_calibration(
             ],
             filename,
         )
+    total = len(spec.all_judges) * len(samples) * spec.repeats
+    if total > bounds.MAX_CONVERSATIONS_PER_RUN:
+        line, column = _locate(("samples",) if spec.samples else ("samples_file",), builder, key=True)
+        message = (
+            f"a calibration would play {total:,} judgements ({len(spec.all_judges)} judges × {len(samples):,} "
+            f"samples × {spec.repeats} repeats); at most {bounds.MAX_CONVERSATIONS_PER_RUN:,} are allowed "
+            "(EVALSITE_MAX_CONVERSATIONS_PER_RUN)"
+        )
+        raise SuiteError([SuiteProblem(line, column, "samples", message)], filename)
     return LoadedSet(spec, samples, warnings)
 
 
@@ -298,3 +313,50 @@ def judge_conversation(sample: Sample) -> list[dict]:
     """What the judge reads: the conversation up to and including the reply under judgement."""
     last = max(i for i, message in enumerate(sample.messages) if message["role"] == "assistant")
     return sample.messages[: last + 1]
+
+
+class CalibrationSuite(Suite):
+    """A calibration set played as a suite: one eval per judge and sample, whose reply is the sample's last
+    assistant message, given (engine.drivers.given), graded by that judge's llm_judge check, `repeats` times.
+    Runs, workers, caps and pages then treat it like any suite; `calibration` keeps the set."""
+
+    _calibration: LoadedSet | None = PrivateAttr(None)
+
+    @property
+    def calibration(self) -> LoadedSet:
+        return self._calibration
+
+    def judge_and_sample(self, index: int) -> tuple[NamedJudge, Sample]:
+        """Which judge grades eval `index`, and on which sample (evals go judge by judge, samples in order)."""
+        samples = self._calibration.samples
+        return self._calibration.spec.all_judges[index // len(samples)], samples[index % len(samples)]
+
+
+def as_suite(loaded: LoadedSet) -> CalibrationSuite:
+    spec = loaded.spec
+    evals = []
+    for judge in spec.all_judges:
+        check = Check(
+            llm_judge=JudgeSpec.model_validate(judge.model_dump(exclude={"name"}, exclude_none=True))
+        )
+        for sample in loaded.samples:
+            before = judge_conversation(sample)[:-1]
+            evals.append(
+                Eval(
+                    id=f"{judge.name} {sample.label}"[:200],
+                    tags=list(sample.tags),
+                    messages=[Message(role=m["role"], content=m["content"]) for m in before] or None,
+                    reply=sample.reply,
+                    checks=[check],
+                    iterations=spec.repeats,
+                )
+            )
+    suite = CalibrationSuite(
+        name=spec.name,
+        description=spec.description,
+        model=spec.all_judges[0].model,
+        mock=spec.mock,
+        evals=evals,
+    )
+    suite._calibration = loaded
+    return suite
