@@ -274,3 +274,19 @@ def test_evalsite_validate_knows_a_calibration_set(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "ok — calibration set 'tutor-politeness', 2 samples, 1 judge" in result.stdout
     assert f"warning: {path}:16:6 samples[2].messages: samples[2] skipped" in result.stderr
+
+
+# --- the web ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_validating_a_set_in_the_web_lists_the_samples_it_skips(client, user):
+    from django.urls import reverse
+
+    client.force_login(user)
+    source = SET.replace("judge: {criteria", "judge: {model: mock, criteria") + "  - {messages: []}\n"
+    body = client.post(reverse("api:validate"), {"source": source}, content_type="application/json").json()
+    assert body["valid"] is True
+    (warning,) = [w for w in body["warnings"] if "skipped" in w["message"]]
+    assert (warning["line"], warning["column"], warning["path"]) == (16, 6, "samples[2].messages")
+    assert "the `messages` array cannot be empty" in warning["message"]
