@@ -279,4 +279,104 @@ def format_calibration(report: CalibrationReport, worst: int = 5) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["CalibrationReport", "Judged", "format_calibration", "judgement", "report", "run_calibration"]
+# --- comparing two calibrations of a set ------------------------------------------------------------------
+
+COMPARED = ("exact_agreement", "within_one", "weighted_kappa", "spearman", "mae", "bias", "consistency")
+LOWER_IS_BETTER = {"mae"}
+
+
+class MetricChange(BaseModel):
+    name: str
+    before: float | None
+    after: float | None
+    delta: float | None
+    better: bool | None  # None: unchanged, or not comparable; bias is better nearer 0
+
+
+class SampleChange(BaseModel):
+    label: str
+    expected_score: float
+    before: float | None  # the judge's mean score then and now
+    after: float | None
+
+
+class JudgeComparison(BaseModel):
+    name: str
+    metrics: list[MetricChange]
+    better: list[SampleChange]  # the judge's score moved nearer the expected one
+    worse: list[SampleChange]
+    unchanged: int
+    only_before: list[str]  # samples in one calibration only (the set changed between them)
+    only_after: list[str]
+
+
+def _better(name: str, before: float, after: float) -> bool | None:
+    if name == "bias":
+        before, after = abs(before), abs(after)
+        name = "mae"
+    if after == before:
+        return None
+    return (after < before) if name in LOWER_IS_BETTER else (after > before)
+
+
+def compare(before: CalibrationReport, after: CalibrationReport) -> list[JudgeComparison]:
+    """How each judge named in both calibrations moved: its figures, and which samples (matched by where
+    they are written) it now scores nearer to or further from their expected score."""
+    earlier = {judge.name: judge for judge in before.judges}
+    out = []
+    for judge in after.judges:
+        old = earlier.get(judge.name)
+        if old is None:
+            continue
+        metrics = []
+        for name in COMPARED:
+            a, b = getattr(old.metrics, name), getattr(judge.metrics, name)
+            delta = None if a is None or b is None else b - a
+            metrics.append(
+                MetricChange(
+                    name=name,
+                    before=a,
+                    after=b,
+                    delta=delta,
+                    better=None if delta is None else _better(name, a, b),
+                )  # fmt: skip
+            )
+        rows_before = {row.label: row for row in old.samples}
+        rows_after = {row.label: row for row in judge.samples}
+        better, worse, unchanged = [], [], 0
+        for label, row in rows_after.items():
+            was = rows_before.get(label)
+            if was is None or row.disagreement is None or was.disagreement is None:
+                continue
+            change = SampleChange(
+                label=label, expected_score=row.expected_score, before=was.judge_score, after=row.judge_score
+            )
+            if row.disagreement < was.disagreement:
+                better.append(change)
+            elif row.disagreement > was.disagreement:
+                worse.append(change)
+            else:
+                unchanged += 1
+        out.append(
+            JudgeComparison(
+                name=judge.name,
+                metrics=metrics,
+                better=better,
+                worse=worse,
+                unchanged=unchanged,
+                only_before=sorted(set(rows_before) - set(rows_after)),
+                only_after=sorted(set(rows_after) - set(rows_before)),
+            )
+        )
+    return out
+
+
+__all__ = [
+    "CalibrationReport",
+    "Judged",
+    "compare",
+    "format_calibration",
+    "judgement",
+    "report",
+    "run_calibration",
+]

@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from engine.calibrate import CalibrationReport, JudgeReport
+from engine.calibrate import CalibrationReport, JudgeReport, compare
 
 from . import selectors
 from .views import Access, _owner, _visitor, share_view
@@ -55,7 +55,7 @@ def _page(request: HttpRequest, access: Access) -> HttpResponse:
     if suite is None:
         raise Http404("not a calibration run")
     report: CalibrationReport = selectors.calibration_report(run, suite)
-    only_off = request.GET.get("only") == "disagreements"
+    only_off = request.GET.get("only") == "disagreements"  # the filters live in the URL, to share and reload
     tag = request.GET.get("tag", "")
     tags = sorted({t for sample in suite.calibration.samples for t in sample.tags})
     samples = {sample.index: sample for sample in suite.calibration.samples}
@@ -79,8 +79,21 @@ def _page(request: HttpRequest, access: Access) -> HttpResponse:
                 "hidden": len(judge.samples) - len(rows),
             }
         )
+    comparison, against, choices = None, None, []
+    if not access.shared:
+        choices = selectors.other_calibrations(run)
+        wanted = request.GET.get("against", "")
+        against = next((other for other in choices if str(other.pk) == wanted), None)
+        if against is not None:
+            other_suite = selectors.calibration_suite(against)
+            if other_suite is not None:
+                before = selectors.calibration_report(against, other_suite)
+                comparison = compare(before, report)
     progress = selectors.progress(run)
     context = {
+        "comparison": comparison,
+        "against": against,
+        "choices": choices,
         "run": run,
         "shared": access.shared,
         "report": report,

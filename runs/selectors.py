@@ -334,3 +334,13 @@ def calibration_report(run: Run, suite: CalibrationSuite) -> CalibrationReport:
         for pk, row in finished.items()
     ]
     return calibration.report(suite.calibration, judged)
+
+
+def other_calibrations(run: Run, limit: int = 20) -> list[Run]:
+    """The finished runs of the same suite (any version) that a calibration can be compared with, newest first."""
+    return list(
+        Run.objects.filter(suite_version__suite=run.suite_version.suite_id, status__in=FINISHED)
+        .exclude(pk=run.pk)
+        .select_related("suite_version")
+        .order_by("-created_at")[:limit]
+    )

@@ -290,3 +290,49 @@ def test_validating_a_set_in_the_web_lists_the_samples_it_skips(client, user):
     (warning,) = [w for w in body["warnings"] if "skipped" in w["message"]]
     assert (warning["line"], warning["column"], warning["path"]) == (16, 6, "samples[2].messages")
     assert "the `messages` array cannot be empty" in warning["message"]
+
+
+def test_comparing_two_calibrations_says_which_samples_moved_and_how_each_figure_did():
+    from engine.calibrate import compare
+
+    loaded = load_calibration(SET)
+    before = report(loaded, [Judged("judge", 0, 0, 1, "meh"), Judged("judge", 1, 0, 1, "fine")])
+    after = report(loaded, [Judged("judge", 0, 0, 3, "great"), Judged("judge", 1, 0, 2, "ok")])
+    (judge,) = compare(before, after)
+    assert [c.label for c in judge.better] == ["samples[0]"]  # 1 → 3, expected 3
+    assert [c.label for c in judge.worse] == ["samples[1]"]  # 1 → 2, expected -2
+    mae = next(m for m in judge.metrics if m.name == "mae")
+    assert (mae.before, mae.after, mae.delta, mae.better) == (2.5, 2.0, -0.5, True)
+    bias = next(m for m in judge.metrics if m.name == "bias")
+    assert (bias.before, bias.after, bias.better) == (0.5, 2.0, False)  # further from 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_calibration_page_compares_with_an_earlier_run_of_the_set(client, user, fake_endpoint, fake_openai):
+    from django.urls import reverse
+
+    from runs.execution import execute
+    from runs.services import create_run
+    from suites.services import create_suite
+
+    source = SET.replace("judge: {criteria", "judge: {model: fake/judge, criteria")
+    version = create_suite(owner=user, source=source).latest_version
+
+    def calibrate(polite: int, rude: int):
+        fake_openai.reset()
+        fake_openai.rule("The answer is 4", f'{{"score": {polite}, "reason": "p"}}', where="any")
+        fake_openai.rule("Figure it out", f'{{"score": {rude}, "reason": "r"}}', where="any")
+        run = create_run(version=version, user=user)
+        for conversation in run.conversations.all():
+            execute(conversation.pk)
+        return run
+
+    first = calibrate(polite=1, rude=1)
+    second = calibrate(polite=3, rude=2)
+    client.force_login(user)
+    url = reverse("runs:calibration", args=[second.pk])
+    page = client.get(url).content.decode()
+    assert f'value="{first.pk}"' in page  # offered for comparison
+    compared = client.get(url, {"against": str(first.pk)}).content.decode()
+    assert '1 sample nearer the label</span> <span class="mono">samples[0]</span>' in compared
+    assert '1 further</span> <span class="mono">samples[1]</span>' in compared
