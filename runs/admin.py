@@ -9,7 +9,7 @@ from django.urls import path
 from engine.text import plural
 
 from . import endpoint_checks
-from .models import ACTIVE, Conversation, Endpoint, Run, ShareLink, Turn
+from .models import ACTIVE, Conversation, Endpoint, Label, Run, ShareLink, Turn
 
 
 @admin.register(Endpoint)
@@ -158,3 +158,11 @@ class ConversationAdmin(LaunchedOnly, admin.ModelAdmin):
 class ShareLinkAdmin(admin.ModelAdmin):
     list_display = ("run", "created_by", "created_at", "revoked_at")
     readonly_fields = ("token", "created_at")
+
+
+@admin.register(Label)
+class LabelAdmin(admin.ModelAdmin):
+    list_display = ("conversation", "created_by", "score", "scale", "updated_at")
+    list_filter = ("scale",)
+    search_fields = ("reason", "created_by__username")
+    raw_id_fields = ("conversation",)

@@ -329,3 +329,25 @@ class ShareLink(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class Label(models.Model):
+    """A reviewer's score for one conversation, on a scale of the judge's (engine.schema.SCALES): the human
+    judgement a judge is calibrated against. One per reviewer and conversation; saving again replaces it."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="labels")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="labels")
+    scale = models.CharField(max_length=10, help_text="The scale the score is on: 0-1, 0-100 or -3..3.")
+    score = models.FloatField()
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "created_by"], name="label_one_per_reviewer"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.score:g} on {self.scale} by {self.created_by_id}"

@@ -6,6 +6,7 @@ conversations, a cancel frees its endpoint's slots for other runs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 from django.conf import settings
@@ -17,11 +18,12 @@ from engine.clients import MOCK
 from engine.history import build_history
 from engine.loader import conversation_count
 from engine.runner import build_context
+from engine.schema import SCALES
 from suites.models import SuiteVersion
 
 from . import scheduling, specs, sql
 from .endpoints import build_registry
-from .models import ACTIVE, Run, ShareLink, Status
+from .models import ACTIVE, Label, Run, ShareLink, Status
 
 MAX_CONCURRENCY = settings.EVALSITE_MAX_RUN_CONCURRENCY
 
@@ -166,3 +168,89 @@ def create_share_link(run: Run, user) -> ShareLink:
 def revoke_share_link(link: ShareLink) -> None:
     if link.revoked_at is None:
         ShareLink.objects.filter(pk=link.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+# --- Labels: people's scores, for calibrating judges -------------------------------------------------------
+
+LABELS_FILE = "labels.jsonl"
+
+
+class LabelRefused(ValueError):
+    """A label or an export the user can fix; the message says how."""
+
+
+def save_label(conversation, user, *, score: float, scale: str, reason: str = "") -> Label:
+    """The reviewer's label for the conversation, replacing their earlier one."""
+    if scale not in SCALES:
+        raise LabelRefused(f"choose a scale: {', '.join(SCALES)}")
+    low, high, _ = SCALES[scale]
+    if not low <= score <= high:
+        raise LabelRefused(f"a score on {scale} is between {low:g} and {high:g}")
+    label, _ = Label.objects.update_or_create(
+        conversation=conversation,
+        created_by=user,
+        defaults={"score": score, "scale": scale, "reason": reason},
+    )
+    return label
+
+
+def conversation_messages(conversation) -> list[dict]:
+    """The conversation as the model saw it and answered: the system message, the given history, then each
+    turn's user message and reply. What a labelled conversation becomes as a calibration sample."""
+    messages = [{"role": "system", "content": conversation.system}] if conversation.system else []
+    messages += [
+        {"role": m["role"], "content": m["content"]} for m in conversation.history if m.get("content")
+    ]
+    for turn in conversation.turns.order_by("position"):
+        if turn.record.get("prompt"):
+            messages.append({"role": "user", "content": turn.record["prompt"]})
+        messages.append({"role": "assistant", "content": turn.record.get("response", "")})
+    return [m for m in messages if isinstance(m["content"], str) and m["content"]]
+
+
+def add_labels_to_set(run: Run, user, target) -> tuple[int, int]:
+    """Append the user's labels on this run's conversations to a calibration set, as samples in its attached
+    JSONL file (a new version of the set); (added, skipped: already there or on another scale)."""
+    from engine.calibration import CalibrationSuite
+    from suites.services import save_version, validate_source
+
+    latest = target.latest_version
+    files = latest.file_map()
+    spec = validate_source(latest.source, files=files)
+    if not isinstance(spec, CalibrationSuite):
+        raise LabelRefused(f"{target.name} is a suite, not a calibration set")
+    calibration = spec.calibration.spec
+    name = calibration.samples_file or LABELS_FILE
+    if not name.endswith(".jsonl"):
+        raise LabelRefused(f"{target.name} reads its samples from {name}; labels are added to a JSONL file")
+    source = latest.source
+    if not calibration.samples_file:
+        source = source.rstrip("\n") + f"\nsamples_file: {LABELS_FILE}\n"
+    existing = files.get(name, "")
+    present = {json.loads(line).get("id") for line in existing.splitlines() if line.strip().startswith("{")}
+    lines, skipped = [], 0
+    labels = Label.objects.filter(conversation__run=run, created_by=user).select_related("conversation")
+    for label in labels.order_by("conversation__index", "conversation__iteration"):
+        conversation = label.conversation
+        sample_id = f"run-{str(run.pk)[:8]}-{conversation.eval_id}-{conversation.iteration}"
+        if label.scale != calibration.all_judges[0].scale or sample_id in present:
+            skipped += 1
+            continue
+        sample = {
+            "id": sample_id,
+            "messages": conversation_messages(conversation),
+            "expected": {"score": label.score, "reason": label.reason},
+        }
+        lines.append(json.dumps(sample, ensure_ascii=False))
+    if not lines:
+        raise LabelRefused("nothing to add: label conversations on the set's scale first")
+    files[name] = (existing.rstrip("\n") + "\n" if existing.strip() else "") + "\n".join(lines) + "\n"
+    with transaction.atomic():
+        save_version(
+            suite=target,
+            source=source,
+            user=user,
+            note=f"{len(lines)} labelled conversation{'s' if len(lines) != 1 else ''} from run {str(run.pk)[:8]}",
+            files=files,
+        )
+    return len(lines), skipped

@@ -508,6 +508,10 @@ def _conversation_page(request: HttpRequest, access: Access, index: int) -> Http
         "iterations": _iterations(access, conversation, nav["iterations"]),
         "urls": {"run": access.url("detail"), "iterations": access.url("detail") + f"#iter-{index}"},
     }
+    if not access.shared:  # people score conversations here, for calibrating judges (runs.labels_views)
+        from .labels_views import _form  # here: labels_views imports this module
+
+        context["label_form"] = _form(conversation, request.user, request.GET.get("scale") or None)
     return render(request, "runs/conversation.html", context)
 
 

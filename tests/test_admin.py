@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from runs.execution import execute
 from runs.models import Conversation, Endpoint, Run, Status, Turn
-from runs.services import create_run, create_share_link
+from runs.services import create_run, create_share_link, save_label
 from suites.models import SuiteVersion
 from suites.services import create_suite
 
@@ -38,6 +38,7 @@ def one_of_each(admin_client, fake_endpoint):
     run.refresh_from_db()
     assert run.status == Status.PASSED and Turn.objects.filter(conversation__run=run).exists()
     create_share_link(run, admin_client.admin)
+    save_label(run.conversations.first(), admin_client.admin, score=2, scale="-3..3", reason="fine")
     Group.objects.create(name="reviewers")
     # Sign-in records (django-axes): a failed attempt, and a success of someone else.
     sign_in = Client()

@@ -201,4 +201,30 @@
       }
     }
   });
+
+  // ---- The review queue: number keys pick a score, r writes a reason, Enter saves and goes on. ----
+  document.addEventListener("keydown", function (event) {
+    var form = document.querySelector("[data-review] form[data-label-form]");
+    if (!form || event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
+    var scores = form.querySelectorAll("input[name=score]");
+    var number = parseInt(event.key, 10);
+    if (number >= 1 && number <= scores.length) {
+      event.preventDefault();
+      scores[number - 1].checked = true;
+    } else if (event.key === "r") {
+      event.preventDefault();
+      form.querySelector("[data-label-reason]").focus();
+    } else if (event.key === "Enter" && form.querySelector("input[name=score]:checked")) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+
+  // A label's scale decides the scores offered: choosing another one reloads the page with it.
+  document.addEventListener("change", function (event) {
+    if (!event.target.matches("[data-label-scale]")) return;
+    var url = new URL(window.location.href);
+    url.searchParams.set("scale", event.target.value);
+    window.location.assign(url.toString());
+  });
 })();
