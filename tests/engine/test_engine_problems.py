@@ -6,13 +6,9 @@ a list) and finds problems in the schema's field order, not the file's line orde
 
 from __future__ import annotations
 
-import io
 import textwrap
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
-from django.core.management import CommandError, call_command
-from django.urls import reverse
 
 from engine.loader import SuiteError, SuiteProblem, load_suite
 
@@ -66,43 +62,6 @@ def test_suite_file_problems_come_before_attached_files_ones():
     assert [(p.file, p.line) for p in problems][-1] == ("rows.jsonl", 1)
     # A problem at the same place keeps the order it was found in; sorting is by place only.
     assert SuiteError([SuiteProblem(3, 1, "b", "x"), SuiteProblem(3, 1, "a", "y")]).problems[0].path == "a"
-
-
-@pytest.mark.django_db
-def test_the_api_lists_problems_in_line_order(client, user):
-    client.force_login(user)
-    response = client.post(reverse("api:validate"), {"source": OUT_OF_ORDER}, content_type="application/json")
-    problems = response.json()["problems"]
-    assert [(p["line"], p["column"], p["path"]) for p in problems] == IN_LINE_ORDER
-
-
-@pytest.mark.django_db
-def test_the_editor_lists_problems_in_line_order(client, user):
-    client.force_login(user)
-    body = client.post(reverse("suites:validate"), {"source": OUT_OF_ORDER}, HTTP_HX_REQUEST="true")
-    text = body.content.decode()
-    shown = [text.index(f'data-line="{line}" data-column="{column}"') for line, column, _ in IN_LINE_ORDER]
-    assert shown == sorted(shown)
-
-
-@pytest.mark.django_db
-def test_an_upload_lists_problems_in_line_order(client, user):
-    client.force_login(user)
-    upload = SimpleUploadedFile("suite.yaml", OUT_OF_ORDER.encode(), content_type="application/x-yaml")
-    text = client.post(reverse("suites:upload"), {"file": upload}).content.decode()
-    shown = [text.index(f'data-line="{line}" data-column="{column}"') for line, column, _ in IN_LINE_ORDER]
-    assert shown == sorted(shown)
-
-
-@pytest.mark.django_db
-def test_the_cli_lists_problems_in_line_order(tmp_path):
-    path = tmp_path / "suite.yaml"
-    path.write_text(OUT_OF_ORDER)
-    stderr = io.StringIO()
-    with pytest.raises((CommandError, SystemExit)):
-        call_command("evalvalidate", str(path), stderr=stderr, stdout=io.StringIO())
-    lines = [line for line in stderr.getvalue().splitlines() if line.startswith(f"{path}:")]
-    assert [line.split(" ")[1].rstrip(":") for line in lines] == [path for _, _, path in IN_LINE_ORDER]
 
 
 # --- one problem per union, naming the shapes it accepts --------------------------------------------------

@@ -171,32 +171,6 @@ def test_one_429_pauses_the_endpoint_for_every_thread(fake):
     assert len(after) >= 8  # every thread went on after the pause
 
 
-@pytest.mark.django_db
-def test_the_database_board_shares_a_pause_between_processes():
-    """Two boards with their own in-process state stand for two worker processes."""
-    from runs.pauses import DatabasePauseBoard
-
-    first = DatabasePauseBoard(local=LocalPauseBoard(), refresh=0)
-    second = DatabasePauseBoard(local=LocalPauseBoard(), refresh=0)
-    assert second.paused_until("fake") == 0
-    until = time.time() + 5
-    first.pause("fake", until)
-    assert second.paused_until("fake") == pytest.approx(until, abs=0.01)
-    second.pause("fake", until - 3)  # a shorter pause does not cut a longer one short
-    assert first.paused_until("fake") == pytest.approx(until, abs=0.01)
-    assert first.paused_until("other") == 0
-
-
-@pytest.mark.django_db
-def test_the_database_board_is_read_at_most_once_a_second(django_assert_num_queries):
-    from runs.pauses import DatabasePauseBoard
-
-    board = DatabasePauseBoard(local=LocalPauseBoard())
-    with django_assert_num_queries(1):
-        for _ in range(50):
-            board.paused_until("fake")
-
-
 def test_a_conversation_waiting_to_retry_reports_the_wait_and_stops_when_cancelled(fake):
     """run_eval passes its on_wait and should_stop to every model call it makes: the wait is reported, and a
     cancel during it ends the conversation as cancelled, not as an error after minutes of retrying."""

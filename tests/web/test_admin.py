@@ -21,14 +21,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def admin_client(client, django_user_model):
-    admin = django_user_model.objects.create_superuser("root", password="pw-root-123")
-    client.force_login(admin)
-    client.admin = admin
-    return client
-
-
-@pytest.fixture
 def one_of_each(admin_client, fake_endpoint):
     """A real object of every registered model, each made the way the product makes it."""
     suite = create_suite(owner=admin_client.admin, source=GOOD)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import html
 import socket
 
-import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
@@ -120,12 +119,6 @@ def test_an_unset_key_variable_is_a_warning_except_where_no_key_is_needed():
 # --- the pages ----------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_the_editor_says_where_models_go_and_warns_as_you_type(logged_in, fake_endpoint, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-set")
     body = logged_in.post(
@@ -206,12 +199,6 @@ def test_the_api_validate_reports_routes_and_warnings(logged_in, fake_endpoint, 
 
 
 # --- the admin's "Test connection" --------------------------------------------------------------------------
-
-
-@pytest.fixture
-def admin_client(client, django_user_model):
-    client.force_login(django_user_model.objects.create_superuser("root", password="pw-root-123"))
-    return client
 
 
 def test_connection(admin_client, endpoint: Endpoint) -> list[tuple[str, str]]:

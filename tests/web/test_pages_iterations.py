@@ -23,8 +23,9 @@ from django.utils import timezone
 from engine.outcomes import TerminationKind
 from engine.results import CheckResult, TurnRecord, Usage
 from runs import selectors
-from runs.models import Conversation, Run, ShareLink, Status, Turn
+from runs.models import Conversation, Run, ShareLink, Status
 from suites import services as suite_services
+from tests.factories import store_turns
 
 SUITE = """\
 name: concierge
@@ -70,12 +71,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def version(user):
     return suite_services.create_suite(owner=user, source=SUITE).latest_version
-
-
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
 
 
 def criteria_check(polite: float, accurate: float) -> CheckResult:
@@ -125,20 +120,11 @@ def add(run: Run, index: int, iteration: int, eval_id: str, status: str, score, 
     conversation = Conversation.objects.create(
         run=run, index=index, iteration=iteration, eval_id=eval_id, status=status, score=score,
         prompt=records[0].prompt if records else "", kind="multi-turn" if len(records) > 1 else "single-turn",
-        turn_count=len(records), verdict=fields.pop("verdict", status),
-        prompt_tokens=sum(r.usage.prompt_tokens for r in records),
-        completion_tokens=sum(r.usage.completion_tokens for r in records),
-        judge_tokens=sum(r.judge_usage.total_tokens for r in records),
-        user_tokens=sum(r.user_usage.total_tokens for r in records),
-        cost=sum(r.cost + r.judge_cost + r.user_cost for r in records),
+        verdict=fields.pop("verdict", status),
         finished_at=None if status in ("queued", "running") else timezone.now(),
         **fields,
     )  # fmt: skip
-    Turn.objects.bulk_create(
-        Turn(conversation=conversation, position=r.turn, record=r.model_dump(mode="json"), passed=r.passed)
-        for r in records
-    )
-    return conversation
+    return store_turns(conversation, records)
 
 
 def one_turn(prompt: str, reply: str, passed: bool) -> list[TurnRecord]:

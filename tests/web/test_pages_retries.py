@@ -23,12 +23,6 @@ def version(user):
     return suite_services.create_suite(owner=user, source=SUITE).latest_version
 
 
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def text(response) -> str:
     """What a person reads: tags out, whitespace squeezed."""
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", response.content.decode()))

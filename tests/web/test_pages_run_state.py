@@ -39,12 +39,6 @@ evals:
 GATED = SUITE.replace("model: mock\n", "model: mock\ngates:\n  - {metric: avg, op: '>=', value: 0.8}\n")
 
 
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def make_run(user, statuses, *, source=SUITE, status=Status.RUNNING, scores=None, **fields) -> Run:
     version = suite_services.create_suite(owner=user, source=source).latest_version
     now = timezone.now()

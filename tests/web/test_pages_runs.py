@@ -20,6 +20,7 @@ from engine.results import CheckResult, TurnRecord, Usage
 from runs import services as run_services
 from runs.models import Conversation, Run, ShareLink, Status, Turn
 from suites import services as suite_services
+from tests.factories import store_turns
 
 SUITE = """\
 name: arithmetic
@@ -53,29 +54,8 @@ def version(user):
     return suite_services.create_suite(owner=user, source=SUITE).latest_version
 
 
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def check(label: str, passed: bool, reason: str, **extra) -> CheckResult:
     return CheckResult(type=label.split()[0], label=label, passed=passed, reason=reason, **extra)
-
-
-def add_turn(conversation: Conversation, record: TurnRecord) -> None:
-    Turn.objects.create(
-        conversation=conversation,
-        position=record.turn,
-        record=record.model_dump(mode="json"),
-        passed=record.passed,
-    )
-    conversation.turn_count = record.turn
-    conversation.prompt_tokens += record.usage.prompt_tokens
-    conversation.completion_tokens += record.usage.completion_tokens
-    conversation.judge_tokens += record.judge_usage.total_tokens
-    conversation.cost += record.cost + record.judge_cost
-    conversation.save()
 
 
 def make_run(version, user, *, status=Status.PASSED, conversations: int = 3) -> Run:
@@ -103,58 +83,64 @@ def make_run(version, user, *, status=Status.PASSED, conversations: int = 3) -> 
             system=SYSTEM,
         )
         if kind == 0:
-            add_turn(
+            store_turns(
                 conversation,
-                TurnRecord(
-                    turn=1,
-                    node="evals[0]",
-                    prompt="What is 15 * 7?",
-                    response=f"15 * 7 = 100.\n{HOSTILE}",
-                    usage=Usage(prompt_tokens=20, completion_tokens=8),
-                    cost=0.00012,
-                    latency_ms=412,
-                    checks=[check('match "*105*"', False, "no match for *105*")],
-                    passed=False,
-                ),
+                [
+                    TurnRecord(
+                        turn=1,
+                        node="evals[0]",
+                        prompt="What is 15 * 7?",
+                        response=f"15 * 7 = 100.\n{HOSTILE}",
+                        usage=Usage(prompt_tokens=20, completion_tokens=8),
+                        cost=0.00012,
+                        latency_ms=412,
+                        checks=[check('match "*105*"', False, "no match for *105*")],
+                        passed=False,
+                    )
+                ],
             )
-            add_turn(
+            store_turns(
                 conversation,
-                TurnRecord(
-                    turn=2,
-                    node="evals[0].checks[0]",
-                    prompt="That answer is incorrect. Please recalculate 15 multiplied by 7.",
-                    response="You're right.\n\n15 * 7 = 105.",
-                    usage=Usage(prompt_tokens=41, completion_tokens=9),
-                    cost=0.0002,
-                    latency_ms=388,
-                    checks=[
-                        check(
-                            "or",
-                            True,
-                            "an option passed",
-                            children=[
-                                check('match "*105*"', True, "matched *105*"),
-                                check("llm_judge", False, "score 0.20: vague", raw='{"score": 0.2}'),
-                            ],
-                        )
-                    ],
-                    passed=True,
-                    followup_reason='match "*105*" failed on turn 1',
-                    judge_usage=Usage(prompt_tokens=100, completion_tokens=11),
-                ),
+                [
+                    TurnRecord(
+                        turn=2,
+                        node="evals[0].checks[0]",
+                        prompt="That answer is incorrect. Please recalculate 15 multiplied by 7.",
+                        response="You're right.\n\n15 * 7 = 105.",
+                        usage=Usage(prompt_tokens=41, completion_tokens=9),
+                        cost=0.0002,
+                        latency_ms=388,
+                        checks=[
+                            check(
+                                "or",
+                                True,
+                                "an option passed",
+                                children=[
+                                    check('match "*105*"', True, "matched *105*"),
+                                    check("llm_judge", False, "score 0.20: vague", raw='{"score": 0.2}'),
+                                ],
+                            )
+                        ],
+                        passed=True,
+                        followup_reason='match "*105*" failed on turn 1',
+                        judge_usage=Usage(prompt_tokens=100, completion_tokens=11),
+                    )
+                ],
             )
             outcome = {"status": Status.PASSED, "passed_on_turn": 2, "verdict": "passed on turn 2"}
         elif kind == 1:
-            add_turn(
+            store_turns(
                 conversation,
-                TurnRecord(
-                    turn=1,
-                    prompt="What is the capital of Australia?",
-                    response="Sydney.",
-                    usage=Usage(prompt_tokens=12, completion_tokens=3, estimated=True),
-                    checks=[check("contains Canberra", False, "Canberra not found")],
-                    passed=False,
-                ),
+                [
+                    TurnRecord(
+                        turn=1,
+                        prompt="What is the capital of Australia?",
+                        response="Sydney.",
+                        usage=Usage(prompt_tokens=12, completion_tokens=3, estimated=True),
+                        checks=[check("contains Canberra", False, "Canberra not found")],
+                        passed=False,
+                    )
+                ],
             )
             outcome = {"status": Status.FAILED, "verdict": "failed after 1 turn"}
         else:
@@ -456,15 +442,17 @@ def test_running_transcript_polls_and_appends_new_turns(logged_in, version, user
     nothing_new = logged_in.get(poll, {"after": 1, "status": "running"}, HTTP_HX_REQUEST="true")
     assert nothing_new.status_code == 204
 
-    add_turn(
+    store_turns(
         conversation,
-        TurnRecord(
-            turn=2,
-            prompt="Recalculate.",
-            response="105",
-            checks=[check('match "*105*"', True, "ok")],
-            passed=True,
-        ),
+        [
+            TurnRecord(
+                turn=2,
+                prompt="Recalculate.",
+                response="105",
+                checks=[check('match "*105*"', True, "ok")],
+                passed=True,
+            )
+        ],
     )
     appended = logged_in.get(poll, {"after": 1, "status": "running"}, HTTP_HX_REQUEST="true")
     assert appended.status_code == 200

@@ -21,6 +21,7 @@ from django.utils import timezone
 from engine.results import CheckResult, TurnGrade, TurnRecord, Usage
 from runs.models import Conversation, Run, ShareLink, Status, Turn
 from suites import services as suite_services
+from tests.factories import store_turns
 
 SUITE = """\
 name: per-turn
@@ -91,12 +92,6 @@ def version(user):
     return suite_services.create_suite(owner=user, source=SUITE, files=FILES).latest_version
 
 
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def grade(turn: int, submission: str, truth: str, passed: bool, **extra) -> TurnGrade:
     rationale = f"{truth!r} {'found' if passed else 'not found'} in the submission"
     return TurnGrade(
@@ -115,13 +110,6 @@ def check(label: str, passed: bool) -> CheckResult:
     return CheckResult(type=label.split()[0], label=label, passed=passed, reason="ok" if passed else "no")
 
 
-def add_turns(conversation: Conversation, records: list[TurnRecord]) -> None:
-    Turn.objects.bulk_create(
-        Turn(conversation=conversation, position=r.turn, record=r.model_dump(mode="json"), passed=r.passed)
-        for r in records
-    )
-
-
 def conversation(run: Run, index: int, eval_id: str, *, style: str, records: list[TurnRecord], **fields):
     created = Conversation.objects.create(
         run=run,
@@ -129,12 +117,10 @@ def conversation(run: Run, index: int, eval_id: str, *, style: str, records: lis
         eval_id=eval_id,
         style=style,
         kind="multi-turn" if len(records) > 1 else "single-turn",
-        turn_count=len(records),
         finished_at=timezone.now(),
         **fields,
     )
-    add_turns(created, records)
-    return created
+    return store_turns(created, records)
 
 
 def capitals_turns() -> list[TurnRecord]:
@@ -384,7 +370,7 @@ def test_a_running_scripted_transcript_polls_its_strip_and_text(logged_in, versi
     page = logged_in.get(run_url("conversation", run, 0)).content.decode()
     assert "2/2 ✓✓" in text(element(page, "verdict"))  # the marks so far
     third = capitals_turns()[2]
-    add_turns(convo, [third])
+    store_turns(convo, [third])
     poll = logged_in.get(
         run_url("conversation_poll", run, 0), {"after": 2, "status": "running"}, HTTP_HX_REQUEST="true"
     ).content.decode()

@@ -15,8 +15,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from engine.results import ConditionResult, SimulatedUserCall, TurnRecord, Usage
-from runs.models import Conversation, Run, Turn
+from runs.models import Conversation, Run
 from suites import services as suite_services
+from tests.factories import store_turns
 
 SUITE = """\
 name: booking
@@ -34,12 +35,6 @@ QUESTION = 'natural_language "Has the booking been confirmed?"'
 ENDED = f"condition met: {QUESTION} (confidence 0.91, threshold 0.7)"
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
 
 
 def asked(confidence: float, reason: str, raw: str) -> ConditionResult:
@@ -95,13 +90,10 @@ def make_conversation(user, turns: list[TurnRecord]) -> Run:
     )  # fmt: skip
     conversation = Conversation.objects.create(
         run=run, index=0, eval_id="booking", status="passed", score=1.0, prompt=turns[0].prompt,
-        kind="multi-turn", style="simulated", turn_count=len(turns), termination=ENDED,
+        kind="multi-turn", style="simulated", termination=ENDED,
         verdict=f"passed after {len(turns)} turns: {ENDED}", finished_at=timezone.now(),
     )  # fmt: skip
-    Turn.objects.bulk_create(
-        Turn(conversation=conversation, position=r.turn, record=r.model_dump(mode="json"), passed=r.passed)
-        for r in turns
-    )
+    store_turns(conversation, turns)
     return run
 
 

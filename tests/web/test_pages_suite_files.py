@@ -39,12 +39,6 @@ evals:
 """
 
 
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def upload(name: str, data: bytes | str) -> SimpleUploadedFile:
     return SimpleUploadedFile(
         name, data.encode() if isinstance(data, str) else data, content_type="text/plain"

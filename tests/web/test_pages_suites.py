@@ -55,12 +55,6 @@ def suite(user):
     return services.create_suite(owner=user, source=VALID, note="first")
 
 
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def detail_url(suite: Suite) -> str:
     return reverse("suites:detail", args=[suite.public_id])
 
