@@ -9,13 +9,13 @@ No client at all here: a driver that tried to call a model would have nothing to
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from engine.drivers import DRIVERS, Defaults, Driver, Ending, driver_for
 from engine.drivers.simulated import Simulated
 from engine.outcomes import Status, TerminationKind
 from engine.results import ConditionResult, TurnRecord
-from engine.schema import Eval, Style
+from engine.schema import Style
+from tests.engine.doubles import make_eval
 
 EVALS = {
     Style.TREE: "prompt: Hi\nchecks: [{match: '*hi*'}]",
@@ -24,10 +24,6 @@ EVALS = {
     Style.HISTORY: "messages: [{role: user, content: Hi}]\nchecks: [{contains: hi}]",
     Style.SIMULATED: "prompt: Book a table.\nsimulate: {persona: A customer., max_turns: 3}",
 }
-
-
-def make_eval(text: str) -> Eval:
-    return Eval.model_validate(yaml.safe_load(text))
 
 
 def turn(number: int, prompt: str, response: str, **fields) -> TurnRecord:

@@ -17,7 +17,7 @@ from engine.loader import SuiteError, load_suite
 from engine.schema import Eval, Message
 from engine.transcript import format_transcript, has_structure
 from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
-from tests.engine.test_engine_scripted import ScriptedClient
+from tests.engine.doubles import ScriptedClient
 
 SYSTEM = "You are a careful code reviewer."
 GUIDELINES = "- Name the bug before fixing it.\n- Keep fixes small.\n"
@@ -79,7 +79,7 @@ def play_suite(source: str, replies, *, files=FILES, judge=None, index=0, **kwar
 def test_history_alone_the_model_replies_to_it():
     """No prompt/input/turns: one call carrying exactly the history (guidelines and files resolved)."""
     result, agent = play_suite(REVIEW, ["An IndexError: range goes one past the end."])
-    assert agent.calls == [REVIEW_SENT]
+    assert agent.messages == [REVIEW_SENT]
     assert result.status == "passed"
     assert (result.conversation, result.kind, len(result.turns)) == ("history", "single-turn", 1)
     assert (result.turns[0].prompt, result.turns[0].node) == ("", "evals[0].messages")
@@ -92,8 +92,8 @@ def test_history_is_sent_before_the_live_turns():
         "    input: [What line is it on?, Thanks]\n    ground_truth: [line 1, welcome]\n    grader: contains\n"
     )
     result, agent = play_suite(source, ["It is on line 1.", "You're welcome."])
-    assert agent.calls[0] == [*REVIEW_SENT, {"role": "user", "content": "What line is it on?"}]
-    assert agent.calls[1] == [
+    assert agent.messages[0] == [*REVIEW_SENT, {"role": "user", "content": "What line is it on?"}]
+    assert agent.messages[1] == [
         *REVIEW_SENT,
         {"role": "user", "content": "What line is it on?"},
         {"role": "assistant", "content": "It is on line 1."},
@@ -120,7 +120,7 @@ evals:
         {"role": "assistant", "content": "Earlier answer"},
     ]
     result, agent = play_suite(tree, ["no", "ok"])
-    assert agent.calls[1] == [
+    assert agent.messages[1] == [
         *given,
         {"role": "user", "content": "Now this"},
         {"role": "assistant", "content": "no"},
@@ -128,7 +128,7 @@ evals:
     ]
     assert (result.status, result.passed_on_turn, result.history) == ("passed", 2, given)
     result, agent = play_suite(tree, ["7"], index=1)
-    assert agent.calls[0][:2] == [
+    assert agent.messages[0][:2] == [
         {"role": "user", "content": "Remember 7"},
         {"role": "assistant", "content": "Noted"},
     ]
@@ -150,7 +150,7 @@ evals:
     checks: [{contains: done}]
 """
     result, agent = play_suite(source, ["done"], files={})
-    assert [(m["role"], m["content"]) for m in agent.calls[0]] == [
+    assert [(m["role"], m["content"]) for m in agent.messages[0]] == [
         ("developer", "Be terse."),
         ("user", "Run the tool."),
         ("assistant", "Calling it."),
@@ -275,7 +275,7 @@ def test_judge_sees_exactly_what_the_model_saw():
     judge = ScriptedClient(['{"score": 0.9, "reason": "Names the IndexError."}'])
     result, agent = play_suite(source, ["IndexError on line 2."], judge=judge)
     transcript = format_transcript(
-        [*agent.calls[0], {"role": "assistant", "content": "IndexError on line 2."}]
+        [*agent.messages[0], {"role": "assistant", "content": "IndexError on line 2."}]
     )
     assert transcript == (
         "[System]:\nYou are a careful code reviewer.\n\n=== coding-guidelines.instructions.md ===\n"
@@ -285,10 +285,10 @@ def test_judge_sees_exactly_what_the_model_saw():
         "[User]:\nHere it is:\n=== snippet.py ===\nfor i in range(len(items) + 1):\n    print(items[i])\n\n"
         "[Assistant]:\nIndexError on line 2."
     )
-    assert judge.calls[0] == judge_messages(
+    assert judge.messages[0] == judge_messages(
         "Names the bug", [*REVIEW_SENT, {"role": "assistant", "content": "IndexError on line 2."}]
     )
-    assert transcript in judge.calls[0][1]["content"]
+    assert transcript in judge.messages[0][1]["content"]
     assert result.status == "passed"  # 0.9 over the check's 0.5 threshold
 
 
@@ -440,7 +440,7 @@ def test_message_array_endpoint_receives_the_array(fake_openai):
 def test_resume_a_history_conversation_without_calling_the_model():
     full, _ = play_suite(REVIEW, ["IndexError"])
     replayed, agent = play_suite(REVIEW, [], prior=full.turns)
-    assert agent.calls == []
+    assert agent.messages == []
     assert replayed.model_dump() == full.model_dump()
 
 
@@ -457,7 +457,7 @@ evals:
 """
     full, _ = play_suite(source, ["7", "14"], files={})
     resumed, agent = play_suite(source, ["14"], files={}, prior=full.turns[:1])
-    assert agent.calls == [
+    assert agent.messages == [
         [
             {"role": "user", "content": "Remember 7"},
             {"role": "assistant", "content": "Noted"},

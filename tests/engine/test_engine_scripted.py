@@ -7,19 +7,18 @@ an in-test scripted ChatClient that records the messages of every call. No Djang
 
 from __future__ import annotations
 
-import copy
 import re
 
 import pytest
-import yaml
 
-from engine.clients import Completion, EndpointConfig, EndpointError, EndpointRegistry
+from engine.clients import EndpointConfig, EndpointError, EndpointRegistry
 from engine.conversation import Defaults, EngineContext, ResumeMismatch, run_eval
 from engine.grading import extract, grade
 from engine.loader import SuiteError, load_suite
-from engine.results import EvalResult, Usage, evaluate_gates, gated_status, percentile
+from engine.results import EvalResult, evaluate_gates, gated_status, percentile
 from engine.runner import run_suite
 from engine.schema import Eval, Extractor, Gate
+from tests.engine.doubles import TURN_USAGE, ScriptedClient, make_eval
 
 SYSTEM = "You are a geography tutor."
 CAPITALS = [
@@ -27,35 +26,6 @@ CAPITALS = [
     "What is the capital of Germany?",
     "What is the capital of Italy?",
 ]
-
-
-class ScriptedClient:
-    """Replies in order and records every call's messages; an unexpected call fails the test."""
-
-    label = "scripted"
-    is_mock = False
-
-    def __init__(self, replies):
-        self.replies = list(replies)
-        self.calls: list[list[dict]] = []
-
-    def complete(self, model, messages, *, temperature=None):
-        self.calls.append(copy.deepcopy(messages))
-        if not self.replies:
-            raise AssertionError(f"unexpected model call #{len(self.calls)}: {messages[-1]}")
-        return Completion(
-            text=self.replies.pop(0),
-            usage=Usage(prompt_tokens=10, completion_tokens=3),
-            cost=0.001,
-            latency_ms=2,
-        )
-
-    def embed(self, model, texts):
-        raise AssertionError("no embeddings expected")
-
-
-def make_eval(text: str) -> Eval:
-    return Eval.model_validate(yaml.safe_load(text))
 
 
 def play(ev: Eval, replies, *, judge=None, defaults=None, system=SYSTEM, **kwargs):
@@ -95,8 +65,8 @@ grader: contains
 def test_every_input_is_sent_live_in_order_in_one_conversation():
     """Each call carries the system prompt, every earlier input and reply, then the next input."""
     result, agent = play(PER_TURN, ["Paris.", "Berlin.", "Rome."])
-    assert len(agent.calls) == 3
-    assert agent.calls[2] == [
+    assert len(agent.messages) == 3
+    assert agent.messages[2] == [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": CAPITALS[0]},
         {"role": "assistant", "content": "Paris."},
@@ -104,7 +74,7 @@ def test_every_input_is_sent_live_in_order_in_one_conversation():
         {"role": "assistant", "content": "Berlin."},
         {"role": "user", "content": CAPITALS[2]},
     ]
-    assert [call[-1]["content"] for call in agent.calls] == CAPITALS
+    assert [call[-1]["content"] for call in agent.messages] == CAPITALS
     assert [turn.prompt for turn in result.turns] == CAPITALS
     assert [turn.node for turn in result.turns] == [
         "evals[0].input[0]",
@@ -117,7 +87,7 @@ def test_every_input_is_sent_live_in_order_in_one_conversation():
 def test_single_string_input_is_one_single_turn_conversation():
     """`input: "..."` is one live turn; the result is single-turn."""
     result, agent = play(make_eval("input: Capital of France?\nground_truth: Paris"), ["Paris"])
-    assert len(agent.calls) == 1
+    assert len(agent.messages) == 1
     assert (result.status, result.kind, result.turns[0].node) == ("passed", "single-turn", "evals[0].input")
 
 
@@ -285,8 +255,8 @@ def _judge_eval(rubric: str = "Q: {input}\nExpected: {ground_truth}\nGot: {submi
 def test_llm_judge_grader_fills_the_rubric_and_reads_score_and_rationale():
     judge = ScriptedClient(['{"score": 0.8, "reason": "Right city, terse."}'])
     result, _ = play(_judge_eval().model_copy(update={"pass_threshold": 0.7}), ["Paris"], judge=judge)
-    assert len(judge.calls) == 1
-    prompt = judge.calls[0][-1]["content"]
+    assert len(judge.messages) == 1
+    prompt = judge.messages[0][-1]["content"]
     assert "Q: Capital of France?\nExpected: Paris\nGot: Paris\nScore 0-1." in prompt
     # The judge also sees the conversation as the model saw it, system prompt included.
     assert (
@@ -297,7 +267,7 @@ def test_llm_judge_grader_fills_the_rubric_and_reads_score_and_rationale():
     assert (only.score, only.rationale, only.grader) == (0.8, "Right city, terse.", "llm_judge")
     assert only.raw == '{"score": 0.8, "reason": "Right city, terse."}'
     assert result.status == "passed" and result.score == 0.8
-    assert result.turns[0].judge_usage.total_tokens == 13
+    assert result.turns[0].judge_usage == TURN_USAGE  # what the judge reported for its one call
 
 
 def test_llm_judge_grader_below_the_threshold_fails():
@@ -450,8 +420,8 @@ turns:
 
 def test_turns_grade_only_the_turns_with_checks():
     result, agent = play(NAME_MEMORY, ["Nice to meet you.", "Your name is Alice."])
-    assert len(agent.calls) == 2
-    assert agent.calls[1][-3:] == [
+    assert len(agent.messages) == 2
+    assert agent.messages[1][-3:] == [
         {"role": "user", "content": "My name is Alice."},
         {"role": "assistant", "content": "Nice to meet you."},
         {"role": "user", "content": "What is my name?"},
@@ -507,7 +477,7 @@ turns:
 def test_aggregation_combines_turn_scores(aggregation, threshold, score, status):
     ev = make_eval(THREE_CHECKED + f"aggregation: {aggregation}\npass_threshold: {threshold}\n")
     result, agent = play(ev, ["A", "nope", "C"])
-    assert len(agent.calls) == 3  # continue is the default
+    assert len(agent.messages) == 3  # continue is the default
     assert result.score == pytest.approx(score)
     assert result.status == status
     assert (result.turns_passed, result.turns_total) == (2, 3)
@@ -516,7 +486,7 @@ def test_aggregation_combines_turn_scores(aggregation, threshold, score, status)
 def test_on_turn_failure_stop_ends_the_conversation_and_fails_it():
     ev = make_eval(THREE_CHECKED + "on_turn_failure: stop\naggregation: max\npass_threshold: 0.0\n")
     result, agent = play(ev, ["A", "nope"])
-    assert len(agent.calls) == 2
+    assert len(agent.messages) == 2
     assert len(result.turns) == 2
     assert result.status == "failed"  # even though max >= 0.0: a stopped conversation is not finished
     assert "stopped after turn 2" in result.verdict
@@ -525,7 +495,7 @@ def test_on_turn_failure_stop_ends_the_conversation_and_fails_it():
 def test_on_turn_failure_continue_plays_every_turn():
     ev = make_eval(THREE_CHECKED + "on_turn_failure: continue\n")
     result, agent = play(ev, ["nope", "nope", "C"])
-    assert len(agent.calls) == 3
+    assert len(agent.messages) == 3
     assert "stopped" not in result.verdict
 
 
@@ -729,12 +699,12 @@ def test_run_suite_gates_decide_the_report_status():
 def test_resume_scripted_replays_stored_turns_without_calling_the_model():
     full, _ = play(PER_TURN, ["Paris", "Berlin", "Madrid"])
     replayed, agent = play(PER_TURN, [], prior=full.turns)
-    assert agent.calls == []
+    assert agent.messages == []
     assert replayed.model_dump() == full.model_dump()
 
     resumed, agent = play(PER_TURN, ["Rome"], prior=full.turns[:2])
-    assert len(agent.calls) == 1
-    assert agent.calls[0][1:] == [
+    assert len(agent.messages) == 1
+    assert agent.messages[0][1:] == [
         {"role": "user", "content": CAPITALS[0]},
         {"role": "assistant", "content": "Paris"},
         {"role": "user", "content": CAPITALS[1]},
@@ -749,7 +719,7 @@ def test_resume_does_not_call_the_judge_for_stored_turns():
     full, _ = play(_judge_eval(), ["Paris"], judge=judge)
     idle_judge = ScriptedClient([])
     replayed, agent = play(_judge_eval(), [], judge=idle_judge, prior=full.turns)
-    assert agent.calls == [] and idle_judge.calls == []
+    assert agent.messages == [] and idle_judge.messages == []
     assert replayed.per_turn_grades == full.per_turn_grades
 
 
@@ -757,7 +727,7 @@ def test_resume_turns_with_stop_stays_stopped():
     ev = make_eval(THREE_CHECKED + "on_turn_failure: stop\n")
     full, _ = play(ev, ["A", "nope"])
     replayed, agent = play(ev, [], prior=full.turns)
-    assert agent.calls == []
+    assert agent.messages == []
     assert replayed.verdict == full.verdict
 
 
@@ -774,7 +744,7 @@ def test_llm_judge_input_is_the_turns_input_or_every_live_input():
     per_turn = Eval(input=["First?", "Second?"], ground_truth=["a", "b"], grader="llm_judge", rubric=rubric)
     judge = ScriptedClient(['{"score": 1}', '{"score": 1}'])
     play(per_turn, ["ra", "rb"], judge=judge)
-    assert "INPUT<Second?> TRUTH<b> GOT<rb>" in judge.calls[1][-1]["content"]
+    assert "INPUT<Second?> TRUTH<b> GOT<rb>" in judge.messages[1][-1]["content"]
     whole = Eval(
         input=["First?", "Second?"],
         ground_truth="ab",
@@ -784,7 +754,7 @@ def test_llm_judge_input_is_the_turns_input_or_every_live_input():
     )
     judge = ScriptedClient(['{"score": 1}'])
     play(whole, ["ra", "rb"], judge=judge)
-    assert "INPUT<First?\nSecond?> TRUTH<ab> GOT<ra\nrb>" in judge.calls[0][-1]["content"]
+    assert "INPUT<First?\nSecond?> TRUTH<ab> GOT<ra\nrb>" in judge.messages[0][-1]["content"]
 
 
 def test_judge_scores_on_other_scales_are_read_as_0_to_1():
@@ -831,6 +801,6 @@ def test_judge_endpoint_failure_makes_the_conversation_an_error_not_a_failure():
             raise EndpointError("HTTP 500 from judge: boom")
 
     result, agent = play(_judge_eval(), ["Paris"], judge=BrokenJudge([]))
-    assert len(agent.calls) == 1
+    assert len(agent.messages) == 1
     assert (result.status, result.score, result.error) == ("error", None, "HTTP 500 from judge: boom")
     assert result.verdict == "error on turn 1: HTTP 500 from judge: boom"

@@ -22,6 +22,7 @@ from engine.loader import SuiteError, load_suite
 from engine.results import Usage
 from engine.schema import Condition, Eval
 from engine.simulate import SIMULATOR_INSTRUCTIONS
+from tests.engine.doubles import make_eval
 
 SYSTEM = "You are a restaurant booking agent."
 PERSONA = "You are a friendly customer. Answer what the agent asks."
@@ -97,10 +98,6 @@ class Judge:
     @property
     def calls(self) -> int:
         return len(self.user_calls) + len(self.nl_calls) + len(self.judge_calls)
-
-
-def make_eval(text: str) -> Eval:
-    return Eval.model_validate(yaml.safe_load(text))
 
 
 def play(ev: Eval, agent_replies, judge: Judge | None = None, *, system=SYSTEM, resolve=None, **kwargs):
