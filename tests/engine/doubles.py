@@ -49,3 +49,15 @@ class ScriptedClient:
 
 def make_eval(text: str) -> Eval:
     return Eval.model_validate(yaml.safe_load(text))
+
+
+def sys_(text):
+    return {"role": "system", "content": text}
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+def assistant(text):
+    return {"role": "assistant", "content": text}
