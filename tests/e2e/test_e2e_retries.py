@@ -64,7 +64,7 @@ def test_a_four_second_outage_errors_no_conversation(user, fake_endpoint, fake_o
 
 def test_a_storm_of_429s_and_500s_errors_no_conversation(user, fake_endpoint, fake_openai, start_worker):
     """30% of answers are 429 with Retry-After: 1 and 10% are 500, across two worker processes; and two
-    unlucky conversations meet five failures in a row (the old budget was four attempts)."""
+    unlucky conversations meet five failures in a row, which the retry budget, a time and not a count, rides out."""
     storm = [
         "OK",
         Reply(status=429, retry_after=1),

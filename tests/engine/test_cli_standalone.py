@@ -226,7 +226,7 @@ def test_named_endpoint_is_read_from_the_set_up_database(set_up_clone, tmp_path)
 
 
 def test_unmigrated_database_is_not_read_and_not_an_error(bare_clone, tmp_path):
-    """The empty database file the old CLI left behind: mock runs; `fake/x` says to migrate."""
+    """An empty, unmigrated database file is not read: mock runs; `fake/x` says to migrate."""
     (tmp_path / "evalsite.sqlite3").touch()
     env = {"EVALSITE_VAR_DIR": str(tmp_path)}
     ran = in_clone(bare_clone, ".venv/bin/evalsite run examples/capitals-per-turn.yaml", **env)

@@ -399,7 +399,7 @@ NOT_YET: dict[str, str] = {
     # Nothing is announced today: everything the product brief described is implemented (see IMPLEMENTED).
 }
 IMPLEMENTED = {
-    # Once listed as coming next; each must load now, and must no longer be announced.
+    # Keys the docs must not announce as coming next: each loads.
     "simulate": "evals:\n  - prompt: Hi\n    simulate: {persona: a traveller}\n",
     "iterations": "iterations: 3\nevals:\n  - input: Hi\n    ground_truth: hi\n    iterations: 2\n",
     "field_equals": "evals:\n  - input: Hi\n    checks: [{field_equals: {path: a, value: b}}]\n",

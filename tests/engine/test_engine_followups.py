@@ -1,4 +1,4 @@
-"""Conversation trees (seed 000): follow-up rules, turn records, totals, errors, resume and cancellation.
+"""Conversation trees (vibecheck's format): follow-up rules, turn records, totals, errors, resume and cancellation.
 
 Everything goes through engine.conversation.run_eval with an in-test scripted ChatClient that records the
 messages of every call. Run without Django: ``python -m pytest tests/engine/test_engine_followups.py -p no:django``.

@@ -1,4 +1,4 @@
-"""Given message histories (seeds 002 calibrate, 004 AgentV): any role, content parts, attached files,
+"""Given message histories (calibrate's message lists, AgentV's input_messages): any role, content parts, attached files,
 `.instructions.md` guidelines, the `[Role]:` transcript judges read, string-only endpoints, resuming.
 
 Engine tests with an in-test scripted ChatClient; the string-only tests talk to the real fake OpenAI server
@@ -295,7 +295,7 @@ def test_judge_sees_exactly_what_the_model_saw():
 @pytest.mark.parametrize(
     ("messages", "expected"),
     [
-        # system + user: flat, no markers (seed 004's single-turn case)
+        # system + user: flat, no markers (AgentV's single-turn case)
         (
             [
                 {"role": "system", "content": "You are a helpful assistant."},

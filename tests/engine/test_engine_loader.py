@@ -97,7 +97,7 @@ def test_metadata_agreeing_with_top_level_is_fine():
 
 
 def test_seed_000_math_correction_example_loads():
-    """The seed 000 example, vibecheck-style with a nested follow-up and an unquoted colon fixed, loads."""
+    """The vibecheck-style example, with a nested follow-up and an unquoted colon fixed, loads."""
     suite = load_suite(
         suite_text(
             """

@@ -82,7 +82,7 @@ def test_build_context_uses_suite_system_and_judge(demo_suite, registry):
 
 
 def test_format_report_shape(demo_report):
-    """The terminal report follows seed 000: Turn n:, ❌ FAIL match "*105*", Overall with the passing turn."""
+    """The terminal report follows vibecheck's per-turn shape: Turn n:, ❌ FAIL match "*105*", Overall with the passing turn."""
     text = format_report(demo_report)
     assert "Turn 1:" in text
     assert '❌ FAIL match "*105*"' in text

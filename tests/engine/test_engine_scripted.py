@@ -1,4 +1,4 @@
-"""Scripted turns (seed 001, Letta Evals; AgentV `turns`): live inputs, per-turn grading, graders, extractors,
+"""Scripted turns (Letta Evals' multi-turn rows; AgentV `turns`): live inputs, per-turn grading, graders, extractors,
 thresholds, aggregation, on_turn_failure, suite gates and resuming.
 
 Everything goes through engine.conversation.run_eval (or engine.runner.run_suite on the built-in mock) with

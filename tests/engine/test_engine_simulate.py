@@ -1,4 +1,4 @@
-"""Simulated users (seed 003, @agtlantis/eval): follow-ups, persona schedules, stop conditions, outcome
+"""Simulated users (as in @agtlantis/eval): follow-ups, persona schedules, stop conditions, outcome
 policies, termination reasons, what the simulated user is sent, token accounting and resuming.
 
 Everything goes through engine.conversation.run_eval (or engine.conditions.holds) with in-test clients that

@@ -11,7 +11,7 @@ from tests.engine.doubles import assistant, sys_, user
 
 
 def test_transcript_flat_for_system_and_user():
-    """System text + one user message: flat, joined by a blank line, no markers (seed 004 single-turn)."""
+    """System text + one user message: flat, joined by a blank line, no markers (AgentV's single-turn case)."""
     messages = [sys_("You are a helpful assistant."), user("What is 2+2?")]
     assert format_transcript(messages) == "You are a helpful assistant.\n\nWhat is 2+2?"
     assert not has_structure(messages)
@@ -32,7 +32,7 @@ def test_transcript_flat_when_system_has_no_text():
 
 
 def test_transcript_markers_when_an_assistant_message_exists():
-    """Any assistant message gives [Role]: markers for every message (seed 004 multi-turn example)."""
+    """Any assistant message gives [Role]: markers for every message (AgentV's multi-turn example)."""
     messages = [
         sys_("You are a debugging expert."),
         user("I have a bug in my code."),
