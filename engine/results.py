@@ -35,6 +35,9 @@ class Usage(BaseModel):
         )
 
 
+CRITERION = "criterion"  # the type of one weighted criterion of an llm_judge check, one of its children
+
+
 class CheckResult(BaseModel):
     type: str
     label: str  # how the check reads to a person, e.g. match "*105*"
@@ -43,6 +46,10 @@ class CheckResult(BaseModel):
     reason: str
     raw: str | None = None  # the judge's raw answer, kept for review
     children: list[CheckResult] = Field(default_factory=list)  # members of an `or` block
+
+    @property
+    def is_criterion(self) -> bool:
+        return self.type == CRITERION
 
 
 class TurnGrade(BaseModel):
