@@ -11,21 +11,15 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from runs import services
 from runs.models import Conversation, Status, Turn
-from suites.services import create_suite
 from tests.e2e.conftest import wait_for_run
+from tests.factories import launch
 from tests.fakeopenai import Reply
 
 pytestmark = [pytest.mark.e2e]
 
 # No count cap (conftest sets one for the tests that want quick errors): only the time budget counts.
 PATIENT = {"EVALSITE_MAX_RETRIES": "", "EVALSITE_RETRY_SECONDS": "30"}
-
-
-def _launch(user, source: str, **kwargs):
-    suite = create_suite(owner=user, source=source)
-    return services.create_run(version=suite.latest_version, user=user, **kwargs)
 
 
 def _suite(count: int) -> str:
@@ -41,7 +35,7 @@ def test_a_four_second_outage_errors_no_conversation(user, fake_endpoint, fake_o
     timer = threading.Timer(4, fake_openai.up)
     timer.start()
     try:
-        run = _launch(user, _suite(20), concurrency=10)
+        run = launch(user, _suite(20), concurrency=10)
         noted = set()
         deadline = time.monotonic() + 4
         while time.monotonic() < deadline:
@@ -80,7 +74,7 @@ def test_a_storm_of_429s_and_500s_errors_no_conversation(user, fake_endpoint, fa
     fake_openai.latency = 0.05
     start_worker(concurrency=5, **PATIENT)
     start_worker(concurrency=5, **PATIENT)
-    run = wait_for_run(_launch(user, _suite(20), concurrency=10), timeout=90)
+    run = wait_for_run(launch(user, _suite(20), concurrency=10), timeout=90)
     statuses = [request["status"] for request in fake_openai.requests]
     assert statuses.count(429) >= 10 and statuses.count(500) >= 3  # the storm did blow
     assert list(run.conversations.filter(status=Status.ERROR).values_list("error", flat=True)) == []
@@ -116,7 +110,7 @@ def test_retry_errored_conversations_resumes_them_after_their_last_stored_turn(
     fake_openai.script("first question", ["one", Reply(status=503), "three"])
     fake_openai.script("lonely question", [Reply(status=503)])
     start_worker(EVALSITE_MAX_RETRIES="", EVALSITE_RETRY_SECONDS="1")
-    run = wait_for_run(_launch(user, RESUMABLE), timeout=60)
+    run = wait_for_run(launch(user, RESUMABLE), timeout=60)
     assert run.status == Status.ERROR
     steps = run.conversations.get(eval_id="steps")
     assert (steps.status, steps.turn_count) == (Status.ERROR, 1)

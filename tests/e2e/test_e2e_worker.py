@@ -12,8 +12,8 @@ import pytest
 
 from runs import services
 from runs.models import Conversation, Endpoint, Status, Turn
-from suites.services import create_suite
 from tests.e2e.conftest import wait_for_run
+from tests.factories import launch
 
 pytestmark = [pytest.mark.e2e]
 
@@ -46,18 +46,13 @@ evals:
 """
 
 
-def _launch(user, source: str, **kwargs):
-    suite = create_suite(owner=user, source=source)
-    return services.create_run(version=suite.latest_version, user=user, **kwargs)
-
-
 def test_tree_outcomes_and_followups_carry_the_conversation(user, fake_endpoint, fake_openai, start_worker):
     """Pass on turn 1, pass on turn 2, fail after 3 turns; every follow-up request carries all prior turns."""
     fake_openai.script("What is 2 + 2?", ["4"])
     fake_openai.script("What is 15 * 7?", ["100", "105"])
     fake_openai.script("What is the capital of Australia?", ["Sydney", "Sydney", "Melbourne"])
     start_worker()
-    run = wait_for_run(_launch(user, TREE_SUITE))
+    run = wait_for_run(launch(user, TREE_SUITE))
 
     assert run.status == Status.FAILED
     verdicts = {c.eval_id: (c.status, c.verdict, c.turn_count) for c in run.conversations.all()}
@@ -110,7 +105,7 @@ def test_dead_endpoint_marks_conversation_error_and_run_finishes(
     fake_openai.script("What is 15 * 7?", ["105"])
     start_worker()
     try:
-        run = wait_for_run(_launch(user, TREE_SUITE), timeout=90)
+        run = wait_for_run(launch(user, TREE_SUITE), timeout=90)
     finally:
         fake_openai.api_key = "sk-test-fake"
     assert run.status == Status.ERROR
@@ -130,7 +125,7 @@ def test_rate_limit_is_retried_honouring_retry_after(user, fake_endpoint, fake_o
     fake_openai.fail_next(1, status=429, retry_after=0.7, first_user="What is 2 + 2?")
     start_worker()
     run = wait_for_run(
-        _launch(
+        launch(
             user,
             "name: one\nmodel: fake/m\nevals:\n  - prompt: What is 2 + 2?\n    checks: [{match: '*4*'}]\n",
         )
@@ -147,7 +142,7 @@ def test_endpoint_cap_limits_conversations_in_flight(user, fake_endpoint, fake_o
     fake_openai.latency = 0.2
     evals = "".join(f"  - prompt: question {i}\n    checks: [{{match: '*'}}]\n" for i in range(8))
     start_worker(concurrency=10)
-    run = wait_for_run(_launch(user, f"name: capped\nmodel: fake/m\nevals:\n{evals}", concurrency=10))
+    run = wait_for_run(launch(user, f"name: capped\nmodel: fake/m\nevals:\n{evals}", concurrency=10))
     assert run.status == Status.PASSED
     assert fake_openai.max_in_flight == 2
 
@@ -157,7 +152,7 @@ def test_run_concurrency_limits_conversations_in_flight(user, fake_endpoint, fak
     fake_openai.latency = 0.2
     evals = "".join(f"  - prompt: question {i}\n    checks: [{{match: '*'}}]\n" for i in range(9))
     start_worker(concurrency=10)
-    run = wait_for_run(_launch(user, f"name: three\nmodel: fake/m\nevals:\n{evals}", concurrency=3))
+    run = wait_for_run(launch(user, f"name: three\nmodel: fake/m\nevals:\n{evals}", concurrency=3))
     assert run.status == Status.PASSED
     assert fake_openai.max_in_flight == 3
 
@@ -170,7 +165,7 @@ def test_cancel_stops_the_run(user, fake_endpoint, fake_openai, start_worker):
         for i in range(6)
     )
     start_worker()
-    run = _launch(user, f"name: slow\nmodel: fake/m\nevals:\n{evals}", concurrency=2)
+    run = launch(user, f"name: slow\nmodel: fake/m\nevals:\n{evals}", concurrency=2)
     deadline = time.monotonic() + 30
     while not Turn.objects.filter(conversation__run=run).exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -200,7 +195,7 @@ def test_killed_worker_loses_no_turn_and_duplicates_none(user, fake_endpoint, fa
         )
     lease = {"EVALSITE_LEASE_SECONDS": "2", "EVALSITE_SWEEP_SECONDS": "0.5"}
     first = start_worker(**lease)
-    run = _launch(user, f"name: long\nmodel: fake/m\nevals:\n{evals}", concurrency=4)
+    run = launch(user, f"name: long\nmodel: fake/m\nevals:\n{evals}", concurrency=4)
     deadline = time.monotonic() + 30
     while Turn.objects.filter(conversation__run=run).count() < 6 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -288,9 +283,7 @@ def test_a_worker_keeps_its_database_connections_from_one_conversation_to_the_ne
     evals = "\n".join(
         f"  - {{id: q{i}, prompt: question {i}, checks: [{{contains: OK}}]}}" for i in range(12)
     )
-    run = wait_for_run(
-        _launch(user, f"name: reuse\nmodel: fake/test-model\nevals:\n{evals}\n", concurrency=2)
-    )
+    run = wait_for_run(launch(user, f"name: reuse\nmodel: fake/test-model\nevals:\n{evals}\n", concurrency=2))
     assert run.status == Status.PASSED
     time.sleep(1.5)  # a session is counted when its process reports statistics, at the latest when it ends
     # Two threads play the 12 conversations; closing after each would have opened 12 sessions or more.

@@ -25,7 +25,7 @@ from engine.results import CheckResult, TurnRecord, Usage
 from runs import selectors
 from runs.models import Conversation, Run, ShareLink, Status
 from suites import services as suite_services
-from tests.factories import store_turns
+from tests.factories import mock_run, store_turns
 
 SUITE = """\
 name: concierge
@@ -134,11 +134,7 @@ def one_turn(prompt: str, reply: str, passed: bool) -> list[TurnRecord]:
 
 def make_run(version, user, *, status: str = Status.FAILED, booking=BOOKING) -> Run:
     # Failed by default, as finalize would have it: `refund` passes 0 of 5 against a 50% threshold.
-    now = timezone.now()
-    run = Run.objects.create(
-        suite_version=version, created_by=user, model="mock", endpoint_name="mock", is_mock=True, status=status,
-        started_at=now - timedelta(seconds=9), finished_at=None if status in ("queued", "running") else now,
-    )  # fmt: skip
+    run = mock_run(version, user, status=status, elapsed=timedelta(seconds=9))
     for iteration, (state, score, turns, termination) in enumerate(booking):
         if state in ("queued", "running"):
             add(run, 0, iteration, "booking", state, None, [], style="simulated")

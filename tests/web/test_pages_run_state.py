@@ -19,6 +19,7 @@ from engine.report import format_report
 from engine.results import RunReport, RunTotals, SuiteRef
 from runs.models import Conversation, Run, ShareLink, Status
 from suites import services as suite_services
+from tests.factories import mock_run
 
 pytestmark = pytest.mark.django_db
 
@@ -41,11 +42,7 @@ GATED = SUITE.replace("model: mock\n", "model: mock\ngates:\n  - {metric: avg, o
 
 def make_run(user, statuses, *, source=SUITE, status=Status.RUNNING, scores=None, **fields) -> Run:
     version = suite_services.create_suite(owner=user, source=source).latest_version
-    now = timezone.now()
-    run = Run.objects.create(
-        suite_version=version, created_by=user, model="mock", endpoint_name="mock", is_mock=True,
-        status=status, started_at=now, finished_at=None if status in ("queued", "running") else now, **fields,
-    )  # fmt: skip
+    run = mock_run(version, user, status=status, **fields)
     for index, state in enumerate(statuses):
         score = (scores or {}).get(index, {"passed": 1.0, "failed": 0.0}.get(state))
         Conversation.objects.create(

@@ -20,7 +20,7 @@ from engine.results import CheckResult, TurnRecord, Usage
 from runs import services as run_services
 from runs.models import Conversation, Run, ShareLink, Status, Turn
 from suites import services as suite_services
-from tests.factories import store_turns
+from tests.factories import mock_run, store_turns
 
 SUITE = """\
 name: arithmetic
@@ -62,16 +62,7 @@ def make_run(version, user, *, status=Status.PASSED, conversations: int = 3) -> 
     """A run whose first conversation passed on turn 2 after a follow-up, the second failed, the third errored."""
     now = timezone.now()
     finished = status not in (Status.QUEUED, Status.RUNNING)
-    run = Run.objects.create(
-        suite_version=version,
-        created_by=user,
-        model="mock",
-        endpoint_name="mock",
-        is_mock=True,
-        status=status,
-        started_at=now - timedelta(seconds=83),
-        finished_at=now if finished else None,
-    )
+    run = mock_run(version, user, status=status, elapsed=timedelta(seconds=83))
     for index in range(conversations):
         kind = index % 3
         conversation = Conversation.objects.create(

@@ -21,7 +21,7 @@ from django.utils import timezone
 from engine.results import CheckResult, TurnGrade, TurnRecord, Usage
 from runs.models import Conversation, Run, ShareLink, Status, Turn
 from suites import services as suite_services
-from tests.factories import store_turns
+from tests.factories import mock_run, store_turns
 
 SUITE = """\
 name: per-turn
@@ -146,17 +146,7 @@ def capitals_turns() -> list[TurnRecord]:
 def make_run(version, user, *, status=Status.FAILED, capitals: int = 1) -> Run:
     """A finished run: `capitals` copies of the 2/3 scripted conversation, a history reply, a `turns`
     conversation after a history, and an llm_judge-graded one."""
-    now = timezone.now()
-    run = Run.objects.create(
-        suite_version=version,
-        created_by=user,
-        model="mock",
-        endpoint_name="mock",
-        is_mock=True,
-        status=status,
-        started_at=now - timedelta(seconds=5),
-        finished_at=None if status in (Status.QUEUED, Status.RUNNING) else now,
-    )
+    run = mock_run(version, user, status=status, elapsed=timedelta(seconds=5))
     conversation(
         run, 1, "review", style="history", status=Status.PASSED, history=REVIEW_HISTORY, prompt="Here it is:",
         system=REVIEW_SYSTEM,

@@ -17,7 +17,7 @@ from django.utils import timezone
 from engine.results import ConditionResult, SimulatedUserCall, TurnRecord, Usage
 from runs.models import Conversation, Run
 from suites import services as suite_services
-from tests.factories import store_turns
+from tests.factories import mock_run, store_turns
 
 SUITE = """\
 name: booking
@@ -84,10 +84,7 @@ def records(conditions: list[ConditionResult | None]) -> list[TurnRecord]:
 
 def make_conversation(user, turns: list[TurnRecord]) -> Run:
     version = suite_services.create_suite(owner=user, source=SUITE).latest_version
-    run = Run.objects.create(
-        suite_version=version, created_by=user, model="mock", endpoint_name="mock", is_mock=True,
-        status="passed", started_at=timezone.now(), finished_at=timezone.now(),
-    )  # fmt: skip
+    run = mock_run(version, user, status="passed")
     conversation = Conversation.objects.create(
         run=run, index=0, eval_id="booking", status="passed", score=1.0, prompt=turns[0].prompt,
         kind="multi-turn", style="simulated", termination=ENDED,
