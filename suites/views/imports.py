@@ -23,8 +23,8 @@ from engine.bounds import loads_json
 from engine.imports import KINDS, ImportProblem, ImportResult, convert
 from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem
 
-from . import services
-from .forms import normalise_newlines
+from .. import services
+from ..forms import normalise_newlines
 
 MAX_UPLOADS = 50
 KIND_CHOICES = [
