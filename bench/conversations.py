@@ -1,11 +1,12 @@
-"""Throughput of simulated conversations and iterated evals on the real worker path.
+"""Throughput of simulated conversations, iterated evals and calibrations on the real worker path.
 
-    python bench/conversations.py [--scenarios simulated,iterations] [--concurrency 20] [--latency 0.1]
-                                  [--conversations 100] [--turns 6] [--evals 50] [--iterations 10]
+    python bench/conversations.py [--scenarios simulated,iterations,calibration] [--concurrency 20]
+                                  [--latency 0.1] [--conversations 100] [--turns 6] [--evals 50]
+                                  [--iterations 10] [--samples 1000] [--repeats 3]
                                   [--backends engine,embedded,postgres] [--worker-procs 2] [--worker-threads 10]
                                   [--explain]
 
-Two workloads, each measured like bench/throughput.py (whose code this reuses: a fresh database, real
+Three workloads, each measured like bench/throughput.py (whose code this reuses: a fresh database, real
 `celery worker` processes, the fake OpenAI server on 127.0.0.1, one run, wall time from launch to the run's
 end, plus the engine alone in threads as the floor):
 
@@ -15,6 +16,9 @@ end, plus the engine alone in threads as the floor):
   ideal = ceil(N / C) x (T + T - 1) x latency: the simulated user's calls are on the critical path too.
 - iterations: --evals evals x `iterations: --iterations`, each conversation a 3-turn tree (fail, fail,
   pass) as in throughput.py; ideal = ceil(evals x iterations / C) x 3 x latency.
+- calibration: a calibration set of --samples samples asked --repeats times of one judge
+  (docs/calibration.md): one judge call per judgement and no agent call, so
+  ideal = ceil(samples x repeats / C) x latency.
 
 The fake answers the agent with scripts (keyed by the eval's prompt) and the simulated user with a rule on
 its last message, "Write your next message to the agent.". The target is wall / ideal <= 1.10.
@@ -32,7 +36,7 @@ from throughput import TURNS, Workload, child, common_arguments, run_backends, s
 from engine.simulate import SIMULATOR_ASK
 
 TARGET = 1.10
-SCENARIOS = ("simulated", "iterations")
+SCENARIOS = ("simulated", "iterations", "calibration")
 
 
 def simulated_yaml(n: int, turns: int) -> str:
@@ -71,6 +75,30 @@ def iterations(args) -> Workload:
     )
 
 
+def calibration_yaml(samples: int, repeats: int) -> str:
+    lines = [
+        "name: calibration",
+        "judge: {model: fake/judge-model, criteria: Polite and correct, scale: -3..3}",
+        f"repeats: {repeats}",
+        "samples:",
+    ]
+    for i in range(samples):
+        lines += [
+            f"  - messages: [{{role: user, content: 'question {i}'}}, {{role: assistant, content: 'answer {i}'}}]",
+            "    expected: {score: 2}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def calibration(args) -> Workload:
+    judgements = args.samples * args.repeats
+    return Workload(
+        source=calibration_yaml(args.samples, args.repeats),
+        ideal=math.ceil(judgements / args.concurrency) * args.latency,
+        rules=[("Polite and correct", '{"score": 2, "reason": "fine"}')],
+    )
+
+
 def describe(name: str, args) -> str:
     common = f"run concurrency {args.concurrency}, fake latency {args.latency * 1000:.0f} ms"
     if name == "simulated":
@@ -79,6 +107,12 @@ def describe(name: str, args) -> str:
             f"simulated: {args.conversations} conversations x {t} agent turns + {t - 1} simulated-user calls, "
             f"{common}\n  ideal = ceil({args.conversations}/{args.concurrency}) x ({t} + {t - 1}) x latency: "
             "the simulated user's calls are on the critical path too"
+        )
+    if name == "calibration":
+        total = args.samples * args.repeats
+        return (
+            f"calibration: {args.samples} samples x {args.repeats} repeats = {total} judge calls, {common}\n"
+            f"  ideal = ceil({total}/{args.concurrency}) x latency"
         )
     total = args.evals * args.iterations
     return (
@@ -97,10 +131,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=6, help="simulated: agent turns per conversation")
     parser.add_argument("--evals", type=int, default=50, help="iterations: evals")
     parser.add_argument("--iterations", type=int, default=10, help="iterations: iterations per eval")
+    parser.add_argument("--samples", type=int, default=1000, help="calibration: samples")
+    parser.add_argument("--repeats", type=int, default=3, help="calibration: judgements per sample")
     parser.add_argument("--scenario", choices=SCENARIOS, help=argparse.SUPPRESS)
     common_arguments(parser)
     args = parser.parse_args()
-    workloads = {"simulated": simulated, "iterations": iterations}
+    workloads = {"simulated": simulated, "iterations": iterations, "calibration": calibration}
     if args.child:
         child(args, workloads[args.scenario](args))
         return

@@ -231,13 +231,16 @@ def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
             f"score {score:.2f}{scale} (threshold {spec.threshold:g}): {reason}",
             spec.normalise(score),
             raw=raw,
+            judged=score,
+            judge_reason=reason,
         )
     # Weighted criteria: each judged on its own, with its own verdict; the check scores their weighted mean.
-    children, weighted, total, unparseable = [], 0.0, 0.0, []
+    children, weighted, total, unparseable, reasons = [], 0.0, 0.0, [], []
     for number, criterion in enumerate(spec.criteria, start=1):
         score, reason, raw = _judge_one(spec, criterion.criteria, reply, judge)
         name = criterion.name or f"criterion {number}"
         label = f"{name} (weight {criterion.weight:g})"
+        reasons.append(f"{name}: {reason}")
         if score is None:
             unparseable.append(label)
             children.append(
@@ -253,6 +256,8 @@ def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
                     score=normalised,
                     reason=f"score {score:.2f}{scale}: {reason}",
                     raw=raw,
+                    judged=score,
+                    judge_reason=reason,
                 )  # fmt: skip
             )
             weighted += criterion.weight * normalised
@@ -264,7 +269,11 @@ def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     reason = f"weighted score {overall:.2f} (threshold {threshold:.2f} of 1) over {len(children)} criteria"
     if unparseable:
         reason += f"; judge answer unparseable for {', '.join(unparseable)}"
-    return _result(check, ok, reason, overall, children=children)
+    low, high, _ = SCALES[spec.scale]
+    judged = None if unparseable else round(low + overall * (high - low), 9)
+    return _result(
+        check, ok, reason, overall, children=children, judged=judged, judge_reason="; ".join(reasons)
+    )
 
 
 # --- each check type: how it reads -----------------------------------------------------------------------

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from .checks import JudgeContext, Reply, evaluate_level
-from .clients import ChatClient, EndpointError
+from .clients import ChatClient, Completion, EndpointError
 from .conditions import evaluate_condition
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
 from .grading import extract, grade
@@ -221,7 +221,9 @@ def _play_turn(
     sent = (
         [*messages, {"role": "user", "content": step.prompt}] if step.prompt is not None else list(messages)
     )
-    completion = ctx.agent.complete(ctx.model, sent)
+    completion = (
+        ctx.agent.complete(ctx.model, sent) if step.reply is None else Completion(step.reply, Usage(), 0.0, 0)
+    )
     judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature)
     conversation = [*sent, {"role": "assistant", "content": completion.text}]
     reply = Reply(

@@ -179,16 +179,34 @@ def locator(source: str):
     return locate
 
 
+def unnamed_prefix(registry: EndpointRegistry, ref: str) -> str | None:
+    """The `name` of a `name/model` reference when no endpoint has that name (and it is not `mock`).
+
+    Such a reference goes whole to the default endpoint: right for ids such as OpenRouter's
+    "anthropic/claude-3.5-sonnet" once the default endpoint points there, a typo otherwise. The web warns
+    about it and the CLI refuses it unless OPENAI_BASE_URL is set; both ask this one question.
+    """
+    prefix, sep, rest = ref.strip().partition("/")
+    if not (sep and rest) or prefix == MOCK or prefix in registry.named:
+        return None
+    return prefix
+
+
+def closest_endpoint(registry: EndpointRegistry, prefix: str) -> str | None:
+    hint = difflib.get_close_matches(prefix, [*sorted(registry.named), MOCK], n=1, cutoff=0.6)
+    return hint[0] if hint else None
+
+
 def unknown_prefix(registry: EndpointRegistry, ref: str) -> str | None:
     """A warning when `ref` looks like `endpoint/model` but no endpoint has that name."""
     ref = ref.strip()
-    prefix, sep, rest = ref.partition("/")
-    if not (sep and rest) or prefix == MOCK or prefix in registry.named:
+    prefix = unnamed_prefix(registry, ref)
+    if prefix is None:
         return None
     names = sorted(registry.named)
-    hint = difflib.get_close_matches(prefix, [*names, MOCK], n=1, cutoff=0.6)
+    hint = closest_endpoint(registry, prefix)
     if hint:
-        why = f"did you mean `{hint[0]}`?"
+        why = f"did you mean `{hint}`?"
     elif names:
         why = f"endpoints: {', '.join(names)}"
     else:

@@ -7,12 +7,17 @@ the first JSON object embedded in prose or a code fence, then a bare number. Any
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
 
+from .bounds import loads_json
 from .transcript import format_transcript
+
+# A judge's JSON sits near the start of its answer. Searching a pathological answer (megabytes of "{")
+# from every brace would take minutes, so the search looks at a bounded number of starts and characters.
+MAX_EMBEDDED_STARTS = 20
+MAX_EMBEDDED_CHARS = 100_000
 
 JUDGE_SYSTEM = (
     "You are a strict evaluation judge. You grade the assistant's final reply in a conversation against "
@@ -101,7 +106,9 @@ def _from_object(obj) -> Verdict | None:
 
 def _embedded_objects(text: str):
     """Yields each balanced {...} substring, outermost first, ignoring braces inside strings."""
-    for start in (i for i, char in enumerate(text) if char == "{"):
+    text = text[:MAX_EMBEDDED_CHARS]
+    starts = (i for i, char in enumerate(text) if char == "{")
+    for _, start in zip(range(MAX_EMBEDDED_STARTS), starts, strict=False):
         depth, in_string, escaped = 0, False, False
         for end in range(start, len(text)):
             char = text[end]
@@ -126,14 +133,14 @@ def _embedded_objects(text: str):
 def parse_verdict(text: str) -> Verdict:
     stripped = text.strip()
     try:
-        verdict = _from_object(json.loads(stripped))
+        verdict = _from_object(loads_json(stripped))  # bounded nesting: no RecursionError on a hostile answer
         if verdict:
             return verdict
     except (ValueError, TypeError):
         pass
     for candidate in _embedded_objects(stripped):
         try:
-            verdict = _from_object(json.loads(candidate))
+            verdict = _from_object(loads_json(candidate))
         except (ValueError, TypeError):
             continue
         if verdict:

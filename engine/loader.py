@@ -453,6 +453,11 @@ def load_suite(
     except SuiteError as exc:
         exc.filename = filename
         raise
+    if "evals" not in raw and ("samples" in raw or "samples_file" in raw):
+        # A calibration set, played as a suite of given replies (imported here: it imports this module).
+        from .calibration import as_suite, load_parsed
+
+        return as_suite(load_parsed(raw, builder, filename, files))
     problems = _metadata_conflicts(raw, builder)
     if problems:
         raise SuiteError(problems, filename)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 from . import patterns
+from .bounds import loads_json
 
 
 def _glob_regex(pattern: str) -> str:
@@ -43,7 +43,7 @@ def _json_value(text: str):
         candidates.append(text[start : end + 1])
     for candidate in candidates:
         try:
-            return json.loads(candidate)
+            return loads_json(candidate)  # bounded nesting: a hostile reply fails the check, not the run
         except ValueError:
             continue
     return None

@@ -46,6 +46,10 @@ class CheckResult(BaseModel):
     reason: str
     raw: str | None = None  # the judge's raw answer, kept for review
     children: list[CheckResult] = Field(default_factory=list)  # members of an `or` block
+    # llm_judge only: the judge's score on its own scale (None when its answer held none) and its reason as
+    # it gave it, so that readers (calibration, comparisons) need not take them out of `reason`.
+    judged: float | None = None
+    judge_reason: str | None = None
 
     @property
     def is_criterion(self) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import json
 import os
 import signal
@@ -26,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from django.core.management.base import BaseCommand, CommandError
 
-from engine.loader import SuiteError, file_references, format_path, load_suite, read_suite_files
+from engine.calibration import LoadedSet, is_calibration, load_calibration
+from engine.loader import SuiteError, file_references, format_path, load_suite, parse_yaml, read_suite_files
 from engine.outcomes import Status
 from engine.schema import Suite
 from engine.text import plural
@@ -145,8 +145,7 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
     which is right for ids such as OpenRouter's "anthropic/claude-3.5-sonnet" once OPENAI_BASE_URL points
     there, and a typo (or a missing database) otherwise: OpenAI's own API has no model id with a slash.
     """
-    from engine.clients import MOCK
-    from engine.endpoint_checks import model_refs  # the walk the editor's and launch form's warnings use
+    from engine.endpoint_checks import closest_endpoint, model_refs, unnamed_prefix
 
     default_url = os.environ.get("OPENAI_BASE_URL")
     seen = set()
@@ -159,15 +158,15 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
         seen.add(ref)
         if not prefix or not rest:
             raise UserError(f"{where} `{ref}`: write a model id, `endpoint/model` or `mock`")
-        if prefix == MOCK or prefix in registry.named:
+        if unnamed_prefix(registry, ref) is None:
             continue
         if unread:
             why = f"named endpoints live in the admin's database, and {unread}"
             fix = f"run `make setup` and add `{prefix}` in the admin (Runs → Endpoints)"
         else:
             known = ", ".join(f"`{name}`" for name in sorted(registry.named)) or "none"
-            close = difflib.get_close_matches(prefix, registry.named, n=1)
-            why = f"did you mean `{close[0]}`? " if close else ""
+            close = closest_endpoint(registry, prefix)
+            why = f"did you mean `{close}`? " if close else ""
             why += f"endpoints in the admin: {known}"
             fix = f"add `{prefix}` in the admin (Runs → Endpoints)"
         if default_url:
@@ -281,6 +280,91 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+# --- evalsite calibrate ------------------------------------------------------------------------------------
+
+
+def load_calibration_file(path: Path) -> LoadedSet:
+    """The calibration set and its samples; InvalidSuite lists its problems."""
+    data = read_suite_file(path)
+    try:
+        files = read_suite_files(path, data)
+    except OSError as exc:
+        raise UserError(
+            f"{exc.filename or 'an attached file'}: cannot read it ({exc.strerror or exc})"
+        ) from None
+    try:
+        return load_calibration(data, filename=str(path), files=files)
+    except SuiteError as exc:
+        raise InvalidSuite([_problem_line(path, p) for p in exc.problems]) from None
+
+
+def _holds_calibration(path: Path) -> bool:
+    try:
+        raw, _ = parse_yaml(read_suite_file(path))
+    except SuiteError:
+        return False  # reported by the suite loader, which says what a suite needs
+    return is_calibration(raw)
+
+
+def _problem_line(path: Path, problem) -> str:
+    return os.path.join(os.path.dirname(path), str(problem)) if problem.file else f"{path}:{problem}"
+
+
+def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, help="the calibration set (YAML); attached files from its folder")
+    parser.add_argument(
+        "--model",
+        metavar="M",
+        help="judge model for judges that name none: a model id, endpoint/model or mock",
+    )
+    parser.add_argument(
+        "--json", dest="json_path", type=Path, metavar="OUT.json",
+        help="also write the figures here (format evalsite.calibration/1)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--concurrency", type=positive_int, default=10, metavar="N",
+        help="judge calls in flight at once (default 10; the endpoint's cap applies too)",
+    )  # fmt: skip
+
+
+def calibrate(args: argparse.Namespace) -> int:
+    from engine.calibrate import format_calibration, run_calibration
+    from engine.endpoint_checks import unnamed_prefix
+
+    if args.json_path:
+        check_writable(args.json_path)
+    try:
+        loaded = load_calibration_file(args.file)
+    except InvalidSuite as exc:
+        print(*exc.lines, sep="\n", file=sys.stderr)
+        raise UserError("the calibration set has problems; nothing was judged") from None
+    for warning in loaded.warnings:
+        print(f"warning: {_problem_line(args.file, warning)}", file=sys.stderr)
+    nameless = [judge.name for judge in loaded.spec.all_judges if not judge.model]
+    if nameless and not args.model:
+        raise UserError(f"{args.file}: judge {nameless[0]!r} names no `model`; set one or pass --model")
+    registry, unread = endpoint_registry()
+    for judge in loaded.spec.all_judges:
+        ref = judge.model or args.model
+        prefix = unnamed_prefix(registry, ref)
+        if prefix and not os.environ.get("OPENAI_BASE_URL"):
+            why = unread or f"endpoints in the admin: {', '.join(sorted(registry.named)) or 'none'}"
+            raise UserError(f"judge {judge.name!r} `{ref}`: no endpoint named `{prefix}` ({why})")
+    report = run_calibration(loaded, registry, judge_model=args.model, concurrency=args.concurrency)
+    print(format_calibration(report))
+    if args.json_path:
+        payload = {"format": "evalsite.calibration/1", **report.model_dump(mode="json")}
+        try:
+            args.json_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        except OSError as exc:
+            raise UserError(f"--json {args.json_path}: {exc.strerror or exc}", code=BROKEN) from None
+        print(f"Figures written to {args.json_path}")
+    errors = [row for judge in report.judges for row in judge.samples if any(row.errors)]
+    if errors and all(judge.metrics.judgements == judge.metrics.unscored for judge in report.judges):
+        return BROKEN
+    return PASSED if report.status == "passed" else FAILED
+
+
 # --- evalsite validate -------------------------------------------------------------------------------------
 
 
@@ -292,6 +376,15 @@ def validate(args: argparse.Namespace) -> int:
     bad = 0
     for path in args.files:
         try:
+            if _holds_calibration(path):
+                loaded = load_calibration_file(path)
+                for warning in loaded.warnings:
+                    print(f"warning: {_problem_line(path, warning)}", file=sys.stderr)
+                print(
+                    f"{path}: ok — calibration set {loaded.spec.name!r}, "
+                    f"{plural(len(loaded.samples), 'sample')}, {plural(len(loaded.spec.all_judges), 'judge')}"
+                )
+                continue
             suite, _ = load_suite_file(path)
         except UserError as exc:
             bad += 1
@@ -326,6 +419,14 @@ COMMANDS = {
         add_run_arguments,
         run,
         EXIT_CODES,
+    ),
+    "calibrate": Command(
+        "judge a calibration set's samples and print how far the judge agrees with the labels",
+        add_calibrate_arguments,
+        calibrate,
+        "exit codes:\n  0  every judge met the set's gates (min_agreement, min_kappa), or it has none\n"
+        "  1  a judge missed a gate\n  2  the set is invalid or cannot be read\n"
+        "  3  the endpoint failed: no judgement got a score",
     ),
     "validate": Command(
         "check suite files; each problem as file:line:col path: message",

@@ -1,6 +1,7 @@
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as delete_with_confirmation
 from django.contrib.admin.utils import unquote
+from django.db import models
 from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import path
@@ -23,6 +24,8 @@ class EndpointAdmin(admin.ModelAdmin):
         "string_only",
     )
     search_fields = ("name", "base_url")
+    # A URL typed without a scheme means https (Django 6 makes this the default; 5.2 warns until told).
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     actions = ["test_connection"]
     change_form_template = "admin/runs/endpoint/change_form.html"
 

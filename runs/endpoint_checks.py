@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine import endpoint_checks
+from engine.calibration import CalibrationSuite
 from engine.clients import MOCK
 from engine.loader import SuiteProblem
 from engine.schema import Suite
@@ -33,10 +34,10 @@ def suite_routes(spec: Suite, source: str | None = None, model: str | None = Non
     """`source`: the suite's text, to place each warning on its line; `model`: a launch's override."""
     registry = build_registry()
     locate = endpoint_checks.locator(source) if source else None
-    return SuiteRoutes(
-        lines=endpoint_checks.routes(spec, registry, model),
-        warnings=endpoint_checks.warnings(spec, registry, model, locate=locate),
-    )
+    warnings = endpoint_checks.warnings(spec, registry, model, locate=locate)
+    if isinstance(spec, CalibrationSuite):  # samples it skips: the editor and the API show them with the rest
+        warnings = [*spec.calibration.warnings, *warnings]
+    return SuiteRoutes(lines=endpoint_checks.routes(spec, registry, model), warnings=warnings)
 
 
 def model_choices(user, spec: Suite | None) -> list[tuple[str, str]]:

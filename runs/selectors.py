@@ -11,6 +11,9 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from engine import calibrate as calibration
+from engine.calibrate import CalibrationReport, judgement
+from engine.calibration import CalibrationSuite
 from engine.loader import SuiteError
 from engine.results import (
     EvalResult,
@@ -299,4 +302,45 @@ def report(run: Run) -> RunReport:
         iterated=iterated_for(run, conversations),
         evals=evals,
         totals=RunTotals.of(evals, duration_s=round(duration, 3) if duration is not None else None),
+    )
+
+
+# --- Calibration runs ---------------------------------------------------------------------------------------
+
+
+def calibration_suite(run: Run) -> CalibrationSuite | None:
+    """The run's calibration set played as a suite, or None when the run is of an ordinary suite."""
+    try:
+        spec = specs.suite(run.suite_version)
+    except SuiteError:
+        return None
+    return spec if isinstance(spec, CalibrationSuite) else None
+
+
+def calibration_report(run: Run, suite: CalibrationSuite) -> CalibrationReport:
+    """The figures of a calibration run, from each finished conversation's stored judge check (two queries)."""
+    finished = {
+        (row["id"]): row
+        for row in run.conversations.filter(status__in=FINISHED).values("id", "index", "iteration", "error")
+    }
+    first_checks = {
+        turn["conversation_id"]: (turn["record"].get("checks") or [None])[0]
+        for turn in Turn.objects.filter(conversation_id__in=list(finished), position=1).values(
+            "conversation_id", "record"
+        )
+    }
+    judged = [
+        judgement(suite, row["index"], row["iteration"], first_checks.get(pk), row["error"])
+        for pk, row in finished.items()
+    ]
+    return calibration.report(suite.calibration, judged)
+
+
+def other_calibrations(run: Run, limit: int = 20) -> list[Run]:
+    """The finished runs of the same suite (any version) that a calibration can be compared with, newest first."""
+    return list(
+        Run.objects.filter(suite_version__suite=run.suite_version.suite_id, status__in=FINISHED)
+        .exclude(pk=run.pk)
+        .select_related("suite_version")
+        .order_by("-created_at")[:limit]
     )

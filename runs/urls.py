@@ -1,12 +1,13 @@
 from django.urls import path
 
-from . import views
+from . import calibration_views, views
 
 app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("<uuid:run_id>/", views.detail, name="detail"),
     path("<uuid:run_id>/progress/", views.progress, name="progress"),
+    path("<uuid:run_id>/calibration/", calibration_views.calibration, name="calibration"),
     path("<uuid:run_id>/cancel/", views.cancel, name="cancel"),
     path("<uuid:run_id>/retry-errored/", views.retry_errored, name="retry_errored"),
     path("<uuid:run_id>/results.json", views.results_json, name="json"),

@@ -252,6 +252,8 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
             "flaky_only": access.url("detail", query={"flaky": 1}),
             "progress": access.url("progress", query={"fp": fingerprint, "flaky": 1 if flaky_only else None}),
             "json": access.url("json"),
+            # A run of a calibration set has a page of figures: how far each judge agrees with the labels.
+            "calibration": access.url("calibration") if selectors.calibration_suite(run) else None,
         },
     }
     if not access.shared:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..schema import Eval, Style
 from .base import Defaults, Driver, Ending, Step, UserAsk, Verdict
+from .given import Given
 from .history import History
 from .scripted import Scripted
 from .simulated import Simulated
@@ -19,6 +20,7 @@ DRIVERS: dict[Style, type[Driver]] = {
     Style.TURNS: Scripted,
     Style.HISTORY: History,
     Style.SIMULATED: Simulated,
+    Style.GIVEN: Given,
 }
 
 

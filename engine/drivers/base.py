@@ -52,6 +52,7 @@ class Step:
     stop_when: Condition | None = None  # evaluated after the reply, for the driver's `ending`
     final_checks: list[Check] = field(default_factory=list)  # instead of `checks` when the reply ends it
     ask: UserAsk | None = None  # the simulated user writes `prompt`
+    reply: str | None = None  # the reply is given: graded as it stands, the model is not asked
 
 
 @dataclass(frozen=True)

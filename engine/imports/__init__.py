@@ -100,13 +100,20 @@ def _normalise(files: Mapping[str, str]) -> dict[str, str]:
 
 
 def _candidates(files: dict[str, str]) -> list[str]:
-    names = [name for name in files if is_yaml_name(name)]
+    names = [name for name in files if is_yaml_name(name) or name.lower().endswith(".toml")]
     if not names and len(files) == 1:
         names = list(files)  # a single file with another extension: try it as YAML
     return names
 
 
 def _parse_candidate(name: str, text: str, strict: bool) -> Parsed | None:
+    if name.lower().endswith(".toml"):
+        try:
+            return Parsed(name, _toml(name, text))
+        except ImportProblem:
+            if strict:
+                raise
+            return None
     try:
         return Parsed(name, parse_yaml(name, text))
     except ImportProblem as problem:
@@ -147,8 +154,9 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
             )
         what = " and ".join(p.name for p in others) or ", ".join(names)
         raise ImportProblem(
-            f"{what}: not a suite of vibecheck (metadata + evals of prompt/checks), Letta Evals (suite.yaml "
-            "with dataset, target and graders) or AgentV (evalcases with input_messages)"
+            f"{what}: this is not a format Import knows; it reads vibecheck YAML (metadata + evals of "
+            "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
+            "files (evalcases with input_messages) and calibrate TOML ([[samples]] with messages)"
         )
     if len(found) > 1:
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)
@@ -194,10 +202,32 @@ def _expected_shape(kind: str) -> str:
     }[kind]
 
 
+def _toml(name: str, text: str) -> dict:
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ImportProblem(f"{name} is not valid TOML: {exc}") from None
+
+
 def looks_like(data: object) -> str | None:
-    """The tool whose suite format `data` (a parsed YAML file) has, or None."""
+    """The tool whose suite format `data` (a parsed YAML or TOML file) has, or None."""
     if not isinstance(data, dict):
         return None
+    samples = data.get("samples")
+    if (
+        isinstance(samples, list)
+        and samples
+        and "evals" not in data
+        and "judge" not in data
+        and "judges" not in data
+        and all(
+            isinstance(s, dict) and ({"messages", "userMessage", "assistantResponse"} & set(s))
+            for s in samples
+        )
+    ):
+        return "calibrate"
     schema = data.get("$schema")
     if (isinstance(schema, str) and schema.startswith("agentv-eval")) or isinstance(
         data.get("evalcases"), list

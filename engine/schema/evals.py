@@ -26,6 +26,7 @@ class Style(StrEnum):
     TURNS = "turns", "turns"  # `turns`: scripted messages with checks on chosen turns
     HISTORY = "history", "reply to a given history"  # `messages` alone: the model replies to them
     SIMULATED = "simulated", "simulated user"  # `simulate`: a simulated user until a condition holds
+    GIVEN = "given", "a given reply, graded"  # `reply`: graded as it stands, no model called
 
     def __new__(cls, value: str, label: str) -> Style:
         member = str.__new__(cls, value)
@@ -124,7 +125,9 @@ class Eval(StrictModel):
       turn (Letta Evals' multi-turn rows);
     - `turns`: scripted turns with checks on chosen turns;
     - `messages`: a given history, sent first; alone, the model replies to it (calibrate's message lists,
-      AgentV's input_messages).
+      AgentV's input_messages);
+    - `reply`: an assistant reply given as text, after `messages`, graded as it stands with no model call
+      (a transcript someone already has; calibrating a judge).
     """
 
     id: str | None = Field(
@@ -135,6 +138,9 @@ class Eval(StrictModel):
     prompt: str | None = Field(None, description="The first user message of a conversation tree.")
     input: str | list[str] | None = Field(None, description="User messages sent live, in order.")
     turns: list[ScriptedTurn] | None = None
+    reply: str | None = Field(
+        None, description="An assistant reply, after `messages`, graded as it stands: no model is called."
+    )
     checks: list[Check] | None = Field(
         None, description="Checks; for input/turns/messages they grade the last reply."
     )
@@ -182,11 +188,13 @@ class Eval(StrictModel):
 
     @model_validator(mode="after")
     def _one_kind(self) -> Eval:
-        drivers = [key for key in ("prompt", "input", "turns") if getattr(self, key) is not None]
+        drivers = [key for key in ("prompt", "input", "turns", "reply") if getattr(self, key) is not None]
         if len(drivers) > 1:
-            raise ValueError(f"use one of prompt, input or turns, not {' and '.join(drivers)}")
+            raise ValueError(f"use one of prompt, input, turns or reply, not {' and '.join(drivers)}")
         if not drivers and self.messages is None:
-            raise ValueError("an eval needs `prompt`, `input`, `turns` or `messages`")
+            raise ValueError("an eval needs `prompt`, `input`, `turns`, `reply` or `messages`")
+        if self.reply is not None and self.simulate is not None:
+            raise ValueError("a given `reply` is graded as it stands: it cannot go on with `simulate`")
         if self.checks is not None and not any(item.kind for item in self.checks):
             raise ValueError("checks need at least one check (follow-ups fire when a check fails)")
         if self.simulate is not None:
@@ -242,6 +250,8 @@ class Eval(StrictModel):
             return Style.SCRIPTED
         if self.turns is not None:
             return Style.TURNS
+        if self.reply is not None:
+            return Style.GIVEN
         return Style.HISTORY
 
     @property

@@ -59,6 +59,7 @@ def _kind(request: HttpRequest) -> str:
 
 
 PASTED = "pasted-suite.yaml"  # the name a pasted suite goes by among the files, and its suite name's fallback
+PASTED_TOML = "pasted-samples.toml"  # a pasted calibrate file: TOML tables of samples
 
 
 def _pasted(request: HttpRequest) -> str:
@@ -95,7 +96,9 @@ def _read_uploads(request: HttpRequest, pasted: str = "") -> dict[str, str]:
     if pasted:
         if len(pasted.encode("utf-8")) > MAX_SUITE_BYTES:
             raise ImportProblem(f"the pasted suite is larger than {MAX_SUITE_BYTES // 1_000_000} MB")
-        files[PASTED] = pasted
+        # calibrate's samples are TOML, which YAML cannot read: `[[samples]]` on a line of its own says so.
+        toml = any(line.strip() == "[[samples]]" for line in pasted.splitlines())
+        files[PASTED_TOML if toml else PASTED] = pasted
     return files
 
 

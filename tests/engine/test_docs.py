@@ -44,6 +44,7 @@ import yaml
 from pydantic import BaseModel
 
 from engine import conditions, datasets, judge, results, schema, simulate, stats
+from engine.calibration import is_calibration
 from engine.clients import EndpointRegistry, default_endpoint_from_env
 from engine.history import build_history
 from engine.loader import SuiteError, file_references, load_suite, read_suite_files
@@ -461,6 +462,8 @@ def _as_suite(block: Block) -> tuple[str | None, str]:
     except yaml.YAMLError:
         return block.body, "not YAML: validated as written, so that the error shows"
     keys = set(data) if isinstance(data, dict) else None
+    if is_calibration(data) and "name" in keys:
+        return block.body, "a calibration set"
     items = data if isinstance(data, list) and all(isinstance(item, dict) for item in data) else None
     if keys is not None and (keys & {"name", "metadata", "evals", "dataset"} or keys <= SUITE_KEYS):
         added = [WRAP_NAME] if not keys & {"name", "metadata"} else []

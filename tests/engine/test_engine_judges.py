@@ -405,3 +405,13 @@ def test_suite_judge_temperature_is_the_default_and_a_check_overrides_it():
         judged = [body for body in fake.chat_requests() if body["messages"][0]["role"] == "system"]
     assert report.status == "passed"
     assert sorted(body.get("temperature") for body in judged) == [0.2, 0.9]
+
+
+@pytest.mark.timeout(20)  # a hang guard, not a timing: reading every brace of this answer took hours
+@pytest.mark.parametrize(
+    "answer",
+    ["{" * 200_000, "[" * 100_000 + "]" * 100_000, '{"a":' * 5_000 + "1" + "}" * 5_000],
+    ids=["braces", "deep-array", "deep-object"],
+)
+def test_a_hostile_judge_answer_is_unparseable_not_a_crash_or_a_hang(answer):
+    assert parse_verdict(answer).parsed_from == "unparseable"

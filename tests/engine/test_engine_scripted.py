@@ -562,7 +562,7 @@ def test_eval_checks_on_turns_grade_the_last_reply():
         ),
         ("input: []\nchecks: [{contains: x}]", "`input` needs at least one message"),
         ("input: a", "nothing grades this conversation"),
-        ("input: a\nprompt: b\nchecks: [{contains: x}]", "use one of prompt, input or turns"),
+        ("input: a\nprompt: b\nchecks: [{contains: x}]", "use one of prompt, input, turns or reply"),
         ("input: a\nground_truth: b\naggregation: median", "Input should be"),
     ],
 )

@@ -358,8 +358,8 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     [
         ({}, "no files"),
         ({"suite.yaml": "name: [unclosed\n"}, r"suite.yaml is not valid YAML \(line 2"),
-        ({"suite.yaml": "- just\n- a list\n"}, "not a suite of vibecheck"),
-        ({"notes.yaml": "title: Meeting notes\nattendees: 3\n"}, "not a suite of vibecheck"),
+        ({"suite.yaml": "- just\n- a list\n"}, "this is not a format Import knows"),
+        ({"notes.yaml": "title: Meeting notes\nattendees: 3\n"}, "this is not a format Import knows"),
         (
             {"data.jsonl": '{"input": "a"}\n', "rows.csv": "input\na\n"},
             "no suite file among data.jsonl, rows.csv",
@@ -390,3 +390,46 @@ def test_a_forced_kind_must_match_the_file():
 def test_uploaded_files_the_suite_does_not_use_are_reported():
     files = {**folder("letta-per-turn"), "README.md": "# notes"}
     assert has(convert(files).unmapped, "README.md: uploaded, but the suite does not refer to it")
+
+
+CALIBRATE_TOML = """\
+[[samples]]
+messages = [
+  { role = "user", content = "What is 2+2?" },
+  { role = "assistant", content = "The answer is 4" }
+]
+expected = { score = 3, reason = "Correct answer" }
+tags = ["math"]
+
+[[samples]]
+userMessage = "Hi"
+assistantResponse = "Go away"
+expected = { score = -3, reason = "Rude" }
+"""
+
+
+def test_a_calibrate_toml_becomes_a_calibration_set_with_its_old_form_converted():
+    from engine.calibration import CalibrationSuite
+    from engine.loader import load_suite
+
+    result = convert({"politeness.toml": CALIBRATE_TOML})
+    assert result.kind == "calibrate" and result.complete
+    suite = load_suite(result.source, files=result.files)
+    assert isinstance(suite, CalibrationSuite)
+    first, legacy = suite.calibration.samples
+    assert first.tags == ("math",) and first.expected_score == 3.0
+    assert legacy.messages == [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Go away"}]
+    assert any("userMessage / assistantResponse" in line and "1 sample" in line for line in result.mapped)
+    assert suite.calibration.spec.scale == "-3..3"
+    assert any("the grader" in line for line in result.unmapped)  # the judge's criteria are left to write
+
+
+@pytest.mark.parametrize(
+    "files",
+    [{"x.toml": "title = 'notes'\n"}, {"x.toml": "[[samples]\n"}, {"notes.yaml": "title: Meeting notes\n"}],
+)
+def test_a_file_import_does_not_know_says_which_formats_it_reads(files):
+    with pytest.raises(ImportProblem) as caught:
+        convert(files)
+    message = str(caught.value)
+    assert "calibrate TOML" in message or "not valid TOML" in message

@@ -164,3 +164,13 @@ def test_endpoint_stores_the_key_variable_name_not_a_key(admin_client):
          "price_input": "0", "price_output": "0", "timeout": 30},
     )  # fmt: skip
     assert reserved.status_code == 200 and not Endpoint.objects.filter(name="mock").exists()
+
+
+def test_an_endpoint_url_typed_without_a_scheme_means_https(admin_client):
+    response = admin_client.post(
+        reverse("admin:runs_endpoint_add"),
+        {"name": "router", "base_url": "openrouter.ai/api/v1", "api_key_env": "OPENROUTER_API_KEY",
+         "max_concurrency": 5, "price_input": "0", "price_output": "0", "timeout": 30},
+    )  # fmt: skip
+    assert response.status_code == 302
+    assert Endpoint.objects.get(name="router").base_url == "https://openrouter.ai/api/v1"

@@ -14,7 +14,7 @@ from django.urls import reverse
 from engine.imports import convert
 from engine.loader import load_suite
 from suites.models import Suite, SuiteFile, SuiteVersion
-from tests.engine.test_imports import folder, one
+from tests.engine.test_imports import CALIBRATE_TOML, folder, one
 
 URL = "/suites/import/"
 
@@ -155,7 +155,7 @@ def test_missing_files_block_creating(logged_in):
 def test_bad_uploads_show_a_clear_message_not_a_traceback(logged_in):
     for files, message in [
         ({}, "paste the suite, or choose its files"),
-        ({"notes.yaml": "title: Meeting notes\n"}, "not a suite of vibecheck"),
+        ({"notes.yaml": "title: Meeting notes\n"}, "this is not a format Import knows"),
         ({"suite.yaml": "metadata: [oops\n"}, "suite.yaml is not valid YAML"),
     ]:
         response = logged_in.post(URL, {"files": uploads(files)})
@@ -281,3 +281,11 @@ def test_nothing_pasted_or_chosen_is_a_clear_message(logged_in):
     response = logged_in.post(URL, {"pasted": "  \n", "kind": ""})
     assert response.status_code == 400
     assert "paste the suite, or choose its files" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_pasted_calibrate_file_converts_in_the_web(logged_in):
+    response = logged_in.post(URL, {"pasted": CALIBRATE_TOML, "kind": ""})
+    assert response.status_code == 200
+    page = html.unescape(response.content.decode())
+    assert "Detected: calibrate" in page and "Valid — " in page
