@@ -30,7 +30,7 @@ test: $(VENV)/.installed
 
 # The end-to-end tests again, on PostgreSQL + Redis.
 test-pg: $(VENV)/.installed
-	@if $(PY) -m tests.services "$(PG_URL)" "$(REDIS_URL)"; then \
+	@if $(PY) -m tests.live_services "$(PG_URL)" "$(REDIS_URL)"; then \
 		DATABASE_URL="$(PG_URL)" CELERY_BROKER_URL="$(REDIS_URL)" $(PY) -m pytest -m e2e -p no:cacheprovider; \
 	else echo "PostgreSQL or Redis not reachable: skipped the PostgreSQL + Redis end-to-end pass"; fi
 

@@ -32,7 +32,7 @@ script then exits 1.
 Settings are production's defaults (EVALSITE_WORKER_DEAD_SECONDS 5, EVALSITE_RETRY_SECONDS 300,
 EVALSITE_REGEX_TIMEOUT_SECONDS 1, 60 s leases). PostgreSQL: FAULTS_PG_URL (default
 postgres://postgres@127.0.0.1:5432/evalsite_faults, dropped and created again). --quick is the short version
-`make test` runs (tests/test_faults.py): fewer conversations and faults, shorter windows, all scenarios in
+`make test` runs (tests/e2e/test_faults.py): fewer conversations and faults, shorter windows, all scenarios in
 one environment per backend (--shared). The code: bench/faults_play.py (the environment, the faults) and
 bench/faults_measure.py (the workload, what happened to it).
 """

@@ -18,7 +18,7 @@ from pathlib import Path
 from faults_measure import Fault, broken, key, measure, recovered, script, suite_yaml, turns_of
 from throughput import quiet_collector
 
-from tests.services import RedisServer
+from tests.live_services import RedisServer
 
 FAKE_KEY_ENV, FAKE_KEY = "FAULTS_FAKE_KEY", "sk-faults"
 STUCK_AFTER = 120.0  # seconds after the last fault: a conversation not finished by then is stuck

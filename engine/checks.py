@@ -20,7 +20,7 @@ from . import patterns
 from .clients import ChatClient, EndpointError, estimate_tokens
 from .judge import judge_messages, normalise_score, parse_verdict
 from .matching import MISSING, glob_match, json_field
-from .results import CheckResult, Usage
+from .results import CRITERION, CheckResult, Usage
 from .schema import DEFAULT_EMBEDDING_MODEL, SCALES, Check
 from .text import plural
 
@@ -244,13 +244,13 @@ def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
         if score is None:
             unparseable.append(label)
             children.append(
-                CheckResult(type="criterion", label=label, passed=False, score=0.0, reason=reason, raw=raw)
+                CheckResult(type=CRITERION, label=label, passed=False, score=0.0, reason=reason, raw=raw)
             )
         else:
             normalised = spec.normalise(score)
             children.append(
                 CheckResult(
-                    type="criterion",
+                    type=CRITERION,
                     label=label,
                     passed=score >= spec.threshold,
                     score=normalised,

@@ -35,6 +35,9 @@ from .transcript import format_transcript, message_text
 
 MOCK = "mock"
 DEFAULT = "default"
+# The reason a call waiting out a rate limit (a 429's Retry-After, or another call's pause) reports; the pages
+# tell this wait from the others by it: "waiting for rate limit (retry in 8 s)".
+RATE_LIMIT_WAIT = "waiting for rate limit"
 RETRY_SECONDS = 300.0
 RETRY_MAX_WAIT = 60.0
 RETRIED_STATUSES = (408, 409, 429)  # and every 5xx: what the openai client itself would retry
@@ -209,9 +212,7 @@ class OpenAIClient:
                     raise EndpointError(message) from None
                 retry_after = _retry_after(exc.response.headers)
                 if status == 429:
-                    raise _Transient(
-                        message, "waiting for rate limit", retry_after, rate_limited=True
-                    ) from None
+                    raise _Transient(message, RATE_LIMIT_WAIT, retry_after, rate_limited=True) from None
                 raise _Transient(message, f"endpoint unavailable (HTTP {status})", retry_after) from None
             except openai.APITimeoutError:
                 message = f"{what} to {self.label} timed out after {endpoint.timeout:g}s"
@@ -267,7 +268,7 @@ class OpenAIClient:
             return
         # Spread out a little, so the callers held back do not all arrive in the same instant.
         seconds = remaining + random.uniform(0, min(1.0, 0.2 * remaining))
-        report_wait(RetryWait(self.label, "waiting for rate limit", seconds, 0))
+        report_wait(RetryWait(self.label, RATE_LIMIT_WAIT, seconds, 0))
         wait_out(seconds, self._sleep)
 
     def complete(self, model: str, messages: list[dict], *, temperature: float | None = None) -> Completion:

@@ -35,6 +35,9 @@ class Usage(BaseModel):
         )
 
 
+CRITERION = "criterion"  # the type of one weighted criterion of an llm_judge check, one of its children
+
+
 class CheckResult(BaseModel):
     type: str
     label: str  # how the check reads to a person, e.g. match "*105*"
@@ -47,6 +50,10 @@ class CheckResult(BaseModel):
     # it gave it, so that readers (calibration, comparisons) need not take them out of `reason`.
     judged: float | None = None
     judge_reason: str | None = None
+
+    @property
+    def is_criterion(self) -> bool:
+        return self.type == CRITERION
 
 
 class TurnGrade(BaseModel):

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from engine.clients import RATE_LIMIT_WAIT
 from engine.history import INSTRUCTIONS_SUFFIX
 from engine.outcomes import GRADED, TerminationKind
 from engine.results import GateResult, TurnRecord
@@ -124,7 +125,12 @@ def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_statuses: li
     counts = progress["counts"]
     finishing = in_flight(progress)
     if run.status == Status.CANCELLED and finishing:
-        return {"label": "cancelling", "tone": Status.CANCELLED, "reason": f"{finishing} finishing"}
+        return {
+            "label": "cancelling",
+            "tone": Status.CANCELLED,
+            "live": True,
+            "reason": f"{finishing} finishing",
+        }
     evals = plural(len(eval_statuses), "eval")
     failed = eval_statuses.count(Status.FAILED)
     reasons = []
@@ -143,7 +149,7 @@ def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_statuses: li
         reasons.append(f"cancelled with {finished} of {plural(progress['total'], 'conversation')} finished")
     elif run.status == Status.PASSED and gate_rows and failed:
         reasons.append(f"every gate holds; {failed} of {evals} failed")
-    return {"label": run.status, "tone": run.status, "reason": "; ".join(reasons)}
+    return {"label": run.status, "tone": run.status, "live": False, "reason": "; ".join(reasons)}
 
 
 def eval_statuses(conversations: list[Conversation], rows: list[IteratedRow]) -> list[str]:
@@ -471,7 +477,7 @@ def waiting(reason: str, until, now, count: int | None = None) -> dict | None:
     if until is None or until <= now:
         return None
     seconds = math.ceil((until - now).total_seconds())
-    rate_limited = reason.startswith("waiting")
+    rate_limited = reason == RATE_LIMIT_WAIT
     lead = reason or "waiting to retry"
     if count is not None:
         lead = f"{plural(count, 'conversation')} {lead if rate_limited else 'waiting: ' + lead}"

@@ -13,7 +13,7 @@ from django.db import models
 from django.utils import timezone
 
 from engine import outcomes
-from engine.clients import EndpointConfig
+from engine.clients import DEFAULT, EndpointConfig
 from engine.schema import Style
 
 
@@ -156,6 +156,17 @@ class Run(models.Model):
     def is_active(self) -> bool:
         return self.status in ACTIVE
 
+    # What the templates ask of a run, so that they never spell a status or an endpoint name out.
+    @property
+    def is_cancelling(self) -> bool:
+        """Cancelled, with conversations still finishing their turn (`in_flight_count`, which the runs list
+        annotates)."""
+        return self.status == Status.CANCELLED and bool(getattr(self, "in_flight_count", 0))
+
+    @property
+    def on_default_endpoint(self) -> bool:
+        return self.endpoint_name == DEFAULT
+
     @property
     def mock_model(self) -> str:
         """What a mock run names beside its mock badge: the id after `mock/`, nothing for plain `mock`."""
@@ -273,6 +284,27 @@ class Conversation(models.Model):
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    # What the templates ask of a conversation, so that they never spell a status or a style out.
+    @property
+    def is_queued(self) -> bool:
+        return self.status == Status.QUEUED
+
+    @property
+    def is_running(self) -> bool:
+        return self.status == Status.RUNNING
+
+    @property
+    def is_error(self) -> bool:
+        return self.status == Status.ERROR
+
+    @property
+    def is_cancelled(self) -> bool:
+        return self.status == Status.CANCELLED
+
+    @property
+    def is_simulated(self) -> bool:
+        return self.style == Style.SIMULATED
 
 
 class Worker(models.Model):

@@ -38,8 +38,8 @@ _stop = threading.Event()
 
 @worker_init.connect
 def configure_worker_connections(**kwargs) -> None:
-    # A worker commits every claim, turn, finish and dispatch on its own; waiting for each flush cost 3-4 ms
-    # here, and bench/throughput.py on PostgreSQL went from 1.45 to 1.36 wall/ideal without the wait. The
+    # A worker commits every claim, turn, finish and dispatch on its own, and waiting for each flush costs
+    # 3-4 ms a commit: a visible share of a conversation's time (figures in the README's Benchmarks). The
     # setting goes in the connection's startup options, so every session the worker opens (each one its
     # pool adds, too) has it from the start, at no extra round trip; the web's sessions keep the default.
     db = connections["default"]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import imports_views, views
+from . import views
 
 app_name = "suites"
 urlpatterns = [
@@ -8,7 +8,7 @@ urlpatterns = [
     path("new/", views.new, name="new"),
     path("validate/", views.validate, name="validate"),
     path("upload/", views.upload, name="upload"),
-    path("import/", imports_views.import_suite, name="import"),
+    path("import/", views.import_suite, name="import"),
     path("<uuid:public_id>/", views.detail, name="detail"),
     path("<uuid:public_id>/v/<int:number>/", views.version, name="version"),
     path("<uuid:public_id>/launch/", views.launch, name="launch"),

@@ -1,7 +1,7 @@
 """Send one suite text (a file named on the command line) through every way into the web app, in this
 process: the API, the editor's as-you-type validation, save, create, upload and Import.
 
-tests/test_bad_input.py runs it in a subprocess for texts that once crashed the process itself (40,000
+tests/web/test_bad_input.py runs it in a subprocess for texts that once crashed the process itself (40,000
 nested `[` overflowed libyaml's C stack: SIGSEGV), which would take the test run down with it. Prints one
 JSON line per path: {"path", "status", "body"}; EVALSITE_VAR_DIR must name an empty folder.
 """

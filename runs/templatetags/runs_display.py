@@ -3,6 +3,7 @@
 from django import template
 
 from runs import display
+from runs.models import Status
 
 register = template.Library()
 
@@ -11,3 +12,9 @@ register = template.Library()
 def symbol(status: str) -> str:
     """A status as its symbol: `{{ "passed"|symbol }}` is ✓ (runs.display.STATUS_SYMBOLS)."""
     return display.symbol(status)
+
+
+@register.filter
+def pass_symbol(passed: bool) -> str:
+    """A check's or a grade's outcome as its symbol: ✓ when it passed, ✗ when it did not."""
+    return display.symbol(Status.PASSED if passed else Status.FAILED)

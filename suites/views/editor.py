@@ -1,0 +1,188 @@
+"""The YAML editor as every suite page renders it: live validation (located problems, the routes each model
+takes, warnings), the files panel and the launch panel. The pages themselves are in suites.py, launch.py and
+files.py beside this module.
+
+Saving goes through suites.services, which validates first: a broken suite (or a file it cannot use)
+re-renders the editor with the located problems and the user's text, HTTP 400, and stores nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from engine.loader import SuiteError, SuiteProblem
+from engine.schema import Suite as SuiteSpec
+from runs import selectors as run_selectors
+from runs.endpoint_checks import SuiteRoutes, model_choices, suite_routes
+
+from .. import display, selectors, services
+from ..forms import LaunchForm
+from ..models import Suite, SuiteVersion
+
+RECENT_RUNS = 8
+VERSIONS_SHOWN = 50
+
+
+@dataclass
+class Validation:
+    """What the problems panel shows for a piece of YAML and the files it would be saved with."""
+
+    empty: bool = False
+    spec: SuiteSpec | None = None
+    problems: list[SuiteProblem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # Where its model references go, and located warnings about them (an unknown endpoint, an unset key).
+    routes: SuiteRoutes | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.spec is not None and not self.problems
+
+    @property
+    def conversations(self) -> int:
+        """How many conversations a run of it plays: every iteration of every eval is one."""
+        spec = self.spec
+        return sum(ev.iterations or spec.iterations for ev in spec.evals) if spec is not None else 0
+
+
+def _validate(
+    source: str,
+    user,
+    suite: Suite | None,
+    files: Mapping[str, str],
+    *,
+    file_problems: list[SuiteProblem] = (),
+    known: SuiteSpec | None = None,
+    idle_when_empty: bool = True,
+) -> Validation:
+    """`known`: the spec of exactly this source with these files, already parsed (the saved version).
+    `idle_when_empty`: an empty editor shows a hint rather than a problem, except after a failed save."""
+    if idle_when_empty and not source.strip():
+        return Validation(empty=True, problems=list(file_problems))
+    spec = known
+    if spec is None:
+        try:
+            spec = services.validate_source(source, files=files)
+        except SuiteError as exc:
+            return Validation(problems=[*file_problems, *exc.problems])
+    result = Validation(spec=spec, problems=list(file_problems), routes=suite_routes(spec, source))
+    if suite is None and selectors.suites_for(user).filter(name=spec.name).exists():
+        result.warnings.append(
+            f"You already have a suite named “{spec.name}”: change `name` to create a new one."
+        )
+    elif suite is not None and spec.name != suite.name:
+        result.warnings.append(
+            f"This suite keeps its name “{suite.name}”; `name` is only read when a suite is created."
+        )
+    return result
+
+
+def _parse(version: SuiteVersion | None, files: Mapping[str, str] | None = None) -> SuiteSpec | None:
+    if version is None:
+        return None
+    try:
+        return services.validate_source(version.source, files=version.file_map() if files is None else files)
+    except SuiteError:
+        return None
+
+
+def _render_editor(
+    request: HttpRequest,
+    *,
+    suite: Suite | None = None,
+    source: str | None = None,
+    note: str = "",
+    status: int = 200,
+    error: str | None = None,
+    error_anchor: str = "problems",
+    launch_form: LaunchForm | None = None,
+    launch_error: str | None = None,
+    base_version: int | None = None,
+    restored_from: SuiteVersion | None = None,
+    uploads: Mapping[str, str] | None = None,
+    file_problems: list[SuiteProblem] = (),
+    files_error: str | None = None,
+) -> HttpResponse:
+    """The editor page. `uploads`: files sent with a new suite that failed to save (checked with its text);
+    `files_error` and `file_problems`: an attach or remove that failed, shown in the Files panel."""
+    context: dict = {
+        "suite": suite,
+        "note": note,
+        "error": error,
+        "error_anchor": error_anchor,
+        "schema_url": reverse("api:suite_schema"),
+        "files_error": files_error,
+        "file_problems": file_problems,
+        # A browser does not keep chosen files after a failed save: say which ones to choose again.
+        "uploaded_names": sorted({*(uploads or {}), *(p.file for p in file_problems if p.file)}),
+    }
+    files: dict[str, str] = dict(uploads or {})
+    latest = latest_spec = None
+    if suite is not None:
+        versions = list(suite.versions.select_related("created_by").order_by("-number")[:VERSIONS_SHOWN])
+        latest = versions[0] if versions else None
+        if source is None:
+            source = latest.source if latest else ""
+        attached = list(latest.files.all()) if latest else []
+        files = {item.name: item.content for item in attached}
+        latest_spec = _parse(latest, files)
+        numbers = [version.number for version in versions]
+        context.update(
+            versions=versions,
+            latest=latest,
+            latest_spec=latest_spec,
+            attached=display.file_rows(attached, latest_spec),
+            base_version=base_version or (latest.number if latest else None),
+            restored_from=restored_from,
+            runs=run_selectors.recent_runs(request.user, RECENT_RUNS, suite_version__suite=suite),
+            launch_form=launch_form
+            or LaunchForm(
+                initial={"concurrency": 10, "version": numbers[0] if numbers else None}, versions=numbers
+            ),
+            launch_error=launch_error,
+        )
+        context.update(_launch_panel(request, latest_spec, (launch_form or context["launch_form"])))
+    context["source"] = source or ""
+    # Text the page shows that is not the saved version: the editor warns before it is lost.
+    saved = latest.source if latest else ""
+    context["dirty"] = context["source"] != saved
+    context["line_numbers"] = "\n".join(str(n) for n in range(1, context["source"].count("\n") + 2))
+    # The saved text with its saved files was parsed just above; a 10,000-row dataset is not parsed twice.
+    known = latest_spec if latest is not None and context["source"] == latest.source else None
+    validation = _validate(
+        context["source"],
+        request.user,
+        suite,
+        files,
+        file_problems=[] if suite else file_problems,
+        known=known,
+        idle_when_empty=error is None,
+    )
+    context["validation"] = validation
+    name = validation.spec.dataset if validation.spec is not None else display.dataset_name(context["source"])
+    context["dataset"] = display.dataset_panel(name, files)
+    return render(request, "suites/editor.html", context, status=status)
+
+
+def _launch_panel(request: HttpRequest, spec: SuiteSpec | None, form: LaunchForm) -> dict:
+    """The launch form's model suggestions, and where the chosen model (and the judges) will go."""
+    model = (form["model"].value() or "").strip()
+    return {
+        "model_choices": model_choices(request.user, spec),
+        "launch_routes": suite_routes(spec, model=model or None) if spec is not None else None,
+    }
+
+
+def _not_saved(exc: SuiteError, previous: SuiteVersion | None = None) -> str:
+    count = len(exc.problems)
+    kept = f" v{previous.number} is unchanged." if previous is not None else ""
+    return f"Not saved: {count} problem{'' if count == 1 else 's'} to fix, nothing was stored.{kept}"
+
+
+def _first_error(form) -> str:
+    return next(f"{name}: {errors[0]}" for name, errors in form.errors.items())

@@ -1,0 +1,252 @@
+"""Import: convert another tool's suite (vibecheck, Letta Evals, AgentV) into an evalsite suite.
+
+Two steps on one URL. A POST with uploaded files (or a pasted suite, with any files it needs) converts them (engine.imports) and shows the report —
+the detected tool, what was mapped, what was not, the files still needed — with the generated YAML in an
+editable textarea. A POST with `action=create` creates the suite from that (possibly edited) YAML and the
+converted files, carried through the page as hidden `file_name[]` / `file_content[]` inputs (or, when
+they are too large to carry, uploaded again and converted again). Creating validates first: a broken
+suite shows its located problems and nothing is saved.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from engine.bounds import loads_json
+from engine.imports import KINDS, ImportProblem, ImportResult, convert
+from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem
+
+from .. import services
+from ..forms import normalise_newlines
+
+MAX_UPLOADS = 50
+KIND_CHOICES = [
+    ("", "Auto-detect"),
+    ("vibecheck", "vibecheck YAML"),
+    ("letta", "Letta Evals suite.yaml + dataset"),
+    ("agentv", "AgentV v2 eval YAML"),
+]
+TEMPLATE = "suites/import.html"
+
+
+def _carry_limit() -> int:
+    """Bytes of converted files the preview page can carry back in hidden fields: Django refuses request
+    bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (not counting uploaded files)."""
+    limit = getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
+    return 10**12 if limit is None else int(limit * 0.8)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def import_suite(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        return _render(request, {})
+    if request.POST.get("action") == "create":
+        return _create(request)
+    return _convert(request)
+
+
+def _kind(request: HttpRequest) -> str:
+    kind = request.POST.get("kind", "")
+    return kind if kind in KINDS else ""
+
+
+PASTED = "pasted-suite.yaml"  # the name a pasted suite goes by among the files, and its suite name's fallback
+PASTED_TOML = "pasted-samples.toml"  # a pasted calibrate file: TOML tables of samples
+
+
+def _pasted(request: HttpRequest) -> str:
+    text = normalise_newlines(request.POST.get("pasted", ""))
+    return text if text.strip() else ""
+
+
+def _read_uploads(request: HttpRequest, pasted: str = "") -> dict[str, str]:
+    """The uploaded files, and the pasted suite (if any) as one more file."""
+    uploads = request.FILES.getlist("files")
+    if not uploads and not pasted:
+        raise ImportProblem(
+            "paste the suite, or choose its files: the suite file, and its dataset or attachments"
+        )
+    if len(uploads) > MAX_UPLOADS:
+        raise ImportProblem(f"at most {MAX_UPLOADS} files at a time")
+    files: dict[str, str] = {}
+    total = 0
+    for upload in uploads:
+        data = upload.read(services.MAX_FILE_BYTES + 1)
+        if len(data) > services.MAX_FILE_BYTES:
+            raise ImportProblem(f"{upload.name} is larger than {services.MAX_FILE_BYTES // 1_000_000} MB")
+        total += len(data)
+        if total > services.MAX_TOTAL_BYTES:
+            raise ImportProblem(f"the files exceed {services.MAX_TOTAL_BYTES // 1_000_000} MB in all")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            raise ImportProblem(
+                f"{upload.name} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})"
+            ) from None
+        files[upload.name] = text
+    if pasted:
+        if len(pasted.encode("utf-8")) > MAX_SUITE_BYTES:
+            raise ImportProblem(f"the pasted suite is larger than {MAX_SUITE_BYTES // 1_000_000} MB")
+        # calibrate's samples are TOML, which YAML cannot read: `[[samples]]` on a line of its own says so.
+        toml = any(line.strip() == "[[samples]]" for line in pasted.splitlines())
+        files[PASTED_TOML if toml else PASTED] = pasted
+    return files
+
+
+def _convert(request: HttpRequest) -> HttpResponse:
+    kind = _kind(request)
+    pasted = _pasted(request)
+    try:
+        result = convert(_read_uploads(request, pasted), kind or None)
+    except ImportProblem as exc:
+        error = _for_paste(str(exc)) if pasted else str(exc)
+        return _render(request, {"error": error, "kind": kind, "pasted": pasted}, status=400)
+    return _render_preview(request, result, source=result.source, files=result.files, pasted=pasted)
+
+
+def _for_paste(message: str) -> str:
+    """A converter's message about the pasted text, which it knows only by its stand-in file name."""
+    message = message.replace(PASTED, "the pasted suite")
+    message = message[:1].upper() + message[1:]
+    if "not uploaded" in message:
+        message += ". Choose it under “Files it needs” below and convert again; the pasted text stays."
+    return message
+
+
+def _create(request: HttpRequest) -> HttpResponse:
+    kind = _kind(request)
+    result = _report_from(request.POST.get("report", ""), kind)
+    source = normalise_newlines(request.POST.get("source", ""))
+    try:
+        if request.FILES.getlist("files"):  # too large to carry: the same files, uploaded again
+            converted = convert(_read_uploads(request, _pasted(request)), kind or None)
+            files = converted.files
+            result.needs_files = converted.needs_files
+        else:
+            files = _carried_files(request)
+    except ImportProblem as exc:
+        return _render_preview(
+            request, result, source=source, files={}, error=str(exc), status=400, carried=False
+        )
+    if result.needs_files:
+        return _render_preview(
+            request,
+            result,
+            source=source,
+            files=files,
+            error="Not created: upload the missing files with the others and import again.",
+            status=400,
+        )
+    tool = result.tool or "another tool"
+    try:
+        suite = services.create_suite(
+            owner=request.user, source=source, note=f"imported from {tool}", files=files
+        )
+    except SuiteError as exc:
+        count = len(exc.problems)
+        error = f"Not created: {count} problem{'' if count == 1 else 's'} to fix, nothing was saved."
+        return _render_preview(
+            request, result, source=source, files=files, error=error, status=400, problems=exc.problems
+        )
+    except ValueError as exc:
+        return _render_preview(request, result, source=source, files=files, error=str(exc), status=400)
+    messages.success(request, f"Imported “{suite.name}” from {tool} — v1 saved.")
+    return redirect("suites:detail", public_id=suite.public_id)
+
+
+def _carried_files(request: HttpRequest) -> dict[str, str]:
+    names = request.POST.getlist("file_name[]")
+    contents = request.POST.getlist("file_content[]")
+    if len(names) != len(contents):
+        raise ImportProblem("the converted files did not come back whole: import the files again")
+    files: dict[str, str] = {}
+    for name, content in zip(names, contents, strict=True):
+        if not services.FILE_NAME.match(name):
+            raise ImportProblem(f"{name!r} is not a file name evalsite accepts: import the files again")
+        files[name] = normalise_newlines(content)
+    return files
+
+
+def _report_from(raw: str, kind: str) -> ImportResult:
+    """The import report, carried through the page as JSON (display only: it decides nothing)."""
+    try:
+        data = loads_json(raw) if raw else {}
+    except ValueError:  # nested too deeply included: the page sent it back, but anyone can post anything
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+
+    def lines(key: str) -> list[str]:
+        value = data.get(key)
+        return [str(line) for line in value] if isinstance(value, list) else []
+
+    found = data.get("kind") if data.get("kind") in KINDS else kind
+    return ImportResult(
+        source="",
+        mapped=lines("mapped"),
+        unmapped=lines("unmapped"),
+        needs_files=lines("needs_files"),
+        kind=found or "",
+    )
+
+
+def _render_preview(
+    request: HttpRequest,
+    result: ImportResult,
+    *,
+    source: str,
+    files: dict[str, str],
+    error: str | None = None,
+    status: int = 200,
+    problems: list[SuiteProblem] | None = None,
+    carried: bool = True,
+    pasted: str = "",
+) -> HttpResponse:
+    report = json.dumps(
+        {
+            "kind": result.kind,
+            "mapped": result.mapped,
+            "unmapped": result.unmapped,
+            "needs_files": result.needs_files,
+        }
+    )
+    size = sum(len(text.encode("utf-8")) for text in (*files.values(), source, report))
+    carry = carried and size <= _carry_limit()
+    if problems is None and not result.needs_files:
+        try:
+            spec = services.validate_source(source, files=files)
+        except SuiteError as exc:
+            problems, spec = exc.problems, None
+    else:
+        spec = None
+    context = {
+        "result": result,
+        "source": source,
+        "files": [
+            {"name": name, "content": text, "size": len(text.encode("utf-8"))} for name, text in files.items()
+        ],
+        "carry": carry,
+        "report_json": report,
+        "error": error,
+        "problems": problems or [],
+        "spec": spec,
+        "kind": result.kind,
+        "line_count": source.count("\n") + 1,
+        "pasted": pasted,
+    }
+    return _render(request, context, status=status)
+
+
+def _render(request: HttpRequest, context: dict, status: int = 200) -> HttpResponse:
+    context.setdefault("kind", "")
+    context["kind_choices"] = KIND_CHOICES
+    return render(request, TEMPLATE, context, status=status)

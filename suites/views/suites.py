@@ -1,0 +1,210 @@
+"""Suite pages: the list, a new suite, the editor of a saved one, its versions, live validation and upload."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from engine.loader import MAX_SUITE_BYTES, SuiteError, decode_source
+from runs import selectors as run_selectors
+
+from .. import display, selectors, services
+from ..forms import SuiteSourceForm, normalise_newlines
+from ..models import Suite
+from .editor import RECENT_RUNS, _first_error, _not_saved, _parse, _render_editor, _validate
+from .launch import _launch_saved
+
+DEMO_SUITE = settings.BASE_DIR / "examples" / "demo-mock.yaml"
+STARTER_SUITE = """\
+name: my-suite
+description: What this suite checks, in one line.
+model: gpt-4o-mini            # "model" on the default endpoint, "endpoint/model", or "mock"
+system: You are a helpful assistant.
+
+evals:
+  - id: arithmetic
+    prompt: What is 15 * 7?
+    checks:
+      - match: "*105*"
+        # Sent in the same conversation when the check above fails:
+        prompt: That is not right. Please recalculate 15 multiplied by 7.
+        checks:
+          - match: "*105*"
+"""
+
+
+@login_required
+@require_GET
+def suite_list(request: HttpRequest) -> HttpResponse:
+    suites = run_selectors.with_last_run(selectors.suites_for(request.user), request.user)
+    suites = suites.order_by("-updated_at")  # Meta.ordering is dropped from GROUP BY queries
+    return render(request, "suites/list.html", {"suites": suites})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def new(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        start = request.GET.get("start")
+        source = DEMO_SUITE.read_text() if start == "demo" else STARTER_SUITE if start == "starter" else ""
+        return _render_editor(request, source=source)
+    form = SuiteSourceForm(request.POST)
+    uploads, file_problems = display.read_uploads(request)
+    if not form.is_valid():
+        source = normalise_newlines(request.POST.get("source", ""))
+        return _render_editor(request, source=source, status=400, error=_first_error(form), uploads=uploads)
+    source, note = form.cleaned_data["source"], form.cleaned_data["note"]
+    again = dict(source=source, note=note, status=400, uploads=uploads, file_problems=file_problems)
+    if file_problems:
+        return _render_editor(request, error=_not_saved(SuiteError(file_problems)), **again)
+    try:
+        suite = services.create_suite(owner=request.user, source=source, note=note, files=uploads)
+    except SuiteError as exc:
+        return _render_editor(request, error=_not_saved(exc), **again)
+    except ValueError as exc:
+        return _render_editor(request, error=str(exc), **again)
+    version = suite.latest_version
+    messages.success(request, f"Created “{suite.name}” — v{version.number} saved.")
+    if request.POST.get("action") == "launch":
+        return _launch_saved(request, suite, version)
+    return redirect("suites:detail", public_id=suite.public_id)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def detail(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
+    suite = selectors.get_suite_for_user(request.user, public_id)
+    if request.method == "POST":
+        return _save(request, suite)
+    restored = request.GET.get("from_version", "")
+    if restored.isdigit():
+        version = selectors.get_version_for_user(request.user, public_id, int(restored))
+        return _render_editor(request, suite=suite, source=version.source, restored_from=version)
+    return _render_editor(request, suite=suite)
+
+
+def _save(request: HttpRequest, suite: Suite) -> HttpResponse:
+    form = SuiteSourceForm(request.POST)
+    base = request.POST.get("base_version", "")
+    base_version = int(base) if base.isdigit() else None
+    if not form.is_valid():
+        source = normalise_newlines(request.POST.get("source", ""))
+        return _render_editor(
+            request,
+            suite=suite,
+            source=source,
+            status=400,
+            error=_first_error(form),
+            base_version=base_version,
+        )
+    source, note = form.cleaned_data["source"], form.cleaned_data["note"]
+    previous = suite.latest_version
+    try:
+        version = services.save_version(suite=suite, source=source, user=request.user, note=note)
+    except SuiteError as exc:
+        return _render_editor(
+            request,
+            suite=suite,
+            source=source,
+            note=note,
+            status=400,
+            error=_not_saved(exc, previous),
+            base_version=base_version,
+        )
+    if previous is not None and version.pk == previous.pk:
+        messages.info(request, f"No changes — v{version.number} already has this text.")
+    else:
+        messages.success(request, f"Saved v{version.number}.")
+        if previous is not None and base_version is not None and base_version != previous.number:
+            messages.warning(
+                request,
+                f"v{previous.number} was saved after you opened v{base_version} in this editor; "
+                f"your text replaced it as v{version.number}. Compare them in the history.",
+            )
+    if request.POST.get("action") == "launch":
+        return _launch_saved(request, suite, version)
+    return redirect("suites:detail", public_id=suite.public_id)
+
+
+@login_required
+@require_GET
+def version(request: HttpRequest, public_id: uuid.UUID, number: int) -> HttpResponse:
+    version = selectors.get_version_for_user(request.user, public_id, number)
+    suite = version.suite
+    numbers = list(suite.versions.values_list("number", flat=True))
+    context = {
+        "suite": suite,
+        "version": version,
+        "lines": version.source.split("\n"),
+        "spec": _parse(version),
+        "files": list(version.files.values("name", "size")),
+        "latest_number": max(numbers),
+        "previous_number": max((n for n in numbers if n < number), default=None),
+        "next_number": min((n for n in numbers if n > number), default=None),
+        "runs": run_selectors.recent_runs(request.user, RECENT_RUNS, suite_version=version),
+    }
+    return render(request, "suites/version.html", context)
+
+
+def _posted_suite(request: HttpRequest) -> Suite | None:
+    """The user's suite named by the form's `suite` field, if any (404 for anyone else's)."""
+    suite_id = request.POST.get("suite")
+    if not suite_id:
+        return None
+    try:
+        return selectors.get_suite_for_user(request.user, uuid.UUID(suite_id))
+    except ValueError:
+        raise Http404("no such suite") from None
+
+
+@login_required
+@require_POST
+def validate(request: HttpRequest) -> HttpResponse:
+    suite = _posted_suite(request)
+    source = normalise_newlines(request.POST.get("source", ""))
+    if suite is not None:
+        latest = suite.latest_version
+        files, file_problems = (latest.file_map() if latest else {}), []
+    else:  # a new suite: the files chosen in its form come along with every check
+        files, file_problems = display.read_uploads(request)
+    validation = _validate(source, request.user, suite, files, file_problems=file_problems)
+    return render(request, "suites/editor.html#problems", {"validation": validation, "suite": suite})
+
+
+@login_required
+@require_POST
+def upload(request: HttpRequest) -> HttpResponse:
+    """Save a .yaml file from disk, as a new suite or (with `suite`) a new version of one.
+
+    The bytes are checked first (1 MB, UTF-8, naming the bad byte); the text then takes the same path as
+    typed text, so a broken file is shown in the editor with its located problems and nothing is saved.
+    """
+    suite = _posted_suite(request)
+    uploaded = request.FILES.get("file")
+    if uploaded is None:
+        return _render_editor(request, suite=suite, status=400, error="Choose a .yaml file to upload.")
+    try:
+        source = normalise_newlines(decode_source(uploaded.read(MAX_SUITE_BYTES + 1)))
+    except SuiteError as exc:
+        problems = "; ".join(str(problem) for problem in exc.problems)
+        return _render_editor(
+            request, suite=suite, status=400, error=f"Not saved: {uploaded.name}: {problems}"
+        )
+    note = f"uploaded {uploaded.name}"[:200]
+    try:
+        if suite is None:
+            suite = services.create_suite(owner=request.user, source=source, note=note)
+        else:
+            services.save_version(suite=suite, source=source, user=request.user, note=note)
+    except SuiteError as exc:
+        return _render_editor(request, suite=suite, source=source, status=400, error=_not_saved(exc))
+    except ValueError as exc:
+        return _render_editor(request, source=source, status=400, error=str(exc))
+    messages.success(request, f"Saved {uploaded.name} as v{suite.latest_version.number} of “{suite.name}”.")
+    return redirect("suites:detail", public_id=suite.public_id)

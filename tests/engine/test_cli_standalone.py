@@ -1,0 +1,480 @@
+"""The `evalsite` command stands alone: a fresh checkout with the project installed and nothing else.
+
+No SECRET_KEY, no EVALSITE_DEV, no DATABASE_URL, no migrated database, no server. Every command runs in a
+subprocess, as a user or a CI job runs it, with the venv's `evalsite` script or `python manage.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAKE_KEY, ROOT
+from tests.fakeopenai import FakeOpenAI, Reply
+
+BIN = Path(sys.executable).parent
+EVALSITE = BIN / "evalsite"
+# What the test process has that a fresh shell does not (tests/settings.py sets some of them).
+NOT_IN_A_FRESH_SHELL = (
+    "SECRET_KEY", "EVALSITE_DEV", "DEBUG", "DATABASE_URL", "CELERY_BROKER_URL", "EVALSITE_VAR_DIR",
+    "DJANGO_SETTINGS_MODULE", "OPENAI_BASE_URL", "OPENAI_API_KEY", "PYTHONPATH", "VIRTUAL_ENV",
+)  # fmt: skip
+
+SUITE = """\
+name: standalone
+model: gpt-test
+evals:
+  - prompt: What is 15 * 7?
+    checks:
+      - match: "*105*"
+  - prompt: What is 2 + 2?
+    checks:
+      - match: "*4*"
+"""
+
+
+def fresh_env(**extra: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key not in NOT_IN_A_FRESH_SHELL}
+    return {**env, **extra}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def installed():
+    if sys.prefix == sys.base_prefix:
+        pytest.fail("run the tests with the project's venv (.venv/bin/python -m pytest)")
+    assert EVALSITE.is_file(), f"{EVALSITE} is missing: reinstall the project (pip install -e '.[dev]')"
+
+
+def evalsite(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(EVALSITE), *args], cwd=cwd, env=fresh_env(**env), capture_output=True, text=True, timeout=120
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
+    """A user error: the exit code, no traceback, and one line on stderr holding every fragment."""
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]
+
+
+def copy_repo(target: Path) -> Path:
+    """The repository's files, as a fresh clone has them, with the venv where `make setup` puts it.
+
+    The venv's install of the project points at this worktree (pip install -e); a clone's own `make setup`
+    points at the clone. PYTHONPATH (in `clone_env`) makes the copy's code the code that runs.
+    """
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    (target / ".venv").symlink_to(sys.prefix)
+    return target
+
+
+def clone_env(clone: Path, **extra: str) -> dict[str, str]:
+    return fresh_env(PYTHONPATH=str(clone), **extra)
+
+
+def in_clone(clone: Path, command: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-c", command], cwd=clone, env=clone_env(clone, **env), capture_output=True, text=True,
+        timeout=180,
+    )  # fmt: skip
+
+
+def readme_commands() -> tuple[list[str], list[tuple[str, int]]]:
+    """The README's "Use the terminal" block: (lines that set up the shell, [(command, exit code)]).
+
+    A command's exit code is 0 unless its comment says `exit N`.
+    """
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("**Use the terminal**") :]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block, "README.md: no ```sh block after **Use the terminal**"
+    setup, commands = [], []
+    for line in block[1].splitlines():
+        command, _, comment = line.strip().partition("  #")
+        command = command.strip()
+        if not command:
+            continue
+        if command.startswith((". ", "source ")):
+            setup.append(command)
+            continue
+        code = re.search(r"\bexit (\d)\b", comment)
+        commands.append((command, int(code[1]) if code else 0))
+    assert setup and len(commands) >= 3, block[1]
+    return setup, commands
+
+
+def make_setup_steps() -> list[str]:
+    """The Makefile's `setup` recipe, minus the install (the venv is there already)."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^setup:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe, "Makefile: no setup target"
+    steps = [line.strip().replace("$(PY)", ".venv/bin/python") for line in recipe[1].splitlines()]
+    assert all("$(" not in step for step in steps), steps
+    return [step for step in steps if "manage.py" in step]
+
+
+@pytest.fixture(scope="module")
+def bare_clone(tmp_path_factory):
+    return copy_repo(tmp_path_factory.mktemp("bare-clone"))
+
+
+@pytest.fixture(scope="module")
+def set_up_clone(tmp_path_factory):
+    clone = copy_repo(tmp_path_factory.mktemp("set-up-clone"))
+    for step in make_setup_steps():
+        result = in_clone(clone, step)
+        assert result.returncode == 0, f"{step}\n{result.stdout}{result.stderr}"
+    assert (clone / "var" / "evalsite.sqlite3").is_file()
+    return clone
+
+
+def run_readme(clone: Path) -> None:
+    setup, commands = readme_commands()
+    for command, code in commands:
+        result = in_clone(clone, " && ".join([*setup, command]))
+        assert result.returncode == code, f"README: {command}\n{result.stdout}{result.stderr}"
+        assert "Traceback" not in result.stderr, result.stderr
+        assert result.stdout.strip(), f"README: {command} printed nothing"
+        for out in re.findall(r"--json (\S+)", command):
+            data = json.loads((clone / out).read_text())
+            assert data["format"] == "evalsite.results/1", out
+
+
+def test_readme_terminal_commands_work_as_written_after_make_setup(set_up_clone):
+    run_readme(set_up_clone)
+
+
+def test_readme_terminal_commands_work_in_a_bare_clone_and_create_nothing(bare_clone):
+    """Without `make setup`: no SECRET_KEY, no database. Nothing is written under var/ either."""
+    run_readme(bare_clone)
+    assert not (bare_clone / "var").exists()
+
+
+def test_bare_clone_named_endpoint_needs_setup_or_the_default_endpoint(bare_clone):
+    for command in (".venv/bin/evalsite run", ".venv/bin/python manage.py evalrun"):
+        result = in_clone(bare_clone, f"{command} examples/demo-mock.yaml --model fake/x")
+        line = assert_one_line_error(result, 2, "`fake/x`", "no endpoint named `fake`", "make setup")
+        assert "OPENAI_BASE_URL" in line and "there is no database at" in line
+        assert result.stdout == ""  # nothing was run
+    assert not (bare_clone / "var").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ".venv/bin/python -c 'import evalsite.wsgi'",  # the web app
+        ".venv/bin/celery -A evalsite worker --pool solo",  # a worker
+        ".venv/bin/python manage.py evalserve",
+        ".venv/bin/python manage.py migrate",
+    ],
+)
+def test_server_and_workers_still_refuse_to_start_without_secret_key(bare_clone, command, tmp_path):
+    """Only the terminal commands go without a SECRET_KEY; nothing that serves or signs does."""
+    result = in_clone(bare_clone, command, EVALSITE_VAR_DIR=str(tmp_path))  # they make var/ before refusing
+    assert result.returncode != 0
+    assert "Set SECRET_KEY (or DEBUG=1 / EVALSITE_DEV=1 for a local setup)." in result.stderr
+
+
+def test_named_endpoint_is_read_from_the_set_up_database(set_up_clone, tmp_path):
+    """After `make setup`, an endpoint added in the admin is used; a typo in its name is caught up front."""
+    with FakeOpenAI(api_key=FAKE_KEY) as fake:
+        fake.script("What is 15 * 7?", ["105"])
+        fake.script("What is 2 + 2?", ["4"])
+        create = (
+            "from runs.models import Endpoint; Endpoint.objects.create(name='fake', "
+            f"base_url='{fake.base_url}', api_key_env='STANDALONE_FAKE_KEY')"
+        )
+        added = in_clone(set_up_clone, f'EVALSITE_DEV=1 .venv/bin/python manage.py shell -c "{create}"')
+        assert added.returncode == 0, added.stderr
+        suite = tmp_path / "suite.yaml"
+        suite.write_text(SUITE)
+
+        ran = in_clone(
+            set_up_clone,
+            f".venv/bin/evalsite run {suite} --model fake/gpt-test",
+            STANDALONE_FAKE_KEY=FAKE_KEY,
+        )
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert "model fake/gpt-test\n" in ran.stdout  # named once: the endpoint is its prefix
+        assert {body["model"] for body in fake.chat_requests()} == {"gpt-test"}
+
+        typo = in_clone(set_up_clone, f".venv/bin/evalsite run {suite} --model faek/gpt-test")
+        assert_one_line_error(typo, 2, "no endpoint named `faek`", "did you mean `fake`?", "OPENAI_BASE_URL")
+
+
+def test_unmigrated_database_is_not_read_and_not_an_error(bare_clone, tmp_path):
+    """An empty, unmigrated database file is not read: mock runs; `fake/x` says to migrate."""
+    (tmp_path / "evalsite.sqlite3").touch()
+    env = {"EVALSITE_VAR_DIR": str(tmp_path)}
+    ran = in_clone(bare_clone, ".venv/bin/evalsite run examples/capitals-per-turn.yaml", **env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    named = in_clone(bare_clone, ".venv/bin/evalsite run examples/demo-mock.yaml --model fake/x", **env)
+    assert_one_line_error(named, 2, "the database is not migrated", "make setup")
+    with sqlite3.connect(tmp_path / "evalsite.sqlite3") as database:
+        assert database.execute("SELECT name FROM sqlite_master").fetchall() == []  # still not migrated
+
+
+def test_installed_package_works_from_any_folder(tmp_path):
+    """As after a non-editable `pip install`: only the packages, no manage.py, run from another folder."""
+    site = tmp_path / "site-packages"
+    for package in ("evalsite", "engine", "runs", "suites"):
+        shutil.copytree(ROOT / package, site / package, ignore=shutil.ignore_patterns("__pycache__"))
+    work = tmp_path / "ci"
+    (work / "suites").mkdir(parents=True)
+    shutil.copy(ROOT / "examples" / "capitals-per-turn.yaml", work / "suites")
+    shutil.copy(ROOT / "examples" / "capitals.jsonl", work / "suites")
+
+    result = evalsite(
+        "run", "suites/capitals-per-turn.yaml", "--json", "out.json", cwd=work, PYTHONPATH=str(site)
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Overall: ✅ PASS (passed)" in result.stdout
+    assert json.loads((work / "out.json").read_text())["status"] == "passed"
+    assert sorted(path.name for path in site.iterdir()) == ["engine", "evalsite", "runs", "suites"]
+    assert sorted(path.name for path in work.iterdir()) == ["out.json", "suites"]
+
+
+def test_help_documents_commands_and_exit_codes(tmp_path):
+    top = evalsite("--help", cwd=tmp_path)
+    assert top.returncode == 0
+    assert re.search(r"^\s+run\s+run a suite", top.stdout, re.M)
+    assert re.search(r"^\s+validate\s+check suite files", top.stdout, re.M)
+    for code in ("0  the run passed", "1  the run did not pass", "2  nothing was run", "3  the endpoint"):
+        assert code in top.stdout
+    assert "the exit code is 3" in top.stdout  # the precedence of errors over failures
+    run = evalsite("run", "--help", cwd=tmp_path)
+    assert "--model M" in run.stdout and "--concurrency N" in run.stdout and "3  the endpoint" in run.stdout
+    for alias_help in (["evalrun", "--help"], ["help", "evalrun"]):
+        alias = subprocess.run(
+            [sys.executable, "manage.py", *alias_help], cwd=ROOT, env=fresh_env(), capture_output=True,
+            text=True, timeout=60,
+        )  # fmt: skip
+        assert alias.returncode == 0, alias.stderr
+        assert alias.stdout.startswith("usage: manage.py evalrun [-h] [--model M]")
+        assert "3  the endpoint" in alias.stdout
+
+
+# --- exit codes --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI(api_key=FAKE_KEY) as server:
+        yield server
+
+
+@pytest.fixture
+def suite(tmp_path) -> Path:
+    path = tmp_path / "suite.yaml"
+    path.write_text(SUITE)
+    return path
+
+
+def run_on(fake: FakeOpenAI, suite: Path, *args: str, key: str = FAKE_KEY) -> subprocess.CompletedProcess:
+    env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": key, "EVALSITE_MAX_RETRIES": "1"}
+    return evalsite("run", str(suite), *args, cwd=suite.parent, EVALSITE_VAR_DIR=str(suite.parent), **env)
+
+
+def test_exit_0_when_every_eval_passes(fake, suite):
+    fake.script("What is 15 * 7?", ["105"])
+    fake.script("What is 2 + 2?", ["4"])
+    assert run_on(fake, suite).returncode == 0
+
+
+def test_exit_1_when_an_eval_fails(fake, suite):
+    fake.script("What is 15 * 7?", ["105"])
+    fake.script("What is 2 + 2?", ["5"])
+    result = run_on(fake, suite)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == ""
+
+
+def test_exit_1_when_a_gate_fails_though_every_eval_passed(tmp_path):
+    path = tmp_path / "gated.yaml"
+    path.write_text(
+        SUITE.replace(
+            "model: gpt-test",
+            "model: mock\nmock: {default: '105 and 4'}\ngates: [{metric: avg, op: '<', value: 1}]",
+        )
+    )
+    result = evalsite("run", str(path), cwd=tmp_path, EVALSITE_VAR_DIR=str(tmp_path))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "2 passed, 0 failed" in result.stdout and "Gate avg < 1: ❌ FAIL" in result.stdout
+
+
+def test_a_wait_to_retry_is_said_on_stderr(fake, suite):
+    """Calls retry for minutes now: the terminal says what it waits for instead of looking hung."""
+    fake.script("What is 15 * 7?", ["105"])
+    fake.script("What is 2 + 2?", ["4"])
+    fake.fail_next(1, status=429, retry_after=1, first_user="What is 2 + 2?")
+    result = run_on(fake, suite)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "default: waiting for rate limit, retrying in 1 s" in result.stderr
+
+
+def test_exit_3_on_401(fake, suite):
+    result = run_on(fake, suite, key="sk-wrong")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "💥 ERROR (HTTP 401 from default" in result.stdout
+    assert "Traceback" not in result.stderr
+    assert "2 of 2 conversations ended in an endpoint error" in result.stderr
+    assert "OPENAI_API_KEY" in result.stderr
+
+
+def test_exit_3_when_the_endpoint_is_unreachable(tmp_path, suite):
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "x", "EVALSITE_MAX_RETRIES": "0"}
+    result = evalsite("run", str(suite), cwd=tmp_path, EVALSITE_VAR_DIR=str(tmp_path), **env)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "cannot reach default at http://127.0.0.1:9/v1" in result.stdout
+
+
+def test_exit_3_outranks_1_when_evals_fail_and_others_error(fake, suite):
+    fake.script("What is 15 * 7?", ["100"])  # fails
+    fake.script("What is 2 + 2?", [Reply(status=500, text="overloaded")])  # errors after its retry
+    out = suite.parent / "out.json"
+    result = run_on(fake, suite, "--json", str(out))
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert re.search(r"Summary: 0 passed, 1 failed, 1 errors? of 2 evals", result.stdout)
+    assert "1 of 2 conversations ended in an endpoint error" in result.stderr
+    assert json.loads(out.read_text())["status"] == "error"  # the results are still written
+
+
+# --- user errors: one line, what to do, exit 2 ------------------------------------------------------------
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    """A folder of suites as a user has them, with a dataset or two."""
+    (tmp_path / "good.yaml").write_text(SUITE)
+    head = "name: rows\nmodel: mock\ngrader: contains\n"
+    (tmp_path / "missing-data.yaml").write_text(head + "dataset: rows.jsonl\n")
+    (tmp_path / "bad-data.yaml").write_text(head + "dataset: bad.jsonl\n")
+    (tmp_path / "bad.jsonl").write_text('{"input": "hi", "ground_truth": "hi"}\n{"input": "x"\n')
+    (tmp_path / "bad-csv.yaml").write_text(head + "dataset: rows.csv\n")
+    (tmp_path / "rows.csv").write_text("question,answer\nhi,there\n")
+    (tmp_path / "subdir").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["run", "nope.yaml"], ["nope.yaml: no such file", "relative to"]),
+        (["validate", "nope.yaml"], ["nope.yaml: no such file"]),
+        (["run", "."], [".: is a folder; give a suite file, e.g."]),
+        (["run", "good.yaml", "--model", ""], ["--model is empty"]),
+        (["run", "good.yaml", "--model", " "], ["--model is empty"]),
+        (["run", "good.yaml", "--model", "fake/x"], ["no endpoint named `fake`", "make setup"]),
+        (["run", "good.yaml", "--model", "fake/"], ["--model `fake/`: write a model id, `endpoint/model`"]),
+        (["run", "good.yaml", "--json", "subdir"], ["--json subdir: is a folder"]),
+        (["run", "good.yaml", "--json", "no/such/out.json"], ["there is no folder no/such"]),
+    ],
+)
+def test_user_errors_are_one_line_with_exit_2(folder, args, fragments):
+    result = evalsite(*args, cwd=folder, EVALSITE_VAR_DIR=str(folder))
+    lines = result.stderr.splitlines()
+    if args[0] == "validate":  # the file's own line, then the count
+        assert lines[-1] == "evalsite: 1 of 1 file has problems"
+        lines = lines[:-1]
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and len(lines) == 1, result.stderr
+    assert all(fragment in lines[0] for fragment in fragments), lines[0]
+    assert result.stdout == ""
+
+
+def test_every_model_the_suite_names_is_checked_before_anything_runs(fake, tmp_path):
+    """A judge or simulated user on an endpoint that is not there is refused up front (none configured);
+    with OPENAI_BASE_URL set, it goes whole to the default endpoint, and a note says so."""
+    path = tmp_path / "refs.yaml"
+    path.write_text(
+        "name: refs\nmodel: mock\nevals:\n  - prompt: hi\n    checks:\n"
+        "      - llm_judge: {criteria: polite, model: faek/judge}\n"
+    )
+    refused = evalsite("run", str(path), cwd=tmp_path, EVALSITE_VAR_DIR=str(tmp_path))
+    assert_one_line_error(
+        refused, 2, "evals[0].checks[0].llm_judge.model `faek/judge`: no endpoint named `faek`"
+    )
+    assert fake.chat_requests() == []
+
+    fake.rule("polite", '{"score": 1, "reason": "polite"}', where="any")
+    sent = evalsite(
+        "run", str(path), cwd=tmp_path, EVALSITE_VAR_DIR=str(tmp_path), OPENAI_BASE_URL=fake.base_url,
+        OPENAI_API_KEY=FAKE_KEY,
+    )  # fmt: skip
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    assert sent.stderr.startswith("note: evals[0].checks[0].llm_judge.model `faek/judge` goes whole to the")
+    assert {body["model"] for body in fake.chat_requests()} == {"faek/judge"}
+
+
+@pytest.mark.parametrize(
+    ("suite", "expected"),
+    [
+        (
+            "missing-data.yaml",
+            [
+                "missing-data.yaml:4:10 dataset: file `rows.jsonl` is not attached (attached: none)",
+                "missing-data.yaml: attached files are read from its folder ({folder}), which has no file "
+                "rows.jsonl",
+            ],
+        ),
+        ("bad-data.yaml", ["bad.jsonl:2: not valid JSON: "]),
+        ("bad-csv.yaml", ["rows.csv:1: the header has no `input` column (columns: question, answer)"]),
+    ],
+)
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_unreadable_dataset_names_the_file_and_line(folder, suite, expected, command):
+    """Problems in an attached file are located in that file (next to the suite), not in the suite."""
+    result = evalsite(command, suite, cwd=folder, EVALSITE_VAR_DIR=str(folder))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    for line, wanted in zip(lines, expected, strict=False):
+        assert line.startswith(wanted.format(folder=folder)), result.stderr
+    assert len(lines) == len(expected) + 1  # and the summary line
+
+
+def test_ctrl_c_stops_the_run_with_one_line(fake, suite):
+    """Interrupting a run is the user's choice, not a crash: one line, exit 130, no traceback."""
+    fake.script("What is 15 * 7?", [Reply(text="105", latency=30)])
+    fake.script("What is 2 + 2?", [Reply(text="4", latency=30)])
+    env = {
+        "OPENAI_BASE_URL": fake.base_url,
+        "OPENAI_API_KEY": FAKE_KEY,
+        "EVALSITE_VAR_DIR": str(suite.parent),
+    }
+    process = subprocess.Popen(
+        [str(EVALSITE), "run", str(suite)], cwd=suite.parent, env=fresh_env(**env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not fake.requests and time.monotonic() < deadline:  # a conversation is in flight
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    interrupted = time.monotonic()
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, out + err
+    assert time.monotonic() - interrupted < 15  # not after the replies in flight (30 s)
+    assert err.strip() == "evalsite: interrupted; no report or results were written"

@@ -1,0 +1,435 @@
+"""Import: vibecheck, Letta Evals and AgentV files converted to evalsite suites (the import page: tests/web/test_pages_import.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from engine.imports import ImportError_, ImportProblem, convert, detect
+from engine.loader import SuiteError, load_suite
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
+
+
+def folder(name: str, *, without: tuple[str, ...] = ()) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((FIXTURES / name).iterdir()) if p.name not in without}
+
+
+def one(name: str) -> dict[str, str]:
+    path = FIXTURES / name
+    return {path.name: path.read_text()}
+
+
+def has(lines: list[str], *needles: str) -> bool:
+    """Some line contains every needle."""
+    return any(all(needle in line for needle in needles) for line in lines)
+
+
+# --- vibecheck -----------------------------------------------------------------------------------------------
+
+
+def test_vibecheck_multi_turn_converts_to_the_same_suite_evalsite_reads_natively():
+    files = one("vibecheck/multi-turn.yaml")
+    assert detect(files) == "vibecheck"
+    result = convert(files)
+    assert result.kind == "vibecheck" and result.tool == "vibecheck"
+    assert result.files == {} and result.needs_files == []
+    assert result.source.startswith("# Imported from vibecheck multi-turn.yaml")
+    suite = load_suite(result.source, files=result.files)
+    assert (suite.name, suite.model) == ("tutor-multi-turn", "anthropic/claude-3.5-sonnet")
+    assert suite.system == "You are a patient tutor. Keep answers short."
+    raw = yaml.safe_load(result.source)
+    assert "metadata" not in raw and raw["system"] == suite.system  # normalised to the top-level keys
+
+    # evalsite reads vibecheck natively: the converted evals are exactly the original's (minus `threads`).
+    original = yaml.safe_load(files["multi-turn.yaml"])
+    del original["metadata"]["threads"]
+    native = load_suite(yaml.safe_dump(original, sort_keys=False))
+    assert [ev.model_dump() for ev in suite.evals] == [ev.model_dump() for ev in native.evals]
+
+    first = suite.evals[0]
+    assert first.checks[1].prompt.startswith("That answer is incorrect")
+    assert first.checks[1].checks[1].prompt == "Hint: 15 * 7 = 10*7 + 5*7. What is the answer?"
+    assert suite.evals[2].checks[1].llm_judge.criteria.startswith("Is this an accurate")
+    assert suite.evals[3].checks[0].or_[1].match == "*hola*"  # {or: [...]} became a one-item list
+    assert isinstance(raw["evals"][3]["checks"], list)
+    member = suite.evals[4].checks[1].or_[1]
+    assert member.match == "*Rayleigh*" and member.prompt == "Mention the physical effect by name."
+
+    assert has(result.mapped, "metadata.name → name")
+    assert has(result.mapped, "metadata.model → model")
+    assert has(result.mapped, "metadata.system_prompt → system")
+    assert has(result.mapped, "evals[3].checks", "one-item list")
+    assert has(result.mapped, "5 conversations", "follow-up")
+    assert result.unmapped == ["metadata.threads (4): concurrency is chosen when a run is launched"]
+
+
+def test_vibecheck_seed_example_with_an_unquoted_colon_is_repaired_and_reported():
+    files = one("vibecheck/seed-math-correction.yaml")
+    with pytest.raises(yaml.YAMLError):
+        yaml.safe_load(files["seed-math-correction.yaml"])
+    result = convert(files)
+    suite = load_suite(result.source)
+    assert suite.evals[0].checks[1].checks[1].prompt == "Hint: 15 * 7 = 10*7 + 5*7. What is the answer?"
+    assert has(result.mapped, "line 12", "quoted the value of `prompt`")
+    assert result.unmapped == []
+
+
+LEGACY_VIBECHECK = """\
+metadata:
+  name: legacy-formats
+  model: openai/gpt-4o-mini
+  system_prompt: You help with retirement questions.
+  mcp_server:
+    name: advice
+    url: https://mcp.example.com/sse
+evals:
+  - name: retirement
+    prompt: "Explain a Roth IRA to {{var:persona}}."
+    checks:
+      match: "*retirement*"
+      min_tokens: 20
+  - name: capital
+    prompt: What is the capital of France?
+    conditionals:
+      - type: string_contains
+        value: Paris
+        operator: and
+      - type: token_length
+        max_tokens: 40
+        operator: and
+      - type: llm_judge
+        criteria: Mentions that Paris is the capital.
+        operator: or
+      - type: semantic_similarity
+        expected: The capital of France is Paris.
+        threshold: 0.8
+        operator: or
+  - name: capital
+    prompt: Name one city in France.
+    checks:
+      - match: "*Paris*"
+        typo_key: 1
+"""
+
+
+def test_vibecheck_legacy_forms_are_normalised_and_the_rest_reported():
+    result = convert({"legacy.yaml": LEGACY_VIBECHECK})
+    suite = load_suite(result.source)
+    assert [ev.id for ev in suite.evals] == ["retirement", "capital", "capital-2"]
+    assert [check.kind for check in suite.evals[0].checks] == ["match", "min_tokens"]
+    kinds = [check.kind for check in suite.evals[1].checks]
+    assert kinds == ["contains", "max_tokens", "or"]
+    assert [member.kind for member in suite.evals[1].checks[2].or_] == ["llm_judge", "semantic"]
+    assert has(result.mapped, "evals[0].checks", "legacy object form")
+    assert has(result.mapped, "evals[0].name → id")
+    assert has(result.mapped, "string_contains", "contains")
+    assert has(result.mapped, "id 'capital' → 'capital-2'")
+    assert has(result.unmapped, "metadata.mcp_server (advice)", "MCP")
+    assert has(result.unmapped, "evals[2].checks[0].typo_key", "unknown check")
+    assert has(result.unmapped, "{{var:persona}}", "as written")
+
+
+# --- Letta Evals ---------------------------------------------------------------------------------------------
+
+
+def test_letta_per_turn_suite_and_dataset_convert_with_gate_and_report():
+    files = folder("letta-per-turn")
+    assert detect(files) == "letta"
+    result = convert(files)
+    assert list(result.files) == ["dataset.jsonl"] and result.needs_files == []
+    suite = load_suite(result.source, files=result.files)
+    assert suite.name == "multiturn-per-turn-grading-test"
+    assert suite.description.startswith("Test if agent answers")
+    assert (suite.grader, suite.extractor, suite.model) == ("contains", None, None)
+    assert [(g.metric, g.op, g.value) for g in suite.gates] == [("avg", ">=", 0.6)]
+    assert [ev.id for ev in suite.evals] == ["sample-0", "sample-1", "sample-2", "sample-3"]
+    assert suite.evals[0].input == [
+        "What is the capital of France?",
+        "What is the capital of Germany?",
+        "What is the capital of Italy?",
+    ]
+    assert suite.evals[0].ground_truth == ["Paris", "Berlin", "Rome"]  # per-turn grading
+    assert suite.evals[1].tags == ["mixed"]
+    assert (suite.evals[3].input, suite.evals[3].ground_truth) == (
+        "What is the capital of Australia?",
+        "Canberra",
+    )
+    rows = [json.loads(line) for line in result.files["dataset.jsonl"].splitlines()]
+    assert "agent_args" not in rows[2]
+    assert "# model: openai/gpt-4.1-mini" in result.source  # a suggestion, commented out
+
+    assert has(
+        result.mapped,
+        "graders.answer_check (tool contains, extractor last_assistant) → grader: contains",
+        "the gate uses",
+    )
+    assert has(result.mapped, "gate (answer_check avg_score gte 0.6) → gates: avg >= 0.6")
+    assert has(result.mapped, "3 rows with per-turn ground truths", "mean")
+    assert has(result.mapped, "dataset: dataset.jsonl → dataset: dataset.jsonl (4 rows")
+    assert has(
+        result.unmapped, "target (kind letta_agent, agent_file test-qa-agent.af", "not to a Letta agent"
+    )
+    assert has(result.unmapped, "target.model_handles", "openai/gpt-4.1-mini")
+    assert has(result.unmapped, "graders.remembers_name", "memory_block", "memory blocks")
+    assert has(result.unmapped, "num_runs: 3")
+    assert has(result.unmapped, "max_concurrent: 8")
+    assert has(result.unmapped, "agent_args", "line 3")
+
+
+def test_letta_rubric_grader_becomes_a_rubric_judge_with_filled_rubric_vars():
+    files = folder("letta-rubric")
+    result = convert(files)
+    assert result.needs_files == [] and list(result.files) == ["dataset.jsonl"]
+    suite = load_suite(result.source, files=result.files)
+    assert (suite.grader, suite.judge, suite.pass_threshold) == ("llm_judge", "gpt-4o-mini", 0.7)
+    # The suite's rubric is Letta's judge prompt: the rubric file, then question, ground truth, submission.
+    filled = suite.rubric.format(input="Q", ground_truth="T", submission="S")
+    assert filled.startswith("Evaluate the ASCII art drawing of a {subject}.")
+    assert '{"score": <0-1>, "rationale": "..."}' in filled  # literal braces survive
+    assert filled.index("Q") < filled.index("T") < filled.rindex("S")
+    # sample_tags [animals] keeps 4 of 5 rows, max_samples 3 the first three of those.
+    assert [ev.id for ev in suite.evals] == ["sample-0", "sample-2", "sample-3"]
+    cat = suite.evals[0]
+    assert cat.ground_truth == "" and "a cat." in cat.rubric and "{ground_truth}" not in cat.rubric
+    fish = suite.evals[1]
+    assert fish.ground_truth == "><(((('>" and "a fish." in fish.rubric and "{ground_truth}" in fish.rubric
+    assert [(g.metric, g.value) for g in suite.gates] == [("avg", 0.6), ("accuracy", 0.6)]
+
+    assert has(result.mapped, "graders.quality (model_judge", "→ grader: llm_judge")
+    assert has(result.mapped, "graders.quality.model → judge: gpt-4o-mini")
+    assert has(result.mapped, "graders.quality.prompt_path (rubric.txt) → rubric")
+    assert has(result.mapped, "sample_tags ['animals'] → kept the 4 of 5 rows")
+    assert has(result.mapped, "max_samples: 3 → kept the first 3 of 4 rows")
+    assert has(result.mapped, "gate.conditions[1] (quality accuracy gte 60", "accuracy >= 0.6", "percent")
+    assert has(result.mapped, "gate pass_threshold 0.7 → pass_threshold: 0.7")
+    assert has(result.mapped, "rubric_vars → filled into the row's own rubric", "line 1")
+    assert has(result.unmapped, "graders.ascii_only", "ascii_printable_only", "custom Python")
+    assert has(result.unmapped, "gate.conditions[2] on graders.ascii_only")
+    assert has(result.unmapped, "more lenient")
+    assert has(result.unmapped, "graders.quality.temperature")
+
+
+def test_letta_rubric_file_not_uploaded_is_listed_as_needed():
+    result = convert(folder("letta-rubric", without=("rubric.txt",)))
+    assert result.needs_files == ["rubric.txt"] and not result.complete
+    assert has(result.unmapped, "graders.quality.prompt_path: rubric.txt was not uploaded")
+    assert "rubric: the judge prompt of graders.quality was not uploaded" in result.source
+    assert "\nrubric:" not in result.source
+
+
+def test_letta_without_its_dataset_is_a_clear_problem():
+    with pytest.raises(ImportProblem, match=r"names the dataset `dataset.jsonl`.*upload dataset.jsonl"):
+        convert(folder("letta-per-turn", without=("dataset.jsonl",)))
+
+
+def test_letta_bad_dataset_line_and_unconvertible_graders_are_clear_problems():
+    suite_yaml = (FIXTURES / "letta-per-turn" / "suite.yaml").read_text()
+    with pytest.raises(ImportProblem, match=r"dataset.jsonl line 2 is not valid JSON"):
+        convert({"suite.yaml": suite_yaml, "dataset.jsonl": '{"input": "a", "ground_truth": "b"}\n{oops\n'})
+    custom = suite_yaml.replace("function: contains", "function: my_graders.py:grade").replace(
+        "extractor: memory_block", "extractor: tool_output"
+    )
+    with pytest.raises(ImportProblem, match=r"no grader of this suite has an evalsite equivalent"):
+        convert({"suite.yaml": custom, "dataset.jsonl": '{"input": "a", "ground_truth": "b"}\n'})
+
+
+def test_letta_regex_rows_that_do_not_compile_are_left_out_and_reported():
+    suite_yaml = (
+        (FIXTURES / "letta-per-turn" / "suite.yaml")
+        .read_text()
+        .replace("function: contains", "function: regex_match")
+    )
+    rows = '{"input": "Year?", "ground_truth": "\\\\b19\\\\d\\\\d\\\\b"}\n{"input": "Broken?", "ground_truth": "(unclosed"}\n'
+    result = convert({"suite.yaml": suite_yaml, "dataset.jsonl": rows})
+    suite = load_suite(result.source, files=result.files)
+    assert suite.grader == "regex_match" and [ev.ground_truth for ev in suite.evals] == [r"\b19\d\d\b"]
+    assert has(result.unmapped, "not a valid regular expression", "line 2")
+
+
+def test_letta_csv_dataset_and_legacy_simple_gate():
+    suite_yaml = """\
+name: capitals
+dataset: capitals.csv
+target: {kind: letta_agent, agent_id: agent-123}
+graders:
+  exact:
+    kind: tool
+    function: exact_match
+    extractor: pattern
+    extractor_config: {pattern: "Answer: (\\\\w+)", group: 1}
+gate:
+  metric_key: exact
+  aggregation: accuracy
+  op: gte
+  value: 0.75
+"""
+    csv_text = 'input,ground_truth,tags\n"Capital of France? End with Answer: <city>",Paris,europe\n"Capital of Japan?",Tokyo,"asia,far"\n'
+    result = convert({"suite.yaml": suite_yaml, "capitals.csv": csv_text})
+    assert list(result.files) == ["capitals.jsonl"]
+    suite = load_suite(result.source, files=result.files)
+    assert suite.extractor.kind == "pattern" and suite.extractor.group == 1
+    assert [(g.metric, g.value) for g in suite.gates] == [("accuracy", 0.75)]
+    assert suite.evals[1].tags == ["asia", "far"]
+    assert has(result.mapped, "accuracy >= 0.75", "share")
+
+
+# --- AgentV --------------------------------------------------------------------------------------------------
+
+
+def test_agentv_cases_become_histories_with_judge_checks_and_attached_files():
+    files = folder("agentv")
+    assert detect(files) == "agentv"
+    result = convert(files)
+    assert result.needs_files == []
+    assert set(result.files) == {"calculate_total.js", "javascript.instructions.md"}
+    assert result.files["calculate_total.js"].startswith("function calculateTotal")
+    suite = load_suite(result.source, files=result.files)
+    assert suite.name == "code-review.eval" and suite.model is None
+    assert [ev.id for ev in suite.evals] == [
+        "code-review-javascript",
+        "code-gen-python-comprehensive",
+        "debugging-follow-up",
+    ]
+    review = suite.evals[0]
+    assert review.style == "history" and [m.role for m in review.messages] == ["system", "user"]
+    parts = review.messages[1].content
+    assert [(p.type, p.value) for p in parts] == [
+        ("text", "Please review this JavaScript function:"),
+        ("file", "calculate_total.js"),
+        ("file", "javascript.instructions.md"),
+    ]
+    criteria = review.checks[0].llm_judge.criteria
+    assert criteria.startswith("The reply should achieve: Assistant finds the loop bug")
+    assert "A reference answer" in criteria and "i < items.length" in criteria
+
+    generated = suite.evals[1]
+    assert generated.tags == ["conversation:python-code-generation"]
+    judge = generated.checks[0].llm_judge
+    assert judge.model == "gpt-5-chat"
+    assert judge.criteria.startswith("You are reviewing generated Python code.")
+    assert "Task: Create a Python function that:" in judge.criteria  # {{question}}
+    assert "Expected: AI generates a correct Python function" in judge.criteria  # {{expected_outcome}}
+    assert "return unique[-2]" in judge.criteria  # {{reference_answer}}
+    assert "{{" not in judge.criteria
+    assert "# note: Tests edge-case handling" in result.source
+
+    debugging = suite.evals[2]
+    assert [m.role for m in debugging.messages] == ["system", "user", "assistant", "user"]
+    assert len(debugging.checks) == 1 and "explains the bug" in debugging.checks[0].llm_judge.criteria
+
+    assert has(result.mapped, "file ./attachments/calculate_total.js → attached file calculate_total.js")
+    assert has(result.mapped, "outcome + expected_messages", "llm_judge check", "code-review-javascript")
+    assert has(result.mapped, "llm_judge prompt code-correctness-judge.md → the check's criteria")
+    assert has(result.unmapped, "target: azure_base", "AgentV target")
+    assert has(
+        result.unmapped, "evaluator keyword_check (code)", "runs a script", "code-gen-python-comprehensive"
+    )
+    assert has(result.unmapped, "evaluator mentions_error (code_judge)", "debugging-follow-up")
+
+
+def test_agentv_files_not_uploaded_are_listed_to_attach():
+    result = convert(one("agentv/code-review.eval.yaml"))
+    assert result.files == {}
+    assert result.needs_files == [
+        "calculate_total.js",
+        "javascript.instructions.md",
+        "code-correctness-judge.md",
+    ]
+    assert has(result.unmapped, "file ./attachments/calculate_total.js", "not uploaded — attach it")
+    with pytest.raises(SuiteError, match="file `calculate_total.js` is not attached"):
+        load_suite(result.source, files=result.files)
+
+
+# --- detection and bad input ---------------------------------------------------------------------------------
+
+# "Billion laughs": ten aliases of ten aliases of ... a list of ten.
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{new}: &{new} [{', '.join([f'*{old}'] * 10)}]\n"
+    for old, new in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({}, "no files"),
+        ({"suite.yaml": "name: [unclosed\n"}, r"suite.yaml is not valid YAML \(line 2"),
+        ({"suite.yaml": "- just\n- a list\n"}, "this is not a format Import knows"),
+        ({"notes.yaml": "title: Meeting notes\nattendees: 3\n"}, "this is not a format Import knows"),
+        (
+            {"data.jsonl": '{"input": "a"}\n', "rows.csv": "input\na\n"},
+            "no suite file among data.jsonl, rows.csv",
+        ),
+        ({"suite.yaml": "name: mine\nmodel: mock\ndataset: rows.jsonl\n"}, "already an evalsite suite"),
+        (
+            {"a.yaml": "evals:\n  - prompt: hi\n    checks: [{match: '*'}]\n", "b.yaml": "evalcases: []\n"},
+            "several suite files",
+        ),
+        ({"bomb.yaml": BOMB}, "too large once its aliases are expanded"),
+    ],
+)
+def test_detect_rejects_junk_with_a_clear_message(files, message):
+    with pytest.raises(ImportProblem, match=message):
+        detect(files)
+    with pytest.raises(ImportError_, match=message):
+        convert(files)
+
+
+def test_a_forced_kind_must_match_the_file():
+    with pytest.raises(ImportProblem, match="multi-turn.yaml is a vibecheck file, not Letta Evals"):
+        convert(one("vibecheck/multi-turn.yaml"), kind="letta")
+    with pytest.raises(ImportProblem, match="unknown kind"):
+        convert(one("vibecheck/multi-turn.yaml"), kind="promptfoo")
+    assert convert(one("vibecheck/multi-turn.yaml"), kind="vibecheck").kind == "vibecheck"
+
+
+def test_uploaded_files_the_suite_does_not_use_are_reported():
+    files = {**folder("letta-per-turn"), "README.md": "# notes"}
+    assert has(convert(files).unmapped, "README.md: uploaded, but the suite does not refer to it")
+
+
+CALIBRATE_TOML = """\
+[[samples]]
+messages = [
+  { role = "user", content = "What is 2+2?" },
+  { role = "assistant", content = "The answer is 4" }
+]
+expected = { score = 3, reason = "Correct answer" }
+tags = ["math"]
+
+[[samples]]
+userMessage = "Hi"
+assistantResponse = "Go away"
+expected = { score = -3, reason = "Rude" }
+"""
+
+
+def test_a_calibrate_toml_becomes_a_calibration_set_with_its_old_form_converted():
+    from engine.calibration import CalibrationSuite
+    from engine.loader import load_suite
+
+    result = convert({"politeness.toml": CALIBRATE_TOML})
+    assert result.kind == "calibrate" and result.complete
+    suite = load_suite(result.source, files=result.files)
+    assert isinstance(suite, CalibrationSuite)
+    first, legacy = suite.calibration.samples
+    assert first.tags == ("math",) and first.expected_score == 3.0
+    assert legacy.messages == [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Go away"}]
+    assert any("userMessage / assistantResponse" in line and "1 sample" in line for line in result.mapped)
+    assert suite.calibration.spec.scale == "-3..3"
+    assert any("the grader" in line for line in result.unmapped)  # the judge's criteria are left to write
+
+
+@pytest.mark.parametrize(
+    "files",
+    [{"x.toml": "title = 'notes'\n"}, {"x.toml": "[[samples]\n"}, {"notes.yaml": "title: Meeting notes\n"}],
+)
+def test_a_file_import_does_not_know_says_which_formats_it_reads(files):
+    with pytest.raises(ImportProblem) as caught:
+        convert(files)
+    message = str(caught.value)
+    assert "calibrate TOML" in message or "not valid TOML" in message

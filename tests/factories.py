@@ -1,0 +1,46 @@
+"""Runs, conversations and turns for tests. What production computes is stored through its own code, so a test
+cannot drift from what a worker writes: a launched run goes through runs.services.create_run, turns through
+runs.execution's store (runs.sql.store_turn: the Turn row and the conversation's counters). A page test that
+shows chosen states starts from mock_run and sets its conversations' outcomes itself."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from engine.results import TurnRecord
+from runs import execution, services
+from runs.models import ACTIVE, Conversation, Run, Status
+from suites import services as suite_services
+
+
+def launch(user, source: str, *, files: dict[str, str] | None = None, **options) -> Run:
+    """A run of a new suite, created as the launch button creates it (its conversations queued); `options`:
+    create_run's model and concurrency."""
+    version = suite_services.create_suite(owner=user, source=source, files=files or {}).latest_version
+    return services.create_run(version=version, user=user, **options)
+
+
+def store_turns(conversation: Conversation, records: list[TurnRecord]) -> Conversation:
+    """Store `records` as the worker playing `conversation` stores each graded turn; the conversation keeps the
+    status it had. Returns it refreshed (turn count, tokens and cost added up by the store)."""
+    status = conversation.status
+    Conversation.objects.filter(pk=conversation.pk).update(status=Status.RUNNING)
+    for record in records:
+        execution._store_turn(conversation.pk, conversation.attempt, record)
+    Conversation.objects.filter(pk=conversation.pk).update(status=status)
+    conversation.refresh_from_db()
+    return conversation
+
+
+def mock_run(
+    version, user, *, status: str = Status.PASSED, elapsed: timedelta = timedelta(0), **fields
+) -> Run:
+    """A run of `version` on the mock model in `status`: started `elapsed` ago, and finished now unless it is
+    still queued or running. Its conversations are the test's to add."""
+    now = timezone.now()
+    return Run.objects.create(
+        suite_version=version, created_by=user, model="mock", endpoint_name="mock", is_mock=True, status=status,
+        started_at=now - elapsed, finished_at=None if status in ACTIVE else now, **fields,
+    )  # fmt: skip

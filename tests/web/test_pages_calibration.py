@@ -1,0 +1,51 @@
+"""Calibration sets in the web: validation lists the samples a set skips, and a calibration page compares with
+an earlier run of the set."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine.test_calibration import SET
+
+
+@pytest.mark.django_db
+def test_validating_a_set_in_the_web_lists_the_samples_it_skips(logged_in):
+    from django.urls import reverse
+
+    source = SET.replace("judge: {criteria", "judge: {model: mock, criteria") + "  - {messages: []}\n"
+    body = logged_in.post(reverse("api:validate"), {"source": source}, content_type="application/json").json()
+    assert body["valid"] is True
+    (warning,) = [w for w in body["warnings"] if "skipped" in w["message"]]
+    assert (warning["line"], warning["column"], warning["path"]) == (16, 6, "samples[2].messages")
+    assert "the `messages` array cannot be empty" in warning["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_calibration_page_compares_with_an_earlier_run_of_the_set(client, user, fake_endpoint, fake_openai):
+    from django.urls import reverse
+
+    from runs.execution import execute
+    from runs.services import create_run
+    from suites.services import create_suite
+
+    source = SET.replace("judge: {criteria", "judge: {model: fake/judge, criteria")
+    version = create_suite(owner=user, source=source).latest_version
+
+    def calibrate(polite: int, rude: int):
+        fake_openai.reset()
+        fake_openai.rule("The answer is 4", f'{{"score": {polite}, "reason": "p"}}', where="any")
+        fake_openai.rule("Figure it out", f'{{"score": {rude}, "reason": "r"}}', where="any")
+        run = create_run(version=version, user=user)
+        for conversation in run.conversations.all():
+            execute(conversation.pk)
+        return run
+
+    first = calibrate(polite=1, rude=1)
+    second = calibrate(polite=3, rude=2)
+    client.force_login(user)
+    url = reverse("runs:calibration", args=[second.pk])
+    page = client.get(url).content.decode()
+    assert f'value="{first.pk}"' in page  # offered for comparison
+    compared = client.get(url, {"against": str(first.pk)}).content.decode()
+    assert '1 sample nearer the label</span> <span class="mono">samples[0]</span>' in compared
+    assert '1 further</span> <span class="mono">samples[1]</span>' in compared
