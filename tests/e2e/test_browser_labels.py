@@ -9,13 +9,13 @@ import pytest
 from django.urls import reverse
 
 from runs.models import Label
-from tests.test_browser import PASSWORD, browser, log_in, page, screenshot, watch  # noqa: F401 (fixtures)
-from tests.test_labels import played  # noqa: F401 (fixture)
+from tests.e2e.conftest import PASSWORD, log_in, screenshot
+from tests.web.test_labels import played  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.browser]
 
 
-def test_the_review_queue_is_driven_by_the_keyboard(page, watch, user, played):  # noqa: F811
+def test_the_review_queue_is_driven_by_the_keyboard(page, watch, user, played):  # noqa: F811 (fixture)
     from playwright.sync_api import expect
 
     log_in(page, user.username, PASSWORD)
