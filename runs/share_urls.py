@@ -2,14 +2,14 @@
 
 from django.urls import path
 
-from . import calibration_views, views
+from . import views
 
 app_name = "share"
 urlpatterns = [
     path("<str:token>/", views.shared_run, name="run"),
     path("<str:token>/progress/", views.shared_progress, name="progress"),
     path("<str:token>/results.json", views.shared_json, name="json"),
-    path("<str:token>/calibration/", calibration_views.shared_calibration, name="calibration"),
+    path("<str:token>/calibration/", views.shared_calibration, name="calibration"),
     path("<str:token>/c/<int:index>/", views.shared_conversation, name="conversation"),
     path("<str:token>/c/<int:index>/poll/", views.shared_conversation_poll, name="conversation_poll"),
 ]

@@ -1,16 +1,16 @@
 from django.urls import path
 
-from . import calibration_views, labels_views, views
+from . import views
 
 app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("<uuid:run_id>/", views.detail, name="detail"),
     path("<uuid:run_id>/progress/", views.progress, name="progress"),
-    path("<uuid:run_id>/calibration/", calibration_views.calibration, name="calibration"),
-    path("<uuid:run_id>/review/", labels_views.review, name="review"),
-    path("<uuid:run_id>/labels/to-set/", labels_views.add_to_set, name="labels_to_set"),
-    path("<uuid:run_id>/c/<int:index>/label/", labels_views.label, name="label"),
+    path("<uuid:run_id>/calibration/", views.calibration, name="calibration"),
+    path("<uuid:run_id>/review/", views.review, name="review"),
+    path("<uuid:run_id>/labels/to-set/", views.add_to_set, name="labels_to_set"),
+    path("<uuid:run_id>/c/<int:index>/label/", views.label, name="label"),
     path("<uuid:run_id>/cancel/", views.cancel, name="cancel"),
     path("<uuid:run_id>/retry-errored/", views.retry_errored, name="retry_errored"),
     path("<uuid:run_id>/results.json", views.results_json, name="json"),

@@ -14,8 +14,8 @@ from django.views.decorators.http import require_GET
 
 from engine.calibrate import CalibrationReport, JudgeReport, compare
 
-from . import selectors
-from .views import Access, _owner, _visitor, share_view
+from .. import selectors
+from .common import Access, owner, share_view, visitor
 
 HEAT_STEPS = 10  # the confusion matrix's cells shade in this many steps (.heat-0 … .heat-10)
 
@@ -120,9 +120,9 @@ def samples_order(suite, sample_index: int) -> int:
 @login_required
 @require_GET
 def calibration(request: HttpRequest, run_id) -> HttpResponse:
-    return _page(request, _owner(request, run_id))
+    return _page(request, owner(request, run_id))
 
 
 @share_view
 def shared_calibration(request: HttpRequest, token: str) -> HttpResponse:
-    return _page(request, _visitor(token))
+    return _page(request, visitor(token))

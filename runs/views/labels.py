@@ -14,9 +14,9 @@ from engine.loader import SuiteError
 from engine.schema import SCALES
 from suites.models import Suite
 
-from . import selectors, services
-from .models import Conversation
-from .views import _owner
+from .. import selectors, services
+from ..models import Conversation
+from .common import owner
 
 DEFAULT_SCALE = "-3..3"  # calibrate's own scale
 
@@ -30,7 +30,7 @@ def _levels(scale: str) -> list[str]:
     return [str(n) for n in range(0, 101, 10)]
 
 
-def _form(conversation: Conversation, user, scale: str | None = None) -> dict:
+def label_form(conversation: Conversation, user, scale: str | None = None) -> dict:
     mine = next(
         (label for label in selectors.labels_of(conversation) if label.created_by_id == user.pk), None
     )
@@ -47,7 +47,7 @@ def _form(conversation: Conversation, user, scale: str | None = None) -> dict:
 @login_required
 @require_POST
 def label(request: HttpRequest, run_id, index: int) -> HttpResponse:
-    access = _owner(request, run_id)
+    access = owner(request, run_id)
     iteration = request.POST.get("iteration", "0")
     conversation = selectors.get_conversation(access.run, index, int(iteration) if iteration.isdigit() else 0)
     scale = request.POST.get("scale", DEFAULT_SCALE)
@@ -64,7 +64,7 @@ def label(request: HttpRequest, run_id, index: int) -> HttpResponse:
         return redirect(following)  # the review queue's next conversation
     if request.htmx:
         context = {"conversation": conversation, "run": access.run, "error": error, "saved": not error,
-                   **_form(conversation, request.user, scale)}  # fmt: skip
+                   **label_form(conversation, request.user, scale)}  # fmt: skip
         return render(request, "runs/_label.html", context, status=400 if error else 200)
     if error:
         messages.error(request, error)
@@ -74,7 +74,7 @@ def label(request: HttpRequest, run_id, index: int) -> HttpResponse:
 @login_required
 @require_GET
 def review(request: HttpRequest, run_id) -> HttpResponse:
-    access = _owner(request, run_id)
+    access = owner(request, run_id)
     run = access.run
     queue = selectors.review_queue(run, request.user)
     if not queue:
@@ -107,7 +107,7 @@ def review(request: HttpRequest, run_id) -> HttpResponse:
         else at(position + 1) or f"{base}?c={ids[position]}",
         "inter_rater": selectors.inter_rater(run),
         "sets": selectors.calibration_sets_of(request.user),
-        **_form(conversation, request.user, request.GET.get("scale") or None),
+        **label_form(conversation, request.user, request.GET.get("scale") or None),
     }
     return render(request, "runs/review.html", context)
 
@@ -115,7 +115,7 @@ def review(request: HttpRequest, run_id) -> HttpResponse:
 @login_required
 @require_POST
 def add_to_set(request: HttpRequest, run_id) -> HttpResponse:
-    access = _owner(request, run_id)
+    access = owner(request, run_id)
     target = Suite.objects.filter(owner=request.user, public_id=request.POST.get("set", "")).first()
     if target is None:
         raise Http404("no such calibration set")

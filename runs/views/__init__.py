@@ -1,0 +1,45 @@
+"""Run pages, one module per page: the runs list, a run, a conversation, a calibration's figures, labels.
+
+`common.Access` says who is looking (the owner, or a share-link visitor) and builds the links, so the owner's
+pages and the share-link pages are the same views and templates.
+"""
+
+from .calibration import calibration, shared_calibration
+from .conversation import conversation, conversation_poll, shared_conversation, shared_conversation_poll
+from .labels import add_to_set, label, review
+from .run import (
+    cancel,
+    detail,
+    progress,
+    results_json,
+    retry_errored,
+    revoke,
+    share,
+    shared_json,
+    shared_progress,
+    shared_run,
+)
+from .runs_list import run_list
+
+__all__ = [
+    "add_to_set",
+    "calibration",
+    "cancel",
+    "conversation",
+    "conversation_poll",
+    "detail",
+    "label",
+    "progress",
+    "results_json",
+    "retry_errored",
+    "review",
+    "revoke",
+    "run_list",
+    "share",
+    "shared_calibration",
+    "shared_conversation",
+    "shared_conversation_poll",
+    "shared_json",
+    "shared_progress",
+    "shared_run",
+]

@@ -1,0 +1,87 @@
+"""The runs list: filtered by status and suite, paged."""
+
+from __future__ import annotations
+
+import uuid
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from suites.models import Suite
+
+from .. import selectors
+from ..models import ACTIVE, Status
+from .common import with_durations
+
+RUNS_PER_PAGE = 50
+
+
+# --- Runs list ----------------------------------------------------------------------------------------------
+
+LIST_FILTERS = {
+    "": ("All", None),
+    "active": ("Active", Q(status__in=ACTIVE)),
+    "passed": ("Passed", Q(status=Status.PASSED)),
+    "failed": ("Failed", Q(status=Status.FAILED)),
+    "error": ("Error", Q(status=Status.ERROR)),
+    "cancelled": ("Cancelled", Q(status=Status.CANCELLED)),
+}
+
+
+def _suite_filter(request: HttpRequest) -> tuple[Suite | None, bool]:
+    """The suite named by ?suite=<public_id>, if it is the user's; and whether one was asked for at all."""
+    value = request.GET.get("suite", "")
+    if not value:
+        return None, False
+    try:
+        public_id = uuid.UUID(value)
+    except ValueError:
+        return None, True
+    return Suite.objects.filter(owner=request.user, public_id=public_id).only(
+        "public_id", "name"
+    ).first(), True
+
+
+def _list_url(suite: Suite | None, status: str) -> str:
+    query = {"suite": suite.public_id if suite else None, "status": status or None}
+    query = {key: value for key, value in query.items() if value}
+    return reverse("runs:list") + (f"?{urlencode(query)}" if query else "")
+
+
+@login_required
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    current = request.GET.get("status", "")
+    if current not in LIST_FILTERS:
+        current = ""
+    suite, suite_asked = _suite_filter(request)
+    runs = selectors.runs_for(request.user).order_by("-created_at")
+    condition = LIST_FILTERS[current][1]
+    if condition is not None:
+        runs = runs.filter(condition)
+    if suite is not None:
+        runs = runs.filter(suite_version__suite=suite)
+    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    page.object_list = with_durations(selectors.with_counts(page.object_list))
+    context = {
+        "page": page,
+        "runs": page.object_list,
+        "any_active": any(run.is_active or run.in_flight_count for run in page.object_list),
+        "filters": [(key, label, _list_url(suite, key)) for key, (label, _) in LIST_FILTERS.items()],
+        "current": current,
+        "suite": suite,
+        "suite_unknown": suite_asked and suite is None,
+        "every_suite_url": _list_url(None, current),
+    }
+    if request.htmx:
+        return render(request, "runs/list.html#table", context)
+    return render(request, "runs/list.html", context)
+
+
+# --- A run --------------------------------------------------------------------------------------------------
