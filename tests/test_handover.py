@@ -86,7 +86,9 @@ def test_a_stopping_worker_publishes_what_it_dispatches_instead_of_keeping_it(us
     assert run.conversations.filter(status=Status.QUEUED).count() == 3
 
 
-def test_a_dead_workers_kept_but_unclaimed_conversation_is_sent_again(user, fake_endpoint, published, settings):
+def test_a_dead_workers_kept_but_unclaimed_conversation_is_sent_again(
+    user, fake_endpoint, published, settings
+):
     """A worker killed between keeping a conversation and claiming it leaves it sent with no message: the
     others' WorkerWatch resends it as soon as they see that worker dead."""
     settings.EVALSITE_WORKER_DEAD_SECONDS = 0
