@@ -49,7 +49,9 @@ def dispatch(run_id, *, keep: list | None = None) -> int:
     leaving its thread idle while the message waits for whichever worker frees a prefetch slot next. It is
     marked sent like the others, so the caps count it, and if the worker dies before claiming it, it is
     recovered as any sent-but-unclaimed conversation is (WorkerWatch.take_over resends, sweep after two
-    leases).
+    leases). Nothing is kept while another sent conversation waits unclaimed: threads are short then, and
+    its message, first in the broker's queue, must not wait behind a chain of kept ones (another run's,
+    say); all are published, in order.
     """
     from .tasks import run_conversation
 
@@ -69,6 +71,8 @@ def dispatch(run_id, *, keep: list | None = None) -> int:
     lock_key = zlib.crc32(endpoint_name.encode()) if connection.vendor == "postgresql" else None
     if lock_key is not None and connection.get_autocommit():
         ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
+        if keep is not None and ids and sql.sent_unclaimed_besides(ids):
+            keep = None
         for pk in _kept(ids, keep):  # committed already
             run_conversation.delay(pk)
         return len(ids)
@@ -76,6 +80,8 @@ def dispatch(run_id, *, keep: list | None = None) -> int:
         keep = None  # the caller's transaction may still roll the marking back: nothing to play yet
     with transaction.atomic():
         ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
+        if keep is not None and ids and sql.sent_unclaimed_besides(ids):
+            keep = None
         if ids:
             published = _kept(ids, keep)
             transaction.on_commit(lambda: [run_conversation.delay(pk) for pk in published])

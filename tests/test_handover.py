@@ -50,14 +50,28 @@ def test_an_ended_conversation_hands_the_next_to_its_thread_without_a_message(us
 def test_the_kept_conversation_counts_against_the_runs_concurrency(user, fake_endpoint, published):
     run = _launch(user, "capped chain", evals=5, concurrency=2)
     first, second = published
+    # Another worker is playing the second all along (its claim, without its thread).
+    Conversation.objects.filter(pk=second).update(status=Status.RUNNING, worker="elsewhere")
     execution.execute(first)
 
-    # The second message was never delivered: its conversation stayed sent, holding one of the two slots, so
-    # the chain played the other three one at a time and published nothing more.
+    # One slot left to this thread: the chain played the other three one at a time and published nothing.
     assert published == [first, second]
+    assert run.conversations.filter(status=Status.FAILED).count() == 4
+    assert Conversation.objects.get(pk=second).status == Status.RUNNING
+
+
+def test_nothing_is_kept_while_a_sent_conversation_waits_for_a_thread(user, fake_endpoint, published):
+    """The second message was never delivered (every thread busy): its conversation waits, sent. The next
+    conversation is published behind it, not played here ahead of it."""
+    run = _launch(user, "waiting", evals=4, concurrency=2)
+    first, second = published
+    execution.execute(first)
+
+    assert len(published) == 3
+    assert Conversation.objects.get(pk=published[2]).index == 2
+    assert run.conversations.filter(status=Status.FAILED).count() == 1
     waiting = Conversation.objects.get(pk=second)
     assert waiting.status == Status.QUEUED and waiting.dispatched_at is not None
-    assert run.conversations.filter(status=Status.FAILED).count() == 4
 
 
 def test_a_freed_endpoint_slot_is_kept_for_a_run_waiting_on_it(user, fake_endpoint, published):
