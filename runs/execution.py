@@ -248,13 +248,22 @@ def execute(conversation_id: int) -> str:
     When a conversation ends, the dispatch it triggers keeps one of the conversations it marks sent for this
     thread, which claims and plays it at once, as a delivered task would: the thread just freed is the one
     sure to be idle, while a published message goes to whichever worker frees a prefetch slot next, often
-    one whose threads are all busy. The rest are published.
+    one whose threads are all busy. The rest are published. When it keeps none (another thread's dispatch
+    took the slot, or messages were already waiting), the thread takes the conversation whose message has
+    waited longest: the claim is conditional, so that message, delivered later, finds it taken and does
+    nothing.
     """
     after: list[int] = []
     try:
         outcome = _play(conversation_id, after)
-        while after:
+        while True:
             close_old_connections()  # as between two delivered tasks (runs.tasks.check_connections)
+            if not after and not heartbeat.stopping.is_set():
+                waiting = sql.oldest_sent_unclaimed()
+                if waiting is not None:
+                    after.append(waiting)
+            if not after:
+                break
             _play(after.pop(), after)
     finally:
         if after:  # an error between the dispatch and the claim: publish what this thread was to play

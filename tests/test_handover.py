@@ -60,18 +60,20 @@ def test_the_kept_conversation_counts_against_the_runs_concurrency(user, fake_en
     assert Conversation.objects.get(pk=second).status == Status.RUNNING
 
 
-def test_nothing_is_kept_while_a_sent_conversation_waits_for_a_thread(user, fake_endpoint, published):
+def test_nothing_is_kept_while_a_sent_conversation_waits_and_the_thread_takes_that_one(
+    user, fake_endpoint, published
+):
     """The second message was never delivered (every thread busy): its conversation waits, sent. The next
-    conversation is published behind it, not played here ahead of it."""
+    conversation is published behind it, and the thread takes the one that waited longest, in order."""
     run = _launch(user, "waiting", evals=4, concurrency=2)
     first, second = published
     execution.execute(first)
 
-    assert len(published) == 3
-    assert Conversation.objects.get(pk=published[2]).index == 2
-    assert run.conversations.filter(status=Status.FAILED).count() == 1
-    waiting = Conversation.objects.get(pk=second)
-    assert waiting.status == Status.QUEUED and waiting.dispatched_at is not None
+    conversations = list(run.conversations.order_by("started_at"))
+    assert len(published) == 4  # e2 and e3 published behind the second, which was waiting already
+    assert [c.index for c in conversations] == [0, 1, 2, 3]
+    assert all(c.status == Status.FAILED and c.attempt == 1 for c in conversations)
+    assert {c.worker for c in conversations} == {execution.heartbeat.name}
 
 
 def test_a_freed_endpoint_slot_is_kept_for_a_run_waiting_on_it(user, fake_endpoint, published):
