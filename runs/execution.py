@@ -258,13 +258,16 @@ def execute(conversation_id: int) -> str:
         outcome = _play(conversation_id, after)
         while True:
             close_old_connections()  # as between two delivered tasks (runs.tasks.check_connections)
+            taken = False
             if not after and not heartbeat.stopping.is_set():
                 waiting = sql.oldest_sent_unclaimed()
                 if waiting is not None:
                     after.append(waiting)
+                    taken = True
             if not after:
                 break
-            _play(after.pop(), after)
+            if _play(after.pop(), after) == "skipped" and taken:
+                break  # someone else claimed it, or it cannot be (its run ended): leave the rest to messages
     finally:
         if after:  # an error between the dispatch and the claim: publish what this thread was to play
             scheduling.resend(after)

@@ -267,7 +267,8 @@ def sent_unclaimed_besides(ids: list[int]) -> bool:
     others = ", ".join(["%s"] * len(ids))
     query = f"""SELECT EXISTS (SELECT 1 FROM {CONVERSATION}
                                WHERE dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL}
-                                 AND status = %s AND id NOT IN ({others}))"""
+                                 AND status = %s AND id NOT IN ({others})
+                                 AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL}))"""
     with connection.cursor() as cursor:
         cursor.execute(query, [Status.QUEUED, *ids])
         return bool(cursor.fetchone()[0])
@@ -278,6 +279,7 @@ def oldest_sent_unclaimed() -> int | None:
     thread. Read from the small in-flight index (conversation_in_flight)."""
     query = f"""SELECT id FROM {CONVERSATION}
                 WHERE dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL} AND status = %s
+                  AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})
                 ORDER BY dispatched_at, id LIMIT 1"""
     with connection.cursor() as cursor:
         cursor.execute(query, [Status.QUEUED])

@@ -76,6 +76,19 @@ def test_nothing_is_kept_while_a_sent_conversation_waits_and_the_thread_takes_th
     assert {c.worker for c in conversations} == {execution.heartbeat.name}
 
 
+def test_a_waiting_conversation_of_an_ended_run_is_not_taken(user, fake_endpoint, published):
+    stopped = _launch(user, "stopped", evals=1, concurrency=1)
+    stopped.__class__.objects.filter(pk=stopped.pk).update(
+        status=Status.CANCELLED
+    )  # its message still queued
+    run = _launch(user, "going", evals=2, concurrency=1)
+
+    execution.execute(published[-1])
+
+    assert run.conversations.filter(status=Status.FAILED).count() == 2
+    assert stopped.conversations.get().status == Status.QUEUED
+
+
 def test_a_freed_endpoint_slot_is_kept_for_a_run_waiting_on_it(user, fake_endpoint, published):
     Endpoint.objects.filter(pk=fake_endpoint.pk).update(max_concurrency=1)
     first = _launch(user, "first", evals=2, concurrency=5)
