@@ -3,9 +3,10 @@ of what dead or stopped workers left behind.
 
 Dispatch keeps at most `run.concurrency` conversations of a run in flight, and at most the endpoint's cap
 across all runs. It is called when a run is launched and whenever a conversation ends, and it sends tasks
-only after the transaction that marked them dispatched commits. A run is finalised when its last
-conversation ends; the sweeper (every worker runs one) requeues conversations whose worker died and
-resends tasks whose message was lost. Playing a conversation is runs.execution's.
+only after the transaction that marked them dispatched commits; when a conversation ends on a worker
+thread, one of those it marks goes to that thread instead of the broker (runs.execution.execute). A run is
+finalised when its last conversation ends; the sweeper (every worker runs one) requeues conversations whose
+worker died and resends tasks whose message was lost. Playing a conversation is runs.execution's.
 """
 
 from __future__ import annotations
