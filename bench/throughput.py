@@ -115,7 +115,8 @@ def explain(run, concurrency: int) -> dict:
             phases.setdefault(name, []).append((end - start).total_seconds() * 1000 - latency)
         starts.append(conversation.started_at)
         finishes.append(conversation.finished_at)
-        delivery.append((conversation.started_at - conversation.dispatched_at).total_seconds() * 1000)
+        if conversation.dispatched_at is not None:  # None once recovery has sent it back to the queue
+            delivery.append((conversation.started_at - conversation.dispatched_at).total_seconds() * 1000)
     starts.sort()
     finishes.sort()
     # A slot frees when a conversation finishes; the conversation C places later in start order takes it.

@@ -4,7 +4,9 @@ Retries live here and only here: the openai client is built with max_retries=0, 
 model errors, and `OpenAIClient._call` retries 429, 408, 409 and 5xx responses, timeouts and dropped
 connections for up to the endpoint's `retry_seconds` (minutes by default: providers rate-limit for tens of
 seconds), with exponential backoff and full jitter, honouring Retry-After, each wait capped at
-`retry_max_wait`. A 429 pauses the endpoint for every caller (engine.retries). When it gives up it raises
+`retry_max_wait`. A 429 pauses the endpoint for every caller (engine.retries). A backoff of our own choosing
+(no Retry-After) is at most BACKOFF_MAX_WAIT, and ends early once the endpoint answers another call: after
+an outage every waiting call retries within a moment of the first answer. When it gives up it raises
 EndpointError, which marks that one conversation `error`.
 """
 
@@ -41,6 +43,21 @@ RATE_LIMIT_WAIT = "waiting for rate limit"
 RETRY_SECONDS = 300.0
 RETRY_MAX_WAIT = 60.0
 RETRIED_STATUSES = (408, 409, 429)  # and every 5xx: what the openai client itself would retry
+# The longest backoff we choose ourselves (a dropped connection, a 5xx without Retry-After). A server that
+# wants longer says so with Retry-After, honoured up to `retry_max_wait`; past this, a longer wait only
+# delays noticing the endpoint is back (a waiting call is also woken by another call's answer, but across
+# processes that takes up to a second, and a lone call has no one to wake it).
+BACKOFF_MAX_WAIT = 8.0
+
+# Calls waiting out a backoff, per endpoint, in this process: an answer while some wait tells them (and,
+# through the board, other processes) to retry now.
+_waiting: dict[str, int] = {}
+_waiting_lock = threading.Lock()
+
+
+def _count_waiting(endpoint: str, change: int) -> None:
+    with _waiting_lock:
+        _waiting[endpoint] = _waiting.get(endpoint, 0) + change
 
 
 class EndpointError(Exception):
@@ -195,17 +212,23 @@ class OpenAIClient:
     def _call(self, what: str, fn):
         """fn(), retried on transient failures until it succeeds or the endpoint's retry budget is spent.
 
-        tenacity runs the loop: full-jitter exponential backoff (wait_random_exponential), replaced by the
-        server's Retry-After when it sends one, and stopped before a wait would overrun the budget.
+        tenacity runs the loop: full-jitter exponential backoff (wait_random_exponential) up to
+        BACKOFF_MAX_WAIT, replaced by the server's Retry-After when it sends one, and stopped before a wait
+        would overrun the budget. A backoff ends early when the endpoint answers another call meanwhile.
         """
         endpoint = self.endpoint
         started = self._clock()
         self._wait_for_pause()
+        # When the latest attempt failed (epoch seconds: boards are shared between processes), and whether
+        # the coming wait is a backoff of ours, to cut short when the endpoint answers another call.
+        failed_at, wakeable = 0.0, False
 
         def attempt():
+            nonlocal failed_at
             try:
-                return fn()
+                result = fn()
             except openai.APIStatusError as exc:
+                failed_at = time.time()
                 status = exc.status_code
                 message = redact(f"HTTP {status} from {self.label}: {_error_text(exc)}")
                 if status not in RETRIED_STATUSES and status < 500:
@@ -215,23 +238,35 @@ class OpenAIClient:
                     raise _Transient(message, RATE_LIMIT_WAIT, retry_after, rate_limited=True) from None
                 raise _Transient(message, f"endpoint unavailable (HTTP {status})", retry_after) from None
             except openai.APITimeoutError:
+                failed_at = time.time()
                 message = f"{what} to {self.label} timed out after {endpoint.timeout:g}s"
                 raise _Transient(message, "endpoint timed out") from None
             except openai.APIConnectionError as exc:
+                failed_at = time.time()
                 cause = exc.__cause__ or exc
                 message = f"cannot reach {self.label} at {endpoint.base_url}: {cause}"
                 raise _Transient(message, "cannot reach endpoint") from None
+            if failed_at or _waiting.get(self.label):
+                # Back after failing this call, or answering while others wait: they may retry now.
+                self._pauses.recovered(self.label, time.time())
+            return result
 
-        backoff = wait_random_exponential(multiplier=0.5, min=0.1, max=endpoint.retry_max_wait)
+        backoff = wait_random_exponential(
+            multiplier=0.5, min=0.1, max=min(BACKOFF_MAX_WAIT, endpoint.retry_max_wait)
+        )
 
         def wait(state: RetryCallState) -> float:
+            nonlocal wakeable
             failure: _Transient = state.outcome.exception()
+            wakeable = failure.retry_after is None and not failure.rate_limited
             delay = failure.retry_after if failure.retry_after is not None else backoff(state)
             delay = min(delay, endpoint.retry_max_wait)
             if failure.rate_limited:  # everyone else holds back too, instead of each meeting the limit
                 self._pauses.pause(self.label, time.time() + delay)
-            # Another call may have paused the endpoint for longer: wait that out too.
-            return max(delay, self._pause_remaining())
+            # Another call may have paused the endpoint for longer: wait that out too, whole.
+            paused = self._pause_remaining()
+            wakeable = wakeable and paused <= delay
+            return max(delay, paused)
 
         def stop(state: RetryCallState) -> bool:
             if endpoint.max_retries is not None and state.attempt_number > endpoint.max_retries:
@@ -242,12 +277,26 @@ class OpenAIClient:
             failure: _Transient = state.outcome.exception()
             report_wait(RetryWait(self.label, failure.reason, state.upcoming_sleep, state.attempt_number))
 
+        def woken() -> bool:
+            return self._pauses.recovered_at(self.label) > failed_at
+
+        def sleep(seconds: float) -> None:
+            # A sleep passed in (tests' fake time) returns at once: no other call can answer meanwhile.
+            if not wakeable or self._sleep is not time.sleep:
+                wait_out(seconds, self._sleep)
+                return
+            _count_waiting(self.label, 1)
+            try:
+                wait_out(seconds, self._sleep, woken)
+            finally:
+                _count_waiting(self.label, -1)
+
         retrying = Retrying(
             retry=retry_if_exception_type(_Transient),
             wait=wait,
             stop=stop,
             before_sleep=before_sleep,
-            sleep=lambda seconds: wait_out(seconds, self._sleep),
+            sleep=sleep,
             reraise=True,
         )
         try:

@@ -8,6 +8,12 @@ A rate-limited endpoint is paused for every caller at once: the call that got th
 T" on a `PauseBoard`, and every other call to that endpoint waits until T before sending, instead of each
 finding the limit out for itself. The engine's board is in-process (threads); the web app's is backed by
 the database so that every worker process sees it (runs.pauses).
+
+The same board carries the other news: an endpoint answering again. A call that gets an answer after
+failing (or while others wait) notes "recovered at T", and every call waiting out a backoff of its own
+choosing on that endpoint (a dropped connection, a 5xx without Retry-After) stops waiting and retries, so an
+endpoint back from an outage is noticed within a wait slice, not after the longest backoff. A wait the
+server asked for (Retry-After, a 429's pause) is honoured whole.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from typing import Protocol
 
 # Waits shorter than this are not reported: jitter between quick retries is not worth a database write.
 REPORT_FROM_SECONDS = 1.0
+# How often a waiting call looks whether its endpoint has answered someone else meanwhile: a dict read in
+# this process (the database board reads its row at most once a second).
+RECOVERY_CHECK_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -65,18 +74,22 @@ def report_wait(wait: RetryWait) -> None:
         hooks.on_wait(wait)
 
 
-def wait_out(seconds: float, sleep: Callable[[float], None]) -> None:
-    """Sleep `seconds`, in slices of at most a second when someone may ask the conversation to stop."""
+def wait_out(seconds: float, sleep: Callable[[float], None], woken: Callable[[], bool] | None = None) -> None:
+    """Sleep `seconds`, in slices of at most a second when someone may ask the conversation to stop, and of
+    RECOVERY_CHECK_SECONDS when `woken()` may end the wait early (the endpoint answered another call)."""
     hooks = _hooks.get()
     should_stop = hooks.should_stop if hooks is not None else None
-    if should_stop is None:
+    if should_stop is None and woken is None:
         sleep(seconds)
         return
+    slice_ = RECOVERY_CHECK_SECONDS if woken is not None else 1.0
     remaining = seconds
     while remaining > 0:
-        if should_stop():
+        if should_stop is not None and should_stop():
             raise RetryStopped()
-        piece = min(1.0, remaining)
+        if woken is not None and woken():
+            return
+        piece = min(slice_, remaining)
         sleep(piece)
         remaining -= piece
 
@@ -92,12 +105,21 @@ class PauseBoard(Protocol):
         """Pause the endpoint until then, unless it is already paused for longer."""
         ...
 
+    def recovered_at(self, endpoint: str) -> float:
+        """When the endpoint last answered a call after failing (or while others waited); 0 if never."""
+        ...
+
+    def recovered(self, endpoint: str, at: float) -> None:
+        """The endpoint answered at `at`: calls waiting out a backoff on it may retry now."""
+        ...
+
 
 class LocalPauseBoard:
     """The pauses of one process, shared by its threads."""
 
     def __init__(self) -> None:
         self._until: dict[str, float] = {}
+        self._recovered: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def paused_until(self, endpoint: str) -> float:
@@ -107,6 +129,14 @@ class LocalPauseBoard:
         with self._lock:
             if until > self._until.get(endpoint, 0.0):
                 self._until[endpoint] = until
+
+    def recovered_at(self, endpoint: str) -> float:
+        return self._recovered.get(endpoint, 0.0)
+
+    def recovered(self, endpoint: str, at: float) -> None:
+        with self._lock:
+            if at > self._recovered.get(endpoint, 0.0):
+                self._recovered[endpoint] = at
 
 
 # Every registry of a process shares this one, so every client of an endpoint sees its pauses.

@@ -255,7 +255,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         # Redelivery after a crash is handled by our own sweeper (runs/execution.py), so the broker's
-        # visibility timeout only needs to exceed the longest conversation.
+        # visibility timeout only needs to exceed the longest conversation. A task that goes on to play the
+        # conversations handed over to its thread may outlive it: the message delivered again then finds
+        # its conversation finished and does nothing.
         "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
         # A Redis that restarts or vanishes must show up as a connection error, which Celery recovers from,
         # never as a call that waits forever: bounded socket operations, keepalive, and redis-py's and

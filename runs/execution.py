@@ -242,7 +242,40 @@ def _fail(conversation_id: int, attempt: int, message: str) -> bool:
 
 
 def execute(conversation_id: int) -> str:
-    """Play one conversation to its end (or resume it). Returns what happened, for logs and tests."""
+    """Play one conversation to its end (or resume it), then the ones its end hands over to this thread.
+    Returns what happened to the first, for logs and tests.
+
+    When a conversation ends, the dispatch it triggers keeps one of the conversations it marks sent for this
+    thread, which claims and plays it at once, as a delivered task would: the thread just freed is the one
+    sure to be idle, while a published message goes to whichever worker frees a prefetch slot next, often
+    one whose threads are all busy. The rest are published. When it keeps none (another thread's dispatch
+    took the slot, or messages were already waiting), the thread takes the conversation whose message has
+    waited longest: the claim is conditional, so that message, delivered later, finds it taken and does
+    nothing.
+    """
+    after: list[int] = []
+    try:
+        outcome = _play(conversation_id, after)
+        while True:
+            close_old_connections()  # as between two delivered tasks (runs.tasks.check_connections)
+            taken = False
+            if not after and not heartbeat.stopping.is_set():
+                waiting = sql.oldest_sent_unclaimed()
+                if waiting is not None:
+                    after.append(waiting)
+                    taken = True
+            if not after:
+                break
+            if _play(after.pop(), after) == "skipped" and taken:
+                break  # someone else claimed it, or it cannot be (its run ended): leave the rest to messages
+    finally:
+        if after:  # an error between the dispatch and the claim: publish what this thread was to play
+            scheduling.resend(after)
+    return outcome
+
+
+def _play(conversation_id: int, after: list[int]) -> str:
+    """Claim and play one conversation; when it ends, the one dispatch hands over goes to `after`."""
     if heartbeat.stopping.is_set():
         # Delivered while this worker stops: leave it to the others, and send it again, since this message
         # is about to be taken off the queue unplayed.
@@ -311,4 +344,6 @@ def execute(conversation_id: int) -> str:
         return result.status
     finally:
         heartbeat.remove(conversation_id)
-        scheduling.conversation_ended(claimed.run_id, claimed.endpoint_name)
+        # A stopping worker keeps nothing: what it dispatches is published for the others.
+        keep = None if heartbeat.stopping.is_set() else after
+        scheduling.conversation_ended(claimed.run_id, claimed.endpoint_name, keep=keep)

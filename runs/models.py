@@ -102,11 +102,13 @@ class EndpointPause(models.Model):
     """An endpoint that answered "rate limited": every worker process holds its calls back until then.
 
     One row per endpoint name (named or `default`), written when a call gets a 429 and read by each process
-    at most once a second per endpoint (runs.pauses).
+    at most once a second per endpoint (runs.pauses). `recovered_at` is when the endpoint last answered
+    after failing: calls backing off from an outage in every process retry then.
     """
 
     endpoint = models.CharField(max_length=50, unique=True)
     paused_until = models.DateTimeField()
+    recovered_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.endpoint} paused until {self.paused_until}"

@@ -4,6 +4,9 @@ A call that gets a 429 pauses its endpoint here and in its own process at once. 
 endpoint's row at most once a second, so a rate limit holds back every worker within about a second of the
 first 429, for the price of one small query per second per endpoint per process while calls are made.
 A database that cannot be read or written only loses the sharing: the process's own pauses still hold.
+
+The row also says when the endpoint last answered after failing, so that calls backing off from an outage in
+every process retry within about a second of its return; each process writes that at most once a second.
 """
 
 from __future__ import annotations
@@ -28,17 +31,41 @@ class DatabasePauseBoard:
     def __init__(self, local: LocalPauseBoard = LOCAL_PAUSES, refresh: float = REFRESH_SECONDS) -> None:
         self.local = local
         self.refresh = refresh
-        self._read: dict[str, tuple[float, float]] = {}  # endpoint -> (read at, monotonic; paused until)
+        # endpoint -> (read at, monotonic; paused until; recovered at)
+        self._read: dict[str, tuple[float, float, float]] = {}
+        self._told: dict[str, float] = {}  # endpoint -> when this process last wrote a recovery (monotonic)
         self._lock = threading.Lock()
 
-    def paused_until(self, endpoint: str) -> float:
-        local = self.local.paused_until(endpoint)
+    def _row(self, endpoint: str) -> tuple[float, float, float]:
         read = self._read.get(endpoint)
         if read is None or time.monotonic() - read[0] >= self.refresh:
-            read = (time.monotonic(), self._fetch(endpoint))
+            read = (time.monotonic(), *self._fetch(endpoint))
             with self._lock:
                 self._read[endpoint] = read
-        return max(local, read[1])
+        return read
+
+    def paused_until(self, endpoint: str) -> float:
+        return max(self.local.paused_until(endpoint), self._row(endpoint)[1])
+
+    def recovered_at(self, endpoint: str) -> float:
+        return max(self.local.recovered_at(endpoint), self._row(endpoint)[2])
+
+    def recovered(self, endpoint: str, at: float) -> None:
+        self.local.recovered(endpoint, at)
+        told = self._told.get(endpoint)
+        if told is not None and time.monotonic() - told < self.refresh:
+            return  # the others read the row once a second: one write a second is news enough
+        self._told[endpoint] = time.monotonic()
+        when = datetime.fromtimestamp(at, tz=UTC)
+        try:
+            if not EndpointPause.objects.filter(endpoint=endpoint).update(recovered_at=when):
+                EndpointPause.objects.create(
+                    endpoint=endpoint, paused_until=datetime.fromtimestamp(0, tz=UTC), recovered_at=when
+                )
+        except IntegrityError:
+            EndpointPause.objects.filter(endpoint=endpoint).update(recovered_at=when)
+        except DatabaseError:
+            log.warning("could not share the recovery of endpoint %s; it holds in this process", endpoint)
 
     def pause(self, endpoint: str, until: float) -> None:
         self.local.pause(endpoint, until)
@@ -64,14 +91,20 @@ class DatabasePauseBoard:
         except DatabaseError:
             log.warning("could not share the pause of endpoint %s; it holds in this process", endpoint)
 
-    def _fetch(self, endpoint: str) -> float:
+    def _fetch(self, endpoint: str) -> tuple[float, float]:
+        """(paused until, recovered at) from the endpoint's row, in epoch seconds; 0 for none."""
         try:
-            until = (
-                EndpointPause.objects.filter(endpoint=endpoint).values_list("paused_until", flat=True).first()
+            row = (
+                EndpointPause.objects.filter(endpoint=endpoint)
+                .values_list("paused_until", "recovered_at")
+                .first()
             )
         except DatabaseError:
-            return 0.0
-        return until.timestamp() if until is not None else 0.0
+            return 0.0, 0.0
+        if row is None:
+            return 0.0, 0.0
+        until, recovered = row
+        return until.timestamp(), (recovered.timestamp() if recovered is not None else 0.0)
 
 
 DATABASE_PAUSES = DatabasePauseBoard()

@@ -3,9 +3,10 @@ of what dead or stopped workers left behind.
 
 Dispatch keeps at most `run.concurrency` conversations of a run in flight, and at most the endpoint's cap
 across all runs. It is called when a run is launched and whenever a conversation ends, and it sends tasks
-only after the transaction that marked them dispatched commits. A run is finalised when its last
-conversation ends; the sweeper (every worker runs one) requeues conversations whose worker died and
-resends tasks whose message was lost. Playing a conversation is runs.execution's.
+only after the transaction that marked them dispatched commits; when a conversation ends on a worker
+thread, one of those it marks goes to that thread instead of the broker (runs.execution.execute). A run is
+finalised when its last conversation ends; the sweeper (every worker runs one) requeues conversations whose
+worker died and resends tasks whose message was lost. Playing a conversation is runs.execution's.
 """
 
 from __future__ import annotations
@@ -37,12 +38,21 @@ def _endpoint_cap(endpoint_name: str) -> int | None:
 _run_limits: dict[object, tuple[str, int]] = {}
 
 
-def dispatch(run_id) -> int:
+def dispatch(run_id, *, keep: list | None = None) -> int:
     """Send tasks for as many queued conversations as the run's and the endpoint's limits allow.
 
     Dispatches on one endpoint are serialised, so two of them cannot both count a free slot: on
     PostgreSQL by the endpoint's advisory lock, on SQLite by the write lock every transaction takes first
     (BEGIN IMMEDIATE, see settings).
+
+    With `keep` (a list), the first conversation marked sent is not published but appended to it, once the
+    marking has committed: a worker thread whose conversation just ended plays it at once, instead of
+    leaving its thread idle while the message waits for whichever worker frees a prefetch slot next. It is
+    marked sent like the others, so the caps count it, and if the worker dies before claiming it, it is
+    recovered as any sent-but-unclaimed conversation is (WorkerWatch.take_over resends, sweep after two
+    leases). Nothing is kept while another sent conversation waits unclaimed: threads are short then, and
+    its message, first in the broker's queue, must not wait behind a chain of kept ones (another run's,
+    say); all are published, in order.
     """
     from .tasks import run_conversation
 
@@ -62,22 +72,37 @@ def dispatch(run_id) -> int:
     lock_key = zlib.crc32(endpoint_name.encode()) if connection.vendor == "postgresql" else None
     if lock_key is not None and connection.get_autocommit():
         ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
-        for pk in ids:  # committed already
+        if keep is not None and ids and sql.sent_unclaimed_besides(ids):
+            keep = None
+        for pk in _kept(ids, keep):  # committed already
             run_conversation.delay(pk)
         return len(ids)
+    if connection.in_atomic_block:
+        keep = None  # the caller's transaction may still roll the marking back: nothing to play yet
     with transaction.atomic():
         ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
+        if keep is not None and ids and sql.sent_unclaimed_besides(ids):
+            keep = None
         if ids:
-            transaction.on_commit(lambda: [run_conversation.delay(pk) for pk in ids])
+            published = _kept(ids, keep)
+            transaction.on_commit(lambda: [run_conversation.delay(pk) for pk in published])
     return len(ids)
 
 
-def dispatch_endpoint(endpoint_name: str, exclude=None) -> None:
+def _kept(ids: list, keep: list | None) -> list:
+    """The ids to publish, after the first goes to `keep` when the caller keeps one."""
+    if keep is None or keep or not ids:
+        return ids
+    keep.append(ids[0])
+    return ids[1:]
+
+
+def dispatch_endpoint(endpoint_name: str, exclude=None, *, keep: list | None = None) -> None:
     """A slot on an endpoint freed up and its own run had no use for it: waiting runs (oldest first) take it."""
     if _endpoint_cap(endpoint_name) is None:
         return  # no shared cap, so no run can be waiting on another's slot
     for run_id in sql.runs_waiting_on(endpoint_name, exclude):
-        if dispatch(run_id) == 0:
+        if dispatch(run_id, keep=keep) == 0:
             break
 
 
@@ -113,12 +138,16 @@ def finalize(run_id) -> bool:
     return bool(updated)
 
 
-def conversation_ended(run_id, endpoint_name: str) -> None:
+def conversation_ended(run_id, endpoint_name: str, *, keep: list | None = None) -> None:
     """A conversation reached its end: its slot goes to the next conversation of the same run; if the run
-    has none left waiting, the run may be over, and the slot goes to other runs on the endpoint."""
-    if dispatch(run_id) == 0:
+    has none left waiting, the run may be over, and the slot goes to other runs on the endpoint.
+
+    With `keep` (an empty list), one conversation marked sent is appended to it instead of published, for
+    the calling worker thread to play now: see dispatch.
+    """
+    if dispatch(run_id, keep=keep) == 0:
         finalize(run_id)
-        dispatch_endpoint(endpoint_name, exclude=run_id)
+        dispatch_endpoint(endpoint_name, exclude=run_id, keep=keep)
 
 
 # --- Recovery -----------------------------------------------------------------------------------------------

@@ -261,6 +261,32 @@ def dispatch_next(
         return sorted(row[0] for row in cursor.fetchall())
 
 
+def sent_unclaimed_besides(ids: list[int]) -> bool:
+    """Whether a conversation other than these was sent and is not claimed yet: its message waits for a
+    worker thread. Read from the small in-flight index (conversation_in_flight)."""
+    others = ", ".join(["%s"] * len(ids))
+    query = f"""SELECT EXISTS (SELECT 1 FROM {CONVERSATION}
+                               WHERE dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL}
+                                 AND status = %s AND id NOT IN ({others})
+                                 AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL}))"""
+    with connection.cursor() as cursor:
+        cursor.execute(query, [Status.QUEUED, *ids])
+        return bool(cursor.fetchone()[0])
+
+
+def oldest_sent_unclaimed() -> int | None:
+    """The conversation sent longest ago and still not claimed, of any run: its message waits for a
+    thread. Read from the small in-flight index (conversation_in_flight)."""
+    query = f"""SELECT id FROM {CONVERSATION}
+                WHERE dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL} AND status = %s
+                  AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})
+                ORDER BY dispatched_at, id LIMIT 1"""
+    with connection.cursor() as cursor:
+        cursor.execute(query, [Status.QUEUED])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
 def insert_conversations(run_id, rows: Iterable[dict]) -> None:
     """A new run's conversations, by COPY on PostgreSQL and INSERT_BATCH rows to an executemany on SQLite.
     Each row gives index, iteration, eval_id, prompt, style, system and history; every other column takes

@@ -249,12 +249,16 @@ def test_worker_sessions_commit_without_waiting_for_the_flush_and_the_web_does_n
     assert settings_of_new_sessions() == {"on"}  # a web process never sent worker_init
     options = connections["default"].settings_dict["OPTIONS"]
     before = dict(options)
+    from runs import endpoints
+
+    reuse_for = endpoints.reuse_for
     configure_worker_connections()
     try:
         assert settings_of_new_sessions() == {"off"}
     finally:
         options.clear()
         options.update(before)
+        endpoints.reuse_for = reuse_for  # later tests must read the endpoints they just changed
         connections["default"].close()
         connections["default"].close_pool()
     assert settings_of_new_sessions() == {"on"}
