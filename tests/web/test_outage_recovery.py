@@ -11,8 +11,8 @@ import pytest
 
 from engine.clients import BACKOFF_MAX_WAIT, EndpointConfig, OpenAIClient
 from engine.retries import LocalPauseBoard
+from tests.engine.test_clients import KEY_ENV, client_for
 from tests.fakeopenai import FakeOpenAI
-from tests.test_clients import KEY_ENV, client_for
 
 ASK = [{"role": "user", "content": "x"}]
 

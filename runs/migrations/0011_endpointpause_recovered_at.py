@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0009_conversation_kinds'),
+        ('runs', '0010_labels'),
     ]
 
     operations = [
