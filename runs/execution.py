@@ -20,7 +20,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, close_old_connections, transaction
+from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 from django.utils import timezone
 
 from engine.conversation import ResumeMismatch, run_eval
@@ -257,7 +257,10 @@ def execute(conversation_id: int) -> str:
     try:
         outcome = _play(conversation_id, after)
         while True:
-            close_old_connections()  # as between two delivered tasks (runs.tasks.check_connections)
+            # As between two delivered tasks (runs.tasks.check_connections); never inside a caller's
+            # transaction, which closing the connection would break (execute called in a test's atomic block).
+            if not connection.in_atomic_block:
+                close_old_connections()
             taken = False
             if not after and not heartbeat.stopping.is_set():
                 waiting = sql.oldest_sent_unclaimed()

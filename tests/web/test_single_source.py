@@ -196,10 +196,14 @@ def test_migrating_gives_conversations_stored_before_it_the_system_message_they_
 
     executor = MigrationExecutor(connection)
     executor.migrate(after)
-    assert dict(Conversation.objects.filter(run_id=run.pk).values_list("eval_id", "system")) == {
-        "review": "You are a careful reviewer.\n\n=== guide.instructions.md ===\nPrefer small functions.",
-        "steps": "You are a careful reviewer.",
-    }
+    try:
+        assert dict(Conversation.objects.filter(run_id=run.pk).values_list("eval_id", "system")) == {
+            "review": "You are a careful reviewer.\n\n=== guide.instructions.md ===\nPrefer small functions.",
+            "steps": "You are a careful reviewer.",
+        }
+    finally:  # back to the latest schema: later migrations add columns the tests after this one use
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
 
 
 def test_a_status_has_one_symbol_on_every_page(launched, user, client):
