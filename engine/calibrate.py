@@ -229,7 +229,7 @@ def _pct(value: float | None) -> str:
 
 
 def _num(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None else f"{value:+.{digits}f}" if digits < 0 else f"{value:.{digits}f}"
+    return "—" if value is None else f"{value:.{digits}f}"
 
 
 def format_calibration(report: CalibrationReport, worst: int = 5) -> str:

@@ -133,11 +133,6 @@ class LoadedSet:
     warnings: list[SuiteProblem] = field(default_factory=list)
 
 
-def is_calibration(raw: object) -> bool:
-    """Whether parsed YAML is a calibration set rather than a suite."""
-    return isinstance(raw, dict) and ("samples" in raw or "samples_file" in raw) and "evals" not in raw
-
-
 class _SampleSkipped(Exception):
     def __init__(self, path: tuple, message: str):
         super().__init__(message)

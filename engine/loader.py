@@ -443,6 +443,11 @@ def _attachments(suite: Suite, builder: _Builder, files: Mapping[str, str]) -> l
     return problems
 
 
+def is_calibration(raw: object) -> bool:
+    """Whether parsed YAML is a calibration set (engine.calibration) rather than a suite."""
+    return isinstance(raw, dict) and ("samples" in raw or "samples_file" in raw) and "evals" not in raw
+
+
 def load_suite(
     data: bytes | str, filename: str = "suite.yaml", files: Mapping[str, str] | None = None
 ) -> Suite:
@@ -453,7 +458,7 @@ def load_suite(
     except SuiteError as exc:
         exc.filename = filename
         raise
-    if "evals" not in raw and ("samples" in raw or "samples_file" in raw):
+    if is_calibration(raw):
         # A calibration set, played as a suite of given replies (imported here: it imports this module).
         from .calibration import as_suite, load_parsed
 

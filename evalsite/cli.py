@@ -25,8 +25,16 @@ from typing import TYPE_CHECKING
 
 from django.core.management.base import BaseCommand, CommandError
 
-from engine.calibration import LoadedSet, is_calibration, load_calibration
-from engine.loader import SuiteError, file_references, format_path, load_suite, parse_yaml, read_suite_files
+from engine.calibration import LoadedSet, load_calibration
+from engine.loader import (
+    SuiteError,
+    file_references,
+    format_path,
+    is_calibration,
+    load_suite,
+    parse_yaml,
+    read_suite_files,
+)
 from engine.outcomes import Status
 from engine.schema import Suite
 from engine.text import plural

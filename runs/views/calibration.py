@@ -25,7 +25,7 @@ def _heatmap(judge: JudgeReport) -> dict:
     most = max((n for row in counts for n in row), default=0) or 1
     levels = [f"{level:g}" for level in judge.confusion.levels]
     rows = []
-    for expected, row in zip(levels, counts, strict=True):
+    for i, (expected, row) in enumerate(zip(levels, counts, strict=True)):
         cells = [
             {
                 "count": n,
@@ -34,7 +34,6 @@ def _heatmap(judge: JudgeReport) -> dict:
                 "title": f"expected {expected}, judged {levels[j]}: {n}",
             }
             for j, n in enumerate(row)
-            for i in [levels.index(expected)]
         ]
         rows.append({"level": expected, "cells": cells, "total": sum(row)})
     return {"levels": levels, "rows": rows}
@@ -59,6 +58,8 @@ def _page(request: HttpRequest, access: Access) -> HttpResponse:
     tag = request.GET.get("tag", "")
     tags = sorted({t for sample in suite.calibration.samples for t in sample.tags})
     samples = {sample.index: sample for sample in suite.calibration.samples}
+    # Eval positions: judge by judge, the samples in order (engine.calibration.as_suite).
+    position = {sample.index: n for n, sample in enumerate(suite.calibration.samples)}
     n_samples = len(suite.calibration.samples)
     judges = []
     for number, judge in enumerate(report.judges):
@@ -72,7 +73,7 @@ def _page(request: HttpRequest, access: Access) -> HttpResponse:
                         "row": row,
                         "messages": samples[row.index].messages,
                         # Each repeat is an iteration of the eval for this judge and sample.
-                        "url": access.conversation_url(number * n_samples + samples_order(suite, row.index)),
+                        "url": access.conversation_url(number * n_samples + position[row.index]),
                     }
                     for row in rows
                 ],
@@ -107,14 +108,6 @@ def _page(request: HttpRequest, access: Access) -> HttpResponse:
     }
     template = "runs/calibration.html#figures" if request.htmx else "runs/calibration.html"
     return render(request, template, context)
-
-
-def samples_order(suite, sample_index: int) -> int:
-    """The position of a sample among the set's samples (its index counts skipped ones too)."""
-    for position, sample in enumerate(suite.calibration.samples):
-        if sample.index == sample_index:
-            return position
-    raise Http404("no such sample")
 
 
 @login_required

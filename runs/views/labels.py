@@ -31,16 +31,15 @@ def _levels(scale: str) -> list[str]:
 
 
 def label_form(conversation: Conversation, user, scale: str | None = None) -> dict:
-    mine = next(
-        (label for label in selectors.labels_of(conversation) if label.created_by_id == user.pk), None
-    )
+    labels = selectors.labels_of(conversation)  # one query for the reviewer's label and the others'
+    mine = next((label for label in labels if label.created_by_id == user.pk), None)
     scale = scale if scale in SCALES else (mine.scale if mine else DEFAULT_SCALE)
     return {
         "mine": mine,
         "scale": scale,
         "scales": list(SCALES),
         "levels": _levels(scale),
-        "others": [label for label in selectors.labels_of(conversation) if label.created_by_id != user.pk],
+        "others": [label for label in labels if label.created_by_id != user.pk],
     }
 
 
