@@ -65,8 +65,10 @@ class TurnGrade(BaseModel):
     rationale: str = ""
     submission: str  # what the extractor took from the reply (or the conversation)
     ground_truth: str
-    grader: str = ""
+    grader: str = ""  # its kind: exact_match, contains, regex_match, llm_judge, or check
     raw: str | None = None  # an llm_judge grader's raw answer
+    name: str | None = None  # a named grader's name (suite `graders`); None for the eval's unnamed grader
+    threshold: float | None = None  # the score it needed to pass
 
 
 class ConditionResult(BaseModel):
@@ -132,6 +134,9 @@ class TurnRecord(BaseModel):
     passed: bool | None = None  # every check of this turn passed
     followup_reason: str | None = None  # why this follow-up was sent
     grade: TurnGrade | None = None  # scripted turns: this turn against its ground truth
+    # Named graders (suite/eval `graders`): one grade per grader, for this turn (per-turn grading) or, on the
+    # last turn, for the whole conversation. In the graders' order.
+    grades: list[TurnGrade] = Field(default_factory=list)
     termination: str | None = None  # simulated: why the conversation ended after this turn, in words
     termination_kind: TerminationKind | None = None  # and as a kind
     termination_detail: str | None = None  # what decided it: the condition, the max turns
@@ -184,6 +189,17 @@ class Totals(BaseModel):
         )
 
 
+class GraderResult(BaseModel):
+    """One named grader's verdict on a whole eval: its turns' scores combined by the eval's aggregation."""
+
+    name: str
+    kind: str  # exact_match, contains, regex_match, llm_judge or check
+    score: float | None  # None: it graded nothing (the conversation errored before any graded turn)
+    passed: bool | None
+    threshold: float
+    turns_graded: int = 0  # how many grades it gave (one per graded turn, or one for the conversation)
+
+
 class EvalResult(BaseModel):
     index: int
     id: str
@@ -205,7 +221,11 @@ class EvalResult(BaseModel):
     turns_passed: int | None = None  # graded units (turns, or the conversation) that passed
     turns_total: int | None = None
     per_turn_grades: list[TurnGrade] = Field(default_factory=list)
+    graders: list[GraderResult] = Field(default_factory=list)  # named graders, in the suite's order
     totals: Totals = Field(default_factory=Totals)
+
+    def grader(self, name: str) -> GraderResult | None:
+        return next((item for item in self.graders if item.name == name), None)
 
     @model_validator(mode="before")
     @classmethod
@@ -257,14 +277,30 @@ class RunTotals(BaseModel):
 
 
 class GateResult(BaseModel):
-    metric: str
-    op: str
-    value: float
-    actual: float | None  # None when no eval has a score (every one errored)
+    """A gate as evaluated. `kind` simple: `metric` over the eval scores, or over one named `grader`'s;
+    weighted_average: `metric` over each eval's weighted mean of its graders' scores (`weights`);
+    logical_and / logical_or: `children` combined (metric, op, value and actual are then unused)."""
+
+    kind: Literal["simple", "weighted_average", "logical_and", "logical_or"] = "simple"
+    metric: str = ""
+    op: str = ">="
+    value: float = 0.0
+    actual: float | None = None  # None when no eval has a score (every one errored)
     passed: bool
+    grader: str | None = None
+    weights: dict[str, float] | None = None
+    children: list[GateResult] = Field(default_factory=list)
 
     @property
     def label(self) -> str:
+        if self.kind in ("logical_and", "logical_or"):
+            joined = " and " if self.kind == "logical_and" else " or "
+            return "(" + joined.join(child.label for child in self.children) + ")"
+        if self.kind == "weighted_average":
+            mix = " + ".join(f"{weight:g}×{name}" for name, weight in (self.weights or {}).items())
+            return f"{self.metric} of ({mix}) {self.op} {self.value:g}"
+        if self.grader:
+            return f"{self.grader} {self.metric} {self.op} {self.value:g}"
         return f"{self.metric} {self.op} {self.value:g}"
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..outcomes import Status, TerminationKind
-from ..results import ConditionResult, TurnRecord
+from ..results import CheckResult, ConditionResult, TurnRecord
 from ..schema import Check, Condition, Extractor
 
 
@@ -85,6 +85,17 @@ class Verdict:
     def __post_init__(self) -> None:
         if not self.text:
             object.__setattr__(self, "text", self.reason)
+
+
+def checks_score(checks: Sequence[CheckResult]) -> float | None:
+    """The mean of a turn's check scores, each clamped to 0-1 (a check without a score of its own counts 1 or
+    0); None without checks. A conversation tree's or simulated conversation's score, so that iterations
+    of one eval show how well each did (a judge's 0.6 or 0.9), not only whether it passed."""
+    scores = [
+        min(1.0, max(0.0, check.score if check.score is not None else float(check.passed)))
+        for check in checks
+    ]
+    return sum(scores) / len(scores) if scores else None
 
 
 class Driver(ABC):

@@ -11,7 +11,7 @@ from ..results import ConditionResult, TurnRecord
 from ..schema import Eval
 from ..simulate import persona_for, simulator_messages
 from ..text import plural
-from .base import Defaults, Driver, Ending, Step, UserAsk, Verdict
+from .base import Defaults, Driver, Ending, Step, UserAsk, Verdict, checks_score
 
 
 class Simulated(Driver):
@@ -78,9 +78,9 @@ class Simulated(Driver):
         status = Status.PASSED if passed else Status.FAILED
         head = f"{status} after {plural(last.turn, 'turn')}"
         tail = "" if checks_ok else "; final checks failed"
-        return Verdict(
-            status, 1.0 if passed else 0.0, reason=head + tail, text=f"{head}: {last.termination or ''}{tail}"
-        )
+        # An ending that fails scores 0; otherwise the final checks' mean score (1 without checks).
+        score = (checks_score(last.checks) if last.checks else 1.0) if outcome == "pass" else 0.0
+        return Verdict(status, score, reason=head + tail, text=f"{head}: {last.termination or ''}{tail}")
 
 
 def _live(turns: Sequence[TurnRecord]) -> list[dict]:

@@ -10,7 +10,7 @@ from ..outcomes import Status
 from ..results import TurnRecord
 from ..schema import Check, Eval, followup_depth
 from ..text import plural
-from .base import Defaults, Driver, Step, Verdict
+from .base import Defaults, Driver, Step, Verdict, checks_score
 
 
 class Tree(Driver):
@@ -33,10 +33,18 @@ class Tree(Driver):
         return Step(item.prompt, item.checks, _node_of(item, step), f"{reason} on turn {turn.turn}")
 
     def verdict(self, turns: Sequence[TurnRecord]) -> Verdict:
+        # The score is the deciding turn's: the mean of its check scores (a passing turn whose judge said 0.8
+        # scores 0.8), so iterations and gates see how well it did; pass or fail is the checks' own.
         last = turns[-1]
+        score = checks_score(last.checks)
         if last.passed:
-            return Verdict(Status.PASSED, 1.0, f"passed on turn {last.turn}", passed_on_turn=last.turn)
-        return Verdict(Status.FAILED, 0.0, f"failed after {plural(last.turn, 'turn')}")
+            return Verdict(
+                Status.PASSED, 1.0 if score is None else score, f"passed on turn {last.turn}",
+                passed_on_turn=last.turn,
+            )  # fmt: skip
+        return Verdict(
+            Status.FAILED, 0.0 if score is None else score, f"failed after {plural(last.turn, 'turn')}"
+        )
 
 
 def _node_of(item: Check, step: Step) -> str:

@@ -375,3 +375,75 @@ def test_a_suite_without_iterations_reports_none():
     )
     assert report.iterated == [] and [r.iteration for r in report.evals] == [0, 0]
     assert report.evals[0].kind == "single-turn"
+
+
+# --- each iteration keeps its score (issue 13): the judge's 0.6 is 0.6, not a pass or a fail -------------
+
+
+JUDGED = """
+name: judged
+model: agent
+judge: judge
+iterations: 4
+evals:
+  - id: explain
+    prompt: Explain recursion.
+    checks:
+      - llm_judge: {criteria: Clear and correct, threshold: 0.5}
+  - id: simulated
+    prompt: Book a table.
+    iterations: 3
+    simulate:
+      follow_ups: [{input: For two, turns: inf}]
+      max_turns: 2
+      on_max_turns: pass
+    checks:
+      - contains: booked
+      - llm_judge: {criteria: Polite, threshold: 0.5}
+"""
+
+
+def _fake_registry(fake):
+    import os
+
+    from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
+
+    os.environ[FAKE_KEY_ENV] = FAKE_KEY
+    config = EndpointConfig(name="default", base_url=fake.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0)
+    return EndpointRegistry(config)
+
+
+def test_iterations_of_a_judged_tree_keep_the_judges_scores(fake_openai):
+    """Through the real fake endpoint: each iteration's score is its judge's score (on 0-1), so the statistics
+    describe how well it did; pass and fail still come from the check's threshold."""
+    fake_openai.rule("Explain recursion.", "It calls itself.", where="any", model="agent")
+    fake_openai.rule("Book a table.", "Your table is booked.", where="any", model="agent")
+    judged = [0.6, 0.9, 0.3, 1.0]
+    fake_openai.rule(
+        "Clear and correct", [json.dumps({"score": s, "reason": f"r{s}"}) for s in judged], where="any"
+    )
+    # Simulated: the judge's 0.8, 0.2 and 0.5 and a contains check that passes (1.0): means 0.9, 0.6, 0.75.
+    fake_openai.rule(
+        "Polite", [json.dumps({"score": s, "reason": "ok"}) for s in (0.8, 0.2, 0.5)], where="any"
+    )
+    report = run_suite(load_suite(JUDGED), _fake_registry(fake_openai), concurrency=1)
+
+    tree, simulated = report.iterated
+    assert [r.score for r in report.evals if r.index == 0] == judged
+    assert tree.stats.scores == judged
+    assert tree.stats.pass_count == 3  # 0.3 is under the threshold: counts unchanged by scores
+    assert tree.stats.mean == pytest.approx(0.7)
+    # deviations -0.1, 0.2, -0.4, 0.3: squares 0.01 + 0.04 + 0.16 + 0.09 = 0.30, / 4 = 0.075
+    assert tree.stats.std_dev == pytest.approx(math.sqrt(0.075))
+    assert (tree.stats.min, tree.stats.max, tree.stats.representative) == (0.3, 1.0, 0)
+
+    assert simulated.stats.scores == pytest.approx([0.9, 0.6, 0.75])
+    assert simulated.stats.pass_count == 2  # the judge's 0.2 fails its check, so the conversation fails
+    assert simulated.stats.mean == pytest.approx(0.75)
+
+
+def test_a_tree_without_scored_checks_still_scores_one_or_zero(fake_openai):
+    fake_openai.rule("What is 15 * 7?", ["105", "100"], where="any")
+    source = FLAKY.replace("model: agent/m", "model: m")
+    report = run_suite(load_suite(source), _fake_registry(fake_openai), concurrency=1)
+    assert report.iterated[0].stats.scores == [1.0, 0.0, 1.0, 0.0, 1.0]
