@@ -33,6 +33,7 @@ from .bounds import loads_json
 from .errors import readable_errors
 from .loader import SuiteError, SuiteProblem, _locate, format_path, parse_yaml
 from .schema import SCALES, Check, Eval, JudgeSpec, Message, MockSpec, StrictModel, Suite
+from .schema.base import LocatedError
 
 MAX_REPEATS = 20
 MAX_JUDGES = 10
@@ -74,21 +75,27 @@ class CalibrationSet(StrictModel):
     @model_validator(mode="after")
     def _judges(self) -> CalibrationSet:
         if self.judge is not None and self.judges:
-            raise ValueError("write `judge` or `judges`, not both")
+            raise LocatedError(("judges",), "write `judge` or `judges`, not both")
         if self.judge is None and not self.judges:
             raise ValueError("a calibration set needs a `judge` (or `judges`)")
         if len(self.judges) > MAX_JUDGES:
-            raise ValueError(f"at most {MAX_JUDGES} judges are calibrated at once")
+            raise LocatedError(("judges",), f"at most {MAX_JUDGES} judges are calibrated at once")
         judges = self.all_judges
-        scales = {judge.scale for judge in judges}
-        if len(scales) > 1:
-            # Expected scores are written once per sample, so every judge must read them on one scale.
-            raise ValueError(f"every judge needs the same scale (found {', '.join(sorted(scales))})")
+        first = judges[0].scale
+        for index, judge in enumerate(judges):
+            if judge.scale != first:
+                # Expected scores are written once per sample, so every judge must read them on one scale.
+                raise LocatedError(
+                    ("judges", index, "scale"),
+                    f"every judge needs the same scale: this one is on {judge.scale}, judges[0] on {first}",
+                )
         seen: set[str] = set()
-        for index, judge in enumerate(judges, start=1):
-            judge.name = judge.name or ("judge" if len(judges) == 1 else f"judge-{index}")
+        for index, judge in enumerate(judges):
+            judge.name = judge.name or ("judge" if len(judges) == 1 else f"judge-{index + 1}")
             if judge.name in seen:
-                raise ValueError(f"two judges are named {judge.name!r}; names must differ")
+                raise LocatedError(
+                    ("judges", index, "name"), f"two judges are named {judge.name!r}; names must differ"
+                )
             seen.add(judge.name)
         if not self.samples and not self.samples_file:
             raise ValueError("a calibration set needs `samples` or a `samples_file`")

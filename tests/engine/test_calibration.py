@@ -84,14 +84,20 @@ def test_judges_must_share_a_scale_and_have_distinct_names():
         "judge: {criteria: Polite and correct, scale: -3..3}",
         "judges:\n  - {criteria: Polite, scale: -3..3}\n  - {criteria: Correct, scale: 0-1}",
     )
-    with pytest.raises(SuiteError, match="every judge needs the same scale"):
+    with pytest.raises(SuiteError, match="every judge needs the same scale") as caught:
         load_calibration(two)
+    # Located at the judge that differs, not at the top of the set.
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.path) == (4, "judges[1].scale")
+    assert "this one is on 0-1, judges[0] on -3..3" in problem.message
     named = load_calibration(two.replace("scale: 0-1", "scale: -3..3"))
     assert [judge.name for judge in named.spec.all_judges] == ["judge-1", "judge-2"]
-    with pytest.raises(SuiteError, match="two judges are named 'a'"):
+    with pytest.raises(SuiteError, match="two judges are named 'a'") as caught:
         load_calibration(
             two.replace("scale: 0-1", "scale: -3..3").replace("- {criteria", "- {name: a, criteria")
         )
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.path) == (4, "judges[1].name")
 
 
 def test_samples_come_from_an_attached_jsonl_or_calibrate_toml_file():
