@@ -1,0 +1,190 @@
+"""A run's results in the forms CI systems and pull requests read: JUnit XML and a Markdown summary.
+
+Both are built from a RunReport (engine.results), so the CLI, the API and the pages export the same text.
+Model output is hostile: XML gets only characters XML 1.0 allows, and Markdown cells are escaped so a reply
+cannot break out of its table or inject links.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from .compare import Change, Comparison
+from .outcomes import Status
+from .results import EvalResult, GateResult, RunReport
+from .text import plural
+
+# XML 1.0 allows tab, newline, carriage return and U+0020 upwards, except surrogates and U+FFFE/U+FFFF.
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def role_transcript(result: EvalResult, system: str | None = None) -> str:
+    """The conversation as `[Role]:` blocks, every message marked: the system prompt (the report does not
+    hold it: the caller passes the suite's), the given history, then each turn."""
+    blocks = [f"[System]:\n{system}"] if system else []
+    for message in result.history:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "\n".join(str(part.get("text", part.get("value", ""))) for part in content)
+        blocks.append(f"[{str(message.get('role', 'user')).capitalize()}]:\n{content or ''}")
+    for turn in result.turns:
+        if turn.prompt:
+            blocks.append(f"[User]:\n{turn.prompt}")
+        blocks.append(f"[Assistant]:\n{turn.response}")
+    return "\n\n".join(blocks)
+
+
+def case_name(result: EvalResult, iterated: bool) -> str:
+    return f"{result.id} (iteration {result.iteration + 1})" if iterated else result.id
+
+
+def junit_xml(report: RunReport, system: str | None = None) -> str:
+    """One testsuite for the run, one testcase per eval (per iteration for iterated evals). A failed eval
+    carries its verdict in <failure>, an errored one in <error>, a cancelled one is <skipped>; every
+    testcase carries its `[Role]:` transcript in <system-out>. Gates that fail are testcases of their own,
+    so a run failed only by a gate still shows red in CI."""
+    iterated = {item.id for item in report.iterated}
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    cases = []
+    for result in report.evals:
+        case = ET.Element(
+            "testcase",
+            name=_xml_text(case_name(result, result.id in iterated)),
+            classname=_xml_text(report.suite.name),
+            time=f"{sum(turn.latency_ms for turn in result.turns) / 1000:.3f}",
+        )
+        counts["tests"] += 1
+        if result.status == Status.FAILED:
+            counts["failures"] += 1
+            failure = ET.SubElement(case, "failure", message=_xml_text(result.verdict), type="failed")
+            failure.text = _xml_text(_failed_checks(result))
+        elif result.status == Status.ERROR:
+            counts["errors"] += 1
+            error = ET.SubElement(case, "error", message=_xml_text(result.verdict), type="error")
+            error.text = _xml_text(result.error or result.verdict)
+        elif result.status != Status.PASSED:
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=_xml_text(result.verdict or str(result.status)))
+        out = ET.SubElement(case, "system-out")
+        out.text = _xml_text(role_transcript(result, system))
+        cases.append(case)
+    for gate in report.gates:
+        case = ET.Element("testcase", name=_xml_text(f"gate {gate.label}"), classname=_xml_text(report.suite.name), time="0")  # fmt: skip
+        counts["tests"] += 1
+        if not gate.passed:
+            counts["failures"] += 1
+            ET.SubElement(case, "failure", message=_xml_text(_gate_line(gate)), type="gate")
+        cases.append(case)
+    duration = f"{report.totals.duration_s or 0:.3f}"
+    # <testsuites> carries no `skipped` in the schema Jenkins' xunit plugin validates against.
+    root = ET.Element(
+        "testsuites", name="evalsite", time=duration,
+        **{k: str(v) for k, v in counts.items() if k != "skipped"},
+    )  # fmt: skip
+    suite = ET.SubElement(
+        root, "testsuite", name=_xml_text(report.suite.name), time=duration,
+        **{k: str(v) for k, v in counts.items()},
+    )  # fmt: skip
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (("model", report.model), ("endpoint", report.endpoint), ("status", report.status)):
+        ET.SubElement(properties, "property", name=name, value=_xml_text(str(value)))
+    suite.extend(cases)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _failed_checks(result: EvalResult) -> str:
+    lines = [result.verdict]
+    for turn in result.turns:
+        for check in turn.checks:
+            if not check.passed:
+                lines.append(f"turn {turn.turn}: {check.label}: {check.reason}")
+        if turn.grade is not None and not turn.grade.passed:
+            lines.append(f"turn {turn.turn}: {turn.grade.grader}: {turn.grade.rationale}")
+    return "\n".join(lines)
+
+
+def _gate_line(gate: GateResult) -> str:
+    actual = "n/a" if gate.actual is None else f"{gate.actual:.3g}"
+    if gate.kind in ("logical_and", "logical_or"):
+        return f"{gate.label}: {'held' if gate.passed else 'did not hold'}"
+    return f"{gate.label}: actual {actual}"
+
+
+# --- Markdown, for a pull-request comment -----------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")
+
+
+def _md(text: str, limit: int = 80) -> str:
+    """One table cell of hostile text: one line, cut, Markdown and HTML specials escaped."""
+    text = " ".join(str(text).split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+MARK = {Status.PASSED: "✅", Status.FAILED: "❌", Status.ERROR: "⚠️", Status.CANCELLED: "⏹"}
+
+
+def markdown_summary(
+    report: RunReport,
+    *,
+    comparison: Comparison | None = None,
+    run_url: str | None = None,
+    baseline_url: str | None = None,
+    limit: int = 20,
+) -> str:
+    """Counts, gates, regressions against the baseline and links, short enough for a PR comment."""
+    totals = report.totals
+    title = f"{MARK.get(report.status, '')} evalsite: {_md(report.suite.name)} {report.status}".replace(
+        "  ", " "
+    )
+    lines = [f"### {title}", ""]
+    lines.append(
+        f"**{totals.passed}** passed · **{totals.failed}** failed · **{totals.error}** errored"
+        + (f" · {totals.cancelled} cancelled" if totals.cancelled else "")
+        + f" of {plural(totals.evals, 'eval')} on `{_md(report.model)}`"
+        + f" · {plural(totals.total_tokens, 'token')} · ${totals.cost:.4f}"
+    )
+    if run_url:
+        lines += ["", f"[Open the run]({run_url})"]
+    if report.gates:
+        lines += ["", "| gate | actual | |", "|---|---|---|"]
+        for gate in report.gates:
+            actual = "" if gate.actual is None else f"{gate.actual:.3g}"
+            lines.append(f"| {_md(gate.label)} | {actual} | {'✅' if gate.passed else '❌'} |")
+    if comparison is not None:
+        counts = comparison.counts
+        against = f"[baseline]({baseline_url})" if baseline_url else "the baseline"
+        lines += [
+            "",
+            f"Against {against}: **{counts[Change.REGRESSION]}** regressed · **{counts[Change.FIX]}** fixed · "
+            f"{counts[Change.STILL_FAILING]} still failing · {counts[Change.UNCHANGED]} unchanged"
+            + (f" · {counts[Change.ADDED]} new" if counts[Change.ADDED] else "")
+            + (f" · {counts[Change.REMOVED]} removed" if counts[Change.REMOVED] else ""),
+        ]
+        if comparison.score_delta is not None:
+            lines[-1] += f" · score {comparison.score_delta:+.3f}"
+        regressions = comparison.regressions
+        if regressions:
+            lines += ["", "| regressed | before | after | prompt |", "|---|---|---|---|"]
+            for row in regressions[:limit]:
+                before = row.before.status if row.before else ""
+                after = row.after.status if row.after else ""
+                lines.append(f"| {_md(row.id, 60)} | {before} | {after} | {_md(row.prompt)} |")
+            if len(regressions) > limit:
+                lines.append(f"| … {len(regressions) - limit} more | | | |")
+    failing = [r for r in report.evals if r.status in (Status.FAILED, Status.ERROR)]
+    if failing and comparison is None:
+        lines += ["", "| failed | verdict |", "|---|---|"]
+        for result in failing[:limit]:
+            lines.append(f"| {_md(result.id, 60)} | {_md(result.verdict)} |")
+        if len(failing) > limit:
+            lines.append(f"| … {len(failing) - limit} more | |")
+    return "\n".join(lines) + "\n"
