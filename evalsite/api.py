@@ -1,4 +1,9 @@
-"""The one NinjaAPI. Each app contributes a Router. Session auth; ninja enforces CSRF on its unsafe methods."""
+"""The one NinjaAPI. Each app contributes a Router.
+
+Two ways in: a personal API token (`Authorization: Bearer evs_…`, for CI and scripts; runs/tokens.py), or the
+browser's session, for which ninja enforces CSRF on unsafe methods. A bearer token cannot be sent by another
+site's page, so it needs no CSRF token. Either way a request sees exactly what its user sees.
+"""
 
 from functools import wraps
 
@@ -6,7 +11,17 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import JsonResponse
 from ninja import NinjaAPI
-from ninja.security import django_auth
+from ninja.security import HttpBearer, django_auth
+
+
+class BearerToken(HttpBearer):
+    def authenticate(self, request, token):
+        from runs.tokens import user_for
+
+        user = user_for(token)
+        if user is not None:
+            request.user = user  # views read request.user, as with a session
+        return user
 
 
 def docs_access(view):
@@ -25,7 +40,11 @@ def docs_access(view):
 
 
 api = NinjaAPI(
-    title="evalsite API", version="1", auth=django_auth, urls_namespace="api", docs_decorator=docs_access
+    title="evalsite API",
+    version="1",
+    auth=[BearerToken(), django_auth],
+    urls_namespace="api",
+    docs_decorator=docs_access,
 )
 
 

@@ -3,6 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from runs.views.tokens import revoke_token, tokens
+
 from .api import api
 
 urlpatterns = [
@@ -11,6 +13,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    path("tokens/", tokens, name="tokens"),
+    path("tokens/<int:token_id>/revoke/", revoke_token, name="token_revoke"),
     path("suites/", include("suites.urls")),
     path("runs/", include("runs.urls")),
     path("s/", include("runs.share_urls")),

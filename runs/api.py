@@ -1,20 +1,196 @@
-"""Runs API: a run's results in the documented JSON format, its progress, and retrying its errored conversations."""
+"""Runs API, for the browser and for CI (a bearer token acts as its user; evalsite/api.py):
 
+- launch a run from a saved suite (by name, latest or a given version) or from YAML in the body;
+- list runs with filters; a run's status and progress; its results as JSON, JUnit XML or Markdown;
+- cancel a run, retry its errored conversations, compare two runs.
+
+Another user's run is a 404, never a 403: the API says nothing of what a user cannot see.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
 from uuid import UUID
 
-from django.http import JsonResponse
-from ninja import Router, Schema
+from django.http import HttpResponse, JsonResponse
+from django.urls import reverse
+from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 
-from . import selectors, services
+from engine import compare, exports
+from engine.loader import SuiteError
+from suites import services as suite_services
+from suites.models import Suite
+
+from . import selectors, services, specs
+from .models import Run
 
 router = Router(tags=["runs"])
 
 
-@router.get("/{run_id}", summary="A run's results (evalsite.results/1)")
-def run_results(request, run_id: UUID):
+# --- launching and listing ---------------------------------------------------------------------------------
+
+
+class LaunchIn(Schema):
+    suite: str | None = None  # a saved suite's name
+    version: int | None = None  # its version number (default: the latest)
+    yaml: str | None = None  # or a suite's YAML: saved as a new version of the suite it names, if it changed
+    files: dict[str, str] | None = None  # attached files for `yaml` (name -> text); default: the latest's
+    model: str | None = None  # override the suite's model ("endpoint/model", "mock")
+    concurrency: int | None = None
+
+
+class Problem(Schema):
+    line: int
+    column: int
+    path: str
+    message: str
+
+
+class RefusedOut(Schema):
+    detail: str
+    problems: list[Problem] = []
+
+
+class RunOut(Schema):
+    id: UUID
+    suite: str
+    version: int
+    model: str
+    endpoint: str
+    status: str
+    concurrency: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    url: str  # the run page
+    links: dict[str, str]  # results (JSON), junit, markdown, progress
+
+
+def _links(request, run: Run) -> dict[str, str]:
+    base = f"/api/runs/{run.pk}"
+    return {
+        "page": request.build_absolute_uri(reverse("runs:detail", args=[run.pk])),
+        "results": request.build_absolute_uri(f"{base}/results"),
+        "junit": request.build_absolute_uri(f"{base}/results.junit.xml"),
+        "markdown": request.build_absolute_uri(f"{base}/results.md"),
+        "progress": request.build_absolute_uri(f"{base}/progress"),
+    }
+
+
+def _run_out(request, run: Run) -> dict:
+    version = run.suite_version
+    links = _links(request, run)
+    return {
+        "id": run.pk,
+        "suite": version.suite.name,
+        "version": version.number,
+        "model": run.model,
+        "endpoint": run.endpoint_name,
+        "status": run.status,
+        "concurrency": run.concurrency,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "url": links.pop("page"),
+        "links": links,
+    }
+
+
+def _problems(exc: SuiteError) -> list[dict]:
+    return [{"line": p.line, "column": p.column, "path": p.path, "message": p.message} for p in exc.problems]
+
+
+@router.post(
+    "",
+    response={201: RunOut, 404: RefusedOut, 422: RefusedOut},
+    summary="Launch a run",
+    description="From a saved suite by name (`suite`, optionally `version`), or from `yaml` in the body, "
+    "which is saved as the next version of the user's suite of that name (created if new; unchanged text "
+    "reuses the latest version). `model` and `concurrency` override the suite's. 422 with located "
+    "problems when the YAML does not validate or the run cannot start.",
+)
+def launch(request, body: LaunchIn):
+    user = request.user
+    if body.yaml is not None:
+        try:
+            spec = suite_services.validate_source(body.yaml, files=body.files or {})
+            suite = Suite.objects.filter(owner=user, name=spec.name).first()
+            if suite is None:
+                suite = suite_services.create_suite(
+                    owner=user, source=body.yaml, note="created through the API", files=body.files or {}
+                )
+            else:
+                suite_services.save_version(
+                    suite=suite, source=body.yaml, user=user, note="saved through the API", files=body.files
+                )
+        except SuiteError as exc:
+            return Status(422, {"detail": "the suite does not validate", "problems": _problems(exc)})
+        version = suite.latest_version
+    elif body.suite:
+        suite = Suite.objects.filter(owner=user, name=body.suite).first()
+        if suite is None:
+            return Status(404, {"detail": f"you have no suite named {body.suite!r}"})
+        version = (
+            suite.latest_version
+            if body.version is None
+            else suite.versions.filter(number=body.version).first()
+        )
+        if version is None:
+            return Status(404, {"detail": f"{body.suite} has no version {body.version}"})
+    else:
+        return Status(422, {"detail": "give `suite` (a saved suite's name) or `yaml`"})
+    try:
+        run = services.create_run(version=version, user=user, model=body.model, concurrency=body.concurrency)
+    except services.LaunchError as exc:
+        return Status(422, {"detail": str(exc)})
+    except SuiteError as exc:
+        return Status(422, {"detail": "the suite does not validate", "problems": _problems(exc)})
+    return Status(201, _run_out(request, run))
+
+
+class RunFilters(Schema):
+    suite: str | None = None  # the suite's name contains this (any case)
+    model: str | None = None  # the model reference contains this
+    status: str | None = None  # queued, running, passed, failed, error or cancelled
+    since: datetime | None = None  # launched at or after
+    until: datetime | None = None  # launched before
+    limit: int = 50
+    offset: int = 0
+
+
+class RunListOut(Schema):
+    count: int
+    runs: list[RunOut]
+
+
+@router.get("", response=RunListOut, summary="List runs, newest first, with filters")
+def list_runs(request, filters: Query[RunFilters]):
+    runs = selectors.runs_for(request.user)
+    if filters.suite:
+        runs = runs.filter(suite_version__suite__name__icontains=filters.suite)
+    if filters.model:
+        runs = runs.filter(model__icontains=filters.model)
+    if filters.status:
+        runs = runs.filter(status=filters.status)
+    if filters.since:
+        runs = runs.filter(created_at__gte=filters.since)
+    if filters.until:
+        runs = runs.filter(created_at__lt=filters.until)
+    limit = max(1, min(filters.limit, 200))
+    offset = max(0, filters.offset)
+    page = runs.order_by("-created_at")[offset : offset + limit]
+    return {"count": runs.count(), "runs": [_run_out(request, run) for run in page]}
+
+
+class StatusOut(RunOut):
+    progress: dict
+
+
+@router.get("/{run_id}", response=StatusOut, summary="A run's status and progress")
+def run_status(request, run_id: UUID):
     run = selectors.get_run_for_user(request.user, run_id)
-    return JsonResponse(selectors.report(run).model_dump(mode="json"))
+    return {**_run_out(request, run), "progress": selectors.progress(run)}
 
 
 @router.get("/{run_id}/progress", summary="A run's live progress")
@@ -23,13 +199,63 @@ def run_progress(request, run_id: UUID):
     return {"status": run.status, **selectors.progress(run)}
 
 
-class RetryOut(Schema):
-    retried: int
+# --- results and their exports ------------------------------------------------------------------------------
+
+
+@router.get("/{run_id}/results", summary="A run's results (evalsite.results/1)")
+def run_results(request, run_id: UUID):
+    run = selectors.get_run_for_user(request.user, run_id)
+    return JsonResponse(selectors.report(run).model_dump(mode="json"))
+
+
+@router.get("/{run_id}/results.junit.xml", summary="A run's results as JUnit XML")
+def run_junit(request, run_id: UUID):
+    run = selectors.get_run_for_user(request.user, run_id)
+    system = specs.suite(run.suite_version).system
+    return HttpResponse(exports.junit_xml(selectors.report(run), system), content_type="application/xml")
+
+
+@router.get(
+    "/{run_id}/results.md",
+    summary="A run's Markdown summary, for a pull-request comment",
+    description="With `baseline` (another run's id), the summary lists the regressions against it.",
+)
+def run_markdown(request, run_id: UUID, baseline: UUID | None = None):
+    run = selectors.get_run_for_user(request.user, run_id)
+    report = selectors.report(run)
+    comparison = baseline_url = None
+    if baseline is not None:
+        base = selectors.get_run_for_user(request.user, baseline)
+        comparison = compare.compare_runs(selectors.report(base).evals, report.evals)
+        baseline_url = request.build_absolute_uri(reverse("runs:detail", args=[base.pk]))
+    text = exports.markdown_summary(
+        report,
+        comparison=comparison,
+        run_url=request.build_absolute_uri(reverse("runs:detail", args=[run.pk])),
+        baseline_url=baseline_url,
+    )
+    return HttpResponse(text, content_type="text/markdown; charset=utf-8")
+
+
+# --- acting on a run ----------------------------------------------------------------------------------------
+
+
+class CancelOut(Schema):
+    cancelled: bool
     status: str
 
 
-class RefusedOut(Schema):
-    detail: str
+@router.post("/{run_id}/cancel", response=CancelOut, summary="Cancel a queued or running run")
+def cancel(request, run_id: UUID):
+    run = selectors.get_run_for_user(request.user, run_id)
+    cancelled = services.cancel(run)
+    run.refresh_from_db(fields=["status"])
+    return {"cancelled": cancelled, "status": run.status}
+
+
+class RetryOut(Schema):
+    retried: int
+    status: str
 
 
 @router.post(
@@ -46,3 +272,53 @@ def retry_errored(request, run_id: UUID):
     except services.RetryRefused as exc:
         raise HttpError(409, str(exc)) from None
     return {"retried": retried, "status": run.status}
+
+
+@router.get(
+    "/{run_id}/compare/{other_id}",
+    summary="Compare two runs",
+    description="`run_id` is the earlier run (before), `other_id` the later one (after). Evals are matched "
+    "by id; iterated evals compare pass rates.",
+)
+def compare_runs(request, run_id: UUID, other_id: UUID):
+    before = selectors.get_run_for_user(request.user, run_id)
+    after = selectors.get_run_for_user(request.user, other_id)
+    result = compare.compare_runs(selectors.report(before).evals, selectors.report(after).evals)
+    return comparison_json(result, before, after)
+
+
+def comparison_json(result: compare.Comparison, before: Run, after: Run) -> dict:
+    def side(item: compare.Side | None) -> dict | None:
+        if item is None:
+            return None
+        return {
+            "status": item.status, "score": item.score, "cost": item.cost, "turns": item.turns,
+            "passed_on_turn": item.passed_on_turn, "iterations": item.iterations, "passes": item.passes,
+            "graded": item.graded, "pass_rate": item.pass_rate, "pass_rate_low": item.pass_rate_low,
+            "pass_rate_high": item.pass_rate_high,
+        }  # fmt: skip
+
+    return {
+        "before": str(before.pk),
+        "after": str(after.pk),
+        "counts": {str(change): n for change, n in result.counts.items()},
+        "score_before": result.score_before,
+        "score_after": result.score_after,
+        "score_delta": result.score_delta,
+        "cost_before": result.cost_before,
+        "cost_after": result.cost_after,
+        "cost_delta": result.cost_delta,
+        "evals": [
+            {
+                "id": row.id,
+                "change": str(row.change),
+                "prompt": row.prompt,
+                "before": side(row.before),
+                "after": side(row.after),
+                "score_delta": row.score_delta,
+                "cost_delta": row.cost_delta,
+                "rates_differ": row.rates_differ,
+            }  # fmt: skip
+            for row in result.rows
+        ],
+    }

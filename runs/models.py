@@ -385,3 +385,33 @@ class Label(models.Model):
 
     def __str__(self) -> str:
         return f"{self.score:g} on {self.scale} by {self.created_by_id}"
+
+
+TOKEN_PREFIX = "evs_"
+
+
+class ApiToken(models.Model):
+    """A personal API token, for CI and scripts: `Authorization: Bearer evs_…` acts as its user.
+
+    Only a SHA-256 digest is stored; the token is shown once, when it is made. A plain digest (no salt, no slow
+    hash) is enough because the token is 256 random bits, not a password a person chose: there is nothing to
+    guess. `hint` (the first characters) tells a user's tokens apart without revealing them.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    hint = models.CharField(max_length=12, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.hint}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
