@@ -188,3 +188,90 @@ def markdown_summary(
         if len(failing) > limit:
             lines.append(f"| … {len(failing) - limit} more | |")
     return "\n".join(lines) + "\n"
+
+
+# --- CSV: one row per eval (per iteration), and one row per turn --------------------------------------------
+
+# A spreadsheet runs a cell that starts with one of these as a formula; model output is hostile, so such a
+# cell gets a leading apostrophe (OWASP's advice for CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+EVAL_COLUMNS = [
+    "eval_id", "iteration", "conversation", "status", "score", "passed_on_turn", "turns", "turns_passed",
+    "turns_total", "prompt_tokens", "completion_tokens", "judge_tokens", "cost", "verdict", "prompt", "error",
+]  # fmt: skip
+TURN_COLUMNS = [
+    "eval_id", "iteration", "turn", "node", "prompt", "response", "passed", "checks", "grade_score",
+    "grade_passed", "grades", "prompt_tokens", "completion_tokens", "latency_ms", "cost", "judge_cost",
+]  # fmt: skip
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    text = str(value)
+    if text.startswith(_FORMULA_START):
+        return "'" + text
+    return text
+
+
+def grader_names(report: RunReport) -> list[str]:
+    """Named graders in the order they first appear (the suite's, then evals' own)."""
+    names: dict[str, None] = {}
+    for result in report.evals:
+        names.update((grader.name, None) for grader in result.graders)
+    return list(names)
+
+
+def _rows_to_csv(header: list[str], rows) -> str:
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow([_cell(value) for value in row])
+    return out.getvalue()
+
+
+def evals_csv(report: RunReport) -> str:
+    names = grader_names(report)
+    header = [*EVAL_COLUMNS, *(column for name in names for column in (name, f"{name}_passed"))]
+
+    def rows():
+        for r in report.evals:
+            t = r.totals
+            graded = {grader.name: grader for grader in r.graders}
+            extra = []
+            for name in names:
+                grader = graded.get(name)
+                extra += [grader.score if grader else None, grader.passed if grader else None]
+            yield [
+                r.id, r.iteration, r.conversation, r.status, r.score, r.passed_on_turn, t.turns, r.turns_passed,
+                r.turns_total, t.prompt_tokens, t.completion_tokens, t.judge_tokens, t.cost, r.verdict, r.prompt,
+                r.error, *extra,
+            ]  # fmt: skip
+
+    return _rows_to_csv(header, rows())
+
+
+def turns_csv(report: RunReport) -> str:
+    def rows():
+        for r in report.evals:
+            for turn in r.turns:
+                checks = "; ".join(f"{c.label}: {'pass' if c.passed else 'fail'}" for c in turn.checks)
+                grades = "; ".join(f"{g.name or g.grader}: {g.score:.3g}" for g in turn.grades)
+                grade = turn.grade
+                yield [
+                    r.id, r.iteration, turn.turn, turn.node, turn.prompt, turn.response, turn.passed, checks,
+                    grade.score if grade else None, grade.passed if grade else None, grades,
+                    turn.usage.prompt_tokens, turn.usage.completion_tokens, turn.latency_ms, turn.cost,
+                    turn.judge_cost,
+                ]  # fmt: skip
+
+    return _rows_to_csv(TURN_COLUMNS, rows())

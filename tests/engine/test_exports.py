@@ -13,7 +13,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 
 from engine.clients import EndpointConfig, EndpointRegistry
 from engine.compare import compare_runs
-from engine.exports import junit_xml, markdown_summary, role_transcript
+from engine.exports import evals_csv, junit_xml, markdown_summary, role_transcript, turns_csv
 from engine.loader import load_suite
 from engine.runner import run_suite
 from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
@@ -171,3 +171,56 @@ def test_markdown_cells_cannot_break_the_table_or_inject_links(report):
     text = markdown_summary(report)
     row = next(line for line in text.splitlines() if line.startswith("| hostile"))
     assert row == r"| hostile | a \| b \[x\]\(http://evil\) \<img src=x\> \`code\` next line |"
+
+
+# --- CSV ------------------------------------------------------------------------------------------------------
+
+
+def _csv(text: str) -> list[dict]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_evals_csv_has_a_row_per_eval_and_neutralises_formulas(report):
+    hostile = next(result for result in report.evals if result.id == "hostile")
+    hostile.verdict = '=HYPERLINK("http://evil")'
+    rows = _csv(evals_csv(report))
+    assert [row["eval_id"] for row in rows] == ["add", "multiply", "hostile", "down"]
+    multiply = rows[1]
+    assert (multiply["status"], multiply["score"], multiply["passed_on_turn"], multiply["turns"]) == (
+        "passed", "1", "2", "2",
+    )  # fmt: skip
+    assert rows[2]["verdict"] == '\'=HYPERLINK("http://evil")'  # a spreadsheet shows it, never runs it
+    assert rows[3]["status"] == "error" and "500" in rows[3]["error"] and rows[3]["score"] == ""
+
+
+def test_evals_csv_has_a_score_and_pass_column_per_named_grader(report):
+    from engine.results import GraderResult
+
+    for result in report.evals:
+        result.graders = [
+            GraderResult(name="quality", kind="llm_judge", score=0.75, passed=True, threshold=0.7)
+        ]
+    report.evals[0].graders.append(
+        GraderResult(name="ascii_only", kind="check", score=0.0, passed=False, threshold=1.0)
+    )
+    rows = _csv(evals_csv(report))
+    assert list(rows[0])[-4:] == ["quality", "quality_passed", "ascii_only", "ascii_only_passed"]
+    assert (rows[0]["quality"], rows[0]["quality_passed"], rows[0]["ascii_only_passed"]) == (
+        "0.75",
+        "true",
+        "false",
+    )
+    assert rows[1]["ascii_only"] == "" and rows[1]["quality"] == "0.75"
+
+
+def test_turns_csv_has_a_row_per_turn(report):
+    rows = _csv(turns_csv(report))
+    assert [(row["eval_id"], row["turn"]) for row in rows] == [
+        ("add", "1"), ("multiply", "1"), ("multiply", "2"), ("hostile", "1"),
+    ]  # fmt: skip
+    assert rows[1]["response"] == "100" and rows[1]["passed"] == "false"
+    assert rows[1]["checks"] == 'contains "105": fail' and rows[2]["prompt"] == "Recalculate."
+    assert "\x00" in rows[3]["response"]  # CSV carries any character; only formulas are neutralised
