@@ -11,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import JsonResponse
 from ninja import NinjaAPI
+from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer, django_auth
 
 
@@ -19,8 +20,11 @@ class BearerToken(HttpBearer):
         from runs.tokens import user_for
 
         user = user_for(token)
-        if user is not None:
-            request.user = user  # views read request.user, as with a session
+        if user is None:
+            # A token was presented and is wrong (unknown, revoked): 401 now, rather than falling through to
+            # the session, which would answer a CSRF failure for a POST and confuse a CI job.
+            raise AuthenticationError()
+        request.user = user  # views read request.user, as with a session
         return user
 
 

@@ -227,16 +227,92 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="conversations in flight at once (default 10; the endpoint's cap applies too)",
     )
+    exports = parser.add_argument_group("exports, for CI")
+    exports.add_argument(
+        "--junit", dest="junit_path", type=Path, metavar="OUT.xml",
+        help="write JUnit XML: a testcase per eval (per iteration), failed gates too, the transcript in system-out",
+    )  # fmt: skip
+    exports.add_argument(
+        "--csv", dest="csv_path", type=Path, metavar="OUT.csv",
+        help="write a CSV row per eval (per iteration) here, and a row per turn beside it (OUT.turns.csv)",
+    )  # fmt: skip
+    exports.add_argument(
+        "--markdown", dest="markdown_path", type=Path, metavar="OUT.md",
+        help="write a Markdown summary for a pull-request comment (with --baseline: its regressions)",
+    )  # fmt: skip
+    server = parser.add_argument_group(
+        "on a server",
+        "Run the suite on an evalsite server instead of here: its workers, endpoints and keys. The suite and "
+        "its attached files are saved there as the next version of your suite of that name.",
+    )
+    server.add_argument(
+        "--server", metavar="URL", default=os.environ.get("EVALSITE_SERVER") or None,
+        help="the server's address, e.g. https://evals.example.com (or EVALSITE_SERVER)",
+    )  # fmt: skip
+    server.add_argument(
+        "--token", metavar="T", default=None,
+        help="an API token (or EVALSITE_TOKEN, better: a command line is visible to other users)",
+    )  # fmt: skip
+    server.add_argument(
+        "--baseline", metavar="RUN",
+        help="a run id on the server to compare with: the report and --markdown list regressions",
+    )  # fmt: skip
+    server.add_argument(
+        "--fail-on-regression", action="store_true",
+        help="exit 1 when an eval that passed in --baseline does not pass now",
+    )  # fmt: skip
 
 
-def check_writable(path: Path) -> None:
+def check_writable(path: Path, option: str = "--json") -> None:
     if path.is_dir():
-        raise UserError(f"--json {path}: is a folder; give a file name, e.g. {path / 'results.json'}")
+        raise UserError(
+            f"{option} {path}: is a folder; give a file name, e.g. {path / ('results' + (path.suffix or '.out'))}"
+        )
     folder = path.parent
     if not folder.is_dir():
-        raise UserError(f"--json {path}: there is no folder {folder}; create it or write elsewhere")
+        raise UserError(f"{option} {path}: there is no folder {folder}; create it or write elsewhere")
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise UserError(f"--json {path}: cannot write there (permission denied); write elsewhere")
+        raise UserError(f"{option} {path}: cannot write there (permission denied); write elsewhere")
+
+
+OUTPUTS = (
+    ("json_path", "--json"),
+    ("junit_path", "--junit"),
+    ("csv_path", "--csv"),
+    ("markdown_path", "--markdown"),
+)
+
+
+def write_outputs(args: argparse.Namespace, report: RunReport, system: str | None, *, comparison=None,
+                  run_url: str | None = None, baseline_url: str | None = None) -> None:  # fmt: skip
+    """Every export the command line asked for; a write that fails is exit 3 (the run happened)."""
+    from engine import exports
+
+    texts = {
+        "json_path": lambda: json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n",
+        "junit_path": lambda: exports.junit_xml(report, system),
+        "markdown_path": lambda: exports.markdown_summary(
+            report, comparison=comparison, run_url=run_url, baseline_url=baseline_url
+        ),
+        "csv_path": lambda: exports.evals_csv(report),
+    }
+    for attribute, option in OUTPUTS:
+        path = getattr(args, attribute, None)
+        if path is None:
+            continue
+        try:
+            path.write_text(texts[attribute](), encoding="utf-8")
+            if attribute == "csv_path":
+                turns = path.with_name(path.stem + ".turns.csv")
+                turns.write_text(exports.turns_csv(report), encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"{option} {path}: {exc.strerror or exc}", code=BROKEN) from None
+        if attribute == "json_path":
+            print(f"Results written to {path}")
+        elif attribute == "csv_path":
+            print(f"CSV written to {path} (evals) and {turns} (turns)")
+        else:
+            print(f"{option.removeprefix('--').capitalize()} written to {path}")
 
 
 def exit_code(report: RunReport) -> int:
@@ -258,8 +334,15 @@ def run(args: argparse.Namespace) -> int:
     model = args.model
     if model is not None and not model.strip():
         raise UserError("--model is empty: give a model id, `endpoint/model` or `mock`")
-    if args.json_path:
-        check_writable(args.json_path)
+    for attribute, option in OUTPUTS:
+        if getattr(args, attribute, None):
+            check_writable(getattr(args, attribute), option)
+    if getattr(args, "server", None):
+        from evalsite.remote import run_on_server
+
+        return run_on_server(args)
+    if getattr(args, "baseline", None) or getattr(args, "fail_on_regression", False):
+        raise UserError("--baseline and --fail-on-regression compare with a run on a server: add --server")
     try:
         suite, files = load_suite_file(args.file)
     except InvalidSuite as exc:
@@ -273,14 +356,7 @@ def run(args: argparse.Namespace) -> int:
         suite, registry, model=model, concurrency=args.concurrency, files=files, on_wait=say_wait
     )
     print(format_report(report))
-    if args.json_path:
-        try:
-            args.json_path.write_text(
-                json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
-            )
-        except OSError as exc:
-            raise UserError(f"--json {args.json_path}: {exc.strerror or exc}", code=BROKEN) from None
-        print(f"Results written to {args.json_path}")
+    write_outputs(args, report, suite.system)
     code = exit_code(report)
     if code == BROKEN:
         errors = [result for result in report.evals if result.status == Status.ERROR]

@@ -111,6 +111,8 @@ def test_no_token_or_a_wrong_one_is_401(api):
     assert anonymous.get("/api/runs", **bearer(token[:-2] + "xx")).status_code == 401
     assert anonymous.get("/api/runs", **bearer("not-a-token")).status_code == 401
     assert anonymous.get("/api/runs", HTTP_AUTHORIZATION=f"Token {token}").status_code == 401
+    # A wrong token on a POST is a 401 too, not the session's CSRF failure.
+    assert send(anonymous, "evs_wrong", {"yaml": SUITE}).status_code == 401
 
 
 def test_an_inactive_users_token_stops_working(user, api):

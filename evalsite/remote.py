@@ -1,0 +1,182 @@
+"""`evalsite run suite.yaml --server URL`: the suite runs on an evalsite server, this process watches.
+
+The suite is validated here first (a typo is found before anything is sent), then sent with its attached
+files to `POST /api/runs`, which saves it as the next version of the user's suite of that name. Progress is
+polled once a second and said on stderr; the finished run's results come back in the documented JSON format,
+so the report, the exports and the exit code are exactly those of a local run. Ctrl-C cancels the run on
+the server. Plain urllib: a CI job needs nothing installed beyond evalsite itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from argparse import Namespace
+
+from engine.outcomes import ACTIVE, Status
+from engine.results import RunReport
+from engine.text import plural
+
+POLL_SECONDS = 1.0
+
+
+class Server:
+    def __init__(self, url: str, token: str):
+        self.base = url.rstrip("/")
+        self.token = token
+
+    def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
+        from evalsite.cli import BROKEN, UserError
+
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.base + path,
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Accept": "application/json",
+                **({"Content-Type": "application/json"} if data is not None else {}),
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, _decode(response.read())
+        except urllib.error.HTTPError as exc:
+            status, payload = exc.code, _decode(exc.read())
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise UserError(f"cannot reach the server at {self.base}: {reason}", code=BROKEN) from None
+        if status == 401:
+            raise UserError(
+                f"the server at {self.base} refused the token (401): check --token or EVALSITE_TOKEN, "
+                "or make one on its API tokens page"
+            )
+        if status >= 500:
+            raise UserError(f"the server at {self.base} failed ({status}) on {method} {path}", code=BROKEN)
+        return status, payload
+
+
+def _decode(raw: bytes) -> object:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")
+
+
+def _detail(payload: object) -> str:
+    return payload.get("detail", "") if isinstance(payload, dict) else str(payload)[:200]
+
+
+def run_on_server(args: Namespace) -> int:
+    from engine import compare
+    from engine.report import format_report
+    from evalsite.cli import (
+        BROKEN,
+        FAILED,
+        InvalidSuite,
+        UserError,
+        exit_code,
+        load_suite_file,
+        write_outputs,
+    )
+
+    token = args.token or os.environ.get("EVALSITE_TOKEN", "")
+    if not token.strip():
+        raise UserError("--server needs an API token: set EVALSITE_TOKEN (or pass --token)")
+    try:
+        suite, files = load_suite_file(args.file)
+    except InvalidSuite as exc:
+        print(*exc.lines, sep="\n", file=sys.stderr)
+        raise UserError("the suite has problems; nothing was sent") from None
+    server = Server(args.server, token.strip())
+    baseline = None
+    if args.baseline:  # asked first: a wrong baseline id should not cost a run
+        status, payload = server.call("GET", f"/api/runs/{args.baseline}/results")
+        if status != 200:
+            raise UserError(
+                f"--baseline {args.baseline}: no such run on the server ({status} {_detail(payload)})"
+            )
+        baseline = RunReport.model_validate(payload)
+    source = args.file.read_text(encoding="utf-8-sig")
+    body = {"yaml": source, "files": files, "model": args.model, "concurrency": args.concurrency}
+    status, launched = server.call("POST", "/api/runs", body)
+    if status != 201:
+        for problem in launched.get("problems", []) if isinstance(launched, dict) else []:
+            print(
+                f"{args.file}:{problem['line']}:{problem['column']} {problem['path']}: {problem['message']}",
+                file=sys.stderr,
+            )
+        raise UserError(f"the server did not start the run ({status}): {_detail(launched)}")
+    run_id, run_url = launched["id"], launched["url"]
+    print(f"Run {run_id} of {launched['suite']} v{launched['version']} on {launched['model']}: {run_url}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    try:
+        final = _watch(server, run_id)
+    except KeyboardInterrupt:
+        try:
+            server.call("POST", f"/api/runs/{run_id}/cancel")
+            print(f"\ncancelled run {run_id} on the server", file=sys.stderr)
+        except UserError:
+            print(f"\ncould not cancel run {run_id} on the server; cancel it at {run_url}", file=sys.stderr)
+        raise
+    status, payload = server.call("GET", f"/api/runs/{run_id}/results")
+    if status != 200:
+        raise UserError(f"the server did not return the results ({status}): {_detail(payload)}", code=BROKEN)
+    report = RunReport.model_validate(payload)
+    print(format_report(report))
+    comparison = baseline_url = None
+    if baseline is not None:
+        comparison = compare.compare_runs(baseline.evals, report.evals)
+        baseline_url = run_url.replace(str(run_id), str(args.baseline))
+        print(_comparison_line(comparison, args.baseline))
+    write_outputs(
+        args, report, suite.system, comparison=comparison, run_url=run_url, baseline_url=baseline_url
+    )
+    print(f"Run page: {run_url}")
+    code = exit_code(report)
+    if final == Status.CANCELLED and code == 0:
+        code = BROKEN  # cancelled on the server: its result is unknown
+    if args.fail_on_regression and comparison is not None and comparison.regressions and code != BROKEN:
+        code = FAILED
+    return code
+
+
+def _watch(server: Server, run_id: str) -> str:
+    """Poll until the run has finished; say its progress on stderr when it changes. Its final status."""
+    said = ""
+    while True:
+        status, payload = server.call("GET", f"/api/runs/{run_id}")
+        if status != 200:
+            from evalsite.cli import BROKEN, UserError
+
+            raise UserError(f"the run went missing on the server ({status}): {_detail(payload)}", code=BROKEN)
+        progress = payload["progress"]
+        counts = progress["counts"]
+        line = (
+            f"{progress['done']}/{plural(progress['total'], 'conversation')} done · {counts['passed']} passed · "
+            f"{counts['failed']} failed · {counts['error']} errored"
+        )
+        if line != said:
+            print(line, file=sys.stderr, flush=True)
+            said = line
+        if payload["status"] not in ACTIVE:
+            return payload["status"]
+        time.sleep(POLL_SECONDS)
+
+
+def _comparison_line(comparison, baseline: str) -> str:
+    from engine.compare import Change
+
+    counts = comparison.counts
+    line = (
+        f"Against run {baseline}: {counts[Change.REGRESSION]} regressed, {counts[Change.FIX]} fixed, "
+        f"{counts[Change.STILL_FAILING]} still failing, {counts[Change.UNCHANGED]} unchanged"
+    )
+    for row in comparison.regressions[:20]:
+        line += f"\n  regressed: {row.id} ({row.before.status} → {row.after.status})"
+    return line
