@@ -141,6 +141,9 @@ class Run(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The baseline of its suite since then: compare pages and `--baseline pinned` use it. At most one run of a
+    # suite is pinned (services.pin_baseline unpins the others).
+    pinned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -420,3 +420,48 @@ def inter_rater(run: Run) -> list[dict]:
                 }  # fmt: skip
             )
     return pairs
+
+
+# --- Comparing runs -----------------------------------------------------------------------------------------
+
+
+def pinned_baseline(run: Run) -> Run | None:
+    """The pinned baseline of `run`'s suite, among its owner's runs (None when none is pinned)."""
+    return (
+        runs_for(run.created_by)
+        .filter(suite_version__suite=run.suite_version.suite, pinned_at__isnull=False)
+        .first()
+    )
+
+
+def comparable_runs(run: Run, limit: int = 20) -> list[Run]:
+    """Runs to compare `run` with: its suite's, newest first, then none of other suites (evals are matched by
+    id, so runs of another suite rarely compare)."""
+    return with_counts(
+        runs_for(run.created_by)
+        .filter(suite_version__suite=run.suite_version.suite)
+        .exclude(pk=run.pk)
+        .order_by("-created_at")[:limit]
+    )
+
+
+def summaries(run: Run) -> list[EvalResult]:
+    """The run's conversations as EvalResults without their turns, in one query: what a comparison reads
+    (status, score, cost, turn count), so that comparing two runs does not load every transcript."""
+    out = []
+    for conversation in run.conversations.all():
+        result = eval_result(conversation, turns=[])
+        result.totals = Totals(
+            turns=conversation.turn_count,
+            prompt_tokens=conversation.prompt_tokens,
+            completion_tokens=conversation.completion_tokens,
+            total_tokens=conversation.prompt_tokens + conversation.completion_tokens,
+            judge_tokens=conversation.judge_tokens,
+            cost=conversation.cost,
+        )
+        out.append(result)
+    return out
+
+
+def conversation_by_eval(run: Run, eval_id: str, iteration: int = 0) -> Conversation | None:
+    return run.conversations.filter(eval_id=eval_id, iteration=iteration).first()

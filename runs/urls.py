@@ -18,4 +18,8 @@ urlpatterns = [
     path("<uuid:run_id>/share/<int:link_id>/revoke/", views.revoke, name="revoke"),
     path("<uuid:run_id>/c/<int:index>/", views.conversation, name="conversation"),
     path("<uuid:run_id>/c/<int:index>/poll/", views.conversation_poll, name="conversation_poll"),
+    path("<uuid:run_id>/compare/", views.compare_runs, name="compare"),
+    path("<uuid:run_id>/compare/<uuid:other_id>/", views.compare_runs, name="compare_with"),
+    path("<uuid:run_id>/compare/<uuid:other_id>/e/<path:eval_id>/", views.compare_eval, name="compare_eval"),
+    path("<uuid:run_id>/pin/", views.pin, name="pin"),
 ]

@@ -5,6 +5,7 @@ pages and the share-link pages are the same views and templates.
 """
 
 from .calibration import calibration, shared_calibration
+from .compare import compare_eval, compare_runs, pin
 from .conversation import conversation, conversation_poll, shared_conversation, shared_conversation_poll
 from .labels import add_to_set, label, review
 from .run import (
@@ -25,10 +26,13 @@ __all__ = [
     "add_to_set",
     "calibration",
     "cancel",
+    "compare_eval",
+    "compare_runs",
     "conversation",
     "conversation_poll",
     "detail",
     "label",
+    "pin",
     "progress",
     "results_json",
     "retry_errored",
