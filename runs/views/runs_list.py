@@ -1,4 +1,6 @@
-"""The runs list: filtered by status and suite, paged."""
+"""The runs list: filtered by status, suite, a search over suite and model names, and launch dates; paged.
+
+Every filter is in the URL, so a filtered list can be shared and reloaded."""
 
 from __future__ import annotations
 
@@ -48,10 +50,24 @@ def _suite_filter(request: HttpRequest) -> tuple[Suite | None, bool]:
     ).first(), True
 
 
-def _list_url(suite: Suite | None, status: str) -> str:
-    query = {"suite": suite.public_id if suite else None, "status": status or None}
+def _list_url(suite: Suite | None, status: str, search: dict | None = None) -> str:
+    query = {"suite": suite.public_id if suite else None, "status": status or None, **(search or {})}
     query = {key: value for key, value in query.items() if value}
     return reverse("runs:list") + (f"?{urlencode(query)}" if query else "")
+
+
+def _date(value: str):
+    from datetime import date
+
+    try:
+        return date.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+
+
+def _search(request: HttpRequest) -> dict[str, str]:
+    """The search box and date fields as given (kept in every link of the page)."""
+    return {key: request.GET.get(key, "").strip()[:200] for key in ("q", "model", "since", "until")}
 
 
 @login_required
@@ -67,17 +83,32 @@ def run_list(request: HttpRequest) -> HttpResponse:
         runs = runs.filter(condition)
     if suite is not None:
         runs = runs.filter(suite_version__suite=suite)
+    search = _search(request)
+    if search["q"]:  # a suite's name or a model, as people remember a run
+        runs = runs.filter(
+            Q(suite_version__suite__name__icontains=search["q"]) | Q(model__icontains=search["q"])
+        )
+    if search["model"]:
+        runs = runs.filter(model__icontains=search["model"])
+    since, until = _date(search["since"]), _date(search["until"])
+    if since:
+        runs = runs.filter(created_at__date__gte=since)
+    if until:
+        runs = runs.filter(created_at__date__lte=until)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     page.object_list = with_durations(selectors.with_counts(page.object_list))
     context = {
         "page": page,
         "runs": page.object_list,
         "any_active": any(run.is_active or run.in_flight_count for run in page.object_list),
-        "filters": [(key, label, _list_url(suite, key)) for key, (label, _) in LIST_FILTERS.items()],
+        "filters": [(key, label, _list_url(suite, key, search)) for key, (label, _) in LIST_FILTERS.items()],
+        "search": search,
+        "searching": any(search.values()),
+        "clear_search_url": _list_url(suite, current),
         "current": current,
         "suite": suite,
         "suite_unknown": suite_asked and suite is None,
-        "every_suite_url": _list_url(None, current),
+        "every_suite_url": _list_url(None, current, search),
     }
     if request.htmx:
         return render(request, "runs/list.html#table", context)
