@@ -11,6 +11,7 @@ urlpatterns = [
     path("import/", views.import_suite, name="import"),
     path("<uuid:public_id>/", views.detail, name="detail"),
     path("<uuid:public_id>/v/<int:number>/", views.version, name="version"),
+    path("<uuid:public_id>/v/<int:number>/diff/<int:other>/", views.version_diff, name="version_diff"),
     path("<uuid:public_id>/launch/", views.launch, name="launch"),
     path("<uuid:public_id>/launch/routes/", views.launch_routes, name="launch_routes"),
     path("<uuid:public_id>/files/", views.attach_files, name="attach_files"),

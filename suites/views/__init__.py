@@ -4,9 +4,9 @@ launch.py, files.py and imports.py; editor.py renders the editor they share."""
 from .files import attach_files, remove_file, version_file
 from .imports import import_suite
 from .launch import launch, launch_routes
-from .suites import detail, new, suite_list, upload, validate, version
+from .suites import detail, new, suite_list, upload, validate, version, version_diff
 
 __all__ = [
     "attach_files", "detail", "import_suite", "launch", "launch_routes", "new", "remove_file", "suite_list",
-    "upload", "validate", "version", "version_file",
+    "upload", "validate", "version", "version_diff", "version_file",
 ]  # fmt: skip

@@ -152,6 +152,33 @@ def version(request: HttpRequest, public_id: uuid.UUID, number: int) -> HttpResp
     return render(request, "suites/version.html", context)
 
 
+@login_required
+@require_GET
+def version_diff(request: HttpRequest, public_id: uuid.UUID, number: int, other: int) -> HttpResponse:
+    """Version `other` (older) against `number` (newer): the YAML diff, and the evals added, removed and
+    changed. `?to=N` picks another version from the page's menu."""
+    from engine.suite_diff import diff_suites
+
+    if "older" in request.GET or "newer" in request.GET:  # the page's version menus
+        try:
+            picked = int(request.GET.get("newer", number)), int(request.GET.get("older", other))
+        except ValueError:
+            picked = number, other
+        return redirect("suites:version_diff", public_id, max(picked), min(picked))
+    newer = selectors.get_version_for_user(request.user, public_id, number)
+    older = selectors.get_version_for_user(request.user, public_id, other)
+    diff = diff_suites(older.source, newer.source, _parse(older), _parse(newer))
+    numbers = list(newer.suite.versions.order_by("-number").values_list("number", flat=True))
+    context = {
+        "suite": newer.suite,
+        "newer": newer,
+        "older": older,
+        "diff": diff,
+        "numbers": numbers,
+    }
+    return render(request, "suites/version_diff.html", context)
+
+
 def _posted_suite(request: HttpRequest) -> Suite | None:
     """The user's suite named by the form's `suite` field, if any (404 for anyone else's)."""
     suite_id = request.POST.get("suite")
