@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.http import Http404
@@ -445,22 +446,35 @@ def comparable_runs(run: Run, limit: int = 20) -> list[Run]:
     )
 
 
-def summaries(run: Run) -> list[EvalResult]:
-    """The run's conversations as EvalResults without their turns, in one query: what a comparison reads
-    (status, score, cost, turn count), so that comparing two runs does not load every transcript."""
-    out = []
-    for conversation in run.conversations.all():
-        result = eval_result(conversation, turns=[])
-        result.totals = Totals(
-            turns=conversation.turn_count,
-            prompt_tokens=conversation.prompt_tokens,
-            completion_tokens=conversation.completion_tokens,
-            total_tokens=conversation.prompt_tokens + conversation.completion_tokens,
-            judge_tokens=conversation.judge_tokens,
-            cost=conversation.cost,
-        )
-        out.append(result)
-    return out
+@dataclass(frozen=True)
+class _Totals:
+    turns: int
+    cost: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A conversation as a comparison reads it (engine.compare takes these as it takes EvalResults)."""
+
+    id: str
+    iteration: int
+    prompt: str
+    status: str
+    score: float | None
+    passed_on_turn: int | None
+    totals: _Totals
+
+
+def summaries(run: Run) -> list[Summary]:
+    """The run's conversations as a comparison reads them (status, score, cost, turn count), in one query
+    over the columns it needs: comparing two runs loads no transcript and builds no result model."""
+    rows = run.conversations.order_by("index", "iteration").values_list(
+        "eval_id", "iteration", "prompt", "status", "score", "passed_on_turn", "turn_count", "cost"
+    )
+    return [
+        Summary(eval_id, iteration, prompt, status, score, passed_on_turn, _Totals(turns, cost))
+        for eval_id, iteration, prompt, status, score, passed_on_turn, turns, cost in rows
+    ]
 
 
 def conversation_by_eval(run: Run, eval_id: str, iteration: int = 0) -> Conversation | None:

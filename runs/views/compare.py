@@ -11,6 +11,7 @@ import difflib
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -21,6 +22,8 @@ from engine import compare
 
 from .. import selectors, services
 from ..models import Run
+
+ROWS_PER_PAGE = 100
 
 CHANGE_LABELS = {
     compare.Change.REGRESSION: "regressed",
@@ -55,6 +58,8 @@ def compare_runs(request: HttpRequest, run_id, other_id=None) -> HttpResponse:
     result = compare.compare_runs(selectors.summaries(before), selectors.summaries(run))
     shown = request.GET.get("change", "")
     rows = [row for row in result.rows if not shown or row.change == shown]
+    # Regressions come first; past a page, the rest is paged rather than rendered at once.
+    page = Paginator(rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "section": "runs",
         "run": run,
@@ -62,7 +67,8 @@ def compare_runs(request: HttpRequest, run_id, other_id=None) -> HttpResponse:
         "run_label": _run_label(run),
         "before_label": _run_label(before),
         "result": result,
-        "rows": [_row(row) for row in rows],
+        "rows": [_row(row) for row in page.object_list],
+        "page": page,
         "shown": shown,
         "tabs": _tabs(result, shown),
         "candidates": selectors.comparable_runs(run, limit=10),
