@@ -123,6 +123,8 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     }
     if not access.shared:
         context["share_links"] = _share_links(request, run)
+        baseline = selectors.pinned_baseline(run)
+        context["baseline"] = baseline if baseline is not None and baseline.pk != run.pk else None
     return context
 
 

@@ -142,3 +142,15 @@ def test_the_compare_page_makes_the_same_queries_whatever_the_run_size(client, u
             assert client.get(reverse("runs:compare_with", args=[after.pk, before.pk])).status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1], counts
+
+
+def test_the_run_page_offers_compare_and_pinning(client, user, pair):
+    before, after = pair
+    client.force_login(user)
+    page = client.get(reverse("runs:detail", args=[after.pk])).content.decode()
+    assert reverse("runs:compare", args=[after.pk]) in page and "Pin as baseline" in page
+    assert "Compare with baseline" not in page
+    client.post(reverse("runs:pin", args=[before.pk]))
+    page = client.get(reverse("runs:detail", args=[after.pk])).content.decode()
+    assert "Compare with baseline" in page
+    assert "Unpin baseline" in client.get(reverse("runs:detail", args=[before.pk])).content.decode()
