@@ -62,16 +62,24 @@ def build_site(django_user_model) -> Site:
         execute(conversation_id)
     run.refresh_from_db()
     assert run.status == "passed", run.status
+    other = create_run(version=suite.latest_version, user=root)
+    for conversation_id in other.conversations.values_list("pk", flat=True):
+        execute(conversation_id)
     link = create_share_link(run, root)
     pages = {
         "suites list": reverse("suites:list"),
         "new suite": reverse("suites:new"),
         "editor": reverse("suites:detail", args=[suite.public_id]),
         "version": reverse("suites:version", args=[suite.public_id, 1]),
+        "version diff": reverse("suites:version_diff", args=[suite.public_id, 2, 1]),
         "import": reverse("suites:import"),
         "runs list": reverse("runs:list"),
         "run": reverse("runs:detail", args=[run.pk]),
         "transcript": reverse("runs:conversation", args=[run.pk, 0]),
+        "compare": reverse("runs:compare_with", args=[other.pk, run.pk]),
+        "compare, choose": reverse("runs:compare", args=[other.pk]),
+        "compare, one eval": reverse("runs:compare_eval", args=[other.pk, run.pk, "multiply"]),
+        "api tokens": reverse("tokens"),
         "share": reverse("share:run", args=[link.token]),
         "shared transcript": reverse("share:conversation", args=[link.token, 0]),
         "admin index": reverse("admin:index"),
