@@ -279,7 +279,7 @@ def _grade(
     ctx, ev: Eval, step: Step, position: int, text: str, conversation, given: int, judge
 ) -> TurnGrade | None:
     truth = step.ground_truth if step.ground_truth is not None else step.grade_conversation
-    if truth is None:
+    if truth is None or ctx.defaults.graders or ev.graders:  # named graders take the ground truth instead
         return None
     defaults = ctx.defaults
     grader = ev.grader or defaults.grader or "exact_match"
