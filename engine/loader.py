@@ -577,9 +577,8 @@ def file_references(data: bytes | str) -> list[str]:
     if not isinstance(raw, dict):
         return []
     names = [raw["dataset"]] if isinstance(raw.get("dataset"), str) else []
-    holders = [raw.get("graders")] + [
-        ev.get("graders") for ev in raw.get("evals") or [] if isinstance(ev, dict)
-    ]
+    listed = raw.get("evals") if isinstance(raw.get("evals"), list) else []  # a wrong shape is validation's
+    holders = [raw.get("graders")] + [ev.get("graders") for ev in listed if isinstance(ev, dict)]
     for graders in holders:
         for grader in (graders or {}).values() if isinstance(graders, dict) else []:
             if isinstance(grader, dict) and isinstance(grader.get("rubric_file"), str):
