@@ -75,12 +75,19 @@ def run_eval(
     should_stop: Callable[[], bool] | None = None,
     on_wait: Callable[[RetryWait], None] | None = None,
     given: tuple[str, list[dict]] | None = None,
+    replay: Sequence[TurnRecord] | None = None,
 ) -> EvalResult:
     """`given`: (system message, given history) as engine.history.build_history made them once, when the
-    conversation was stored (the workers); None builds them here from the eval and ctx.files (the CLI)."""
+    conversation was stored (the workers); None builds them here from the eval and ctx.files (the CLI).
+
+    `replay`: re-grade a conversation another run stored. Its replies (and a simulated user's messages) are
+    taken from those turns instead of calling the model, and graded afresh; only judges are called. When
+    the eval would send a message the stored conversation did not (a tree whose edited checks choose
+    another follow-up, or a turn past its end), it ends in error, "diverged at turn N: needs a new run",
+    never graded on turns it would not have had."""
     # Model calls that wait to retry say so through on_wait, and stop waiting once should_stop() says so.
     with retry_hooks(on_wait, should_stop):
-        return _run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop, given)
+        return _run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop, given, replay)
 
 
 def _run_eval(
@@ -92,6 +99,7 @@ def _run_eval(
     on_turn: Callable[[TurnRecord], None] | None,
     should_stop: Callable[[], bool] | None,
     given: tuple[str, list[dict]] | None,
+    replay: Sequence[TurnRecord] | None = None,
 ) -> EvalResult:
     if given is None:
         messages, history = build_history(ctx.system, ev.messages, ctx.files)
@@ -152,6 +160,21 @@ def _run_eval(
             if should_stop is not None and should_stop():
                 return stopped()
             user = _UserTurn()
+            if replay is not None:
+                source = replay[position - 1] if position <= len(replay) else None
+                if source is not None and step.ask is not None:  # the simulated user said it already
+                    step = replace(step, prompt=source.prompt, ask=None)
+                if source is None or (step.prompt or "") != source.prompt:
+                    why = (
+                        "the source run has no stored turn of this eval"
+                        if not replay
+                        else f"the stored conversation ended after turn {len(replay)}"
+                        if source is None
+                        else f"it would send {_short(step.prompt or '')}, the stored turn sent {_short(source.prompt)}"
+                    )
+                    message = f"diverged at turn {position}: needs a new run ({why})"
+                    return finish(Verdict(Status.ERROR, None, message), error=message)
+                step = replace(step, reply=source.response, replayed_ms=source.latency_ms)
             try:
                 if step.ask is not None:
                     try:
@@ -228,7 +251,9 @@ def _play_turn(
         [*messages, {"role": "user", "content": step.prompt}] if step.prompt is not None else list(messages)
     )
     completion = (
-        ctx.agent.complete(ctx.model, sent) if step.reply is None else Completion(step.reply, Usage(), 0.0, 0)
+        ctx.agent.complete(ctx.model, sent)
+        if step.reply is None
+        else Completion(step.reply, Usage(), 0.0, step.replayed_ms)
     )
     judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature)
     conversation = [*sent, {"role": "assistant", "content": completion.text}]
@@ -317,6 +342,11 @@ def _grade(
 
 
 # --- named graders: per turn, or once for the conversation, then the eval's verdict under its pass rule ---
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= 50 else text[:49] + "…")
 
 
 def _per_turn(ev: Eval) -> bool:

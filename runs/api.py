@@ -63,6 +63,7 @@ class RunOut(Schema):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    regraded_from: UUID | None = None
     url: str  # the run page
     links: dict[str, str]  # results (JSON), junit, markdown, progress
 
@@ -91,6 +92,7 @@ def _run_out(request, run: Run) -> dict:
         "concurrency": run.concurrency,
         "created_at": run.created_at,
         "started_at": run.started_at,
+        "regraded_from": run.regraded_from_id,
         "finished_at": run.finished_at,
         "url": links.pop("page"),
         "links": links,
@@ -272,6 +274,33 @@ def retry_errored(request, run_id: UUID):
     except services.RetryRefused as exc:
         raise HttpError(409, str(exc)) from None
     return {"retried": retried, "status": run.status}
+
+
+class RegradeIn(Schema):
+    version: int | None = None  # a version of the run's suite (default: the latest)
+
+
+@router.post(
+    "/{run_id}/regrade",
+    response={201: RunOut, 404: RefusedOut, 409: RefusedOut},
+    summary="Re-grade a finished run",
+    description="A new run that grades this run's stored conversations again under a version of its suite "
+    "(default the latest), calling no model but judges. A conversation whose edited checks would send another "
+    "follow-up ends in error, `diverged at turn N: needs a new run`.",
+)
+def regrade(request, run_id: UUID, body: RegradeIn):
+    run = selectors.get_run_for_user(request.user, run_id)
+    suite = run.suite_version.suite
+    version = (
+        suite.latest_version if body.version is None else suite.versions.filter(number=body.version).first()
+    )
+    if version is None:
+        return Status(404, {"detail": f"{suite.name} has no version {body.version}"})
+    try:
+        new = services.regrade(run, version=version, user=request.user)
+    except (services.RegradeRefused, services.LaunchError) as exc:
+        return Status(409, {"detail": str(exc)})
+    return Status(201, _run_out(request, new))
 
 
 @router.get(

@@ -282,6 +282,23 @@ def execute(conversation_id: int) -> str:
     return outcome
 
 
+def _replay(claimed) -> list[TurnRecord]:
+    """The stored turns a re-grade replays: the source run's conversation of the same eval and iteration.
+    One that is missing (a new eval) or that ended in error has nothing to re-grade: the engine says it
+    diverged at its first turn past them."""
+    source = (
+        Conversation.objects.filter(
+            run_id=claimed.regraded_from, eval_id=claimed.eval_id, iteration=claimed.iteration
+        )
+        .only("pk", "status")
+        .first()
+    )
+    if source is None:
+        return []
+    turns = Turn.objects.filter(conversation_id=source.pk).order_by("position")
+    return [TurnRecord.model_validate(turn.record) for turn in turns]
+
+
 def _play(conversation_id: int, after: list[int]) -> str:
     """Claim and play one conversation; when it ends, the one dispatch hands over goes to `after`."""
     if heartbeat.stopping.is_set():
@@ -306,6 +323,7 @@ def _play(conversation_id: int, after: list[int]) -> str:
                 else []
             )
             prior = [TurnRecord.model_validate(turn.record) for turn in stored]
+            replay = _replay(claimed) if claimed.regraded_from is not None else None
         except Exception as exc:
             log.exception("conversation %s could not start", conversation_id)
             _fail(conversation_id, attempt, f"could not start: {exc}")
@@ -335,6 +353,7 @@ def _play(conversation_id: int, after: list[int]) -> str:
                 should_stop=should_stop,
                 on_wait=lambda wait: _note_wait(conversation_id, attempt, wait),
                 given=(claimed.system, claimed.history),  # as launch built them: never built again
+                replay=replay,
             )
         except LostClaim:
             log.warning("conversation %s was taken over by another worker; stopping", conversation_id)

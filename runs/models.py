@@ -144,6 +144,11 @@ class Run(models.Model):
     # The baseline of its suite since then: compare pages and `--baseline pinned` use it. At most one run of a
     # suite is pinned (services.pin_baseline unpins the others).
     pinned_at = models.DateTimeField(null=True, blank=True)
+    # A re-graded run: its conversations are this run's, graded again under (possibly edited) checks, with no
+    # call to the model under test (engine.conversation.run_eval's replay).
+    regraded_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="regrades"
+    )
 
     class Meta:
         ordering = ["-created_at"]

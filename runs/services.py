@@ -34,7 +34,12 @@ class LaunchError(Exception):
 
 @transaction.atomic
 def create_run(
-    *, version: SuiteVersion, user, model: str | None = None, concurrency: int | None = None
+    *,
+    version: SuiteVersion,
+    user,
+    model: str | None = None,
+    concurrency: int | None = None,
+    regraded_from: Run | None = None,
 ) -> Run:
     # Stored versions were validated when saved; a text that no longer validates still raises SuiteError.
     spec = specs.suite(version)
@@ -61,6 +66,7 @@ def create_run(
         endpoint_name=endpoint_name,
         is_mock=endpoint_name == MOCK,
         concurrency=concurrency,
+        regraded_from=regraded_from,
     )
     sql.insert_conversations(run.pk, _conversation_rows(spec, _history_files(version, spec)))
     transaction.on_commit(lambda: scheduling.dispatch(run.pk))
@@ -269,3 +275,20 @@ def pin_baseline(run: Run) -> None:
 def unpin_baseline(run: Run) -> None:
     Run.objects.filter(pk=run.pk).update(pinned_at=None)
     run.pinned_at = None
+
+
+class RegradeRefused(Exception):
+    """The run cannot be re-graded now; the message says why."""
+
+
+def regrade(run: Run, *, version: SuiteVersion, user) -> Run:
+    """A new run that grades `run`'s stored conversations again under `version`'s checks (the same version,
+    or an edited one of the same suite), calling no model but judges. Conversations are matched by eval id
+    and iteration; each that would need a turn the source never had ends "diverged at turn N"."""
+    if run.is_active:
+        raise RegradeRefused("the run is still going: re-grade it once it has finished")
+    if version.suite_id != run.suite_version.suite_id:
+        raise RegradeRefused("re-grade with a version of the same suite")
+    return create_run(
+        version=version, user=user, model=run.model, concurrency=run.concurrency, regraded_from=run
+    )

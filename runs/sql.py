@@ -76,6 +76,8 @@ class Claimed:
     version_sha256: str
     system: str  # what the model is sent before the live turns, as stored at launch
     history: list[dict]
+    iteration: int = 0
+    regraded_from: object = None  # the run whose stored conversation a re-grade replays, if any
 
     @property
     def version(self) -> VersionKey:
@@ -97,7 +99,7 @@ def claim(conversation_id: int, now: datetime, lease_until: datetime, worker: st
                   AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})
                 RETURNING attempt, run_id, "index", eval_id, {run.format("r.status")}, {run.format("r.model")},
                           {run.format("r.endpoint_name")}, {version.format("v.id")}, {version.format("v.sha256")},
-                          "system", history""",
+                          "system", history, iteration, {run.format("r.regraded_from_id")}""",
             [
                 Status.RUNNING,
                 _when(now),
@@ -124,6 +126,8 @@ def claim(conversation_id: int, now: datetime, lease_until: datetime, worker: st
             sha256,
             system,
             history,
+            iteration,
+            regraded_from,
         ) = row
         if run_status == Status.QUEUED:
             cursor.execute(
@@ -132,7 +136,7 @@ def claim(conversation_id: int, now: datetime, lease_until: datetime, worker: st
             )
     history = Conversation._meta.get_field("history").from_db_value(history, None, connection)
     return Claimed(conversation_id, attempt, index, eval_id, run_id, run_status, model, endpoint_name,
-                   version_id, sha256, system, history)  # fmt: skip
+                   version_id, sha256, system, history, iteration, regraded_from)  # fmt: skip
 
 
 def store_turn(

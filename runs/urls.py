@@ -22,4 +22,5 @@ urlpatterns = [
     path("<uuid:run_id>/compare/<uuid:other_id>/", views.compare_runs, name="compare_with"),
     path("<uuid:run_id>/compare/<uuid:other_id>/e/<path:eval_id>/", views.compare_eval, name="compare_eval"),
     path("<uuid:run_id>/pin/", views.pin, name="pin"),
+    path("<uuid:run_id>/regrade/", views.regrade, name="regrade"),
 ]

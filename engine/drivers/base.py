@@ -55,6 +55,7 @@ class Step:
     final_checks: list[Check] = field(default_factory=list)  # instead of `checks` when the reply ends it
     ask: UserAsk | None = None  # the simulated user writes `prompt`
     reply: str | None = None  # the reply is given: graded as it stands, the model is not asked
+    replayed_ms: int = 0  # a re-graded reply: the latency it had when the model gave it
 
 
 @dataclass(frozen=True)

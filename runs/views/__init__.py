@@ -5,7 +5,7 @@ pages and the share-link pages are the same views and templates.
 """
 
 from .calibration import calibration, shared_calibration
-from .compare import compare_eval, compare_runs, pin
+from .compare import compare_eval, compare_runs, pin, regrade
 from .conversation import conversation, conversation_poll, shared_conversation, shared_conversation_poll
 from .labels import add_to_set, label, review
 from .run import (
@@ -33,6 +33,7 @@ __all__ = [
     "detail",
     "label",
     "pin",
+    "regrade",
     "progress",
     "results_json",
     "retry_errored",

@@ -199,3 +199,26 @@ def pin(request: HttpRequest, run_id) -> HttpResponse:
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
         back = reverse("runs:detail", args=[run.pk])
     return redirect(back)
+
+
+@login_required
+@require_POST
+def regrade(request: HttpRequest, run_id) -> HttpResponse:
+    """Grade this run's stored conversations again under a version of its suite (`version`, default the
+    latest), calling no model but judges: a new run, linked to this one."""
+    run = selectors.get_run_for_user(request.user, run_id)
+    suite = run.suite_version.suite
+    number = request.POST.get("version") or ""
+    version = suite.versions.filter(number=int(number)).first() if number.isdigit() else suite.latest_version
+    if version is None:
+        raise Http404("no such version")
+    try:
+        new = services.regrade(run, version=version, user=request.user)
+    except services.RegradeRefused as exc:
+        messages.error(request, str(exc))
+        return redirect("runs:detail", run.pk)
+    except services.LaunchError as exc:
+        messages.error(request, f"Could not re-grade: {exc}")
+        return redirect("runs:detail", run.pk)
+    messages.success(request, f"Re-grading under v{version.number}: no model is called but judges.")
+    return redirect("runs:detail", new.pk)

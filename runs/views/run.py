@@ -130,6 +130,9 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         context["share_links"] = _share_links(request, run)
         baseline = selectors.pinned_baseline(run)
         context["baseline"] = baseline if baseline is not None and baseline.pk != run.pk else None
+        context["versions"] = list(
+            run.suite_version.suite.versions.order_by("-number").values_list("number", flat=True)
+        )
     return context
 
 
