@@ -150,6 +150,7 @@ class _Cases:
         self.defaults = defaults
         self.attached: dict[str, str] = {}
         self.taken: set[str] = set()
+        self.used_criteria = False  # the case's criteria went into a grader's rubric
 
     # -- one case ------------------------------------------------------------------------------------
 
@@ -178,8 +179,6 @@ class _Cases:
             return None
         out["messages"] = messages
         outcome = as_text(case.get("criteria", case.get("outcome", case.get("expected_outcome"))))
-        if as_text(case.get("criteria")):
-            report.group("criteria → what the judge grades against", label, mapped=True)
         expected = case.get("expected_output", case.get("expected_messages"))
         json_expected = None
         if isinstance(expected, str):
@@ -204,6 +203,8 @@ class _Cases:
             report.group(
                 "execution.target (a per-case AgentV target): evalsite tests one model per run", label
             )
+        notes = []
+        self.used_criteria = False
         if "assertions" in case:
             graders = self.assertions(case["assertions"], context, label)
             if graders:
@@ -213,6 +214,11 @@ class _Cases:
                     for g in graders.values()
                 ):
                     out["ground_truth"] = reference or ""
+                    report.group(
+                        "expected_output → ground_truth (what {ground_truth} shows the judge)",
+                        label,
+                        mapped=True,
+                    )
         raw = execution.get("evaluators", case.get("evaluators"))
         evaluators = self.defaults if raw is None else _evaluator_list(raw, f"{label}.evaluators", report)
         if "assertions" in case:
@@ -234,7 +240,15 @@ class _Cases:
             checks.append({"llm_judge": {"criteria": default}})
         if checks:
             out["checks"] = checks
-        notes = []
+        if as_text(case.get("criteria")):
+            if checks and any("llm_judge" in check for check in checks) or self.used_criteria:
+                report.group("criteria → what the judge grades against", label, mapped=True)
+            else:
+                notes.append(f"criteria: {case['criteria']}")
+                report.group(
+                    "criteria: no grader's prompt uses {{criteria}}, so it is kept as a comment above the eval",
+                    label,
+                )
         if as_text(case.get("note")):
             notes.append(f"note: {case['note']}")
             report.group("note → a comment above the eval", label, mapped=True)
@@ -372,7 +386,7 @@ class _Cases:
             if criteria is None:
                 return []
             report.group(
-                "outcome + expected_messages (AgentV's default judge) → an llm_judge check",
+                "outcome + expected_messages (AgentV's default judge; today's criteria + expected_output) → an llm_judge check",
                 label,
                 mapped=True,
             )
@@ -576,6 +590,7 @@ class _Cases:
                 pieces.append(PLACEHOLDERS[name])
             elif name in CASE_VARIABLES:
                 per_case = True
+                self.used_criteria |= name in ("criteria", "expected_outcome")
                 pieces.append(str(context.get(name, "")).replace("{", "{{").replace("}", "}}"))
             else:
                 self.report.group(

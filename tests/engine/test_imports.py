@@ -433,3 +433,130 @@ def test_a_file_import_does_not_know_says_which_formats_it_reads(files):
         convert(files)
     message = str(caught.value)
     assert "calibrate TOML" in message or "not valid TOML" in message
+
+
+# --- AgentV, today's format (issue 14) -----------------------------------------------------------------------
+
+
+def test_agentv_today_tests_input_expected_output_and_assertions_convert_and_validate():
+    files = folder("agentv-today")
+    assert detect(files) == "agentv"
+    result = convert(files)
+    assert result.needs_files == []
+    assert set(result.files) == {"support.instructions.md", "refund-judge.md", "order.txt"}
+    raw = yaml.safe_load(result.source)
+    assert raw["name"] == "support-bot" and [ev["id"] for ev in raw["evals"]] == [
+        "refund-multi-turn",
+        "greeting",
+        "order-status-json",
+        "default-judge",
+    ]
+    refund, greeting, order, default = raw["evals"]
+    # input as a messages array, file parts attached; conversation_id kept as a tag
+    assert [m["role"] for m in refund["messages"]] == ["system", "user", "assistant", "user"]
+    assert refund["messages"][0]["content"] == [{"type": "file", "value": "support.instructions.md"}]
+    assert refund["tags"] == ["conversation:refunds"]
+    # llm-grader with a prompt file → a named llm_judge grader, the file attached with placeholders mapped
+    assert refund["graders"]["refund_quality"] == {
+        "kind": "llm_judge",
+        "model": "gpt-4o-mini",
+        "rubric_file": "refund-judge.md",
+    }
+    rubric = result.files["refund-judge.md"]
+    assert "User's last message: {input}" in rubric and "Reference answer: {ground_truth}" in rubric
+    assert "Assistant's answer: {submission}" in rubric and '{{"score": <0-1>' in rubric
+    assert refund["ground_truth"].startswith("You are within the 30-day window")
+    # contains / regex / equals → check graders, names kept (made slug-safe)
+    assert refund["graders"]["mentions-window"] == {"kind": "check", "check": {"contains": "30-day"}}
+    assert refund["graders"]["order-id"] == {"kind": "check", "check": {"regex": r"A-\d{4}"}}
+    assert "policy_script" not in refund["graders"] and "checks" not in refund
+    assert "# criteria: The assistant asks for the order number" in result.source
+    # input as a string; an inline llm-grader prompt with per-case {{criteria}} → rubric text
+    assert greeting["messages"] == [{"role": "user", "content": "Hello!"}]
+    assert greeting["graders"]["exact_greeting"]["check"] == {
+        "equals": "Hello! How can I help you with your order today?"
+    }
+    assert greeting["graders"]["tone"]["rubric"].startswith(
+        "The criteria: A friendly greeting that offers help with orders.\nThe user said: {input}"
+    )
+    # an object expected_output is compared as JSON, field by field (typed)
+    assert {"field_equals": {"path": "items", "value": 2}} in order["checks"]
+    assert {"field_equals": {"path": "gift", "value": False}} in order["checks"]
+    assert '"order_id": "A-1042"' in order["checks"][0]["llm_judge"]["criteria"]
+    # no assertions: AgentV's default judge on the criteria
+    assert default["checks"] == [
+        {"llm_judge": {"criteria": "The reply should achieve: Explains how to track a parcel."}}
+    ]
+
+    assert has(result.mapped, "tests → evals")
+    assert has(result.mapped, "refund_quality", "rubric_file refund-judge.md")
+    assert has(result.mapped, "mentions-window (contains) → a check grader `contains`")
+    assert has(result.mapped, "expected_output (an object) → a field_equals check", "order-status-json")
+    assert has(result.mapped, "conversation_id → tag", "refund-multi-turn, greeting")
+    assert has(
+        result.unmapped, "policy_script (code-grader): not convertible", "`bun run ./graders/check-policy.ts`"
+    )
+    assert has(result.unmapped, "execution.target: azure_base")
+    assert has(result.unmapped, "execution.target (a per-case AgentV target)", "order-status-json")
+    assert has(result.unmapped, "criteria: no grader's prompt uses {{criteria}}", "refund-multi-turn")
+
+    suite = load_suite(result.source, files=result.files)  # needs named graders (graders-engine)
+    assert [ev.id for ev in suite.evals][0] == "refund-multi-turn"
+
+
+def test_agentv_today_EVAL_yaml_name_and_the_prompt_file_not_uploaded():
+    text = (
+        (FIXTURES / "agentv-today" / "support-bot.eval.yaml").read_text().replace("name: support-bot\n", "")
+    )
+    result = convert({"EVAL.yaml": text})
+    assert yaml.safe_load(result.source)["name"] == "agentv-eval"
+    assert result.needs_files == ["support.instructions.md", "refund-judge.md", "order.txt"]
+    assert has(result.unmapped, "refund_quality", "refund-judge.md was not uploaded")
+
+
+def test_agentv_question_is_the_last_user_turn_and_input_messages_the_role_transcript():
+    """Seed 004: {{question}} is what the model answers (the last user turn, not the first), and the judge
+    sees the conversation in `[Role]:` form."""
+    v2 = """\
+$schema: agentv-eval-v2
+evalcases:
+  - id: follow-up
+    outcome: Explains the IndexError.
+    input_messages:
+      - {role: system, content: You are a debugging expert.}
+      - {role: user, content: I have a bug in my code.}
+      - {role: assistant, content: Can you share the code?}
+      - {role: user, content: "Here it is: items[len(items)]"}
+    evaluators:
+      - name: judge
+        type: llm_judge
+        prompt: |
+          Question: {{question}}
+          Conversation:
+          {{input_messages}}
+"""
+    result = convert({"bug.yaml": v2})
+    criteria = load_suite(result.source).evals[0].checks[0].llm_judge.criteria
+    assert criteria.startswith("Question: Here it is: items[len(items)]\n")
+    assert "I have a bug in my code.\n\nConversation" not in criteria
+    assert (
+        "[System]:\nYou are a debugging expert.\n\n[User]:\nI have a bug in my code.\n\n"
+        "[Assistant]:\nCan you share the code?\n\n[User]:\nHere it is: items[len(items)]"
+    ) in criteria
+
+
+def test_agentv_messages_with_no_content_are_left_out_not_sent():
+    v2 = """\
+evalcases:
+  - id: tools
+    outcome: Answers.
+    input_messages:
+      - {role: user, content: Weather?}
+      - {role: assistant, content: null, tool_calls: [{name: weather}]}
+      - {role: user, content: "   "}
+      - {role: user, content: And tomorrow?}
+"""
+    result = convert({"t.yaml": v2})
+    suite = load_suite(result.source)
+    assert [m.content for m in suite.evals[0].messages] == ["Weather?", "And tomorrow?"]
+    assert has(result.unmapped, "messages with no content", "left out", "tools")
