@@ -175,50 +175,171 @@ def test_letta_per_turn_suite_and_dataset_convert_with_gate_and_report():
     )
     assert has(result.unmapped, "target.model_handles", "openai/gpt-4.1-mini")
     assert has(result.unmapped, "graders.remembers_name", "memory_block", "memory blocks")
-    assert has(result.unmapped, "num_runs: 3")
+    assert suite.iterations == 3
+    assert has(result.mapped, "num_runs: 3 → iterations: 3")
+    assert not has(result.unmapped, "num_runs")
     assert has(result.unmapped, "max_concurrent: 8")
     assert has(result.unmapped, "agent_args", "line 3")
 
 
-def test_letta_rubric_grader_becomes_a_rubric_judge_with_filled_rubric_vars():
+def test_letta_rubric_grader_and_a_check_grader_with_rubric_vars_become_named_graders_per_row():
+    """Two graders that convert (a model_judge and ascii_printable_only): both kept, by name; rows with
+    rubric_vars get their own version of the judge (rows cannot carry graders, so they become evals)."""
     files = folder("letta-rubric")
     result = convert(files)
-    assert result.needs_files == [] and list(result.files) == ["dataset.jsonl"]
-    suite = load_suite(result.source, files=result.files)
-    assert (suite.grader, suite.judge, suite.pass_threshold) == ("llm_judge", "gpt-4o-mini", 0.7)
-    # The suite's rubric is Letta's judge prompt: the rubric file, then question, ground truth, submission.
-    filled = suite.rubric.format(input="Q", ground_truth="T", submission="S")
-    assert filled.startswith("Evaluate the ASCII art drawing of a {subject}.")
-    assert '{"score": <0-1>, "rationale": "..."}' in filled  # literal braces survive
+    assert result.needs_files == [] and list(result.files) == ["rubric.txt"]
+    raw = yaml.safe_load(result.source)
+    assert raw["graders"]["quality"] == {
+        "kind": "llm_judge",
+        "rubric_file": "rubric.txt",
+        "model": "gpt-4o-mini",
+        "temperature": 0.0,
+        "threshold": 0.7,  # the accuracy condition's pass_threshold
+    }
+    assert raw["graders"]["ascii_only"] == {"kind": "check", "check": {"regex": r"\A[\x20-\x7E\r\n]*\Z"}}
+    # Letta's judge prompt: the rubric file, then question, ground truth, submission; literal braces kept.
+    filled = result.files["rubric.txt"].format(input="Q", ground_truth="T", submission="S")
+    assert '{"score": <0-1>, "rationale": "..."}' in filled
     assert filled.index("Q") < filled.index("T") < filled.rindex("S")
     # sample_tags [animals] keeps 4 of 5 rows, max_samples 3 the first three of those.
-    assert [ev.id for ev in suite.evals] == ["sample-0", "sample-2", "sample-3"]
-    cat = suite.evals[0]
-    assert cat.ground_truth == "" and "a cat." in cat.rubric and "{ground_truth}" not in cat.rubric
-    fish = suite.evals[1]
-    assert fish.ground_truth == "><(((('>" and "a fish." in fish.rubric and "{ground_truth}" in fish.rubric
-    assert [(g.metric, g.value) for g in suite.gates] == [("avg", 0.6), ("accuracy", 0.6)]
+    assert [ev["id"] for ev in raw["evals"]] == ["sample-0", "sample-2", "sample-3"]
+    cat, fish, _ = raw["evals"]
+    assert cat["ground_truth"] == "" and "a cat." in cat["graders"]["quality"]["rubric"]
+    assert "{ground_truth}" not in cat["graders"]["quality"]["rubric"]
+    assert fish["ground_truth"] == "><(((('>" and "{ground_truth}" in fish["graders"]["quality"]["rubric"]
+    assert fish["graders"]["quality"]["model"] == "gpt-4o-mini"
+    assert raw["gates"] == [
+        {
+            "logical_and": [
+                {"metric": "avg", "grader": "quality", "op": ">=", "value": 0.6},
+                {"metric": "accuracy", "grader": "quality", "op": ">=", "value": 0.6},
+                {"metric": "accuracy", "grader": "ascii_only", "op": ">=", "value": 0.9},
+            ]
+        }
+    ]
 
-    assert has(result.mapped, "graders.quality (model_judge", "→ grader: llm_judge")
-    assert has(result.mapped, "graders.quality.model → judge: gpt-4o-mini")
-    assert has(result.mapped, "graders.quality.prompt_path (rubric.txt) → rubric")
+    assert has(result.mapped, "graders.quality (model_judge", "an llm_judge grader")
+    assert has(result.mapped, "graders.quality.model → graders.quality.model: gpt-4o-mini")
+    assert has(result.mapped, "graders.quality.temperature → graders.quality.temperature: 0")
+    assert has(
+        result.mapped, "graders.ascii_only (tool ascii_printable_only) → graders.ascii_only: a regex check"
+    )
     assert has(result.mapped, "sample_tags ['animals'] → kept the 4 of 5 rows")
     assert has(result.mapped, "max_samples: 3 → kept the first 3 of 4 rows")
-    assert has(result.mapped, "gate.conditions[1] (quality accuracy gte 60", "accuracy >= 0.6", "percent")
-    assert has(result.mapped, "gate pass_threshold 0.7 → pass_threshold: 0.7")
+    assert has(result.mapped, "gate.conditions[1]: accuracy 60 → 0.6")
+    assert has(result.mapped, "gate pass_threshold 0.7 on quality → graders.quality.threshold: 0.7")
     assert has(result.mapped, "rubric_vars → filled into the row's own rubric", "line 1")
-    assert has(result.unmapped, "graders.ascii_only", "ascii_printable_only", "custom Python")
-    assert has(result.unmapped, "gate.conditions[2] on graders.ascii_only")
-    assert has(result.unmapped, "more lenient")
-    assert has(result.unmapped, "graders.quality.temperature")
+    assert has(result.mapped, "own `quality` grader")
+    # what is no longer dropped is no longer said to be
+    assert not has(result.unmapped, "ascii_only")
+    assert not has(result.unmapped, "temperature")
+    assert not has(result.unmapped, "more lenient")
+    assert has(result.unmapped, "graders.quality.provider: openai")
+
+    suite = load_suite(result.source, files=result.files)  # needs named graders (graders-engine)
+    assert [ev.id for ev in suite.evals] == ["sample-0", "sample-2", "sample-3"]
+
+
+def test_letta_single_judge_temperature_is_the_suite_judge_temperature():
+    text = (FIXTURES / "letta-rubric" / "suite.yaml").read_text()
+    text = (
+        text[: text.index("  ascii_only:")]
+        + "gate: {metric_key: quality, aggregation: avg_score, op: gte, value: 0.5}\n"
+    )
+    files = {**folder("letta-rubric"), "suite.yaml": text}
+    result = convert(files)
+    suite = load_suite(result.source, files=result.files)
+    assert (suite.grader, suite.judge, suite.judge_temperature) == ("llm_judge", "gpt-4o-mini", 0.0)
+    assert has(result.mapped, "graders.quality.temperature → judge_temperature: 0")
+    assert not has(result.unmapped, "temperature")
+
+
+def test_letta_two_graders_with_a_weighted_gate_and_num_runs_keep_their_meaning():
+    """Issue 14's suite: a model_judge (prompt_path, model, temperature) and ascii_only, a weighted gate
+    0.7/0.3 gte 0.75, num_runs 3."""
+    files = folder("letta-multi-grader")
+    result = convert(files)
+    assert result.needs_files == [] and set(result.files) == {"quality.md", "dataset.jsonl"}
+    raw = yaml.safe_load(result.source)
+    assert raw["graders"] == {
+        "quality": {
+            "kind": "llm_judge",
+            "rubric_file": "quality.md",
+            "model": "gpt-4.1-mini",
+            "temperature": 0.2,
+        },
+        "ascii_only": {"kind": "check", "check": {"regex": r"\A[\x20-\x7E\r\n]*\Z"}},
+    }
+    assert raw["gates"] == [
+        {"weighted_average": {"quality": 0.7, "ascii_only": 0.3}, "metric": "avg", "op": ">=", "value": 0.75}
+    ]
+    assert raw["iterations"] == 3 and raw["dataset"] == "dataset.jsonl"
+    assert result.files["quality.md"].startswith("Rate the ASCII art drawing")
+    assert '{{"score": <0-1>' in result.files["quality.md"]
+    rows = [json.loads(line) for line in result.files["dataset.jsonl"].splitlines()]
+    assert [row["id"] for row in rows] == ["cat", "house", "boat-then-sun"]
+    assert rows[2]["ground_truth"] == [
+        "a boat",
+        "a boat under a sun",
+    ]  # per-turn: a grade per grader per turn
+
+    assert has(
+        result.mapped,
+        "gate (weighted avg_score of 0.7×quality + 0.3×ascii_only gte 0.75)",
+        "weighted_average",
+    )
+    assert has(result.mapped, "num_runs: 3 → iterations: 3")
+    assert has(result.mapped, "graders.quality.temperature → graders.quality.temperature: 0.2")
+    assert result.unmapped == [
+        "target (kind letta_agent, agent_file ascii-art-agent.af, base_url http://localhost:8283): evalsite sends "
+        "the conversations straight to a chat model, not to a Letta agent — its system prompt, memory and tools "
+        "are not reproduced; set `model` (and `system`) yourself",
+        "max_concurrent: 4 — concurrency is chosen when a run is launched",
+    ]
+
+    suite = load_suite(result.source, files=result.files)  # needs named graders (graders-engine)
+    assert suite.iterations == 3 and len(suite.evals) == 3
+
+
+def test_letta_logical_or_and_nested_gates_are_kept():
+    text = (FIXTURES / "letta-multi-grader" / "suite.yaml").read_text()
+    gate = """gate:
+  kind: logical
+  operator: or
+  conditions:
+    - {metric_key: quality, aggregation: avg_score, op: gte, value: 0.8}
+    - kind: logical
+      operator: and
+      conditions:
+        - {metric_key: quality, aggregation: min, op: gte, value: 0.5}
+        - {metric_key: ascii_only, aggregation: accuracy, op: gte, value: 100, pass_threshold: 1.0}
+"""
+    text = text[: text.index("gate:")] + gate
+    result = convert({**folder("letta-multi-grader"), "suite.yaml": text})
+    raw = yaml.safe_load(result.source)
+    assert raw["gates"] == [
+        {
+            "logical_or": [
+                {"metric": "avg", "grader": "quality", "op": ">=", "value": 0.8},
+                {
+                    "logical_and": [
+                        {"metric": "min", "grader": "quality", "op": ">=", "value": 0.5},
+                        {"metric": "accuracy", "grader": "ascii_only", "op": ">=", "value": 1},
+                    ]
+                },
+            ]
+        }
+    ]
+    assert raw["graders"]["ascii_only"]["threshold"] == 1.0
+    assert not has(result.unmapped, "OR of conditions")
+    load_suite(result.source, files=result.files)  # needs named graders (graders-engine)
 
 
 def test_letta_rubric_file_not_uploaded_is_listed_as_needed():
     result = convert(folder("letta-rubric", without=("rubric.txt",)))
     assert result.needs_files == ["rubric.txt"] and not result.complete
     assert has(result.unmapped, "graders.quality.prompt_path: rubric.txt was not uploaded")
-    assert "rubric: the judge prompt of graders.quality was not uploaded" in result.source
-    assert "\nrubric:" not in result.source
+    assert yaml.safe_load(result.source)["graders"]["quality"]["rubric_file"] == "rubric.txt"
 
 
 def test_letta_without_its_dataset_is_a_clear_problem():
