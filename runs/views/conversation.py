@@ -100,7 +100,7 @@ def _live_context(
         "strip": display.strip(conversation, display.turn_marks(records)),
         "ending": display.ending(conversation, turns),
         "spend": display.spend(turns),
-        "text": display.transcript_text(conversation.history, turns),
+        "text": display.transcript_text(conversation.history, turns, conversation.system),
         "active": active,
         "estimated": conversation.tokens_estimated or any(turn.usage.estimated for turn in turns),
         "poll_url": access.url(
