@@ -21,13 +21,13 @@ from .checks import JudgeContext, Reply, evaluate_level
 from .clients import ChatClient, Completion, EndpointError
 from .conditions import evaluate_condition
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
-from .grading import extract, grade
+from .grading import extract, grade, grade_named
 from .history import build_history, given_messages
 from .outcomes import Status, TerminationKind
 from .patterns import RegexFailure
-from .results import EvalResult, SimulatedUserCall, Totals, TurnGrade, TurnRecord, Usage
+from .results import EvalResult, GraderResult, SimulatedUserCall, Totals, TurnGrade, TurnRecord, Usage
 from .retries import RetryStopped, RetryWait, retry_hooks
-from .schema import Eval
+from .schema import Eval, WeightedPassRule
 from .simulate import clean_reply
 from .text import plural
 
@@ -100,8 +100,13 @@ def _run_eval(
         messages = given_messages(system, history)
     driver = driver_for(ev, index, ctx.defaults)
     turns: list[TurnRecord] = []
+    graders = {**ctx.defaults.graders, **(ev.graders or {})}
+    given_count = len(messages)
 
     def finish(verdict: Verdict, error: str | None = None) -> EvalResult:
+        graded: list[GraderResult] = []
+        if graders and turns and verdict.outcome in (Status.PASSED, Status.FAILED):
+            verdict, graded = _with_graders(ctx, ev, graders, verdict, turns, messages, given_count)
         tally = driver.tally(turns) if turns else None
         termination, termination_kind, termination_detail = _ending(driver, turns, verdict.outcome)
         return EvalResult(
@@ -124,6 +129,7 @@ def _run_eval(
             turns_passed=tally[0] if tally is not None else None,
             turns_total=tally[1] if tally is not None else None,
             per_turn_grades=[turn.grade for turn in turns if turn.grade is not None],
+            graders=graded,
             totals=Totals.of(turns),
         )
 
@@ -238,7 +244,12 @@ def _play_turn(
     # A reply that ends the conversation is its final one: the final checks grade it.
     results = evaluate_level(step.final_checks if ending else step.checks, reply, judge)
     turn_grade = _grade(ctx, ev, step, position, completion.text, conversation, given, judge)
-    passed = all(result.passed for result in results) and (turn_grade is None or turn_grade.passed)
+    grades = _turn_grades(ctx, ev, step, position, completion.text, conversation, judge)
+    passed = (
+        all(result.passed for result in results)
+        and (turn_grade is None or turn_grade.passed)
+        and all(item.passed for item in grades)
+    )
     return TurnRecord(
         turn=position,
         node=step.node,
@@ -248,9 +259,10 @@ def _play_turn(
         cost=completion.cost,
         latency_ms=completion.latency_ms,
         checks=results,
-        passed=passed if (results or turn_grade is not None) else None,
+        passed=passed if (results or turn_grade is not None or grades) else None,
         followup_reason=step.reason,
         grade=turn_grade,
+        grades=grades,
         termination=ending.text if ending else None,
         termination_kind=ending.kind if ending else None,
         termination_detail=ending.detail if ending else None,
@@ -267,7 +279,7 @@ def _grade(
     ctx, ev: Eval, step: Step, position: int, text: str, conversation, given: int, judge
 ) -> TurnGrade | None:
     truth = step.ground_truth if step.ground_truth is not None else step.grade_conversation
-    if truth is None:
+    if truth is None or ctx.defaults.graders or ev.graders:  # named graders take the ground truth instead
         return None
     defaults = ctx.defaults
     grader = ev.grader or defaults.grader or "exact_match"
@@ -302,3 +314,123 @@ def _grade(
         input_text=input_text,
         conversation=conversation,
     )
+
+
+# --- named graders: per turn, or once for the conversation, then the eval's verdict under its pass rule ---
+
+
+def _per_turn(ev: Eval) -> bool:
+    """Named graders grade every turn of an `input` list with a `ground_truth` list (Letta's per-turn rows);
+    any other conversation once, after its last turn."""
+    return isinstance(ev.ground_truth, list)
+
+
+def _turn_grades(ctx, ev: Eval, step: Step, position: int, text: str, conversation, judge) -> list[TurnGrade]:
+    graders = {**ctx.defaults.graders, **(ev.graders or {})}
+    if not graders or not _per_turn(ev) or step.ground_truth is None:
+        return []
+    return [
+        grade_named(
+            name,
+            grader,
+            turn=position,
+            replies=[text],
+            ground_truth=step.ground_truth,
+            input_text=step.prompt or "",
+            conversation=conversation,
+            judge=judge,
+            default_extractor=ctx.defaults.extractor,
+            default_threshold=ctx.defaults.pass_threshold,
+        )  # fmt: skip
+        for name, grader in graders.items()
+    ]
+
+
+def _with_graders(
+    ctx, ev: Eval, graders: dict, verdict: Verdict, turns: list[TurnRecord], messages, given: int
+):
+    """The named graders' results (the conversation graded once now, unless it was graded per turn) and the
+    eval's verdict under its pass rule: it passes when the driver's verdict passed (its checks) and the
+    graders pass the rule; its score is the graders' mean, or their weighted mean."""
+    aggregation = {"mean": lambda xs: sum(xs) / len(xs), "min": min, "max": max}[ev.aggregation or "mean"]
+    by_name: dict[str, list[TurnGrade]] = {name: [] for name in graders}
+    if _per_turn(ev):
+        for turn in turns:
+            for item in turn.grades:
+                by_name.setdefault(item.name, []).append(item)
+    else:
+        live = messages[given:]
+        replies = [m["content"] for m in live if m["role"] == "assistant"]
+        input_text = "\n".join(str(m["content"]) for m in live if m["role"] == "user")
+        judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature)
+        truth = ev.ground_truth if isinstance(ev.ground_truth, str) else None
+        for name, grader in graders.items():
+            by_name[name].append(
+                grade_named(
+                    name,
+                    grader,
+                    turn=turns[-1].turn,
+                    replies=replies,
+                    ground_truth=truth,
+                    input_text=input_text,
+                    conversation=list(messages),
+                    judge=judge,
+                    default_extractor=ctx.defaults.extractor,
+                    default_threshold=ctx.defaults.pass_threshold,
+                )  # fmt: skip
+            )
+        # The conversation's grades are kept with its results (the turns are stored already, written once).
+        _charge_last(turns, judge)
+    results = []
+    for name, grader in graders.items():
+        items = by_name.get(name, [])
+        threshold = items[0].threshold if items else (grader.threshold or 1.0)
+        score = aggregation([item.score for item in items]) if items else None
+        results.append(
+            GraderResult(
+                name=name,
+                kind=grader.kind,
+                score=score,
+                threshold=threshold,
+                passed=None if score is None else score >= threshold - 1e-9,
+                turns_graded=len(items),
+                grades=[] if _per_turn(ev) else items,
+            )  # fmt: skip
+        )
+    rule = ev.pass_rule if ev.pass_rule is not None else ctx.defaults.pass_rule
+    scored = [item for item in results if item.score is not None]
+    if isinstance(rule, WeightedPassRule):
+        weights = rule.weighted_average
+        total = sum(weights.values())
+        score = sum(weights[item.name] * item.score for item in scored if item.name in weights) / total
+        ok = score >= rule.threshold - 1e-9
+        how = f"weighted score {score:.2f} (needs {rule.threshold:g})"
+    else:
+        score = sum(item.score for item in scored) / len(scored) if scored else 0.0
+        passes = [bool(item.passed) for item in results]
+        ok = all(passes) if rule == "all" else any(passes)
+        how = f"{sum(passes)}/{len(passes)} graders passed" + ("" if rule == "all" else " (any)")
+    detail = ", ".join(
+        f"{item.name} {item.score:.2f}{'✓' if item.passed else '✗'}"
+        for item in results
+        if item.score is not None
+    )
+    checks_passed = verdict.outcome == Status.PASSED
+    status = Status.PASSED if ok and checks_passed else Status.FAILED
+    reason = f"{status}: {how}: {detail}"
+    if not checks_passed and ok:
+        reason += f"; {verdict.reason}"
+    text = reason if verdict.text == verdict.reason else f"{reason}; {verdict.text}"
+    return Verdict(
+        status, score, reason, text, verdict.passed_on_turn if status == Status.PASSED else None
+    ), results
+
+
+def _charge_last(turns: list[TurnRecord], judge: JudgeContext) -> None:
+    """Graders' judge calls after the last turn count in the eval's judge totals (Totals.of sums turns'), so
+    they go on the last turn's record as the conversation's results are built."""
+    if judge.spent.total_tokens or judge.cost:
+        last = turns[-1]
+        turns[-1] = last.model_copy(
+            update={"judge_usage": last.judge_usage + judge.spent, "judge_cost": last.judge_cost + judge.cost}
+        )

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from .bounds import loads_json, unstorable
 from .errors import readable_errors
-from .schema import Eval, check_patterns
+from .schema import GROUND_TRUTH_KINDS, Eval, check_patterns
 
 MAX_DATASET_BYTES = 20_000_000
 MAX_ROWS = 100_000
@@ -110,12 +110,14 @@ def _csv_rows(text: str) -> Iterator[tuple[int, object]]:
 
 
 def rows_to_evals(
-    name: str, text: str, *, grader: str | None = None, rubric: str | None = None
+    name: str, text: str, *, grader: str | None = None, rubric: str | None = None, graders=None
 ) -> tuple[list[Eval], list[DatasetProblem]]:
     """Parse a dataset file. Returns the evals, or the problems (at most MAX_REPORTED) if any row is bad.
 
     `grader` and `rubric` are the suite's defaults (rows cannot name a grader): with llm_judge every row
-    needs a rubric, its own or the suite's; with regex_match every ground truth must be a valid regex."""
+    needs a rubric, its own or the suite's; with regex_match every ground truth must be a valid regex.
+    `graders` are the suite's named graders: they grade every row, and those that compare with a ground
+    truth need one in each row."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_DATASET_BYTES:
         return [], [DatasetProblem(0, f"larger than {MAX_DATASET_BYTES // 1_000_000} MB")]
     lowered = name.lower()
@@ -151,7 +153,7 @@ def rows_to_evals(
                 where = ".".join(str(part) for part in error.loc)
                 problems.append(DatasetProblem(line, f"{where}: {error.message}" if where else error.message))
             else:
-                if problem := _row_grading_problem(ev, grader, rubric):
+                if problem := _row_grading_problem(ev, grader, rubric, graders or {}):
                     problems.append(DatasetProblem(line, problem))
                 else:
                     evals.append(ev)
@@ -163,7 +165,18 @@ def rows_to_evals(
     return ([] if problems else evals), problems
 
 
-def _row_grading_problem(ev: Eval, grader: str | None, rubric: str | None) -> str | None:
+def _row_grading_problem(ev: Eval, grader: str | None, rubric: str | None, graders) -> str | None:
+    if not ev.graded_alone and not graders:
+        return "nothing grades this conversation: add `ground_truth` or `checks`"
+    for grader_name, named in graders.items():
+        if named.kind in GROUND_TRUTH_KINDS:
+            if ev.ground_truth is None:
+                return f"graded by `{grader_name}` ({named.kind}), which needs a `ground_truth`"
+            if named.kind == "regex_match":
+                try:
+                    check_patterns(ev.ground_truth)
+                except ValueError as exc:
+                    return f"{grader_name}: {exc}"
     if grader == "llm_judge" and ev.ground_truth is not None and not (ev.rubric or rubric):
         return "grades with llm_judge (the suite's grader) but has no `rubric`, nor does the suite"
     if grader == "regex_match":
@@ -175,10 +188,16 @@ def _row_grading_problem(ev: Eval, grader: str | None, rubric: str | None) -> st
 
 
 def preview(
-    name: str, text: str, limit: int = 5, *, grader: str | None = None, rubric: str | None = None
+    name: str,
+    text: str,
+    limit: int = 5,
+    *,
+    grader: str | None = None,
+    rubric: str | None = None,
+    graders=None,
 ) -> dict:
     """Row count and the first rows, for the editor."""
-    evals, problems = rows_to_evals(name, text, grader=grader, rubric=rubric)
+    evals, problems = rows_to_evals(name, text, grader=grader, rubric=rubric, graders=graders)
     return {
         "rows": len(evals),
         "first": [ev.model_dump(exclude_none=True, exclude_defaults=True) for ev in evals[:limit]],

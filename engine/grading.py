@@ -108,17 +108,75 @@ def _rubric_judge(
     input_text: str,
     conversation: list[dict] | None,
     judge: JudgeContext,
+    temperature: float | None = None,
 ) -> tuple[float, str, str]:
     filled = rubric.format(input=input_text, ground_truth=ground_truth, submission=submission)
     transcript = format_transcript(conversation or [])
     user = (
         f"Conversation:\n{transcript}\n\n" if transcript else ""
     ) + f'{filled}\n\nRespond with the JSON object only: {{"score": <0 to 1>, "reason": "..."}}'
-    completion = judge.client.complete(
-        judge.model, [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+    messages = [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+    # The temperature goes only when set: a ChatClient without the keyword keeps working for the rest.
+    completion = (
+        judge.client.complete(judge.model, messages, temperature=temperature)
+        if temperature is not None
+        else judge.client.complete(judge.model, messages)
     )
     judge.charge(completion.usage, completion.cost)
     verdict = parse_verdict(completion.text)
     if verdict.score is None:
         return 0.0, "judge answer unparseable: expected JSON {score, reason}", completion.text
     return normalise_score(verdict.score), verdict.reason or "no reason given", completion.text
+
+
+# --- named graders ---------------------------------------------------------------------------------------
+
+
+def grade_named(
+    name: str,
+    grader,
+    *,
+    turn: int,
+    replies: list[str],
+    ground_truth: str | None,
+    input_text: str,
+    conversation: list[dict],
+    judge: JudgeContext,
+    default_extractor: Extractor | None,
+    default_threshold: float | None,
+) -> TurnGrade:
+    """One named grader's grade of a turn (`replies` holds its reply) or of a conversation (every live reply;
+    the extractor picks). A check grader grades the last reply with its check; a judge uses its own model and
+    temperature, and is charged to `judge`."""
+    from .checks import Reply, evaluate
+
+    threshold = grader.threshold if grader.threshold is not None else default_threshold
+    threshold = 1.0 if threshold is None else threshold
+    truth = ground_truth or ""
+    if grader.kind == "check":
+        last = replies[-1] if replies else ""
+        result = evaluate(grader.check, Reply(last, None, conversation), judge)
+        score = min(1.0, max(0.0, result.score if result.score is not None else float(result.passed)))
+        passed = result.passed and score >= threshold if grader.threshold is not None else result.passed
+        return TurnGrade(
+            turn=turn, score=score, passed=passed, rationale=f"{result.label}: {result.reason}", submission=last,
+            ground_truth=truth, grader="check", raw=result.raw, name=name, threshold=threshold,
+        )  # fmt: skip
+    try:
+        submission = extract(grader.extractor or default_extractor, replies)
+    except patterns.RegexFailure as exc:
+        return TurnGrade(turn=turn, score=0.0, passed=False, rationale=f"extractor: {exc}", submission="",
+                         ground_truth=truth, grader=grader.kind, name=name, threshold=threshold)  # fmt: skip
+    if grader.kind == "llm_judge":
+        client, model = judge.for_model(grader.model)
+        temperature = grader.temperature if grader.temperature is not None else judge.temperature
+        scoped = JudgeContext(client, model, judge.resolve, temperature)
+        score, rationale, raw = _rubric_judge(grader.rubric or "", submission, truth, input_text, conversation,
+                                              scoped, temperature)  # fmt: skip
+        judge.charge(scoped.spent, scoped.cost)
+        return TurnGrade(turn=turn, score=score, passed=score >= threshold, rationale=rationale,
+                         submission=submission, ground_truth=truth, grader="llm_judge", raw=raw, name=name,
+                         threshold=threshold)  # fmt: skip
+    graded = grade(grader.kind, turn=turn, submission=submission, ground_truth=truth, threshold=threshold,
+                   judge=judge)  # fmt: skip
+    return graded.model_copy(update={"name": name, "threshold": threshold})

@@ -24,6 +24,7 @@ from .bounds import MAX_NESTING, MAX_NUMBER_CHARS, bad_character, position, unst
 from .datasets import rows_to_evals
 from .errors import readable_errors
 from .schema import MAX_FOLLOWUP_DEPTH, Check, Suite
+from .schema.grading import check_rubric
 
 MAX_SUITE_BYTES = 1_000_000
 # libyaml's loader is ten times faster than the pure-Python one and reports the same marks.
@@ -410,6 +411,24 @@ def _attachments(suite: Suite, builder: _Builder, files: Mapping[str, str]) -> l
             )
         )
 
+    # Named graders' rubric files: read now, so a worker grades with the text the suite was saved with.
+    holders = [(("graders",), suite.graders)] + [
+        (("evals", index, "graders"), ev.graders) for index, ev in enumerate(suite.evals) if ev.graders
+    ]
+    for where, graders in holders:
+        for name, grader in graders.items():
+            if grader.rubric_file is None:
+                continue
+            path = (*where, name, "rubric_file")
+            if grader.rubric_file not in files:
+                missing(path, grader.rubric_file)
+                continue
+            try:
+                grader.rubric = check_rubric(files[grader.rubric_file])
+            except ValueError as exc:
+                line, column = _locate(path, builder, key=False)
+                problems.append(SuiteProblem(line, column, format_path(path), f"{grader.rubric_file}: {exc}"))
+
     for index, ev in enumerate(suite.evals):
         for m, message in enumerate(ev.messages or []):
             if isinstance(message.content, list):
@@ -421,7 +440,11 @@ def _attachments(suite: Suite, builder: _Builder, files: Mapping[str, str]) -> l
             missing(("dataset",), suite.dataset)
         else:
             rows, row_problems = rows_to_evals(
-                suite.dataset, files[suite.dataset], grader=suite.grader, rubric=suite.rubric
+                suite.dataset,
+                files[suite.dataset],
+                grader=suite.grader,
+                rubric=suite.rubric,
+                graders=suite.graders,
             )
             problems += [
                 SuiteProblem(p.line, 1 if p.line else 0, "dataset", p.message, suite.dataset)
@@ -527,13 +550,21 @@ def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite
         return load_suite(text, files=files)
     if suite.dataset:
         rows, problems = rows_to_evals(
-            suite.dataset, (files or {}).get(suite.dataset, ""), grader=suite.grader, rubric=suite.rubric
-        )
+            suite.dataset, (files or {}).get(suite.dataset, ""), grader=suite.grader, rubric=suite.rubric,
+            graders=suite.graders,
+        )  # fmt: skip
         if problems:
             return load_suite(text, files=files)  # raises, located
         for number, row in enumerate(rows, start=1):
             row.id = row.id or f"row-{number}"
         suite.evals.extend(rows)
+    for graders in [suite.graders, *(ev.graders for ev in suite.evals if ev.graders)]:
+        for grader in graders.values():
+            if grader.rubric_file is not None:
+                text_of = (files or {}).get(grader.rubric_file)
+                if text_of is None:
+                    return load_suite(text, files=files)  # raises, located
+                grader.rubric = text_of
     return suite
 
 
@@ -546,6 +577,13 @@ def file_references(data: bytes | str) -> list[str]:
     if not isinstance(raw, dict):
         return []
     names = [raw["dataset"]] if isinstance(raw.get("dataset"), str) else []
+    holders = [raw.get("graders")] + [
+        ev.get("graders") for ev in raw.get("evals") or [] if isinstance(ev, dict)
+    ]
+    for graders in holders:
+        for grader in (graders or {}).values() if isinstance(graders, dict) else []:
+            if isinstance(grader, dict) and isinstance(grader.get("rubric_file"), str):
+                names.append(grader["rubric_file"])
     evals = raw.get("evals")
     for ev in evals if isinstance(evals, list) else []:  # a wrong shape is validation's to report
         for message in (ev.get("messages") or []) if isinstance(ev, dict) else []:

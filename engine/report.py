@@ -92,18 +92,33 @@ def format_eval(result: EvalResult, iterations: int = 1) -> str:
                 f"    {mark} {turn.grade.grader} {turn.grade.score:.2f}: {turn.grade.submission!r} vs "
                 f"{turn.grade.ground_truth!r} — {turn.grade.rationale}"
             )
+        for item in turn.grades:
+            lines.append(_grade_line(item, "    "))
         estimated = " (estimated)" if turn.usage.estimated else ""
         lines.append(
             f"    Tokens: {turn.usage.prompt_tokens} in / {turn.usage.completion_tokens} out{estimated}"
             f", cost ${turn.cost + turn.judge_cost + turn.user_cost:.6f}"
         )
-    if result.turns_total is not None:
+    for grader in result.graders:
+        if grader.score is not None:
+            mark = PASS if grader.passed else FAIL
+            lines.append(
+                f"  {mark} grader {grader.name} ({grader.kind}) {grader.score:.2f}, needs {grader.threshold:g}"
+            )
+            for item in grader.grades:
+                lines.append(_grade_line(item, "    "))
+    if result.turns_total:
         marks = "".join("✓" if turn.passed else "✗" for turn in result.turns if turn.passed is not None)
         lines.append(f"  Turns: {result.turns_passed}/{result.turns_total} {marks}".rstrip())
     if len(result.turns) and result.termination and result.conversation == Style.SIMULATED:
         lines.append(f"  Ended: {result.termination}")
     lines.append(f"  Overall: {overall(result)}")
     return "\n".join(lines)
+
+
+def _grade_line(item, indent: str) -> str:
+    mark = PASS if item.passed else FAIL
+    return f"{indent}{mark} {item.name or item.grader} {item.score:.2f}: {item.rationale}"
 
 
 def format_iterated(report: RunReport) -> list[str]:

@@ -198,6 +198,8 @@ class GraderResult(BaseModel):
     passed: bool | None
     threshold: float
     turns_graded: int = 0  # how many grades it gave (one per graded turn, or one for the conversation)
+    # Graded once for the conversation (not per turn): that grade, with its rationale and raw judge answer.
+    grades: list[TurnGrade] = Field(default_factory=list)
 
 
 class EvalResult(BaseModel):
@@ -317,26 +319,56 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def evaluate_gates(gates, evals: list[EvalResult]) -> list[GateResult]:
-    """Suite gates over eval scores: avg, min, p95 of scores, accuracy = share of evals that passed."""
-    scores = [result.score for result in evals if result.score is not None]
+    """Suite gates over eval scores: avg, min, p95 of scores, accuracy = share of evals that passed; over one
+    named grader's scores (`grader`), over each eval's weighted mean of its graders' scores
+    (`weighted_average`), or members combined (`logical_and` / `logical_or`)."""
+    return [_gate(gate, evals) for gate in gates]
+
+
+def _gate(gate, evals: list[EvalResult]) -> GateResult:
+    kind = getattr(gate, "kind", "simple")
+    if kind in ("logical_and", "logical_or"):
+        children = [_gate(member, evals) for member in gate.members]
+        combine = all if kind == "logical_and" else any
+        return GateResult(kind=kind, passed=combine(child.passed for child in children), children=children)
     finished = [result for result in evals if result.status in GRADED]
-    results = []
-    for gate in gates:
-        if gate.metric == "accuracy":
-            actual = sum(r.status == Status.PASSED for r in finished) / len(finished) if finished else None
-        elif not scores:
-            actual = None
-        elif gate.metric == "avg":
-            actual = sum(scores) / len(scores)
-        elif gate.metric == "min":
-            actual = min(scores)
+    grader = getattr(gate, "grader", None)
+    weights = getattr(gate, "weighted_average", None)
+    if grader is not None:
+        pairs = [
+            (item.score, item.passed)
+            for r in finished
+            if (item := r.grader(grader)) and item.score is not None
+        ]
+    elif weights:
+        pairs = []
+        for result in finished:
+            scored = {
+                item.name: item for item in result.graders if item.score is not None and item.name in weights
+            }
+            if scored:
+                total = sum(weights[name] for name in scored)
+                mean = sum(weights[name] * item.score for name, item in scored.items()) / total
+                pairs.append((mean, result.status == Status.PASSED))
+    else:
+        pairs = [(r.score, r.status == Status.PASSED) for r in evals if r.score is not None]
+    scores = [score for score, _ in pairs]
+    if gate.metric == "accuracy":
+        if grader is not None:
+            actual = sum(bool(ok) for _, ok in pairs) / len(pairs) if pairs else None
         else:
-            actual = percentile(scores, 0.95)
-        passed = actual is not None and _OPS[gate.op](float(actual), float(gate.value))
-        results.append(
-            GateResult(metric=gate.metric, op=gate.op, value=gate.value, actual=actual, passed=passed)
-        )
-    return results
+            actual = sum(r.status == Status.PASSED for r in finished) / len(finished) if finished else None
+    elif not scores:
+        actual = None
+    elif gate.metric == "avg":
+        actual = sum(scores) / len(scores)
+    elif gate.metric == "min":
+        actual = min(scores)
+    else:
+        actual = percentile(scores, 0.95)
+    passed = actual is not None and _OPS[gate.op](float(actual), float(gate.value))
+    return GateResult(kind=kind, metric=gate.metric, op=gate.op, value=gate.value, actual=actual, passed=passed,
+                      grader=grader, weights=dict(weights) if weights else None)  # fmt: skip
 
 
 def gated_status(evals: list[EvalResult], gates: list[GateResult], iterated=()) -> Status:

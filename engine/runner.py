@@ -37,7 +37,9 @@ def build_context(
         system=suite.system,
         resolve=resolve,
         files=files or {},
-        defaults=Defaults(suite.grader, suite.extractor, suite.rubric, suite.pass_threshold),
+        defaults=Defaults(
+            suite.grader, suite.extractor, suite.rubric, suite.pass_threshold, suite.graders, suite.pass_rule
+        ),
         judge_temperature=suite.judge_temperature,
     )
     return ctx, endpoint_name

@@ -27,6 +27,8 @@ class Defaults:
     extractor: Extractor | None = None
     rubric: str | None = None
     pass_threshold: float | None = None
+    graders: dict = field(default_factory=dict)  # the suite's named graders (engine.schema.NamedGrader)
+    pass_rule: object = "all"  # the suite's pass_rule
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,8 @@ class Scripted(Driver):
 
     def verdict(self, turns: Sequence[TurnRecord]) -> Verdict:
         units = self.units(turns)
+        if not units:  # graded by named graders alone (engine.conversation combines their verdict)
+            return Verdict(Status.PASSED, None, "passed: no checks of its own")
         score = AGGREGATIONS[self.aggregation]([score for score, _ in units])
         passed = sum(1 for _, ok in units if ok)
         stopped = len(turns) < len(self.steps)

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from .base import StrictModel
 from .checks import Check, followup_depth
 from .conditions import Condition
-from .grading import Extractor, Grader, check_patterns, check_rubric
+from .grading import Extractor, Grader, NamedGrader, PassRule, check_patterns, check_rubric
 
 
 class Style(StrEnum):
@@ -175,8 +175,14 @@ class Eval(StrictModel):
     pass_rate_threshold: float | None = Field(
         None, ge=0.0, le=1.0, description="Iterated: share of passes needed."
     )
+    graders: dict[str, NamedGrader] | None = Field(
+        None, description="This eval's own named graders, after the suite's (the same name replaces it)."
+    )
+    pass_rule: PassRule | None = Field(
+        None, description="How it passes under named graders (default: the suite's)."
+    )
     aggregation: Literal["mean", "min", "max"] | None = Field(
-        None, description="turns: how turn scores combine."
+        None, description="turns: how turn (and named graders') scores combine."
     )
     on_turn_failure: Literal["continue", "stop"] | None = Field(
         None, description="turns: stop at a failed turn?"
@@ -249,11 +255,19 @@ class Eval(StrictModel):
                 raise ValueError("no turn has checks: give at least one turn (or the eval) `checks`")
         elif self.aggregation is not None or self.on_turn_failure is not None:
             raise ValueError("`aggregation` and `on_turn_failure` apply to `turns` conversations")
-        if self.prompt is None and self.turns is None and not self.checks and self.ground_truth is None:
-            raise ValueError("nothing grades this conversation: add `ground_truth` or `checks`")
+        # "Nothing grades this conversation" is the suite's to say: its named graders may grade it.
         if self.grader == "regex_match":
             check_patterns(self.ground_truth)
         return self
+
+    @property
+    def graded_alone(self) -> bool:
+        """Something of its own grades it: checks, a ground truth, its own named graders, or (trees, turns)
+        the checks its kind requires."""
+        return bool(
+            self.prompt is not None or self.turns is not None or self.checks or self.ground_truth is not None
+            or self.graders
+        )  # fmt: skip
 
     @property
     def style(self) -> Style:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import string
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .. import patterns
 from .base import StrictModel
+from .checks import CHECK_KEYS, Check, followup_depth
 
 GRADERS = ("exact_match", "contains", "regex_match", "llm_judge")
 EXTRACTORS = (
@@ -119,3 +120,98 @@ def check_patterns(ground_truth: str | list[str] | None) -> None:
             raise ValueError(
                 f"ground_truth {pattern!r} is not a valid regular expression for regex_match: {exc.reason}"
             ) from None
+
+
+# --- named graders (several per eval, each with its own score) ---------------------------------------------
+
+GRADER_KINDS = ("llm_judge", "exact_match", "contains", "regex_match", "check")
+GROUND_TRUTH_KINDS = ("exact_match", "contains", "regex_match")
+GRADER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,59}$"
+
+
+class NamedGrader(StrictModel):
+    """One of several graders of an eval, by name (Letta's `graders`, AgentV's `assertions`): each gives the
+    eval a score of its own.
+
+    - `exact_match` / `contains` / `regex_match` compare the extractor's view of the reply with the eval's
+      `ground_truth`;
+    - `llm_judge` grades it with a rubric ({input}, {ground_truth}, {submission}), written here or in an
+      attached file (`rubric_file`), on its own judge model and temperature;
+    - `check` is any one check (`contains`, `regex`, `llm_judge` criteria, `semantic`…) as a grader: its score
+      and its own pass. Written short, a grader that is only a check mapping (`ascii_only: {regex: "…"}`)
+      is a `check` grader.
+    """
+
+    kind: Literal["llm_judge", "exact_match", "contains", "regex_match", "check"]
+    rubric: str | None = Field(None, description="llm_judge: the rubric text.")
+    rubric_file: str | None = Field(None, description="llm_judge: an attached file holding the rubric.")
+    model: str | None = Field(None, description="llm_judge: judge model (default: the suite's `judge`).")
+    temperature: float | None = Field(
+        None,
+        ge=0.0,
+        le=2.0,
+        description="llm_judge: judge temperature (default: the suite's judge_temperature).",
+    )
+    extractor: Extractor | None = Field(
+        None, description="What it reads (default: the suite's, else last_assistant)."
+    )
+    threshold: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Score needed to pass (default: the suite's pass_threshold, else 1.0).",
+    )
+    check: Any = Field(None, description="check: the one check it applies (no follow-ups).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "kind" not in data and any(key in CHECK_KEYS for key in data):
+            return {"kind": "check", "check": data}
+        return data
+
+    @field_validator("rubric")
+    @classmethod
+    def _rubric(cls, value: str | None) -> str | None:
+        return None if value is None else check_rubric(value)
+
+    @model_validator(mode="after")
+    def _complete(self) -> NamedGrader:
+        judge_only = [
+            key for key in ("rubric", "rubric_file", "model", "temperature") if getattr(self, key) is not None
+        ]
+        if self.kind == "llm_judge":
+            if (self.rubric is None) == (self.rubric_file is None):
+                raise ValueError("an llm_judge grader needs a `rubric` or a `rubric_file` (one of them)")
+        elif judge_only:
+            raise ValueError(
+                f"{', '.join(judge_only)} belong{'s' if len(judge_only) == 1 else ''} to llm_judge graders"
+            )
+        if self.kind == "check":
+            if not isinstance(self.check, dict):
+                raise ValueError("a check grader needs `check`: one check, e.g. {contains: Paris}")
+            check = Check.model_validate(self.check)
+            if not check.kind or followup_depth([check]) > 0:
+                raise ValueError("a check grader's `check` is one check, without follow-ups")
+            self.check = check
+        elif self.check is not None:
+            raise ValueError("`check` belongs to check graders (kind: check)")
+        return self
+
+
+class WeightedPassRule(StrictModel):
+    weighted_average: dict[str, float] = Field(description="Each grader's weight.")
+    threshold: float = Field(ge=0.0, le=1.0, description="The weighted mean needed to pass.")
+
+    @field_validator("weighted_average")
+    @classmethod
+    def _weights(cls, value: dict[str, float]) -> dict[str, float]:
+        if not value:
+            raise ValueError("weighted_average needs at least one grader and its weight")
+        for name, weight in value.items():
+            if weight <= 0:
+                raise ValueError(f"the weight of {name} is {weight:g}; weights are above 0")
+        return value
+
+
+PassRule = Literal["all", "any"] | WeightedPassRule

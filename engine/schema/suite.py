@@ -2,23 +2,108 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from .base import LocatedError, StrictModel
 from .evals import Eval
-from .grading import EXTRACTORS, Extractor, Grader, check_patterns, check_rubric
+from .grading import (
+    EXTRACTORS,
+    GROUND_TRUTH_KINDS,
+    Extractor,
+    Grader,
+    NamedGrader,
+    PassRule,
+    WeightedPassRule,
+    check_patterns,
+    check_rubric,
+)
+
+MAX_GATE_DEPTH = 5
 
 
 class Gate(StrictModel):
-    """A run passes only if every gate holds: `metric` of the eval scores compared with `value`."""
+    """A run passes only if every gate holds. A gate is one of:
+
+    - `metric` of the eval scores compared with `value` (with `grader`: of that named grader's scores);
+    - `weighted_average: {grader: weight, ...}`: `metric` (default avg) of each eval's weighted mean of those
+      graders' scores, compared with `value`;
+    - `logical_and: [gates]` / `logical_or: [gates]`: every / any member gate holds.
+    """
 
     metric: Literal["avg", "min", "accuracy", "p95"] = Field(
         description="avg, min or p95 of eval scores; accuracy is the share of evals that passed."
     )
     op: Literal[">=", ">", "<=", "<", "=="] = ">="
     value: float
+    grader: str | None = Field(None, description="Measure this named grader's scores instead of the evals'.")
+    weighted_average: dict[str, float] | None = Field(None, description="Named graders and their weights.")
+    logical_and: list[Gate] | None = Field(None, description="Holds when every member gate holds.")
+    logical_or: list[Gate] | None = Field(None, description="Holds when any member gate holds.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _forms(cls, data: Any) -> Any:
+        # `metric` and `value` are required of a plain gate (their own errors say so, beside any other); a
+        # weighted average measures avg unless told, and a logical gate measures nothing itself.
+        if not isinstance(data, dict):
+            return data
+        logical = [key for key in ("logical_and", "logical_or") if key in data]
+        if logical:
+            extra = [key for key in ("metric", "op", "value", "grader", "weighted_average") if key in data]
+            if len(logical) > 1 or extra:
+                raise ValueError(f"{logical[0]} stands alone: its member gates say what is measured")
+            return {**data, "metric": "avg", "value": 0.0}
+        if "weighted_average" in data and "metric" not in data:
+            return {**data, "metric": "avg"}
+        return data
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Gate:
+        for key in ("logical_and", "logical_or"):
+            members = getattr(self, key)
+            if members is not None and not members:
+                raise ValueError(f"{key} needs at least one gate")
+        if self.depth > MAX_GATE_DEPTH:
+            raise ValueError(f"gates nest at most {MAX_GATE_DEPTH} levels deep")
+        if self.grader is not None and self.weighted_average is not None:
+            raise ValueError("use `grader` or `weighted_average`, not both")
+        if self.weighted_average is not None:
+            if not self.weighted_average:
+                raise ValueError("weighted_average needs at least one grader and its weight")
+            for name, weight in self.weighted_average.items():
+                if weight <= 0:
+                    raise ValueError(f"the weight of {name} is {weight:g}; weights are above 0")
+        return self
+
+    @property
+    def kind(self) -> str:
+        if self.logical_and is not None:
+            return "logical_and"
+        if self.logical_or is not None:
+            return "logical_or"
+        return "weighted_average" if self.weighted_average is not None else "simple"
+
+    @property
+    def members(self) -> list[Gate]:
+        return self.logical_and or self.logical_or or []
+
+    @property
+    def depth(self) -> int:
+        return 1 + max((member.depth for member in self.members), default=0)
+
+    def graders_named(self) -> list[tuple[tuple, str]]:
+        """(path below this gate, grader name) of every grader the gate or its members name."""
+        found: list[tuple[tuple, str]] = []
+        if self.grader is not None:
+            found.append((("grader",), self.grader))
+        for name in self.weighted_average or {}:
+            found.append((("weighted_average", name), name))
+        key = "logical_and" if self.logical_and is not None else "logical_or"
+        for index, member in enumerate(self.members):
+            found += [((key, index, *path), name) for path, name in member.graders_named()]
+        return found
 
 
 class MockRule(StrictModel):
@@ -63,6 +148,15 @@ class Suite(StrictModel):
     extractor: Extractor | None = Field(None, description="Default extractor.")
     rubric: str | None = Field(None, description="Default rubric for grader llm_judge.")
     pass_threshold: float | None = Field(None, ge=0.0, le=1.0, description="Default pass threshold.")
+    graders: dict[str, NamedGrader] = Field(
+        default_factory=dict,
+        description="Named graders: every eval gets a score from each (see NamedGrader).",
+    )
+    pass_rule: PassRule = Field(
+        "all",
+        description="How an eval passes under named graders: all (every one passes), any, or "
+        "{weighted_average: {name: weight}, threshold}.",
+    )
     gates: list[Gate] = Field(default_factory=list)
     iterations: int = Field(1, ge=1, le=1000, description="Run every eval N times; statistics when N > 1.")
     pass_rate_threshold: float = Field(
@@ -93,6 +187,10 @@ class Suite(StrictModel):
         if not self.evals and not self.dataset:
             raise ValueError("a suite needs `evals` or a `dataset`")
         for index, ev in enumerate(self.evals):
+            if not ev.graded_alone and not self.graders:
+                raise LocatedError(
+                    ("evals", index), "nothing grades this conversation: add `ground_truth` or `checks`"
+                )
             if (
                 (ev.grader or self.grader) == "llm_judge"
                 and ev.ground_truth is not None
@@ -106,6 +204,7 @@ class Suite(StrictModel):
                     check_patterns(ev.ground_truth)
                 except ValueError as exc:
                     raise LocatedError(("evals", index, "ground_truth"), str(exc)) from None
+        self._check_graders()
         seen: dict[str, int] = {}
         for index, ev in enumerate(self.evals):
             if ev.id is not None:
@@ -117,6 +216,56 @@ class Suite(StrictModel):
                 seen[ev.id] = index
         return self
 
+    def _check_graders(self) -> None:
+        """Named graders across the suite: names, the old single `grader` beside them, ground truths, the
+        pass rules' and gates' grader names, each error at its place."""
+        for name in self.graders:
+            _check_grader_name(name, ("graders", name))
+        if self.graders and self.grader is not None:
+            raise LocatedError(("grader",), "use named `graders` or the single `grader`, not both")
+        known = set(self.graders)
+        for index, ev in enumerate(self.evals):
+            for name in ev.graders or {}:
+                _check_grader_name(name, ("evals", index, "graders", name))
+            if ev.graders and (ev.grader is not None or (self.grader is not None)):
+                raise LocatedError(
+                    ("evals", index, "graders"), "use named `graders` or the single `grader`, not both"
+                )
+            known |= set(ev.graders or {})
+            graders = self.graders_of(index)
+            for name, grader in graders.items():
+                if grader.kind in GROUND_TRUTH_KINDS:
+                    if ev.ground_truth is None:
+                        raise LocatedError(
+                            ("evals", index),
+                            f"graded by `{name}` ({grader.kind}), which needs a `ground_truth`",
+                        )
+                    if grader.kind == "regex_match":
+                        try:
+                            check_patterns(ev.ground_truth)
+                        except ValueError as exc:
+                            raise LocatedError(("evals", index, "ground_truth"), f"{name}: {exc}") from None
+            rule = ev.pass_rule if ev.pass_rule is not None else self.pass_rule
+            if isinstance(rule, WeightedPassRule):
+                for name in rule.weighted_average:
+                    if name not in graders:
+                        where = ("evals", index, "pass_rule") if ev.pass_rule is not None else ("pass_rule",)
+                        raise LocatedError(
+                            (*where, "weighted_average", name), f"no grader named {name!r} grades this eval"
+                        )
+            elif ev.pass_rule is not None and not graders:
+                raise LocatedError(("evals", index, "pass_rule"), "a pass_rule needs named `graders`")
+        for index, gate in enumerate(self.gates):
+            for path, name in gate.graders_named():
+                if name not in known:
+                    raise LocatedError(("gates", index, *path), f"no grader named {name!r}{_known(known)}")
+
+    def graders_of(self, index: int) -> dict[str, NamedGrader]:
+        """The named graders of an eval: the suite's, then its own (an own grader of the same name replaces
+        the suite's, in the suite's place)."""
+        own = self.evals[index].graders or {}
+        return {**self.graders, **own}
+
     def eval_id(self, index: int) -> str:
         return self.evals[index].id or f"eval-{index + 1}"
 
@@ -125,11 +274,33 @@ class Suite(StrictModel):
         names: dict[str, None] = {}
         if self.dataset:
             names[self.dataset] = None
+        for grader in [
+            *self.graders.values(),
+            *(g for ev in self.evals for g in (ev.graders or {}).values()),
+        ]:
+            if grader.rubric_file:
+                names[grader.rubric_file] = None
         for ev in self.evals:
             for message in ev.messages or []:
                 if isinstance(message.content, list):
                     names.update((part.value, None) for part in message.content if part.type == "file")
         return list(names)
+
+
+def _check_grader_name(name: str, loc: tuple) -> None:
+    import re
+
+    from .grading import GRADER_NAME
+
+    if not re.match(GRADER_NAME, name):
+        raise LocatedError(
+            loc,
+            f"grader name {name!r}: letters, digits, '_' and '-', up to 60, starting with a letter or digit",
+        )
+
+
+def _known(names: set[str]) -> str:
+    return f" (graders: {', '.join(sorted(names))})" if names else " (the suite has no named graders)"
 
 
 def json_schema() -> dict:

@@ -59,6 +59,8 @@ DEMO = "examples/demo-mock.yaml"
 SCHEMA_MODELS = {
     "Suite",
     "Eval",
+    "NamedGrader",
+    "WeightedPassRule",
     "Check",
     "SemanticSpec",
     "JudgeSpec",
