@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 
+from engine.history import INSTRUCTIONS_SUFFIX
 from engine.transcript import format_transcript
 
 from .common import (
@@ -47,10 +48,13 @@ CODE_SUFFIXES = (".ts", ".js", ".mjs", ".py")
 CASE_KEYS = ("id", "outcome", "expected_outcome", "input_messages", "expected_messages", "evaluators", "execution",
              "conversation_id", "note", "rubrics", "input", "expected_output", "criteria", "assertions")  # fmt: skip
 # AgentV judge-prompt variables → evalsite rubric placeholders (the same value at run time)
-PLACEHOLDERS = {"question": "{input}", "candidate_answer": "{submission}", "output_messages": "{submission}",
-                "answer": "{submission}", "reference_answer": "{ground_truth}", "expected_output": "{ground_truth}"}  # fmt: skip
-# ... and those that differ per case: filled in, so the grader gets its own rubric text
-CASE_VARIABLES = ("criteria", "expected_outcome", "input_messages", "expected_messages")
+# AgentV judge-prompt variables → evalsite rubric placeholders (the same value at run time)
+PLACEHOLDERS = {"candidate_answer": "{submission}", "output_messages": "{submission}", "answer": "{submission}",
+                "reference_answer": "{ground_truth}", "expected_output": "{ground_truth}"}  # fmt: skip
+# ... and those that differ per case: filled in, so the grader gets its own rubric text. {{question}} is
+# one: evalsite's {input} holds the live user messages, and a history eval has none (the model replies to
+# the given messages), so the last given user turn is written in.
+CASE_VARIABLES = ("question", "criteria", "expected_outcome", "input_messages", "expected_messages")
 CHECK_ASSERTIONS = {"contains": "contains", "regex": "regex", "equals": "equals"}
 GRADER_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 UNCONVERTED_EVALUATORS = {
@@ -573,13 +577,16 @@ class _Cases:
             source = (
                 f"prompt {file_name}" if file_name else "its prompt" if prompt is not None else "criteria"
             )
-            report.group(f"{title}: {source} → an llm_judge grader with the rubric text", label, mapped=True)
+            filled = " (per-case variables filled in)" if per_case else ""
+            report.group(
+                f"{title}: {source} → an llm_judge grader with the rubric text{filled}", label, mapped=True
+            )
         return grader
 
     def rubric_text(self, template: str, context: dict, label: str) -> tuple[str, bool]:
-        """An AgentV prompt as an evalsite rubric: literal braces doubled, `{{question}}` → `{input}`,
-        `{{candidate_answer}}` → `{submission}`, `{{reference_answer}}` → `{ground_truth}`; per-case
-        variables filled in. Returns (rubric, whether it holds per-case values)."""
+        """An AgentV prompt as an evalsite rubric: literal braces doubled, `{{candidate_answer}}` →
+        `{submission}`, `{{reference_answer}}` → `{ground_truth}`; per-case variables ({{question}},
+        {{criteria}}, ...) filled in. Returns (rubric, whether it holds per-case values)."""
         per_case = False
         pieces: list[str] = []
         at = 0
@@ -670,18 +677,19 @@ def _json_checks(expected: dict, label: str, report: Report) -> list[dict]:
 
 
 def _transcript(messages: list[dict]) -> str:
-    """The given conversation in AgentV's `[Role]:` form; a file part shows as its name."""
-    plain = [
-        {
-            "role": m["role"],
-            "content": m["content"]
-            if isinstance(m["content"], str)
-            else "\n".join(
-                p["value"] if p["type"] == "text" else f"[file {p['value']}]" for p in m["content"]
-            ),
-        }
-        for m in messages
-    ]
+    """The given conversation in AgentV's `[Role]:` form (its formatted question); a file part shows as its
+    name, and `*.instructions.md` files not at all: AgentV sends them as guidelines, apart (seed 004)."""
+
+    def text(content: str | list[dict]) -> str:
+        if isinstance(content, str):
+            return content
+        return "\n".join(
+            part["value"] if part["type"] == "text" else f"[file {part['value']}]"
+            for part in content
+            if part["type"] == "text" or not part["value"].endswith(INSTRUCTIONS_SUFFIX)
+        )
+
+    plain = [{"role": m["role"], "content": text(m["content"])} for m in messages]
     return format_transcript(plain)
 
 

@@ -584,21 +584,30 @@ def test_agentv_today_tests_input_expected_output_and_assertions_convert_and_val
         "rubric_file": "refund-judge.md",
     }
     rubric = result.files["refund-judge.md"]
-    assert "User's last message: {input}" in rubric and "Reference answer: {ground_truth}" in rubric
+    assert "Reference answer: {ground_truth}" in rubric
     assert "Assistant's answer: {submission}" in rubric and '{{"score": <0-1>' in rubric
     assert refund["ground_truth"].startswith("You are within the 30-day window")
     # contains / regex / equals → check graders, names kept (made slug-safe)
     assert refund["graders"]["mentions-window"] == {"kind": "check", "check": {"contains": "30-day"}}
     assert refund["graders"]["order-id"] == {"kind": "check", "check": {"regex": r"A-\d{4}"}}
     assert "policy_script" not in refund["graders"] and "checks" not in refund
-    assert "# criteria: The assistant asks for the order number" in result.source
+    # a prompt file with per-case variables: the rubric text with them filled in ({{question}}: the last
+    # user turn; {{input_messages}}: the given conversation in [Role]: form, guidelines apart)
+    policy = refund["graders"]["follows_policy"]
+    assert policy["threshold"] == 0.8 and "rubric_file" not in policy
+    assert policy["rubric"].startswith("The customer's last message: It is A-1042, bought 12 days ago.\n")
+    assert "[User]:\nI want my money back.\n\n[Assistant]:\nSure, can you" in policy["rubric"]
+    assert "instructions" not in policy["rubric"]
+    assert policy["rubric"].endswith("Does {submission} meet this: The assistant asks for the order number, then "
+                                     "explains the 30-day refund window.\n")  # fmt: skip
+    assert "policy-judge.md" not in result.files
     # input as a string; an inline llm-grader prompt with per-case {{criteria}} → rubric text
     assert greeting["messages"] == [{"role": "user", "content": "Hello!"}]
     assert greeting["graders"]["exact_greeting"]["check"] == {
         "equals": "Hello! How can I help you with your order today?"
     }
     assert greeting["graders"]["tone"]["rubric"].startswith(
-        "The criteria: A friendly greeting that offers help with orders.\nThe user said: {input}"
+        "The criteria: A friendly greeting that offers help with orders.\nThe user said: Hello!\n"
     )
     # an object expected_output is compared as JSON, field by field (typed)
     assert {"field_equals": {"path": "items", "value": 2}} in order["checks"]
@@ -619,10 +628,17 @@ def test_agentv_today_tests_input_expected_output_and_assertions_convert_and_val
     )
     assert has(result.unmapped, "execution.target: azure_base")
     assert has(result.unmapped, "execution.target (a per-case AgentV target)", "order-status-json")
-    assert has(result.unmapped, "criteria: no grader's prompt uses {{criteria}}", "refund-multi-turn")
+    assert has(result.mapped, "follows_policy", "policy-judge.md", "per-case variables filled in")
+    assert has(result.mapped, "criteria → what the judge grades against", "refund-multi-turn")
 
-    suite = load_suite(result.source, files=result.files)  # needs named graders (graders-engine)
-    assert [ev.id for ev in suite.evals][0] == "refund-multi-turn"
+    suite = load_suite(result.source, files=result.files)
+    refund = suite.evals[0]
+    assert list(refund.graders) == ["refund_quality", "follows_policy", "mentions-window", "order-id"]
+    assert refund.graders["refund_quality"].rubric_file == "refund-judge.md"
+    assert refund.graders["refund_quality"].model == "gpt-4o-mini"
+    assert refund.graders["mentions-window"].check.contains == "30-day"
+    assert suite.evals[2].checks[3].field_equals.value == 2  # a number, not "2"
+    assert set(suite.files_used()) == {"refund-judge.md", "support.instructions.md", "order.txt"}
 
 
 def test_agentv_today_EVAL_yaml_name_and_the_prompt_file_not_uploaded():
@@ -631,7 +647,12 @@ def test_agentv_today_EVAL_yaml_name_and_the_prompt_file_not_uploaded():
     )
     result = convert({"EVAL.yaml": text})
     assert yaml.safe_load(result.source)["name"] == "agentv-eval"
-    assert result.needs_files == ["support.instructions.md", "refund-judge.md", "order.txt"]
+    assert result.needs_files == [
+        "support.instructions.md",
+        "refund-judge.md",
+        "policy-judge.md",
+        "order.txt",
+    ]
     assert has(result.unmapped, "refund_quality", "refund-judge.md was not uploaded")
 
 
