@@ -702,3 +702,53 @@ evalcases:
     suite = load_suite(result.source)
     assert [m.content for m in suite.evals[0].messages] == ["Weather?", "And tomorrow?"]
     assert has(result.unmapped, "messages with no content", "left out", "tools")
+
+
+def test_an_imported_multi_grader_letta_suite_runs_with_a_score_per_grader_and_its_weighted_gate(fake_openai):
+    """The converted suite runs on the engine against the fake endpoint: each grader scores each eval (per
+    turn for the per-turn row), the judge grader's model and temperature go on the wire, and the weighted
+    gate Letta had decides the run."""
+    import os
+
+    from engine.clients import EndpointConfig, EndpointRegistry
+    from engine.runner import run_suite
+    from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
+
+    result = convert(folder("letta-multi-grader"))
+    suite = load_suite(result.source, files=result.files)
+    replies = {
+        "Draw a cat": "CAT-ART /\\_/\\",
+        "Draw a house": "HOUSE-ART ⌂",  # not printable ASCII
+        "Draw a boat.": "BOAT-ART __/__",
+        "Now add a sun": "SUN-ART \\o/",
+    }
+    for prompt, reply in replies.items():
+        fake_openai.rule(prompt, reply, model="agent")
+    for reply, score in (("CAT", 1.0), ("HOUSE", 0.5), ("SUN", 0.6), ("BOAT", 0.8)):
+        answer = json.dumps({"score": score, "reason": f"{reply} drawing"})
+        fake_openai.rule(f"to evaluate\n{reply}-ART", answer, model="gpt-4.1-mini")
+    os.environ[FAKE_KEY_ENV] = FAKE_KEY
+    config = EndpointConfig(
+        name="default", base_url=fake_openai.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0
+    )
+    report = run_suite(suite, EndpointRegistry(config), model="agent", files=result.files, concurrency=2)
+
+    assert len(report.evals) == 9  # num_runs 3 → iterations 3
+    by_id = {(r.id, r.iteration): r for r in report.evals}
+    cat, house, boat = by_id[("cat", 0)], by_id[("house", 0)], by_id[("boat-then-sun", 0)]
+    assert [(g.name, g.score) for g in cat.graders] == [("quality", 1.0), ("ascii_only", 1.0)]
+    assert [(g.name, g.score, g.passed) for g in house.graders] == [
+        ("quality", 0.5, False),
+        ("ascii_only", 0.0, False),
+    ]
+    assert [[(g.name, g.score) for g in turn.grades] for turn in boat.turns] == [
+        [("quality", 0.8), ("ascii_only", 1.0)],
+        [("quality", 0.6), ("ascii_only", 1.0)],
+    ]
+    judged = [r for r in fake_openai.chat_requests() if r["model"] == "gpt-4.1-mini"]
+    assert judged and {r["temperature"] for r in judged} == {0.2}
+    assert "Rate the ASCII art drawing" in judged[0]["messages"][-1]["content"]  # the attached rubric file
+    (gate,) = report.gates
+    # per eval 0.7×quality + 0.3×ascii_only: cat 1.0, house 0.35, boat 0.7×0.7 + 0.3 = 0.79; avg 0.7133
+    assert gate.kind == "weighted_average" and gate.actual == pytest.approx((1.0 + 0.35 + 0.79) / 3)
+    assert not gate.passed and report.status == "failed"
