@@ -752,3 +752,20 @@ def test_an_imported_multi_grader_letta_suite_runs_with_a_score_per_grader_and_i
     # per eval 0.7×quality + 0.3×ascii_only: cat 1.0, house 0.35, boat 0.7×0.7 + 0.3 = 0.79; avg 0.7133
     assert gate.kind == "weighted_average" and gate.actual == pytest.approx((1.0 + 0.35 + 0.79) / 3)
     assert not gate.passed and report.status == "failed"
+
+
+def test_letta_single_grader_or_gate_is_kept_over_eval_scores():
+    """With one grader the eval score is that grader's score, so an OR of its conditions is a logical_or
+    gate (it used to be reported as inexpressible)."""
+    text = (FIXTURES / "letta-per-turn" / "suite.yaml").read_text()
+    gate = (
+        "gate:\n  kind: logical\n  operator: or\n  conditions:\n"
+        "    - {metric_key: answer_check, aggregation: avg_score, op: gte, value: 0.9}\n"
+        "    - {metric_key: answer_check, aggregation: min, op: gte, value: 0.5}\n"
+    )
+    text = text[: text.index("gate:")] + gate
+    result = convert({**folder("letta-per-turn"), "suite.yaml": text})
+    suite = load_suite(result.source, files=result.files)
+    (only,) = suite.gates
+    assert [(g.metric, g.op, g.value) for g in only.logical_or] == [("avg", ">=", 0.9), ("min", ">=", 0.5)]
+    assert not has(result.unmapped, "OR")

@@ -55,15 +55,29 @@ def convert_gate(gate: object, primary: str, report: Report) -> tuple[list[dict]
                 gates.append(converted[0])
         else:
             report.skip(
-                f"{described} — a weighted average of several graders' scores has no evalsite equivalent"
+                f"{described} — it weighs graders that were not converted (only {primary} was), so it was left out"
             )
     elif kind == "logical":
         conditions = gate.get("conditions") if isinstance(gate.get("conditions"), list) else []
         operator = gate.get("operator", "and")
-        if operator != "and" and len(conditions) > 1:
-            report.skip(
-                f"{described} — evalsite gates must all hold (AND); an OR of conditions cannot be expressed"
-            )
+        if operator == "or" and len(conditions) > 1:
+            members = []
+            for index, condition in enumerate(conditions):
+                where = f"gate.conditions[{index}]"
+                if isinstance(condition, dict) and condition.get("kind") == "logical":
+                    report.skip(f"{where}: a nested logical gate on one grader — not converted")
+                    continue
+                converted = _condition(condition, primary, where, report)
+                if converted:
+                    members.append(converted[0])
+                    if converted[1] is not None:
+                        thresholds.append(converted[1])
+            if len(members) == len(conditions):
+                gates.append({"logical_or": members})  # the eval score is the one grader's score
+            else:
+                report.skip(f"{described} — not every condition converted, so the OR was left out")
+        elif operator not in ("and", "or"):
+            report.skip(f"{described} — operator {short(operator)}: evalsite combines gates with and / or")
         else:
             for index, condition in enumerate(conditions):
                 where = f"gate.conditions[{index}]"

@@ -183,7 +183,7 @@ def choose_grader(
     for key in graders:
         if key in (primary, preferred):
             continue
-        why = reasons.get(key) or "evalsite grades a dataset with one grader"
+        why = reasons.get(key) or "not converted"
         report.skip(f"graders.{key} ({_describe(graders[key])}): not converted — {why}")
     return primary, spec, grading
 
