@@ -335,20 +335,14 @@ def _gate(gate, evals: list[EvalResult]) -> GateResult:
     grader = getattr(gate, "grader", None)
     weights = getattr(gate, "weighted_average", None)
     if grader is not None:
-        pairs = [
-            (item.score, item.passed)
-            for r in finished
-            if (item := r.grader(grader)) and item.score is not None
-        ]
+        pairs = [found for r in finished if (found := _graded(r).get(grader))]
     elif weights:
         pairs = []
         for result in finished:
-            scored = {
-                item.name: item for item in result.graders if item.score is not None and item.name in weights
-            }
+            scored = {name: found for name, found in _graded(result).items() if name in weights}
             if scored:
                 total = sum(weights[name] for name in scored)
-                mean = sum(weights[name] * item.score for name, item in scored.items()) / total
+                mean = sum(weights[name] * score for name, (score, _) in scored.items()) / total
                 pairs.append((mean, result.status == Status.PASSED))
     else:
         pairs = [(r.score, r.status == Status.PASSED) for r in evals if r.score is not None]
@@ -369,6 +363,21 @@ def _gate(gate, evals: list[EvalResult]) -> GateResult:
     passed = actual is not None and _OPS[gate.op](float(actual), float(gate.value))
     return GateResult(kind=kind, metric=gate.metric, op=gate.op, value=gate.value, actual=actual, passed=passed,
                       grader=grader, weights=dict(weights) if weights else None)  # fmt: skip
+
+
+def _graded(result) -> dict[str, tuple[float, bool]]:
+    """A result's named graders that gave a score: name -> (score, passed). Reads EvalResults and the web
+    app's stored conversations (their `graders` column holds the same results as dicts)."""
+    found = {}
+    for item in getattr(result, "graders", None) or ():
+        name, score, passed = (
+            (item["name"], item.get("score"), item.get("passed"))
+            if isinstance(item, dict)
+            else (item.name, item.score, item.passed)
+        )
+        if score is not None:
+            found[name] = (score, bool(passed))
+    return found
 
 
 def gated_status(evals: list[EvalResult], gates: list[GateResult], iterated=()) -> Status:

@@ -96,18 +96,50 @@ def strip(conversation: Conversation, marks: list[Mark]) -> dict | None:
 GATE_OPS = {">=": "≥", "<=": "≤", "==": "="}
 
 
-def gates(results: list[GateResult]) -> list[dict]:
-    """The suite's gates as the run page shows them (runs.selectors.gate_results works them out)."""
-    return [
-        {
-            "label": gate.label,
-            "text": f"{gate.metric} {GATE_OPS.get(gate.op, gate.op)} {gate.value:g}",
-            "actual": "n/a" if gate.actual is None else f"{round(gate.actual, 3):g}",
-            "passed": gate.passed,
-            "status": "passed" if gate.passed else "failed",
-        }
-        for gate in results
-    ]
+def gates(results: list[GateResult], depth: int = 0) -> list[dict]:
+    """The suite's gates as the run page shows them (runs.selectors.gate_results works them out). A logical
+    gate's members follow it, one level deeper; `top` marks the gates the run's verdict counts."""
+    rows = []
+    for gate in results:
+        logical = gate.kind in ("logical_and", "logical_or")
+        rows.append(
+            {
+                "label": ("all of" if gate.kind == "logical_and" else "any of") if logical else gate.label,
+                "text": gate.label
+                if logical
+                else f"{gate.metric} {GATE_OPS.get(gate.op, gate.op)} {gate.value:g}",
+                "actual": "" if logical else ("n/a" if gate.actual is None else f"{round(gate.actual, 3):g}"),
+                "logical": logical,
+                "passed": gate.passed,
+                "status": "passed" if gate.passed else "failed",
+                "depth": depth,
+                "top": depth == 0,
+            }
+        )
+        rows += gates(gate.children, depth + 1)
+    return rows
+
+
+def grader_columns(conversations) -> list[str]:
+    """Named graders' names in the order they first appear: one column each on the run page."""
+    names: dict[str, None] = {}
+    for conversation in conversations:
+        names.update((item["name"], None) for item in conversation.graders or ())
+    return list(names)
+
+
+def grader_cells(conversation, names: list[str]) -> list[dict | None]:
+    """One cell per grader column: its score and whether it passed; None when it did not grade this eval."""
+    found = {item["name"]: item for item in conversation.graders or ()}
+    cells = []
+    for name in names:
+        item = found.get(name)
+        if item is None or item.get("score") is None:
+            cells.append(None)
+        else:
+            cells.append({"score": f"{item['score']:.2f}", "passed": item.get("passed"),
+                          "title": f"{name}: {item['score']:.2f}, needs {item.get('threshold', 1):g}"})  # fmt: skip
+    return cells
 
 
 def in_flight(progress: dict) -> int:
@@ -135,8 +167,11 @@ def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_statuses: li
     failed = eval_statuses.count(Status.FAILED)
     reasons = []
     if run.status == Status.FAILED:
-        failing = [gate for gate in gate_rows if not gate["passed"]]
-        reasons = [f"gate {gate['text']} failed: {gate['actual']}" for gate in failing]
+        failing = [gate for gate in gate_rows if gate.get("top", True) and not gate["passed"]]
+        reasons = [
+            f"gate {gate['text']} failed" + (f": {gate['actual']}" if gate["actual"] else "")
+            for gate in failing
+        ]
         if not failing and failed:
             reasons.append(f"{failed} of {evals} failed")
     elif run.status == Status.ERROR:

@@ -215,6 +215,11 @@ def _finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
         turns_total=result.turns_total,
         passed_on_turn=result.passed_on_turn,
         score=result.score,
+        graders=[item.model_dump(mode="json") for item in result.graders],
+        # Named graders that grade the conversation once judge after its last stored turn: their spend is in
+        # the result's totals only.
+        judge_tokens=result.totals.judge_tokens,
+        cost=result.totals.cost,
         verdict=result.verdict[:300],
         reason=result.reason[:300],
         error=result.error or "",

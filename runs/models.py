@@ -240,6 +240,9 @@ class Conversation(models.Model):
     turns_total = models.PositiveIntegerField(null=True, blank=True)
     passed_on_turn = models.PositiveIntegerField(null=True, blank=True)
     score = models.FloatField(null=True, blank=True)
+    # Named graders' results (engine.results.GraderResult, as JSON), written when the conversation ends, so the
+    # run page shows a column per grader without reading any turn.
+    graders = models.JSONField(default=list, blank=True)
     verdict = models.CharField(max_length=300, blank=True)
     reason = models.CharField(
         max_length=300, blank=True, help_text="The verdict without how it ended (the termination says that)."

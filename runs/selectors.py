@@ -189,7 +189,9 @@ def gate_results(run: Run, conversations: list[Conversation] | None = None) -> l
     if not gates:
         return []
     if conversations is None:
-        conversations = list(Conversation.objects.filter(run=run).only("status", "score", "run_id"))
+        conversations = list(
+            Conversation.objects.filter(run=run).only("status", "score", "graders", "run_id")
+        )
     return evaluate_gates(gates, conversations)
 
 
@@ -285,8 +287,22 @@ def eval_result(conversation: Conversation, turns: list[TurnRecord] | None = Non
         turns_passed=conversation.turns_passed,
         turns_total=conversation.turns_total,
         per_turn_grades=[turn.grade for turn in turns if turn.grade is not None],
-        totals=Totals.of(turns),
+        graders=conversation.graders or [],
+        totals=_totals(conversation, turns),
     )
+
+
+def _totals(conversation: Conversation, turns: list[TurnRecord]) -> Totals:
+    """The turns' totals; judge spend after the last stored turn (named graders grading the whole
+    conversation) is only in the conversation's columns, so those win where they say more."""
+    totals = Totals.of(turns)
+    extra_tokens = conversation.judge_tokens - totals.judge_tokens
+    extra_cost = round(conversation.cost - totals.cost, 8)
+    if conversation.graders and (extra_tokens > 0 or extra_cost > 0):
+        totals.judge_tokens += max(extra_tokens, 0)
+        totals.judge_cost = round(totals.judge_cost + max(extra_cost, 0), 8)
+        totals.cost = round(totals.cost + max(extra_cost, 0), 8)
+    return totals
 
 
 def report(run: Run) -> RunReport:

@@ -99,6 +99,7 @@ def _live_context(
         "waiting": waiting(conversation, timezone.now()),
         "strip": display.strip(conversation, display.turn_marks(records)),
         "ending": display.ending(conversation, turns),
+        "graders": conversation.graders or [],
         "spend": display.spend(turns),
         "text": display.transcript_text(conversation.history, turns, conversation.system),
         "active": active,

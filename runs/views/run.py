@@ -68,6 +68,9 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         conversation.strip = display.strip(conversation, display.turn_marks(graded.get(conversation.pk, ())))
         conversation.waiting = waiting(conversation, now)
     gates = display.gates(selectors.gate_results(run, conversations))
+    grader_names = display.grader_columns(conversations)
+    for conversation in conversations:
+        conversation.grader_cells = display.grader_cells(conversation, grader_names)
     iterated = display.iterated_rows(
         conversations, selectors.iterated_so_far(run, conversations), access.conversation_url
     )
@@ -108,7 +111,9 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         "flaky_count": sum(row.flaky for row in iterated),
         "flaky_only": flaky_only,
         "gates": gates,
-        "gates_failed": sum(not gate["passed"] for gate in gates),
+        "gates_failed": sum(not gate["passed"] for gate in gates if gate["top"]),
+        "gates_total": sum(gate["top"] for gate in gates),
+        "grader_names": grader_names,
         "strip_max": display.STRIP_MAX_MARKS,
         "elapsed": format_duration(run.elapsed),
         "urls": {
