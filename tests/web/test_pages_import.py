@@ -126,6 +126,38 @@ def test_create_from_agentv_attaches_the_uploaded_files(logged_in):
 
 
 @pytest.mark.django_db
+def test_todays_agentv_file_imports_on_the_page_with_its_named_graders(logged_in):
+    """Issue 14: today's AgentV format (tests / input / assertions) was refused; now it previews as valid
+    and creates a suite whose rubric file and attachments are attached."""
+    page = logged_in.post(URL, {"files": uploads(folder("agentv-today"))}).content.decode()
+    assert "Detected: AgentV" in page and "Valid — 4 evals" in page
+    assert "not convertible — it runs a command (`bun run ./graders/check-policy.ts`)" in html.unescape(page)
+    source, files, report = form_fields(page)
+    assert "rubric_file: refund-judge.md" in source
+    response = logged_in.post(
+        URL,
+        {
+            "action": "create",
+            "kind": "",
+            "report": report,
+            "source": source,
+            "file_name[]": [n for n, _ in files],
+            "file_content[]": [c for _, c in files],
+        },
+    )
+    assert response.status_code == 302
+    version = Suite.objects.get().latest_version
+    assert version.file_map() == convert(folder("agentv-today")).files
+    loaded = load_suite(version.source, files=version.file_map())
+    assert list(loaded.evals[0].graders) == [
+        "refund_quality",
+        "follows_policy",
+        "mentions-window",
+        "order-id",
+    ]
+
+
+@pytest.mark.django_db
 def test_a_broken_edit_saves_nothing_and_shows_the_problems(logged_in):
     page = logged_in.post(URL, {"files": uploads(one("vibecheck/multi-turn.yaml"))}).content.decode()
     source, files, report = form_fields(page)
