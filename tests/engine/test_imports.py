@@ -290,6 +290,7 @@ def test_letta_two_graders_with_a_weighted_gate_and_num_runs_keep_their_meaning(
     )
     assert has(result.mapped, "num_runs: 3 → iterations: 3")
     assert has(result.mapped, "graders.quality.temperature → graders.quality.temperature: 0.2")
+    assert "# quality: “drawing quality”\ngraders:" in result.source  # Letta's display_name
     assert result.unmapped == [
         "target (kind letta_agent, agent_file ascii-art-agent.af, base_url http://localhost:8283): evalsite sends "
         "the conversations straight to a chat model, not to a Letta agent — its system prompt, memory and tools "

@@ -181,6 +181,17 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     return header, top, {out_name: dataset_out}
 
 
+def _graders_comment(graders: dict[str, dict], named: dict[str, dict], report: Report) -> list[str]:
+    """The comment above `graders:`: Letta's display names, which evalsite graders have no key for."""
+    lines = ["Letta's graders, by name; every row is graded by each"]
+    for key in named:
+        label = graders[key].get("display_name")
+        if isinstance(label, str) and label:
+            lines.append(f"{key}: “{label}”")
+            report.map(f"graders.{key}.display_name → a comment above `graders`")
+    return lines
+
+
 def _is_temperature(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 2
 
@@ -258,7 +269,7 @@ def _convert_named(
             Section(
                 "graders",
                 named,
-                comments=["Letta's graders, by name; every row is graded by each"],
+                comments=_graders_comment(graders, named, report),
                 blank_before=True,
             )
         )
@@ -283,7 +294,7 @@ def _convert_named(
         Section(
             "graders",
             named,
-            comments=["Letta's graders, by name; every row is graded by each"],
+            comments=_graders_comment(graders, named, report),
             blank_before=True,
         )
     )
