@@ -1,4 +1,5 @@
-"""`evalsite`, the terminal commands: `evalsite run suite.yaml`, `evalsite validate suite.yaml`.
+"""`evalsite`, the terminal commands: `evalsite run suite.yaml`, `evalsite validate suite.yaml`,
+`evalsite import FILE ... --out suite.yaml`.
 
 They run in a bare checkout or after a plain `pip install`, from any folder: no SECRET_KEY, no server, no
 database (evalsite/terminal.py). Named endpoints are read from the database when one was set up; `mock` and
@@ -454,6 +455,95 @@ def calibrate(args: argparse.Namespace) -> int:
     return PASSED if report.status == "passed" else FAILED
 
 
+# --- evalsite import ---------------------------------------------------------------------------------------
+
+IMPORT_EXIT_CODES = """\
+exit codes:
+  0  converted: the suite and its attached files were written, and the suite is valid
+  1  converted and written, but not valid yet: a file it refers to was not given (listed under
+     "Files it needs"), or the suite has problems (listed); attach or fix them, then `evalsite validate`
+  2  nothing was written: the files cannot be converted (the same message as the Import page),
+     a file cannot be read, or --out would overwrite a file (pass --force)"""
+
+
+def add_import_arguments(parser: argparse.ArgumentParser) -> None:
+    from engine.imports import KINDS
+
+    parser.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE",
+        help="the other tool's suite file and the files it refers to (dataset, prompt files, attachments)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="SUITE.yaml",
+        help="where to write the evalsite suite; its attached files are written beside it",
+    )  # fmt: skip
+    parser.add_argument(
+        "--kind", choices=["auto", *KINDS], default="auto",
+        help="the tool that wrote the files (default: auto-detect, as the Import page does)",
+    )  # fmt: skip
+    parser.add_argument("--force", action="store_true", help="overwrite files that already exist")
+
+
+def import_files(args: argparse.Namespace) -> int:
+    """`evalsite import`: the Import page's converter (engine.imports.convert) from the terminal."""
+    from engine.imports import ImportProblem, convert
+
+    uploads: dict[str, bytes] = {}
+    for path in args.files:
+        uploads[str(path)] = read_suite_file(path)
+    try:
+        result = convert(uploads, None if args.kind == "auto" else args.kind)
+    except ImportProblem as exc:
+        raise UserError(str(exc)) from None
+    folder = args.out.parent
+    if not args.out.is_dir():
+        folder.mkdir(parents=True, exist_ok=True)  # `--out imported/suite.yaml` makes imported/
+    check_writable(args.out, "--out")
+    writes = {args.out: result.source, **{folder / name: text for name, text in result.files.items()}}
+    inputs = {path.resolve() for path in args.files}
+    for path, text in writes.items():
+        # Never overwrite silently: an input file in the same folder (a Letta dataset.jsonl) would be
+        # replaced by its converted form.
+        if path.exists() and not args.force:
+            try:
+                same = path.read_text(encoding="utf-8") == text
+            except (OSError, UnicodeDecodeError):
+                same = False
+            if not same:
+                what = "one of the files being imported" if path.resolve() in inputs else "a file"
+                raise UserError(f"{path} exists ({what}): write elsewhere with --out, or pass --force")
+    for path, text in writes.items():
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"{path}: cannot write it ({exc.strerror or exc})") from None
+    attached = f", with {', '.join(result.files)} beside it" if result.files else ""
+    print(f"Converted {result.tool} → {args.out}{attached}")
+    for title, lines in (("Mapped", result.mapped), ("Not converted", result.unmapped)):
+        if lines:
+            print(f"{title}:")
+            print(*(f"  - {line}" for line in lines), sep="\n")
+    if result.needs_files:
+        print(f"Files it needs that were not given: {', '.join(result.needs_files)}")
+        print(f"{args.out}: attach them in {folder.resolve()} (or import again with them), then validate it")
+        return FAILED
+    try:
+        if _holds_calibration(args.out):  # calibrate's samples: a calibration set
+            loaded = load_calibration_file(args.out)
+            print(f"{args.out}: ok — calibration set {loaded.spec.name!r}, "
+                  f"{plural(len(loaded.samples), 'sample')}; run it with `evalsite calibrate {args.out}`")  # fmt: skip
+            return PASSED
+        suite, _ = load_suite_file(args.out)
+    except InvalidSuite as exc:
+        print(f"{args.out}: written, but not valid yet:")
+        print(*(f"  {line}" for line in exc.lines), sep="\n")
+        return FAILED
+    model = "" if suite.model else " --model M"  # other tools' suites seldom name a chat model
+    print(f"{args.out}: ok — suite {suite.name!r}, {plural(len(suite.evals), 'eval')}; run it with "
+          f"`evalsite run {args.out}{model}`")  # fmt: skip
+    return PASSED
+
+
 # --- evalsite validate -------------------------------------------------------------------------------------
 
 
@@ -577,6 +667,12 @@ COMMANDS = {
         "exit codes:\n  0  every judge met the set's gates (min_agreement, min_kappa), or it has none\n"
         "  1  a judge missed a gate\n  2  the set is invalid or cannot be read\n"
         "  3  the endpoint failed: no judgement got a score",
+    ),
+    "import": Command(
+        "convert another tool's suite (vibecheck, Letta Evals, AgentV, calibrate) to an evalsite suite",
+        add_import_arguments,
+        import_files,
+        IMPORT_EXIT_CODES,
     ),
     "token": Command(
         "make, list or revoke a user's API tokens (for CI) on the server's database",

@@ -495,9 +495,12 @@ def spend(turns: list[TurnRecord]) -> dict:
     }
 
 
-def transcript_text(history: list[dict], turns: list[TurnRecord]) -> str:
-    """The whole conversation in the `[Role]:` format judges read: the given history, then the live turns."""
-    messages = list(history)
+def transcript_text(history: list[dict], turns: list[TurnRecord], system: str = "") -> str:
+    """The whole conversation in the `[Role]:` format judges read: the system message the model saw first
+    (the suite's system prompt and any `*.instructions.md` guidelines, as stored at launch), the given
+    history, then the live turns. Without the system message a copied transcript hid what steered it."""
+    messages = [{"role": "system", "content": system}] if system else []
+    messages += history
     for turn in turns:
         if turn.prompt:  # "" is the model replying to the given history: no user message was sent
             messages.append({"role": "user", "content": turn.prompt})

@@ -1,4 +1,5 @@
-"""Import suites written for other tools as evalsite suites: vibecheck, Letta Evals and AgentV (v2).
+"""Import suites written for other tools as evalsite suites: vibecheck, Letta Evals, AgentV (v2 and today's
+`tests` format) and calibrate.
 
 `convert(files)` takes the uploaded files (name -> text), finds the suite file among them, works out which
 tool wrote it (`detect`) and returns an `ImportResult`: the evalsite YAML, the attached files to create
@@ -156,7 +157,7 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
         raise ImportProblem(
             f"{what}: this is not a format Import knows; it reads vibecheck YAML (metadata + evals of "
             "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
-            "files (evalcases with input_messages) and calibrate TOML ([[samples]] with messages)"
+            "files (tests with input / criteria / assertions, or v2 evalcases with input_messages) and calibrate TOML ([[samples]] with messages)"
         )
     if len(found) > 1:
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)
@@ -198,7 +199,7 @@ def _expected_shape(kind: str) -> str:
     return {
         "vibecheck": "expected `metadata` and `evals` of `prompt` + `checks`",
         "letta": "expected a suite.yaml with `dataset`, `target` and `graders` (or `gate`)",
-        "agentv": "expected `$schema: agentv-eval-v2` and `evalcases` with `input_messages`",
+        "agentv": "expected `tests` with `input` (or v2's `evalcases` with `input_messages`)",
     }[kind]
 
 
@@ -209,6 +210,9 @@ def _toml(name: str, text: str) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ImportProblem(f"{name} is not valid TOML: {exc}") from None
+
+
+AGENTV_TEST_KEYS = {"input", "input_messages", "criteria", "expected_output", "assertions"}
 
 
 def looks_like(data: object) -> str | None:
@@ -231,6 +235,14 @@ def looks_like(data: object) -> str | None:
     schema = data.get("$schema")
     if (isinstance(schema, str) and schema.startswith("agentv-eval")) or isinstance(
         data.get("evalcases"), list
+    ):
+        return "agentv"
+    tests = data.get("tests")  # today's AgentV: `tests` of input / criteria / expected_output / assertions
+    if (
+        isinstance(tests, list)
+        and tests
+        and "evals" not in data
+        and all(isinstance(t, dict) and (AGENTV_TEST_KEYS & set(t)) for t in tests)
     ):
         return "agentv"
     letta_keys = ("graders", "grader", "gate", "target", "reward")

@@ -1,4 +1,5 @@
-"""AgentV (v2) eval YAML → evalsite.
+"""AgentV eval YAML → evalsite: the v2 form (`evalcases` + `input_messages`) and today's form (`tests` +
+`input` / `expected_output` / `criteria` / `assertions`, in `*.eval.yaml` or `EVAL.yaml` files).
 
 Each eval case becomes a `messages` eval: `input_messages` is the given history, file parts
 become attached files (they must be uploaded alongside, since the importer cannot read the user's disk),
@@ -11,6 +12,12 @@ and the model replies to it. Grading:
 - `rubrics` → one `llm_judge` check with the checklist;
 - code evaluators, tool trajectories and composites → not converted (reported).
 
+Today's `assertions` become named graders of the eval (docs/suite-format.md, named graders), their
+names kept: `llm-grader` → an `llm_judge` grader whose rubric is the prompt file (attached, AgentV's
+template variables mapped to evalsite's placeholders) or its text; `contains` / `regex` / `equals` → a
+`check` grader; `code-grader` is listed as not convertible with its command. An object `expected_output`
+is compared as JSON: a `field_equals` check per top-level key (see `_json_checks`).
+
 Targets are reported: evalsite tests the suite's `model`.
 """
 
@@ -18,6 +25,9 @@ from __future__ import annotations
 
 import json
 import re
+
+from engine.history import INSTRUCTIONS_SUFFIX
+from engine.transcript import format_transcript
 
 from .common import (
     Converted,
@@ -36,7 +46,17 @@ TEMPLATE_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 PROMPT_FILE_SUFFIXES = (".md", ".markdown", ".txt", ".prompt", ".j2", ".jinja", ".hbs")
 CODE_SUFFIXES = (".ts", ".js", ".mjs", ".py")
 CASE_KEYS = ("id", "outcome", "expected_outcome", "input_messages", "expected_messages", "evaluators", "execution",
-             "conversation_id", "note", "rubrics")  # fmt: skip
+             "conversation_id", "note", "rubrics", "input", "expected_output", "criteria", "assertions")  # fmt: skip
+# AgentV judge-prompt variables → evalsite rubric placeholders (the same value at run time)
+# AgentV judge-prompt variables → evalsite rubric placeholders (the same value at run time)
+PLACEHOLDERS = {"candidate_answer": "{submission}", "output_messages": "{submission}", "answer": "{submission}",
+                "reference_answer": "{ground_truth}", "expected_output": "{ground_truth}"}  # fmt: skip
+# ... and those that differ per case: filled in, so the grader gets its own rubric text. {{question}} is
+# one: evalsite's {input} holds the live user messages, and a history eval has none (the model replies to
+# the given messages), so the last given user turn is written in.
+CASE_VARIABLES = ("question", "criteria", "expected_outcome", "input_messages", "expected_messages")
+CHECK_ASSERTIONS = {"contains": "contains", "regex": "regex", "equals": "equals"}
+GRADER_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 UNCONVERTED_EVALUATORS = {
     "code": "runs a script",
     "code_judge": "runs a script",
@@ -51,17 +71,29 @@ UNCONVERTED_EVALUATORS = {
 
 
 def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Converted:
-    cases = data.get("evalcases")
+    key = "tests" if isinstance(data.get("tests"), list) else "evalcases"
+    cases = data.get(key)
     if not isinstance(cases, list) or not cases:
         raise ImportProblem(
-            f"{name} has no `evalcases`: an AgentV eval file lists its cases under `evalcases`"
+            f"{name} has no `tests` (or `evalcases`): an AgentV eval file lists its cases under `tests`"
         )
     stem = re.sub(r"\.(ya?ml)$", "", name, flags=re.IGNORECASE) or "imported-suite"
+    if key == "tests":  # today's names: `<name>.eval.yaml`, or `EVAL.yaml` in a folder named for the suite
+        stem = re.sub(r"\.eval$", "", stem, flags=re.IGNORECASE)
+        if stem.lower() == "eval":
+            stem = "agentv-eval"
+    if as_text(data.get("name")):
+        stem = as_text(data["name"])
     header = [
         f"Imported from AgentV {name} by evalsite.",
     ]
     sections = [Section("name", stem[:200])]
-    report.map(f"(AgentV files have no name) → name: {stem} (from the file name)")
+    if as_text(data.get("name")):
+        report.map("name → name")
+    else:
+        report.map(f"(no name) → name: {stem} (from the file name)")
+    if key == "tests":
+        report.map("tests → evals (today's AgentV format; `evalcases` is its older name)")
     if isinstance(data.get("$schema"), str):
         report.map(f"$schema: {data['$schema']} → recognised as an AgentV eval file")
     if as_text(data.get("description")):
@@ -82,14 +114,23 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         if key not in ("target", "evaluators"):
             report.skip(f"execution.{key}: {short(execution[key], 50)} — not converted")
     for key in data:
-        if key not in ("$schema", "description", "target", "execution", "evaluators", "evalcases"):
+        if key not in (
+            "$schema",
+            "name",
+            "description",
+            "target",
+            "execution",
+            "evaluators",
+            "evalcases",
+            "tests",
+        ):
             report.skip(f"{key}: {short(data[key], 50)} — not an AgentV key evalsite knows")
 
     converter = _Cases(files, report, defaults)
     evals: list[dict] = []
     notes: list[list[str]] = []
     for index, case in enumerate(cases):
-        converted = converter.case(case, index)
+        converted = converter.case(case, index, key)
         if converted is not None:
             evals.append(converted[0])
             notes.append(converted[1])
@@ -100,7 +141,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     )
     sections.append(Section("evals", evals, blank_before=True, item_comments=notes))
     report.map(
-        f"evalcases: {len(evals)} case{'s' if len(evals) != 1 else ''} → evals with a given history (`messages`); "
+        f"{key}: {len(evals)} case{'s' if len(evals) != 1 else ''} → evals with a given history (`messages`); "
         "the model replies to the last message"
     )
     return header, sections, converter.attached
@@ -113,12 +154,13 @@ class _Cases:
         self.defaults = defaults
         self.attached: dict[str, str] = {}
         self.taken: set[str] = set()
+        self.used_criteria = False  # the case's criteria went into a grader's rubric
 
     # -- one case ------------------------------------------------------------------------------------
 
-    def case(self, case: object, index: int) -> tuple[dict, list[str]] | None:
+    def case(self, case: object, index: int, key: str = "evalcases") -> tuple[dict, list[str]] | None:
         report = self.report
-        where = f"evalcases[{index}]"
+        where = f"{key}[{index}]"
         if not isinstance(case, dict):
             report.skip(f"{where}: not a mapping, left out")
             return None
@@ -129,33 +171,68 @@ class _Cases:
         if as_text(case.get("conversation_id")):
             out["tags"] = [f"conversation:{case['conversation_id']}"]
             report.group("conversation_id → tag conversation:<id>", label, mapped=True)
-        messages = self.messages(case.get("input_messages"), label)
+        raw_input = case.get("input_messages", case.get("input"))
+        if isinstance(raw_input, str):  # today's shorthand: one user message
+            raw_input = [{"role": "user", "content": raw_input}]
+            report.group("input (a string) → one user message", label, mapped=True)
+        elif isinstance(raw_input, list) and "input" in case:
+            raw_input = [{"role": "user", "content": m} if isinstance(m, str) else m for m in raw_input]
+        messages = self.messages(raw_input, label)
         if not messages:
-            report.skip(f"{label}: no input_messages, left out")
+            report.skip(f"{label}: no input (or input_messages), left out")
             return None
         out["messages"] = messages
-        outcome = as_text(case.get("outcome", case.get("expected_outcome")))
-        reference = self.reference(case.get("expected_messages"), label)
+        outcome = as_text(case.get("criteria", case.get("outcome", case.get("expected_outcome"))))
+        expected = case.get("expected_output", case.get("expected_messages"))
+        json_expected = None
+        if isinstance(expected, str):
+            expected = [{"role": "assistant", "content": expected}]
+        elif isinstance(expected, dict) and "role" not in expected:
+            json_expected = expected  # an object: compared as JSON
+            expected = [{"role": "assistant", "content": expected}]
+        reference = self.reference(expected, label)
         context = {
-            "question": _first_user_text(messages),
+            "question": _last_user_text(messages),
+            "criteria": outcome or "",
             "expected_outcome": outcome or "",
             "reference_answer": reference or "",
             "candidate_answer": "[the assistant's final reply, shown in the conversation]",
             "output_messages": "[the conversation]",
-            "input_messages": json.dumps(case.get("input_messages"), ensure_ascii=False, default=str),
-            "expected_messages": json.dumps(case.get("expected_messages"), ensure_ascii=False, default=str),
+            # AgentV's formatted question: the whole given conversation in `[Role]:` form (seed 004)
+            "input_messages": _transcript(messages),
+            "expected_messages": json.dumps(expected, ensure_ascii=False, default=str),
         }
         execution = case.get("execution") if isinstance(case.get("execution"), dict) else {}
         if "target" in execution:
             report.group(
                 "execution.target (a per-case AgentV target): evalsite tests one model per run", label
             )
+        notes = []
+        self.used_criteria = False
+        if "assertions" in case:
+            graders = self.assertions(case["assertions"], context, label)
+            if graders:
+                out["graders"] = graders
+                if any(
+                    "{ground_truth}" in str(g.get("rubric", "")) or g.get("rubric_file")
+                    for g in graders.values()
+                ):
+                    out["ground_truth"] = reference or ""
+                    report.group(
+                        "expected_output → ground_truth (what {ground_truth} shows the judge)",
+                        label,
+                        mapped=True,
+                    )
         raw = execution.get("evaluators", case.get("evaluators"))
         evaluators = self.defaults if raw is None else _evaluator_list(raw, f"{label}.evaluators", report)
+        if "assertions" in case:
+            evaluators = []  # today's format grades with its assertions only
         checks = self.checks(evaluators, outcome, reference, context, label)
+        if json_expected is not None:
+            checks.extend(_json_checks(json_expected, label, report))
         if isinstance(case.get("rubrics"), list) and case["rubrics"]:
             checks.append(self.rubrics(case["rubrics"], label))
-        if not checks:
+        if not checks and not out.get("graders"):
             default = _default_criteria(outcome, reference)
             if default is None:
                 report.skip(f"{label}: no outcome, reference answer or evaluator evalsite can use, left out")
@@ -165,8 +242,17 @@ class _Cases:
                 "outcome and reference answer"
             )
             checks.append({"llm_judge": {"criteria": default}})
-        out["checks"] = checks
-        notes = []
+        if checks:
+            out["checks"] = checks
+        if as_text(case.get("criteria")):
+            if checks and any("llm_judge" in check for check in checks) or self.used_criteria:
+                report.group("criteria → what the judge grades against", label, mapped=True)
+            else:
+                notes.append(f"criteria: {case['criteria']}")
+                report.group(
+                    "criteria: no grader's prompt uses {{criteria}}, so it is kept as a comment above the eval",
+                    label,
+                )
         if as_text(case.get("note")):
             notes.append(f"note: {case['note']}")
             report.group("note → a comment above the eval", label, mapped=True)
@@ -189,12 +275,18 @@ class _Cases:
                 self.report.skip(f"{label}.input_messages[{number}]: needs a role, left out")
                 continue
             content = self.content(message.get("content"), f"{label}.input_messages[{number}]", label)
+            if not (
+                content.strip() if isinstance(content, str) else any(p["value"].strip() for p in content)
+            ):
+                # evalsite refuses an empty message (endpoints do too): say so rather than send nothing
+                self.report.group("messages with no content (e.g. only tool calls): left out", label)
+                continue
             out.append({"role": as_text(message["role"]), "content": content})
             for key in message:
                 if key not in ("role", "content"):
                     self.report.group(f"message key `{key}` (e.g. tool calls): not converted", label)
         if out:
-            self.report.group("input_messages → messages (the given history)", label, mapped=True)
+            self.report.group("input / input_messages → messages (the given history)", label, mapped=True)
         return out
 
     def content(self, raw: object, where: str, label: str) -> str | list[dict]:
@@ -298,7 +390,7 @@ class _Cases:
             if criteria is None:
                 return []
             report.group(
-                "outcome + expected_messages (AgentV's default judge) → an llm_judge check",
+                "outcome + expected_messages (AgentV's default judge; today's criteria + expected_output) → an llm_judge check",
                 label,
                 mapped=True,
             )
@@ -377,6 +469,145 @@ class _Cases:
             )
         return filled.strip()
 
+    def assertions(self, raw: object, context: dict, label: str) -> dict[str, dict]:
+        """Today's `assertions` as named graders of the eval, in order, their names kept."""
+        report = self.report
+        if not isinstance(raw, list):
+            report.group("assertions: not a list, ignored", label)
+            return {}
+        graders: dict[str, dict] = {}
+        for number, item in enumerate(raw):
+            if not isinstance(item, dict):
+                report.group("assertions that are not mappings: left out", label)
+                continue
+            kind = as_text(item.get("type")) or "?"
+            wanted = as_text(item.get("name")) or f"{kind}-{number + 1}"
+            name = GRADER_NAME.sub("-", wanted).strip("-")[:60] or f"assertion-{number + 1}"
+            while name in graders:
+                name = f"{name[:56]}-{number + 1}"
+            if name != wanted:
+                report.group(
+                    f"assertion name {wanted!r} → grader {name!r} (letters, digits, _ and -)",
+                    label,
+                    mapped=True,
+                )
+            title = f"assertion {wanted} ({kind})"
+            known = {
+                "name",
+                "type",
+                "value",
+                "prompt",
+                "model",
+                "threshold",
+                "temperature",
+                "command",
+                "script",
+            }
+            if kind == "llm-grader":
+                grader = self.judge_grader(item, context, label, title)
+            elif kind in CHECK_ASSERTIONS:
+                value = as_text(item.get("value"))
+                if value is None:
+                    report.group(f"{title}: no `value`, left out", label)
+                    continue
+                grader = {"kind": "check", "check": {CHECK_ASSERTIONS[kind]: value}}
+                report.group(f"{title} → a check grader `{CHECK_ASSERTIONS[kind]}`", label, mapped=True)
+            elif kind == "code-grader":
+                command = item.get("command", item.get("script"))
+                shown = " ".join(map(str, command)) if isinstance(command, list) else short(command, 120)
+                report.group(
+                    f"{title}: not convertible — it runs a command (`{shown}`), which evalsite does not run",
+                    label,
+                )
+                continue
+            else:
+                report.group(f"{title}: not converted — no evalsite equivalent", label)
+                continue
+            if grader is None:
+                continue
+            threshold = item.get("threshold")
+            if isinstance(threshold, int | float) and not isinstance(threshold, bool) and 0 <= threshold <= 1:
+                grader["threshold"] = threshold
+            for key in item:
+                if key not in known:
+                    report.group(f"{title}.{key}: not converted", label)
+            graders[name] = grader
+        return graders
+
+    def judge_grader(self, item: dict, context: dict, label: str, title: str) -> dict | None:
+        """An `llm-grader`: its prompt file attached as the rubric_file (variables → placeholders), or, when
+        the prompt uses per-case values (criteria, input_messages, ...), the rubric text with them filled in."""
+        report = self.report
+        prompt = item.get("prompt")
+        grader: dict[str, object] = {"kind": "llm_judge"}
+        if as_text(item.get("model")):
+            grader["model"] = as_text(item["model"])
+        temperature = item.get("temperature")
+        if isinstance(temperature, int | float) and not isinstance(temperature, bool):
+            grader["temperature"] = temperature
+        file_name = None
+        if prompt is None:
+            text = "{{criteria}}"  # AgentV's default grader: the criteria and the reference answer
+            if context.get("reference_answer"):
+                text += "\n\nA reference answer (the reply need not match it word for word):\n{{reference_answer}}"
+        elif as_text(prompt) is None:
+            report.group(f"{title}: a prompt that is not text, left out", label)
+            return None
+        elif _is_path(as_text(prompt)):
+            found = find_file(self.files, as_text(prompt))
+            if found is None:
+                report.need(basename(as_text(prompt)))
+                report.group(f"{title}: prompt {prompt} was not uploaded — upload it and import again", label)
+                return None
+            file_name, text = safe_file_name(found[0]), found[1]
+        else:
+            text = as_text(prompt)
+        rubric, per_case = self.rubric_text(text, context, label)
+        if file_name and not per_case:
+            self.attached[file_name] = rubric
+            grader["rubric_file"] = file_name
+            report.group(
+                f"{title}: prompt {file_name} → an llm_judge grader, rubric_file {file_name} (attached, "
+                "its variables as evalsite placeholders)",
+                label,
+                mapped=True,
+            )
+        else:
+            grader["rubric"] = rubric
+            source = (
+                f"prompt {file_name}" if file_name else "its prompt" if prompt is not None else "criteria"
+            )
+            filled = " (per-case variables filled in)" if per_case else ""
+            report.group(
+                f"{title}: {source} → an llm_judge grader with the rubric text{filled}", label, mapped=True
+            )
+        return grader
+
+    def rubric_text(self, template: str, context: dict, label: str) -> tuple[str, bool]:
+        """An AgentV prompt as an evalsite rubric: literal braces doubled, `{{candidate_answer}}` →
+        `{submission}`, `{{reference_answer}}` → `{ground_truth}`; per-case variables ({{question}},
+        {{criteria}}, ...) filled in. Returns (rubric, whether it holds per-case values)."""
+        per_case = False
+        pieces: list[str] = []
+        at = 0
+        for match in TEMPLATE_VAR.finditer(template):
+            pieces.append(template[at : match.start()].replace("{", "{{").replace("}", "}}"))
+            name = match.group(1)
+            if name in PLACEHOLDERS:
+                pieces.append(PLACEHOLDERS[name])
+            elif name in CASE_VARIABLES:
+                per_case = True
+                self.used_criteria |= name in ("criteria", "expected_outcome")
+                pieces.append(str(context.get(name, "")).replace("{", "{{").replace("}", "}}"))
+            else:
+                self.report.group(
+                    f"template variable {{{{{name}}}}}: unknown to evalsite, left as written", label
+                )
+                pieces.append(match.group(0).replace("{", "{{").replace("}", "}}"))
+            at = match.end()
+        pieces.append(template[at:].replace("{", "{{").replace("}", "}}"))
+        return "".join(pieces).strip() + "\n", per_case
+
     def rubrics(self, items: list, label: str) -> dict:
         lines = []
         for item in items:
@@ -423,8 +654,48 @@ def _is_path(text: str) -> bool:
     )
 
 
-def _first_user_text(messages: list[dict]) -> str:
-    for message in messages:
+def _json_checks(expected: dict, label: str, report: Report) -> list[dict]:
+    """An object expected_output, compared as JSON: a `field_equals` check per top-level key. evalsite
+    compares JSON values with field_equals only (typed: true is not 1; nested objects and lists whole);
+    there is no check on the whole reply object, so a reply with extra top-level keys still passes."""
+    checks = []
+    for key, value in expected.items():
+        if "." in str(key) or not str(key):
+            report.group(
+                f"expected_output key {key!r}: not a path field_equals can name, not compared", label
+            )
+            continue
+        checks.append({"field_equals": {"path": str(key), "value": value}})
+    if checks:
+        report.group(
+            "expected_output (an object) → a field_equals check per top-level key (compared as JSON; extra "
+            "keys in the reply are not refused)",
+            label,
+            mapped=True,
+        )
+    return checks
+
+
+def _transcript(messages: list[dict]) -> str:
+    """The given conversation in AgentV's `[Role]:` form (its formatted question); a file part shows as its
+    name, and `*.instructions.md` files not at all: AgentV sends them as guidelines, apart (seed 004)."""
+
+    def text(content: str | list[dict]) -> str:
+        if isinstance(content, str):
+            return content
+        return "\n".join(
+            part["value"] if part["type"] == "text" else f"[file {part['value']}]"
+            for part in content
+            if part["type"] == "text" or not part["value"].endswith(INSTRUCTIONS_SUFFIX)
+        )
+
+    plain = [{"role": m["role"], "content": text(m["content"])} for m in messages]
+    return format_transcript(plain)
+
+
+def _last_user_text(messages: list[dict]) -> str:
+    """The last user turn: the question the model answers (AgentV's {{question}}), not the first one."""
+    for message in reversed(messages):
         if message["role"] == "user":
             content = message["content"]
             if isinstance(content, str):

@@ -106,6 +106,14 @@ class Message(StrictModel):
     role: str = Field(min_length=1)
     content: str | list[ContentPart]
 
+    @field_validator("content")
+    @classmethod
+    def _not_empty(cls, value: str | list[ContentPart]) -> str | list[ContentPart]:
+        # An empty message is sent as such and most endpoints refuse it (HTTP 400) mid-run (issue 14).
+        if not (value.strip() if isinstance(value, str) else any(part.value.strip() for part in value)):
+            raise ValueError("a message needs content: text, or parts with text or a file")
+        return value
+
 
 class ScriptedTurn(StrictModel):
     input: str = Field(description="The user message sent on this turn.")
@@ -186,6 +194,13 @@ class Eval(StrictModel):
         if isinstance(data, dict) and isinstance(data.get("checks"), dict):
             data = {**data, "checks": [data["checks"]]}
         return data
+
+    @field_validator("messages")
+    @classmethod
+    def _some_messages(cls, value: list[Message] | None) -> list[Message] | None:
+        if value is not None and not value:  # `messages: []` would send nothing at all
+            raise ValueError("`messages` needs at least one message")
+        return value
 
     @field_validator("rubric")
     @classmethod

@@ -101,7 +101,7 @@ def _live_context(
         "ending": display.ending(conversation, turns),
         "graders": conversation.graders or [],
         "spend": display.spend(turns),
-        "text": display.transcript_text(conversation.history, turns),
+        "text": display.transcript_text(conversation.history, turns, conversation.system),
         "active": active,
         "estimated": conversation.tokens_estimated or any(turn.usage.estimated for turn in turns),
         "poll_url": access.url(

@@ -31,7 +31,7 @@ KIND_CHOICES = [
     ("", "Auto-detect"),
     ("vibecheck", "vibecheck YAML"),
     ("letta", "Letta Evals suite.yaml + dataset"),
-    ("agentv", "AgentV v2 eval YAML"),
+    ("agentv", "AgentV eval YAML (tests, or v2 evalcases)"),
 ]
 TEMPLATE = "suites/import.html"
 

@@ -478,3 +478,76 @@ def test_ctrl_c_stops_the_run_with_one_line(fake, suite):
     assert process.returncode == 130, out + err
     assert time.monotonic() - interrupted < 15  # not after the replies in flight (30 s)
     assert err.strip() == "evalsite: interrupted; no report or results were written"
+
+
+# --- evalsite import (issue 14) ----------------------------------------------------------------------------
+
+IMPORTS = ROOT / "tests" / "fixtures" / "imports"
+
+
+def test_import_writes_the_suite_beside_its_files_and_says_what_was_mapped(tmp_path):
+    given = sorted(str(path) for path in (IMPORTS / "letta-per-turn").iterdir())
+    result = evalsite("import", *given, "--out", "out/suite.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["dataset.jsonl", "suite.yaml"]
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Converted Letta Evals → out/suite.yaml, with dataset.jsonl beside it"
+    assert "  - num_runs: 3 → iterations: 3 (every eval run 3 times, with statistics)" in lines
+    assert lines.index("Mapped:") < lines.index("Not converted:")
+    assert any(line.startswith("  - max_concurrent: 8") for line in lines)
+    assert lines[-1].startswith("out/suite.yaml: ok — suite 'multiturn-per-turn-grading-test', 4 evals")
+    assert evalsite("validate", "out/suite.yaml", cwd=tmp_path).returncode == 0
+
+
+def test_import_exit_2_with_the_import_page_message_and_nothing_written(tmp_path):
+    from engine.imports import ImportProblem, convert
+
+    suite_file = IMPORTS / "letta-per-turn" / "suite.yaml"
+    with pytest.raises(ImportProblem) as page:  # what the Import page shows for the same upload
+        convert({"suite.yaml": suite_file.read_text()})
+    result = evalsite("import", str(suite_file), "--out", "suite.yaml", cwd=tmp_path)
+    assert assert_one_line_error(result, 2) == f"evalsite: {page.value}"
+    assert list(tmp_path.iterdir()) == []
+    missing = evalsite("import", "nope.yaml", "--out", "suite.yaml", cwd=tmp_path)
+    assert_one_line_error(missing, 2, "nope.yaml: no such file")
+
+
+def test_import_exit_1_when_a_referenced_file_was_not_given(tmp_path):
+    result = evalsite(
+        "import", str(IMPORTS / "agentv" / "code-review.eval.yaml"), "--out", "s.yaml", cwd=tmp_path
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (
+        "Files it needs that were not given: calculate_total.js, javascript.instructions.md" in result.stdout
+    )
+    assert (tmp_path / "s.yaml").is_file()
+    assert evalsite("validate", "s.yaml", cwd=tmp_path).returncode == 2
+
+
+def test_import_does_not_overwrite_a_file_unless_forced(tmp_path):
+    for path in (IMPORTS / "letta-per-turn").iterdir():
+        shutil.copy(path, tmp_path / path.name)
+    original = (tmp_path / "dataset.jsonl").read_text()
+    args = ("import", "suite.yaml", "dataset.jsonl", "--out", "evalsite.yaml")
+    result = evalsite(*args, cwd=tmp_path)
+    assert_one_line_error(result, 2, "dataset.jsonl exists (one of the files being imported)", "--force")
+    assert (tmp_path / "dataset.jsonl").read_text() == original and not (tmp_path / "evalsite.yaml").exists()
+    forced = evalsite(*args, "--force", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert (tmp_path / "dataset.jsonl").read_text() != original  # now evalsite's rows
+
+
+def test_import_help_documents_its_exit_codes(tmp_path):
+    top = evalsite("--help", cwd=tmp_path)
+    assert re.search(r"^\s+import\s+convert another tool's suite", top.stdout, re.M)
+    help_text = evalsite("import", "--help", cwd=tmp_path).stdout
+    assert "--out SUITE.yaml" in help_text and "--kind" in help_text and "--force" in help_text
+    for code in ("0  converted", "1  converted and written, but not valid yet", "2  nothing was written"):
+        assert code in help_text
+
+
+def test_import_of_a_multi_grader_letta_suite_validates(tmp_path):
+    given = sorted(str(path) for path in (IMPORTS / "letta-multi-grader").iterdir())
+    result = evalsite("import", *given, "--out", "suite.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr  # needs named graders (graders-engine)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["dataset.jsonl", "quality.md", "suite.yaml"]

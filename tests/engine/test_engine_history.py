@@ -254,6 +254,30 @@ def test_bad_messages_are_located_validation_errors(messages, needle):
     assert any(needle in p.message and p.path.startswith("evals[0].messages[0]") for p in problems), problems
 
 
+@pytest.mark.parametrize(
+    ("messages", "path", "column", "needle"),
+    [
+        ("[]", "evals[0].messages", 15, "`messages` needs at least one message"),
+        ("[{role: user, content: ''}]", "evals[0].messages[0].content", 38, "a message needs content"),
+        ("[{role: user, content: '  '}]", "evals[0].messages[0].content", 38, "a message needs content"),
+        ("[{role: user, content: []}]", "evals[0].messages[0].content", 38, "a message needs content"),
+        (
+            "[{role: user, content: [{type: text, value: ''}]}]",
+            "evals[0].messages[0].content",
+            38,
+            "needs content",
+        ),
+    ],
+)
+def test_empty_messages_are_refused_before_anything_is_sent(messages, path, column, needle):
+    """Issue 14: `messages: []` and an empty message passed validation and were sent (endpoints refuse them)."""
+    with pytest.raises(SuiteError) as info:
+        load_suite(f"name: s\nevals:\n  - messages: {messages}\n    checks: [{{contains: x}}]\n")
+    (problem,) = info.value.problems
+    assert (problem.path, problem.line, problem.column) == (path, 3, column), problem
+    assert needle in problem.message
+
+
 def test_a_history_eval_needs_something_to_grade():
     with pytest.raises(SuiteError, match="nothing grades this conversation"):
         load_suite("name: s\nevals:\n  - messages: [{role: user, content: hi}]\n")

@@ -175,50 +175,172 @@ def test_letta_per_turn_suite_and_dataset_convert_with_gate_and_report():
     )
     assert has(result.unmapped, "target.model_handles", "openai/gpt-4.1-mini")
     assert has(result.unmapped, "graders.remembers_name", "memory_block", "memory blocks")
-    assert has(result.unmapped, "num_runs: 3")
+    assert suite.iterations == 3
+    assert has(result.mapped, "num_runs: 3 → iterations: 3")
+    assert not has(result.unmapped, "num_runs")
     assert has(result.unmapped, "max_concurrent: 8")
     assert has(result.unmapped, "agent_args", "line 3")
 
 
-def test_letta_rubric_grader_becomes_a_rubric_judge_with_filled_rubric_vars():
+def test_letta_rubric_grader_and_a_check_grader_with_rubric_vars_become_named_graders_per_row():
+    """Two graders that convert (a model_judge and ascii_printable_only): both kept, by name; rows with
+    rubric_vars get their own version of the judge (rows cannot carry graders, so they become evals)."""
     files = folder("letta-rubric")
     result = convert(files)
-    assert result.needs_files == [] and list(result.files) == ["dataset.jsonl"]
-    suite = load_suite(result.source, files=result.files)
-    assert (suite.grader, suite.judge, suite.pass_threshold) == ("llm_judge", "gpt-4o-mini", 0.7)
-    # The suite's rubric is Letta's judge prompt: the rubric file, then question, ground truth, submission.
-    filled = suite.rubric.format(input="Q", ground_truth="T", submission="S")
-    assert filled.startswith("Evaluate the ASCII art drawing of a {subject}.")
-    assert '{"score": <0-1>, "rationale": "..."}' in filled  # literal braces survive
+    assert result.needs_files == [] and list(result.files) == ["rubric.txt"]
+    raw = yaml.safe_load(result.source)
+    assert raw["graders"]["quality"] == {
+        "kind": "llm_judge",
+        "rubric_file": "rubric.txt",
+        "model": "gpt-4o-mini",
+        "temperature": 0.0,
+        "threshold": 0.7,  # the accuracy condition's pass_threshold
+    }
+    assert raw["graders"]["ascii_only"] == {"kind": "check", "check": {"regex": r"\A[\x20-\x7E\r\n]*\Z"}}
+    # Letta's judge prompt: the rubric file, then question, ground truth, submission; literal braces kept.
+    filled = result.files["rubric.txt"].format(input="Q", ground_truth="T", submission="S")
+    assert '{"score": <0-1>, "rationale": "..."}' in filled
     assert filled.index("Q") < filled.index("T") < filled.rindex("S")
     # sample_tags [animals] keeps 4 of 5 rows, max_samples 3 the first three of those.
-    assert [ev.id for ev in suite.evals] == ["sample-0", "sample-2", "sample-3"]
-    cat = suite.evals[0]
-    assert cat.ground_truth == "" and "a cat." in cat.rubric and "{ground_truth}" not in cat.rubric
-    fish = suite.evals[1]
-    assert fish.ground_truth == "><(((('>" and "a fish." in fish.rubric and "{ground_truth}" in fish.rubric
-    assert [(g.metric, g.value) for g in suite.gates] == [("avg", 0.6), ("accuracy", 0.6)]
+    assert [ev["id"] for ev in raw["evals"]] == ["sample-0", "sample-2", "sample-3"]
+    cat, fish, _ = raw["evals"]
+    assert cat["ground_truth"] == "" and "a cat." in cat["graders"]["quality"]["rubric"]
+    assert "{ground_truth}" not in cat["graders"]["quality"]["rubric"]
+    assert fish["ground_truth"] == "><(((('>" and "{ground_truth}" in fish["graders"]["quality"]["rubric"]
+    assert fish["graders"]["quality"]["model"] == "gpt-4o-mini"
+    assert raw["gates"] == [
+        {
+            "logical_and": [
+                {"metric": "avg", "grader": "quality", "op": ">=", "value": 0.6},
+                {"metric": "accuracy", "grader": "quality", "op": ">=", "value": 0.6},
+                {"metric": "accuracy", "grader": "ascii_only", "op": ">=", "value": 0.9},
+            ]
+        }
+    ]
 
-    assert has(result.mapped, "graders.quality (model_judge", "→ grader: llm_judge")
-    assert has(result.mapped, "graders.quality.model → judge: gpt-4o-mini")
-    assert has(result.mapped, "graders.quality.prompt_path (rubric.txt) → rubric")
+    assert has(result.mapped, "graders.quality (model_judge", "an llm_judge grader")
+    assert has(result.mapped, "graders.quality.model → graders.quality.model: gpt-4o-mini")
+    assert has(result.mapped, "graders.quality.temperature → graders.quality.temperature: 0")
+    assert has(
+        result.mapped, "graders.ascii_only (tool ascii_printable_only) → graders.ascii_only: a regex check"
+    )
     assert has(result.mapped, "sample_tags ['animals'] → kept the 4 of 5 rows")
     assert has(result.mapped, "max_samples: 3 → kept the first 3 of 4 rows")
-    assert has(result.mapped, "gate.conditions[1] (quality accuracy gte 60", "accuracy >= 0.6", "percent")
-    assert has(result.mapped, "gate pass_threshold 0.7 → pass_threshold: 0.7")
+    assert has(result.mapped, "gate.conditions[1]: accuracy 60 → 0.6")
+    assert has(result.mapped, "gate pass_threshold 0.7 on quality → graders.quality.threshold: 0.7")
     assert has(result.mapped, "rubric_vars → filled into the row's own rubric", "line 1")
-    assert has(result.unmapped, "graders.ascii_only", "ascii_printable_only", "custom Python")
-    assert has(result.unmapped, "gate.conditions[2] on graders.ascii_only")
-    assert has(result.unmapped, "more lenient")
-    assert has(result.unmapped, "graders.quality.temperature")
+    assert has(result.mapped, "own `quality` grader")
+    # what is no longer dropped is no longer said to be
+    assert not has(result.unmapped, "ascii_only")
+    assert not has(result.unmapped, "temperature")
+    assert not has(result.unmapped, "more lenient")
+    assert has(result.unmapped, "graders.quality.provider: openai")
+
+    suite = load_suite(result.source, files=result.files)  # needs named graders (graders-engine)
+    assert [ev.id for ev in suite.evals] == ["sample-0", "sample-2", "sample-3"]
+
+
+def test_letta_single_judge_temperature_is_the_suite_judge_temperature():
+    text = (FIXTURES / "letta-rubric" / "suite.yaml").read_text()
+    text = (
+        text[: text.index("  ascii_only:")]
+        + "gate: {metric_key: quality, aggregation: avg_score, op: gte, value: 0.5}\n"
+    )
+    files = {**folder("letta-rubric"), "suite.yaml": text}
+    result = convert(files)
+    suite = load_suite(result.source, files=result.files)
+    assert (suite.grader, suite.judge, suite.judge_temperature) == ("llm_judge", "gpt-4o-mini", 0.0)
+    assert has(result.mapped, "graders.quality.temperature → judge_temperature: 0")
+    assert not has(result.unmapped, "temperature")
+
+
+def test_letta_two_graders_with_a_weighted_gate_and_num_runs_keep_their_meaning():
+    """Issue 14's suite: a model_judge (prompt_path, model, temperature) and ascii_only, a weighted gate
+    0.7/0.3 gte 0.75, num_runs 3."""
+    files = folder("letta-multi-grader")
+    result = convert(files)
+    assert result.needs_files == [] and set(result.files) == {"quality.md", "dataset.jsonl"}
+    raw = yaml.safe_load(result.source)
+    assert raw["graders"] == {
+        "quality": {
+            "kind": "llm_judge",
+            "rubric_file": "quality.md",
+            "model": "gpt-4.1-mini",
+            "temperature": 0.2,
+        },
+        "ascii_only": {"kind": "check", "check": {"regex": r"\A[\x20-\x7E\r\n]*\Z"}},
+    }
+    assert raw["gates"] == [
+        {"weighted_average": {"quality": 0.7, "ascii_only": 0.3}, "metric": "avg", "op": ">=", "value": 0.75}
+    ]
+    assert raw["iterations"] == 3 and raw["dataset"] == "dataset.jsonl"
+    assert result.files["quality.md"].startswith("Rate the ASCII art drawing")
+    assert '{{"score": <0-1>' in result.files["quality.md"]
+    rows = [json.loads(line) for line in result.files["dataset.jsonl"].splitlines()]
+    assert [row["id"] for row in rows] == ["cat", "house", "boat-then-sun"]
+    assert rows[2]["ground_truth"] == [
+        "a boat",
+        "a boat under a sun",
+    ]  # per-turn: a grade per grader per turn
+
+    assert has(
+        result.mapped,
+        "gate (weighted avg_score of 0.7×quality + 0.3×ascii_only gte 0.75)",
+        "weighted_average",
+    )
+    assert has(result.mapped, "num_runs: 3 → iterations: 3")
+    assert has(result.mapped, "graders.quality.temperature → graders.quality.temperature: 0.2")
+    assert "# quality: “drawing quality”\ngraders:" in result.source  # Letta's display_name
+    assert result.unmapped == [
+        "target (kind letta_agent, agent_file ascii-art-agent.af, base_url http://localhost:8283): evalsite sends "
+        "the conversations straight to a chat model, not to a Letta agent — its system prompt, memory and tools "
+        "are not reproduced; set `model` (and `system`) yourself",
+        "max_concurrent: 4 — concurrency is chosen when a run is launched",
+    ]
+
+    suite = load_suite(result.source, files=result.files)  # needs named graders (graders-engine)
+    assert suite.iterations == 3 and len(suite.evals) == 3
+
+
+def test_letta_logical_or_and_nested_gates_are_kept():
+    text = (FIXTURES / "letta-multi-grader" / "suite.yaml").read_text()
+    gate = """gate:
+  kind: logical
+  operator: or
+  conditions:
+    - {metric_key: quality, aggregation: avg_score, op: gte, value: 0.8}
+    - kind: logical
+      operator: and
+      conditions:
+        - {metric_key: quality, aggregation: min, op: gte, value: 0.5}
+        - {metric_key: ascii_only, aggregation: accuracy, op: gte, value: 100, pass_threshold: 1.0}
+"""
+    text = text[: text.index("gate:")] + gate
+    result = convert({**folder("letta-multi-grader"), "suite.yaml": text})
+    raw = yaml.safe_load(result.source)
+    assert raw["gates"] == [
+        {
+            "logical_or": [
+                {"metric": "avg", "grader": "quality", "op": ">=", "value": 0.8},
+                {
+                    "logical_and": [
+                        {"metric": "min", "grader": "quality", "op": ">=", "value": 0.5},
+                        {"metric": "accuracy", "grader": "ascii_only", "op": ">=", "value": 1},
+                    ]
+                },
+            ]
+        }
+    ]
+    assert raw["graders"]["ascii_only"]["threshold"] == 1.0
+    assert not has(result.unmapped, "OR of conditions")
+    load_suite(result.source, files=result.files)  # needs named graders (graders-engine)
 
 
 def test_letta_rubric_file_not_uploaded_is_listed_as_needed():
     result = convert(folder("letta-rubric", without=("rubric.txt",)))
     assert result.needs_files == ["rubric.txt"] and not result.complete
     assert has(result.unmapped, "graders.quality.prompt_path: rubric.txt was not uploaded")
-    assert "rubric: the judge prompt of graders.quality was not uploaded" in result.source
-    assert "\nrubric:" not in result.source
+    assert yaml.safe_load(result.source)["graders"]["quality"]["rubric_file"] == "rubric.txt"
 
 
 def test_letta_without_its_dataset_is_a_clear_problem():
@@ -433,3 +555,218 @@ def test_a_file_import_does_not_know_says_which_formats_it_reads(files):
         convert(files)
     message = str(caught.value)
     assert "calibrate TOML" in message or "not valid TOML" in message
+
+
+# --- AgentV, today's format (issue 14) -----------------------------------------------------------------------
+
+
+def test_agentv_today_tests_input_expected_output_and_assertions_convert_and_validate():
+    files = folder("agentv-today")
+    assert detect(files) == "agentv"
+    result = convert(files)
+    assert result.needs_files == []
+    assert set(result.files) == {"support.instructions.md", "refund-judge.md", "order.txt"}
+    raw = yaml.safe_load(result.source)
+    assert raw["name"] == "support-bot" and [ev["id"] for ev in raw["evals"]] == [
+        "refund-multi-turn",
+        "greeting",
+        "order-status-json",
+        "default-judge",
+    ]
+    refund, greeting, order, default = raw["evals"]
+    # input as a messages array, file parts attached; conversation_id kept as a tag
+    assert [m["role"] for m in refund["messages"]] == ["system", "user", "assistant", "user"]
+    assert refund["messages"][0]["content"] == [{"type": "file", "value": "support.instructions.md"}]
+    assert refund["tags"] == ["conversation:refunds"]
+    # llm-grader with a prompt file → a named llm_judge grader, the file attached with placeholders mapped
+    assert refund["graders"]["refund_quality"] == {
+        "kind": "llm_judge",
+        "model": "gpt-4o-mini",
+        "rubric_file": "refund-judge.md",
+    }
+    rubric = result.files["refund-judge.md"]
+    assert "Reference answer: {ground_truth}" in rubric
+    assert "Assistant's answer: {submission}" in rubric and '{{"score": <0-1>' in rubric
+    assert refund["ground_truth"].startswith("You are within the 30-day window")
+    # contains / regex / equals → check graders, names kept (made slug-safe)
+    assert refund["graders"]["mentions-window"] == {"kind": "check", "check": {"contains": "30-day"}}
+    assert refund["graders"]["order-id"] == {"kind": "check", "check": {"regex": r"A-\d{4}"}}
+    assert "policy_script" not in refund["graders"] and "checks" not in refund
+    # a prompt file with per-case variables: the rubric text with them filled in ({{question}}: the last
+    # user turn; {{input_messages}}: the given conversation in [Role]: form, guidelines apart)
+    policy = refund["graders"]["follows_policy"]
+    assert policy["threshold"] == 0.8 and "rubric_file" not in policy
+    assert policy["rubric"].startswith("The customer's last message: It is A-1042, bought 12 days ago.\n")
+    assert "[User]:\nI want my money back.\n\n[Assistant]:\nSure, can you" in policy["rubric"]
+    assert "instructions" not in policy["rubric"]
+    assert policy["rubric"].endswith("Does {submission} meet this: The assistant asks for the order number, then "
+                                     "explains the 30-day refund window.\n")  # fmt: skip
+    assert "policy-judge.md" not in result.files
+    # input as a string; an inline llm-grader prompt with per-case {{criteria}} → rubric text
+    assert greeting["messages"] == [{"role": "user", "content": "Hello!"}]
+    assert greeting["graders"]["exact_greeting"]["check"] == {
+        "equals": "Hello! How can I help you with your order today?"
+    }
+    assert greeting["graders"]["tone"]["rubric"].startswith(
+        "The criteria: A friendly greeting that offers help with orders.\nThe user said: Hello!\n"
+    )
+    # an object expected_output is compared as JSON, field by field (typed)
+    assert {"field_equals": {"path": "items", "value": 2}} in order["checks"]
+    assert {"field_equals": {"path": "gift", "value": False}} in order["checks"]
+    assert '"order_id": "A-1042"' in order["checks"][0]["llm_judge"]["criteria"]
+    # no assertions: AgentV's default judge on the criteria
+    assert default["checks"] == [
+        {"llm_judge": {"criteria": "The reply should achieve: Explains how to track a parcel."}}
+    ]
+
+    assert has(result.mapped, "tests → evals")
+    assert has(result.mapped, "refund_quality", "rubric_file refund-judge.md")
+    assert has(result.mapped, "mentions-window (contains) → a check grader `contains`")
+    assert has(result.mapped, "expected_output (an object) → a field_equals check", "order-status-json")
+    assert has(result.mapped, "conversation_id → tag", "refund-multi-turn, greeting")
+    assert has(
+        result.unmapped, "policy_script (code-grader): not convertible", "`bun run ./graders/check-policy.ts`"
+    )
+    assert has(result.unmapped, "execution.target: azure_base")
+    assert has(result.unmapped, "execution.target (a per-case AgentV target)", "order-status-json")
+    assert has(result.mapped, "follows_policy", "policy-judge.md", "per-case variables filled in")
+    assert has(result.mapped, "criteria → what the judge grades against", "refund-multi-turn")
+
+    suite = load_suite(result.source, files=result.files)
+    refund = suite.evals[0]
+    assert list(refund.graders) == ["refund_quality", "follows_policy", "mentions-window", "order-id"]
+    assert refund.graders["refund_quality"].rubric_file == "refund-judge.md"
+    assert refund.graders["refund_quality"].model == "gpt-4o-mini"
+    assert refund.graders["mentions-window"].check.contains == "30-day"
+    assert suite.evals[2].checks[3].field_equals.value == 2  # a number, not "2"
+    assert set(suite.files_used()) == {"refund-judge.md", "support.instructions.md", "order.txt"}
+
+
+def test_agentv_today_EVAL_yaml_name_and_the_prompt_file_not_uploaded():
+    text = (
+        (FIXTURES / "agentv-today" / "support-bot.eval.yaml").read_text().replace("name: support-bot\n", "")
+    )
+    result = convert({"EVAL.yaml": text})
+    assert yaml.safe_load(result.source)["name"] == "agentv-eval"
+    assert result.needs_files == [
+        "support.instructions.md",
+        "refund-judge.md",
+        "policy-judge.md",
+        "order.txt",
+    ]
+    assert has(result.unmapped, "refund_quality", "refund-judge.md was not uploaded")
+
+
+def test_agentv_question_is_the_last_user_turn_and_input_messages_the_role_transcript():
+    """Seed 004: {{question}} is what the model answers (the last user turn, not the first), and the judge
+    sees the conversation in `[Role]:` form."""
+    v2 = """\
+$schema: agentv-eval-v2
+evalcases:
+  - id: follow-up
+    outcome: Explains the IndexError.
+    input_messages:
+      - {role: system, content: You are a debugging expert.}
+      - {role: user, content: I have a bug in my code.}
+      - {role: assistant, content: Can you share the code?}
+      - {role: user, content: "Here it is: items[len(items)]"}
+    evaluators:
+      - name: judge
+        type: llm_judge
+        prompt: |
+          Question: {{question}}
+          Conversation:
+          {{input_messages}}
+"""
+    result = convert({"bug.yaml": v2})
+    criteria = load_suite(result.source).evals[0].checks[0].llm_judge.criteria
+    assert criteria.startswith("Question: Here it is: items[len(items)]\n")
+    assert "I have a bug in my code.\n\nConversation" not in criteria
+    assert (
+        "[System]:\nYou are a debugging expert.\n\n[User]:\nI have a bug in my code.\n\n"
+        "[Assistant]:\nCan you share the code?\n\n[User]:\nHere it is: items[len(items)]"
+    ) in criteria
+
+
+def test_agentv_messages_with_no_content_are_left_out_not_sent():
+    v2 = """\
+evalcases:
+  - id: tools
+    outcome: Answers.
+    input_messages:
+      - {role: user, content: Weather?}
+      - {role: assistant, content: null, tool_calls: [{name: weather}]}
+      - {role: user, content: "   "}
+      - {role: user, content: And tomorrow?}
+"""
+    result = convert({"t.yaml": v2})
+    suite = load_suite(result.source)
+    assert [m.content for m in suite.evals[0].messages] == ["Weather?", "And tomorrow?"]
+    assert has(result.unmapped, "messages with no content", "left out", "tools")
+
+
+def test_an_imported_multi_grader_letta_suite_runs_with_a_score_per_grader_and_its_weighted_gate(fake_openai):
+    """The converted suite runs on the engine against the fake endpoint: each grader scores each eval (per
+    turn for the per-turn row), the judge grader's model and temperature go on the wire, and the weighted
+    gate Letta had decides the run."""
+    import os
+
+    from engine.clients import EndpointConfig, EndpointRegistry
+    from engine.runner import run_suite
+    from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
+
+    result = convert(folder("letta-multi-grader"))
+    suite = load_suite(result.source, files=result.files)
+    replies = {
+        "Draw a cat": "CAT-ART /\\_/\\",
+        "Draw a house": "HOUSE-ART ⌂",  # not printable ASCII
+        "Draw a boat.": "BOAT-ART __/__",
+        "Now add a sun": "SUN-ART \\o/",
+    }
+    for prompt, reply in replies.items():
+        fake_openai.rule(prompt, reply, model="agent")
+    for reply, score in (("CAT", 1.0), ("HOUSE", 0.5), ("SUN", 0.6), ("BOAT", 0.8)):
+        answer = json.dumps({"score": score, "reason": f"{reply} drawing"})
+        fake_openai.rule(f"to evaluate\n{reply}-ART", answer, model="gpt-4.1-mini")
+    os.environ[FAKE_KEY_ENV] = FAKE_KEY
+    config = EndpointConfig(
+        name="default", base_url=fake_openai.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0
+    )
+    report = run_suite(suite, EndpointRegistry(config), model="agent", files=result.files, concurrency=2)
+
+    assert len(report.evals) == 9  # num_runs 3 → iterations 3
+    by_id = {(r.id, r.iteration): r for r in report.evals}
+    cat, house, boat = by_id[("cat", 0)], by_id[("house", 0)], by_id[("boat-then-sun", 0)]
+    assert [(g.name, g.score) for g in cat.graders] == [("quality", 1.0), ("ascii_only", 1.0)]
+    assert [(g.name, g.score, g.passed) for g in house.graders] == [
+        ("quality", 0.5, False),
+        ("ascii_only", 0.0, False),
+    ]
+    assert [[(g.name, g.score) for g in turn.grades] for turn in boat.turns] == [
+        [("quality", 0.8), ("ascii_only", 1.0)],
+        [("quality", 0.6), ("ascii_only", 1.0)],
+    ]
+    judged = [r for r in fake_openai.chat_requests() if r["model"] == "gpt-4.1-mini"]
+    assert judged and {r["temperature"] for r in judged} == {0.2}
+    assert "Rate the ASCII art drawing" in judged[0]["messages"][-1]["content"]  # the attached rubric file
+    (gate,) = report.gates
+    # per eval 0.7×quality + 0.3×ascii_only: cat 1.0, house 0.35, boat 0.7×0.7 + 0.3 = 0.79; avg 0.7133
+    assert gate.kind == "weighted_average" and gate.actual == pytest.approx((1.0 + 0.35 + 0.79) / 3)
+    assert not gate.passed and report.status == "failed"
+
+
+def test_letta_single_grader_or_gate_is_kept_over_eval_scores():
+    """With one grader the eval score is that grader's score, so an OR of its conditions is a logical_or
+    gate (it used to be reported as inexpressible)."""
+    text = (FIXTURES / "letta-per-turn" / "suite.yaml").read_text()
+    gate = (
+        "gate:\n  kind: logical\n  operator: or\n  conditions:\n"
+        "    - {metric_key: answer_check, aggregation: avg_score, op: gte, value: 0.9}\n"
+        "    - {metric_key: answer_check, aggregation: min, op: gte, value: 0.5}\n"
+    )
+    text = text[: text.index("gate:")] + gate
+    result = convert({**folder("letta-per-turn"), "suite.yaml": text})
+    suite = load_suite(result.source, files=result.files)
+    (only,) = suite.gates
+    assert [(g.metric, g.op, g.value) for g in only.logical_or] == [("avg", ">=", 0.9), ("min", ">=", 0.5)]
+    assert not has(result.unmapped, "OR")

@@ -59,8 +59,9 @@ def test_post_previews_the_conversion_with_what_was_not_converted(logged_in):
     assert "Detected: Letta Evals" in page
     unmapped = page[page.index('id="import-unmapped"') :]
     unmapped = unmapped[: unmapped.index("</section>")]
-    assert "Not converted (6)" in unmapped
-    assert "graders.remembers_name" in unmapped and "num_runs: 3" in unmapped
+    assert "Not converted (5)" in unmapped
+    assert "graders.remembers_name" in unmapped and "num_runs" not in unmapped
+    assert "num_runs: 3 → iterations: 3" in page
     assert "graders.answer_check (tool contains, extractor last_assistant) → grader: contains" in page
     assert "Valid — 4 evals" in page
     source, files, _ = form_fields(page)
@@ -72,7 +73,7 @@ def test_post_previews_the_conversion_with_what_was_not_converted(logged_in):
 
 @pytest.mark.django_db
 def test_create_makes_the_suite_with_its_version_and_files(logged_in, user):
-    page = logged_in.post(URL, {"files": uploads(folder("letta-rubric"))}).content.decode()
+    page = logged_in.post(URL, {"files": uploads(folder("letta-multi-grader"))}).content.decode()
     source, files, report = form_fields(page)
     response = logged_in.post(
         URL,
@@ -88,18 +89,20 @@ def test_create_makes_the_suite_with_its_version_and_files(logged_in, user):
     suite = Suite.objects.get()
     assert response.status_code == 302
     assert response["Location"] == reverse("suites:detail", args=[suite.public_id])
-    assert (suite.name, suite.owner) == ("ascii-art-rubric-test", user)
+    assert (suite.name, suite.owner) == ("ascii-art-multi-grader", user)
     version = suite.latest_version
     assert version.number == 1 and version.note == "imported from Letta Evals"
     assert version.source == source
-    stored = SuiteFile.objects.get(version=version)
-    assert (
-        stored.name == "dataset.jsonl"
-        and stored.content == convert(folder("letta-rubric")).files["dataset.jsonl"]
-    )
-    assert len(load_suite(version.source, files=version.file_map()).evals) == 3
+    # the dataset and the judge's rubric file (Letta's prompt_path), attached to the version
+    assert version.file_map() == convert(folder("letta-multi-grader")).files
+    assert set(SuiteFile.objects.filter(version=version).values_list("name", flat=True)) == {
+        "dataset.jsonl",
+        "quality.md",
+    }
+    loaded = load_suite(version.source, files=version.file_map())
+    assert len(loaded.evals) == 3 and list(loaded.graders) == ["quality", "ascii_only"]
     followed = logged_in.get(response["Location"]).content.decode()
-    assert "Imported “ascii-art-rubric-test” from Letta Evals" in followed
+    assert "Imported “ascii-art-multi-grader” from Letta Evals" in followed
 
 
 @pytest.mark.django_db
@@ -120,6 +123,38 @@ def test_create_from_agentv_attaches_the_uploaded_files(logged_in):
     assert response.status_code == 302
     version = Suite.objects.get().latest_version
     assert version.file_map() == convert(folder("agentv")).files
+
+
+@pytest.mark.django_db
+def test_todays_agentv_file_imports_on_the_page_with_its_named_graders(logged_in):
+    """Issue 14: today's AgentV format (tests / input / assertions) was refused; now it previews as valid
+    and creates a suite whose rubric file and attachments are attached."""
+    page = logged_in.post(URL, {"files": uploads(folder("agentv-today"))}).content.decode()
+    assert "Detected: AgentV" in page and "Valid — 4 evals" in page
+    assert "not convertible — it runs a command (`bun run ./graders/check-policy.ts`)" in html.unescape(page)
+    source, files, report = form_fields(page)
+    assert "rubric_file: refund-judge.md" in source
+    response = logged_in.post(
+        URL,
+        {
+            "action": "create",
+            "kind": "",
+            "report": report,
+            "source": source,
+            "file_name[]": [n for n, _ in files],
+            "file_content[]": [c for _, c in files],
+        },
+    )
+    assert response.status_code == 302
+    version = Suite.objects.get().latest_version
+    assert version.file_map() == convert(folder("agentv-today")).files
+    loaded = load_suite(version.source, files=version.file_map())
+    assert list(loaded.evals[0].graders) == [
+        "refund_quality",
+        "follows_policy",
+        "mentions-window",
+        "order-id",
+    ]
 
 
 @pytest.mark.django_db

@@ -330,7 +330,9 @@ def test_copy_as_text_holds_the_whole_conversation_in_role_format(logged_in, ver
     page = logged_in.get(run_url("conversation", run, 1)).content.decode()
     assert 'data-copy="#transcript-text"' in page
     textarea = re.search(r'<textarea id="transcript-text"[^>]*>(.*?)</textarea>', page, re.DOTALL)
+    # The system message first: the suite's system prompt and the guidelines that were sent (issue 14).
     assert html.unescape(textarea.group(1)) == (
+        "[System]:\nYou are a careful reviewer.\n\n=== guide.instructions.md ===\nPrefer <small> functions.\n\n"
         "[User]:\nI have a <bug>.\n\n"
         "[Assistant]:\nCan you share the code?\n\n"
         "[User]:\nHere it is:\n" + SNIPPET_BLOCK + "\n\n"

@@ -4,17 +4,24 @@ What has an evalsite equivalent is converted:
 
 - the dataset's rows (`input` string or list, `ground_truth` string or per-turn list, `id`, `tags`) become
   a JSONL dataset attached to the suite; `max_samples` and `sample_tags` are applied to it;
-- one grader (the one the gate uses, else the first): tool graders `exact_match`, `contains`,
-  `regex_match` keep their name; rubric / model_judge graders become `grader: llm_judge` with a `rubric`
-  built like Letta's judge prompt (the rubric text, then the question, the ground truth and the
-  submission) and `judge:` their model; `rubric_vars` are filled into per-row rubrics;
+- several graders that convert: each becomes a named evalsite grader, its name kept (`graders:`): tool
+  functions `exact_match`, `contains`, `regex_match` by kind, `ascii_printable_only` as a regex check,
+  model_judge / rubric judges as `llm_judge` graders whose `rubric_file` is the attached prompt_path (as
+  Letta's judge prompt: the rubric, then the question, ground truth and submission), with their model and
+  temperature; the gate kept whole (simple on a grader, `weighted_average`, `logical` and / or, nested);
+  rows with rubric_vars get their own version of the judge (written as evals: rows cannot carry graders);
+- one grader that converts (the one the gate uses, else the first): tool graders `exact_match`,
+  `contains`, `regex_match` keep their name; rubric / model_judge graders become `grader: llm_judge` with
+  a `rubric` built like Letta's judge prompt and `judge:` / `judge_temperature:` their model and
+  temperature; `rubric_vars` are filled into per-row rubrics;
 - the extractor (`last_assistant`, `first_assistant`, `all_assistant`, `last_turn`, `pattern`,
   `after_marker`, with their `extractor_config`);
-- the gate (`avg_score`, `min`, `p95`, `accuracy` with ops gte/gt/lte/lt/eq; an AND of such conditions),
-  accuracy values in percent becoming shares, and its per-sample `pass_threshold`.
+- the gate (`avg_score`, `min`, `p95`, `accuracy` with ops gte/gt/lte/lt/eq), accuracy values in percent
+  becoming shares, and its per-sample `pass_threshold`;
+- `num_runs` → `iterations`.
 
-Everything else is reported: the target (evalsite tests a chat model, not a Letta agent), other graders,
-custom grader functions and extractors that read tool calls or agent memory, OR gates, `num_runs`, ...
+Everything else is reported: the target (evalsite tests a chat model, not a Letta agent), custom grader
+functions and extractors that read tool calls or agent memory, `max_concurrent`, ...
 """
 
 from __future__ import annotations
@@ -37,20 +44,21 @@ from ..common import (
     short,
 )
 from .dataset import convert_rows, read_rows, select_rows
-from .gates import convert_gate
+from .gates import convert_gate, convert_named_gate, gate_text
 from .graders import (
     choose_grader,
+    convertible,
     find_rubric_prompt,
     gate_metric,
+    named_graders,
     read_graders,
     reward_metric,
     rubric_template,
 )
 
 HANDLED_TOP = ("name", "description", "dataset", "target", "graders", "grader", "gate", "reward",
-               "max_samples", "sample_tags")  # fmt: skip
+               "max_samples", "sample_tags", "num_runs")  # fmt: skip
 NOT_CONVERTED_TOP = {
-    "num_runs": "evalsite runs each eval once per run: launch the suite several times instead",
     "max_concurrent": "concurrency is chosen when a run is launched",
     "output": "results are stored by evalsite",
     "cleanup": "evalsite creates no agents",
@@ -91,6 +99,8 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     top.extend(_target(data.get("target"), report))
 
     graders = read_graders(data, report)
+    if len(convertible(graders)) > 1:
+        return _convert_named(name, data, files, report, graders, top, header, dataset_ref, found)
     gate = data.get("gate")
     preferred, named_by = gate_metric(gate), "gate"
     if preferred is None:
@@ -121,6 +131,10 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         top.append(
             Section("judge", grading["judge"], comments=[f"graders.{primary}.model"], blank_before=True)
         )
+    temperature = spec.get("temperature")
+    if grading["grader"] == "llm_judge" and _is_temperature(temperature):
+        top.append(Section("judge_temperature", temperature))
+        report.map(f"graders.{primary}.temperature → judge_temperature: {temperature:g} (the suite's judge)")
     top.append(Section("grader", grading["grader"], comments=grader_comment, blank_before=True))
     if grading.get("extractor") is not None:
         top.append(Section("extractor", grading["extractor"]))
@@ -162,12 +176,136 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     if gates:
         top.append(Section("gates", gates, comments=[gate_comment], blank_before=True))
 
+    top.extend(_iterations(data, report))
+    _rest(data, report)
+    return header, top, {out_name: dataset_out}
+
+
+def _graders_comment(graders: dict[str, dict], named: dict[str, dict], report: Report) -> list[str]:
+    """The comment above `graders:`: Letta's display names, which evalsite graders have no key for."""
+    lines = ["Letta's graders, by name; every row is graded by each"]
+    for key in named:
+        label = graders[key].get("display_name")
+        if isinstance(label, str) and label:
+            lines.append(f"{key}: “{label}”")
+            report.map(f"graders.{key}.display_name → a comment above `graders`")
+    return lines
+
+
+def _is_temperature(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 2
+
+
+def _iterations(data: dict, report: Report) -> list[Section]:
+    runs = data.get("num_runs")
+    if runs is None:
+        return []
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= 1000:
+        report.skip(f"num_runs: {short(runs)} — expected a number of runs from 1 to 1000")
+        return []
+    report.map(f"num_runs: {runs} → iterations: {runs} (every eval run {runs} times, with statistics)")
+    return [Section("iterations", runs, blank_before=True)]
+
+
+def _rest(data: dict, report: Report) -> None:
     for key in data:
         if key in HANDLED_TOP:
             continue
         reason = NOT_CONVERTED_TOP.get(key, "not a Letta suite key evalsite knows")
         report.skip(f"{key}: {short(data[key], 60)} — {reason}")
-    return header, top, {out_name: dataset_out}
+
+
+def _convert_named(
+    name: str,
+    data: dict,
+    files: dict[str, str],
+    report: Report,
+    graders: dict[str, dict],
+    top: list[Section],
+    header: list[str],
+    dataset_ref: str,
+    found: tuple[str, str],
+) -> Converted:
+    """Several graders that convert: each becomes a named grader, the gate is kept whole (weighted
+    averages, and / or of conditions), and every row is graded by every grader."""
+    dataset_name, dataset_text = found
+    named, attached, prompts = named_graders(graders, files, report)
+    if not named:
+        raise ImportProblem(f"no grader of this suite could be converted — {'; '.join(report.problems())}")
+    thresholds: dict[str, float] = {}
+    gates = convert_named_gate(data.get("gate"), set(named), report, thresholds)
+    for key, threshold in thresholds.items():
+        named[key]["threshold"] = threshold
+        report.map(f"gate pass_threshold {threshold:g} on {key} → graders.{key}.threshold: {threshold:g}")
+    reward = data.get("reward")
+    if reward is not None:
+        report.skip(f"reward: {short(reward, 60)} — evalsite scores an eval by its pass_rule (every grader)")
+    kinds = {spec["kind"] for spec in named.values()}
+    truth_kind = next((k for k in ("regex_match", "exact_match", "contains") if k in kinds), None)
+    rows, total = read_rows(dataset_name, dataset_text, report)
+    rows = select_rows(rows, data, report)
+    if not rows:
+        raise ImportProblem(f"{dataset_name}: no row is left once sample_tags / max_samples are applied")
+    judges = [key for key, spec in named.items() if spec["kind"] == "llm_judge"]
+    prompt = prompts.get(judges[0]) if len(judges) == 1 else None
+    out_rows = convert_rows(rows, truth_kind or "named", prompt, files, report, named=True)
+    if not out_rows:
+        raise ImportProblem(f"{dataset_name}: no row could be converted — {'; '.join(report.problems())}")
+    if any("rubric" in row for row in out_rows):
+        # A row's own rubric (rubric_vars filled in, or its rubric / rubric_path) is its own version of the
+        # judge grader; dataset rows cannot carry graders, so the rows are written as evals.
+        evals = []
+        for row in out_rows:
+            rubric = row.pop("rubric", None)
+            if rubric is not None:
+                own = {k: v for k, v in named[judges[0]].items() if k not in ("rubric", "rubric_file")}
+                row["graders"] = {judges[0]: {**own, "rubric": rubric}}
+            evals.append(row)
+        report.map(
+            f"rows with their own rubric (rubric_vars, rubric, rubric_path) → evals written in the suite, each "
+            f"with its own `{judges[0]}` grader (dataset rows cannot carry graders); {plural(len(evals), 'row')}"
+        )
+        top.append(
+            Section(
+                "graders",
+                named,
+                comments=_graders_comment(graders, named, report),
+                blank_before=True,
+            )
+        )
+        top.extend(_iterations(data, report))
+        if gates:
+            top.append(Section("gates", gates, comments=[gate_text(data.get("gate"))], blank_before=True))
+        top.append(Section("evals", evals, comments=[f"the rows of {dataset_name}"], blank_before=True))
+        _rest(data, report)
+        return header, top, attached
+    out_name = safe_file_name(
+        re.sub(r"\.(jsonl|csv|json)$", "", dataset_name, flags=re.IGNORECASE) + ".jsonl"
+    )
+    dataset_out = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in out_rows)
+    kept = f"{len(out_rows)} of {plural(total, 'row')}" if len(out_rows) != total else plural(total, "row")
+    report.map(f"dataset: {dataset_ref} → dataset: {out_name} ({kept}, attached to the suite)")
+    if any(spec["kind"] == "llm_judge" for spec in named.values()):
+        report.map(
+            "judge prompts → rubric files holding Letta's judge prompt: the rubric, then the question, the "
+            "ground truth and the submission"
+        )
+    top.append(
+        Section(
+            "graders",
+            named,
+            comments=_graders_comment(graders, named, report),
+            blank_before=True,
+        )
+    )
+    top.append(
+        Section("dataset", out_name, comments=[f"rows of {dataset_name}; each row is one conversation"])
+    )
+    top.extend(_iterations(data, report))
+    if gates:
+        top.append(Section("gates", gates, comments=[gate_text(data.get("gate"))], blank_before=True))
+    _rest(data, report)
+    return header, top, {**attached, out_name: dataset_out}
 
 
 # --- target ---------------------------------------------------------------------------------------------

@@ -125,12 +125,17 @@ def convert_rows(
     rubric_prompt: str | None,
     files: dict[str, str],
     report: Report,
+    *,
+    named: bool = False,
 ) -> list[dict]:
+    """Rows as evalsite rows. `grader` is the suite's one grader; with several named graders (`named`) it
+    is the one needing a ground truth, if any (regex_match first: its truths must compile)."""
     out: list[dict] = []
     taken: set[str] = set()
     per_turn = 0
     generated_ids = 0
-    judge = grader == "llm_judge"
+    # with several graders, rows get their own rubric for the one judge (rubric_prompt) that has a prompt
+    judge = grader == "llm_judge" or (named and rubric_prompt is not None)
     for line, sample_id, row in rows:
         where = f"line {line}"
         text_input = _texts(row.get("input"))
@@ -150,7 +155,7 @@ def convert_rows(
                 where,
             )
             continue
-        if truth is None and not judge:
+        if truth is None and grader in ("exact_match", "contains", "regex_match"):
             report.group(
                 "rows without `ground_truth` were left out (Letta scores them 0 with a tool grader)", where
             )
@@ -170,7 +175,16 @@ def convert_rows(
             converted["tags"] = [str(tag) for tag in tags]
         elif isinstance(tags, str) and tags:
             converted["tags"] = [tags]
-        rubric = _row_rubric(row, truth is not None, rubric_prompt, judge, files, where, report)
+        rubric = _row_rubric(
+            "named" if named and not judge else "llm_judge" if judge else grader,
+            row,
+            truth is not None,
+            rubric_prompt,
+            judge,
+            files,
+            where,
+            report,
+        )
         if rubric is not None:
             converted["rubric"] = rubric
         elif judge and rubric_prompt is None and not report.needs:
@@ -211,6 +225,7 @@ def _patterns_compile(truth: str | list[str] | None) -> bool:
 
 
 def _row_rubric(
+    grader: str,
     row: dict,
     has_truth: bool,
     prompt: str | None,
@@ -228,6 +243,14 @@ def _row_rubric(
             report.group(f"rubric_path {row['rubric_path']} was not uploaded", where)
         else:
             own = found[1]
+    if grader == "named":
+        if variables or own:
+            report.group(
+                "rubric_vars / rubric / rubric_path: with several graders a judge's rubric file is shared by every "
+                "row, so a row's own rubric or variables are not used ({var} stays as written)",
+                where,
+            )
+        return None
     if not judge:
         if variables or own:
             report.group(

@@ -55,15 +55,29 @@ def convert_gate(gate: object, primary: str, report: Report) -> tuple[list[dict]
                 gates.append(converted[0])
         else:
             report.skip(
-                f"{described} — a weighted average of several graders' scores has no evalsite equivalent"
+                f"{described} — it weighs graders that were not converted (only {primary} was), so it was left out"
             )
     elif kind == "logical":
         conditions = gate.get("conditions") if isinstance(gate.get("conditions"), list) else []
         operator = gate.get("operator", "and")
-        if operator != "and" and len(conditions) > 1:
-            report.skip(
-                f"{described} — evalsite gates must all hold (AND); an OR of conditions cannot be expressed"
-            )
+        if operator == "or" and len(conditions) > 1:
+            members = []
+            for index, condition in enumerate(conditions):
+                where = f"gate.conditions[{index}]"
+                if isinstance(condition, dict) and condition.get("kind") == "logical":
+                    report.skip(f"{where}: a nested logical gate on one grader — not converted")
+                    continue
+                converted = _condition(condition, primary, where, report)
+                if converted:
+                    members.append(converted[0])
+                    if converted[1] is not None:
+                        thresholds.append(converted[1])
+            if len(members) == len(conditions):
+                gates.append({"logical_or": members})  # the eval score is the one grader's score
+            else:
+                report.skip(f"{described} — not every condition converted, so the OR was left out")
+        elif operator not in ("and", "or"):
+            report.skip(f"{described} — operator {short(operator)}: evalsite combines gates with and / or")
         else:
             for index, condition in enumerate(conditions):
                 where = f"gate.conditions[{index}]"
@@ -140,3 +154,105 @@ def _condition(
         report.skip(f"{where}.pass_threshold: only used by accuracy gates in Letta, ignored")
         threshold = None
     return {"metric": metric, "op": op, "value": value}, threshold
+
+
+# --- several named graders: the gate kept whole (docs/suite-format.md, gates) --------------------------------
+
+
+def convert_named_gate(
+    gate: object, names: set[str], report: Report, thresholds: dict[str, float]
+) -> list[dict]:
+    """A Letta gate over named graders as evalsite gates: simple → `{metric, grader, op, value}`,
+    weighted_average → `{weighted_average: weights, metric, op, value}`, logical → `logical_and` /
+    `logical_or` of its conditions (nested kept). An accuracy condition's pass_threshold becomes that
+    grader's threshold (`thresholds`)."""
+    if gate is None:
+        return []
+    converted = _named(gate, names, "gate", report, thresholds, 1)
+    if converted is None:
+        return []
+    report.map(f"gate ({gate_text(gate)}) → gates: {short(converted, 120)}")
+    return [converted]
+
+
+def _named(
+    gate: object, names: set[str], where: str, report: Report, thresholds: dict[str, float], depth: int
+) -> dict | None:
+    if not isinstance(gate, dict):
+        report.skip(f"{where}: not a mapping")
+        return None
+    kind = gate.get("kind", "simple")
+    if kind == "logical":
+        if depth >= 5:
+            report.skip(f"{where}: logical gates nested deeper than 5 levels — not converted")
+            return None
+        operator = gate.get("operator", "and")
+        if operator not in ("and", "or"):
+            report.skip(f"{where}: operator {short(operator)} — evalsite combines gates with and / or")
+            return None
+        conditions = gate.get("conditions") if isinstance(gate.get("conditions"), list) else []
+        members = [
+            _named(c, names, f"{where}.conditions[{i}]", report, thresholds, depth + 1)
+            for i, c in enumerate(conditions)
+        ]
+        kept = [m for m in members if m is not None]
+        if len(kept) < len(members):
+            report.skip(
+                f"{where}: only some conditions were converted, so this {operator} gate differs from Letta's"
+            )
+        if not kept:
+            return None
+        return {f"logical_{operator}": kept}
+    aggregation = gate.get("aggregation", gate.get("metric", "avg_score"))
+    metric = AGGREGATIONS.get(aggregation) if isinstance(aggregation, str) else None
+    op = OPS.get(gate.get("op", "gte")) if isinstance(gate.get("op", "gte"), str) else None
+    value = gate.get("value")
+    if metric is None or op is None or isinstance(value, bool) or not isinstance(value, int | float):
+        report.skip(
+            f"{where} ({gate_text(gate)}): needs an aggregation (avg_score, min, p95, accuracy), an op "
+            "(gte, gt, lte, lt, eq) and a numeric value — not converted"
+        )
+        return None
+    if metric == "accuracy" and value > 1:
+        value = value / 100
+        report.map(
+            f"{where}: accuracy {gate.get('value')} → {value:g} (Letta counts percent, evalsite a share)"
+        )
+    out: dict[str, object]
+    if kind == "weighted_average":
+        weights = gate.get("weights")
+        if not isinstance(weights, dict) or not weights:
+            report.skip(f"{where}: a weighted_average gate without weights — not converted")
+            return None
+        missing = [key for key in weights if key not in names]
+        if missing:
+            report.skip(
+                f"{where}: weights name {', '.join(missing)}, which were not converted — gate not converted"
+            )
+            return None
+        out = {"weighted_average": {str(k): w for k, w in weights.items()}, "metric": metric}
+    elif kind == "simple":
+        key = gate.get("metric_key")
+        if key is None and len(names) == 1:
+            key = next(iter(names))
+        if key not in names:
+            report.skip(
+                f"{where} on graders.{key}: that grader was not converted, so neither was this condition"
+            )
+            return None
+        out = {"metric": metric, "grader": key}
+        threshold = gate.get("pass_threshold")
+        if isinstance(threshold, int | float) and not isinstance(threshold, bool) and 0 <= threshold <= 1:
+            if metric == "accuracy":
+                thresholds.setdefault(key, threshold)
+                if thresholds[key] != threshold:
+                    report.skip(
+                        f"{where}.pass_threshold {threshold:g}: graders.{key} keeps {thresholds[key]:g}"
+                    )
+            else:
+                report.skip(f"{where}.pass_threshold: only used by accuracy gates in Letta, ignored")
+    else:
+        report.skip(f"{where}: gate kind {short(kind)} has no evalsite equivalent")
+        return None
+    out.update({"op": op, "value": value})
+    return out

@@ -4,12 +4,13 @@ what it becomes (a tool grader by name, a judge as `grader: llm_judge` with a ru
 from __future__ import annotations
 
 import json
+import re
 
 from pydantic import ValidationError
 
 from engine.schema import Extractor
 
-from ..common import ImportProblem, Report, basename, find_file, short
+from ..common import ImportProblem, Report, basename, find_file, safe_file_name, short
 
 TOOL_GRADERS = ("exact_match", "contains", "regex_match")
 JUDGE_KINDS = ("model_judge", "rubric", "letta_judge")
@@ -169,6 +170,8 @@ def choose_grader(
     spec = graders[primary]
     for option in ("temperature", "provider", "max_retries", "timeout", "system_prompt", "agent_file", "agent_id",
                    "judge_tool_name"):  # fmt: skip
+        if option == "temperature" and grading["grader"] == "llm_judge":
+            continue  # → judge_temperature (letta/__init__.py)
         if option in spec:
             report.skip(
                 f"graders.{primary}.{option}: {short(spec[option], 40)} — evalsite's judge settings apply"
@@ -180,7 +183,7 @@ def choose_grader(
     for key in graders:
         if key in (primary, preferred):
             continue
-        why = reasons.get(key) or "evalsite grades a dataset with one grader"
+        why = reasons.get(key) or "not converted"
         report.skip(f"graders.{key} ({_describe(graders[key])}): not converted — {why}")
     return primary, spec, grading
 
@@ -225,3 +228,100 @@ def rubric_template(prompt: str, variables: dict | None, *, with_truth: bool) ->
         parts += ["", "## Expected answer (ground truth)", "{ground_truth}"]
     parts += ["", "## The submission to evaluate", "{submission}"]
     return "\n".join(parts) + "\n"
+
+
+# --- several graders: each a named evalsite grader (docs/suite-format.md, named graders) ---------------------
+
+# Letta's built-in `ascii_printable_only`: every character but \n and \r is printable ASCII (32-126).
+ASCII_ONLY = r"\A[\x20-\x7E\r\n]*\Z"
+CHECK_FUNCTIONS = {"ascii_printable_only": {"regex": ASCII_ONLY}}
+GRADER_NAME_OK = re.compile(r"^[A-Za-z0-9_-]{1,60}$")
+
+
+def convertible(graders: dict[str, dict]) -> dict[str, dict]:
+    """The graders that have an evalsite equivalent: name -> (what _grading says) with the Letta spec."""
+    out = {}
+    for key, spec in graders.items():
+        function = spec.get("function")
+        if spec.get("kind", "tool") == "tool" and function in CHECK_FUNCTIONS:
+            grading, _ = _grading(key, {**spec, "function": "contains"})  # for its extractor only
+            if grading is not None:
+                out[key] = {**grading, "grader": "check", "described": f"tool {function}"}
+            continue
+        grading, _ = _grading(key, spec)
+        if grading is not None:
+            out[key] = grading
+    return out
+
+
+def named_graders(
+    graders: dict[str, dict], files: dict[str, str], report: Report
+) -> tuple[dict[str, dict], dict[str, str], dict[str, str]]:
+    """Every Letta grader that converts, as a named grader (name kept); the rubric files to attach; the
+    judges' prompts as Letta wrote them (rows with rubric_vars fill them in)."""
+    converted = convertible(graders)
+    out: dict[str, dict] = {}
+    attached: dict[str, str] = {}
+    prompts: dict[str, str] = {}
+    for key, spec in graders.items():
+        if key not in converted:
+            _, why = _grading(key, spec)
+            report.skip(f"graders.{key} ({_describe(spec)}): not converted — {why}")
+            continue
+        if not GRADER_NAME_OK.match(key):
+            report.skip(
+                f"graders.{key}: not a grader name evalsite accepts (letters, digits, _ and -, 60 at most)"
+            )
+            continue
+        grading = converted[key]
+        kind = grading["grader"]
+        named: dict[str, object] = {"kind": kind}
+        if kind == "check":
+            named["check"] = dict(CHECK_FUNCTIONS[spec["function"]])
+            report.map(
+                f"graders.{key} (tool {spec['function']}) → graders.{key}: a regex check "
+                "(printable ASCII 32-126; line breaks allowed, as Letta's function allows them)"
+            )
+        elif kind == "llm_judge":
+            prompt = find_rubric_prompt(key, spec, files, report)
+            if prompt is None and isinstance(spec.get("prompt_path"), str):
+                # listed as needed: the suite says which file it expects
+                named["rubric_file"] = safe_file_name(spec["prompt_path"])
+            elif prompt is None:
+                report.skip(f"graders.{key}: a judge with no prompt — left out")
+                continue
+            elif isinstance(spec.get("prompt_path"), str):
+                prompts[key] = prompt
+                name = safe_file_name(spec["prompt_path"])
+                attached[name] = rubric_template(prompt, None, with_truth=True)
+                named["rubric_file"] = name
+            else:
+                prompts[key] = prompt
+                named["rubric"] = rubric_template(prompt, None, with_truth=True)
+            if isinstance(spec.get("model"), str):
+                named["model"] = spec["model"]
+                report.map(f"graders.{key}.model → graders.{key}.model: {spec['model']}")
+            temperature = spec.get("temperature")
+            if (
+                isinstance(temperature, int | float)
+                and not isinstance(temperature, bool)
+                and 0 <= temperature <= 2
+            ):
+                named["temperature"] = temperature
+                report.map(f"graders.{key}.temperature → graders.{key}.temperature: {temperature:g}")
+            report.map(f"graders.{key} ({grading['described']}) → graders.{key}: an llm_judge grader")
+        else:
+            report.map(f"graders.{key} ({grading['described']}) → graders.{key}: {kind}")
+        if grading.get("extractor") is not None:
+            named["extractor"] = grading["extractor"]
+            report.map(f"graders.{key}.extractor → graders.{key}.extractor: {short(grading['extractor'])}")
+        for note in grading["notes"]:
+            report.skip(f"graders.{key}: {note}")
+        for option in ("provider", "max_retries", "timeout", "system_prompt", "agent_file", "agent_id",
+                       "judge_tool_name"):  # fmt: skip
+            if option in spec:
+                report.skip(
+                    f"graders.{key}.{option}: {short(spec[option], 40)} — evalsite's endpoint settings apply"
+                )
+        out[key] = named
+    return out, attached, prompts
