@@ -28,7 +28,8 @@ DRAWINGS = {
     "Draw a boat.": "a boat ⛵",  # not printable ASCII
     "Now add a sun above it.": "a boat under a sun",
 }
-QUALITY = {"=^.^=": 1.0, "/\\ |_|": 0.5, "a boat ⛵": 0.8, "a boat under a sun": 0.6}
+# The judge of the boat's second turn sees the first reply too: its rule comes first (earlier rules win).
+QUALITY = {"a boat under a sun": 0.6, "=^.^=": 1.0, "/\\ |_|": 0.5, "a boat ⛵": 0.8}
 
 
 def test_an_imported_multi_grader_suite_on_a_real_worker(user, fake_endpoint, fake_openai, start_worker):
