@@ -30,6 +30,7 @@ from .retries import RetryStopped, RetryWait, retry_hooks
 from .schema import Eval, WeightedPassRule
 from .simulate import clean_reply
 from .text import plural
+from .transcript import format_transcript
 
 __all__ = ["Defaults", "EngineContext", "ResumeMismatch", "StopConversation", "run_eval"]
 
@@ -110,6 +111,7 @@ def _run_eval(
     turns: list[TurnRecord] = []
     graders = {**ctx.defaults.graders, **(ev.graders or {})}
     given_count = len(messages)
+    sent_system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
 
     def finish(verdict: Verdict, error: str | None = None) -> EvalResult:
         graded: list[GraderResult] = []
@@ -130,6 +132,8 @@ def _run_eval(
             reason=verdict.reason,
             error=error,
             history=history,
+            system=sent_system,
+            question=format_transcript(history) if history else "",
             termination=termination,
             termination_kind=termination_kind,
             termination_detail=termination_detail,

@@ -216,6 +216,11 @@ class EvalResult(BaseModel):
     reason: str = ""  # the verdict without how the conversation ended, which `termination` says
     error: str | None = None
     history: list[dict] = Field(default_factory=list)  # given messages sent before the live turns
+    # What was sent before the live turns, as AgentV records it (seed 004): the system message (the suite's
+    # `system` with any `.instructions.md` guidelines as `=== name ===` blocks) and the given history as the
+    # formatted question (`[Role]:` markers where there is conversational structure).
+    system: str = ""
+    question: str = ""
     termination: str | None = None  # simulated: condition met (which), max turns, inputs exhausted, error
     termination_kind: TerminationKind | None = None  # the same, as a kind
     termination_detail: str | None = None  # what decided it: the condition, the max turns

@@ -29,6 +29,7 @@ from engine.results import (
 )
 from engine.schema import SCALES
 from engine.stats import IteratedResult, iterated_results
+from engine.transcript import format_transcript
 
 from . import specs
 from .models import ACTIVE, FINISHED, Conversation, Endpoint, Label, Run, ShareLink, Status, Turn
@@ -283,6 +284,8 @@ def eval_result(conversation: Conversation, turns: list[TurnRecord] | None = Non
         reason=conversation.reason or conversation.verdict or conversation.status,
         error=conversation.error or None,
         history=conversation.history,
+        system=conversation.system,
+        question=format_transcript(conversation.history) if conversation.history else "",
         turns=turns,
         turns_passed=conversation.turns_passed,
         turns_total=conversation.turns_total,

@@ -505,3 +505,17 @@ def test_eval_first_text_for_histories():
         {"messages": [{"role": "assistant", "content": "A"}], "checks": [{"contains": "x"}]}
     )
     assert only_assistant.first_text == "(history)"
+
+
+def test_the_results_record_the_system_message_and_the_formatted_question_sent(fake_openai):
+    """Seed 004: the formatted question and the guidelines that were sent are in the results, as sent."""
+    transcript = format_transcript(REVIEW_SENT)
+    fake_openai.script(transcript, ["IndexError: off by one."])
+    result = _run_review_on(fake_openai, string_only=False)
+    (request,) = fake_openai.chat_requests()
+    assert result.system == request["messages"][0]["content"]
+    assert "=== coding-guidelines.instructions.md ===" in result.system
+    assert result.question == format_transcript(result.history)
+    assert (
+        result.question.startswith("[User]:\n") and "[Assistant]:\nCan you share the code?" in result.question
+    )

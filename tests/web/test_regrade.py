@@ -67,7 +67,9 @@ def test_regrading_calls_no_model_and_grades_with_the_edited_checks(user, source
     assert len(fake_openai.chat_requests()) == calls  # the model under test was not asked again
     assert new.regraded_from == source and new.model == source.model
     multiply, capital = selectors.report(new).evals
-    assert (multiply.status, multiply.passed_on_turn, len(multiply.turns)) == ("passed", 1, 1), multiply.verdict
+    assert (multiply.status, multiply.passed_on_turn, len(multiply.turns)) == ("passed", 1, 1), (
+        multiply.verdict
+    )
     assert capital.status == "failed" and [t.response for t in capital.turns] == [
         "Paris.",
         "Lima, I believe.",
