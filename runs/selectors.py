@@ -498,3 +498,24 @@ def summaries(run: Run) -> list[Summary]:
 
 def conversation_by_eval(run: Run, eval_id: str, iteration: int = 0) -> Conversation | None:
     return run.conversations.filter(eval_id=eval_id, iteration=iteration).first()
+
+
+def conversations_saying(run: Run, text: str) -> set[int]:
+    """Ids of the run's conversations whose first prompt, or any turn's prompt or reply, contains `text` (any
+    case): the run page's search."""
+    ids = set(run.conversations.filter(prompt__icontains=text).values_list("pk", flat=True))
+    ids.update(
+        Turn.objects.filter(conversation__run=run)
+        .filter(Q(record__response__icontains=text) | Q(record__prompt__icontains=text))
+        .values_list("conversation_id", flat=True)
+    )
+    return ids
+
+
+def eval_tags(run: Run) -> dict[int, list[str]]:
+    """Each eval's tags, by index, from the run's suite version (its dataset rows' too)."""
+    try:
+        spec = specs.suite(run.suite_version)
+    except SuiteError:
+        return {}
+    return {index: list(ev.tags) for index, ev in enumerate(spec.evals) if ev.tags}

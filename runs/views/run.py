@@ -7,6 +7,7 @@ import hashlib
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -83,6 +84,8 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     sizes = {row.index: row.total for row in iterated}
     for conversation in shown:
         conversation.iterations = sizes.get(conversation.index, 1)
+    triage = _triage(request, run, shown)
+    shown = triage["page"].object_list
     context = {
         "run": run,
         "shared": access.shared,
@@ -102,6 +105,7 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         "status_counts": [(status.value, progress["counts"][status]) for status in COUNT_ORDER],
         "fingerprint": fingerprint,
         "conversations": shown,
+        "triage": triage,
         "conversation_total": len(conversations),
         "show_iterations": bool(iterated),
         "show_judge": any(c.judge_tokens for c in conversations),
@@ -120,7 +124,9 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
             "run": access.url("detail"),
             "all_evals": access.url("detail"),
             "flaky_only": access.url("detail", query={"flaky": 1}),
-            "progress": access.url("progress", query={"fp": fingerprint, "flaky": 1 if flaky_only else None}),
+            "progress": access.url(
+                "progress", query={"fp": fingerprint, "flaky": 1 if flaky_only else None, **triage["query"]}
+            ),
             "json": access.url("json"),
             # A run of a calibration set has a page of figures: how far each judge agrees with the labels.
             "calibration": access.url("calibration") if selectors.calibration_suite(run) else None,
@@ -134,6 +140,53 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
             run.suite_version.suite.versions.order_by("-number").values_list("number", flat=True)
         )
     return context
+
+
+CONVERSATIONS_PER_PAGE = 100
+SORTS = {
+    "": ("suite order", lambda c: (c.index, c.iteration)),
+    "score": ("score, lowest first", lambda c: (c.score is None, c.score or 0.0, c.index, c.iteration)),
+    "-score": ("score, highest first", lambda c: (c.score is None, -(c.score or 0.0), c.index, c.iteration)),
+    "turns": ("most turns", lambda c: (-c.turn_count, c.index, c.iteration)),
+    "tokens": ("most tokens", lambda c: (-c.total_tokens, c.index, c.iteration)),
+    "cost": ("highest cost", lambda c: (-c.cost, c.index, c.iteration)),
+}
+TRIAGE_KEYS = ("status", "kind", "tag", "iteration", "q", "sort")
+
+
+def _triage(request: HttpRequest, run: Run, conversations: list) -> dict:
+    """The conversation table's filters (status, kind, tag, iteration, a search over prompts and replies), its
+    sort and its page, all from the URL, so a filtered view can be shared and reloaded."""
+    wanted = {key: request.GET.get(key, "").strip()[:200] for key in TRIAGE_KEYS}
+    tags = selectors.eval_tags(run)
+    shown = conversations
+    if wanted["status"]:
+        shown = [c for c in shown if c.status == wanted["status"]]
+    if wanted["kind"]:
+        shown = [c for c in shown if c.style == wanted["kind"]]
+    if wanted["tag"]:
+        shown = [c for c in shown if wanted["tag"] in tags.get(c.index, ())]
+    if wanted["iteration"].isdigit():
+        shown = [c for c in shown if c.iteration == int(wanted["iteration"]) - 1]
+    if wanted["q"]:
+        found = selectors.conversations_saying(run, wanted["q"])
+        shown = [c for c in shown if c.pk in found]
+    sort = wanted["sort"] if wanted["sort"] in SORTS else ""
+    shown = sorted(shown, key=SORTS[sort][1])
+    page = Paginator(shown, CONVERSATIONS_PER_PAGE).get_page(request.GET.get("page"))
+    query = {key: value for key, value in wanted.items() if value}
+    return {
+        "page": page,
+        "wanted": wanted,
+        "query": query,
+        "active": bool(query),
+        "matched": len(shown),
+        "statuses": [status.value for status in Status],
+        "kinds": sorted({c.style for c in conversations if c.style}),
+        "tags": sorted({tag for values in tags.values() for tag in values}),
+        "iterations": max((getattr(c, "iterations", 1) for c in conversations), default=1),
+        "sorts": [(key, label) for key, (label, _) in SORTS.items()],
+    }
 
 
 def _share_links(request: HttpRequest, run: Run) -> list:

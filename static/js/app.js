@@ -187,7 +187,17 @@
     }
     var table = document.querySelector("table[data-keynav]");
     if (!table) return;
-    if (key === "j" || key === "ArrowDown") {
+    if (key === "n") {  // the next failed or errored conversation below the selected row
+      var all = rows(table);
+      var from = all.findIndex(function (r) { return r.classList.contains("is-selected"); });
+      var next = all.slice(from + 1).find(function (r) {
+        return r.classList.contains("row-failed") || r.classList.contains("row-error");
+      });
+      if (next) {
+        event.preventDefault();
+        select(table, next);
+      }
+    } else if (key === "j" || key === "ArrowDown") {
       event.preventDefault();
       moveSelection(table, 1);
     } else if (key === "k" || key === "ArrowUp") {
