@@ -14,6 +14,7 @@ urlpatterns = [
     path("<uuid:run_id>/cancel/", views.cancel, name="cancel"),
     path("<uuid:run_id>/retry-errored/", views.retry_errored, name="retry_errored"),
     path("<uuid:run_id>/results.json", views.results_json, name="json"),
+    path("<uuid:run_id>/results.<str:form>", views.results_export, name="export"),
     path("<uuid:run_id>/share/", views.share, name="share"),
     path("<uuid:run_id>/share/<int:link_id>/revoke/", views.revoke, name="revoke"),
     path("<uuid:run_id>/c/<int:index>/", views.conversation, name="conversation"),

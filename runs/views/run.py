@@ -8,7 +8,7 @@ import hashlib
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -128,6 +128,12 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
                 "progress", query={"fp": fingerprint, "flaky": 1 if flaky_only else None, **triage["query"]}
             ),
             "json": access.url("json"),
+            "exports": [
+                ("JUnit XML", access.url("export", "junit")),
+                ("CSV, evals", access.url("export", "csv")),
+                ("CSV, turns", access.url("export", "turns.csv")),
+                ("Markdown summary", access.url("export", "md")),
+            ],
             # A run of a calibration set has a page of figures: how far each judge agrees with the labels.
             "calibration": access.url("calibration") if selectors.calibration_suite(run) else None,
         },
@@ -276,6 +282,52 @@ def _json(access: Access) -> HttpResponse:
 @require_GET
 def results_json(request: HttpRequest, run_id) -> HttpResponse:
     return _json(owner(request, run_id))
+
+
+EXPORTS = {
+    # form: (file suffix, content type)
+    "junit": ("junit.xml", "application/xml"),
+    "csv": ("csv", "text/csv; charset=utf-8"),
+    "turns.csv": ("turns.csv", "text/csv; charset=utf-8"),
+    "md": ("md", "text/markdown; charset=utf-8"),
+}
+
+
+def _export(request: HttpRequest, access: Access, form: str) -> HttpResponse:
+    """The run's results as JUnit XML, CSV (evals, or turns) or a Markdown summary, downloaded."""
+    from engine import exports
+
+    from .. import specs
+
+    if form not in EXPORTS:
+        raise Http404("no such export")
+    run = access.run
+    report = selectors.report(run)
+    if form == "junit":
+        text = exports.junit_xml(report, specs.suite(run.suite_version).system)
+    elif form == "csv":
+        text = exports.evals_csv(report)
+    elif form == "turns.csv":
+        text = exports.turns_csv(report)
+    else:
+        text = exports.markdown_summary(report, run_url=request.build_absolute_uri(access.url("detail")))
+    suffix, content_type = EXPORTS[form]
+    version = run.suite_version
+    response = HttpResponse(text, content_type=content_type)
+    filename = f"{slugify(version.suite.name) or 'suite'}-v{version.number}-{str(run.pk)[:8]}.{suffix}"
+    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=filename)
+    return response
+
+
+@login_required
+@require_GET
+def results_export(request: HttpRequest, run_id, form: str) -> HttpResponse:
+    return _export(request, owner(request, run_id), form)
+
+
+@share_view
+def shared_export(request: HttpRequest, token: str, form: str) -> HttpResponse:
+    return _export(request, visitor(token), form)
 
 
 def _share_panel(request: HttpRequest, run: Run, *, created=None) -> HttpResponse:

@@ -82,3 +82,23 @@ def test_a_page_of_conversations_at_a_time(client, user):
     assert len(first.context["conversations"]) == 100 and "1–100 of 130" in first.content.decode()
     second = client.get(reverse("runs:detail", args=[run.pk]), {"page": 2})
     assert [c.eval_id for c in second.context["conversations"]][:1] == ["e100"]
+
+
+def test_exports_from_the_run_page_and_the_share_page(client, user, other_user, run):
+    from runs.services import create_share_link
+
+    client.force_login(user)
+    page = client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    for form in ("junit", "csv", "turns.csv", "md"):
+        url = reverse("runs:export", args=[run.pk, form])
+        assert url in page
+        response = client.get(url)
+        assert response.status_code == 200 and "attachment" in response["Content-Disposition"]
+    assert b'<testsuite name="triage"' in client.get(reverse("runs:export", args=[run.pk, "junit"])).content
+    assert client.get(reverse("runs:export", args=[run.pk, "exe"])).status_code == 404
+    link = create_share_link(run, user)
+    shared = client.get(reverse("share:export", args=[link.token, "csv"]))
+    assert shared.status_code == 200 and shared.content.startswith(b"eval_id,")
+    assert "no-store" in shared["Cache-Control"]
+    client.force_login(other_user)
+    assert client.get(reverse("runs:export", args=[run.pk, "csv"])).status_code == 404
