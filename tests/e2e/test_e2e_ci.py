@@ -18,15 +18,6 @@ from runs.tokens import create_token
 pytestmark = [pytest.mark.e2e]
 
 
-@pytest.fixture(autouse=True)
-def _once():
-    # The CLI talks HTTP to the server whatever its database and broker: the SQLite pass covers it.
-    from django.conf import settings
-
-    if settings.CELERY_BROKER_URL.startswith("redis"):
-        pytest.skip("the CI loop runs on the SQLite pass; nothing here depends on the backend")
-
-
 EVALSITE = str(Path(sys.executable).with_name("evalsite"))
 
 SUITE = """\

@@ -9,7 +9,7 @@ from django.forms.models import model_to_dict
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
-from runs.execution import execute
+from runs.execution import execute, heartbeat
 from runs.models import Conversation, Endpoint, Run, Status, Turn
 from runs.services import create_run, create_share_link, save_label
 from suites.models import SuiteVersion
@@ -27,6 +27,7 @@ def one_of_each(admin_client, fake_endpoint):
     run = create_run(version=suite.latest_version, user=admin_client.admin)
     for conversation_id in run.conversations.values_list("pk", flat=True):
         execute(conversation_id)
+    heartbeat.stop()  # the in-process heartbeat thread must not hold the test database while it is torn down
     run.refresh_from_db()
     assert run.status == Status.PASSED and Turn.objects.filter(conversation__run=run).exists()
     create_share_link(run, admin_client.admin)
