@@ -84,7 +84,9 @@ def strip(conversation: Conversation, marks: list[Mark]) -> dict | None:
     """'2/3 ✓✓✗': the stored count once the conversation is over, the marks so far while it runs."""
     if conversation.style not in GRADED_STYLES:
         return None
-    if conversation.turns_total is not None:
+    if conversation.turns_total == 0 and not marks:
+        return None  # graded by its named graders alone: their columns say it
+    if conversation.turns_total is not None and (conversation.turns_total or not marks):
         passed, total = conversation.turns_passed or 0, conversation.turns_total
     elif marks:
         passed, total = sum(mark.passed for mark in marks), len(marks)
