@@ -45,6 +45,7 @@ class Side:
     graded: int = 0  # iterations that passed or failed
     pass_rate_low: float | None = None  # Wilson 95% interval of the pass rate; None when not iterated
     pass_rate_high: float | None = None
+    overridden: int = 0  # iterations whose verdict a reviewer overturned (engine.overrides)
 
     @property
     def pass_rate(self) -> float | None:
@@ -153,6 +154,7 @@ def _by_id(results: Iterable[EvalResult]) -> dict[str, list[EvalResult]]:
 def _side(results: Sequence[EvalResult]) -> Side:
     cost = sum(result.totals.cost for result in results)
     turns = sum(result.totals.turns for result in results)
+    overridden = sum(1 for result in results if result.original is not None)
     if len(results) == 1:
         (result,) = results
         graded = result.status in GRADED
@@ -164,6 +166,7 @@ def _side(results: Sequence[EvalResult]) -> Side:
             passed_on_turn=result.passed_on_turn,
             passes=int(result.status == Status.PASSED),
             graded=int(graded),
+            overridden=overridden,
         )
     graded = [result for result in results if result.status in GRADED]
     passes = sum(1 for result in graded if result.status == Status.PASSED)
@@ -179,6 +182,7 @@ def _side(results: Sequence[EvalResult]) -> Side:
         graded=len(graded),
         pass_rate_low=low,
         pass_rate_high=high,
+        overridden=overridden,
     )
 
 

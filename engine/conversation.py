@@ -432,6 +432,12 @@ def _with_graders(
             )  # fmt: skip
         )
     rule = ev.pass_rule if ev.pass_rule is not None else ctx.defaults.pass_rule
+    return graded_verdict(rule, results, verdict), results
+
+
+def graded_verdict(rule, results: list[GraderResult], verdict: Verdict) -> Verdict:
+    """The eval's verdict under its pass rule, from its named graders' results and its driver's verdict (its
+    checks): it passes when both do; its score is the graders' mean, or their weighted mean."""
     scored = [item for item in results if item.score is not None]
     if isinstance(rule, WeightedPassRule):
         weights = rule.weighted_average
@@ -455,9 +461,7 @@ def _with_graders(
     if not checks_passed and ok:
         reason += f"; {verdict.reason}"
     text = reason if verdict.text == verdict.reason else f"{reason}; {verdict.text}"
-    return Verdict(
-        status, score, reason, text, verdict.passed_on_turn if status == Status.PASSED else None
-    ), results
+    return Verdict(status, score, reason, text, verdict.passed_on_turn if status == Status.PASSED else None)
 
 
 def _charge_last(turns: list[TurnRecord], judge: JudgeContext) -> None:

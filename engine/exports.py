@@ -71,7 +71,11 @@ def junit_xml(report: RunReport, system: str | None = None) -> str:
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=_xml_text(result.verdict or str(result.status)))
         out = ET.SubElement(case, "system-out")
-        out.text = _xml_text(role_transcript(result, system))
+        reviewed = ""
+        if result.original is not None:
+            reviewed = f"Overridden by a reviewer (the run said {result.original.status}):\n"
+            reviewed += override_notes(result) + "\n\n"
+        out.text = _xml_text(reviewed + role_transcript(result, system))
         cases.append(case)
     for gate in report.gates:
         case = ET.Element("testcase", name=_xml_text(f"gate {gate.label}"), classname=_xml_text(report.suite.name), time="0")  # fmt: skip
@@ -152,6 +156,14 @@ def markdown_summary(
         + f" of {plural(totals.evals, 'eval')} on `{_md(report.model)}`"
         + f" · {plural(totals.total_tokens, 'token')} · ${totals.cost:.4f}"
     )
+    overridden = [r for r in report.evals if r.original is not None]
+    if overridden:
+        changed = sum(1 for r in overridden if r.original.status != r.status)
+        lines += [
+            "",
+            f"{plural(len(overridden), 'verdict')} reviewed by hand ({changed} changed by overrides; "
+            "counts above are as reviewed)",
+        ]
     if run_url:
         lines += ["", f"[Open the run]({run_url})"]
     if report.gates:
@@ -199,6 +211,7 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 EVAL_COLUMNS = [
     "eval_id", "iteration", "conversation", "status", "score", "passed_on_turn", "turns", "turns_passed",
     "turns_total", "prompt_tokens", "completion_tokens", "judge_tokens", "cost", "verdict", "prompt", "error",
+    "overridden_from", "override_notes",
 ]  # fmt: skip
 TURN_COLUMNS = [
     "eval_id", "iteration", "turn", "node", "prompt", "response", "passed", "checks", "grade_score",
@@ -225,6 +238,15 @@ def grader_names(report: RunReport) -> list[str]:
     for result in report.evals:
         names.update((grader.name, None) for grader in result.graders)
     return list(names)
+
+
+def override_notes(result: EvalResult) -> str:
+    """A reviewed eval's overrides, one line each: who gave which outcome to what, and why."""
+    return "\n".join(
+        f"turn {item.turn} {item.target} → {'passed' if item.passed else 'failed'}"
+        f"{' by ' + item.by if item.by else ''}: {item.note}"
+        for item in result.overrides
+    )
 
 
 def _rows_to_csv(header: list[str], rows) -> str:
@@ -254,7 +276,7 @@ def evals_csv(report: RunReport) -> str:
             yield [
                 r.id, r.iteration, r.conversation, r.status, r.score, r.passed_on_turn, t.turns, r.turns_passed,
                 r.turns_total, t.prompt_tokens, t.completion_tokens, t.judge_tokens, t.cost, r.verdict, r.prompt,
-                r.error, *extra,
+                r.error, r.original.status if r.original else None, override_notes(r), *extra,
             ]  # fmt: skip
 
     return _rows_to_csv(header, rows())
@@ -264,7 +286,10 @@ def turns_csv(report: RunReport) -> str:
     def rows():
         for r in report.evals:
             for turn in r.turns:
-                checks = "; ".join(f"{c.label}: {'pass' if c.passed else 'fail'}" for c in turn.checks)
+                checks = "; ".join(
+                    f"{c.label}: {'pass' if c.passed else 'fail'}{' (overridden)' if c.overridden else ''}"
+                    for c in turn.checks
+                )
                 grades = "; ".join(f"{g.name or g.grader}: {g.score:.3g}" for g in turn.grades)
                 grade = turn.grade
                 yield [

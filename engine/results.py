@@ -50,6 +50,9 @@ class CheckResult(BaseModel):
     # it gave it, so that readers (calibration, comparisons) need not take them out of `reason`.
     judged: float | None = None
     judge_reason: str | None = None
+    # A reviewer overturned this outcome (engine.overrides): `passed` and `score` are the reviewer's, the
+    # check's own are in `reason` and `raw`.
+    overridden: bool = False
 
     @property
     def is_criterion(self) -> bool:
@@ -69,6 +72,7 @@ class TurnGrade(BaseModel):
     raw: str | None = None  # an llm_judge grader's raw answer
     name: str | None = None  # a named grader's name (suite `graders`); None for the eval's unnamed grader
     threshold: float | None = None  # the score it needed to pass
+    overridden: bool = False  # a reviewer overturned it (engine.overrides)
 
 
 class ConditionResult(BaseModel):
@@ -202,6 +206,26 @@ class GraderResult(BaseModel):
     grades: list[TurnGrade] = Field(default_factory=list)
 
 
+class OverrideRecord(BaseModel):
+    """A reviewer's outcome for one check of one turn (`checks[i]`) or its ground-truth grade (`grade`)."""
+
+    turn: int
+    target: str
+    passed: bool
+    note: str
+    by: str = ""
+    at: str = ""  # ISO 8601
+
+
+class OriginalVerdict(BaseModel):
+    """An overridden conversation's verdict as the run gave it."""
+
+    status: Status
+    score: float | None = None
+    verdict: str = ""
+    passed_on_turn: int | None = None
+
+
 class EvalResult(BaseModel):
     index: int
     id: str
@@ -230,6 +254,10 @@ class EvalResult(BaseModel):
     per_turn_grades: list[TurnGrade] = Field(default_factory=list)
     graders: list[GraderResult] = Field(default_factory=list)  # named graders, in the suite's order
     totals: Totals = Field(default_factory=Totals)
+    # Reviewers' overrides of check outcomes (engine.overrides), and the verdict the run gave before them;
+    # status, score and verdict above are the reviewed ones. Empty / None: nobody overrode anything.
+    overrides: list[OverrideRecord] = Field(default_factory=list)
+    original: OriginalVerdict | None = None
 
     def grader(self, name: str) -> GraderResult | None:
         return next((item for item in self.graders if item.name == name), None)

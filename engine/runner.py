@@ -37,9 +37,7 @@ def build_context(
         system=suite.system,
         resolve=resolve,
         files=files or {},
-        defaults=Defaults(
-            suite.grader, suite.extractor, suite.rubric, suite.pass_threshold, suite.graders, suite.pass_rule
-        ),
+        defaults=Defaults.of(suite),
         judge_temperature=suite.judge_temperature,
     )
     return ctx, endpoint_name

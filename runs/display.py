@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from engine.clients import RATE_LIMIT_WAIT
 from engine.history import INSTRUCTIONS_SUFFIX
 from engine.outcomes import GRADED, TerminationKind
+from engine.overrides import targets as review_targets
 from engine.results import GateResult, TurnRecord
 from engine.schema import Style
 from engine.stats import IteratedResult
@@ -531,3 +532,30 @@ def waiting(reason: str, until, now, count: int | None = None) -> dict | None:
         "parenthesised": rate_limited,
         "text": f"{lead} ({countdown})" if rate_limited else f"{lead}, {countdown}",
     }
+
+
+def review_rows(turns: list[TurnRecord], overrides: list, can_override: bool) -> dict[int, list[dict]]:
+    # `overrides`: runs.models.Override rows (their ids withdraw them).
+    """Per stored turn, the outcomes a reviewer may overturn and the overrides already given, as the transcript
+    lists them under a turn's checks: {turn: [{target, label, passed (as the run gave it), override,
+    flip_to}]}. Without the right to override, only the overridden outcomes are listed."""
+    given = {(item.turn, item.target): item for item in overrides}
+    rows: dict[int, list[dict]] = {}
+    for turn in turns:
+        for target in review_targets(turn):
+            override = given.get((turn.turn, target.key))
+            if override is None and not can_override:
+                continue
+            own = target.passed  # `turns` are as stored: the run's own outcomes
+            rows.setdefault(turn.turn, []).append(
+                {
+                    "target": target.key,
+                    "label": target.label,
+                    "passed": own,
+                    "override": override,
+                    "override_id": override.pk if override is not None else None,
+                    "flip_to": not own,
+                    "by": override.created_by.get_username() if override is not None else "",
+                }
+            )
+    return rows

@@ -248,6 +248,9 @@ class Conversation(models.Model):
     # Named graders' results (engine.results.GraderResult, as JSON), written when the conversation ends, so the
     # run page shows a column per grader without reading any turn.
     graders = models.JSONField(default=list, blank=True)
+    # Overridden by a reviewer (Override rows): status, score, verdict and passed_on_turn are the reviewed ones
+    # and this holds what the run gave (engine.results.OriginalVerdict, as JSON). Empty: not overridden.
+    original = models.JSONField(default=dict, blank=True)
     verdict = models.CharField(max_length=300, blank=True)
     reason = models.CharField(
         max_length=300, blank=True, help_text="The verdict without how it ended (the termination says that)."
@@ -318,6 +321,10 @@ class Conversation(models.Model):
     @property
     def is_simulated(self) -> bool:
         return self.style == Style.SIMULATED
+
+    @property
+    def is_overridden(self) -> bool:
+        return bool(self.original)
 
 
 class Worker(models.Model):
@@ -396,6 +403,31 @@ class Label(models.Model):
 
     def __str__(self) -> str:
         return f"{self.score:g} on {self.scale} by {self.created_by_id}"
+
+
+class Override(models.Model):
+    """A reviewer's outcome for one check of one turn (`checks[i]`) or its ground-truth grade (`grade`), with
+    a note: engine.overrides recomputes the conversation's verdict under a conversation's overrides. The turn's
+    stored record keeps the check's own outcome. One per conversation, turn and outcome."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="overrides")
+    turn = models.PositiveIntegerField()
+    target = models.CharField(max_length=30)
+    passed = models.BooleanField()
+    note = models.TextField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["turn", "target"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "turn", "target"], name="override_one_per_outcome"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"turn {self.turn} {self.target} → {'passed' if self.passed else 'failed'}"
 
 
 TOKEN_PREFIX = "evs_"

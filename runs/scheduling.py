@@ -116,26 +116,31 @@ def finalize(run_id) -> bool:
     counts = selectors.status_counts(run)
     if counts[Status.QUEUED] or counts[Status.RUNNING]:
         return False
-    conversations = list(
-        Conversation.objects.filter(run=run).only(
-            "index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id"
-        )
-    )
-    if counts[Status.CANCELLED] and not counts[Status.FAILED] and not counts[Status.ERROR]:
-        final = Status.CANCELLED  # as engine.stats.overall_status: cancelled unless something failed
-    else:
-        # As the CLI decides: errors and failures of single evals count; repeated evals count by their pass
-        # rate; gates, when the suite has them, decide by aggregate numbers.
-        final = gated_status(
-            conversations,
-            selectors.gate_results(run, conversations),
-            selectors.iterated_for(run, conversations),
-        )
+    final = final_status(run, counts)
     now = timezone.now()
     updated = Run.objects.filter(pk=run_id, status__in=ACTIVE).update(
         status=final, finished_at=now, started_at=run.started_at or now
     )
     return bool(updated)
+
+
+def final_status(run: Run, counts: dict[str, int] | None = None) -> str:
+    """The status a run whose conversations have all ended has: cancelled unless something failed (as
+    engine.stats.overall_status); otherwise as the CLI decides: errors and failures of single evals count,
+    repeated evals count by their pass rate, and gates, when the suite has them, decide by aggregate numbers."""
+    counts = selectors.status_counts(run) if counts is None else counts
+    if counts[Status.CANCELLED] and not counts[Status.FAILED] and not counts[Status.ERROR]:
+        return Status.CANCELLED
+    conversations = list(
+        Conversation.objects.filter(run=run).only(
+            "index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id"
+        )
+    )
+    return gated_status(
+        conversations,
+        selectors.gate_results(run, conversations),
+        selectors.iterated_for(run, conversations),
+    )
 
 
 def conversation_ended(run_id, endpoint_name: str, *, keep: list | None = None) -> None:

@@ -17,9 +17,12 @@ from engine import calibrate as calibration
 from engine.calibrate import CalibrationReport, judgement
 from engine.calibration import CalibrationSuite
 from engine.loader import SuiteError
+from engine.overrides import apply as apply_overrides
 from engine.results import (
     EvalResult,
     GateResult,
+    OriginalVerdict,
+    OverrideRecord,
     RunReport,
     RunTotals,
     SuiteRef,
@@ -32,7 +35,18 @@ from engine.stats import IteratedResult, iterated_results
 from engine.transcript import format_transcript
 
 from . import specs
-from .models import ACTIVE, FINISHED, Conversation, Endpoint, Label, Run, ShareLink, Status, Turn
+from .models import (
+    ACTIVE,
+    FINISHED,
+    Conversation,
+    Endpoint,
+    Label,
+    Override,
+    Run,
+    ShareLink,
+    Status,
+    Turn,
+)
 
 
 def runs_for(user) -> QuerySet[Run]:
@@ -265,8 +279,37 @@ def turn_records(conversation: Conversation) -> list[TurnRecord]:
     return [TurnRecord.model_validate(turn.record) for turn in conversation.turns.all()]
 
 
+def override_record(row: Override) -> OverrideRecord:
+    return OverrideRecord(
+        turn=row.turn,
+        target=row.target,
+        passed=row.passed,
+        note=row.note,
+        by=row.created_by.get_username(),
+        at=row.created_at.isoformat() if row.created_at else "",
+    )
+
+
+def override_rows(conversation: Conversation) -> list[Override]:
+    """A conversation's overrides (none asked of the database unless it is overridden)."""
+    if not conversation.original:
+        return []
+    if "overrides" in getattr(conversation, "_prefetched_objects_cache", {}):
+        return list(conversation.overrides.all())
+    return list(conversation.overrides.select_related("created_by"))
+
+
+def overrides_of(conversation: Conversation) -> list[OverrideRecord]:
+    return [override_record(row) for row in override_rows(conversation)]
+
+
 def eval_result(conversation: Conversation, turns: list[TurnRecord] | None = None) -> EvalResult:
+    """The conversation as the results format has it; an overridden one with its turns as reviewed, its
+    overrides and the verdict the run gave."""
     turns = turn_records(conversation) if turns is None else turns
+    reviews = overrides_of(conversation)
+    if reviews:
+        turns = apply_overrides(turns, reviews)
     return EvalResult(
         index=conversation.index,
         id=conversation.eval_id,
@@ -292,6 +335,8 @@ def eval_result(conversation: Conversation, turns: list[TurnRecord] | None = Non
         per_turn_grades=[turn.grade for turn in turns if turn.grade is not None],
         graders=conversation.graders or [],
         totals=_totals(conversation, turns),
+        overrides=reviews,
+        original=OriginalVerdict.model_validate(conversation.original) if reviews else None,
     )
 
 
@@ -310,7 +355,7 @@ def _totals(conversation: Conversation, turns: list[TurnRecord]) -> Totals:
 
 def report(run: Run) -> RunReport:
     """The run as the documented JSON results format, the same shape `evalrun --json` writes."""
-    conversations = list(run.conversations.prefetch_related("turns"))
+    conversations = list(run.conversations.prefetch_related("turns", "overrides__created_by"))
     evals = [eval_result(conversation, turn_records(conversation)) for conversation in conversations]
     duration = run.elapsed.total_seconds() if run.elapsed else None
     version = run.suite_version
@@ -482,17 +527,28 @@ class Summary:
     score: float | None
     passed_on_turn: int | None
     totals: _Totals
+    original: dict | None = None  # the run's own verdict, when a reviewer overrode it
 
 
 def summaries(run: Run) -> list[Summary]:
     """The run's conversations as a comparison reads them (status, score, cost, turn count), in one query
     over the columns it needs: comparing two runs loads no transcript and builds no result model."""
     rows = run.conversations.order_by("index", "iteration").values_list(
-        "eval_id", "iteration", "prompt", "status", "score", "passed_on_turn", "turn_count", "cost"
+        "eval_id",
+        "iteration",
+        "prompt",
+        "status",
+        "score",
+        "passed_on_turn",
+        "turn_count",
+        "cost",
+        "original",
     )
     return [
-        Summary(eval_id, iteration, prompt, status, score, passed_on_turn, _Totals(turns, cost))
-        for eval_id, iteration, prompt, status, score, passed_on_turn, turns, cost in rows
+        Summary(
+            eval_id, iteration, prompt, status, score, passed_on_turn, _Totals(turns, cost), original or None
+        )
+        for eval_id, iteration, prompt, status, score, passed_on_turn, turns, cost, original in rows
     ]
 
 

@@ -13,17 +13,20 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from engine import bounds
+from engine import bounds, overrides
 from engine.clients import MOCK
+from engine.drivers import Defaults, driver_for
 from engine.history import build_history
 from engine.loader import conversation_count
+from engine.outcomes import GRADED
+from engine.results import GraderResult
 from engine.runner import build_context
 from engine.schema import SCALES
 from suites.models import SuiteVersion
 
-from . import scheduling, specs, sql
+from . import scheduling, selectors, specs, sql
 from .endpoints import build_registry
-from .models import ACTIVE, Label, Run, ShareLink, Status
+from .models import ACTIVE, Conversation, Label, Override, Run, ShareLink, Status
 
 MAX_CONCURRENCY = settings.EVALSITE_MAX_RUN_CONCURRENCY
 
@@ -292,3 +295,77 @@ def regrade(run: Run, *, version: SuiteVersion, user) -> Run:
     return create_run(
         version=version, user=user, model=run.model, concurrency=run.concurrency, regraded_from=run
     )
+
+
+class OverrideRefused(ValueError):
+    """An override the reviewer can fix; the message says how."""
+
+
+def override_outcome(conversation, user, *, turn: int, target: str, passed: bool, note: str) -> Override:
+    """The reviewer's outcome for one check (or ground-truth grade) of one turn, with a note saying why; the
+    conversation's verdict, and its finished run's status, follow (engine.overrides)."""
+    note = note.strip()
+    if not note:
+        raise OverrideRefused("say why in a note: it is kept with the override")
+    if (conversation.original or {}).get("status", conversation.status) not in GRADED:
+        raise OverrideRefused("only a conversation that passed or failed can be overridden")
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        try:
+            overrides.check(selectors.turn_records(conversation), turn, target, passed)
+        except overrides.OverrideError as exc:
+            raise OverrideRefused(str(exc)) from exc
+        item, _ = Override.objects.update_or_create(
+            conversation=conversation,
+            turn=turn,
+            target=target,
+            defaults={"passed": passed, "note": note, "created_by": user},
+        )
+        _review(conversation)
+    return item
+
+
+def remove_override(conversation, override_id: int) -> None:
+    """Withdraw one override: the conversation's verdict follows the ones left, or the run's own."""
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        conversation.overrides.filter(pk=override_id).delete()
+        _review(conversation)
+
+
+VERDICT_FIELDS = ("status", "score", "verdict", "reason", "passed_on_turn")
+
+
+def _review(conversation: Conversation) -> None:
+    """The conversation's verdict under its overrides; its run's status too, when the run has finished."""
+    original = conversation.original or {name: getattr(conversation, name) for name in VERDICT_FIELDS}
+    rows = list(conversation.overrides.select_related("created_by"))
+    if rows:
+        spec = specs.suite(conversation.run.suite_version)
+        ev = spec.evals[conversation.index]
+        reviewed = overrides.reverdict(
+            driver_for(ev, conversation.index, Defaults.of(spec)),
+            selectors.turn_records(conversation),
+            [selectors.override_record(row) for row in rows],
+            graders=[GraderResult.model_validate(item) for item in conversation.graders],
+            pass_rule=ev.pass_rule if ev.pass_rule is not None else spec.pass_rule,
+        )
+        verdict = reviewed.verdict
+        text = f"{verdict.text} (reviewed: {reviewed.note})" if reviewed.note else verdict.text
+        values = {
+            "status": verdict.outcome,
+            "score": verdict.score,
+            "verdict": text[:300],
+            "reason": verdict.reason[:300],
+            "passed_on_turn": verdict.passed_on_turn,
+        }
+        conversation.original = original
+    else:
+        values = {name: original[name] for name in VERDICT_FIELDS}
+        conversation.original = {}
+    for name, value in values.items():
+        setattr(conversation, name, value)
+    conversation.save(update_fields=[*VERDICT_FIELDS, "original"])
+    run = conversation.run
+    if run.status in (Status.PASSED, Status.FAILED, Status.ERROR):
+        Run.objects.filter(pk=run.pk).update(status=scheduling.final_status(run))

@@ -11,6 +11,12 @@ urlpatterns = [
     path("<uuid:run_id>/review/", views.review, name="review"),
     path("<uuid:run_id>/labels/to-set/", views.add_to_set, name="labels_to_set"),
     path("<uuid:run_id>/c/<int:index>/label/", views.label, name="label"),
+    path("<uuid:run_id>/c/<int:index>/override/", views.override, name="override"),
+    path(
+        "<uuid:run_id>/c/<int:index>/override/<int:override_id>/remove/",
+        views.remove_override,
+        name="remove_override",
+    ),
     path("<uuid:run_id>/cancel/", views.cancel, name="cancel"),
     path("<uuid:run_id>/retry-errored/", views.retry_errored, name="retry_errored"),
     path("<uuid:run_id>/results.json", views.results_json, name="json"),

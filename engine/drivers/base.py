@@ -30,6 +30,13 @@ class Defaults:
     graders: dict = field(default_factory=dict)  # the suite's named graders (engine.schema.NamedGrader)
     pass_rule: object = "all"  # the suite's pass_rule
 
+    @classmethod
+    def of(cls, suite) -> Defaults:
+        """A suite's grading defaults (engine.schema.Suite)."""
+        return cls(
+            suite.grader, suite.extractor, suite.rubric, suite.pass_threshold, suite.graders, suite.pass_rule
+        )
+
 
 @dataclass(frozen=True)
 class UserAsk:

@@ -18,3 +18,9 @@ def symbol(status: str) -> str:
 def pass_symbol(passed: bool) -> str:
     """A check's or a grade's outcome as its symbol: ✓ when it passed, ✗ when it did not."""
     return display.symbol(Status.PASSED if passed else Status.FAILED)
+
+
+@register.filter
+def item(mapping: dict, key):
+    """`{{ mapping|item:key }}`: a dict's value for a key a template computed (None when absent)."""
+    return mapping.get(key) if mapping else None

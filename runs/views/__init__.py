@@ -8,6 +8,7 @@ from .calibration import calibration, shared_calibration
 from .compare import compare_eval, compare_runs, pin, regrade
 from .conversation import conversation, conversation_poll, shared_conversation, shared_conversation_poll
 from .labels import add_to_set, label, review
+from .overrides import override, remove_override
 from .run import (
     cancel,
     detail,
@@ -34,8 +35,10 @@ __all__ = [
     "conversation_poll",
     "detail",
     "label",
+    "override",
     "pin",
     "regrade",
+    "remove_override",
     "progress",
     "results_export",
     "results_json",

@@ -11,6 +11,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseStopPolling
 
+from engine.outcomes import GRADED
+from engine.overrides import apply as apply_overrides
 from engine.results import TurnRecord
 from engine.text import plural
 
@@ -128,9 +130,16 @@ def _conversation_page(request: HttpRequest, access: Access, index: int) -> Http
     conversation = selectors.get_conversation(run, index, _iteration(request))
     records, turns = _stored_turns(conversation)
     nav = _neighbours(access, conversation)
+    rows = selectors.override_rows(conversation)
+    reviews = [selectors.override_record(row) for row in rows]
+    can_override = not access.shared and conversation.status in GRADED
     context = {
         **_live_context(access, conversation, records, turns),
-        "turns": turns,
+        # An overridden conversation's turns as reviewed: each overturned outcome marked, its own kept below.
+        "turns": apply_overrides(turns, reviews) if reviews else turns,
+        "reviews": display.review_rows(turns, rows, can_override),
+        "original": conversation.original,
+        "override_count": len(reviews),
         "given": display.given_history(conversation.history),
         "system": display.system_message(conversation),
         "style_label": display.STYLE_LABELS.get(conversation.style, conversation.style),

@@ -103,6 +103,8 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         and progress["counts"][Status.ERROR] > 0,
         "segments": _segments(progress),
         "status_counts": [(status.value, progress["counts"][status]) for status in COUNT_ORDER],
+        # Counted apart: a reviewer's verdicts are in the counts above, and how many there are is said here.
+        "overridden_count": sum(1 for conversation in conversations if conversation.original),
         "fingerprint": fingerprint,
         "conversations": shown,
         "triage": triage,
@@ -160,13 +162,18 @@ SORTS = {
 TRIAGE_KEYS = ("status", "kind", "tag", "iteration", "q", "sort")
 
 
+OVERRIDDEN = "overridden"  # the status filter's extra choice: conversations a reviewer overrode
+
+
 def _triage(request: HttpRequest, run: Run, conversations: list) -> dict:
     """The conversation table's filters (status, kind, tag, iteration, a search over prompts and replies), its
     sort and its page, all from the URL, so a filtered view can be shared and reloaded."""
     wanted = {key: request.GET.get(key, "").strip()[:200] for key in TRIAGE_KEYS}
     tags = selectors.eval_tags(run)
     shown = conversations
-    if wanted["status"]:
+    if wanted["status"] == OVERRIDDEN:
+        shown = [c for c in shown if c.original]
+    elif wanted["status"]:
         shown = [c for c in shown if c.status == wanted["status"]]
     if wanted["kind"]:
         shown = [c for c in shown if c.style == wanted["kind"]]
@@ -187,7 +194,7 @@ def _triage(request: HttpRequest, run: Run, conversations: list) -> dict:
         "query": query,
         "active": bool(query),
         "matched": len(shown),
-        "statuses": [status.value for status in Status],
+        "statuses": [*(status.value for status in Status), OVERRIDDEN],
         "kinds": sorted({c.style for c in conversations if c.style}),
         "tags": sorted({tag for values in tags.values() for tag in values}),
         "iterations": max((getattr(c, "iterations", 1) for c in conversations), default=1),

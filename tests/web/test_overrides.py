@@ -1,0 +1,172 @@
+"""Overriding a verdict (issue 15, point 4): a reviewer overturns one check's outcome on a transcript with a
+note; the conversation's verdict and its run's status follow; the override is shown as such, counted apart,
+and kept in the compare page and every export; withdrawing it restores the run's own verdict.
+
+The run is played in this process as a worker plays it, against the real fake endpoint."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from runs import selectors
+from runs.execution import execute
+from runs.models import Override, Run
+from runs.services import create_run
+from suites.services import create_suite
+
+pytestmark = pytest.mark.django_db
+
+SUITE = """\
+name: review-me
+model: fake/agent
+evals:
+  - id: multiply
+    prompt: What is 15 * 7?
+    checks:
+      - contains: "105"
+        prompt: Please recalculate.
+        checks: [{contains: "105"}]
+  - id: capital
+    input: [Capital of France?, And of Peru?]
+    ground_truth: [Paris, Lima]
+    grader: contains
+"""
+
+
+def play(run: Run) -> Run:
+    for conversation_id in run.conversations.values_list("pk", flat=True):
+        execute(conversation_id)
+    run.refresh_from_db()
+    return run
+
+
+@pytest.fixture
+def run(user, fake_endpoint, fake_openai):
+    # The model spells the answer out: the check says fail twice, a reviewer would say it is right.
+    fake_openai.script("What is 15 * 7?", ["One hundred and five.", "Still one hundred and five."])
+    fake_openai.script("Capital of France?", ["Paris.", "Lima."])
+    suite = create_suite(owner=user, source=SUITE)
+    return play(create_run(version=suite.latest_version, user=user))
+
+
+def override(client, run, index, **fields):
+    return client.post(reverse("runs:override", args=[run.pk, index]), fields, follow=True)
+
+
+def test_overriding_a_check_changes_the_verdict_and_the_run_and_says_so(logged_in, run, user):
+    assert run.status == "failed"
+    multiply = selectors.get_conversation(run, 0)
+    assert (multiply.status, multiply.turn_count) == ("failed", 2)
+
+    page = override(
+        logged_in, run, 0, turn="1", target="checks[0]", passed="1", note="spelled out is still 105"
+    )
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Overridden: the conversation" in html
+
+    multiply.refresh_from_db()
+    run.refresh_from_db()
+    assert (multiply.status, multiply.passed_on_turn) == ("passed", 1)
+    assert multiply.original["status"] == "failed"
+    assert "turns after turn 1 no longer count" in multiply.verdict
+    assert run.status == "passed"  # every conversation passes as reviewed
+    # The stored turn keeps the check's own outcome.
+    assert multiply.turns.get(position=1).record["checks"][0]["passed"] is False
+
+    # The transcript: the overturned check is marked, the note and the reviewer are there, and the run's own
+    # verdict is said.
+    assert "The run said <strong>failed</strong>" in html
+    assert "spelled out is still 105" in html and user.username in html
+    assert html.count('class="badge badge-override"') >= 2  # on the verdict and on the check
+
+    # The run page counts it apart and can show only overridden conversations.
+    detail = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert "1 overridden" in detail
+    only = logged_in.get(reverse("runs:detail", args=[run.pk]), {"status": "overridden"}).content.decode()
+    assert ">multiply<" in only and ">capital<" not in only
+
+
+def test_an_override_is_kept_in_every_export(logged_in, run):
+    override(logged_in, run, 0, turn="1", target="checks[0]", passed="1", note="right, in words")
+    results = json.loads(logged_in.get(reverse("runs:json", args=[run.pk])).content)
+    multiply = next(item for item in results["evals"] if item["id"] == "multiply")
+    assert multiply["status"] == "passed" and multiply["original"]["status"] == "failed"
+    assert multiply["overrides"][0] | {"at": ""} == {
+        "turn": 1, "target": "checks[0]", "passed": True, "note": "right, in words", "by": "alice", "at": "",
+    }  # fmt: skip
+    assert multiply["turns"][0]["checks"][0]["overridden"] is True
+    assert results["totals"]["passed"] == 2
+
+    evals = list(csv.DictReader(io.StringIO(logged_in.get(reverse("runs:export", args=[run.pk, "csv"])).content.decode())))
+    row = next(item for item in evals if item["eval_id"] == "multiply")
+    assert (row["status"], row["overridden_from"]) == ("passed", "failed")
+    assert "turn 1 checks[0] → passed by alice: right, in words" in row["override_notes"]
+
+    junit = logged_in.get(reverse("runs:export", args=[run.pk, "junit"])).content.decode()
+    assert 'failures="0"' in junit and "Overridden by a reviewer (the run said failed)" in junit
+    markdown = logged_in.get(reverse("runs:export", args=[run.pk, "md"])).content.decode()
+    assert "1 verdict reviewed by hand (1 changed by overrides" in markdown
+
+
+def test_compare_keeps_the_override_marked(logged_in, run, user, fake_openai):
+    before = play(create_run(version=run.suite_version, user=user))
+    override(logged_in, run, 0, turn="2", target="checks[0]", passed="1", note="fine")
+    page = logged_in.get(reverse("runs:compare_with", args=[run.pk, before.pk])).content.decode()
+    assert "fixed" in page and "badge-override" in page
+
+
+def test_withdrawing_restores_the_runs_own_verdict(logged_in, run):
+    override(logged_in, run, 0, turn="1", target="checks[0]", passed="1", note="ok")
+    item = Override.objects.get()
+    logged_in.post(reverse("runs:remove_override", args=[run.pk, 0, item.pk]), {"turn": "1"})
+    multiply = selectors.get_conversation(run, 0)
+    run.refresh_from_db()
+    assert (multiply.status, multiply.passed_on_turn, multiply.original) == ("failed", None, {})
+    assert multiply.verdict == "failed after 2 turns"
+    assert run.status == "failed"
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"turn": "1", "target": "checks[0]", "passed": "1", "note": "  "}, "say why in a note"),
+        ({"turn": "9", "target": "checks[0]", "passed": "1", "note": "x"}, "no turn 9"),
+        ({"turn": "1", "target": "checks[3]", "passed": "1", "note": "x"}, "no outcome"),
+        ({"turn": "1", "target": "checks[0]", "passed": "0", "note": "x"}, "already failed"),
+    ],
+)
+def test_a_refused_override_says_why_and_changes_nothing(logged_in, run, fields, message):
+    page = override(logged_in, run, 0, **fields).content.decode()
+    assert "Not overridden: " in page and message in page
+    assert not Override.objects.exists()
+    assert selectors.get_conversation(run, 0).status == "failed"
+
+
+def test_overrides_need_the_owner_and_csrf(run, django_user_model, user):
+    other = Client()
+    other.force_login(django_user_model.objects.create_user("mallory", password="x"))
+    url = reverse("runs:override", args=[run.pk, 0])
+    fields = {"turn": "1", "target": "checks[0]", "passed": "1", "note": "x"}
+    assert other.post(url, fields).status_code == 404
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(user)
+    assert strict.post(url, fields).status_code == 403
+    assert not Override.objects.exists()
+
+
+def test_a_shared_link_shows_overrides_but_offers_no_form(logged_in, run):
+    override(logged_in, run, 0, turn="1", target="checks[0]", passed="1", note="right")
+    logged_in.post(reverse("runs:share", args=[run.pk]))
+    token = run.share_links.get().token
+    page = Client().get(reverse("share:conversation", args=[token, 0])).content.decode()
+    assert "badge-override" in page and "right" in page
+    assert "Withdraw" not in page and "Mark as" not in page
+    own = logged_in.get(reverse("runs:conversation", args=[run.pk, 1])).content.decode()
+    assert "Mark as failed" in own  # the owner may overturn the capital eval's passed grades
