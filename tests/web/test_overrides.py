@@ -104,7 +104,11 @@ def test_an_override_is_kept_in_every_export(logged_in, run):
     assert multiply["turns"][0]["checks"][0]["overridden"] is True
     assert results["totals"]["passed"] == 2
 
-    evals = list(csv.DictReader(io.StringIO(logged_in.get(reverse("runs:export", args=[run.pk, "csv"])).content.decode())))
+    evals = list(
+        csv.DictReader(
+            io.StringIO(logged_in.get(reverse("runs:export", args=[run.pk, "csv"])).content.decode())
+        )
+    )
     row = next(item for item in evals if item["eval_id"] == "multiply")
     assert (row["status"], row["overridden_from"]) == ("passed", "failed")
     assert "turn 1 checks[0] → passed by alice: right, in words" in row["override_notes"]
