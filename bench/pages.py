@@ -89,6 +89,7 @@ def main() -> None:
     client.force_login(user)
     pages = {
         "run page": reverse("runs:detail", args=[after.pk]),
+        "run page, filtered": reverse("runs:detail", args=[after.pk]) + "?status=failed&q=broken&sort=score",
         "progress poll": reverse("runs:progress", args=[after.pk]),
         "transcript": reverse("runs:conversation", args=[after.pk, 500 % args.conversations]),
         "compare": reverse("runs:compare_with", args=[after.pk, before.pk]),

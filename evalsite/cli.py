@@ -256,7 +256,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     server.add_argument(
         "--baseline", metavar="RUN",
-        help="a run id on the server to compare with: the report and --markdown list regressions",
+        help="a run id on the server to compare with, or `pinned` for the suite's pinned baseline: the report "
+        "and --markdown list regressions",
     )  # fmt: skip
     server.add_argument(
         "--fail-on-regression", action="store_true",

@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from argparse import Namespace
+from urllib.parse import urlencode
 
 from engine.outcomes import ACTIVE, Status
 from engine.results import RunReport
@@ -95,6 +96,8 @@ def run_on_server(args: Namespace) -> int:
         raise UserError("the suite has problems; nothing was sent") from None
     server = Server(args.server, token.strip())
     baseline = None
+    if args.baseline == PINNED:
+        args.baseline = _pinned_baseline(server, suite.name)
     if args.baseline:  # asked first: a wrong baseline id should not cost a run
         status, payload = server.call("GET", f"/api/runs/{args.baseline}/results")
         if status != 200:
@@ -167,6 +170,29 @@ def _watch(server: Server, run_id: str) -> str:
         if payload["status"] not in ACTIVE:
             return payload["status"]
         time.sleep(POLL_SECONDS)
+
+
+PINNED = "pinned"  # `--baseline pinned`: the suite's pinned baseline on the server
+
+
+def _pinned_baseline(server: Server, suite_name: str) -> str | None:
+    """The id of the run pinned as `suite_name`'s baseline; None (said on stderr) when none is pinned yet, so
+    that a pipeline's first run goes ahead and can be pinned."""
+    from evalsite.cli import UserError
+    query = urlencode({"suite_name": suite_name, "pinned": "true", "limit": 1})
+    status, payload = server.call("GET", f"/api/runs?{query}")
+    if status != 200:
+        raise UserError(f"--baseline pinned: the server did not list runs ({status} {_detail(payload)})")
+    runs = payload.get("runs", []) if isinstance(payload, dict) else []
+    if not runs:
+        print(
+            f"--baseline pinned: no run of {suite_name!r} is pinned as its baseline yet; nothing to compare "
+            "with (pin one on its run page)",
+            file=sys.stderr,
+        )
+        return None
+    print(f"Baseline: run {runs[0]['id']}, pinned for {suite_name!r}", file=sys.stderr)
+    return runs[0]["id"]
 
 
 def _comparison_line(comparison, baseline: str) -> str:

@@ -153,6 +153,8 @@ def launch(request, body: LaunchIn):
 
 class RunFilters(Schema):
     suite: str | None = None  # the suite's name contains this (any case)
+    suite_name: str | None = None  # the suite's name is exactly this
+    pinned: bool | None = None  # true: only its suite's pinned baseline
     model: str | None = None  # the model reference contains this
     status: str | None = None  # queued, running, passed, failed, error or cancelled
     since: datetime | None = None  # launched at or after
@@ -171,6 +173,10 @@ def list_runs(request, filters: Query[RunFilters]):
     runs = selectors.runs_for(request.user)
     if filters.suite:
         runs = runs.filter(suite_version__suite__name__icontains=filters.suite)
+    if filters.suite_name:
+        runs = runs.filter(suite_version__suite__name=filters.suite_name)
+    if filters.pinned is not None:
+        runs = runs.filter(pinned_at__isnull=not filters.pinned)
     if filters.model:
         runs = runs.filter(model__icontains=filters.model)
     if filters.status:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from runs.models import Run
+from runs.services import pin_baseline
 from runs.tokens import create_token
 
 pytestmark = [pytest.mark.e2e]
@@ -54,8 +55,9 @@ def test_a_ci_job_runs_on_the_server_compares_with_a_baseline_and_exits_by_it(
     suite.write_text(SUITE)
 
     first = evalsite(str(suite), "--server", live_server.url, "--junit", "junit.xml", "--csv", "out.csv",
-                     "--markdown", "summary.md", token=token, cwd=tmp_path)  # fmt: skip
+                     "--markdown", "summary.md", "--baseline", "pinned", token=token, cwd=tmp_path)  # fmt: skip
     assert first.returncode == 0, first.stderr
+    assert "no run of 'ci-loop' is pinned as its baseline yet" in first.stderr  # the first run goes ahead
     baseline = Run.objects.get()
     assert baseline.status == "passed" and baseline.created_by == user
     assert f"Run {baseline.pk} of ci-loop v1 on mock" in first.stderr
@@ -67,11 +69,13 @@ def test_a_ci_job_runs_on_the_server_compares_with_a_baseline_and_exits_by_it(
     assert (tmp_path / "out.turns.csv").exists()
     assert (tmp_path / "summary.md").read_text().startswith("### ✅ evalsite: ci-loop passed")
 
-    # The pull request breaks the capital: one regression against the baseline.
+    # The pull request breaks the capital: one regression against the baseline, pinned on its run page.
+    pin_baseline(baseline)
     suite.write_text(SUITE.replace('reply: "Paris"', 'reply: "Lyon"'))
-    second = evalsite(str(suite), "--server", live_server.url, "--baseline", str(baseline.pk),
+    second = evalsite(str(suite), "--server", live_server.url, "--baseline", "pinned",
                       "--fail-on-regression", "--markdown", "summary.md", token=token, cwd=tmp_path)  # fmt: skip
     assert second.returncode == 1, second.stderr
+    assert f"Baseline: run {baseline.pk}, pinned for 'ci-loop'" in second.stderr
     assert f"Against run {baseline.pk}: 1 regressed, 0 fixed" in second.stdout
     assert "regressed: capital (passed → failed)" in second.stdout
     summary = (tmp_path / "summary.md").read_text()

@@ -17,6 +17,7 @@ from django.urls import reverse
 from evalsite import cli
 from runs.execution import execute
 from runs.models import ApiToken, Run
+from runs.services import pin_baseline
 from runs.tokens import create_token
 
 pytestmark = pytest.mark.django_db
@@ -239,6 +240,11 @@ def test_list_filters_and_pages(user, other_user, api):
     page = listed(limit=1, offset=1)
     assert page["count"] == 2 and [run["id"] for run in page["runs"]] == [first["id"]]
     assert listed(model="gpt")["count"] == 0
+    # What `--baseline pinned` asks: a suite by its exact name, its pinned run only.
+    assert listed(suite_name="ci-suite", pinned="true")["count"] == 0
+    pin_baseline(Run.objects.get(pk=first["id"]))
+    assert [run["id"] for run in listed(suite_name="ci-suite", pinned="true")["runs"]] == [first["id"]]
+    assert listed(suite_name="ci-suit", pinned="true")["count"] == 0
 
 
 def test_other_users_runs_are_404_through_every_route(other_user, api):

@@ -248,6 +248,24 @@ def test_run_page_query_count_does_not_grow_with_conversations(
         logged_in.get(run_url("detail", big))
 
 
+def test_a_filtered_run_page_and_a_transcript_make_the_same_queries_whatever_the_size(
+    logged_in, version, user, django_assert_max_num_queries
+):
+    small = make_run(version, user, conversations=3)
+    big = make_run(version, user, conversations=30)
+    query = "?status=failed&q=canberra&sort=score&page=1"
+    few = queries_for(logged_in, run_url("detail", small) + query)
+    assert queries_for(logged_in, run_url("detail", big) + query) == few
+    with django_assert_max_num_queries(10):  # the run page's 8, and the search's two
+        logged_in.get(run_url("detail", big) + query)
+    # A transcript of 2 turns and one of 12 ask the database as often.
+    short = queries_for(logged_in, run_url("conversation", big, 0))
+    long = big.conversations.get(index=3)
+    first = long.turn_count + 1
+    store_turns(long, [TurnRecord(turn=n, prompt=f"q{n}", response=f"a{n}") for n in range(first, first + 12)])
+    assert queries_for(logged_in, run_url("conversation", big, 3)) == short
+
+
 # --- Run page and progress ----------------------------------------------------------------------------------
 
 
