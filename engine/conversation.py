@@ -109,7 +109,7 @@ def _run_eval(
         messages = given_messages(system, history)
     driver = driver_for(ev, index, ctx.defaults)
     turns: list[TurnRecord] = []
-    graders = {**ctx.defaults.graders, **(ev.graders or {})}
+    graders = {**ctx.defaults.graders, **(ev.graders or {})}  # merged once: every turn grades with it
     given_count = len(messages)
     sent_system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
 
@@ -185,7 +185,7 @@ def _run_eval(
                         step, user = _ask_user(ctx, step)
                     except EndpointError as exc:
                         return failed(position, exc, " (simulated user)")
-                turn = _play_turn(ctx, driver, messages, step, position, ev, given, user)
+                turn = _play_turn(ctx, driver, messages, step, position, ev, given, user, graders)
             except EndpointError as exc:
                 return failed(position, exc)
             except RetryStopped:
@@ -250,6 +250,7 @@ def _play_turn(
     ev: Eval,
     given: int,
     user: _UserTurn,
+    graders: dict,
 ) -> TurnRecord:
     sent = (
         [*messages, {"role": "user", "content": step.prompt}] if step.prompt is not None else list(messages)
@@ -273,7 +274,7 @@ def _play_turn(
     # A reply that ends the conversation is its final one: the final checks grade it.
     results = evaluate_level(step.final_checks if ending else step.checks, reply, judge)
     turn_grade = _grade(ctx, ev, step, position, completion.text, conversation, given, judge)
-    grades = _turn_grades(ctx, ev, step, position, completion.text, conversation, judge)
+    grades = _turn_grades(ctx, ev, graders, step, position, completion.text, conversation, judge)
     passed = (
         all(result.passed for result in results)
         and (turn_grade is None or turn_grade.passed)
@@ -359,8 +360,9 @@ def _per_turn(ev: Eval) -> bool:
     return isinstance(ev.ground_truth, list)
 
 
-def _turn_grades(ctx, ev: Eval, step: Step, position: int, text: str, conversation, judge) -> list[TurnGrade]:
-    graders = {**ctx.defaults.graders, **(ev.graders or {})}
+def _turn_grades(
+    ctx, ev: Eval, graders: dict, step: Step, position: int, text: str, conversation, judge
+) -> list[TurnGrade]:
     if not graders or not _per_turn(ev) or step.ground_truth is None:
         return []
     return [

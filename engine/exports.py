@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 from .compare import Change, Comparison
 from .outcomes import Status
-from .results import EvalResult, GateResult, RunReport
+from .results import EvalResult, GateResult, RunReport, grader_names
 from .text import plural
 
 # XML 1.0 allows tab, newline, carriage return and U+0020 upwards, except surrogates and U+FFFE/U+FFFF.
@@ -232,14 +232,6 @@ def _cell(value) -> str:
     return text
 
 
-def grader_names(report: RunReport) -> list[str]:
-    """Named graders in the order they first appear (the suite's, then evals' own)."""
-    names: dict[str, None] = {}
-    for result in report.evals:
-        names.update((grader.name, None) for grader in result.graders)
-    return list(names)
-
-
 def override_notes(result: EvalResult) -> str:
     """A reviewed eval's overrides, one line each: who gave which outcome to what, and why."""
     return "\n".join(
@@ -262,7 +254,7 @@ def _rows_to_csv(header: list[str], rows) -> str:
 
 
 def evals_csv(report: RunReport) -> str:
-    names = grader_names(report)
+    names = grader_names(report.evals)
     header = [*EVAL_COLUMNS, *(column for name in names for column in (name, f"{name}_passed"))]
 
     def rows():

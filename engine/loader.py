@@ -412,22 +412,18 @@ def _attachments(suite: Suite, builder: _Builder, files: Mapping[str, str]) -> l
         )
 
     # Named graders' rubric files: read now, so a worker grades with the text the suite was saved with.
-    holders = [(("graders",), suite.graders)] + [
-        (("evals", index, "graders"), ev.graders) for index, ev in enumerate(suite.evals) if ev.graders
-    ]
-    for where, graders in holders:
-        for name, grader in graders.items():
-            if grader.rubric_file is None:
-                continue
-            path = (*where, name, "rubric_file")
-            if grader.rubric_file not in files:
-                missing(path, grader.rubric_file)
-                continue
-            try:
-                grader.rubric = check_rubric(files[grader.rubric_file])
-            except ValueError as exc:
-                line, column = _locate(path, builder, key=False)
-                problems.append(SuiteProblem(line, column, format_path(path), f"{grader.rubric_file}: {exc}"))
+    for where, _, grader in suite.named_graders():
+        if grader.rubric_file is None:
+            continue
+        path = (*where, "rubric_file")
+        if grader.rubric_file not in files:
+            missing(path, grader.rubric_file)
+            continue
+        try:
+            grader.rubric = check_rubric(files[grader.rubric_file])
+        except ValueError as exc:
+            line, column = _locate(path, builder, key=False)
+            problems.append(SuiteProblem(line, column, format_path(path), f"{grader.rubric_file}: {exc}"))
 
     for index, ev in enumerate(suite.evals):
         for m, message in enumerate(ev.messages or []):
@@ -558,13 +554,12 @@ def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite
         for number, row in enumerate(rows, start=1):
             row.id = row.id or f"row-{number}"
         suite.evals.extend(rows)
-    for graders in [suite.graders, *(ev.graders for ev in suite.evals if ev.graders)]:
-        for grader in graders.values():
-            if grader.rubric_file is not None:
-                text_of = (files or {}).get(grader.rubric_file)
-                if text_of is None:
-                    return load_suite(text, files=files)  # raises, located
-                grader.rubric = text_of
+    for _, _, grader in suite.named_graders():
+        if grader.rubric_file is not None:
+            text_of = (files or {}).get(grader.rubric_file)
+            if text_of is None:
+                return load_suite(text, files=files)  # raises, located
+            grader.rubric = text_of
     return suite
 
 

@@ -398,19 +398,30 @@ def _gate(gate, evals: list[EvalResult]) -> GateResult:
                       grader=grader, weights=dict(weights) if weights else None)  # fmt: skip
 
 
+def _grader_items(result) -> list[tuple[str, float | None, bool | None]]:
+    """A result's named graders as (name, score, passed). Reads EvalResults and the web app's stored
+    conversations (their `graders` column holds the same results as dicts)."""
+    return [
+        (item["name"], item.get("score"), item.get("passed"))
+        if isinstance(item, dict)
+        else (item.name, item.score, item.passed)
+        for item in getattr(result, "graders", None) or ()
+    ]
+
+
+def grader_names(results) -> list[str]:
+    """Named graders' names in the order they first appear (the suite's, then evals' own): one column each
+    on the run page and in the CSV."""
+    names: dict[str, None] = {}
+    for result in results:
+        names.update((name, None) for name, _, _ in _grader_items(result))
+    return list(names)
+
+
 def _graded(result) -> dict[str, tuple[float, bool]]:
     """A result's named graders that gave a score: name -> (score, passed). Reads EvalResults and the web
-    app's stored conversations (their `graders` column holds the same results as dicts)."""
-    found = {}
-    for item in getattr(result, "graders", None) or ():
-        name, score, passed = (
-            (item["name"], item.get("score"), item.get("passed"))
-            if isinstance(item, dict)
-            else (item.name, item.score, item.passed)
-        )
-        if score is not None:
-            found[name] = (score, bool(passed))
-    return found
+    app's stored conversations."""
+    return {name: (score, bool(passed)) for name, score, passed in _grader_items(result) if score is not None}
 
 
 def gated_status(evals: list[EvalResult], gates: list[GateResult], iterated=()) -> Status:

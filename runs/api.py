@@ -19,6 +19,7 @@ from ninja.errors import HttpError
 
 from engine import compare, exports
 from engine.loader import SuiteError
+from suites import selectors as suite_selectors
 from suites import services as suite_services
 from suites.models import Suite
 
@@ -133,11 +134,7 @@ def launch(request, body: LaunchIn):
         suite = Suite.objects.filter(owner=user, name=body.suite).first()
         if suite is None:
             return Status(404, {"detail": f"you have no suite named {body.suite!r}"})
-        version = (
-            suite.latest_version
-            if body.version is None
-            else suite.versions.filter(number=body.version).first()
-        )
+        version = suite_selectors.version_of(suite, body.version)
         if version is None:
             return Status(404, {"detail": f"{body.suite} has no version {body.version}"})
     else:
@@ -297,9 +294,7 @@ class RegradeIn(Schema):
 def regrade(request, run_id: UUID, body: RegradeIn):
     run = selectors.get_run_for_user(request.user, run_id)
     suite = run.suite_version.suite
-    version = (
-        suite.latest_version if body.version is None else suite.versions.filter(number=body.version).first()
-    )
+    version = suite_selectors.version_of(suite, body.version)
     if version is None:
         return Status(404, {"detail": f"{suite.name} has no version {body.version}"})
     try:

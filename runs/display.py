@@ -123,14 +123,6 @@ def gates(results: list[GateResult], depth: int = 0) -> list[dict]:
     return rows
 
 
-def grader_columns(conversations) -> list[str]:
-    """Named graders' names in the order they first appear: one column each on the run page."""
-    names: dict[str, None] = {}
-    for conversation in conversations:
-        names.update((item["name"], None) for item in conversation.graders or ())
-    return list(names)
-
-
 def grader_cells(conversation, names: list[str]) -> list[dict | None]:
     """One cell per grader column: its score and whether it passed; None when it did not grade this eval."""
     found = {item["name"]: item for item in conversation.graders or ()}

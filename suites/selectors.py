@@ -23,3 +23,10 @@ def get_version_for_user(user, public_id, number: int) -> SuiteVersion:
         suite__public_id=public_id,
         number=number,
     )
+
+
+def version_of(suite: Suite, number: int | None) -> SuiteVersion | None:
+    """A suite's version by number, its latest when `number` is None; None when it has no such version."""
+    if number is None:
+        return suite.latest_version
+    return suite.versions.filter(number=number).first()

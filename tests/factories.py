@@ -34,6 +34,35 @@ def store_turns(conversation: Conversation, records: list[TurnRecord]) -> Conver
     return conversation
 
 
+def play(run: Run | str) -> Run:
+    """Play every conversation of a launched run (a Run or its id) in this process, as a worker plays it
+    (runs.execution.execute): the real store path, whatever the model. Returns the run refreshed."""
+    run = run if isinstance(run, Run) else Run.objects.get(pk=run)
+    for conversation_id in run.conversations.values_list("pk", flat=True):
+        execution.execute(conversation_id)
+    run.refresh_from_db()
+    return run
+
+
+# A suite a CI job runs: two evals on the built-in mock model, both passing; replace "Paris" to break one.
+MOCK_CI_SUITE = """\
+name: {name}
+model: mock
+mock:
+  rules:
+    - {{when: "*2+2*", reply: "4"}}
+    - {{when: "*capital*", reply: "Paris"}}
+evals:
+  - {{id: add, prompt: What is 2+2?, checks: [{{contains: "4"}}]}}
+  - {{id: capital, prompt: What is the capital of France?, checks: [{{contains: Paris}}]}}
+"""
+
+
+def bearer(token: str) -> dict:
+    """Test-client headers of a request with an API token, as a CI job sends it."""
+    return {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+
+
 def mock_run(
     version, user, *, status: str = Status.PASSED, elapsed: timedelta = timedelta(0), **fields
 ) -> Run:

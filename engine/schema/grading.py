@@ -199,6 +199,16 @@ class NamedGrader(StrictModel):
         return self
 
 
+def check_weights(value: dict[str, float]) -> dict[str, float]:
+    """A `weighted_average` (pass rule or gate): at least one grader, every weight above 0."""
+    if not value:
+        raise ValueError("weighted_average needs at least one grader and its weight")
+    for name, weight in value.items():
+        if weight <= 0:
+            raise ValueError(f"the weight of {name} is {weight:g}; weights are above 0")
+    return value
+
+
 class WeightedPassRule(StrictModel):
     weighted_average: dict[str, float] = Field(description="Each grader's weight.")
     threshold: float = Field(ge=0.0, le=1.0, description="The weighted mean needed to pass.")
@@ -206,12 +216,7 @@ class WeightedPassRule(StrictModel):
     @field_validator("weighted_average")
     @classmethod
     def _weights(cls, value: dict[str, float]) -> dict[str, float]:
-        if not value:
-            raise ValueError("weighted_average needs at least one grader and its weight")
-        for name, weight in value.items():
-            if weight <= 0:
-                raise ValueError(f"the weight of {name} is {weight:g}; weights are above 0")
-        return value
+        return check_weights(value)
 
 
 PassRule = Literal["all", "any"] | WeightedPassRule

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -18,6 +19,7 @@ from .grading import (
     WeightedPassRule,
     check_patterns,
     check_rubric,
+    check_weights,
 )
 
 MAX_GATE_DEPTH = 5
@@ -70,11 +72,7 @@ class Gate(StrictModel):
         if self.grader is not None and self.weighted_average is not None:
             raise ValueError("use `grader` or `weighted_average`, not both")
         if self.weighted_average is not None:
-            if not self.weighted_average:
-                raise ValueError("weighted_average needs at least one grader and its weight")
-            for name, weight in self.weighted_average.items():
-                if weight <= 0:
-                    raise ValueError(f"the weight of {name} is {weight:g}; weights are above 0")
+            check_weights(self.weighted_average)
         return self
 
     @property
@@ -269,15 +267,20 @@ class Suite(StrictModel):
     def eval_id(self, index: int) -> str:
         return self.evals[index].id or f"eval-{index + 1}"
 
+    def named_graders(self) -> Iterator[tuple[tuple, str, NamedGrader]]:
+        """Every named grader where it is declared: (its path in the suite, its name, the grader), the suite's
+        first, then each eval's own."""
+        yield from ((("graders", name), name, grader) for name, grader in self.graders.items())
+        for index, ev in enumerate(self.evals):
+            for name, grader in (ev.graders or {}).items():
+                yield ("evals", index, "graders", name), name, grader
+
     def files_used(self) -> list[str]:
         """Names of the attached files this suite refers to, in order of first use."""
         names: dict[str, None] = {}
         if self.dataset:
             names[self.dataset] = None
-        for grader in [
-            *self.graders.values(),
-            *(g for ev in self.evals for g in (ev.graders or {}).values()),
-        ]:
+        for _, _, grader in self.named_graders():
             if grader.rubric_file:
                 names[grader.rubric_file] = None
         for ev in self.evals:

@@ -19,6 +19,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from engine import compare
+from suites import selectors as suite_selectors
 
 from .. import selectors, services
 from ..models import Run
@@ -209,7 +210,7 @@ def regrade(request: HttpRequest, run_id) -> HttpResponse:
     run = selectors.get_run_for_user(request.user, run_id)
     suite = run.suite_version.suite
     number = request.POST.get("version") or ""
-    version = suite.versions.filter(number=int(number)).first() if number.isdigit() else suite.latest_version
+    version = suite_selectors.version_of(suite, int(number) if number.isdigit() else None)
     if version is None:
         raise Http404("no such version")
     try:

@@ -18,6 +18,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh, HttpResponseStopPolling
 
+from engine.results import grader_names as names_of_graders
 from engine.text import plural
 
 from .. import display, selectors, services
@@ -69,7 +70,7 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         conversation.strip = display.strip(conversation, display.turn_marks(graded.get(conversation.pk, ())))
         conversation.waiting = waiting(conversation, now)
     gates = display.gates(selectors.gate_results(run, conversations))
-    grader_names = display.grader_columns(conversations)
+    grader_names = names_of_graders(conversations)
     for conversation in conversations:
         conversation.grader_cells = display.grader_cells(conversation, grader_names)
     iterated = display.iterated_rows(

@@ -15,23 +15,14 @@ import pytest
 from runs.models import Run
 from runs.services import pin_baseline
 from runs.tokens import create_token
+from tests.factories import MOCK_CI_SUITE
 
 pytestmark = [pytest.mark.e2e]
 
 
 EVALSITE = str(Path(sys.executable).with_name("evalsite"))
 
-SUITE = """\
-name: ci-loop
-model: mock
-mock:
-  rules:
-    - {when: "*2+2*", reply: "4"}
-    - {when: "*capital*", reply: "Paris"}
-evals:
-  - {id: add, prompt: What is 2+2?, checks: [{contains: "4"}]}
-  - {id: capital, prompt: What is the capital of France?, checks: [{contains: Paris}]}
-"""
+SUITE = MOCK_CI_SUITE.format(name="ci-loop")
 
 
 def evalsite(*args: str, token: str, cwd: Path) -> subprocess.CompletedProcess:

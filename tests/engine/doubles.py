@@ -61,3 +61,18 @@ def user(text):
 
 def assistant(text):
     return {"role": "assistant", "content": text}
+
+
+# A conversation tree with two follow-ups, each chosen by its own failed check: re-grade tests (engine and web)
+# edit its checks so that it passes earlier or parts from the stored conversation.
+MULTIPLY_TREE = """\
+  - id: multiply
+    prompt: What is 15 * 7?
+    checks:
+      - contains: "105"
+        prompt: Please recalculate.
+        checks: [{contains: "105"}]
+      - contains: "7"
+        prompt: Show your work.
+        checks: [{contains: "7"}]
+"""

@@ -13,22 +13,9 @@ from engine.conversation import run_eval
 from engine.loader import load_suite
 from engine.runner import build_context
 from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
+from tests.engine.doubles import MULTIPLY_TREE
 
-TREE = """\
-name: tree
-model: agent
-judge: judge
-evals:
-  - id: multiply
-    prompt: What is 15 * 7?
-    checks:
-      - contains: "105"
-        prompt: Please recalculate.
-        checks: [{contains: "105"}]
-      - contains: "7"
-        prompt: Show your work.
-        checks: [{contains: "7"}]
-"""
+TREE = "name: tree\nmodel: agent\njudge: judge\nevals:\n" + MULTIPLY_TREE
 
 
 def _context(fake, source):

@@ -15,40 +15,18 @@ from django.test import Client
 from django.urls import reverse
 
 from evalsite import cli
-from runs.execution import execute
 from runs.models import ApiToken, Run
 from runs.services import pin_baseline
 from runs.tokens import create_token
+from tests.factories import MOCK_CI_SUITE, bearer, play
 
 pytestmark = pytest.mark.django_db
 
-SUITE = """\
-name: ci-suite
-model: mock
-mock:
-  rules:
-    - {when: "*2+2*", reply: "4"}
-    - {when: "*capital*", reply: "Paris"}
-evals:
-  - {id: add, prompt: What is 2+2?, checks: [{contains: "4"}]}
-  - {id: capital, prompt: What is the capital of France?, checks: [{contains: Paris}]}
-"""
-
-
-def bearer(token: str) -> dict:
-    return {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+SUITE = MOCK_CI_SUITE.format(name="ci-suite")
 
 
 def send(client: Client, token: str, body: dict):
     return client.post("/api/runs", body, content_type="application/json", **bearer(token))
-
-
-def play(run_id) -> Run:
-    run = Run.objects.get(pk=run_id)
-    for conversation_id in run.conversations.values_list("pk", flat=True):
-        execute(conversation_id)
-    run.refresh_from_db()
-    return run
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ from django.test import Client
 from django.urls import reverse
 
 from runs import selectors
-from runs.execution import execute
-from runs.models import Override, Run
+from runs.models import Override
 from runs.services import create_run
 from suites.services import create_suite
+from tests.factories import play
 
 pytestmark = pytest.mark.django_db
 
@@ -37,13 +37,6 @@ evals:
     ground_truth: [Paris, Lima]
     grader: contains
 """
-
-
-def play(run: Run) -> Run:
-    for conversation_id in run.conversations.values_list("pk", flat=True):
-        execute(conversation_id)
-    run.refresh_from_db()
-    return run
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from runs.execution import execute
 from runs.models import Run
 from runs.services import create_run
 from suites.services import create_suite, save_version
+from tests.factories import play
 
 pytestmark = pytest.mark.django_db
 
@@ -35,13 +35,6 @@ evals:
   - {id: capital, prompt: What is the capital of France?, checks: [{contains: Paris}]}
   - {id: greet, prompt: Please greet me., checks: [{contains: Hello}]}
 """
-
-
-def play(run: Run) -> Run:
-    for conversation_id in run.conversations.values_list("pk", flat=True):
-        execute(conversation_id)
-    run.refresh_from_db()
-    return run
 
 
 @pytest.fixture

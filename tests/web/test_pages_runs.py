@@ -262,7 +262,9 @@ def test_a_filtered_run_page_and_a_transcript_make_the_same_queries_whatever_the
     short = queries_for(logged_in, run_url("conversation", big, 0))
     long = big.conversations.get(index=3)
     first = long.turn_count + 1
-    store_turns(long, [TurnRecord(turn=n, prompt=f"q{n}", response=f"a{n}") for n in range(first, first + 12)])
+    store_turns(
+        long, [TurnRecord(turn=n, prompt=f"q{n}", response=f"a{n}") for n in range(first, first + 12)]
+    )
     assert queries_for(logged_in, run_url("conversation", big, 3)) == short
 
 

@@ -9,38 +9,24 @@ import pytest
 from django.urls import reverse
 
 from runs import selectors
-from runs.execution import execute
 from runs.models import Run
 from runs.services import RegradeRefused, create_run, regrade
 from suites.services import create_suite, save_version
+from tests.engine.doubles import MULTIPLY_TREE
+from tests.factories import play
 
 pytestmark = pytest.mark.django_db
 
-SUITE = """\
-name: regrade-me
-model: fake/agent
-evals:
-  - id: multiply
-    prompt: What is 15 * 7?
-    checks:
-      - contains: "105"
-        prompt: Please recalculate.
-        checks: [{contains: "105"}]
-      - contains: "7"
-        prompt: Show your work.
-        checks: [{contains: "7"}]
+SUITE = (
+    "name: regrade-me\nmodel: fake/agent\nevals:\n"
+    + MULTIPLY_TREE
+    + """\
   - id: capital
     input: [Capital of France?, And of Peru?]
     ground_truth: [Paris, Lima]
     grader: contains
 """
-
-
-def play(run: Run) -> Run:
-    for conversation_id in run.conversations.values_list("pk", flat=True):
-        execute(conversation_id)
-    run.refresh_from_db()
-    return run
+)
 
 
 @pytest.fixture
