@@ -58,3 +58,39 @@ def test_an_api_token_is_shown_once(page, watch, user):
     page.get_by_role("button", name="Revoke the token ci").click()
     expect(page.locator("table")).to_contain_text("revoked")
     watch.check()
+
+
+def test_triage_a_run_then_override_a_verdict(page, watch, user, pair):  # noqa: F811 (fixture)
+    """The after run: capital failed (it says Lyon). Filter to failures, jump to one with `n`, open it, and
+    overturn its check with a note; the verdict, the run page's counts and the compare page follow."""
+    from playwright.sync_api import expect
+
+    before, after = pair
+    log_in(page, user.username, PASSWORD)
+    page.goto(reverse("runs:detail", args=[after.pk]))
+    page.select_option("#triage-status", "failed")
+    page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(re.compile(r"status=failed"))
+    rows = page.locator("#conversations table tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("capital")
+    page.keyboard.press("n")
+    expect(rows.first).to_have_class(re.compile("is-selected"))
+    page.keyboard.press("Enter")
+    expect(page.locator("h1")).to_contain_text("capital")
+
+    page.get_by_text("Override contains").click()
+    note = page.get_by_label("Why (kept with the override)")
+    note.fill("Lyon is wrong, but the question was about <b>markup</b>: kept for the test")
+    page.get_by_role("button", name="Mark as passed").click()
+    expect(page.locator(".verdict")).to_contain_text("overridden")
+    expect(page.locator(".verdict")).to_contain_text("The run said failed")
+    expect(page.locator(".override-note")).to_contain_text("<b>markup</b>")  # escaped, shown as typed
+    expect(page.locator(".check .badge-override")).to_have_count(1)
+    screenshot(page, "browser-override.png")
+
+    page.goto(reverse("runs:detail", args=[after.pk]))
+    expect(page.locator(".status-counts")).to_contain_text("1 overridden")
+    page.goto(reverse("runs:compare_with", args=[after.pk, before.pk]))
+    expect(page.locator("table tbody tr", has_text="capital")).to_contain_text("overridden")
+    watch.check()
