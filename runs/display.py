@@ -64,19 +64,24 @@ class Mark:
         return symbol("passed" if self.passed else "failed")
 
 
-def turn_marks(turns: Iterable[Turn]) -> list[Mark]:
+def turn_marks(turns: Iterable[Turn], reviewed: dict | None = None) -> list[Mark]:
     """One mark per graded turn, in order, passed or failed as the engine stored it (Turn.passed: its grade
-    against the ground truth and its checks together). Ungraded turns (passed is None) have none."""
+    against the ground truth and its checks together), or as a reviewer's overrides made it (`reviewed`:
+    Conversation.original's reviewed_turns, {"2": true}). Ungraded turns (passed is None) have none."""
+    reviewed = reviewed or {}
     marks = []
     for turn in turns:
         if turn.passed is None:
             continue
-        record, passed = turn.record, turn.passed
+        record = turn.record
+        passed = reviewed.get(str(record["turn"]), turn.passed)
         grade, checks = record.get("grade"), record.get("checks") or []
         parts = [f"{grade.get('grader') or 'grade'} {grade['score']:.2f}"] if grade else []
         if checks:
             parts.append(f"{sum(check['passed'] for check in checks)}/{plural(len(checks), 'check')}")
         title = f"Turn {record['turn']} {'passed' if passed else 'failed'}: {', '.join(parts)}"
+        if str(record["turn"]) in reviewed:
+            title += " (overridden by a reviewer)"
         marks.append(Mark(record["turn"], passed, title))
     return marks
 

@@ -333,31 +333,46 @@ def remove_override(conversation, override_id: int) -> None:
         _review(conversation)
 
 
-VERDICT_FIELDS = ("status", "score", "verdict", "reason", "passed_on_turn")
+VERDICT_FIELDS = ("status", "score", "verdict", "reason", "passed_on_turn", "turns_passed", "turns_total")
 
 
 def _review(conversation: Conversation) -> None:
-    """The conversation's verdict under its overrides; its run's status too, when the run has finished."""
+    """The conversation's verdict under its overrides; its run's status too, when the run has finished.
+
+    `original` keeps the run's own verdict, and `reviewed_turns` the turns whose pass the overrides changed,
+    so that the ✓✗ strips show the reviewed outcome without reading the overrides."""
     original = conversation.original or {name: getattr(conversation, name) for name in VERDICT_FIELDS}
     rows = list(conversation.overrides.select_related("created_by"))
     if rows:
         spec = specs.suite(conversation.run.suite_version)
         ev = spec.evals[conversation.index]
+        driver = driver_for(ev, conversation.index, Defaults.of(spec))
+        stored = selectors.turn_records(conversation)
         reviewed = overrides.reverdict(
-            driver_for(ev, conversation.index, Defaults.of(spec)),
-            selectors.turn_records(conversation),
+            driver,
+            stored,
             [selectors.override_record(row) for row in rows],
             graders=[GraderResult.model_validate(item) for item in conversation.graders],
             pass_rule=ev.pass_rule if ev.pass_rule is not None else spec.pass_rule,
         )
         verdict = reviewed.verdict
         text = f"{verdict.text} (reviewed: {reviewed.note})" if reviewed.note else verdict.text
+        tally = driver.tally(reviewed.turns)
         values = {
             "status": verdict.outcome,
             "score": verdict.score,
             "verdict": text[:300],
             "reason": verdict.reason[:300],
             "passed_on_turn": verdict.passed_on_turn,
+            "turns_passed": tally[0] if tally is not None else original["turns_passed"],
+            "turns_total": tally[1] if tally is not None else original["turns_total"],
+        }
+        own = {turn.turn: turn.passed for turn in stored}
+        original = {
+            **{name: original[name] for name in VERDICT_FIELDS},
+            "reviewed_turns": {
+                str(turn.turn): turn.passed for turn in reviewed.turns if turn.passed != own.get(turn.turn)
+            },
         }
         conversation.original = original
     else:

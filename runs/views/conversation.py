@@ -99,7 +99,9 @@ def _live_context(
         "shared": access.shared,
         "verdict": _verdict(conversation),  # "Passed after 4 turns", over "Ended: condition met: …"
         "waiting": waiting(conversation, timezone.now()),
-        "strip": display.strip(conversation, display.turn_marks(records)),
+        "strip": display.strip(
+            conversation, display.turn_marks(records, conversation.original.get("reviewed_turns"))
+        ),
         "ending": display.ending(conversation, turns),
         "graders": conversation.graders or [],
         "spend": display.spend(turns),

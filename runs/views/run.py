@@ -67,7 +67,10 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     now = timezone.now()
     for conversation in conversations:
         conversation.url = access.conversation_url(conversation.index, conversation.iteration)
-        conversation.strip = display.strip(conversation, display.turn_marks(graded.get(conversation.pk, ())))
+        conversation.strip = display.strip(
+            conversation,
+            display.turn_marks(graded.get(conversation.pk, ()), conversation.original.get("reviewed_turns")),
+        )
         conversation.waiting = waiting(conversation, now)
     gates = display.gates(selectors.gate_results(run, conversations))
     grader_names = names_of_graders(conversations)

@@ -167,3 +167,17 @@ def test_a_shared_link_shows_overrides_but_offers_no_form(logged_in, run):
     assert "Withdraw" not in page and "Mark as" not in page
     own = logged_in.get(reverse("runs:conversation", args=[run.pk, 1])).content.decode()
     assert "Mark as failed" in own  # the owner may overturn the capital eval's passed grades
+
+
+def test_a_scripted_turns_grade_overridden_recounts_its_turns_and_strip(logged_in, run):
+    capital = selectors.get_conversation(run, 1)
+    assert (capital.status, capital.turns_passed, capital.turns_total) == ("passed", 2, 2)
+    override(logged_in, run, 1, turn="2", target="grade", passed="0", note="Lima, but unsure: not an answer")
+    capital.refresh_from_db()
+    assert (capital.status, capital.turns_passed, capital.turns_total) == ("failed", 1, 2)
+    assert capital.original["reviewed_turns"] == {"2": False}
+    page = logged_in.get(reverse("runs:conversation", args=[run.pk, 1])).content.decode()
+    assert '<strong class="strip-count">1/2</strong>' in page
+    assert "Turn 2 failed" in page and "(overridden by a reviewer)" in page
+    detail = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert "(overridden by a reviewer)" in detail
