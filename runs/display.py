@@ -28,9 +28,6 @@ from engine.transcript import format_transcript, message_text
 from .models import ACTIVE, Conversation, Run, Status, Turn
 
 GRADED_STYLES = (Style.SCRIPTED, Style.TURNS)
-# The conversation table shows each graded conversation's ✓✗ strip up to this many conversations (one query
-# for all their turns); bigger runs show the passed/total count alone.
-STRIP_MAX_CONVERSATIONS = 200
 STRIP_MAX_MARKS = 24
 
 
@@ -147,12 +144,13 @@ def in_flight(progress: dict) -> int:
     return progress["counts"][Status.QUEUED] + progress["counts"][Status.RUNNING]
 
 
-def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_statuses: list[str]) -> dict:
+def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_count: int, failed: int) -> dict:
     """The run header's status badge and the reason beside it: "cancelling" while a cancelled run's
     conversations finish their turn, and why a run failed, errored or was cancelled, in words.
 
-    From what the page has already loaded: the gates over the evals' scores and each eval's status (an
-    eval run several times counts once, by its pass rate), the same inputs runs.scheduling.finalize decided on.
+    From what the page has already loaded: the gates over the evals' scores, and how many evals there are and
+    failed (an eval run several times counts once, by its pass rate), the same inputs
+    runs.scheduling.finalize decided on.
     """
     counts = progress["counts"]
     finishing = in_flight(progress)
@@ -163,8 +161,7 @@ def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_statuses: li
             "live": True,
             "reason": f"{finishing} finishing",
         }
-    evals = plural(len(eval_statuses), "eval")
-    failed = eval_statuses.count(Status.FAILED)
+    evals = plural(eval_count, "eval")
     reasons = []
     if run.status == Status.FAILED:
         failing = [gate for gate in gate_rows if gate.get("top", True) and not gate["passed"]]
@@ -185,20 +182,6 @@ def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_statuses: li
     elif run.status == Status.PASSED and gate_rows and failed:
         reasons.append(f"every gate holds; {failed} of {evals} failed")
     return {"label": run.status, "tone": run.status, "live": False, "reason": "; ".join(reasons)}
-
-
-def eval_statuses(conversations: list[Conversation], rows: list[IteratedRow]) -> list[str]:
-    """Each eval's status: its own when it ran once, its pass-rate verdict when it ran several times."""
-    repeated = {row.index: row.status for row in rows}
-    return [c.status for c in conversations if c.index not in repeated] + list(repeated.values())
-
-
-def wants_strips(conversations: list[Conversation]) -> bool:
-    """Whether the conversation table shows ✓✗ strips, so the view loads the graded turns: a small enough
-    run with a scripted conversation."""
-    return len(conversations) <= STRIP_MAX_CONVERSATIONS and any(
-        conversation.style in GRADED_STYLES for conversation in conversations
-    )
 
 
 # --- Repeated evals ------------------------------------------------------------------------------------------

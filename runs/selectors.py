@@ -147,6 +147,29 @@ def conversations(run: Run) -> list[Conversation]:
     return list(run.conversations.all())
 
 
+# The columns the run page needs of every conversation it summarises (repeated evals' strips and statistics,
+# gates): the rest (history, system, verdicts) is read for the page's rows only.
+SUMMARY_FIELDS = (
+    "run_id", "index", "iteration", "eval_id", "status", "score", "graders", "turn_count", "termination", "kind",
+)  # fmt: skip
+
+
+def summary_rows(run: Run, indexes: Iterable[int] | None = None) -> list[Conversation]:
+    """Conversations of the run with SUMMARY_FIELDS only (of the evals at `indexes`, or all of them)."""
+    rows = run.conversations.only(*SUMMARY_FIELDS)
+    if indexes is not None:
+        rows = rows.filter(index__in=list(indexes))
+    return list(rows)
+
+
+def suite_spec(run: Run):
+    """The run's parsed suite (cached per process); None when it no longer parses (an older schema)."""
+    try:
+        return specs.suite(run.suite_version)
+    except SuiteError:
+        return None
+
+
 def conversation_keys(run: Run) -> list[tuple[int, int]]:
     """(index, iteration) of every conversation of the run, in order: a transcript's previous and next."""
     return list(run.conversations.values_list("index", "iteration"))
@@ -170,11 +193,14 @@ def has_turns_after(conversation: Conversation, position: int) -> bool:
     return conversation.turns.filter(position__gt=position).exists()
 
 
-def graded_turns(run: Run, styles: Iterable[str]) -> dict[int, list[Turn]]:
-    """The stored turns of the run's conversations of these styles, by conversation id, in one query."""
+def graded_turns_of(conversations: Iterable[Conversation], styles: Iterable[str]) -> dict[int, list[Turn]]:
+    """The stored turns of these conversations (a page of them) that are of `styles`, for their ✓✗ strips."""
+    ids = [c.pk for c in conversations if c.style in set(styles)]
     turns: dict[int, list[Turn]] = defaultdict(list)
+    if not ids:
+        return turns
     rows = (
-        Turn.objects.filter(conversation__run=run, conversation__style__in=list(styles))
+        Turn.objects.filter(conversation_id__in=ids)
         .order_by("conversation_id", "position")
         .only("conversation_id", "position", "record", "passed")
     )
@@ -245,6 +271,7 @@ def progress(run: Run) -> dict:
         waiting=Count("pk", filter=waiting),
         next_retry=Min("waiting_until", filter=waiting),
         waiting_reason=Max("waiting_reason", filter=waiting),
+        overridden=Count("pk", filter=~Q(original={})),
     )
     counts = {status: 0 for status in Status.values}
     totals = {
@@ -254,6 +281,7 @@ def progress(run: Run) -> dict:
         "user_tokens": 0,
         "cost": 0.0,
         "turns": 0,
+        "overridden": 0,
     }
     wait = {"count": 0, "reason": "", "until": None}
     for row in rows:
@@ -556,16 +584,13 @@ def conversation_by_eval(run: Run, eval_id: str, iteration: int = 0) -> Conversa
     return run.conversations.filter(eval_id=eval_id, iteration=iteration).first()
 
 
-def conversations_saying(run: Run, text: str) -> set[int]:
-    """Ids of the run's conversations whose first prompt, or any turn's prompt or reply, contains `text` (any
-    case): the run page's search."""
-    ids = set(run.conversations.filter(prompt__icontains=text).values_list("pk", flat=True))
-    ids.update(
-        Turn.objects.filter(conversation__run=run)
-        .filter(Q(record__response__icontains=text) | Q(record__prompt__icontains=text))
-        .values_list("conversation_id", flat=True)
+def saying(run: Run, text: str) -> Q:
+    """Conversations whose first prompt, or any turn's prompt or reply, contains `text` (any case), as one
+    condition the run page's query carries: the database searches, nothing is collected here."""
+    turns = Turn.objects.filter(conversation__run=run).filter(
+        Q(record__response__icontains=text) | Q(record__prompt__icontains=text)
     )
-    return ids
+    return Q(prompt__icontains=text) | Q(pk__in=turns.values("conversation_id"))
 
 
 def eval_tags(run: Run) -> dict[int, list[str]]:

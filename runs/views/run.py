@@ -8,6 +8,7 @@ import hashlib
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -57,44 +58,43 @@ def _segments(progress: dict) -> list[dict]:
 
 
 def _run_context(request: HttpRequest, access: Access, *, progress: dict | None = None) -> dict:
+    """What the run page shows. Its cost does not grow with the run: counts and totals are aggregates, the
+    conversation table is one page read from the database (filtered, searched and sorted there), and only
+    repeated evals (their strips and statistics) and gates read a few columns of every conversation."""
     run = access.run
     progress = progress if progress is not None else selectors.progress(run)
     fingerprint = _fingerprint(run, progress)
-    conversations = selectors.conversations(run)
-    # Simulated users' tokens change only with a stored turn, which the fingerprint already follows.
-    progress = {"user_tokens": sum(c.user_tokens for c in conversations), **progress}
-    graded = selectors.graded_turns(run, display.GRADED_STYLES) if display.wants_strips(conversations) else {}
+    spec = selectors.suite_spec(run)
+    sizes = _iteration_sizes(spec)  # eval index -> iterations, for the evals run more than once
+    repeated = selectors.summary_rows(run, indexes=sizes) if sizes else []
+    iterated = display.iterated_rows(
+        repeated, selectors.iterated_so_far(run, repeated), access.conversation_url
+    )
+    gates = []
+    if spec is not None and spec.gates:
+        gates = display.gates(selectors.gate_results(run, selectors.summary_rows(run)))
+    flaky_only = request.GET.get("flaky") == "1" and bool(iterated)
+    shown_iterated = [row for row in iterated if row.flaky] if flaky_only else iterated
+    flaky = {row.index for row in iterated if row.flaky} if flaky_only else None
+    triage = _triage(request, run, spec, sizes, flaky, progress["total"])
+    shown = triage["page"].object_list
+    graded = selectors.graded_turns_of(shown, display.GRADED_STYLES)
+    grader_names = _grader_names(spec, shown)
     now = timezone.now()
-    for conversation in conversations:
+    for conversation in shown:
         conversation.url = access.conversation_url(conversation.index, conversation.iteration)
         conversation.strip = display.strip(
             conversation,
             display.turn_marks(graded.get(conversation.pk, ()), conversation.original.get("reviewed_turns")),
         )
         conversation.waiting = waiting(conversation, now)
-    gates = display.gates(selectors.gate_results(run, conversations))
-    grader_names = names_of_graders(conversations)
-    for conversation in conversations:
-        conversation.grader_cells = display.grader_cells(conversation, grader_names)
-    iterated = display.iterated_rows(
-        conversations, selectors.iterated_so_far(run, conversations), access.conversation_url
-    )
-    flaky_only = request.GET.get("flaky") == "1" and bool(iterated)
-    shown_iterated, shown = iterated, conversations
-    if flaky_only:
-        flaky = {row.index for row in iterated if row.flaky}
-        shown_iterated = [row for row in iterated if row.flaky]
-        shown = [conversation for conversation in conversations if conversation.index in flaky]
-    sizes = {row.index: row.total for row in iterated}
-    for conversation in shown:
         conversation.iterations = sizes.get(conversation.index, 1)
-    triage = _triage(request, run, shown)
-    shown = triage["page"].object_list
+        conversation.grader_cells = display.grader_cells(conversation, grader_names)
     context = {
         "run": run,
         "shared": access.shared,
         "live": _live(run, progress),
-        "state": display.run_state(run, progress, gates, display.eval_statuses(conversations, iterated)),
+        "state": display.run_state(run, progress, gates, *_eval_counts(progress, repeated, iterated)),
         "progress": progress,
         "waiting": display.waiting(
             progress["waiting"]["reason"],
@@ -108,14 +108,14 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         "segments": _segments(progress),
         "status_counts": [(status.value, progress["counts"][status]) for status in COUNT_ORDER],
         # Counted apart: a reviewer's verdicts are in the counts above, and how many there are is said here.
-        "overridden_count": sum(1 for conversation in conversations if conversation.original),
+        "overridden_count": progress["overridden"],
         "fingerprint": fingerprint,
         "conversations": shown,
         "triage": triage,
-        "conversation_total": len(conversations),
+        "conversation_total": progress["total"],
         "show_iterations": bool(iterated),
-        "show_judge": any(c.judge_tokens for c in conversations),
-        "show_user": any(c.user_tokens for c in conversations),
+        "show_judge": bool(progress["judge_tokens"]),
+        "show_user": bool(progress["user_tokens"]),
         "iterated": shown_iterated,
         "iterated_total": len(iterated),
         "flaky_count": sum(row.flaky for row in iterated),
@@ -154,14 +154,43 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     return context
 
 
+def _iteration_sizes(spec) -> dict[int, int]:
+    """Eval index -> how many times it runs, for the evals of the suite that run more than once."""
+    if spec is None:
+        return {}
+    return {
+        index: ev.iterations or spec.iterations
+        for index, ev in enumerate(spec.evals)
+        if (ev.iterations or spec.iterations) > 1
+    }
+
+
+def _grader_names(spec, shown: list) -> list[str]:
+    """One column per named grader: the suite's and its evals' own, in order (the page's rows' when the
+    suite no longer parses)."""
+    if spec is None:
+        return names_of_graders(shown)
+    names = dict.fromkeys(name for _, name, _ in spec.named_graders())
+    return list(names)
+
+
+def _eval_counts(progress: dict, repeated: list, iterated: list) -> tuple[int, int]:
+    """(evals, failed evals) for the header: an eval run once counts by its conversation, a repeated one once,
+    by its pass rate."""
+    single_total = progress["total"] - len(repeated)
+    single_failed = progress["counts"][Status.FAILED] - sum(c.status == Status.FAILED for c in repeated)
+    return single_total + len(iterated), single_failed + sum(row.status == Status.FAILED for row in iterated)
+
+
 CONVERSATIONS_PER_PAGE = 100
+# Each sort as the database orders the run's conversations; suite order breaks ties.
 SORTS = {
-    "": ("suite order", lambda c: (c.index, c.iteration)),
-    "score": ("score, lowest first", lambda c: (c.score is None, c.score or 0.0, c.index, c.iteration)),
-    "-score": ("score, highest first", lambda c: (c.score is None, -(c.score or 0.0), c.index, c.iteration)),
-    "turns": ("most turns", lambda c: (-c.turn_count, c.index, c.iteration)),
-    "tokens": ("most tokens", lambda c: (-c.total_tokens, c.index, c.iteration)),
-    "cost": ("highest cost", lambda c: (-c.cost, c.index, c.iteration)),
+    "": ("suite order", ()),
+    "score": ("score, lowest first", (F("score").asc(nulls_last=True),)),
+    "-score": ("score, highest first", (F("score").desc(nulls_last=True),)),
+    "turns": ("most turns", ("-turn_count",)),
+    "tokens": ("most tokens", ((F("prompt_tokens") + F("completion_tokens")).desc(),)),
+    "cost": ("highest cost", ("-cost",)),
 }
 TRIAGE_KEYS = ("status", "kind", "tag", "iteration", "q", "sort")
 
@@ -169,39 +198,47 @@ TRIAGE_KEYS = ("status", "kind", "tag", "iteration", "q", "sort")
 OVERRIDDEN = "overridden"  # the status filter's extra choice: conversations a reviewer overrode
 
 
-def _triage(request: HttpRequest, run: Run, conversations: list) -> dict:
+def _triage(
+    request: HttpRequest, run: Run, spec, sizes: dict[int, int], flaky: set[int] | None, total: int
+) -> dict:
     """The conversation table's filters (status, kind, tag, iteration, a search over prompts and replies), its
-    sort and its page, all from the URL, so a filtered view can be shared and reloaded."""
+    sort and its page, all from the URL, so a filtered view can be shared and reloaded. The database does
+    the filtering, sorting and paging: a page costs the same in a run of 100 and of 100,000."""
     wanted = {key: request.GET.get(key, "").strip()[:200] for key in TRIAGE_KEYS}
-    tags = selectors.eval_tags(run)
-    shown = conversations
+    evals = spec.evals if spec is not None else []
+    tags = {index: list(ev.tags) for index, ev in enumerate(evals) if ev.tags}
+    rows = run.conversations.defer("history", "system")
+    if flaky is not None:
+        rows = rows.filter(index__in=flaky)
     if wanted["status"] == OVERRIDDEN:
-        shown = [c for c in shown if c.original]
+        rows = rows.exclude(original={})
     elif wanted["status"]:
-        shown = [c for c in shown if c.status == wanted["status"]]
+        rows = rows.filter(status=wanted["status"])
     if wanted["kind"]:
-        shown = [c for c in shown if c.style == wanted["kind"]]
+        rows = rows.filter(style=wanted["kind"])
     if wanted["tag"]:
-        shown = [c for c in shown if wanted["tag"] in tags.get(c.index, ())]
+        rows = rows.filter(index__in=[index for index, values in tags.items() if wanted["tag"] in values])
     if wanted["iteration"].isdigit():
-        shown = [c for c in shown if c.iteration == int(wanted["iteration"]) - 1]
+        rows = rows.filter(iteration=int(wanted["iteration"]) - 1)
     if wanted["q"]:
-        found = selectors.conversations_saying(run, wanted["q"])
-        shown = [c for c in shown if c.pk in found]
+        rows = rows.filter(selectors.saying(run, wanted["q"]))
     sort = wanted["sort"] if wanted["sort"] in SORTS else ""
-    shown = sorted(shown, key=SORTS[sort][1])
-    page = Paginator(shown, CONVERSATIONS_PER_PAGE).get_page(request.GET.get("page"))
+    rows = rows.order_by(*SORTS[sort][1], "index", "iteration")
     query = {key: value for key, value in wanted.items() if value}
+    paginator = Paginator(rows, CONVERSATIONS_PER_PAGE)
+    if not query:  # counted already: every conversation (the progress aggregate), or every flaky eval's
+        paginator.count = total if flaky is None else sum(sizes.get(index, 1) for index in flaky)
+    page = paginator.get_page(request.GET.get("page"))
     return {
         "page": page,
         "wanted": wanted,
         "query": query,
         "active": bool(query),
-        "matched": len(shown),
+        "matched": page.paginator.count,
         "statuses": [*(status.value for status in Status), OVERRIDDEN],
-        "kinds": sorted({c.style for c in conversations if c.style}),
+        "kinds": sorted({str(ev.style) for ev in evals}),
         "tags": sorted({tag for values in tags.values() for tag in values}),
-        "iterations": max((getattr(c, "iterations", 1) for c in conversations), default=1),
+        "iterations": max(sizes.values(), default=1),
         "sorts": [(key, label) for key, (label, _) in SORTS.items()],
     }
 
