@@ -162,6 +162,21 @@ def summary_rows(run: Run, indexes: Iterable[int] | None = None) -> list[Convers
     return list(rows)
 
 
+def changed_since(ids: list[int], since) -> set[int]:
+    """Which of these conversations changed at or after `since`: claimed, sent, finished, waiting to retry, or
+    given a turn. One query over the page's rows (a hundred at most)."""
+    if not ids:
+        return set()
+    changed = Conversation.objects.filter(pk__in=ids).filter(
+        Q(dispatched_at__gte=since)
+        | Q(started_at__gte=since)
+        | Q(finished_at__gte=since)
+        | Q(waiting_until__gte=since)
+        | Q(turns__created_at__gte=since)
+    )
+    return set(changed.values_list("pk", flat=True).distinct())
+
+
 def suite_spec(run: Run):
     """The run's parsed suite (cached per process); None when it no longer parses (an older schema)."""
     try:

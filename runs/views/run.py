@@ -4,6 +4,7 @@ and its shared read-only twin."""
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -57,7 +58,7 @@ def _segments(progress: dict) -> list[dict]:
     ]
 
 
-def _run_context(request: HttpRequest, access: Access, *, progress: dict | None = None) -> dict:
+def _run_context(request: HttpRequest, access: Access, *, progress: dict | None = None, since=None) -> dict:
     """What the run page shows. Its cost does not grow with the run: counts and totals are aggregates, the
     conversation table is one page read from the database (filtered, searched and sorted there), and only
     repeated evals (their strips and statistics) and gates read a few columns of every conversation."""
@@ -78,6 +79,13 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     flaky = {row.index for row in iterated if row.flaky} if flaky_only else None
     triage = _triage(request, run, spec, sizes, flaky, progress["total"])
     shown = triage["page"].object_list
+    # A poll of the unfiltered table in suite order sends only the rows that changed since the last one: the
+    # rest stay as they are on the page. Filtered or sorted tables are sent whole (a page at most), as rows
+    # may enter, leave or move.
+    delta = since is not None and not triage["query"] and flaky is None
+    if delta:
+        changed = selectors.changed_since([c.pk for c in shown], since)
+        shown = [c for c in shown if c.pk in changed]
     graded = selectors.graded_turns_of(shown, display.GRADED_STYLES)
     grader_names = _grader_names(spec, shown)
     now = timezone.now()
@@ -111,6 +119,8 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         "overridden_count": progress["overridden"],
         "fingerprint": fingerprint,
         "conversations": shown,
+        "delta": delta,
+        "changed": shown if delta else [],
         "triage": triage,
         "conversation_total": progress["total"],
         "show_iterations": bool(iterated),
@@ -131,7 +141,14 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
             "all_evals": access.url("detail"),
             "flaky_only": access.url("detail", query={"flaky": 1}),
             "progress": access.url(
-                "progress", query={"fp": fingerprint, "flaky": 1 if flaky_only else None, **triage["query"]}
+                "progress",
+                query={
+                    "fp": fingerprint,
+                    "since": int(now.timestamp() * 1000),
+                    "flaky": 1 if flaky_only else None,
+                    "page": triage["page"].number if triage["page"].number > 1 else None,
+                    **triage["query"],
+                },
             ),
             "json": access.url("json"),
             "exports": [
@@ -254,6 +271,19 @@ def _run_page(request: HttpRequest, access: Access) -> HttpResponse:
     return render(request, "runs/detail.html", _run_context(request, access))
 
 
+# Rows changed this close before the last poll are sent again: a worker's clock may lag the web server's a
+# little (separate hosts), and sending a row twice costs nothing.
+SINCE_MARGIN = timedelta(seconds=5)
+
+
+def _since(request: HttpRequest):
+    """When the page last heard from the server (the poll's `since`, ms since the epoch), less the margin."""
+    value = request.GET.get("since", "")
+    if not value.isdigit():
+        return None
+    return datetime.fromtimestamp(int(value) / 1000, tz=UTC) - SINCE_MARGIN
+
+
 def _live(run: Run, progress: dict) -> bool:
     """Whether the page keeps polling: while the run is active, and after a cancel until the conversations
     still talking to the model have finished their turn."""
@@ -266,7 +296,7 @@ def _progress(request: HttpRequest, access: Access) -> HttpResponse:
     live = _live(run, progress)
     if live and request.GET.get("fp") == _fingerprint(run, progress):
         return HttpResponse(status=204)  # nothing changed: htmx keeps what it shows and polls again
-    context = _run_context(request, access, progress=progress)
+    context = _run_context(request, access, progress=progress, since=_since(request))
     if live:
         return render(request, "runs/detail.html#poll", context)
     return HttpResponseStopPolling(render_to_string("runs/detail.html#poll", context, request))

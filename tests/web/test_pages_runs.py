@@ -317,6 +317,28 @@ def test_progress_partial_skips_unchanged_and_rerenders_on_change(logged_in, ver
     assert changed.status_code == 200
 
 
+def test_the_poll_sends_only_the_rows_that_changed(logged_in, version, user):
+    run = make_run(version, user, status=Status.RUNNING, conversations=30)
+    # Made a minute ago: nothing about them is recent (a poll resends what changed within a few seconds).
+    earlier = timezone.now() - timedelta(minutes=1)
+    run.conversations.update(started_at=earlier, finished_at=earlier)
+    Turn.objects.filter(conversation__run=run).update(created_at=earlier)
+    page = logged_in.get(run_url("detail", run)).content.decode()
+    poll = page.split('hx-get="')[1].split('"')[0].replace("&amp;", "&")
+    assert "since=" in poll
+    # One conversation is claimed and plays a turn; the others do not move.
+    moving = run.conversations.get(index=4)
+    Conversation.objects.filter(pk=moving.pk).update(status=Status.RUNNING, started_at=timezone.now())
+    store_turns(moving, [TurnRecord(turn=moving.turn_count + 1, prompt="next", response="reply <b>x</b>")])
+    body = logged_in.get(poll, HTTP_HX_REQUEST="true").content.decode()
+    assert body.count('<tr id="conv-') == 1 and f'<tr id="conv-{moving.pk}"' in body
+    assert 'hx-swap-oob="true"' in body.split(f'<tr id="conv-{moving.pk}"')[1].split(">")[0]
+    assert 'id="conversations"' not in body  # the table is not sent again
+    # A filtered view is sent whole: rows may enter or leave it.
+    filtered = logged_in.get(poll + "&status=running", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="conversations" class="card card-flush" hx-swap-oob="true"' in filtered
+
+
 def test_progress_stops_polling_when_the_run_is_finished(logged_in, version, user):
     run = make_run(version, user, status=Status.PASSED)
     response = logged_in.get(run_url("progress", run), {"fp": "anything"}, HTTP_HX_REQUEST="true")
