@@ -7,8 +7,11 @@ cannot break out of its table or inject links.
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator
 
 from .compare import Change, Comparison
 from .outcomes import Status
@@ -241,24 +244,31 @@ def override_notes(result: EvalResult) -> str:
     )
 
 
-def _rows_to_csv(header: list[str], rows) -> str:
-    import csv
-    import io
-
+def _csv_lines(header: list[str], rows) -> Iterator[str]:
+    """CSV text, one line at a time: a big run's export is streamed, never held."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
+    for row in [header] if header else []:
+        writer.writerow(row)
     for row in rows:
         writer.writerow([_cell(value) for value in row])
-    return out.getvalue()
+        if out.tell() > 65536:
+            yield out.getvalue()
+            out.seek(0)
+            out.truncate()
+    yield out.getvalue()
 
 
 def evals_csv(report: RunReport) -> str:
-    names = grader_names(report.evals)
+    return "".join(evals_csv_lines(report.evals, grader_names(report.evals)))
+
+
+def evals_csv_lines(evals: Iterable[EvalResult], names: list[str]) -> Iterator[str]:
+    """One row per eval (per iteration), with a score and a passed column per named grader in `names`."""
     header = [*EVAL_COLUMNS, *(column for name in names for column in (name, f"{name}_passed"))]
 
     def rows():
-        for r in report.evals:
+        for r in evals:
             t = r.totals
             graded = {grader.name: grader for grader in r.graders}
             extra = []
@@ -271,12 +281,18 @@ def evals_csv(report: RunReport) -> str:
                 r.error, r.original.status if r.original else None, override_notes(r), *extra,
             ]  # fmt: skip
 
-    return _rows_to_csv(header, rows())
+    return _csv_lines(header, rows())
 
 
 def turns_csv(report: RunReport) -> str:
+    return "".join(turns_csv_lines(report.evals))
+
+
+def turns_csv_lines(evals: Iterable[EvalResult]) -> Iterator[str]:
+    """One row per turn of every eval."""
+
     def rows():
-        for r in report.evals:
+        for r in evals:
             for turn in r.turns:
                 checks = "; ".join(
                     f"{c.label}: {'pass' if c.passed else 'fail'}{' (overridden)' if c.overridden else ''}"
@@ -291,4 +307,4 @@ def turns_csv(report: RunReport) -> str:
                     turn.judge_cost,
                 ]  # fmt: skip
 
-    return _rows_to_csv(TURN_COLUMNS, rows())
+    return _csv_lines(TURN_COLUMNS, rows())

@@ -6,6 +6,8 @@ also what the web app stores in its JSON columns, so the CLI, the API and the pa
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Iterator
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -294,21 +296,26 @@ class RunTotals(BaseModel):
 
     @classmethod
     def of(cls, evals: list[EvalResult], duration_s: float | None = None) -> RunTotals:
-        totals = cls(evals=len(evals), duration_s=duration_s)
+        totals = cls(duration_s=duration_s)
         for result in evals:
-            if result.status in FINISHED:
-                setattr(totals, result.status, getattr(totals, result.status) + 1)
-            totals.turns += result.totals.turns
-            totals.prompt_tokens += result.totals.prompt_tokens
-            totals.completion_tokens += result.totals.completion_tokens
-            totals.total_tokens += result.totals.total_tokens
-            totals.judge_tokens += result.totals.judge_tokens
-            totals.user_tokens += result.totals.user_tokens
-            totals.cost = round(totals.cost + result.totals.cost, 8)
-            totals.agent_cost = round(totals.agent_cost + result.totals.agent_cost, 8)
-            totals.judge_cost = round(totals.judge_cost + result.totals.judge_cost, 8)
-            totals.user_cost = round(totals.user_cost + result.totals.user_cost, 8)
+            totals.add(result)
         return totals
+
+    def add(self, result: EvalResult) -> None:
+        """Count one more eval in: a streamed report adds its evals one at a time."""
+        self.evals += 1
+        if result.status in FINISHED:
+            setattr(self, result.status, getattr(self, result.status) + 1)
+        self.turns += result.totals.turns
+        self.prompt_tokens += result.totals.prompt_tokens
+        self.completion_tokens += result.totals.completion_tokens
+        self.total_tokens += result.totals.total_tokens
+        self.judge_tokens += result.totals.judge_tokens
+        self.user_tokens += result.totals.user_tokens
+        self.cost = round(self.cost + result.totals.cost, 8)
+        self.agent_cost = round(self.agent_cost + result.totals.agent_cost, 8)
+        self.judge_cost = round(self.judge_cost + result.totals.judge_cost, 8)
+        self.user_cost = round(self.user_cost + result.totals.user_cost, 8)
 
 
 class GateResult(BaseModel):
@@ -439,6 +446,18 @@ class SuiteRef(BaseModel):
     name: str
     version: int | None = None
     sha256: str | None = None
+
+
+def stream_report(head: dict, evals: Iterable[EvalResult], duration_s: float | None = None) -> Iterator[str]:
+    """A RunReport as JSON text, piece by piece, for runs too big to hold: `head` holds every field but
+    `evals` and `totals` (as RunReport.model_dump(mode="json") gives them); the evals are written as they
+    come and the totals added up on the way. Parsed, it is the same document as the RunReport's."""
+    totals = RunTotals(duration_s=duration_s)
+    yield json.dumps({"format": RESULTS_FORMAT, **head}, indent=2)[:-2] + ',\n  "evals": ['
+    for n, result in enumerate(evals):
+        totals.add(result)
+        yield ("\n    " if n == 0 else ",\n    ") + result.model_dump_json()
+    yield '\n  ],\n  "totals": ' + totals.model_dump_json() + "\n}\n"
 
 
 class RunReport(BaseModel):

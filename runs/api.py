@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import UUID
 
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 from django.urls import reverse
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
@@ -210,7 +210,7 @@ def run_progress(request, run_id: UUID):
 @router.get("/{run_id}/results", summary="A run's results (evalsite.results/1)")
 def run_results(request, run_id: UUID):
     run = selectors.get_run_for_user(request.user, run_id)
-    return JsonResponse(selectors.report(run).model_dump(mode="json"))
+    return selectors.streamed_report(run)  # streamed: a run of 100,000 conversations is never held
 
 
 @router.get("/{run_id}/results.junit.xml", summary="A run's results as JUnit XML")

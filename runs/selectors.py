@@ -4,11 +4,11 @@ worked out from stored rows alone: counts by status, the suite's gates and repea
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
-from django.http import Http404
+from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -29,6 +29,8 @@ from engine.results import (
     Totals,
     TurnRecord,
     evaluate_gates,
+    grader_names,
+    stream_report,
 )
 from engine.schema import SCALES
 from engine.stats import IteratedResult, iterated_results
@@ -397,22 +399,85 @@ def _totals(conversation: Conversation, turns: list[TurnRecord]) -> Totals:
 
 
 def report(run: Run) -> RunReport:
-    """The run as the documented JSON results format, the same shape `evalrun --json` writes."""
-    conversations = list(run.conversations.prefetch_related("turns", "overrides__created_by"))
-    evals = [eval_result(conversation, turn_records(conversation)) for conversation in conversations]
-    duration = run.elapsed.total_seconds() if run.elapsed else None
-    version = run.suite_version
+    """The run as the documented JSON results format, the same shape `evalrun --json` writes. Held in memory
+    whole: exports of big runs stream instead (report_head, eval_results)."""
+    evals = list(eval_results(run))
     return RunReport(
-        suite=SuiteRef(name=version.suite.name, version=version.number, sha256=version.sha256),
-        model=run.model,
-        endpoint=run.endpoint_name,
-        mock=run.is_mock,
-        status=run.status,
-        gates=gate_results(run, conversations),
-        iterated=iterated_for(run, conversations),
+        **report_head(run),
         evals=evals,
-        totals=RunTotals.of(evals, duration_s=round(duration, 3) if duration is not None else None),
+        totals=RunTotals.of(evals, duration_s=_duration(run)),
     )
+
+
+def _duration(run: Run) -> float | None:
+    return round(run.elapsed.total_seconds(), 3) if run.elapsed else None
+
+
+def report_head(run: Run) -> dict:
+    """Every field of the run's RunReport but its evals and totals, from the run and a few columns of each
+    conversation (gates and repeated evals' statistics need every score; nothing else is read)."""
+    version = run.suite_version
+    spec = suite_spec(run)
+    repeated = spec is not None and any((ev.iterations or spec.iterations) > 1 for ev in spec.evals)
+    summary = summary_rows(run) if spec is not None and (spec.gates or repeated) else []
+    return {
+        "suite": SuiteRef(name=version.suite.name, version=version.number, sha256=version.sha256),
+        "model": run.model,
+        "endpoint": run.endpoint_name,
+        "mock": run.is_mock,
+        "status": run.status,
+        "gates": gate_results(run, summary) if summary else [],
+        "iterated": iterated_for(run, summary) if repeated else [],
+    }
+
+
+def streamed_report(run: Run) -> StreamingHttpResponse:
+    """results.json of any size: the same document as report(run), written as its evals are read."""
+    return StreamingHttpResponse(
+        stream_report(report_head_json(run), eval_results(run), _duration(run)),
+        content_type="application/json",
+    )
+
+
+def report_head_json(run: Run) -> dict:
+    head = report_head(run)
+    return {
+        **{
+            key: value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+            for key, value in head.items()
+        },
+        "gates": [gate.model_dump(mode="json") for gate in head["gates"]],
+        "iterated": [item.model_dump(mode="json") for item in head["iterated"]],
+    }
+
+
+def grader_columns(run: Run) -> list[str]:
+    """The run's named graders, one CSV column each: the suite's and its evals' own, in order."""
+    spec = suite_spec(run)
+    if spec is None:
+        return grader_names(summary_rows(run))
+    return list(dict.fromkeys(name for _, name, _ in spec.named_graders()))
+
+
+# Conversations read at a time when a run's results are streamed: their turns and overrides with them.
+RESULTS_CHUNK = 500
+
+
+def eval_results(run: Run, chunk: int | None = None) -> Iterator[EvalResult]:
+    """The run's conversations as EvalResults, in suite order, `chunk` at a time (each chunk with its turns
+    in one more query): memory stays bounded whatever the run's size."""
+    chunk = chunk or RESULTS_CHUNK
+    after: tuple[int, int] | None = None
+    while True:
+        rows = run.conversations.order_by("index", "iteration")
+        if after is not None:
+            rows = rows.filter(Q(index__gt=after[0]) | Q(index=after[0], iteration__gt=after[1]))
+        batch = list(rows.prefetch_related("turns", "overrides__created_by")[:chunk])
+        for conversation in batch:
+            yield eval_result(conversation, turn_records(conversation))
+        if len(batch) < chunk:
+            return
+        after = (batch[-1].index, batch[-1].iteration)
 
 
 # --- Calibration runs ---------------------------------------------------------------------------------------

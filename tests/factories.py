@@ -58,6 +58,11 @@ evals:
 """
 
 
+def body(response) -> bytes:
+    """A response's body, streamed (results.json, the CSVs) or not."""
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
 def bearer(token: str) -> dict:
     """Test-client headers of a request with an API token, as a CI job sends it."""
     return {"HTTP_AUTHORIZATION": f"Bearer {token}"}

@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import F
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -20,7 +20,6 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh, HttpResponseStopPolling
 
-from engine.results import grader_names as names_of_graders
 from engine.text import plural
 
 from .. import display, selectors, services
@@ -87,7 +86,7 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         changed = selectors.changed_since([c.pk for c in shown], since)
         shown = [c for c in shown if c.pk in changed]
     graded = selectors.graded_turns_of(shown, display.GRADED_STYLES)
-    grader_names = _grader_names(spec, shown)
+    grader_names = selectors.grader_columns(run)
     now = timezone.now()
     for conversation in shown:
         conversation.url = access.conversation_url(conversation.index, conversation.iteration)
@@ -180,15 +179,6 @@ def _iteration_sizes(spec) -> dict[int, int]:
         for index, ev in enumerate(spec.evals)
         if (ev.iterations or spec.iterations) > 1
     }
-
-
-def _grader_names(spec, shown: list) -> list[str]:
-    """One column per named grader: the suite's and its evals' own, in order (the page's rows' when the
-    suite no longer parses)."""
-    if spec is None:
-        return names_of_graders(shown)
-    names = dict.fromkeys(name for _, name, _ in spec.named_graders())
-    return list(names)
 
 
 def _eval_counts(progress: dict, repeated: list, iterated: list) -> tuple[int, int]:
@@ -350,7 +340,7 @@ def retry_errored(request: HttpRequest, run_id) -> HttpResponse:
 def _json(access: Access) -> HttpResponse:
     run = access.run
     version = run.suite_version
-    response = JsonResponse(selectors.report(run).model_dump(mode="json"), json_dumps_params={"indent": 2})
+    response = selectors.streamed_report(run)
     filename = f"{slugify(version.suite.name) or 'suite'}-v{version.number}-{str(run.pk)[:8]}.json"
     response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=filename)
     return response
@@ -380,18 +370,27 @@ def _export(request: HttpRequest, access: Access, form: str) -> HttpResponse:
     if form not in EXPORTS:
         raise Http404("no such export")
     run = access.run
-    report = selectors.report(run)
-    if form == "junit":
-        text = exports.junit_xml(report, specs.suite(run.suite_version).system)
-    elif form == "csv":
-        text = exports.evals_csv(report)
-    elif form == "turns.csv":
-        text = exports.turns_csv(report)
-    else:
-        text = exports.markdown_summary(report, run_url=request.build_absolute_uri(access.url("detail")))
     suffix, content_type = EXPORTS[form]
+    # The CSVs stream, a chunk of conversations at a time; JUnit and the summary need the whole report.
+    if form == "csv":
+        response = StreamingHttpResponse(
+            exports.evals_csv_lines(selectors.eval_results(run), selectors.grader_columns(run)),
+            content_type=content_type,
+        )
+    elif form == "turns.csv":
+        response = StreamingHttpResponse(
+            exports.turns_csv_lines(selectors.eval_results(run)), content_type=content_type
+        )
+    elif form == "junit":
+        report = selectors.report(run)
+        response = HttpResponse(
+            exports.junit_xml(report, specs.suite(run.suite_version).system), content_type=content_type
+        )
+    else:
+        report = selectors.report(run)
+        text = exports.markdown_summary(report, run_url=request.build_absolute_uri(access.url("detail")))
+        response = HttpResponse(text, content_type=content_type)
     version = run.suite_version
-    response = HttpResponse(text, content_type=content_type)
     filename = f"{slugify(version.suite.name) or 'suite'}-v{version.number}-{str(run.pk)[:8]}.{suffix}"
     response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=filename)
     return response

@@ -17,6 +17,7 @@ from runs import services
 from runs.models import Conversation, Endpoint, Status, Turn
 from suites.services import create_suite
 from tests.e2e.conftest import wait_for_run
+from tests.factories import body
 
 pytestmark = [pytest.mark.e2e]
 
@@ -84,7 +85,7 @@ def test_a_key_echoed_in_a_401_is_nowhere_to_be_seen(
     ]:
         response = client.get(url)
         assert response.status_code in (200, 286), url  # 286: a finished run's progress stops polling
-        pages[url] = response.content.decode()
+        pages[url] = body(response).decode()
     for url in [
         reverse("admin:runs_run_change", args=[run.pk]),
         reverse("admin:runs_conversation_changelist"),

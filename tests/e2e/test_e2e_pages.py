@@ -5,6 +5,7 @@ Runs on SQLite + the filesystem broker, and again on PostgreSQL + Redis in `make
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -14,6 +15,7 @@ from django.urls import reverse
 from runs.models import Run, Status
 from suites.models import Suite
 from tests.e2e.conftest import wait_for_run
+from tests.factories import body
 
 pytestmark = [pytest.mark.e2e]
 
@@ -109,7 +111,7 @@ def test_save_launch_and_read_the_transcript(signed_in, user, fake_endpoint, fak
     polite = run.conversations.get(eval_id="polite")
     assert polite.judge_tokens > 0
 
-    report = signed_in.get(reverse("runs:json", args=[run.pk])).json()
+    report = json.loads(body(signed_in.get(reverse("runs:json", args=[run.pk]))))
     assert report["format"] == "evalsite.results/1"
     multiply = report["evals"][0]
     assert (multiply["status"], multiply["passed_on_turn"], multiply["score"]) == ("passed", 2, 1.0)

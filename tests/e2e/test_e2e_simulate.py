@@ -9,6 +9,7 @@ resumed simulated conversation asks neither the simulated user nor the judge aga
 
 from __future__ import annotations
 
+import json
 import math
 
 import openai
@@ -23,6 +24,7 @@ from runs.selectors import report
 from suites.models import Suite
 from suites.services import create_suite
 from tests.e2e.conftest import wait_for_run
+from tests.factories import body as response_body
 
 pytestmark = [pytest.mark.e2e]
 
@@ -417,7 +419,7 @@ def test_resuming_a_simulated_conversation_asks_nobody_again_for_stored_turns(
     # ...and the run's results.json says the same.
     owner = Client()
     owner.force_login(user)
-    document = owner.get(reverse("runs:json", args=[first.pk])).json()
+    document = json.loads(response_body(owner.get(reverse("runs:json", args=[first.pk]))))
     (shown,) = document["evals"]
     assert [turn["stop_when"] for turn in shown["turns"]] == conditions
     assert [turn["simulated_user"] for turn in shown["turns"]] == [r["simulated_user"] for r in stored]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import xml.etree.ElementTree as ET
 from contextlib import redirect_stderr, redirect_stdout
 
@@ -18,7 +19,7 @@ from evalsite import cli
 from runs.models import ApiToken, Run
 from runs.services import pin_baseline
 from runs.tokens import create_token
-from tests.factories import MOCK_CI_SUITE, bearer, play
+from tests.factories import MOCK_CI_SUITE, bearer, body, play
 
 pytestmark = pytest.mark.django_db
 
@@ -141,7 +142,7 @@ def test_launch_from_yaml_then_poll_and_read_every_export(api):
     assert status["status"] == "passed" and status["progress"]["done"] == 2
     assert status["progress"]["percent"] == 100
 
-    results = anonymous.get(launched["links"]["results"], **bearer(token)).json()
+    results = json.loads(body(anonymous.get(launched["links"]["results"], **bearer(token))))
     assert results["format"] == "evalsite.results/1" and results["totals"]["passed"] == 2
 
     junit = anonymous.get(launched["links"]["junit"], **bearer(token))

@@ -18,7 +18,7 @@ from runs import selectors
 from runs.models import Override
 from runs.services import create_run
 from suites.services import create_suite
-from tests.factories import play
+from tests.factories import body, play
 
 pytestmark = pytest.mark.django_db
 
@@ -88,7 +88,7 @@ def test_overriding_a_check_changes_the_verdict_and_the_run_and_says_so(logged_i
 
 def test_an_override_is_kept_in_every_export(logged_in, run):
     override(logged_in, run, 0, turn="1", target="checks[0]", passed="1", note="right, in words")
-    results = json.loads(logged_in.get(reverse("runs:json", args=[run.pk])).content)
+    results = json.loads(body(logged_in.get(reverse("runs:json", args=[run.pk]))))
     multiply = next(item for item in results["evals"] if item["id"] == "multiply")
     assert multiply["status"] == "passed" and multiply["original"]["status"] == "failed"
     assert multiply["overrides"][0] | {"at": ""} == {
@@ -99,7 +99,7 @@ def test_an_override_is_kept_in_every_export(logged_in, run):
 
     evals = list(
         csv.DictReader(
-            io.StringIO(logged_in.get(reverse("runs:export", args=[run.pk, "csv"])).content.decode())
+            io.StringIO(body(logged_in.get(reverse("runs:export", args=[run.pk, "csv"]))).decode())
         )
     )
     row = next(item for item in evals if item["eval_id"] == "multiply")

@@ -9,6 +9,7 @@ Runs are built from rows (no worker): Run, Conversation and Turn with `record` =
 from __future__ import annotations
 
 import html
+import json
 import math
 import re
 from datetime import timedelta
@@ -25,7 +26,7 @@ from engine.results import CheckResult, TurnRecord, Usage
 from runs import selectors
 from runs.models import Conversation, Run, ShareLink, Status
 from suites import services as suite_services
-from tests.factories import mock_run, store_turns
+from tests.factories import body, mock_run, store_turns
 
 SUITE = """\
 name: concierge
@@ -528,3 +529,25 @@ def test_an_eval_cancelled_before_any_iteration_finished_reads_cancelled(logged_
     assert "error" not in text(booking) and "no iteration was graded" not in text(booking)
     (item,) = [item for item in selectors.iterated_for(run, list(run.conversations.all())) if item.index == 0]
     assert item.status == "cancelled"  # the results JSON says so too
+
+
+def test_results_json_streams_the_same_document_a_chunk_at_a_time(logged_in, version, user, monkeypatch):
+    """results.json is written as its conversations are read, a few at a time (here 4 of the run's 20 per
+    query), and parses to exactly the report held in memory: its gates, repeated evals' statistics and
+    totals included."""
+    from runs import selectors
+
+    run = make_run(version, user)
+    monkeypatch.setattr(selectors, "RESULTS_CHUNK", 4)
+    with CaptureQueriesContext(connection) as queries:
+        response = logged_in.get(run_url("json", run))
+        streamed = json.loads(body(response))
+    assert response.streaming
+    reads = [
+        q["sql"]
+        for q in queries.captured_queries
+        if 'FROM "runs_conversation"' in q["sql"] and "LIMIT 4" in q["sql"]
+    ]
+    assert len(reads) == -(-run.conversations.count() // 4)
+    assert streamed == selectors.report(run).model_dump(mode="json")
+    assert streamed["iterated"] and streamed["totals"]["evals"] == run.conversations.count()

@@ -20,7 +20,7 @@ from engine.results import CheckResult, TurnRecord, Usage
 from runs import services as run_services
 from runs.models import Conversation, Run, ShareLink, Status, Turn
 from suites import services as suite_services
-from tests.factories import mock_run, store_turns
+from tests.factories import body, mock_run, store_turns
 
 SUITE = """\
 name: arithmetic
@@ -353,7 +353,7 @@ def test_results_json_download(logged_in, version, user):
     response = logged_in.get(run_url("json", run))
     assert response.status_code == 200
     assert response["Content-Disposition"].startswith('attachment; filename="arithmetic-v1-')
-    data = json.loads(response.content)
+    data = json.loads(body(response))
     assert data["format"] == "evalsite.results/1" and data["mock"] is True
     assert [result["status"] for result in data["evals"]] == ["passed", "failed", "error"]
 

@@ -10,6 +10,7 @@ from django.urls import reverse
 from runs.execution import execute
 from runs.services import create_run
 from suites.services import create_suite
+from tests.factories import body
 
 pytestmark = pytest.mark.django_db
 
@@ -98,7 +99,7 @@ def test_exports_from_the_run_page_and_the_share_page(client, user, other_user, 
     assert client.get(reverse("runs:export", args=[run.pk, "exe"])).status_code == 404
     link = create_share_link(run, user)
     shared = client.get(reverse("share:export", args=[link.token, "csv"]))
-    assert shared.status_code == 200 and shared.content.startswith(b"eval_id,")
+    assert shared.status_code == 200 and body(shared).startswith(b"eval_id,")
     assert "no-store" in shared["Cache-Control"]
     client.force_login(other_user)
     assert client.get(reverse("runs:export", args=[run.pk, "csv"])).status_code == 404
