@@ -179,6 +179,45 @@ def changed_since(ids: list[int], since) -> set[int]:
     return set(changed.values_list("pk", flat=True).distinct())
 
 
+@dataclass(frozen=True)
+class SuiteFacts:
+    """What the run page asks of a run's suite on every request, worked out once per suite version: a
+    100,000-row dataset must not be walked per request."""
+
+    sizes: dict[int, int]  # eval index -> iterations, for the evals that run more than once
+    kinds: list[str]  # the conversation styles its evals use
+    tags: dict[int, list[str]]  # eval index -> its tags, for the tagged evals
+    grader_names: list[str]  # named graders, the suite's then its evals' own, in order
+    has_gates: bool
+
+
+_facts: dict[tuple[int, str], SuiteFacts] = {}
+
+
+def suite_facts(run: Run) -> SuiteFacts | None:
+    """The run's SuiteFacts (None when its suite no longer parses), kept per process like parsed suites."""
+    version = run.suite_version
+    key = (version.pk, version.sha256)
+    if key not in _facts:
+        spec = suite_spec(run)
+        if spec is None:
+            return None
+        if len(_facts) >= 64:
+            _facts.pop(next(iter(_facts)))
+        _facts[key] = SuiteFacts(
+            sizes={
+                index: ev.iterations or spec.iterations
+                for index, ev in enumerate(spec.evals)
+                if (ev.iterations or spec.iterations) > 1
+            },
+            kinds=sorted({str(ev.style) for ev in spec.evals}),
+            tags={index: list(ev.tags) for index, ev in enumerate(spec.evals) if ev.tags},
+            grader_names=list(dict.fromkeys(name for _, name, _ in spec.named_graders())),
+            has_gates=bool(spec.gates),
+        )
+    return _facts[key]
+
+
 def suite_spec(run: Run):
     """The run's parsed suite (cached per process); None when it no longer parses (an older schema)."""
     try:
@@ -417,9 +456,9 @@ def report_head(run: Run) -> dict:
     """Every field of the run's RunReport but its evals and totals, from the run and a few columns of each
     conversation (gates and repeated evals' statistics need every score; nothing else is read)."""
     version = run.suite_version
-    spec = suite_spec(run)
-    repeated = spec is not None and any((ev.iterations or spec.iterations) > 1 for ev in spec.evals)
-    summary = summary_rows(run) if spec is not None and (spec.gates or repeated) else []
+    facts = suite_facts(run)
+    repeated = facts is not None and bool(facts.sizes)
+    summary = summary_rows(run) if facts is not None and (facts.has_gates or repeated) else []
     return {
         "suite": SuiteRef(name=version.suite.name, version=version.number, sha256=version.sha256),
         "model": run.model,
@@ -453,10 +492,8 @@ def report_head_json(run: Run) -> dict:
 
 def grader_columns(run: Run) -> list[str]:
     """The run's named graders, one CSV column each: the suite's and its evals' own, in order."""
-    spec = suite_spec(run)
-    if spec is None:
-        return grader_names(summary_rows(run))
-    return list(dict.fromkeys(name for _, name, _ in spec.named_graders()))
+    facts = suite_facts(run)
+    return facts.grader_names if facts is not None else grader_names(summary_rows(run))
 
 
 # Conversations read at a time when a run's results are streamed: their turns and overrides with them.

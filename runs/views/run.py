@@ -64,19 +64,19 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     run = access.run
     progress = progress if progress is not None else selectors.progress(run)
     fingerprint = _fingerprint(run, progress)
-    spec = selectors.suite_spec(run)
-    sizes = _iteration_sizes(spec)  # eval index -> iterations, for the evals run more than once
+    facts = selectors.suite_facts(run)
+    sizes = facts.sizes if facts is not None else {}  # eval index -> iterations, for repeated evals
     repeated = selectors.summary_rows(run, indexes=sizes) if sizes else []
     iterated = display.iterated_rows(
         repeated, selectors.iterated_so_far(run, repeated), access.conversation_url
     )
     gates = []
-    if spec is not None and spec.gates:
+    if facts is not None and facts.has_gates:
         gates = display.gates(selectors.gate_results(run, selectors.summary_rows(run)))
     flaky_only = request.GET.get("flaky") == "1" and bool(iterated)
     shown_iterated = [row for row in iterated if row.flaky] if flaky_only else iterated
     flaky = {row.index for row in iterated if row.flaky} if flaky_only else None
-    triage = _triage(request, run, spec, sizes, flaky, progress["total"])
+    triage = _triage(request, run, facts, flaky, progress["total"])
     shown = triage["page"].object_list
     # A poll of the unfiltered table in suite order sends only the rows that changed since the last one: the
     # rest stay as they are on the page. Filtered or sorted tables are sent whole (a page at most), as rows
@@ -170,17 +170,6 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     return context
 
 
-def _iteration_sizes(spec) -> dict[int, int]:
-    """Eval index -> how many times it runs, for the evals of the suite that run more than once."""
-    if spec is None:
-        return {}
-    return {
-        index: ev.iterations or spec.iterations
-        for index, ev in enumerate(spec.evals)
-        if (ev.iterations or spec.iterations) > 1
-    }
-
-
 def _eval_counts(progress: dict, repeated: list, iterated: list) -> tuple[int, int]:
     """(evals, failed evals) for the header: an eval run once counts by its conversation, a repeated one once,
     by its pass rate."""
@@ -205,15 +194,13 @@ TRIAGE_KEYS = ("status", "kind", "tag", "iteration", "q", "sort")
 OVERRIDDEN = "overridden"  # the status filter's extra choice: conversations a reviewer overrode
 
 
-def _triage(
-    request: HttpRequest, run: Run, spec, sizes: dict[int, int], flaky: set[int] | None, total: int
-) -> dict:
+def _triage(request: HttpRequest, run: Run, facts, flaky: set[int] | None, total: int) -> dict:
     """The conversation table's filters (status, kind, tag, iteration, a search over prompts and replies), its
     sort and its page, all from the URL, so a filtered view can be shared and reloaded. The database does
     the filtering, sorting and paging: a page costs the same in a run of 100 and of 100,000."""
     wanted = {key: request.GET.get(key, "").strip()[:200] for key in TRIAGE_KEYS}
-    evals = spec.evals if spec is not None else []
-    tags = {index: list(ev.tags) for index, ev in enumerate(evals) if ev.tags}
+    tags = facts.tags if facts is not None else {}
+    sizes = facts.sizes if facts is not None else {}
     rows = run.conversations.defer("history", "system")
     if flaky is not None:
         rows = rows.filter(index__in=flaky)
@@ -243,7 +230,7 @@ def _triage(
         "active": bool(query),
         "matched": page.paginator.count,
         "statuses": [*(status.value for status in Status), OVERRIDDEN],
-        "kinds": sorted({str(ev.style) for ev in evals}),
+        "kinds": facts.kinds if facts is not None else [],
         "tags": sorted({tag for values in tags.values() for tag in values}),
         "iterations": max(sizes.values(), default=1),
         "sorts": [(key, label) for key, (label, _) in SORTS.items()],
