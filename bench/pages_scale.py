@@ -106,6 +106,7 @@ def main() -> None:
     parser.add_argument("--shape", choices=("dataset", "iterations"), default="dataset")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--db", help="a SQLite file to keep (built once, measured again without building)")
+    parser.add_argument("--no-exports", action="store_true", help="pages only")
     args = parser.parse_args()
 
     os.environ.setdefault("EVALSITE_DEV", "1")
@@ -183,6 +184,8 @@ def main() -> None:
     measure("progress poll (1 row moved)", poll, HTTP_HX_REQUEST="true")
     Run.objects.filter(pk=run.pk).update(status="failed", finished_at=timezone.now())
 
+    if args.no_exports:
+        return
     print(f"\n{'export':<28} {'seconds':>10} {'MB':>9} {'peak MB':>8}")
     for name, url in {"results.json": reverse("runs:json", args=[run.pk]),
                       "evals CSV": reverse("runs:export", args=[run.pk, "csv"])}.items():  # fmt: skip

@@ -226,9 +226,23 @@ def suite_spec(run: Run):
         return None
 
 
-def conversation_keys(run: Run) -> list[tuple[int, int]]:
-    """(index, iteration) of every conversation of the run, in order: a transcript's previous and next."""
-    return list(run.conversations.values_list("index", "iteration"))
+def neighbours(run: Run, index: int, iteration: int) -> dict:
+    """A transcript's place in its run: its position, the run's size, the (index, iteration) before and after
+    it, and how many iterations its eval has. Asked of the (run, index, iteration) index, never by reading
+    the run's keys: a run may hold 100,000 conversations."""
+    rows = run.conversations.order_by()
+    before = rows.filter(Q(index__lt=index) | Q(index=index, iteration__lt=iteration))
+    after = rows.filter(Q(index__gt=index) | Q(index=index, iteration__gt=iteration))
+    previous = before.order_by("-index", "-iteration").values_list("index", "iteration").first()
+    following = after.order_by("index", "iteration").values_list("index", "iteration").first()
+    counts = rows.aggregate(count=Count("pk"), iterations=Count("pk", filter=Q(index=index)))
+    return {
+        "position": before.count() + 1,
+        "count": counts["count"],
+        "previous": previous,
+        "next": following,
+        "iterations": counts["iterations"],
+    }
 
 
 def iterations_of(run: Run, index: int) -> list[Conversation]:

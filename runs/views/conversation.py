@@ -55,16 +55,11 @@ def _verdict(conversation: Conversation) -> dict:
 
 
 def _neighbours(access: Access, conversation: Conversation) -> dict:
-    keys = selectors.conversation_keys(access.run)
-    here = keys.index((conversation.index, conversation.iteration))
-    previous = keys[here - 1] if here > 0 else None
-    following = keys[here + 1] if here + 1 < len(keys) else None
+    near = selectors.neighbours(access.run, conversation.index, conversation.iteration)
     return {
-        "position": here + 1,
-        "count": len(keys),
-        "previous": access.conversation_url(*previous) if previous else None,
-        "next": access.conversation_url(*following) if following else None,
-        "iterations": sum(index == conversation.index for index, _ in keys),
+        **near,
+        "previous": access.conversation_url(*near["previous"]) if near["previous"] else None,
+        "next": access.conversation_url(*near["next"]) if near["next"] else None,
     }
 
 
