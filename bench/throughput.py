@@ -340,9 +340,69 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
 
 
+def cli(args, work: Workload) -> dict:
+    """The same conversations through `evalsite run --concurrency C`, what a CI job runs: one process,
+    one event loop (engine.runner), the model under test on the default endpoint (OPENAI_BASE_URL), no
+    database. Wall time is the run's own (the report's duration), without the command's start-up; CPU is
+    the whole command's, start-up included."""
+    import multiprocessing
+
+    ours, theirs = multiprocessing.Pipe()
+    server = multiprocessing.get_context("fork").Process(
+        target=_serve_fake, args=(args.latency, work, theirs), daemon=True
+    )
+    server.start()
+    folder = Path(tempfile.mkdtemp(prefix="evalsite-bench-cli-"))
+    try:
+        base_url = ours.recv()
+        suite = folder / "suite.yaml"
+        suite.write_text(work.source)
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": base_url,
+            "OPENAI_API_KEY": "sk-bench",
+            "EVALSITE_DEFAULT_CONCURRENCY": str(args.concurrency),  # the default endpoint's cap
+            "EVALSITE_VAR_DIR": str(folder),
+            "DATABASE_URL": f"sqlite:///{folder / 'none.sqlite3'}",  # not created: the CLI needs none
+        }
+        model = "bench-model"  # the suite's fake/bench-model, on the default endpoint
+        ours.send("count")
+        before = ours.recv()
+        evalsite = str(Path(sys.executable).with_name("evalsite"))
+        command = [evalsite, "run", str(suite), "--model", model, "--concurrency", str(args.concurrency),
+                   "--json", str(folder / "out.json")]  # fmt: skip
+        usage_before = os.times()
+        process = subprocess.run(command, env=env, capture_output=True, text=True, cwd=folder)
+        usage_after = os.times()
+        if process.returncode not in (0, 1):
+            raise SystemExit(f"evalsite run failed ({process.returncode}):\n{process.stderr[-2000:]}")
+        report = json.loads((folder / "out.json").read_text())
+        ours.send("count")
+        calls = ours.recv() - before
+        ours.send(None)
+    finally:
+        server.join(timeout=5)
+        server.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+    cpu = (usage_after.children_user - usage_before.children_user) + (
+        usage_after.children_system - usage_before.children_system
+    )
+    return {
+        "status": report["status"],
+        "wall": report["totals"]["duration_s"],
+        "ideal": work.ideal,
+        "turns": report["totals"]["turns"],
+        "calls": calls,
+        "worker_cpu": cpu,
+        "machine_busy": None,
+    }
+
+
 def child(args, work: Workload) -> None:
     """The child's side: measure in this process (its environment names the backend), print JSON."""
-    print(json.dumps(engine_only(args, work) if os.environ.get("BENCH_ENGINE_ONLY") else measure(args, work)))
+    backend = os.environ.get("BENCH_BACKEND")
+    measure_ = {"engine": engine_only, "cli": cli}.get(backend, measure)
+    print(json.dumps(measure_(args, work)))
 
 
 def table_header() -> None:
@@ -381,6 +441,7 @@ def run_backends(args, child_argv: list[str]) -> list[dict]:
 
 BACKENDS = {
     "engine": "engine only (floor)",
+    "cli": "evalsite run (CLI)",
     "embedded": "SQLite + filesystem",
     "postgres": "PostgreSQL + Redis",
 }
@@ -392,8 +453,9 @@ def measure_in_child(backend: str, child_argv: list[str]) -> dict | None:
     var_dir = Path(tempfile.mkdtemp(prefix=f"evalsite-bench-{backend}-"))
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalsite.settings", "EVALSITE_DEV": "1",
            "EVALSITE_VAR_DIR": str(var_dir), "BENCH_FAKE_KEY": "sk-bench", "LOG_LEVEL": "WARNING"}  # fmt: skip
-    if backend == "engine":
-        env["BENCH_ENGINE_ONLY"] = "1"
+    env["BENCH_BACKEND"] = backend
+    if backend in ("engine", "cli"):
+        pass
     elif backend == "embedded":
         env["DATABASE_URL"] = f"sqlite:///{var_dir / 'bench.sqlite3'}"
         env.pop("CELERY_BROKER_URL", None)

@@ -12,7 +12,9 @@ EndpointError, which marks that one conversation `error`.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import json
 import math
 import os
 import random
@@ -24,14 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import aiohttp
 import openai
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_random_exponential
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception_type, wait_random_exponential
 
 from .matching import glob_match
 from .patterns import RegexFailure
 from .redact import redact, redact_configured, register_key_env
 from .results import Usage
-from .retries import LOCAL_PAUSES, PauseBoard, RetryWait, report_wait, wait_out
+from .retries import LOCAL_PAUSES, PauseBoard, RetryWait, async_wait_out, report_wait, wait_out
 from .schema import MockSpec
 from .transcript import format_transcript, message_text
 
@@ -169,6 +172,105 @@ def _reply(response, label: str) -> tuple[str, dict | None]:
     return (text if isinstance(text, str) else ""), (usage if isinstance(usage, dict) else None)
 
 
+def _status_failure(label: str, status: int, text: str, headers) -> Exception:
+    """What an HTTP error answer is: an EndpointError (a 4xx that retrying cannot fix) or a _Transient."""
+    message = redact(f"HTTP {status} from {label}: {text}")
+    if status not in RETRIED_STATUSES and status < 500:
+        return EndpointError(message)
+    retry_after = _retry_after(headers)
+    if status == 429:
+        return _Transient(message, RATE_LIMIT_WAIT, retry_after, rate_limited=True)
+    return _Transient(message, f"endpoint unavailable (HTTP {status})", retry_after)
+
+
+def _timed_out(what: str, label: str, timeout: float) -> _Transient:
+    return _Transient(f"{what} to {label} timed out after {timeout:g}s", "endpoint timed out")
+
+
+def _unreachable(label: str, base_url: str, cause) -> _Transient:
+    return _Transient(f"cannot reach {label} at {base_url}: {cause}", "cannot reach endpoint")
+
+
+class _RetryLoop:
+    """One call's retries, as tenacity's Retrying (threads) or AsyncRetrying (asyncio) runs them: how long
+    to wait, when to stop, what to report, and waits that end early when the endpoint answers someone."""
+
+    def __init__(self, client: OpenAIClient) -> None:
+        self.client = client
+        self.endpoint = client.endpoint
+        self.label = client.label
+        self.started = client._clock()
+        # When the latest attempt failed (epoch seconds: boards are shared between processes), and whether
+        # the coming wait is a backoff of ours, to cut short when the endpoint answers another call.
+        self.failed_at = 0.0
+        self.wakeable = False
+        self.backoff = wait_random_exponential(
+            multiplier=0.5, min=0.1, max=min(BACKOFF_MAX_WAIT, self.endpoint.retry_max_wait)
+        )
+
+    def failed(self) -> None:
+        self.failed_at = time.time()
+
+    def answered(self) -> None:
+        if self.failed_at or _waiting.get(self.label):
+            # Back after failing this call, or answering while others wait: they may retry now.
+            self.client._pauses.recovered(self.label, time.time())
+
+    def wait(self, state: RetryCallState) -> float:
+        failure: _Transient = state.outcome.exception()
+        self.wakeable = failure.retry_after is None and not failure.rate_limited
+        delay = failure.retry_after if failure.retry_after is not None else self.backoff(state)
+        delay = min(delay, self.endpoint.retry_max_wait)
+        if failure.rate_limited:  # everyone else holds back too, instead of each meeting the limit
+            self.client._pauses.pause(self.label, time.time() + delay)
+        # Another call may have paused the endpoint for longer: wait that out too, whole.
+        paused = self.client._pause_remaining()
+        self.wakeable = self.wakeable and paused <= delay
+        return max(delay, paused)
+
+    def stop(self, state: RetryCallState) -> bool:
+        if self.endpoint.max_retries is not None and state.attempt_number > self.endpoint.max_retries:
+            return True
+        return self.client._clock() - self.started + state.upcoming_sleep > self.endpoint.retry_seconds
+
+    def before_sleep(self, state: RetryCallState) -> None:
+        failure: _Transient = state.outcome.exception()
+        report_wait(RetryWait(self.label, failure.reason, state.upcoming_sleep, state.attempt_number))
+
+    def woken(self) -> bool:
+        return self.client._pauses.recovered_at(self.label) > self.failed_at
+
+    def sleep(self, seconds: float) -> None:
+        # A sleep passed in (tests' fake time) returns at once: no other call can answer meanwhile.
+        if not self.wakeable or self.client._sleep is not time.sleep:
+            wait_out(seconds, self.client._sleep)
+            return
+        _count_waiting(self.label, 1)
+        try:
+            wait_out(seconds, self.client._sleep, self.woken)
+        finally:
+            _count_waiting(self.label, -1)
+
+    async def asleep(self, seconds: float) -> None:
+        if self.client._sleep is not time.sleep:  # tests' fake time: returns at once, as in `sleep`
+            wait_out(seconds, self.client._sleep)
+            return
+        if not self.wakeable:
+            await async_wait_out(seconds)
+            return
+        _count_waiting(self.label, 1)
+        try:
+            await async_wait_out(seconds, self.woken)
+        finally:
+            _count_waiting(self.label, -1)
+
+    def gave_up(self, failure: _Transient, statistics: dict) -> EndpointError:
+        attempts = statistics.get("attempt_number", 1)
+        spent = self.client._clock() - self.started
+        suffix = f" (gave up after {attempts} attempts in {spent:.0f} s)" if attempts > 1 else ""
+        return EndpointError(failure.message + suffix)
+
+
 _client_cache: dict[tuple, object] = {}
 _client_lock = threading.Lock()
 
@@ -216,96 +318,37 @@ class OpenAIClient:
         BACKOFF_MAX_WAIT, replaced by the server's Retry-After when it sends one, and stopped before a wait
         would overrun the budget. A backoff ends early when the endpoint answers another call meanwhile.
         """
-        endpoint = self.endpoint
-        started = self._clock()
+        loop = _RetryLoop(self)
         self._wait_for_pause()
-        # When the latest attempt failed (epoch seconds: boards are shared between processes), and whether
-        # the coming wait is a backoff of ours, to cut short when the endpoint answers another call.
-        failed_at, wakeable = 0.0, False
 
         def attempt():
-            nonlocal failed_at
             try:
                 result = fn()
             except openai.APIStatusError as exc:
-                failed_at = time.time()
-                status = exc.status_code
-                message = redact(f"HTTP {status} from {self.label}: {_error_text(exc)}")
-                if status not in RETRIED_STATUSES and status < 500:
-                    raise EndpointError(message) from None
-                retry_after = _retry_after(exc.response.headers)
-                if status == 429:
-                    raise _Transient(message, RATE_LIMIT_WAIT, retry_after, rate_limited=True) from None
-                raise _Transient(message, f"endpoint unavailable (HTTP {status})", retry_after) from None
+                loop.failed()
+                failure = _status_failure(self.label, exc.status_code, _error_text(exc), exc.response.headers)
+                raise failure from None
             except openai.APITimeoutError:
-                failed_at = time.time()
-                message = f"{what} to {self.label} timed out after {endpoint.timeout:g}s"
-                raise _Transient(message, "endpoint timed out") from None
+                loop.failed()
+                raise _timed_out(what, self.label, self.endpoint.timeout) from None
             except openai.APIConnectionError as exc:
-                failed_at = time.time()
-                cause = exc.__cause__ or exc
-                message = f"cannot reach {self.label} at {endpoint.base_url}: {cause}"
-                raise _Transient(message, "cannot reach endpoint") from None
-            if failed_at or _waiting.get(self.label):
-                # Back after failing this call, or answering while others wait: they may retry now.
-                self._pauses.recovered(self.label, time.time())
+                loop.failed()
+                raise _unreachable(self.label, self.endpoint.base_url, exc.__cause__ or exc) from None
+            loop.answered()
             return result
-
-        backoff = wait_random_exponential(
-            multiplier=0.5, min=0.1, max=min(BACKOFF_MAX_WAIT, endpoint.retry_max_wait)
-        )
-
-        def wait(state: RetryCallState) -> float:
-            nonlocal wakeable
-            failure: _Transient = state.outcome.exception()
-            wakeable = failure.retry_after is None and not failure.rate_limited
-            delay = failure.retry_after if failure.retry_after is not None else backoff(state)
-            delay = min(delay, endpoint.retry_max_wait)
-            if failure.rate_limited:  # everyone else holds back too, instead of each meeting the limit
-                self._pauses.pause(self.label, time.time() + delay)
-            # Another call may have paused the endpoint for longer: wait that out too, whole.
-            paused = self._pause_remaining()
-            wakeable = wakeable and paused <= delay
-            return max(delay, paused)
-
-        def stop(state: RetryCallState) -> bool:
-            if endpoint.max_retries is not None and state.attempt_number > endpoint.max_retries:
-                return True
-            return self._clock() - started + state.upcoming_sleep > endpoint.retry_seconds
-
-        def before_sleep(state: RetryCallState) -> None:
-            failure: _Transient = state.outcome.exception()
-            report_wait(RetryWait(self.label, failure.reason, state.upcoming_sleep, state.attempt_number))
-
-        def woken() -> bool:
-            return self._pauses.recovered_at(self.label) > failed_at
-
-        def sleep(seconds: float) -> None:
-            # A sleep passed in (tests' fake time) returns at once: no other call can answer meanwhile.
-            if not wakeable or self._sleep is not time.sleep:
-                wait_out(seconds, self._sleep)
-                return
-            _count_waiting(self.label, 1)
-            try:
-                wait_out(seconds, self._sleep, woken)
-            finally:
-                _count_waiting(self.label, -1)
 
         retrying = Retrying(
             retry=retry_if_exception_type(_Transient),
-            wait=wait,
-            stop=stop,
-            before_sleep=before_sleep,
-            sleep=sleep,
+            wait=loop.wait,
+            stop=loop.stop,
+            before_sleep=loop.before_sleep,
+            sleep=loop.sleep,
             reraise=True,
         )
         try:
             return retrying(attempt)
         except _Transient as failure:
-            attempts = retrying.statistics.get("attempt_number", 1)
-            spent = self._clock() - started
-            suffix = f" (gave up after {attempts} attempts in {spent:.0f} s)" if attempts > 1 else ""
-            raise EndpointError(failure.message + suffix) from None
+            raise loop.gave_up(failure, retrying.statistics) from None
 
     def _pause_remaining(self) -> float:
         return max(0.0, self._pauses.paused_until(self.label) - time.time())
@@ -320,20 +363,16 @@ class OpenAIClient:
         report_wait(RetryWait(self.label, RATE_LIMIT_WAIT, seconds, 0))
         wait_out(seconds, self._sleep)
 
-    def complete(self, model: str, messages: list[dict], *, temperature: float | None = None) -> Completion:
+    def _body(self, model: str, messages: list[dict], temperature: float | None) -> dict:
         if self.endpoint.string_only:
             # Endpoints that take one string get the conversation as the judge sees it, in [Role]: form.
             messages = [{"role": "user", "content": format_transcript(messages)}]
         body = {"model": model, "messages": messages}
         if temperature is not None:
             body["temperature"] = temperature
-        started = time.monotonic()
-        # The client's own post: the same auth, headers, timeouts and errors as chat.completions.create,
-        # minus create's walk of our plain messages against its TypedDicts and the typed response we would
-        # only read two fields of. Those cost more CPU than the rest of the call (3.5 of 6 ms per call).
-        response = self._call(
-            "request", lambda: self._client().post("/chat/completions", body=body, cast_to=dict)
-        )
+        return body
+
+    def _completion(self, response, messages: list[dict], started: float) -> Completion:
         latency_ms = int((time.monotonic() - started) * 1000)
         text, reported = _reply(response, self.label)
         text = redact_configured(text)  # a configured key never belongs in a reply (engine/redact.py)
@@ -351,6 +390,17 @@ class OpenAIClient:
             )
         return Completion(text=text, usage=usage, cost=self.endpoint.cost(usage), latency_ms=latency_ms)
 
+    def complete(self, model: str, messages: list[dict], *, temperature: float | None = None) -> Completion:
+        body = self._body(model, messages, temperature)
+        started = time.monotonic()
+        # The client's own post: the same auth, headers, timeouts and errors as chat.completions.create,
+        # minus create's walk of our plain messages against its TypedDicts and the typed response we would
+        # only read two fields of. Those cost more CPU than the rest of the call (3.5 of 6 ms per call).
+        response = self._call(
+            "request", lambda: self._client().post("/chat/completions", body=body, cast_to=dict)
+        )
+        return self._completion(response, messages, started)
+
     def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]], Usage, float]:
         response = self._call(
             "embedding request", lambda: self._client().embeddings.create(model=model, input=texts)
@@ -359,6 +409,127 @@ class OpenAIClient:
         tokens = response.usage.prompt_tokens if response.usage else sum(map(estimate_tokens, texts))
         usage = Usage(prompt_tokens=tokens)
         return vectors, usage, self.endpoint.cost(usage)
+
+
+class AsyncOpenAIClient(OpenAIClient):
+    """An OpenAIClient whose chat calls can also be awaited (`acomplete`), for the asyncio path that plays
+    many conversations on one event loop (engine.runner, the CLI). The same retries, waits, pauses, errors
+    and redaction as `complete`; only the transport differs.
+
+    Chat calls go through aiohttp rather than the `openai` client: measured against the fake endpoint at
+    concurrency 100, a call costs 0.34 ms of CPU through aiohttp and 1.6–2.2 ms through the openai client
+    (sync or async) or httpx, whose Python-level request building and parsing dominate once the model is
+    fast. Judges and embeddings keep the `openai` client, in threads (engine.conversation.run_eval_async).
+    """
+
+    def __init__(self, endpoint: EndpointConfig, **kwargs) -> None:
+        super().__init__(endpoint, **kwargs)
+        # The board of this process: a board shared through the database (runs.pauses) would be read from the
+        # event loop, where Django refuses queries. The loop's conversations share this one among themselves.
+        self._pauses = getattr(self._pauses, "local", self._pauses)
+        self._sessions: dict[int, object] = {}  # one aiohttp session per event loop that uses this client
+
+    def _session(self):
+        loop = asyncio.get_running_loop()
+        session = self._sessions.get(id(loop))
+        if session is None or session.closed:
+            api_key = os.environ.get(self.endpoint.api_key_env, "") or "not-set"
+            session = aiohttp.ClientSession(
+                # Concurrency is the caller's to bound (the runner's semaphore, the endpoint's cap).
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                timeout=aiohttp.ClientTimeout(total=self.endpoint.timeout),
+                headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"},
+            )
+            self._sessions[id(loop)] = session
+        return session
+
+    async def aclose(self) -> None:
+        """Close the session of the running event loop (the runner calls it before its loop ends)."""
+        session = self._sessions.pop(id(asyncio.get_running_loop()), None)
+        if session is not None:
+            await session.close()
+
+    async def acomplete(
+        self, model: str, messages: list[dict], *, temperature: float | None = None
+    ) -> Completion:
+        body = self._body(model, messages, temperature)
+        started = time.monotonic()
+        response = await self._acall("request", lambda: self._post(body))
+        return self._completion(response, messages, started)
+
+    async def _post(self, body: dict):
+        async with self._session().post(
+            self.endpoint.base_url.rstrip("/") + "/chat/completions", json=body
+        ) as r:
+            if r.status >= 400:
+                raw = await r.text()
+                raise _HTTPFailure(r.status, _error_body_text(raw), r.headers)
+            try:
+                return await r.json(content_type=None)
+            except ValueError:
+                raise EndpointError(
+                    f"{self.label} sent something that is not a chat completion: {(await r.text())[:200]}"
+                ) from None
+
+    async def _acall(self, what: str, afn):
+        """_call for coroutines: the same retry loop under tenacity's AsyncRetrying."""
+
+        import aiohttp
+
+        loop = _RetryLoop(self)
+        remaining = self._pause_remaining()
+        if remaining > 0:  # another call has the endpoint paused after a rate limit
+            seconds = remaining + random.uniform(0, min(1.0, 0.2 * remaining))
+            report_wait(RetryWait(self.label, RATE_LIMIT_WAIT, seconds, 0))
+            await async_wait_out(seconds)
+
+        async def attempt():
+            try:
+                result = await afn()
+            except _HTTPFailure as exc:
+                loop.failed()
+                raise _status_failure(self.label, exc.status, exc.text, exc.headers) from None
+            except (TimeoutError, aiohttp.ServerTimeoutError):
+                loop.failed()
+                raise _timed_out(what, self.label, self.endpoint.timeout) from None
+            except aiohttp.ClientError as exc:
+                loop.failed()
+                raise _unreachable(self.label, self.endpoint.base_url, exc) from None
+            loop.answered()
+            return result
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(_Transient),
+            wait=loop.wait,
+            stop=loop.stop,
+            before_sleep=loop.before_sleep,
+            sleep=loop.asleep,
+            reraise=True,
+        )
+        try:
+            return await retrying(attempt)
+        except _Transient as failure:
+            raise loop.gave_up(failure, retrying.statistics) from None
+
+
+class _HTTPFailure(Exception):
+    def __init__(self, status: int, text: str, headers) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status, self.text, self.headers = status, text, headers
+
+
+def _error_body_text(raw: str) -> str:
+    """An error answer's message, as the openai client would give it: the JSON error's message, or the text."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return raw[:500] or "no body"
+    if isinstance(body, dict):
+        error = body.get("error")
+        message = (error.get("message") if isinstance(error, dict) else None) or body.get("message")
+        if message:
+            return str(message)
+    return raw[:500]
 
 
 @dataclass
@@ -447,13 +618,14 @@ class EndpointRegistry:
             return self.default
         return self.named.get(name)
 
-    def client(self, name: str, mock: MockSpec | None = None) -> ChatClient:
+    def client(self, name: str, mock: MockSpec | None = None, *, asynchronous: bool = False) -> ChatClient:
+        """The endpoint's client; `asynchronous`: one whose chat calls can also be awaited."""
         if name == MOCK:
             return MockClient(mock or MockSpec())
         endpoint = self.endpoint(name)
         if endpoint is None:
             raise EndpointError(f"unknown endpoint {name!r}")
-        return OpenAIClient(endpoint, pauses=self.pauses)
+        return (AsyncOpenAIClient if asynchronous else OpenAIClient)(endpoint, pauses=self.pauses)
 
     def max_concurrency(self, name: str) -> int:
         endpoint = self.endpoint(name)

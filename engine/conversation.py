@@ -14,6 +14,7 @@ history (`messages`) can precede any style.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -28,11 +29,12 @@ from .patterns import RegexFailure
 from .results import EvalResult, GraderResult, SimulatedUserCall, Totals, TurnGrade, TurnRecord, Usage
 from .retries import RetryStopped, RetryWait, retry_hooks
 from .schema import Eval, WeightedPassRule
+from .schema.checks import CHECK_KEYS
 from .simulate import clean_reply
 from .text import plural
 from .transcript import format_transcript
 
-__all__ = ["Defaults", "EngineContext", "ResumeMismatch", "StopConversation", "run_eval"]
+__all__ = ["Defaults", "EngineContext", "ResumeMismatch", "StopConversation", "run_eval", "run_eval_async"]
 
 
 class StopConversation(Exception):
@@ -88,10 +90,68 @@ def run_eval(
     never graded on turns it would not have had."""
     # Model calls that wait to retry say so through on_wait, and stop waiting once should_stop() says so.
     with retry_hooks(on_wait, should_stop):
-        return _run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop, given, replay)
+        return _inline(_run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop, given, replay, INLINE))
 
 
-def _run_eval(
+async def run_eval_async(
+    ev: Eval,
+    index: int,
+    eval_id: str,
+    ctx: EngineContext,
+    prior: Sequence[TurnRecord] = (),
+    on_turn: Callable[[TurnRecord], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    on_wait: Callable[[RetryWait], None] | None = None,
+    given: tuple[str, list[dict]] | None = None,
+) -> EvalResult:
+    """run_eval on an event loop, with other conversations: the model's replies are awaited (a client with
+    `acomplete`), and anything that may call a model while grading (judges, semantic checks, stop
+    conditions, named graders, the simulated user) runs in a thread, so it never holds the loop."""
+    with retry_hooks(on_wait, should_stop):
+        return await _run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop, given, None, THREADED)
+
+
+class _IO:
+    """How the loop makes the calls that may wait on a model: at once, in the caller's thread (run_eval),
+    or awaited on an event loop shared with other conversations (run_eval_async)."""
+
+    async def agent(self, client: ChatClient, model: str, messages: list[dict]) -> Completion:
+        return client.complete(model, messages)
+
+    async def blocking(self, fn: Callable, *args, may_call_model: bool = True):
+        return fn(*args)
+
+
+class _Threaded(_IO):
+    async def agent(self, client: ChatClient, model: str, messages: list[dict]) -> Completion:
+        acomplete = getattr(client, "acomplete", None)
+        if acomplete is not None:
+            return await acomplete(model, messages)
+        if client.is_mock and not getattr(getattr(client, "spec", None), "latency_ms", 0):
+            return client.complete(model, messages)  # no I/O and no wait: nothing to give the loop back
+        return await asyncio.to_thread(client.complete, model, messages)
+
+    async def blocking(self, fn: Callable, *args, may_call_model: bool = True):
+        if not may_call_model:
+            return fn(*args)
+        return await asyncio.to_thread(fn, *args)
+
+
+INLINE, THREADED = _IO(), _Threaded()
+
+
+def _inline(coroutine):
+    """Run a coroutine that never suspends (the loop with INLINE calls) to its end, without an event loop:
+    the threaded worker plays one conversation per thread, as before, at no cost of a loop per call."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise RuntimeError("the conversation loop awaited something while run inline")
+
+
+async def _run_eval(
     ev: Eval,
     index: int,
     eval_id: str,
@@ -100,7 +160,8 @@ def _run_eval(
     on_turn: Callable[[TurnRecord], None] | None,
     should_stop: Callable[[], bool] | None,
     given: tuple[str, list[dict]] | None,
-    replay: Sequence[TurnRecord] | None = None,
+    replay: Sequence[TurnRecord] | None,
+    io: _IO,
 ) -> EvalResult:
     if given is None:
         messages, history = build_history(ctx.system, ev.messages, ctx.files)
@@ -113,10 +174,12 @@ def _run_eval(
     given_count = len(messages)
     sent_system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
 
-    def finish(verdict: Verdict, error: str | None = None) -> EvalResult:
+    async def finish(verdict: Verdict, error: str | None = None) -> EvalResult:
         graded: list[GraderResult] = []
         if graders and turns and verdict.outcome in (Status.PASSED, Status.FAILED):
-            verdict, graded = _with_graders(ctx, ev, graders, verdict, turns, messages, given_count)
+            verdict, graded = await io.blocking(
+                _with_graders, ctx, ev, graders, verdict, turns, messages, given_count
+            )
         tally = driver.tally(turns) if turns else None
         termination, termination_kind, termination_detail = _ending(driver, turns, verdict.outcome)
         return EvalResult(
@@ -145,11 +208,13 @@ def _run_eval(
             totals=Totals.of(turns),
         )
 
-    def stopped(how: str = "cancelled") -> EvalResult:
-        return finish(Verdict(Status.CANCELLED, None, f"{how} after {plural(len(turns), 'turn')}"))
+    async def stopped(how: str = "cancelled") -> EvalResult:
+        return await finish(Verdict(Status.CANCELLED, None, f"{how} after {plural(len(turns), 'turn')}"))
 
-    def failed(position: int, exc: EndpointError, who: str = "") -> EvalResult:
-        return finish(Verdict(Status.ERROR, None, f"error on turn {position}{who}: {exc}"), error=str(exc))
+    async def failed(position: int, exc: EndpointError, who: str = "") -> EvalResult:
+        return await finish(
+            Verdict(Status.ERROR, None, f"error on turn {position}{who}: {exc}"), error=str(exc)
+        )
 
     given = len(messages)
     step: Step | None = driver.first()
@@ -162,7 +227,7 @@ def _run_eval(
             _check_resume(turn, step, position)
         else:
             if should_stop is not None and should_stop():
-                return stopped()
+                return await stopped()
             user = _UserTurn()
             if replay is not None:
                 source = replay[position - 1] if position <= len(replay) else None
@@ -177,30 +242,30 @@ def _run_eval(
                         else f"it would send {_short(step.prompt or '')}, the stored turn sent {_short(source.prompt)}"
                     )
                     message = f"diverged at turn {position}: needs a new run ({why})"
-                    return finish(Verdict(Status.ERROR, None, message), error=message)
+                    return await finish(Verdict(Status.ERROR, None, message), error=message)
                 step = replace(step, reply=source.response, replayed_ms=source.latency_ms)
             try:
                 if step.ask is not None:
                     try:
-                        step, user = _ask_user(ctx, step)
+                        step, user = await _ask_user(ctx, step, io)
                     except EndpointError as exc:
-                        return failed(position, exc, " (simulated user)")
-                turn = _play_turn(ctx, driver, messages, step, position, ev, given, user, graders)
+                        return await failed(position, exc, " (simulated user)")
+                turn = await _play_turn(ctx, driver, messages, step, position, ev, given, user, graders, io)
             except EndpointError as exc:
-                return failed(position, exc)
+                return await failed(position, exc)
             except RetryStopped:
-                return stopped()
+                return await stopped()
             if on_turn is not None:
                 try:
                     on_turn(turn)
                 except StopConversation:
-                    return stopped("stopped")
+                    return await stopped("stopped")
         turns.append(turn)
         if step.prompt is not None:
             messages.append({"role": "user", "content": turn.prompt})
         messages.append({"role": "assistant", "content": turn.response})
         step = None if turn.termination_kind else driver.next(step, turns)
-    return finish(driver.verdict(turns))
+    return await finish(driver.verdict(turns))
 
 
 def _ending(
@@ -227,21 +292,21 @@ def _check_resume(turn: TurnRecord, step: Step, position: int) -> None:
         raise ResumeMismatch(f"stored turn {position} was graded against other checks than the suite has")
 
 
-def _ask_user(ctx: EngineContext, step: Step) -> tuple[Step, _UserTurn]:
+async def _ask_user(ctx: EngineContext, step: Step, io: _IO) -> tuple[Step, _UserTurn]:
     """The simulated user writes the step's prompt."""
     ask = step.ask
     if ask.model:
         client, model = ctx.resolve(ask.model) if ctx.resolve else (ctx.judge, ask.model)
     else:
         client, model = ctx.judge, ctx.judge_model
-    completion = client.complete(model, ask.messages)
+    completion = await io.agent(client, model, ask.messages)
     call = SimulatedUserCall(model=model, messages=ask.messages, reply=completion.text)
     return replace(step, prompt=clean_reply(completion.text), ask=None), _UserTurn(
         completion.usage, completion.cost, call
     )
 
 
-def _play_turn(
+async def _play_turn(
     ctx: EngineContext,
     driver: Driver,
     messages: list[dict],
@@ -251,15 +316,57 @@ def _play_turn(
     given: int,
     user: _UserTurn,
     graders: dict,
+    io: _IO,
 ) -> TurnRecord:
     sent = (
         [*messages, {"role": "user", "content": step.prompt}] if step.prompt is not None else list(messages)
     )
     completion = (
-        ctx.agent.complete(ctx.model, sent)
+        await io.agent(ctx.agent, ctx.model, sent)
         if step.reply is None
         else Completion(step.reply, Usage(), 0.0, step.replayed_ms)
     )
+    return await io.blocking(
+        _graded_turn, ctx, driver, step, position, ev, given, user, graders, sent, completion,
+        may_call_model=_may_call_model(ctx, ev, step, graders),
+    )  # fmt: skip
+
+
+# Checks that only read the reply: grading with nothing else never waits on a model.
+_LOCAL_CHECKS = frozenset(CHECK_KEYS) - {"semantic", "llm_judge"}
+
+
+def _may_call_model(ctx: EngineContext, ev: Eval, step: Step, graders: dict) -> bool:
+    """Whether grading this step's reply may call a model (a judge, embeddings, a stop condition, a named
+    grader, an llm_judge ground-truth grader): on an event loop such grading goes to a thread."""
+    if step.stop_when is not None or graders:
+        return True
+    if (step.ground_truth is not None or step.grade_conversation is not None) and (
+        (ev.grader or ctx.defaults.grader) == "llm_judge"
+    ):
+        return True
+
+    def local(items) -> bool:
+        return all(
+            item.kind is None or (item.kind in _LOCAL_CHECKS and local(item.or_ or ())) for item in items
+        )
+
+    return not (local(step.checks) and local(step.final_checks))
+
+
+def _graded_turn(
+    ctx: EngineContext,
+    driver: Driver,
+    step: Step,
+    position: int,
+    ev: Eval,
+    given: int,
+    user: _UserTurn,
+    graders: dict,
+    sent: list[dict],
+    completion: Completion,
+) -> TurnRecord:
+    """The reply graded into its turn record: the stop condition, the checks, the ground-truth grades."""
     judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature)
     conversation = [*sent, {"role": "assistant", "content": completion.text}]
     reply = Reply(

@@ -18,6 +18,7 @@ server asked for (Retry-After, a 429's pause) is honoured whole.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -91,6 +92,25 @@ def wait_out(seconds: float, sleep: Callable[[float], None], woken: Callable[[],
             return
         piece = min(slice_, remaining)
         sleep(piece)
+        remaining -= piece
+
+
+async def async_wait_out(seconds: float, woken: Callable[[], bool] | None = None) -> None:
+    """wait_out for the asyncio path: the same slices, awaiting instead of sleeping a thread."""
+    hooks = _hooks.get()
+    should_stop = hooks.should_stop if hooks is not None else None
+    if should_stop is None and woken is None:
+        await asyncio.sleep(seconds)
+        return
+    slice_ = RECOVERY_CHECK_SECONDS if woken is not None else 1.0
+    remaining = seconds
+    while remaining > 0:
+        if should_stop is not None and should_stop():
+            raise RetryStopped()
+        if woken is not None and woken():
+            return
+        piece = min(slice_, remaining)
+        await asyncio.sleep(piece)
         remaining -= piece
 
 

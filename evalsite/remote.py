@@ -179,6 +179,7 @@ def _pinned_baseline(server: Server, suite_name: str) -> str | None:
     """The id of the run pinned as `suite_name`'s baseline; None (said on stderr) when none is pinned yet, so
     that a pipeline's first run goes ahead and can be pinned."""
     from evalsite.cli import UserError
+
     query = urlencode({"suite_name": suite_name, "pinned": "true", "limit": 1})
     status, payload = server.call("GET", f"/api/runs?{query}")
     if status != 200:

@@ -268,7 +268,7 @@ class Registry(EndpointRegistry):
         )
         self.clients = clients
 
-    def client(self, name, mock=None):
+    def client(self, name, mock=None, **_):
         return self.clients[name]
 
 
