@@ -354,6 +354,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.file}: no model: set `model` in the suite or pass --model")
     registry, unread = endpoint_registry()
     check_model_refs(suite, model, registry, unread)
+    say_cap(registry, model or suite.model, args.concurrency)
     report = run_suite(
         suite, registry, model=model, concurrency=args.concurrency, files=files, on_wait=say_wait
     )
@@ -369,6 +370,23 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return code
+
+
+def say_cap(registry: EndpointRegistry, model_ref: str, concurrency: int) -> None:
+    """A --concurrency above the endpoint's own limit is held to it: say so, and where the limit is set."""
+    from engine.clients import DEFAULT
+
+    name, _ = registry.resolve(model_ref)
+    cap = registry.max_concurrency(name)
+    if concurrency > cap:
+        where = (
+            "EVALSITE_DEFAULT_CONCURRENCY"
+            if name == DEFAULT
+            else f"the endpoint {name}'s max concurrency in the admin"
+        )
+        print(
+            f"concurrency {concurrency} held to {cap}, the {name} endpoint's limit ({where})", file=sys.stderr
+        )
 
 
 # --- evalsite calibrate ------------------------------------------------------------------------------------

@@ -293,8 +293,10 @@ def suite(tmp_path) -> Path:
     return path
 
 
-def run_on(fake: FakeOpenAI, suite: Path, *args: str, key: str = FAKE_KEY) -> subprocess.CompletedProcess:
-    env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": key, "EVALSITE_MAX_RETRIES": "1"}
+def run_on(
+    fake: FakeOpenAI, suite: Path, *args: str, key: str = FAKE_KEY, **extra: str
+) -> subprocess.CompletedProcess:
+    env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": key, "EVALSITE_MAX_RETRIES": "1", **extra}
     return evalsite("run", str(suite), *args, cwd=suite.parent, EVALSITE_VAR_DIR=str(suite.parent), **env)
 
 
@@ -333,6 +335,19 @@ def test_a_wait_to_retry_is_said_on_stderr(fake, suite):
     result = run_on(fake, suite)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "default: waiting for rate limit, retrying in 1 s" in result.stderr
+
+
+def test_a_concurrency_over_the_endpoints_limit_is_held_to_it_and_said(fake, suite):
+    fake.script("What is 15 * 7?", ["105"])
+    fake.script("What is 2 + 2?", ["4"])
+    held = run_on(fake, suite, "--concurrency", "50")
+    assert held.returncode == 0, held.stdout + held.stderr
+    assert (
+        "concurrency 50 held to 10, the default endpoint's limit (EVALSITE_DEFAULT_CONCURRENCY)"
+        in held.stderr
+    )
+    raised = run_on(fake, suite, "--concurrency", "50", EVALSITE_DEFAULT_CONCURRENCY="50")
+    assert raised.returncode == 0 and "held to" not in raised.stderr
 
 
 def test_exit_3_on_401(fake, suite):
