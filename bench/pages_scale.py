@@ -151,8 +151,17 @@ def main() -> None:
         "run page, page 500": detail + "?page=500",
         "filtered: failed, by score": detail + "?status=failed&sort=score",
         "search: 'question 77777'": detail + "?q=question+77777",
-        "transcript": reverse("runs:conversation", args=[run.pk, args.conversations // 2]),
+        "transcript": (
+            reverse("runs:conversation", args=[run.pk, args.conversations // 2])
+            if args.shape == "dataset"
+            else reverse("runs:conversation", args=[run.pk, 50]) + f"?iteration={args.conversations // 200}"
+        ),
         "runs list": reverse("runs:list"),
+        **(
+            {"repeated evals, page 3": detail + "?ipage=3", "flaky only": detail + "?flaky=1"}
+            if args.shape == "iterations"
+            else {}
+        ),
     }
     print(f"\n{'page':<28} {'median ms':>10} {'worst ms':>9} {'queries':>8} {'KB':>7}  within {BUDGET_MS} ms")
 

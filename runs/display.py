@@ -13,7 +13,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from engine.clients import RATE_LIMIT_WAIT
 from engine.history import INSTRUCTIONS_SUFFIX
@@ -245,10 +245,9 @@ class IteratedRow:
     cancelled: int = 0
     unfinished: int = 0
     representative: IterationMark | None = None  # the iteration whose score is closest to the mean
-    more: int = field(init=False)
+    more: int = 0  # iterations past the strip's ITERATION_MARKS_MAX
 
     def __post_init__(self) -> None:
-        self.more = max(0, len(self.marks) - ITERATION_MARKS_MAX)
         self.marks = self.marks[:ITERATION_MARKS_MAX]
 
     @property
@@ -345,6 +344,17 @@ def iteration_groups(conversations: Iterable[Conversation]) -> dict[int, list[Co
     }
 
 
+def repeated_status(outcome: dict[str, int], threshold: float) -> str:
+    """A repeated eval's verdict from its iterations' counts (runs.selectors.repeated_outcomes), as
+    engine.stats decides it: its pass rate over the graded iterations against the threshold."""
+    graded = outcome[Status.PASSED] + outcome[Status.FAILED]
+    if not graded:
+        if outcome["unfinished"]:
+            return Status.RUNNING
+        return Status.ERROR if outcome[Status.ERROR] else Status.CANCELLED
+    return Status.PASSED if outcome[Status.PASSED] / graded >= threshold - 1e-9 else Status.FAILED
+
+
 def iterated_rows(
     conversations: list[Conversation], results: dict[int, IteratedResult], url: Callable[[int, int], str]
 ) -> list[IteratedRow]:
@@ -355,9 +365,12 @@ def iterated_rows(
     for index, group in groups.items():
         result = results.get(index)
         representative = result.stats.representative if result else None
+        # A strip shows its first ITERATION_MARKS_MAX iterations (and counts the rest): only those, and the
+        # representative one, are made into marks, whatever the number of iterations.
+        shown = [c for n, c in enumerate(group) if n < ITERATION_MARKS_MAX or c.iteration == representative]
         marks = [
             iteration_mark(c, url(c.index, c.iteration), representative=c.iteration == representative)
-            for c in group
+            for c in shown
         ]
         rows.append(
             IteratedRow(
@@ -365,6 +378,7 @@ def iterated_rows(
                 eval_id=group[0].eval_id,
                 marks=marks,
                 total=len(group),
+                more=max(0, len(group) - ITERATION_MARKS_MAX),
                 result=result,
                 errors=sum(c.status == Status.ERROR for c in group),
                 cancelled=sum(c.status == Status.CANCELLED for c in group),

@@ -149,19 +149,32 @@ def conversations(run: Run) -> list[Conversation]:
     return list(run.conversations.all())
 
 
-# The columns the run page needs of every conversation it summarises (repeated evals' strips and statistics,
-# gates): the rest (history, system, verdicts) is read for the page's rows only.
-SUMMARY_FIELDS = (
-    "run_id", "index", "iteration", "eval_id", "status", "score", "graders", "turn_count", "termination", "kind",
-)  # fmt: skip
+@dataclass(slots=True)
+class Brief:
+    """What the run page needs of every conversation it summarises (repeated evals' strips and statistics,
+    gates): plain values, not model instances, since a page may summarise thousands of them. The rest
+    (history, system, verdicts) is read for the table's rows only."""
+
+    index: int
+    iteration: int
+    eval_id: str
+    status: str
+    score: float | None
+    graders: list
+    turn_count: int
+    termination: str
+    kind: str
 
 
-def summary_rows(run: Run, indexes: Iterable[int] | None = None) -> list[Conversation]:
-    """Conversations of the run with SUMMARY_FIELDS only (of the evals at `indexes`, or all of them)."""
-    rows = run.conversations.only(*SUMMARY_FIELDS)
+SUMMARY_FIELDS = tuple(Brief.__dataclass_fields__)
+
+
+def summary_rows(run: Run, indexes: Iterable[int] | None = None) -> list[Brief]:
+    """The run's conversations as Briefs (of the evals at `indexes`, or all of them), in suite order."""
+    rows = run.conversations.order_by("index", "iteration")
     if indexes is not None:
         rows = rows.filter(index__in=list(indexes))
-    return list(rows)
+    return [Brief(*values) for values in rows.values_list(*SUMMARY_FIELDS)]
 
 
 def changed_since(ids: list[int], since) -> set[int]:
@@ -189,6 +202,7 @@ class SuiteFacts:
     tags: dict[int, list[str]]  # eval index -> its tags, for the tagged evals
     grader_names: list[str]  # named graders, the suite's then its evals' own, in order
     has_gates: bool
+    thresholds: dict[int, float]  # eval index -> the pass rate it needs, for the repeated evals
 
 
 _facts: dict[tuple[int, str], SuiteFacts] = {}
@@ -214,8 +228,32 @@ def suite_facts(run: Run) -> SuiteFacts | None:
             tags={index: list(ev.tags) for index, ev in enumerate(spec.evals) if ev.tags},
             grader_names=list(dict.fromkeys(name for _, name, _ in spec.named_graders())),
             has_gates=bool(spec.gates),
+            thresholds={
+                index: ev.pass_rate_threshold
+                if ev.pass_rate_threshold is not None
+                else spec.pass_rate_threshold
+                for index, ev in enumerate(spec.evals)
+                if (ev.iterations or spec.iterations) > 1
+            },
         )
     return _facts[key]
+
+
+def repeated_outcomes(run: Run, indexes: Iterable[int]) -> dict[int, dict[str, int]]:
+    """Per repeated eval, how many of its iterations passed, failed, errored, were cancelled or are still
+    going: one aggregate query, whatever the number of iterations (the header's counts and the flaky
+    evals need no row)."""
+    by_status = {
+        status: Count("pk", filter=Q(status=status))
+        for status in (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED)
+    }
+    rows = (
+        run.conversations.filter(index__in=list(indexes))
+        .order_by()
+        .values("index")
+        .annotate(total=Count("pk"), unfinished=Count("pk", filter=Q(status__in=ACTIVE)), **by_status)
+    )
+    return {row.pop("index"): row for row in rows}
 
 
 def suite_spec(run: Run):

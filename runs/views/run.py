@@ -66,16 +66,22 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     fingerprint = _fingerprint(run, progress)
     facts = selectors.suite_facts(run)
     sizes = facts.sizes if facts is not None else {}  # eval index -> iterations, for repeated evals
-    repeated = selectors.summary_rows(run, indexes=sizes) if sizes else []
+    # Repeated evals: their verdicts and which are flaky from one aggregate; their strips and statistics
+    # for the evals on this page of the section only (a run may repeat 100 evals 1,000 times).
+    outcomes = selectors.repeated_outcomes(run, sizes) if sizes else {}
+    verdicts = {index: display.repeated_status(o, facts.thresholds[index]) for index, o in outcomes.items()}
+    flaky_evals = {index for index, o in outcomes.items() if o[Status.PASSED] and o[Status.FAILED]}
+    flaky_only = request.GET.get("flaky") == "1" and bool(sizes)
+    listed = sorted(flaky_evals if flaky_only else sizes)
+    iterated_page = Paginator(listed, REPEATED_PER_PAGE).get_page(request.GET.get("ipage"))
+    repeated = selectors.summary_rows(run, indexes=iterated_page.object_list) if listed else []
     iterated = display.iterated_rows(
         repeated, selectors.iterated_so_far(run, repeated), access.conversation_url
     )
     gates = []
     if facts is not None and facts.has_gates:
         gates = display.gates(selectors.gate_results(run, selectors.summary_rows(run)))
-    flaky_only = request.GET.get("flaky") == "1" and bool(iterated)
-    shown_iterated = [row for row in iterated if row.flaky] if flaky_only else iterated
-    flaky = {row.index for row in iterated if row.flaky} if flaky_only else None
+    flaky = flaky_evals if flaky_only else None
     triage = _triage(request, run, facts, flaky, progress["total"])
     shown = triage["page"].object_list
     # A poll of the unfiltered table in suite order sends only the rows that changed since the last one: the
@@ -101,7 +107,7 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         "run": run,
         "shared": access.shared,
         "live": _live(run, progress),
-        "state": display.run_state(run, progress, gates, *_eval_counts(progress, repeated, iterated)),
+        "state": display.run_state(run, progress, gates, *_eval_counts(progress, outcomes, verdicts)),
         "progress": progress,
         "waiting": display.waiting(
             progress["waiting"]["reason"],
@@ -122,12 +128,13 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
         "changed": shown if delta else [],
         "triage": triage,
         "conversation_total": progress["total"],
-        "show_iterations": bool(iterated),
+        "show_iterations": bool(sizes),
         "show_judge": bool(progress["judge_tokens"]),
         "show_user": bool(progress["user_tokens"]),
-        "iterated": shown_iterated,
-        "iterated_total": len(iterated),
-        "flaky_count": sum(row.flaky for row in iterated),
+        "iterated": iterated,
+        "iterated_page": iterated_page,
+        "iterated_total": len(sizes),
+        "flaky_count": len(flaky_evals),
         "flaky_only": flaky_only,
         "gates": gates,
         "gates_failed": sum(not gate["passed"] for gate in gates if gate["top"]),
@@ -170,12 +177,15 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     return context
 
 
-def _eval_counts(progress: dict, repeated: list, iterated: list) -> tuple[int, int]:
+def _eval_counts(progress: dict, outcomes: dict, verdicts: dict) -> tuple[int, int]:
     """(evals, failed evals) for the header: an eval run once counts by its conversation, a repeated one once,
     by its pass rate."""
-    single_total = progress["total"] - len(repeated)
-    single_failed = progress["counts"][Status.FAILED] - sum(c.status == Status.FAILED for c in repeated)
-    return single_total + len(iterated), single_failed + sum(row.status == Status.FAILED for row in iterated)
+    single_total = progress["total"] - sum(o["total"] for o in outcomes.values())
+    single_failed = progress["counts"][Status.FAILED] - sum(o[Status.FAILED] for o in outcomes.values())
+    return single_total + len(verdicts), single_failed + sum(v == Status.FAILED for v in verdicts.values())
+
+
+REPEATED_PER_PAGE = 10  # repeated evals a page of the Iterations section shows
 
 
 CONVERSATIONS_PER_PAGE = 100
