@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,20 @@ def test_serves_the_dashboard_plays_runs_on_two_worker_processes_restarts_them_a
         assert f"open http://127.0.0.1:{port}/ and sign in as admin / " in output
         workers = [pid for pid, command in children(server.pid) if "celery" in command]
         assert len(workers) == 2, children(server.pid)
+        # The web is gunicorn's (a master and its two processes), and answers many requests at once.
+        (web,) = [pid for pid, command in children(server.pid) if "gunicorn" in command]
+        assert len(children(web)) == 2, children(web)
+        assert "Web server: gunicorn, 2 processes x 8 threads" in output
+
+        def get(_):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=10) as page:
+                return page.status, "csrfmiddlewaretoken" in page.read().decode()
+
+        with ThreadPoolExecutor(12) as pool:
+            assert set(pool.map(get, range(24))) == {(200, True)}
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/static/css/app.css", timeout=10) as css:
+            assert css.status == 200 and b".badge-override" in css.read()  # whitenoise serves static files
+        web_processes = [web, *(pid for pid, _ in children(web))]
 
         played = subprocess.run([sys.executable, "manage.py", "shell", "-c", LAUNCH_AND_WAIT], cwd=ROOT,
                                 env=var_env, capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -126,13 +141,17 @@ def test_serves_the_dashboard_plays_runs_on_two_worker_processes_restarts_them_a
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
         deadline = time.monotonic() + 15
-        while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
+        while (
+            any(Path(f"/proc/{pid}").exists() for pid in workers + web_processes)
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
         assert not any(Path(f"/proc/{pid}").exists() for pid in workers), "a worker outlived the server"
+        assert not any(Path(f"/proc/{pid}").exists() for pid in web_processes), "gunicorn outlived the server"
     finally:
         if server.poll() is None:
             server.kill()
         for pid, command in children(server.pid):
-            if "celery" in command:
+            if "celery" in command or "gunicorn" in command:
                 os.kill(pid, signal.SIGKILL)
         log.close()

@@ -1,5 +1,9 @@
 """python manage.py evalserve: the dashboard and a Celery worker together, for `make run`.
 
+The web is served by gunicorn (gthread workers: processes of threads), as in production, not by Django's
+development server, which serves one request at a time per thread it starts and took 4-12 s a page with
+twenty people on it. `--dev-server` keeps Django's for debugging.
+
 The workers are real `celery worker` processes (threads pool: conversations wait on HTTP, not the CPU); one
 that dies is started again (logged, with a growing pause if it keeps dying), and they stop when the web server
 stops. Two processes by default: a conversation spends a few ms of CPU per turn in
@@ -24,6 +28,12 @@ from engine.text import plural
 WORKER = [sys.executable, "-m", "celery", "--quiet", "-A", "evalsite", "worker", "--pool", "threads",
           "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]  # fmt: skip
 
+
+# The web tier: processes of threads, so that a slow page does not hold the others up and one process's GIL
+# does not hold them all. Static files are served by whitenoise from `collectstatic`'s folder.
+WEB = [sys.executable, "-m", "gunicorn", "evalsite.wsgi:application", "--worker-class", "gthread",
+       "--graceful-timeout", "5", "--timeout", "120", "--access-logfile", "-",
+       "--access-logformat", '%(h)s "%(r)s" %(s)s %(b)s %(M)sms']  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +108,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--processes", type=int, default=2, help="Worker processes the threads are shared among."
         )
+        parser.add_argument("--web-processes", type=int, default=2, help="gunicorn worker processes.")
+        parser.add_argument("--web-threads", type=int, default=8, help="Threads per gunicorn process.")
+        parser.add_argument(
+            "--dev-server", action="store_true", help="Serve with Django's development server instead."
+        )
 
-    def handle(self, *args, addrport, workers, processes, **options):
+    def handle(self, *args, addrport, workers, processes, web_processes, web_threads, dev_server, **options):
         processes = max(1, min(processes, workers))
         threads = -(-workers // processes)  # ceil: at least `workers` threads in all
         supervisor = Supervisor(
@@ -118,7 +133,30 @@ class Command(BaseCommand):
             f" and sign in as admin / {password_file.read_text().strip()}" if password_file.exists() else ""
         )
         self.stdout.write(self.style.SUCCESS(f"\nevalsite: open http://{addrport}/{sign_in}\n"))
+        if dev_server:
+            try:
+                call_command("runserver", addrport, use_reloader=False)
+            finally:
+                supervisor.stop()
+            return
+        web = subprocess.Popen(
+            [*WEB, "--bind", addrport, "--workers", str(max(1, web_processes)),
+             "--threads", str(max(1, web_threads))],
+            env=os.environ.copy(),
+        )  # fmt: skip
+        web_processes = max(1, web_processes)
+        self.stdout.write(
+            f"Web server: gunicorn, {web_processes} process{'es' if web_processes > 1 else ''} x "
+            f"{plural(max(1, web_threads), 'thread')} (pid {web.pid}).",
+        )
         try:
-            call_command("runserver", addrport, use_reloader=False)
+            web.wait()
         finally:
+            # Ctrl-C reaches gunicorn too (it is in our process group); a SIGTERM to us must be passed on.
+            if web.poll() is None:
+                web.terminate()
+                try:
+                    web.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    web.kill()
             supervisor.stop()
