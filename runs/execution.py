@@ -71,6 +71,12 @@ class _Heartbeat:
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
 
+    def named_for(self, node: str) -> None:
+        """Name this worker by its Celery node name (`--hostname evalsite1@host-a`), before its first claim, so
+        that a conversation says which host played it; the pid and a nonce keep restarts apart."""
+        assert self.thread is None, "a worker is named before it beats"
+        self.name = f"{node}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
     def start(self) -> None:
         """Register this worker (before its first claim) and start beating; once per process."""
         with self.lock:

@@ -37,6 +37,14 @@ _stop = threading.Event()
 
 
 @worker_init.connect
+def name_the_worker(sender=None, **kwargs) -> None:
+    # The worker (WorkController) carries its --hostname: conversations then say which host played them.
+    node = getattr(sender, "hostname", None)
+    if node:
+        execution.heartbeat.named_for(node)
+
+
+@worker_init.connect
 def configure_worker_connections(**kwargs) -> None:
     # A worker commits every claim, turn, finish and dispatch on its own, and waiting for each flush costs
     # 3-4 ms a commit: a visible share of a conversation's time (figures in the README's Benchmarks). The

@@ -65,10 +65,13 @@ def _purge_broker() -> None:
 class Worker:
     """`celery worker` in a child process, against the test database and broker."""
 
-    def __init__(self, log_path: Path, env: dict[str, str], concurrency: int = 10):
+    def __init__(
+        self, log_path: Path, env: dict[str, str], concurrency: int = 10, hostname: str | None = None
+    ):
         self.log_path = log_path
         self.env = env
         self.concurrency = concurrency
+        self.hostname = hostname or f"test-{os.getpid()}-{time.monotonic_ns()}@%h"
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60) -> Worker:
@@ -76,7 +79,7 @@ class Worker:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "evalsite", "worker", "--pool", "threads",
              "--concurrency", str(self.concurrency), "--loglevel", "INFO", "--without-gossip",
-             "--without-mingle", "--hostname", f"test-{os.getpid()}-{time.monotonic_ns()}@%h"],
+             "--without-mingle", "--hostname", self.hostname],
             cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         deadline = time.monotonic() + timeout
@@ -120,7 +123,7 @@ def start_worker(transactional_db, tmp_path):
     _purge_broker()
     workers: list[Worker] = []
 
-    def start(concurrency: int = 10, **env_overrides: str) -> Worker:
+    def start(concurrency: int = 10, hostname: str | None = None, **env_overrides: str) -> Worker:
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.settings",
@@ -131,7 +134,7 @@ def start_worker(transactional_db, tmp_path):
             FAKE_KEY_ENV: FAKE_KEY,
             **env_overrides,
         }
-        worker = Worker(tmp_path / f"worker-{len(workers)}.log", env, concurrency).start()
+        worker = Worker(tmp_path / f"worker-{len(workers)}.log", env, concurrency, hostname).start()
         workers.append(worker)
         return worker
 
