@@ -75,13 +75,14 @@ def report_wait(wait: RetryWait) -> None:
         hooks.on_wait(wait)
 
 
-def wait_out(seconds: float, sleep: Callable[[float], None], woken: Callable[[], bool] | None = None) -> None:
-    """Sleep `seconds`, in slices of at most a second when someone may ask the conversation to stop, and of
-    RECOVERY_CHECK_SECONDS when `woken()` may end the wait early (the endpoint answered another call)."""
+def _pieces(seconds: float, woken: Callable[[], bool] | None) -> Iterator[float]:
+    """The slices a wait of `seconds` is slept in: of at most a second when someone may ask the conversation
+    to stop (RetryStopped between slices), of RECOVERY_CHECK_SECONDS when `woken()` may end the wait early
+    (the endpoint answered another call); the whole wait at once when neither can happen."""
     hooks = _hooks.get()
     should_stop = hooks.should_stop if hooks is not None else None
     if should_stop is None and woken is None:
-        sleep(seconds)
+        yield seconds
         return
     slice_ = RECOVERY_CHECK_SECONDS if woken is not None else 1.0
     remaining = seconds
@@ -91,27 +92,21 @@ def wait_out(seconds: float, sleep: Callable[[float], None], woken: Callable[[],
         if woken is not None and woken():
             return
         piece = min(slice_, remaining)
-        sleep(piece)
+        yield piece
         remaining -= piece
+
+
+def wait_out(seconds: float, sleep: Callable[[float], None], woken: Callable[[], bool] | None = None) -> None:
+    """Sleep `seconds` in slices (_pieces), giving up when the conversation should stop or the endpoint is
+    back."""
+    for piece in _pieces(seconds, woken):
+        sleep(piece)
 
 
 async def async_wait_out(seconds: float, woken: Callable[[], bool] | None = None) -> None:
-    """wait_out for the asyncio path: the same slices, awaiting instead of sleeping a thread."""
-    hooks = _hooks.get()
-    should_stop = hooks.should_stop if hooks is not None else None
-    if should_stop is None and woken is None:
-        await asyncio.sleep(seconds)
-        return
-    slice_ = RECOVERY_CHECK_SECONDS if woken is not None else 1.0
-    remaining = seconds
-    while remaining > 0:
-        if should_stop is not None and should_stop():
-            raise RetryStopped()
-        if woken is not None and woken():
-            return
-        piece = min(slice_, remaining)
+    """wait_out for the asyncio path: the same slices, awaited instead of sleeping a thread."""
+    for piece in _pieces(seconds, woken):
         await asyncio.sleep(piece)
-        remaining -= piece
 
 
 class PauseBoard(Protocol):
