@@ -170,11 +170,22 @@ def measure(args, work: Workload) -> dict:
     command = [sys.executable, "-m", "celery", "-A", "evalsite", "worker", "--pool", args.pool,
                "--concurrency", str(args.worker_threads), "--loglevel", "WARNING", "--without-gossip",
                "--without-mingle"]  # fmt: skip
-    with open(Path(os.environ["EVALSITE_VAR_DIR"]) / "worker.log", "wb") as log:
-        workers = [
-            subprocess.Popen([*command, "--hostname", f"bench{i}@%h"], cwd=ROOT, stdout=log, stderr=log)
-            for i in range(args.worker_procs)
-        ]
+    var_dir = Path(os.environ["EVALSITE_VAR_DIR"])
+    with open(var_dir / "worker.log", "wb") as log:
+        workers = []
+        for i in range(args.worker_procs):
+            hostname, env = f"bench{i}@%h", os.environ.copy()
+            if args.hosts:
+                # As a separate machine would have it: a name and a var folder of its own; only the database
+                # and the broker are shared (so --hosts needs the PostgreSQL + Redis backend).
+                hostname = f"evalsite@bench-host-{i}"
+                env["EVALSITE_VAR_DIR"] = str(var_dir / f"host-{i}")
+                Path(env["EVALSITE_VAR_DIR"]).mkdir(exist_ok=True)
+            workers.append(
+                subprocess.Popen(
+                    [*command, "--hostname", hostname], cwd=ROOT, env=env, stdout=log, stderr=log
+                )
+            )
         try:
             # Workers and this process's broker connection are set up before the clock starts: startup is
             # not what we measure. A task for a conversation that does not exist connects both ends (the
@@ -332,6 +343,10 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--worker-procs", type=int, default=2, help="worker processes")
     parser.add_argument("--worker-threads", type=int, default=10, help="--concurrency of each worker process")
     parser.add_argument("--pool", default="threads", choices=["threads", "prefork"], help="Celery pool")
+    parser.add_argument(
+        "--hosts", action="store_true",
+        help="run each worker process as a separate host would (its own hostname and var folder); postgres only",
+    )  # fmt: skip
     parser.add_argument("--backends", default="engine,embedded,postgres")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument(
@@ -417,6 +432,9 @@ def run_backends(args, child_argv: list[str]) -> list[dict]:
         label = BACKENDS.get(backend)
         if label is None:
             raise SystemExit(f"unknown backend {backend!r}")
+        if args.hosts and backend == "embedded":
+            print(f"{label:<22}skipped: --hosts shares only PostgreSQL and Redis between hosts")
+            continue
         if backend == "postgres" and not (reachable(PG_URL) and reachable(REDIS_URL)):
             print(f"{label:<22}skipped: {PG_URL} or {REDIS_URL} not reachable")
             continue
