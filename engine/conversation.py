@@ -332,6 +332,18 @@ async def _play_turn(
     )  # fmt: skip
 
 
+def turn_passed(checks, grade: TurnGrade | None, grades) -> bool | None:
+    """A turn passes when its checks, its ground-truth grade and its named graders' grades all do; None when
+    nothing graded it. Also how a reviewer's overrides recount a turn (engine.overrides)."""
+    if not (checks or grade is not None or grades):
+        return None
+    return (
+        all(result.passed for result in checks)
+        and (grade is None or grade.passed)
+        and all(item.passed for item in grades)
+    )
+
+
 # Checks that only read the reply: grading with nothing else never waits on a model.
 _LOCAL_CHECKS = frozenset(CHECK_KEYS) - {"semantic", "llm_judge"}
 
@@ -382,11 +394,6 @@ def _graded_turn(
     results = evaluate_level(step.final_checks if ending else step.checks, reply, judge)
     turn_grade = _grade(ctx, ev, step, position, completion.text, conversation, given, judge)
     grades = _turn_grades(ctx, ev, graders, step, position, completion.text, conversation, judge)
-    passed = (
-        all(result.passed for result in results)
-        and (turn_grade is None or turn_grade.passed)
-        and all(item.passed for item in grades)
-    )
     return TurnRecord(
         turn=position,
         node=step.node,
@@ -396,7 +403,7 @@ def _graded_turn(
         cost=completion.cost,
         latency_ms=completion.latency_ms,
         checks=results,
-        passed=passed if (results or turn_grade is not None or grades) else None,
+        passed=turn_passed(results, turn_grade, grades),
         followup_reason=step.reason,
         grade=turn_grade,
         grades=grades,

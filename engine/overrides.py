@@ -18,17 +18,15 @@ turns, so each style keeps its rule:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .conversation import graded_verdict
+from .conversation import graded_verdict, turn_passed
 from .drivers import Driver, Verdict
 from .outcomes import Status
 from .results import CheckResult, GraderResult, OverrideRecord, TurnRecord
 
 GRADE = "grade"
-_CHECK = re.compile(r"checks\[(\d+)\]\Z")
 
 
 class OverrideError(ValueError):
@@ -86,15 +84,8 @@ def apply(turns: Sequence[TurnRecord], overrides: Sequence[OverrideRecord]) -> l
             grade = grade.model_copy(
                 update={"passed": outcomes[GRADE], "score": float(outcomes[GRADE]), "overridden": True}
             )
-        graded = bool(checks) or grade is not None or bool(turn.grades)
-        passed = (
-            all(result.passed for result in checks)
-            and (grade is None or grade.passed)
-            and all(item.passed for item in turn.grades)
-        )
-        reviewed.append(
-            turn.model_copy(update={"checks": checks, "grade": grade, "passed": passed if graded else None})
-        )
+        passed = turn_passed(checks, grade, turn.grades)
+        reviewed.append(turn.model_copy(update={"checks": checks, "grade": grade, "passed": passed}))
     return reviewed
 
 
