@@ -134,11 +134,10 @@ def iterated_results(suite, evals) -> list[IteratedResult]:
         ]
         stats = iteration_stats(trials, threshold)
         multi = any(getattr(r, "kind", "") == "multi-turn" for r in results)
-        if stats.iterations and stats.errors == stats.iterations:  # no iteration was graded
-            # A run cancelled before any iteration finished says so; only a real failure is an error.
-            status = Status.ERROR if any(r.status == Status.ERROR for r in results) else Status.CANCELLED
-        else:
-            status = Status.PASSED if stats.passed else Status.FAILED
+        graded = stats.iterations - stats.errors
+        status = pass_rate_status(
+            stats.pass_count, graded, any(r.status == Status.ERROR for r in results), threshold
+        )
         out.append(
             IteratedResult(
                 index=index,
@@ -149,6 +148,15 @@ def iterated_results(suite, evals) -> list[IteratedResult]:
             )
         )
     return out
+
+
+def pass_rate_status(passes: int, graded: int, errored: bool, threshold: float) -> Status:
+    """A repeated eval's verdict: passed when the share of its graded iterations that passed reaches the
+    threshold, else failed; with no graded iteration, error if one errored, else cancelled (a run cancelled
+    before any iteration finished says so; only a real failure is an error)."""
+    if not graded:
+        return Status.ERROR if errored else Status.CANCELLED
+    return Status.PASSED if passes / graded >= threshold else Status.FAILED
 
 
 def overall_status(evals, iterated: list[IteratedResult]) -> Status:

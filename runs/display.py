@@ -21,7 +21,7 @@ from engine.outcomes import GRADED, TerminationKind
 from engine.overrides import targets as review_targets
 from engine.results import GateResult, TurnRecord
 from engine.schema import Style
-from engine.stats import IteratedResult
+from engine.stats import IteratedResult, pass_rate_status
 from engine.text import plural
 from engine.transcript import format_transcript, message_text
 
@@ -345,14 +345,12 @@ def iteration_groups(conversations: Iterable[Conversation]) -> dict[int, list[Co
 
 
 def repeated_status(outcome: dict[str, int], threshold: float) -> str:
-    """A repeated eval's verdict from its iterations' counts (runs.selectors.repeated_outcomes), as
-    engine.stats decides it: its pass rate over the graded iterations against the threshold."""
+    """A repeated eval's verdict from its iterations' counts (runs.selectors.repeated_outcomes), by the
+    engine's rule (engine.stats.pass_rate_status); running while none is graded and some are still going."""
     graded = outcome[Status.PASSED] + outcome[Status.FAILED]
-    if not graded:
-        if outcome["unfinished"]:
-            return Status.RUNNING
-        return Status.ERROR if outcome[Status.ERROR] else Status.CANCELLED
-    return Status.PASSED if outcome[Status.PASSED] / graded >= threshold - 1e-9 else Status.FAILED
+    if not graded and outcome["unfinished"]:
+        return Status.RUNNING
+    return pass_rate_status(outcome[Status.PASSED], graded, bool(outcome[Status.ERROR]), threshold)
 
 
 def iterated_rows(
