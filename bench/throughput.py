@@ -17,6 +17,7 @@ workloads with the same code.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import math
@@ -248,6 +249,30 @@ def _serve_fake(latency: float, work: Workload, pipe) -> None:
             pipe.send(len(fake.chat_requests()))
 
 
+@contextlib.contextmanager
+def fake_in_a_process(args, work: Workload):
+    """_serve_fake in a process of its own, for as long as the block runs: yields its base URL and a function
+    giving the number of chat requests it has answered so far."""
+    import multiprocessing
+
+    ours, theirs = multiprocessing.Pipe()
+    server = multiprocessing.get_context("fork").Process(
+        target=_serve_fake, args=(args.latency, work, theirs), daemon=True
+    )
+    server.start()
+
+    def answered() -> int:
+        ours.send("count")
+        return ours.recv()
+
+    try:
+        yield ours.recv(), answered
+        ours.send(None)
+    finally:
+        server.join(timeout=5)
+        server.kill()
+
+
 def engine_only(args, work: Workload) -> dict:
     """The same conversations through the engine alone, in threads: no database, broker or Celery.
 
@@ -256,7 +281,6 @@ def engine_only(args, work: Workload) -> dict:
     process with nothing but the wait for the run's end), so its work does not compete for this process's
     GIL. Every model reference ("fake/<model>") goes to the one fake endpoint.
     """
-    import multiprocessing
     from concurrent.futures import ThreadPoolExecutor
 
     from engine.clients import EndpointConfig, OpenAIClient
@@ -266,13 +290,7 @@ def engine_only(args, work: Workload) -> dict:
     os.environ["BENCH_FAKE_KEY"] = "sk-bench"
     spec = load_suite(work.source)
     jobs = [index for index, ev in enumerate(spec.evals) for _ in range(ev.iterations or spec.iterations)]
-    ours, theirs = multiprocessing.Pipe()
-    server = multiprocessing.get_context("fork").Process(
-        target=_serve_fake, args=(args.latency, work, theirs), daemon=True
-    )
-    server.start()
-    try:
-        base_url = ours.recv()
+    with fake_in_a_process(args, work) as (base_url, answered):
         client = OpenAIClient(EndpointConfig(name="fake", base_url=base_url, api_key_env="BENCH_FAKE_KEY"))
         model = spec.model.split("/", 1)[-1]
         judge_model = (spec.judge or spec.model).split("/", 1)[-1]
@@ -284,8 +302,7 @@ def engine_only(args, work: Workload) -> dict:
             resolve=lambda ref: (client, ref.split("/", 1)[-1]),
         )
         client.complete(model, [{"role": "user", "content": "warm up"}])
-        ours.send("count")
-        warm_up_calls = ours.recv()
+        warm_up_calls = answered()
         quiet_collector()
         cpu = -time.process_time()
         started = time.monotonic()
@@ -293,12 +310,7 @@ def engine_only(args, work: Workload) -> dict:
             results = list(pool.map(lambda i: run_eval(spec.evals[i], i, str(i), ctx), jobs))
         wall = time.monotonic() - started
         cpu += time.process_time()
-        ours.send("count")
-        calls = ours.recv() - warm_up_calls
-        ours.send(None)
-    finally:
-        server.join(timeout=5)
-        server.kill()
+        calls = answered() - warm_up_calls
     return {
         "status": "passed" if all(r.status == "passed" for r in results) else "failed",
         "wall": wall,
@@ -360,16 +372,9 @@ def cli(args, work: Workload) -> dict:
     one event loop (engine.runner), the model under test on the default endpoint (OPENAI_BASE_URL), no
     database. Wall time is the run's own (the report's duration), without the command's start-up; CPU is
     the whole command's, start-up included."""
-    import multiprocessing
-
-    ours, theirs = multiprocessing.Pipe()
-    server = multiprocessing.get_context("fork").Process(
-        target=_serve_fake, args=(args.latency, work, theirs), daemon=True
-    )
-    server.start()
     folder = Path(tempfile.mkdtemp(prefix="evalsite-bench-cli-"))
-    try:
-        base_url = ours.recv()
+    with fake_in_a_process(args, work) as (base_url, answered), contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, folder, ignore_errors=True)
         suite = folder / "suite.yaml"
         suite.write_text(work.source)
         env = {
@@ -381,8 +386,7 @@ def cli(args, work: Workload) -> dict:
             "DATABASE_URL": f"sqlite:///{folder / 'none.sqlite3'}",  # not created: the CLI needs none
         }
         model = "bench-model"  # the suite's fake/bench-model, on the default endpoint
-        ours.send("count")
-        before = ours.recv()
+        before = answered()
         evalsite = str(Path(sys.executable).with_name("evalsite"))
         command = [evalsite, "run", str(suite), "--model", model, "--concurrency", str(args.concurrency),
                    "--json", str(folder / "out.json")]  # fmt: skip
@@ -392,13 +396,7 @@ def cli(args, work: Workload) -> dict:
         if process.returncode not in (0, 1):
             raise SystemExit(f"evalsite run failed ({process.returncode}):\n{process.stderr[-2000:]}")
         report = json.loads((folder / "out.json").read_text())
-        ours.send("count")
-        calls = ours.recv() - before
-        ours.send(None)
-    finally:
-        server.join(timeout=5)
-        server.kill()
-        shutil.rmtree(folder, ignore_errors=True)
+        calls = answered() - before
     cpu = (usage_after.children_user - usage_before.children_user) + (
         usage_after.children_system - usage_before.children_system
     )

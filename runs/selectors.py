@@ -531,15 +531,9 @@ def streamed_report(run: Run) -> StreamingHttpResponse:
 
 
 def report_head_json(run: Run) -> dict:
-    head = report_head(run)
-    return {
-        **{
-            key: value.model_dump(mode="json") if hasattr(value, "model_dump") else value
-            for key, value in head.items()
-        },
-        "gates": [gate.model_dump(mode="json") for gate in head["gates"]],
-        "iterated": [item.model_dump(mode="json") for item in head["iterated"]],
-    }
+    """report_head as RunReport writes those fields (its own serialisation, not a copy of it)."""
+    head = RunReport(**report_head(run), evals=[], totals=RunTotals())
+    return head.model_dump(mode="json", exclude={"format", "evals", "totals"})
 
 
 def grader_columns(run: Run) -> list[str]:
