@@ -42,18 +42,23 @@ class Transport(filesystem.Transport):
     Channel = Channel
 
     def drain_events(self, connection, timeout=None):
-        """kombu's loop (virtual.Transport.drain_events), waking on this process's own publishes."""
-        time_start = monotonic()
+        """One poll of kombu's loop (virtual.Transport.drain_events), waking on this process's own publishes.
+
+        Unlike kombu's, it returns to Celery's loop after each poll that found nothing (as a timeout) rather
+        than polling until `timeout` (2 s): Celery acknowledges a finished task of its thread pool only
+        between two drains (perform_pending_operations), and until then the task counts against the
+        prefetch limit. With every thread busy, no message could be taken for up to 2 s after threads freed
+        up: the throughput benchmark at concurrency 100 showed deliveries in bursts 2 s apart and
+        conversations waiting ~1 s between being sent and claimed."""
         polling_interval = self.polling_interval
         if timeout and polling_interval and polling_interval > timeout:
             polling_interval = timeout
-        while True:
+        for _ in range(2):  # a poll, and another at once if a publish of this process woke the wait
             _published.clear()  # a message published from here on is either listed below or wakes the wait
             try:
                 self.cycle.get(self._deliver, timeout=timeout)
-            except Empty:
-                if timeout is not None and monotonic() - time_start >= timeout:
-                    raise TimeoutError() from None  # socket.timeout, which Celery catches
-                _published.wait(polling_interval)
-            else:
                 return
+            except Empty:
+                if not _published.wait(polling_interval):
+                    break
+        raise TimeoutError()  # socket.timeout, which Celery catches

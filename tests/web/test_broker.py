@@ -40,6 +40,24 @@ def test_a_message_published_in_this_process_wakes_the_waiting_consumer(connecti
     assert waited < 10
 
 
+def test_an_empty_poll_hands_control_back_to_the_worker_loop(tmp_path):
+    # Celery acknowledges a finished task of its thread pool only between two drains; a drain that kept
+    # polling until its timeout (kombu's 2 s in a worker) held the acknowledgements, and the prefetch
+    # slots with them, for that long.
+    folder = tmp_path / "queue"
+    folder.mkdir()
+    options = {"data_folder_in": str(folder), "data_folder_out": str(folder), "polling_interval": 0.05,
+               "control_folder": str(tmp_path / "control")}  # fmt: skip
+    queue = Queue("idle", Exchange("idle", type="direct"), routing_key="idle")
+    with Connection(transport="evalsite.broker:Transport", transport_options=options) as conn:
+        with Consumer(conn.channel(), [queue], callbacks=[lambda body, message: None]):
+            started = time.monotonic()
+            with pytest.raises(TimeoutError):
+                conn.drain_events(timeout=20)
+            waited = time.monotonic() - started
+    assert waited < 10  # one poll interval (50 ms), not the 20 s timeout
+
+
 def test_messages_are_written_whole_under_their_final_name(connection, tmp_path):
     queue = Queue("whole", Exchange("whole", type="direct"), routing_key="whole")
     producer = Producer(connection.channel())
