@@ -15,7 +15,9 @@ history (`messages`) can precede any style.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from .checks import JudgeContext, Reply, evaluate_level
@@ -99,16 +101,45 @@ async def run_eval_async(
     eval_id: str,
     ctx: EngineContext,
     prior: Sequence[TurnRecord] = (),
-    on_turn: Callable[[TurnRecord], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    on_turn: Callable[[TurnRecord], None | Awaitable[None]] | None = None,
+    should_stop: Callable[[], bool | Awaitable[bool]] | None = None,
     on_wait: Callable[[RetryWait], None] | None = None,
     given: tuple[str, list[dict]] | None = None,
+    replay: Sequence[TurnRecord] | None = None,
 ) -> EvalResult:
     """run_eval on an event loop, with other conversations: the model's replies are awaited (a client with
     `acomplete`), and anything that may call a model while grading (judges, semantic checks, stop
-    conditions, named graders, the simulated user) runs in a thread, so it never holds the loop."""
-    with retry_hooks(on_wait, should_stop):
-        return await _run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop, given, None, THREADED)
+    conditions, named graders, the simulated user) runs in a thread, so it never holds the loop.
+
+    `on_turn` and `should_stop` may be coroutine functions (the workers store turns and ask whether the run
+    goes on in a thread of their own, runs.loop). A wait before a retry checks between its slices, where
+    nothing can be awaited: there an asynchronous `should_stop` is asked in the background and its last
+    answer holds. `on_wait` is called on the loop, so it must not block."""
+    stopping = _Stopping(should_stop) if asyncio.iscoroutinefunction(should_stop) else should_stop
+    with retry_hooks(on_wait, stopping.now if isinstance(stopping, _Stopping) else stopping):
+        return await _run_eval(ev, index, eval_id, ctx, prior, on_turn, stopping, given, replay, THREADED)
+
+
+class _Stopping:
+    """An asynchronous should_stop, awaited between turns and read without waiting during a retry's wait."""
+
+    def __init__(self, ask: Callable[[], Awaitable[bool]]) -> None:
+        self.ask = ask
+        self.known = False
+        self.asking: asyncio.Task | None = None
+
+    async def __call__(self) -> bool:
+        self.known = self.known or await self.ask()
+        return self.known
+
+    def now(self) -> bool:
+        if not self.known and (self.asking is None or self.asking.done()):
+            self.asking = asyncio.get_running_loop().create_task(self._in_background())
+        return self.known
+
+    async def _in_background(self) -> None:
+        with contextlib.suppress(Exception):  # the next check asks again; the turn's own check raises
+            await self()
 
 
 class _IO:
@@ -140,6 +171,11 @@ class _Threaded(_IO):
 INLINE, THREADED = _IO(), _Threaded()
 
 
+async def _answer(value):
+    """A callback's value, awaited when it is awaitable (the asyncio path's callbacks may be coroutines)."""
+    return await value if inspect.isawaitable(value) else value
+
+
 def _inline(coroutine):
     """Run a coroutine that never suspends (the loop with INLINE calls) to its end, without an event loop:
     the threaded worker plays one conversation per thread, as before, at no cost of a loop per call."""
@@ -157,8 +193,8 @@ async def _run_eval(
     eval_id: str,
     ctx: EngineContext,
     prior: Sequence[TurnRecord],
-    on_turn: Callable[[TurnRecord], None] | None,
-    should_stop: Callable[[], bool] | None,
+    on_turn: Callable[[TurnRecord], None | Awaitable[None]] | None,
+    should_stop: Callable[[], bool | Awaitable[bool]] | None,
     given: tuple[str, list[dict]] | None,
     replay: Sequence[TurnRecord] | None,
     io: _IO,
@@ -226,7 +262,7 @@ async def _run_eval(
                 step = replace(step, prompt=turn.prompt, ask=None)
             _check_resume(turn, step, position)
         else:
-            if should_stop is not None and should_stop():
+            if should_stop is not None and await _answer(should_stop()):
                 return await stopped()
             user = _UserTurn()
             if replay is not None:
@@ -257,7 +293,7 @@ async def _run_eval(
                 return await stopped()
             if on_turn is not None:
                 try:
-                    on_turn(turn)
+                    await _answer(on_turn(turn))
                 except StopConversation:
                     return await stopped("stopped")
         turns.append(turn)

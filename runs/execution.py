@@ -7,6 +7,12 @@ not re-asked, and each new turn is inserted once, unique per (conversation, posi
 stops beating and the other workers' sweepers queue its conversations again within seconds (a stopping
 worker hands them back itself; a lapsed lease is the last resort); the next worker resumes after the last
 stored turn. Nothing here retries model calls: engine.clients does, in one place.
+
+The conversation itself plays on the process's event loop (runs.loop): its model calls are awaited there,
+with every other conversation the process plays, and each database write comes back to the thread that
+claimed it, which sleeps in between. A thread per conversation still holds the claim, the connection and the
+Celery task, but no longer the model call: the threads of a process no longer fight over the interpreter
+lock for their HTTP clients (figures in the README's Benchmarks).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 from django.utils import timezone
 
-from engine.conversation import ResumeMismatch, run_eval
+from engine.conversation import ResumeMismatch, run_eval_async
 from engine.redact import redact
 from engine.results import EvalResult, TurnRecord
 from engine.retries import RetryWait
@@ -31,6 +37,7 @@ from engine.runner import build_context
 
 from . import scheduling, specs, sql
 from .endpoints import build_registry
+from .loop import Owner
 from .models import Conversation, Status, Turn, Worker
 
 log = logging.getLogger(__name__)
@@ -320,7 +327,7 @@ def _play(conversation_id: int, after: list[int]) -> str:
     try:
         try:
             spec = specs.suite(claimed.version)
-            ctx, _ = build_context(spec, build_registry(), claimed.model)
+            ctx, _ = build_context(spec, build_registry(), claimed.model, asynchronous=True)
             ev = spec.evals[claimed.index]
             # Only a resumed conversation (a later attempt) can have turns stored already.
             stored = (
@@ -336,31 +343,55 @@ def _play(conversation_id: int, after: list[int]) -> str:
             return "error"
 
         sql.release_connection()  # before the first model call
+        owner = Owner()
         checked = {"at": time.monotonic()}  # the claim just saw the run active
+        lost = threading.Event()  # a note of a wait found the claim taken
 
-        def should_stop() -> bool:
-            # Looked up at most twice a second: a cancel takes effect within 0.5 s plus the turn in flight.
+        def still_ours() -> bool:
+            return not (lost.is_set() or heartbeat.was_handed_back(conversation_id))
+
+        def run_stopped() -> bool:  # in this thread
+            stop = not sql.run_is_active(claimed.run_id)
+            sql.release_connection()
+            return stop
+
+        async def should_stop() -> bool:
+            # The run is looked up at most twice a second: a cancel takes effect within 0.5 s plus the turn
+            # in flight.
+            if not still_ours():
+                return True
             now = time.monotonic()
             if now - checked["at"] < 0.5:
                 return False
             checked["at"] = now
-            stop = heartbeat.was_handed_back(conversation_id) or not sql.run_is_active(claimed.run_id)
-            sql.release_connection()
-            return stop
+            return await owner.call(run_stopped)
+
+        async def on_turn(turn: TurnRecord) -> None:
+            await owner.call(_store_turn, conversation_id, attempt, turn)
+
+        def note_wait(wait: RetryWait) -> None:  # in this thread
+            try:
+                _note_wait(conversation_id, attempt, wait)
+            except LostClaim:
+                lost.set()  # the wait stops at its next slice
 
         try:
-            result = run_eval(
-                ev,
-                claimed.index,
-                claimed.eval_id,
-                ctx,
-                prior=prior,
-                on_turn=lambda turn: _store_turn(conversation_id, attempt, turn),
-                should_stop=should_stop,
-                on_wait=lambda wait: _note_wait(conversation_id, attempt, wait),
-                given=(claimed.system, claimed.history),  # as launch built them: never built again
-                replay=replay,
+            result = owner.play(
+                run_eval_async(
+                    ev,
+                    claimed.index,
+                    claimed.eval_id,
+                    ctx,
+                    prior=prior,
+                    on_turn=on_turn,
+                    should_stop=should_stop,
+                    on_wait=lambda wait: owner.post(note_wait, wait),
+                    given=(claimed.system, claimed.history),  # as launch built them: never built again
+                    replay=replay,
+                )
             )
+            if lost.is_set():
+                raise LostClaim()
         except LostClaim:
             log.warning("conversation %s was taken over by another worker; stopping", conversation_id)
             return "lost"

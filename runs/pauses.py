@@ -11,12 +11,14 @@ every process retry within about a second of its return; each process writes tha
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, close_old_connections, transaction
 
 from engine.retries import LOCAL_PAUSES, LocalPauseBoard
 
@@ -35,14 +37,52 @@ class DatabasePauseBoard:
         self._read: dict[str, tuple[float, float, float]] = {}
         self._told: dict[str, float] = {}  # endpoint -> when this process last wrote a recovery (monotonic)
         self._lock = threading.Lock()
+        self._refreshing: set[str] = set()
+        self._aside: ThreadPoolExecutor | None = None
 
     def _row(self, endpoint: str) -> tuple[float, float, float]:
         read = self._read.get(endpoint)
         if read is None or time.monotonic() - read[0] >= self.refresh:
+            if _on_event_loop():
+                self._aside_once(endpoint)
+                return read if read is not None else (0.0, 0.0, 0.0)
             read = (time.monotonic(), *self._fetch(endpoint))
             with self._lock:
                 self._read[endpoint] = read
         return read
+
+    # A worker's model calls run on an event loop (runs.loop), where Django refuses queries and a query would
+    # hold every conversation of the process: there the board is read and written by a thread of its own,
+    # and the loop goes on with what was last read (at most a second old, plus the read itself).
+
+    def _in_thread(self, fn, *args) -> None:
+        with self._lock:
+            if self._aside is None:
+                self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsite-pauses")
+        self._aside.submit(self._closing, fn, *args)
+
+    @staticmethod
+    def _closing(fn, *args) -> None:
+        try:
+            fn(*args)
+        finally:
+            close_old_connections()
+
+    def _aside_once(self, endpoint: str) -> None:
+        with self._lock:
+            if endpoint in self._refreshing:
+                return
+            self._refreshing.add(endpoint)
+        self._in_thread(self._refresh, endpoint)
+
+    def _refresh(self, endpoint: str) -> None:
+        try:
+            read = (time.monotonic(), *self._fetch(endpoint))
+            with self._lock:
+                self._read[endpoint] = read
+        finally:
+            with self._lock:
+                self._refreshing.discard(endpoint)
 
     def paused_until(self, endpoint: str) -> float:
         return max(self.local.paused_until(endpoint), self._row(endpoint)[1])
@@ -56,6 +96,12 @@ class DatabasePauseBoard:
         if told is not None and time.monotonic() - told < self.refresh:
             return  # the others read the row once a second: one write a second is news enough
         self._told[endpoint] = time.monotonic()
+        if _on_event_loop():
+            self._in_thread(self._share_recovery, endpoint, at)
+        else:
+            self._share_recovery(endpoint, at)
+
+    def _share_recovery(self, endpoint: str, at: float) -> None:
         when = datetime.fromtimestamp(at, tz=UTC)
         try:
             if not EndpointPause.objects.filter(endpoint=endpoint).update(recovered_at=when):
@@ -69,6 +115,12 @@ class DatabasePauseBoard:
 
     def pause(self, endpoint: str, until: float) -> None:
         self.local.pause(endpoint, until)
+        if _on_event_loop():
+            self._in_thread(self._share_pause, endpoint, until)
+        else:
+            self._share_pause(endpoint, until)
+
+    def _share_pause(self, endpoint: str, until: float) -> None:
         when = datetime.fromtimestamp(until, tz=UTC)
         try:
             with transaction.atomic():
@@ -105,6 +157,14 @@ class DatabasePauseBoard:
             return 0.0, 0.0
         until, recovered = row
         return until.timestamp(), (recovered.timestamp() if recovered is not None else 0.0)
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 DATABASE_PAUSES = DatabasePauseBoard()
