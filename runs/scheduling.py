@@ -72,7 +72,7 @@ def dispatch(run_id, *, keep: list | None = None) -> int:
     lock_key = zlib.crc32(endpoint_name.encode()) if connection.vendor == "postgresql" else None
     if lock_key is not None and connection.get_autocommit():
         ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
-        if keep is not None and ids and sql.sent_unclaimed_besides(ids):
+        if keep is not None and ids and _one_waits(ids):
             keep = None
         for pk in _kept(ids, keep):  # committed already
             run_conversation.delay(pk)
@@ -81,12 +81,24 @@ def dispatch(run_id, *, keep: list | None = None) -> int:
         keep = None  # the caller's transaction may still roll the marking back: nothing to play yet
     with transaction.atomic():
         ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
-        if keep is not None and ids and sql.sent_unclaimed_besides(ids):
+        if keep is not None and ids and _one_waits(ids):
             keep = None
         if ids:
             published = _kept(ids, keep)
             transaction.on_commit(lambda: [run_conversation.delay(pk) for pk in published])
     return len(ids)
+
+
+# How long a sent conversation may go unclaimed before it counts as waiting for a thread (see _one_waits).
+IN_TRANSIT = timedelta(milliseconds=250)
+
+
+def _one_waits(ids: list) -> bool:
+    """Whether another sent conversation waits for a thread, so nothing is kept: one whose message has not
+    been claimed for IN_TRANSIT. A message sent a moment ago is on its way to a thread, not waiting: counted,
+    it stopped every hand-over for good once conversations ended faster than messages travel (at concurrency
+    100 nearly every dispatch went through the broker, each publish keeping the next from being kept)."""
+    return sql.sent_unclaimed_besides(ids, timezone.now() - IN_TRANSIT)
 
 
 def _kept(ids: list, keep: list | None) -> list:

@@ -265,16 +265,16 @@ def dispatch_next(
         return sorted(row[0] for row in cursor.fetchall())
 
 
-def sent_unclaimed_besides(ids: list[int]) -> bool:
-    """Whether a conversation other than these was sent and is not claimed yet: its message waits for a
-    worker thread. Read from the small in-flight index (conversation_in_flight)."""
+def sent_unclaimed_besides(ids: list[int], sent_before: datetime) -> bool:
+    """Whether a conversation other than these was sent before `sent_before` and is not claimed yet: its
+    message waits for a worker thread. Read from the small in-flight index (conversation_in_flight)."""
     others = ", ".join(["%s"] * len(ids))
     query = f"""SELECT EXISTS (SELECT 1 FROM {CONVERSATION}
                                WHERE dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL}
-                                 AND status = %s AND id NOT IN ({others})
+                                 AND status = %s AND id NOT IN ({others}) AND dispatched_at < %s
                                  AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL}))"""
     with connection.cursor() as cursor:
-        cursor.execute(query, [Status.QUEUED, *ids])
+        cursor.execute(query, [Status.QUEUED, *ids, _when(sent_before)])
         return bool(cursor.fetchone()[0])
 
 

@@ -8,8 +8,11 @@ tests/test_e2e_recovery.py kills real workers mid-run, hand-overs included.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import transaction
+from django.utils import timezone
 
 from runs import execution, scheduling, services
 from runs.models import Conversation, Endpoint, Status, Worker
@@ -67,13 +70,31 @@ def test_nothing_is_kept_while_a_sent_conversation_waits_and_the_thread_takes_th
     conversation is published behind it, and the thread takes the one that waited longest, in order."""
     run = _launch(user, "waiting", evals=4, concurrency=2)
     first, second = published
+    Conversation.objects.filter(pk=second).update(dispatched_at=timezone.now() - timedelta(seconds=1))
     execution.execute(first)
 
     conversations = list(run.conversations.order_by("started_at"))
-    assert len(published) == 4  # e2 and e3 published behind the second, which was waiting already
-    assert [c.index for c in conversations] == [0, 1, 2, 3]
+    by_index = {c.index: c.pk for c in conversations}
+    assert published[2] == by_index[2]  # e2 published behind the second, which was waiting already
+    assert [c.index for c in conversations][:2] == [0, 1]  # and the thread took the second next
     assert all(c.status == Status.FAILED and c.attempt == 1 for c in conversations)
     assert {c.worker for c in conversations} == {execution.heartbeat.name}
+
+
+def test_a_message_sent_a_moment_ago_is_in_transit_and_does_not_stop_the_hand_over(
+    user, fake_endpoint, published
+):
+    """The second message was published just now: it is on its way to a thread, not waiting for one. The
+    thread keeps what its conversation's end dispatches (no message); once its chain ends, it takes the
+    second too, its message never having arrived (in this test, nothing delivers it)."""
+    run = _launch(user, "transit", evals=3, concurrency=2)
+    first, second = published
+    execution.execute(first)
+
+    assert len(published) == 2, "the next conversation went through the broker"
+    conversations = list(run.conversations.order_by("started_at"))
+    assert [c.index for c in conversations] == [0, 2, 1]
+    assert all(c.status == Status.FAILED and c.attempt == 1 for c in conversations)
 
 
 def test_a_waiting_conversation_of_an_ended_run_is_not_taken(user, fake_endpoint, published):
