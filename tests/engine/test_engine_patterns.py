@@ -10,6 +10,8 @@ Run without Django: ``python -m pytest tests/engine/test_engine_patterns.py -q -
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -220,3 +222,31 @@ def test_ordinary_patterns_still_load_with_their_groups():
         "evals:\n  - {input: hi, ground_truth: x}\n  - prompt: hi\n    checks: [{regex: '(?i)^(?!.*sorry)\\w{3}'}]\n"
     )
     assert len(loaded.evals) == 2
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["*done*", "done*", "*done", "done", "*", "", "**x**", "*DONE*", "*a b*", "*?*", "d?ne", "*d*e*", "[1]*"],
+)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "done",
+        "Done.",
+        "not done yet",
+        "DONE",
+        "",
+        "x",
+        "a b",
+        "a\nb done\n",
+        "[1] item",
+        "donE!",
+        "Straße done",
+    ],
+)
+def test_plain_globs_match_exactly_as_the_regex_does(pattern, text):
+    """glob_match answers the common globs without a regex: the same answer as the time-limited regex."""
+    from engine.matching import _glob_regex, glob_match
+
+    by_regex = patterns.search(_glob_regex(pattern), text, re.IGNORECASE | re.DOTALL) is not None
+    assert glob_match(pattern, text) is by_regex

@@ -119,3 +119,15 @@ def test_replies_lose_configured_keys_but_keep_key_shaped_text(monkeypatch, fake
     client = client_with_key(monkeypatch, fake_openai, FAKE_KEY)
     text = client.complete("m", [{"role": "user", "content": "hi"}]).text
     assert text == f"mine is [redacted] and yours {PROJECT_KEY}"
+
+
+def test_the_secrets_are_read_again_when_the_environment_changes(monkeypatch):
+    """configured_secrets() is kept between replies (walking the environment per reply was costly); a key
+    set, changed or removed afterwards is still noticed at once."""
+    monkeypatch.setenv("ACME_TOKEN", "first-value-of-the-token")
+    assert "first-value-of-the-token" not in redact("a reply: first-value-of-the-token")
+    monkeypatch.setenv("ACME_TOKEN", "second-value-of-the-token")  # same names, another value
+    assert "second-value-of-the-token" not in redact("a reply: second-value-of-the-token")
+    assert redact("a reply: first-value-of-the-token") == "a reply: first-value-of-the-token"
+    monkeypatch.delenv("ACME_TOKEN")
+    assert redact("a reply: second-value-of-the-token") == "a reply: second-value-of-the-token"
