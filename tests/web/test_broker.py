@@ -49,12 +49,14 @@ def test_an_empty_poll_hands_control_back_to_the_worker_loop(tmp_path):
     options = {"data_folder_in": str(folder), "data_folder_out": str(folder), "polling_interval": 0.05,
                "control_folder": str(tmp_path / "control")}  # fmt: skip
     queue = Queue("idle", Exchange("idle", type="direct"), routing_key="idle")
-    with Connection(transport="evalsite.broker:Transport", transport_options=options) as conn:
-        with Consumer(conn.channel(), [queue], callbacks=[lambda body, message: None]):
-            started = time.monotonic()
-            with pytest.raises(TimeoutError):
-                conn.drain_events(timeout=20)
-            waited = time.monotonic() - started
+    with (
+        Connection(transport="evalsite.broker:Transport", transport_options=options) as conn,
+        Consumer(conn.channel(), [queue], callbacks=[lambda body, message: None]),
+    ):
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            conn.drain_events(timeout=20)
+        waited = time.monotonic() - started
     assert waited < 10  # one poll interval (50 ms), not the 20 s timeout
 
 
