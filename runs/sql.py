@@ -155,15 +155,10 @@ def store_turn(
     cost: float,
     tokens_estimated: bool,
 ) -> bool:
-    """Insert one turn and add its counts to the conversation, in the caller's transaction. False when the
-    conversation is no longer ours (the insert then has to be rolled back). A second insert of the same
-    position raises IntegrityError."""
+    """Add one turn's counts to the conversation and insert the turn, in the caller's transaction. False when
+    the conversation is no longer ours: then nothing is written (the conditional update comes first, so a
+    batch of turns needs no savepoint per turn). A second insert of the same position raises IntegrityError."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {TURN} (conversation_id, position, record, passed, created_at) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            [conversation_id, position, _json(record), passed, _when(now)],
-        )
         cursor.execute(
             f"""UPDATE {CONVERSATION}
                 SET turn_count = %s, prompt_tokens = prompt_tokens + %s,
@@ -185,7 +180,49 @@ def store_turn(
                 Status.RUNNING,
             ],  # fmt: skip
         )
-        return cursor.rowcount == 1
+        if cursor.rowcount != 1:
+            return False
+        cursor.execute(
+            f"INSERT INTO {TURN} (conversation_id, position, record, passed, created_at) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            [conversation_id, position, _json(record), passed, _when(now)],
+        )
+        return True
+
+
+# One turn in one statement on PostgreSQL: the conditional update, and the insert only if it matched.
+_STORE_TURN_PG = f"""WITH ours AS (
+        UPDATE {CONVERSATION}
+        SET turn_count = %s, prompt_tokens = prompt_tokens + %s, completion_tokens = completion_tokens + %s,
+            judge_tokens = judge_tokens + %s, user_tokens = user_tokens + %s, cost = cost + %s,
+            tokens_estimated = %s, lease_expires_at = %s, waiting_until = NULL, waiting_reason = ''
+        WHERE id = %s AND attempt = %s AND status = %s
+        RETURNING id)
+    INSERT INTO {TURN} (conversation_id, position, record, passed, created_at)
+    SELECT id, %s, %s, %s, %s FROM ours RETURNING conversation_id"""
+
+
+def store_turns(turns: list[dict], *, now: datetime, lease_until: datetime) -> list[bool]:
+    """store_turn for many turns (each a dict of its arguments), in the caller's transaction; whether each
+    was stored. On PostgreSQL they go in one round trip, one statement a turn; a second insert of a position
+    raises IntegrityError for the lot (the caller's transaction then has to be rolled back)."""
+    if connection.vendor != "postgresql":
+        return [store_turn(now=now, lease_until=lease_until, **turn) for turn in turns]
+    params: list = []
+    for t in turns:
+        params += [
+            t["position"], t["prompt_tokens"], t["completion_tokens"], t["judge_tokens"], t["user_tokens"],
+            t["cost"], t["tokens_estimated"], _when(lease_until), t["conversation_id"], t["attempt"],
+            Status.RUNNING, t["position"], _json(t["record"]), t["passed"], _when(now),
+        ]  # fmt: skip
+    stored = []
+    with connection.cursor() as cursor:
+        cursor.execute(";\n".join([_STORE_TURN_PG] * len(turns)), params)
+        while True:
+            stored.append(cursor.fetchone() is not None)
+            if not cursor.nextset():
+                break
+    return stored
 
 
 def run_is_active(run_id) -> bool:

@@ -58,6 +58,8 @@ def configure_worker_connections(**kwargs) -> None:
             options["options"] = f"{options.get('options', '')} {relax}".strip()
         db.close()
         db.close_pool()  # a pool opened before this point would keep handing out sessions without it
+    # Turns are written by one thread of the process, many to a transaction (runs.execution.TurnWriter).
+    execution.turn_writer = execution.TurnWriter()
     # Each conversation reads the endpoints when it starts and again when its slot is handed on; a second-old
     # copy is fresh enough for an admin edit, and saves two queries per conversation.
     endpoints.reuse_for = settings.EVALSITE_ENDPOINTS_REUSE_SECONDS

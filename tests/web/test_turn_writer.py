@@ -1,0 +1,89 @@
+"""A worker's turn writer (runs.execution.TurnWriter): the turns of many conversations in one transaction,
+each conversation's claim still fencing its own turn."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from engine.results import TurnRecord
+from runs import execution
+from runs.models import Conversation, Status, Turn
+from tests.factories import launch
+
+# Marked e2e so that the PostgreSQL + Redis pass (make test-pg) runs it again: there a batch is one round trip
+# of PostgreSQL's own SQL (runs.sql.store_turns).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
+
+SUITE = "name: writer\nmodel: mock\nevals:\n" + "".join(
+    f"  - {{id: e{i}, prompt: q{i}, checks: [{{contains: x}}]}}\n" for i in range(30)
+)
+
+
+def _turn(position: int, text: str = "a reply") -> TurnRecord:
+    return TurnRecord(turn=position, prompt=f"prompt {position}", response=text, passed=True)
+
+
+def _running(user) -> list[Conversation]:
+    run = launch(user, SUITE)
+    run.conversations.update(status=Status.RUNNING, attempt=1)
+    return list(run.conversations.order_by("index"))
+
+
+def test_turns_of_many_conversations_are_stored_each_once_with_their_counts(user):
+    conversations = _running(user)
+    writer = execution.TurnWriter()
+    results: dict[int, list[bool]] = {}
+
+    def play(conversation: Conversation) -> None:
+        # As a conversation does: each turn waits for its store before the next one is asked.
+        results[conversation.pk] = [
+            writer.store(conversation.pk, 1, _turn(position)).result(timeout=30) for position in (1, 2, 3)
+        ]
+
+    threads = [threading.Thread(target=play, args=(c,)) for c in conversations]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert results == {c.pk: [True, True, True] for c in conversations}
+    assert Turn.objects.filter(conversation__in=conversations).count() == 90
+    assert set(
+        Conversation.objects.filter(pk__in=[c.pk for c in conversations]).values_list("turn_count", flat=True)
+    ) == {3}
+
+
+def test_a_conversation_whose_claim_moved_on_writes_nothing_and_the_others_are_stored(user):
+    mine, taken, *_ = _running(user)
+    Conversation.objects.filter(pk=taken.pk).update(attempt=2)  # another worker claimed it meanwhile
+    writer = execution.TurnWriter()
+
+    lost = writer.store(taken.pk, 1, _turn(1))
+    kept = writer.store(mine.pk, 1, _turn(1))
+
+    assert lost.result(timeout=30) is False
+    assert kept.result(timeout=30) is True
+    assert not Turn.objects.filter(conversation=taken).exists()
+    assert Turn.objects.filter(conversation=mine).count() == 1
+
+
+def test_a_turn_already_stored_fails_alone_without_sinking_its_batch(user):
+    first, second, third, *_ = _running(user)
+    writer = execution.TurnWriter()
+    assert writer.store(first.pk, 1, _turn(1)).result(timeout=30)
+
+    # The same position again (a replay gone wrong) next to two good turns: the batch is written again one
+    # turn at a time, and only the duplicate is refused.
+    futures = [
+        writer.store(second.pk, 1, _turn(1)),
+        writer.store(first.pk, 1, _turn(1, "a second answer")),
+        writer.store(third.pk, 1, _turn(1)),
+    ]
+
+    assert [future.result(timeout=30) for future in futures] == [True, False, True]
+    assert list(Turn.objects.filter(conversation=first).values_list("record__response", flat=True)) == [
+        "a reply"
+    ]
+    assert Turn.objects.filter(conversation__in=[second, third]).count() == 2
