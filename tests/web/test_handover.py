@@ -70,7 +70,9 @@ def test_nothing_is_kept_while_a_sent_conversation_waits_and_the_thread_takes_th
     conversation is published behind it, and the thread takes the one that waited longest, in order."""
     run = _launch(user, "waiting", evals=4, concurrency=2)
     first, second = published
-    Conversation.objects.filter(pk=second).update(dispatched_at=timezone.now() - timedelta(seconds=1))
+    Conversation.objects.filter(pk=second).update(
+        dispatched_at=timezone.now() - scheduling.IN_TRANSIT - timedelta(seconds=1)
+    )
     execution.execute(first)
 
     conversations = list(run.conversations.order_by("started_at"))
