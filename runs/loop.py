@@ -18,12 +18,20 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
+
+# Threads for what a conversation runs beside the loop because it may call a model while grading (judges,
+# semantic checks, named graders, the simulated user: engine.conversation's `blocking`). asyncio's default
+# executor has min(32, cores + 4) threads, 6 on two cores: a worker playing 100 conversations that each
+# wait a second on a judge would grade six at a time. A worker sets it to its own concurrency (runs.tasks),
+# so every conversation it holds can be grading at once; threads are started only as they are needed.
+grading_threads = 32
 
 
 def event_loop() -> asyncio.AbstractEventLoop:
@@ -33,6 +41,9 @@ def event_loop() -> asyncio.AbstractEventLoop:
     with _lock:
         if _loop is None or _thread is None or not _thread.is_alive():
             _loop = asyncio.new_event_loop()
+            _loop.set_default_executor(
+                ThreadPoolExecutor(max_workers=max(1, grading_threads), thread_name_prefix="evalsite-grading")
+            )
             _thread = threading.Thread(target=_loop.run_forever, name="evalsite-loop", daemon=True)
             _thread.start()
         return _loop

@@ -12,7 +12,7 @@ from django.db import close_old_connections, connections
 
 from engine.clients import warm_up
 
-from . import endpoints, execution, scheduling
+from . import endpoints, execution, loop, scheduling
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,15 @@ def check_connections(**kwargs) -> None:
 
 
 _stop = threading.Event()
+
+
+@worker_init.connect
+def size_the_grading_threads(sender=None, **kwargs) -> None:
+    # As many as the conversations the worker can hold at once (its --concurrency): each may be grading with
+    # a judge at the same moment (runs.loop.grading_threads).
+    concurrency = getattr(sender, "concurrency", None)
+    if concurrency:
+        loop.grading_threads = max(loop.grading_threads, concurrency)
 
 
 @worker_init.connect

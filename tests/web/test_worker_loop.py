@@ -90,3 +90,20 @@ def test_many_conversations_share_one_loop_each_served_by_its_own_thread():
     for thread in threads:
         thread.join(timeout=10)
     assert results == {n: [n * 10, n * 10 + 1, n * 10 + 2] for n in range(20)}
+
+
+def test_as_many_conversations_as_the_worker_holds_can_grade_beside_the_loop_at_once(monkeypatch):
+    """Grading that may call a model (a judge) runs in a thread beside the loop; asyncio's default pool (6
+    threads on two cores) would hold a worker of 50 conversations to six judges at a time. Every one of
+    them waits at a barrier here, which opens only once all are in it at the same time."""
+    import runs.loop as loop_module
+
+    monkeypatch.setattr(loop_module, "_loop", None)  # a fresh loop, sized as a worker of 40 sizes it
+    monkeypatch.setattr(loop_module, "grading_threads", 40)
+    barrier = threading.Barrier(40, timeout=20)
+
+    async def all_grading_at_once() -> list[int]:
+        return await asyncio.gather(*(asyncio.to_thread(barrier.wait) for _ in range(40)))
+
+    arrived = asyncio.run_coroutine_threadsafe(all_grading_at_once(), event_loop()).result(timeout=30)
+    assert sorted(arrived) == list(range(40))
