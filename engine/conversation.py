@@ -178,7 +178,8 @@ async def _answer(value):
 
 def _inline(coroutine):
     """Run a coroutine that never suspends (the loop with INLINE calls) to its end, without an event loop:
-    the threaded worker plays one conversation per thread, as before, at no cost of a loop per call."""
+    run_eval plays one conversation in its caller's thread (the benchmarks' engine floor, tests) at no cost
+    of a loop per call. The workers and the CLI play on an event loop (run_eval_async)."""
     try:
         coroutine.send(None)
     except StopIteration as done:

@@ -57,9 +57,8 @@ def mask(secret: str, prefix: str = "") -> str:
     return f"{prefix}…{secret[-4:]}"
 
 
-_secrets_of: tuple[object, list[str]] | None = (
-    None  # (the environment and key names they were read from, them)
-)
+# (the environment and the key names the secrets were read from, the secrets)
+_secrets_of: tuple[object, list[str]] | None = None
 
 
 def configured_secrets() -> list[str]:

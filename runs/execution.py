@@ -188,15 +188,13 @@ def _turn_row(conversation_id: int, attempt: int, turn: TurnRecord) -> dict:
     }
 
 
-def _write_turn(conversation_id: int, attempt: int, turn: TurnRecord, now) -> bool:
-    """One turn's writes, in the caller's transaction; False when the conversation is no longer ours."""
-    return sql.store_turn(now=now, lease_until=now + _lease(), **_turn_row(conversation_id, attempt, turn))
-
-
 def _store_turn(conversation_id: int, attempt: int, turn: TurnRecord) -> None:
+    now = timezone.now()
     try:
         with transaction.atomic():
-            stored = _write_turn(conversation_id, attempt, turn, timezone.now())
+            stored = sql.store_turn(
+                now=now, lease_until=now + _lease(), **_turn_row(conversation_id, attempt, turn)
+            )
     except IntegrityError:
         raise LostClaim() from None
     if not stored:
@@ -257,13 +255,13 @@ class TurnWriter:
                 stored = sql.store_turns(rows, now=now, lease_until=now + _lease())
         except IntegrityError:
             # A turn already stored at its position (a conversation taken over and replayed meanwhile):
-            # that one alone fails; the others are written one transaction each.
+            # that one alone fails; the others are written one transaction each, as the owner thread would.
             stored = []
             for cid, attempt, turn, _ in batch:
                 try:
-                    with transaction.atomic():
-                        stored.append(_write_turn(cid, attempt, turn, now))
-                except IntegrityError:
+                    _store_turn(cid, attempt, turn)
+                    stored.append(True)
+                except LostClaim:
                     stored.append(False)
                 except Exception as exc:  # noqa: BLE001 - handed to the conversation, which records it
                     stored.append(exc)
