@@ -1,6 +1,8 @@
 """Template filters for the run pages, so a mapping kept in Python is not written again in a template."""
 
 from django import template
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 
 from runs import display
 from runs.models import Status
@@ -24,3 +26,48 @@ def pass_symbol(passed: bool) -> str:
 def item(mapping: dict, key):
     """`{{ mapping|item:key }}`: a dict's value for a key a template computed (None when absent)."""
     return mapping.get(key) if mapping else None
+
+
+# The two mark strips, written here once rather than as template partials: a run page draws a hundred rows of
+# turn marks and up to a thousand iteration marks, and an include per row cost a third of its rendering time.
+# Every value goes through format_html's escaping.
+
+
+@register.simple_tag
+def turn_marks(marks, limit: int = 0, linked: bool = False) -> str:
+    """A scripted conversation's graded turns, ✓ or ✗ each (runs.display.Mark), side by side. `linked`: each
+    mark links to its turn (a transcript); `limit`: at most this many, then an ellipsis (the run's table)."""
+    shown = marks[:limit] if limit else marks
+    if linked:
+        pattern = '<a href="#turn-{0}" class="mark mark-{1}" title="{2}" aria-label="{2}">{3}</a>'
+    else:
+        pattern = '<i class="mark mark-{1}" title="{2}">{3}</i>'
+    html = format_html_join(
+        "", pattern, ((m.turn, "pass" if m.passed else "fail", m.title, m.symbol) for m in shown)
+    )
+    if limit and len(marks) > limit:
+        html += mark_safe('<i class="mark">…</i>')
+    return html
+
+
+@register.simple_tag
+def iteration_marks(marks) -> str:
+    """A repeated eval's iterations, one linked mark each (runs.display.IterationMark): the representative one
+    ringed and, in a transcript's switcher, the current one marked."""
+    return format_html_join(
+        "",
+        '<a href="{}" class="imark imark-{}{}{}" title="{}" aria-label="{}"{}>{}</a>',
+        (
+            (
+                m.url,
+                m.status,
+                " is-rep" if m.representative else "",
+                " is-current" if m.current else "",
+                m.title,
+                m.title,
+                mark_safe(' aria-current="page"') if m.current else "",
+                m.symbol,
+            )
+            for m in marks
+        ),
+    )
