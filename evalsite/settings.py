@@ -192,6 +192,19 @@ STORAGES = {
 if DEBUG:
     STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"
 
+# `rows`: the rendered rows of run pages, in each web process's memory, keyed by a digest of what each row
+# shows (runs.display.row_key), so nothing is ever invalidated: a changed row has a new key. Rendering a row
+# through the template engine is most of a run page's CPU, and the rows of a finished run do not change
+# (a page of 100 rows of a 1,000-conversation run: 61 ms cold, 36 ms from the cache). ~1.2 KB a row.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "rows": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "run-rows",
+        "OPTIONS": {"MAX_ENTRIES": env_int("EVALSITE_ROW_CACHE_ROWS", 20_000)},
+    },
+}
+
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie, but the admin JS may.
 X_FRAME_OPTIONS = "DENY"

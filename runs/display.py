@@ -9,6 +9,7 @@ what to query and the templates lay it out.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections import defaultdict
@@ -96,6 +97,16 @@ def strip(conversation: Conversation, marks: list[Mark]) -> dict | None:
     else:
         return None
     return {"passed": passed, "total": total, "marks": marks}
+
+
+def row_key(conversation: Conversation, columns: tuple) -> str:
+    """Everything a row of the run's table is drawn from, as one digest: the row's HTML is cached under it
+    (the `rows` cache; runs.views.run._cached_rows), so a row is rendered again only once something it shows
+    has changed. The digest covers every loaded field and every value the view attached (its link, waiting
+    note, grader cells), not a list of the fields the template happens to read today, so a new column cannot
+    be served stale; `columns` are the table's own settings (which columns it has)."""
+    state = {name: value for name, value in vars(conversation).items() if not name.startswith("_")}
+    return hashlib.blake2b(repr((sorted(state.items()), columns)).encode(), digest_size=16).hexdigest()
 
 
 GATE_OPS = {">=": "≥", "<=": "≤", "==": "="}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.http import Http404, StreamingHttpResponse
@@ -301,19 +302,29 @@ def has_turns_after(conversation: Conversation, position: int) -> bool:
     return conversation.turns.filter(position__gt=position).exists()
 
 
-def graded_turns_of(conversations: Iterable[Conversation], styles: Iterable[str]) -> dict[int, list[Turn]]:
+class GradedTurn(NamedTuple):
+    """A stored turn as its ✓✗ mark needs it (runs.display.turn_marks): read as plain values, not as a model
+    instance, since a run page reads a few hundred of them."""
+
+    passed: bool | None
+    record: dict
+
+
+def graded_turns_of(
+    conversations: Iterable[Conversation], styles: Iterable[str]
+) -> dict[int, list[GradedTurn]]:
     """The stored turns of these conversations (a page of them) that are of `styles`, for their ✓✗ strips."""
     ids = [c.pk for c in conversations if c.style in set(styles)]
-    turns: dict[int, list[Turn]] = defaultdict(list)
+    turns: dict[int, list[GradedTurn]] = defaultdict(list)
     if not ids:
         return turns
     rows = (
         Turn.objects.filter(conversation_id__in=ids)
         .order_by("conversation_id", "position")
-        .only("conversation_id", "position", "record", "passed")
+        .values_list("conversation_id", "passed", "record")
     )
-    for turn in rows:
-        turns[turn.conversation_id].append(turn)
+    for conversation_id, passed, record in rows:
+        turns[conversation_id].append(GradedTurn(passed, record))
     return turns
 
 

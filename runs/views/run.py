@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.cache import caches
+from django.core.cache.utils import make_template_fragment_key
 from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
@@ -23,7 +25,7 @@ from django_htmx.http import HttpResponseClientRefresh, HttpResponseStopPolling
 from engine.text import plural
 
 from .. import display, selectors, services
-from ..models import Run, Status
+from ..models import ACTIVE, Run, Status
 from .common import Access, format_duration, owner, share_view, visitor, waiting
 
 
@@ -91,18 +93,22 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     if delta:
         changed = selectors.changed_since([c.pk for c in shown], since)
         shown = [c for c in shown if c.pk in changed]
-    graded = selectors.graded_turns_of(shown, display.GRADED_STYLES)
     grader_names = selectors.grader_columns(run)
     now = timezone.now()
+    # The table's own settings (which columns it has, whether its rows go out of band): part of each row's key.
+    columns = (
+        bool(sizes),
+        bool(progress["judge_tokens"]),
+        bool(progress["user_tokens"]),
+        display.STRIP_MAX_MARKS,
+        delta,
+    )
     for conversation in shown:
         conversation.url = access.conversation_url(conversation.index, conversation.iteration)
-        conversation.strip = display.strip(
-            conversation,
-            display.turn_marks(graded.get(conversation.pk, ()), conversation.original.get("reviewed_turns")),
-        )
         conversation.waiting = waiting(conversation, now)
         conversation.iterations = sizes.get(conversation.index, 1)
         conversation.grader_cells = display.grader_cells(conversation, grader_names)
+    _cached_rows(shown, columns)
     context = {
         "run": run,
         "shared": access.shared,
@@ -189,6 +195,8 @@ REPEATED_PER_PAGE = 10  # repeated evals a page of the Iterations section shows
 
 
 CONVERSATIONS_PER_PAGE = 100
+# The name the rows of the conversation table are cached under ({% cache %} in runs/detail.html).
+ROW_FRAGMENT = "run_row"
 # Each sort as the database orders the run's conversations; suite order breaks ties.
 SORTS = {
     "": ("suite order", ()),
@@ -252,6 +260,30 @@ def _share_links(request: HttpRequest, run: Run) -> list:
     for link in links:
         link.url = request.build_absolute_uri(reverse("share:run", args=[link.token]))
     return links
+
+
+def _cached_rows(shown: list, columns: tuple) -> None:
+    """Each finished row's HTML from the `rows` cache where it is (`row_html`), its key where it is not
+    (`row_key`, the template caches it), and the ✓✗ strip of every row to be rendered: a page's turns are
+    its costliest read, and only the rows rendered need them. The key need not cover the strip, as stored
+    turns never change: a conversation's own fields (turn_count; `original` for a reviewer's overrides) say
+    which strip it has. Queued and running rows change by the second and are rendered each time."""
+    for conversation in shown:
+        finished = conversation.status not in ACTIVE
+        conversation.row_key = display.row_key(conversation, columns) if finished else None
+    keys = {c.pk: make_template_fragment_key(ROW_FRAGMENT, [c.row_key]) for c in shown if c.row_key}
+    cached = caches["rows"].get_many(keys.values()) if keys else {}
+    rendered = []
+    for conversation in shown:
+        conversation.row_html = cached.get(keys.get(conversation.pk))
+        if conversation.row_html is None:
+            rendered.append(conversation)
+    graded = selectors.graded_turns_of(rendered, display.GRADED_STYLES)
+    for conversation in rendered:
+        conversation.strip = display.strip(
+            conversation,
+            display.turn_marks(graded.get(conversation.pk, ()), conversation.original.get("reviewed_turns")),
+        )
 
 
 def _run_page(request: HttpRequest, access: Access) -> HttpResponse:
