@@ -2,7 +2,7 @@
 conversation run, against the server `make run` starts.
 
     python bench/web_load.py [--clients 20] [--seconds 30] [--conversations 1000]
-                             [--servers gunicorn,runserver]
+                             [--servers gunicorn,runserver] [--server-args '--web-processes 4']
 
 For each server: a fresh var folder, migrated and with its static files collected as `make setup` does; a
 run of N conversations × 3 turns built through the worker's writes (bench/pages_scale.build); then
@@ -133,6 +133,7 @@ def measure(server: str, args) -> dict:
     command = [sys.executable, "manage.py", "evalserve", f"127.0.0.1:{port}"]
     if server == "runserver":
         command.append("--dev-server")
+    command += args.server_args.split()
     log = (var_dir / "evalserve.log").open("wb")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -162,6 +163,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--conversations", type=int, default=1000)
     parser.add_argument("--servers", default="gunicorn,runserver")
+    parser.add_argument("--server-args", default="", help="more options for evalserve, e.g. '--web-threads 4'")
     args = parser.parse_args()
     print(f"{args.clients} clients for {args.seconds:g} s: the run page and transcripts of a run of "
           f"{args.conversations:,} conversations × 3 turns")  # fmt: skip

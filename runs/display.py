@@ -105,8 +105,10 @@ def row_key(conversation: Conversation, columns: tuple) -> str:
     has changed. The digest covers every loaded field and every value the view attached (its link, waiting
     note, grader cells), not a list of the fields the template happens to read today, so a new column cannot
     be served stale; `columns` are the table's own settings (which columns it has)."""
-    state = {name: value for name, value in vars(conversation).items() if not name.startswith("_")}
-    return hashlib.blake2b(repr((sorted(state.items()), columns)).encode(), digest_size=16).hexdigest()
+    # In the order the fields were loaded and the values attached, the same on every request (not sorted: it
+    # costs as much again, ~30 µs a row).
+    state = [(name, value) for name, value in vars(conversation).items() if not name.startswith("_")]
+    return hashlib.blake2b(repr((state, columns)).encode(), digest_size=16).hexdigest()
 
 
 GATE_OPS = {">=": "≥", "<=": "≤", "==": "="}

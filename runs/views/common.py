@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import wraps
+from functools import cached_property, wraps
 from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
@@ -62,7 +62,14 @@ class Access:
         return f"{path}?{urlencode(query)}" if query else path
 
     def conversation_url(self, index: int, iteration: int = 0) -> str:
-        return self.url("conversation", index, query={"iteration": iteration or None})
+        path = f"{self._conversations_path}{index}/"
+        return f"{path}?{urlencode({'iteration': iteration})}" if iteration else path
+
+    @cached_property
+    def _conversations_path(self) -> str:
+        """The path a conversation's index is appended to (`…/c/`), reversed once rather than for each of the
+        hundred rows of a run page."""
+        return self.url("conversation", 0).removesuffix("0/")  # the URLconf's `c/<int:index>/`
 
 
 def owner(request: HttpRequest, run_id) -> Access:

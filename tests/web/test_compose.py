@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from engine.clients import default_endpoint_from_env
+from runs.management.commands.evalserve import SYNC_TIMEOUT, web_command
 from tests.conftest import ROOT
 
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
@@ -42,20 +43,36 @@ def test_every_variable_set_is_one_the_code_reads(service):
     assert env["CELERY_BROKER_URL"].startswith("redis://redis:")
 
 
-def test_the_web_command_is_gunicorn_serving_our_wsgi_app():
+def gunicorn_config(arguments: list[str]):
+    """gunicorn's own reading of a command line's options (it exits on one it does not know), and the app."""
     from gunicorn.config import Config
 
-    command = SERVICES["web"]["command"]
-    assert command[0] == "gunicorn"
     config = Config()
-    parsed = config.parser().parse_args(command[1:])  # exits on an option gunicorn does not know
+    parsed = config.parser().parse_args(arguments)
     for key, value in vars(parsed).items():
         if value is not None and key in config.settings:
             config.set(key, value)
-    assert config.worker_class_str == "gthread" and config.threads > 1 and config.workers >= 1
+    return config, parsed
+
+
+def test_the_web_command_is_gunicorn_serving_our_wsgi_app():
+    command = SERVICES["web"]["command"]
+    assert command[0] == "gunicorn"
+    config, parsed = gunicorn_config(command[1:])
+    assert config.worker_class_str == "sync" and config.workers > 1
+    assert config.timeout >= SYNC_TIMEOUT  # a sync worker past it is killed mid-request
     (app,) = parsed.args
     module, attribute = app.split(":")
     assert callable(getattr(importlib.import_module(module), attribute))
+
+
+@pytest.mark.parametrize(("threads", "worker_class"), [(1, "sync"), (8, "gthread")])
+def test_make_runs_web_command_is_one_gunicorn_reads(threads, worker_class):
+    command = web_command("127.0.0.1:8000", 5, threads)
+    config, parsed = gunicorn_config(command[3:])  # after `python -m gunicorn`
+    assert command[1:3] == ["-m", "gunicorn"] and parsed.args == ["evalsite.wsgi:application"]
+    assert (config.worker_class_str, config.workers, config.threads) == (worker_class, 5, threads)
+    assert config.timeout >= (SYNC_TIMEOUT if threads == 1 else 0)
 
 
 def test_the_worker_command_is_a_celery_worker_of_our_app():

@@ -1,6 +1,6 @@
 """python manage.py evalserve: the dashboard and a Celery worker together, for `make run`.
 
-The web is served by gunicorn (gthread workers: processes of threads), as in production, not by Django's
+The web is served by gunicorn (processes, see WEB below), as in production, not by Django's
 development server, which serves one request at a time per thread it starts and took 4-12 s a page with
 twenty people on it. `--dev-server` keeps Django's for debugging.
 
@@ -29,11 +29,34 @@ WORKER = [sys.executable, "-m", "celery", "--quiet", "-A", "evalsite", "worker",
           "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]  # fmt: skip
 
 
-# The web tier: processes of threads, so that a slow page does not hold the others up and one process's GIL
-# does not hold them all. Static files are served by whitenoise from `collectstatic`'s folder.
-WEB = [sys.executable, "-m", "gunicorn", "evalsite.wsgi:application", "--worker-class", "gthread",
-       "--graceful-timeout", "5", "--timeout", "120", "--access-logfile", "-",
-       "--access-logformat", '%(h)s "%(r)s" %(s)s %(b)s %(M)sms']  # fmt: skip
+# The web tier: gunicorn's processes, each serving one request at a time (its `sync` workers), as many as
+# two per core and one more. A run page is CPU-bound Python, so threads within a process only queue for its
+# interpreter lock; and with threads (`gthread`) a browser's keep-alive connection stays with the process
+# that accepted it, which accepts every connection it is offered: bench/web_load.py once saw one process
+# take 27 s of CPU and the other 2 s, and 25 requests a second instead of 75. A sync process accepts a
+# connection only when it is free, so the load spreads by itself (20 clients, 2 cores: p95 309-338 ms with
+# 6 processes, against 473-1,207 ms with 2 x 8 threads). `--web-threads N` still gives gthread workers.
+# Static files are served by whitenoise from `collectstatic`'s folder.
+WEB = [sys.executable, "-m", "gunicorn", "evalsite.wsgi:application", "--graceful-timeout", "5",
+       "--access-logfile", "-", "--access-logformat", '%(h)s "%(r)s" %(s)s %(b)s %(M)sms']  # fmt: skip
+# A sync worker busy past its timeout is killed mid-request: streaming results.json of a 100,000-conversation
+# run takes ~150 s here.
+SYNC_TIMEOUT, GTHREAD_TIMEOUT = 600, 120
+
+
+def web_command(addrport: str, processes: int, threads: int) -> list[str]:
+    """The gunicorn command line: sync workers, or gthread ones when more than one thread is asked for."""
+    if threads > 1:
+        workers = ["--worker-class", "gthread", "--threads", str(threads), "--timeout", str(GTHREAD_TIMEOUT)]
+    else:
+        workers = ["--worker-class", "sync", "--timeout", str(SYNC_TIMEOUT)]
+    return [*WEB, *workers, "--bind", addrport, "--workers", str(processes)]
+
+
+def default_web_processes() -> int:
+    """Two per core and one more (gunicorn's own advice), at most 12: a process holds ~140 MB."""
+    return min(2 * (os.cpu_count() or 1) + 1, 12)
+
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +131,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--processes", type=int, default=2, help="Worker processes the threads are shared among."
         )
-        parser.add_argument("--web-processes", type=int, default=2, help="gunicorn worker processes.")
-        parser.add_argument("--web-threads", type=int, default=8, help="Threads per gunicorn process.")
+        parser.add_argument(
+            "--web-processes", type=int, default=default_web_processes(),
+            help="gunicorn worker processes (default: two per core and one more).",
+        )  # fmt: skip
+        parser.add_argument(
+            "--web-threads", type=int, default=1,
+            help="Threads per gunicorn process; above 1, gthread workers instead of sync ones.",
+        )  # fmt: skip
         parser.add_argument(
             "--dev-server", action="store_true", help="Serve with Django's development server instead."
         )
@@ -139,15 +168,12 @@ class Command(BaseCommand):
             finally:
                 supervisor.stop()
             return
-        web = subprocess.Popen(
-            [*WEB, "--bind", addrport, "--workers", str(max(1, web_processes)),
-             "--threads", str(max(1, web_threads))],
-            env=os.environ.copy(),
-        )  # fmt: skip
-        web_processes = max(1, web_processes)
+        web_processes, web_threads = max(1, web_processes), max(1, web_threads)
+        web = subprocess.Popen(web_command(addrport, web_processes, web_threads), env=os.environ.copy())
         self.stdout.write(
             f"Web server: gunicorn, {web_processes} process{'es' if web_processes > 1 else ''} x "
-            f"{plural(max(1, web_threads), 'thread')} (pid {web.pid}).",
+            f"{plural(web_threads, 'thread')} "
+            f"(pid {web.pid}).",
         )
         try:
             web.wait()
