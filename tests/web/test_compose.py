@@ -10,6 +10,7 @@ import re
 
 import pytest
 import yaml
+from django.conf import settings
 
 from engine.clients import default_endpoint_from_env
 from runs.management.commands.evalserve import SYNC_TIMEOUT, web_command
@@ -73,6 +74,7 @@ def test_make_runs_web_command_is_one_gunicorn_reads(threads, worker_class):
     assert command[1:3] == ["-m", "gunicorn"] and parsed.args == ["evalsite.wsgi:application"]
     assert (config.worker_class_str, config.workers, config.threads) == (worker_class, 5, threads)
     assert config.timeout >= (SYNC_TIMEOUT if threads == 1 else 0)
+    assert config.control_socket == str(settings.VAR_DIR / "gunicorn.ctl")  # not shared with another checkout
 
 
 def test_the_worker_command_is_a_celery_worker_of_our_app():

@@ -50,7 +50,10 @@ def web_command(addrport: str, processes: int, threads: int) -> list[str]:
         workers = ["--worker-class", "gthread", "--threads", str(threads), "--timeout", str(GTHREAD_TIMEOUT)]
     else:
         workers = ["--worker-class", "sync", "--timeout", str(SYNC_TIMEOUT)]
-    return [*WEB, *workers, "--bind", addrport, "--workers", str(processes)]
+    # gunicorn's control socket in this checkout's var folder, not the user's ~/.gunicorn, which a second
+    # evalserve (another checkout, a test) would share.
+    control = ["--control-socket", str(settings.VAR_DIR / "gunicorn.ctl")]
+    return [*WEB, *workers, *control, "--bind", addrport, "--workers", str(processes)]
 
 
 def default_web_processes() -> int:
