@@ -34,8 +34,9 @@ WORKER = [sys.executable, "-m", "celery", "--quiet", "-A", "evalsite", "worker",
 # interpreter lock; and with threads (`gthread`) a browser's keep-alive connection stays with the process
 # that accepted it, which accepts every connection it is offered: bench/web_load.py once saw one process
 # take 27 s of CPU and the other 2 s, and 25 requests a second instead of 75. A sync process accepts a
-# connection only when it is free, so the load spreads by itself (20 clients, 2 cores: p95 309-338 ms with
-# 6 processes, against 473-1,207 ms with 2 x 8 threads). `--web-threads N` still gives gthread workers.
+# connection only when it is free, so the load spreads by itself (20 clients, 2 cores, the same cached rows:
+# p95 309-511 ms with 5 or 6 processes, 473-781 ms and once 1,207 ms with 2 x 8 threads; README).
+# `--web-threads N` still gives gthread workers.
 # Static files are served by whitenoise from `collectstatic`'s folder.
 WEB = [sys.executable, "-m", "gunicorn", "evalsite.wsgi:application", "--graceful-timeout", "5",
        "--access-logfile", "-", "--access-logformat", '%(h)s "%(r)s" %(s)s %(b)s %(M)sms']  # fmt: skip
