@@ -166,6 +166,7 @@ class Command(BaseCommand):
             f" and sign in as admin / {password_file.read_text().strip()}" if password_file.exists() else ""
         )
         self.stdout.write(self.style.SUCCESS(f"\nevalsite: open http://{addrport}/{sign_in}\n"))
+        self.stdout.flush()  # written to a file or a pipe, it would wait in the buffer behind gunicorn's log
         if dev_server:
             try:
                 call_command("runserver", addrport, use_reloader=False)
@@ -176,9 +177,9 @@ class Command(BaseCommand):
         web = subprocess.Popen(web_command(addrport, web_processes, web_threads), env=os.environ.copy())
         self.stdout.write(
             f"Web server: gunicorn, {web_processes} process{'es' if web_processes > 1 else ''} x "
-            f"{plural(web_threads, 'thread')} "
-            f"(pid {web.pid}).",
+            f"{plural(web_threads, 'thread')} (pid {web.pid}).",
         )
+        self.stdout.flush()
         try:
             web.wait()
         finally:
