@@ -163,7 +163,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--conversations", type=int, default=1000)
     parser.add_argument("--servers", default="gunicorn,runserver")
-    parser.add_argument("--server-args", default="", help="more options for evalserve, e.g. '--web-threads 4'")
+    parser.add_argument(
+        "--server-args", default="", help="more options for evalserve, e.g. '--web-threads 4'"
+    )
     args = parser.parse_args()
     print(f"{args.clients} clients for {args.seconds:g} s: the run page and transcripts of a run of "
           f"{args.conversations:,} conversations × 3 turns")  # fmt: skip

@@ -54,9 +54,11 @@ def turn_marks(marks, limit: int = 0, linked: bool = False) -> str:
 def iteration_marks(marks) -> str:
     """A repeated eval's iterations, one linked mark each (runs.display.IterationMark): the representative one
     ringed and, in a transcript's switcher, the current one marked."""
+    pattern = '<a href="{0}" class="imark imark-{1}{2}{3}" title="{4}" aria-label="{4}"{5}>{6}</a>'
+    current = mark_safe(' aria-current="page"')
     return format_html_join(
         "",
-        '<a href="{}" class="imark imark-{}{}{}" title="{}" aria-label="{}"{}>{}</a>',
+        pattern,
         (
             (
                 m.url,
@@ -64,8 +66,7 @@ def iteration_marks(marks) -> str:
                 " is-rep" if m.representative else "",
                 " is-current" if m.current else "",
                 m.title,
-                m.title,
-                mark_safe(' aria-current="page"') if m.current else "",
+                current if m.current else "",
                 m.symbol,
             )
             for m in marks
