@@ -28,10 +28,10 @@ test: $(VENV)/.installed
 	$(PY) -m pytest
 	@$(MAKE) --no-print-directory test-pg
 
-# The end-to-end tests again, on PostgreSQL + Redis.
+# The end-to-end tests and those of database-specific SQL again, on PostgreSQL + Redis.
 test-pg: $(VENV)/.installed
 	@if $(PY) -m tests.live_services "$(PG_URL)" "$(REDIS_URL)"; then \
-		DATABASE_URL="$(PG_URL)" CELERY_BROKER_URL="$(REDIS_URL)" $(PY) -m pytest -m e2e -p no:cacheprovider; \
+		DATABASE_URL="$(PG_URL)" CELERY_BROKER_URL="$(REDIS_URL)" $(PY) -m pytest -m "e2e or sql" -p no:cacheprovider; \
 	else echo "PostgreSQL or Redis not reachable: skipped the PostgreSQL + Redis end-to-end pass"; fi
 
 test-fast: $(VENV)/.installed

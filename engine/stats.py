@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, Field
 
@@ -60,40 +60,102 @@ def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float
     return max(0.0, centre - margin), min(1.0, centre + margin)
 
 
-def iteration_stats(trials: list[Trial], pass_rate_threshold: float = 0.5) -> IterationStats:
-    graded = [trial for trial in trials if trial.score is not None]
-    scores = [trial.score for trial in graded]
-    passes = sum(1 for trial in graded if trial.passed)
-    n = len(graded)
-    low, high = wilson_interval(passes, n)
-    mean = sum(scores) / n if n else None
-    std = math.sqrt(sum((score - mean) ** 2 for score in scores) / n) if n else None
-    representative = None
+@dataclass(frozen=True)
+class Tally:
+    """What an eval's statistics are worked out from: counts, sums and extremes of its iterations. Built from
+    the trials here (Tally.of), or by a database aggregate (runs.selectors.iteration_tallies) for a run too big
+    to read every iteration; stats_of turns either into the same IterationStats."""
+
+    iterations: int
+    graded: int  # iterations with a score: passed or failed
+    passes: int
+    score_sum: float = 0.0
+    score_squares: float = 0.0  # the sum of the scores' squares
+    score_min: float | None = None
+    score_max: float | None = None
+    turns_sum: int = 0
+    turns_min: int = 0
+    turns_max: int = 0
+    terminations: dict[str, int] | None = None
+    representative: int | None = None
+
+    @property
+    def mean(self) -> float | None:
+        return self.score_sum / self.graded if self.graded else None
+
+    @classmethod
+    def of(cls, trials: list[Trial]) -> Tally:
+        graded = [trial for trial in trials if trial.score is not None]
+        scores = [trial.score for trial in graded]
+        turns = [trial.turns for trial in trials]
+        tally = cls(
+            iterations=len(trials),
+            graded=len(graded),
+            passes=sum(1 for trial in graded if trial.passed),
+            score_sum=math.fsum(scores),
+            score_squares=math.fsum(score * score for score in scores),
+            score_min=min(scores, default=None),
+            score_max=max(scores, default=None),
+            turns_sum=sum(turns),
+            turns_min=min(turns, default=0),
+            turns_max=max(turns, default=0),
+            terminations=dict(Counter(trial.termination for trial in trials if trial.termination)),
+        )
+        mean = tally.mean
+        if mean is None:
+            return tally
+        nearest = min(graded, key=lambda trial: (distance(trial.score, mean), trial.iteration))
+        return replace(tally, representative=nearest.iteration)
+
+
+def distance(score: float, mean: float) -> float:
+    """How far a score is from the mean, to 9 places: scores as far (0.4 and 0.6 around 0.5) tie whatever
+    order the mean was summed in, and the earliest iteration wins. SQL orders by the same rounding."""
+    return round(abs(score - mean), DISTANCE_PLACES)
+
+
+DISTANCE_PLACES = 9
+
+
+def stats_of(
+    tally: Tally, pass_rate_threshold: float = 0.5, scores: list[float] | None = None
+) -> IterationStats:
+    """IterationStats from a Tally. `scores`: the graded scores in iteration order, when they were read."""
+    n = tally.graded
+    low, high = wilson_interval(tally.passes, n)
+    mean = tally.mean
+    std = None
     if n:
-        representative = min(graded, key=lambda trial: (abs(trial.score - mean), trial.iteration)).iteration
-    turns = [trial.turns for trial in trials]
-    rate = passes / n if n else 0.0
+        # Population variance from the sums; a rounding error below zero (every score alike) is zero.
+        variance = tally.score_squares / n - mean * mean
+        std = math.sqrt(variance) if variance > 1e-12 else 0.0
+    rate = tally.passes / n if n else 0.0
     return IterationStats(
-        iterations=len(trials),
-        pass_count=passes,
+        iterations=tally.iterations,
+        pass_count=tally.passes,
         pass_rate=rate,
         pass_rate_low=low,
         pass_rate_high=high,
-        scores=scores,
+        scores=scores or [],
         mean=mean,
         std_dev=std,
-        min=min(scores) if scores else None,
-        max=max(scores) if scores else None,
-        avg_turns=sum(turns) / len(turns) if turns else 0.0,
-        min_turns=min(turns) if turns else 0,
-        max_turns=max(turns) if turns else 0,
-        termination_counts=dict(Counter(trial.termination for trial in trials if trial.termination)),
-        representative=representative,
-        flaky=len({trial.passed for trial in graded}) > 1,
-        errors=len(trials) - n,
+        min=tally.score_min,
+        max=tally.score_max,
+        avg_turns=tally.turns_sum / tally.iterations if tally.iterations else 0.0,
+        min_turns=tally.turns_min,
+        max_turns=tally.turns_max,
+        termination_counts=dict(tally.terminations or {}),
+        representative=tally.representative,
+        flaky=0 < tally.passes < n,
+        errors=tally.iterations - n,
         passed=n > 0 and rate >= pass_rate_threshold,
         pass_rate_threshold=pass_rate_threshold,
     )
+
+
+def iteration_stats(trials: list[Trial], pass_rate_threshold: float = 0.5) -> IterationStats:
+    scores = [trial.score for trial in trials if trial.score is not None]
+    return stats_of(Tally.of(trials), pass_rate_threshold, scores)
 
 
 class IteratedResult(BaseModel):
@@ -134,20 +196,23 @@ def iterated_results(suite, evals) -> list[IteratedResult]:
         ]
         stats = iteration_stats(trials, threshold)
         multi = any(getattr(r, "kind", "") == "multi-turn" for r in results)
-        graded = stats.iterations - stats.errors
-        status = pass_rate_status(
-            stats.pass_count, graded, any(r.status == Status.ERROR for r in results), threshold
-        )
-        out.append(
-            IteratedResult(
-                index=index,
-                id=suite.eval_id(index),
-                kind="multi-turn-iterated" if multi else "single-turn-iterated",
-                status=status,
-                stats=stats,
-            )
-        )
+        errored = any(r.status == Status.ERROR for r in results)
+        out.append(iterated_result(index, suite.eval_id(index), stats, multi=multi, errored=errored))
     return out
+
+
+def iterated_result(
+    index: int, eval_id: str, stats: IterationStats, *, multi: bool, errored: bool
+) -> IteratedResult:
+    """An eval's IteratedResult from its statistics: its verdict is its pass rate against its threshold."""
+    graded = stats.iterations - stats.errors
+    return IteratedResult(
+        index=index,
+        id=eval_id,
+        kind="multi-turn-iterated" if multi else "single-turn-iterated",
+        status=pass_rate_status(stats.pass_count, graded, errored, stats.pass_rate_threshold),
+        stats=stats,
+    )
 
 
 def pass_rate_status(passes: int, graded: int, errored: bool, threshold: float) -> Status:

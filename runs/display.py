@@ -26,7 +26,7 @@ from engine.stats import IteratedResult, pass_rate_status
 from engine.text import plural
 from engine.transcript import format_transcript, message_text
 
-from .models import ACTIVE, Conversation, Run, Status, Turn
+from .models import Conversation, Run, Status, Turn
 
 GRADED_STYLES = (Style.SCRIPTED, Style.TURNS)
 STRIP_MAX_MARKS = 24
@@ -259,6 +259,7 @@ class IteratedRow:
     unfinished: int = 0
     representative: IterationMark | None = None  # the iteration whose score is closest to the mean
     more: int = 0  # iterations past the strip's ITERATION_MARKS_MAX
+    running: int = 0
 
     def __post_init__(self) -> None:
         self.marks = self.marks[:ITERATION_MARKS_MAX]
@@ -278,8 +279,7 @@ class IteratedRow:
     @property
     def status(self) -> str:
         if self.result is None:
-            running = any(mark.status == Status.RUNNING for mark in self.marks)
-            return Status.RUNNING if running else Status.QUEUED
+            return Status.RUNNING if self.running else Status.QUEUED
         return self.result.status
 
     @property
@@ -367,17 +367,23 @@ def repeated_status(outcome: dict[str, int], threshold: float) -> str:
 
 
 def iterated_rows(
-    conversations: list[Conversation], results: dict[int, IteratedResult], url: Callable[[int, int], str]
+    strips: list,
+    results: dict[int, IteratedResult],
+    outcomes: dict[int, dict[str, int]],
+    url: Callable[[int, int], str],
 ) -> list[IteratedRow]:
-    """One row per repeated eval, in suite order, with its statistics so far (`results`, by eval index, from
-    runs.selectors.iterated_so_far); `url(index, iteration)` links a mark to its transcript."""
-    groups = iteration_groups(conversations)
+    """One row per repeated eval, in suite order: its strip (`strips`: its first ITERATION_MARKS_MAX
+    iterations and its representative one, from runs.selectors.strips), its statistics so far (`results`, by
+    eval index, from runs.selectors.repeated_so_far) and its iterations' counts (`outcomes`, from
+    runs.selectors.repeated_outcomes); `url(index, iteration)` links a mark to its transcript."""
+    groups: dict[int, list] = defaultdict(list)
+    for conversation in strips:
+        groups[conversation.index].append(conversation)
     rows = []
-    for index, group in groups.items():
+    for index, group in sorted(groups.items()):
         result = results.get(index)
+        counts = outcomes[index]
         representative = result.stats.representative if result else None
-        # A strip shows its first ITERATION_MARKS_MAX iterations (and counts the rest): only those, and the
-        # representative one, are made into marks, whatever the number of iterations.
         shown = [c for n, c in enumerate(group) if n < ITERATION_MARKS_MAX or c.iteration == representative]
         marks = [
             iteration_mark(c, url(c.index, c.iteration), representative=c.iteration == representative)
@@ -388,12 +394,13 @@ def iterated_rows(
                 index=index,
                 eval_id=group[0].eval_id,
                 marks=marks,
-                total=len(group),
-                more=max(0, len(group) - ITERATION_MARKS_MAX),
+                total=counts["total"],
+                more=max(0, counts["total"] - ITERATION_MARKS_MAX),
                 result=result,
-                errors=sum(c.status == Status.ERROR for c in group),
-                cancelled=sum(c.status == Status.CANCELLED for c in group),
-                unfinished=sum(c.status in ACTIVE for c in group),
+                errors=counts[Status.ERROR],
+                cancelled=counts[Status.CANCELLED],
+                unfinished=counts["unfinished"],
+                running=counts[Status.RUNNING],
                 representative=next((mark for mark in marks if mark.representative), None),
             )
         )

@@ -44,6 +44,10 @@ BAR_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Statu
 COUNT_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.RUNNING, Status.QUEUED, Status.CANCELLED)
 
 
+def _progress_of(run: Run, facts) -> dict:
+    return selectors.progress(run, by_eval=facts is not None and facts.every_eval_repeated)
+
+
 def _segments(progress: dict) -> list[dict]:
     """The progress bar: one coloured segment per status, as a share of all conversations."""
     total = progress["total"] or 1
@@ -64,22 +68,29 @@ def _run_context(request: HttpRequest, access: Access, *, progress: dict | None 
     conversation table is one page read from the database (filtered, searched and sorted there), and only
     repeated evals (their strips and statistics) and gates read a few columns of every conversation."""
     run = access.run
-    progress = progress if progress is not None else selectors.progress(run)
-    fingerprint = _fingerprint(run, progress)
     facts = selectors.suite_facts(run)
+    progress = progress if progress is not None else _progress_of(run, facts)
+    fingerprint = _fingerprint(run, progress)
     sizes = facts.sizes if facts is not None else {}  # eval index -> iterations, for repeated evals
-    # Repeated evals: their verdicts and which are flaky from one aggregate; their strips and statistics
-    # for the evals on this page of the section only (a run may repeat 100 evals 1,000 times).
-    outcomes = selectors.repeated_outcomes(run, sizes) if sizes else {}
+    # Repeated evals: their verdicts and which are flaky from one aggregate (the progress bar's own when the
+    # suite repeats every eval); their strips and statistics for the evals on this page of the section only
+    # (a run may repeat 100 evals 1,000 times).
+    outcomes = progress.get("by_eval") or (selectors.repeated_outcomes(run, sizes) if sizes else {})
     verdicts = {index: display.repeated_status(o, facts.thresholds[index]) for index, o in outcomes.items()}
     flaky_evals = {index for index, o in outcomes.items() if o[Status.PASSED] and o[Status.FAILED]}
     flaky_only = request.GET.get("flaky") == "1" and bool(sizes)
     listed = sorted(flaky_evals if flaky_only else sizes)
     iterated_page = Paginator(listed, REPEATED_PER_PAGE).get_page(request.GET.get("ipage"))
-    repeated = selectors.summary_rows(run, indexes=iterated_page.object_list) if listed else []
-    iterated = display.iterated_rows(
-        repeated, selectors.iterated_so_far(run, repeated), access.conversation_url
+    results = selectors.repeated_so_far(run, iterated_page.object_list, facts) if listed else {}
+    representatives = {
+        index: r.stats.representative for index, r in results.items() if r.stats.representative is not None
+    }
+    strips = (
+        selectors.strips(run, iterated_page.object_list, display.ITERATION_MARKS_MAX, representatives)
+        if listed
+        else []
     )
+    iterated = display.iterated_rows(strips, results, outcomes, access.conversation_url)
     gates = []
     if facts is not None and facts.has_gates:
         gates = display.gates(selectors.gate_results(run, selectors.summary_rows(run)))
@@ -311,7 +322,7 @@ def _live(run: Run, progress: dict) -> bool:
 
 def _progress(request: HttpRequest, access: Access) -> HttpResponse:
     run = access.run
-    progress = selectors.progress(run)
+    progress = _progress_of(run, selectors.suite_facts(run))
     live = _live(run, progress)
     if live and request.GET.get("fp") == _fingerprint(run, progress):
         return HttpResponse(status=204)  # nothing changed: htmx keeps what it shows and polls again
