@@ -203,6 +203,13 @@ CACHES = {
         "LOCATION": "run-rows",
         "OPTIONS": {"MAX_ENTRIES": env_int("EVALSITE_ROW_CACHE_ROWS", 20_000)},
     },
+    # A finished run's counts and repeated evals' statistics (runs.views.run._kept): a run of 100,000
+    # conversations costs a scan of them all per page otherwise.
+    "aggregates": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "run-aggregates",
+        "OPTIONS": {"MAX_ENTRIES": 2_000},
+    },
 }
 
 SESSION_COOKIE_HTTPONLY = True

@@ -149,6 +149,9 @@ class Run(models.Model):
     regraded_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="regrades"
     )
+    # Counts the changes made to a finished run's conversations (a reviewer's overrides, a retry): the run
+    # page keeps a finished run's aggregates under its status, finished_at and revision.
+    revision = models.PositiveIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["-created_at"]

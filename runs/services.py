@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from engine import bounds, overrides
@@ -142,7 +143,7 @@ def retry_errored(run: Run) -> int:
         # The run first: of two retries at once, only the one that moved it back to running goes on.
         reopened = Run.objects.filter(
             pk=run.pk, status__in=(Status.PASSED, Status.FAILED, Status.ERROR)
-        ).update(status=Status.RUNNING, finished_at=None)
+        ).update(status=Status.RUNNING, finished_at=None, revision=F("revision") + 1)
         if not reopened:
             raise RetryRefused("the run is still going; wait for it to finish")
         count = run.conversations.filter(status=Status.ERROR).update(
@@ -382,5 +383,7 @@ def _review(conversation: Conversation) -> None:
         setattr(conversation, name, value)
     conversation.save(update_fields=[*VERDICT_FIELDS, "original"])
     run = conversation.run
+    changes = {"revision": F("revision") + 1}  # the run page's kept aggregates of this run are stale
     if run.status in (Status.PASSED, Status.FAILED, Status.ERROR):
-        Run.objects.filter(pk=run.pk).update(status=scheduling.final_status(run))
+        changes["status"] = scheduling.final_status(run)
+    Run.objects.filter(pk=run.pk).update(**changes)

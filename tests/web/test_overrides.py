@@ -11,7 +11,9 @@ import io
 import json
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from runs import selectors
@@ -181,3 +183,28 @@ def test_a_scripted_turns_grade_overridden_recounts_its_turns_and_strip(logged_i
     assert "Turn 2 failed" in page and "(overridden by a reviewer)" in page
     detail = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
     assert "(overridden by a reviewer)" in detail
+
+
+def test_the_run_page_keeps_a_finished_runs_counts_until_a_reviewer_changes_them(logged_in, run):
+    url = reverse("runs:detail", args=[run.pk])
+    with CaptureQueriesContext(connection) as first:
+        before = logged_in.get(url).content.decode()
+    with CaptureQueriesContext(connection) as second:
+        again = logged_in.get(url).content.decode()
+    # The second page load does not count the run's conversations again: they are kept for a finished run.
+    summing = [
+        q["sql"] for q in second.captured_queries if 'SUM("runs_conversation"."prompt_tokens")' in q["sql"]
+    ]
+    assert summing == [] and len(second) < len(first)
+    assert 'SUM("runs_conversation"."prompt_tokens")' in " ".join(q["sql"] for q in first.captured_queries)
+    assert "1 overridden" not in before and "1 overridden" not in again
+    # An override changes the counts at once, though the run stays failed (its revision is part of what keeps
+    # them), and so does withdrawing it.
+    override(logged_in, run, 1, turn="1", target="grade", passed="0", note="Paris. is not the city's name")
+    run.refresh_from_db()
+    assert run.status == "failed"
+    after = logged_in.get(url).content.decode()
+    assert "1 overridden" in after
+    item = Override.objects.get()
+    logged_in.post(reverse("runs:remove_override", args=[run.pk, 1, item.pk]), {"turn": "1"})
+    assert "1 overridden" not in logged_in.get(url).content.decode()

@@ -347,9 +347,39 @@ def test_filtered_poll_keeps_the_filter(logged_in, version, user):
     page = logged_in.get(run_url("detail", run), {"flaky": "1"}).content.decode()
     poll_url = html.unescape(re.search(r'id="progress"[^>]*hx-get="([^"]+)"', page).group(1))
     assert "flaky=1" in poll_url
-    poll = logged_in.get(poll_url.replace("fp=", "fp=stale"), HTTP_HX_REQUEST="true").content.decode()
+    # The repeated evals come with a poll once their last ones are WHOLE_EVERY old (here: long ago).
+    poll_url = re.sub(r"whole=\d+", "whole=1", poll_url.replace("fp=", "fp=stale"))
+    poll = logged_in.get(poll_url, HTTP_HX_REQUEST="true").content.decode()
     assert list(iteration_rows(poll)) == ["booking"]
     assert len(table_rows(poll)) == 5
+
+
+def test_a_live_polls_sends_the_repeated_evals_every_few_seconds_and_at_the_end(logged_in, version, user):
+    run = make_run(version, user, status=Status.RUNNING, booking=[*BOOKING[:4], ("running", None, 0, "")])
+    page = logged_in.get(run_url("detail", run)).content.decode()
+    poll_url = html.unescape(re.search(r'id="progress"[^>]*hx-get="([^"]+)"', page).group(1))
+    sent = int(re.search(r"whole=(\d+)", poll_url).group(1))
+    assert abs(sent / 1000 - timezone.now().timestamp()) < 5  # the page itself had them
+    Conversation.objects.filter(run=run, index=0, iteration=4).update(status=Status.PASSED, score=1.0)
+    Run.objects.filter(pk=run.pk).update(status=Status.RUNNING)  # one conversation left: still live
+    Conversation.objects.filter(run=run, index=2, iteration=0).update(status=Status.RUNNING)
+    # A second later: the counts and the changed rows, not the Iterations section, and the next poll's URL
+    # still says when it was last sent.
+    poll = logged_in.get(poll_url.replace("fp=", "fp=stale"), HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="progress"' in poll and 'id="iterations"' not in poll
+    assert f"whole={sent}" in html.unescape(re.search(r'id="progress"[^>]*hx-get="([^"]+)"', poll).group(1))
+    # WHOLE_EVERY later (the page's stamp 6 s older): the section again, with the iteration that finished.
+    stale = poll_url.replace(f"whole={sent}", f"whole={sent - 6000}").replace("fp=", "fp=stale")
+    poll = logged_in.get(stale, HTTP_HX_REQUEST="true").content.decode()
+    rows = iteration_rows(poll)
+    assert "5/5 done" in text(rows["booking"]) and "4/5 done" in text(rows["refund"])
+    next_url = html.unescape(re.search(r'id="progress"[^>]*hx-get="([^"]+)"', poll).group(1))
+    assert int(re.search(r"whole=(\d+)", next_url).group(1)) > sent
+    # The run ends: the last poll has every section, however recent the last one was.
+    Conversation.objects.filter(run=run, status=Status.RUNNING).update(status=Status.FAILED, score=0.0)
+    Run.objects.filter(pk=run.pk).update(status=Status.FAILED, finished_at=timezone.now())
+    poll = logged_in.get(poll_url.replace("fp=", "fp=stale"), HTTP_HX_REQUEST="true").content.decode()
+    assert "5/5 done" in text(iteration_rows(poll)["refund"])
 
 
 def test_run_page_and_poll_queries_stay_constant_with_more_evals_and_iterations(

@@ -262,7 +262,7 @@ def test_run_page_queries_stay_constant_with_many_scripted_conversations(
     # The table shows 100 conversations a page: every strip, over its two pages, each in one query.
     with CaptureQueriesContext(connection) as second:
         rest = logged_in.get(run_url("detail", many_run) + "?page=2").content.decode()
-    assert len(second.captured_queries) == few
+    assert len(second.captured_queries) <= few  # fewer: the finished run's counts were kept by the first
     assert page.count("2/3 ✓✓✗") == 0 and text(page).count("2/3 ✓✓✗") + text(rest).count("2/3 ✓✓✗") == 120
     # A bigger run shows a page of strips too: only the page's turns are read, in one query.
     huge_run = make_run(version, user, capitals=230)
