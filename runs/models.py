@@ -152,6 +152,10 @@ class Run(models.Model):
     # Counts the changes made to a finished run's conversations (a reviewer's overrides, a retry): the run
     # page keeps a finished run's aggregates under its status, finished_at and revision.
     revision = models.PositiveIntegerField(default=0, editable=False)
+    # The progress aggregate as runs.scheduling.finalize found it when the run ended ({"status", "revision",
+    # "by_eval", "progress"}), so that the first view of a finished run of 100,000 conversations does not
+    # scan them all; read only while the run's status and revision are still those.
+    summary = models.JSONField(default=dict, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -294,6 +298,13 @@ class Conversation(models.Model):
                 fields=["run", "index", "iteration"],
                 name="conversation_waiting",
                 condition=models.Q(dispatched_at__isnull=True, status="queued"),
+            ),
+            # The conversations a reviewer overrode: few, counted on every run page and poll (the progress
+            # scan reads no JSON for them) and listed by the table's "overridden" filter.
+            models.Index(
+                fields=["run", "index", "iteration"],
+                name="conversation_overridden",
+                condition=~models.Q(original={}),
             ),
         ]
 

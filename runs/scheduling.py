@@ -135,9 +135,25 @@ def finalize(run_id) -> bool:
     final = final_status(run, counts)
     now = timezone.now()
     updated = Run.objects.filter(pk=run_id, status__in=ACTIVE).update(
-        status=final, finished_at=now, started_at=run.started_at or now
+        status=final, finished_at=now, started_at=run.started_at or now, summary=kept_summary(run, final)
     )
     return bool(updated)
+
+
+def kept_summary(run: Run, status: str) -> dict:
+    """What the run page needs of every conversation of a run that has ended (Run.summary), under the status
+    and the revision it holds for: `run` as read before its conversations were, so that a reviewer's
+    override meanwhile leaves a summary of an older revision, which is not read."""
+    facts = selectors.suite_facts(run)
+    by_eval = facts is not None and facts.every_eval_repeated
+    if by_eval and facts.evals > SUMMARY_MAX_EVALS:
+        return {}  # kept on the row, it would be read with the run everywhere
+    progress = selectors.progress(run, by_eval=by_eval)
+    return {"status": status, "revision": run.revision, "by_eval": by_eval, "progress": progress}
+
+
+# A summary holds a line per eval for a suite that repeats every eval: up to this many.
+SUMMARY_MAX_EVALS = 500
 
 
 def final_status(run: Run, counts: dict[str, int] | None = None) -> str:

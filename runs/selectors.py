@@ -70,7 +70,12 @@ from .models import (
 
 
 def runs_for(user) -> QuerySet[Run]:
-    return Run.objects.filter(created_by=user).select_related("suite_version__suite", "created_by")
+    # A list of runs needs none of their kept summaries (Run.summary; a line per eval for some suites).
+    return (
+        Run.objects.filter(created_by=user)
+        .select_related("suite_version__suite", "created_by")
+        .defer("summary")
+    )
 
 
 def with_counts(runs: Iterable[Run]) -> list[Run]:
@@ -500,12 +505,28 @@ def iterated_so_far(run: Run, conversations: list[Conversation]) -> dict[int, It
     return {result.index: result for result in iterated_for(run, finished)}
 
 
+def kept_progress(run: Run, by_eval: bool) -> dict | None:
+    """The progress aggregate runs.scheduling.finalize kept on the run when it ended (Run.summary), if it
+    still holds: the run's status and revision are those it was made for. None otherwise."""
+    kept = run.summary or {}
+    if (
+        kept.get("status") != run.status
+        or kept.get("revision") != run.revision
+        or kept.get("by_eval") != by_eval
+    ):
+        return None
+    progress = dict(kept["progress"])
+    if by_eval:  # JSON keeps the eval indexes as strings
+        progress["by_eval"] = {int(index): outcome for index, outcome in progress["by_eval"].items()}
+    return progress
+
+
 def progress(run: Run, by_eval: bool = False) -> dict:
-    """Everything the progress bar shows, from one aggregate. `by_eval`: grouped by eval as well, so that the
-    same scan gives repeated_outcomes for every eval, under "by_eval" (a suite that repeats every eval: a
-    second scan of a run of 100,000 conversations cost the run page a third of its time)."""
-    now = timezone.now()
-    waiting = Q(status=Status.RUNNING, waiting_until__gt=now)  # a model call waiting to retry
+    """Everything the progress bar shows: one scan of the run's conversations for the counts and sums, and
+    two small reads, of its running conversations for those waiting to retry a model call and of the
+    partial index of its overridden ones (read in the scan, a JSON column and a timestamp per row were
+    half of its time at 100,000 conversations). `by_eval`: the scan grouped by eval as well, so that it
+    gives repeated_outcomes for every eval, under "by_eval" (a suite that repeats every eval)."""
     groups = ("index", "status") if by_eval else ("status",)
     rows = (
         run.conversations.order_by()
@@ -518,10 +539,6 @@ def progress(run: Run, by_eval: bool = False) -> dict:
             user_tokens=Sum("user_tokens"),
             cost=Sum("cost"),
             turns=Sum("turn_count"),
-            waiting=Count("pk", filter=waiting),
-            next_retry=Min("waiting_until", filter=waiting),
-            waiting_reason=Max("waiting_reason", filter=waiting),
-            overridden=Count("pk", filter=~Q(original={})),
         )
     )
     counts = {status: 0 for status in Status.values}
@@ -532,24 +549,22 @@ def progress(run: Run, by_eval: bool = False) -> dict:
         "user_tokens": 0,
         "cost": 0.0,
         "turns": 0,
-        "overridden": 0,
     }
-    wait = {"count": 0, "reason": "", "until": None}
     outcomes: dict[int, dict[str, int]] = {}
     for row in rows:
         counts[row["status"]] += row["n"]
         for key in totals:
             totals[key] += row[key] or 0
-        if row["waiting"]:
-            until = row["next_retry"] if wait["until"] is None else min(wait["until"], row["next_retry"])
-            reason = max(wait["reason"], row["waiting_reason"])
-            wait = {"count": wait["count"] + row["waiting"], "reason": reason, "until": until}
         if by_eval:
             outcome = outcomes.setdefault(row["index"], _outcome())
             outcome["total"] += row["n"]
             outcome["unfinished"] += row["n"] if row["status"] in ACTIVE else 0
             if row["status"] in outcome:
                 outcome[row["status"]] += row["n"]
+    # A model call waiting to retry: a running conversation's, until a time still to come.
+    wait = run.conversations.filter(status=Status.RUNNING, waiting_until__gt=timezone.now()).aggregate(
+        count=Count("pk"), reason=Max("waiting_reason"), until=Min("waiting_until")
+    )
     total = sum(counts.values())
     done = sum(counts[status] for status in FINISHED)
     return {
@@ -559,7 +574,9 @@ def progress(run: Run, by_eval: bool = False) -> dict:
         "percent": round(100 * done / total) if total else 100,
         "tokens": totals["prompt_tokens"] + totals["completion_tokens"],
         **totals,
-        "waiting": wait,  # how many wait to retry a model call, one reason, and the soonest retry
+        "overridden": run.conversations.exclude(original={}).count(),
+        # How many wait to retry a model call, one reason, and the soonest retry.
+        "waiting": {"count": wait["count"], "reason": wait["reason"] or "", "until": wait["until"]},
         **({"by_eval": outcomes} if by_eval else {}),
     }
 

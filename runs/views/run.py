@@ -46,7 +46,11 @@ COUNT_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.RUNNING, Statu
 
 def _progress_of(run: Run, facts) -> dict:
     by_eval = facts is not None and facts.every_eval_repeated
-    return _kept(run, f"progress:{by_eval}", lambda: selectors.progress(run, by_eval=by_eval))
+    return _kept(
+        run,
+        f"progress:{by_eval}",
+        lambda: selectors.kept_progress(run, by_eval) or selectors.progress(run, by_eval=by_eval),
+    )
 
 
 # A run in one of these has every conversation finished, and only a reviewer's override (or a retry, which
@@ -70,6 +74,41 @@ def _kept(run: Run, name: str, compute):
 
 
 KEPT_SECONDS = 3600
+
+
+def _repeated(run: Run, indexes: list[int], outcomes: dict, facts) -> tuple[dict, list]:
+    """The statistics and strips of these repeated evals, each kept in the `aggregates` cache apart: an eval's
+    statistics cover its finished iterations, and while the run goes those only ever grow in number (a
+    retry or an override bumps the run's revision), so its finished counts say which they are; its strip
+    shows unfinished iterations too, and is kept once none is left. In a live run, dispatched in suite
+    order, the evals that have ended are read once and the one or two still going at each refresh."""
+    cache = caches["aggregates"]
+    empty = dict.fromkeys(FINISHED_COUNTED, 0)
+    counted = {
+        i: ",".join(str(outcomes.get(i, empty)[status]) for status in FINISHED_COUNTED) for i in indexes
+    }
+    stat_keys = {i: f"stats:{run.pk}:{run.revision}:{i}:{counted[i]}" for i in indexes}
+    kept = cache.get_many(stat_keys.values())
+    results = {i: kept[key] for i, key in stat_keys.items() if key in kept}
+    fresh = selectors.repeated_so_far(run, [i for i in indexes if i not in results], facts)
+    cache.set_many({stat_keys[i]: result for i, result in fresh.items()}, KEPT_SECONDS)
+    results.update(fresh)
+    representatives = {
+        i: r.stats.representative for i, r in results.items() if r.stats.representative is not None
+    }
+    done = {i for i in indexes if i in outcomes and not outcomes[i]["unfinished"]}
+    strip_keys = {i: f"strip:{stat_keys[i]}:{representatives.get(i)}" for i in done}
+    kept = cache.get_many(strip_keys.values())
+    strips = {i: kept[key] for i, key in strip_keys.items() if key in kept}
+    missing = [i for i in indexes if i not in strips]
+    wanted = {i: representatives[i] for i in missing if i in representatives}
+    for row in selectors.strips(run, missing, display.ITERATION_MARKS_MAX, wanted):
+        strips.setdefault(row.index, []).append(row)
+    cache.set_many({strip_keys[i]: strips[i] for i in missing if i in done and i in strips}, KEPT_SECONDS)
+    return results, [row for i in sorted(strips) for row in strips[i]]
+
+
+FINISHED_COUNTED = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED)
 
 
 def _segments(progress: dict) -> list[dict]:
@@ -102,22 +141,16 @@ def _run_context(
     # Repeated evals: their verdicts and which are flaky from one aggregate (the progress bar's own when the
     # suite repeats every eval); their strips and statistics for the evals on this page of the section only
     # (a run may repeat 100 evals 1,000 times).
-    outcomes = progress.get("by_eval") or (selectors.repeated_outcomes(run, sizes) if sizes else {})
+    outcomes = progress.get("by_eval") or (
+        _kept(run, "outcomes", lambda: selectors.repeated_outcomes(run, sizes)) if sizes else {}
+    )
     verdicts = {index: display.repeated_status(o, facts.thresholds[index]) for index, o in outcomes.items()}
     flaky_evals = {index for index, o in outcomes.items() if o[Status.PASSED] and o[Status.FAILED]}
     flaky_only = request.GET.get("flaky") == "1" and bool(sizes)
     listed = sorted(flaky_evals if flaky_only else sizes)
     iterated_page = Paginator(listed, REPEATED_PER_PAGE).get_page(request.GET.get("ipage"))
     page_evals = list(iterated_page.object_list) if whole else []
-    results = _kept(
-        run,
-        "repeated:" + ",".join(map(str, page_evals)),
-        lambda: selectors.repeated_so_far(run, page_evals, facts),
-    )
-    representatives = {
-        index: r.stats.representative for index, r in results.items() if r.stats.representative is not None
-    }
-    strips = selectors.strips(run, page_evals, display.ITERATION_MARKS_MAX, representatives)
+    results, strips = _repeated(run, page_evals, outcomes, facts)
     iterated = display.iterated_rows(strips, results, outcomes, access.conversation_url)
     gates = []
     if facts is not None and facts.has_gates and whole:

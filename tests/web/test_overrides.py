@@ -11,13 +11,14 @@ import io
 import json
 
 import pytest
+from django.core.cache import caches
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from runs import selectors
-from runs.models import Override
+from runs.models import Override, Run
 from runs.services import create_run
 from suites.services import create_suite
 from tests.factories import body, play
@@ -187,6 +188,7 @@ def test_a_scripted_turns_grade_overridden_recounts_its_turns_and_strip(logged_i
 
 def test_the_run_page_keeps_a_finished_runs_counts_until_a_reviewer_changes_them(logged_in, run):
     url = reverse("runs:detail", args=[run.pk])
+    Run.objects.filter(pk=run.pk).update(summary={})  # as a run that ended before summaries were kept
     with CaptureQueriesContext(connection) as first:
         before = logged_in.get(url).content.decode()
     with CaptureQueriesContext(connection) as second:
@@ -208,3 +210,23 @@ def test_the_run_page_keeps_a_finished_runs_counts_until_a_reviewer_changes_them
     item = Override.objects.get()
     logged_in.post(reverse("runs:remove_override", args=[run.pk, 1, item.pk]), {"turn": "1"})
     assert "1 overridden" not in logged_in.get(url).content.decode()
+
+
+def test_a_run_that_ended_keeps_its_counts_for_its_first_view_until_a_reviewer_changes_them(logged_in, run):
+    # finalize kept the progress aggregate on the run: the first view of the page in a fresh web process
+    # (nothing in its memory) scans no conversation, and shows what a scan would.
+    assert run.summary["status"] == run.status == "failed" and run.summary["revision"] == run.revision
+    assert run.summary["progress"] == selectors.progress(run)
+    url = reverse("runs:detail", args=[run.pk])
+    caches["aggregates"].clear()
+    with CaptureQueriesContext(connection) as first:
+        page = logged_in.get(url).content.decode()
+    assert not any('SUM("runs_conversation"."prompt_tokens")' in q["sql"] for q in first.captured_queries)
+    assert "1 passed" in page and "1 failed" in page
+    # An override leaves the kept summary behind (an older revision): the page counts afresh.
+    override(logged_in, run, 1, turn="1", target="grade", passed="0", note="not the city's name")
+    caches["aggregates"].clear()
+    with CaptureQueriesContext(connection) as after:
+        page = logged_in.get(url).content.decode()
+    assert any('SUM("runs_conversation"."prompt_tokens")' in q["sql"] for q in after.captured_queries)
+    assert "0 passed" in page and "2 failed" in page and "1 overridden" in page

@@ -586,3 +586,30 @@ def test_results_json_streams_the_same_document_a_chunk_at_a_time(logged_in, ver
     assert len(reads) == -(-run.conversations.count() // 4)
     assert streamed == selectors.report(run).model_dump(mode="json")
     assert streamed["iterated"] and streamed["totals"]["evals"] == run.conversations.count()
+
+
+def test_a_live_run_reads_again_only_the_repeated_evals_whose_iterations_finished_since(
+    logged_in, version, user
+):
+    run = make_run(version, user, status=Status.RUNNING, booking=[*BOOKING[:4], ("running", None, 0, "")])
+
+    def refresh() -> tuple[str, list[str]]:
+        with CaptureQueriesContext(connection) as queries:
+            poll = logged_in.get(run_url("progress", run), HTTP_HX_REQUEST="true").content.decode()
+        # The statistics' aggregate names the evals it reads: `"index" IN (…)` with its COUNT(...) FILTER.
+        read = [
+            q["sql"]
+            for q in queries.captured_queries
+            if "score_squares" in q["sql"] or '"passes"' in q["sql"]
+        ]
+        return poll, read
+
+    poll, read = refresh()
+    assert len(read) == 1 and "4/5 done" in text(iteration_rows(poll)["booking"])
+    _, read = refresh()
+    assert read == []  # nothing finished since: every eval's statistics were kept
+    Conversation.objects.filter(run=run, index=0, iteration=4).update(status=Status.FAILED, score=0.0)
+    poll, read = refresh()
+    assert len(read) == 1 and "IN (0)" in read[0]  # booking alone is read again
+    row = text(iteration_rows(poll)["booking"])
+    assert "5/5 done" in row and "60% 3/5" in row
