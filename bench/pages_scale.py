@@ -204,6 +204,8 @@ def main() -> None:
     measure("progress poll (1 row moved)", poll + f"&whole={since}", HTTP_HX_REQUEST="true")
     if args.shape == "iterations":  # every 5 s: the repeated evals' statistics and strips as well
         measure("  ... with repeated evals", poll, HTTP_HX_REQUEST="true")
+        # As if every eval on the section's page had an iteration finish since the last refresh.
+        measure("  ... every one changed", poll, cold=True, HTTP_HX_REQUEST="true")
     Run.objects.filter(pk=run.pk).update(status=run.status, finished_at=run.finished_at)
 
     if args.no_exports:
