@@ -108,10 +108,11 @@ class Tally:
         return replace(tally, representative=nearest.iteration)
 
 
-def distance(score: float, mean: float) -> float:
-    """How far a score is from the mean, to 9 places: scores as far (0.4 and 0.6 around 0.5) tie whatever
-    order the mean was summed in, and the earliest iteration wins. SQL orders by the same rounding."""
-    return round(abs(score - mean), DISTANCE_PLACES)
+def distance(score: float, mean: float) -> int:
+    """How far a score is from the mean, in units of the 9th decimal place: scores as far (0.4 and 0.6 around
+    0.5) tie whatever order the mean was summed in, and the earliest iteration wins. SQL orders by the same
+    integer (runs.selectors.repeated_so_far)."""
+    return round(abs(score - mean) * 10**DISTANCE_PLACES)
 
 
 DISTANCE_PLACES = 9

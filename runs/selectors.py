@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from django.db.models import (
+    BigIntegerField,
     Case,
     Count,
     F,
@@ -22,9 +23,8 @@ from django.db.models import (
     Sum,
     Value,
     When,
-    Window,
 )
-from django.db.models.functions import Abs, Round, RowNumber
+from django.db.models.functions import Abs, Cast, Round
 from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -297,78 +297,76 @@ def repeated_outcomes(run: Run, indexes: Iterable[int]) -> dict[int, dict[str, i
 
 def repeated_so_far(run: Run, indexes: Iterable[int], facts: SuiteFacts) -> dict[int, IteratedResult]:
     """The statistics of these repeated evals over their iterations finished so far, by eval index, as
-    iterated_so_far works them out, from three queries over their rows whatever the number of iterations:
-    one aggregate (counts, sums, extremes), the termination reasons, and each eval's representative
-    iteration (the score nearest the mean, earliest on ties: a window over the graded rows)."""
+    iterated_so_far works them out, from two queries over their rows whatever the number of iterations:
+    their counts, sums and extremes by status, kind and termination reason, then each eval's representative
+    iteration (the score nearest the mean, earliest on ties), the least of an integer that orders by the
+    distance to 9 places, then by iteration."""
     indexes = [index for index in indexes if index in facts.sizes]
     if not indexes:
         return {}
     finished = run.conversations.filter(index__in=indexes, status__in=FINISHED).order_by()
-    graded = Q(status__in=GRADED, score__isnull=False)
-    sums = finished.values("index").annotate(
-        iterations=Count("pk"),
-        graded=Count("pk", filter=graded),
-        passes=Count("pk", filter=graded & Q(status=Status.PASSED)),
-        score_sum=Sum("score", filter=graded),
-        score_squares=Sum(F("score") * F("score"), filter=graded, output_field=FloatField()),
-        score_min=Min("score", filter=graded),
-        score_max=Max("score", filter=graded),
+    groups = finished.values("index", "status", "kind", "termination").annotate(
+        n=Count("pk"),
+        scored=Count("score"),
+        score_sum=Sum("score"),
+        score_squares=Sum(F("score") * F("score"), output_field=FloatField()),
+        score_min=Min("score"),
+        score_max=Max("score"),
         turns_sum=Sum("turn_count"),
         turns_min=Min("turn_count"),
         turns_max=Max("turn_count"),
-        multi=Count("pk", filter=Q(kind="multi-turn")),
-        errored=Count("pk", filter=Q(status=Status.ERROR)),
     )
-    tallies, flags = {}, {}
-    for row in sums:
-        index = row["index"]
-        flags[index] = (row["multi"] > 0, row["errored"])
-        tallies[index] = Tally(
-            iterations=row["iterations"],
-            graded=row["graded"],
-            passes=row["passes"],
-            score_sum=row["score_sum"] or 0.0,
-            score_squares=row["score_squares"] or 0.0,
-            score_min=row["score_min"],
-            score_max=row["score_max"],
-            turns_sum=row["turns_sum"] or 0,
-            turns_min=row["turns_min"] or 0,
-            turns_max=row["turns_max"] or 0,
-            terminations={},
+    sums: dict[int, dict] = {}
+    for row in groups:
+        tally = sums.setdefault(row["index"], {"iterations": 0, "graded": 0, "passes": 0, "score_sum": 0.0,
+                                               "score_squares": 0.0, "scores": [], "turns_sum": 0, "turns": [],
+                                               "terminations": {}, "multi": False, "errors": 0})  # fmt: skip
+        tally["iterations"] += row["n"]
+        tally["turns_sum"] += row["turns_sum"] or 0
+        tally["turns"] += [row["turns_min"], row["turns_max"]]
+        tally["multi"] |= row["kind"] == "multi-turn"
+        if row["status"] in GRADED and row["scored"]:  # graded: passed or failed, with a score
+            tally["graded"] += row["scored"]
+            tally["passes"] += row["scored"] if row["status"] == Status.PASSED else 0
+            tally["score_sum"] += row["score_sum"]
+            tally["score_squares"] += row["score_squares"]
+            tally["scores"] += [row["score_min"], row["score_max"]]
+        # An errored iteration ends as an error, whatever its termination says (as engine.stats reads it).
+        reason = TerminationKind.ERROR.describe() if row["status"] == Status.ERROR else row["termination"]
+        if reason:
+            tally["terminations"][reason] = tally["terminations"].get(reason, 0) + row["n"]
+        tally["errors"] += row["n"] if row["status"] == Status.ERROR else 0
+    tallies = {
+        index: Tally(
+            iterations=t["iterations"], graded=t["graded"], passes=t["passes"], score_sum=t["score_sum"],
+            score_squares=t["score_squares"], score_min=min(t["scores"], default=None),
+            score_max=max(t["scores"], default=None), turns_sum=t["turns_sum"], turns_min=min(t["turns"]),
+            turns_max=max(t["turns"]), terminations=t["terminations"],
         )
-    # An errored iteration ends as an error, whatever its termination says (as engine.stats reads it).
-    reasons = finished.exclude(status=Status.ERROR).exclude(termination="").values("index", "termination")
-    for row in reasons.annotate(n=Count("pk")):
-        tallies[row["index"]].terminations[row["termination"]] = row["n"]
-    for index, (_, errors) in flags.items():
-        if errors:
-            key = TerminationKind.ERROR.describe()
-            terminations = tallies[index].terminations
-            terminations[key] = terminations.get(key, 0) + errors
+        for index, t in sums.items()
+    }  # fmt: skip
     means = {index: tally.mean for index, tally in tallies.items() if tally.mean is not None}
     if means:
         centre = Case(*(When(index=index, then=Value(mean)) for index, mean in means.items()),
                       output_field=FloatField())  # fmt: skip
-        nearest = Window(
-            RowNumber(),
-            partition_by=[F("index")],
-            order_by=[Round(Abs(F("score") - centre), DISTANCE_PLACES).asc(), F("iteration").asc()],
+        # The distance to 9 places as an integer, then the iteration (< 10,000): the least is the nearest.
+        order = Cast(
+            Round(Abs(F("score") - centre) * Value(10.0**DISTANCE_PLACES)), BigIntegerField()
+        ) * Value(10_000) + F("iteration")
+        nearest = (
+            finished.filter(status__in=GRADED, score__isnull=False, index__in=list(means))
+            .values("index")
+            .annotate(key=Min(order))
         )
-        rows = (
-            finished.filter(graded, index__in=list(means))
-            .annotate(rank=nearest)
-            .filter(rank=1)
-            .values_list("index", "iteration")
-        )
-        for index, iteration in rows:
-            tallies[index] = replace(tallies[index], representative=iteration)
+        for row in nearest:
+            tallies[row["index"]] = replace(tallies[row["index"]], representative=row["key"] % 10_000)
     return {
         index: iterated_result(
             index,
             facts.eval_ids[index],
             stats_of(tally, facts.thresholds[index]),
-            multi=flags[index][0],
-            errored=flags[index][1] > 0,
+            multi=sums[index]["multi"],
+            errored=sums[index]["errors"] > 0,
         )
         for index, tally in sorted(tallies.items())
     }
