@@ -4,6 +4,7 @@ again; SIGTERM stops everything."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -40,6 +41,12 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`: its children, theirs, and so on."""
+    below = [child for child, _ in children(pid)]
+    return below + [pid for child in below for pid in descendants(child)]
 
 
 def children(pid: int) -> list[tuple[int, str]]:
@@ -153,9 +160,12 @@ def test_serves_the_dashboard_plays_runs_on_two_worker_processes_restarts_them_a
         assert not any(Path(f"/proc/{pid}").exists() for pid in workers), "a worker outlived the server"
         assert not any(Path(f"/proc/{pid}").exists() for pid in web_processes), "gunicorn outlived the server"
     finally:
+        # Its whole tree, found before the server goes (its orphans would then be init's children): a
+        # failed assertion must not leave gunicorn and Celery running for the next test.
+        tree = descendants(server.pid)
         if server.poll() is None:
             server.kill()
-        for pid, command in children(server.pid):
-            if "celery" in command or "gunicorn" in command:
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         log.close()
