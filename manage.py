@@ -14,9 +14,15 @@ def main():
         from evalsite import terminal
 
         terminal.active = True
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    try:
+        execute_from_command_line(sys.argv)
+    except ImproperlyConfigured as exc:
+        # A setting the deployer must give (SECRET_KEY, a DATABASE_URL that parses): the message says which,
+        # and a traceback through Django's settings import would bury it.
+        sys.exit(f"evalsite: {exc}")
 
 
 if __name__ == "__main__":

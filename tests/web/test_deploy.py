@@ -98,3 +98,12 @@ def test_local_setup_stays_plain_http(tmp_path):
     assert seen["plain"] == [401, None]
     assert seen["secure"] == [401, None]
     assert seen["cookies_secure"] == [False, False]
+
+
+@pytest.mark.parametrize("command", ["evalserve", "migrate", "check"])
+def test_a_missing_secret_key_is_one_line_naming_it(tmp_path, command):
+    # A production shell that forgot SECRET_KEY: what to set, not a traceback through Django's importer.
+    done = django(["manage.py", command], tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "evalsite: Set SECRET_KEY (or DEBUG=1 / EVALSITE_DEV=1 for a local setup)."
+    assert "Traceback" not in done.stderr and done.stdout == ""
