@@ -11,6 +11,7 @@ worker died and resends tasks whose message was lost. Playing a conversation is 
 
 from __future__ import annotations
 
+import logging
 import time
 import zlib
 from datetime import timedelta
@@ -25,6 +26,8 @@ from engine.results import gated_status
 from . import selectors, sql
 from .endpoints import build_registry
 from .models import ACTIVE, Conversation, Run, Status, Worker
+
+log = logging.getLogger(__name__)
 
 
 def _endpoint_cap(endpoint_name: str) -> int | None:
@@ -134,8 +137,14 @@ def finalize(run_id) -> bool:
         return False
     final = final_status(run, counts)
     now = timezone.now()
+    try:
+        with transaction.atomic():  # a savepoint: a failed read leaves a caller's transaction usable
+            summary = kept_summary(run, final)
+    except Exception:  # a page's shortcut must not keep a run from ending: the page counts it itself
+        log.exception("run %s: no summary kept", run_id)
+        summary = {}
     updated = Run.objects.filter(pk=run_id, status__in=ACTIVE).update(
-        status=final, finished_at=now, started_at=run.started_at or now, summary=kept_summary(run, final)
+        status=final, finished_at=now, started_at=run.started_at or now, summary=summary
     )
     return bool(updated)
 

@@ -230,3 +230,21 @@ def test_a_run_that_ended_keeps_its_counts_for_its_first_view_until_a_reviewer_c
         page = logged_in.get(url).content.decode()
     assert any('SUM("runs_conversation"."prompt_tokens")' in q["sql"] for q in after.captured_queries)
     assert "0 passed" in page and "2 failed" in page and "1 overridden" in page
+
+
+def test_a_run_ends_though_its_summary_cannot_be_kept(run, monkeypatch):
+    from runs import scheduling
+
+    def broken(*_):
+        raise RuntimeError("the summary's read failed")
+
+    Run.objects.filter(pk=run.pk).update(status="running", finished_at=None, summary={})
+    monkeypatch.setattr(scheduling, "kept_summary", broken)
+    assert scheduling.finalize(run.pk)
+    run.refresh_from_db()
+    assert (run.status, run.summary) == ("failed", {}) and run.finished_at is not None
+    monkeypatch.undo()
+    Run.objects.filter(pk=run.pk).update(status="running", finished_at=None)
+    assert scheduling.finalize(run.pk)
+    run.refresh_from_db()
+    assert run.summary["status"] == "failed" and run.summary["progress"]["total"] == 2
