@@ -378,7 +378,10 @@ def _stamp(request: HttpRequest, name: str):
     value = request.GET.get(name, "")
     if not value.isdigit() or len(value) > 15:
         return None
-    return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    try:
+        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    except (ValueError, OverflowError, OSError):  # past the year 9999: not a time the page sent
+        return None
 
 
 def _ms(moment) -> int | None:

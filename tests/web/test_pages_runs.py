@@ -572,3 +572,21 @@ def test_the_parsed_suite_cache_stays_within_its_size_bound(user, monkeypatch):
     monkeypatch.setattr(specs, "SUITE_CACHE_CHARS", 1)
     specs.suite(versions[0])
     assert list(specs._suites) == [versions[0].sha256]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "since=999999999999999",
+        "whole=999999999999999",
+        "since=abc&whole=-1",
+        "since=" + "9" * 40,
+        "whole=1e9",
+    ],
+)
+def test_a_poll_with_a_time_no_page_sends_is_answered_as_one_without_it(logged_in, version, user, query):
+    # Past the year 9999, not digits, or too long: read as absent (every row, every section), never a 500.
+    run = make_run(version, user, status=Status.RUNNING, conversations=3)
+    poll = logged_in.get(run_url("progress", run) + "?" + query, HTTP_HX_REQUEST="true")
+    assert poll.status_code == 200
+    assert poll.content.decode().count('<tr id="conv-') == 3
