@@ -8,17 +8,19 @@ stops beating and the other workers' sweepers queue its conversations again with
 worker hands them back itself; a lapsed lease is the last resort); the next worker resumes after the last
 stored turn. Nothing here retries model calls: engine.clients does, in one place.
 
-The conversation itself plays on the process's event loop (runs.loop): its model calls are awaited there,
-with every other conversation the process plays, and each database write comes back to the thread that
-claimed it, which sleeps in between. A thread per conversation still holds the claim, the connection and the
-Celery task, but no longer the model call: the threads of a process no longer fight over the interpreter
-lock for their HTTP clients (figures in the README's Benchmarks).
+A worker process plays its conversations with one Pump: each conversation's loop is a coroutine on the
+process's event loop (runs.loop), where its model calls are awaited with every other conversation's, and the
+database work of all of them (claims, turns, ends and the dispatches that follow) is done by one thread, in
+batches: one statement or one transaction for whatever arrived together, not one per conversation. A
+conversation's message only offers it to the pump (`deliver`); the conversations its end frees slots for are
+kept by the pump and claimed at once, with no message (figures in the README's Benchmarks).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import queue
@@ -26,6 +28,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
 
 from django.conf import settings
@@ -40,7 +43,7 @@ from engine.runner import build_context
 
 from . import scheduling, specs, sql
 from .endpoints import build_registry
-from .loop import Owner
+from .loop import event_loop
 from .models import Conversation, Status, Turn, Worker
 
 log = logging.getLogger(__name__)
@@ -52,17 +55,6 @@ class LostClaim(Exception):
 
 def _lease() -> timedelta:
     return timedelta(seconds=settings.EVALSITE_LEASE_SECONDS)
-
-
-def claim(conversation_id: int) -> sql.Claimed | None:
-    """Take the conversation; None if it is not ours to run.
-
-    The update bumps `attempt`; the claim carries the attempt we now own, the fencing token for every later
-    write. It names this worker process, whose beat the other workers watch.
-    """
-    heartbeat.start()
-    now = timezone.now()
-    return sql.claim(conversation_id, now, now + _lease(), heartbeat.name)
 
 
 class _Heartbeat:
@@ -202,79 +194,39 @@ def _store_turn(conversation_id: int, attempt: int, turn: TurnRecord) -> None:
     sql.release_connection()  # the next turn's model call follows
 
 
-class TurnWriter:
-    """The turns of every conversation a worker process plays, written by one thread, many to a transaction.
+def write_turns(batch: list) -> None:
+    """Store many turns, each (conversation_id, attempt, turn, future), in one transaction; each future is
+    True once its turn is committed, False when its conversation is no longer ours (nothing written for it),
+    or raises what the database raised. Never raises itself.
 
     Each conversation still waits for its turn to be stored before it asks the next (a turn is durable
-    before anything follows from it), but the turns that arrive while a transaction is being written go
-    into the next one together: one commit, and on SQLite one turn of the write lock, for all of them,
-    instead of one per turn, each taken by a thread of its own. At concurrency 100 the per-turn commits of
-    100 threads queued on SQLite's write lock for ~70-90 ms a turn (bench/throughput.py --explain).
-
-    Only a worker uses it (runs.tasks turns it on): its thread has a connection of its own, which would not
-    see what a caller's open transaction wrote (a test playing a conversation in its transaction).
-    """
-
-    BATCH = 200  # turns at most in one transaction: a long one would hold SQLite's write lock as long
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def store(self, conversation_id: int, attempt: int, turn: TurnRecord) -> concurrent.futures.Future:
-        """The turn's write, queued; the future is True once it is committed, False when the conversation
-        is no longer ours (nothing written), or raises what the database raised."""
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="evalsite-turns", daemon=True)
-                self._thread.start()
-        self._queue.put((conversation_id, attempt, turn, future))
-        return future
-
-    def _loop(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            while len(batch) < self.BATCH:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+    before anything follows from it), but the turns that arrive together go into one commit, and on SQLite
+    one turn of the write lock, instead of one each. At concurrency 100 the per-turn commits of 100 threads
+    queued on SQLite's write lock for ~70-90 ms a turn (bench/throughput.py --explain)."""
+    now = timezone.now()
+    rows = [_turn_row(cid, attempt, turn) for cid, attempt, turn, _ in batch]
+    try:
+        with transaction.atomic():
+            stored = sql.store_turns(rows, now=now, lease_until=now + _lease())
+    except IntegrityError:
+        # A turn already stored at its position (a conversation taken over and replayed meanwhile): that one
+        # alone fails; the others are written one transaction each.
+        stored = []
+        for cid, attempt, turn, _ in batch:
             try:
-                self._write(batch)
-            finally:
-                close_old_connections()  # as between tasks: a broken connection is replaced
-
-    @staticmethod
-    def _write(batch: list) -> None:
-        now = timezone.now()
-        rows = [_turn_row(cid, attempt, turn) for cid, attempt, turn, _ in batch]
-        try:
-            with transaction.atomic():
-                stored = sql.store_turns(rows, now=now, lease_until=now + _lease())
-        except IntegrityError:
-            # A turn already stored at its position (a conversation taken over and replayed meanwhile):
-            # that one alone fails; the others are written one transaction each, as the owner thread would.
-            stored = []
-            for cid, attempt, turn, _ in batch:
-                try:
-                    _store_turn(cid, attempt, turn)
-                    stored.append(True)
-                except LostClaim:
-                    stored.append(False)
-                except Exception as exc:  # noqa: BLE001 - handed to the conversation, which records it
-                    stored.append(exc)
-        except Exception as exc:  # noqa: BLE001 - the database is down: every conversation of the batch hears it
-            stored = [exc] * len(batch)
-        for (*_, future), outcome in zip(batch, stored, strict=True):
-            if isinstance(outcome, BaseException):
-                future.set_exception(outcome)
-            else:
-                future.set_result(outcome)
-
-
-turn_writer: TurnWriter | None = None  # set in a worker process (runs.tasks); None: the owner thread writes
+                _store_turn(cid, attempt, turn)
+                stored.append(True)
+            except LostClaim:
+                stored.append(False)
+            except Exception as exc:  # noqa: BLE001 - handed to the conversation, which records it
+                stored.append(exc)
+    except Exception as exc:  # noqa: BLE001 - the database is down: every conversation of the batch hears it
+        stored = [exc] * len(batch)
+    for (*_, future), outcome in zip(batch, stored, strict=True):
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
 
 
 def _note_wait(conversation_id: int, attempt: int, wait: RetryWait) -> None:
@@ -342,42 +294,6 @@ def _fail(conversation_id: int, attempt: int, message: str) -> bool:
     )
 
 
-def execute(conversation_id: int) -> str:
-    """Play one conversation to its end (or resume it), then the ones its end hands over to this thread.
-    Returns what happened to the first, for logs and tests.
-
-    When a conversation ends, the dispatch it triggers keeps one of the conversations it marks sent for this
-    thread, which claims and plays it at once, as a delivered task would: the thread just freed is the one
-    sure to be idle, while a published message goes to whichever worker frees a prefetch slot next, often
-    one whose threads are all busy. The rest are published. When it keeps none (another thread's dispatch
-    took the slot, or messages were already waiting), the thread takes the conversation whose message has
-    waited longest: the claim is conditional, so that message, delivered later, finds it taken and does
-    nothing.
-    """
-    after: list[int] = []
-    try:
-        outcome = _play(conversation_id, after)
-        while True:
-            # As between two delivered tasks (runs.tasks.check_connections); never inside a caller's
-            # transaction, which closing the connection would break (execute called in a test's atomic block).
-            if not connection.in_atomic_block:
-                close_old_connections()
-            taken = False
-            if not after and not heartbeat.stopping.is_set():
-                waiting = sql.oldest_sent_unclaimed()
-                if waiting is not None:
-                    after.append(waiting)
-                    taken = True
-            if not after:
-                break
-            if _play(after.pop(), after) == "skipped" and taken:
-                break  # someone else claimed it, or it cannot be (its run ended): leave the rest to messages
-    finally:
-        if after:  # an error between the dispatch and the claim: publish what this thread was to play
-            scheduling.resend(after)
-    return outcome
-
-
 def _replay(claimed) -> list[TurnRecord]:
     """The stored turns a re-grade replays: the source run's conversation of the same eval and iteration.
     One that is missing (a new eval) or that ended in error has nothing to re-grade: the engine says it
@@ -395,107 +311,397 @@ def _replay(claimed) -> list[TurnRecord]:
     return [TurnRecord.model_validate(turn.record) for turn in turns]
 
 
-def _play(conversation_id: int, after: list[int]) -> str:
-    """Claim and play one conversation; when it ends, the one dispatch hands over goes to `after`."""
-    if heartbeat.stopping.is_set():
-        # Delivered while this worker stops: leave it to the others, and send it again, since this message
-        # is about to be taken off the queue unplayed.
-        scheduling.resend([conversation_id])
-        return "skipped"
-    claimed = claim(conversation_id)
-    if claimed is None:
-        return "skipped"
-    attempt = claimed.attempt
-    heartbeat.add(conversation_id, attempt)
-    try:
+class _StartFailed(Exception):
+    """A claimed conversation could not be set up to play (its suite, its endpoint, its stored turns)."""
+
+
+class _Playing:
+    """A conversation the pump is playing: its claim, and whether a note of a wait found the claim taken."""
+
+    __slots__ = ("claimed", "lost")
+
+    def __init__(self, claimed: sql.Claimed) -> None:
+        self.claimed = claimed
+        self.lost = threading.Event()
+
+    def still_ours(self) -> bool:
+        return not (self.lost.is_set() or heartbeat.was_handed_back(self.claimed.conversation_id))
+
+
+class Pump:
+    """Plays many conversations at once: each one's loop as a coroutine on the process's event loop
+    (runs.loop), and the database work of all of them in one thread, the one that runs `serve`, in batches.
+
+    What arrives while the thread is busy is done together in its next round: the claims of every
+    conversation that can start, in one statement; the turns, in one transaction; the ends, in one
+    transaction, followed by one dispatch per run, which hands the freed slots to the next conversations
+    (kept here, with no broker message) and lets the pump claim them in the same round. A worker's pump
+    holds up to `capacity` conversations (its --concurrency); the Celery task only offers it the
+    conversation its message names (`deliver`). Claims, fencing tokens, leases and the heartbeat are as
+    for one conversation: every write is still conditional on the conversation's own claim.
+
+    A worker process has one, serving forever in a thread of its own (`start`). `execute` plays a
+    conversation in its caller's thread with a pump of one slot (tests, an eager Celery): there the calls
+    see the caller's transaction.
+    """
+
+    BATCH = 400  # jobs at most in one round: a long transaction would hold SQLite's write lock as long
+    RUN_CHECK_SECONDS = 0.5  # a cancel takes effect within this, plus the turn in flight
+    POLL_SECONDS = 0.1  # a worker with free slots looks this often for conversations sent and not claimed
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(1, capacity)
+        self.outcomes: dict[int, str] = {}  # what happened to each conversation, for execute and logs
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._held = 0  # slots taken: offered and not yet claimed, or playing
+        self._closed = False
+        self._stopping = threading.Event()
+        self._playing: dict[int, _Playing] = {}
+        self._runs: dict[object, tuple[float, bool]] = {}  # run -> (when checked, whether it is active)
+        self._thread: threading.Thread | None = None
+
+    # --- from any thread -----------------------------------------------------------------------------------
+
+    def offer(self, conversation_id: int) -> bool:
+        """Play this conversation if a slot is free; False when the pump is full (its message is then dropped,
+        and the conversation, sent and not claimed, is taken by the next pump with a free slot)."""
+        with self._lock:
+            if self._held >= self.capacity:
+                return False
+            self._held += 1
+        self._put("offer", conversation_id, None)
+        return True
+
+    def held(self) -> int:
+        with self._lock:
+            return self._held
+
+    async def call(self, fn: Callable, *args):
+        """fn(*args) in the serving thread; its result or exception comes back to the awaiting coroutine."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._put("call", (fn, args), future)
+        return await asyncio.wrap_future(future)
+
+    def post(self, fn: Callable, *args) -> None:
+        """fn(*args) in the serving thread, without waiting for it; an exception is logged."""
+        self._put("call", (fn, args), None)
+
+    def store(self, conversation_id: int, attempt: int, turn: TurnRecord) -> concurrent.futures.Future:
+        """The turn's write, queued for the next round (see write_turns)."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._put("turn", (conversation_id, attempt, turn), future)
+        return future
+
+    def _put(self, kind: str, payload, future: concurrent.futures.Future | None) -> None:
+        with self._lock:
+            if not self._closed:
+                self._jobs.put((kind, payload, future))
+                return
+        # A background check still asking after the pump stopped serving: nobody serves it now.
+        if future is not None:
+            future.set_exception(RuntimeError("the conversation has ended"))
+
+    # --- the serving thread --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Serve forever in a thread of this process's own (a worker's pump)."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self.serve, name="evalsite-pump", daemon=True)
+                self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving after the current round (a worker that is shutting down, having handed its
+        conversations back) and wait for the serving thread."""
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10)
+
+    def serve(self, *, until_idle: bool = False) -> None:
+        """Do the conversations' database work, a round at a time, forever (until `stop`) or (until_idle)
+        until no conversation is held any more."""
+        while not self._stopping.is_set() and not (until_idle and self.held() == 0):
+            jobs = []
+            with contextlib.suppress(
+                queue.Empty
+            ):  # a worker's pump looks for waiting conversations meanwhile
+                jobs.append(self._jobs.get(timeout=None if until_idle else self.POLL_SECONDS))
+            while len(jobs) < self.BATCH:
+                try:
+                    jobs.append(self._jobs.get_nowait())
+                except queue.Empty:
+                    break
+            failed = True
+            try:
+                self._round(jobs, poll=not until_idle)
+                failed = False
+            except Exception:
+                log.exception("a round of the worker's database work failed")
+            finally:
+                # As between two tasks: a connection broken by an error is replaced. Never inside a caller's
+                # transaction, which closing the connection would break (a test playing in its atomic block).
+                if (failed or connection.errors_occurred) and not connection.in_atomic_block:
+                    close_old_connections()
+        with self._lock:
+            self._closed = True
+        while True:  # what was handed over just before the end
+            try:
+                kind, payload, future = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if kind == "call":
+                self._call(payload, future)
+
+    def _round(self, jobs: list, *, poll: bool) -> None:
+        offered, turns, ended = [], [], []
+        for kind, payload, future in jobs:
+            if kind == "offer":
+                offered.append(payload)
+            elif kind == "turn":
+                turns.append((*payload, future))
+            elif kind == "ended":
+                ended.append(payload)
+            else:
+                self._call(payload, future)
+        if turns:
+            write_turns(turns)
+        starting = self._end(ended) if ended else []
+        if poll and not ended and not heartbeat.stopping.is_set():
+            starting += self._take_waiting(self.capacity - self.held(), besides=offered)
+        self._start(offered + starting)
+
+    @staticmethod
+    def _call(payload: tuple, future: concurrent.futures.Future | None) -> None:
+        fn, args = payload
+        if future is not None and not future.set_running_or_notify_cancel():
+            return
         try:
-            spec = specs.suite(claimed.version)
-            ctx, _ = build_context(spec, build_registry(), claimed.model, asynchronous=True)
-            ev = spec.evals[claimed.index]
-            # Only a resumed conversation (a later attempt) can have turns stored already.
-            stored = (
-                Turn.objects.filter(conversation_id=conversation_id).order_by("position")
-                if attempt > 1
-                else []
-            )
-            prior = [TurnRecord.model_validate(turn.record) for turn in stored]
-            replay = _replay(claimed) if claimed.regraded_from is not None else None
-        except Exception as exc:
-            log.exception("conversation %s could not start", conversation_id)
-            _fail(conversation_id, attempt, f"could not start: {exc}")
-            return "error"
+            value = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the coroutine, which decides
+            if future is None:
+                log.exception("%s failed", getattr(fn, "__name__", fn))
+            else:
+                future.set_exception(exc)
+        else:
+            if future is not None:
+                future.set_result(value)
 
-        sql.release_connection()  # before the first model call
-        owner = Owner()
-        checked = {"at": time.monotonic()}  # the claim just saw the run active
-        lost = threading.Event()  # a note of a wait found the claim taken
+    def _take_waiting(self, room: int, besides: list[int] = ()) -> list[int]:
+        """Up to `room` conversations whose messages have waited longest (dropped by a full pump, or still on
+        their way), their slots taken here. The claim is conditional, so a message delivered later finds them
+        taken and does nothing."""
+        if room <= 0:
+            return []
+        try:
+            taken = sql.oldest_sent_unclaimed(room, besides=besides)
+        except Exception:
+            log.exception("could not look for conversations waiting for a worker")
+            return []
+        with self._lock:
+            self._held += len(taken)
+        return taken
 
-        def still_ours() -> bool:
-            return not (lost.is_set() or heartbeat.was_handed_back(conversation_id))
+    def _start(self, ids: list[int]) -> None:
+        """Claim these conversations, whose slots are taken, in one statement, and start those claimed."""
+        if not ids:
+            return
+        if heartbeat.stopping.is_set():
+            # Offered while this worker stops: leave them to the others, and send them again, since their
+            # messages are about to be taken off the queue unplayed.
+            self._release(ids)
+            scheduling.resend(ids)
+            return
+        heartbeat.start()
+        now = timezone.now()
+        try:
+            claimed = sql.claim(ids, now, now + _lease(), heartbeat.name)
+        except Exception:
+            log.exception("claiming %d conversation(s) failed; sent again", len(ids))
+            self._release(ids)
+            scheduling.resend(ids)
+            raise
+        started = {c.conversation_id for c in claimed}
+        self._release([pk for pk in ids if pk not in started])  # claimed elsewhere, or their run has ended
+        registry = build_registry()
+        checked = time.monotonic()  # the claim just saw each run active
+        for c in claimed:
+            self._runs[c.run_id] = (checked, True)
+            heartbeat.add(c.conversation_id, c.attempt)
+            playing = self._playing[c.conversation_id] = _Playing(c)
+            try:
+                coroutine = self._conversation(playing, registry)
+            except Exception as exc:
+                log.exception("conversation %s could not start", c.conversation_id)
+                done: concurrent.futures.Future = concurrent.futures.Future()
+                done.set_exception(_StartFailed(str(exc)))
+                self._put("ended", (playing, done), None)
+                continue
+            done = asyncio.run_coroutine_threadsafe(coroutine, event_loop())
+            done.add_done_callback(lambda done, playing=playing: self._put("ended", (playing, done), None))
+        sql.release_connection()  # before the model calls: a pump's connection is back in the pool meanwhile
 
-        def run_stopped() -> bool:  # in this thread
-            stop = not sql.run_is_active(claimed.run_id)
-            sql.release_connection()
-            return stop
+    def _release(self, ids: list[int]) -> None:
+        for pk in ids:
+            self.outcomes[pk] = "skipped"
+        with self._lock:
+            self._held -= len(ids)
+
+    def _conversation(self, playing: _Playing, registry) -> Coroutine:
+        """The conversation's loop, ready to run on the event loop, with its callbacks into this pump."""
+        claimed = playing.claimed
+        conversation_id, attempt, run_id = claimed.conversation_id, claimed.attempt, claimed.run_id
+        spec = specs.suite(claimed.version)
+        ctx, _ = build_context(spec, registry, claimed.model, asynchronous=True)
+        ev = spec.evals[claimed.index]
+        # Only a resumed conversation (a later attempt) can have turns stored already.
+        stored = (
+            Turn.objects.filter(conversation_id=conversation_id).order_by("position") if attempt > 1 else []
+        )
+        prior = [TurnRecord.model_validate(turn.record) for turn in stored]
+        replay = _replay(claimed) if claimed.regraded_from is not None else None
 
         async def should_stop() -> bool:
-            # The run is looked up at most twice a second: a cancel takes effect within 0.5 s plus the turn
-            # in flight.
-            if not still_ours():
+            if not playing.still_ours():
                 return True
-            now = time.monotonic()
-            if now - checked["at"] < 0.5:
-                return False
-            checked["at"] = now
-            return await owner.call(run_stopped)
-
-        writer = turn_writer
+            checked, active = self._runs.get(run_id, (0.0, True))
+            if time.monotonic() - checked < self.RUN_CHECK_SECONDS:
+                return not active
+            return not await self.call(self._check_run, run_id)
 
         async def on_turn(turn: TurnRecord) -> None:
-            if writer is None:
-                await owner.call(_store_turn, conversation_id, attempt, turn)
-            elif not await asyncio.wrap_future(writer.store(conversation_id, attempt, turn)):
+            if not await asyncio.wrap_future(self.store(conversation_id, attempt, turn)):
                 raise LostClaim()
 
-        def note_wait(wait: RetryWait) -> None:  # in this thread
+        def note_wait(wait: RetryWait) -> None:  # in the serving thread
             try:
                 _note_wait(conversation_id, attempt, wait)
             except LostClaim:
-                lost.set()  # the wait stops at its next slice
+                playing.lost.set()  # the wait stops at its next slice
 
-        try:
-            result = owner.play(
-                run_eval_async(
-                    ev,
-                    claimed.index,
-                    claimed.eval_id,
-                    ctx,
-                    prior=prior,
-                    on_turn=on_turn,
-                    should_stop=should_stop,
-                    on_wait=lambda wait: owner.post(note_wait, wait),
-                    given=(claimed.system, claimed.history),  # as launch built them: never built again
-                    replay=replay,
-                )
-            )
-            if lost.is_set():
-                raise LostClaim()
-        except LostClaim:
-            log.warning("conversation %s was taken over by another worker; stopping", conversation_id)
-            return "lost"
-        except ResumeMismatch as exc:
-            _fail(conversation_id, attempt, f"cannot resume: {exc}")
-            return "error"
-        except Exception as exc:  # a bug must not leave the run hanging: record it on this conversation
-            log.exception("conversation %s crashed", conversation_id)
-            _fail(conversation_id, attempt, f"internal error: {type(exc).__name__}: {exc}")
-            return "error"
-        if heartbeat.was_handed_back(conversation_id):
-            return "handed back"  # another worker resumes it; its claim fences this one out anyway
-        _finish(conversation_id, attempt, result)
-        return result.status
-    finally:
-        heartbeat.remove(conversation_id)
+        return run_eval_async(
+            ev,
+            claimed.index,
+            claimed.eval_id,
+            ctx,
+            prior=prior,
+            on_turn=on_turn,
+            should_stop=should_stop,
+            on_wait=lambda wait: self.post(note_wait, wait),
+            given=(claimed.system, claimed.history),  # as launch built them: never built again
+            replay=replay,
+        )
+
+    def _check_run(self, run_id) -> bool:
+        """Whether the run goes on: one query for every run the pump plays, at most every RUN_CHECK_SECONDS
+        (a conversation asks between its turns; a query each cost a round trip per conversation)."""
+        checked, active = self._runs.get(run_id, (0.0, True))
+        if time.monotonic() - checked < self.RUN_CHECK_SECONDS:
+            return active
+        runs = {playing.claimed.run_id for playing in self._playing.values()} | {run_id}
+        live = sql.active_runs(runs)
+        sql.release_connection()
+        checked = time.monotonic()
+        self._runs = {run: (checked, run in live) for run in runs}
+        return run_id in live
+
+    def _end(self, ended: list) -> list[int]:
+        """Record how each conversation ended, in one transaction; then one dispatch per run, whose
+        conversations this pump keeps in the slots just freed (or, when others have waited, the oldest
+        waiting). The ids to claim now."""
+        writes = []
+        for playing, done in ended:
+            claimed = playing.claimed
+            self.outcomes[claimed.conversation_id], write = _outcome(playing, done)
+            if write is not None:
+                writes.append((claimed, *write))
+        _write_ends(writes)
+        for playing, _ in ended:
+            heartbeat.remove(playing.claimed.conversation_id)
+            self._playing.pop(playing.claimed.conversation_id, None)
         # A stopping worker keeps nothing: what it dispatches is published for the others.
-        keep = None if heartbeat.stopping.is_set() else after
-        scheduling.conversation_ended(claimed.run_id, claimed.endpoint_name, keep=keep)
+        keep = None if heartbeat.stopping.is_set() else scheduling.Keep(room=len(ended))
+        for run_id, endpoint_name in dict.fromkeys(
+            (p.claimed.run_id, p.claimed.endpoint_name) for p, _ in ended
+        ):
+            try:
+                scheduling.conversation_ended(run_id, endpoint_name, keep=keep)
+            except Exception:  # the other workers' sweepers dispatch and finalise it
+                log.exception("dispatch after run %s's conversations ended failed", run_id)
+        starting = list(keep.ids) if keep is not None else []
+        with self._lock:
+            self._held -= len(ended) - len(starting)
+        if keep is not None and len(starting) < len(ended):
+            starting += self._take_waiting(len(ended) - len(starting), besides=starting)
+        return starting
+
+
+def _outcome(playing: _Playing, done: concurrent.futures.Future) -> tuple[str, tuple | None]:
+    """How a conversation ended, and what to write of it: (function, argument), or None."""
+    conversation_id = playing.claimed.conversation_id
+    try:
+        result = done.result()
+        if playing.lost.is_set():
+            raise LostClaim()
+    except LostClaim:
+        log.warning("conversation %s was taken over by another worker; stopping", conversation_id)
+        return "lost", None
+    except _StartFailed as exc:
+        return "error", (_fail, f"could not start: {exc}")
+    except ResumeMismatch as exc:
+        return "error", (_fail, f"cannot resume: {exc}")
+    except Exception as exc:  # a bug must not leave the run hanging: record it on this conversation
+        log.error("conversation %s crashed", conversation_id, exc_info=exc)
+        return "error", (_fail, f"internal error: {type(exc).__name__}: {exc}")
+    if heartbeat.was_handed_back(conversation_id):
+        return "handed back", None  # another worker resumes it; its claim fences this one out anyway
+    return result.status, (_finish, result)
+
+
+def _write_ends(writes: list) -> None:
+    """Each ended conversation's final write (_finish or _fail, conditional on its claim), all in one
+    transaction; if that fails, one transaction each, so one bad row cannot keep the others from ending.
+    One that still fails stays running under its lease, which the heartbeat no longer renews: the sweepers
+    requeue it and the next claim resumes it."""
+    if not writes:
+        return
+    try:
+        with transaction.atomic():
+            for claimed, fn, argument in writes:
+                fn(claimed.conversation_id, claimed.attempt, argument)
+        return
+    except Exception:
+        log.exception("ending %d conversation(s) together failed; one at a time", len(writes))
+    for claimed, fn, argument in writes:
+        try:
+            with transaction.atomic():
+                fn(claimed.conversation_id, claimed.attempt, argument)
+        except Exception:
+            log.exception("conversation %s could not be ended", claimed.conversation_id)
+
+
+pump: Pump | None = None  # a worker process's (runs.tasks); None: `deliver` plays in the caller's thread
+
+
+def deliver(conversation_id: int) -> str:
+    """What a conversation's message does: offer it to this worker's pump. Where there is none (an eager
+    Celery, a test), play it here."""
+    if pump is None:
+        return execute(conversation_id)
+    if heartbeat.stopping.is_set():
+        # Delivered while this worker stops: leave it to the others, and send it again, since this message is
+        # about to be taken off the queue unplayed.
+        scheduling.resend([conversation_id])
+        return "skipped"
+    return "offered" if pump.offer(conversation_id) else "busy"
+
+
+def execute(conversation_id: int) -> str:
+    """Play one conversation to its end (or resume it) in this thread, then the ones its end hands over to
+    this thread, one at a time (a pump of one slot). Returns what happened to the first, for logs and
+    tests."""
+    one = Pump(capacity=1)
+    one.offer(conversation_id)
+    one.serve(until_idle=True)
+    return one.outcomes.get(conversation_id, "skipped")

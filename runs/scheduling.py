@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
@@ -41,21 +42,40 @@ def _endpoint_cap(endpoint_name: str) -> int | None:
 _run_limits: dict[object, tuple[str, int]] = {}
 
 
-def dispatch(run_id, *, keep: list | None = None) -> int:
+@dataclass
+class Keep:
+    """The conversations a worker keeps for itself out of what its dispatches mark sent: up to `room`, the
+    slots its ended conversations freed (see dispatch)."""
+
+    room: int = 1
+    ids: list[int] = field(default_factory=list)
+
+    @property
+    def full(self) -> bool:
+        return len(self.ids) >= self.room
+
+    def take(self, ids: list[int]) -> list[int]:
+        """Keep what room is left for, in order; the rest, to publish."""
+        n = max(0, self.room - len(self.ids))
+        self.ids += ids[:n]
+        return ids[n:]
+
+
+def dispatch(run_id, *, keep: Keep | None = None) -> int:
     """Send tasks for as many queued conversations as the run's and the endpoint's limits allow.
 
     Dispatches on one endpoint are serialised, so two of them cannot both count a free slot: on
     PostgreSQL by the endpoint's advisory lock, on SQLite by the write lock every transaction takes first
     (BEGIN IMMEDIATE, see settings).
 
-    With `keep` (a list), the first conversation marked sent is not published but appended to it, once the
-    marking has committed: a worker thread whose conversation just ended plays it at once, instead of
-    leaving its thread idle while the message waits for whichever worker frees a prefetch slot next. It is
-    marked sent like the others, so the caps count it, and if the worker dies before claiming it, it is
+    With `keep`, the first conversations marked sent (as many as it has room for) are not published but kept
+    in it, once the marking has committed: a worker whose conversations just ended plays them at once,
+    instead of leaving its slots idle while the messages wait for whichever worker frees a prefetch slot
+    next. They are marked sent like the others, so the caps count them, and if the worker dies before claiming it, it is
     recovered as any sent-but-unclaimed conversation is (WorkerWatch.take_over resends, sweep after two
-    leases). Nothing is kept while another sent conversation waits unclaimed: threads are short then, and
-    its message, first in the broker's queue, must not wait behind a chain of kept ones (another run's,
-    say); all are published, in order.
+    leases). Nothing is kept while another sent conversation waits unclaimed: workers are short of slots
+    then, and its message, first in the broker's queue, must not wait behind a chain of kept ones (another
+    run's, say); all are published, in order, and the worker takes the oldest waiting instead.
     """
     from .tasks import run_conversation
 
@@ -75,7 +95,7 @@ def dispatch(run_id, *, keep: list | None = None) -> int:
     lock_key = zlib.crc32(endpoint_name.encode()) if connection.vendor == "postgresql" else None
     if lock_key is not None and connection.get_autocommit():
         ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
-        if keep is not None and ids and _one_waits(ids):
+        if keep is not None and (keep.full or (ids and _one_waits(ids))):
             keep = None
         for pk in _kept(ids, keep):  # committed already
             run_conversation.delay(pk)
@@ -84,7 +104,7 @@ def dispatch(run_id, *, keep: list | None = None) -> int:
         keep = None  # the caller's transaction may still roll the marking back: nothing to play yet
     with transaction.atomic():
         ids = sql.dispatch_next(run_id, endpoint_name, concurrency, cap, timezone.now(), lock_key=lock_key)
-        if keep is not None and ids and _one_waits(ids):
+        if keep is not None and (keep.full or (ids and _one_waits(ids))):
             keep = None
         if ids:
             published = _kept(ids, keep)
@@ -108,15 +128,12 @@ def _one_waits(ids: list) -> bool:
     return sql.sent_unclaimed_besides(ids, timezone.now() - IN_TRANSIT)
 
 
-def _kept(ids: list, keep: list | None) -> list:
-    """The ids to publish, after the first goes to `keep` when the caller keeps one."""
-    if keep is None or keep or not ids:
-        return ids
-    keep.append(ids[0])
-    return ids[1:]
+def _kept(ids: list, keep: Keep | None) -> list:
+    """The ids to publish, after those `keep` has room for, when the caller keeps any."""
+    return ids if keep is None else keep.take(ids)
 
 
-def dispatch_endpoint(endpoint_name: str, exclude=None, *, keep: list | None = None) -> None:
+def dispatch_endpoint(endpoint_name: str, exclude=None, *, keep: Keep | None = None) -> None:
     """A slot on an endpoint freed up and its own run had no use for it: waiting runs (oldest first) take it."""
     if _endpoint_cap(endpoint_name) is None:
         return  # no shared cap, so no run can be waiting on another's slot
@@ -184,12 +201,12 @@ def final_status(run: Run, counts: dict[str, int] | None = None) -> str:
     )
 
 
-def conversation_ended(run_id, endpoint_name: str, *, keep: list | None = None) -> None:
-    """A conversation reached its end: its slot goes to the next conversation of the same run; if the run
-    has none left waiting, the run may be over, and the slot goes to other runs on the endpoint.
+def conversation_ended(run_id, endpoint_name: str, *, keep: Keep | None = None) -> None:
+    """Conversations of a run reached their end: their slots go to the next conversations of the same run; if
+    the run has none left waiting, the run may be over, and the slots go to other runs on the endpoint.
 
-    With `keep` (an empty list), one conversation marked sent is appended to it instead of published, for
-    the calling worker thread to play now: see dispatch.
+    With `keep`, the conversations marked sent that it has room for are kept in it instead of published, for
+    the calling worker to play now: see dispatch.
     """
     if dispatch(run_id, keep=keep) == 0:
         finalize(run_id)

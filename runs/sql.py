@@ -86,19 +86,25 @@ class Claimed:
         return VersionKey(self.version_id, self.version_sha256)
 
 
-def claim(conversation_id: int, now: datetime, lease_until: datetime, worker: str) -> Claimed | None:
-    """Take a queued conversation (or one whose worker's lease has lapsed) of an active run, for `worker`."""
-    # One statement: what the worker needs of the run and its suite version comes back with the claim.
+def claim(conversation_ids: list[int], now: datetime, lease_until: datetime, worker: str) -> list[Claimed]:
+    """Take these queued conversations (or ones whose worker's lease has lapsed) of active runs, for `worker`,
+    in one statement; those it took, in the order given. A worker's pump claims every conversation it can
+    start at once (runs.execution.Pump): one statement, one commit and on SQLite one turn of the write lock
+    for all of them."""
+    if not conversation_ids:
+        return []
+    # What the worker needs of the run and its suite version comes back with the claim.
     run = f"(SELECT {{}} FROM {RUN} r WHERE r.id = {CONVERSATION}.run_id)"
     version = f"(SELECT {{}} FROM {RUN} r JOIN {VERSION} v ON v.id = r.suite_version_id WHERE r.id = {CONVERSATION}.run_id)"
+    ids = ", ".join(["%s"] * len(conversation_ids))
     with connection.cursor() as cursor:
         cursor.execute(
             f"""UPDATE {CONVERSATION}
                 SET status = %s, attempt = attempt + 1, started_at = %s, lease_expires_at = %s, worker = %s
-                WHERE id = %s
+                WHERE id IN ({ids})
                   AND (status = %s OR (status = %s AND lease_expires_at < %s))
                   AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})
-                RETURNING attempt, run_id, "index", eval_id, {run.format("r.status")}, {run.format("r.model")},
+                RETURNING id, attempt, run_id, "index", eval_id, {run.format("r.status")}, {run.format("r.model")},
                           {run.format("r.endpoint_name")}, {version.format("v.id")}, {version.format("v.sha256")},
                           "system", history, iteration, {run.format("r.regraded_from_id")}""",
             [
@@ -106,38 +112,45 @@ def claim(conversation_id: int, now: datetime, lease_until: datetime, worker: st
                 _when(now),
                 _when(lease_until),
                 worker,
-                conversation_id,
+                *conversation_ids,
                 Status.QUEUED,
                 Status.RUNNING,
                 _when(now),
             ],  # fmt: skip
         )
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        (
-            attempt,
-            run_id,
-            index,
-            eval_id,
-            run_status,
-            model,
-            endpoint_name,
-            version_id,
-            sha256,
-            system,
-            history,
-            iteration,
-            regraded_from,
-        ) = row
-        if run_status == Status.QUEUED:
+        rows = {row[0]: row for row in cursor.fetchall()}
+        started = {row[2] for row in rows.values() if row[5] == Status.QUEUED}
+        for run_id in started:
             cursor.execute(
                 f"UPDATE {RUN} SET status = %s, started_at = %s WHERE id = %s AND status = %s",
                 [Status.RUNNING, _when(now), run_id, Status.QUEUED],
             )
-    history = Conversation._meta.get_field("history").from_db_value(history, None, connection)
-    return Claimed(conversation_id, attempt, index, eval_id, run_id, run_status, model, endpoint_name,
-                   version_id, sha256, system, history, iteration, regraded_from)  # fmt: skip
+    history = Conversation._meta.get_field("history")
+    claimed = []
+    for pk in conversation_ids:
+        if pk not in rows:
+            continue
+        (_, attempt, run_id, index, eval_id, run_status, model, endpoint_name, version_id, sha256, system,
+         given, iteration, regraded_from) = rows[pk]  # fmt: skip
+        claimed.append(
+            Claimed(
+                pk,
+                attempt,
+                index,
+                eval_id,
+                run_id,
+                run_status,
+                model,
+                endpoint_name,
+                version_id,
+                sha256,
+                system,
+                history.from_db_value(given, None, connection),
+                iteration,
+                regraded_from,
+            )  # fmt: skip
+        )
+    return claimed
 
 
 def store_turn(
@@ -320,17 +333,31 @@ def sent_unclaimed_besides(ids: list[int], sent_before: datetime) -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def oldest_sent_unclaimed() -> int | None:
-    """The conversation sent longest ago and still not claimed, of any run: its message waits for a
-    thread. Read from the small in-flight index (conversation_in_flight)."""
+def oldest_sent_unclaimed(limit: int = 1, besides: Iterable[int] = ()) -> list[int]:
+    """Up to `limit` conversations sent longest ago and still not claimed, of any run, other than `besides`:
+    their messages wait for a thread. Read from the small in-flight index (conversation_in_flight)."""
+    besides = list(besides)
+    others = f"AND id NOT IN ({', '.join(['%s'] * len(besides))})" if besides else ""
     query = f"""SELECT id FROM {CONVERSATION}
-                WHERE dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL} AND status = %s
+                WHERE dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL} AND status = %s {others}
                   AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})
-                ORDER BY dispatched_at, id LIMIT 1"""
+                ORDER BY dispatched_at, id LIMIT %s"""
     with connection.cursor() as cursor:
-        cursor.execute(query, [Status.QUEUED])
-        row = cursor.fetchone()
-    return row[0] if row else None
+        cursor.execute(query, [Status.QUEUED, *besides, limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def active_runs(run_ids: Iterable) -> set:
+    """Which of these runs are still queued or running, in one query."""
+    run_ids = list(run_ids)
+    if not run_ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {RUN} WHERE id IN ({', '.join(['%s'] * len(run_ids))}) AND status IN {ACTIVE_SQL}",
+            run_ids,
+        )
+        return {row[0] for row in cursor.fetchall()}
 
 
 def insert_conversations(run_id, rows: Iterable[dict]) -> None:

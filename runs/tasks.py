@@ -19,9 +19,10 @@ log = logging.getLogger(__name__)
 
 @shared_task(acks_late=True, ignore_result=True)
 def run_conversation(conversation_id: int) -> str:
-    # No autoretry: model errors are retried inside the engine's client, and a crash is recovered by the
-    # sweeper from the database, so this task never needs the broker to run it twice.
-    return execution.execute(conversation_id)
+    # Offers the conversation to this worker's pump, which claims and plays it (runs.execution.Pump): the task
+    # ends at once. No autoretry: model errors are retried inside the engine's client, and a crash is
+    # recovered by the sweeper from the database, so this task never needs the broker to run it twice.
+    return execution.deliver(conversation_id)
 
 
 @task_prerun.connect
@@ -37,12 +38,13 @@ _stop = threading.Event()
 
 
 @worker_init.connect
-def size_the_grading_threads(sender=None, **kwargs) -> None:
-    # As many as the conversations the worker can hold at once (its --concurrency): each may be grading with
-    # a judge at the same moment (runs.loop.grading_threads).
-    concurrency = getattr(sender, "concurrency", None)
-    if concurrency:
-        loop.grading_threads = max(loop.grading_threads, concurrency)
+def start_the_pump(sender=None, **kwargs) -> None:
+    # The worker holds as many conversations at once as its --concurrency, all played by one pump whose
+    # thread does their database work in batches (runs.execution.Pump). Each may be grading with a judge at
+    # the same moment: as many grading threads (runs.loop.grading_threads).
+    concurrency = getattr(sender, "concurrency", None) or 1
+    loop.grading_threads = max(loop.grading_threads, concurrency)
+    execution.pump = execution.Pump(capacity=concurrency)
 
 
 @worker_init.connect
@@ -67,8 +69,6 @@ def configure_worker_connections(**kwargs) -> None:
             options["options"] = f"{options.get('options', '')} {relax}".strip()
         db.close()
         db.close_pool()  # a pool opened before this point would keep handing out sessions without it
-    # Turns are written by one thread of the process, many to a transaction (runs.execution.TurnWriter).
-    execution.turn_writer = execution.TurnWriter()
     # Each conversation reads the endpoints when it starts and again when its slot is handed on; a second-old
     # copy is fresh enough for an admin edit, and saves two queries per conversation.
     endpoints.reuse_for = settings.EVALSITE_ENDPOINTS_REUSE_SECONDS
@@ -140,6 +140,8 @@ def start_sweeper(**kwargs) -> None:
     finally:
         close_old_connections()
     freeze_startup_objects()
+    if execution.pump is not None:
+        execution.pump.start()
     threading.Thread(target=_sweep_forever, name="evalsite-sweeper", daemon=True).start()
 
 
@@ -155,3 +157,5 @@ def stop_sweeper(**kwargs) -> None:
         log.exception("handing conversations back failed; their leases will lapse")
     finally:
         close_old_connections()
+    if execution.pump is not None:
+        execution.pump.stop()  # its conversations are the others' now: their ends write nothing

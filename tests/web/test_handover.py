@@ -146,8 +146,9 @@ def test_a_dead_workers_kept_but_unclaimed_conversation_is_sent_again(
     settings.EVALSITE_WORKER_DEAD_SECONDS = 0
     run = _launch(user, "killed", evals=3, concurrency=1)
     Conversation.objects.filter(pk=published[0]).update(status=Status.PASSED)  # it ended on the worker...
-    kept: list[int] = []
-    scheduling.conversation_ended(run.pk, "fake", keep=kept)  # ...which kept the next one, then died
+    keep = scheduling.Keep(room=1)
+    scheduling.conversation_ended(run.pk, "fake", keep=keep)  # ...which kept the next one, then died
+    kept = keep.ids
     assert len(kept) == 1 and len(published) == 1
     Worker.objects.create(name="host:1:dead", beat_at="2026-01-01T00:00:00Z")
 
@@ -163,7 +164,7 @@ def test_a_dead_workers_kept_but_unclaimed_conversation_is_sent_again(
 def test_inside_a_callers_transaction_nothing_is_kept(user, fake_endpoint, published):
     run = _launch(user, "atomic", evals=3, concurrency=1)
     Conversation.objects.filter(pk=published[0]).update(status=Status.PASSED)
-    kept: list[int] = []
+    keep = scheduling.Keep(room=1)
     with transaction.atomic():
-        scheduling.conversation_ended(run.pk, "fake", keep=kept)
-    assert kept == [] and len(published) == 2
+        scheduling.conversation_ended(run.pk, "fake", keep=keep)
+    assert keep.ids == [] and len(published) == 2

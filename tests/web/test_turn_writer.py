@@ -1,9 +1,9 @@
-"""A worker's turn writer (runs.execution.TurnWriter): the turns of many conversations in one transaction,
-each conversation's claim still fencing its own turn."""
+"""A worker's turns in batches (runs.execution.write_turns): the turns of many conversations in one
+transaction, each conversation's claim still fencing its own turn."""
 
 from __future__ import annotations
 
-import threading
+import concurrent.futures
 
 import pytest
 
@@ -31,24 +31,22 @@ def _running(user) -> list[Conversation]:
     return list(run.conversations.order_by("index"))
 
 
+def _write(turns: list[tuple[Conversation, int, TurnRecord]]) -> list[bool]:
+    """One batch, as a pump's round writes it; what each turn's future says."""
+    futures = [concurrent.futures.Future() for _ in turns]
+    execution.write_turns(
+        [(c.pk, attempt, turn, f) for (c, attempt, turn), f in zip(turns, futures, strict=True)]
+    )
+    return [future.result(timeout=0) for future in futures]
+
+
 def test_turns_of_many_conversations_are_stored_each_once_with_their_counts(user):
     conversations = _running(user)
-    writer = execution.TurnWriter()
-    results: dict[int, list[bool]] = {}
 
-    def play(conversation: Conversation) -> None:
-        # As a conversation does: each turn waits for its store before the next one is asked.
-        results[conversation.pk] = [
-            writer.store(conversation.pk, 1, _turn(position)).result(timeout=30) for position in (1, 2, 3)
-        ]
+    # As a pump's rounds do: each conversation's next turn comes in the next batch, after its store.
+    for position in (1, 2, 3):
+        assert _write([(c, 1, _turn(position)) for c in conversations]) == [True] * 30
 
-    threads = [threading.Thread(target=play, args=(c,)) for c in conversations]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-
-    assert results == {c.pk: [True, True, True] for c in conversations}
     assert Turn.objects.filter(conversation__in=conversations).count() == 90
     assert set(
         Conversation.objects.filter(pk__in=[c.pk for c in conversations]).values_list("turn_count", flat=True)
@@ -58,31 +56,23 @@ def test_turns_of_many_conversations_are_stored_each_once_with_their_counts(user
 def test_a_conversation_whose_claim_moved_on_writes_nothing_and_the_others_are_stored(user):
     mine, taken, *_ = _running(user)
     Conversation.objects.filter(pk=taken.pk).update(attempt=2)  # another worker claimed it meanwhile
-    writer = execution.TurnWriter()
 
-    lost = writer.store(taken.pk, 1, _turn(1))
-    kept = writer.store(mine.pk, 1, _turn(1))
-
-    assert lost.result(timeout=30) is False
-    assert kept.result(timeout=30) is True
+    assert _write([(taken, 1, _turn(1)), (mine, 1, _turn(1))]) == [False, True]
     assert not Turn.objects.filter(conversation=taken).exists()
     assert Turn.objects.filter(conversation=mine).count() == 1
 
 
 def test_a_turn_already_stored_fails_alone_without_sinking_its_batch(user):
     first, second, third, *_ = _running(user)
-    writer = execution.TurnWriter()
-    assert writer.store(first.pk, 1, _turn(1)).result(timeout=30)
+    assert _write([(first, 1, _turn(1))]) == [True]
 
     # The same position again (a replay gone wrong) next to two good turns: the batch is written again one
     # turn at a time, and only the duplicate is refused.
-    futures = [
-        writer.store(second.pk, 1, _turn(1)),
-        writer.store(first.pk, 1, _turn(1, "a second answer")),
-        writer.store(third.pk, 1, _turn(1)),
+    assert _write([(second, 1, _turn(1)), (first, 1, _turn(1, "a second answer")), (third, 1, _turn(1))]) == [
+        True,
+        False,
+        True,
     ]
-
-    assert [future.result(timeout=30) for future in futures] == [True, False, True]
     assert list(Turn.objects.filter(conversation=first).values_list("record__response", flat=True)) == [
         "a reply"
     ]

@@ -1,95 +1,134 @@
-"""runs.loop: a conversation's coroutine on the process's event loop, its database work in its own thread."""
+"""A worker's pump (runs.execution.Pump): many conversations on the process's event loop (runs.loop), their
+database work done by one thread in batches, within the pump's slots; played here against the fake OpenAI
+server, with the messages dispatch would publish recorded instead of sent."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from runs.loop import Owner, event_loop
-
-
-def test_calls_run_in_the_owner_thread_and_answer_the_coroutine():
-    owner = Owner()
-    here = threading.get_ident()
-    seen = []
-
-    def store(n: int) -> int:
-        seen.append(threading.get_ident())
-        return n * 2
-
-    async def conversation() -> tuple[int, int]:
-        assert threading.get_ident() != here  # the coroutine runs on the loop's thread
-        return await owner.call(store, 1), await owner.call(store, 2)
-
-    assert owner.play(conversation()) == (2, 4)
-    assert seen == [here, here]
+from runs import execution, services
+from runs.execution import Pump
+from runs.loop import event_loop
+from runs.models import Conversation, Status
+from suites.services import create_suite
 
 
-def test_an_exception_in_the_owner_reaches_the_coroutine_and_the_coroutines_reaches_the_owner():
-    class LostClaim(Exception):
-        pass
-
-    owner = Owner()
-
-    def lost() -> None:
-        raise LostClaim()
-
-    async def conversation() -> None:
-        with pytest.raises(LostClaim):
-            await owner.call(lost)
-        raise ValueError("the conversation's own failure")
-
-    with pytest.raises(ValueError, match="own failure"):
-        owner.play(conversation())
+@pytest.fixture
+def published(monkeypatch) -> list[int]:
+    sent: list[int] = []
+    monkeypatch.setattr("runs.tasks.run_conversation.delay", sent.append)
+    return sent
 
 
-def test_posts_run_in_order_and_before_play_returns_even_at_the_very_end():
-    owner = Owner()
-    notes: list[int] = []
-
-    async def conversation() -> str:
-        for n in range(5):
-            owner.post(notes.append, n)
-        return "done"  # posted just before the end: still served
-
-    assert owner.play(conversation()) == "done"
-    assert notes == [0, 1, 2, 3, 4]
+def _launch(user, evals: int, concurrency: int):
+    lines = ["name: pumped", "model: fake/m", "evals:"]
+    lines += [f"  - {{id: e{i}, prompt: question {i}, checks: [{{contains: x}}]}}" for i in range(evals)]
+    version = create_suite(owner=user, source="\n".join(lines) + "\n").latest_version
+    return services.create_run(version=version, user=user, concurrency=concurrency)
 
 
-def test_a_call_after_the_conversation_ended_fails_instead_of_waiting_forever():
-    owner = Owner()
-    owner.play(asyncio.sleep(0))
+def _claims(queries) -> list[str]:
+    return [q["sql"] for q in queries if "attempt = attempt + 1" in q["sql"]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_offered_conversations_are_claimed_in_one_statement_and_played_together(
+    user, fake_endpoint, fake_openai, published
+):
+    fake_openai.latency = 0.2
+    run = _launch(user, evals=6, concurrency=6)
+    pump = Pump(capacity=6)
+    assert all(pump.offer(pk) for pk in published)
+
+    started = time.monotonic()
+    with CaptureQueriesContext(connection) as queries:
+        pump.serve(until_idle=True)
+    took = time.monotonic() - started
+
+    assert len(_claims(queries.captured_queries)) == 1  # six conversations, one claim
+    assert took < 6 * 0.2  # together, not one after another
+    conversations = list(run.conversations.all())
+    assert {c.status for c in conversations} == {Status.FAILED}  # no reply contains "x"
+    assert all(c.attempt == 1 and c.turn_count == 1 for c in conversations)
+    assert pump.outcomes == dict.fromkeys(published, Status.FAILED)
+    run.refresh_from_db()
+    assert run.status == Status.FAILED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_full_pump_refuses_and_takes_the_refused_conversation_when_a_slot_frees(
+    user, fake_endpoint, published
+):
+    run = _launch(user, evals=3, concurrency=2)
+    first, second = published
+    pump = Pump(capacity=1)
+
+    assert pump.offer(first)
+    assert not pump.offer(second)  # its message is dropped: the conversation stays sent, unclaimed
+    pump.serve(until_idle=True)
+
+    # The first's end kept the third (marked sent for the slot it freed); the third's end took the second,
+    # whose message had been dropped. Nothing went through the broker after the launch.
+    assert published == [first, second]
+    conversations = list(run.conversations.all())
+    assert {c.status for c in conversations} == {Status.FAILED}
+    assert {c.worker for c in conversations} == {execution.heartbeat.name}
+    assert all(c.attempt == 1 for c in conversations)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_pump_with_free_slots_takes_what_a_full_one_dropped(user, fake_endpoint, published):
+    run = _launch(user, evals=2, concurrency=2)
+    assert Pump(capacity=1).offer(published[0])  # a full pump elsewhere, which never plays (nor serves)
+    idle = Pump(capacity=4)
+    idle.start()  # as a worker's: serving forever, looking for waiting conversations while it has room
+    try:
+        deadline = time.monotonic() + 20
+        while run.conversations.filter(status=Status.FAILED).count() < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        idle.stop()
+    assert run.conversations.filter(status=Status.FAILED).count() == 2
+    assert idle.held() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancelled_run_stops_its_conversations_within_the_run_check(
+    user, fake_endpoint, fake_openai, published
+):
+    fake_openai.latency = 0.3
+    lines = ["name: long", "model: fake/m", "evals:"]
+    turns = ", ".join(f"{{input: turn {n}}}" for n in range(6))
+    lines += [f"  - {{id: e{i}, checks: [{{not_match: '*zzz*'}}], turns: [{turns}]}}" for i in range(4)]
+    version = create_suite(owner=user, source="\n".join(lines) + "\n").latest_version
+    run = services.create_run(version=version, user=user, concurrency=4)
+    pump = Pump(capacity=4)
+    for pk in published:
+        pump.offer(pk)
+    threading.Timer(0.5, lambda: services.cancel(run)).start()
+
+    pump.serve(until_idle=True)
+
+    conversations = list(run.conversations.all())
+    assert {c.status for c in conversations} == {Status.CANCELLED}
+    assert all(c.turn_count < 6 for c in conversations)
+
+
+def test_a_call_after_the_pump_stopped_serving_fails_instead_of_waiting_forever():
+    pump = Pump(capacity=1)
+    pump.serve(until_idle=True)  # nothing held: returns at once, and serves nothing more
 
     async def late() -> None:
-        await owner.call(lambda: None)
+        await pump.call(lambda: None)
 
     with pytest.raises(RuntimeError, match="ended"):
         asyncio.run_coroutine_threadsafe(late(), event_loop()).result(timeout=5)
-
-
-def test_many_conversations_share_one_loop_each_served_by_its_own_thread():
-    results: dict[int, list[int]] = {}
-
-    def play(n: int) -> None:
-        owner = Owner()
-
-        async def conversation() -> list[int]:
-            out = []
-            for turn in range(3):
-                await asyncio.sleep(0.01)  # a model call: every conversation waits at once
-                out.append(await owner.call(lambda t=turn: n * 10 + t))
-            return out
-
-        results[n] = owner.play(conversation())
-
-    threads = [threading.Thread(target=play, args=(n,)) for n in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
-    assert results == {n: [n * 10, n * 10 + 1, n * 10 + 2] for n in range(20)}
 
 
 def test_as_many_conversations_as_the_worker_holds_can_grade_beside_the_loop_at_once(monkeypatch):
