@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from runs import execution, services
 from runs.execution import Pump
 from runs.loop import event_loop
-from runs.models import Conversation, Status
+from runs.models import Status
 from suites.services import create_suite
 
 
