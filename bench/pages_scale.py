@@ -5,7 +5,7 @@
 
 One suite, launched as the launch form launches it (runs.services.create_run, its conversations streamed
 into the database), then every conversation played through the worker's own writes without a model: its
-claim (runs.execution.claim), each turn (runs.execution._store_turn: the Turn row and the conversation's
+claim (runs.execution.claim, a thousand at a time), each turn (runs.execution._store_turn: the Turn row and the conversation's
 counters) and its end (runs.execution._finish), so the database holds what workers write. One eval in ten
 fails. `--shape dataset`: a dataset of N rows, each eval once; `iterations`: 100 evals × N/100 iterations
 (the run page then summarises every iteration). `--db PATH` keeps the SQLite database to measure again
@@ -69,8 +69,9 @@ def build(args, user):
     started = time.perf_counter()
     for n in range(0, len(rows), 1000):
         with transaction.atomic():  # a thousand conversations a commit: the build, not what is measured
+            claims = {c.conversation_id: c for c in execution.claim([row[0] for row in rows[n : n + 1000]])}
             for pk, index, iteration, eval_id, prompt in rows[n : n + 1000]:
-                claimed = execution.claim(pk)
+                claimed = claims[pk]
                 broken = (index + iteration) % 10 == 0
                 records = []
                 for t in range(args.turns):

@@ -57,6 +57,15 @@ def _lease() -> timedelta:
     return timedelta(seconds=settings.EVALSITE_LEASE_SECONDS)
 
 
+def claim(conversation_ids: list[int]) -> list[sql.Claimed]:
+    """Take these conversations for this worker process, in one statement; those it took (the others are not
+    ours to run). Each claim bumps `attempt`, the fencing token for every later write, and names this worker,
+    whose beat the other workers watch."""
+    heartbeat.start()
+    now = timezone.now()
+    return sql.claim(conversation_ids, now, now + _lease(), heartbeat.name)
+
+
 class _Heartbeat:
     """This worker process's beat and the leases of the conversations it plays, kept by one thread.
 
@@ -184,9 +193,7 @@ def _store_turn(conversation_id: int, attempt: int, turn: TurnRecord) -> None:
     now = timezone.now()
     try:
         with transaction.atomic():
-            stored = sql.store_turn(
-                now=now, lease_until=now + _lease(), **_turn_row(conversation_id, attempt, turn)
-            )
+            stored = sql.store_turn(now=now, **_turn_row(conversation_id, attempt, turn))
     except IntegrityError:
         raise LostClaim() from None
     if not stored:
@@ -207,7 +214,7 @@ def write_turns(batch: list) -> None:
     rows = [_turn_row(cid, attempt, turn) for cid, attempt, turn, _ in batch]
     try:
         with transaction.atomic():
-            stored = sql.store_turns(rows, now=now, lease_until=now + _lease())
+            stored = sql.store_turns(rows, now=now)
     except IntegrityError:
         # A turn already stored at its position (a conversation taken over and replayed meanwhile): that one
         # alone fails; the others are written one transaction each.
@@ -513,10 +520,8 @@ class Pump:
             self._release(ids)
             scheduling.resend(ids)
             return
-        heartbeat.start()
-        now = timezone.now()
         try:
-            claimed = sql.claim(ids, now, now + _lease(), heartbeat.name)
+            claimed = claim(ids)
         except Exception:
             log.exception("claiming %d conversation(s) failed; sent again", len(ids))
             self._release(ids)

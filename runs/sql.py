@@ -161,7 +161,6 @@ def store_turn(
     record: dict,
     passed: bool | None,
     now: datetime,
-    lease_until: datetime,
     prompt_tokens: int,
     completion_tokens: int,
     judge_tokens: int,
@@ -171,14 +170,18 @@ def store_turn(
 ) -> bool:
     """Add one turn's counts to the conversation and insert the turn, in the caller's transaction. False when
     the conversation is no longer ours: then nothing is written (the conditional update comes first, so a
-    batch of turns needs no savepoint per turn). A second insert of the same position raises IntegrityError."""
+    batch of turns needs no savepoint per turn). A second insert of the same position raises IntegrityError.
+
+    The lease is not renewed here: the worker's heartbeat renews the leases of all its conversations at once
+    (runs.execution._Heartbeat). Renewed with every turn, it changed an indexed column (conversation_lease),
+    so each turn's update wrote a new entry in every index of the conversation table."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""UPDATE {CONVERSATION}
                 SET turn_count = %s, prompt_tokens = prompt_tokens + %s,
                     completion_tokens = completion_tokens + %s, judge_tokens = judge_tokens + %s,
                     user_tokens = user_tokens + %s, cost = cost + %s, tokens_estimated = %s,
-                    lease_expires_at = %s, waiting_until = NULL, waiting_reason = ''
+                    waiting_until = NULL, waiting_reason = ''
                 WHERE id = %s AND attempt = %s AND status = %s""",
             [
                 position,
@@ -188,7 +191,6 @@ def store_turn(
                 user_tokens,
                 cost,
                 tokens_estimated,
-                _when(lease_until),
                 conversation_id,
                 attempt,
                 Status.RUNNING,
@@ -205,40 +207,40 @@ def store_turn(
 
 
 # Many turns in one statement on PostgreSQL: the conditional updates, then the inserts of those that matched.
-# The turns come as one array per column, so the statement's text is the same for any number of turns, and
-# psycopg converts it once (a statement per turn, joined, was converted afresh each time: ~6 % of a worker's
-# CPU at concurrency 100).
+# The turns come as one JSON array, taken apart by jsonb_to_recordset, so the statement's text is the same for
+# any number of turns and its one parameter is one string: Django binds parameters on the client, and psycopg
+# quoted an array's every element in Python (a column array per field took a fifth of a worker's CPU at
+# concurrency 100; a statement per turn, joined, was converted afresh each time).
 _STORE_TURNS_PG = f"""WITH v AS (
-        SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
-                             %s::bigint[], %s::bigint[], %s::double precision[], %s::boolean[], %s::text[],
-                             %s::boolean[])
-            AS t(id, attempt, position, pt, ct, jt, ut, cost, est, record, passed)),
+        SELECT * FROM jsonb_to_recordset(%s::jsonb)
+            AS t(id bigint, attempt bigint, position bigint, pt bigint, ct bigint, jt bigint, ut bigint,
+                 cost double precision, est boolean, record jsonb, passed boolean)),
     ours AS (
         UPDATE {CONVERSATION} c
         SET turn_count = v.position, prompt_tokens = c.prompt_tokens + v.pt,
             completion_tokens = c.completion_tokens + v.ct, judge_tokens = c.judge_tokens + v.jt,
             user_tokens = c.user_tokens + v.ut, cost = c.cost + v.cost, tokens_estimated = v.est,
-            lease_expires_at = %s, waiting_until = NULL, waiting_reason = ''
+            waiting_until = NULL, waiting_reason = ''
         FROM v WHERE c.id = v.id AND c.attempt = v.attempt AND c.status = %s
         RETURNING c.id)
     INSERT INTO {TURN} (conversation_id, position, record, passed, created_at)
-    SELECT v.id, v.position, v.record::jsonb, v.passed, %s FROM v JOIN ours ON ours.id = v.id
+    SELECT v.id, v.position, v.record, v.passed, %s FROM v JOIN ours ON ours.id = v.id
     RETURNING conversation_id"""
-_TURN_COLUMNS = ("conversation_id", "attempt", "position", "prompt_tokens", "completion_tokens", "judge_tokens",
-                 "user_tokens", "cost", "tokens_estimated", "record", "passed")  # fmt: skip
+# Each turn's fields as _STORE_TURNS_PG names them.
+_TURN_FIELDS = {"conversation_id": "id", "attempt": "attempt", "position": "position", "prompt_tokens": "pt",
+                "completion_tokens": "ct", "judge_tokens": "jt", "user_tokens": "ut", "cost": "cost",
+                "tokens_estimated": "est", "record": "record", "passed": "passed"}  # fmt: skip
 
 
-def store_turns(turns: list[dict], *, now: datetime, lease_until: datetime) -> list[bool]:
+def store_turns(turns: list[dict], *, now: datetime) -> list[bool]:
     """store_turn for many turns (each a dict of its arguments; one per conversation), in the caller's
     transaction; whether each was stored. On PostgreSQL one statement for them all; a second insert of a
     position raises IntegrityError for the lot (the caller's transaction then has to be rolled back)."""
     if connection.vendor != "postgresql":
-        return [store_turn(now=now, lease_until=lease_until, **turn) for turn in turns]
-    columns = {name: [turn[name] for turn in turns] for name in _TURN_COLUMNS}
-    columns["record"] = [json.dumps(record) for record in columns["record"]]
-    params = [*columns.values(), _when(lease_until), Status.RUNNING, _when(now)]
+        return [store_turn(now=now, **turn) for turn in turns]
+    rows = json.dumps([{short: turn[name] for name, short in _TURN_FIELDS.items()} for turn in turns])
     with connection.cursor() as cursor:
-        cursor.execute(_STORE_TURNS_PG, params)
+        cursor.execute(_STORE_TURNS_PG, [rows, Status.RUNNING, _when(now)])
         stored = {row[0] for row in cursor.fetchall()}
     return [turn["conversation_id"] in stored for turn in turns]
 
