@@ -347,7 +347,8 @@ class Pump:
     conversation its message names (`deliver`). Claims, fencing tokens, leases and the heartbeat are as
     for one conversation: every write is still conditional on the conversation's own claim.
 
-    A worker process has one, serving forever in a thread of its own (`start`). `execute` plays a
+    A worker process has one, serving forever in a thread of its own (`start`), which keeps its database
+    connection between rounds (a broken one is replaced after the round it failed). `execute` plays a
     conversation in its caller's thread with a pump of one slot (tests, an eager Celery): there the calls
     see the caller's transaction.
     """
@@ -545,7 +546,6 @@ class Pump:
                 continue
             done = asyncio.run_coroutine_threadsafe(coroutine, event_loop())
             done.add_done_callback(lambda done, playing=playing: self._put("ended", (playing, done), None))
-        sql.release_connection()  # before the model calls: a pump's connection is back in the pool meanwhile
 
     def _release(self, ids: list[int]) -> None:
         for pk in ids:
@@ -606,7 +606,6 @@ class Pump:
             return active
         runs = {playing.claimed.run_id for playing in self._playing.values()} | {run_id}
         live = sql.active_runs(runs)
-        sql.release_connection()
         checked = time.monotonic()
         self._runs = {run: (checked, run in live) for run in runs}
         return run_id in live
