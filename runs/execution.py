@@ -359,7 +359,11 @@ class Pump:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(1, capacity)
-        self.outcomes: dict[int, str] = {}  # what happened to each conversation, for execute and logs
+        # What happened to each conversation, for execute and tests: kept only while serving until idle (a
+        # worker's pump serves forever, and would keep one per conversation it ever played).
+        self.outcomes: dict[int, str] = {}
+        self._keep_outcomes = False
+        self._polled_at = 0.0
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._held = 0  # slots taken: offered and not yet claimed, or playing
@@ -430,6 +434,7 @@ class Pump:
     def serve(self, *, until_idle: bool = False) -> None:
         """Do the conversations' database work, a round at a time, forever (until `stop`) or (until_idle)
         until no conversation is held any more."""
+        self._keep_outcomes = until_idle
         while not self._stopping.is_set() and not (until_idle and self.held() == 0):
             jobs = []
             with contextlib.suppress(
@@ -476,9 +481,18 @@ class Pump:
         if turns:
             write_turns(turns)
         starting = self._end(ended) if ended else []
-        if poll and not ended and not heartbeat.stopping.is_set():
+        if poll and not ended and not heartbeat.stopping.is_set() and self._poll_due():
             starting += self._take_waiting(self.capacity - self.held(), besides=offered)
         self._start(offered + starting)
+
+    def _poll_due(self) -> bool:
+        """Whether to look for waiting conversations now: every POLL_SECONDS at most, not every round (a pump
+        with free slots, at low concurrency, has a round for every turn)."""
+        now = time.monotonic()
+        if now - self._polled_at < self.POLL_SECONDS:
+            return False
+        self._polled_at = now
+        return True
 
     @staticmethod
     def _call(payload: tuple, future: concurrent.futures.Future | None) -> None:
@@ -547,9 +561,13 @@ class Pump:
             done = asyncio.run_coroutine_threadsafe(coroutine, event_loop())
             done.add_done_callback(lambda done, playing=playing: self._put("ended", (playing, done), None))
 
+    def _outcome(self, conversation_id: int, outcome: str) -> None:
+        if self._keep_outcomes:
+            self.outcomes[conversation_id] = outcome
+
     def _release(self, ids: list[int]) -> None:
         for pk in ids:
-            self.outcomes[pk] = "skipped"
+            self._outcome(pk, "skipped")
         with self._lock:
             self._held -= len(ids)
 
@@ -617,7 +635,8 @@ class Pump:
         writes = []
         for playing, done in ended:
             claimed = playing.claimed
-            self.outcomes[claimed.conversation_id], write = _outcome(playing, done)
+            outcome, write = _outcome(playing, done)
+            self._outcome(claimed.conversation_id, outcome)
             if write is not None:
                 writes.append((claimed, *write))
         _write_ends(writes)
