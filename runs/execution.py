@@ -437,9 +437,8 @@ class Pump:
         self._keep_outcomes = until_idle
         while not self._stopping.is_set() and not (until_idle and self.held() == 0):
             jobs = []
-            with contextlib.suppress(
-                queue.Empty
-            ):  # a worker's pump looks for waiting conversations meanwhile
+            # A worker's pump wakes every POLL_SECONDS to look for waiting conversations (_round).
+            with contextlib.suppress(queue.Empty):
                 jobs.append(self._jobs.get(timeout=None if until_idle else self.POLL_SECONDS))
             while len(jobs) < self.BATCH:
                 try:
@@ -561,13 +560,13 @@ class Pump:
             done = asyncio.run_coroutine_threadsafe(coroutine, event_loop())
             done.add_done_callback(lambda done, playing=playing: self._put("ended", (playing, done), None))
 
-    def _outcome(self, conversation_id: int, outcome: str) -> None:
+    def _record(self, conversation_id: int, outcome: str) -> None:
         if self._keep_outcomes:
             self.outcomes[conversation_id] = outcome
 
     def _release(self, ids: list[int]) -> None:
         for pk in ids:
-            self._outcome(pk, "skipped")
+            self._record(pk, "skipped")
         with self._lock:
             self._held -= len(ids)
 
@@ -588,10 +587,10 @@ class Pump:
         async def should_stop() -> bool:
             if not playing.still_ours():
                 return True
-            checked, active = self._runs.get(run_id, (0.0, True))
-            if time.monotonic() - checked < self.RUN_CHECK_SECONDS:
-                return not active
-            return not await self.call(self._check_run, run_id)
+            active = self._run_known(run_id)
+            if active is None:
+                active = await self.call(self._check_run, run_id)
+            return not active
 
         async def on_turn(turn: TurnRecord) -> None:
             if not await asyncio.wrap_future(self.store(conversation_id, attempt, turn)):
@@ -616,12 +615,18 @@ class Pump:
             replay=replay,
         )
 
+    def _run_known(self, run_id) -> bool | None:
+        """Whether the run goes on, as last checked, if that was less than RUN_CHECK_SECONDS ago; else None."""
+        checked, active = self._runs.get(run_id, (0.0, True))
+        return active if time.monotonic() - checked < self.RUN_CHECK_SECONDS else None
+
     def _check_run(self, run_id) -> bool:
         """Whether the run goes on: one query for every run the pump plays, at most every RUN_CHECK_SECONDS
-        (a conversation asks between its turns; a query each cost a round trip per conversation)."""
-        checked, active = self._runs.get(run_id, (0.0, True))
-        if time.monotonic() - checked < self.RUN_CHECK_SECONDS:
-            return active
+        (a conversation asks between its turns; a query each cost a round trip per conversation). Another
+        conversation's check may have answered it while this one waited for the thread."""
+        known = self._run_known(run_id)
+        if known is not None:
+            return known
         runs = {playing.claimed.run_id for playing in self._playing.values()} | {run_id}
         live = sql.active_runs(runs)
         checked = time.monotonic()
@@ -636,7 +641,7 @@ class Pump:
         for playing, done in ended:
             claimed = playing.claimed
             outcome, write = _outcome(playing, done)
-            self._outcome(claimed.conversation_id, outcome)
+            self._record(claimed.conversation_id, outcome)
             if write is not None:
                 writes.append((claimed, *write))
         _write_ends(writes)

@@ -104,7 +104,7 @@ def claim(conversation_ids: list[int], now: datetime, lease_until: datetime, wor
                 WHERE id IN ({ids})
                   AND (status = %s OR (status = %s AND lease_expires_at < %s))
                   AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})
-                RETURNING id, attempt, run_id, "index", eval_id, {run.format("r.status")}, {run.format("r.model")},
+                RETURNING id, attempt, "index", eval_id, run_id, {run.format("r.status")}, {run.format("r.model")},
                           {run.format("r.endpoint_name")}, {version.format("v.id")}, {version.format("v.sha256")},
                           "system", history, iteration, {run.format("r.regraded_from_id")}""",
             [
@@ -118,39 +118,19 @@ def claim(conversation_ids: list[int], now: datetime, lease_until: datetime, wor
                 _when(now),
             ],  # fmt: skip
         )
+        # In Claimed's field order, so that a row makes one with its history decoded.
         rows = {row[0]: row for row in cursor.fetchall()}
-        started = {row[2] for row in rows.values() if row[5] == Status.QUEUED}
+        started = {row[4] for row in rows.values() if row[5] == Status.QUEUED}
         for run_id in started:
             cursor.execute(
                 f"UPDATE {RUN} SET status = %s, started_at = %s WHERE id = %s AND status = %s",
                 [Status.RUNNING, _when(now), run_id, Status.QUEUED],
             )
     history = Conversation._meta.get_field("history")
-    claimed = []
-    for pk in conversation_ids:
-        if pk not in rows:
-            continue
-        (_, attempt, run_id, index, eval_id, run_status, model, endpoint_name, version_id, sha256, system,
-         given, iteration, regraded_from) = rows[pk]  # fmt: skip
-        claimed.append(
-            Claimed(
-                pk,
-                attempt,
-                index,
-                eval_id,
-                run_id,
-                run_status,
-                model,
-                endpoint_name,
-                version_id,
-                sha256,
-                system,
-                history.from_db_value(given, None, connection),
-                iteration,
-                regraded_from,
-            )  # fmt: skip
-        )
-    return claimed
+    return [
+        Claimed(*row[:11], history.from_db_value(row[11], None, connection), *row[12:])
+        for row in (rows[pk] for pk in conversation_ids if pk in rows)
+    ]
 
 
 def store_turn(
@@ -243,12 +223,6 @@ def store_turns(turns: list[dict], *, now: datetime) -> list[bool]:
         cursor.execute(_STORE_TURNS_PG, [rows, Status.RUNNING, _when(now)])
         stored = {row[0] for row in cursor.fetchall()}
     return [turn["conversation_id"] in stored for turn in turns]
-
-
-def run_is_active(run_id) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT 1 FROM {RUN} WHERE id = %s AND status IN {ACTIVE_SQL}", [run_id])
-        return cursor.fetchone() is not None
 
 
 def active_run_limits(run_id) -> tuple[str, int] | None:
