@@ -100,7 +100,7 @@ def percentiles(values: list[float]) -> list[int]:
     return [round(values[int(q * (len(values) - 1))]) for q in (0.5, 0.9, 1.0)]
 
 
-def explain(run, concurrency: int) -> dict:
+def explain(run, concurrency: int, call_seconds: float) -> dict:
     """Where the time beyond the model calls went, from the timestamps the app stores anyway.
 
     Only the agent's call is subtracted: a simulated user's call shows up in its turn's overhead.
@@ -131,6 +131,22 @@ def explain(run, concurrency: int) -> dict:
         for turn in c.turns.all()
     ]
     first = min(run.conversations.all(), key=lambda conversation: conversation.started_at)
+    # Where the ratio goes: C slots x wall time = the model calls + each conversation's time beyond its calls
+    # + slot time with no conversation (the ramp before the first C start, the gaps between one conversation
+    # and the next in a slot, the tail after the last start). Each part / the ideal calls' time (C x ideal).
+    wall = (run.finished_at - run.created_at).total_seconds()
+    busy = sum((f - s).total_seconds() for s, f in zip(starts, finishes, strict=True))
+    ideal_calls = len(calls) * call_seconds
+    ramp = sum((s - run.created_at).total_seconds() for s in starts[:concurrency])
+    tail = sum((run.finished_at - f).total_seconds() for f in finishes[-concurrency:])
+    idle = concurrency * wall - busy
+    budget = {
+        "model calls beyond their latency": sum(calls) / 1000 - ideal_calls,
+        "conversations beyond their calls": busy - sum(calls) / 1000,
+        "slots before their first conversation": ramp,
+        "slots after their last conversation": tail,
+        "slots between conversations": idle - ramp - tail,
+    }
     fixed = [first.dispatched_at - run.created_at, first.started_at - first.dispatched_at,
              run.finished_at - finishes[-1]]  # fmt: skip
     return {
@@ -142,7 +158,26 @@ def explain(run, concurrency: int) -> dict:
             name: round(sum(v) / len(v), 1) for name, v in phases.items()
         },
         "slot gap p50/p90/max ms": percentiles(gaps) if gaps else [],
+        "first C conversations started after launch, p0/p50/p100 ms": [
+            round(
+                (starts[min(len(starts), concurrency) * q // 2 - (q == 2)] - run.created_at).total_seconds()
+                * 1000
+            )
+            for q in (0, 1, 2)
+        ],
+        "last C conversations finished before the run's end, p100/p50/p0 ms": [
+            round(
+                (
+                    run.finished_at - finishes[-min(len(finishes), concurrency) * q // 2 - (q == 0)]
+                ).total_seconds()
+                * 1000
+            )
+            for q in (2, 1, 0)
+        ],
         "of which marked dispatched to claimed (broker and pool) p50/p90/max ms": percentiles(delivery),
+        "ratio = 1 + the sum of these, each / all the calls' ideal time": {
+            name: round(value / ideal_calls, 3) for name, value in budget.items()
+        },
     }
 
 
@@ -230,7 +265,7 @@ def measure(args, work: Workload) -> dict:
         "other_cpu": machine_cpu - worker_cpu - own_cpu,
     }
     if args.explain:
-        result["explain"] = explain(run, args.concurrency)
+        result["explain"] = explain(run, args.concurrency, args.latency)
     return result
 
 

@@ -9,19 +9,15 @@ so nothing after the launch reads those files.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import logging
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Protocol
 
-from django.db import DatabaseError, IntegrityError, transaction
-
 from engine.loader import SuiteError, load_saved_suite
 from engine.schema import Suite as SuiteSpec
 from suites.models import ParsedVersion, SuiteFile, SuiteVersion
+from suites.parsed import keep, schema_digest
 
 log = logging.getLogger(__name__)
 
@@ -113,30 +109,5 @@ def _load(version: VersionKey) -> tuple[SuiteSpec | None, Exception | None, int]
         spec = load_saved_suite(source, files)
     except SuiteError as exc:  # kept, and raised to every reader; a database error is not kept
         return None, exc, len(source)
-    _keep(version.pk, spec)
+    keep(version.pk, spec)
     return spec, None, len(source) + files.size
-
-
-@functools.cache
-def schema_digest() -> str:
-    """A digest of the engine's suite schema: a kept parse is read back only under the schema that wrote it."""
-    return hashlib.sha256(json.dumps(SuiteSpec.model_json_schema(), sort_keys=True).encode()).hexdigest()
-
-
-def _keep(version_id: int, spec: SuiteSpec) -> None:
-    """Keep the parsed suite for the other processes (the launch parses it first, its workers read it). Without
-    its defaults: a 3,000-eval suite is 0.5 MB of JSON, less than its YAML. Best effort: a reader that finds
-    none parses the YAML. Plain suites only: a calibration set played as a suite carries its set beside the
-    schema's fields (engine.calibration.CalibrationSuite), which the JSON would lose."""
-    if type(spec) is not SuiteSpec:
-        return
-    parsed = spec.model_dump_json(exclude_defaults=True)
-    try:
-        with transaction.atomic():
-            ParsedVersion.objects.update_or_create(
-                version_id=version_id, defaults={"schema": schema_digest(), "suite": parsed}
-            )
-    except IntegrityError:
-        pass  # another process kept it at the same moment
-    except DatabaseError:
-        log.warning("suite version %s: its parse could not be kept", version_id, exc_info=True)

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from engine.clients import warm_up
+from suites import parsed
 
 from . import endpoints, execution, loop, scheduling
 
@@ -131,6 +132,8 @@ def freeze_startup_objects() -> None:
 @worker_ready.connect
 def start_sweeper(**kwargs) -> None:
     warm_up()
+    # The digest the kept parses are read under: computed here, not while a run's first conversations wait.
+    parsed.schema_digest()
     # Every worker sweeps; the conditional updates make concurrent sweeps harmless.
     try:
         execution.heartbeat.start()
