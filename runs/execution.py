@@ -206,9 +206,9 @@ def write_turns(batch: list) -> None:
     True once its turn is committed, False when its conversation is no longer ours (nothing written for it),
     or raises what the database raised. Never raises itself.
 
-    Each conversation still waits for its turn to be stored before it asks the next (a turn is durable
-    before anything follows from it), but the turns that arrive together go into one commit, and on SQLite
-    one turn of the write lock, instead of one each. At concurrency 100 the per-turn commits of 100 threads
+    A conversation's turns are stored in order, each after the one before is committed (the pump's on_turn),
+    and the turns that arrive together go into one commit, and on SQLite one turn of the write lock, instead
+    of one each. At concurrency 100 the per-turn commits of 100 threads
     queued on SQLite's write lock for ~70-90 ms a turn (bench/throughput.py --explain)."""
     now = timezone.now()
     rows = [_turn_row(cid, attempt, turn) for cid, attempt, turn, _ in batch]
@@ -323,13 +323,15 @@ class _StartFailed(Exception):
 
 
 class _Playing:
-    """A conversation the pump is playing: its claim, and whether a note of a wait found the claim taken."""
+    """A conversation the pump is playing: its claim, whether a note of a wait found the claim taken, and the
+    write of its latest turn, until the next turn or the end confirms it."""
 
-    __slots__ = ("claimed", "lost")
+    __slots__ = ("claimed", "lost", "storing")
 
     def __init__(self, claimed: sql.Claimed) -> None:
         self.claimed = claimed
         self.lost = threading.Event()
+        self.storing: concurrent.futures.Future | None = None
 
     def still_ours(self) -> bool:
         return not (self.lost.is_set() or heartbeat.was_handed_back(self.claimed.conversation_id))
@@ -593,8 +595,16 @@ class Pump:
             return not active
 
         async def on_turn(turn: TurnRecord) -> None:
-            if not await asyncio.wrap_future(self.store(conversation_id, attempt, turn)):
+            # The turn's write goes to the next round and the conversation goes on to its next model call
+            # meanwhile; the write is confirmed before the next turn's (turns are stored in order, each only
+            # while the claim is ours) or, for the last turn, before the end (_outcome). A worker killed in
+            # between loses the turn and the call in flight, as one killed during a call: the next claim
+            # replays from the last stored turn. What this saves: a round of the pump per turn, out of each
+            # conversation's time, and a round between its last turn and its end.
+            storing, playing.storing = playing.storing, None
+            if storing is not None and not await asyncio.wrap_future(storing):
                 raise LostClaim()
+            playing.storing = self.store(conversation_id, attempt, turn)
 
         def note_wait(wait: RetryWait) -> None:  # in the serving thread
             try:
@@ -670,6 +680,10 @@ def _outcome(playing: _Playing, done: concurrent.futures.Future) -> tuple[str, t
     conversation_id = playing.claimed.conversation_id
     try:
         result = done.result()
+        # Its last turn's write was queued before its end, so a round has done it (never waits: a bug would
+        # end the conversation in error, not stop the pump).
+        if playing.storing is not None and not playing.storing.result(timeout=0):
+            raise LostClaim()
         if playing.lost.is_set():
             raise LostClaim()
     except LostClaim:

@@ -146,3 +146,87 @@ def test_as_many_conversations_as_the_worker_holds_can_grade_beside_the_loop_at_
 
     arrived = asyncio.run_coroutine_threadsafe(all_grading_at_once(), event_loop()).result(timeout=30)
     assert sorted(arrived) == list(range(40))
+
+
+def _three_turns(user):
+    source = (
+        "name: piped\nmodel: fake/m\nevals:\n"
+        "  - {id: e0, checks: [{not_match: '*zzz*'}], turns: [{input: one}, {input: two}, {input: three}]}\n"
+    )
+    version = create_suite(owner=user, source=source).latest_version
+    return services.create_run(version=version, user=user, concurrency=1)
+
+
+def _when_the_fake_has(fake_openai, count: int, then) -> threading.Thread:
+    """In the background: once the fake has received `count` chat requests, run `then`."""
+
+    def wait() -> None:
+        deadline = time.monotonic() + 10
+        while len(fake_openai.chat_requests()) < count and time.monotonic() < deadline:
+            time.sleep(0.005)
+        then()
+
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_next_model_call_goes_out_while_the_last_turns_write_waits_for_the_pump(
+    user, fake_endpoint, fake_openai, published
+):
+    """A turn's write does not hold its conversation up: the pump's thread is kept busy from the first call
+    until the second call reaches the fake, so the first turn can only be written after the second call went
+    out. Turns are still written in order, each once, and the end after the last."""
+    fake_openai.latency = 0.3
+    run = _three_turns(user)
+    pump = Pump(capacity=1)
+    assert pump.offer(published[0])
+    second_call_while_busy = []
+
+    def busy_until_the_second_call() -> None:  # in the pump's thread: turn 1's write queues behind this
+        deadline = time.monotonic() + 3
+        while len(fake_openai.chat_requests()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        second_call_while_busy.append(len(fake_openai.chat_requests()) >= 2)
+
+    _when_the_fake_has(fake_openai, 1, lambda: pump.post(busy_until_the_second_call))
+    pump.serve(until_idle=True)
+
+    assert second_call_while_busy == [True]
+    conversation = run.conversations.get()
+    assert (conversation.status, conversation.turn_count) == (Status.PASSED, 3)
+    turns = list(conversation.turns.order_by("position"))
+    assert [turn.position for turn in turns] == [1, 2, 3]
+    assert [turn.record["prompt"] for turn in turns] == ["one", "two", "three"]
+    assert turns[0].created_at < turns[1].created_at < turns[2].created_at <= conversation.finished_at
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_lost_before_the_last_turns_write_ends_the_conversation_as_lost(
+    user, fake_endpoint, fake_openai, published
+):
+    """The last turn's write is confirmed when the conversation ends: taken over by another worker during its
+    last call, it writes neither that turn nor its end."""
+    from django.db.models import F
+
+    fake_openai.latency = 0.3
+    run = _three_turns(user)
+    pump = Pump(capacity=1)
+    assert pump.offer(published[0])
+    conversation = run.conversations.get()
+
+    def taken_over() -> None:  # in the pump's thread, as another worker's claim would do it
+        run.conversations.update(attempt=F("attempt") + 1, worker="elsewhere")
+
+    _when_the_fake_has(fake_openai, 3, lambda: pump.post(taken_over))
+    pump.serve(until_idle=True)
+
+    assert pump.outcomes == {conversation.pk: "lost"}
+    conversation.refresh_from_db()
+    assert (conversation.status, conversation.turn_count, conversation.worker) == (
+        Status.RUNNING,
+        2,
+        "elsewhere",
+    )
+    assert conversation.finished_at is None
