@@ -314,6 +314,61 @@ def fake_in_a_process(args, work: Workload):
         server.kill()
 
 
+def http_only(args, work: Workload) -> dict:
+    """The same number of model calls with nothing but an HTTP client: C coroutines on one event loop, each
+    taking the next conversation and making its 3 calls one after another with aiohttp (what the workers'
+    client uses), no engine, no database. What is left above 1 x ideal is the fake endpoint and this machine:
+    the floor under every other row at this concurrency and latency."""
+    import asyncio
+
+    import aiohttp
+
+    conversations = [f"conversation {i}" for i in range(args.n)]
+    with fake_in_a_process(args, work) as (base_url, answered):
+
+        async def play(session, queue: asyncio.Queue, latencies: list) -> None:
+            while not queue.empty():
+                first = queue.get_nowait()
+                messages = [{"role": "user", "content": first}]
+                for _ in range(TURNS):
+                    started = time.monotonic()
+                    async with session.post(f"{base_url}/chat/completions", json={"model": "bench-model", "messages": messages},
+                                            headers={"Authorization": "Bearer sk-bench"}) as response:  # fmt: skip
+                        reply = (await response.json())["choices"][0]["message"]["content"]
+                    latencies.append(time.monotonic() - started)
+                    messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": "next"}]
+
+        async def main() -> tuple[float, float, int]:
+            queue: asyncio.Queue = asyncio.Queue()
+            for first in conversations:
+                queue.put_nowait(first)
+            latencies: list[float] = []
+            connector = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                started = time.monotonic()
+                await asyncio.gather(*(play(session, queue, latencies) for _ in range(args.concurrency)))
+                return time.monotonic() - started, sum(latencies), len(latencies)
+
+        quiet_collector()
+        cpu = -time.process_time()
+        wall, in_calls, made = asyncio.run(main())
+        cpu += time.process_time()
+        calls = answered()
+    return {
+        "status": "passed" if made == args.n * TURNS else "failed",
+        "wall": wall,
+        "ideal": work.ideal,
+        "turns": made,
+        "calls": calls,
+        "worker_cpu": cpu,
+        "machine_busy": None,
+        # The calls as the client timed them, beyond the fake's latency: the endpoint's own share of the ratio.
+        "explain": {
+            "model calls beyond their latency, x ideal": round(in_calls / (made * args.latency) - 1, 3)
+        },
+    }
+
+
 def engine_only(args, work: Workload) -> dict:
     """The same conversations through the engine alone, in threads: no database, broker or Celery.
 
@@ -455,7 +510,7 @@ def cli(args, work: Workload) -> dict:
 def child(args, work: Workload) -> None:
     """The child's side: measure in this process (its environment names the backend), print JSON."""
     backend = os.environ.get("BENCH_BACKEND")
-    measure_ = {"engine": engine_only, "cli": cli}.get(backend, measure)
+    measure_ = {"http": http_only, "engine": engine_only, "cli": cli}.get(backend, measure)
     print(json.dumps(measure_(args, work)))
 
 
@@ -497,6 +552,7 @@ def run_backends(args, child_argv: list[str]) -> list[dict]:
 
 
 BACKENDS = {
+    "http": "HTTP client alone",
     "engine": "engine only (floor)",
     "cli": "evalsite run (CLI)",
     "embedded": "SQLite + filesystem",
@@ -511,7 +567,7 @@ def measure_in_child(backend: str, child_argv: list[str]) -> dict | None:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalsite.settings", "EVALSITE_DEV": "1",
            "EVALSITE_VAR_DIR": str(var_dir), "BENCH_FAKE_KEY": "sk-bench", "LOG_LEVEL": "WARNING"}  # fmt: skip
     env["BENCH_BACKEND"] = backend
-    if backend in ("engine", "cli"):
+    if backend in ("http", "engine", "cli"):
         pass
     elif backend == "embedded":
         env["DATABASE_URL"] = f"sqlite:///{var_dir / 'bench.sqlite3'}"
