@@ -54,7 +54,7 @@ from engine.schema import SCALES
 from engine.stats import DISTANCE_PLACES, IteratedResult, Tally, iterated_result, iterated_results, stats_of
 from engine.transcript import format_transcript
 
-from . import specs
+from . import search, specs
 from .models import (
     ACTIVE,
     FINISHED,
@@ -918,9 +918,7 @@ def conversation_by_eval(run: Run, eval_id: str, iteration: int = 0) -> Conversa
 def saying(run: Run, text: str) -> Q:
     """Conversations whose first prompt, or any turn's prompt or reply, contains `text` (any case), as one
     condition the run page's query carries: the database searches, nothing is collected here."""
-    turns = Turn.objects.filter(conversation__run=run).filter(
-        Q(record__response__icontains=text) | Q(record__prompt__icontains=text)
-    )
+    turns = Turn.objects.filter(conversation__run=run).filter(search.turns_saying(text))
     return Q(prompt__icontains=text) | Q(pk__in=turns.values("conversation_id"))
 
 
