@@ -21,22 +21,30 @@ _PRESENT = {
 SHORTEST = 3  # characters: a trigram index cannot narrow a shorter text down
 
 
-def turns_saying(text: str) -> Q:
-    """Turns whose prompt or reply contains `text`, in any case, as a condition on Turn."""
-    scan = Q(record__response__icontains=text) | Q(record__prompt__icontains=text)
-    if len(text) < SHORTEST or not _indexed(connection.vendor, str(connection.settings_dict["NAME"])):
-        return scan
-    if connection.vendor == "sqlite":
-        # The index narrows the turns to those holding every trigram of the text in order; the scan's own
-        # condition then decides on those few, so the answer is the scan's (LIKE folds ASCII case only).
-        phrase = '"' + text.replace('"', '""') + '"'
-        return scan & Q(
-            pk__in=RawSQL("SELECT rowid FROM runs_turn_text WHERE runs_turn_text MATCH %s", [phrase])
+def conversations_saying(run, text: str):
+    """Ids of the conversations with a turn whose prompt or reply contains `text`, in any case, for a condition
+    `pk__in` on the run's conversations (the caller's query keeps to the run)."""
+    if len(text) >= SHORTEST and _indexed(connection.vendor, str(connection.settings_dict["NAME"])):
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        if connection.vendor == "sqlite":
+            # From the index's few turns (CROSS JOIN keeps SQLite from walking the run's conversations and
+            # probing each one's turns instead: 100,000 lookups), then the scan's own condition decides on
+            # them, so the answer stays LIKE's (which folds ASCII case only).
+            phrase = '"' + text.replace('"', '""') + '"'
+            return RawSQL(
+                """SELECT t.conversation_id FROM runs_turn_text f CROSS JOIN runs_turn t ON t.id = f.rowid
+                   WHERE runs_turn_text MATCH %s
+                     AND (json_extract(t.record, '$.response') LIKE %s ESCAPE '\\'
+                          OR json_extract(t.record, '$.prompt') LIKE %s ESCAPE '\\')""",
+                [phrase, pattern, pattern],
+            )
+        # PostgreSQL: the indexed text, unquoted (the scan compared the JSON, so a reply's quote or line break
+        # did not match itself), ILIKE'd: exact, and what the index serves.
+        return RawSQL(
+            f"SELECT conversation_id FROM {Turn._meta.db_table} WHERE {_PG_TEXT} ILIKE %s", [pattern]
         )
-    # PostgreSQL: the indexed text, unquoted (the scan compared the JSON, so a reply's quote or line break did
-    # not match itself), ILIKE'd: exact, and what the index serves.
-    pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    return Q(pk__in=RawSQL(f"SELECT id FROM {Turn._meta.db_table} WHERE {_PG_TEXT} ILIKE %s", [pattern]))
+    scan = Q(record__response__icontains=text) | Q(record__prompt__icontains=text)
+    return Turn.objects.filter(conversation__run=run).filter(scan).values("conversation_id")
 
 
 @functools.cache

@@ -918,8 +918,7 @@ def conversation_by_eval(run: Run, eval_id: str, iteration: int = 0) -> Conversa
 def saying(run: Run, text: str) -> Q:
     """Conversations whose first prompt, or any turn's prompt or reply, contains `text` (any case), as one
     condition the run page's query carries: the database searches, nothing is collected here."""
-    turns = Turn.objects.filter(conversation__run=run).filter(search.turns_saying(text))
-    return Q(prompt__icontains=text) | Q(pk__in=turns.values("conversation_id"))
+    return Q(prompt__icontains=text) | Q(pk__in=search.conversations_saying(run, text))
 
 
 def eval_tags(run: Run) -> dict[int, list[str]]:

@@ -9,7 +9,7 @@ from django.db import connection
 
 from engine.results import TurnRecord
 from runs import search, selectors
-from runs.models import Conversation, Run, Status, Turn
+from runs.models import Conversation, Run, Status
 from suites import services as suite_services
 from tests.factories import mock_run, store_turns
 
@@ -69,13 +69,16 @@ def test_the_index_exists_and_a_search_uses_it(user):
             sql, params = query.sql_with_params()
             cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
             plan = " ".join(str(row[-1]) for row in cursor.fetchall())
-            assert "VIRTUAL TABLE INDEX" in plan and "runs_turn_text" in plan, plan
+            # Driven from the index: its matches first, then each matching turn by its key (not the run's
+            # conversations, each probed for its turns).
+            assert "SCAN f VIRTUAL TABLE INDEX" in plan, plan
+            assert plan.index("SCAN f VIRTUAL TABLE INDEX") < plan.index(
+                "SEARCH t USING INTEGER PRIMARY KEY"
+            ), plan
         else:
-            # The turns' condition alone, and plain scans of the table ruled out: with a handful of rows the
+            # The turns' subquery alone, and plain scans of the table ruled out: with a handful of rows the
             # planner would rather read them all than any index; the index is what serves it at scale.
-            sql, params = (
-                Turn.objects.filter(search.turns_saying("canberra")).values("pk").query.sql_with_params()
-            )
+            sql, params = search.conversations_saying(run, "canberra").as_sql(None, connection)
             cursor.execute("ANALYZE runs_turn")
             cursor.execute("SET LOCAL enable_seqscan = off")
             cursor.execute("SET LOCAL enable_indexscan = off")
