@@ -168,3 +168,20 @@ def test_inside_a_callers_transaction_nothing_is_kept(user, fake_endpoint, publi
     with transaction.atomic():
         scheduling.conversation_ended(run.pk, "fake", keep=keep)
     assert keep.ids == [] and len(published) == 2
+
+
+def test_what_a_dispatch_marks_beyond_the_freed_slots_is_left_to_the_pumps_not_published(
+    user, fake_endpoint, published
+):
+    """Another worker's conversation ended at the same moment, so this worker's dispatch marks two: it keeps
+    the one its own end freed and publishes nothing; the other waits, sent, for a pump with room, here this
+    one's once the kept one ends (a message would only have been dropped by a full pump, or found it taken)."""
+    run = _launch(user, "surplus", evals=4, concurrency=2)
+    first, second = published
+    Conversation.objects.filter(pk=second).update(status=Status.FAILED, finished_at=timezone.now())
+    execution.execute(first)
+
+    assert published == [first, second]
+    conversations = list(run.conversations.all())
+    assert {c.status for c in conversations} == {Status.FAILED}
+    assert all(c.attempt == 1 for c in conversations if c.pk != second)
