@@ -10,7 +10,7 @@ PostgreSQL role that may not create the extension) nothing is created and search
 
 from django.db import migrations, transaction
 
-# Must stay the same expression in the index, its triggers and runs.search.
+# The text indexed: the same expression in the index and its triggers (and, for PostgreSQL, in runs.search).
 SQLITE_TEXT = "coalesce(json_extract({row}.record, '$.prompt'), '') || char(10) || coalesce(json_extract({row}.record, '$.response'), '')"
 PG_TEXT = "(coalesce(record->>'prompt', '') || E'\\n' || coalesce(record->>'response', ''))"
 
