@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.management.commands.evalserve import default_web_processes
+from runs.management.commands.evalserve import Supervisor, default_web_processes
 from tests.conftest import ROOT
 
 LAUNCH_AND_WAIT = """
@@ -169,3 +169,27 @@ def test_serves_the_dashboard_plays_runs_on_two_worker_processes_restarts_them_a
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         log.close()
+
+
+def test_a_worker_that_exits_once_the_server_is_stopping_is_not_started_again():
+    """Ctrl-C reaches the workers too (one process group), while gunicorn may still take a second to stop: the
+    supervisor must not start them again meanwhile. Before the stop, the same death is a restart."""
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    supervisor = Supervisor([sleeper, sleeper], check_every=0.02)
+    supervisor.MIN_BACKOFF = 0.0
+    supervisor.start()
+    try:
+        first, second = supervisor.processes
+        first.kill()
+        deadline = time.monotonic() + 10
+        while supervisor.restarts == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert supervisor.restarts == 1 and supervisor.processes[0] is not first
+
+        supervisor.stop_restarting()
+        second.kill()
+        second.wait()
+        time.sleep(0.3)  # fifteen of the watch's intervals
+        assert supervisor.restarts == 1 and supervisor.processes[1] is second
+    finally:
+        supervisor.stop()

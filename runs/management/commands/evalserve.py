@@ -110,10 +110,15 @@ class Supervisor:
                     self.restarts += 1
                     log.warning("worker %d started again (pid %d)", n + 1, self.processes[n].pid)
 
-    def stop(self, timeout: float = 10) -> None:
+    def stop_restarting(self) -> None:
+        """From now on a worker that exits stays down: the server is stopping, and Ctrl-C reaches the workers
+        (they are in its process group) while gunicorn is still shutting down."""
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
+
+    def stop(self, timeout: float = 10) -> None:
+        self.stop_restarting()
         for process in self.processes:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
@@ -182,7 +187,10 @@ class Command(BaseCommand):
         self.stdout.flush()
         try:
             web.wait()
+        except KeyboardInterrupt:
+            pass  # Ctrl-C: stop everything below, without a traceback
         finally:
+            supervisor.stop_restarting()  # before waiting for gunicorn: Ctrl-C has stopped the workers too
             # Ctrl-C reaches gunicorn too (it is in our process group); a SIGTERM to us must be passed on.
             if web.poll() is None:
                 web.terminate()
