@@ -5,8 +5,8 @@
 
 One suite, launched as the launch form launches it (runs.services.create_run, its conversations streamed
 into the database), then every conversation played through the worker's own writes without a model: its
-claim (runs.execution.claim, a thousand at a time), each turn (runs.execution._store_turn: the Turn row and the conversation's
-counters) and its end (runs.execution._finish), so the database holds what workers write. One eval in ten
+claim (runs.execution.claim, a thousand at a time), each turn (runs.execution._store_turn: the Turn row and
+the conversation's counters) and its end (runs.execution._finish), so the database holds what workers write. One eval in ten
 fails. `--shape dataset`: a dataset of N rows, each eval once; `iterations`: 100 evals × N/100 iterations
 (the run page then summarises every iteration). `--db PATH` keeps the SQLite database to measure again
 without building (or DATABASE_URL's, migrated, for PostgreSQL).

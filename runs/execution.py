@@ -208,8 +208,8 @@ def write_turns(batch: list) -> None:
 
     A conversation's turns are stored in order, each after the one before is committed (the pump's on_turn),
     and the turns that arrive together go into one commit, and on SQLite one turn of the write lock, instead
-    of one each. At concurrency 100 the per-turn commits of 100 threads
-    queued on SQLite's write lock for ~70-90 ms a turn (bench/throughput.py --explain)."""
+    of one each. At concurrency 100 the per-turn commits of 100 threads queued on SQLite's write lock for
+    ~70-90 ms a turn (bench/throughput.py --explain)."""
     now = timezone.now()
     rows = [_turn_row(cid, attempt, turn) for cid, attempt, turn, _ in batch]
     try:
@@ -682,9 +682,7 @@ def _outcome(playing: _Playing, done: concurrent.futures.Future) -> tuple[str, t
         result = done.result()
         # Its last turn's write was queued before its end, so a round has done it (never waits: a bug would
         # end the conversation in error, not stop the pump).
-        if playing.storing is not None and not playing.storing.result(timeout=0):
-            raise LostClaim()
-        if playing.lost.is_set():
+        if (playing.storing is not None and not playing.storing.result(timeout=0)) or playing.lost.is_set():
             raise LostClaim()
     except LostClaim:
         log.warning("conversation %s was taken over by another worker; stopping", conversation_id)

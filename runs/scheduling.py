@@ -54,15 +54,9 @@ class Keep:
     def full(self) -> bool:
         return len(self.ids) >= self.room
 
-    def take(self, ids: list[int]) -> list[int]:
-        """Keep what room is left for, in order; the rest, to publish: none. What a worker's dispatch marks
-        beyond its own freed slots is for slots other workers freed at the same moment, and their pumps take
-        sent-unclaimed conversations from the database as their own ends free slots, or within
-        Pump.POLL_SECONDS when idle; a message would only be dropped or find the conversation claimed (at
-        concurrency 100, publishing and consuming those messages was ~6 % of the workers' CPU)."""
-        n = max(0, self.room - len(self.ids))
-        self.ids += ids[:n]
-        return []
+    def take(self, ids: list[int]) -> None:
+        """Keep what room is left for, in order."""
+        self.ids += ids[: max(0, self.room - len(self.ids))]
 
 
 def dispatch(run_id, *, keep: Keep | None = None) -> int:
@@ -73,12 +67,11 @@ def dispatch(run_id, *, keep: Keep | None = None) -> int:
     (BEGIN IMMEDIATE, see settings).
 
     With `keep`, the first conversations marked sent (as many as it has room for) are not published but kept
-    in it, once the marking has committed, and the others are left to the other workers' pumps (Keep.take):
-    a worker whose conversations just ended plays them at once,
-    instead of leaving its slots idle while the messages wait for whichever worker frees a prefetch slot
-    next. They are marked sent like the others, so the caps count them, and if the worker dies before claiming it, it is
-    recovered as any sent-but-unclaimed conversation is (WorkerWatch.take_over resends, sweep after two
-    leases). Nothing is kept while another sent conversation waits unclaimed: workers are short of slots
+    in it, once the marking has committed, and the others are left to the other workers' pumps (_kept): a
+    worker whose conversations just ended plays them at once, instead of leaving its slots idle while the
+    messages wait for whichever worker frees a prefetch slot next. They are marked sent like the others, so
+    the caps count them, and if the worker dies before claiming them, they are recovered as any
+    sent-but-unclaimed conversation is (WorkerWatch.take_over resends, sweep after two leases). Nothing is kept while another sent conversation waits unclaimed: workers are short of slots
     then, and its message, first in the broker's queue, must not wait behind a chain of kept ones (another
     run's, say); all are published, in order, and the worker takes the oldest waiting instead.
     """
@@ -134,8 +127,15 @@ def _one_waits(ids: list) -> bool:
 
 
 def _kept(ids: list, keep: Keep | None) -> list:
-    """The ids to publish, after those `keep` has room for, when the caller keeps any."""
-    return ids if keep is None else keep.take(ids)
+    """The ids to publish: all of them, unless the caller keeps some, and then none. What a worker's dispatch
+    marks beyond its own freed slots is for slots other workers freed at the same moment, and their pumps take
+    sent-unclaimed conversations from the database as their own ends free slots, or within Pump.POLL_SECONDS
+    when idle; a message would only be dropped or find the conversation claimed (at concurrency 100,
+    publishing and consuming those messages was ~6 % of the workers' CPU)."""
+    if keep is None:
+        return ids
+    keep.take(ids)
+    return []
 
 
 def dispatch_endpoint(endpoint_name: str, exclude=None, *, keep: Keep | None = None) -> None:

@@ -25,7 +25,7 @@ def conversations_saying(run, text: str):
     """Ids of the conversations with a turn whose prompt or reply contains `text`, in any case, for a condition
     `pk__in` on the run's conversations (the caller's query keeps to the run)."""
     if len(text) >= SHORTEST and _indexed(connection.vendor, str(connection.settings_dict["NAME"])):
-        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        pattern = f"%{connection.ops.prep_for_like_query(text)}%"  # as Django escapes icontains
         if connection.vendor == "sqlite":
             # From the index's few turns (CROSS JOIN keeps SQLite from walking the run's conversations and
             # probing each one's turns instead: 100,000 lookups), then the scan's own condition decides on

@@ -53,20 +53,16 @@ def _run(schema_editor, statements: list[str]) -> None:
         print(f"\n  runs: no index for searching turns ({exc}); search reads every turn of a run instead")
 
 
+# Each backend's statements: (to make the index, to drop it); other backends get none.
+STATEMENTS = {"sqlite": (SQLITE, SQLITE_UNDO), "postgresql": (PG, PG_UNDO)}
+
+
 def create(apps, schema_editor) -> None:
-    vendor = schema_editor.connection.vendor
-    if vendor == "sqlite":
-        _run(schema_editor, SQLITE)
-    elif vendor == "postgresql":
-        _run(schema_editor, PG)
+    _run(schema_editor, STATEMENTS.get(schema_editor.connection.vendor, ([], []))[0])
 
 
 def drop(apps, schema_editor) -> None:
-    vendor = schema_editor.connection.vendor
-    if vendor == "sqlite":
-        _run(schema_editor, SQLITE_UNDO)
-    elif vendor == "postgresql":
-        _run(schema_editor, PG_UNDO)
+    _run(schema_editor, STATEMENTS.get(schema_editor.connection.vendor, ([], []))[1])
 
 
 class Migration(migrations.Migration):
