@@ -24,6 +24,7 @@ import math
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -545,7 +546,8 @@ def run_backends(args, child_argv: list[str]) -> list[dict]:
         results.sort(key=lambda result: result["wall"] / result["ideal"])
         if len(results) > 1:
             ratios = [result["wall"] / result["ideal"] for result in results]
-            print(f"{'':<22}median of {len(results)}: {ratios[len(ratios) // 2]:.3f} "
+            # statistics.median: of an even count, the mean of the middle two (not the higher one)
+            print(f"{'':<22}median of {len(results)}: {statistics.median(ratios):.3f} "
                   f"(range {ratios[0]:.3f} to {ratios[-1]:.3f})")  # fmt: skip
         rows.append({"backend": backend, **results[len(results) // 2]})
     return rows
