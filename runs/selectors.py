@@ -726,6 +726,11 @@ def eval_results(run: Run, chunk: int | None = None) -> Iterator[EvalResult]:
         batch = list(rows.prefetch_related("turns", "overrides__created_by")[:chunk])
         for conversation in batch:
             yield eval_result(conversation, turn_records(conversation))
+            # Each prefetched turn and override points back at its conversation: a reference cycle, which
+            # only the garbage collector frees, and a process holding a large suite runs its full
+            # collections seldom, so the chunks piled up (98 MB above the start at 100,000 conversations,
+            # 44 MB at 10,000). Without the cache nothing refers back, and each chunk is freed as it ends.
+            conversation._prefetched_objects_cache.clear()
         if len(batch) < chunk:
             return
         after = (batch[-1].index, batch[-1].iteration)
