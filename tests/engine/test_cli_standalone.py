@@ -471,6 +471,13 @@ def test_unreadable_dataset_names_the_file_and_line(folder, suite, expected, com
     assert len(lines) == len(expected) + 1  # and the summary line
 
 
+def as_from_a_terminal() -> None:
+    """In the child, before exec: SIGINT at its default, as a terminal's Ctrl-C finds it. A shell that runs
+    the tests as a background job (a CI runner may) starts them with SIGINT ignored, which every child
+    inherits, and Python leaves an ignored SIGINT ignored, so the command never saw the signal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_the_run_with_one_line(fake, suite):
     """Interrupting a run is the user's choice, not a crash: one line, exit 130, no traceback."""
     fake.script("What is 15 * 7?", [Reply(text="105", latency=30)])
@@ -482,7 +489,7 @@ def test_ctrl_c_stops_the_run_with_one_line(fake, suite):
     }
     process = subprocess.Popen(
         [str(EVALSITE), "run", str(suite)], cwd=suite.parent, env=fresh_env(**env),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while not fake.requests and time.monotonic() < deadline:  # a conversation is in flight
