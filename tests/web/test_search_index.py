@@ -101,3 +101,34 @@ def test_turns_deleted_with_their_run_leave_the_index(user):
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM runs_turn_text WHERE runs_turn_text MATCH '\"canberra\"'")
             assert cursor.fetchone()[0] == 2  # the other run's two turns; the deleted run's are gone
+
+
+def test_a_nul_character_in_the_address_is_a_400_that_names_it_on_every_backend(user, logged_in):
+    """%00 cannot be searched for: SQLite's full-text query ends its text there ("unterminated string") and
+    PostgreSQL refuses it in any text. The run page's search, the runs list's and the API's filters each say
+    so, naming the parameter, instead of a 500; the same search without it still answers."""
+    from django.urls import reverse
+
+    from runs.tokens import create_token
+    from tests.factories import bearer
+
+    run = _run(user)
+    page = reverse("runs:detail", args=[run.pk])
+    assert logged_in.get(page, {"q": "canberra"}).status_code == 200
+
+    for url, key in [(page, "q"), (reverse("runs:list"), "q"), (reverse("runs:list"), "model")]:
+        response = logged_in.get(url, {key: "canb\x00erra"})
+        assert response.status_code == 400, (url, key)
+        assert response["Content-Type"].startswith("text/plain")
+        assert response.content.decode() == (
+            f"The address's '{key}' parameter holds a NUL character (%00), which no page, search or filter "
+            "accepts.\n"
+        )
+
+    _, token = create_token(user, "ci")
+    response = logged_in.get("/api/runs", {"model": "x\x00"}, **bearer(token))
+    assert response.status_code == 400
+    assert response.json() == {
+        "detail": "The address's 'model' parameter holds a NUL character (%00), which no page, search or "
+        "filter accepts"
+    }
