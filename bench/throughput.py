@@ -108,8 +108,14 @@ def explain(run, concurrency: int, call_seconds: float) -> dict:
     """
     phases: dict[str, list[float]] = {}
     starts, finishes, delivery = [], [], []
+    odd = []  # conversations that did not end with turns (an error, say): listed, not timed
     for conversation in run.conversations.prefetch_related("turns"):
         turns = list(conversation.turns.all())
+        if not turns or conversation.started_at is None or conversation.finished_at is None:
+            odd.append(
+                f"{conversation.eval_id} {conversation.status}, {len(turns)} turns: {conversation.error}"
+            )
+            continue
         marks = [conversation.started_at, *(turn.created_at for turn in turns), conversation.finished_at]
         latencies = [turn.record["latency_ms"] for turn in turns] + [0]
         names = ["claim, load, turn 1", *(f"turn {n}" for n in range(2, len(turns) + 1)), "finish"]
@@ -131,7 +137,9 @@ def explain(run, concurrency: int, call_seconds: float) -> dict:
         for c in run.conversations.prefetch_related("turns")
         for turn in c.turns.all()
     ]
-    first = min(run.conversations.all(), key=lambda conversation: conversation.started_at)
+    first = min(
+        (c for c in run.conversations.all() if c.started_at), key=lambda conversation: conversation.started_at
+    )
     # Where the ratio goes: C slots x wall time = the model calls + each conversation's time beyond its calls
     # + slot time with no conversation (the ramp before the first C start, the gaps between one conversation
     # and the next in a slot, the tail after the last start). Each part / the ideal calls' time (C x ideal).
@@ -179,6 +187,7 @@ def explain(run, concurrency: int, call_seconds: float) -> dict:
         "ratio = 1 + the sum of these, each / all the calls' ideal time": {
             name: round(value / ideal_calls, 3) for name, value in budget.items()
         },
+        **({f"not timed: {len(odd)} conversation(s), the first": odd[:5]} if odd else {}),
     }
 
 
