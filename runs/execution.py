@@ -358,6 +358,7 @@ class Pump:
     BATCH = 400  # jobs at most in one round: a long transaction would hold SQLite's write lock as long
     RUN_CHECK_SECONDS = 0.5  # a cancel takes effect within this, plus the turn in flight
     POLL_SECONDS = 0.1  # a worker with free slots looks this often for conversations sent and not claimed
+    RETAKES = 3  # looks again at once, at most, in a round whose claims others won (_round)
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(1, capacity)
@@ -484,7 +485,15 @@ class Pump:
         starting = self._end(ended) if ended else []
         if poll and not ended and not heartbeat.stopping.is_set() and self._poll_due():
             starting += self._take_waiting(self.capacity - self.held(), besides=offered)
-        self._start(offered + starting)
+        lost = self._start(offered + starting)
+        # A claim lost to another worker means workers reach for the same conversations: at a launch every pump
+        # with room polls the same oldest ones, while their messages are still on the way to one or the other.
+        # What this pump lost, the winner's full pump may have dropped in its turn: look again now, not a poll
+        # interval later (at concurrency 300 that left slots empty up to 0.5 s after a launch).
+        for _ in range(self.RETAKES):
+            if not (poll and lost) or heartbeat.stopping.is_set():
+                break
+            lost = self._start(self._take_waiting(self.capacity - self.held()))
 
     def _poll_due(self) -> bool:
         """Whether to look for waiting conversations now: every POLL_SECONDS at most, not every round (a pump
@@ -526,16 +535,17 @@ class Pump:
             self._held += len(taken)
         return taken
 
-    def _start(self, ids: list[int]) -> None:
-        """Claim these conversations, whose slots are taken, in one statement, and start those claimed."""
+    def _start(self, ids: list[int]) -> list[int]:
+        """Claim these conversations, whose slots are taken, in one statement, and start those claimed. The ids
+        it could not claim: taken by another worker, or their run has ended."""
         if not ids:
-            return
+            return []
         if heartbeat.stopping.is_set():
             # Offered while this worker stops: leave them to the others, and send them again, since their
             # messages are about to be taken off the queue unplayed.
             self._release(ids)
             scheduling.resend(ids)
-            return
+            return []
         try:
             claimed = claim(ids)
         except Exception:
@@ -544,7 +554,8 @@ class Pump:
             scheduling.resend(ids)
             raise
         started = {c.conversation_id for c in claimed}
-        self._release([pk for pk in ids if pk not in started])  # claimed elsewhere, or their run has ended
+        lost = [pk for pk in ids if pk not in started]
+        self._release(lost)
         registry = build_registry()
         checked = time.monotonic()  # the claim just saw each run active
         for c in claimed:
@@ -561,6 +572,7 @@ class Pump:
                 continue
             done = asyncio.run_coroutine_threadsafe(coroutine, event_loop())
             done.add_done_callback(lambda done, playing=playing: self._put("ended", (playing, done), None))
+        return lost
 
     def _record(self, conversation_id: int, outcome: str) -> None:
         if self._keep_outcomes:

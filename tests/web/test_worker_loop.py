@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from runs import execution, services
+from runs import execution, services, sql
 from runs.execution import Pump
 from runs.loop import event_loop
 from runs.models import Status
@@ -96,6 +98,34 @@ def test_a_worker_pump_with_free_slots_takes_what_a_full_one_dropped(user, fake_
         idle.stop()
     assert run.conversations.filter(status=Status.FAILED).count() == 2
     assert idle.held() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pump_that_loses_its_claims_to_another_worker_looks_again_at_once(
+    user, fake_endpoint, published, monkeypatch
+):
+    # At a launch every pump with room reaches for the same conversations. One that loses them must take the
+    # others still waiting in the same round, not a poll interval later (set here to a minute).
+    monkeypatch.setattr(Pump, "POLL_SECONDS", 60)
+    run = _launch(user, evals=4, concurrency=4)
+    first, second, third, fourth = published
+    pump = Pump(capacity=2)
+    assert pump.offer(first) and pump.offer(second)  # full: its first poll finds no room
+    now = timezone.now()
+    taken = sql.claim([first, second], now, now + timedelta(minutes=5), "other@host")
+    assert len(taken) == 2  # another worker won both before this pump's claim
+
+    pump.start()
+    try:
+        deadline = time.monotonic() + 20
+        while run.conversations.filter(status=Status.FAILED).count() < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        pump.stop()
+    ours = run.conversations.filter(worker=execution.heartbeat.name)
+    assert {c.pk for c in ours} == {third, fourth}
+    assert {c.status for c in ours} == {Status.FAILED}
+    assert run.conversations.filter(worker="other@host").count() == 2
 
 
 @pytest.mark.django_db(transaction=True)
