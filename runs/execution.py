@@ -140,10 +140,7 @@ class _Heartbeat:
                     renewed = time.monotonic()
                     with self.lock:
                         active = list(self.active)
-                    if active:
-                        Conversation.objects.filter(
-                            pk__in=active, worker=self.name, status=Status.RUNNING
-                        ).update(lease_expires_at=timezone.now() + _lease())
+                    sql.renew_leases(active, self.name, timezone.now() + _lease())
             except Exception:  # a database hiccup must not kill the heartbeat; the next beat tries again
                 log.exception("worker heartbeat failed")
             finally:
@@ -213,8 +210,7 @@ def write_turns(batch: list) -> None:
     now = timezone.now()
     rows = [_turn_row(cid, attempt, turn) for cid, attempt, turn, _ in batch]
     try:
-        with transaction.atomic():
-            stored = sql.store_turns(rows, now=now)
+        stored = _retrying_deadlocks(lambda: sql.store_turns(rows, now=now))
     except IntegrityError:
         # A turn already stored at its position (a conversation taken over and replayed meanwhile): that one
         # alone fails; the others are written one transaction each.
@@ -234,6 +230,23 @@ def write_turns(batch: list) -> None:
             future.set_exception(outcome)
         else:
             future.set_result(outcome)
+
+
+def _retrying_deadlocks(write: Callable, tries: int = 3):
+    """write() in a transaction, run again if PostgreSQL aborted it to break a deadlock or a serialization
+    conflict, as its manual asks of the application: the other transaction has gone on by then. The writes
+    lock rows in one order (runs.sql), so this is the exception; without it, one such abort failed every
+    conversation whose turn was in the batch."""
+    for attempt in range(1, tries + 1):
+        try:
+            with transaction.atomic():
+                return write()
+        except DatabaseError as exc:
+            if attempt == tries or getattr(exc.__cause__, "sqlstate", None) not in ("40P01", "40001"):
+                raise
+            log.warning(
+                "a deadlock aborted the turns' write; writing them again (%d of %d)", attempt + 1, tries
+            )
 
 
 def _note_wait(conversation_id: int, attempt: int, wait: RetryWait) -> None:
@@ -718,6 +731,7 @@ def _write_ends(writes: list) -> None:
     requeue it and the next claim resumes it."""
     if not writes:
         return
+    writes = sorted(writes, key=lambda write: write[0].conversation_id)  # rows locked in id order (runs.sql)
     try:
         with transaction.atomic():
             for claimed, fn, argument in writes:

@@ -5,19 +5,22 @@ server, with the messages dispatch would publish recorded instead of sent."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from engine.results import TurnRecord
 from runs import execution, services, sql
 from runs.execution import Pump
 from runs.loop import event_loop
-from runs.models import Status
+from runs.models import Status, Turn
 from suites.services import create_suite
 
 
@@ -260,3 +263,54 @@ def test_a_claim_lost_before_the_last_turns_write_ends_the_conversation_as_lost(
         "elsewhere",
     )
     assert conversation.finished_at is None
+
+
+def _postgres(**options):
+    """A connection of its own to the test database, beside Django's."""
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    return psycopg.connect(**params, **options)
+
+
+@pytest.mark.sql
+@pytest.mark.django_db(transaction=True)
+def test_turn_writes_that_postgresql_aborts_in_a_deadlock_are_written_again(user, published):
+    # Another connection holds one of the batch's rows, then reaches for a row the batch holds: PostgreSQL
+    # breaks the cycle by aborting the batch, whose conversations must not end as errors for it.
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has one writer at a time: no deadlock")
+    _launch(user, evals=2, concurrency=2)
+    first, second = sorted(published)
+    claimed = {c.conversation_id: c.attempt for c in execution.claim([first, second])}
+    batch = [
+        (pk, claimed[pk], TurnRecord(turn=1, prompt="q", response="a"), concurrent.futures.Future())
+        for pk in (first, second)
+    ]
+
+    def write() -> None:
+        execution.write_turns(batch)
+        connection.close()  # this thread's own
+
+    writing = threading.Thread(target=write)
+    with _postgres() as other, _postgres(autocommit=True) as watcher:
+        # Only the batch's wait reaches PostgreSQL's deadlock check (after its own deadlock_timeout, 1 s).
+        other.execute("SET deadlock_timeout = '60s'")
+        other.execute("UPDATE runs_conversation SET waiting_reason = '' WHERE id = %s", [second])
+        writing.start()
+        deadline = time.monotonic() + 10
+        while (
+            time.monotonic() < deadline
+            and not watcher.execute(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'"
+            ).fetchone()[0]
+        ):
+            time.sleep(0.02)  # until the batch, holding the first row, waits for the second
+        other.execute("UPDATE runs_conversation SET waiting_reason = '' WHERE id = %s", [first])
+        other.commit()
+        writing.join(timeout=30)
+    assert [future.result(timeout=0) for *_, future in batch] == [True, True]
+    assert sorted(Turn.objects.filter(position=1).values_list("conversation_id", flat=True)) == [
+        first,
+        second,
+    ]
