@@ -676,8 +676,11 @@ def _safe_key(messages: list) -> str | None:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    # Bursts of 20+ simultaneous connects must queue, not be refused.
-    request_queue_size = 128
+    # Bursts of simultaneous connects must queue, not be dropped: a launch at concurrency 300 opens hundreds at
+    # once, faster than the accepting thread takes them, and each connect the kernel dropped beyond the queue
+    # was retried by its client a second later (TcpExtListenOverflows), a 1 s model call then taking 2 s.
+    # A real server's queue is as long (uvicorn's default backlog is 2048); the kernel caps it at somaxconn.
+    request_queue_size = 2048
 
     def __init__(self, address: tuple[str, int], fake: FakeOpenAI):
         self.fake = fake
