@@ -587,13 +587,29 @@ def measure_in_child(backend: str, child_argv: list[str]) -> dict | None:
         fresh_postgres_and_redis()
         env["DATABASE_URL"] = PG_URL
         env["CELERY_BROKER_URL"] = REDIS_URL
+    dropped = -listen_overflows()
     process = subprocess.run([sys.executable, *child_argv, "--child"], env=env, capture_output=True,
                              text=True, cwd=ROOT)  # fmt: skip
+    dropped += listen_overflows()
     shutil.rmtree(var_dir, ignore_errors=True)
     if process.returncode != 0:
         measure_in_child.error = process.stderr[-3000:]
         return None
-    return json.loads(process.stdout.strip().splitlines()[-1])
+    return {**json.loads(process.stdout.strip().splitlines()[-1]), "dropped_connects": dropped}
+
+
+def listen_overflows() -> int:
+    """Connects this machine's kernel dropped because a server's accept queue was full, since boot. Each one
+    is retried by its client after a second: a 1 s model call then takes 2 s. Counted so a run that had any
+    says so (the fake endpoint's queue was once too short for a launch at concurrency 300)."""
+    try:
+        lines = Path("/proc/net/netstat").read_text().splitlines()
+    except OSError:
+        return 0
+    for names, values in zip(lines[::2], lines[1::2], strict=False):
+        if names.startswith("TcpExt:"):
+            return int(dict(zip(names.split(), values.split(), strict=True)).get("ListenOverflows", 0))
+    return 0
 
 
 def print_row(label: str, result: dict) -> None:
@@ -607,6 +623,10 @@ def print_row(label: str, result: dict) -> None:
             cpu += f" (fake endpoint {result['fake_cpu']:.1f} s, database, broker and rest {result['other_cpu']:.1f} s)"
     else:
         cpu = f"engine {cpu}"
+    if result.get("dropped_connects"):
+        cpu += (
+            f"; {result['dropped_connects']} connects dropped by a full accept queue, each retried 1 s later"
+        )
     print(f"{label:<22}{result['status']:<8}{result['turns']:>6}{result['calls']:>6}{result['wall']:>8.2f}"
           f"{result['ideal']:>8.2f}{ratio:>7.3f}  {cpu}")  # fmt: skip
     for name, value in result.get("explain", {}).items():
