@@ -133,14 +133,19 @@ class _Heartbeat:
 
     def _loop(self) -> None:
         renewed = time.monotonic()
+        due: set[int] = set()  # leases to renew: all of them every third of a lease, then those skipped
         while not self.stopping.wait(settings.EVALSITE_WORKER_BEAT_SECONDS):
             try:
                 self._beat()
                 if time.monotonic() - renewed >= settings.EVALSITE_LEASE_SECONDS / 3:
                     renewed = time.monotonic()
                     with self.lock:
-                        active = list(self.active)
-                    sql.renew_leases(active, self.name, timezone.now() + _lease())
+                        due = set(self.active)
+                if due:
+                    with self.lock:
+                        due &= self.active.keys()  # ended since
+                    # A conversation whose row the pump is writing at this moment is renewed at the next beat.
+                    due -= sql.renew_leases(sorted(due), self.name, timezone.now() + _lease())
             except Exception:  # a database hiccup must not kill the heartbeat; the next beat tries again
                 log.exception("worker heartbeat failed")
             finally:
@@ -234,9 +239,10 @@ def write_turns(batch: list) -> None:
 
 def _retrying_deadlocks(write: Callable, tries: int = 3):
     """write() in a transaction, run again if PostgreSQL aborted it to break a deadlock or a serialization
-    conflict, as its manual asks of the application: the other transaction has gone on by then. The writes
-    lock rows in one order (runs.sql), so this is the exception; without it, one such abort failed every
-    conversation whose turn was in the batch."""
+    conflict, as its manual asks of the application: the other transaction has gone on by then. The heartbeat's
+    lease renewal, which deadlocked with the turns' writes, never waits for a row now (runs.sql.renew_leases),
+    so this is the exception; without it, one such abort failed every conversation whose turn was in the
+    batch."""
     for attempt in range(1, tries + 1):
         try:
             with transaction.atomic():
@@ -731,7 +737,6 @@ def _write_ends(writes: list) -> None:
     requeue it and the next claim resumes it."""
     if not writes:
         return
-    writes = sorted(writes, key=lambda write: write[0].conversation_id)  # rows locked in id order (runs.sql)
     try:
         with transaction.atomic():
             for claimed, fn, argument in writes:

@@ -187,10 +187,6 @@ def store_turn(
 
 
 # Many turns in one statement on PostgreSQL: the conditional updates, then the inserts of those that matched.
-# The rows are locked first, in id order (`locked`), as renew_leases locks them: the worker's heartbeat renews
-# the same conversations on a connection of its own, and two updates of the same rows, each in the order its
-# plan gave, deadlocked (PostgreSQL aborted the turns' batch: 19 conversations of a run at concurrency 300
-# ended as errors).
 # The turns come as one JSON array, taken apart by jsonb_to_recordset, so the statement's text is the same for
 # any number of turns and its one parameter is one string: Django binds parameters on the client, and psycopg
 # quoted an array's every element in Python (a column array per field took a fifth of a worker's CPU at
@@ -199,15 +195,13 @@ _STORE_TURNS_PG = f"""WITH v AS (
         SELECT * FROM jsonb_to_recordset(%s::jsonb)
             AS t(id bigint, attempt bigint, position bigint, pt bigint, ct bigint, jt bigint, ut bigint,
                  cost double precision, est boolean, record jsonb, passed boolean)),
-    locked AS (
-        SELECT c.id FROM {CONVERSATION} c JOIN v ON c.id = v.id ORDER BY c.id FOR UPDATE OF c),
     ours AS (
         UPDATE {CONVERSATION} c
         SET turn_count = v.position, prompt_tokens = c.prompt_tokens + v.pt,
             completion_tokens = c.completion_tokens + v.ct, judge_tokens = c.judge_tokens + v.jt,
             user_tokens = c.user_tokens + v.ut, cost = c.cost + v.cost, tokens_estimated = v.est,
             waiting_until = NULL, waiting_reason = ''
-        FROM v JOIN locked ON locked.id = v.id WHERE c.id = v.id AND c.attempt = v.attempt AND c.status = %s
+        FROM v WHERE c.id = v.id AND c.attempt = v.attempt AND c.status = %s
         RETURNING c.id)
     INSERT INTO {TURN} (conversation_id, position, record, passed, created_at)
     SELECT v.id, v.position, v.record, v.passed, %s FROM v JOIN ours ON ours.id = v.id
@@ -231,22 +225,26 @@ def store_turns(turns: list[dict], *, now: datetime) -> list[bool]:
     return [turn["conversation_id"] in stored for turn in turns]
 
 
-def renew_leases(conversation_ids: list[int], worker: str, until: datetime) -> int:
-    """Extend the leases of this worker's running conversations; how many it extended. On PostgreSQL the rows
-    are locked in id order, as the pump's turn writes lock them (_STORE_TURNS_PG), so the two cannot
-    deadlock; SQLite has one writer at a time."""
+def renew_leases(conversation_ids: list[int], worker: str, until: datetime) -> set[int]:
+    """Extend the leases of these conversations that this worker still runs; the ids it extended.
+
+    On PostgreSQL a row locked by another transaction is skipped, not waited for. The worker's heartbeat renews
+    on a connection of its own, while its pump writes the same conversations' turns in one statement: two
+    updates of the same rows, each in the order its plan gave, deadlocked, and PostgreSQL aborted the turns'
+    batch (19 conversations of a run at concurrency 300 ended as errors). A renewal that never waits cannot
+    be part of a deadlock; what it skipped, the heartbeat renews at its next beat, well within the lease."""
     if not conversation_ids:
-        return 0
+        return set()
     ids = ", ".join(["%s"] * len(conversation_ids))
     mine = f"id IN ({ids}) AND worker = %s AND status = %s"
     if connection.vendor == "postgresql":
-        mine = f"id IN (SELECT id FROM {CONVERSATION} WHERE {mine} ORDER BY id FOR UPDATE)"
+        mine = f"id IN (SELECT id FROM {CONVERSATION} WHERE {mine} FOR UPDATE SKIP LOCKED)"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {CONVERSATION} SET lease_expires_at = %s WHERE {mine}",
+            f"UPDATE {CONVERSATION} SET lease_expires_at = %s WHERE {mine} RETURNING id",
             [_when(until), *conversation_ids, worker, Status.RUNNING],
         )
-        return cursor.rowcount
+        return {row[0] for row in cursor.fetchall()}
 
 
 def active_run_limits(run_id) -> tuple[str, int] | None:

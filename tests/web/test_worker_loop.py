@@ -20,7 +20,7 @@ from engine.results import TurnRecord
 from runs import execution, services, sql
 from runs.execution import Pump
 from runs.loop import event_loop
-from runs.models import Status, Turn
+from runs.models import Conversation, Status, Turn
 from suites.services import create_suite
 
 
@@ -314,3 +314,32 @@ def test_turn_writes_that_postgresql_aborts_in_a_deadlock_are_written_again(user
         first,
         second,
     ]
+
+
+@pytest.mark.sql
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_renewal_skips_a_row_being_written_and_renews_it_next_time(user, published):
+    # The heartbeat renews on a connection of its own while the pump writes turns: on PostgreSQL it must not
+    # wait for their rows (two multi-row updates in different orders deadlocked), nor lose them.
+    _launch(user, evals=2, concurrency=2)
+    first, second = sorted(published)
+    execution.claim([first, second])
+    me = execution.heartbeat.name
+    later = timezone.now() + timedelta(minutes=10)
+    if connection.vendor != "postgresql":
+        assert sql.renew_leases([first, second], me, later) == {first, second}
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET lock_timeout = '5s'")  # a renewal that waited would fail here, not hang the test
+    with _postgres() as other:
+        # As the pump's write of a turn does.
+        other.execute("UPDATE runs_conversation SET waiting_reason = '' WHERE id = %s", [first])
+        assert sql.renew_leases([first, second], me, later) == {second}  # at once, not after the write
+        other.commit()
+    assert sql.renew_leases([first], me, later) == {first}
+    assert sql.renew_leases([first, second], "another@host", later) == set()  # only this worker's
+    assert _leases(first, second) == [later, later]
+
+
+def _leases(*ids) -> list:
+    return [Conversation.objects.get(pk=pk).lease_expires_at for pk in ids]
