@@ -92,15 +92,22 @@ def test_a_worker_pump_with_free_slots_takes_what_a_full_one_dropped(user, fake_
     run = _launch(user, evals=2, concurrency=2)
     assert Pump(capacity=1).offer(published[0])  # a full pump elsewhere, which never plays (nor serves)
     idle = Pump(capacity=4)
-    idle.start()  # as a worker's: serving forever, looking for waiting conversations while it has room
-    try:
-        deadline = time.monotonic() + 20
-        while run.conversations.filter(status=Status.FAILED).count() < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        idle.stop()
+    # As a worker's: serving forever, looking for waiting conversations while it has room.
+    _serve_until_failed(idle, run, 2)
     assert run.conversations.filter(status=Status.FAILED).count() == 2
     assert idle.held() == 0
+
+
+def _serve_until_failed(pump: Pump, run, count: int) -> None:
+    """Serve as a worker's pump does (forever, in its own thread) until `count` of the run's conversations
+    have failed, or 20 s; then stop."""
+    pump.start()
+    try:
+        deadline = time.monotonic() + 20
+        while run.conversations.filter(status=Status.FAILED).count() < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        pump.stop()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -118,13 +125,7 @@ def test_a_pump_that_loses_its_claims_to_another_worker_looks_again_at_once(
     taken = sql.claim([first, second], now, now + timedelta(minutes=5), "other@host")
     assert len(taken) == 2  # another worker won both before this pump's claim
 
-    pump.start()
-    try:
-        deadline = time.monotonic() + 20
-        while run.conversations.filter(status=Status.FAILED).count() < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        pump.stop()
+    _serve_until_failed(pump, run, 2)
     ours = run.conversations.filter(worker=execution.heartbeat.name)
     assert {c.pk for c in ours} == {third, fourth}
     assert {c.status for c in ours} == {Status.FAILED}
