@@ -137,6 +137,11 @@
     }
     renderGutter();
     renderPosition();
+    // Typed or pasted before the scripts ran (a slow first load): htmx never saw that input, so the
+    // problems panel would wait for the next keystroke. Validate it now, as if just typed.
+    if (text.value !== text.defaultValue) {
+      setTimeout(function () { text.dispatchEvent(new Event("input", { bubbles: true })); }, 0);
+    }
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
