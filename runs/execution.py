@@ -145,7 +145,7 @@ class _Heartbeat:
                     with self.lock:
                         due &= self.active.keys()  # ended since
                     # A conversation whose row the pump is writing at this moment is renewed at the next beat.
-                    due -= sql.renew_leases(sorted(due), self.name, timezone.now() + _lease())
+                    due -= sql.renew_leases(list(due), self.name, timezone.now() + _lease())
             except Exception:  # a database hiccup must not kill the heartbeat; the next beat tries again
                 log.exception("worker heartbeat failed")
             finally:
@@ -251,7 +251,10 @@ def _retrying_deadlocks(write: Callable, tries: int = 3):
             if attempt == tries or getattr(exc.__cause__, "sqlstate", None) not in ("40P01", "40001"):
                 raise
             log.warning(
-                "a deadlock aborted the turns' write; writing them again (%d of %d)", attempt + 1, tries
+                "PostgreSQL aborted the turns' write (%s); writing them again (%d of %d)",
+                exc.__cause__.sqlstate,
+                attempt + 1,
+                tries,
             )
 
 
