@@ -23,14 +23,15 @@ import threading
 import time
 import weakref
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import aiohttp
 import openai
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception_type, wait_random_exponential
 
+from .calls import came_back, going_out
 from .matching import glob_match
 from .patterns import RegexFailure
 from .redact import redact, redact_configured, register_key_env
@@ -323,8 +324,11 @@ class OpenAIClient:
         self._wait_for_pause()
 
         def attempt():
+            call = going_out()
+            answered = False
             try:
                 result = fn()
+                answered = True
             except openai.APIStatusError as exc:
                 loop.failed()
                 failure = _status_failure(self.label, exc.status_code, _error_text(exc), exc.response.headers)
@@ -335,6 +339,8 @@ class OpenAIClient:
             except openai.APIConnectionError as exc:
                 loop.failed()
                 raise _unreachable(self.label, self.endpoint.base_url, exc.__cause__ or exc) from None
+            finally:
+                came_back(call, answered=answered)
             loop.answered()
             return result
 
@@ -490,8 +496,11 @@ class AsyncOpenAIClient(OpenAIClient):
             await async_wait_out(seconds)
 
         async def attempt():
+            call = going_out()
+            answered = False
             try:
                 result = await afn()
+                answered = True
             except _HTTPFailure as exc:
                 loop.failed()
                 raise _status_failure(self.label, exc.status, exc.text, exc.headers) from None
@@ -501,6 +510,8 @@ class AsyncOpenAIClient(OpenAIClient):
             except aiohttp.ClientError as exc:
                 loop.failed()
                 raise _unreachable(self.label, self.endpoint.base_url, exc) from None
+            finally:
+                came_back(call, answered=answered)
             loop.answered()
             return result
 
@@ -647,6 +658,21 @@ class EndpointRegistry:
         if endpoint is None:
             raise EndpointError(f"unknown endpoint {name!r}")
         return (AsyncOpenAIClient if asynchronous else OpenAIClient)(endpoint, pauses=self.pauses)
+
+    def with_timeouts(
+        self, per_endpoint: Mapping[str, float], every: float | None = None
+    ) -> EndpointRegistry:
+        """This registry with its request timeouts overridden: `every` for each endpoint, else
+        `per_endpoint`'s for the endpoints it names (`default` for the default one)."""
+        if every is None and not per_endpoint:
+            return self
+
+        def timed(config: EndpointConfig) -> EndpointConfig:
+            seconds = every if every is not None else per_endpoint.get(config.name)
+            return config if seconds is None else replace(config, timeout=float(seconds))
+
+        named = {name: timed(config) for name, config in self.named.items()}
+        return EndpointRegistry(default=timed(self.default), named=named, pauses=self.pauses)
 
     def max_concurrency(self, name: str) -> int:
         endpoint = self.endpoint(name)

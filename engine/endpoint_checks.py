@@ -158,6 +158,22 @@ def warnings(
         message = missing_key(route, environ)
         if message:
             found.append(problem(item, message))
+    return found + timeout_warnings(suite, registry, locate)
+
+
+def timeout_warnings(suite: Suite, registry: EndpointRegistry, locate=None) -> list[SuiteProblem]:
+    """A warning for each endpoint the suite's `request_timeout` names that does not exist: its timeout
+    would apply to nothing."""
+    found = []
+    timeouts = suite.request_timeout if isinstance(suite.request_timeout, dict) else {}
+    for name in timeouts:
+        if registry.endpoint(name) is None:
+            path = ("request_timeout", name)
+            line, column = locate(path) if locate is not None else (0, 0)
+            close = closest_endpoint(registry, name)
+            hint = f" (did you mean `{close}`?)" if close and close != MOCK else ""
+            message = f"no endpoint is named `{name}`{hint}: this timeout applies to nothing"
+            found.append(SuiteProblem(line, column, format_path(path), message))
     return found
 
 

@@ -8,12 +8,16 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+from .calls import SLOW_MIN_SECONDS, Calls, Latencies, Slow, slow_calls, watching
 from .clients import MOCK, EndpointRegistry
 from .conversation import Defaults, EngineContext, run_eval_async
 from .results import EvalResult, RunReport, RunTotals, SuiteRef, evaluate_gates, gated_status
 from .retries import RetryWait
 from .schema import Suite
 from .stats import iterated_results
+
+# How often a run in this process looks for calls the endpoint sits on.
+SLOW_CHECK_SECONDS = 1.0
 
 
 def build_context(
@@ -23,12 +27,17 @@ def build_context(
     files: Mapping[str, str] | None = None,
     *,
     asynchronous: bool = False,
+    timeout: float | None = None,
 ) -> tuple[EngineContext, str]:
     """The engine context for a suite, and the endpoint name the model under test runs on; `asynchronous`:
-    its model under test can be awaited (engine.conversation.run_eval_async)."""
+    its model under test can be awaited (engine.conversation.run_eval_async).
+
+    Request timeouts: `timeout` (the command line's) for every endpoint, else the suite's
+    `request_timeout`, else each endpoint's own."""
     model_ref = model or suite.model
     if not model_ref:
         raise ValueError("no model: set `model` in the suite or pass one")
+    registry = registry.with_timeouts(*request_timeouts(suite, timeout))
     endpoint_name, model_id = registry.resolve(model_ref)
     judge_ref = suite.judge or model_ref
     judge_endpoint, judge_model = registry.resolve(judge_ref)
@@ -49,6 +58,17 @@ def build_context(
         judge_temperature=suite.judge_temperature,
     )
     return ctx, endpoint_name
+
+
+def request_timeouts(suite: Suite, timeout: float | None = None) -> tuple[dict[str, float], float | None]:
+    """The request timeouts a run of the suite overrides, as EndpointRegistry.with_timeouts takes them: per
+    endpoint, and for every endpoint (the command line's `timeout`, else the suite's single number)."""
+    value = suite.request_timeout
+    if timeout is not None:
+        return {}, timeout
+    if isinstance(value, dict):
+        return value, None
+    return {}, value
 
 
 def _run_loop(main: Callable[[], Awaitable[None]], threads: int) -> None:
@@ -80,8 +100,14 @@ def run_suite(
     suite_ref: SuiteRef | None = None,
     files: Mapping[str, str] | None = None,
     on_wait: Callable[[RetryWait], None] | None = None,
+    timeout: float | None = None,
+    on_slow: Callable[[Slow], None] | None = None,
+    slow_min_seconds: float = SLOW_MIN_SECONDS,
 ) -> RunReport:
-    ctx, endpoint_name = build_context(suite, registry, model, files, asynchronous=True)
+    """Play every eval (times its iterations), `concurrency` at a time. `timeout`: every endpoint's request
+    timeout, over the suite's and the endpoint's own. `on_slow` is told, every SLOW_CHECK_SECONDS while any
+    are, of the calls out longer than a few times the run's median latency (and `slow_min_seconds`)."""
+    ctx, endpoint_name = build_context(suite, registry, model, files, asynchronous=True, timeout=timeout)
     jobs = [
         (index, iteration)
         for index, ev in enumerate(suite.evals)
@@ -95,20 +121,38 @@ def run_suite(
         # `workers` conversations at a time on one event loop: each awaits its model calls, and the loop
         # plays another meanwhile. Threads only for what may call a model while grading (judges).
         queue = iter(enumerate(jobs))
+        latencies = Latencies()
+        playing: set[Calls] = set()
 
         async def worker() -> None:
             for n, (index, iteration) in queue:
-                result = await run_eval_async(
-                    suite.evals[index], index, suite.eval_id(index), ctx, on_wait=on_wait
-                )
+                calls = Calls(latencies)
+                playing.add(calls)
+                try:
+                    with watching(calls if on_slow is not None else None):
+                        result = await run_eval_async(
+                            suite.evals[index], index, suite.eval_id(index), ctx, on_wait=on_wait
+                        )
+                finally:
+                    playing.discard(calls)
                 result.iteration = iteration
                 results[n] = result
                 if on_result is not None:
                     on_result(result)
 
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(SLOW_CHECK_SECONDS)
+                slow = slow_calls(list(playing), slow_min_seconds)
+                if slow is not None:
+                    on_slow(slow)
+
+        watcher = asyncio.create_task(watch()) if on_slow is not None else None
         try:
             await asyncio.gather(*(worker() for _ in range(workers)))
         finally:
+            if watcher is not None:
+                watcher.cancel()
             for client in {id(ctx.agent): ctx.agent, id(ctx.judge): ctx.judge}.values():
                 if hasattr(client, "aclose"):
                     await client.aclose()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import signal
 import sys
@@ -24,9 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from engine.calibration import LoadedSet, load_calibration
+from engine.calls import SlowReporter
 from engine.loader import (
     SuiteError,
     file_references,
@@ -38,6 +41,7 @@ from engine.loader import (
 )
 from engine.outcomes import Status
 from engine.schema import Suite
+from engine.schema.suite import TIMEOUT_MAX, TIMEOUT_MIN
 from engine.text import plural
 from evalsite import terminal
 
@@ -206,6 +210,18 @@ def positive_int(text: str) -> int:
     return value
 
 
+def timeout_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not TIMEOUT_MIN <= value <= TIMEOUT_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds from {TIMEOUT_MIN:g} to {TIMEOUT_MAX:g}"
+        )
+    return value
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="the suite (YAML); attached files are read from its folder")
     parser.add_argument(
@@ -227,6 +243,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         default=10,
         metavar="N",
         help="conversations in flight at once (default 10; the endpoint's cap applies too)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=timeout_seconds,
+        metavar="SECONDS",
+        help="seconds one model request may take before it is abandoned and retried (within the endpoint's "
+        "retry budget), for every endpoint; over the suite's request_timeout, which is over the endpoint's "
+        "own (EVALSITE_REQUEST_TIMEOUT, default 60, or the admin's)",
     )
     exports = parser.add_argument_group("exports, for CI")
     exports.add_argument(
@@ -328,8 +352,14 @@ def say_wait(wait) -> None:
     print(f"{wait.endpoint}: {wait.reason}, retrying in {wait.seconds:.0f} s", file=sys.stderr, flush=True)
 
 
+def say_slow() -> SlowReporter:
+    """Calls the endpoint sits on, said on stderr, so a hung endpoint never looks like a hung evalsite."""
+    return SlowReporter(lambda line: print(line, file=sys.stderr, flush=True))
+
+
 def run(args: argparse.Namespace) -> int:
     # The model client (openai) takes most of a second to import: only `run` pays for it.
+    from engine.endpoint_checks import locator, timeout_warnings
     from engine.report import format_report
     from engine.runner import run_suite
 
@@ -341,6 +371,12 @@ def run(args: argparse.Namespace) -> int:
             check_writable(getattr(args, attribute), option)
     if getattr(args, "server", None):
         from evalsite.remote import run_on_server
+
+        if getattr(args, "timeout", None) is not None:
+            raise UserError(
+                "--timeout applies to a run here; on a server, set `request_timeout` in the suite (or the "
+                "endpoint's timeout in the server's admin)"
+            )
 
         return run_on_server(args)
     if getattr(args, "baseline", None) or getattr(args, "fail_on_regression", False):
@@ -354,9 +390,21 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.file}: no model: set `model` in the suite or pass --model")
     registry, unread = endpoint_registry()
     check_model_refs(suite, model, registry, unread)
+    if isinstance(suite.request_timeout, dict):
+        located = locator(read_suite_file(args.file).decode("utf-8-sig"))
+        for problem in timeout_warnings(suite, registry, located):
+            print(f"note: {args.file}:{problem}", file=sys.stderr)
     say_cap(registry, model or suite.model, args.concurrency)
     report = run_suite(
-        suite, registry, model=model, concurrency=args.concurrency, files=files, on_wait=say_wait
+        suite,
+        registry,
+        model=model,
+        concurrency=args.concurrency,
+        files=files,
+        on_wait=say_wait,
+        timeout=getattr(args, "timeout", None),
+        on_slow=say_slow(),
+        slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
     )
     print(format_report(report))
     write_outputs(args, report, suite.system)

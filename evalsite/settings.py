@@ -333,7 +333,12 @@ EVALSITE_DEFAULT_CONCURRENCY = env_int("EVALSITE_DEFAULT_CONCURRENCY", 10)
 # The most conversations one run may have in flight (the launch form's limit). Above 100 a PostgreSQL server
 # with its default max_connections needs the pool (EVALSITE_DB_POOL_MAX): see the README's sizing rule.
 EVALSITE_MAX_RUN_CONCURRENCY = env_int("EVALSITE_MAX_RUN_CONCURRENCY", 100)
+# Seconds one model request may take before it is abandoned and retried (a timeout is retried like a 503):
+# the default endpoint's, and a named endpoint's unless the admin sets its own.
 EVALSITE_REQUEST_TIMEOUT = env_float("EVALSITE_REQUEST_TIMEOUT", 60.0)
+# The run page (and the CLI) says "N calls waiting on the model for 45 s" of calls out longer than four
+# times the run's median latency so far, and never of calls out less than this.
+EVALSITE_SLOW_CALL_SECONDS = env_float("EVALSITE_SLOW_CALL_SECONDS", 10.0)
 # One model call keeps retrying rate limits, 5xx answers, timeouts and dropped connections for this long
 # (named endpoints can set their own in the admin), each wait at most EVALSITE_RETRY_MAX_WAIT.
 EVALSITE_RETRY_SECONDS = env_float("EVALSITE_RETRY_SECONDS", 300.0)

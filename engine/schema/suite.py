@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -23,6 +24,21 @@ from .grading import (
 )
 
 MAX_GATE_DEPTH = 5
+# A request timeout's bounds, in seconds: under a tenth of a second no endpoint answers; past an hour a
+# hung endpoint would hold its conversation for longer than anyone watches a run.
+TIMEOUT_MIN, TIMEOUT_MAX = 0.1, 3600.0
+DEFAULT_ENDPOINT, MOCK_ENDPOINT = "default", "mock"
+ENDPOINT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,49}")
+
+
+def check_timeout(value: Any, path: tuple) -> None:
+    """A request timeout is a number of seconds within the bounds; a LocatedError at `path` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise LocatedError(path, f"expected a number of seconds; found {value!r}")
+    if not TIMEOUT_MIN <= value <= TIMEOUT_MAX:
+        raise LocatedError(
+            path, f"a request timeout is {TIMEOUT_MIN:g} to {TIMEOUT_MAX:g} seconds; found {value:g}"
+        )
 
 
 class Gate(StrictModel):
@@ -139,6 +155,12 @@ class Suite(StrictModel):
         description="Default temperature for llm_judge checks and natural_language conditions (the endpoint's "
         "when unset).",
     )
+    request_timeout: float | dict[str, float] | None = Field(
+        None,
+        description="Seconds one model request may take before it is abandoned and retried: a number for "
+        "every endpoint the suite calls, or {endpoint name: seconds} (`default` for the default endpoint). "
+        "Overrides the endpoint's own timeout; `evalsite run --timeout` overrides this.",
+    )
     system: str | None = Field(None, description="System prompt for every conversation.")
     metadata: Metadata | None = None
     mock: MockSpec | None = None
@@ -169,6 +191,30 @@ class Suite(StrictModel):
     @classmethod
     def _rubric(cls, value: str | None) -> str | None:
         return None if value is None else check_rubric(value)
+
+    @field_validator("request_timeout", mode="before")
+    @classmethod
+    def _request_timeout(cls, value: Any) -> Any:
+        # Checked here, not by the union's own errors, so that one clear sentence names what is wrong.
+        if value is None:
+            return value
+        if isinstance(value, dict):
+            for name, seconds in value.items():
+                if not isinstance(name, str) or not (
+                    name == DEFAULT_ENDPOINT or ENDPOINT_NAME.fullmatch(name)
+                ):
+                    raise LocatedError((name,), f"`{name}` is not an endpoint name: write `default` or an "
+                                       "endpoint's name, as in `name/model`")  # fmt: skip
+                if name == MOCK_ENDPOINT:
+                    raise LocatedError((name,), "the mock endpoint answers at once: it has no timeout")
+                check_timeout(seconds, (name,))
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise LocatedError(
+                (), f"expected a number of seconds, or {{endpoint name: seconds}}; found {value!r}"
+            )
+        check_timeout(value, ())
+        return value
 
     @model_validator(mode="after")
     def _merge_metadata(self) -> Suite:
