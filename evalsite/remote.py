@@ -18,6 +18,7 @@ import urllib.request
 from argparse import Namespace
 from urllib.parse import urlencode
 
+from engine.calls import Slow, SlowReporter
 from engine.outcomes import ACTIVE, Status
 from engine.results import RunReport
 from engine.text import plural
@@ -152,6 +153,7 @@ def run_on_server(args: Namespace) -> int:
 def _watch(server: Server, run_id: str) -> str:
     """Poll until the run has finished; say its progress on stderr when it changes. Its final status."""
     said = ""
+    say_slow = SlowReporter(lambda line: print(line, file=sys.stderr, flush=True))
     while True:
         status, payload = server.call("GET", f"/api/runs/{run_id}")
         if status != 200:
@@ -167,6 +169,9 @@ def _watch(server: Server, run_id: str) -> str:
         if line != said:
             print(line, file=sys.stderr, flush=True)
             said = line
+        calling = progress.get("calling") or {}
+        if calling.get("count"):
+            say_slow(Slow(calling["count"], calling["seconds"]))
         if payload["status"] not in ACTIVE:
             return payload["status"]
         time.sleep(POLL_SECONDS)

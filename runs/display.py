@@ -546,6 +546,21 @@ def waiting(reason: str, until, now, count: int | None = None) -> dict | None:
     }
 
 
+def calling(slow: dict | None, now) -> dict | None:
+    """Model calls out longer than their run's usual latency, as the progress card says it: "3 calls waiting
+    on the model for 45 s" (the longest-out call's time; app.js counts it on). None when there are none."""
+    if not slow or not slow["count"] or slow["since"] is None:
+        return None
+    seconds = max(0, math.floor((now - slow["since"]).total_seconds()))
+    lead = f"{plural(slow['count'], 'call')} waiting on the model for"
+    return {
+        "lead": lead,
+        "seconds": seconds,
+        "since": slow["since"].isoformat(),
+        "text": f"{lead} {seconds} s",
+    }
+
+
 def review_rows(turns: list[TurnRecord], overrides: list, can_override: bool) -> dict[int, list[dict]]:
     # `overrides`: runs.models.Override rows (their ids withdraw them).
     """Per stored turn, the outcomes a reviewer may overturn and the overrides already given, as the transcript

@@ -35,6 +35,7 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 from django.utils import timezone
 
+from engine.calls import Calls, Latencies, slow_since, watching
 from engine.conversation import ResumeMismatch, run_eval_async
 from engine.redact import redact
 from engine.results import EvalResult, TurnRecord
@@ -304,6 +305,7 @@ def _finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
         lease_expires_at=None,
         waiting_until=None,
         waiting_reason="",
+        calling_since=None,
     )
 
 
@@ -320,6 +322,7 @@ def _fail(conversation_id: int, attempt: int, message: str) -> bool:
         lease_expires_at=None,
         waiting_until=None,
         waiting_reason="",
+        calling_since=None,
     )
 
 
@@ -345,15 +348,18 @@ class _StartFailed(Exception):
 
 
 class _Playing:
-    """A conversation the pump is playing: its claim, whether a note of a wait found the claim taken, and the
-    write of its latest turn, until the next turn or the end confirms it."""
+    """A conversation the pump is playing: its claim, whether a note of a wait found the claim taken, the
+    write of its latest turn, until the next turn or the end confirms it, its model calls in flight, and
+    when the slow one noted on its row went out (time.monotonic; None: none noted)."""
 
-    __slots__ = ("claimed", "lost", "storing")
+    __slots__ = ("claimed", "lost", "storing", "calls", "noted")
 
-    def __init__(self, claimed: sql.Claimed) -> None:
+    def __init__(self, claimed: sql.Claimed, latencies: Latencies) -> None:
         self.claimed = claimed
         self.lost = threading.Event()
         self.storing: concurrent.futures.Future | None = None
+        self.calls = Calls(latencies)
+        self.noted: float | None = None
 
     def still_ours(self) -> bool:
         return not (self.lost.is_set() or heartbeat.was_handed_back(self.claimed.conversation_id))
@@ -381,6 +387,7 @@ class Pump:
     RUN_CHECK_SECONDS = 0.5  # a cancel takes effect within this, plus the turn in flight
     POLL_SECONDS = 0.1  # a worker with free slots looks this often for conversations sent and not claimed
     RETAKES = 3  # looks again at once, at most, in a round whose claims others won (_round)
+    SLOW_CHECK_SECONDS = 1.0  # how often the conversations' calls in flight are looked at (_note_slow_calls)
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(1, capacity)
@@ -396,6 +403,8 @@ class Pump:
         self._stopping = threading.Event()
         self._playing: dict[int, _Playing] = {}
         self._runs: dict[object, tuple[float, bool]] = {}  # run -> (when checked, whether it is active)
+        self._latencies: dict[object, Latencies] = {}  # run -> its calls' latencies, in this process
+        self._slow_checked = 0.0
         self._thread: threading.Thread | None = None
 
     # --- from any thread -----------------------------------------------------------------------------------
@@ -464,7 +473,9 @@ class Pump:
             jobs = []
             # A worker's pump wakes every POLL_SECONDS to look for waiting conversations (_round).
             with contextlib.suppress(queue.Empty):
-                jobs.append(self._jobs.get(timeout=None if until_idle else self.POLL_SECONDS))
+                jobs.append(
+                    self._jobs.get(timeout=self.SLOW_CHECK_SECONDS if until_idle else self.POLL_SECONDS)
+                )
             while len(jobs) < self.BATCH:
                 try:
                     jobs.append(self._jobs.get_nowait())
@@ -473,6 +484,7 @@ class Pump:
             failed = True
             try:
                 self._round(jobs, poll=not until_idle)
+                self._note_slow_calls()
                 failed = False
             except Exception:
                 log.exception("a round of the worker's database work failed")
@@ -516,6 +528,36 @@ class Pump:
             if not (poll and lost) or heartbeat.stopping.is_set():
                 break
             lost = self._start(self._take_waiting(self.capacity - self.held()))
+
+    def _note_slow_calls(self) -> None:
+        """Say on each conversation's row whether a model call of it is slow (out longer than a few times its
+        run's median latency, engine.calls), every SLOW_CHECK_SECONDS: a write only when that changes, so
+        calls that answer in their usual time cost a dict entry and nothing more."""
+        now = time.monotonic()
+        if now - self._slow_checked < self.SLOW_CHECK_SECONDS or not self._playing:
+            return
+        self._slow_checked = now
+        minimum = settings.EVALSITE_SLOW_CALL_SECONDS
+        changed = [
+            (playing, since)
+            for playing in self._playing.values()
+            if (since := slow_since(playing.calls, now, minimum)) != playing.noted
+        ]
+        if not changed:
+            return
+        wall = timezone.now()
+        try:
+            with transaction.atomic():
+                for playing, since in changed:
+                    went_out = None if since is None else wall - timedelta(seconds=now - since)
+                    sql.update_owned(
+                        playing.claimed.conversation_id, playing.claimed.attempt, calling_since=went_out
+                    )
+        except DatabaseError:  # only the notes are lost; the next check writes them again
+            log.warning("could not note %d conversation(s)' slow model calls", len(changed))
+            return
+        for playing, since in changed:
+            playing.noted = since
 
     def _poll_due(self) -> bool:
         """Whether to look for waiting conversations now: every POLL_SECONDS at most, not every round (a pump
@@ -583,7 +625,8 @@ class Pump:
         for c in claimed:
             self._runs[c.run_id] = (checked, True)
             heartbeat.add(c.conversation_id, c.attempt)
-            playing = self._playing[c.conversation_id] = _Playing(c)
+            latencies = self._latencies.setdefault(c.run_id, Latencies())
+            playing = self._playing[c.conversation_id] = _Playing(c, latencies)
             try:
                 coroutine = self._conversation(playing, registry)
             except Exception as exc:
@@ -646,17 +689,20 @@ class Pump:
             except LostClaim:
                 playing.lost.set()  # the wait stops at its next slice
 
-        return run_eval_async(
-            ev,
-            claimed.index,
-            claimed.eval_id,
-            ctx,
-            prior=prior,
-            on_turn=on_turn,
-            should_stop=should_stop,
-            on_wait=lambda wait: self.post(note_wait, wait),
-            given=(claimed.system, claimed.history),  # as launch built them: never built again
-            replay=replay,
+        return _watched(
+            playing.calls,
+            run_eval_async(
+                ev,
+                claimed.index,
+                claimed.eval_id,
+                ctx,
+                prior=prior,
+                on_turn=on_turn,
+                should_stop=should_stop,
+                on_wait=lambda wait: self.post(note_wait, wait),
+                given=(claimed.system, claimed.history),  # as launch built them: never built again
+                replay=replay,
+            ),
         )
 
     def _run_known(self, run_id) -> bool | None:
@@ -692,6 +738,9 @@ class Pump:
         for playing, _ in ended:
             heartbeat.remove(playing.claimed.conversation_id)
             self._playing.pop(playing.claimed.conversation_id, None)
+        playing_runs = {playing.claimed.run_id for playing in self._playing.values()}
+        for run_id in {playing.claimed.run_id for playing, _ in ended} - playing_runs:
+            self._latencies.pop(run_id, None)
         # A stopping worker keeps nothing: what it dispatches is published for the others.
         keep = None if heartbeat.stopping.is_set() else scheduling.Keep(room=len(ended))
         for run_id, endpoint_name in dict.fromkeys(
@@ -707,6 +756,12 @@ class Pump:
         if keep is not None and len(starting) < len(ended):
             starting += self._take_waiting(len(ended) - len(starting), besides=starting)
         return starting
+
+
+async def _watched(calls: Calls, conversation: Coroutine):
+    """The conversation, its model calls noted in `calls` (set here: the task running it has its own context)."""
+    with watching(calls):
+        return await conversation
 
 
 def _outcome(playing: _Playing, done: concurrent.futures.Future) -> tuple[str, tuple | None]:

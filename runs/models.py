@@ -273,6 +273,9 @@ class Conversation(models.Model):
     # turn; shown only while in the future.
     waiting_until = models.DateTimeField(null=True, blank=True)
     waiting_reason = models.CharField(max_length=100, blank=True)
+    # While a model call has been out longer than the run's usual latency (runs.execution's watch): when it
+    # went out. Written once when it becomes slow, cleared when it ends; calls that are not slow cost nothing.
+    calling_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["index", "iteration"]

@@ -559,9 +559,21 @@ def progress(run: Run, by_eval: bool = False) -> dict:
             outcome["unfinished"] += row["n"] if row["status"] in ACTIVE else 0
             if row["status"] in outcome:
                 outcome[row["status"]] += row["n"]
-    # A model call waiting to retry: a running conversation's, until a time still to come.
-    wait = run.conversations.filter(status=Status.RUNNING, waiting_until__gt=timezone.now()).aggregate(
-        count=Count("pk"), reason=Max("waiting_reason"), until=Min("waiting_until")
+    # Of the running conversations, in one read: a model call waiting to retry (until a time still to come),
+    # and one the model has sat on for longer than usual (noted by its worker).
+    now = timezone.now()
+    retrying = Q(waiting_until__gt=now)
+    slow = Q(calling_since__isnull=False)
+    wait = (
+        run.conversations.filter(status=Status.RUNNING)
+        .filter(retrying | slow)
+        .aggregate(
+            count=Count("pk", filter=retrying),
+            reason=Max("waiting_reason", filter=retrying),
+            until=Min("waiting_until", filter=retrying),
+            calling=Count("pk", filter=slow),
+            calling_since=Min("calling_since"),
+        )
     )
     total = sum(counts.values())
     done = sum(counts[status] for status in FINISHED)
@@ -575,6 +587,12 @@ def progress(run: Run, by_eval: bool = False) -> dict:
         "overridden": run.conversations.exclude(original={}).count(),
         # How many wait to retry a model call, one reason, and the soonest retry.
         "waiting": {"count": wait["count"], "reason": wait["reason"] or "", "until": wait["until"]},
+        # How many conversations have a model call out for longer than usual, and since when the longest.
+        "calling": {
+            "count": wait["calling"],
+            "since": wait["calling_since"],
+            "seconds": int((now - wait["calling_since"]).total_seconds()) if wait["calling_since"] else 0,
+        },
         **({"by_eval": outcomes} if by_eval else {}),
     }
 

@@ -100,7 +100,8 @@ def claim(conversation_ids: list[int], now: datetime, lease_until: datetime, wor
     with connection.cursor() as cursor:
         cursor.execute(
             f"""UPDATE {CONVERSATION}
-                SET status = %s, attempt = attempt + 1, started_at = %s, lease_expires_at = %s, worker = %s
+                SET status = %s, attempt = attempt + 1, started_at = %s, lease_expires_at = %s, worker = %s,
+                    calling_since = NULL
                 WHERE id IN ({ids})
                   AND (status = %s OR (status = %s AND lease_expires_at < %s))
                   AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})

@@ -33,9 +33,11 @@ def _fingerprint(run: Run, progress: dict) -> str:
     """Changes whenever anything the progress partial or the conversation table shows changes."""
     counts = ",".join(f"{key}={value}" for key, value in sorted(progress["counts"].items()))
     waiting = progress["waiting"]
+    calling = progress.get("calling") or {}
     state = (
         f"{run.status}|{counts}|{progress['turns']}|{progress['prompt_tokens']}|{progress['completion_tokens']}|"
-        f"{progress['judge_tokens']}|{progress['cost']:.8f}|{waiting['count']}|{waiting['until']}"
+        f"{progress['judge_tokens']}|{progress['cost']:.8f}|{waiting['count']}|{waiting['until']}|"
+        f"{calling.get('count')}|{calling.get('since')}"
     )
     return hashlib.blake2s(state.encode(), digest_size=8).hexdigest()
 
@@ -195,6 +197,7 @@ def _run_context(
             now,
             count=progress["waiting"]["count"],
         ),
+        "calling": display.calling(progress.get("calling"), now),
         "can_retry": not run.is_active
         and run.status != Status.CANCELLED
         and progress["counts"][Status.ERROR] > 0,

@@ -30,7 +30,14 @@
       el.textContent = seconds > 0 ? el.dataset.prefix + " " + seconds + " s" : "retrying";
     });
   }
-  setInterval(function () { tick(); countDown(); }, 1000);
+  // Ages in whole seconds: <span data-age-since="ISO 8601"> says "45 s" ("3 calls waiting on the model for 45 s").
+  function countUp() {
+    document.querySelectorAll("[data-age-since]").forEach(function (el) {
+      var since = Date.parse(el.dataset.ageSince);
+      if (!isNaN(since)) el.textContent = Math.max(0, Math.floor((Date.now() - since) / 1000)) + " s";
+    });
+  }
+  setInterval(function () { tick(); countDown(); countUp(); }, 1000);
 
   // ---- Copy buttons: <button data-copy="#element-id"> copies an input's or textarea's value. ----
   function copyText(text) {

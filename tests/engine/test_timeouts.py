@@ -155,6 +155,9 @@ def test_the_command_line_says_calls_are_waiting_and_uses_its_timeout(tmp_path, 
 def test_timeout_on_the_command_line_is_checked(tmp_path):
     (tmp_path / "s.yaml").write_text(SUITE.format(extra=""))
     result = evalsite("run", "s.yaml", "--timeout", "0", cwd=tmp_path)
-    assert result.returncode == 2 and "--timeout: '0' is not a number of seconds from 0.1 to 3600" in result.stderr
+    assert (
+        result.returncode == 2
+        and "--timeout: '0' is not a number of seconds from 0.1 to 3600" in result.stderr
+    )
     result = evalsite("run", "s.yaml", "--timeout", "5", "--server", "http://127.0.0.1:9", cwd=tmp_path)
     assert result.returncode == 2 and "set `request_timeout` in the suite" in result.stderr
