@@ -8,7 +8,7 @@ import secrets
 import uuid
 
 from django.conf import settings
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
@@ -53,7 +53,10 @@ class Endpoint(models.Model):
         help_text="USD per million completion tokens",
     )
     timeout = models.FloatField(
-        default=60.0, validators=[MinValueValidator(0.1)], help_text="Seconds per request"
+        default=60.0,
+        validators=[MinValueValidator(0.1), MaxValueValidator(3600)],
+        help_text="Seconds one request may take before it is abandoned and retried (within its retry budget). "
+        "A suite's request_timeout, and `evalsite run --timeout`, override it for their runs.",
     )
     string_only = models.BooleanField(
         default=False,

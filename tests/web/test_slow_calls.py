@@ -18,6 +18,9 @@ from runs.models import Status
 from suites.services import create_suite
 from tests.fakeopenai import Reply
 
+# The notes are written and read with hand-written SQL (runs.sql) and a filtered aggregate: PostgreSQL too.
+pytestmark = pytest.mark.sql
+
 WAITING = re.compile(r"(\d+) calls? waiting on the model for (\d+) s")
 
 
