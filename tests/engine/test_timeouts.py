@@ -10,6 +10,7 @@ import pytest
 
 from engine.calls import Calls, Latencies, slow_since
 from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
+from engine.endpoint_checks import locator, warnings
 from engine.loader import SuiteError, load_suite
 from engine.runner import run_suite
 from engine.schema import Suite
@@ -161,3 +162,15 @@ def test_timeout_on_the_command_line_is_checked(tmp_path):
     )
     result = evalsite("run", "s.yaml", "--timeout", "5", "--server", "http://127.0.0.1:9", cwd=tmp_path)
     assert result.returncode == 2 and "set `request_timeout` in the suite" in result.stderr
+
+
+def test_a_timeout_for_an_endpoint_that_does_not_exist_is_a_located_warning(fake):
+    source = "name: t\nmodel: m\nrequest_timeout:\n  default: 5\n  fsat: 9\nevals:\n  - prompt: hi\n    checks: [{match: '*'}]\n"
+    found = warnings(
+        load_suite(source.encode()), registry(fake), environ={KEY_ENV: "k"}, locate=locator(source)
+    )
+    assert [(p.line, p.path) for p in found] == [(5, "request_timeout.fsat")]
+    assert (
+        "no endpoint is named `fsat` (did you mean `fast`?): this timeout applies to nothing"
+        in found[0].message
+    )

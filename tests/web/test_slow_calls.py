@@ -10,12 +10,16 @@ import threading
 import time
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
+from evalsite import remote
 from runs import services
 from runs.execution import Pump
 from runs.models import Status
+from runs.tokens import create_token
 from suites.services import create_suite
+from tests.factories import bearer
 from tests.fakeopenai import Reply
 
 # The notes are written and read with hand-written SQL (runs.sql) and a filtered aggregate: PostgreSQL too.
@@ -69,6 +73,8 @@ def test_the_page_says_calls_are_waiting_on_the_model_while_they_hang_and_drops_
     progress_url = reverse("runs:progress", args=[run.pk])
     detail_url = reverse("runs:detail", args=[run.pk])
 
+    _, token = create_token(user, "ci")
+    api_seen = []
     thread = _serve(published)
     seen, page_seen, after = [], None, []
     try:
@@ -80,6 +86,8 @@ def test_the_page_says_calls_are_waiting_on_the_model_while_they_hang_and_drops_
             if found:
                 seen.append((at, int(found[1]), int(found[2])))
                 if page_seen is None:
+                    api = Client().get(f"/api/runs/{run.pk}", **bearer(token)).json()["progress"]["calling"]
+                    api_seen.append((api["count"], api["seconds"]))
                     page_seen = WAITING.search(_text(logged_in.get(detail_url).content.decode()))
             elif seen:
                 run.refresh_from_db()
@@ -93,6 +101,7 @@ def test_the_page_says_calls_are_waiting_on_the_model_while_they_hang_and_drops_
     assert max(count for _, count, _ in seen) == 2  # the two hung conversations, never the third
     assert all(1 <= seconds <= 3 for _, _, seconds in seen)
     assert page_seen is not None, "the run page itself did not say it"
+    assert api_seen and 1 <= api_seen[0][0] <= 2 and 1 <= api_seen[0][1] <= 3  # what `run --server` prints
     assert after, "the line stayed while the run went on after the hung calls were answered"
     assert all(at > seen[-1][0] for at in after)
     run.refresh_from_db()
@@ -128,3 +137,32 @@ def test_a_hung_call_is_cut_short_by_the_suites_timeout_else_the_admins_and_retr
     assert (
         expected <= _retried_after(fake_openai) < expected + 2.5
     )  # the timeout in force, and a short backoff
+
+
+class _Server:
+    """The server's answers to `evalsite run --server`'s polls of a run, one after another."""
+
+    def __init__(self, callings: list[dict]) -> None:
+        self.answers = [
+            {"status": "running" if n < len(callings) - 1 else "passed", "progress": {
+                "done": 0, "total": 3, "counts": {"passed": 0, "failed": 0, "error": 0}, "calling": calling,
+            }}
+            for n, calling in enumerate(callings)
+        ]  # fmt: skip
+
+    def call(self, method: str, path: str, body=None):
+        return 200, self.answers.pop(0)
+
+
+def test_run_on_a_server_says_calls_are_waiting_on_the_model_as_a_local_run_does(monkeypatch, capsys):
+    monkeypatch.setattr(remote, "POLL_SECONDS", 0)
+    callings = [
+        {"count": 0, "since": None, "seconds": 0},
+        {"count": 2, "since": "2026-01-01T00:00:00Z", "seconds": 11},
+        {"count": 2, "since": "2026-01-01T00:00:00Z", "seconds": 12},  # the same news: not said again
+        {"count": 1, "since": "2026-01-01T00:00:00Z", "seconds": 13},
+        {"count": 0, "since": None, "seconds": 0},
+    ]
+    assert remote._watch(_Server(callings), "r") == "passed"
+    said = [line for line in capsys.readouterr().err.splitlines() if "waiting on the model" in line]
+    assert said == ["2 calls waiting on the model for 11 s", "1 call waiting on the model for 13 s"]
