@@ -339,6 +339,8 @@ EVALSITE_DEFAULT_CONCURRENCY = env_int("EVALSITE_DEFAULT_CONCURRENCY", 10)
 # The most conversations one run may have in flight (the launch form's limit). Above 100 a PostgreSQL server
 # with its default max_connections needs the pool (EVALSITE_DB_POOL_MAX): see the README's sizing rule.
 EVALSITE_MAX_RUN_CONCURRENCY = env_int("EVALSITE_MAX_RUN_CONCURRENCY", 100)
+# How long POST /api/runs remembers an Idempotency-Key: a retry within it returns the first launch's run.
+EVALSITE_IDEMPOTENCY_HOURS = env_float("EVALSITE_IDEMPOTENCY_HOURS", 24)
 EVALSITE_REQUEST_TIMEOUT = env_float("EVALSITE_REQUEST_TIMEOUT", 60.0)
 # One model call keeps retrying rate limits, 5xx answers, timeouts and dropped connections for this long
 # (named endpoints can set their own in the admin), each wait at most EVALSITE_RETRY_MAX_WAIT.
