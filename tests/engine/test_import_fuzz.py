@@ -222,7 +222,14 @@ def test_the_fuzz_reaches_every_converter():
     assert kinds == {"vibecheck", "letta", "agentv", "calibrate"}
 
 
-def test_a_nan_token_count_is_a_listed_loss_at_its_key():
-    result = convert({"nan.yaml": "evals:\n  - prompt: hi\n    checks: [{max_tokens: .nan}, {match: '*'}]\n"})
-    assert any("evals[0].checks[0].max_tokens" in line and "NaN" in line for line in result.unmapped)
-    assert "max_tokens" not in result.source.split("Not converted:")[-1].split("evals:")[-1]
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [(".nan", "NaN"), ("1.0e+400", "Infinity")],
+)
+def test_a_bad_token_count_is_a_listed_loss_at_its_key(written, shown):
+    result = convert(
+        {"bad.yaml": f"evals:\n  - prompt: hi\n    checks: [{{max_tokens: {written}}}, {{match: '*'}}]\n"}
+    )
+    loss = f"evals[0].checks[0].max_tokens: expected a whole number of tokens, got {shown}; left out"
+    assert loss in result.unmapped
+    assert load_suite(result.source).evals[0].checks[0].match == "*"
