@@ -9,7 +9,6 @@ the username and the address together."""
 from __future__ import annotations
 
 import math
-from datetime import timedelta
 
 from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_client_username, get_cool_off
@@ -27,17 +26,11 @@ _TOKEN_CREDENTIALS = {"username": TOKEN_USERNAME}
 
 
 def failure_limit(request: HttpRequest, credentials: dict | None) -> int:
-    """AXES_FAILURE_LIMIT: failures before a lockout, the tokens' own or the sign-in's."""
+    """AXES_FAILURE_LIMIT: failures before a lockout, the tokens' own or the sign-in's. (The cool-off is
+    one for both: see AXES_COOLOFF_TIME in the settings.)"""
     if _for_token(request, credentials):
         return settings.EVALSITE_TOKEN_FAILURE_LIMIT
     return settings.EVALSITE_LOGIN_FAILURE_LIMIT
-
-
-def cool_off(request: HttpRequest | None) -> timedelta:
-    """AXES_COOLOFF_TIME: how long a lockout lasts, the tokens' own or the sign-in's."""
-    if _for_token(request, None):
-        return settings.EVALSITE_TOKEN_COOLOFF
-    return settings.EVALSITE_LOGIN_COOLOFF
 
 
 def _for_token(request: HttpRequest | None, credentials: dict | None) -> bool:
@@ -69,7 +62,7 @@ def token_refusal(request: HttpRequest) -> JsonResponse:
         .values_list("attempt_time", flat=True)
         .first()
     )
-    ends = (last or timezone.now()) + cool_off(request)
+    ends = (last or timezone.now()) + get_cool_off(request)
     seconds = max(1, math.ceil((ends - timezone.now()).total_seconds()))
     response = JsonResponse(
         {"detail": f"too many wrong API tokens from this address: retry in {seconds} s"}, status=429
