@@ -3,6 +3,10 @@
 Two ways in: a personal API token (`Authorization: Bearer evs_…`, for CI and scripts; runs/tokens.py), or the
 browser's session, for which ninja enforces CSRF on unsafe methods. A bearer token cannot be sent by another
 site's page, so it needs no CSRF token. Either way a request sees exactly what its user sees.
+
+Wrong tokens are throttled per client address like failed sign-ins (evalsite/lockout.py): past
+EVALSITE_TOKEN_FAILURE_LIMIT, every token from that address is answered 429 with Retry-After until the
+cool-off ends, the right one included, so guessing gains nothing from a lucky hit.
 """
 
 from functools import wraps
@@ -14,15 +18,25 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer, django_auth
 
+from .lockout import token_allowed, token_failed, token_refusal
+
+
+class TokensThrottled(Exception):
+    """Too many wrong tokens from the client's address: it is cooling off."""
+
 
 class BearerToken(HttpBearer):
     def authenticate(self, request, token):
         from runs.tokens import user_for
 
+        if not token_allowed(request):
+            raise TokensThrottled()
         user = user_for(token)
         if user is None:
             # A token was presented and is wrong (unknown, revoked): 401 now, rather than falling through to
             # the session, which would answer a CSRF failure for a POST and confuse a CI job.
+            if token_failed(request):
+                raise TokensThrottled()
             raise AuthenticationError()
         request.user = user  # views read request.user, as with a session
         return user
@@ -50,6 +64,11 @@ api = NinjaAPI(
     urls_namespace="api",
     docs_decorator=docs_access,
 )
+
+
+@api.exception_handler(TokensThrottled)
+def _throttled(request, exc):
+    return token_refusal(request)
 
 
 def _mount() -> None:

@@ -1,7 +1,8 @@
 """`evalsite run suite.yaml --server URL`: the suite runs on an evalsite server, this process watches.
 
 The suite is validated here first (a typo is found before anything is sent), then sent with its attached
-files to `POST /api/runs`, which saves it as the next version of the user's suite of that name. Progress is
+files to `POST /api/runs`, which saves it as the next version of the user's suite of that name. The launch
+carries an Idempotency-Key made for this invocation, so one that lost its answer is sent again safely. Progress is
 polled once a second and said on stderr; the finished run's results come back in the documented JSON format,
 so the report, the exports and the exit code are exactly those of a local run. Ctrl-C cancels the run on
 the server. Plain urllib: a CI job needs nothing installed beyond evalsite itself.
@@ -9,14 +10,18 @@ the server. Plain urllib: a CI job needs nothing installed beyond evalsite itsel
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from argparse import Namespace
 from urllib.parse import urlencode
+
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from engine.calls import Slow, SlowReporter
 from engine.outcomes import ACTIVE, Status
@@ -26,14 +31,70 @@ from engine.text import plural
 POLL_SECONDS = 1.0
 
 
+LAUNCH_TRIES = 4  # a launch whose answer was lost is sent again this many times in all, with the same key
+GATEWAY_AWAY = (502, 503, 504)  # a proxy's answer while the app behind it restarts
+
+
+class _Unreachable(Exception):
+    """No answer from the app: the connection failed or dropped, or a proxy said the app is away."""
+
+    def __init__(self, reason: object):
+        super().__init__(str(reason))
+        self.reason = reason
+
+
 class Server:
     def __init__(self, url: str, token: str):
         self.base = url.rstrip("/")
         self.token = token
 
     def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
+        return self._answer(method, path, lambda: self._send(method, path, body, {}))
+
+    def launch(self, body: dict) -> tuple[int, object]:
+        """POST /api/runs with one Idempotency-Key for this invocation. A launch that got no answer (the
+        connection failed or dropped, a proxy said the app is away) may have made its run: it is sent again
+        with the same key, and the server answers with the run it made, if any, instead of another."""
+        key = f"evalsite-cli-{uuid.uuid4()}"
+
+        def say_retry(state: RetryCallState) -> None:
+            print(f"the launch got no answer ({state.outcome.exception()}); sending it again with the same "
+                  "Idempotency-Key", file=sys.stderr, flush=True)  # fmt: skip
+
+        retrying = Retrying(
+            stop=stop_after_attempt(LAUNCH_TRIES),
+            wait=wait_exponential(multiplier=1, max=8),
+            retry=retry_if_exception_type(_Unreachable),
+            before_sleep=say_retry,
+            reraise=True,
+        )
+        headers = {"Idempotency-Key": key}
+        return self._answer(
+            "POST", "/api/runs", lambda: retrying(self._send, "POST", "/api/runs", body, headers)
+        )
+
+    def _answer(self, method: str, path: str, send) -> tuple[int, object]:
         from evalsite.cli import BROKEN, UserError
 
+        try:
+            status, payload = send()
+        except _Unreachable as exc:
+            if isinstance(exc.reason, int):
+                status, payload = exc.reason, None
+            else:
+                raise UserError(
+                    f"cannot reach the server at {self.base}: {exc.reason}", code=BROKEN
+                ) from None
+        if status == 401:
+            raise UserError(
+                f"the server at {self.base} refused the token (401): check --token or EVALSITE_TOKEN, "
+                "or make one on its API tokens page"
+            )
+        if status >= 500:
+            raise UserError(f"the server at {self.base} failed ({status}) on {method} {path}", code=BROKEN)
+        return status, payload
+
+    def _send(self, method: str, path: str, body: dict | None, headers: dict[str, str]) -> tuple[int, object]:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(
             self.base + path,
@@ -43,24 +104,18 @@ class Server:
                 "Authorization": f"Bearer {self.token}",
                 "Accept": "application/json",
                 **({"Content-Type": "application/json"} if data is not None else {}),
+                **headers,
             },
         )
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 return response.status, _decode(response.read())
         except urllib.error.HTTPError as exc:
-            status, payload = exc.code, _decode(exc.read())
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise UserError(f"cannot reach the server at {self.base}: {reason}", code=BROKEN) from None
-        if status == 401:
-            raise UserError(
-                f"the server at {self.base} refused the token (401): check --token or EVALSITE_TOKEN, "
-                "or make one on its API tokens page"
-            )
-        if status >= 500:
-            raise UserError(f"the server at {self.base} failed ({status}) on {method} {path}", code=BROKEN)
-        return status, payload
+            if exc.code in GATEWAY_AWAY:
+                raise _Unreachable(exc.code) from None
+            return exc.code, _decode(exc.read())
+        except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+            raise _Unreachable(getattr(exc, "reason", exc)) from None
 
 
 def _decode(raw: bytes) -> object:
@@ -108,8 +163,8 @@ def run_on_server(args: Namespace) -> int:
         baseline = RunReport.model_validate(payload)
     source = args.file.read_text(encoding="utf-8-sig")
     body = {"yaml": source, "files": files, "model": args.model, "concurrency": args.concurrency}
-    status, launched = server.call("POST", "/api/runs", body)
-    if status != 201:
+    status, launched = server.launch(body)
+    if status not in (200, 201):  # 200: a retry's answer, the run the first try made
         for problem in launched.get("problems", []) if isinstance(launched, dict) else []:
             print(
                 f"{args.file}:{problem['line']}:{problem['column']} {problem['path']}: {problem['message']}",

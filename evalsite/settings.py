@@ -167,7 +167,13 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = env_int("EVALSITE_LOGIN_FAILURE_LIMIT", 5)
+EVALSITE_LOGIN_FAILURE_LIMIT = env_int("EVALSITE_LOGIN_FAILURE_LIMIT", 5)
+# Wrong API bearer tokens, counted per client address (not per user: a token names no one until it matches).
+# A CI job with a revoked token retries a few times; a guesser sends hundreds.
+EVALSITE_TOKEN_FAILURE_LIMIT = env_int("EVALSITE_TOKEN_FAILURE_LIMIT", 20)
+AXES_FAILURE_LIMIT = "evalsite.lockout.failure_limit"
+# One cool-off for sign-ins and tokens: axes deletes every attempt older than the cool-off of whichever
+# request it is handling, so a shorter one for tokens would lift sign-in lockouts early.
 AXES_COOLOFF_TIME = timedelta(minutes=env_float("EVALSITE_LOGIN_LOCKOUT_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
@@ -333,6 +339,8 @@ EVALSITE_DEFAULT_CONCURRENCY = env_int("EVALSITE_DEFAULT_CONCURRENCY", 10)
 # The most conversations one run may have in flight (the launch form's limit). Above 100 a PostgreSQL server
 # with its default max_connections needs the pool (EVALSITE_DB_POOL_MAX): see the README's sizing rule.
 EVALSITE_MAX_RUN_CONCURRENCY = env_int("EVALSITE_MAX_RUN_CONCURRENCY", 100)
+# How long POST /api/runs remembers an Idempotency-Key: a retry within it returns the first launch's run.
+EVALSITE_IDEMPOTENCY_HOURS = env_float("EVALSITE_IDEMPOTENCY_HOURS", 24)
 # Seconds one model request may take before it is abandoned and retried (a timeout is retried like a 503):
 # the default endpoint's, and a named endpoint's unless the admin sets its own.
 EVALSITE_REQUEST_TIMEOUT = env_float("EVALSITE_REQUEST_TIMEOUT", 60.0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import UUID
 
+from django.db import IntegrityError, transaction
 from django.http import HttpResponse
 from django.urls import reverse
 from ninja import Query, Router, Schema, Status
@@ -23,7 +24,7 @@ from suites import selectors as suite_selectors
 from suites import services as suite_services
 from suites.models import Suite
 
-from . import selectors, services, specs
+from . import launch_keys, selectors, services, specs
 from .models import Run
 
 router = Router(tags=["runs"])
@@ -104,48 +105,88 @@ def _problems(exc: SuiteError) -> list[dict]:
     return [{"line": p.line, "column": p.column, "path": p.path, "message": p.message} for p in exc.problems]
 
 
+class _Refused(Exception):
+    """A launch refused with this status and payload; raised inside the launch's transaction to undo it."""
+
+    def __init__(self, status: int, payload: dict):
+        self.status, self.payload = status, payload
+
+
 @router.post(
     "",
-    response={201: RunOut, 404: RefusedOut, 422: RefusedOut},
+    response={200: RunOut, 201: RunOut, 404: RefusedOut, 422: RefusedOut},
     summary="Launch a run",
     description="From a saved suite by name (`suite`, optionally `version`), or from `yaml` in the body, "
     "which is saved as the next version of the user's suite of that name (created if new; unchanged text "
     "reuses the latest version). `model` and `concurrency` override the suite's. 422 with located "
-    "problems when the YAML does not validate or the run cannot start.",
+    "problems when the YAML does not validate or the run cannot start; then nothing is saved. "
+    "With an `Idempotency-Key` header, a launch sent again with the same key and body (a retry after a "
+    "dropped connection) answers 200 with the run the first one made; the same key with another body is "
+    "a 422. Keys are the user's own and kept for a day (EVALSITE_IDEMPOTENCY_HOURS).",
 )
 def launch(request, body: LaunchIn):
     user = request.user
-    if body.yaml is not None:
-        try:
-            spec = suite_services.validate_source(body.yaml, files=body.files or {})
-            suite = Suite.objects.filter(owner=user, name=spec.name).first()
-            if suite is None:
-                suite = suite_services.create_suite(
-                    owner=user, source=body.yaml, note="created through the API", files=body.files or {}
-                )
-            else:
-                suite_services.save_version(
-                    suite=suite, source=body.yaml, user=user, note="saved through the API", files=body.files
-                )
-        except SuiteError as exc:
-            return Status(422, {"detail": "the suite does not validate", "problems": _problems(exc)})
-        version = suite.latest_version
-    elif body.suite:
-        suite = Suite.objects.filter(owner=user, name=body.suite).first()
-        if suite is None:
-            return Status(404, {"detail": f"you have no suite named {body.suite!r}"})
-        version = suite_selectors.version_of(suite, body.version)
-        if version is None:
-            return Status(404, {"detail": f"{body.suite} has no version {body.version}"})
-    else:
-        return Status(422, {"detail": "give `suite` (a saved suite's name) or `yaml`"})
+    key = request.headers.get("Idempotency-Key")
+    body_fingerprint = launch_keys.fingerprint(body.dict())
     try:
-        run = services.create_run(version=version, user=user, model=body.model, concurrency=body.concurrency)
+        if key is not None:
+            key = launch_keys.clean_key(key)
+            earlier = launch_keys.earlier_run(user, key, body_fingerprint)
+            if earlier is not None:
+                return Status(200, _run_out(request, earlier))
+        try:
+            # The new version (if any), the run, its conversations and the key: all committed, or none. The
+            # run's dispatch waits for the commit (create_run's on_commit).
+            with transaction.atomic():
+                claimed = launch_keys.claim(user, key, body_fingerprint) if key is not None else None
+                version = _version_to_launch(user, body)
+                run = services.create_run(
+                    version=version, user=user, model=body.model, concurrency=body.concurrency
+                )
+                if claimed is not None:
+                    launch_keys.attach(claimed, run)
+        except IntegrityError:
+            if key is None:
+                raise
+            # The same key, launched at the same moment by another request, which committed first.
+            earlier = launch_keys.earlier_run(user, key, body_fingerprint)
+            if earlier is None:
+                raise
+            return Status(200, _run_out(request, earlier))
+    except launch_keys.KeyRefused as exc:
+        return Status(422, {"detail": str(exc)})
+    except _Refused as refused:
+        return Status(refused.status, refused.payload)
     except services.LaunchError as exc:
         return Status(422, {"detail": str(exc)})
     except SuiteError as exc:
         return Status(422, {"detail": "the suite does not validate", "problems": _problems(exc)})
     return Status(201, _run_out(request, run))
+
+
+def _version_to_launch(user, body: LaunchIn):
+    """The version a launch runs: `yaml` saved as the user's suite's next version, or a saved one."""
+    if body.yaml is not None:
+        spec = suite_services.validate_source(body.yaml, files=body.files or {})
+        suite = Suite.objects.filter(owner=user, name=spec.name).first()
+        if suite is None:
+            suite = suite_services.create_suite(
+                owner=user, source=body.yaml, note="created through the API", files=body.files or {}
+            )
+        else:
+            suite_services.save_version(
+                suite=suite, source=body.yaml, user=user, note="saved through the API", files=body.files
+            )
+        return suite.latest_version
+    if body.suite:
+        suite = Suite.objects.filter(owner=user, name=body.suite).first()
+        if suite is None:
+            raise _Refused(404, {"detail": f"you have no suite named {body.suite!r}"})
+        version = suite_selectors.version_of(suite, body.version)
+        if version is None:
+            raise _Refused(404, {"detail": f"{body.suite} has no version {body.version}"})
+        return version
+    raise _Refused(422, {"detail": "give `suite` (a saved suite's name) or `yaml`"})
 
 
 class RunFilters(Schema):

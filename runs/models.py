@@ -478,3 +478,28 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class LaunchKey(models.Model):
+    """An `Idempotency-Key` a user sent with `POST /api/runs`, and the run that launch made: a retried launch
+    with the same key and the same body returns that run instead of making another (runs/launch_keys.py).
+    Kept until `expires_at`; an expired key may be used again."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    fingerprint = models.CharField(max_length=64)  # SHA-256 of the launch's body
+    # Set in the transaction that stored the key, before it commits: empty only while that launch runs.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, null=True, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # One launch per key and user; its index serves the look-up of a retried launch. The key is
+            # stored first, so a second launch racing the first with the same key waits here for the first
+            # to commit, fails, and is answered with the first's run.
+            models.UniqueConstraint(fields=["user", "key"], name="launch_key_once_per_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} → run {self.run_id}"

@@ -59,11 +59,23 @@ def convert(files: Mapping[str, str], kind: str | None = None) -> ImportResult:
     for line in main.repairs:
         report.map(line)
     tracked = _Tracked(normalised)
-    header, sections, attached = module.convert(main.name, main.data, tracked, report)
+    try:
+        header, sections, attached = module.convert(main.name, main.data, tracked, report)
+    except ImportProblem as problem:
+        raise _located(problem, main.name, normalised) from None
     for name in normalised:
         if name != main.name and name not in tracked.used:
             report.skip(f"{name}: uploaded, but the suite does not refer to it — ignored")
     return report.finish(header, sections, attached, kind)
+
+
+def _located(problem: ImportProblem, main: str, files: dict[str, str]) -> ImportProblem:
+    """The problem, naming the suite file when the converter named no file: the person who uploaded
+    several files is told which one to fix."""
+    message = str(problem)
+    if any(name in message for name in files):
+        return problem
+    return ImportProblem(f"{main}: {message}")
 
 
 class _Tracked(dict):

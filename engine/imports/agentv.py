@@ -34,9 +34,12 @@ from .common import (
     ImportProblem,
     Report,
     Section,
+    as_number,
+    as_share,
     as_text,
     basename,
     find_file,
+    non_finite,
     safe_file_name,
     short,
     unique_id,
@@ -526,7 +529,7 @@ class _Cases:
             if grader is None:
                 continue
             threshold = item.get("threshold")
-            if isinstance(threshold, int | float) and not isinstance(threshold, bool) and 0 <= threshold <= 1:
+            if as_share(threshold) is not None:
                 grader["threshold"] = threshold
             for key in item:
                 if key not in known:
@@ -543,7 +546,7 @@ class _Cases:
         if as_text(item.get("model")):
             grader["model"] = as_text(item["model"])
         temperature = item.get("temperature")
-        if isinstance(temperature, int | float) and not isinstance(temperature, bool):
+        if as_number(temperature) is not None:
             grader["temperature"] = temperature
         file_name = None
         if prompt is None:
@@ -663,6 +666,11 @@ def _json_checks(expected: dict, label: str, report: Report) -> list[dict]:
         if "." in str(key) or not str(key):
             report.group(
                 f"expected_output key {key!r}: not a path field_equals can name, not compared", label
+            )
+            continue
+        if non_finite(value):
+            report.group(
+                f"expected_output key {key!r}: NaN or an infinity cannot be compared, not compared", label
             )
             continue
         checks.append({"field_equals": {"path": str(key), "value": value}})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .common import Converted, ImportProblem, Report, Section, short
+from .common import Converted, ImportProblem, Report, Section, as_number, non_finite, short
 
 PLACEHOLDER = "Describe what a good reply does (calibrate keeps its grader apart from the samples)"
 
@@ -37,11 +37,17 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
                 {"role": "user", "content": row.get("userMessage", "")},
                 {"role": "assistant", "content": row.get("assistantResponse", "")},
             ]
-            legacy += 1
         else:
             report.skip(f"{where}: no messages (nor userMessage / assistantResponse), left out")
             continue
+        if non_finite(sample["messages"]):
+            report.skip(f"{where}: a message holds NaN or an infinity, which no message can be; left out")
+            continue
+        legacy += "messages" not in row
         expected = row.get("expected")
+        if non_finite(expected):
+            report.skip(f"{where}.expected ({short(expected, 40)}): NaN or an infinity is no score; left out")
+            expected = None
         if isinstance(expected, dict):
             sample["expected"] = {key: expected[key] for key in ("score", "reason") if key in expected}
             for key in expected:
@@ -49,7 +55,9 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
                     report.skip(f"{where}.expected.{key}: evalsite keeps score and reason, left out")
         elif expected is not None:
             sample["expected"] = expected
-        if row.get("tags"):
+        if row.get("tags") and non_finite(row["tags"]):
+            report.skip(f"{where}.tags: NaN or an infinity is no tag; left out")
+        elif row.get("tags"):
             sample["tags"] = row["tags"]
         for key in row:
             if key not in ("messages", "userMessage", "assistantResponse", "expected", "tags"):
@@ -67,7 +75,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     scores = [
         float(s["expected"]["score"])
         for s in samples
-        if isinstance(s.get("expected"), dict) and isinstance(s["expected"].get("score"), (int, float))
+        if isinstance(s.get("expected"), dict) and as_number(s["expected"].get("score")) is not None
     ]
     scale = _scale(scores)
     report.map(

@@ -7,6 +7,7 @@ Plain Python: no Django here.
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 import re
 import textwrap
@@ -313,12 +314,62 @@ def unique_id(wanted: str, taken: set[str], report: Report, where: str) -> str:
     return candidate
 
 
+# --- reading values: other tools' files hold anything at any key ----------------------------------------------
+#
+# A converter reads each value it uses through one of these, so NaN, an infinity, a bool where a number is, or
+# a list where a name is becomes a listed loss at its key instead of an exception.
+
+
+def as_number(value: object) -> int | float | None:
+    """A number a suite can hold, or None: a bool is not a number here, and NaN or an infinity (YAML's
+    `.nan`, `.inf`, `1e400`) is not one any check or gate can compare against."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def as_count(value: object) -> int | None:
+    """A whole number of at least 0 (`3.0` reads as 3), or None."""
+    number = as_number(value)
+    if number is None or number < 0 or number != int(number):
+        return None
+    return int(number)
+
+
+def as_share(value: object) -> float | int | None:
+    """A number from 0 to 1 (a score or a threshold), or None."""
+    number = as_number(value)
+    return number if number is not None and 0 <= number <= 1 else None
+
+
+def as_name(value: object) -> str | None:
+    """Text used to look something up (a grader, a function, a kind), or None: a list or a mapping there
+    cannot name anything, and is not hashable either."""
+    return value if isinstance(value, str) else None
+
+
+def non_finite(value: object) -> bool:
+    """Whether data copied as it is holds NaN or an infinity somewhere."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, dict):
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+    return False
+
+
 def as_text(value: object) -> str | None:
     """A scalar as text (numbers and booleans as written in JSON); None for anything else."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | float):
+    if as_number(value) is not None:
         return json.dumps(value)
     return None

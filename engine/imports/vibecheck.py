@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from engine.schema import CHECK_KEYS, MAX_FOLLOWUP_DEPTH, JudgeSpec, SemanticSpec, Suite
 
-from .common import Converted, ImportProblem, Report, Section, as_text, short, unique_id
+from .common import Converted, ImportProblem, Report, Section, as_count, as_number, as_text, short, unique_id
 
 TEXT_CHECKS = ("match", "not_match", "regex", "contains", "equals")
 TOKEN_CHECKS = ("min_tokens", "max_tokens")
@@ -234,10 +234,10 @@ def _check_value(key: str, value: object, where: str, depth: int, report: Report
             report.map(f"{where}: {value!r} → the text {text!r}")
         return text
     if key in TOKEN_CHECKS:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
+        tokens = as_count(value)
+        if tokens is None:
             report.skip(f"{where}: expected a whole number of tokens, got {short(value)}; left out")
-            return None
-        return int(value)
+        return tokens
     if key == "semantic":
         return _spec(value, SEMANTIC_KEYS, "expected", where, report)
     if key == "llm_judge":
@@ -304,15 +304,24 @@ def _conditionals(raw: object, where: str, report: Report) -> list[dict]:
             report.map(f"{here} (string_contains) → contains (case-insensitive)")
         elif kind == "semantic_similarity" and isinstance(cond.get("expected"), str):
             spec = {"expected": cond["expected"]}
-            if isinstance(cond.get("threshold"), int | float):
+            if as_number(cond.get("threshold")) is not None:
                 spec["threshold"] = cond["threshold"]
+            elif "threshold" in cond:
+                report.skip(f"{here}.threshold: {short(cond['threshold'])} is not a number, left out")
             checks = [{"semantic": spec}]
             report.map(f"{here} (semantic_similarity) → semantic")
         elif kind == "llm_judge" and isinstance(cond.get("criteria"), str):
             checks = [{"llm_judge": {"criteria": cond["criteria"]}}]
             report.map(f"{here} (llm_judge) → llm_judge")
         elif kind == "token_length":
-            checks = [{key: int(cond[key])} for key in TOKEN_CHECKS if isinstance(cond.get(key), int | float)]
+            checks = [
+                {key: as_count(cond[key])} for key in TOKEN_CHECKS if as_count(cond.get(key)) is not None
+            ]
+            for key in TOKEN_CHECKS:
+                if key in cond and as_count(cond[key]) is None:
+                    report.skip(
+                        f"{here}.{key}: expected a whole number of tokens, got {short(cond[key])}; left out"
+                    )
             report.map(f"{here} (token_length) → {', '.join(k for c in checks for k in c) or 'nothing'}")
         else:
             report.skip(f"{here}: conditional type {short(kind)} is not one evalsite has, left out")

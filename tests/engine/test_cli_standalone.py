@@ -573,3 +573,23 @@ def test_import_of_a_multi_grader_letta_suite_validates(tmp_path):
     result = evalsite("import", *given, "--out", "suite.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr  # needs named graders (graders-engine)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["dataset.jsonl", "quality.md", "suite.yaml"]
+
+
+def test_import_of_hostile_values_lists_the_loss_or_says_where_never_a_traceback(tmp_path):
+    nan = tmp_path / "nan.yaml"
+    nan.write_text("evals:\n  - prompt: hi\n    checks: [{max_tokens: .nan}, {match: '*hi*'}]\n")
+    result = evalsite("import", str(nan), "--out", "out/suite.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "  - evals[0].checks[0].max_tokens: expected a whole number of tokens, got NaN; left out" in (
+        result.stdout.splitlines()
+    )
+    given = tmp_path / "letta"
+    shutil.copytree(IMPORTS / "letta-per-turn", given)
+    suite = given / "suite.yaml"
+    suite.write_text(
+        suite.read_text().replace("function: contains", "function: [contains]").replace("memory_block", "{}")
+    )
+    result = evalsite("import", str(suite), str(given / "dataset.jsonl"), "--out", "s.yaml", cwd=tmp_path)
+    assert assert_one_line_error(result, 2).startswith(
+        "evalsite: suite.yaml: no grader of this suite has an evalsite equivalent — graders.answer_check"
+    )

@@ -33,7 +33,7 @@ def signed_in_as(client) -> str | None:
 
 
 def test_sixty_wrong_passwords_lock_the_username_after_five(client, user, other_user):
-    assert settings.AXES_FAILURE_LIMIT == 5
+    assert settings.EVALSITE_LOGIN_FAILURE_LIMIT == 5
     statuses = [sign_in(client, user.username, f"guess-{attempt}").status_code for attempt in range(60)]
     assert statuses[:4] == [200] * 4  # the form again, saying the password is wrong
     assert statuses[4:] == [429] * 56  # the fifth failure locks, and every try after it is refused

@@ -324,3 +324,22 @@ def test_a_pasted_calibrate_file_converts_in_the_web(logged_in):
     assert response.status_code == 200
     page = html.unescape(response.content.decode())
     assert "Detected: calibrate" in page and "Valid — " in page
+
+
+NAN_TOKENS = "evals:\n  - prompt: hi\n    checks: [{max_tokens: .nan}, {match: '*hi*'}]\n"
+
+
+@pytest.mark.django_db
+def test_hostile_values_are_a_listed_loss_or_a_located_error_never_a_500(logged_in):
+    response = logged_in.post(URL, {"files": uploads({"nan.yaml": NAN_TOKENS})})
+    assert response.status_code == 200
+    page = html.unescape(response.content.decode())
+    assert "evals[0].checks[0].max_tokens: expected a whole number of tokens, got NaN; left out" in page
+    letta = folder("letta-per-turn")
+    letta["suite.yaml"] = letta["suite.yaml"].replace("function: contains", "function: [contains]")
+    letta["suite.yaml"] = letta["suite.yaml"].replace("extractor: memory_block", "extractor: {}")
+    response = logged_in.post(URL, {"files": uploads(letta)})
+    assert response.status_code == 400
+    assert "suite.yaml: no grader of this suite has an evalsite equivalent" in html.unescape(
+        response.content.decode()
+    )

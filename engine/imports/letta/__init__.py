@@ -36,6 +36,7 @@ from ..common import (
     ImportProblem,
     Report,
     Section,
+    as_number,
     as_text,
     basename,
     dataset_too_big,
@@ -193,7 +194,8 @@ def _graders_comment(graders: dict[str, dict], named: dict[str, dict], report: R
 
 
 def _is_temperature(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 2
+    number = as_number(value)
+    return number is not None and 0 <= number <= 2
 
 
 def _iterations(data: dict, report: Report) -> list[Section]:

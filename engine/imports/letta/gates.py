@@ -3,7 +3,7 @@ per-sample pass threshold it carries."""
 
 from __future__ import annotations
 
-from ..common import Report, short
+from ..common import Report, as_name, as_number, as_share, short
 
 AGGREGATIONS = {"avg_score": "avg", "avg": "avg", "min": "min", "p95": "p95", "accuracy": "accuracy"}
 OPS = {"gte": ">=", "gt": ">", "lte": "<=", "lt": "<", "eq": "==", ">=": ">=", ">": ">", "<=": "<=", "<": "<"}
@@ -129,8 +129,8 @@ def _condition(
         )
         return None
     op = OPS.get(condition.get("op", "gte")) if isinstance(condition.get("op", "gte"), str) else None
-    value = condition.get("value")
-    if op is None or isinstance(value, bool) or not isinstance(value, int | float):
+    value = as_number(condition.get("value"))
+    if op is None or value is None:
         report.skip(f"{where}: needs an op (gte, gt, lte, lt, eq) and a numeric value")
         return None
     shown = gate_text({**condition, "kind": "simple"})
@@ -145,9 +145,7 @@ def _condition(
     else:
         report.map(f"{where} ({shown}) → gates: {metric} {op} {value:g}")
     threshold = condition.get("pass_threshold")
-    if threshold is not None and (
-        isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1
-    ):
+    if threshold is not None and as_share(threshold) is None:
         report.skip(f"{where}.pass_threshold: {short(threshold)} — expected a score from 0 to 1, ignored")
         threshold = None
     if threshold is not None and metric != "accuracy":
@@ -206,8 +204,8 @@ def _named(
     aggregation = gate.get("aggregation", gate.get("metric", "avg_score"))
     metric = AGGREGATIONS.get(aggregation) if isinstance(aggregation, str) else None
     op = OPS.get(gate.get("op", "gte")) if isinstance(gate.get("op", "gte"), str) else None
-    value = gate.get("value")
-    if metric is None or op is None or isinstance(value, bool) or not isinstance(value, int | float):
+    value = as_number(gate.get("value"))
+    if metric is None or op is None or value is None:
         report.skip(
             f"{where} ({gate_text(gate)}): needs an aggregation (avg_score, min, p95, accuracy), an op "
             "(gte, gt, lte, lt, eq) and a numeric value — not converted"
@@ -224,25 +222,29 @@ def _named(
         if not isinstance(weights, dict) or not weights:
             report.skip(f"{where}: a weighted_average gate without weights — not converted")
             return None
-        missing = [key for key in weights if key not in names]
+        missing = [short(key) for key in weights if as_name(key) not in names]
         if missing:
             report.skip(
                 f"{where}: weights name {', '.join(missing)}, which were not converted — gate not converted"
             )
+            return None
+        bad = [f"{key}: {short(weight)}" for key, weight in weights.items() if as_number(weight) is None]
+        if bad:
+            report.skip(f"{where}: weights must be numbers ({', '.join(bad)}) — gate not converted")
             return None
         out = {"weighted_average": {str(k): w for k, w in weights.items()}, "metric": metric}
     elif kind == "simple":
         key = gate.get("metric_key")
         if key is None and len(names) == 1:
             key = next(iter(names))
-        if key not in names:
+        if as_name(key) not in names:
             report.skip(
                 f"{where} on graders.{key}: that grader was not converted, so neither was this condition"
             )
             return None
         out = {"metric": metric, "grader": key}
         threshold = gate.get("pass_threshold")
-        if isinstance(threshold, int | float) and not isinstance(threshold, bool) and 0 <= threshold <= 1:
+        if as_share(threshold) is not None:
             if metric == "accuracy":
                 thresholds.setdefault(key, threshold)
                 if thresholds[key] != threshold:

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from engine.schema import Extractor
 
-from ..common import ImportProblem, Report, basename, find_file, safe_file_name, short
+from ..common import ImportProblem, Report, as_name, as_number, basename, find_file, safe_file_name, short
 
 TOOL_GRADERS = ("exact_match", "contains", "regex_match")
 JUDGE_KINDS = ("model_judge", "rubric", "letta_judge")
@@ -38,7 +38,7 @@ def gate_metric(gate: object) -> str | None:
         return gate["metric_key"]
     weights = gate.get("weights")
     if isinstance(weights, dict) and weights:
-        return str(max(weights, key=lambda key: weights[key] if isinstance(weights[key], int | float) else 0))
+        return str(max(weights, key=lambda key: as_number(weights[key]) or 0))
     conditions = gate.get("conditions")
     for condition in conditions if isinstance(conditions, list) else []:
         found = gate_metric(condition)
@@ -242,7 +242,7 @@ def convertible(graders: dict[str, dict]) -> dict[str, dict]:
     """The graders that have an evalsite equivalent: name -> (what _grading says) with the Letta spec."""
     out = {}
     for key, spec in graders.items():
-        function = spec.get("function")
+        function = as_name(spec.get("function"))
         if spec.get("kind", "tool") == "tool" and function in CHECK_FUNCTIONS:
             grading, _ = _grading(key, {**spec, "function": "contains"})  # for its extractor only
             if grading is not None:
@@ -302,11 +302,7 @@ def named_graders(
                 named["model"] = spec["model"]
                 report.map(f"graders.{key}.model → graders.{key}.model: {spec['model']}")
             temperature = spec.get("temperature")
-            if (
-                isinstance(temperature, int | float)
-                and not isinstance(temperature, bool)
-                and 0 <= temperature <= 2
-            ):
+            if as_number(temperature) is not None and 0 <= temperature <= 2:
                 named["temperature"] = temperature
                 report.map(f"graders.{key}.temperature → graders.{key}.temperature: {temperature:g}")
             report.map(f"graders.{key} ({grading['described']}) → graders.{key}: an llm_judge grader")
