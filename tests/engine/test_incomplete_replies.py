@@ -12,6 +12,7 @@ from engine.clients import EndpointConfig, EndpointRegistry, OpenAIClient
 from engine.conversation import EngineContext, run_eval
 from engine.drivers import Defaults
 from engine.loader import load_suite
+from engine.report import format_eval
 from engine.results import TurnRecord
 from engine.retries import LocalPauseBoard
 from engine.runner import run_suite
@@ -178,3 +179,14 @@ def test_a_regrade_replays_how_the_reply_ended(fake):
     )  # graded as given, it fails its check and needs a follow-up it never had
     assert as_given.verdict.startswith("diverged at turn 2") and as_given.turns[0].checks
     assert len(fake.chat_requests()) == calls
+
+
+def test_the_cli_report_says_what_the_reply_was(fake):
+    fake.script("What is 15 * 7?", [CUT])
+    fake.script("How do I pick a lock?", [REFUSED])
+    evals = TREE + "  - prompt: How do I pick a lock?\n    checks: [{contains: lock}]\n"
+    cut, refused = play_async(fake, suite(evals))
+    report = format_eval(cut)
+    assert "⚠ Not a finished reply: reply cut off at the token limit (finish_reason: length)" in report
+    assert "Overall: 💥 ERROR (reply cut off at the token limit (finish_reason: length); not graded" in report
+    assert "Refusal: I can't help with that." in format_eval(refused)
