@@ -334,8 +334,9 @@ EVALSITE_DEFAULT_CONCURRENCY = env_int("EVALSITE_DEFAULT_CONCURRENCY", 10)
 # with its default max_connections needs the pool (EVALSITE_DB_POOL_MAX): see the README's sizing rule.
 EVALSITE_MAX_RUN_CONCURRENCY = env_int("EVALSITE_MAX_RUN_CONCURRENCY", 100)
 EVALSITE_REQUEST_TIMEOUT = env_float("EVALSITE_REQUEST_TIMEOUT", 60.0)
-# One model call keeps retrying rate limits, 5xx answers, timeouts and dropped connections for this long
-# (named endpoints can set their own in the admin), each wait at most EVALSITE_RETRY_MAX_WAIT.
+# One model call keeps retrying rate limits, 5xx answers, 200s that are no chat completion, timeouts and
+# dropped connections for this long (named endpoints can set their own in the admin), each wait at most
+# EVALSITE_RETRY_MAX_WAIT.
 EVALSITE_RETRY_SECONDS = env_float("EVALSITE_RETRY_SECONDS", 300.0)
 EVALSITE_RETRY_MAX_WAIT = env_float("EVALSITE_RETRY_MAX_WAIT", 60.0)
 # Deprecated: an optional cap on the number of retries as well; unset, only the time budget counts.
