@@ -5,10 +5,10 @@ model errors, and `OpenAIClient._call` retries 429, 408, 409 and 5xx responses, 
 connections for up to the endpoint's `retry_seconds` (minutes by default: providers rate-limit for tens of
 seconds), and 200 answers that are not a chat completion (a proxy's HTML page, a body cut short, no
 `choices`: gateways send those for moments too), with exponential backoff and full jitter, honouring
-Retry-After, each wait capped at `retry_max_wait`. A 429 pauses the endpoint for every caller (engine.retries). A backoff of our own choosing
-(no Retry-After) is at most BACKOFF_MAX_WAIT, and ends early once the endpoint answers another call: after
-an outage every waiting call retries within a moment of the first answer. When it gives up it raises
-EndpointError, which marks that one conversation `error`.
+Retry-After, each wait capped at `retry_max_wait`. A 429 pauses the endpoint for every caller
+(engine.retries). A backoff of our own choosing (no Retry-After) is at most BACKOFF_MAX_WAIT, and ends early
+once the endpoint answers another call: after an outage every waiting call retries within a moment of the
+first answer. When it gives up it raises EndpointError, which marks that one conversation `error`.
 """
 
 from __future__ import annotations
