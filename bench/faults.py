@@ -18,7 +18,9 @@ workers are up):
 - outage:  the model server gone for seconds: connections refused, requests in flight dropped unanswered;
 - storm:   for seconds, 30% of model calls answered 429 with Retry-After: 1 and 10% answered 500;
 - redos:   some conversations' model starts answering a catastrophic reply (2,000 `a`s and `!`) to the
-           suite's `regex: '(a+)+$'` check.
+           suite's `regex: '(a+)+$'` check;
+- garbage, html, empty: for seconds, every model call is answered 200 with something that is no chat
+           completion: JSON cut short (`{"choices": [ not json`), a proxy's HTML page, empty `choices`.
 
 Then it reads the database and the fake's request log and reports, per backend and scenario: conversations
 finished exactly once (passed on their known turn, never finished again), duplicated, lost and misplaced
@@ -55,7 +57,7 @@ from pathlib import Path
 from faults_play import FAKE_KEY, FAKE_KEY_ENV, FULL, QUICK, child
 from throughput import ROOT, fresh_postgres_and_redis, reachable
 
-SCENARIOS = ("baseline", "kill", "sigterm", "redis", "outage", "storm", "redos")
+SCENARIOS = ("baseline", "kill", "sigterm", "redis", "outage", "storm", "redos", "garbage", "html", "empty")
 BACKENDS = {"embedded": "SQLite + filesystem", "postgres": "PostgreSQL + Redis"}
 PG_URL = os.environ.get("FAULTS_PG_URL", "postgres://postgres@127.0.0.1:5432/evalsite_faults")
 # Only when there is no redis-server binary to start one of the harness's own (no restart scenario then).
@@ -143,6 +145,8 @@ def evidence(result: dict) -> str:
         return f"{calls.get('429', 0)} answered 429, {calls.get('500', 0)} answered 500"
     if scenario == "redos":
         return f"{result['regex_timeouts']} checks ended by the regex time limit"
+    if scenario in ("garbage", "html", "empty"):
+        return f"{calls.get('200 no reply', 0)} answered 200 with no chat completion"
     return f"the run took {result['wall']:.1f} s"
 
 

@@ -165,7 +165,9 @@ def measure(run_id, faults: list[Fault], *, finished_again: set[int], requests: 
         if entry["path"] != "/v1/chat/completions" or not isinstance(body, dict):
             continue
         statuses[str(entry["status"])] += 1
-        if entry["status"] == 200:
+        if entry.get("fault"):  # a 200 that was no reply (bench/faults_play.py's malformed answers)
+            statuses["200 no reply"] += 1
+        elif entry["status"] == 200:
             messages = body["messages"]
             answered[(messages[0]["content"], sum(m["role"] == "assistant" for m in messages))] += 1
     start = run.created_at.timestamp()

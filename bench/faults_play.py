@@ -36,12 +36,13 @@ class Profile:
     outage: float
     storm: float
     redos: int
+    malformed: float  # seconds of 200s that are no chat completion
 
 
 FULL = Profile(conversations=100, concurrency=10, latency=0.5, kills=3, sigterms=2, redis_restarts=2,
-               redis_down=3.0, outage=10.0, storm=10.0, redos=6)  # fmt: skip
+               redis_down=3.0, outage=10.0, storm=10.0, redos=6, malformed=10.0)  # fmt: skip
 QUICK = Profile(conversations=20, concurrency=8, latency=0.2, kills=1, sigterms=1, redis_restarts=1,
-                redis_down=2.0, outage=3.0, storm=3.0, redos=3)  # fmt: skip
+                redis_down=2.0, outage=3.0, storm=3.0, redos=3, malformed=3.0)  # fmt: skip
 
 
 def label(scenario: str, p: Profile) -> str:
@@ -53,6 +54,9 @@ def label(scenario: str, p: Profile) -> str:
         "outage": f"model server down {p.outage:g} s",
         "storm": f"30% 429 + 10% 500 for {p.storm:g} s",
         "redos": f"ReDoS replies in {p.redos} conversations",
+        "garbage": f"200s of JSON cut short for {p.malformed:g} s",
+        "html": f"200s of an HTML page for {p.malformed:g} s",
+        "empty": f"200s with empty choices for {p.malformed:g} s",
     }[scenario]
 
 
@@ -274,6 +278,28 @@ def redos_replies(env: Environment, run_id, rng: random.Random) -> Fault:
     return Fault("redos", at, at, affected, {"poisoned": sorted(index for index, _ in chosen)})
 
 
+def malformed_replies(scenario: str):
+    """For seconds, every model call is answered 200 with something that is no chat completion, as a gateway
+    answers while it has no model behind it."""
+    from tests.fakeopenai import Reply
+
+    answer = {
+        "garbage": Reply(raw='{"choices": [ not json'),
+        "html": Reply(raw="<html><body><h1>502 Bad Gateway</h1></body></html>", content_type="text/html"),
+        "empty": Reply(choices=[]),
+    }[scenario]
+
+    def inject(env: Environment, run_id, rng: random.Random) -> Fault:
+        affected = in_flight(run_id)
+        at = time.time()
+        env.fake.misbehave(answer)
+        time.sleep(env.profile.malformed)
+        env.fake.misbehave()
+        return Fault(scenario, at, time.time(), affected, affected_at_end=in_flight(run_id))
+
+    return inject
+
+
 INJECT = {
     "kill": lambda env, run_id, rng: signal_worker(env, run_id, rng, signal.SIGKILL),
     "sigterm": lambda env, run_id, rng: signal_worker(env, run_id, rng, signal.SIGTERM),
@@ -281,6 +307,7 @@ INJECT = {
     "outage": model_outage,
     "storm": rate_limit_storm,
     "redos": redos_replies,
+    **{scenario: malformed_replies(scenario) for scenario in ("garbage", "html", "empty")},
 }
 
 

@@ -3,11 +3,12 @@
 Retries live here and only here: the openai client is built with max_retries=0, Celery tasks never retry
 model errors, and `OpenAIClient._call` retries 429, 408, 409 and 5xx responses, timeouts and dropped
 connections for up to the endpoint's `retry_seconds` (minutes by default: providers rate-limit for tens of
-seconds), with exponential backoff and full jitter, honouring Retry-After, each wait capped at
-`retry_max_wait`. A 429 pauses the endpoint for every caller (engine.retries). A backoff of our own choosing
-(no Retry-After) is at most BACKOFF_MAX_WAIT, and ends early once the endpoint answers another call: after
-an outage every waiting call retries within a moment of the first answer. When it gives up it raises
-EndpointError, which marks that one conversation `error`.
+seconds), and 200 answers that are not a chat completion (a proxy's HTML page, a body cut short, no
+`choices`: gateways send those for moments too), with exponential backoff and full jitter, honouring
+Retry-After, each wait capped at `retry_max_wait`. A 429 pauses the endpoint for every caller
+(engine.retries). A backoff of our own choosing (no Retry-After) is at most BACKOFF_MAX_WAIT, and ends early
+once the endpoint answers another call: after an outage every waiting call retries within a moment of the
+first answer. When it gives up it raises EndpointError, which marks that one conversation `error`.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ DEFAULT = "default"
 # The reason a call waiting out a rate limit (a 429's Retry-After, or another call's pause) reports; the pages
 # tell this wait from the others by it: "waiting for rate limit (retry in 8 s)".
 RATE_LIMIT_WAIT = "waiting for rate limit"
+# The reason a call reports while it waits to ask again after a 200 that was no chat completion; after the
+# first, it says how many: "endpoint sent an unreadable reply (3 times)".
+UNREADABLE_REPLY = "endpoint sent an unreadable reply"
 RETRY_SECONDS = 300.0
 RETRY_MAX_WAIT = 60.0
 RETRIED_STATUSES = (408, 409, 429)  # and every 5xx: what the openai client itself would retry
@@ -99,6 +103,12 @@ class Completion:
     usage: Usage
     cost: float
     latency_ms: int
+    # How the reply ended, as the endpoint said (`stop`, `length`, `content_filter`, …; None: not said), the
+    # model's refusal when it sent one instead of content, and whether it called tools: what tells a finished
+    # reply from one that is not (engine.replies).
+    finish_reason: str | None = None
+    refusal: str | None = None
+    tool_calls: bool = False
 
 
 class ChatClient(Protocol):
@@ -144,13 +154,19 @@ class _Transient(Exception):
     """A failure worth retrying; `reason` is what a person watching the run is told while we wait."""
 
     def __init__(
-        self, message: str, reason: str, retry_after: float | None = None, rate_limited: bool = False
+        self,
+        message: str,
+        reason: str,
+        retry_after: float | None = None,
+        rate_limited: bool = False,
+        unreadable: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.reason = reason
         self.retry_after = retry_after
         self.rate_limited = rate_limited
+        self.unreadable = unreadable  # a 200 that was no chat completion
 
 
 def _error_text(exc) -> str:
@@ -162,16 +178,44 @@ def _error_text(exc) -> str:
     return str(getattr(exc, "message", "") or exc)
 
 
-def _reply(response, label: str) -> tuple[str, dict | None]:
-    """The reply text and the reported usage (None when the endpoint sent none) of a chat completion."""
+@dataclass(frozen=True)
+class _Reply:
+    """What a chat completion says: its first choice's content and how it ended, and the reported usage."""
+
+    text: str
+    usage: dict | None
+    finish_reason: str | None
+    refusal: str | None
+    tool_calls: bool
+
+
+def _reply(response, label: str) -> _Reply:
+    """A chat completion's reply; a 200 that is not one (no JSON object, no `choices`, a choice without a
+    message object) is a transient failure: gateways send such answers for moments, as they send 502s."""
+    if isinstance(response, str):  # the openai client's answer for a body that is not declared JSON
+        raise _unreadable(label, f"not JSON: {response[:200]}")
     if not isinstance(response, dict):
-        raise EndpointError(f"{label} sent something that is not a chat completion: {str(response)[:200]}")
+        raise _unreadable(label, f"not a JSON object: {json.dumps(response)[:200]}")
     choices = response.get("choices")
-    first = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(choices, list) or not choices:
+        raise _unreadable(label, f"no choices: {json.dumps(response)[:200]}")
+    first = choices[0]
     message = first.get("message") if isinstance(first, dict) else None
-    text = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(message, dict):
+        raise _unreadable(label, f"a choice without a message: {json.dumps(first)[:200]}")
+    text, refusal, finish = message.get("content"), message.get("refusal"), first.get("finish_reason")
     usage = response.get("usage")
-    return (text if isinstance(text, str) else ""), (usage if isinstance(usage, dict) else None)
+    return _Reply(
+        text=text if isinstance(text, str) else "",
+        usage=usage if isinstance(usage, dict) else None,
+        finish_reason=finish if isinstance(finish, str) else None,
+        refusal=refusal if isinstance(refusal, str) and refusal else None,
+        tool_calls=bool(message.get("tool_calls")),
+    )
+
+
+def _unreadable(label: str, detail: str) -> _Transient:
+    return _Transient(f"{label} sent an unreadable reply: {detail}", UNREADABLE_REPLY, unreadable=True)
 
 
 def _status_failure(label: str, status: int, text: str, headers) -> Exception:
@@ -206,6 +250,7 @@ class _RetryLoop:
         # the coming wait is a backoff of ours, to cut short when the endpoint answers another call.
         self.failed_at = 0.0
         self.wakeable = False
+        self.unreadable = 0  # 200 answers that were no chat completion, said on the page while it waits
         self.backoff = wait_random_exponential(
             multiplier=0.5, min=0.1, max=min(BACKOFF_MAX_WAIT, self.endpoint.retry_max_wait)
         )
@@ -237,7 +282,12 @@ class _RetryLoop:
 
     def before_sleep(self, state: RetryCallState) -> None:
         failure: _Transient = state.outcome.exception()
-        report_wait(RetryWait(self.label, failure.reason, state.upcoming_sleep, state.attempt_number))
+        reason = failure.reason
+        if failure.unreadable:
+            self.unreadable += 1
+            if self.unreadable > 1:
+                reason = f"{reason} ({self.unreadable} times)"
+        report_wait(RetryWait(self.label, reason, state.upcoming_sleep, state.attempt_number))
 
     def woken(self) -> bool:
         return self.client._pauses.recovered_at(self.label) > self.failed_at
@@ -329,6 +379,9 @@ class OpenAIClient:
             try:
                 result = fn()
                 answered = True
+            except _Transient:  # an answer that was no chat completion
+                loop.failed()
+                raise
             except openai.APIStatusError as exc:
                 loop.failed()
                 failure = _status_failure(self.label, exc.status_code, _error_text(exc), exc.response.headers)
@@ -379,10 +432,10 @@ class OpenAIClient:
             body["temperature"] = temperature
         return body
 
-    def _completion(self, response, messages: list[dict], started: float) -> Completion:
+    def _completion(self, reply: _Reply, messages: list[dict], started: float) -> Completion:
         latency_ms = int((time.monotonic() - started) * 1000)
-        text, reported = _reply(response, self.label)
-        text = redact_configured(text)  # a configured key never belongs in a reply (engine/redact.py)
+        reported = reply.usage
+        text = redact_configured(reply.text)  # a configured key never belongs in a reply (engine/redact.py)
         if reported is not None:
             usage = Usage(
                 prompt_tokens=reported.get("prompt_tokens") or 0,
@@ -395,7 +448,15 @@ class OpenAIClient:
                 completion_tokens=estimate_tokens(text),
                 estimated=True,
             )
-        return Completion(text=text, usage=usage, cost=self.endpoint.cost(usage), latency_ms=latency_ms)
+        return Completion(
+            text=text,
+            usage=usage,
+            cost=self.endpoint.cost(usage),
+            latency_ms=latency_ms,
+            finish_reason=reply.finish_reason,
+            refusal=redact_configured(reply.refusal) if reply.refusal else None,
+            tool_calls=reply.tool_calls,
+        )
 
     def complete(self, model: str, messages: list[dict], *, temperature: float | None = None) -> Completion:
         body = self._body(model, messages, temperature)
@@ -403,10 +464,15 @@ class OpenAIClient:
         # The client's own post: the same auth, headers, timeouts and errors as chat.completions.create,
         # minus create's walk of our plain messages against its TypedDicts and the typed response we would
         # only read two fields of. Those cost more CPU than the rest of the call (3.5 of 6 ms per call).
-        response = self._call(
-            "request", lambda: self._client().post("/chat/completions", body=body, cast_to=dict)
-        )
-        return self._completion(response, messages, started)
+        reply = self._call("request", lambda: self._read(body))
+        return self._completion(reply, messages, started)
+
+    def _read(self, body: dict) -> _Reply:
+        try:
+            response = self._client().post("/chat/completions", body=body, cast_to=dict)
+        except json.JSONDecodeError as exc:  # a JSON content type over a body that is not JSON
+            raise _unreadable(self.label, f"not JSON: {exc.doc[:200]}") from None
+        return _reply(response, self.label)
 
     def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]], Usage, float]:
         response = self._call(
@@ -466,10 +532,10 @@ class AsyncOpenAIClient(OpenAIClient):
     ) -> Completion:
         body = self._body(model, messages, temperature)
         started = time.monotonic()
-        response = await self._acall("request", lambda: self._post(body))
-        return self._completion(response, messages, started)
+        reply = await self._acall("request", lambda: self._post(body))
+        return self._completion(reply, messages, started)
 
-    async def _post(self, body: dict):
+    async def _post(self, body: dict) -> _Reply:
         async with self._session().post(
             self.endpoint.base_url.rstrip("/") + "/chat/completions", json=body
         ) as r:
@@ -477,11 +543,10 @@ class AsyncOpenAIClient(OpenAIClient):
                 raw = await r.text()
                 raise _HTTPFailure(r.status, _error_body_text(raw), r.headers)
             try:
-                return await r.json(content_type=None)
+                response = await r.json(content_type=None)
             except ValueError:
-                raise EndpointError(
-                    f"{self.label} sent something that is not a chat completion: {(await r.text())[:200]}"
-                ) from None
+                raise _unreadable(self.label, f"not JSON: {(await r.text(errors='replace'))[:200]}") from None
+        return _reply(response, self.label)
 
     async def _acall(self, what: str, afn):
         """_call for coroutines: the same retry loop under tenacity's AsyncRetrying."""
@@ -501,6 +566,9 @@ class AsyncOpenAIClient(OpenAIClient):
             try:
                 result = await afn()
                 answered = True
+            except _Transient:  # an answer that was no chat completion
+                loop.failed()
+                raise
             except _HTTPFailure as exc:
                 loop.failed()
                 raise _status_failure(self.label, exc.status, exc.text, exc.headers) from None

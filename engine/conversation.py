@@ -28,6 +28,7 @@ from .grading import extract, grade, grade_named
 from .history import build_history, given_messages
 from .outcomes import Status, TerminationKind
 from .patterns import RegexFailure
+from .replies import DEFAULT_RULE, IncompleteRule, graded_text, incomplete, incomplete_verdict
 from .results import EvalResult, GraderResult, SimulatedUserCall, Totals, TurnGrade, TurnRecord, Usage
 from .retries import RetryStopped, RetryWait, retry_hooks
 from .schema import Eval, WeightedPassRule
@@ -210,10 +211,11 @@ async def _run_eval(
     graders = {**ctx.defaults.graders, **(ev.graders or {})}  # merged once: every turn grades with it
     given_count = len(messages)
     sent_system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+    rule: IncompleteRule = ev.incomplete_reply or ctx.defaults.incomplete_reply or DEFAULT_RULE
 
-    async def finish(verdict: Verdict, error: str | None = None) -> EvalResult:
+    async def finish(verdict: Verdict, error: str | None = None, graded_turns: bool = True) -> EvalResult:
         graded: list[GraderResult] = []
-        if graders and turns and verdict.outcome in (Status.PASSED, Status.FAILED):
+        if graders and turns and graded_turns and verdict.outcome in (Status.PASSED, Status.FAILED):
             verdict, graded = await io.blocking(
                 _with_graders, ctx, ev, graders, verdict, turns, messages, given_count
             )
@@ -261,11 +263,12 @@ async def _run_eval(
             turn = prior[position - 1]
             if step.ask is not None:  # resuming: the stored turn says what the simulated user wrote
                 step = replace(step, prompt=turn.prompt, ask=None)
-            _check_resume(turn, step, position)
+            _check_resume(turn, step, position, graded=not _ungraded(turn, rule))
         else:
             if should_stop is not None and await _answer(should_stop()):
                 return await stopped()
             user = _UserTurn()
+            source = None
             if replay is not None:
                 source = replay[position - 1] if position <= len(replay) else None
                 if source is not None and step.ask is not None:  # the simulated user said it already
@@ -287,7 +290,9 @@ async def _run_eval(
                         step, user = await _ask_user(ctx, step, io)
                     except EndpointError as exc:
                         return await failed(position, exc, " (simulated user)")
-                turn = await _play_turn(ctx, driver, messages, step, position, ev, given, user, graders, io)
+                turn = await _play_turn(
+                    ctx, driver, messages, step, position, ev, given, user, graders, io, rule, source
+                )
             except EndpointError as exc:
                 return await failed(position, exc)
             except RetryStopped:
@@ -298,6 +303,9 @@ async def _run_eval(
                 except StopConversation:
                     return await stopped("stopped")
         turns.append(turn)
+        if _ungraded(turn, rule):  # a reply that did not finish: no follow-up is sent after it
+            verdict, error = incomplete_verdict(turn, rule)
+            return await finish(verdict, error, graded_turns=False)
         if step.prompt is not None:
             messages.append({"role": "user", "content": turn.prompt})
         messages.append({"role": "assistant", "content": turn.response})
@@ -320,9 +328,18 @@ def _ending(
     return last.termination, last.termination_kind, last.termination_detail
 
 
-def _check_resume(turn: TurnRecord, step: Step, position: int) -> None:
+def _ungraded(turn: TurnRecord, rule: IncompleteRule) -> bool:
+    """A turn whose reply did not finish, and whose rule does not grade it: the conversation ends there."""
+    return turn.incomplete is not None and rule != "grade"
+
+
+def _check_resume(turn: TurnRecord, step: Step, position: int, graded: bool = True) -> None:
     if turn.prompt != (step.prompt or ""):
         raise ResumeMismatch(f"stored turn {position} was {turn.prompt!r}, the suite says {step.prompt!r}")
+    if not graded:  # stored without checks: its reply did not finish
+        if turn.node != step.node:
+            raise ResumeMismatch(f"stored turn {position} comes from another place than the suite has")
+        return
     graded_by = step.final_checks if turn.termination_kind else step.checks
     expected = [item.kind for item in graded_by if item.kind]
     if turn.node != step.node or [result.type for result in turn.checks] != expected:
@@ -354,19 +371,52 @@ async def _play_turn(
     user: _UserTurn,
     graders: dict,
     io: _IO,
+    rule: IncompleteRule,
+    source: TurnRecord | None,
 ) -> TurnRecord:
+    """The model's reply to the step, graded; or, when it did not finish and `rule` does not grade it,
+    recorded ungraded. `source`: the stored turn a re-grade replays (its reply ended as it did then)."""
     sent = (
         [*messages, {"role": "user", "content": step.prompt}] if step.prompt is not None else list(messages)
     )
-    completion = (
-        await io.agent(ctx.agent, ctx.model, sent)
-        if step.reply is None
-        else Completion(step.reply, Usage(), 0.0, step.replayed_ms)
-    )
-    return await io.blocking(
+    if step.reply is None:
+        completion = await io.agent(ctx.agent, ctx.model, sent)
+        why = None if ctx.agent.is_mock else incomplete(completion)  # the mock's replies are the suite's
+    else:
+        completion = Completion(step.reply, Usage(), 0.0, step.replayed_ms)
+        why = None  # a reply given in the suite is graded as it stands
+        if source is not None:
+            completion.finish_reason, completion.refusal = source.finish_reason, source.refusal
+            why = source.incomplete
+    ended = {
+        "finish_reason": completion.finish_reason if completion.finish_reason != "stop" else None,
+        "refusal": completion.refusal,
+        "incomplete": why,
+    }
+    if why is not None and rule != "grade":
+        return TurnRecord(
+            turn=position,
+            node=step.node,
+            prompt=step.prompt or "",
+            response=completion.text,
+            usage=completion.usage,
+            cost=completion.cost,
+            latency_ms=completion.latency_ms,
+            passed=False if rule == "fail" else None,
+            followup_reason=step.reason,
+            user_usage=user.usage,
+            user_cost=user.cost,
+            simulated_user=user.call,
+            **ended,
+        )
+    if why is not None:
+        completion = replace(completion, text=graded_text(completion))
+    turn = await io.blocking(
         _graded_turn, ctx, driver, step, position, ev, given, user, graders, sent, completion,
         may_call_model=_may_call_model(ctx, ev, step, graders),
     )  # fmt: skip
+    noted = {key: value for key, value in ended.items() if value is not None}
+    return turn.model_copy(update=noted) if noted else turn
 
 
 def turn_passed(checks, grade: TurnGrade | None, grades) -> bool | None:

@@ -82,6 +82,10 @@ def format_eval(result: EvalResult, iterations: int = 1) -> str:
         who = " (simulated user)" if turn.user_usage.total_tokens else ""
         lines.append(f"    Prompt{who}: {_indent(prompt, '      ')}")
         lines.append(f"    Response: {_indent(turn.response, '      ')}")
+        if turn.refusal and turn.refusal != turn.response:
+            lines.append(f"    Refusal: {_indent(turn.refusal, '      ')}")
+        if turn.incomplete:
+            lines.append(f"    ⚠ Not a finished reply: {turn.incomplete}")
         if turn.stop_when is not None:
             lines.append(f"    {_condition_line(turn.stop_when)}")
         for check in turn.checks:

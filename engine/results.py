@@ -152,6 +152,14 @@ class TurnRecord(BaseModel):
     judge_cost: float = 0.0
     stop_when: ConditionResult | None = None  # simulated: the stop condition as evaluated after this reply
     simulated_user: SimulatedUserCall | None = None  # simulated: how the simulated user wrote this prompt
+    # How the reply ended when the endpoint said something other than `stop` (`length`, `content_filter`,
+    # `tool_calls`, …), and the model's refusal when it sent one.
+    finish_reason: str | None = None
+    refusal: str | None = None
+    # Why the reply is no finished one, in words (cut off, filtered, refused, empty); None for an ordinary
+    # reply. Such a turn is graded by the eval's `incomplete_reply` rule: ungraded under `error`, failed
+    # under `fail` (no checks ran either way), graded as given under `grade`.
+    incomplete: str | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -47,7 +47,7 @@ from evalsite import terminal
 
 if TYPE_CHECKING:
     from engine.clients import EndpointRegistry
-    from engine.results import RunReport
+    from engine.results import EvalResult, RunReport
 
 PASSED, FAILED, INVALID, BROKEN = 0, 1, 2, 3
 
@@ -411,13 +411,29 @@ def run(args: argparse.Namespace) -> int:
     code = exit_code(report)
     if code == BROKEN:
         errors = [result for result in report.evals if result.status == Status.ERROR]
-        print(
-            f"{len(errors)} of {plural(len(report.evals), 'conversation')} ended in an endpoint error "
-            f"({errors[0].error}); check the endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, "
-            "or the endpoint in the admin)",
-            file=sys.stderr,
-        )
+        unfinished = [result for result in errors if ended_unfinished(result)]
+        errors = [result for result in errors if not ended_unfinished(result)]
+        total = plural(len(report.evals), "conversation")
+        if errors:
+            print(
+                f"{len(errors)} of {total} ended in an endpoint error ({errors[0].error}); check the "
+                "endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, or the endpoint in the admin)",
+                file=sys.stderr,
+            )
+        if unfinished:
+            print(
+                f"{len(unfinished)} of {total} ended at a reply that did not finish "
+                f"({unfinished[0].turns[-1].incomplete}); `incomplete_reply: fail` or `grade` in the suite "
+                "counts such replies otherwise",
+                file=sys.stderr,
+            )
     return code
+
+
+def ended_unfinished(result: EvalResult) -> bool:
+    """An error at a reply that did not finish (incomplete_reply: error), not at the endpoint."""
+    last = result.turns[-1] if result.turns else None
+    return last is not None and last.incomplete is not None and not last.checks and last.passed is None
 
 
 def say_cap(registry: EndpointRegistry, model_ref: str, concurrency: int) -> None:

@@ -347,8 +347,9 @@ EVALSITE_REQUEST_TIMEOUT = env_float("EVALSITE_REQUEST_TIMEOUT", 60.0)
 # The run page (and the CLI) says "N calls waiting on the model for 45 s" of calls out longer than four
 # times the run's median latency so far, and never of calls out less than this.
 EVALSITE_SLOW_CALL_SECONDS = env_float("EVALSITE_SLOW_CALL_SECONDS", 10.0)
-# One model call keeps retrying rate limits, 5xx answers, timeouts and dropped connections for this long
-# (named endpoints can set their own in the admin), each wait at most EVALSITE_RETRY_MAX_WAIT.
+# One model call keeps retrying rate limits, 5xx answers, 200s that are no chat completion, timeouts and
+# dropped connections for this long (named endpoints can set their own in the admin), each wait at most
+# EVALSITE_RETRY_MAX_WAIT.
 EVALSITE_RETRY_SECONDS = env_float("EVALSITE_RETRY_SECONDS", 300.0)
 EVALSITE_RETRY_MAX_WAIT = env_float("EVALSITE_RETRY_MAX_WAIT", 60.0)
 # Deprecated: an optional cap on the number of retries as well; unset, only the time budget counts.

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from engine.clients import RATE_LIMIT_WAIT
+from engine.clients import RATE_LIMIT_WAIT, UNREADABLE_REPLY
 from engine.history import INSTRUCTIONS_SUFFIX
 from engine.outcomes import GRADED, TerminationKind
 from engine.overrides import targets as review_targets
@@ -530,6 +530,8 @@ def waiting(reason: str, until, now, count: int | None = None) -> dict | None:
     if until is None or until <= now:
         return None
     seconds = math.ceil((until - now).total_seconds())
+    if count is not None and reason.startswith(UNREADABLE_REPLY):
+        reason = UNREADABLE_REPLY  # how many times is one conversation's count, not the card's
     rate_limited = reason == RATE_LIMIT_WAIT
     lead = reason or "waiting to retry"
     if count is not None:

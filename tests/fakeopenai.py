@@ -24,7 +24,9 @@ How a chat request is answered, first match wins:
    usual latency) until ``storm()`` is called with no rates.
 4. ``fail_next()`` faults: the oldest pending fault whose ``first_user`` filter matches consumes one
    unit and the request fails with its status (after the usual latency), or, for a ``hang`` fault,
-   sleeps ``hang`` seconds and is then answered normally (the client has usually timed out by then).
+   sleeps ``hang`` seconds and is then answered normally (the client has usually timed out by then), or,
+   for a ``reply`` fault, is answered with that Reply (a malformed 200, say).
+   ``misbehave(reply)`` answers every request so until ``misbehave()`` with no reply.
 5. Reply selection, which produces a ``Reply``:
 
    a. Scripts (``script(first_user, replies)``): if the conversation key equals ``first_user``, the
@@ -38,7 +40,9 @@ How a chat request is answered, first match wins:
       the agent (scripts), the simulated user (a rule on its system prompt) and the judge.
    c. ``default_reply`` ("OK").
 
-   The Reply may itself be an error (``status``), a hang, or carry latency/usage overrides.
+   The Reply may itself be an error (``status``), a hang, or carry latency/usage overrides; or it may be
+   a 200 that is no ordinary reply: a ``finish_reason`` other than stop, a ``refusal``, ``null_content``,
+   other ``choices`` (none, a choice without a message) or a ``raw`` body (an HTML page, JSON cut short).
 
 The conversation key is the content of the first message with role "user". Content given as a list
 of parts is reduced to its text parts joined with "\\n".
@@ -97,6 +101,18 @@ class Reply:
     # Merged over the computed usage; total_tokens is recomputed unless given.
     usage: dict | None = None
     omit_usage: bool = False
+    # How the completion says the reply ended: "length" (cut off at the token limit), "content_filter", ...
+    finish_reason: str = "stop"
+    # A refusal sent in the message's `refusal` field (structured outputs), its content then null.
+    refusal: str | None = None
+    # The message's content is null instead of ``text``.
+    null_content: bool = False
+    # The completion's ``choices`` replaced whole: [] (none), [{"index": 0}] (no message), ...
+    choices: list | None = None
+    # Answer this body exactly as it is, with ``content_type``, instead of a completion: what a proxy sends
+    # with status 200 when it is not the model answering (an HTML page, a JSON body cut short).
+    raw: str | None = None
+    content_type: str = "application/json"
 
 
 @dataclass
@@ -132,6 +148,7 @@ class _Fault:
     retry_after: float | None
     hang: float | None
     first_user: str | None
+    reply: Reply | None = None  # answered with this instead of an error status
 
 
 @dataclass
@@ -146,6 +163,7 @@ class _Response(NamedTuple):
     status: int
     body: dict
     headers: dict[str, str]
+    raw: str | None = None  # sent instead of the JSON of `body`, with the headers' Content-Type
 
 
 # A request the server was stopped in the middle of: the connection is closed with no answer.
@@ -273,6 +291,7 @@ class FakeOpenAI:
         self._in_flight = 0
         self.max_in_flight = 0
         self._ids = itertools.count(1)
+        self._answering = threading.local()  # the log entry of the request this handler thread answers
         self._clear_state()
 
     def _clear_state(self) -> None:
@@ -281,6 +300,7 @@ class FakeOpenAI:
             self._rules: list[_Rule] = []
             self._faults: list[_Fault] = []
             self._down = False
+            self._misbehaving: Reply | None = None
             self._storm: _Storm | None = None
             self._embedding_overrides: dict[str, list[float]] = {}
             self._models_seen: dict[str, None] = {}
@@ -376,16 +396,26 @@ class FakeOpenAI:
         retry_after: float | None = None,
         hang: float | None = None,
         first_user: str | None = None,
+        reply: str | Reply | None = None,
     ) -> None:
         """Make the next ``n`` chat requests (only this conversation's, if ``first_user``) fail.
 
         With ``hang`` the request instead sleeps that long and is then answered normally, which a
-        client with a shorter timeout sees as a timeout.
+        client with a shorter timeout sees as a timeout. With ``reply`` it is answered with that Reply
+        (``Reply(raw="<html>...", content_type="text/html")``, ``Reply(choices=[])``), status 200 unless
+        the Reply has one.
         """
         if n <= 0:
             return
         with self._lock:
-            self._faults.append(_Fault(n, status, retry_after, hang, first_user))
+            fault = _Fault(n, status, retry_after, hang, first_user, _as_reply(reply) if reply else None)
+            self._faults.append(fault)
+
+    def misbehave(self, reply: str | Reply | None = None) -> None:
+        """Answer every chat request with ``reply`` (a malformed 200, say) until ``misbehave()`` with none,
+        as a gateway does while it has no model behind it. Such answers are logged with ``"fault": True``."""
+        with self._lock:
+            self._misbehaving = _as_reply(reply) if reply is not None else None
 
     def down(self) -> None:
         """Answer every chat/embeddings request with 503 until up()."""
@@ -463,6 +493,12 @@ class FakeOpenAI:
 
     # -- request handling (called from handler threads) --------------------------------------------
 
+    def _note_fault(self) -> None:
+        """The request being answered gets a fault's answer: its log entry says so (a 200 that is no reply)."""
+        entry = getattr(self._answering, "entry", None)
+        if entry is not None:
+            entry["fault"] = True
+
     def _handle(self, method: str, path: str, raw_body: bytes, headers: _Headers) -> _Response:
         body: Any = None
         malformed = False
@@ -477,9 +513,11 @@ class FakeOpenAI:
             self._requests.append(entry)
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        self._answering.entry = entry
         try:
             response = self._route(method, path, body, malformed, headers)
         finally:
+            self._answering.entry = None
             with self._lock:
                 self._in_flight -= 1
         with self._lock:
@@ -537,7 +575,18 @@ class FakeOpenAI:
             self._sleep(self.latency)
             return stormed
 
+        with self._lock:
+            misbehaving = self._misbehaving
+        if misbehaving is not None:
+            self._sleep(self.latency)
+            self._note_fault()
+            return self._answer(model, messages, misbehaving)
+
         fault = self._take_fault(key)
+        if fault is not None and fault.reply is not None:
+            self._sleep(self.latency)
+            self._note_fault()
+            return self._answer(model, messages, fault.reply)
         if fault is not None and fault.hang is None:
             self._sleep(self.latency)
             return _error(fault.status, retry_after=fault.retry_after)
@@ -552,6 +601,11 @@ class FakeOpenAI:
 
         if self._stopping.is_set():
             return _DROPPED  # stopped while this request waited: a dead server answers nothing
+        return self._answer(model, messages, reply)
+
+    def _answer(self, model: str, messages: list[dict], reply: Reply) -> _Response:
+        if reply.raw is not None:
+            return _Response(reply.status or 200, {}, {"Content-Type": reply.content_type}, reply.raw)
         if reply.status is not None:
             return _error(reply.status, reply.text or None, retry_after=reply.retry_after)
         return _Response(200, self._completion(model, messages, reply), {})
@@ -609,12 +663,16 @@ class FakeOpenAI:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": reply.text},
+                    "message": {"role": "assistant", "content": None if reply.null_content else reply.text},
                     "logprobs": None,
-                    "finish_reason": "stop",
+                    "finish_reason": reply.finish_reason,
                 }
             ],
         }
+        if reply.refusal is not None:
+            completion["choices"][0]["message"]["refusal"] = reply.refusal
+        if reply.choices is not None:
+            completion["choices"] = reply.choices
         if not reply.omit_usage:
             completion["usage"] = usage
         return completion
@@ -736,12 +794,15 @@ class _Handler(BaseHTTPRequestHandler):
         if response is _DROPPED:
             self.close_connection = True
             return
-        payload = json.dumps(response.body).encode("utf-8")
+        if response.raw is not None:
+            payload = response.raw.encode("utf-8")
+        else:
+            payload = json.dumps(response.body).encode("utf-8")
+        headers = {"Content-Type": "application/json", **response.headers}
         try:
             self.send_response(response.status)
-            self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
-            for name, value in response.headers.items():
+            for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(payload)

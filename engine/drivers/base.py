@@ -29,12 +29,19 @@ class Defaults:
     pass_threshold: float | None = None
     graders: dict = field(default_factory=dict)  # the suite's named graders (engine.schema.NamedGrader)
     pass_rule: object = "all"  # the suite's pass_rule
+    incomplete_reply: str | None = None  # the suite's rule for replies that did not finish (engine.replies)
 
     @classmethod
     def of(cls, suite) -> Defaults:
         """A suite's grading defaults (engine.schema.Suite)."""
         return cls(
-            suite.grader, suite.extractor, suite.rubric, suite.pass_threshold, suite.graders, suite.pass_rule
+            suite.grader,
+            suite.extractor,
+            suite.rubric,
+            suite.pass_threshold,
+            suite.graders,
+            suite.pass_rule,
+            suite.incomplete_reply,
         )
 
 

@@ -187,6 +187,11 @@ class Eval(StrictModel):
     on_turn_failure: Literal["continue", "stop"] | None = Field(
         None, description="turns: stop at a failed turn?"
     )
+    incomplete_reply: Literal["error", "fail", "grade"] | None = Field(
+        None,
+        description="A reply cut off at the token limit, filtered, refused or empty: an error (the "
+        "default), a failed turn, or graded as given (default: the suite's).",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -177,6 +177,11 @@ class Suite(StrictModel):
         description="How an eval passes under named graders: all (every one passes), any, or "
         "{weighted_average: {name: weight}, threshold}.",
     )
+    incomplete_reply: Literal["error", "fail", "grade"] | None = Field(
+        None,
+        description="A reply cut off at the token limit, filtered, refused or empty: error (the default: the "
+        "conversation is an error, not a FAIL), fail (a failed turn) or grade (graded as given).",
+    )
     gates: list[Gate] = Field(default_factory=list)
     iterations: int = Field(1, ge=1, le=1000, description="Run every eval N times; statistics when N > 1.")
     pass_rate_threshold: float = Field(

@@ -1,6 +1,7 @@
 """The fault harness's short version (bench/faults.py --quick): a run through two supervised worker processes
 while a worker is killed, another stopped, the broker restarted (Redis only), the model server goes away,
-a 429/500 storm blows and ReDoS replies arrive. Every conversation finishes exactly once, no turn is
+a 429/500 storm blows, ReDoS replies arrive and a gateway answers 200s that are no chat completion (JSON
+cut short, an HTML page, empty choices). Every conversation finishes exactly once, no turn is
 duplicated or lost, none is stuck or errored, and no worker dies that was not killed.
 
 It runs on the production path, PostgreSQL + Redis (`make test-pg`), on a database of its own beside the
@@ -50,7 +51,7 @@ def test_every_conversation_finishes_exactly_once_whatever_fails(tmp_path):
     )  # fmt: skip
     assert report.exists(), process.stdout[-4000:] + process.stderr[-4000:]
     results = {result["scenario"]: result for result in json.loads(report.read_text())}
-    expected = {"baseline", "kill", "sigterm", "outage", "storm", "redos"}
+    expected = {"baseline", "kill", "sigterm", "outage", "storm", "redos", "garbage", "html", "empty"}
     if backend == "postgres" and shutil.which("redis-server"):
         expected.add("redis")  # the harness restarts a redis-server of its own
     assert set(results) == expected, process.stdout
@@ -68,6 +69,8 @@ def test_every_conversation_finishes_exactly_once_whatever_fails(tmp_path):
     assert results["sigterm"]["faults"][0]["detail"]["exited_after"] < 10
     assert results["storm"]["calls"].get("429", 0) >= 1
     assert results["redos"]["regex_timeouts"] >= 1
+    for name in ("garbage", "html", "empty"):
+        assert results[name]["calls"].get("200 no reply", 0) >= 1, name
     if "redis" in results:
         assert results["redis"]["workers_alive"] == 2 and results["redis"]["workers_started"] == 0
     assert process.returncode == 0, process.stdout

@@ -12,7 +12,7 @@ from engine.clients import AsyncOpenAIClient, EndpointConfig, EndpointError, End
 from engine.loader import load_suite
 from engine.retries import LocalPauseBoard, RetryWait, retry_hooks
 from engine.runner import run_suite
-from tests.engine.test_clients import KEY_ENV, FakeTime
+from tests.engine.test_clients import KEY_ENV, UNREADABLE, FakeTime
 from tests.fakeopenai import FakeOpenAI, Reply
 
 ASK = [{"role": "user", "content": "x"}]
@@ -154,3 +154,33 @@ def test_a_judge_runs_beside_the_loop_not_on_it(fake):
     assert report.status == "passed", [r.verdict for r in report.evals]
     assert all(result.turns[0].checks[0].score == pytest.approx(0.9) for result in report.evals)
     assert fake.max_in_flight >= 5  # judges and replies overlapped
+
+
+@pytest.mark.parametrize("answer", UNREADABLE, ids=["bad-json", "html", "no-choices", "no-message", "null"])
+def test_a_200_that_is_no_chat_completion_is_retried_then_explained(fake, answer):
+    fake.fail_next(3, reply=answer)
+    sleeps: list[float] = []
+    assert complete(client_for(fake, sleeps)).text == "OK"
+    assert len(sleeps) == 3 and len(fake.chat_requests()) == 4
+    fake.fail_next(10, reply=answer)
+    with pytest.raises(EndpointError, match=r"fake sent an unreadable reply: .*gave up after 3 attempts"):
+        complete(client_for(fake, max_retries=2))
+
+
+def test_unreadable_replies_are_counted_in_the_wait_reported(fake):
+    fake.fail_next(12, reply=Reply(choices=[]))
+    waits: list[RetryWait] = []
+    with retry_hooks(waits.append):
+        assert complete(client_for(fake)).text == "OK"
+    assert waits
+    for wait in waits:
+        times = "" if wait.attempts == 1 else f" ({wait.attempts} times)"
+        assert wait.reason == f"endpoint sent an unreadable reply{times}"
+
+
+def test_how_a_reply_ended_is_kept(fake):
+    fake.script("x", [Reply(null_content=True, refusal="I can't help with that", finish_reason="stop")])
+    refused = complete(client_for(fake))
+    assert (refused.text, refused.finish_reason, refused.refusal) == ("", "stop", "I can't help with that")
+    fake.script("x", [Reply("cut", finish_reason="content_filter")])
+    assert complete(client_for(fake)).finish_reason == "content_filter"

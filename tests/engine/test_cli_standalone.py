@@ -350,6 +350,17 @@ def test_a_concurrency_over_the_endpoints_limit_is_held_to_it_and_said(fake, sui
     assert raised.returncode == 0 and "held to" not in raised.stderr
 
 
+def test_exit_3_on_a_reply_cut_off_says_so_not_the_key(fake, suite):
+    """A reply that did not finish is an error, not a FAIL, and the advice is the suite's rule, not the key."""
+    fake.script("What is 15 * 7?", [Reply("15 * 7 is", finish_reason="length")])
+    fake.script("What is 2 + 2?", ["4"])
+    result = run_on(fake, suite)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "⚠ Not a finished reply: reply cut off at the token limit (finish_reason: length)" in result.stdout
+    assert "1 of 2 conversations ended at a reply that did not finish" in result.stderr
+    assert "endpoint error" not in result.stderr and "OPENAI_API_KEY" not in result.stderr
+
+
 def test_exit_3_on_401(fake, suite):
     result = run_on(fake, suite, key="sk-wrong")
     assert result.returncode == 3, result.stdout + result.stderr

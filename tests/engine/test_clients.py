@@ -7,7 +7,7 @@ import time
 import pytest
 
 from engine.clients import EndpointConfig, EndpointError, OpenAIClient
-from engine.retries import LocalPauseBoard
+from engine.retries import LocalPauseBoard, RetryWait, retry_hooks
 from tests.fakeopenai import FakeOpenAI, Reply
 
 KEY_ENV = "EVALSITE_TEST_CLIENT_KEY"
@@ -137,3 +137,47 @@ def test_key_is_read_from_the_named_variable(fake, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-client")
     client_for(fake).complete("m", [{"role": "user", "content": "x"}])
     assert fake.requests[-1]["headers"]["authorization"] == "Bearer sk-client"
+
+
+UNREADABLE = [
+    Reply(raw='{"choices": [ not json'),  # a JSON content type over a body cut short
+    Reply(raw="<html><body>502 Bad Gateway</body></html>", content_type="text/html"),  # a proxy's page
+    Reply(choices=[]),
+    Reply(choices=[{"index": 0, "finish_reason": "stop"}]),  # a choice without a message
+    Reply(choices=[{"index": 0, "message": None}]),
+]
+
+
+@pytest.mark.parametrize("answer", UNREADABLE, ids=["bad-json", "html", "no-choices", "no-message", "null"])
+def test_a_200_that_is_no_chat_completion_is_retried_like_a_502(fake, answer):
+    """A gateway's garbage with status 200 is asked again within the budget, then an EndpointError."""
+    fake.fail_next(3, reply=answer)
+    sleeps: list[float] = []
+    assert client_for(fake, sleeps).complete("m", [{"role": "user", "content": "x"}]).text == "OK"
+    assert len(sleeps) == 3 and len(fake.chat_requests()) == 4
+    fake.fail_next(10, reply=answer)
+    with pytest.raises(EndpointError, match=r"fake sent an unreadable reply: .*gave up after 3 attempts"):
+        client_for(fake, max_retries=2).complete("m", [{"role": "user", "content": "x"}])
+
+
+def test_unreadable_replies_are_counted_in_the_wait_reported(fake):
+    """The page says what the call waits out, and how many unreadable replies it got so far."""
+    fake.fail_next(12, reply=Reply(choices=[]))
+    waits: list[RetryWait] = []
+    with retry_hooks(waits.append):
+        assert client_for(fake).complete("m", [{"role": "user", "content": "x"}]).text == "OK"
+    assert waits  # the longer waits (1 s or more) are reported
+    for wait in waits:
+        times = "" if wait.attempts == 1 else f" ({wait.attempts} times)"
+        assert wait.reason == f"endpoint sent an unreadable reply{times}"
+
+
+def test_how_a_reply_ended_is_kept(fake):
+    """finish_reason, a refusal and null content are read as sent, for the loop to judge (engine.replies)."""
+    fake.script("a", [Reply("cut", finish_reason="length")])
+    fake.script("b", [Reply(null_content=True, refusal="I can't help with that")])
+    client = client_for(fake)
+    cut = client.complete("m", [{"role": "user", "content": "a"}])
+    assert (cut.text, cut.finish_reason, cut.refusal) == ("cut", "length", None)
+    refused = client.complete("m", [{"role": "user", "content": "b"}])
+    assert (refused.text, refused.finish_reason, refused.refusal) == ("", "stop", "I can't help with that")

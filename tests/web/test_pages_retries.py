@@ -55,6 +55,18 @@ def test_other_reasons_and_several_conversations(logged_in, version, user):
     assert "endpoint unavailable (HTTP 503), retry in 10 s" in shown
 
 
+def test_unreadable_replies_are_counted_on_the_conversation_not_on_the_card(logged_in, version, user):
+    """Each conversation says how many unreadable 200s its call got; the card, for several, only why."""
+    run = make_run(version, user, status=Status.RUNNING)
+    wait(run, 0, "endpoint sent an unreadable reply (3 times)", 3.5)
+    wait(run, 1, "endpoint sent an unreadable reply (12 times)", 5.5)
+    shown = text(logged_in.get(run_url("progress", run), HTTP_HX_REQUEST="true"))
+    assert re.search(r"2 conversations waiting: endpoint sent an unreadable reply, next retry in \d s", shown)
+    assert re.search(r"endpoint sent an unreadable reply \(12 times\), retry in \d s", shown)  # the row
+    page = text(logged_in.get(run_url("conversation", run, 1)))
+    assert re.search(r"endpoint sent an unreadable reply \(12 times\), retry in \d s", page)
+
+
 def test_a_wait_that_is_over_is_not_shown(logged_in, version, user):
     run = make_run(version, user, status=Status.RUNNING)
     wait(run, 1, "cannot reach endpoint", -1)

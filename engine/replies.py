@@ -1,0 +1,50 @@
+"""Replies that are no ordinary reply: cut off at the token limit, stopped by a content filter, refused, or
+empty. The conversation loop (engine.conversation) records them for what they are and treats them by the
+eval's `incomplete_reply` rule: an error (the default), a failed turn, or graded as given. Such a reply is
+never graded as if the model had finished it, and under `error` or `fail` no follow-up is sent after it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .clients import Completion
+from .drivers import Verdict
+from .outcomes import Status
+from .results import TurnRecord
+
+IncompleteRule = Literal["error", "fail", "grade"]
+DEFAULT_RULE: IncompleteRule = "error"
+QUOTED = 80  # characters of a refusal quoted in a verdict
+
+
+def incomplete(completion: Completion) -> str | None:
+    """Why the reply is no finished one, in words ("reply cut off at the token limit (finish_reason:
+    length)"); None for an ordinary reply. A refusal says so first: it may come with any finish_reason."""
+    if completion.refusal:
+        refusal = " ".join(completion.refusal.split())
+        quoted = refusal if len(refusal) <= QUOTED else refusal[: QUOTED - 1] + "…"
+        return f"the model refused: “{quoted}”"
+    if completion.finish_reason == "length":
+        return "reply cut off at the token limit (finish_reason: length)"
+    if completion.finish_reason == "content_filter":
+        return "reply stopped by the content filter (finish_reason: content_filter)"
+    if not completion.text and not completion.tool_calls:
+        return "empty reply (no content and no tool calls)"
+    return None
+
+
+def graded_text(completion: Completion) -> str:
+    """The text `incomplete_reply: grade` grades: the content, else the refusal (what a safety suite that
+    expects a refusal checks)."""
+    return completion.text or completion.refusal or ""
+
+
+def incomplete_verdict(turn: TurnRecord, rule: IncompleteRule) -> tuple[Verdict, str | None]:
+    """How a conversation ends at a turn that did not finish, under `error` or `fail`: (verdict, error)."""
+    why = turn.incomplete or "reply did not finish"
+    if rule == "fail":
+        return Verdict(Status.FAILED, 0.0, f"failed on turn {turn.turn}: {why}"), None
+    return (
+        Verdict(Status.ERROR, None, f"error on turn {turn.turn}: {why}"),
+        f"{why}; not graded (incomplete_reply: error)",
+    )
