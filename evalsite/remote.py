@@ -33,7 +33,8 @@ class Server:
     def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
         from evalsite.cli import BROKEN, UserError
 
-        data = json.dumps(body).encode() if body is not None else None
+        # Non-ASCII text as UTF-8, not \u escapes: the body stays about the size of the files it carries.
+        data = json.dumps(body, ensure_ascii=False).encode() if body is not None else None
         request = urllib.request.Request(
             self.base + path,
             data=data,
@@ -83,6 +84,7 @@ def run_on_server(args: Namespace) -> int:
         UserError,
         exit_code,
         load_suite_file,
+        read_suite_file,
         write_outputs,
     )
 
@@ -105,15 +107,15 @@ def run_on_server(args: Namespace) -> int:
                 f"--baseline {args.baseline}: no such run on the server ({status} {_detail(payload)})"
             )
         baseline = RunReport.model_validate(payload)
-    source = args.file.read_text(encoding="utf-8-sig")
+    source = read_suite_file(args.file).decode("utf-8-sig")
     body = {"yaml": source, "files": files, "model": args.model, "concurrency": args.concurrency}
     status, launched = server.call("POST", "/api/runs", body)
     if status != 201:
         for problem in launched.get("problems", []) if isinstance(launched, dict) else []:
-            print(
-                f"{args.file}:{problem['line']}:{problem['column']} {problem['path']}: {problem['message']}",
-                file=sys.stderr,
+            where = (
+                problem.get("file") or f"{args.file}:{problem['line']}:{problem['column']} {problem['path']}"
             )
+            print(f"{where}: {problem['message']}", file=sys.stderr)
         raise UserError(f"the server did not start the run ({status}): {_detail(launched)}")
     run_id, run_url = launched["id"], launched["url"]
     print(f"Run {run_id} of {launched['suite']} v{launched['version']} on {launched['model']}: {run_url}",

@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from engine.attached import check_files
 from engine.bounds import loads_json
 from engine.imports import KINDS, ImportProblem, ImportResult, convert
 from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem
@@ -168,11 +169,12 @@ def _carried_files(request: HttpRequest) -> dict[str, str]:
     contents = request.POST.getlist("file_content[]")
     if len(names) != len(contents):
         raise ImportProblem("the converted files did not come back whole: import the files again")
-    files: dict[str, str] = {}
-    for name, content in zip(names, contents, strict=True):
-        if not services.FILE_NAME.match(name):
-            raise ImportProblem(f"{name!r} is not a file name evalsite accepts: import the files again")
-        files[name] = normalise_newlines(content)
+    files = {name: normalise_newlines(content) for name, content in zip(names, contents, strict=True)}
+    try:
+        check_files(files)
+    except SuiteError as exc:
+        refused = "; ".join(str(problem) for problem in exc.problems)
+        raise ImportProblem(f"{refused}: import the files again") from None
     return files
 
 
