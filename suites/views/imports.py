@@ -25,7 +25,7 @@ from engine.imports import KINDS, ImportProblem, ImportResult, convert
 from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem
 
 from .. import services
-from ..forms import normalise_newlines
+from ..forms import TOO_LARGE, normalise_newlines, oversized
 
 MAX_UPLOADS = 50
 KIND_CHOICES = [
@@ -105,6 +105,9 @@ def _read_uploads(request: HttpRequest, pasted: str = "") -> dict[str, str]:
 
 def _convert(request: HttpRequest) -> HttpResponse:
     kind = _kind(request)
+    if oversized(request.POST.get("pasted", "")):
+        error = f"The pasted suite is larger than {MAX_SUITE_BYTES // 1_000_000} MB; nothing was converted."
+        return _render(request, {"error": error, "kind": kind}, status=400)
     pasted = _pasted(request)
     try:
         result = convert(_read_uploads(request, pasted), kind or None)
@@ -125,6 +128,8 @@ def _for_paste(message: str) -> str:
 
 def _create(request: HttpRequest) -> HttpResponse:
     kind = _kind(request)
+    if oversized(request.POST.get("source", "")) or oversized(request.POST.get("pasted", "")):
+        return _render(request, {"error": f"Not created: {TOO_LARGE}.", "kind": kind}, status=400)
     result = _report_from(request.POST.get("report", ""), kind)
     source = normalise_newlines(request.POST.get("source", ""))
     try:
