@@ -23,6 +23,7 @@ from engine.results import RunReport
 from engine.text import plural
 
 POLL_SECONDS = 1.0
+LARGE_BODY = 1_000_000  # bytes: past this, a connection that breaks while sending is likely a refusal
 
 
 class Server:
@@ -52,6 +53,14 @@ class Server:
             status, payload = exc.code, _decode(exc.read())
         except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
             reason = getattr(exc, "reason", exc)
+            if data is not None and len(data) > LARGE_BODY and isinstance(reason, ConnectionError):
+                # A server refuses a body over its limit before reading it and closes the connection, so
+                # the sender sees the connection break rather than the answer.
+                raise UserError(
+                    f"the server at {self.base} closed the connection while {len(data) / 1_000_000:,.1f} MB "
+                    "were sent: it takes at most EVALSITE_MAX_REQUEST_BYTES in one request (25 MB unless "
+                    "its operator set more)"
+                ) from None
             raise UserError(f"cannot reach the server at {self.base}: {reason}", code=BROKEN) from None
         if status == 401:
             raise UserError(

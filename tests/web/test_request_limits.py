@@ -23,6 +23,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from evalsite.cli import UserError
+from evalsite.remote import Server
 from suites.models import Suite, SuiteVersion
 from suites.services import create_suite
 from tests.conftest import ROOT
@@ -357,3 +359,15 @@ def test_a_chunked_body_is_read_only_to_the_limit(served):
         "POST", "/suites/validate/", parts, length=None, headers={"Content-Type": content_type}
     )
     assert status == 200 and b"the file is empty" in content, content[:3000]  # read, not idle
+
+
+@pytest.mark.timeout(300)
+def test_the_command_says_why_a_server_cut_off_a_large_body(served):
+    """urllib sends the whole body before it reads an answer, so it sees the refused connection break."""
+    server = Server(f"http://127.0.0.1:{served.port}", "evs_not-needed-to-be-refused")
+    with pytest.raises(UserError) as refused:
+        server.call("POST", "/api/runs", {"yaml": "#" * 30 * MB})
+    assert str(refused.value).endswith(
+        "closed the connection while 30.0 MB were sent: it takes at most EVALSITE_MAX_REQUEST_BYTES in one "
+        "request (25 MB unless its operator set more)"
+    )
