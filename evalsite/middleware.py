@@ -65,7 +65,7 @@ class LimitRequestBody:
             except ValueError:
                 return _refuse(request, 400, "The request's Content-Length is not a number.")
             if size > limit:
-                return _refuse(request, 413, _too_large(f"{size / 1_000_000:,.1f} MB", limit))
+                return _refuse(request, 413, _too_large(_amount(size), limit))
         elif "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
             if not request.META.get("wsgi.input_terminated"):
                 return _refuse(
@@ -84,9 +84,13 @@ class LimitRequestBody:
 
 def _too_large(size: str, limit: int) -> str:
     return (
-        f"This request's body is {size}; this server accepts at most {limit / 1_000_000:,.1f} MB in one "
+        f"This request's body is {size}; this server accepts at most {_amount(limit)} in one "
         "request (EVALSITE_MAX_REQUEST_BYTES). Nothing was read or stored."
     )
+
+
+def _amount(size: int) -> str:
+    return f"{size / 1_000_000:,.1f} MB" if size >= 100_000 else f"{size:,} bytes"
 
 
 def _refuse(request: HttpRequest, status: int, message: str) -> HttpResponse:
