@@ -10,11 +10,9 @@ the schema and reports each problem as `line:column path: message`, e.g.
 
 from __future__ import annotations
 
-import pathlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from os import PathLike
 
 import yaml
 from pydantic import ValidationError
@@ -590,14 +588,3 @@ def file_references(data: bytes | str) -> list[str]:
                 ):
                     names.append(part["value"])
     return list(dict.fromkeys(names))
-
-
-def read_suite_files(path: PathLike, data: bytes | str) -> dict[str, str]:
-    """Attached files for a suite on disk: the files it names, read from the suite file's folder."""
-    folder = pathlib.Path(path).parent
-    files = {}
-    for name in file_references(data):
-        candidate = folder / name
-        if candidate.is_file() and candidate.resolve().parent == folder.resolve():
-            files[name] = candidate.read_bytes().decode("utf-8-sig", errors="replace")
-    return files

@@ -28,16 +28,17 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from engine.attached import MAX_FILE_BYTES, megabytes, read_limited, read_suite_files
 from engine.calibration import LoadedSet, load_calibration
 from engine.calls import SlowReporter
 from engine.loader import (
+    MAX_SUITE_BYTES,
     SuiteError,
     file_references,
     format_path,
     is_calibration,
     load_suite,
     parse_yaml,
-    read_suite_files,
 )
 from engine.outcomes import Status
 from engine.schema import Suite
@@ -83,9 +84,15 @@ class UserError(Exception):
 # --- reading suites ----------------------------------------------------------------------------------------
 
 
-def read_suite_file(path: Path) -> bytes:
+def read_suite_file(path: Path, limit: int = MAX_SUITE_BYTES) -> bytes:
+    """The file's bytes; UserError, before anything is read, when os.stat says it is over `limit`."""
     try:
-        return path.read_bytes()
+        size = path.stat().st_size
+        if size > limit:
+            raise UserError(
+                f"{path}: larger than {limit // 1_000_000} MB ({megabytes(size)}); nothing was read"
+            )
+        data = read_limited(path, limit)
     except IsADirectoryError:
         examples = sorted(str(p) for p in path.glob("*.y*ml"))[:3]
         hint = f", e.g. {', '.join(examples)}" if examples else ""
@@ -94,6 +101,9 @@ def read_suite_file(path: Path) -> bytes:
         raise UserError(f"{path}: no such file (paths are relative to {Path.cwd()})") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise UserError(f"{path}: larger than {limit // 1_000_000} MB; read no further")
+    return data
 
 
 class InvalidSuite(Exception):
@@ -114,13 +124,12 @@ def load_suite_file(path: Path) -> tuple[Suite, dict[str, str]]:
         raise UserError(
             f"{name}: cannot read it ({exc.strerror or exc}); {path} names it as an attached file"
         ) from None
+    except SuiteError as exc:
+        raise InvalidSuite(_problem_lines(path, exc)) from None
     try:
         return load_suite(data, filename=str(path), files=files), files
     except SuiteError as exc:
-        # Each problem as `file:line:col path: message`; a problem in an attached file names that file.
-        lines = [
-            os.path.join(os.path.dirname(path), str(p)) if p.file else f"{path}:{p}" for p in exc.problems
-        ]
+        lines = _problem_lines(path, exc)
         missing = [name for name in file_references(data) if name not in files]
         if missing:
             folder = path.parent.resolve()
@@ -129,6 +138,11 @@ def load_suite_file(path: Path) -> tuple[Suite, dict[str, str]]:
                 + ", ".join(missing)
             )
         raise InvalidSuite(lines) from None
+
+
+def _problem_lines(path: Path, exc: SuiteError) -> list[str]:
+    """Each problem as `file:line:col path: message`; a problem in an attached file names that file."""
+    return [_problem_line(path, problem) for problem in exc.problems]
 
 
 # --- endpoints ---------------------------------------------------------------------------------------------
@@ -465,10 +479,12 @@ def load_calibration_file(path: Path) -> LoadedSet:
         raise UserError(
             f"{exc.filename or 'an attached file'}: cannot read it ({exc.strerror or exc})"
         ) from None
+    except SuiteError as exc:
+        raise InvalidSuite(_problem_lines(path, exc)) from None
     try:
         return load_calibration(data, filename=str(path), files=files)
     except SuiteError as exc:
-        raise InvalidSuite([_problem_line(path, p) for p in exc.problems]) from None
+        raise InvalidSuite(_problem_lines(path, exc)) from None
 
 
 def _holds_calibration(path: Path) -> bool:
@@ -573,7 +589,7 @@ def import_files(args: argparse.Namespace) -> int:
 
     uploads: dict[str, bytes] = {}
     for path in args.files:
-        uploads[str(path)] = read_suite_file(path)
+        uploads[str(path)] = read_suite_file(path, MAX_FILE_BYTES)
     try:
         result = convert(uploads, None if args.kind == "auto" else args.kind)
     except ImportProblem as exc:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import io
+
+from django.conf import settings
+from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.shortcuts import render
+from django.utils.html import format_html
 
 
 class RefuseNulCharacters:
@@ -35,3 +41,65 @@ def _nul_in(request: HttpRequest) -> str | None:
         if "\x00" in key or any("\x00" in value for value in values):
             return f"The address's {key.replace(chr(0), '%00')!r} parameter"
     return None
+
+
+class LimitRequestBody:
+    """A request body over EVALSITE_MAX_REQUEST_BYTES is refused with 413 before anything reads it.
+
+    The declared Content-Length decides, so a 50 MB POST costs the process nothing: no view, form or CSRF
+    check has parsed it yet (they read the body only once the view is called). A chunked body, which has
+    no length, is read only as far as one byte past the limit, and only where the server marks where it
+    ends (gunicorn does); elsewhere Django would read none of it, so it is refused with 411. The answer
+    never repeats the body: JSON under /api/, a fragment for htmx (swapped into the element that asked),
+    a page otherwise."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        limit = settings.EVALSITE_MAX_REQUEST_BYTES
+        declared = request.META.get("CONTENT_LENGTH")
+        if declared:
+            try:
+                size = int(declared)
+            except ValueError:
+                return _refuse(request, 400, "The request's Content-Length is not a number.")
+            if size > limit:
+                return _refuse(request, 413, _too_large(_amount(size), limit))
+        elif "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            if not request.META.get("wsgi.input_terminated"):
+                return _refuse(
+                    request,
+                    411,
+                    "Send the request with a Content-Length: this server reads no body without one.",
+                )
+            body = request.META["wsgi.input"].read(limit + 1)
+            if len(body) > limit:
+                return _refuse(request, 413, _too_large("more than that", limit))
+            # Django made the request's stream from the missing length (empty): it reads this body instead.
+            request.META["CONTENT_LENGTH"] = str(len(body))
+            request._stream = LimitedStream(io.BytesIO(body), len(body))
+        return self.get_response(request)
+
+
+def _too_large(size: str, limit: int) -> str:
+    return (
+        f"This request's body is {size}; this server accepts at most {_amount(limit)} in one "
+        "request (EVALSITE_MAX_REQUEST_BYTES). Nothing was read or stored."
+    )
+
+
+def _amount(size: int) -> str:
+    return f"{size / 1_000_000:,.1f} MB" if size >= 100_000 else f"{size:,} bytes"
+
+
+def _refuse(request: HttpRequest, status: int, message: str) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        response = JsonResponse({"detail": message}, status=status)
+    elif getattr(request, "htmx", False):
+        response = HttpResponse(format_html('<p class="error" role="alert">{}</p>', message), status=status)
+        # Inside the target, not over it, so that the element is still there for the next request.
+        response["HX-Reswap"] = "innerHTML"
+    else:
+        response = render(request, "request_refused.html", {"message": message}, status=status)
+    return response

@@ -29,6 +29,7 @@ from engine.results import RunReport
 from engine.text import plural
 
 POLL_SECONDS = 1.0
+LARGE_BODY = 1_000_000  # bytes: past this, a connection that breaks while sending is likely a refusal
 
 
 LAUNCH_TRIES = 4  # a launch whose answer was lost is sent again this many times in all, with the same key
@@ -95,7 +96,8 @@ class Server:
         return status, payload
 
     def _send(self, method: str, path: str, body: dict | None, headers: dict[str, str]) -> tuple[int, object]:
-        data = json.dumps(body).encode() if body is not None else None
+        # Non-ASCII text as UTF-8, not \u escapes: the body stays about the size of the files it carries.
+        data = json.dumps(body, ensure_ascii=False).encode() if body is not None else None
         request = urllib.request.Request(
             self.base + path,
             data=data,
@@ -115,7 +117,18 @@ class Server:
                 raise _Unreachable(exc.code) from None
             return exc.code, _decode(exc.read())
         except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
-            raise _Unreachable(getattr(exc, "reason", exc)) from None
+            reason = getattr(exc, "reason", exc)
+            if data is not None and len(data) > LARGE_BODY and isinstance(reason, ConnectionError):
+                from evalsite.cli import UserError
+
+                # A server refuses a body over its limit before reading it and closes the connection, so
+                # the sender sees the connection break rather than the answer.
+                raise UserError(
+                    f"the server at {self.base} closed the connection while {len(data) / 1_000_000:,.1f} MB "
+                    "were sent: it takes at most EVALSITE_MAX_REQUEST_BYTES in one request (25 MB unless "
+                    "its operator set more)"
+                ) from None
+            raise _Unreachable(reason) from None
 
 
 def _decode(raw: bytes) -> object:
@@ -139,6 +152,7 @@ def run_on_server(args: Namespace) -> int:
         UserError,
         exit_code,
         load_suite_file,
+        read_suite_file,
         write_outputs,
     )
 
@@ -161,15 +175,15 @@ def run_on_server(args: Namespace) -> int:
                 f"--baseline {args.baseline}: no such run on the server ({status} {_detail(payload)})"
             )
         baseline = RunReport.model_validate(payload)
-    source = args.file.read_text(encoding="utf-8-sig")
+    source = read_suite_file(args.file).decode("utf-8-sig")
     body = {"yaml": source, "files": files, "model": args.model, "concurrency": args.concurrency}
     status, launched = server.launch(body)
     if status not in (200, 201):  # 200: a retry's answer, the run the first try made
         for problem in launched.get("problems", []) if isinstance(launched, dict) else []:
-            print(
-                f"{args.file}:{problem['line']}:{problem['column']} {problem['path']}: {problem['message']}",
-                file=sys.stderr,
+            where = (
+                problem.get("file") or f"{args.file}:{problem['line']}:{problem['column']} {problem['path']}"
             )
+            print(f"{where}: {problem['message']}", file=sys.stderr)
         raise UserError(f"the server did not start the run ({status}): {_detail(launched)}")
     run_id, run_url = launched["id"], launched["url"]
     print(f"Run {run_id} of {launched['suite']} v{launched['version']} on {launched['model']}: {run_url}",

@@ -96,6 +96,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # After the middleware that only reads headers, so its refusal is a page like any other; before every
+    # view, and so before anything reads the body (CSRF's check included, which runs with the view).
+    "evalsite.middleware.LimitRequestBody",
     # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -155,8 +158,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-evalsite.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-# Suites carry attached files (datasets up to 20 MB) through the import and editor forms.
-DATA_UPLOAD_MAX_MEMORY_SIZE = 60_000_000
+# The most one request may send: a suite (1 MB) with one attached file at its limit (20 MB), as a form or as
+# JSON with its escapes. A larger body is refused before anything reads it (evalsite.middleware).
+EVALSITE_MAX_REQUEST_BYTES = env_int("EVALSITE_MAX_REQUEST_BYTES", 25_000_000)
+DATA_UPLOAD_MAX_MEMORY_SIZE = EVALSITE_MAX_REQUEST_BYTES
+# An uploaded file past this waits in a temporary file, not in memory, until its view reads what it needs.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_500_000
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

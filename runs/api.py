@@ -47,6 +47,7 @@ class Problem(Schema):
     column: int
     path: str
     message: str
+    file: str = ""  # an attached file's name when the problem is in that file (or its name, or its size)
 
 
 class RefusedOut(Schema):
@@ -102,7 +103,7 @@ def _run_out(request, run: Run) -> dict:
 
 
 def _problems(exc: SuiteError) -> list[dict]:
-    return [{"line": p.line, "column": p.column, "path": p.path, "message": p.message} for p in exc.problems]
+    return [problem.as_dict() for problem in exc.problems]
 
 
 class _Refused(Exception):

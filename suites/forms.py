@@ -3,7 +3,21 @@
 from django import forms
 from django.core.validators import ProhibitNullCharactersValidator
 
+from engine.loader import MAX_SUITE_BYTES
 from runs.services import MAX_CONCURRENCY
+
+TOO_LARGE = f"the suite is larger than {MAX_SUITE_BYTES // 1_000_000} MB; nothing was stored"
+
+
+def oversized(text: str) -> bool:
+    """Over the suite's 1 MB: such text is refused as it came, never copied, parsed or sent back."""
+    return len(text) > MAX_SUITE_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_SUITE_BYTES
+
+
+def source_to_show(text: str) -> str | None:
+    """What the editor shows again of text it refused: the text, or None (the saved version) when it is
+    over the limit, where showing it would send it all back."""
+    return None if oversized(text) else normalise_newlines(text)
 
 
 def normalise_newlines(text: str) -> str:
@@ -25,6 +39,8 @@ class SuiteSourceForm(forms.Form):
         field.validators = [v for v in field.validators if not isinstance(v, ProhibitNullCharactersValidator)]
 
     def clean_source(self) -> str:
+        if oversized(self.cleaned_data["source"]):
+            raise forms.ValidationError(TOO_LARGE)
         return normalise_newlines(self.cleaned_data["source"])
 
 

@@ -6,45 +6,26 @@ the previous version's files over; attaching or removing a file saves a new vers
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from django.db import IntegrityError, transaction
 
-from engine.datasets import MAX_DATASET_BYTES
-from engine.loader import SuiteError, SuiteProblem, decode_source, load_suite
+from engine.attached import MAX_FILE_BYTES, MAX_FILES, MAX_TOTAL_BYTES, check_files, decode_file
+from engine.loader import SuiteError, decode_source, load_suite
 from engine.schema import Suite as SuiteSpec
 
 from . import parsed
 from .models import Suite, SuiteFile, SuiteVersion, content_hash
 
-MAX_FILE_BYTES = MAX_DATASET_BYTES
-MAX_TOTAL_BYTES = 50_000_000
-FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}$")
-
 
 def validate_source(
     source: str | bytes, filename: str = "suite.yaml", files: Mapping[str, str] | None = None
 ) -> SuiteSpec:
-    """Parse and validate; raises engine.loader.SuiteError with located problems."""
+    """Parse and validate with the attached files, which must obey engine.attached's rules (names, sizes,
+    how many); raises engine.loader.SuiteError with located problems."""
+    if files:
+        check_files(files)
     return load_suite(source, filename, files=files)
-
-
-def _file_problem(name: str, message: str) -> SuiteError:
-    return SuiteError([SuiteProblem(0, 0, "", message, name)])
-
-
-def decode_file(name: str, data: bytes) -> str:
-    """The text of an attached file; SuiteError if its name, size or encoding is not acceptable."""
-    if not FILE_NAME.match(name):
-        raise _file_problem(name, "a file name is letters, digits, '.', '_' and '-' (no folders)")
-    if len(data) > MAX_FILE_BYTES:
-        raise _file_problem(name, f"larger than {MAX_FILE_BYTES // 1_000_000} MB")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise _file_problem(name, f"not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line}") from None
 
 
 def save_version(
@@ -72,8 +53,7 @@ def _save_version(
     latest = suite.versions.select_for_update().order_by("-number").first()
     if files is None:
         files = latest.file_map() if latest else {}
-    if sum(len(text.encode("utf-8")) for text in files.values()) > MAX_TOTAL_BYTES:
-        raise _file_problem("", f"attached files exceed {MAX_TOTAL_BYTES // 1_000_000} MB in all")
+    check_files(files)
     if spec is None:
         spec = validate_source(source, files=files)
     digest = content_hash(source, dict(files))
@@ -129,6 +109,9 @@ def create_suite(*, owner, source: str, note: str = "", files: Mapping[str, str]
 
 
 __all__ = [
+    "MAX_FILES",
+    "MAX_FILE_BYTES",
+    "MAX_TOTAL_BYTES",
     "SuiteError",
     "change_files",
     "create_suite",

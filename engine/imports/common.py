@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from engine.attached import safe_file_name as safe_file_name  # the importers' name for it
 from engine.bounds import MAX_NESTING
 from engine.datasets import MAX_DATASET_BYTES
 from engine.loader import MAX_SUITE_BYTES, SuiteError, load_yaml
@@ -24,7 +25,6 @@ KINDS = {"vibecheck": "vibecheck", "letta": "Letta Evals", "agentv": "AgentV", "
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_HEADER_LINES = 40  # unmapped items repeated as comments at the top of the suite
 MAX_NODES = 2_000_000  # values in a parsed file, counting each alias expansion (YAML "billion laughs")
-_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}$")  # as suites.services.FILE_NAME
 
 
 class ImportProblem(Exception):
@@ -150,17 +150,6 @@ def find_file(files: Mapping[str, str], reference: str) -> tuple[str, str] | Non
         name = lowered[wanted.lower()]
         return name, files[name]
     return None
-
-
-def safe_file_name(name: str) -> str:
-    """An attached-file name evalsite accepts: letters, digits, '.', '_' and '-', no folders."""
-    short = basename(name)
-    if _FILE_NAME.match(short):
-        return short
-    cleaned = re.sub(r"[^A-Za-z0-9_.\-]+", "-", short).strip("-") or "file"
-    if not re.match(r"[A-Za-z0-9_]", cleaned):
-        cleaned = "f" + cleaned
-    return cleaned[:200]
 
 
 def dataset_too_big(name: str, text: str) -> None:

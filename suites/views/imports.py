@@ -19,12 +19,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from engine.attached import check_files
 from engine.bounds import loads_json
 from engine.imports import KINDS, ImportProblem, ImportResult, convert
 from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem
 
 from .. import services
-from ..forms import normalise_newlines
+from ..forms import TOO_LARGE, normalise_newlines, oversized
 
 MAX_UPLOADS = 50
 KIND_CHOICES = [
@@ -104,6 +105,9 @@ def _read_uploads(request: HttpRequest, pasted: str = "") -> dict[str, str]:
 
 def _convert(request: HttpRequest) -> HttpResponse:
     kind = _kind(request)
+    if oversized(request.POST.get("pasted", "")):
+        error = f"The pasted suite is larger than {MAX_SUITE_BYTES // 1_000_000} MB; nothing was converted."
+        return _render(request, {"error": error, "kind": kind}, status=400)
     pasted = _pasted(request)
     try:
         result = convert(_read_uploads(request, pasted), kind or None)
@@ -124,6 +128,8 @@ def _for_paste(message: str) -> str:
 
 def _create(request: HttpRequest) -> HttpResponse:
     kind = _kind(request)
+    if oversized(request.POST.get("source", "")) or oversized(request.POST.get("pasted", "")):
+        return _render(request, {"error": f"Not created: {TOO_LARGE}.", "kind": kind}, status=400)
     result = _report_from(request.POST.get("report", ""), kind)
     source = normalise_newlines(request.POST.get("source", ""))
     try:
@@ -168,11 +174,12 @@ def _carried_files(request: HttpRequest) -> dict[str, str]:
     contents = request.POST.getlist("file_content[]")
     if len(names) != len(contents):
         raise ImportProblem("the converted files did not come back whole: import the files again")
-    files: dict[str, str] = {}
-    for name, content in zip(names, contents, strict=True):
-        if not services.FILE_NAME.match(name):
-            raise ImportProblem(f"{name!r} is not a file name evalsite accepts: import the files again")
-        files[name] = normalise_newlines(content)
+    files = {name: normalise_newlines(content) for name, content in zip(names, contents, strict=True)}
+    try:
+        check_files(files)
+    except SuiteError as exc:
+        refused = "; ".join(str(problem) for problem in exc.problems)
+        raise ImportProblem(f"{refused}: import the files again") from None
     return files
 
 

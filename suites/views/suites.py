@@ -11,13 +11,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from engine.loader import MAX_SUITE_BYTES, SuiteError, decode_source
+from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem, decode_source
 from runs import selectors as run_selectors
 
 from .. import display, selectors, services
-from ..forms import SuiteSourceForm, normalise_newlines
+from ..forms import TOO_LARGE, SuiteSourceForm, normalise_newlines, oversized, source_to_show
 from ..models import Suite
-from .editor import RECENT_RUNS, _first_error, _not_saved, _parse, _render_editor, _validate
+from .editor import RECENT_RUNS, Validation, _first_error, _not_saved, _parse, _render_editor, _validate
 from .launch import _launch_saved
 
 DEMO_SUITE = settings.BASE_DIR / "examples" / "demo-mock.yaml"
@@ -57,7 +57,7 @@ def new(request: HttpRequest) -> HttpResponse:
     form = SuiteSourceForm(request.POST)
     uploads, file_problems = display.read_uploads(request)
     if not form.is_valid():
-        source = normalise_newlines(request.POST.get("source", ""))
+        source = source_to_show(request.POST.get("source", ""))
         return _render_editor(request, source=source, status=400, error=_first_error(form), uploads=uploads)
     source, note = form.cleaned_data["source"], form.cleaned_data["note"]
     again = dict(source=source, note=note, status=400, uploads=uploads, file_problems=file_problems)
@@ -94,7 +94,7 @@ def _save(request: HttpRequest, suite: Suite) -> HttpResponse:
     base = request.POST.get("base_version", "")
     base_version = int(base) if base.isdigit() else None
     if not form.is_valid():
-        source = normalise_newlines(request.POST.get("source", ""))
+        source = source_to_show(request.POST.get("source", ""))
         return _render_editor(
             request,
             suite=suite,
@@ -194,7 +194,11 @@ def _posted_suite(request: HttpRequest) -> Suite | None:
 @require_POST
 def validate(request: HttpRequest) -> HttpResponse:
     suite = _posted_suite(request)
-    source = normalise_newlines(request.POST.get("source", ""))
+    source = request.POST.get("source", "")
+    if oversized(source):
+        validation = Validation(problems=[SuiteProblem(0, 0, "", TOO_LARGE)])
+        return render(request, "suites/editor.html#problems", {"validation": validation, "suite": suite})
+    source = normalise_newlines(source)
     if suite is not None:
         latest = suite.latest_version
         files, file_problems = (latest.file_map() if latest else {}), []

@@ -44,9 +44,10 @@ import yaml
 from pydantic import BaseModel
 
 from engine import conditions, datasets, judge, results, schema, simulate, stats
+from engine.attached import read_suite_files
 from engine.clients import EndpointRegistry, default_endpoint_from_env
 from engine.history import build_history
-from engine.loader import SuiteError, file_references, is_calibration, load_suite, read_suite_files
+from engine.loader import SuiteError, file_references, is_calibration, load_suite
 from engine.report import format_eval, format_report
 from engine.runner import run_suite
 

@@ -11,7 +11,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from engine.loader import load_suite, read_suite_files
+from engine.attached import read_suite_files
+from engine.loader import load_suite
 from suites.models import Suite
 from suites.services import create_suite
 
