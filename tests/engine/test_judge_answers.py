@@ -237,3 +237,12 @@ def test_an_unreadable_calibration_answer_is_a_judge_error_on_that_sample_never_
     rows = {row.index: row for row in judge.samples}
     assert rows[0].scores == [3.0] and rows[0].errors == [None]
     assert rows[1].scores == [None] and "'Rude.'" in rows[1].errors[0] and "'Very rude.'" in rows[1].errors[0]
+
+
+def test_a_judge_error_quoting_a_key_is_redacted_like_any_endpoint_error(monkeypatch):
+    monkeypatch.setenv("JUDGE_TEST_SECRET", "judge-secret-0123456789")
+    with FakeOpenAI() as fake:
+        result, _ = play(fake, SUITE, "I cannot say. judge-secret-0123456789", "sk-proj-abcdef0123456789xyz")
+    assert result.status == "error"
+    assert "judge-secret-0123456789" not in result.error and "abcdef0123456789" not in result.error
+    assert "[redacted]" in result.error and "…6789" in result.error  # its prefix and last four characters
