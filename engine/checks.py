@@ -6,7 +6,8 @@ of engine.schema.CheckFields; a test keeps the two in step.
 
 `evaluate_level` grades the plain checks of one level of a conversation tree and returns one CheckResult
 per check item, in list order (follow-up-only items have no result). Checks that need a model (semantic,
-llm_judge) call the judge client; an endpoint failure there raises EndpointError like any model call.
+llm_judge) call the judge client; an endpoint failure there raises EndpointError like any model call, and
+so does a judge whose answer cannot be read even when asked again (JudgeError).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 
 from . import patterns
 from .clients import ChatClient, EndpointError, estimate_tokens
-from .judge import judge_messages, normalise_score, parse_verdict
+from .judge import PASS_FAIL, Verdict, ask, expected_json, judge_messages, normalise_score
 from .matching import MISSING, glob_match, json_field
 from .results import CRITERION, CheckResult, Usage
 from .schema import DEFAULT_EMBEDDING_MODEL, SCALES, Check
@@ -194,16 +195,16 @@ def _any_of(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     return _result(check, ok, "an option passed" if ok else "every option failed", best, children=children)
 
 
-def _judge_one(spec, criteria: str, reply: Reply, judge: JudgeContext) -> tuple[float | None, str, str]:
-    """One judge call: (score on the spec's scale, or None if unparseable; reason; raw answer)."""
+def _judge_one(spec, criteria: str, reply: Reply, judge: JudgeContext) -> tuple[float, str, Verdict]:
+    """One judge call (two when its first answer cannot be read): the score on the spec's scale, the
+    reason, and the verdict as read. Raises JudgeError when no answer can be read."""
     client, model = judge.for_model(spec.model)
     messages = judge_messages(criteria, reply.conversation, spec.scale, spec.scope)
     temperature = spec.temperature if spec.temperature is not None else judge.temperature
-    completion = client.complete(model, messages, temperature=temperature)
-    judge.charge(completion.usage, completion.cost)
-    verdict = parse_verdict(completion.text)
-    if verdict.score is None:
-        return None, "judge answer unparseable: expected JSON {score, reason}", completion.text
+    verdict = ask(
+        client, model, messages, judge.charge, temperature=temperature, expected=expected_json(spec.scale),
+        words=PASS_FAIL if spec.scale == "0-1" else None,  # PASS and FAIL are the ends of 0-1 only
+    )  # fmt: skip
     raw = verdict.score
     if verdict.fraction and spec.scale != "0-1":  # "85/100" or "85%" is a share of full marks
         raw = verdict.score * SCALES[spec.scale][1]
@@ -214,63 +215,52 @@ def _judge_one(spec, criteria: str, reply: Reply, judge: JudgeContext) -> tuple[
         low, high, _ = SCALES[spec.scale]
         score = min(max(raw, low), high)
         note = "" if score == raw else f" (judge said {raw:g}, outside {spec.scale})"
-    return score, (verdict.reason or "no reason given") + note, completion.text
+    return score, (verdict.reason or "no reason given") + note, verdict
 
 
 def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     spec = check.llm_judge
     scale = "" if spec.scale == "0-1" else f" on {spec.scale}"
     if isinstance(spec.criteria, str):
-        score, reason, raw = _judge_one(spec, spec.criteria, reply, judge)
-        if score is None:
-            return _result(check, False, reason, 0.0, raw=raw)
+        score, reason, verdict = _judge_one(spec, spec.criteria, reply, judge)
         ok = score >= spec.threshold
         return _result(
             check,
             ok,
             f"score {score:.2f}{scale} (threshold {spec.threshold:g}): {reason}",
             spec.normalise(score),
-            raw=raw,
             judged=score,
             judge_reason=reason,
+            **verdict.recorded(),
         )
     # Weighted criteria: each judged on its own, with its own verdict; the check scores their weighted mean.
-    children, weighted, total, unparseable, reasons = [], 0.0, 0.0, [], []
+    children, weighted, total, reasons = [], 0.0, 0.0, []
     for number, criterion in enumerate(spec.criteria, start=1):
-        score, reason, raw = _judge_one(spec, criterion.criteria, reply, judge)
+        score, reason, verdict = _judge_one(spec, criterion.criteria, reply, judge)
         name = criterion.name or f"criterion {number}"
-        label = f"{name} (weight {criterion.weight:g})"
         reasons.append(f"{name}: {reason}")
-        if score is None:
-            unparseable.append(label)
-            children.append(
-                CheckResult(type=CRITERION, label=label, passed=False, score=0.0, reason=reason, raw=raw)
-            )
-        else:
-            normalised = spec.normalise(score)
-            children.append(
-                CheckResult(
-                    type=CRITERION,
-                    label=label,
-                    passed=score >= spec.threshold,
-                    score=normalised,
-                    reason=f"score {score:.2f}{scale}: {reason}",
-                    raw=raw,
-                    judged=score,
-                    judge_reason=reason,
-                )  # fmt: skip
-            )
-            weighted += criterion.weight * normalised
+        normalised = spec.normalise(score)
+        children.append(
+            CheckResult(
+                type=CRITERION,
+                label=f"{name} (weight {criterion.weight:g})",
+                passed=score >= spec.threshold,
+                score=normalised,
+                reason=f"score {score:.2f}{scale}: {reason}",
+                judged=score,
+                judge_reason=reason,
+                **verdict.recorded(),
+            )  # fmt: skip
+        )
+        weighted += criterion.weight * normalised
         total += criterion.weight
     # Rounded so that criteria all exactly at the threshold pass (0.1 * 0.7 + 0.2 * 0.7 is 0.69999...).
     overall = round(weighted / total, 9)
     threshold = round(spec.normalise(spec.threshold), 9)
-    ok = overall >= threshold and not unparseable
+    ok = overall >= threshold
     reason = f"weighted score {overall:.2f} (threshold {threshold:.2f} of 1) over {len(children)} criteria"
-    if unparseable:
-        reason += f"; judge answer unparseable for {', '.join(unparseable)}"
     low, high, _ = SCALES[spec.scale]
-    judged = None if unparseable else round(low + overall * (high - low), 9)
+    judged = round(low + overall * (high - low), 9)
     return _result(
         check, ok, reason, overall, children=children, judged=judged, judge_reason="; ".join(reasons)
     )

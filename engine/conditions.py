@@ -2,7 +2,7 @@
 
 A condition is checked after every agent reply: `after_turns`, `field_equals` / `field_is_set` on the
 JSON-parsed reply (a reply that is not JSON simply does not match), `natural_language` (the judge answers a
-yes/no question with a confidence), any check of the check vocabulary, and `all` / `any` / `not`, nested.
+yes/no question with a confidence; an answer it cannot give readably is a JudgeError, as for llm_judge), any check of the check vocabulary, and `all` / `any` / `not`, nested.
 
 Each evaluation gives a ConditionResult tree (what every member said, and the judge's answers with their
 tokens) and a label naming what decided it, for the termination reason.
@@ -11,14 +11,17 @@ tokens) and a label naming what decided it, for the termination reason.
 from __future__ import annotations
 
 from .checks import CHECK_TYPES, JudgeContext, Reply, evaluate, label
-from .judge import normalise_score, parse_verdict
+from .judge import YES_NO, ask, normalise_score
 from .results import ConditionResult, Usage
 from .schema import Check, Condition
 from .transcript import format_transcript
 
+NATURAL_LANGUAGE_JSON = (
+    '{"score": <your confidence from 0 to 1 that the answer is yes>, "reason": "<one sentence>"}'
+)
 NATURAL_LANGUAGE_SYSTEM = (
     "You watch a conversation between a user and an AI agent and answer a yes/no question about it. Answer "
-    'with JSON only: {"score": <your confidence from 0 to 1 that the answer is yes>, "reason": "<one sentence>"}.'
+    f"with JSON only: {NATURAL_LANGUAGE_JSON}."
 )
 COMBINATORS = ("all", "any", "not")
 
@@ -121,6 +124,9 @@ def _check(condition: Condition, reply: Reply, judge: JudgeContext) -> tuple[Con
         score=result.score if check_type.scored else None,
         threshold=check_type.threshold(check),
         raw=result.raw,
+        parsed_from=result.parsed_from,
+        read_from=result.read_from,
+        first_answer=result.first_answer,
     )
     return condition_result, result.label
 
@@ -133,22 +139,20 @@ def _natural_language(condition: Condition, reply: Reply, judge: JudgeContext) -
         "Respond with the JSON object only."
     )
     temperature = spec.temperature if spec.temperature is not None else judge.temperature
-    completion = client.complete(model, [{"role": "system", "content": NATURAL_LANGUAGE_SYSTEM},
-                                         {"role": "user", "content": question}], temperature=temperature)  # fmt: skip
-    judge.charge(completion.usage, completion.cost)
-    verdict = parse_verdict(completion.text)
+    messages = [{"role": "system", "content": NATURAL_LANGUAGE_SYSTEM}, {"role": "user", "content": question}]
+    verdict = ask(
+        client, model, messages, judge.charge, temperature=temperature, expected=NATURAL_LANGUAGE_JSON,
+        words=YES_NO,
+    )  # fmt: skip
     label = condition_label(condition)
+    confidence = normalise_score(verdict.score)  # 0-1, like llm_judge: "85" is 0.85, not certainty
     result = ConditionResult(
         kind="natural_language",
         label=label,
-        met=False,
+        met=confidence >= spec.threshold,
+        reason=verdict.reason or "no reason given",
+        confidence=confidence,
         threshold=spec.threshold,
-        raw=completion.text,
+        **verdict.recorded(),
     )
-    if verdict.score is None:
-        result.reason = "judge answer unparseable: expected JSON {score, reason}"
-        return result, f"{label} (judge answer unparseable)"
-    confidence = normalise_score(verdict.score)  # 0-1, like llm_judge: "85" is 0.85, not certainty
-    result.met, result.confidence = confidence >= spec.threshold, confidence
-    result.reason = verdict.reason or "no reason given"
     return result, f"{label} (confidence {confidence:.2f}, threshold {spec.threshold:g})"

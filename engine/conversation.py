@@ -216,9 +216,13 @@ async def _run_eval(
     async def finish(verdict: Verdict, error: str | None = None, graded_turns: bool = True) -> EvalResult:
         graded: list[GraderResult] = []
         if graders and turns and graded_turns and verdict.outcome in (Status.PASSED, Status.FAILED):
-            verdict, graded = await io.blocking(
-                _with_graders, ctx, ev, graders, verdict, turns, messages, given_count
-            )
+            try:
+                verdict, graded = await io.blocking(
+                    _with_graders, ctx, ev, graders, verdict, turns, messages, given_count
+                )
+            except EndpointError as exc:  # a grader's judge failed after the last turn: no verdict either
+                error = str(exc)
+                verdict = Verdict(Status.ERROR, None, f"error grading the conversation: {exc}")
         tally = driver.tally(turns) if turns else None
         termination, termination_kind, termination_detail = _ending(driver, turns, verdict.outcome)
         return EvalResult(

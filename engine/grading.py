@@ -10,7 +10,7 @@ import json
 
 from . import patterns
 from .checks import JudgeContext
-from .judge import JUDGE_SYSTEM, normalise_score, parse_verdict
+from .judge import JUDGE_SYSTEM, PASS_FAIL, Verdict, ask, normalise_score
 from .matching import MISSING, json_field
 from .results import TurnGrade
 from .schema import Extractor
@@ -62,7 +62,7 @@ def grade(
     input_text: str = "",
     conversation: list[dict] | None = None,
 ) -> TurnGrade:
-    raw = None
+    read: dict = {}  # how an llm_judge's answer was read
     if grader == "exact_match":
         score = 1.0 if submission.strip() == ground_truth.strip() else 0.0
         rationale = (
@@ -84,9 +84,8 @@ def grade(
             rationale = f"matches /{ground_truth}/" if found else f"does not match /{ground_truth}/"
         score = 1.0 if found else 0.0
     elif grader == "llm_judge":
-        score, rationale, raw = _rubric_judge(
-            rubric or "", submission, ground_truth, input_text, conversation, judge
-        )
+        verdict = _rubric_judge(rubric or "", submission, ground_truth, input_text, conversation, judge)
+        score, rationale, read = normalise_score(verdict.score), verdict.reason, verdict.recorded()
     else:
         raise ValueError(f"unknown grader {grader}")
     return TurnGrade(
@@ -97,8 +96,11 @@ def grade(
         submission=submission,
         ground_truth=ground_truth,
         grader=grader,
-        raw=raw,
+        **read,
     )
+
+
+RUBRIC_JSON = '{"score": <0 to 1>, "reason": "..."}'
 
 
 def _rubric_judge(
@@ -109,24 +111,21 @@ def _rubric_judge(
     conversation: list[dict] | None,
     judge: JudgeContext,
     temperature: float | None = None,
-) -> tuple[float, str, str]:
+) -> Verdict:
+    """The judge's verdict on the filled rubric, its reason given ("no reason given" when it gave none).
+    Raises JudgeError when its answer cannot be read, even asked again."""
     filled = rubric.format(input=input_text, ground_truth=ground_truth, submission=submission)
     transcript = format_transcript(conversation or [])
     user = (
         f"Conversation:\n{transcript}\n\n" if transcript else ""
-    ) + f'{filled}\n\nRespond with the JSON object only: {{"score": <0 to 1>, "reason": "..."}}'
+    ) + f"{filled}\n\nRespond with the JSON object only: {RUBRIC_JSON}"
     messages = [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
-    # The temperature goes only when set: a ChatClient without the keyword keeps working for the rest.
-    completion = (
-        judge.client.complete(judge.model, messages, temperature=temperature)
-        if temperature is not None
-        else judge.client.complete(judge.model, messages)
-    )
-    judge.charge(completion.usage, completion.cost)
-    verdict = parse_verdict(completion.text)
-    if verdict.score is None:
-        return 0.0, "judge answer unparseable: expected JSON {score, reason}", completion.text
-    return normalise_score(verdict.score), verdict.reason or "no reason given", completion.text
+    verdict = ask(
+        judge.client, judge.model, messages, judge.charge, temperature=temperature, expected=RUBRIC_JSON,
+        words=PASS_FAIL,
+    )  # fmt: skip
+    verdict.reason = verdict.reason or "no reason given"
+    return verdict
 
 
 # --- named graders ---------------------------------------------------------------------------------------
@@ -160,7 +159,8 @@ def grade_named(
         passed = result.passed and score >= threshold if grader.threshold is not None else result.passed
         return TurnGrade(
             turn=turn, score=score, passed=passed, rationale=f"{result.label}: {result.reason}", submission=last,
-            ground_truth=truth, grader="check", raw=result.raw, name=name, threshold=threshold,
+            ground_truth=truth, grader="check", raw=result.raw, parsed_from=result.parsed_from,
+            read_from=result.read_from, first_answer=result.first_answer, name=name, threshold=threshold,
         )  # fmt: skip
     try:
         submission = extract(grader.extractor or default_extractor, replies)
@@ -171,12 +171,13 @@ def grade_named(
         client, model = judge.for_model(grader.model)
         temperature = grader.temperature if grader.temperature is not None else judge.temperature
         scoped = JudgeContext(client, model, judge.resolve, temperature)
-        score, rationale, raw = _rubric_judge(grader.rubric or "", submission, truth, input_text, conversation,
-                                              scoped, temperature)  # fmt: skip
+        verdict = _rubric_judge(grader.rubric or "", submission, truth, input_text, conversation, scoped,
+                                temperature)  # fmt: skip
         judge.charge(scoped.spent, scoped.cost)
-        return TurnGrade(turn=turn, score=score, passed=score >= threshold, rationale=rationale,
-                         submission=submission, ground_truth=truth, grader="llm_judge", raw=raw, name=name,
-                         threshold=threshold)  # fmt: skip
+        score = normalise_score(verdict.score)
+        return TurnGrade(turn=turn, score=score, passed=score >= threshold, rationale=verdict.reason,
+                         submission=submission, ground_truth=truth, grader="llm_judge", name=name,
+                         threshold=threshold, **verdict.recorded())  # fmt: skip
     graded = grade(grader.kind, turn=turn, submission=submission, ground_truth=truth, threshold=threshold,
                    judge=judge)  # fmt: skip
     return graded.model_copy(update={"name": name, "threshold": threshold})

@@ -1,23 +1,35 @@
-"""LLM judges: the prompt we send and the robust reading of what comes back.
+"""LLM judges: the prompt we send, asking again when the answer cannot be read, and the judge error.
 
-The judge is asked for JSON {"score": 0..1, "reason": "..."}. We accept, in order: the whole answer as JSON,
-the first JSON object embedded in prose or a code fence, then a bare number. Anything else is an
-"unparseable" failure that keeps the raw text, never a silent zero.
+The judge is asked for JSON {"score": 0..1, "reason": "..."}; its answer is read as judges write it
+(engine.verdicts). An answer that still cannot be read is put back to the judge once, in the same
+conversation, with what was wrong and the format expected. When that answer cannot be read either, the
+judge has failed, not the model under test: `ask` raises JudgeError, an EndpointError, so the conversation
+ends as an error like any failed call, never as a FAIL or a score of 0.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass
+from collections.abc import Callable
 
-from .bounds import loads_json
+from .clients import ChatClient, EndpointError
+from .results import Usage
 from .transcript import format_transcript
+from .verdicts import PASS_FAIL, YES_NO, Verdict, parse_verdict
 
-# A judge's JSON sits near the start of its answer. Searching a pathological answer (megabytes of "{")
-# from every brace would take minutes, so the search looks at a bounded number of starts and characters.
-MAX_EMBEDDED_STARTS = 20
-MAX_EMBEDDED_CHARS = 100_000
+__all__ = [
+    "JUDGE_SYSTEM",
+    "PASS_FAIL",
+    "REASK",
+    "SCALE_WORDS",
+    "YES_NO",
+    "JudgeError",
+    "Verdict",
+    "ask",
+    "expected_json",
+    "judge_messages",
+    "normalise_score",
+    "parse_verdict",
+]
 
 JUDGE_SYSTEM = (
     "You are a strict evaluation judge. You grade the assistant's final reply in a conversation against "
@@ -54,107 +66,6 @@ def judge_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-@dataclass
-class Verdict:
-    score: float | None  # None when nothing could be parsed
-    reason: str
-    parsed_from: str  # json | embedded-json | number | unparseable
-    fraction: bool = False  # the score was given as a share of full marks ("7/10", "85%"), read as 0-1
-
-
-# Each run of spaces has one place to go: adjacent `\s*`s made "5", 2,000 spaces and "x" take 30 s (cubic).
-_NUMBER = re.compile(
-    r"^\s*(?:score\s*[:=]\s*)?(-?\d+(?:\.\d+)?)\s*(/\s*(\d+(?:\.\d+)?)\s*)?(?:\.\s*)?$", re.I
-)
-
-
-def _score_from(value) -> tuple[float | None, bool]:
-    """The score in a JSON value, and whether it is a share of full marks (a percentage)."""
-    fraction = False
-    if isinstance(value, bool):
-        return (1.0 if value else 0.0), True
-    if isinstance(value, (int, float)):
-        score = float(value)
-    elif isinstance(value, str):
-        text = value.strip()
-        fraction = text.endswith("%")
-        try:
-            score = float(text[:-1]) / 100 if fraction else float(text)
-        except ValueError:
-            return None, False
-    else:
-        return None, False
-    return (score, fraction) if math.isfinite(score) else (None, False)  # NaN or Infinity is no verdict
-
-
-def _from_object(obj) -> Verdict | None:
-    if not isinstance(obj, dict):
-        return None
-    for key in ("score", "rating", "grade", "value"):
-        if key in obj:
-            score, fraction = _score_from(obj[key])
-            if score is not None:
-                reason = (
-                    obj.get("reason")
-                    or obj.get("reasoning")
-                    or obj.get("explanation")
-                    or obj.get("rationale")
-                )
-                return Verdict(score, str(reason or ""), "json", fraction)
-    return None
-
-
-def _embedded_objects(text: str):
-    """Yields each balanced {...} substring, outermost first, ignoring braces inside strings."""
-    text = text[:MAX_EMBEDDED_CHARS]
-    starts = (i for i, char in enumerate(text) if char == "{")
-    for _, start in zip(range(MAX_EMBEDDED_STARTS), starts, strict=False):
-        depth, in_string, escaped = 0, False, False
-        for end in range(start, len(text)):
-            char = text[end]
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif char == "\\":
-                    escaped = True
-                elif char == '"':
-                    in_string = False
-            elif char == '"':
-                in_string = True
-            elif char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-                if depth == 0:
-                    yield text[start : end + 1]
-                    break
-
-
-def parse_verdict(text: str) -> Verdict:
-    stripped = text.strip()
-    try:
-        verdict = _from_object(loads_json(stripped))  # bounded nesting: no RecursionError on a hostile answer
-        if verdict:
-            return verdict
-    except (ValueError, TypeError):
-        pass
-    for candidate in _embedded_objects(stripped):
-        try:
-            verdict = _from_object(loads_json(candidate))
-        except (ValueError, TypeError):
-            continue
-        if verdict:
-            verdict.parsed_from = "embedded-json"
-            return verdict
-    number = _NUMBER.match(stripped)
-    if number:
-        score = float(number.group(1))
-        if number.group(3):
-            score = score / float(number.group(3))
-        return Verdict(score, "", "number", bool(number.group(3)))
-    return Verdict(None, "", "unparseable")
-
-
 def normalise_score(score: float) -> float:
     """Judges sometimes answer on 0-10 or 0-100 although asked for 0-1; map those back."""
     if score > 1.0:
@@ -164,3 +75,61 @@ def normalise_score(score: float) -> float:
             return score / 100.0
         return 1.0
     return max(0.0, score)
+
+
+# Said to a judge whose answer could not be read, in the same conversation, before it answers once more.
+REASK = "Your answer could not be read: {error}. Answer again with the JSON object only, no other text: {expected}"
+ANSWER_SHOWN = 300  # characters of an unreadable answer quoted in the conversation's error
+
+
+def expected_json(scale: str = "0-1") -> str:
+    """The JSON object a judge on `scale` is asked for, as its system prompt words it."""
+    score = "<number from 0 to 1>" if scale == "0-1" else "<score>"
+    return f'{{"score": {score}, "reason": "<one or two sentences>"}}'
+
+
+class JudgeError(EndpointError):
+    """A judge answered twice with nothing that could be read as a verdict. Like any failed endpoint call it
+    ends the conversation as an error, with the judge's answers in the message (redacted like every
+    EndpointError): the judge's failure is not the model's."""
+
+
+def _shown(answer: str) -> str:
+    text = " ".join(answer.split())
+    return repr(text if len(text) <= ANSWER_SHOWN else text[: ANSWER_SHOWN - 1] + "…")
+
+
+def ask(
+    client: ChatClient,
+    model: str,
+    messages: list[dict],
+    charge: Callable[[Usage, float], None],
+    *,
+    temperature: float | None = None,
+    expected: str | None = None,
+    words: dict[str, float] | None = None,
+) -> Verdict:
+    """The judge's verdict on `messages`; asked once more when its answer cannot be read. Every call is
+    charged. Raises JudgeError when the second answer cannot be read either, EndpointError when a call
+    fails. The temperature is sent only when set: a ChatClient without the keyword keeps working."""
+    options = {} if temperature is None else {"temperature": temperature}
+    completion = client.complete(model, messages, **options)
+    charge(completion.usage, completion.cost)
+    first = parse_verdict(completion.text, words=words)
+    if first.score is not None:
+        return first
+    again = [
+        *messages,
+        {"role": "assistant", "content": completion.text},
+        {"role": "user", "content": REASK.format(error=first.error, expected=expected or expected_json())},
+    ]
+    completion = client.complete(model, again, **options)
+    charge(completion.usage, completion.cost)
+    second = parse_verdict(completion.text, words=words)
+    if second.score is None:
+        raise JudgeError(
+            f"judge {model} gave no verdict that could be read, asked twice: its answer {_shown(first.raw)} "
+            f"({first.error}), then {_shown(second.raw)} ({second.error})"
+        )
+    second.first_answer = first.raw
+    return second

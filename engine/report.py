@@ -16,7 +16,7 @@ from collections import Counter
 
 from .clients import DEFAULT
 from .outcomes import Status
-from .results import CheckResult, ConditionResult, EvalResult, RunReport
+from .results import CheckResult, ConditionResult, EvalResult, RunReport, TurnGrade
 from .schema import Style
 from .text import plural
 
@@ -29,9 +29,17 @@ def _indent(text: str, prefix: str) -> str:
     return lines[0] + "".join(f"\n{prefix}{line}" for line in lines[1:])
 
 
+def how_read(result: CheckResult | ConditionResult | TurnGrade) -> str:
+    """How a judge's answer was read, after its reason; "" when it was the JSON asked for, at once."""
+    parts = [f"read from `{result.read_from}`"] if result.read_from else []
+    if result.first_answer is not None:
+        parts.append("asked again: its first answer could not be read")
+    return "".join(f" — {part}" for part in parts)
+
+
 def _check_lines(result: CheckResult, prefix: str) -> list[str]:
     mark = PASS if result.passed else FAIL
-    lines = [f"{prefix}{mark} {result.label} — {result.reason}"]
+    lines = [f"{prefix}{mark} {result.label} — {result.reason}{how_read(result)}"]
     for child in result.children:
         lines += _check_lines(child, prefix + "  ")
     return lines
@@ -50,7 +58,7 @@ def _condition_line(result: ConditionResult) -> str:
     if result.children:
         line += f" [{'; '.join(map(_condition_brief, result.children))}]"
     elif result.threshold is not None and result.reason:
-        line += f" — {result.reason}"
+        line += f" — {result.reason}{how_read(result)}"
     return line + (" — stopped" if result.met else "")
 
 
@@ -94,7 +102,7 @@ def format_eval(result: EvalResult, iterations: int = 1) -> str:
             mark = PASS if turn.grade.passed else FAIL
             lines.append(
                 f"    {mark} {turn.grade.grader} {turn.grade.score:.2f}: {turn.grade.submission!r} vs "
-                f"{turn.grade.ground_truth!r} — {turn.grade.rationale}"
+                f"{turn.grade.ground_truth!r} — {turn.grade.rationale}{how_read(turn.grade)}"
             )
         for item in turn.grades:
             lines.append(_grade_line(item, "    "))
@@ -122,7 +130,7 @@ def format_eval(result: EvalResult, iterations: int = 1) -> str:
 
 def _grade_line(item, indent: str) -> str:
     mark = PASS if item.passed else FAIL
-    return f"{indent}{mark} {item.name or item.grader} {item.score:.2f}: {item.rationale}"
+    return f"{indent}{mark} {item.name or item.grader} {item.score:.2f}: {item.rationale}{how_read(item)}"
 
 
 def format_iterated(report: RunReport) -> list[str]:

@@ -47,6 +47,12 @@ class CheckResult(BaseModel):
     score: float | None = None
     reason: str
     raw: str | None = None  # the judge's raw answer, kept for review
+    # How a judge's answer was read (engine.verdicts): json, fenced-json, embedded-json, number, prose or
+    # words; what the score was read from, unless the answer was the JSON alone; and the first answer, when
+    # it could not be read and the judge was asked again (`raw` is then its second answer).
+    parsed_from: str | None = None
+    read_from: str | None = None
+    first_answer: str | None = None
     children: list[CheckResult] = Field(default_factory=list)  # members of an `or` block
     # llm_judge only: the judge's score on its own scale (None when its answer held none) and its reason as
     # it gave it, so that readers (calibration, comparisons) need not take them out of `reason`.
@@ -72,6 +78,9 @@ class TurnGrade(BaseModel):
     ground_truth: str
     grader: str = ""  # its kind: exact_match, contains, regex_match, llm_judge, or check
     raw: str | None = None  # an llm_judge grader's raw answer
+    parsed_from: str | None = None  # how the judge's answer was read, as in CheckResult
+    read_from: str | None = None
+    first_answer: str | None = None
     name: str | None = None  # a named grader's name (suite `graders`); None for the eval's unnamed grader
     threshold: float | None = None  # the score it needed to pass
     overridden: bool = False  # a reviewer overturned it (engine.overrides)
@@ -91,6 +100,9 @@ class ConditionResult(BaseModel):
     score: float | None = None  # a check: its score, as in CheckResult
     threshold: float | None = None  # the confidence or score needed, when there is one
     raw: str | None = None  # the judge's answer exactly as returned
+    parsed_from: str | None = None  # how the judge's answer was read, as in CheckResult
+    read_from: str | None = None
+    first_answer: str | None = None
     usage: Usage | None = None  # the judge or embedding calls this condition made; None when it made none
     cost: float = 0.0
     children: list[ConditionResult] = Field(default_factory=list)  # members of all / any / not

@@ -120,10 +120,11 @@ def test_save_launch_and_read_the_transcript(signed_in, user, fake_endpoint, fak
     assert report["totals"]["evals"] == 3 and report["totals"]["passed"] == 2
 
 
-def test_unparseable_judge_fails_the_check_and_keeps_the_raw_text(
+def test_a_judge_that_cannot_be_read_is_an_error_not_a_fail_and_shows_its_answers(
     signed_in, user, fake_endpoint, fake_openai, start_worker
 ):
-    """A judge that answers prose gets a clear "unparseable" failure, never a silent zero."""
+    """A judge that answers prose, even asked again, makes the conversation an error quoting its answers, never
+    a FAIL of the model or a silent zero."""
     fake_openai.script("Say hello to Ada.", ["Hello Ada!"])
     fake_openai.rule("Greets Ada by name", "I think it's pretty good overall!")
     start_worker()
@@ -135,11 +136,12 @@ def test_unparseable_judge_fails_the_check_and_keeps_the_raw_text(
     signed_in.post(reverse("suites:launch", args=[suite.public_id]), {"concurrency": 5})
     run = wait_for_run(Run.objects.get())
     polite = run.conversations.get(eval_id="polite")
-    assert polite.status == Status.FAILED
-    check = polite.turns.get().record["checks"][0]
-    assert "unparseable" in check["reason"] and check["raw"] == "I think it's pretty good overall!"
-    page = signed_in.get(reverse("runs:conversation", args=[run.pk, 1])).content.decode()
-    assert "unparseable" in page and "pretty good overall" in page
+    assert polite.status == Status.ERROR
+    assert "gave no verdict that could be read, asked twice" in polite.error
+    assert (
+        "I think it&#x27;s pretty good overall!"
+        in signed_in.get(reverse("runs:conversation", args=[run.pk, 1])).content.decode()
+    )
 
 
 def test_cancel_mid_flight_keeps_the_page_polling_until_the_conversations_end(

@@ -43,7 +43,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from engine import conditions, datasets, judge, results, schema, simulate, stats
+from engine import conditions, datasets, grading, judge, results, schema, simulate, stats
 from engine.attached import read_suite_files
 from engine.clients import EndpointRegistry, default_endpoint_from_env
 from engine.history import build_history
@@ -307,6 +307,8 @@ def test_suite_doc_quotes_the_prompts_sent_to_models():
         conditions.NATURAL_LANGUAGE_SYSTEM,
         simulate.SIMULATOR_INSTRUCTIONS,
         simulate.SIMULATOR_ASK,
+        judge.REASK,  # asked of a judge whose answer could not be read, with its placeholders
+        grading.RUBRIC_JSON,
         *(f"The score is {words}." for scale, words in judge.SCALE_WORDS.items() if scale != "0-1"),
     ):
         assert _folded(text) in prose, f"docs/suite-format.md does not quote: {text!r}"

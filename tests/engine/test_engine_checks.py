@@ -23,7 +23,7 @@ from engine.checks import (
 )
 from engine.clients import Completion, EndpointError
 from engine.conditions import evaluate_condition
-from engine.judge import JUDGE_SYSTEM, judge_messages, normalise_score, parse_verdict
+from engine.judge import JUDGE_SYSTEM, JudgeError, judge_messages, normalise_score, parse_verdict
 from engine.matching import glob_match
 from engine.results import Usage
 from engine.schema import (
@@ -357,14 +357,14 @@ def test_llm_judge_bare_numbers(answer, score):
     assert "no reason given" in result.reason
 
 
-def test_llm_judge_unparseable_fails_and_keeps_raw():
-    """llm_judge: an answer with no score fails with "unparseable" and keeps the raw text (not a silent 0)."""
-    answer = "I think the reply is pretty good overall."
-    result, _ = judged(answer, threshold=0.0)
-    assert result.passed is False
-    assert "unparseable" in result.reason
-    assert result.raw == answer
-    assert result.score == 0.0
+def test_llm_judge_unreadable_twice_is_a_judge_error_not_a_fail():
+    """llm_judge: an answer with no score is asked again; a second one is a JudgeError naming the judge and
+    quoting both answers, never a FAIL or a silent 0."""
+    judge = ScriptedJudge(["I think the reply is pretty good overall.", "Still pretty good."])
+    with pytest.raises(JudgeError, match=r"judge judge-model .*'I think the reply is pretty good overall\.'.*"
+                                         r"'Still pretty good\.'"):  # fmt: skip
+        run({"llm_judge": {"criteria": "Gives 105", "threshold": 0.0}}, "105", judge=judge)
+    assert len(judge.calls) == 2
 
 
 @pytest.mark.parametrize(("answer", "score"), [("8", 0.8), ('{"score": 85, "reason": "ok"}', 0.85)])
@@ -450,7 +450,7 @@ def test_judge_messages_format():
         ('{"rating": 3, "explanation": "x"}', 3.0, "x", "json"),
         ('{"score": true}', 1.0, "", "json"),
         ('Verdict: {"score": 0.5, "reason": "half"} done', 0.5, "half", "embedded-json"),
-        ('```json\n{"score": 0.6, "reason": "meh"}\n```', 0.6, "meh", "embedded-json"),
+        ('```json\n{"score": 0.6, "reason": "meh"}\n```', 0.6, "meh", "fenced-json"),
         ('Note {not json} then {"score": 0.4, "reason": "has } brace"}', 0.4, "has } brace", "embedded-json"),
         ('{"result": {"score": 0.3, "rationale": "nested"}}', 0.3, "nested", "embedded-json"),
         ("0.8", 0.8, "", "number"),

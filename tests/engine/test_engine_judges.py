@@ -1,6 +1,7 @@
 """Richer LLM judges (issue 4): scales 0-1, 0-100 and -3..+3 with their thresholds, several weighted criteria
 each with its own verdict, `scope: conversation`, a judge model and temperature per check or the suite's
-default, and reading the judge's answer (direct JSON, embedded object, bare number; else "unparseable").
+default, and reading the judge's answer (direct JSON, fenced or embedded object, bare number; else asked
+again, then a judge error: tests/engine/test_judge_answers.py has the rest of the reading).
 
 Everything goes through engine.checks.evaluate (or run_eval) with an in-test judge that records its calls.
 """
@@ -15,7 +16,7 @@ import yaml
 from engine.checks import JudgeContext, Reply, evaluate
 from engine.clients import Completion, EndpointConfig, EndpointRegistry
 from engine.conversation import EngineContext, run_eval
-from engine.judge import JUDGE_SYSTEM, judge_messages, parse_verdict
+from engine.judge import JUDGE_SYSTEM, JudgeError, judge_messages, parse_verdict
 from engine.loader import SuiteError, load_suite
 from engine.results import Usage
 from engine.runner import build_context
@@ -66,7 +67,7 @@ def judge_check(spec: dict | str, answers, conversation=CONVERSATION, resolve=No
         ('{"score": -2, "reason": "Bad."}', -2.0, "json", False),
         ('{"score": "85%", "reason": "r"}', 0.85, "json", True),
         ('{"score": false}', 0.0, "json", True),
-        ('Here is my verdict:\n```json\n{"score": 70, "reason": "ok"}\n```', 70.0, "embedded-json", False),
+        ('Here is my verdict:\n```json\n{"score": 70, "reason": "ok"}\n```', 70.0, "fenced-json", False),
         ('I weighed it. {"reason": "fine", "score": -1} That is all.', -1.0, "embedded-json", False),
         ("-3", -3.0, "number", False),  # bare number
         ("85/100", 0.85, "number", True),
@@ -90,18 +91,17 @@ def test_parse_verdict_fallbacks(text, score, parsed_from, fraction):
         "Score: high",
         '{"score": "excellent", "reason": "words"}',
         '{"score": NaN}',
-        '{"verdict": "pass"}',
-        "8 out of 10",
+        '{"verdict": "pass"}',  # PASS is a score on 0-1 only
+        "PASS",
         "",
     ],
 )
-def test_unparseable_answers_fail_as_unparseable_and_keep_the_raw_text(text):
-    for spec in ({"criteria": "Booked", "threshold": 0.0}, {"criteria": "Booked", "scale": "-3..3",
-                                                            "threshold": -3}):  # fmt: skip
-        result, _, _ = judge_check(spec, [text])
-        assert not result.passed  # even with the lowest possible threshold: never a silent zero that passes
-        assert result.reason == "judge answer unparseable: expected JSON {score, reason}"
-        assert result.raw == text
+def test_unreadable_answers_are_a_judge_error_never_a_score(text):
+    """Even with the lowest possible threshold: never a silent zero that passes, nor one that fails."""
+    with pytest.raises(JudgeError) as raised:
+        judge_check({"criteria": "Booked", "scale": "-3..3", "threshold": -3}, [text, text])
+    assert str(raised.value).startswith(f"judge suite-judge gave no verdict that could be read, asked twice: "
+                                        f"its answer {text!r}")  # fmt: skip
 
 
 # --- scales and thresholds --------------------------------------------------------------------------------
@@ -245,18 +245,16 @@ def test_criteria_all_exactly_at_the_threshold_pass(scale, threshold, answer):
     assert result.passed and all(child.passed for child in result.children)
 
 
-def test_an_unparseable_criterion_fails_the_check_and_says_so():
-    answers = ['{"score": 1.0, "reason": "Exact."}', "Very polite indeed!"]
-    result, _, _ = judge_check(MULTI, answers)
-    assert result.score == pytest.approx(0.75)  # above the threshold, yet it cannot pass
-    assert not result.passed
-    assert result.reason == (
-        "weighted score 0.75 (threshold 0.50 of 1) over 2 criteria; "
-        "judge answer unparseable for criterion 2 (weight 1)"
-    )
+def test_an_unreadable_criterion_is_asked_again_and_then_a_judge_error_for_the_whole_check():
+    answers = ['{"score": 1.0, "reason": "Exact."}', "Very polite indeed!", "Truly polite!"]
+    with pytest.raises(JudgeError, match="'Very polite indeed!'"):
+        judge_check(MULTI, answers)
+    answers = ['{"score": 1.0, "reason": "Exact."}', "Very polite indeed!", "Score: 3/10. Curt."]
+    result, judge, _ = judge_check(MULTI, answers)
+    assert len(judge.calls) == 3 and result.score == pytest.approx(0.825)
     child = result.children[1]
-    assert (child.passed, child.raw) == (False, "Very polite indeed!")
-    assert child.reason == "judge answer unparseable: expected JSON {score, reason}"
+    assert (child.raw, child.first_answer, child.read_from) == ("Score: 3/10. Curt.", "Very polite indeed!",
+                                                                "Score: 3/10")  # fmt: skip
 
 
 # --- scope ------------------------------------------------------------------------------------------------

@@ -276,13 +276,21 @@ def test_llm_judge_grader_below_the_threshold_fails():
     assert (result.status, result.score) == ("failed", 0.4)
 
 
-def test_unparseable_judge_answer_scores_zero_and_keeps_the_raw_text():
-    judge = ScriptedClient(["I think it's quite good!"])
+def test_an_unreadable_rubric_judge_is_asked_again_then_errs_the_conversation_never_fails_it():
+    judge = ScriptedClient(["I think it's quite good!", "Quite good, really."])
+    result, _ = play(_judge_eval(), ["Paris"], judge=judge)
+    assert (result.status, result.per_turn_grades) == ("error", [])
+    assert "I think it's quite good!" in result.error and "Quite good, really." in result.error
+    assert judge.messages[1][-1]["content"].endswith('no other text: {"score": <0 to 1>, "reason": "..."}')
+
+
+def test_a_rubric_judge_read_from_prose_after_asking_again_records_both_answers():
+    judge = ScriptedClient(["I think it's quite good!", "PASS - it names the capital."])
     result, _ = play(_judge_eval(), ["Paris"], judge=judge)
     only = result.per_turn_grades[0]
-    assert (only.score, only.passed, only.raw) == (0.0, False, "I think it's quite good!")
-    assert "unparseable" in only.rationale
-    assert result.status == "failed"
+    assert (only.score, only.passed, only.rationale) == (1.0, True, "it names the capital.")
+    assert (only.raw, only.first_answer) == ("PASS - it names the capital.", "I think it's quite good!")
+    assert (only.parsed_from, only.read_from) == ("words", "PASS")
 
 
 @pytest.mark.parametrize(

@@ -258,10 +258,16 @@ def test_natural_language_takes_its_own_temperature_else_the_suites_judge_temper
     assert judge.temperatures == [("nl", sent)]
 
 
-def test_natural_language_unparseable_answer_is_not_met_and_says_so():
-    judge = Judge(confidences=["I think the user is happy."])
+def test_natural_language_unreadable_answer_is_asked_again():
+    judge = Judge(confidences=["I think the user is happy.", '{"score": 0.9, "reason": "Happy."}'])
     ok, label = check_holds("natural_language: {prompt: 'Booked?'}", "ok", judge=judge)
-    assert not ok and label == 'natural_language "Booked?" (judge answer unparseable)'
+    assert ok and label == 'natural_language "Booked?" (confidence 0.90, threshold 0.7)'
+    assert judge.nl_calls[1][-2:] == [
+        {"role": "assistant", "content": "I think the user is happy."},
+        {"role": "user", "content": "Your answer could not be read: it has no score: expected a JSON object with "
+         "a score, or YES or NO. Answer again with the JSON object only, no other text: "
+         '{"score": <your confidence from 0 to 1 that the answer is yes>, "reason": "<one sentence>"}'},
+    ]  # fmt: skip
 
 
 def test_natural_language_model_resolves_its_own_endpoint_and_charges_the_judge():

@@ -236,18 +236,27 @@ def test_combinators_record_every_member_and_short_circuited_ones_as_not_evaluat
     assert [turn.judge_usage.total_tokens for turn in result.turns] == [0, 49, 0]
 
 
-def test_an_unparseable_judge_answer_is_recorded_as_not_met_with_the_raw_answer(fake_openai):
+def test_an_unreadable_judge_answer_is_asked_again_then_the_conversation_is_an_error(fake_openai):
     fake_openai.script(PROMPT, ["For when?"])
-    judge_answers(fake_openai, "Probably, yes.")
+    judge_answers(fake_openai, "Probably.", "Hard to say.")
     result = play(fake_openai, suite("stop_when: {natural_language: {prompt: Booked?}}"))
-    (turn,) = result.turns
-    condition = turn.stop_when
-    assert (condition.met, condition.confidence, condition.threshold, condition.raw) == (
-        False, None, 0.7, "Probably, yes.",
-    )  # fmt: skip
-    assert condition.reason == "judge answer unparseable: expected JSON {score, reason}"
-    assert condition.outcome == "no: judge answer unparseable: expected JSON {score, reason}"
-    assert turn.termination == "inputs exhausted"
+    assert (result.status, result.turns) == ("error", [])
+    assert result.error.startswith(
+        "judge judge-m gave no verdict that could be read, asked twice: its answer "
+    )
+    assert "'Probably.'" in result.error and "'Hard to say.'" in result.error
+    asked = [body for body in fake_openai.chat_requests() if body["model"] == "judge-m"]
+    assert len(asked) == 2 and asked[1]["messages"][-2] == {"role": "assistant", "content": "Probably."}
+    assert asked[1]["messages"][-1]["content"].startswith("Your answer could not be read: it has no score")
+
+
+def test_a_yes_or_no_answers_a_natural_language_question(fake_openai):
+    fake_openai.script(PROMPT, ["For when?"])
+    judge_answers(fake_openai, "<think>The user said {score: 1}?</think>No, nothing was booked yet.")
+    result = play(fake_openai, suite("stop_when: {natural_language: {prompt: Booked?}}"))
+    condition = result.turns[0].stop_when
+    assert (condition.met, condition.confidence, condition.reason) == (False, 0.0, "nothing was booked yet.")
+    assert (condition.parsed_from, condition.read_from, condition.first_answer) == ("words", "No", None)
 
 
 def test_an_llm_judge_condition_records_its_score_threshold_reason_answer_and_tokens(fake_openai):
@@ -317,6 +326,9 @@ def test_the_results_json_carries_them_and_reads_back(fake_openai):
         "score": None,
         "threshold": 0.7,
         "raw": '{"score": 0.2, "reason": "No."}',
+        "parsed_from": "json",
+        "read_from": None,
+        "first_answer": None,
         "usage": {"prompt_tokens": 40, "completion_tokens": 9, "estimated": False},
         "cost": pytest.approx(49 / 1e6),
         "children": [],
