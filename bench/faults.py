@@ -15,6 +15,9 @@ workers are up):
 - sigterm: SIGTERM (a warm shutdown, as a service manager stops a worker), N times;
 - redis:   the Redis broker killed and started again, empty, seconds later (a redis-server of the harness's
            own, on its own port; PostgreSQL + Redis only);
+- pgrestart: PostgreSQL stopped as a crash stops it (`pg_ctl stop -m immediate`) and started again seconds
+           later (a server of the harness's own, initdb'd into its temporary folder, on its own port: never
+           the machine's; PostgreSQL + Redis only, and the other scenarios played with it run on it too);
 - outage:  the model server gone for seconds: connections refused, requests in flight dropped unanswered;
 - storm:   for seconds, 30% of model calls answered 429 with Retry-After: 1 and 10% answered 500;
 - redos:   some conversations' model starts answering a catastrophic reply (2,000 `a`s and `!`) to the
@@ -57,7 +60,10 @@ from pathlib import Path
 from faults_play import FAKE_KEY, FAKE_KEY_ENV, FULL, QUICK, child
 from throughput import ROOT, fresh_postgres_and_redis, reachable
 
-SCENARIOS = ("baseline", "kill", "sigterm", "redis", "outage", "storm", "redos", "garbage", "html", "empty")
+from tests.live_services import PostgresServer
+
+SCENARIOS = ("baseline", "kill", "sigterm", "redis", "pgrestart", "outage", "storm", "redos", "garbage", "html",
+             "empty")  # fmt: skip
 BACKENDS = {"embedded": "SQLite + filesystem", "postgres": "PostgreSQL + Redis"}
 PG_URL = os.environ.get("FAULTS_PG_URL", "postgres://postgres@127.0.0.1:5432/evalsite_faults")
 # Only when there is no redis-server binary to start one of the harness's own (no restart scenario then).
@@ -67,6 +73,8 @@ REDIS_URL = os.environ.get("FAULTS_REDIS_URL", "redis://127.0.0.1:6379/13")
 def applicable(backend: str, scenario: str) -> bool:
     if scenario == "redis":
         return backend == "postgres" and shutil.which("redis-server") is not None
+    if scenario == "pgrestart":
+        return backend == "postgres" and PostgresServer.available()
     return True
 
 
@@ -81,6 +89,7 @@ def run_child(backend: str, scenarios: list[str], args) -> list[dict]:
     else:
         own_redis = shutil.which("redis-server") is not None
         fresh_postgres_and_redis(PG_URL, None if own_redis else REDIS_URL)
+        # Replaced by a server of the child's own when the restart is among its scenarios (faults_play).
         env["DATABASE_URL"] = PG_URL
         env["CELERY_BROKER_URL"] = REDIS_URL  # replaced by the harness's own redis-server when there is one
     command = [sys.executable, __file__, "--child", "--backend", backend, "--scenarios", ",".join(scenarios),
@@ -95,6 +104,11 @@ def run_child(backend: str, scenarios: list[str], args) -> list[dict]:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+        # A server of the child's own is a session of its own (pg_ctl's), out of the group's reach.
+        postgres = PostgresServer(var_dir / "postgres")
+        if postgres.running():
+            with contextlib.suppress(RuntimeError):
+                postgres.stop()
     results = json.loads(result_path.read_text()) if result_path.exists() else []
     if code != 0 or len(results) < len(scenarios):
         log = (var_dir / "workers.log").read_text(errors="replace")[-4000:]
@@ -137,7 +151,7 @@ def evidence(result: dict) -> str:
         if scenario == "sigterm":
             text += ", exited after " + "/".join(f"{f['detail']['exited_after']:.1f}" for f in faults) + " s"
         return text
-    if scenario == "redis":
+    if scenario in ("redis", "pgrestart"):
         return f"workers alive after: {result['workers_alive']}/2, none restarted: {result['workers_started'] == 0}"
     if scenario == "outage":
         return f"{calls.get('None', 0)} requests dropped in flight, then connections refused"
@@ -193,6 +207,9 @@ def main() -> None:
         if "redis" in scenarios and "redis" not in mine:
             reason = "no Redis broker" if backend == "embedded" else "no redis-server binary to restart"
             print(f"{BACKENDS[backend]:<20} {'Redis restart':<38} not applicable: {reason}")
+        if "pgrestart" in scenarios and "pgrestart" not in mine:
+            reason = "no PostgreSQL" if backend == "embedded" else "no initdb to make a server of its own"
+            print(f"{BACKENDS[backend]:<20} {'PostgreSQL restart':<38} not applicable: {reason}")
         groups = [mine] if args.shared or args.quick else [[s] for s in mine]
         for group in groups:
             for result in run_child(backend, group, args):

@@ -18,7 +18,7 @@ from pathlib import Path
 from faults_measure import Fault, broken, key, measure, recovered, script, suite_yaml, turns_of
 from throughput import quiet_collector
 
-from tests.live_services import RedisServer
+from tests.live_services import PostgresServer, RedisServer
 
 FAKE_KEY_ENV, FAKE_KEY = "FAULTS_FAKE_KEY", "sk-faults"
 STUCK_AFTER = 120.0  # seconds after the last fault: a conversation not finished by then is stuck
@@ -37,12 +37,13 @@ class Profile:
     storm: float
     redos: int
     malformed: float  # seconds of 200s that are no chat completion
+    pg_down: float = 0.0
 
 
 FULL = Profile(conversations=100, concurrency=10, latency=0.5, kills=3, sigterms=2, redis_restarts=2,
-               redis_down=3.0, outage=10.0, storm=10.0, redos=6, malformed=10.0)  # fmt: skip
+               redis_down=3.0, outage=10.0, storm=10.0, redos=6, malformed=10.0, pg_down=60.0)  # fmt: skip
 QUICK = Profile(conversations=20, concurrency=8, latency=0.2, kills=1, sigterms=1, redis_restarts=1,
-                redis_down=2.0, outage=3.0, storm=3.0, redos=3, malformed=3.0)  # fmt: skip
+                redis_down=2.0, outage=3.0, storm=3.0, redos=3, malformed=3.0, pg_down=5.0)  # fmt: skip
 
 
 def label(scenario: str, p: Profile) -> str:
@@ -51,6 +52,7 @@ def label(scenario: str, p: Profile) -> str:
         "kill": f"kill -9 a worker x{p.kills}",
         "sigterm": f"SIGTERM a worker x{p.sigterms}",
         "redis": f"Redis restart x{p.redis_restarts}, {p.redis_down:g} s down",
+        "pgrestart": f"PostgreSQL crash + restart, {p.pg_down:g} s down",
         "outage": f"model server down {p.outage:g} s",
         "storm": f"30% 429 + 10% 500 for {p.storm:g} s",
         "redos": f"ReDoS replies in {p.redos} conversations",
@@ -68,9 +70,11 @@ def planned(scenario: str, p: Profile) -> int:
 
 
 class Environment:
-    def __init__(self, backend: str, profile: Profile, var_dir: Path) -> None:
+    def __init__(self, backend: str, profile: Profile, var_dir: Path, *, own_postgres: bool = False) -> None:
         self.backend, self.profile, self.var_dir = backend, profile, var_dir
         self.redis: RedisServer | None = None
+        # A PostgreSQL server of the harness's own, which it may stop: never the machine's.
+        self.postgres = PostgresServer(var_dir / "postgres") if own_postgres else None
         self.fake = None
         self.supervisor = None
         self.user = None
@@ -81,6 +85,9 @@ class Environment:
             self.redis = RedisServer()
             self.redis.start()
             os.environ["CELERY_BROKER_URL"] = self.redis.url
+        if self.postgres is not None:
+            self.postgres.start()
+            os.environ["DATABASE_URL"] = self.postgres.url
         import django
 
         django.setup()
@@ -114,6 +121,8 @@ class Environment:
             self.fake.stop()
         if self.redis is not None:
             self.redis.kill()
+        if self.postgres is not None:
+            self.postgres.remove()
 
     def workers(self) -> list:
         return list(self.supervisor.processes)
@@ -153,29 +162,37 @@ class Watch(threading.Thread):
         self._halt = threading.Event()
 
     def run(self) -> None:
-        from django.db import connection
+        from django.db import DatabaseError, connection
 
-        from runs.models import ACTIVE, FINISHED, Conversation, Run
+        from runs.outage import drop_connection
 
         try:
             while not self._halt.wait(0.1):
-                for process in self.env.workers():
-                    self.processes.setdefault(process.pid, process)
-                rows = Conversation.objects.filter(run_id=self.run_id).values_list(
-                    "pk", "status", "finished_at", "turn_count"
-                )
-                turns = 0
-                for pk, status, finished_at, turn_count in rows:
-                    turns += turn_count
-                    first = self.finished_at.get(pk)
-                    if status in FINISHED and first is None:
-                        self.finished_at[pk] = finished_at
-                    elif first is not None and (status not in FINISHED or finished_at != first):
-                        self.finished_again.add(pk)
-                self.turns = turns
-                self.active = Run.objects.filter(pk=self.run_id, status__in=ACTIVE).exists()
+                try:
+                    self._look()
+                except DatabaseError:  # the database is restarting (pgrestart): look again
+                    drop_connection()
         finally:
             connection.close()
+
+    def _look(self) -> None:
+        from runs.models import ACTIVE, FINISHED, Conversation, Run
+
+        for process in self.env.workers():
+            self.processes.setdefault(process.pid, process)
+        rows = Conversation.objects.filter(run_id=self.run_id).values_list(
+            "pk", "status", "finished_at", "turn_count"
+        )
+        turns = 0
+        for pk, status, finished_at, turn_count in rows:
+            turns += turn_count
+            first = self.finished_at.get(pk)
+            if status in FINISHED and first is None:
+                self.finished_at[pk] = finished_at
+            elif first is not None and (status not in FINISHED or finished_at != first):
+                self.finished_again.add(pk)
+        self.turns = turns
+        self.active = Run.objects.filter(pk=self.run_id, status__in=ACTIVE).exists()
 
     def stop(self) -> None:
         self._halt.set()
@@ -246,6 +263,24 @@ def restart_redis(env: Environment, run_id, rng: random.Random) -> Fault:
     return Fault("redis", at, time.time(), affected, affected_at_end=in_flight(run_id))
 
 
+def restart_postgres(env: Environment, run_id, rng: random.Random) -> Fault:
+    """The harness's own PostgreSQL quits as in a crash (every connection dropped, the last unflushed commits
+    of sessions that do not wait for the flush forgotten), stays down, and starts again."""
+    from django.db import connection
+
+    from runs.outage import patiently
+
+    affected = in_flight(run_id)
+    at = time.time()
+    env.postgres.stop("immediate")
+    time.sleep(env.profile.pg_down)
+    env.postgres.start()
+    cleared = time.time()
+    connection.close()
+    affected_at_end = patiently(lambda: in_flight(run_id), what="the harness")
+    return Fault("pgrestart", at, cleared, affected, affected_at_end=affected_at_end)
+
+
 def model_outage(env: Environment, run_id, rng: random.Random) -> Fault:
     affected = in_flight(run_id)
     at = time.time()
@@ -304,6 +339,7 @@ INJECT = {
     "kill": lambda env, run_id, rng: signal_worker(env, run_id, rng, signal.SIGKILL),
     "sigterm": lambda env, run_id, rng: signal_worker(env, run_id, rng, signal.SIGTERM),
     "redis": restart_redis,
+    "pgrestart": restart_postgres,
     "outage": model_outage,
     "storm": rate_limit_storm,
     "redos": redos_replies,
@@ -381,11 +417,14 @@ def child(args) -> None:
     log = os.open(var_dir / "workers.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    env = Environment(args.backend, QUICK if args.quick else FULL, var_dir)
+    scenarios = args.scenarios.split(",")
+    env = Environment(
+        args.backend, QUICK if args.quick else FULL, var_dir, own_postgres="pgrestart" in scenarios
+    )
     results = []
     try:
         env.start()
-        for scenario in args.scenarios.split(","):
+        for scenario in scenarios:
             results.append({"backend": args.backend, **play(env, scenario, args.seed)})
             Path(args.result).write_text(json.dumps(results))
     finally:

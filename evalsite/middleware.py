@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import io
+import sys
 
 from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.utils.html import format_html
+from django.views import defaults
+
+# How long a client is told to wait before asking again while the database is away.
+RETRY_AFTER_SECONDS = 5
 
 
 class RefuseNulCharacters:
@@ -102,4 +109,45 @@ def _refuse(request: HttpRequest, status: int, message: str) -> HttpResponse:
         response["HX-Reswap"] = "innerHTML"
     else:
         response = render(request, "request_refused.html", {"message": message}, status=status)
+    return response
+
+
+class DatabaseUnavailable:
+    """While the database is away (restarting, unreachable, a locked SQLite file), every page and API call
+    answers 503 with a Retry-After hint, as soon as the connection is refused or the pool has none to give
+    (settings: EVALSITE_DB_POOL_TIMEOUT, EVALSITE_DB_CONNECT_TIMEOUT), instead of a 500 or a request that
+    hangs. htmx polls go on polling and say so (static/js/app.js)."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        return unavailable(request) if _database_away(exception) else None
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """The 500 handler: an error raised outside a view (a middleware reading the session) by a database
+    that is away is a 503 too."""
+    if _database_away(sys.exc_info()[1]):
+        return unavailable(request)
+    return defaults.server_error(request)
+
+
+def _database_away(exception: BaseException | None) -> bool:
+    return isinstance(exception, OperationalError | InterfaceError)
+
+
+def unavailable(request: HttpRequest) -> HttpResponse:
+    """The 503: JSON for the API, a page of its own for the rest, which reads nothing from the database
+    (not even who is signed in)."""
+    message = "The database is unavailable; try again in a few seconds."
+    if request.path.startswith("/api/"):
+        response = JsonResponse({"detail": message}, status=503)
+    else:
+        html = render_to_string("503.html", {"message": message, "retry_after": RETRY_AFTER_SECONDS})
+        response = HttpResponse(html, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response

@@ -89,6 +89,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "evalsite.middleware.RefuseNulCharacters",
+    "evalsite.middleware.DatabaseUnavailable",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -134,16 +135,27 @@ DATABASES = {
 # serve a process's many threads; without the pool each thread kept a connection of its own, and 2 workers x
 # 50 threads ran PostgreSQL (max_connections 100 by default) out of them. A process opens at most
 # EVALSITE_DB_POOL_MAX (and never more than its threads need); sizing is in the README (Production).
-# A thread that finds them all busy waits up to EVALSITE_DB_POOL_TIMEOUT seconds for one, instead of failing.
+# A thread that finds none free waits up to EVALSITE_DB_POOL_TIMEOUT seconds for one: a process's threads
+# rarely outnumber its pool, so a wait that long means the server is away (restarting, unreachable), and
+# then a page answers 503 at once (evalsite.middleware) and a worker waits the outage out (runs.outage).
 # EVALSITE_DB_POOL_MAX=0 turns the pool off: each thread keeps its own connection for DB_CONN_MAX_AGE.
 EVALSITE_DB_POOL_MAX = env_int("EVALSITE_DB_POOL_MAX", 20)
-EVALSITE_DB_POOL_TIMEOUT = env_float("EVALSITE_DB_POOL_TIMEOUT", 120.0)
+EVALSITE_DB_POOL_TIMEOUT = env_float("EVALSITE_DB_POOL_TIMEOUT", 1.5)
+# A server that does not even refuse the connection (a host gone from the network) is given up on after
+# this long; libpq's least is 2 s.
+EVALSITE_DB_CONNECT_TIMEOUT = env_int("EVALSITE_DB_CONNECT_TIMEOUT", 2)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", EVALSITE_DB_CONNECT_TIMEOUT)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and EVALSITE_DB_POOL_MAX > 0:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django's pool requires it: closing hands the connection back
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": min(2, EVALSITE_DB_POOL_MAX),
         "max_size": EVALSITE_DB_POOL_MAX,
         "timeout": EVALSITE_DB_POOL_TIMEOUT,
+        # psycopg_pool replaces a broken connection in the background, trying again after 1, 2, 4 ... s, for
+        # this long; after a minute's outage its next try could be a minute away. Kept short, the pool gives
+        # up on it, and the next thread that asks for a connection has the pool try again at once.
+        "reconnect_timeout": 5.0,
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["ENGINE"] = "evalsite.sqlite"  # Django's, with writer threads queued in-process

@@ -19,3 +19,5 @@ urlpatterns = [
     path("runs/", include("runs.urls")),
     path("s/", include("runs.share_urls")),
 ]
+
+handler500 = "evalsite.middleware.server_error"

@@ -42,7 +42,7 @@ from engine.results import EvalResult, TurnRecord
 from engine.retries import RetryWait
 from engine.runner import build_context
 
-from . import scheduling, specs, sql
+from . import outage, scheduling, specs, sql
 from .endpoints import build_registry
 from .loop import event_loop
 from .models import Conversation, Status, Turn, Worker
@@ -58,13 +58,18 @@ def _lease() -> timedelta:
     return timedelta(seconds=settings.EVALSITE_LEASE_SECONDS)
 
 
-def claim(conversation_ids: list[int]) -> list[sql.Claimed]:
+def claim(conversation_ids: list[int], *, again: bool = False) -> list[sql.Claimed]:
     """Take these conversations for this worker process, in one statement; those it took (the others are not
     ours to run). Each claim bumps `attempt`, the fencing token for every later write, and names this worker,
-    whose beat the other workers watch."""
+    whose beat the other workers watch. `again`: see runs.sql.claim.
+
+    The claim is flushed to disk, as an end is (runs.sql.durable): a claim the server forgot in a crash would
+    stop its conversation once the database is back, and the answer of its call in flight with it."""
     heartbeat.start()
     now = timezone.now()
-    return sql.claim(conversation_ids, now, now + _lease(), heartbeat.name)
+    with transaction.atomic():
+        sql.durable()
+        return sql.claim(conversation_ids, now, now + _lease(), heartbeat.name, again=again)
 
 
 class _Heartbeat:
@@ -135,9 +140,15 @@ class _Heartbeat:
     def _loop(self) -> None:
         renewed = time.monotonic()
         due: set[int] = set()  # leases to renew: all of them every third of a lease, then those skipped
+        away = False  # the database did not answer the last beat
         while not self.stopping.wait(settings.EVALSITE_WORKER_BEAT_SECONDS):
             try:
                 self._beat()
+                if away:
+                    # Back from an outage, during which the leases ran on unrenewed: renew them all at once,
+                    # before the other workers' sweepers count them lapsed.
+                    away = False
+                    renewed = 0.0
                 if time.monotonic() - renewed >= settings.EVALSITE_LEASE_SECONDS / 3:
                     renewed = time.monotonic()
                     with self.lock:
@@ -147,8 +158,16 @@ class _Heartbeat:
                         due &= self.active.keys()  # ended since
                     # A conversation whose row the pump is writing at this moment is renewed at the next beat.
                     due -= sql.renew_leases(list(due), self.name, timezone.now() + _lease())
-            except Exception:  # a database hiccup must not kill the heartbeat; the next beat tries again
-                log.exception("worker heartbeat failed")
+            except (
+                Exception
+            ) as exc:  # a database hiccup must not kill the heartbeat; the next beat tries again
+                if not outage.unavailable(exc):
+                    log.exception("worker heartbeat failed")
+                elif not away:
+                    log.warning("worker heartbeat: the database is unavailable (%s); beating on", exc)
+                away = away or outage.unavailable(exc)
+                if away:
+                    outage.drop_connection()
             finally:
                 close_old_connections()
 
@@ -193,18 +212,23 @@ def _turn_row(conversation_id: int, attempt: int, turn: TurnRecord) -> dict:
 
 
 def _store_turn(conversation_id: int, attempt: int, turn: TurnRecord) -> None:
-    now = timezone.now()
-    try:
-        with transaction.atomic():
-            stored = sql.store_turn(now=now, **_turn_row(conversation_id, attempt, turn))
-    except IntegrityError:
-        raise LostClaim() from None
-    if not stored:
+    if not _store_row(_turn_row(conversation_id, attempt, turn), timezone.now()):
         raise LostClaim()  # a worker that lost its claim writes nothing
     sql.release_connection()  # the next turn's model call follows
 
 
-def write_turns(batch: list) -> None:
+def _store_row(row: dict, now) -> bool:
+    """One turn in a transaction of its own: whether it is stored (False: the conversation is not ours)."""
+    try:
+        with transaction.atomic():
+            return sql.store_turn(now=now, **row)
+    except IntegrityError:
+        # Its position is taken: by this very write, committed as the connection dropped, if the claim is
+        # still ours and the turn the same; else by the worker that took the conversation over.
+        return sql.turn_is_ours(row["conversation_id"], row["attempt"], row["position"], row["record"])
+
+
+def write_turns(batch: list, *, stop: threading.Event | None = None, on_back: Callable | None = None) -> None:
     """Store many turns, each (conversation_id, attempt, turn, future), in one transaction; each future is
     True once its turn is committed, False when its conversation is no longer ours (nothing written for it),
     or raises what the database raised. Never raises itself.
@@ -212,30 +236,41 @@ def write_turns(batch: list) -> None:
     A conversation's turns are stored in order, each after the one before is committed (the pump's on_turn),
     and the turns that arrive together go into one commit, and on SQLite one turn of the write lock, instead
     of one each. At concurrency 100 the per-turn commits of 100 threads queued on SQLite's write lock for
-    ~70-90 ms a turn (bench/throughput.py --explain)."""
+    ~70-90 ms a turn (bench/throughput.py --explain).
+
+    A database that is away is waited for (runs.outage.patiently, with `stop` and `on_back`), and the
+    batch written again: a turn its first try did store is found stored, not stored twice."""
     now = timezone.now()
     rows = [_turn_row(cid, attempt, turn) for cid, attempt, turn, _ in batch]
     try:
-        stored = _retrying_deadlocks(lambda: sql.store_turns(rows, now=now))
-    except IntegrityError:
-        # A turn already stored at its position (a conversation taken over and replayed meanwhile): that one
-        # alone fails; the others are written one transaction each.
-        stored = []
-        for cid, attempt, turn, _ in batch:
-            try:
-                _store_turn(cid, attempt, turn)
-                stored.append(True)
-            except LostClaim:
-                stored.append(False)
-            except Exception as exc:  # noqa: BLE001 - handed to the conversation, which records it
-                stored.append(exc)
-    except Exception as exc:  # noqa: BLE001 - the database is down: every conversation of the batch hears it
+        stored = outage.patiently(
+            lambda: _store_rows(rows, now), what=f"storing {len(rows)} turn(s)", stop=stop, on_back=on_back
+        )
+    except Exception as exc:  # noqa: BLE001 - every conversation of the batch hears it
         stored = [exc] * len(batch)
     for (*_, future), outcome in zip(batch, stored, strict=True):
         if isinstance(outcome, BaseException):
             future.set_exception(outcome)
         else:
             future.set_result(outcome)
+
+
+def _store_rows(rows: list[dict], now) -> list:
+    """Each turn's outcome: stored, not ours (False), or what the database raised for that one alone."""
+    try:
+        return _retrying_deadlocks(lambda: sql.store_turns(rows, now=now))
+    except IntegrityError:
+        # A turn already stored at its position (a conversation taken over and replayed meanwhile, or a write
+        # that committed as its connection dropped): one transaction each.
+        stored = []
+        for row in rows:
+            try:
+                stored.append(_store_row(row, now))
+            except Exception as exc:
+                if outage.unavailable(exc):
+                    raise  # the whole batch is written again once the database is back
+                stored.append(exc)  # handed to the conversation, which records it
+        return stored
 
 
 def _retrying_deadlocks(write: Callable, tries: int = 3):
@@ -352,7 +387,7 @@ class _Playing:
     write of its latest turn, until the next turn or the end confirms it, its model calls in flight, and
     when the slow one noted on its row went out (time.monotonic; None: none noted)."""
 
-    __slots__ = ("claimed", "lost", "storing", "calls", "noted")
+    __slots__ = ("claimed", "lost", "storing", "calls", "noted", "stored")
 
     def __init__(self, claimed: sql.Claimed, latencies: Latencies) -> None:
         self.claimed = claimed
@@ -360,6 +395,7 @@ class _Playing:
         self.storing: concurrent.futures.Future | None = None
         self.calls = Calls(latencies)
         self.noted: float | None = None
+        self.stored: list[TurnRecord] = []  # the turns this claim stored, in case the server forgets some
 
     def still_ours(self) -> bool:
         return not (self.lost.is_set() or heartbeat.was_handed_back(self.claimed.conversation_id))
@@ -406,6 +442,8 @@ class Pump:
         self._latencies: dict[object, Latencies] = {}  # run -> its calls' latencies, in this process
         self._slow_checked = 0.0
         self._thread: threading.Thread | None = None
+        self._suspect = False  # a connection failed: check the claims against the database (_reconcile)
+        self._lost_seen = 0  # the pool's count of broken connections, when last looked at
 
     # --- from any thread -----------------------------------------------------------------------------------
 
@@ -492,6 +530,7 @@ class Pump:
                 # As between two tasks: a connection broken by an error is replaced. Never inside a caller's
                 # transaction, which closing the connection would break (a test playing in its atomic block).
                 if (failed or connection.errors_occurred) and not connection.in_atomic_block:
+                    self._suspect = True
                     close_old_connections()
         with self._lock:
             self._closed = True
@@ -503,7 +542,14 @@ class Pump:
             if kind == "call":
                 self._call(payload, future)
 
+    def _patiently(self, work: Callable, what: str):
+        """work() in this thread, waiting out a database outage (runs.outage); its claims are checked once the
+        database is back, before the work is done again."""
+        return outage.patiently(work, what=what, stop=self._stopping, on_back=self._reconcile)
+
     def _round(self, jobs: list, *, poll: bool) -> None:
+        if self._suspect or self._server_lost_connections():
+            self._patiently(self._reconcile, "checking its conversations")
         offered, turns, ended = [], [], []
         for kind, payload, future in jobs:
             if kind == "offer":
@@ -515,7 +561,11 @@ class Pump:
             else:
                 self._call(payload, future)
         if turns:
-            write_turns(turns)
+            write_turns(turns, stop=self._stopping, on_back=self._reconcile)
+            for cid, _, turn, future in turns:
+                playing = self._playing.get(cid)
+                if playing is not None and future.done() and future.exception() is None and future.result():
+                    playing.stored.append(turn)
         starting = self._end(ended) if ended else []
         if poll and not ended and not heartbeat.stopping.is_set() and self._poll_due():
             starting += self._take_waiting(self.capacity - self.held(), besides=offered)
@@ -568,6 +618,43 @@ class Pump:
         self._polled_at = now
         return True
 
+    def _server_lost_connections(self) -> bool:
+        """Whether the pool found connections broken since last asked: the server may have restarted, though
+        this thread saw no error (its next connection was a new one)."""
+        pool = getattr(connection, "pool", None)
+        if pool is None:
+            return False
+        stats = pool.get_stats()
+        lost = stats.get("connections_lost", 0) + stats.get("returns_bad", 0)
+        changed, self._lost_seen = lost != self._lost_seen, lost
+        return changed
+
+    def _reconcile(self) -> None:
+        """After a connection failed: what the database has of each conversation this pump plays. A claim it
+        no longer holds stops its conversation; turns it stored that the server has forgotten (a crash loses
+        the last moment of a worker's unflushed commits, see runs.sql.durable) are stored again, in order,
+        before anything that follows them."""
+        self._suspect = False
+        playing = list(self._playing.values())
+        found = sql.claims([p.claimed.conversation_id for p in playing])
+        restored = 0
+        for p in playing:
+            attempt, status, turns = found.get(p.claimed.conversation_id, (None, None, 0))
+            if (attempt, status) != (p.claimed.attempt, Status.RUNNING):
+                p.lost.set()
+                continue
+            missing = [turn for turn in p.stored if turn.turn > turns]
+            if missing:
+                now = timezone.now()
+                with transaction.atomic():
+                    for turn in missing:
+                        sql.store_turn(
+                            now=now, **_turn_row(p.claimed.conversation_id, p.claimed.attempt, turn)
+                        )
+                restored += len(missing)
+        if restored:
+            log.warning("the database had forgotten %d stored turn(s); stored them again", restored)
+
     @staticmethod
     def _call(payload: tuple, future: concurrent.futures.Future | None) -> None:
         fn, args = payload
@@ -592,8 +679,11 @@ class Pump:
             return []
         try:
             taken = sql.oldest_sent_unclaimed(room, besides=besides)
-        except Exception:
-            log.exception("could not look for conversations waiting for a worker")
+        except Exception as exc:
+            if not outage.unavailable(exc):
+                log.exception("could not look for conversations waiting for a worker")
+            self._suspect = True
+            outage.drop_connection()
             return []
         with self._lock:
             self._held += len(taken)
@@ -610,17 +700,28 @@ class Pump:
             self._release(ids)
             scheduling.resend(ids)
             return []
+        tries = 0
+
+        def take() -> list[sql.Claimed]:
+            nonlocal tries
+            tries += 1
+            if tries == 1:
+                return claim(ids)
+            # The first try may have committed as its connection dropped.
+            return claim([pk for pk in ids if pk not in self._playing], again=True)
+
         try:
-            claimed = claim(ids)
+            claimed = self._patiently(take, f"claiming {len(ids)} conversation(s)")
         except Exception:
             log.exception("claiming %d conversation(s) failed; sent again", len(ids))
             self._release(ids)
-            scheduling.resend(ids)
+            with contextlib.suppress(Exception):
+                scheduling.resend(ids)
             raise
         started = {c.conversation_id for c in claimed}
         lost = [pk for pk in ids if pk not in started]
         self._release(lost)
-        registry = build_registry()
+        registry = self._patiently(build_registry, "reading the endpoints")
         checked = time.monotonic()  # the claim just saw each run active
         for c in claimed:
             self._runs[c.run_id] = (checked, True)
@@ -628,7 +729,10 @@ class Pump:
             latencies = self._latencies.setdefault(c.run_id, Latencies())
             playing = self._playing[c.conversation_id] = _Playing(c, latencies)
             try:
-                coroutine = self._conversation(playing, registry)
+                coroutine = self._patiently(
+                    lambda playing=playing: self._conversation(playing, registry),
+                    f"starting conversation {c.conversation_id}",
+                )
             except Exception as exc:
                 log.exception("conversation %s could not start", c.conversation_id)
                 done: concurrent.futures.Future = concurrent.futures.Future()
@@ -668,7 +772,12 @@ class Pump:
                 return True
             active = self._run_known(run_id)
             if active is None:
-                active = await self.call(self._check_run, run_id)
+                try:
+                    active = await self.call(self._check_run, run_id)
+                except Exception as exc:
+                    if not outage.unavailable(exc):
+                        raise
+                    return False  # the database is away: play on, and ask again after the next turn
             return not active
 
         async def on_turn(turn: TurnRecord) -> None:
@@ -734,7 +843,7 @@ class Pump:
             self._record(claimed.conversation_id, outcome)
             if write is not None:
                 writes.append((claimed, *write))
-        _write_ends(writes)
+        _write_ends(writes, self._patiently)
         for playing, _ in ended:
             heartbeat.remove(playing.claimed.conversation_id)
             self._playing.pop(playing.claimed.conversation_id, None)
@@ -747,7 +856,12 @@ class Pump:
             (p.claimed.run_id, p.claimed.endpoint_name) for p, _ in ended
         ):
             try:
-                scheduling.conversation_ended(run_id, endpoint_name, keep=keep)
+                self._patiently(
+                    lambda run_id=run_id, endpoint_name=endpoint_name: scheduling.conversation_ended(
+                        run_id, endpoint_name, keep=keep
+                    ),
+                    f"dispatching after run {run_id}'s conversations ended",
+                )
             except Exception:  # the other workers' sweepers dispatch and finalise it
                 log.exception("dispatch after run %s's conversations ended failed", run_id)
         starting = list(keep.ids) if keep is not None else []
@@ -788,26 +902,32 @@ def _outcome(playing: _Playing, done: concurrent.futures.Future) -> tuple[str, t
     return result.status, (_finish, result)
 
 
-def _write_ends(writes: list) -> None:
-    """Each ended conversation's final write (_finish or _fail, conditional on its claim), all in one
-    transaction; if that fails, one transaction each, so one bad row cannot keep the others from ending.
-    One that still fails stays running under its lease, which the heartbeat no longer renews: the sweepers
-    requeue it and the next claim resumes it."""
+def _write_ends(writes: list, patiently: Callable) -> None:
+    """Each ended conversation's final write (_finish or _fail, conditional on its claim, so a write made
+    again after its connection dropped changes nothing more), all in one transaction, flushed to disk
+    (runs.sql.durable); if that fails, one transaction each, so one bad row cannot keep the others from
+    ending. A database that is away is waited out (`patiently`, the pump's). One that still fails stays
+    running under its lease, which the heartbeat no longer renews: the sweepers requeue it and the next claim
+    resumes it."""
     if not writes:
         return
-    try:
+
+    def end(some: list) -> None:
         with transaction.atomic():
-            for claimed, fn, argument in writes:
+            sql.durable()
+            for claimed, fn, argument in some:
                 fn(claimed.conversation_id, claimed.attempt, argument)
+
+    try:
+        patiently(lambda: end(writes), f"ending {len(writes)} conversation(s)")
         return
     except Exception:
         log.exception("ending %d conversation(s) together failed; one at a time", len(writes))
-    for claimed, fn, argument in writes:
+    for write in writes:
         try:
-            with transaction.atomic():
-                fn(claimed.conversation_id, claimed.attempt, argument)
+            patiently(lambda write=write: end([write]), f"ending conversation {write[0].conversation_id}")
         except Exception:
-            log.exception("conversation %s could not be ended", claimed.conversation_id)
+            log.exception("conversation %s could not be ended", write[0].conversation_id)
 
 
 pump: Pump | None = None  # a worker process's (runs.tasks); None: `deliver` plays in the caller's thread

@@ -261,6 +261,11 @@ class WorkerWatch:
         self.me = me
         self.seen: dict[str, tuple[object, float]] = {}  # name -> (beat_at, when it was first seen so)
 
+    def forget(self) -> None:
+        """Time every worker's beat afresh from the next look: this watcher could not see them for a while
+        (the database was away), and what it could not see it must not count as silence."""
+        self.seen.clear()
+
     def dead(self) -> list[tuple[str, object]]:
         now = time.monotonic()
         beats = dict(Worker.objects.exclude(name=self.me).values_list("name", "beat_at"))

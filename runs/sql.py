@@ -86,13 +86,24 @@ class Claimed:
         return VersionKey(self.version_id, self.version_sha256)
 
 
-def claim(conversation_ids: list[int], now: datetime, lease_until: datetime, worker: str) -> list[Claimed]:
+def claim(
+    conversation_ids: list[int], now: datetime, lease_until: datetime, worker: str, *, again: bool = False
+) -> list[Claimed]:
     """Take these queued conversations (or ones whose worker's lease has lapsed) of active runs, for `worker`,
     in one statement; those it took, in the order given. A worker's pump claims every conversation it can
     start at once (runs.execution.Pump): one statement, one commit and on SQLite one turn of the write lock
-    for all of them."""
+    for all of them.
+
+    `again`: the same claim once more, after the connection failed while it ran. It may have committed then:
+    a conversation the worker holds already, under an unexpired lease, is taken as it is, with its attempt
+    not bumped a second time (never pass one the worker is playing)."""
     if not conversation_ids:
         return []
+    attempt, mine = "attempt + 1", ""
+    if again:
+        held = "status = %s AND worker = %s AND lease_expires_at >= %s"
+        attempt = f"CASE WHEN {held} THEN attempt ELSE attempt + 1 END"
+        mine = "OR (status = %s AND worker = %s)"
     # What the worker needs of the run and its suite version comes back with the claim.
     run = f"(SELECT {{}} FROM {RUN} r WHERE r.id = {CONVERSATION}.run_id)"
     version = f"(SELECT {{}} FROM {RUN} r JOIN {VERSION} v ON v.id = r.suite_version_id WHERE r.id = {CONVERSATION}.run_id)"
@@ -100,16 +111,17 @@ def claim(conversation_ids: list[int], now: datetime, lease_until: datetime, wor
     with connection.cursor() as cursor:
         cursor.execute(
             f"""UPDATE {CONVERSATION}
-                SET status = %s, attempt = attempt + 1, started_at = %s, lease_expires_at = %s, worker = %s,
+                SET status = %s, attempt = {attempt}, started_at = %s, lease_expires_at = %s, worker = %s,
                     calling_since = NULL
                 WHERE id IN ({ids})
-                  AND (status = %s OR (status = %s AND lease_expires_at < %s))
+                  AND (status = %s OR (status = %s AND lease_expires_at < %s) {mine})
                   AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})
                 RETURNING id, attempt, "index", eval_id, run_id, {run.format("r.status")}, {run.format("r.model")},
                           {run.format("r.endpoint_name")}, {version.format("v.id")}, {version.format("v.sha256")},
                           "system", history, iteration, {run.format("r.regraded_from_id")}""",
             [
                 Status.RUNNING,
+                *([Status.RUNNING, worker, _when(now)] if again else []),
                 _when(now),
                 _when(lease_until),
                 worker,
@@ -117,6 +129,7 @@ def claim(conversation_ids: list[int], now: datetime, lease_until: datetime, wor
                 Status.QUEUED,
                 Status.RUNNING,
                 _when(now),
+                *([Status.RUNNING, worker] if again else []),
             ],  # fmt: skip
         )
         # In Claimed's field order, so that a row makes one with its history decoded.
@@ -185,6 +198,46 @@ def store_turn(
             [conversation_id, position, _json(record), passed, _when(now)],
         )
         return True
+
+
+def turn_is_ours(conversation_id: int, attempt: int, position: int, record: dict) -> bool:
+    """Whether this very turn is stored at its position and the conversation is still ours: a write that
+    failed as it committed (its connection dropped) went through. No other worker writes a position past
+    those its claim found stored, so with the claim unchanged and the same record, the row is the one this
+    worker sent."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT t.record FROM {CONVERSATION} c JOIN {TURN} t ON t.conversation_id = c.id
+                WHERE c.id = %s AND c.attempt = %s AND c.status = %s AND t.position = %s""",
+            [conversation_id, attempt, Status.RUNNING, position],
+        )
+        row = cursor.fetchone()
+    field = Turn._meta.get_field("record")
+    return row is not None and field.from_db_value(row[0], None, connection) == record
+
+
+def claims(conversation_ids: list[int]) -> dict[int, tuple[int, str, int]]:
+    """Each of these conversations' attempt, status and stored turns, as the database has them now."""
+    if not conversation_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, attempt, status, turn_count FROM {CONVERSATION} "
+            f"WHERE id IN ({', '.join(['%s'] * len(conversation_ids))})",
+            conversation_ids,
+        )
+        return {row[0]: tuple(row[1:]) for row in cursor.fetchall()}
+
+
+def durable() -> None:
+    """Make the caller's transaction wait until its commit is on disk (PostgreSQL), whatever the session's
+    synchronous_commit: a worker's sessions do not wait for their turns' writes to be flushed, and a server
+    that crashes forgets its last fraction of a second of them. The turns a worker keeps in memory while it
+    plays their conversation, and stores again if the server forgot them; what it does not keep (its claim,
+    how a conversation ended) must not be forgotten. The flush takes every earlier write with it."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit = on")
 
 
 # Many turns in one statement on PostgreSQL: the conditional updates, then the inserts of those that matched.

@@ -13,7 +13,7 @@ from django.db import close_old_connections, connections
 from engine.clients import warm_up
 from suites import parsed
 
-from . import endpoints, execution, loop, scheduling
+from . import endpoints, execution, loop, outage, scheduling
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +89,16 @@ def _sweep_forever() -> None:
                 stats = scheduling.sweep()
                 if any(stats.values()):
                     log.info("sweep: %s", stats)
-        except Exception:
-            log.exception("sweep failed")
+        except Exception as exc:
+            if not outage.unavailable(exc):
+                log.exception("sweep failed")
+                continue
+            # The database is away: the other workers can neither beat nor renew their leases meanwhile. Once
+            # it is back, give them time to (a beat, and the renewal that follows an outage) before counting
+            # any of them dead or any lease lapsed.
+            outage.drop_connection()
+            watch.forget()
+            next_sweep = max(next_sweep, time.monotonic() + settings.EVALSITE_WORKER_DEAD_SECONDS)
         finally:
             close_old_connections()
 

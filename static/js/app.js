@@ -244,4 +244,23 @@
     url.searchParams.set("scale", event.target.value);
     window.location.assign(url.toString());
   });
+
+  // ---- A database that is away answers 503 (evalsite.middleware.DatabaseUnavailable). htmx swaps nothing
+  // for an error and its polls go on, so the page keeps what it showed and says why it stands still, until a
+  // request gets through again. ----
+  var AWAY_ID = "database-away";
+  document.addEventListener("htmx:responseError", function (event) {
+    if (event.detail.xhr.status !== 503 || document.getElementById(AWAY_ID)) return;
+    var note = document.createElement("div");
+    note.id = AWAY_ID;
+    note.className = "flash flash-warning";
+    note.setAttribute("role", "status");
+    note.textContent = "Database unavailable, retrying…";
+    var main = document.getElementById("main") || document.body;
+    main.insertBefore(note, main.firstChild);
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var note = document.getElementById(AWAY_ID);
+    if (note && event.detail.successful) note.remove();
+  });
 })();

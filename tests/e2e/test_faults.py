@@ -1,7 +1,8 @@
 """The fault harness's short version (bench/faults.py --quick): a run through two supervised worker processes
-while a worker is killed, another stopped, the broker restarted (Redis only), the model server goes away,
-a 429/500 storm blows, ReDoS replies arrive and a gateway answers 200s that are no chat completion (JSON
-cut short, an HTML page, empty choices). Every conversation finishes exactly once, no turn is
+while a worker is killed, another stopped, the broker restarted (Redis only), PostgreSQL crashes and starts
+again (a server of the harness's own), the model server goes away, a 429/500 storm blows, ReDoS replies
+arrive and a gateway answers 200s that are no chat completion (JSON cut short, an HTML page, empty
+choices). Every conversation finishes exactly once, no turn is
 duplicated or lost, none is stuck or errored, and no worker dies that was not killed.
 
 It runs on the production path, PostgreSQL + Redis (`make test-pg`), on a database of its own beside the
@@ -23,6 +24,7 @@ import pytest
 from django.conf import settings
 
 from tests.conftest import ROOT
+from tests.live_services import PostgresServer
 
 pytestmark = [pytest.mark.e2e]
 
@@ -37,7 +39,7 @@ def _backend_env() -> tuple[str, dict[str, str]]:
     return "postgres", env
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 def test_every_conversation_finishes_exactly_once_whatever_fails(tmp_path):
     backend, env = _backend_env()
     if backend == "embedded" and os.environ.get("EVALSITE_FAULTS_SQLITE") != "1":
@@ -47,13 +49,15 @@ def test_every_conversation_finishes_exactly_once_whatever_fails(tmp_path):
     report = tmp_path / "faults.json"
     process = subprocess.run(
         [sys.executable, "bench/faults.py", "--quick", "--backends", backend, "--json", str(report)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=230,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=290,
     )  # fmt: skip
     assert report.exists(), process.stdout[-4000:] + process.stderr[-4000:]
     results = {result["scenario"]: result for result in json.loads(report.read_text())}
     expected = {"baseline", "kill", "sigterm", "outage", "storm", "redos", "garbage", "html", "empty"}
     if backend == "postgres" and shutil.which("redis-server"):
         expected.add("redis")  # the harness restarts a redis-server of its own
+    if backend == "postgres" and PostgresServer.available():
+        expected.add("pgrestart")  # and a PostgreSQL server of its own
     assert set(results) == expected, process.stdout
 
     for name, result in results.items():
@@ -71,6 +75,7 @@ def test_every_conversation_finishes_exactly_once_whatever_fails(tmp_path):
     assert results["redos"]["regex_timeouts"] >= 1
     for name in ("garbage", "html", "empty"):
         assert results[name]["calls"].get("200 no reply", 0) >= 1, name
-    if "redis" in results:
-        assert results["redis"]["workers_alive"] == 2 and results["redis"]["workers_started"] == 0
+    for name in ("redis", "pgrestart"):  # the workers waited the outage out
+        if name in results:
+            assert results[name]["workers_alive"] == 2 and results[name]["workers_started"] == 0, name
     assert process.returncode == 0, process.stdout
