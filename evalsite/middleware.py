@@ -6,6 +6,7 @@ import io
 import sys
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.wsgi import LimitedStream
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
@@ -51,20 +52,22 @@ def _nul_in(request: HttpRequest) -> str | None:
 
 
 class LimitRequestBody:
-    """A request body over EVALSITE_MAX_REQUEST_BYTES is refused with 413 before anything reads it.
+    """A request body over its limit is refused with 413 before anything reads it.
 
-    The declared Content-Length decides, so a 50 MB POST costs the process nothing: no view, form or CSRF
-    check has parsed it yet (they read the body only once the view is called). A chunked body, which has
-    no length, is read only as far as one byte past the limit, and only where the server marks where it
-    ends (gunicorn does); elsewhere Django would read none of it, so it is refused with 411. The answer
-    never repeats the body: JSON under /api/, a fragment for htmx (swapped into the element that asked),
-    a page otherwise."""
+    Two limits: EVALSITE_MAX_UPLOAD_BYTES for what carries attached files (a multipart upload, whose files
+    wait in temporary files, not in memory; a launch through the API with `files`), and the smaller
+    EVALSITE_MAX_REQUEST_BYTES for every other body, which is read into memory whole. The declared
+    Content-Length decides, so a 50 MB POST costs the process nothing: no view, form or CSRF check has
+    parsed it yet. A chunked body, which has no length, is read only as far as one byte past the limit, and
+    only where the server marks where it ends (gunicorn does); elsewhere Django would read none of it, so it
+    is refused with 411. The answer never repeats the body: JSON under /api/, a fragment for htmx (swapped
+    into the element that asked), a page otherwise."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        limit = settings.EVALSITE_MAX_REQUEST_BYTES
+        limit, setting = _limit_for(request)
         declared = request.META.get("CONTENT_LENGTH")
         if declared:
             try:
@@ -72,7 +75,7 @@ class LimitRequestBody:
             except ValueError:
                 return _refuse(request, 400, "The request's Content-Length is not a number.")
             if size > limit:
-                return _refuse(request, 413, _too_large(_amount(size), limit))
+                return _refuse(request, 413, _too_large(_amount(size), limit, setting))
         elif "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
             if not request.META.get("wsgi.input_terminated"):
                 return _refuse(
@@ -82,17 +85,48 @@ class LimitRequestBody:
                 )
             body = request.META["wsgi.input"].read(limit + 1)
             if len(body) > limit:
-                return _refuse(request, 413, _too_large("more than that", limit))
+                return _refuse(request, 413, _too_large("more than that", limit, setting))
             # Django made the request's stream from the missing length (empty): it reads this body instead.
             request.META["CONTENT_LENGTH"] = str(len(body))
             request._stream = LimitedStream(io.BytesIO(body), len(body))
+        if request.path in _JSON_UPLOADS and request.method == "POST":
+            # Read here, within its own limit: Django's own read of a JSON body stops at the smaller one
+            # (DATA_UPLOAD_MAX_MEMORY_SIZE), which this launch's attached files may pass.
+            request._body = request.read()
+            request._stream = io.BytesIO(request._body)
         return self.get_response(request)
 
 
-def _too_large(size: str, limit: int) -> str:
+# The API's one write that carries attached files in its JSON (`evalsite run --server`).
+_JSON_UPLOADS = frozenset({"/api/runs"})
+
+
+def _limit_for(request: HttpRequest) -> tuple[int, str]:
+    """The limit of this request's body, and the setting that gives it."""
+    multipart = request.META.get("CONTENT_TYPE", "").lower().startswith("multipart/form-data")
+    if multipart or request.path in _JSON_UPLOADS:
+        return settings.EVALSITE_MAX_UPLOAD_BYTES, "EVALSITE_MAX_UPLOAD_BYTES"
+    return settings.EVALSITE_MAX_REQUEST_BYTES, "EVALSITE_MAX_REQUEST_BYTES"
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The 400 handler: form fields of a multipart upload over DATA_UPLOAD_MAX_MEMORY_SIZE (its files may be
+    larger, its text may not) are refused as a body over its limit is, not with Django's bare 400 page."""
+    if isinstance(exception, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return _refuse(
+            request,
+            413,
+            f"This request's form fields are larger than {_amount(limit)}; attached files may be larger, "
+            "the text beside them may not (EVALSITE_MAX_REQUEST_BYTES). Nothing was stored.",
+        )
+    return defaults.bad_request(request, exception)
+
+
+def _too_large(size: str, limit: int, setting: str) -> str:
     return (
         f"This request's body is {size}; this server accepts at most {_amount(limit)} in one "
-        "request (EVALSITE_MAX_REQUEST_BYTES). Nothing was read or stored."
+        f"request ({setting}). Nothing was read or stored."
     )
 
 

@@ -125,7 +125,7 @@ class Server:
                 # the sender sees the connection break rather than the answer.
                 raise UserError(
                     f"the server at {self.base} closed the connection while {len(data) / 1_000_000:,.1f} MB "
-                    "were sent: it takes at most EVALSITE_MAX_REQUEST_BYTES in one request (25 MB unless "
+                    "were sent: it takes at most EVALSITE_MAX_UPLOAD_BYTES in one request (25 MB unless "
                     "its operator set more)"
                 ) from None
             raise _Unreachable(reason) from None

@@ -170,9 +170,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-evalsite.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-# The most one request may send: a suite (1 MB) with one attached file at its limit (20 MB), as a form or as
-# JSON with its escapes. A larger body is refused before anything reads it (evalsite.middleware).
-EVALSITE_MAX_REQUEST_BYTES = env_int("EVALSITE_MAX_REQUEST_BYTES", 25_000_000)
+# The most a request body may be, read into memory whole: a suite (1 MB) as a form, with its escapes. A
+# larger body is refused before anything reads it (evalsite.middleware).
+EVALSITE_MAX_REQUEST_BYTES = env_int("EVALSITE_MAX_REQUEST_BYTES", 4_000_000)
+# What carries attached files may be larger: a suite with one file at its limit (20 MB), as a multipart upload
+# (the files wait in temporary files) or as the API's JSON launch with its escapes.
+EVALSITE_MAX_UPLOAD_BYTES = env_int("EVALSITE_MAX_UPLOAD_BYTES", 25_000_000)
+# A multipart upload's form fields (the suite's text, not its files) are held in memory: the smaller limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = EVALSITE_MAX_REQUEST_BYTES
 # An uploaded file past this waits in a temporary file, not in memory, until its view reads what it needs.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_500_000

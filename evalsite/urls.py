@@ -20,4 +20,5 @@ urlpatterns = [
     path("s/", include("runs.share_urls")),
 ]
 
+handler400 = "evalsite.middleware.bad_request"
 handler500 = "evalsite.middleware.server_error"

@@ -18,7 +18,7 @@ SMALL = "name: small\nmodel: mock\nevals:\n  - prompt: hi\n    chekcs: []\n"
 def test_a_refused_validation_is_shown_in_the_problems_panel(page, watch, user, settings):
     from playwright.sync_api import expect
 
-    settings.EVALSITE_MAX_REQUEST_BYTES = 3000
+    settings.EVALSITE_MAX_REQUEST_BYTES = settings.EVALSITE_MAX_UPLOAD_BYTES = 3000
     log_in(page, user.username, PASSWORD)
     page.goto("/suites/new/")
     problems = page.locator("#problems")

@@ -86,7 +86,7 @@ def test_the_api_refuses_a_file_over_20_mb(api):
 
 
 def test_a_25_mb_file_is_refused_by_the_file_rule_even_where_requests_may_be_larger(api, settings):
-    settings.EVALSITE_MAX_REQUEST_BYTES = settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 60_000_000
+    settings.EVALSITE_MAX_UPLOAD_BYTES = 60_000_000
     response = launch(api, {"big.jsonl": "x" * 25_000_000})
     assert response.status_code == 422
     assert "larger than 20 MB" in [problem["message"] for problem in response.json()["problems"]]

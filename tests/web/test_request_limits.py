@@ -1,6 +1,8 @@
-"""Every request costs bounded memory. A body over EVALSITE_MAX_REQUEST_BYTES is refused with 413 before
-anything reads it (a page, JSON under /api/, a fragment for htmx), and no refusal sends the body back: a
-suite over its 1 MB is refused as it came, not parsed, not shown again in the editor.
+"""Every request costs bounded memory. A body over its limit is refused with 413 before anything reads it (a
+page, JSON under /api/, a fragment for htmx): EVALSITE_MAX_UPLOAD_BYTES for what carries attached files (a
+multipart upload, the API's launch), EVALSITE_MAX_REQUEST_BYTES for the rest and for an upload's form
+fields. No refusal sends the body back: a suite over its 1 MB is refused as it came, not parsed, not shown
+again in the editor.
 
 The first tests use Django's client; the last serve the app with gunicorn, as `make run` does, and measure
 its process while 50 MB bodies are sent to every write path."""
@@ -32,7 +34,14 @@ from tests.web.test_evalserve import children, free_port, var_env  # noqa: F401 
 
 GOOD = "name: keep-me\nmodel: mock\nevals:\n  - prompt: hi\n    checks:\n      - match: '*'\n"
 MB = 1_000_000
-REFUSAL = "this server accepts at most 25.0 MB in one request (EVALSITE_MAX_REQUEST_BYTES)"
+UPLOADS = "this server accepts at most 25.0 MB in one request (EVALSITE_MAX_UPLOAD_BYTES)"
+REQUESTS = "this server accepts at most 4.0 MB in one request (EVALSITE_MAX_REQUEST_BYTES)"
+
+
+def refusal(url: str) -> str:
+    """What a refusal says at `url` as `declaring` sends to it: multipart pages and the API's launch take
+    uploads, the rest of the API plain requests."""
+    return REQUESTS if url.startswith("/api/") and url != "/api/runs" else UPLOADS
 
 
 @pytest.fixture
@@ -73,10 +82,10 @@ def test_a_body_over_the_limit_is_refused_on_every_write_path_before_it_is_read(
         response = declaring(client, url, 50 * MB)
         assert response.status_code == 413, name
         text = html.unescape(response.content.decode())
-        assert "This request's body is 50.0 MB; " + REFUSAL in text, name
+        assert "This request's body is 50.0 MB; " + refusal(url) in text, name
         assert len(response.content) < 20_000, name
         if url.startswith("/api/"):
-            assert response.json() == {"detail": "This request's body is 50.0 MB; " + REFUSAL + ". Nothing was read or stored."}  # fmt: skip
+            assert response.json() == {"detail": "This request's body is 50.0 MB; " + refusal(url) + ". Nothing was read or stored."}  # fmt: skip
         else:
             assert "<title>Request refused · evalsite</title>" in text, name
     assert SuiteVersion.objects.count() == 1
@@ -89,7 +98,7 @@ def test_an_htmx_request_gets_a_line_to_show_where_it_was_aimed(suite, user):
     response = declaring(client, reverse("suites:validate"), 30 * MB, HTTP_HX_REQUEST="true")
     assert response.status_code == 413 and response["HX-Reswap"] == "innerHTML"
     assert response.content.decode() == (
-        f'<p class="error" role="alert">This request&#x27;s body is 30.0 MB; {REFUSAL}. '
+        f'<p class="error" role="alert">This request&#x27;s body is 30.0 MB; {UPLOADS}. '
         "Nothing was read or stored.</p>"
     )
     # The pages tell htmx to swap a 413 in (it drops 4xx answers unless told).
@@ -98,13 +107,36 @@ def test_an_htmx_request_gets_a_line_to_show_where_it_was_aimed(suite, user):
 
 
 @pytest.mark.django_db
-def test_the_limit_is_one_setting(suite, user, settings):
-    settings.EVALSITE_MAX_REQUEST_BYTES = 2 * MB
+def test_each_limit_is_one_setting(suite, user, settings):
+    settings.EVALSITE_MAX_UPLOAD_BYTES = 2 * MB
+    settings.EVALSITE_MAX_REQUEST_BYTES = MB
     client = Client()
     client.force_login(user)
     assert declaring(client, reverse("suites:validate"), 2 * MB + 1).status_code == 413
-    response = client.post(reverse("suites:validate"), {"source": GOOD})
+    form = "application/x-www-form-urlencoded"
+    response = client.generic("POST", reverse("suites:validate"), b"source=", content_type=form,
+                              CONTENT_LENGTH=str(MB + 1))  # fmt: skip
+    assert response.status_code == 413 and "(EVALSITE_MAX_REQUEST_BYTES)" in response.content.decode()
+    # Under each limit, as a plain form and as an upload.
+    response = client.post(reverse("suites:validate"), f"source={GOOD}", content_type=form)
     assert response.status_code == 200 and "problems" in response.content.decode()
+    response = client.post(reverse("suites:validate"), {"source": GOOD + "#" * (MB // 2)})
+    assert response.status_code == 200 and "problems" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_an_uploads_form_fields_are_held_to_the_smaller_limit(suite, user, settings):
+    """An upload may be large for its files, which wait on disk; its text is read into memory, so a 16 MB
+    suite sent as a form field is refused, as a plain form of that size is, and not sent back."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = MB
+    client = Client()
+    client.force_login(user)
+    for name in ("validate", "new", "save"):
+        response = client.post(write_paths(suite)[name], {"source": GOOD + "#" * 16 * MB, "note": "big"})
+        assert response.status_code == 413, name
+        text = html.unescape(response.content.decode())
+        assert "form fields are larger than 1.0 MB" in text and len(response.content) < 20_000, name
+    assert SuiteVersion.objects.count() == 1
 
 
 @pytest.mark.django_db
@@ -320,8 +352,9 @@ def test_50_mb_to_every_write_path_leaves_gunicorn_within_100_mb_and_is_answered
 
 
 @pytest.mark.timeout(600)
-def test_16_mb_suites_under_the_request_limit_leave_gunicorn_within_100_mb_and_are_not_sent_back(served):
-    """The body is read (it is under the limit), but the suite is over its 1 MB: refused, never parsed,
+def test_16_mb_suites_leave_gunicorn_within_100_mb_and_are_not_sent_back(served):
+    """A 16 MB suite: as a form field, held to the smaller limit and refused before it is read whole; as the
+    API's launch, whose body may carry attached files, read but over its 1 MB, so refused, never parsed,
     copied or shown again (each took 2.2 GB and answered 22.9 MB)."""
     suite_id = _suite_id(served)
     bodies = _bodies(suite_id, 1_000)
@@ -335,9 +368,20 @@ def test_16_mb_suites_under_the_request_limit_leave_gunicorn_within_100_mb_and_a
         status, _, content = served.send(
             "POST", path, parts, length=length, headers={"Content-Type": content_type}
         )
-        assert status in (200, 400, 422), (name, status, content[:300])
-        assert b"larger than 1 MB" in content, name
+        if name == "api runs":
+            assert status == 422 and b"larger than 1 MB" in content, (name, status, content[:300])
+        else:
+            assert status == 413 and re.search(rb"larger than|at most", content), (
+                name,
+                status,
+                content[:300],
+            )
         assert len(content) < 200_000 and b"#" * 1000 not in content, name
+    # A browser's plain form, as htmx posts an existing suite's editor.
+    form = b"source=" + b"%23" * (5 * MB)
+    status, _, content = served.send("POST", "/suites/validate/", iter([form]), length=len(form),
+                                     headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    assert status == 413 and b"EVALSITE_MAX_REQUEST_BYTES" in content, content[:300]
     now, peak = served.memory()
     print(f"gunicorn worker: {start} MB before, {now} MB after, peak {peak} MB")
     assert peak - start < 100
@@ -368,6 +412,6 @@ def test_the_command_says_why_a_server_cut_off_a_large_body(served):
     with pytest.raises(UserError) as refused:
         server.call("POST", "/api/runs", {"yaml": "#" * 30 * MB})
     assert str(refused.value).endswith(
-        "closed the connection while 30.0 MB were sent: it takes at most EVALSITE_MAX_REQUEST_BYTES in one "
+        "closed the connection while 30.0 MB were sent: it takes at most EVALSITE_MAX_UPLOAD_BYTES in one "
         "request (25 MB unless its operator set more)"
     )
