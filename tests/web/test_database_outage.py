@@ -10,6 +10,7 @@ import concurrent.futures
 import pytest
 from django.utils import timezone
 
+from engine.calls import Latencies
 from engine.results import TurnRecord
 from runs import execution, sql
 from runs.execution import Pump, _Playing
@@ -77,7 +78,7 @@ def test_turns_a_crashed_server_forgot_are_stored_again_and_a_lost_claim_stops(u
     claimed = _claim(ids)
     pump = Pump(capacity=3)
     for c in claimed:
-        playing = pump._playing[c.conversation_id] = _Playing(c)
+        playing = pump._playing[c.conversation_id] = _Playing(c, Latencies())
         for position in (1, 2):
             assert _write(Conversation(pk=c.conversation_id), c.attempt, _turn(position))
             playing.stored.append(_turn(position))
