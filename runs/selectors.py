@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import NamedTuple
 
+from django.core.cache import caches
 from django.db.models import (
     BigIntegerField,
     Case,
@@ -53,6 +54,7 @@ from engine.results import (
 from engine.schema import SCALES
 from engine.stats import DISTANCE_PLACES, IteratedResult, Tally, iterated_result, iterated_results, stats_of
 from engine.transcript import format_transcript
+from suites.parsed import schema_digest
 
 from . import search, specs
 from .models import (
@@ -70,11 +72,12 @@ from .models import (
 
 
 def runs_for(user) -> QuerySet[Run]:
-    # A list of runs needs none of their kept summaries (Run.summary; a line per eval for some suites).
+    # A list of runs needs none of their kept summaries (Run.summary; a line per eval for some suites), and
+    # no page of a run needs its version's YAML (half a megabyte for a suite of 3,000 evals).
     return (
         Run.objects.filter(created_by=user)
         .select_related("suite_version__suite", "created_by")
-        .defer("summary")
+        .defer("summary", "suite_version__source")
     )
 
 
@@ -228,6 +231,7 @@ class SuiteFacts:
     thresholds: dict[int, float]  # eval index -> the pass rate it needs, for the repeated evals
     eval_ids: dict[int, str]  # eval index -> its id, for the repeated evals
     evals: int
+    calibration: bool  # a calibration set played as a suite: the run has a page of figures
 
     @property
     def every_eval_repeated(self) -> bool:
@@ -235,43 +239,49 @@ class SuiteFacts:
 
 
 _facts: dict[tuple[int, str], SuiteFacts] = {}
+# How long the shared cache keeps a version's facts unread; they never go stale (a version never changes, and
+# the key names the engine's schema).
+FACTS_SECONDS = 7 * 24 * 3600
 
 
 def suite_facts(run: Run) -> SuiteFacts | None:
-    """The run's SuiteFacts (None when its suite no longer parses), kept per process like parsed suites."""
+    """The run's SuiteFacts (None when its suite no longer parses), kept in this process and in the cache all
+    the web processes share (`aggregates`): the first view of a run in each process would otherwise parse
+    its suite, ~10 s for a dataset of 100,000 rows."""
     version = run.suite_version
     key = (version.pk, version.sha256)
     if key not in _facts:
-        spec = suite_spec(run)
-        if spec is None:
-            return None
+        shared_key = f"facts:{version.pk}:{version.sha256}:{schema_digest()}"
+        try:
+            facts = SuiteFacts(**caches["aggregates"].get(shared_key))
+        except TypeError:  # none kept, or kept by code whose facts had other fields
+            spec = suite_spec(run)
+            if spec is None:
+                return None
+            facts = _facts_of(spec)
+            caches["aggregates"].set(shared_key, asdict(facts), FACTS_SECONDS)
         if len(_facts) >= 64:
             _facts.pop(next(iter(_facts)))
-        _facts[key] = SuiteFacts(
-            sizes={
-                index: ev.iterations or spec.iterations
-                for index, ev in enumerate(spec.evals)
-                if (ev.iterations or spec.iterations) > 1
-            },
-            kinds=sorted({str(ev.style) for ev in spec.evals}),
-            tags={index: list(ev.tags) for index, ev in enumerate(spec.evals) if ev.tags},
-            grader_names=list(dict.fromkeys(name for _, name, _ in spec.named_graders())),
-            has_gates=bool(spec.gates),
-            thresholds={
-                index: ev.pass_rate_threshold
-                if ev.pass_rate_threshold is not None
-                else spec.pass_rate_threshold
-                for index, ev in enumerate(spec.evals)
-                if (ev.iterations or spec.iterations) > 1
-            },
-            eval_ids={
-                index: spec.eval_id(index)
-                for index, ev in enumerate(spec.evals)
-                if (ev.iterations or spec.iterations) > 1
-            },
-            evals=len(spec.evals),
-        )
+        _facts[key] = facts
     return _facts[key]
+
+
+def _facts_of(spec) -> SuiteFacts:
+    repeated = [(index, ev) for index, ev in enumerate(spec.evals) if (ev.iterations or spec.iterations) > 1]
+    return SuiteFacts(
+        sizes={index: ev.iterations or spec.iterations for index, ev in repeated},
+        kinds=sorted({str(ev.style) for ev in spec.evals}),
+        tags={index: list(ev.tags) for index, ev in enumerate(spec.evals) if ev.tags},
+        grader_names=list(dict.fromkeys(name for _, name, _ in spec.named_graders())),
+        has_gates=bool(spec.gates),
+        thresholds={
+            index: ev.pass_rate_threshold if ev.pass_rate_threshold is not None else spec.pass_rate_threshold
+            for index, ev in repeated
+        },
+        eval_ids={index: spec.eval_id(index) for index, _ in repeated},
+        evals=len(spec.evals),
+        calibration=isinstance(spec, CalibrationSuite),
+    )
 
 
 OUTCOME_STATUSES = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.RUNNING)
@@ -860,6 +870,20 @@ def pinned_baseline(run: Run) -> Run | None:
         runs_for(run.created_by)
         .filter(suite_version__suite=run.suite_version.suite, pinned_at__isnull=False)
         .first()
+    )
+
+
+def baseline_besides(run: Run) -> bool:
+    """Whether another of its owner's runs of `run`'s suite is pinned as the baseline (what the run page's
+    Compare button compares with), without loading it."""
+    return (
+        Run.objects.filter(
+            created_by_id=run.created_by_id,
+            suite_version__suite_id=run.suite_version.suite_id,
+            pinned_at__isnull=False,
+        )
+        .exclude(pk=run.pk)
+        .exists()
     )
 
 
