@@ -220,11 +220,10 @@ CACHES = {
         "LOCATION": "run-tables",
         "OPTIONS": {"MAX_ENTRIES": env_int("EVALSITE_TABLE_CACHE_PAGES", 200)},
     },
-    # A finished run's counts, gates and repeated evals' statistics (runs.views.run._kept) and a suite
-    # version's facts (runs.selectors.suite_facts): a run of 100,000 conversations costs a scan of them all
-    # per page otherwise, and its suite ~10 s to parse. In files under var/, so that every web process (and
-    # worker) of the host reads what one of them worked out, with no server to run. Nothing in it goes stale:
-    # each key names what it was worked out from (a run's revision, a version's content hash).
+    # A finished run's counts, gates and repeated evals' statistics (runs.views.run._kept): a run of 100,000
+    # conversations costs a scan of them all per page otherwise (and its gates a parse of its suite). In
+    # files under var/, so that every web process of the host reads what one of them worked out, with no
+    # server to run. Nothing in it goes stale: each key names the run's state and revision.
     "aggregates": {
         "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
         "LOCATION": str(VAR_DIR / "cache" / "aggregates"),

@@ -3,12 +3,13 @@ worked out from stored rows alone: counts by status, the suite's gates and repea
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from typing import NamedTuple
 
-from django.core.cache import caches
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import (
     BigIntegerField,
     Case,
@@ -68,7 +69,10 @@ from .models import (
     ShareLink,
     Status,
     Turn,
+    VersionFacts,
 )
+
+log = logging.getLogger(__name__)
 
 
 def runs_for(user) -> QuerySet[Run]:
@@ -239,31 +243,59 @@ class SuiteFacts:
 
 
 _facts: dict[tuple[int, str], SuiteFacts] = {}
-# How long the shared cache keeps a version's facts unread; they never go stale (a version never changes, and
-# the key names the engine's schema).
-FACTS_SECONDS = 7 * 24 * 3600
 
 
 def suite_facts(run: Run) -> SuiteFacts | None:
-    """The run's SuiteFacts (None when its suite no longer parses), kept in this process and in the cache all
-    the web processes share (`aggregates`): the first view of a run in each process would otherwise parse
-    its suite, ~10 s for a dataset of 100,000 rows."""
+    """The run's SuiteFacts (None when its suite no longer parses), kept in this process and in the database
+    (VersionFacts, worked out at launch): the first view of a run in a process would otherwise parse its
+    suite, ~10 s for a dataset of 100,000 rows, in each web process."""
     version = run.suite_version
     key = (version.pk, version.sha256)
     if key not in _facts:
-        shared_key = f"facts:{version.pk}:{version.sha256}:{schema_digest()}"
-        try:
-            facts = SuiteFacts(**caches["aggregates"].get(shared_key))
-        except TypeError:  # none kept, or kept by code whose facts had other fields
+        facts = _stored_facts(version.pk)
+        if facts is None:
             spec = suite_spec(run)
             if spec is None:
                 return None
             facts = _facts_of(spec)
-            caches["aggregates"].set(shared_key, asdict(facts), FACTS_SECONDS)
+            _store_facts(version.pk, facts)
         if len(_facts) >= 64:
             _facts.pop(next(iter(_facts)))
         _facts[key] = facts
     return _facts[key]
+
+
+# The SuiteFacts fields keyed by eval index, which JSON keeps as strings.
+_BY_INDEX = ("sizes", "tags", "thresholds", "eval_ids")
+
+
+def _stored_facts(version_id: int) -> SuiteFacts | None:
+    stored = (
+        VersionFacts.objects.filter(version_id=version_id, schema=schema_digest())
+        .values_list("facts", flat=True)
+        .first()
+    )
+    if stored is None:
+        return None
+    for name in _BY_INDEX:
+        stored[name] = {int(index): value for index, value in stored.get(name, {}).items()}
+    try:
+        return SuiteFacts(**stored)
+    except TypeError:  # stored by code whose facts had other fields: worked out again
+        return None
+
+
+def _store_facts(version_id: int, facts: SuiteFacts) -> None:
+    """Best effort, as suites.parsed.keep: a reader that finds none works them out again."""
+    try:
+        with transaction.atomic():
+            VersionFacts.objects.update_or_create(
+                version_id=version_id, defaults={"schema": schema_digest(), "facts": asdict(facts)}
+            )
+    except IntegrityError:
+        pass  # another process stored them at the same moment
+    except DatabaseError:
+        log.warning("suite version %s: its facts could not be stored", version_id, exc_info=True)
 
 
 def _facts_of(spec) -> SuiteFacts:
