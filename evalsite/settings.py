@@ -5,6 +5,7 @@ under ./var. Production sets DATABASE_URL=postgres://... and CELERY_BROKER_URL=r
 DEBUG=0.
 """
 
+import hashlib
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -42,6 +43,14 @@ def env_float(name: str, default: float) -> float:
 def env_list(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name)
     return default if value is None else [item.strip() for item in value.split(",") if item.strip()]
+
+
+def source_digest(*paths: str) -> str:
+    """A short digest of these source files: it changes with the code that wrote what a cache keeps."""
+    digest = hashlib.blake2s(digest_size=6)
+    for path in paths:
+        digest.update((BASE_DIR / path).read_bytes())
+    return digest.hexdigest()
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -233,12 +242,29 @@ CACHES = {
         "LOCATION": "run-rows",
         "OPTIONS": {"MAX_ENTRIES": env_int("EVALSITE_ROW_CACHE_ROWS", 20_000)},
     },
-    # A finished run's counts and repeated evals' statistics (runs.views.run._kept): a run of 100,000
-    # conversations costs a scan of them all per page otherwise.
-    "aggregates": {
+    # A finished run's conversation table as a page shows it (runs.views.run._table_key), in each web
+    # process's memory: ~100 KB a table. A run page of 100,000 conversations reads and renders no row then.
+    "tables": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-        "LOCATION": "run-aggregates",
-        "OPTIONS": {"MAX_ENTRIES": 2_000},
+        "LOCATION": "run-tables",
+        "OPTIONS": {"MAX_ENTRIES": env_int("EVALSITE_TABLE_CACHE_PAGES", 200)},
+    },
+    # A finished run's counts, gates and repeated evals' statistics (runs.views.run._kept): a run of 100,000
+    # conversations costs a scan of them all per page otherwise (and its gates a parse of its suite). In
+    # files under var/, so that every web process of the host reads what one of them worked out, with no
+    # server to run. Nothing in it goes stale: each key names the run's state and revision.
+    "aggregates": {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": str(VAR_DIR / "cache" / "aggregates"),
+        "OPTIONS": {"MAX_ENTRIES": 5_000},
+        # The files outlive the processes: what older code kept, in shapes it had, is not read by newer code.
+        "KEY_PREFIX": source_digest(
+            "engine/results.py",
+            "engine/stats.py",
+            "runs/display.py",
+            "runs/selectors.py",
+            "runs/views/run.py",
+        ),
     },
 }
 

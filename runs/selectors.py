@@ -3,11 +3,13 @@ worked out from stored rows alone: counts by status, the suite's gates and repea
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import NamedTuple
 
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import (
     BigIntegerField,
     Case,
@@ -53,6 +55,7 @@ from engine.results import (
 from engine.schema import SCALES
 from engine.stats import DISTANCE_PLACES, IteratedResult, Tally, iterated_result, iterated_results, stats_of
 from engine.transcript import format_transcript
+from suites.parsed import schema_digest
 
 from . import search, specs
 from .models import (
@@ -66,15 +69,19 @@ from .models import (
     ShareLink,
     Status,
     Turn,
+    VersionFacts,
 )
+
+log = logging.getLogger(__name__)
 
 
 def runs_for(user) -> QuerySet[Run]:
-    # A list of runs needs none of their kept summaries (Run.summary; a line per eval for some suites).
+    # A list of runs needs none of their kept summaries (Run.summary; a line per eval for some suites), and
+    # no page of a run needs its version's YAML (half a megabyte for a suite of 3,000 evals).
     return (
         Run.objects.filter(created_by=user)
         .select_related("suite_version__suite", "created_by")
-        .defer("summary")
+        .defer("summary", "suite_version__source")
     )
 
 
@@ -228,6 +235,7 @@ class SuiteFacts:
     thresholds: dict[int, float]  # eval index -> the pass rate it needs, for the repeated evals
     eval_ids: dict[int, str]  # eval index -> its id, for the repeated evals
     evals: int
+    calibration: bool  # a calibration set played as a suite: the run has a page of figures
 
     @property
     def every_eval_repeated(self) -> bool:
@@ -238,40 +246,74 @@ _facts: dict[tuple[int, str], SuiteFacts] = {}
 
 
 def suite_facts(run: Run) -> SuiteFacts | None:
-    """The run's SuiteFacts (None when its suite no longer parses), kept per process like parsed suites."""
+    """The run's SuiteFacts (None when its suite no longer parses), kept in this process and in the database
+    (VersionFacts, worked out at launch): the first view of a run in a process would otherwise parse its
+    suite, ~10 s for a dataset of 100,000 rows, in each web process."""
     version = run.suite_version
     key = (version.pk, version.sha256)
     if key not in _facts:
-        spec = suite_spec(run)
-        if spec is None:
-            return None
+        facts = _stored_facts(version.pk)
+        if facts is None:
+            spec = suite_spec(run)
+            if spec is None:
+                return None
+            facts = _facts_of(spec)
+            _store_facts(version.pk, facts)
         if len(_facts) >= 64:
             _facts.pop(next(iter(_facts)))
-        _facts[key] = SuiteFacts(
-            sizes={
-                index: ev.iterations or spec.iterations
-                for index, ev in enumerate(spec.evals)
-                if (ev.iterations or spec.iterations) > 1
-            },
-            kinds=sorted({str(ev.style) for ev in spec.evals}),
-            tags={index: list(ev.tags) for index, ev in enumerate(spec.evals) if ev.tags},
-            grader_names=list(dict.fromkeys(name for _, name, _ in spec.named_graders())),
-            has_gates=bool(spec.gates),
-            thresholds={
-                index: ev.pass_rate_threshold
-                if ev.pass_rate_threshold is not None
-                else spec.pass_rate_threshold
-                for index, ev in enumerate(spec.evals)
-                if (ev.iterations or spec.iterations) > 1
-            },
-            eval_ids={
-                index: spec.eval_id(index)
-                for index, ev in enumerate(spec.evals)
-                if (ev.iterations or spec.iterations) > 1
-            },
-            evals=len(spec.evals),
-        )
+        _facts[key] = facts
     return _facts[key]
+
+
+# The SuiteFacts fields keyed by eval index, which JSON keeps as strings.
+_BY_INDEX = ("sizes", "tags", "thresholds", "eval_ids")
+
+
+def _stored_facts(version_id: int) -> SuiteFacts | None:
+    stored = (
+        VersionFacts.objects.filter(version_id=version_id, schema=schema_digest())
+        .values_list("facts", flat=True)
+        .first()
+    )
+    if stored is None:
+        return None
+    for name in _BY_INDEX:
+        stored[name] = {int(index): value for index, value in stored.get(name, {}).items()}
+    try:
+        return SuiteFacts(**stored)
+    except TypeError:  # stored by code whose facts had other fields: worked out again
+        return None
+
+
+def _store_facts(version_id: int, facts: SuiteFacts) -> None:
+    """Best effort, as suites.parsed.keep: a reader that finds none works them out again."""
+    try:
+        with transaction.atomic():
+            VersionFacts.objects.update_or_create(
+                version_id=version_id, defaults={"schema": schema_digest(), "facts": asdict(facts)}
+            )
+    except IntegrityError:
+        pass  # another process stored them at the same moment
+    except DatabaseError:
+        log.warning("suite version %s: its facts could not be stored", version_id, exc_info=True)
+
+
+def _facts_of(spec) -> SuiteFacts:
+    repeated = [(index, ev) for index, ev in enumerate(spec.evals) if (ev.iterations or spec.iterations) > 1]
+    return SuiteFacts(
+        sizes={index: ev.iterations or spec.iterations for index, ev in repeated},
+        kinds=sorted({str(ev.style) for ev in spec.evals}),
+        tags={index: list(ev.tags) for index, ev in enumerate(spec.evals) if ev.tags},
+        grader_names=list(dict.fromkeys(name for _, name, _ in spec.named_graders())),
+        has_gates=bool(spec.gates),
+        thresholds={
+            index: ev.pass_rate_threshold if ev.pass_rate_threshold is not None else spec.pass_rate_threshold
+            for index, ev in repeated
+        },
+        eval_ids={index: spec.eval_id(index) for index, _ in repeated},
+        evals=len(spec.evals),
+        calibration=isinstance(spec, CalibrationSuite),
+    )
 
 
 OUTCOME_STATUSES = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.RUNNING)
@@ -878,6 +920,20 @@ def pinned_baseline(run: Run) -> Run | None:
         runs_for(run.created_by)
         .filter(suite_version__suite=run.suite_version.suite, pinned_at__isnull=False)
         .first()
+    )
+
+
+def baseline_besides(run: Run) -> bool:
+    """Whether another of its owner's runs of `run`'s suite is pinned as the baseline (what the run page's
+    Compare button compares with), without loading it."""
+    return (
+        Run.objects.filter(
+            created_by_id=run.created_by_id,
+            suite_version__suite_id=run.suite_version.suite_id,
+            pinned_at__isnull=False,
+        )
+        .exclude(pk=run.pk)
+        .exists()
     )
 
 

@@ -73,6 +73,7 @@ def create_run(
         regraded_from=regraded_from,
     )
     sql.insert_conversations(run.pk, _conversation_rows(spec, _history_files(version, spec)))
+    selectors.suite_facts(run)  # stored for the run page's every process, while the suite is parsed here
     transaction.on_commit(lambda: scheduling.dispatch(run.pk))
     return run
 

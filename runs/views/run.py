@@ -18,6 +18,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import content_disposition_header
+from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh, HttpResponseStopPolling
@@ -129,12 +130,19 @@ def _segments(progress: dict) -> list[dict]:
 
 
 def _run_context(
-    request: HttpRequest, access: Access, *, progress: dict | None = None, since=None, whole: bool = True
+    request: HttpRequest,
+    access: Access,
+    *,
+    progress: dict | None = None,
+    since=None,
+    whole: bool = True,
+    oob: bool = False,
 ) -> dict:
     """What the run page shows. Its cost does not grow with the run: counts and totals are aggregates, the
     conversation table is one page read from the database (filtered, searched and sorted there), and only
     repeated evals (their strips and statistics) and gates read a few columns of every conversation.
-    `whole`: with those sections (a live run's poll has them every WHOLE_EVERY)."""
+    `whole`: with those sections (a live run's poll has them every WHOLE_EVERY); `oob`: for the poll, whose
+    sections replace the page's out of band. A finished run's table is kept rendered (the `tables` cache)."""
     run = access.run
     facts = selectors.suite_facts(run)
     progress = progress if progress is not None else _progress_of(run, facts)
@@ -160,12 +168,19 @@ def _run_context(
             run, "gates", lambda: display.gates(selectors.gate_results(run, selectors.summary_rows(run)))
         )
     flaky = flaky_evals if flaky_only else None
-    triage = _triage(request, run, facts, flaky, progress["total"])
-    shown = triage["page"].object_list
+    triage = _triage(request, facts)
     # A poll of the unfiltered table in suite order sends only the rows that changed since the last one: the
     # rest stay as they are on the page. Filtered or sorted tables are sent whole (a page at most), as rows
     # may enter, leave or move.
     delta = since is not None and not triage["query"] and flaky is None
+    table_key = None if delta else _table_key(request, access, oob)
+    kept_table = caches["tables"].get(table_key) if table_key else None
+    if kept_table is None:
+        page = _page(request, run, triage, facts, flaky, progress["total"])
+        triage.update(page=page, matched=page.paginator.count)
+        shown, page_number = page.object_list, page.number
+    else:
+        shown, page_number = [], kept_table["page"]
     if delta:
         changed = selectors.changed_since([c.pk for c in shown], since)
         shown = [c for c in shown if c.pk in changed]
@@ -208,6 +223,7 @@ def _run_context(
         "fingerprint": fingerprint,
         "whole": whole,
         "conversations": shown,
+        "conversations_html": mark_safe(kept_table["html"]) if kept_table else None,
         "delta": delta,
         "changed": shown if delta else [],
         "triage": triage,
@@ -239,7 +255,7 @@ def _run_context(
                     # WHOLE_EVERY.
                     "whole": _ms(now if whole else _stamp(request, "whole")),
                     "flaky": 1 if flaky_only else None,
-                    "page": triage["page"].number if triage["page"].number > 1 else None,
+                    "page": page_number if page_number > 1 else None,
                     **triage["query"],
                 },
             ),
@@ -251,17 +267,34 @@ def _run_context(
                 ("Markdown summary", access.url("export", "md")),
             ],
             # A run of a calibration set has a page of figures: how far each judge agrees with the labels.
-            "calibration": access.url("calibration") if selectors.calibration_suite(run) else None,
+            "calibration": access.url("calibration") if facts is not None and facts.calibration else None,
         },
     }
     if not access.shared:
         context["share_links"] = _share_links(request, run)
-        baseline = selectors.pinned_baseline(run)
-        context["baseline"] = baseline if baseline is not None and baseline.pk != run.pk else None
+        context["baseline"] = selectors.baseline_besides(run)
         context["versions"] = list(
             run.suite_version.suite.versions.order_by("-number").values_list("number", flat=True)
         )
+    if table_key and kept_table is None:
+        html = render_to_string("runs/detail.html#conversations", {**context, "oob": oob}, request)
+        caches["tables"].set(table_key, {"html": str(html), "page": page_number}, KEPT_SECONDS)
+        context["conversations_html"] = html
     return context
+
+
+def _table_key(request: HttpRequest, access: Access, oob: bool) -> str | None:
+    """The key the conversation table is kept under, rendered, while its run stays as it is (None while the
+    run may still change; see _kept): everything the table shows follows from the run's state, who is
+    looking (the owner or a share link, whose links differ) and the page's query (filters, sort, page)."""
+    run = access.run
+    if run.status not in KEPT or run.finished_at is None:
+        return None
+    state = (
+        f"{run.pk}|{run.status}|{run.finished_at.timestamp()}|{run.revision}|{access.token}|{oob}|"
+        f"{request.GET.urlencode()}"
+    )
+    return "table:" + hashlib.blake2s(state.encode(), digest_size=16).hexdigest()
 
 
 def _eval_counts(progress: dict, outcomes: dict, verdicts: dict) -> tuple[int, int]:
@@ -293,11 +326,29 @@ TRIAGE_KEYS = ("status", "kind", "tag", "iteration", "q", "sort")
 OVERRIDDEN = "overridden"  # the status filter's extra choice: conversations a reviewer overrode
 
 
-def _triage(request: HttpRequest, run: Run, facts, flaky: set[int] | None, total: int) -> dict:
-    """The conversation table's filters (status, kind, tag, iteration, a search over prompts and replies), its
-    sort and its page, all from the URL, so a filtered view can be shared and reloaded. The database does
-    the filtering, sorting and paging: a page costs the same in a run of 100 and of 100,000."""
+def _triage(request: HttpRequest, facts) -> dict:
+    """The conversation table's filters (status, kind, tag, iteration, a search over prompts and replies) and
+    its sort, all from the URL, so a filtered view can be shared and reloaded; _page adds the page."""
     wanted = {key: request.GET.get(key, "").strip()[:200] for key in TRIAGE_KEYS}
+    tags = facts.tags if facts is not None else {}
+    sizes = facts.sizes if facts is not None else {}
+    query = {key: value for key, value in wanted.items() if value}
+    return {
+        "wanted": wanted,
+        "query": query,
+        "active": bool(query),
+        "statuses": [*(status.value for status in Status), OVERRIDDEN],
+        "kinds": facts.kinds if facts is not None else [],
+        "tags": sorted({tag for values in tags.values() for tag in values}),
+        "iterations": max(sizes.values(), default=1),
+        "sorts": [(key, label) for key, (label, _) in SORTS.items()],
+    }
+
+
+def _page(request: HttpRequest, run: Run, triage: dict, facts, flaky: set[int] | None, total: int):
+    """The page of conversations the table shows. The database does the filtering, sorting and paging: a page
+    costs the same in a run of 100 and of 100,000."""
+    wanted = triage["wanted"]
     tags = facts.tags if facts is not None else {}
     sizes = facts.sizes if facts is not None else {}
     rows = run.conversations.defer("history", "system")
@@ -317,23 +368,11 @@ def _triage(request: HttpRequest, run: Run, facts, flaky: set[int] | None, total
         rows = rows.filter(selectors.saying(run, wanted["q"]))
     sort = wanted["sort"] if wanted["sort"] in SORTS else ""
     rows = rows.order_by(*SORTS[sort][1], "index", "iteration")
-    query = {key: value for key, value in wanted.items() if value}
     paginator = Paginator(rows, CONVERSATIONS_PER_PAGE)
-    if not query:  # counted already: every conversation (the progress aggregate), or every flaky eval's
+    # Unfiltered, counted already: every conversation (the progress aggregate), or the flaky evals'.
+    if not triage["query"]:
         paginator.count = total if flaky is None else sum(sizes.get(index, 1) for index in flaky)
-    page = paginator.get_page(request.GET.get("page"))
-    return {
-        "page": page,
-        "wanted": wanted,
-        "query": query,
-        "active": bool(query),
-        "matched": page.paginator.count,
-        "statuses": [*(status.value for status in Status), OVERRIDDEN],
-        "kinds": facts.kinds if facts is not None else [],
-        "tags": sorted({tag for values in tags.values() for tag in values}),
-        "iterations": max(sizes.values(), default=1),
-        "sorts": [(key, label) for key, (label, _) in SORTS.items()],
-    }
+    return paginator.get_page(request.GET.get("page"))
 
 
 def _share_links(request: HttpRequest, run: Run) -> list:
@@ -417,7 +456,7 @@ def _progress(request: HttpRequest, access: Access) -> HttpResponse:
         return HttpResponse(status=204)  # nothing changed: htmx keeps what it shows and polls again
     whole = _stamp(request, "whole")
     due = not live or whole is None or timezone.now() - whole >= WHOLE_EVERY
-    context = _run_context(request, access, progress=progress, since=_since(request), whole=due)
+    context = _run_context(request, access, progress=progress, since=_since(request), whole=due, oob=True)
     if live:
         return render(request, "runs/detail.html#poll", context)
     return HttpResponseStopPolling(render_to_string("runs/detail.html#poll", context, request))

@@ -17,8 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from engine.results import CheckResult, TurnRecord, Usage
+from runs import selectors, specs
 from runs import services as run_services
-from runs import specs
 from runs.models import Conversation, Run, ShareLink, Status, Turn
 from suites import services as suite_services
 from tests.factories import body, mock_run, store_turns
@@ -240,7 +240,7 @@ def test_run_page_query_count_does_not_grow_with_conversations(
 ):
     small = make_run(version, user, conversations=2)
     ShareLink.objects.create(run=small, created_by=user)
-    specs.suite(version)  # loaded once per process, by whichever page shows the version first
+    selectors.suite_facts(small)  # stored at launch (which mock_run skips), then kept by each process
     few = queries_for(logged_in, run_url("detail", small))
     big = make_run(version, user, conversations=30)
     ShareLink.objects.create(run=big, created_by=user)
@@ -561,7 +561,6 @@ def test_run_posts_without_a_csrf_token_are_rejected(version, user):
 def test_the_parsed_suite_cache_stays_within_its_size_bound(user, monkeypatch):
     """Suites are cached with their dataset (up to 20 MB): the oldest go once the cache holds more
     characters than its bound, but the suite just loaded always stays."""
-    from runs import specs
 
     monkeypatch.setattr(specs, "_suites", {})
     versions = [

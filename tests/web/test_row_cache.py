@@ -10,11 +10,12 @@ import re
 
 import pytest
 from django.core.cache import caches
+from django.db.models import F
 from django.urls import reverse
 from django.utils.safestring import mark_safe
 
 from runs import services
-from runs.models import Conversation, ShareLink, Status
+from runs.models import Conversation, Run, ShareLink, Status
 from runs.views.run import ROW_FRAGMENT
 from tests.factories import body, launch, play
 
@@ -46,8 +47,10 @@ evals:
 @pytest.fixture(autouse=True)
 def _empty_rows_cache():
     caches["rows"].clear()
+    caches["tables"].clear()
     yield
     caches["rows"].clear()
+    caches["tables"].clear()
 
 
 def rows(html: bytes) -> list[str]:
@@ -89,6 +92,7 @@ def test_rows_are_served_from_the_cache(logged_in, run):
     # Stand in for a cached row: the page sends what the cache holds under the row's key, without rendering.
     key = next(iter(caches["rows"]._cache))
     caches["rows"].set(key.split(":", 2)[-1], mark_safe('<tr id="conv-0" class="from-cache"></tr>'))
+    caches["tables"].clear()  # as in a process that has the rows but not the whole table
     assert b'class="from-cache"' in page(logged_in, run)
 
 
@@ -97,6 +101,8 @@ def test_a_changed_row_is_rendered_again(logged_in, run):
     conversation = run.conversations.get(eval_id="add")
     assert "passed" in row_of(before, conversation)
     Conversation.objects.filter(pk=conversation.pk).update(status=Status.FAILED, verdict="a new verdict")
+    # As every change to a finished run's conversations does (an override, a retry): its kept table goes.
+    Run.objects.filter(pk=run.pk).update(revision=F("revision") + 1)
     after = row_of(page(logged_in, run), conversation)
     assert "badge-failed" in after and "a new verdict" in after
 
