@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0018_turn_text_search'),
+        ('runs', '0020_launch_keys'),
         ('suites', '0003_parsed_version'),
     ]
 
