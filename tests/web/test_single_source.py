@@ -15,6 +15,7 @@ import sys
 
 import pytest
 import yaml
+from django.db.models import F
 from django.urls import reverse
 
 from engine import history as engine_history
@@ -22,7 +23,7 @@ from engine import loader
 from engine.history import given_messages
 from runs import specs
 from runs.execution import execute
-from runs.models import Status, Turn
+from runs.models import Run, Status, Turn
 from runs.services import create_run
 from suites.services import create_suite
 
@@ -162,6 +163,8 @@ def test_pages_show_a_turns_pass_and_a_verdict_as_stored(launched, user, client)
     Turn.objects.filter(conversation=steps, position=1).update(passed=False)
     Turn.objects.filter(conversation=steps, position=2).update(passed=True)
     run.conversations.filter(pk=steps.pk).update(reason="failed: as the engine worded it")
+    # As every change to a finished run's conversations does (an override, a retry): its kept table goes.
+    Run.objects.filter(pk=run.pk).update(revision=F("revision") + 1)
     verdict_marks, row_marks, verdict = shown()
     assert verdict_marks == row_marks == "✗✓"
     assert "Failed: as the engine worded it" in verdict
