@@ -8,12 +8,13 @@ import sys
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.wsgi import LimitedStream
-from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 from django.views import defaults
+
+from runs.outage import unavailable as _database_away
 
 # How long a client is told to wait before asking again while the database is away.
 RETRY_AFTER_SECONDS = 5
@@ -168,10 +169,6 @@ def server_error(request: HttpRequest) -> HttpResponse:
     if _database_away(sys.exc_info()[1]):
         return unavailable(request)
     return defaults.server_error(request)
-
-
-def _database_away(exception: BaseException | None) -> bool:
-    return isinstance(exception, OperationalError | InterfaceError)
 
 
 def unavailable(request: HttpRequest) -> HttpResponse:
