@@ -39,6 +39,7 @@ class ImportResult:
     unmapped: list[str] = field(default_factory=list)  # what was not converted, and why
     needs_files: list[str] = field(default_factory=list)  # referenced, but not uploaded
     kind: str = ""  # "vibecheck" | "letta" | "agentv"
+    lost: list[str] = field(default_factory=list)  # the unmapped lines that graded or drove a conversation
 
     @property
     def tool(self) -> str:
@@ -174,23 +175,36 @@ class Report:
         self.mapped: list[str] = []
         self.unmapped: list[str] = []
         self.needs: list[str] = []
+        self.lost: list[str] = []
         self._groups: dict[tuple[bool, str], list[str]] = {}
+        self._lost_groups: set[str] = set()
 
     def map(self, line: str) -> None:
         if line not in self.mapped:
             self.mapped.append(line)
 
     def skip(self, line: str) -> None:
+        """Something left out that neither grades nor drives the conversation (a concurrency, a target)."""
         if line not in self.unmapped:
             self.unmapped.append(line)
+
+    def lose(self, line: str) -> None:
+        """Something left out that grades or drives the conversation (a check, a grader, a user turn):
+        `evalsite import` exits 1 when there is one, since the suite no longer tests what it did."""
+        self.skip(line)
+        if line not in self.lost:
+            self.lost.append(line)
 
     def need(self, name: str) -> None:
         if name not in self.needs:
             self.needs.append(name)
 
-    def group(self, message: str, where: str, *, mapped: bool = False) -> None:
-        """Something repeated over rows or cases: reported once, naming where it occurs."""
+    def group(self, message: str, where: str, *, mapped: bool = False, lost: bool = False) -> None:
+        """Something repeated over rows or cases: reported once, naming where it occurs. `lost` as in
+        `lose`."""
         self._groups.setdefault((mapped, message), []).append(where)
+        if lost and not mapped:
+            self._lost_groups.add(message)
 
     def problems(self) -> list[str]:
         """The unmapped lines so far, grouped ones included (for an ImportProblem's message)."""
@@ -200,10 +214,12 @@ class Report:
         self, header: list[str], sections: list[Section], files: dict[str, str], kind: str
     ) -> ImportResult:
         """The result: the YAML (its header lists what was not converted, so the saved suite keeps it)."""
-        mapped, unmapped = list(self.mapped), list(self.unmapped)
+        mapped, unmapped, lost = list(self.mapped), list(self.unmapped), list(self.lost)
         for (is_mapped, message), places in self._groups.items():
             listed = ", ".join(places[:8]) + (f" and {len(places) - 8} more" if len(places) > 8 else "")
             (mapped if is_mapped else unmapped).append(f"{message} ({listed})")
+            if message in self._lost_groups:
+                lost.append(f"{message} ({listed})")
         header = list(header)
         if unmapped:
             header.append("Not converted:")
@@ -220,6 +236,7 @@ class Report:
             unmapped=unmapped,
             needs_files=self.needs,
             kind=kind,
+            lost=lost,
         )
 
 
