@@ -228,6 +228,7 @@ async def _run_eval(
         return EvalResult(
             index=index,
             id=eval_id,
+            tags=list(ev.tags),
             kind="multi-turn" if len(turns) > 1 or driver.multi_turn else "single-turn",
             conversation=ev.style,
             prompt=ev.first_text,

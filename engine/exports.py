@@ -214,7 +214,7 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 EVAL_COLUMNS = [
     "eval_id", "iteration", "conversation", "status", "score", "passed_on_turn", "turns", "turns_passed",
     "turns_total", "prompt_tokens", "completion_tokens", "judge_tokens", "cost", "verdict", "prompt", "error",
-    "overridden_from", "override_notes",
+    "overridden_from", "override_notes", "tags",
 ]  # fmt: skip
 TURN_COLUMNS = [
     "eval_id", "iteration", "turn", "node", "prompt", "response", "passed", "checks", "grade_score",
@@ -278,7 +278,7 @@ def evals_csv_lines(evals: Iterable[EvalResult], names: list[str]) -> Iterator[s
             yield [
                 r.id, r.iteration, r.conversation, r.status, r.score, r.passed_on_turn, t.turns, r.turns_passed,
                 r.turns_total, t.prompt_tokens, t.completion_tokens, t.judge_tokens, t.cost, r.verdict, r.prompt,
-                r.error, r.original.status if r.original else None, override_notes(r), *extra,
+                r.error, r.original.status if r.original else None, override_notes(r), ";".join(r.tags), *extra,
             ]  # fmt: skip
 
     return _csv_lines(header, rows())

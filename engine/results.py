@@ -251,6 +251,7 @@ class OriginalVerdict(BaseModel):
 class EvalResult(BaseModel):
     index: int
     id: str
+    tags: list[str] = Field(default_factory=list)  # the eval's tags, to filter and group results by
     kind: Literal["single-turn", "multi-turn"]
     conversation: Style = Style.TREE
     iteration: int = 0  # which repetition of the eval (iterations > 1)

@@ -667,9 +667,11 @@ def overrides_of(conversation: Conversation) -> list[OverrideRecord]:
     return [override_record(row) for row in override_rows(conversation)]
 
 
-def eval_result(conversation: Conversation, turns: list[TurnRecord] | None = None) -> EvalResult:
+def eval_result(
+    conversation: Conversation, turns: list[TurnRecord] | None = None, tags: list[str] | None = None
+) -> EvalResult:
     """The conversation as the results format has it; an overridden one with its turns as reviewed, its
-    overrides and the verdict the run gave."""
+    overrides and the verdict the run gave. `tags` are its eval's, from the run's suite."""
     turns = turn_records(conversation) if turns is None else turns
     reviews = overrides_of(conversation)
     if reviews:
@@ -677,6 +679,7 @@ def eval_result(conversation: Conversation, turns: list[TurnRecord] | None = Non
     return EvalResult(
         index=conversation.index,
         id=conversation.eval_id,
+        tags=tags or [],
         kind=conversation.kind if conversation.kind in ("single-turn", "multi-turn") else "single-turn",
         conversation=conversation.style,
         iteration=conversation.iteration,
@@ -778,6 +781,8 @@ def eval_results(run: Run, chunk: int | None = None) -> Iterator[EvalResult]:
     """The run's conversations as EvalResults, in suite order, `chunk` at a time (each chunk with its turns
     in one more query): memory stays bounded whatever the run's size."""
     chunk = chunk or RESULTS_CHUNK
+    spec = suite_spec(run)  # the eval's tags live in the suite, not in each conversation's row
+    tags = {index: list(ev.tags) for index, ev in enumerate(spec.evals) if ev.tags} if spec else {}
     after: tuple[int, int] | None = None
     while True:
         rows = run.conversations.order_by("index", "iteration")
@@ -785,7 +790,7 @@ def eval_results(run: Run, chunk: int | None = None) -> Iterator[EvalResult]:
             rows = rows.filter(Q(index__gt=after[0]) | Q(index=after[0], iteration__gt=after[1]))
         batch = list(rows.prefetch_related("turns", "overrides__created_by")[:chunk])
         for conversation in batch:
-            yield eval_result(conversation, turn_records(conversation))
+            yield eval_result(conversation, turn_records(conversation), tags.get(conversation.index))
             # Each prefetched turn and override points back at its conversation: a reference cycle, which
             # only the garbage collector frees, and a process holding a large suite runs its full
             # collections seldom, so the chunks piled up (98 MB above the start at 100,000 conversations,
