@@ -169,7 +169,7 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
         raise ImportProblem(
             f"{what}: this is not a format Import knows; it reads vibecheck YAML (metadata + evals of "
             "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
-            "files (tests with input / criteria / assertions, or v2 evalcases with input_messages) and calibrate TOML ([[samples]] with messages)"
+            "files (tests with input / criteria / assertions, v2 evalcases with input_messages, v1 testcases) and calibrate TOML ([[samples]] with messages)"
         )
     if len(found) > 1:
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)
@@ -224,7 +224,7 @@ def _toml(name: str, text: str) -> dict:
         raise ImportProblem(f"{name} is not valid TOML: {exc}") from None
 
 
-AGENTV_TEST_KEYS = {"input", "input_messages", "criteria", "expected_output", "assertions"}
+AGENTV_TEST_KEYS = {"input", "input_messages", "criteria", "expected_output", "assertions", "turns"}
 
 
 def looks_like(data: object) -> str | None:
@@ -245,16 +245,25 @@ def looks_like(data: object) -> str | None:
     ):
         return "calibrate"
     schema = data.get("$schema")
-    if (isinstance(schema, str) and schema.startswith("agentv-eval")) or isinstance(
-        data.get("evalcases"), list
+    if (
+        (isinstance(schema, str) and schema.startswith("agentv-eval"))
+        or isinstance(data.get("evalcases"), list)
+        or isinstance(data.get("testcases"), list)  # AgentV's first format
     ):
         return "agentv"
     tests = data.get("tests")  # today's AgentV: `tests` of input / criteria / expected_output / assertions
+    if isinstance(tests, str) and tests.startswith("file://") and "prompts" not in data:
+        return "agentv"  # its cases in another file
     if (
         isinstance(tests, list)
         and tests
         and "evals" not in data
-        and all(isinstance(t, dict) and (AGENTV_TEST_KEYS & set(t)) for t in tests)
+        and "prompts" not in data  # promptfoo's shape, which today's AgentV shares
+        and all(
+            (isinstance(t, dict) and (AGENTV_TEST_KEYS & set(t)))
+            or (isinstance(t, str) and t.startswith("file://"))
+            for t in tests
+        )
     ):
         return "agentv"
     letta_keys = ("graders", "grader", "gate", "target", "reward")

@@ -24,6 +24,7 @@ Targets are reported: evalsite tests the suite's `model`.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from engine.history import INSTRUCTIONS_SUFFIX
@@ -39,7 +40,7 @@ from .common import (
     as_text,
     basename,
     find_file,
-    non_finite,
+    parse_yaml,
     safe_file_name,
     short,
     unique_id,
@@ -49,15 +50,21 @@ TEMPLATE_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 PROMPT_FILE_SUFFIXES = (".md", ".markdown", ".txt", ".prompt", ".j2", ".jinja", ".hbs")
 CODE_SUFFIXES = (".ts", ".js", ".mjs", ".py")
 CASE_KEYS = ("id", "outcome", "expected_outcome", "input_messages", "expected_messages", "evaluators", "execution",
-             "conversation_id", "note", "rubrics", "input", "expected_output", "criteria", "assertions")  # fmt: skip
+             "conversation_id", "note", "rubrics", "input", "expected_output", "criteria", "assertions", "assert",
+             "mode", "turns", "aggregation", "on_turn_failure", "reference_answer", "description",
+             "metadata")  # fmt: skip
+# AgentV passes a case, a turn and a required grader at this score unless told otherwise.
+DEFAULT_THRESHOLD = 0.8
 # AgentV judge-prompt variables → evalsite rubric placeholders (the same value at run time)
 # AgentV judge-prompt variables → evalsite rubric placeholders (the same value at run time)
 PLACEHOLDERS = {"candidate_answer": "{submission}", "output_messages": "{submission}", "answer": "{submission}",
-                "reference_answer": "{ground_truth}", "expected_output": "{ground_truth}"}  # fmt: skip
+                "output": "{submission}", "reference_answer": "{ground_truth}",
+                "expected_output": "{ground_truth}"}  # fmt: skip
 # ... and those that differ per case: filled in, so the grader gets its own rubric text. {{question}} is
 # one: evalsite's {input} holds the live user messages, and a history eval has none (the model replies to
 # the given messages), so the last given user turn is written in.
-CASE_VARIABLES = ("question", "criteria", "expected_outcome", "input_messages", "expected_messages")
+CASE_VARIABLES = ("question", "criteria", "expected_outcome", "input_messages", "expected_messages", "input",
+                  "metadata", "metadata_json", "rubrics")  # fmt: skip
 CHECK_ASSERTIONS = {"contains": "contains", "regex": "regex", "equals": "equals"}
 GRADER_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 UNCONVERTED_EVALUATORS = {
@@ -74,17 +81,18 @@ UNCONVERTED_EVALUATORS = {
 
 
 def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Converted:
-    key = "tests" if isinstance(data.get("tests"), list) else "evalcases"
-    cases = data.get(key)
+    key = next(
+        (k for k in ("tests", "evalcases", "testcases") if isinstance(data.get(k), (list, str))), "tests"
+    )
+    cases = _external_cases(data.get(key), key, files, report)
     if not isinstance(cases, list) or not cases:
         raise ImportProblem(
-            f"{name} has no `tests` (or `evalcases`): an AgentV eval file lists its cases under `tests`"
+            f"{name} has no `tests` (or `evalcases`, `testcases`): an AgentV eval file lists its cases under `tests`"
         )
     stem = re.sub(r"\.(ya?ml)$", "", name, flags=re.IGNORECASE) or "imported-suite"
-    if key == "tests":  # today's names: `<name>.eval.yaml`, or `EVAL.yaml` in a folder named for the suite
-        stem = re.sub(r"\.eval$", "", stem, flags=re.IGNORECASE)
-        if stem.lower() == "eval":
-            stem = "agentv-eval"
+    stem = re.sub(r"\.(eval|test)$", "", stem, flags=re.IGNORECASE)
+    if stem.lower() in ("eval", "suite", "dataset"):  # `EVAL.yaml` / `evals/suite.yaml`: named by its folder
+        stem = "agentv-eval"
     if as_text(data.get("name")):
         stem = as_text(data["name"])
     header = [
@@ -96,7 +104,13 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     else:
         report.map(f"(no name) → name: {stem} (from the file name)")
     if key == "tests":
-        report.map("tests → evals (today's AgentV format; `evalcases` is its older name)")
+        report.map(
+            "tests → evals (AgentV's `tests` with input / criteria / assertions; `evalcases` and `testcases` are older names)"
+        )
+    elif key == "testcases":
+        report.map(
+            "testcases → evals (AgentV's first format: messages, outcome, the assistant message as the reference)"
+        )
     if isinstance(data.get("$schema"), str):
         report.map(f"$schema: {data['$schema']} → recognised as an AgentV eval file")
     if as_text(data.get("description")):
@@ -104,7 +118,8 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         report.map("description → description")
 
     execution = data.get("execution") if isinstance(data.get("execution"), dict) else {}
-    for where, target in (("target", data.get("target")), ("execution.target", execution.get("target"))):
+    for where, target in (("target", data.get("target")), ("execution.target", execution.get("target")),
+                          ("execution.targets", execution.get("targets"))):  # fmt: skip
         if target is not None:
             report.skip(
                 f"{where}: {short(target)} — an AgentV target (targets.yaml); evalsite tests the suite's `model`: "
@@ -113,23 +128,41 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     defaults = _evaluator_list(
         execution.get("evaluators", data.get("evaluators")), "execution.evaluators", report
     )
-    for key in execution:
-        if key not in ("target", "evaluators"):
-            report.skip(f"execution.{key}: {short(execution[key], 50)} — not converted")
-    for key in data:
-        if key not in (
-            "$schema",
-            "name",
-            "description",
-            "target",
-            "execution",
-            "evaluators",
-            "evalcases",
-            "tests",
-        ):
-            report.skip(f"{key}: {short(data[key], 50)} — not an AgentV key evalsite knows")
+    threshold = DEFAULT_THRESHOLD
+    if as_share(execution.get("threshold")) is not None:
+        threshold = float(execution["threshold"])
+        report.map(f"execution.threshold: {threshold:g} → pass_threshold and the pass rules' threshold")
+    else:
+        report.map(
+            "(AgentV passes a case at a score of 0.8) → pass_threshold: 0.8, judges' threshold 0.8 and the "
+            "weighted pass rules' threshold 0.8"
+        )
+    iterations = _trials(execution.get("trials"), "execution.trials", report)
+    if iterations is None:
+        iterations = _trials(data.get("repeat"), "repeat", report)
+    for key_ in execution:
+        if key_ not in ("target", "targets", "evaluators", "threshold", "trials"):
+            report.skip(f"execution.{key_}: {short(execution[key_], 50)} — not converted")
+    suite_assertions = data.get("assertions", data.get("assert"))
+    suite_tags = (
+        [as_text(t) for t in data.get("tags", []) if as_text(t)] if isinstance(data.get("tags"), list) else []
+    )
+    if suite_tags:
+        report.map("tags → every eval's tags")
+    known = ("$schema", "name", "description", "target", "execution", "evaluators", "evalcases", "tests",
+             "testcases", "assertions", "assert", "tags", "repeat", "grader", "version")  # fmt: skip
+    for key_ in data:
+        if key_ not in known:
+            report.skip(f"{key_}: {short(data[key_], 50)} — not an AgentV key evalsite knows")
+    if key == "testcases" and data.get("grader") in (None, "llm_judge"):
+        report.map("grader: llm_judge (AgentV v1's default) → an llm_judge check per case on its outcome")
+    if key == "testcases" and data.get("grader") == "heuristic":
+        report.lose(
+            "grader: heuristic — AgentV's keyword-aspect score against the reference answer has no evalsite "
+            "equivalent; every case is graded by an llm_judge on its outcome and reference answer instead"
+        )
 
-    converter = _Cases(files, report, defaults)
+    converter = _Cases(files, report, defaults, threshold, suite_assertions, suite_tags)
     evals: list[dict] = []
     notes: list[list[str]] = []
     for index, case in enumerate(cases):
@@ -142,6 +175,11 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     sections.append(
         Section("model", None, comments=["model: set the model under test (AgentV chose it with a target)"])
     )
+    sections.append(Section("pass_threshold", threshold))
+    if iterations is not None:
+        sections.append(Section("iterations", iterations[0]))
+        if iterations[1] is not None:
+            sections.append(Section("pass_rate_threshold", iterations[1]))
     sections.append(Section("evals", evals, blank_before=True, item_comments=notes))
     report.map(
         f"{key}: {len(evals)} case{'s' if len(evals) != 1 else ''} → evals with a given history (`messages`); "
@@ -150,11 +188,93 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     return header, sections, converter.attached
 
 
+def _external_cases(raw: object, key: str, files: dict[str, str], report: Report) -> object:
+    """Cases kept in other files (`tests: file://cases.yaml`, or `- file://more.jsonl` among the cases): read
+    from the uploaded files, a YAML list or JSON lines; one not uploaded is asked for."""
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list):
+        return raw
+    cases: list[object] = []
+    for number, item in enumerate(items):
+        if not isinstance(item, str):
+            cases.append(item)
+            continue
+        reference = item.removeprefix("file://")
+        where = f"{key}[{number}]" if isinstance(raw, list) else key
+        found = find_file(files, reference)
+        if found is None:
+            report.need(basename(reference))
+            report.lose(f"{where}: the cases in {reference} were not uploaded — upload it and import again")
+            continue
+        name, text = found
+        loaded: object = None
+        try:
+            if name.lower().endswith(".jsonl"):
+                loaded = [json.loads(line) for line in text.splitlines() if line.strip()]
+            else:
+                loaded = parse_yaml(name, text)
+        except (ValueError, ImportProblem) as exc:
+            report.lose(f"{where}: {name} could not be read ({short(str(exc), 80)}), its cases left out")
+            continue
+        if isinstance(loaded, dict) and isinstance(loaded.get(key), list):
+            loaded = loaded[key]
+        if not isinstance(loaded, list):
+            report.lose(f"{where}: {name} holds no list of cases, left out")
+            continue
+        report.map(f"{where}: {name} → its {len(loaded)} cases")
+        cases.extend(loaded)
+    return cases
+
+
+def _trials(raw: object, where: str, report: Report) -> tuple[int, float | None] | None:
+    """`execution.trials` (later `repeat`): {count, strategy} → iterations and the share of passes needed.
+    pass@k (`pass_at_k`, `pass_any`) passes when one trial passes; `pass_all` when all do."""
+    if raw is None:
+        return None
+    count = raw.get("count") if isinstance(raw, dict) else raw
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        report.skip(f"{where}: {short(raw, 50)} — no trial count evalsite can read, runs once")
+        return None
+    count = min(count, 1000)
+    strategy = as_text(raw.get("strategy")) if isinstance(raw, dict) else None
+    strategy = strategy or "pass_at_k"
+    if strategy in ("pass_at_k", "pass_any"):
+        share = math.floor(1000 / count) / 1000  # one passing trial of `count` is enough
+        report.map(
+            f"{where}: {count} trials, {strategy} → iterations: {count}, pass_rate_threshold {share:g} (pass@{count})"
+        )
+    elif strategy == "pass_all":
+        share = 1.0
+        report.map(f"{where}: {count} trials, pass_all → iterations: {count}, pass_rate_threshold 1")
+    else:
+        share = None
+        report.skip(
+            f"{where}.strategy: {strategy} — AgentV passes on the trials' {strategy.replace('_', ' ')} score; "
+            "evalsite passes an iterated eval on the share of passing iterations (pass_rate_threshold, 0.5)"
+        )
+        report.map(f"{where}: {count} trials → iterations: {count}")
+    for key in raw if isinstance(raw, dict) else ():
+        if key not in ("count", "strategy"):
+            report.skip(f"{where}.{key}: {short(raw[key], 40)} — not converted")
+    return count, share
+
+
 class _Cases:
-    def __init__(self, files: dict[str, str], report: Report, defaults: list[dict] | None):
+    def __init__(
+        self,
+        files: dict[str, str],
+        report: Report,
+        defaults: list[dict] | None,
+        threshold: float = DEFAULT_THRESHOLD,
+        suite_assertions: object = None,
+        suite_tags: list[str] | None = None,
+    ):
         self.files = files
         self.report = report
         self.defaults = defaults
+        self.threshold = threshold
+        self.suite_assertions = suite_assertions if isinstance(suite_assertions, list) else []
+        self.suite_tags = suite_tags or []
         self.attached: dict[str, str] = {}
         self.taken: set[str] = set()
         self.used_criteria = False  # the case's criteria went into a grader's rubric
@@ -167,33 +287,52 @@ class _Cases:
         if not isinstance(case, dict):
             report.skip(f"{where}: not a mapping, left out")
             return None
+        if key == "testcases":
+            case = self.first_format(case, where)
         label = as_text(case.get("id")) or where
         out: dict[str, object] = {}
         if as_text(case.get("id")):
             out["id"] = unique_id(as_text(case["id"]), self.taken, report, where)
+        tags = list(self.suite_tags)
         if as_text(case.get("conversation_id")):
-            out["tags"] = [f"conversation:{case['conversation_id']}"]
+            tags.append(f"conversation:{case['conversation_id']}")
             report.group("conversation_id → tag conversation:<id>", label, mapped=True)
+        if tags:
+            out["tags"] = tags
+        conversation = case.get("mode") == "conversation" or isinstance(case.get("turns"), list)
         raw_input = case.get("input_messages", case.get("input"))
-        if isinstance(raw_input, str):  # today's shorthand: one user message
+        if isinstance(raw_input, str):  # the shorthand: one user message
             raw_input = [{"role": "user", "content": raw_input}]
             report.group("input (a string) → one user message", label, mapped=True)
+        elif isinstance(raw_input, dict) and "role" in raw_input:
+            raw_input = [raw_input]
         elif isinstance(raw_input, list) and "input" in case:
             raw_input = [{"role": "user", "content": m} if isinstance(m, str) else m for m in raw_input]
         messages = self.messages(raw_input, label)
-        if not messages:
-            report.skip(f"{label}: no input (or input_messages), left out")
+        if not messages and not conversation:
+            report.lose(f"{where}: no input (or input_messages): nothing to send, left out")
             return None
-        out["messages"] = messages
+        if messages:
+            out["messages"] = messages
         outcome = as_text(case.get("criteria", case.get("outcome", case.get("expected_outcome"))))
         expected = case.get("expected_output", case.get("expected_messages"))
-        json_expected = None
         if isinstance(expected, str):
             expected = [{"role": "assistant", "content": expected}]
         elif isinstance(expected, dict) and "role" not in expected:
-            json_expected = expected  # an object: compared as JSON
+            # an object: AgentV hands it to the judge as the reference answer, as JSON text
             expected = [{"role": "assistant", "content": expected}]
+            report.group(
+                "expected_output (an object) → the judge's reference answer (its JSON text)",
+                label,
+                mapped=True,
+            )
+        elif isinstance(expected, dict):
+            expected = [expected]
         reference = self.reference(expected, label)
+        if reference is None and as_text(case.get("reference_answer")):
+            reference = as_text(case["reference_answer"])
+            report.group("reference_answer → the judge's reference answer", label, mapped=True)
+        metadata = case.get("metadata") if isinstance(case.get("metadata"), dict) else {}
         context = {
             "question": _last_user_text(messages),
             "criteria": outcome or "",
@@ -201,21 +340,45 @@ class _Cases:
             "reference_answer": reference or "",
             "candidate_answer": "[the assistant's final reply, shown in the conversation]",
             "output_messages": "[the conversation]",
+            "output": "[the assistant's final reply, shown in the conversation]",
             # AgentV's formatted question: the whole given conversation in `[Role]:` form (seed 004)
             "input_messages": _transcript(messages),
+            "input": _transcript(messages),
             "expected_messages": json.dumps(expected, ensure_ascii=False, default=str),
+            "metadata": json.dumps(metadata, ensure_ascii=False, indent=2, default=str),
+            "metadata_json": json.dumps(metadata, ensure_ascii=False, default=str),
+            "rubrics": "",
         }
         execution = case.get("execution") if isinstance(case.get("execution"), dict) else {}
-        if "target" in execution:
+        if "target" in execution or "targets" in execution:
             report.group(
                 "execution.target (a per-case AgentV target): evalsite tests one model per run", label
             )
-        notes = []
+        items = case.get("assertions", case.get("assert"))
+        if not execution.get("skip_defaults") and self.suite_assertions:
+            items = (items if isinstance(items, list) else []) + self.suite_assertions
+            report.group("suite assertions → added to every case's", label, mapped=True)
+        elif execution.get("skip_defaults"):
+            report.group("execution.skip_defaults → the suite's assertions are not added", label, mapped=True)
+        if conversation:
+            converted = self.conversation(case, out, items, outcome, reference, context, label)
+            if converted is None:
+                return None
+            return converted, self.case_notes(case, execution, label, [], judged=self.used_criteria)
+        notes: list[str] = []
         self.used_criteria = False
-        if "assertions" in case:
-            graders = self.assertions(case["assertions"], context, label)
+        checks: list[dict] = []
+        if items is not None and key != "evalcases":
+            graders, weights, gates = self.assertions(items, context, label)
             if graders:
                 out["graders"] = graders
+                out["pass_rule"] = {"weighted_average": weights, "threshold": self.threshold}
+                report.group(
+                    "assertions → named graders; AgentV's weighted mean of their scores (weight, default 1) "
+                    f"passes at {self.threshold:g} → pass_rule weighted_average",
+                    label,
+                    mapped=True,
+                )
                 if any(
                     "{ground_truth}" in str(g.get("rubric", "")) or g.get("rubric_file")
                     for g in graders.values()
@@ -226,29 +389,208 @@ class _Cases:
                         label,
                         mapped=True,
                     )
-        raw = execution.get("evaluators", case.get("evaluators"))
-        evaluators = self.defaults if raw is None else _evaluator_list(raw, f"{label}.evaluators", report)
-        if "assertions" in case:
-            evaluators = []  # today's format grades with its assertions only
-        checks = self.checks(evaluators, outcome, reference, context, label)
-        if json_expected is not None:
-            checks.extend(_json_checks(json_expected, label, report))
+            checks.extend(gates)
+            evaluators: list[dict] | None = []  # it grades with its assertions only
+        else:
+            raw = execution.get("evaluators", case.get("evaluators"))
+            evaluators = self.defaults if raw is None else _evaluator_list(raw, f"{label}.evaluators", report)
+        checks.extend(self.checks(evaluators, outcome, reference, context, label))
         if isinstance(case.get("rubrics"), list) and case["rubrics"]:
             checks.append(self.rubrics(case["rubrics"], label))
         if not checks and not out.get("graders"):
             default = _default_criteria(outcome, reference)
             if default is None:
-                report.skip(f"{label}: no outcome, reference answer or evaluator evalsite can use, left out")
+                report.lose(f"{label}: no criteria, reference answer or grader evalsite can use, left out")
                 return None
-            report.skip(
-                f"{label}: none of its evaluators can run in evalsite; graded instead by an llm_judge on its "
-                "outcome and reference answer"
+            report.group(
+                "none of its graders can run in evalsite; graded instead by an llm_judge on its criteria and "
+                "reference answer",
+                label,
             )
-            checks.append({"llm_judge": {"criteria": default}})
+            checks.append({"llm_judge": {"criteria": default, "threshold": self.threshold}})
         if checks:
             out["checks"] = checks
+        judged = any("llm_judge" in check for check in checks) or self.used_criteria
+        return out, self.case_notes(case, execution, label, notes, judged)
+
+    def conversation(
+        self,
+        case: dict,
+        out: dict,
+        items: object,
+        outcome: str | None,
+        reference: str | None,
+        context: dict,
+        label: str,
+    ) -> dict | None:
+        """`mode: conversation`: every turn's `input` is sent live, in order, after the case's `input` (its
+        system message and any history), and graded by its own assertions; the top-level assertions grade the
+        whole conversation. AgentV combines the turn scores by `aggregation` and passes at 0.8."""
+        report = self.report
+        self.used_criteria = False
+        raw_turns = case.get("turns")
+        if not isinstance(raw_turns, list) or not raw_turns:
+            report.lose(f"{label}: mode: conversation without `turns` — no user turn to send, left out")
+            return None
+        turns: list[dict] = []
+        for number, raw in enumerate(raw_turns):
+            where = f"{label}.turns[{number}]"
+            if not isinstance(raw, dict):
+                raw = {"input": raw}
+            text = _turn_text(raw.get("input"))
+            if not text:
+                report.lose(f"{where}: no user input evalsite can send, left out")
+                continue
+            turn: dict[str, object] = {"input": text}
+            checks = self.turn_checks(raw.get("assertions", raw.get("assert")), raw, outcome, context, where)
+            if checks:
+                turn["checks"] = checks
+            else:
+                report.group(
+                    "turns without assertions: AgentV scores them 1.0 in the aggregate; evalsite leaves them "
+                    "ungraded",
+                    label,
+                )
+            for key in raw:
+                if key not in ("input", "assertions", "assert", "expected_output"):
+                    report.group(f"turns[].{key}: not converted", label)
+            turns.append(turn)
+        if not turns:
+            report.lose(f"{label}: no turn could be converted, left out")
+            return None
+        out["turns"] = turns
+        report.group(
+            "mode: conversation + turns → turns (each input sent live, its assertions as the turn's checks)",
+            label,
+            mapped=True,
+        )
+        if isinstance(items, list) and items:
+            checks = self.turn_checks(
+                items, {}, outcome, context, f"{label}.assertions", scope="conversation"
+            )
+            if checks:
+                out["checks"] = checks
+                report.group(
+                    "conversation-level assertions → the eval's checks, judged on the whole conversation "
+                    "(graded with the last turn)",
+                    label,
+                    mapped=True,
+                )
+        if not out.get("checks") and not any(turn.get("checks") for turn in turns):
+            default = _default_criteria(outcome, reference)
+            if default is None:
+                report.lose(f"{label}: no turn or conversation assertion evalsite can use, left out")
+                return None
+            out["checks"] = [
+                {"llm_judge": {"criteria": default, "threshold": self.threshold, "scope": "conversation"}}
+            ]
+            self.used_criteria = True
+        for key in ("aggregation", "on_turn_failure"):
+            value = case.get(key)
+            if value in (("mean", "min", "max") if key == "aggregation" else ("continue", "stop")):
+                out[key] = value
+                report.group(f"{key} → {key}", label, mapped=True)
+            elif value is not None:
+                report.group(
+                    f"{key}: {short(value, 30)} — not an option evalsite has, left out", label, lost=True
+                )
+        if case.get("window_size") is not None:
+            report.group(
+                "window_size: AgentV sends only the last turns; evalsite sends the whole conversation",
+                label,
+                lost=True,
+            )
+        return out
+
+    def turn_checks(
+        self,
+        items: object,
+        turn: dict,
+        outcome: str | None,
+        context: dict,
+        where: str,
+        scope: str = "reply",
+    ) -> list[dict]:
+        """One turn's assertions as checks: its text assertions one judge with a criterion each (AgentV's
+        rubric grader, the share met), typed ones as checks, the turn's `expected_output` the judge's
+        reference answer."""
+        report = self.report
+        expected = turn.get("expected_output")
+        reference = None
+        if expected is not None:
+            reference = (
+                expected if isinstance(expected, str) else json.dumps(expected, ensure_ascii=False, indent=2)
+            )
+            report.group(
+                "turns[].expected_output → the turn judge's reference answer",
+                where.split(".")[0],
+                mapped=True,
+            )
+        items = items if isinstance(items, list) else []
+        checks: list[dict] = []
+        criteria = [as_text(item) for item in items if isinstance(item, str) and as_text(item)]
+        if not items and reference is not None:
+            criteria = [outcome] if outcome else []
+        if criteria or reference is not None:
+            judged: list[dict] | str = [{"criteria": text} for text in criteria]
+            if len(criteria) == 1:
+                judged = criteria[0]
+            elif not criteria:
+                judged = "The reply matches the reference answer."
+            spec: dict[str, object] = {"criteria": judged, "threshold": self.threshold}
+            if reference is not None:
+                prefix = f"A reference answer (the reply need not match it word for word):\n{reference}\n\n"
+                spec["criteria"] = (
+                    [{"criteria": prefix + item["criteria"]} for item in judged]
+                    if isinstance(judged, list)
+                    else prefix + judged
+                )
+            if scope == "conversation":
+                spec["scope"] = "conversation"
+            checks.append({"llm_judge": spec})
+        for number, item in enumerate(items):
+            if isinstance(item, str):
+                continue
+            if not isinstance(item, dict):
+                report.group("assertions that are neither text nor mappings: left out", where, lost=True)
+                continue
+            kind = _kind(item.get("type"))
+            title = f"{where}[{number}] {as_text(item.get('name')) or kind}"
+            if kind in TEXT_CHECKS:
+                check = self.text_check(kind, item, where.split(".")[0], title)
+                if check is not None:
+                    checks.append(check)
+            elif kind in ("llm-grader", "rubrics"):
+                criteria_text = self.judge_criteria(
+                    {"prompt": item.get("prompt")} if item.get("prompt") is not None else {},
+                    outcome, reference, context, where.split(".")[0],
+                )  # fmt: skip
+                listed = item.get("rubrics", item.get("criteria"))
+                if isinstance(listed, list):
+                    criteria_text = _criteria_template(
+                        [str(x.get("outcome", x)) if isinstance(x, dict) else str(x) for x in listed], {}
+                    )
+                if not criteria_text:
+                    report.group(f"{title}: no prompt or criteria, left out", where, lost=True)
+                    continue
+                spec = {"criteria": criteria_text, "threshold": self.threshold}
+                if as_share(item.get("threshold")) is not None:
+                    spec["threshold"] = float(item["threshold"])
+                if scope == "conversation":
+                    spec["scope"] = "conversation"
+                checks.append({"llm_judge": spec})
+                report.group(f"{title} (llm-grader) → an llm_judge check", where.split(".")[0], mapped=True)
+            else:
+                why = UNCONVERTED_EVALUATORS.get(kind.replace("-", "_"), "has no evalsite equivalent")
+                report.group(f"{title} ({kind}): not converted — it {why}", where, lost=True)
+        return checks
+
+    def case_notes(
+        self, case: dict, execution: dict, label: str, notes: list[str], judged: bool
+    ) -> list[str]:
+        report = self.report
         if as_text(case.get("criteria")):
-            if checks and any("llm_judge" in check for check in checks) or self.used_criteria:
+            if judged:
                 report.group("criteria → what the judge grades against", label, mapped=True)
             else:
                 notes.append(f"criteria: {case['criteria']}")
@@ -256,16 +598,50 @@ class _Cases:
                     "criteria: no grader's prompt uses {{criteria}}, so it is kept as a comment above the eval",
                     label,
                 )
-        if as_text(case.get("note")):
-            notes.append(f"note: {case['note']}")
-            report.group("note → a comment above the eval", label, mapped=True)
+        for key in ("note", "description"):
+            if as_text(case.get(key)):
+                notes.append(f"{key}: {case[key]}")
+                report.group(f"{key} → a comment above the eval", label, mapped=True)
         for key in case:
             if key not in CASE_KEYS:
                 report.group(f"eval case key `{key}`: not converted", label)
         for key in execution:
-            if key not in ("target", "evaluators"):
+            if key not in ("target", "targets", "evaluators", "skip_defaults"):
                 report.group(f"execution.{key}: not converted", label)
-        return out, notes
+        return notes
+
+    def first_format(self, case: dict, where: str) -> dict:
+        """A v1 `testcases` case as a v2 one: `messages` up to the first assistant message are the input
+        (AgentV v1 sends the system and user messages), that assistant message is the reference answer."""
+        report = self.report
+        messages = case.get("messages") if isinstance(case.get("messages"), list) else []
+        given, expected = [], []
+        for message in messages:
+            if isinstance(message, dict) and message.get("role") == "assistant" and not expected:
+                expected.append(message)
+            elif isinstance(message, dict) and message.get("role") == "assistant":
+                report.group(
+                    "testcases messages: an assistant message after the first (AgentV v1 used the first as the "
+                    "reference answer) is left out",
+                    as_text(case.get("id")) or where,
+                )
+            elif isinstance(message, dict):
+                given.append(message)
+        if expected:
+            report.group(
+                "testcases: the first assistant message → the reference answer",
+                as_text(case.get("id")) or where,
+                mapped=True,
+            )
+        converted = {k: v for k, v in case.items() if k not in ("messages", "grader")}
+        converted["input_messages"] = given
+        converted["expected_messages"] = expected
+        if case.get("grader") == "heuristic":
+            report.lose(
+                f"{where}.grader: heuristic — AgentV's keyword-aspect score has no evalsite equivalent; graded by "
+                "an llm_judge on its outcome and reference answer instead"
+            )
+        return converted
 
     # -- messages ------------------------------------------------------------------------------------
 
@@ -397,7 +773,7 @@ class _Cases:
                 label,
                 mapped=True,
             )
-            return [{"llm_judge": {"criteria": criteria}}]
+            return [{"llm_judge": {"criteria": criteria, "threshold": self.threshold}}]
         out = []
         for evaluator in evaluators:
             kind = evaluator.get("type")
@@ -407,19 +783,27 @@ class _Cases:
                 criteria = self.judge_criteria(evaluator, outcome, reference, context, label)
                 if criteria is None:
                     continue
-                spec: dict[str, object] = {"criteria": criteria}
+                spec: dict[str, object] = {"criteria": criteria, "threshold": self.threshold}
+                if as_share(evaluator.get("threshold")) is not None:
+                    spec["threshold"] = float(evaluator["threshold"])
                 if as_text(evaluator.get("model")):
                     spec["model"] = as_text(evaluator["model"])
                 out.append({"llm_judge": spec})
                 report.group(f"{title} (llm_judge) → an llm_judge check", label, mapped=True)
+                if "weight" in evaluator:
+                    report.group(
+                        f"{title}.weight: evaluators are checks here, and every check counts the same in the "
+                        "eval's score",
+                        label,
+                    )
                 for key in evaluator:
-                    if key not in ("name", "type", "prompt", "model"):
+                    if key not in ("name", "type", "prompt", "model", "threshold", "weight"):
                         report.group(f"{title}.{key}: not an llm_judge option evalsite has", label)
             elif kind == "rubric" and isinstance(evaluator.get("rubrics"), list):
                 out.append(self.rubrics(evaluator["rubrics"], label))
             else:
                 why = UNCONVERTED_EVALUATORS.get(kind, "has no evalsite equivalent")
-                report.group(f"{title} ({kind}): not converted — it {why}", label)
+                report.group(f"{title} ({kind}): not converted — it {why}", label, lost=True)
         return out
 
     def judge_criteria(
@@ -472,20 +856,40 @@ class _Cases:
             )
         return filled.strip()
 
-    def assertions(self, raw: object, context: dict, label: str) -> dict[str, dict]:
-        """Today's `assertions` as named graders of the eval, in order, their names kept."""
+    def assertions(self, raw: object, context: dict, label: str) -> tuple[dict, dict, list]:
+        """`assertions` (earlier `assert`) as named graders of the eval, their names kept, with AgentV's weights
+        (default 1) for the weighted pass rule, and the checks a `required` item adds to the eval (it must
+        pass, as AgentV fails a case whose required grader fails). Text items are one rubric judge, as AgentV
+        groups them."""
         report = self.report
         if not isinstance(raw, list):
-            report.group("assertions: not a list, ignored", label)
-            return {}
+            report.group("assertions: not a list, left out", label, lost=True)
+            return {}, {}, []
         graders: dict[str, dict] = {}
+        weights: dict[str, float] = {}
+        gates: list[dict] = []
+        criteria = [as_text(item) for item in raw if isinstance(item, str) and as_text(item)]
+        if criteria:
+            rubric, _ = self.rubric_text(_criteria_template(criteria, context), context, label)
+            graders["criteria"] = {"kind": "llm_judge", "rubric": rubric, "threshold": self.threshold}
+            weights["criteria"] = 1.0
+            report.group(
+                "assertions written as text → one llm_judge grader `criteria` scoring the share of them met "
+                "(AgentV's rubric grader)",
+                label,
+                mapped=True,
+            )
         for number, item in enumerate(raw):
-            if not isinstance(item, dict):
-                report.group("assertions that are not mappings: left out", label)
+            if isinstance(item, str):
                 continue
-            kind = as_text(item.get("type")) or "?"
-            wanted = as_text(item.get("name")) or f"{kind}-{number + 1}"
+            if not isinstance(item, dict):
+                report.group("assertions that are neither text nor mappings: left out", label, lost=True)
+                continue
+            kind = _kind(item.get("type"))
+            wanted = as_text(item.get("name")) or as_text(item.get("id")) or f"{kind}-{number + 1}"
             name = GRADER_NAME.sub("-", wanted).strip("-")[:60] or f"assertion-{number + 1}"
+            if not name[0].isalnum():
+                name = f"a{name}"[:60]
             while name in graders:
                 name = f"{name[:56]}-{number + 1}"
             if name != wanted:
@@ -495,47 +899,108 @@ class _Cases:
                     mapped=True,
                 )
             title = f"assertion {wanted} ({kind})"
-            known = {
-                "name",
-                "type",
-                "value",
-                "prompt",
-                "model",
-                "threshold",
-                "temperature",
-                "command",
-                "script",
-            }
-            if kind == "llm-grader":
+            weight = as_number(item.get("weight"))
+            weight = 1.0 if weight is None else weight
+            if weight <= 0:
+                report.group(
+                    f"{title}: weight {weight:g} — counts nothing in AgentV's score, left out", label
+                )
+                continue
+            check = None
+            if kind in ("llm-grader", "rubrics"):
                 grader = self.judge_grader(item, context, label, title)
-            elif kind in CHECK_ASSERTIONS:
-                value = as_text(item.get("value"))
-                if value is None:
-                    report.group(f"{title}: no `value`, left out", label)
-                    continue
-                grader = {"kind": "check", "check": {CHECK_ASSERTIONS[kind]: value}}
-                report.group(f"{title} → a check grader `{CHECK_ASSERTIONS[kind]}`", label, mapped=True)
+            elif kind in TEXT_CHECKS:
+                check = self.text_check(kind, item, label, title)
+                grader = None if check is None else {"kind": "check", "check": check}
             elif kind == "code-grader":
                 command = item.get("command", item.get("script"))
                 shown = " ".join(map(str, command)) if isinstance(command, list) else short(command, 120)
                 report.group(
-                    f"{title}: not convertible — it runs a command (`{shown}`), which evalsite does not run",
+                    f"{title}: not converted — it runs a program (`{shown}`); evalsite's `code` check is not "
+                    "available to this import",
                     label,
+                    lost=True,
                 )
                 continue
             else:
-                report.group(f"{title}: not converted — no evalsite equivalent", label)
+                why = UNCONVERTED_EVALUATORS.get(kind.replace("-", "_"), "has no evalsite equivalent")
+                report.group(f"{title}: not converted — it {why}", label, lost=True)
                 continue
             if grader is None:
                 continue
-            threshold = item.get("threshold")
-            if as_share(threshold) is not None:
-                grader["threshold"] = threshold
+            threshold = as_share(item.get("threshold"))
+            grader["threshold"] = float(item["threshold"]) if threshold is not None else self.threshold
+            required = item.get("required")
+            if required is True or (as_share(required) is not None and not isinstance(required, bool)):
+                minimum = self.threshold if required is True else float(required)
+                if check is not None and minimum > 0:
+                    gates.append(check)
+                    report.group(
+                        f"{title}.required → also an eval check, which must pass (AgentV fails the case when a "
+                        "required grader fails)",
+                        label,
+                        mapped=True,
+                    )
+                elif minimum > 0:
+                    report.group(
+                        f"{title}.required: AgentV fails the case when this judge scores under {minimum:g}; "
+                        "evalsite's weighted pass rule has no required grader, so it only counts by its weight",
+                        label,
+                        lost=True,
+                    )
+            known = {"name", "id", "type", "value", "prompt", "model", "threshold", "temperature", "weight",
+                     "required", "negate", "flags", "criteria", "rubrics", "description"}  # fmt: skip
             for key in item:
                 if key not in known:
                     report.group(f"{title}.{key}: not converted", label)
             graders[name] = grader
-        return graders
+            weights[name] = weight
+        return graders, weights, gates
+
+    def text_check(self, kind: str, item: dict, label: str, title: str) -> dict | None:
+        """contains / icontains / -any / -all, starts-with, ends-with, regex, equals (and `negate`) as one evalsite
+        check, with AgentV's case rules: `contains` is case-sensitive, `icontains` is not."""
+        report = self.report
+        value = item.get("value")
+        values = [as_text(v) for v in value] if isinstance(value, list) else [as_text(value)]
+        values = [v for v in values if v is not None]
+        if not values:
+            report.group(f"{title}: no `value`, left out", label, lost=True)
+            return None
+        negate = item.get("negate") is True
+        escaped = [regex_escape(v) for v in values]
+        if kind == "regex":
+            flags = "".join(f for f in str(item.get("flags") or "") if f in "ims")
+            pattern = f"(?{flags}:{values[0]})" if flags else values[0]
+        elif kind in ("contains", "icontains"):
+            pattern = f"(?i:{escaped[0]})" if kind == "icontains" else escaped[0]
+        elif kind.endswith("-any"):
+            pattern = ("(?i:{})" if kind.startswith("i") else "(?:{})").format("|".join(escaped))
+        elif kind.endswith("-all"):
+            pattern = ("(?is:{})" if kind.startswith("i") else "(?s:{})").format(
+                "".join(f"(?=.*{v})" for v in escaped)
+            )
+        elif kind == "starts-with":
+            pattern = r"\A\s*" + regex_escape(values[0].strip())
+        elif kind == "ends-with":
+            pattern = regex_escape(values[0].strip()) + r"\s*\Z"
+        else:  # equals
+            pattern = r"\A\s*" + regex_escape(values[0].strip()) + r"\s*\Z"
+        if negate:
+            report.group(f"{title} with negate → a regex check that it does not match", label, mapped=True)
+            return {"regex": rf"\A(?![\s\S]*?(?:{pattern}))"}
+        if kind == "icontains":
+            check = {"contains": values[0]}
+        elif kind == "contains" and values[0].lower() == values[0].upper():
+            check = {"contains": values[0]}  # nothing to case-fold
+        elif kind == "starts-with":
+            check = {"starts_with": values[0].strip()}
+        elif kind == "equals":
+            check = {"equals": values[0]}
+        else:
+            check = {"regex": pattern}
+        report.group(f"{title} → a check grader `{next(iter(check))}`", label, mapped=True)
+        return check
 
     def judge_grader(self, item: dict, context: dict, label: str, title: str) -> dict | None:
         """An `llm-grader`: its prompt file attached as the rubric_file (variables → placeholders), or, when
@@ -549,10 +1014,26 @@ class _Cases:
         if as_number(temperature) is not None:
             grader["temperature"] = temperature
         file_name = None
-        if prompt is None:
-            text = "{{criteria}}"  # AgentV's default grader: the criteria and the reference answer
+        listed = item.get("criteria", item.get("rubrics"))
+        if prompt is None and isinstance(listed, list) and listed:
+            texts = [as_text(x.get("outcome") or x.get("description")) if isinstance(x, dict) else as_text(x)
+                     for x in listed]  # fmt: skip
+            text = _criteria_template([t for t in texts if t], context)
+        elif prompt is None:
+            if not context.get("criteria") and not context.get("reference_answer"):
+                report.group(
+                    f"{title}: no prompt, criteria or reference answer to grade by, left out",
+                    label,
+                    lost=True,
+                )
+                return None
+            # AgentV's default grader: the criteria, the reference answer and the reply
+            text = "Criteria:\n{{criteria}}\n"
             if context.get("reference_answer"):
-                text += "\n\nA reference answer (the reply need not match it word for word):\n{{reference_answer}}"
+                text += (
+                    "\nReference answer (the answer need not match it word for word):\n{{reference_answer}}\n"
+                )
+            text += "\nAnswer:\n{{output}}\n"
         elif as_text(prompt) is None:
             report.group(f"{title}: a prompt that is not text, left out", label)
             return None
@@ -626,8 +1107,57 @@ class _Cases:
                     )
         self.report.group("rubrics → one llm_judge check with the checklist", label, mapped=True)
         return {
-            "llm_judge": {"criteria": "The reply meets every item of this checklist:\n" + "\n".join(lines)}
+            "llm_judge": {
+                "criteria": "The reply meets every item of this checklist:\n" + "\n".join(lines),
+                "threshold": self.threshold,
+            }
         }
+
+
+TEXT_CHECKS = ("contains", "icontains", "contains-any", "icontains-any", "contains-all", "icontains-all",
+               "starts-with", "ends-with", "regex", "equals")  # fmt: skip
+# earlier names of today's assertion types
+KIND_ALIASES = {"llm-judge": "llm-grader", "code-judge": "code-grader", "rubric": "rubrics"}
+
+
+def _kind(raw: object) -> str:
+    kind = (as_text(raw) or "?").strip().lower().replace("_", "-")
+    return KIND_ALIASES.get(kind, kind)
+
+
+def regex_escape(text: str) -> str:
+    return re.escape(text)
+
+
+def _criteria_template(criteria: list[str], context: dict) -> str:
+    """AgentV's rubric grader for text assertions: each criterion met or not, the score the share met; the
+    reply and the reference answer shown as its default grader shows them."""
+    lines = "\n".join(f"- {text}" for text in criteria)
+    text = (
+        "Grade the answer against each criterion below. The score is the share of the criteria it meets.\n\n"
+        f"Criteria:\n{lines}\n"
+    )
+    if context.get("reference_answer"):
+        text += "\nReference answer (the answer need not match it word for word):\n{{expected_output}}\n"
+    return text + "\nAnswer:\n{{output}}\n"
+
+
+def _turn_text(raw: object) -> str | None:
+    """A turn's user input as the text evalsite sends: a string, the user messages of a list, or JSON."""
+    if isinstance(raw, str):
+        return raw if raw.strip() else None
+    if isinstance(raw, dict) and "content" in raw:
+        return _turn_text(raw["content"])
+    if isinstance(raw, list):
+        texts = [
+            _turn_text(m.get("content")) if isinstance(m, dict) and "content" in m else _turn_text(m)
+            for m in raw
+            if not (isinstance(m, dict) and m.get("role") not in (None, "user"))
+        ]
+        return "\n\n".join(t for t in texts if t) or None
+    if raw is None:
+        return None
+    return json.dumps(raw, ensure_ascii=False, default=str)
 
 
 def _evaluator_list(raw: object, where: str, report: Report) -> list[dict] | None:
@@ -655,33 +1185,6 @@ def _is_path(text: str) -> bool:
     return stripped.startswith(("./", "../", "/")) or stripped.lower().endswith(
         PROMPT_FILE_SUFFIXES + CODE_SUFFIXES
     )
-
-
-def _json_checks(expected: dict, label: str, report: Report) -> list[dict]:
-    """An object expected_output, compared as JSON: a `field_equals` check per top-level key. evalsite
-    compares JSON values with field_equals only (typed: true is not 1; nested objects and lists whole);
-    there is no check on the whole reply object, so a reply with extra top-level keys still passes."""
-    checks = []
-    for key, value in expected.items():
-        if "." in str(key) or not str(key):
-            report.group(
-                f"expected_output key {key!r}: not a path field_equals can name, not compared", label
-            )
-            continue
-        if non_finite(value):
-            report.group(
-                f"expected_output key {key!r}: NaN or an infinity cannot be compared, not compared", label
-            )
-            continue
-        checks.append({"field_equals": {"path": str(key), "value": value}})
-    if checks:
-        report.group(
-            "expected_output (an object) → a field_equals check per top-level key (compared as JSON; extra "
-            "keys in the reply are not refused)",
-            label,
-            mapped=True,
-        )
-    return checks
 
 
 def _transcript(messages: list[dict]) -> str:
