@@ -251,14 +251,15 @@ def looks_like(data: object) -> str | None:
         or isinstance(data.get("testcases"), list)  # AgentV's first format
     ):
         return "agentv"
-    tests = data.get("tests")  # today's AgentV: `tests` of input / criteria / expected_output / assertions
-    if isinstance(tests, str) and tests.startswith("file://") and "prompts" not in data:
+    tests = data.get("tests")  # AgentV before promptfoo's shape: `tests` of input / criteria / assertions
+    if isinstance(tests, str) and tests.startswith("file://") and not {"prompts", "providers"} & set(data):
         return "agentv"  # its cases in another file
     if (
         isinstance(tests, list)
         and tests
         and "evals" not in data
         and "prompts" not in data  # promptfoo's shape, which today's AgentV shares
+        and "providers" not in data
         and all(
             (isinstance(t, dict) and (AGENTV_TEST_KEYS & set(t)))
             or (isinstance(t, str) and t.startswith("file://"))

@@ -1,0 +1,242 @@
+"""AgentV's older eval files, imported and played end to end: `evalsite import` of a fixture folder written in
+AgentV's shapes (the `tests` / `criteria` / `assertions` files, v1 `testcases`), then `evalsite run` on the
+fake OpenAI endpoint (a real HTTP server), asserting what AgentV would have done: every scripted user turn
+sent, the judge shown the real reply, a case passing at a score of 0.8, weights and required assertions,
+trials as iterations, and tags in results.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from engine.imports import convert
+from engine.judge import JUDGE_SYSTEM
+from engine.loader import load_suite
+from tests.conftest import FAKE_KEY
+from tests.engine.test_cli_standalone import evalsite
+from tests.fakeopenai import FakeOpenAI
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
+
+
+def score(value: float, reason: str = "graded") -> str:
+    return json.dumps({"score": value, "reason": reason})
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI(api_key=FAKE_KEY) as server:
+        yield server
+
+
+def import_and_run(fake: FakeOpenAI, folder: str, tmp: Path) -> tuple[int, dict, str]:
+    """`evalsite import` every file of the fixture folder, then `evalsite run` the suite on the fake endpoint:
+    (the run's exit code, its results.json, its output)."""
+    given = sorted(str(path) for path in (FIXTURES / folder).iterdir())
+    imported = evalsite("import", *given, "--out", "out/suite.yaml", cwd=tmp)
+    assert imported.returncode in (0, 1), imported.stdout + imported.stderr
+    env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": FAKE_KEY, "EVALSITE_MAX_RETRIES": "1"}
+    ran = evalsite(
+        "run", "out/suite.yaml", "--model", "gpt-test", "--json", "results.json", cwd=tmp,
+        EVALSITE_VAR_DIR=str(tmp), **env,
+    )  # fmt: skip
+    assert (tmp / "results.json").is_file(), ran.stdout + ran.stderr
+    return ran.returncode, json.loads((tmp / "results.json").read_text()), ran.stdout
+
+
+def model_requests(fake: FakeOpenAI, first_user: str) -> list[list[dict]]:
+    return [body["messages"] for body in fake.chat_requests(first_user) if not _is_judge(body)]
+
+
+def judge_prompts(fake: FakeOpenAI) -> list[str]:
+    return [body["messages"][-1]["content"] for body in fake.chat_requests() if _is_judge(body)]
+
+
+def _is_judge(body: dict) -> bool:
+    first = body["messages"][0]
+    return first["role"] == "system" and first["content"].startswith(JUDGE_SYSTEM.split(".")[0])
+
+
+def by_id(results: dict) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for item in results["evals"]:
+        out.setdefault(item["id"], []).append(item)
+    return out
+
+
+# --- mode: conversation ---------------------------------------------------------------------------------------
+
+
+def test_live_conversation_sends_every_user_turn_and_grades_each_turn(fake, tmp_path):
+    fake.script(
+        "What is 15% of 200?", ["15% of 200 is 30.", "Doubled, that is 60.", "You asked about 15% and 200."]
+    )
+    fake.script("What is 2 + 2?", ["4", "That makes 13.", "11"])
+    fake.rule("Calculates 15% of 200 as 30", score(1.0))
+    fake.rule("Doubles the previous answer to 60", score(0.9))
+    fake.rule("Recalls that the user asked about 15% and 200", score(1.0))
+    fake.rule("Stays consistent with its earlier answers", score(0.85))
+
+    code, results, out = import_and_run(fake, "agentv-conversation", tmp_path)
+
+    # every scripted user turn is sent, after the system message, with the replies so far
+    sent = model_requests(fake, "What is 15% of 200?")
+    assert len(sent) == 3
+    assert sent[-1] == [
+        {"role": "system", "content": "You are a concise math tutor. Show your working."},
+        {"role": "user", "content": "What is 15% of 200?"},
+        {"role": "assistant", "content": "15% of 200 is 30."},
+        {"role": "user", "content": "Now double that result."},
+        {"role": "assistant", "content": "Doubled, that is 60."},
+        {"role": "user", "content": "What were the original numbers I asked about?"},
+    ]
+    # each turn's judge sees that turn's real reply; the conversation-level one the whole conversation
+    doubled = next(p for p in judge_prompts(fake) if "Doubles the previous answer to 60" in p)
+    assert "Doubled, that is 60." in doubled
+    whole = next(p for p in judge_prompts(fake) if "Stays consistent" in p)
+    assert "15% of 200 is 30." in whole and "You asked about 15% and 200." in whole
+
+    evals = by_id(results)
+    retention = evals["context-retention"][0]
+    assert retention["status"] == "passed" and retention["conversation"] == "turns"
+    assert len(retention["turns"]) == 3 and retention["turns_total"] == 3
+    assert retention["tags"] == ["conversation:tutor-math"]  # conversation_id, now in results.json
+
+    # on_turn_failure: stop — turn 2 fails its regex, so turn 3 is never sent and the eval fails
+    stopped = evals["stop-on-failure"][0]
+    assert len(model_requests(fake, "What is 2 + 2?")) == 2
+    assert stopped["status"] == "failed" and len(stopped["turns"]) == 2
+    assert code == 1, out
+
+
+def test_live_conversation_imports_to_turns_with_aggregation_and_on_turn_failure():
+    folder = FIXTURES / "agentv-conversation"
+    result = convert({path.name: path.read_text() for path in folder.iterdir()})
+    assert result.lost == []
+    raw = yaml.safe_load(result.source)
+    retention, stop = raw["evals"]
+    assert [turn["input"] for turn in retention["turns"]] == [
+        "What is 15% of 200?",
+        "Now double that result.",
+        "What were the original numbers I asked about?",
+    ]
+    assert retention["turns"][0]["checks"] == [
+        {"llm_judge": {"criteria": "Calculates 15% of 200 as 30", "threshold": 0.8}},
+        {"contains": "30"},
+    ]
+    assert retention["checks"][0]["llm_judge"]["scope"] == "conversation"
+    assert retention["aggregation"] == "mean" and "on_turn_failure" not in retention
+    assert (stop["aggregation"], stop["on_turn_failure"]) == ("min", "stop")
+    assert raw["pass_threshold"] == 0.8
+    suite = load_suite(result.source)
+    assert [ev.style for ev in suite.evals] == ["turns", "turns"]
+
+
+# --- graders: thresholds, weights, required, trials, placeholders, references -----------------------------
+
+
+def test_assertions_keep_weights_the_08_pass_placeholders_and_trials(fake, tmp_path):
+    fake.script("Can I return my order from 12 days ago?", ["Yes, you are within our 30-day window."])
+    fake.script(
+        "Invoice INV-9 from ACME, total 120 EUR. Return JSON.",
+        ['{"invoice": "INV-9", "vendor": "ACME", "confidence": 0.95}'],
+    )
+    fake.script("Hello there", ["Hello! How can I help with your order?"])
+    fake.script("When are you open?", ["We open at 9 every day. Sorry for any wait."])
+    fake.script("Where is my parcel?", ["Use the tracking link in your email."])
+    fake.rule("Score 1 when the answer states the refund window", score(0.8))
+    fake.rule("Extracts the invoice fields", score(0.9, "all fields right; confidence close"))
+    fake.rule("Greets the customer politely", score(0.7))
+
+    code, results, out = import_and_run(fake, "agentv-graders", tmp_path)
+    evals = by_id(results)
+
+    # trials: {count: 3, strategy: pass_at_k} → every eval runs 3 times, one passing run is enough
+    assert {name: len(runs) for name, runs in evals.items()} == {
+        "refund-window": 3,
+        "extraction": 3,
+        "greeting": 3,
+        "opening-hours": 3,
+        "track-parcel": 3,
+    }
+    iterated = {item["id"]: item for item in results["iterated"]}
+    assert iterated["refund-window"]["stats"]["pass_rate_threshold"] == pytest.approx(0.333)
+
+    # the prompt file's {{ input }} / {{expected_output}} / {{ output }}: the judge sees the real reply
+    policy = next(p for p in judge_prompts(fake) if "Score 1 when the answer states" in p)
+    assert "Answer: Yes, you are within our 30-day window." in policy
+    assert "Question: Can I return my order from 12 days ago?" in policy
+    assert "Reference answer: Yes, you are within the 30-day window." in policy
+    assert "{{" not in policy and "{submission}" not in policy
+
+    # weighted mean (policy 0.8 × 3, mentions-window 1, no-apology 1) = 0.88 ≥ 0.8: passes (a named
+    # grader's default threshold of 1.0 would have failed the 0.8 judge)
+    refund = evals["refund-window"][0]
+    assert refund["status"] == "passed" and refund["score"] == pytest.approx(0.88)
+    assert refund["tags"] == ["billing", "conversation:refunds-01"]
+    assert {g["name"]: g["score"] for g in refund["graders"]} == {
+        "policy": pytest.approx(0.8),
+        "mentions-window": 1.0,
+        "no-apology": 1.0,
+    }
+
+    # an object expected_output is the judge's reference (JSON text): confidence 0.95 against 0.92 is the
+    # judge's to weigh, not a strict field comparison
+    extraction = evals["extraction"][0]
+    assert extraction["status"] == "passed"
+    reference = next(p for p in judge_prompts(fake) if "Extracts the invoice fields" in p)
+    assert '"confidence": 0.92' in reference and '"confidence": 0.95' in reference
+
+    # text assertions are one rubric judge: 0.7 with no-apology 1.0 → 0.85 ≥ 0.8 passes
+    assert evals["greeting"][0]["status"] == "passed"
+    assert evals["greeting"][0]["score"] == pytest.approx(0.85)
+    # the suite's negated `contains: Sorry` fails here: (1 + 0) / 2 = 0.5 < 0.8
+    hours = evals["opening-hours"][0]
+    assert hours["status"] == "failed" and hours["score"] == pytest.approx(0.5)
+    assert evals["track-parcel"][0]["status"] == "passed"
+    assert code == 1, out
+
+
+def test_a_required_assertion_that_fails_fails_the_case_whatever_the_weighted_score(fake, tmp_path):
+    # policy 1.0 × 3, mentions-window 0, no-apology 1: weighted 0.8 would pass; the required one fails it
+    fake.script("Can I return my order from 12 days ago?", ["Yes, you can still return it."])
+    fake.default_reply = "Fine."
+    fake.rule("Score 1 when the answer states the refund window", score(1.0))
+    fake.rule("Extracts the invoice fields", score(1.0))
+    fake.rule("Greets the customer politely", score(1.0))
+
+    _, results, _ = import_and_run(fake, "agentv-graders", tmp_path)
+    refund = by_id(results)["refund-window"][0]
+    assert refund["score"] == pytest.approx(0.8)
+    assert refund["status"] == "failed"
+
+
+def test_a_judge_under_08_fails_where_evalsite_default_judge_would_pass(fake, tmp_path):
+    fake.default_reply = "Fine."
+    fake.rule("Extracts the invoice fields", score(0.7))
+    fake.rule("Score 1 when the answer states the refund window", score(1.0))
+    fake.rule("Greets the customer politely", score(1.0))
+    _, results, _ = import_and_run(fake, "agentv-graders", tmp_path)
+    assert by_id(results)["extraction"][0]["status"] == "failed"
+
+
+# --- v1 testcases ---------------------------------------------------------------------------------------------
+
+
+def test_v1_testcases_send_the_user_messages_and_judge_against_the_first_assistant_message(fake, tmp_path):
+    fake.default_reply = "Use reduce() and check that items is an array."
+    fake.rule("Points out that the loop can use reduce", score(0.9))
+    fake.rule("Returns a dictionary of file sizes", score(0.6))
+    code, results, _ = import_and_run(fake, "agentv-v1", tmp_path)
+    evals = by_id(results)
+    assert evals["review-function"][0]["status"] == "passed"
+    assert evals["follow-up"][0]["status"] == "failed"  # 0.6 < 0.8
+    sent = model_requests(fake, "My script fails on missing files.")
+    assert [m["role"] for m in sent[0]] == ["user", "user"]
+    judged = next(p for p in judge_prompts(fake) if "Points out that the loop" in p)
+    assert "Consider reduce() and validate that items is an array." in judged  # the reference answer
+    assert "Use reduce() and check that items is an array." in judged  # the reply
+    assert code == 1
