@@ -436,7 +436,7 @@ def turn_passed(checks, grade: TurnGrade | None, grades) -> bool | None:
 
 
 # Checks that only read the reply: grading with nothing else never waits on a model.
-_LOCAL_CHECKS = frozenset(CHECK_KEYS) - {"semantic", "llm_judge"}
+_LOCAL_CHECKS = frozenset(CHECK_KEYS) - {"semantic", "llm_judge", "code"}
 
 
 def _may_call_model(ctx: EngineContext, ev: Eval, step: Step, graders: dict) -> bool:
