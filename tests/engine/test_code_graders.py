@@ -363,3 +363,70 @@ def test_a_named_code_grader_grades_the_whole_conversation(registry):
     assert result.status == Status.PASSED
     [graded] = result.graders
     assert (graded.name, graded.score, graded.passed) == ("history", 1.0, True)
+
+
+# --- the CLI, end to end on a real endpoint ----------------------------------------------------------------
+
+CLI_SUITE = """\
+name: cli-code
+model: gpt-test
+evals:
+  - id: capital
+    input: What is the capital of France?
+    ground_truth: Paris
+    grader: contains
+    checks:
+      - code: [python3, grade.py]
+      - code: {command: [sh, grade.sh], threshold: 0.5}
+  - id: colours
+    turns:
+      - input: Pick a colour
+        checks: [{code: "graders:mentions_history"}]
+      - input: Why that one?
+        checks: [{code: "graders:mentions_history"}]
+  - id: crash
+    input: Anything?
+    checks:
+      - code: graders:broken
+"""
+
+
+def test_the_cli_runs_code_graders_in_the_suites_folder_against_a_real_endpoint(tmp_path):
+    from tests.conftest import FAKE_KEY
+    from tests.engine.test_cli_standalone import evalsite
+    from tests.fakeopenai import FakeOpenAI
+
+    for name in ("grade.py", "grade.sh", "graders.py"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    (tmp_path / "suite.yaml").write_text(CLI_SUITE)
+    with FakeOpenAI(api_key=FAKE_KEY) as fake:
+        fake.script("What is the capital of France?", ["Paris, a polite answer."])
+        fake.script("Pick a colour", ["Blue.", "The sky."])
+        fake.script("Anything?", ["Sure."])
+        done = evalsite(
+            "run", "suite.yaml", "--json", "out.json", cwd=tmp_path, EVALSITE_VAR_DIR=str(tmp_path),
+            OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY=FAKE_KEY, EVALSITE_MAX_RETRIES="1",
+        )  # fmt: skip
+        sent = [
+            request["body"]["messages"]
+            for request in fake.requests
+            if request["path"].endswith("/completions")
+        ]
+    assert done.returncode == 3, done.stdout + done.stderr  # a grader that crashed is an error, not a failure
+    assert [m[-1]["content"] for m in sent if m[0]["content"] == "Pick a colour"] == [
+        "Pick a colour",
+        "Why that one?",
+    ]
+    results = {item["id"]: item for item in json.loads((tmp_path / "out.json").read_text())["evals"]}
+    capital, colours, crash = results["capital"], results["colours"], results["crash"]
+    assert capital["status"] == "passed"
+    assert [check["reason"] for check in capital["turns"][0]["checks"]] == [
+        "score 1.00 (threshold 0.5): turn 1: 'paris' found in reply to 'What is the capital of France?'",
+        "score 0.90 (threshold 0.5)",
+    ]
+    assert colours["status"] == "passed"
+    assert (
+        colours["turns"][1]["checks"][0]["reason"] == "pass, score 1.00: 2 replies so far, the first 'Blue.'"
+    )
+    assert crash["status"] == "error" and "RuntimeError: grader bug: no such key" in crash["error"]
+    assert "code grader graders:broken: exited with status 1" in done.stdout
