@@ -191,6 +191,16 @@ def _field_is_set(check: Check, reply: Reply, judge: JudgeContext) -> CheckResul
     return _result(check, ok, f"{check.field_is_set} is set" if ok else f"{check.field_is_set} is not set")
 
 
+def _is_json(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    try:
+        json.loads(reply.text)
+        parsed = True
+    except ValueError:
+        parsed = False
+    ok = parsed == check.is_json
+    return _result(check, ok, "the reply is JSON" if parsed else "the reply is not JSON")
+
+
 def _code(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     answer = grade_code(check.code, reply.text, reply.conversation, judge.code)
     spec = check.code
@@ -364,6 +374,7 @@ CHECK_TYPES: dict[str, CheckType] = {
     "field_equals": CheckType(_field_equals_label, _field_equals),
     "field_is_set": CheckType(_plain, _field_is_set),
     "code": CheckType(_code_label, _code, scored=True, threshold=lambda c: c.code.threshold),
+    "is_json": CheckType(_plain, _is_json),
     "or": CheckType(_any_of_label, _any_of),
 }
 

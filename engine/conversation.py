@@ -679,6 +679,10 @@ def graded_verdict(rule, results: list[GraderResult], verdict: Verdict) -> Verdi
         score = sum(weights[item.name] * item.score for item in scored if item.name in weights) / total
         ok = score >= rule.threshold - 1e-9
         how = f"weighted score {score:.2f} (needs {rule.threshold:g})"
+        failed = [item.name for item in results if item.name in rule.required and not item.passed]
+        if failed:
+            ok = False
+            how += f", required {', '.join(failed)} failed"
     else:
         score = sum(item.score for item in scored) / len(scored) if scored else 0.0
         passes = [bool(item.passed) for item in results]

@@ -190,6 +190,9 @@ class CheckFields(StrictModel):
     code: CodeSpec | None = Field(
         None, description="A program or Python callable from the suite's folder grades the reply."
     )
+    is_json: bool | None = Field(
+        None, description="true: the whole reply parses as JSON; false: it does not."
+    )
 
     @field_validator("regex")
     @classmethod

@@ -212,6 +212,10 @@ def check_weights(value: dict[str, float]) -> dict[str, float]:
 class WeightedPassRule(StrictModel):
     weighted_average: dict[str, float] = Field(description="Each grader's weight.")
     threshold: float = Field(ge=0.0, le=1.0, description="The weighted mean needed to pass.")
+    required: list[str] = Field(
+        default_factory=list,
+        description="Graders that must pass their own threshold, whatever the weighted mean.",
+    )
 
     @field_validator("weighted_average")
     @classmethod

@@ -297,12 +297,12 @@ class Suite(StrictModel):
                             raise LocatedError(("evals", index, "ground_truth"), f"{name}: {exc}") from None
             rule = ev.pass_rule if ev.pass_rule is not None else self.pass_rule
             if isinstance(rule, WeightedPassRule):
-                for name in rule.weighted_average:
+                where = ("evals", index, "pass_rule") if ev.pass_rule is not None else ("pass_rule",)
+                named = [(("weighted_average", name), name) for name in rule.weighted_average]
+                named += [(("required", position), name) for position, name in enumerate(rule.required)]
+                for path, name in named:
                     if name not in graders:
-                        where = ("evals", index, "pass_rule") if ev.pass_rule is not None else ("pass_rule",)
-                        raise LocatedError(
-                            (*where, "weighted_average", name), f"no grader named {name!r} grades this eval"
-                        )
+                        raise LocatedError((*where, *path), f"no grader named {name!r} grades this eval")
             elif ev.pass_rule is not None and not graders:
                 raise LocatedError(("evals", index, "pass_rule"), "a pass_rule needs named `graders`")
         for index, gate in enumerate(self.gates):
