@@ -118,12 +118,105 @@ def evalsite_read(answer: Any) -> Answer:
     )
 
 
+# --- agentv: AgentV's code-grader wire payload in, {score, hits, misses, reasoning} (or assertions) out ----
+#
+# The check's `config` is what the importer wrote: `criteria` (the case's criteria) and `config` (the
+# assertion's own config, handed over as it is).
+
+
+def agentv_payload(given: GradeInput) -> dict:
+    expected = given.expected_output
+    return {
+        "input": given.messages[:-1],
+        "question": given.input,
+        "criteria": str(given.config.get("criteria", "")),
+        "output": given.output,
+        "messages": given.messages,
+        "expected_output": expected,
+        "reference_answer": expected
+        if isinstance(expected, str) or expected is None
+        else json.dumps(expected),
+        "input_files": [],
+        "config": given.config.get("config", {}),
+    }
+
+
+def agentv_read(answer: Any) -> Answer:
+    """`{score, hits, misses, reasoning}`, or `{score?, assertions: [{text, passed}]}` (the share passed when
+    no score is given); the check's threshold decides the verdict, as AgentV's does."""
+    if isinstance(answer, (bool, int, float)):
+        return evalsite_read(answer)
+    if not isinstance(answer, dict):
+        raise BadAnswer(f"expected {{score, hits, misses, reasoning}}; got {json.dumps(answer)[:80]}")
+    checks = [item for item in answer.get("assertions") or [] if isinstance(item, dict)]
+    hits = [str(item.get("text", "")) for item in checks if item.get("passed")]
+    misses = [str(item.get("text", "")) for item in checks if not item.get("passed")]
+    for key, found in (("hits", hits), ("misses", misses)):
+        if isinstance(answer.get(key), list):
+            found += [str(item) for item in answer[key]]
+    score = answer.get("score")
+    if score is None:
+        if not checks:
+            raise BadAnswer(f"the answer has neither `score` nor `assertions`: {json.dumps(answer)[:80]}")
+        score = sum(1 for item in checks if item.get("passed")) / len(checks)
+    reason = answer.get("reasoning", answer.get("reason"))
+    parts = [str(reason)] if reason else []
+    parts += [f"hits: {'; '.join(hits)}"] if hits else []
+    parts += [f"misses: {'; '.join(misses)}"] if misses else []
+    return Answer(min(1.0, max(0.0, number(score, "`score`"))), None, " — ".join(parts))
+
+
+# --- promptfoo: get_assert(output, context) returning a bool, a score or a GradingResult -----------------
+#
+# The check's `config` is what the importer wrote: `vars` (the test's variables), `prompt` (the rendered
+# prompt) and `config` (the assertion's own config).
+
+
+def promptfoo_payload(given: GradeInput) -> dict:
+    variables = given.config.get("vars", {})
+    return {
+        "output": given.output,
+        "context": {
+            "prompt": given.config.get("prompt", given.input),
+            "vars": variables,
+            "test": {"vars": variables},
+            "config": given.config.get("config", {}),
+        },
+    }
+
+
+def promptfoo_read(answer: Any) -> Answer:
+    """A bool (the verdict), a number (the score: the check's threshold decides), or a GradingResult dict
+    `{pass, score, reason}`; a program's printed JSON is read the same way."""
+    if isinstance(answer, dict) and "pass_" in answer and "pass" not in answer:
+        answer = {**answer, "pass": answer["pass_"]}  # a GradingResult written with Python's `pass_`
+    return evalsite_read(answer)
+
+
+def promptfoo_invoke(function: Callable, payload: Any) -> Any:
+    return function(payload["output"], payload["context"])
+
+
 # One entry per dialect; `dialect:` in a code check names one. The first is the default.
 DIALECTS: dict[str, Dialect] = {
     "evalsite": Dialect(
         evalsite_payload,
         evalsite_read,
         sample=({"score": 0.75, "reason": "close"}, Answer(0.75, None, "close")),
+    ),
+    "agentv": Dialect(
+        agentv_payload,
+        agentv_read,
+        sample=(
+            {"score": 0.75, "hits": ["names the total"], "misses": [], "reasoning": "close"},
+            Answer(0.75, None, "close — hits: names the total"),
+        ),
+    ),
+    "promptfoo": Dialect(
+        promptfoo_payload,
+        promptfoo_read,
+        sample=({"pass": True, "score": 0.75, "reason": "close"}, Answer(0.75, True, "close")),
+        invoke=promptfoo_invoke,
     ),
 }
 DEFAULT_DIALECT = "evalsite"
