@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 
 from engine.history import INSTRUCTIONS_SUFFIX
 from engine.transcript import format_transcript
@@ -373,6 +374,8 @@ class _Cases:
             if graders:
                 out["graders"] = graders
                 out["pass_rule"] = {"weighted_average": weights, "threshold": self.threshold}
+                if gates:
+                    out["pass_rule"]["required"] = gates
                 report.group(
                     "assertions → named graders; AgentV's weighted mean of their scores (weight, default 1) "
                     f"passes at {self.threshold:g} → pass_rule weighted_average",
@@ -389,7 +392,6 @@ class _Cases:
                         label,
                         mapped=True,
                     )
-            checks.extend(gates)
             evaluators: list[dict] | None = []  # it grades with its assertions only
         else:
             raw = execution.get("evaluators", case.get("evaluators"))
@@ -558,6 +560,12 @@ class _Cases:
             title = f"{where}[{number}] {as_text(item.get('name')) or kind}"
             if kind in TEXT_CHECKS:
                 check = self.text_check(kind, item, where.split(".")[0], title)
+                if check is not None:
+                    checks.append(check)
+            elif kind == "is-json":
+                checks.append({"is_json": item.get("negate") is not True})
+            elif kind == "code-grader":
+                check = self.code_check(item, context, where.split(".")[0], title)
                 if check is not None:
                     checks.append(check)
             elif kind in ("llm-grader", "rubrics"):
@@ -801,6 +809,10 @@ class _Cases:
                         report.group(f"{title}.{key}: not an llm_judge option evalsite has", label)
             elif kind == "rubric" and isinstance(evaluator.get("rubrics"), list):
                 out.append(self.rubrics(evaluator["rubrics"], label))
+            elif kind in ("code", "code_judge"):
+                check = self.code_check(evaluator, context, label, title)
+                if check is not None:
+                    out.append(check)
             else:
                 why = UNCONVERTED_EVALUATORS.get(kind, "has no evalsite equivalent")
                 report.group(f"{title} ({kind}): not converted — it {why}", label, lost=True)
@@ -858,16 +870,15 @@ class _Cases:
 
     def assertions(self, raw: object, context: dict, label: str) -> tuple[dict, dict, list]:
         """`assertions` (earlier `assert`) as named graders of the eval, their names kept, with AgentV's weights
-        (default 1) for the weighted pass rule, and the checks a `required` item adds to the eval (it must
-        pass, as AgentV fails a case whose required grader fails). Text items are one rubric judge, as AgentV
-        groups them."""
+        (default 1) for the weighted pass rule, and the names of the `required` ones (AgentV fails a case
+        whose required grader fails). Text items are one rubric judge, as AgentV groups them."""
         report = self.report
         if not isinstance(raw, list):
             report.group("assertions: not a list, left out", label, lost=True)
             return {}, {}, []
         graders: dict[str, dict] = {}
         weights: dict[str, float] = {}
-        gates: list[dict] = []
+        gates: list[str] = []
         criteria = [as_text(item) for item in raw if isinstance(item, str) and as_text(item)]
         if criteria:
             rubric, _ = self.rubric_text(_criteria_template(criteria, context), context, label)
@@ -912,16 +923,13 @@ class _Cases:
             elif kind in TEXT_CHECKS:
                 check = self.text_check(kind, item, label, title)
                 grader = None if check is None else {"kind": "check", "check": check}
+            elif kind == "is-json":
+                check = {"is_json": item.get("negate") is not True}
+                grader = {"kind": "check", "check": check}
+                report.group(f"{title} → a check grader `is_json`", label, mapped=True)
             elif kind == "code-grader":
-                command = item.get("command", item.get("script"))
-                shown = " ".join(map(str, command)) if isinstance(command, list) else short(command, 120)
-                report.group(
-                    f"{title}: not converted — it runs a program (`{shown}`); evalsite's `code` check is not "
-                    "available to this import",
-                    label,
-                    lost=True,
-                )
-                continue
+                check = self.code_check(item, context, label, title)
+                grader = None if check is None else {"kind": "check", "check": check}
             else:
                 why = UNCONVERTED_EVALUATORS.get(kind.replace("-", "_"), "has no evalsite equivalent")
                 report.group(f"{title}: not converted — it {why}", label, lost=True)
@@ -932,24 +940,24 @@ class _Cases:
             grader["threshold"] = float(item["threshold"]) if threshold is not None else self.threshold
             required = item.get("required")
             if required is True or (as_share(required) is not None and not isinstance(required, bool)):
-                minimum = self.threshold if required is True else float(required)
-                if check is not None and minimum > 0:
-                    gates.append(check)
-                    report.group(
-                        f"{title}.required → also an eval check, which must pass (AgentV fails the case when a "
-                        "required grader fails)",
-                        label,
-                        mapped=True,
-                    )
-                elif minimum > 0:
-                    report.group(
-                        f"{title}.required: AgentV fails the case when this judge scores under {minimum:g}; "
-                        "evalsite's weighted pass rule has no required grader, so it only counts by its weight",
-                        label,
-                        lost=True,
-                    )
+                # AgentV fails the case when a required grader scores under its minimum: `min_score`, a
+                # number given as `required`, else the case's threshold
+                minimum = as_share(item.get("min_score"))
+                minimum = float(required) if minimum is None and required is not True else minimum
+                grader["threshold"] = self.threshold if minimum is None else float(minimum)
+                if check is not None and "code" in check:
+                    check["code"]["threshold"] = grader["threshold"]
+                gates.append(name)
+                report.group(
+                    f"{title}.required → pass_rule.required: the eval fails when it scores under "
+                    f"{grader['threshold']:g}, whatever the weighted mean",
+                    label,
+                    mapped=True,
+                )
             known = {"name", "id", "type", "value", "prompt", "model", "threshold", "temperature", "weight",
-                     "required", "negate", "flags", "criteria", "rubrics", "description"}  # fmt: skip
+                     "required", "negate", "flags", "criteria", "rubrics", "description", "min_score"}  # fmt: skip
+            if kind == "code-grader":
+                known |= set(item)  # its other keys are the program's config
             for key in item:
                 if key not in known:
                     report.group(f"{title}.{key}: not converted", label)
@@ -1001,6 +1009,60 @@ class _Cases:
             check = {"regex": pattern}
         report.group(f"{title} → a check grader `{next(iter(check))}`", label, mapped=True)
         return check
+
+    def code_check(self, item: dict, context: dict, label: str, title: str) -> dict | None:
+        """A `code-grader` (v2: `code` / `code_judge` evaluators with a `script`) as a `code` check in the
+        agentv dialect: its program gets AgentV's payload and answers {score, hits, misses}. Files its command
+        names are attached by their name and the command rewritten to it (a code check runs in the suite's
+        folder); the assertion's other keys are its `config`, as AgentV hands them over."""
+        report = self.report
+        command = item.get("command", item.get("script"))
+        if isinstance(command, str):
+            try:
+                command = shlex.split(command)
+            except ValueError:
+                command = command.split()
+        if (
+            not isinstance(command, list)
+            or not command
+            or not all(isinstance(a, (str, int, float)) for a in command)
+        ):
+            report.group(f"{title}: no command to run, left out", label, lost=True)
+            return None
+        args = []
+        for arg in map(str, command):
+            if ("/" in arg or "\\" in arg or arg.lower().endswith(SCRIPT_SUFFIXES)) and not arg.startswith(
+                "-"
+            ):
+                name = safe_file_name(arg)
+                found = find_file(self.files, arg)
+                if found is None:
+                    self.report.need(name)
+                    report.group(f"{title}: {arg} was not uploaded — attach {name}", label)
+                else:
+                    self.attached[name] = found[1]
+                arg = name
+            args.append(arg)
+        if len(args) == 1 and args[0].lower().endswith(tuple(INTERPRETERS)):
+            # a script named alone: AgentV ran it by its interpreter
+            args = [*INTERPRETERS[next(x for x in INTERPRETERS if args[0].lower().endswith(x))], args[0]]
+        config = dict(item["config"]) if isinstance(item.get("config"), dict) else {}
+        config.update({k: v for k, v in item.items() if k not in CODE_KEYS})
+        spec: dict[str, object] = {"command": args, "dialect": "agentv", "threshold": self.threshold}
+        spec["config"] = {"criteria": context.get("criteria", ""), "config": config}
+        if as_share(item.get("threshold")) is not None:
+            spec["threshold"] = float(item["threshold"])
+        if isinstance(item.get("timeout"), (int, float)) and item["timeout"] > 0:
+            spec["timeout"] = min(float(item["timeout"]), 600.0)
+        report.group(
+            f"{title} → a `code` check running `{' '.join(args)}` (agentv dialect: AgentV's payload in, "
+            "{score, hits, misses} out)",
+            label,
+            mapped=True,
+        )
+        if item.get("cwd") is not None:
+            report.group(f"{title}.cwd: the command runs in the suite's folder instead", label)
+        return {"code": spec}
 
     def judge_grader(self, item: dict, context: dict, label: str, title: str) -> dict | None:
         """An `llm-grader`: its prompt file attached as the rubric_file (variables → placeholders), or, when
@@ -1114,6 +1176,10 @@ class _Cases:
         }
 
 
+INTERPRETERS = {".py": ["python3"], ".ts": ["bun", "run"], ".js": ["node"], ".mjs": ["node"], ".sh": ["sh"]}
+SCRIPT_SUFFIXES = (".ts", ".js", ".mjs", ".cjs", ".py", ".sh", ".rb")
+CODE_KEYS = {"name", "id", "type", "command", "script", "cwd", "weight", "required", "threshold", "negate",
+             "target", "config", "timeout", "description"}  # fmt: skip
 TEXT_CHECKS = ("contains", "icontains", "contains-any", "icontains-any", "contains-all", "icontains-all",
                "starts-with", "ends-with", "regex", "equals")  # fmt: skip
 # earlier names of today's assertion types

@@ -172,14 +172,16 @@ def test_assertions_keep_weights_the_08_pass_placeholders_and_trials(fake, tmp_p
     assert "Reference answer: Yes, you are within the 30-day window." in policy
     assert "{{" not in policy and "{submission}" not in policy
 
-    # weighted mean (policy 0.8 × 3, mentions-window 1, no-apology 1) = 0.88 ≥ 0.8: passes (a named
-    # grader's default threshold of 1.0 would have failed the 0.8 judge)
+    # weighted mean (policy 0.8 × 3, mentions-window 1, keywords 1, no-apology 1) = 0.9 ≥ 0.8: passes (a
+    # named grader's default threshold of 1.0 would have failed the 0.8 judge); the code-grader ran its
+    # program on AgentV's payload, its own keys as config
     refund = evals["refund-window"][0]
-    assert refund["status"] == "passed" and refund["score"] == pytest.approx(0.88)
+    assert refund["status"] == "passed" and refund["score"] == pytest.approx(0.9)
     assert refund["tags"] == ["billing", "conversation:refunds-01"]
     assert {g["name"]: g["score"] for g in refund["graders"]} == {
         "policy": pytest.approx(0.8),
         "mentions-window": 1.0,
+        "keywords": 1.0,
         "no-apology": 1.0,
     }
 
@@ -201,8 +203,9 @@ def test_assertions_keep_weights_the_08_pass_placeholders_and_trials(fake, tmp_p
 
 
 def test_a_required_assertion_that_fails_fails_the_case_whatever_the_weighted_score(fake, tmp_path):
-    # policy 1.0 × 3, mentions-window 0, no-apology 1: weighted 0.8 would pass; the required one fails it
-    fake.script("Can I return my order from 12 days ago?", ["Yes, you can still return it."])
+    # policy 1.0 × 3, mentions-window 0, keywords 0, no-apology 1: weighted 0.67; and with keywords met
+    # (0.83) the required one still fails it
+    fake.script("Can I return my order from 12 days ago?", ["Yes, you are within the window to return it."])
     fake.default_reply = "Fine."
     fake.rule("Score 1 when the answer states the refund window", score(1.0))
     fake.rule("Extracts the invoice fields", score(1.0))
@@ -210,8 +213,8 @@ def test_a_required_assertion_that_fails_fails_the_case_whatever_the_weighted_sc
 
     _, results, _ = import_and_run(fake, "agentv-graders", tmp_path)
     refund = by_id(results)["refund-window"][0]
-    assert refund["score"] == pytest.approx(0.8)
-    assert refund["status"] == "failed"
+    assert refund["score"] == pytest.approx(5 / 6)
+    assert refund["status"] == "failed" and "required mentions-window failed" in refund["verdict"]
 
 
 def test_a_judge_under_08_fails_where_evalsite_default_judge_would_pass(fake, tmp_path):

@@ -407,7 +407,12 @@ def test_agentv_cases_become_histories_with_judge_checks_and_attached_files():
     assert detect(files) == "agentv"
     result = convert(files)
     assert result.needs_files == []
-    assert set(result.files) == {"calculate_total.js", "javascript.instructions.md"}
+    assert set(result.files) == {
+        "calculate_total.js",
+        "javascript.instructions.md",
+        "check_python_keywords.py",
+        "check-indexerror.ts",
+    }
     assert result.files["calculate_total.js"].startswith("function calculateTotal")
     suite = load_suite(result.source, files=result.files)
     assert suite.name == "code-review" and suite.model is None
@@ -432,7 +437,7 @@ def test_agentv_cases_become_histories_with_judge_checks_and_attached_files():
 
     generated = suite.evals[1]
     assert generated.tags == ["conversation:python-code-generation"]
-    judge = generated.checks[0].llm_judge
+    judge = next(check.llm_judge for check in generated.checks if check.llm_judge)
     assert judge.model == "gpt-5-chat"
     assert judge.criteria.startswith("You are reviewing generated Python code.")
     assert "Task: Create a Python function that:" in judge.criteria  # {{question}}
@@ -443,17 +448,22 @@ def test_agentv_cases_become_histories_with_judge_checks_and_attached_files():
 
     debugging = suite.evals[2]
     assert [m.role for m in debugging.messages] == ["system", "user", "assistant", "user"]
-    assert len(debugging.checks) == 1 and "explains the bug" in debugging.checks[0].llm_judge.criteria
+    judges = [check for check in debugging.checks if check.llm_judge is not None]
+    assert len(judges) == 1 and "explains the bug" in judges[0].llm_judge.criteria
+    assert [check.code.command for check in debugging.checks if check.code] == [
+        ["bun", "run", "check-indexerror.ts"]
+    ]
 
     assert has(result.mapped, "file ./attachments/calculate_total.js → attached file calculate_total.js")
     assert has(result.mapped, "outcome + expected_messages", "llm_judge check", "code-review-javascript")
     assert has(result.mapped, "llm_judge prompt code-correctness-judge.md → the check's criteria")
     assert has(result.unmapped, "target: azure_base", "AgentV target")
-    assert has(
-        result.unmapped, "evaluator keyword_check (code)", "runs a script", "code-gen-python-comprehensive"
-    )
-    assert has(result.unmapped, "evaluator mentions_error (code_judge)", "debugging-follow-up")
-    assert has(result.lost, "evaluator keyword_check (code)")  # a grader left out: import exits 1
+    # code evaluators → code checks in the agentv dialect, their scripts attached by name
+    code = next(check.code for check in generated.checks if check.code)
+    assert code.command == ["python3", "check_python_keywords.py"]
+    assert (code.dialect, code.threshold) == ("agentv", 0.8)
+    assert has(result.mapped, "evaluator keyword_check → a `code` check", "python3 check_python_keywords.py")
+    assert has(result.mapped, "evaluator mentions_error → a `code` check", "bun run check-indexerror.ts")
 
 
 def test_agentv_files_not_uploaded_are_listed_to_attach():
@@ -462,7 +472,9 @@ def test_agentv_files_not_uploaded_are_listed_to_attach():
     assert result.needs_files == [
         "calculate_total.js",
         "javascript.instructions.md",
+        "check_python_keywords.py",
         "code-correctness-judge.md",
+        "check-indexerror.ts",
     ]
     assert has(result.unmapped, "file ./attachments/calculate_total.js", "not uploaded — attach it")
     with pytest.raises(SuiteError, match="file `calculate_total.js` is not attached"):
@@ -568,7 +580,7 @@ def test_agentv_today_tests_input_expected_output_and_assertions_convert_and_val
     assert detect(files) == "agentv"
     result = convert(files)
     assert result.needs_files == []
-    assert set(result.files) == {"support.instructions.md", "refund-judge.md", "order.txt"}
+    assert set(result.files) == {"support.instructions.md", "refund-judge.md", "order.txt", "check-policy.ts"}
     raw = yaml.safe_load(result.source)
     assert raw["name"] == "support-bot" and [ev["id"] for ev in raw["evals"]] == [
         "refund-multi-turn",
@@ -595,6 +607,7 @@ def test_agentv_today_tests_input_expected_output_and_assertions_convert_and_val
             "follows_policy": 1.0,
             "mentions-window": 1.0,
             "order-id": 1.0,
+            "policy_script": 1.0,
         },
         "threshold": 0.8,
     }
@@ -610,7 +623,17 @@ def test_agentv_today_tests_input_expected_output_and_assertions_convert_and_val
         "threshold": 0.8,
     }
     assert refund["graders"]["order-id"]["check"] == {"regex": r"A-\d{4}"}
-    assert "policy_script" not in refund["graders"] and "checks" not in refund
+    # code-grader → a check grader running the program in the agentv dialect, its script attached
+    assert refund["graders"]["policy_script"]["check"]["code"] == {
+        "command": ["bun", "run", "check-policy.ts"],
+        "dialect": "agentv",
+        "threshold": 0.8,
+        "config": {
+            "criteria": refund["graders"]["policy_script"]["check"]["code"]["config"]["criteria"],
+            "config": {},
+        },
+    }
+    assert "checks" not in refund
     # a prompt file with per-case variables: the rubric text with them filled in ({{question}}: the last
     # user turn; {{input_messages}}: the given conversation in [Role]: form, guidelines apart)
     policy = refund["graders"]["follows_policy"]
@@ -651,7 +674,7 @@ def test_agentv_today_tests_input_expected_output_and_assertions_convert_and_val
     )
     assert has(result.mapped, "conversation_id → tag", "refund-multi-turn, greeting")
     assert has(
-        result.lost, "policy_script (code-grader): not converted", "`bun run ./graders/check-policy.ts`"
+        result.mapped, "policy_script (code-grader) → a `code` check running `bun run check-policy.ts`"
     )
     assert has(result.unmapped, "execution.target: azure_base")
     assert has(result.unmapped, "execution.target (a per-case AgentV target)", "order-status-json")
@@ -660,11 +683,22 @@ def test_agentv_today_tests_input_expected_output_and_assertions_convert_and_val
 
     suite = load_suite(result.source, files=result.files)
     refund = suite.evals[0]
-    assert list(refund.graders) == ["refund_quality", "follows_policy", "mentions-window", "order-id"]
+    assert list(refund.graders) == [
+        "refund_quality",
+        "follows_policy",
+        "mentions-window",
+        "order-id",
+        "policy_script",
+    ]
     assert refund.graders["refund_quality"].rubric_file == "refund-judge.md"
     assert refund.graders["refund_quality"].model == "gpt-4o-mini"
     assert refund.graders["mentions-window"].check.regex == r"30\-day"
-    assert set(suite.files_used()) == {"refund-judge.md", "support.instructions.md", "order.txt"}
+    assert set(suite.files_used()) == {
+        "refund-judge.md",
+        "support.instructions.md",
+        "order.txt",
+        "check-policy.ts",
+    }
 
 
 def test_agentv_today_EVAL_yaml_name_and_the_prompt_file_not_uploaded():
@@ -677,6 +711,7 @@ def test_agentv_today_EVAL_yaml_name_and_the_prompt_file_not_uploaded():
         "support.instructions.md",
         "refund-judge.md",
         "policy-judge.md",
+        "check-policy.ts",
         "order.txt",
     ]
     assert has(result.unmapped, "refund_quality", "refund-judge.md was not uploaded")
