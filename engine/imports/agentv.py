@@ -182,9 +182,11 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         if iterations[1] is not None:
             sections.append(Section("pass_rate_threshold", iterations[1]))
     sections.append(Section("evals", evals, blank_before=True, item_comments=notes))
+    live = sum(1 for ev in evals if "turns" in ev)
     report.map(
-        f"{key}: {len(evals)} case{'s' if len(evals) != 1 else ''} → evals with a given history (`messages`); "
-        "the model replies to the last message"
+        f"{key}: {len(evals)} case{'s' if len(evals) != 1 else ''} → evals: "
+        + (f"{live} conversation{'s' if live != 1 else ''} of live turns, " if live else "")
+        + f"{len(evals) - live} with a given history (`messages`) the model replies to"
     )
     return header, sections, converter.attached
 
