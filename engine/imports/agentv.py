@@ -53,7 +53,7 @@ CODE_SUFFIXES = (".ts", ".js", ".mjs", ".py")
 CASE_KEYS = ("id", "outcome", "expected_outcome", "input_messages", "expected_messages", "evaluators", "execution",
              "conversation_id", "note", "rubrics", "input", "expected_output", "criteria", "assertions", "assert",
              "mode", "turns", "aggregation", "on_turn_failure", "reference_answer", "description",
-             "metadata")  # fmt: skip
+             "metadata", "input_files")  # fmt: skip
 # AgentV passes a case, a turn and a required grader at this score unless told otherwise.
 DEFAULT_THRESHOLD = 0.8
 # AgentV judge-prompt variables → evalsite rubric placeholders (the same value at run time)
@@ -151,7 +151,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     if suite_tags:
         report.map("tags → every eval's tags")
     known = ("$schema", "name", "description", "target", "execution", "evaluators", "evalcases", "tests",
-             "testcases", "assertions", "assert", "tags", "repeat", "grader", "version")  # fmt: skip
+             "testcases", "assertions", "assert", "tags", "repeat", "grader", "version", "input_files")  # fmt: skip
     for key_ in data:
         if key_ not in known:
             report.skip(f"{key_}: {short(data[key_], 50)} — not an AgentV key evalsite knows")
@@ -163,7 +163,14 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
             "equivalent; every case is graded by an llm_judge on its outcome and reference answer instead"
         )
 
-    converter = _Cases(files, report, defaults, threshold, suite_assertions, suite_tags)
+    suite_files = (
+        [f for f in data.get("input_files", []) if isinstance(f, str)]
+        if isinstance(data.get("input_files"), list)
+        else []
+    )
+    if suite_files:
+        report.map("input_files → file parts of every case's user message")
+    converter = _Cases(files, report, defaults, threshold, suite_assertions, suite_tags, suite_files)
     evals: list[dict] = []
     notes: list[list[str]] = []
     for index, case in enumerate(cases):
@@ -271,6 +278,7 @@ class _Cases:
         threshold: float = DEFAULT_THRESHOLD,
         suite_assertions: object = None,
         suite_tags: list[str] | None = None,
+        suite_files: list[str] | None = None,
     ):
         self.files = files
         self.report = report
@@ -278,6 +286,7 @@ class _Cases:
         self.threshold = threshold
         self.suite_assertions = suite_assertions if isinstance(suite_assertions, list) else []
         self.suite_tags = suite_tags or []
+        self.suite_files = suite_files or []
         self.attached: dict[str, str] = {}
         self.taken: set[str] = set()
         self.used_criteria = False  # the case's criteria went into a grader's rubric
@@ -304,6 +313,13 @@ class _Cases:
             out["tags"] = tags
         conversation = case.get("mode") == "conversation" or isinstance(case.get("turns"), list)
         raw_input = case.get("input_messages", case.get("input"))
+        execution = case.get("execution") if isinstance(case.get("execution"), dict) else {}
+        input_files = [] if execution.get("skip_defaults") else list(self.suite_files)
+        if isinstance(case.get("input_files"), list):
+            input_files += [f for f in case["input_files"] if isinstance(f, str)]
+        if input_files:
+            raw_input = _with_files(raw_input, input_files)
+            report.group("input_files → file parts before the user message's text", label, mapped=True)
         if isinstance(raw_input, str):  # the shorthand: one user message
             raw_input = [{"role": "user", "content": raw_input}]
             report.group("input (a string) → one user message", label, mapped=True)
@@ -352,7 +368,6 @@ class _Cases:
             "metadata_json": json.dumps(metadata, ensure_ascii=False, default=str),
             "rubrics": "",
         }
-        execution = case.get("execution") if isinstance(case.get("execution"), dict) else {}
         if "target" in execution or "targets" in execution:
             report.group(
                 "execution.target (a per-case AgentV target): evalsite tests one model per run", label
@@ -1208,6 +1223,26 @@ def _criteria_template(criteria: list[str], context: dict) -> str:
     if context.get("reference_answer"):
         text += "\nReference answer (the answer need not match it word for word):\n{{expected_output}}\n"
     return text + "\nAnswer:\n{{output}}\n"
+
+
+def _with_files(raw: object, paths: list[str]) -> object:
+    """`input_files`: file parts before the text of the (first) user message, as AgentV expands them."""
+    parts = [{"type": "file", "value": path} for path in paths]
+    if raw is None:
+        return [{"role": "user", "content": parts}]
+    if isinstance(raw, str):
+        return [{"role": "user", "content": [*parts, {"type": "text", "value": raw}]}]
+    if isinstance(raw, list):
+        out, done = [], False
+        for message in raw:
+            if not done and isinstance(message, dict) and message.get("role") == "user":
+                content = message.get("content")
+                content = [{"type": "text", "value": content}] if isinstance(content, str) else content
+                message = {**message, "content": [*parts, *(content if isinstance(content, list) else [])]}
+                done = True
+            out.append(message)
+        return out if done else [*out, {"role": "user", "content": parts}]
+    return raw
 
 
 def _turn_text(raw: object) -> str | None:

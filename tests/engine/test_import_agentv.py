@@ -243,3 +243,66 @@ def test_v1_testcases_send_the_user_messages_and_judge_against_the_first_assista
     assert "Consider reduce() and validate that items is an array." in judged  # the reference answer
     assert "Use reduce() and check that items is an array." in judged  # the reply
     assert code == 1
+
+
+# --- smaller shapes -------------------------------------------------------------------------------------------
+
+
+def test_input_files_become_file_parts_before_the_text_and_are_attached():
+    source = """
+input_files: [../fixtures/style.md]
+tests:
+  - id: summarise
+    criteria: Summarises the CSV
+    input_files: [../fixtures/sales.csv]
+    input: Summarise this.
+  - id: alone
+    criteria: Answers
+    execution: {skip_defaults: true}
+    input: Hi
+"""
+    result = convert({"s.eval.yaml": source, "sales.csv": "m,a\n1,2\n", "style.md": "Be brief."})
+    summarise, alone = yaml.safe_load(result.source)["evals"]
+    assert summarise["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "file", "value": "style.md"},
+                {"type": "file", "value": "sales.csv"},
+                {"type": "text", "value": "Summarise this."},
+            ],
+        }
+    ]
+    assert alone["messages"] == [{"role": "user", "content": "Hi"}]
+    load_suite(result.source, files=result.files)
+
+
+def test_dropped_graders_are_losses_and_a_case_with_none_left_is_listed():
+    source = """
+tests:
+  - id: tools
+    criteria: Calls the search tool
+    input: Find flights
+    assertions:
+      - type: tool-trajectory
+        mode: any_order
+        expected: [{tool: search}]
+      - type: contains
+        value: flight
+  - id: only-tools
+    input: Book it
+    assertions:
+      - type: tool-trajectory
+        expected: [{tool: book}]
+"""
+    result = convert({"t.eval.yaml": source})
+    assert any(
+        line.startswith("assertion tool-trajectory-1 (tool-trajectory): not converted")
+        for line in result.lost
+    )
+    assert any(line.startswith("only-tools: no criteria") for line in result.lost)
+    raw = yaml.safe_load(result.source)
+    assert [ev["id"] for ev in raw["evals"]] == ["tools"]
+    assert raw["evals"][0]["graders"] == {
+        "contains-2": {"kind": "check", "check": {"regex": "flight"}, "threshold": 0.8}
+    }
