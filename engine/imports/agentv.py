@@ -41,6 +41,7 @@ from .common import (
     as_text,
     basename,
     find_file,
+    non_finite,
     parse_yaml,
     safe_file_name,
     short,
@@ -1065,6 +1066,9 @@ class _Cases:
             args = [*INTERPRETERS[next(x for x in INTERPRETERS if args[0].lower().endswith(x))], args[0]]
         config = dict(item["config"]) if isinstance(item.get("config"), dict) else {}
         config.update({k: v for k, v in item.items() if k not in CODE_KEYS})
+        for key in [key for key, value in config.items() if non_finite(value)]:
+            del config[key]
+            report.group(f"{title}.{key}: NaN or an infinity cannot be handed over as JSON, left out", label)
         spec: dict[str, object] = {"command": args, "dialect": "agentv", "threshold": self.threshold}
         spec["config"] = {"criteria": context.get("criteria", ""), "config": config}
         if as_share(item.get("threshold")) is not None:
