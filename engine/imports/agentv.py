@@ -948,8 +948,13 @@ class _Cases:
             elif kind == "code-grader":
                 check = self.code_check(item, context, label, title)
                 grader = None if check is None else {"kind": "check", "check": check}
+            elif kind == "composite" and _weighted_composite(item):
+                self.composite(item, name, weight, context, label, title, graders, weights, gates)
+                continue
             else:
                 why = UNCONVERTED_EVALUATORS.get(kind.replace("-", "_"), "has no evalsite equivalent")
+                if kind == "composite":
+                    why = "combines its members by a program, a judge or a threshold, which evalsite cannot"
                 report.group(f"{title}: not converted — it {why}", label, lost=True)
                 continue
             if grader is None:
@@ -982,6 +987,41 @@ class _Cases:
             graders[name] = grader
             weights[name] = weight
         return graders, weights, gates
+
+    def composite(
+        self, item: dict, name: str, weight: float, context: dict, label: str, title: str,
+        graders: dict, weights: dict, required: list,
+    ) -> None:  # fmt: skip
+        """A `composite` with a weighted-average aggregator: its members become graders of their own, named
+        `<composite>-<member>`, weighted so the case's weighted mean is AgentV's (the composite's weight shared
+        out by the members' weights)."""
+        members = item.get("assertions", item.get("assert", item.get("evaluators")))
+        if not isinstance(members, list) or not members:
+            self.report.group(f"{title}: no members, left out", label, lost=True)
+            return
+        aggregator = item.get("aggregator") if isinstance(item.get("aggregator"), dict) else {}
+        given = aggregator.get("weights") if isinstance(aggregator.get("weights"), dict) else {}
+        weighted = []
+        for member in members:
+            if isinstance(member, dict) and as_text(member.get("name")) in given:
+                member = {**member, "weight": given[as_text(member["name"])]}
+            weighted.append(member)
+        inner, inner_weights, inner_required = self.assertions(weighted, context, label)
+        total = sum(inner_weights.values())
+        for inner_name, grader in inner.items():
+            full = f"{name}-{inner_name}"[:60]
+            while full in graders:
+                full = f"{full[:56]}-{len(graders)}"
+            graders[full] = grader
+            weights[full] = round(weight * inner_weights[inner_name] / total, 6)
+            if inner_name in inner_required:
+                required.append(full)
+        if inner:
+            self.report.group(
+                f"{title} (weighted average) → its members as graders `{name}-…`, weighted by their share of it",
+                label,
+                mapped=True,
+            )
 
     def text_check(self, kind: str, item: dict, label: str, title: str) -> dict | None:
         """contains / icontains / -any / -all, starts-with, ends-with, regex, equals (and `negate`) as one evalsite
@@ -1227,6 +1267,12 @@ def _criteria_template(criteria: list[str], context: dict) -> str:
     if context.get("reference_answer"):
         text += "\nReference answer (the answer need not match it word for word):\n{{expected_output}}\n"
     return text + "\nAnswer:\n{{output}}\n"
+
+
+def _weighted_composite(item: dict) -> bool:
+    aggregator = item.get("aggregator")
+    kind = _kind(aggregator.get("type")) if isinstance(aggregator, dict) else "weighted-average"
+    return kind in ("weighted-average", "?")
 
 
 def _with_files(raw: object, paths: list[str]) -> object:

@@ -306,3 +306,30 @@ tests:
     assert raw["evals"][0]["graders"] == {
         "contains-2": {"kind": "check", "check": {"regex": "flight"}, "threshold": 0.8}
     }
+
+
+def test_a_weighted_composite_becomes_its_members_weighted_by_their_share():
+    source = """
+tests:
+  - id: gate
+    criteria: Safe and useful
+    input: Explain it
+    assertions:
+      - name: release
+        type: composite
+        weight: 2
+        assertions:
+          - {name: safety, type: contains, value: safe}
+          - {name: quality, type: icontains, value: useful}
+        aggregator: {type: weighted_average, weights: {safety: 0.25, quality: 0.75}}
+      - {name: short, type: regex, value: "^.{0,200}$"}
+      - name: vote
+        type: composite
+        aggregator: {type: threshold, threshold: 0.6}
+        assertions: [{name: a, type: contains, value: x}]
+"""
+    result = convert({"c.eval.yaml": source})
+    rule = yaml.safe_load(result.source)["evals"][0]["pass_rule"]
+    assert rule["weighted_average"] == {"release-safety": 0.5, "release-quality": 1.5, "short": 1.0}
+    assert any(line.startswith("assertion vote (composite): not converted") for line in result.lost)
+    load_suite(result.source)
