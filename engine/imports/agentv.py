@@ -28,6 +28,7 @@ import math
 import re
 import shlex
 
+from engine import patterns
 from engine.history import INSTRUCTIONS_SUFFIX
 from engine.transcript import format_transcript
 
@@ -48,6 +49,9 @@ from .common import (
     unique_id,
 )
 
+JS_NAMED_GROUP = re.compile(
+    r"\(\?<([A-Za-z_][A-Za-z0-9_]*)>"
+)  # JavaScript's (?<name>…) is Python's (?P<name>…)
 TEMPLATE_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 PROMPT_FILE_SUFFIXES = (".md", ".markdown", ".txt", ".prompt", ".j2", ".jinja", ".hbs")
 CODE_SUFFIXES = (".ts", ".js", ".mjs", ".py")
@@ -1037,7 +1041,19 @@ class _Cases:
         escaped = [regex_escape(v) for v in values]
         if kind == "regex":
             flags = "".join(f for f in str(item.get("flags") or "") if f in "ims")
-            pattern = f"(?{flags}:{values[0]})" if flags else values[0]
+            source = JS_NAMED_GROUP.sub(r"(?P<\1>", values[0]).replace(r"\k<", "(?P=")
+            source = re.sub(r"\(\?P=([A-Za-z_][A-Za-z0-9_]*)>", r"(?P=\1)", source)
+            pattern = f"(?{flags}:{source})" if flags else source
+            try:
+                patterns.validate(pattern)
+            except patterns.InvalidPattern as exc:
+                report.group(
+                    f"{title}: /{short(values[0], 60)}/ is not a regular expression Python runs ({exc.reason}), "
+                    "left out",
+                    label,
+                    lost=True,
+                )
+                return None
         elif kind in ("contains", "icontains"):
             pattern = f"(?i:{escaped[0]})" if kind == "icontains" else escaped[0]
         elif kind.endswith("-any"):

@@ -333,3 +333,24 @@ tests:
     assert rule["weighted_average"] == {"release-safety": 0.5, "release-quality": 1.5, "short": 1.0}
     assert any(line.startswith("assertion vote (composite): not converted") for line in result.lost)
     load_suite(result.source)
+
+
+def test_javascript_regex_named_groups_are_read_and_a_pattern_python_cannot_run_is_a_loss():
+    source = r"""
+tests:
+  - id: dates
+    criteria: Gives a date
+    input: When?
+    assertions:
+      - {name: date, type: regex, value: '(?<year>\d{4})-\k<year>', flags: i}
+      - {name: broken, type: regex, value: '(unclosed'}
+"""
+    result = convert({"d.eval.yaml": source})
+    graders = yaml.safe_load(result.source)["evals"][0]["graders"]
+    assert graders["date"]["check"] == {"regex": r"(?i:(?P<year>\d{4})-(?P=year))"}
+    assert "broken" not in graders
+    assert any(
+        line.startswith("assertion broken (regex): /(unclosed/ is not a regular expression")
+        for line in result.lost
+    )
+    load_suite(result.source)
