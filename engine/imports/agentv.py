@@ -156,7 +156,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     if suite_tags:
         report.map("tags → every eval's tags")
     known = ("$schema", "name", "description", "target", "execution", "evaluators", "evalcases", "tests",
-             "testcases", "assertions", "assert", "tags", "repeat", "grader", "version", "input_files")  # fmt: skip
+             "testcases", "assertions", "assert", "tags", "repeat", "grader", "version", "input_files", "input")  # fmt: skip
     for key_ in data:
         if key_ not in known:
             report.skip(f"{key_}: {short(data[key_], 50)} — not an AgentV key evalsite knows")
@@ -175,7 +175,15 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     )
     if suite_files:
         report.map("input_files → file parts of every case's user message")
-    converter = _Cases(files, report, defaults, threshold, suite_assertions, suite_tags, suite_files)
+    suite_input = data.get("input")
+    if isinstance(suite_input, str):
+        suite_input = [{"role": "user", "content": suite_input}]
+    elif isinstance(suite_input, dict):
+        suite_input = [suite_input]
+    suite_input = [m for m in suite_input if isinstance(m, dict)] if isinstance(suite_input, list) else []
+    converter = _Cases(
+        files, report, defaults, threshold, suite_assertions, suite_tags, suite_files, suite_input
+    )
     evals: list[dict] = []
     notes: list[list[str]] = []
     for index, case in enumerate(cases):
@@ -284,6 +292,7 @@ class _Cases:
         suite_assertions: object = None,
         suite_tags: list[str] | None = None,
         suite_files: list[str] | None = None,
+        suite_input: list | None = None,
     ):
         self.files = files
         self.report = report
@@ -292,6 +301,7 @@ class _Cases:
         self.suite_assertions = suite_assertions if isinstance(suite_assertions, list) else []
         self.suite_tags = suite_tags or []
         self.suite_files = suite_files or []
+        self.suite_input = suite_input or []
         self.attached: dict[str, str] = {}
         self.taken: set[str] = set()
         self.used_criteria = False  # the case's criteria went into a grader's rubric
@@ -332,6 +342,9 @@ class _Cases:
             raw_input = [raw_input]
         elif isinstance(raw_input, list) and "input" in case:
             raw_input = [{"role": "user", "content": m} if isinstance(m, str) else m for m in raw_input]
+        if self.suite_input and not execution.get("skip_defaults"):
+            raw_input = [*self.suite_input, *(raw_input if isinstance(raw_input, list) else [])]
+            report.group("the suite's input → the messages before every case's", label, mapped=True)
         messages = self.messages(raw_input, label)
         if not messages and not conversation:
             report.lose(f"{where}: no input (or input_messages): nothing to send, left out")

@@ -354,3 +354,20 @@ tests:
         for line in result.lost
     )
     load_suite(result.source)
+
+
+def test_the_suites_input_comes_before_every_cases_unless_skip_defaults():
+    source = """
+input:
+  - role: system
+    content: You are the support desk.
+tests:
+  - {id: one, criteria: Helps, input: Hello}
+  - {id: two, criteria: Helps, input: Hi, execution: {skip_defaults: true}}
+"""
+    one, two = yaml.safe_load(convert({"s.eval.yaml": source}).source)["evals"]
+    assert one["messages"] == [
+        {"role": "system", "content": "You are the support desk."},
+        {"role": "user", "content": "Hello"},
+    ]
+    assert two["messages"] == [{"role": "user", "content": "Hi"}]
