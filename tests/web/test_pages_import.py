@@ -131,7 +131,9 @@ def test_todays_agentv_file_imports_on_the_page_with_its_named_graders(logged_in
     and creates a suite whose rubric file and attachments are attached."""
     page = logged_in.post(URL, {"files": uploads(folder("agentv-today"))}).content.decode()
     assert "Detected: AgentV" in page and "Valid — 4 evals" in page
-    assert "not convertible — it runs a command (`bun run ./graders/check-policy.ts`)" in html.unescape(page)
+    assert "policy_script (code-grader) → a `code` check running `bun run check-policy.ts`" in html.unescape(
+        page
+    )
     source, files, report = form_fields(page)
     assert "rubric_file: refund-judge.md" in source
     response = logged_in.post(
@@ -154,6 +156,7 @@ def test_todays_agentv_file_imports_on_the_page_with_its_named_graders(logged_in
         "follows_policy",
         "mentions-window",
         "order-id",
+        "policy_script",
     ]
 
 
