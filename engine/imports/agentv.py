@@ -1,24 +1,20 @@
-"""AgentV eval YAML → evalsite: the v2 form (`evalcases` + `input_messages`) and today's form (`tests` +
-`input` / `expected_output` / `criteria` / `assertions`, in `*.eval.yaml` or `EVAL.yaml` files).
+"""AgentV eval YAML → evalsite, the generations before promptfoo's shape: `tests` with `input` / `criteria`
+/ `expected_output` / `assertions` (earlier `assert`), v2 `evalcases` with `input_messages` /
+`expected_messages` / `evaluators`, and v1 `testcases` with `messages` (the first assistant message the
+reference answer). docs/imports.md has the whole table.
 
-Each eval case becomes a `messages` eval: `input_messages` is the given history, file parts
-become attached files (they must be uploaded alongside, since the importer cannot read the user's disk),
-and the model replies to it. Grading:
+A case becomes a `messages` eval the model replies to (file parts attached; they must be uploaded alongside,
+since the importer cannot read the user's disk), or, in `mode: conversation`, a `turns` eval whose every
+user turn is sent live and graded by its own assertions, with `aggregation` and `on_turn_failure` kept.
 
-- no evaluators (AgentV's default judge) → one `llm_judge` check: "The reply should achieve: <outcome>"
-  plus the reference answer from `expected_messages`;
-- `llm_judge` evaluators → `llm_judge` checks; a custom prompt (inline, or a file uploaded alongside)
-  becomes the criteria with AgentV's template variables filled in;
-- `rubrics` → one `llm_judge` check with the checklist;
-- code evaluators, tool trajectories and composites → not converted (reported).
-
-Today's `assertions` become named graders of the eval (docs/suite-format.md, named graders), their
-names kept: `llm-grader` → an `llm_judge` grader whose rubric is the prompt file (attached, AgentV's
-template variables mapped to evalsite's placeholders) or its text; `contains` / `regex` / `equals` → a
-`check` grader; `code-grader` is listed as not convertible with its command. An object `expected_output`
-is compared as JSON: a `field_equals` check per top-level key (see `_json_checks`).
-
-Targets are reported: evalsite tests the suite's `model`.
+AgentV passes a case at a score of 0.8, the weighted mean of its assertions' scores; so the suite passes at
+0.8, judges pass at 0.8, and `assertions` become named graders under a weighted pass rule at 0.8, with
+`weight` and `required` kept. Text assertions are one rubric judge; `llm-grader` prompts become rubrics with
+AgentV's template variables as evalsite placeholders or filled in per case; `contains` / `regex` / … become
+check graders with AgentV's case rules; `code-grader` a `code` check in the agentv dialect; a weighted
+composite its members. An object `expected_output` is the judge's reference answer, as JSON text. What
+grades an agent's tool calls, timings or costs is a listed loss. Targets are reported: evalsite tests the
+suite's `model`.
 """
 
 from __future__ import annotations
