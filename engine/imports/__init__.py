@@ -252,7 +252,11 @@ def looks_like(data: object) -> str | None:
     ):
         return "agentv"
     tests = data.get("tests")  # AgentV before promptfoo's shape: `tests` of input / criteria / assertions
-    if isinstance(tests, str) and tests.startswith("file://") and not {"prompts", "providers"} & set(data):
+    if (
+        isinstance(tests, str)
+        and (tests.startswith("file://") or tests.lower().endswith((".jsonl", ".yaml", ".yml", ".json")))
+        and not {"prompts", "providers"} & set(data)
+    ):
         return "agentv"  # its cases in another file
     if (
         isinstance(tests, list)

@@ -57,6 +57,10 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         (k for k in ("tests", "evalcases", "testcases") if isinstance(data.get(k), (list, str))), "tests"
     )
     cases = _external_cases(data.get(key), key, files, report)
+    if not cases and report.needs:
+        raise ImportProblem(
+            f"{name} keeps its cases in {', '.join(report.needs)}, which was not uploaded: upload it with {name}"
+        )
     if not isinstance(cases, list) or not cases:
         raise ImportProblem(
             f"{name} has no `tests` (or `evalcases`, `testcases`): an AgentV eval file lists its cases under `tests`"
@@ -178,8 +182,8 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
 
 
 def _external_cases(raw: object, key: str, files: dict[str, str], report: Report) -> object:
-    """Cases kept in other files (`tests: file://cases.yaml`, or `- file://more.jsonl` among the cases): read
-    from the uploaded files, a YAML list or JSON lines; one not uploaded is asked for."""
+    """Cases kept in other files (`tests: ./dataset.jsonl`, `tests: file://cases.yaml`, or `- file://more.jsonl`
+    among the cases): read from the uploaded files, a YAML list or JSON lines; one not uploaded is asked for."""
     items = [raw] if isinstance(raw, str) else raw
     if not isinstance(items, list):
         return raw

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.imports import convert
+from engine.imports import ImportProblem, convert
 from engine.judge import JUDGE_SYSTEM
 from engine.loader import load_suite
 from tests.conftest import FAKE_KEY
@@ -371,3 +371,12 @@ tests:
         {"role": "user", "content": "Hello"},
     ]
     assert two["messages"] == [{"role": "user", "content": "Hi"}]
+
+
+def test_cases_in_a_jsonl_file_named_by_tests():
+    suite_file = "name: basic-jsonl\ntarget: llm\ntests: ./dataset.jsonl\n"
+    rows = '{"id": "a", "criteria": "Greets", "input": "Hi"}\n{"id": "b", "criteria": "Counts", "input": "1+1?"}\n'
+    result = convert({"dataset.eval.yaml": suite_file, "dataset.jsonl": rows})
+    assert [ev["id"] for ev in yaml.safe_load(result.source)["evals"]] == ["a", "b"]
+    with pytest.raises(ImportProblem, match="keeps its cases in dataset.jsonl, which was not uploaded"):
+        convert({"dataset.eval.yaml": suite_file})
