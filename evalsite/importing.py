@@ -113,18 +113,25 @@ def stem(origin: str) -> str:
     folder = posixpath.basename(posixpath.dirname(origin))
     if name.lower() in GENERIC_STEMS and folder:
         name = folder
-    return re.sub(r"[^A-Za-z0-9_.\-]+", "-", name).strip("-.") or "suite"
+    return _clean(name)
+
+
+def _clean(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "-", name).strip("-.")[:80] or "suite"
 
 
 def _plan(results: list[ImportResult], out: Path) -> list[Unit]:
-    """Where each suite goes: its stem, else its folder's name before it, else a number after it."""
+    """Where each suite goes: its stem; when taken, its folders' names before it (`a-simple`), nearest
+    first; else a number after it."""
     taken: set[str] = set()
     units = []
     for result in results:
         name = stem(result.origin)
-        if name.lower() in taken:
-            folder = posixpath.basename(posixpath.dirname(result.origin))
-            name = f"{stem(folder + '/x')}-{name}" if folder else name
+        folders = [part for part in posixpath.dirname(result.origin).split("/") if part]
+        if folders and folders[-1] == name:
+            folders.pop()  # named after its folder already
+        while name.lower() in taken and folders:
+            name = f"{_clean(folders.pop())}-{name}"
         base, number = name, 2
         while name.lower() in taken:
             name, number = f"{base}-{number}", number + 1

@@ -115,10 +115,12 @@ def convert_all(files: Mapping[str, str]) -> Imported:
         try:
             result, read = _convert_one(kind, main, view)
         except ImportProblem as problem:
-            message = str(problem)
-            prefix = f"{main.name}: "
-            message = message.removeprefix(prefix) if message.startswith(prefix) else message
-            imported.problems.append(f"{parsed.name}: {message}")
+            message = str(problem)  # it starts with the suite file's name, or names the file at fault
+            if message.startswith(main.name):
+                message = parsed.name + message[len(main.name) :]
+            elif not message.startswith(parsed.name):
+                message = f"{parsed.name}: {message}"
+            imported.problems.append(message)
             continue
         result.origin = parsed.name
         read = {posixpath.normpath(posixpath.join(folder, name)) for name in read}
