@@ -97,12 +97,7 @@ def convert_all(files: Mapping[str, str]) -> Imported:
     file's folder. A suite file that another suite reads (a shared tests file) is not a suite of its own.
     ImportProblem when no file is a suite of a tool Import knows."""
     tree = _normalise_paths(files)
-    found: list[tuple[str, Parsed]] = []
-    for path in sorted(_candidates(tree), key=lambda path: (path.count("/"), path)):
-        parsed = _parse_candidate(path, tree[path], strict=False)
-        kind = looks_like(parsed.data) if parsed is not None else None
-        if kind:
-            found.append((kind, parsed))
+    found = _suites(tree)
     if not found:
         _main_file(tree)  # raises the single-suite message: what Import reads, or which file is not valid
     imported = Imported()
@@ -134,6 +129,21 @@ def convert_all(files: Mapping[str, str]) -> Imported:
     suites = {parsed.name for _kind, parsed in found}
     imported.ignored = sorted(path for path in tree if path not in used and path not in suites)
     return imported
+
+
+def suite_files(files: Mapping[str, str]) -> list[str]:
+    """The paths among `files` that are suites of a tool Import knows, shallowest first."""
+    return [parsed.name for _kind, parsed in _suites(_normalise_paths(files))]
+
+
+def _suites(tree: dict[str, str]) -> list[tuple[str, Parsed]]:
+    found = []
+    for path in sorted(_candidates(tree), key=lambda path: (path.count("/"), path)):
+        parsed = _parse_candidate(path, tree[path], strict=False)
+        kind = looks_like(parsed.data) if parsed is not None else None
+        if kind:
+            found.append((kind, parsed))
+    return found
 
 
 def _relative(path: str, folder: str) -> str:
@@ -372,4 +382,5 @@ __all__ = [
     "convert",
     "convert_all",
     "detect",
+    "suite_files",
 ]
