@@ -76,6 +76,8 @@ def import_tree(args: argparse.Namespace) -> int:
     for problem in imported.problems:
         print(f"not imported: {problem}", file=sys.stderr)
         code = max(code, FAILED)
+    for line in imported.unreadable:
+        print(f"Not searched for a suite (it does not parse): {line}")
     if imported.ignored:
         print(f"Not read by any suite: {_listed(imported.ignored)}")
     if tree.left_out:

@@ -89,6 +89,7 @@ class Imported:
     results: list[ImportResult] = field(default_factory=list)  # one per suite, in path order
     problems: list[str] = field(default_factory=list)  # "path: why" for each suite file that did not convert
     ignored: list[str] = field(default_factory=list)  # files no suite refers to
+    unreadable: list[str] = field(default_factory=list)  # "path …: why" for YAML or TOML that does not parse
 
 
 def convert_all(files: Mapping[str, str]) -> Imported:
@@ -97,9 +98,16 @@ def convert_all(files: Mapping[str, str]) -> Imported:
     file's folder. A suite file that another suite reads (a shared tests file) is not a suite of its own.
     ImportProblem when no file is a suite of a tool Import knows."""
     tree = _normalise_paths(files)
-    found = _suites(tree)
+    found, unreadable = _scan(tree)
     if not found:
-        _main_file(tree)  # raises the single-suite message: what Import reads, or which file is not valid
+        if len(tree) <= 10:
+            _main_file(tree)  # raises the single-suite message: what Import reads, or which file is not valid
+        readable = [path for path in _candidates(tree) if path not in unreadable]
+        raise ImportProblem(
+            f"no suite of a tool Import knows among {len(tree)} files"
+            + (f"; {len(readable)} YAML or TOML files ({_few(readable)}) are not suites" if readable else "")
+            + (f"; not valid: {_few(list(unreadable.values()), 3)}" if unreadable else "")
+        )
     imported = Imported()
     used: set[str] = set()
     suite_of: dict[str, tuple[ImportResult, set[str]]] = {}
@@ -128,7 +136,12 @@ def convert_all(files: Mapping[str, str]) -> Imported:
             imported.results.append(result)
     suites = {parsed.name for _kind, parsed in found}
     imported.ignored = sorted(path for path in tree if path not in used and path not in suites)
+    imported.unreadable = [message for path, message in unreadable.items() if path not in used]
     return imported
+
+
+def _few(names: list[str], limit: int = 5) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def suite_files(files: Mapping[str, str]) -> list[str]:
@@ -137,13 +150,23 @@ def suite_files(files: Mapping[str, str]) -> list[str]:
 
 
 def _suites(tree: dict[str, str]) -> list[tuple[str, Parsed]]:
-    found = []
+    return _scan(tree)[0]
+
+
+def _scan(tree: dict[str, str]) -> tuple[list[tuple[str, Parsed]], dict[str, str]]:
+    """The suites among the files, shallowest first; and the YAML or TOML files that do not parse, and
+    why (each might have been a suite)."""
+    found, unreadable = [], {}
     for path in sorted(_candidates(tree), key=lambda path: (path.count("/"), path)):
-        parsed = _parse_candidate(path, tree[path], strict=False)
+        try:
+            parsed = _parse_candidate(path, tree[path], strict=True)
+        except ImportProblem as problem:
+            unreadable[path] = str(problem) if str(problem).startswith(path) else f"{path}: {problem}"
+            continue
         kind = looks_like(parsed.data) if parsed is not None else None
         if kind:
             found.append((kind, parsed))
-    return found
+    return found, unreadable
 
 
 def _relative(path: str, folder: str) -> str:

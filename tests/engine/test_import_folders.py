@@ -114,6 +114,25 @@ def test_convert_all_says_why_when_nothing_is_a_suite():
         convert_all({"../x.yaml": BAD_VIBECHECK})
 
 
+def test_a_file_that_does_not_parse_is_listed_not_passed_over_in_silence(tmp_path):
+    imported = convert_all({"a.yaml": BAD_VIBECHECK, "broken/x.eval.yaml": "tests: [\n"})
+    assert [result.origin for result in imported.results] == ["a.yaml"]
+    assert len(imported.unreadable) == 1
+    assert imported.unreadable[0].startswith("broken/x.eval.yaml is not valid YAML (line 2")
+    files = {f"notes/{n}.md": "hi" for n in range(11)} | {"c.yaml": "port: 1\n", "d.toml": "= x"}
+    with pytest.raises(ImportProblem) as nothing:
+        convert_all(files)
+    assert str(nothing.value) == (
+        "no suite of a tool Import knows among 13 files; 1 YAML or TOML files (c.yaml) are not suites; "
+        "not valid: d.toml is not valid TOML: Invalid statement (at line 1, column 1)"
+    )
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "a.yaml").write_text(BAD_VIBECHECK)
+    (tmp_path / "p" / "x.eval.yaml").write_text("tests: [\n")
+    result = evalsite("import", "p", "--out", "out", cwd=tmp_path)
+    assert "Not searched for a suite (it does not parse): x.eval.yaml is not valid YAML" in result.stdout
+
+
 # --- losses, located ----------------------------------------------------------------------------------
 
 

@@ -49,7 +49,7 @@ def test_a_zip_of_a_project_shows_every_suite_and_creates_them_all_in_one_step(l
     ):
         assert f'<span class="mono">{origin}</span>' in page
     assert "Create all 4" in page and "disabled" not in page[page.index('id="import-create-all"') :][:2000]
-    assert "Not read from the zip: proj/logo.png: binary, not read" in page
+    assert "Not read as a suite: proj/logo.png: binary, not read" in page
     assert not Suite.objects.exists()
     suites = carried(page)
     assert len(suites) == 4
