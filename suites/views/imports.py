@@ -154,7 +154,10 @@ def _convert(request: HttpRequest) -> HttpResponse:
         return _render(request, {"error": error, "kind": kind, "pasted": pasted}, status=400)
     if isinstance(result, Imported):
         return batch.render_batch(
-            request, batch.units_of(result), failed=result.problems, left_out=upload.left_out
+            request,
+            batch.units_of(result),
+            failed=result.problems,
+            left_out=upload.left_out + result.unreadable,
         )
     return _render_preview(request, result, source=result.source, files=result.files, pasted=pasted)
 
