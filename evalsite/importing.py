@@ -47,7 +47,7 @@ class Unit:
 def import_tree(args: argparse.Namespace) -> int:
     try:
         tree = read_paths(list(args.files))
-        imported = convert_all(tree.files)
+        imported = convert_all(tree.files, tree.hidden)
     except ImportProblem as exc:
         raise UserError(str(exc)) from None
     if not imported.results:
@@ -113,8 +113,9 @@ def stem(origin: str) -> str:
             name = name[: -len(suffix)]
             break
     folder = posixpath.basename(posixpath.dirname(origin))
-    if name.lower() in GENERIC_STEMS and folder:
-        name = folder
+    first, rest = re.match(r"([^.\-_]*)[.\-_]?(.*)", name).groups()
+    if first.lower() in GENERIC_STEMS and folder:
+        name = f"{folder}-{rest}" if rest else folder  # `reward/suite.weighted.yaml` → `reward-weighted`
     return _clean(name)
 
 

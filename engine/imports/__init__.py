@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from .common import (
@@ -92,19 +92,24 @@ class Imported:
     unreadable: list[str] = field(default_factory=list)  # "path …: why" for YAML or TOML that does not parse
 
 
-def convert_all(files: Mapping[str, str]) -> Imported:
+def convert_all(files: Mapping[str, str], hidden: Collection[str] = ()) -> Imported:
     """Every suite among `files` (path -> text, paths relative to one folder: a project as the tool lays
     it out), each converted with the files it refers to, found as that tool finds them: from the suite
-    file's folder. A suite file that another suite reads (a shared tests file) is not a suite of its own.
+    file's folder. A suite file that another suite reads (a shared tests file) is not a suite of its own,
+    nor is a file among `hidden` (in a hidden folder: read only when a suite names it).
     ImportProblem when no file is a suite of a tool Import knows."""
     tree = _normalise_paths(files)
-    found, unreadable = _scan(tree)
+    hidden = {posixpath.normpath(path) for path in hidden}
+    visible = {path: text for path, text in tree.items() if path not in hidden}
+    found, unreadable = _scan(visible)
     if not found:
-        if len(tree) <= 10:
-            _main_file(tree)  # raises the single-suite message: what Import reads, or which file is not valid
-        readable = [path for path in _candidates(tree) if path not in unreadable]
+        if 0 < len(visible) <= 10:
+            _main_file(
+                visible
+            )  # raises the single-suite message: what Import reads, or which file is not valid
+        readable = [path for path in _candidates(visible) if path not in unreadable]
         raise ImportProblem(
-            f"no suite of a tool Import knows among {len(tree)} files"
+            f"no suite of a tool Import knows among {len(visible)} files"
             + (f"; {len(readable)} YAML or TOML files ({_few(readable)}) are not suites" if readable else "")
             + (f"; not valid: {_few(list(unreadable.values()), 3)}" if unreadable else "")
         )
@@ -135,7 +140,7 @@ def convert_all(files: Mapping[str, str]) -> Imported:
         if not any(path in read for other, (_, read) in suite_of.items() if other != path):
             imported.results.append(result)
     suites = {parsed.name for _kind, parsed in found}
-    imported.ignored = sorted(path for path in tree if path not in used and path not in suites)
+    imported.ignored = sorted(path for path in tree if path not in used | suites | hidden)
     imported.unreadable = [message for path, message in unreadable.items() if path not in used]
     return imported
 

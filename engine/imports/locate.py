@@ -8,6 +8,7 @@ Plain Python: no Django here.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 
@@ -104,6 +105,7 @@ def _scalar(node: yaml.Node) -> str | None:
     return node.value if isinstance(node, yaml.ScalarNode) else None
 
 
+@functools.lru_cache(maxsize=4)  # a suite's losses are located one by one in the same few files
 def _compose(text: str) -> yaml.Node | None:
     """The YAML node tree (line numbers only; nothing is constructed), after the importers' own repair."""
     for attempt in (text, repair_plain_colons(text)[0]):

@@ -1,7 +1,8 @@
 """The files of a project, as `convert_all` takes them (path -> text): read from folders on disk (the CLI)
 or from a zip (the Import page), leaving out what no suite refers to — version control, installed
-packages, hidden folders and files, binaries — and bounded, so a large tree or a zip bomb is refused
-before it fills memory.
+packages, caches, hidden files (`.env`), binaries — and bounded, so a large tree or a zip bomb is refused
+before it fills memory. Files in hidden folders (`.github/prompts/`) are read for the suites that name
+them, but are never taken for suites themselves.
 
 Plain Python: no Django here.
 """
@@ -20,8 +21,24 @@ from engine.attached import MAX_FILE_BYTES, MAX_TOTAL_BYTES, megabytes
 
 from .common import ImportProblem
 
-SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "__MACOSX", "venv", "site-packages"})
+SKIPPED_FOLDERS = frozenset(
+    {
+        *("node_modules", "__pycache__", "__MACOSX", "venv", "site-packages", ".git", ".hg", ".svn", ".venv"),
+        *(
+            ".tox",
+            ".nox",
+            ".cache",
+            ".mypy_cache",
+            ".pytest_cache",
+            ".ruff_cache",
+            ".next",
+            ".nuxt",
+            ".turbo",
+        ),
+    }
+)
 MAX_TREE_FILES = 5_000  # files read from folders on disk
+MAX_HIDDEN_FILES = 500  # files in hidden folders, read only for suites that name them
 MAX_TREE_BYTES = 200_000_000
 MAX_ZIP_ENTRIES = 2_000  # an uploaded zip: its total is the attached files' (MAX_TOTAL_BYTES)
 
@@ -30,22 +47,46 @@ MAX_ZIP_ENTRIES = 2_000  # an uploaded zip: its total is the attached files' (MA
 class Tree:
     files: dict[str, str] = field(default_factory=dict)  # path (with `/`) -> text
     left_out: list[str] = field(default_factory=list)  # "path: why" for files not read
+    hidden: set[str] = field(
+        default_factory=set
+    )  # paths in hidden folders: a suite may name them, none is one
 
 
 def skipped_folder(name: str) -> bool:
-    """Version control, installed packages and hidden folders (`.git`, `.venv`, `.agentv`)."""
-    return name.startswith(".") or name in SKIPPED_FOLDERS
+    """Version control, installed packages and caches (`.git`, `node_modules`, `.venv`)."""
+    return name in SKIPPED_FOLDERS
+
+
+def _hidden(path: str) -> bool:
+    """In a hidden folder (`.github/prompts/x.md`, `.agentv/targets.yaml`): never searched for suites,
+    but a suite may name the file (AgentV examples do)."""
+    return any(part.startswith(".") for part in path.split("/")[:-1])
 
 
 def _text(path: str, data: bytes, tree: Tree) -> None:
-    """Keep `data` as text, or say why not: a binary (a NUL byte, or not UTF-8) is no suite's file."""
+    """Keep `data` as text, or say why not: a binary (a NUL byte, or not UTF-8) is no suite's file. A file
+    in a hidden folder is kept only as text, in silence: it is read only when a suite names it."""
+    hidden = _hidden(path)
+    if hidden:
+        if len(tree.hidden) >= MAX_HIDDEN_FILES:
+            return
+        tree.hidden.add(path)
     if b"\0" in data[:8192]:
-        tree.left_out.append(f"{path}: binary, not read")
+        tree.hidden.discard(path)
+        if not hidden:
+            tree.left_out.append(f"{path}: binary, not read")
         return
     try:
         tree.files[path] = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        tree.left_out.append(f"{path}: not UTF-8 text, not read")
+        tree.hidden.discard(path)
+        if not hidden:
+            tree.left_out.append(f"{path}: not UTF-8 text, not read")
+
+
+def _too_large(path: str, tree: Tree) -> None:
+    if not _hidden(path):
+        tree.left_out.append(f"{path}: larger than {megabytes(MAX_FILE_BYTES)}, not read")
 
 
 def read_paths(paths: list[Path]) -> Tree:
@@ -69,8 +110,7 @@ def read_paths(paths: list[Path]) -> Tree:
         try:
             size = path.stat().st_size
             if size > MAX_FILE_BYTES and not given:
-                tree.left_out.append(f"{name}: larger than {megabytes(MAX_FILE_BYTES)}, not read")
-                return
+                return _too_large(name, tree)
             with open(path, "rb") as handle:
                 data = handle.read(MAX_FILE_BYTES + 1)
         except OSError as exc:
@@ -81,8 +121,7 @@ def read_paths(paths: list[Path]) -> Tree:
         if len(data) > MAX_FILE_BYTES:
             if given:
                 raise ImportProblem(f"{path} is larger than {megabytes(MAX_FILE_BYTES)}")
-            tree.left_out.append(f"{name}: larger than {megabytes(MAX_FILE_BYTES)}, not read")
-            return
+            return _too_large(name, tree)
         total += len(data)
         if len(tree.files) >= MAX_TREE_FILES or total > MAX_TREE_BYTES:
             raise ImportProblem(
@@ -94,6 +133,7 @@ def read_paths(paths: list[Path]) -> Tree:
     for path in resolved:
         if not path.is_dir():
             read(path, given=True)
+            tree.hidden.discard(path.relative_to(root).as_posix())  # named: searched like any other
             continue
         for folder, folders, names in os.walk(path):
             folders[:] = sorted(name for name in folders if not skipped_folder(name))
@@ -132,10 +172,11 @@ def read_zip(data: bytes, name: str = "the zip") -> Tree:
             "."
         ):
             continue
+
         if entry.flag_bits & 0x1:
             raise ImportProblem(f"{name}: {entry.filename} is encrypted")
         if entry.file_size > MAX_FILE_BYTES:
-            tree.left_out.append(f"{path}: larger than {megabytes(MAX_FILE_BYTES)}, not read")
+            _too_large(path, tree)
             continue
         try:
             with archive.open(entry) as handle:
@@ -143,7 +184,7 @@ def read_zip(data: bytes, name: str = "the zip") -> Tree:
         except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, EOFError) as exc:
             raise ImportProblem(f"{name}: {entry.filename} cannot be read ({exc})") from None
         if len(content) > MAX_FILE_BYTES:
-            tree.left_out.append(f"{path}: larger than {megabytes(MAX_FILE_BYTES)}, not read")
+            _too_large(path, tree)
             continue
         total += len(content)
         if total > MAX_TOTAL_BYTES:

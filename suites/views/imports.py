@@ -79,6 +79,7 @@ class Upload:
     files: dict[str, str] = field(default_factory=dict)  # path (a zip's entries keep their folders) -> text
     zipped: bool = False
     left_out: list[str] = field(default_factory=list)  # a zip's files not read: binaries, too large
+    hidden: set[str] = field(default_factory=set)  # a zip's files in hidden folders: never a suite
 
 
 def _read_uploads(request: HttpRequest, pasted: str = "") -> Upload:
@@ -105,6 +106,7 @@ def _read_uploads(request: HttpRequest, pasted: str = "") -> Upload:
                     raise ImportProblem(f"{path} was uploaded twice")
                 upload.files[path] = text
             upload.zipped, upload.left_out = True, upload.left_out + tree.left_out
+            upload.hidden |= tree.hidden
             continue
         data = chosen.read(services.MAX_FILE_BYTES + 1)
         if len(data) > services.MAX_FILE_BYTES:
@@ -134,7 +136,7 @@ def _converted(upload: Upload, kind: str) -> ImportResult | Imported:
     zip, or several suite files chosen at once. A single suite found in a zip is one suite too."""
     if kind or (not upload.zipped and len(suite_files(upload.files)) <= 1):
         return convert(upload.files, kind or None)
-    imported = convert_all(upload.files)
+    imported = convert_all(upload.files, upload.hidden)
     if len(imported.results) == 1 and not imported.problems:
         return imported.results[0]
     return imported

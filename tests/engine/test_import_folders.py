@@ -67,8 +67,10 @@ def test_a_reference_is_found_from_the_suite_folder_before_any_file_of_the_same_
 def test_convert_all_finds_every_suite_each_with_its_own_files(tmp_path):
     tree = read_paths([project(tmp_path / "proj")])
     assert "logo.png: binary, not read" in tree.left_out
-    assert not [path for path in tree.files if "every-check" in path]  # hidden and installed: not read
-    imported = convert_all(tree.files)
+    # Version control and installed packages are not read; a hidden folder is, but never for suites.
+    assert [path for path in tree.files if "every-check" in path] == [".agentv/every-check.yaml"]
+    assert tree.hidden == {".agentv/every-check.yaml"}
+    imported = convert_all(tree.files, tree.hidden)
     assert imported.problems == []
     assert [result.origin for result in imported.results] == [
         "multi-turn.yaml",
@@ -87,6 +89,27 @@ def test_convert_all_finds_every_suite_each_with_its_own_files(tmp_path):
     rubric_rows = yaml.safe_load(rubric.source)["evals"]
     assert len(rubric_rows) == 3  # max_samples of its own 5 rows, not the other suite's 4
     assert imported.ignored == ["README.md", "evals/refund-judge.md"]
+
+
+def test_a_file_in_a_hidden_folder_is_read_when_a_suite_names_it(tmp_path):
+    root = tmp_path / "repo"
+    (root / ".github" / "prompts").mkdir(parents=True)
+    (root / ".github" / "prompts" / "order.txt").write_text("the order, from a hidden folder\n")
+    (root / ".github" / "every-check.yaml").write_text(
+        (IMPORTS / "vibecheck" / "every-check.yaml").read_text()
+    )
+    (root / ".env").write_text("OPENAI_API_KEY=secret\n")
+    (root / "evals").mkdir()
+    suite = (IMPORTS / "agentv-today" / "support-bot.eval.yaml").read_text()
+    (root / "evals" / "bot.eval.yaml").write_text(
+        suite.replace("./data/order.txt", "../.github/prompts/order.txt")
+    )
+    tree = read_paths([root])
+    assert ".env" not in tree.files  # a hidden file is never read
+    imported = convert_all(tree.files, tree.hidden)
+    assert [result.origin for result in imported.results] == ["evals/bot.eval.yaml"]
+    assert imported.results[0].files["order.txt"] == "the order, from a hidden folder\n"
+    assert ".github/every-check.yaml" not in imported.ignored
 
 
 def test_convert_of_base_names_still_converts_one_suite_and_refuses_several():
@@ -196,13 +219,15 @@ def test_a_zip_gives_its_files_but_not_hidden_or_binary_ones():
             {
                 "proj/suite.yaml": b"a: 1\n",
                 "proj/.git/config": b"x",
+                "proj/.github/x.md": b"hidden folder",
                 "__MACOSX/proj/._suite.yaml": b"\0\0",
                 "proj/img.png": b"\x89PNG\0",
                 "proj/.env": b"SECRET=1",
             }
         )
     )
-    assert tree.files == {"proj/suite.yaml": "a: 1\n"}
+    assert tree.files == {"proj/suite.yaml": "a: 1\n", "proj/.github/x.md": "hidden folder"}
+    assert tree.hidden == {"proj/.github/x.md"}
     assert tree.left_out == ["proj/img.png: binary, not read"]
 
 
