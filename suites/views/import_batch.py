@@ -49,7 +49,10 @@ def _carried(request: HttpRequest) -> list[dict]:
     """The suites the preview carried back: anyone can post anything, so each value is checked for shape;
     what decides (source, files) is validated again when it is saved."""
     units = []
-    for raw in request.POST.getlist("suite[]")[:MAX_SUITES]:
+    posted = request.POST.getlist("suite[]")
+    if len(posted) > MAX_SUITES:
+        raise ImportProblem(f"at most {MAX_SUITES} suites at a time")
+    for raw in posted:
         try:
             data = loads_json(raw)
         except ValueError:

@@ -137,6 +137,10 @@ def _converted(upload: Upload, kind: str) -> ImportResult | Imported:
     if kind or (not upload.zipped and len(suite_files(upload.files)) <= 1):
         return convert(upload.files, kind or None)
     imported = convert_all(upload.files, upload.hidden)
+    if len(imported.results) > batch.MAX_SUITES:
+        raise ImportProblem(
+            f"{len(imported.results)} suites were found; at most {batch.MAX_SUITES} at a time: zip fewer folders"
+        )
     if len(imported.results) == 1 and not imported.problems:
         return imported.results[0]
     return imported

@@ -19,6 +19,7 @@ from suites import services
 from suites.models import Suite
 from tests.engine.test_cli_standalone import IMPORTS
 from tests.engine.test_import_folders import BAD_VIBECHECK, project, zipped
+from tests.engine.test_imports import CALIBRATE_TOML
 from tests.web.test_pages_import import URL, uploads
 
 pytestmark = pytest.mark.django_db
@@ -145,3 +146,29 @@ def test_the_create_all_form_carries_a_csrf_token(logged_in, tmp_path):
     page = logged_in.post(URL, {"files": [project_zip(tmp_path)]}).content.decode()
     form = page[page.index('id="import-create-all"') :]
     assert 'name="csrfmiddlewaretoken"' in form[: form.index("</form>")]
+
+
+def test_a_calibrate_file_in_a_zip_becomes_a_calibration_set_with_the_others(logged_in, user):
+    upload = SimpleUploadedFile(
+        "p.zip", zipped({"judge/samples.toml": CALIBRATE_TOML.encode(), "chat.yaml": BAD_VIBECHECK.encode()})
+    )
+    page = logged_in.post(URL, {"files": [upload]}).content.decode()
+    assert "2 suites found" in page and "judge/samples.toml</span> — calibrate" in page
+    response = logged_in.post(URL, {"action": "create-all", "suite[]": carried(page)})
+    assert response.status_code == 302
+    assert Suite.objects.filter(owner=user).count() == 2
+
+
+def test_more_suites_than_a_page_saves_at_once_are_refused_whole(logged_in, monkeypatch):
+    from suites.views import import_batch
+
+    monkeypatch.setattr(import_batch, "MAX_SUITES", 2)
+    files = {f"s{n}.yaml": BAD_VIBECHECK.encode() for n in range(3)}
+    response = logged_in.post(URL, {"files": [SimpleUploadedFile("p.zip", zipped(files))]})
+    assert (
+        response.status_code == 400
+        and "3 suites were found; at most 2 at a time" in response.content.decode()
+    )
+    posted = logged_in.post(URL, {"action": "create-all", "suite[]": ["{}"] * 3})
+    assert posted.status_code == 400 and "at most 2 suites at a time" in posted.content.decode()
+    assert not Suite.objects.exists()
