@@ -50,12 +50,10 @@ def import_tree(args: argparse.Namespace) -> int:
         imported = convert_all(tree.files, tree.hidden)
     except ImportProblem as exc:
         raise UserError(str(exc)) from None
-    if not imported.results:
+    if not imported.results:  # each suite file failed: the one's message, or every one's on one line
         if len(imported.problems) == 1:
             raise UserError(imported.problems[0])
-        raise UserError(
-            f"no suite could be imported: {'; '.join(imported.problems)}"
-        )  # several failed: each named
+        raise UserError(f"no suite could be imported: {'; '.join(imported.problems)}")
     out: Path = args.out or DEFAULT_OUT
     single = len(imported.results) == 1 and out.suffix.lower() in SUITE_SUFFIXES and not out.is_dir()
     if out.suffix.lower() in SUITE_SUFFIXES and not out.is_dir() and not single:
@@ -84,11 +82,12 @@ def import_tree(args: argparse.Namespace) -> int:
         print(f"Left out of the folders: {_listed(tree.left_out)}")
     lost = sum(len(unit.result.losses) for unit in units)
     if len(units) > 1 or lost or imported.problems:
-        print(
-            f"{plural(len(units), 'suite')} imported"
-            + (f", {len(imported.problems)} not" if imported.problems else "")
-            + (f"; {(f'{lost} loss' if lost == 1 else f'{lost} losses')} listed on stderr" if lost else "")
-        )
+        summary = f"{plural(len(units), 'suite')} imported"
+        if imported.problems:
+            summary += f", {len(imported.problems)} not"
+        if lost:
+            summary += f"; {lost} {'loss' if lost == 1 else 'losses'} listed on stderr"
+        print(summary)
     return code
 
 
