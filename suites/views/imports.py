@@ -256,6 +256,7 @@ def _report_from(raw: str, kind: str) -> ImportResult:
         unmapped=lines("unmapped"),
         needs_files=lines("needs_files"),
         kind=found or "",
+        lost=lines("lost"),
     )
 
 
@@ -271,12 +272,14 @@ def _render_preview(
     carried: bool = True,
     pasted: str = "",
 ) -> HttpResponse:
+    lost = [str(loss) for loss in result.losses] or result.lost  # located when just converted
     report = json.dumps(
         {
             "kind": result.kind,
             "mapped": result.mapped,
             "unmapped": result.unmapped,
             "needs_files": result.needs_files,
+            "lost": lost,
         }
     )
     size = sum(len(text.encode("utf-8")) for text in (*files.values(), source, report))
@@ -290,6 +293,7 @@ def _render_preview(
         spec = None
     context = {
         "result": result,
+        "lost": lost,
         "source": source,
         "files": [
             {"name": name, "content": text, "size": len(text.encode("utf-8"))} for name, text in files.items()
