@@ -558,8 +558,8 @@ def calibrate(args: argparse.Namespace) -> int:
 
 IMPORT_EXIT_CODES = """\
 Give files or folders: every suite among them is found (folders are searched through, leaving out .git,
-node_modules, hidden folders and binaries) and each file a suite refers to is read from where the tool
-reads it, from the suite file's folder. Each suite is written into --out DIR (default: imported/): as
+node_modules, caches, hidden files and binaries; hidden folders are read only for files a suite names),
+and each file a suite refers to is read from where its tool reads it, from the suite file's folder. Each suite is written into --out DIR (default: imported/): as
 DIR/NAME.yaml, or DIR/NAME/NAME.yaml with its attached files beside it. One suite and --out NAME.yaml
 writes that file. Losses (a check, a grader or a user turn that could not be carried) are listed on
 stderr as file:line key: message.
@@ -784,7 +784,8 @@ COMMANDS = {
         "  3  the endpoint failed: no judgement got a score",
     ),
     "import": Command(
-        "convert another tool's suite (vibecheck, Letta Evals, AgentV, calibrate) to an evalsite suite",
+        "convert another tool's suites (vibecheck, Letta Evals, AgentV, calibrate), every one found in the "
+        "files or folders given, to evalsite suites",
         add_import_arguments,
         import_files,
         IMPORT_EXIT_CODES,
