@@ -283,7 +283,9 @@ def _agtlantis(data: dict) -> bool:
         return False
     if isinstance(data.get("agent"), str):
         return True
-    return bool(cases) and all(isinstance(case, dict) and isinstance(case.get("input"), dict) for case in cases)
+    return bool(cases) and all(
+        isinstance(case, dict) and isinstance(case.get("input"), dict) for case in cases
+    )
 
 
 __all__ = ["KINDS", "ImportError_", "ImportProblem", "ImportResult", "convert", "detect"]

@@ -168,7 +168,9 @@ def _stem(name: str) -> str:
 
 def _model(agent: str | None, report: Report) -> list[Section]:
     if agent is None:
-        report.skip("agent: missing or not text — agtlantis needs it to find the agent; evalsite tests `model`")
+        report.skip(
+            "agent: missing or not text — agtlantis needs it to find the agent; evalsite tests `model`"
+        )
         return [Section("model", None, comments=["model: set the model under test"])]
     report.skip(
         f"agent: {short(agent, 60)} — an agent of agtlantis's config (`agents` in agent-eval.config.ts), "
@@ -213,7 +215,7 @@ def _agent_prompt(agent: str, files: dict[str, str], main: str, report: Report) 
 class Judge:
     """The criteria (name, description, weight) and the pass threshold (0-100) every case is graded with."""
 
-    def __init__(self, criteria: list[tuple[str, str, float]], threshold: float, source: str):
+    def __init__(self, criteria: list[tuple[str, str, int | float]], threshold: float, source: str):
         self.criteria = criteria
         self.threshold = threshold
         self.source = source
@@ -252,7 +254,7 @@ def _judge(files: dict[str, str], main: str, report: Report) -> Judge:
         f"uploaded — its built-in {names} criteria stand in, scored 0-100 and passing at its default "
         f"passThreshold {PASS_THRESHOLD}; change `llm_judge` to your config's criteria"
     )
-    criteria = [(BUILT_IN[key][0], BUILT_IN[key][1], 1.0) for key in STAND_IN]
+    criteria = [(BUILT_IN[key][0], BUILT_IN[key][1], 1) for key in STAND_IN]
     return Judge(criteria, PASS_THRESHOLD, "stand-in")
 
 
@@ -265,7 +267,7 @@ def _config_judge(file_name: str, text: str, report: Report) -> Judge | None:
     if listed is None:
         report.lose(f"{file_name}: judge.criteria is not a literal list — the judge is not imported")
         return None
-    criteria: list[tuple[str, str, float]] = []
+    criteria: list[tuple[str, str, int | float]] = []
     for index, item in enumerate(_items(listed[1:-1])):
         where = f"{file_name}: judge.criteria[{index}]"
         call = re.fullmatch(r"(\w+)\s*\(\s*(\{.*\})?\s*\)", item, re.DOTALL)
@@ -281,9 +283,13 @@ def _config_judge(file_name: str, text: str, report: Report) -> Judge | None:
                 if re.search(r"\bvalidator\s*:", item):
                     report.lose(f"{where}: a validator function (code) — not imported")
                     continue
-                criteria.append((str(label or f"criterion {index + 1}"), description, _weight(
-                    _string_or_number(item, "weight")
-                )))
+                criteria.append(
+                    (
+                        str(label or f"criterion {index + 1}"),
+                        description,
+                        _weight(_string_or_number(item, "weight")),
+                    )
+                )
                 continue
         report.lose(f"{where}: {short(item, 60)} — a criterion evalsite cannot read (code), not imported")
     if not criteria:
@@ -294,7 +300,9 @@ def _config_judge(file_name: str, text: str, report: Report) -> Judge | None:
         threshold = PASS_THRESHOLD
     for key in ("prompt", "llm"):
         if re.search(rf"\b{key}\s*:", block):
-            report.skip(f"{file_name}: judge.{key} — evalsite's judge uses its own prompt and the suite's `judge`")
+            report.skip(
+                f"{file_name}: judge.{key} — evalsite's judge uses its own prompt and the suite's `judge`"
+            )
     report.map(
         f"{file_name}: judge.criteria ({len(criteria)}) and passThreshold {threshold:g} → each eval's "
         "`llm_judge` weighted criteria on the 0-100 scale, same weights and threshold"
@@ -366,14 +374,15 @@ def _string_or_number(text: str, key: str) -> str | float | None:
     if found is None:
         return None
     if found.group(4) is not None:
-        return float(found.group(4))
+        number = float(found.group(4))
+        return int(number) if number.is_integer() else number
     value = next(group for group in found.groups()[:3] if group is not None)
     return re.sub(r"\\(.)", r"\1", value)
 
 
-def _weight(value: object) -> float:
+def _weight(value: object) -> int | float:
     number = as_number(value)
-    return float(number) if number is not None and number > 0 else 1.0
+    return number if number is not None and number > 0 else 1
 
 
 # --- defaults and personas ---------------------------------------------------------------------------------
@@ -405,7 +414,9 @@ def _personas(raw: object, report: Report) -> dict[str, object]:
     return {str(key): value for key, value in raw.items()}
 
 
-def _persona(ref: object, personas: dict[str, object], where: str, report: Report) -> tuple[str, list[str]] | None:
+def _persona(
+    ref: object, personas: dict[str, object], where: str, report: Report
+) -> tuple[str, list[str]] | None:
     """The simulated user's persona text and the comment lines naming it, or None (reported)."""
     if isinstance(ref, str):
         if ref not in personas:
@@ -423,7 +434,9 @@ def _persona(ref: object, personas: dict[str, object], where: str, report: Repor
         return None
     text = as_text(persona.get("systemPrompt"))
     if not text or not text.strip():
-        report.lose(f"{label}: no systemPrompt — agtlantis refuses the persona; the case has no simulated user")
+        report.lose(
+            f"{label}: no systemPrompt — agtlantis refuses the persona; the case has no simulated user"
+        )
         return None
     notes = []
     name = as_text(persona.get("name"))
@@ -547,8 +560,10 @@ def _simulate(
     if merged["maxTurns"] is not None:
         count = as_count(merged["maxTurns"])
         if not count:
-            report.lose(f"{where}.maxTurns: {short(merged['maxTurns'], 20)} — not a positive whole number; "
-                        f"agtlantis refuses it, the default {MAX_TURNS} is used")
+            report.lose(
+                f"{where}.maxTurns: {short(merged['maxTurns'], 20)} — not a positive whole number; "
+                f"agtlantis refuses it, the default {MAX_TURNS} is used"
+            )
         elif count > EVALSITE_MAX_TURNS:
             report.lose(f"{where}.maxTurns: {count} — evalsite runs at most {EVALSITE_MAX_TURNS} turns")
             max_turns = EVALSITE_MAX_TURNS
@@ -566,7 +581,9 @@ def _simulate(
         if value in OUTCOMES:
             simulate[target] = value
         else:
-            report.lose(f"{where}.{key}: {short(value, 20)} — agtlantis takes pass or fail; its default is used")
+            report.lose(
+                f"{where}.{key}: {short(value, 20)} — agtlantis takes pass or fail; its default is used"
+            )
     if "persona" not in simulate:
         report.group(
             "no simulated user: the case ends after its first reply (condition met, max turns, or inputs "
@@ -580,7 +597,9 @@ def _simulate(
 def _condition(raw: object, where: str, report: Report) -> dict | None:
     """agtlantis's endWhen → a stop condition: naturalLanguage first, as its loader checks it first."""
     if not isinstance(raw, dict):
-        report.lose(f"{where}: {short(raw, 40)} — not a condition (field / equals / naturalLanguage), left out")
+        report.lose(
+            f"{where}: {short(raw, 40)} — not a condition (field / equals / naturalLanguage), left out"
+        )
         return None
     for key in raw:
         if key not in ("field", "equals", "naturalLanguage"):
@@ -589,8 +608,11 @@ def _condition(raw: object, where: str, report: Report) -> dict | None:
     if question:
         if raw.get("field") is not None:
             report.skip(f"{where}.field: agtlantis uses naturalLanguage when both are given, so is evalsite")
-        report.group("endWhen.naturalLanguage → stop_when.natural_language (the judge answers yes/no)", where,
-                     mapped=True)
+        report.group(
+            "endWhen.naturalLanguage → stop_when.natural_language (the judge answers yes/no)",
+            where,
+            mapped=True,
+        )
         return {"natural_language": {"prompt": question}}
     path = as_name(raw.get("field"))
     if not path:
@@ -600,7 +622,9 @@ def _condition(raw: object, where: str, report: Report) -> dict | None:
         if non_finite(raw["equals"]):
             report.lose(f"{where}.equals: NaN or an infinity cannot be compared; no stop condition")
             return None
-        report.group("endWhen {field, equals} → stop_when.field_equals (on the JSON reply)", where, mapped=True)
+        report.group(
+            "endWhen {field, equals} → stop_when.field_equals (on the JSON reply)", where, mapped=True
+        )
         return {"field_equals": {"path": path, "value": raw["equals"]}}
     report.group("endWhen {field} → stop_when.field_is_set (on the JSON reply)", where, mapped=True)
     return {"field_is_set": path}
