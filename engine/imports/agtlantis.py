@@ -119,17 +119,8 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         header.append(f"Description: {' '.join(description.split())}")
         report.map("description → a comment at the top of the suite")
 
-    prompt_file = _agent_prompt(agent, files, name, report) if agent else None
     top.extend(_model(agent, report))
-    if prompt_file and as_text(prompt_file[1].get("system")):
-        system = as_text(prompt_file[1]["system"]).strip()
-        top.append(Section("system", system, comments=[f"{prompt_file[0]}: system"]))
-        report.map(f"{prompt_file[0]}: system → system (the agent's system prompt)")
-        if "userTemplate" in prompt_file[1]:
-            report.skip(
-                f"{prompt_file[0]}: userTemplate — the agent's TypeScript code fills it from the input; "
-                "evalsite sends the input object as JSON text"
-            )
+    top.extend(_system(agent, files, name, report))
 
     judge = _judge(files, name, report)
     defaults = _defaults(data.get("defaults"), report)
@@ -190,6 +181,67 @@ def _model(agent: str | None, report: Report) -> list[Section]:
     ]
 
 
+def _system(agent: str | None, files: dict[str, str], main: str, report: Report) -> list[Section]:
+    """The agent's system prompt as `system`: from its uploaded prompt file, else from the config's agent
+    written literally; the agent's description stands in when there is no prompt."""
+    if agent is None:
+        return []
+    prompt_file = _agent_prompt(agent, files, main, report)
+    if prompt_file and as_text(prompt_file[1].get("system")):
+        if "userTemplate" in prompt_file[1]:
+            report.skip(
+                f"{prompt_file[0]}: userTemplate — the agent's TypeScript code fills it from the input; "
+                "evalsite sends the input object as JSON text"
+            )
+        report.map(f"{prompt_file[0]}: system → system (the agent's system prompt)")
+        system = as_text(prompt_file[1]["system"]).strip()
+        return [Section("system", system, comments=[f"{prompt_file[0]}: system"])]
+    for file_name, text in _scripts(files, main):
+        found = _config_agent(agent, text)
+        if found is None:
+            continue
+        files[file_name]  # noqa: B018 — marks it read
+        system, description = found
+        if system:
+            report.map(f"{file_name}: the prompt.system of the agent {agent} → system")
+            return [Section("system", system, comments=[f"{file_name}: the agent's prompt.system"])]
+        if description:
+            report.map(
+                f"{file_name}: the description of the agent {agent} → system (no prompt text was found; "
+                "agtlantis gives the description to its judge)"
+            )
+            return [Section("system", description, comments=[f"{file_name}: the agent's description"])]
+    return []
+
+
+def _config_agent(agent: str, text: str) -> tuple[str | None, str | None] | None:
+    """The (prompt.system, description) of the agent whose `config.name` is `agent` in a config written
+    literally: the agent's `description` and `system` follow its name, before its `execute`. A top-level
+    `agentDescription` wins, as in agtlantis."""
+    named = re.search(rf"\bname\s*:\s*(['\"`]){re.escape(agent)}\1", text)
+    if named is None:
+        return None
+    rest = text[named.end() :]
+    end = re.search(r"\bexecute\b", rest)
+    body = rest[: end.start()] if end else rest[:4000]
+    system = _string_or_number(body, "system")
+    description = _string_or_number(text, "agentDescription") or _string_or_number(body, "description")
+    system = system.strip() if isinstance(system, str) and system.strip() else None
+    description = description.strip() if isinstance(description, str) and description.strip() else None
+    if system is None and description is None:
+        return None
+    return system, description
+
+
+def _scripts(files: dict[str, str], main: str) -> list[tuple[str, str]]:
+    """The uploaded TypeScript / JavaScript files (agent-eval.config.ts and the like), unread."""
+    return [
+        (file_name, dict.__getitem__(files, file_name))
+        for file_name in sorted(dict.keys(files))
+        if file_name != main and CONFIG_NAME.search(file_name)
+    ]
+
+
 def _agent_prompt(agent: str, files: dict[str, str], main: str, report: Report) -> tuple[str, dict] | None:
     """An uploaded agtlantis prompt file (`id`, `version`, `system`, `userTemplate`) whose id is the agent's
     name, or whose file name starts with it (agtlantis names them `<id>-<version>.yaml`)."""
@@ -238,10 +290,7 @@ CONFIG_NAME = re.compile(r"\.(config\.)?(ts|mts|cts|js|mjs|cjs)$", re.IGNORECASE
 
 
 def _judge(files: dict[str, str], main: str, report: Report) -> Judge:
-    for file_name in sorted(dict.keys(files)):
-        if file_name == main or not CONFIG_NAME.search(file_name):
-            continue
-        text = dict.__getitem__(files, file_name)
+    for file_name, text in _scripts(files, main):
         if not re.search(r"\bjudge\s*:", text):
             continue
         files[file_name]  # noqa: B018 — marks it read
@@ -262,6 +311,7 @@ def _config_judge(file_name: str, text: str, report: Report) -> Judge | None:
     """The `judge: {criteria, passThreshold}` of a TypeScript config, where it is written literally."""
     block = _bracketed(text, re.search(r"\bjudge\s*:\s*\{", text))
     if block is None:
+        report.lose(f"{file_name}: judge is not written as an object literal — its criteria are not imported")
         return None
     listed = _bracketed(block, re.search(r"\bcriteria\s*:\s*\[", block))
     if listed is None:

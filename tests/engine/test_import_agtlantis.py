@@ -252,3 +252,38 @@ def test_the_configs_judge_keeps_its_weights_and_pass_threshold(fake_openai):
     (check,) = refund.turns[-1].checks
     assert check.score == pytest.approx(0.75)
     assert has(result.mapped, "agent-eval.config.ts", "passThreshold 80")
+
+
+CONFIG_WITH_AGENT = """\
+const qaAgent = {
+  config: { name: 'qa-bot', description: 'Answers geography questions' },
+  prompt: {
+    id: 'qa-prompt',
+    version: 'v1.0.0',
+    system: 'You are a helpful Q&A assistant.',
+    renderUserPrompt: (input: { question: string }) => input.question,
+  },
+  execute: async (input: { question: string }) => ({ result: { answer: input.question } }),
+}
+
+export default {
+  agents: { 'qa-bot': qaAgent },
+  judge: {
+    criteria: [accuracy(), schema({ schema: AnswerSchema })],
+    passThreshold: 60,
+  },
+  include: ['./*.eval.yaml'],
+}
+"""
+
+
+def test_a_config_written_literally_gives_the_agents_system_prompt_and_its_judge():
+    suite = "agent: qa-bot\ncases:\n  - id: capital\n    input: {question: Capital of France?}\n"
+    result = convert({"geo.eval.yaml": suite, "agent-eval.config.ts": CONFIG_WITH_AGENT})
+    assert load_suite(result.source).system == "You are a helpful Q&A assistant."
+    judge = evals_of(result)["capital"]["checks"][0]["llm_judge"]
+    assert [c["name"] for c in judge["criteria"]] == ["Accuracy"] and judge["threshold"] == 60
+    assert has(result.lost, "judge.criteria[1]", "schema(")  # a validator is code: listed as lost
+    without_prompt = CONFIG_WITH_AGENT.replace("system: 'You are a helpful Q&A assistant.',", "")
+    result = convert({"geo.eval.yaml": suite, "agent-eval.config.ts": without_prompt})
+    assert load_suite(result.source).system == "Answers geography questions"
