@@ -44,6 +44,7 @@ from .common import (
 PASS_THRESHOLD = 70  # agtlantis's SCORE.DEFAULT_PASS_THRESHOLD, on its 0-100 scale
 MAX_TURNS = 10  # agtlantis's default, and evalsite's
 EVALSITE_MAX_TURNS = 200
+MAX_ITERATIONS = 1000
 OUTCOMES = ("pass", "fail")
 
 # agtlantis's built-in criteria (judge/criteria), word for word.
@@ -123,6 +124,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     top.extend(_system(agent, files, name, report))
 
     judge = _judge(files, name, report)
+    top.extend(_iterations(files, name, report))
     defaults = _defaults(data.get("defaults"), report)
     personas = _personas(data.get("personas"), report)
 
@@ -358,6 +360,26 @@ def _config_judge(file_name: str, text: str, report: Report) -> Judge | None:
         "`llm_judge` weighted criteria on the 0-100 scale, same weights and threshold"
     )
     return Judge(criteria, threshold, file_name)
+
+
+def _iterations(files: dict[str, str], main: str, report: Report) -> list[Section]:
+    """The config's `run.iterations`: every case repeated, passing by majority (a pass rate of at least
+    0.5), as agtlantis aggregates iterations."""
+    for file_name, text in _scripts(files, main):
+        block = _bracketed(text, re.search(r"\brun\s*:\s*\{", text))
+        count = as_count(_string_or_number(block, "iterations")) if block else None
+        if not count or count == 1:
+            continue
+        files[file_name]  # noqa: B018 — marks it read
+        if count > MAX_ITERATIONS:
+            report.lose(f"{file_name}: run.iterations {count} — evalsite runs at most {MAX_ITERATIONS}")
+            count = MAX_ITERATIONS
+        report.map(
+            f"{file_name}: run.iterations {count} → iterations {count}, passing at a pass rate of 0.5 "
+            "(agtlantis passes an iterated case by majority)"
+        )
+        return [Section("iterations", count, blank_before=True), Section("pass_rate_threshold", 0.5)]
+    return []
 
 
 def _bracketed(text: str, found: re.Match | None) -> str | None:

@@ -40,12 +40,12 @@ def has(lines: list[str], *needles: str) -> bool:
     return any(all(needle in line for needle in needles) for line in lines)
 
 
-def play(fake, result):
+def play(fake, result, *, every=False):
     os.environ[FAKE_KEY_ENV] = FAKE_KEY
     config = EndpointConfig(name="default", base_url=fake.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0)
     suite = load_suite(result.source, files=result.files)
     report = run_suite(suite, EndpointRegistry(config), model="agent", files=result.files, concurrency=1)
-    return {r.id: r for r in report.evals}
+    return report if every else {r.id: r for r in report.evals}
 
 
 def evals_of(result) -> dict[str, dict]:
@@ -230,16 +230,19 @@ def test_multi_turn_cases_play_as_agtlantis_would(fake_openai):
 
 def test_the_configs_judge_keeps_its_weights_and_pass_threshold(fake_openai):
     """accuracy ×2, relevance ×1, policy ×3 at passThreshold 80: 90, 90 and 60 make 75 — a failure in
-    agtlantis, though its default threshold of 70 would have passed it."""
+    agtlantis, though its default threshold of 70 would have passed it. `run.iterations` 3 plays the case
+    three times."""
     result = convert(folder("with-config"))
     prompt = evals_of(result)["refund-policy"]["prompt"]
     fake_openai.script(prompt, ["No: returns are accepted within 30 days."])
     fake_openai.rule("States the 30-day return policy", verdict(60))
     fake_openai.rule("Criteria:", verdict(90))
 
-    results = play(fake_openai, result)
+    report = play(fake_openai, result, every=True)
 
-    (agent_call,) = fake_openai.chat_requests(prompt)
+    assert [(r.id, r.iteration) for r in report.evals] == [("refund-policy", n) for n in range(3)]
+    agent_call = fake_openai.chat_requests(prompt)[0]
+    assert len(fake_openai.chat_requests(prompt)) == 3
     assert agent_call["messages"][0] == {
         "role": "system",
         "content": "You are the support agent of a kitchenware shop.\nReturns are accepted within 30 days of delivery.",
@@ -247,11 +250,12 @@ def test_the_configs_judge_keeps_its_weights_and_pass_threshold(fake_openai):
     assert json.loads(agent_call["messages"][1]["content"]) == {
         "message": "Can I return a kettle after 40 days?"
     }
-    refund = results["refund-policy"]
+    refund = report.evals[0]
     assert refund.status == Status.FAILED
     (check,) = refund.turns[-1].checks
     assert check.score == pytest.approx(0.75)
     assert has(result.mapped, "agent-eval.config.ts", "passThreshold 80")
+    assert has(result.mapped, "run.iterations 3", "pass rate of 0.5")
 
 
 CONFIG_WITH_AGENT = """\
