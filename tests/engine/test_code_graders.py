@@ -430,3 +430,15 @@ def test_the_cli_runs_code_graders_in_the_suites_folder_against_a_real_endpoint(
     )
     assert crash["status"] == "error" and "RuntimeError: grader bug: no such key" in crash["error"]
     assert "code grader graders:broken: exited with status 1" in done.stdout
+
+
+def test_the_json_schema_tells_editors_of_the_short_forms():
+    from engine.schema import json_schema
+
+    schema = json_schema()
+    kinds = [
+        branch.get("type") or branch.get("$ref")
+        for branch in schema["$defs"]["Check"]["properties"]["code"]["anyOf"]
+    ]
+    assert kinds == ["string", "array", "#/$defs/CodeSpec", "null"]
+    assert schema["$defs"]["CodeSpec"]["properties"]["command"]["anyOf"][0] == {"type": "string"}
