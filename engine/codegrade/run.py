@@ -212,20 +212,23 @@ def run_limited(argv: list[str], stdin: str, spec, runner: CodeRunner) -> tuple[
         "--",
     ]
     prefix: list[str] = []
+    env = runner.environment(spec.network)
     if not spec.network:
         prefix, why = network_off_prefix()
-        if prefix is None:
+        if prefix is None and spec.function is None:
             raise CodeGraderError(
                 f"code grader {name}: cannot cut it off from the network on this host ({why}); "
                 "set `network: true` on the check to run it with the network"
             )
+        if prefix is None:  # a callable: refused sockets, other processes and C libraries inside Python
+            prefix, env["EVALSITE_NO_NETWORK"] = [], "strict"
     cwd = runner.workdir()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             process = subprocess.Popen(
                 [*prefix, *limits, *argv],
                 cwd=cwd,
-                env=runner.environment(spec.network),
+                env=env,
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=err,

@@ -249,6 +249,52 @@ def test_a_callable_has_no_network_unless_its_check_allows_it(tmp_path, listener
     )
 
 
+@pytest.fixture
+def no_namespaces(monkeypatch):
+    """A host that allows no network namespace (Docker's default seccomp profile, say)."""
+    from engine.codegrade import run
+
+    monkeypatch.setattr(
+        run, "NETWORK_OFF", (["sh", "-c", "echo 'unshare: Operation not permitted' >&2; exit 1", "-"],)
+    )
+    run.network_off_prefix.cache_clear()
+    yield
+    run.network_off_prefix.cache_clear()
+
+
+def test_without_namespaces_a_program_is_an_error_never_run_with_the_network(no_namespaces):
+    with pytest.raises(
+        CodeGraderError,
+        match=r"cannot cut it off from the network on this host \(sh -c .*Operation not permitted\); set `network: true`",
+    ):
+        grade_code(spec(["python3", "grade.py"]), "Paris", CONVERSATION, scope())
+    assert (
+        grade_code(
+            spec(["python3", "grade.py"], network=True), "Paris", CONVERSATION, scope(expected="paris")
+        ).score
+        == 1.0
+    )
+
+
+def test_without_namespaces_a_callable_is_denied_sockets_processes_and_c_libraries(
+    no_namespaces, tmp_path, listener
+):
+    body = CONNECT.format(port=listener).replace("\n", "\n    ").replace("print(json.dumps(", "return (")
+    (tmp_path / "net.py").write_text(
+        f"def reach(payload):\n    {body}\n".replace("))", ")")
+        + "def spawn(payload):\n    import subprocess\n    subprocess.run(['true'])\n    return True\n"
+        + "def load(payload):\n    import ctypes\n    ctypes.CDLL(None)\n    return True\n"
+    )
+    denied = grade_code(spec("net:reach"), "Paris", CONVERSATION, scope(tmp_path))
+    assert (denied.passed, denied.reason) == (False, "PermissionError")
+    for name, event in (("spawn", "subprocess.Popen"), ("load", "ctypes.dlopen")):
+        with pytest.raises(
+            CodeGraderError, match=f"not allowed for this code grader without the network \\({event}\\)"
+        ):
+            grade_code(spec(f"net:{name}"), "Paris", CONVERSATION, scope(tmp_path))
+    assert grade_code(spec("net:spawn", network=True), "Paris", CONVERSATION, scope(tmp_path)).passed is True
+
+
 # --- no verdict: an error, with what the grader said -------------------------------------------------------
 
 
