@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import traceback
+import types
 
 NETWORK_EVENTS = {
     "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
@@ -41,6 +42,27 @@ def _refuse(events: set[str], prefixes: tuple[str, ...]):
     return hook
 
 
+def _shim(name: str, source: str) -> None:
+    """Install module `name` from `source` unless the real one can be imported; its parent packages too."""
+    try:
+        if importlib.util.find_spec(name) is not None:
+            return
+    except ModuleNotFoundError:  # a parent package is missing: the shim stands in for it
+        pass
+    parts = name.split(".")
+    for depth in range(1, len(parts)):
+        parent = ".".join(parts[:depth])
+        if parent not in sys.modules:
+            package = types.ModuleType(parent)
+            package.__path__ = []
+            sys.modules[parent] = package
+    module = types.ModuleType(name)
+    exec(compile(source, f"<shim {name}>", "exec"), module.__dict__)
+    sys.modules[name] = module
+    if len(parts) > 1:
+        setattr(sys.modules[".".join(parts[:-1])], parts[-1], module)
+
+
 def main() -> int:
     dialects_file, dialect_name, module_name, function_name = sys.argv[1:5]
     spec = importlib.util.spec_from_file_location("evalsite_code_dialects", dialects_file)
@@ -55,6 +77,8 @@ def main() -> int:
     if no_network:
         sys.addaudithook(_refuse(NETWORK_EVENTS, ESCAPES if no_network == "strict" else ()))
     sys.path[0] = os.getcwd()  # the suite's folder, not this file's: its modules cannot shadow a grader's
+    for name, source in dialect.shims.items():
+        _shim(name, source)
     try:
         module = importlib.import_module(module_name)
         function = getattr(module, function_name)

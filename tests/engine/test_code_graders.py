@@ -488,3 +488,19 @@ def test_the_json_schema_tells_editors_of_the_short_forms():
     ]
     assert kinds == ["string", "array", "#/$defs/CodeSpec", "null"]
     assert schema["$defs"]["CodeSpec"]["properties"]["command"]["anyOf"][0] == {"type": "string"}
+
+
+def test_a_dialects_shims_stand_in_for_a_tools_package_and_never_for_a_real_one(monkeypatch):
+    import sys
+
+    from engine.codegrade.host import _shim
+
+    for name in ("toolpkg", "toolpkg.models", "json.fake"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    _shim("toolpkg.models", "class GradeResult(dict):\n    pass\n")
+    from toolpkg.models import GradeResult
+
+    assert GradeResult(score=1) == {"score": 1}
+    real = sys.modules["json"]
+    _shim("json", "raise AssertionError('the real json is there')")
+    assert sys.modules["json"] is real
