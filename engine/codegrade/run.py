@@ -172,9 +172,12 @@ def grade_code(spec, output: str, conversation: list[dict], scope: CodeScope | N
         argv = list(spec.command)
     stdout, stderr = run_limited(argv, json.dumps(payload, default=str), spec, scope.runner)
     try:
-        return dialect.read(read_json(stdout))
+        answer = dialect.read(read_json(stdout))
+        if answer.score is not None and not 0.0 <= answer.score <= 1.0:
+            raise BadAnswer(f"its score {answer.score:g} is outside 0–1")
     except BadAnswer as exc:
         raise CodeGraderError(f"code grader {describe(spec)}: {exc}{_tail(stderr)}") from None
+    return answer
 
 
 def read_json(stdout: str) -> Any:
