@@ -306,6 +306,7 @@ def test_without_namespaces_a_callable_is_denied_sockets_processes_and_c_librari
         (["sh", "-c", "echo oops >&2; exit 3"], "exited with status 3\nstderr: oops"),
         (["sh", "-c", "echo '{\"verdict\": 1}'"], "neither `score` nor `pass`"),
         (["sh", "-c", 'echo \'{"score": "high"}\''], '`score` is "high", not a number'),
+        (["sh", "-c", "echo 7"], "its score 7 is outside 0–1"),
         (["no-such-program-here"], "exited with status|cannot start it"),
         ("graders:broken", "RuntimeError: grader bug: no such key"),
         ("graders:no_answer", "expected {score, pass, reason}, a number or true/false"),
