@@ -83,6 +83,9 @@ class CodeRunner:
         else:
             env = {key: os.environ[key] for key in PLAIN_ENV if key in os.environ}
             env.setdefault("PATH", os.defpath)
+            env["HOME"] = str(
+                self.workdir()
+            )  # tools that keep a cache or settings there (npm, node) find one
         env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8", PYTHONUNBUFFERED="1")
         if not network:
             env["EVALSITE_NO_NETWORK"] = "1"

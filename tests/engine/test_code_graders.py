@@ -319,6 +319,25 @@ def test_a_grader_that_gives_no_verdict_is_an_error(value, message):
     assert message.split("|")[0] in str(raised.value) or message.split("|")[-1] in str(raised.value)
 
 
+def test_on_a_server_a_grader_sees_its_files_in_a_temporary_folder_and_none_of_the_servers_secrets(
+    monkeypatch,
+):
+    monkeypatch.setenv("SECRET_KEY", "server-secret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-server")
+    runner = CodeRunner(
+        files={
+            "look.py": "import json, os\nprint(json.dumps({'pass': True, 'reason': json.dumps([sorted(os.listdir()), sorted(os.environ)])}))\n"
+        }
+    )
+    answer = grade_code(spec(["python3", "look.py"]), "ok", CONVERSATION, CodeScope(runner))
+    listed, names = json.loads(answer.reason)
+    assert listed == ["look.py"]
+    assert "SECRET_KEY" not in names and "OPENAI_API_KEY" not in names and "HOME" in names
+    folder = runner.workdir()
+    runner.close()
+    assert not folder.exists()
+
+
 def test_where_code_graders_are_not_allowed_the_check_says_so():
     with pytest.raises(CodeGraderError, match="code graders are not enabled here"):
         grade_code(spec("graders:always"), "Paris is the capital.", CONVERSATION, CodeScope(None))
