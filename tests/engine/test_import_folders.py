@@ -342,3 +342,19 @@ def test_cli_overwrites_nothing_and_writes_nothing_when_one_target_exists(tmp_pa
     assert (tmp_path / "out" / "multi-turn.yaml").read_text() == "mine\n"
     forced = evalsite("import", "proj", "--out", "out", "--force", cwd=tmp_path)
     assert forced.returncode == 0, forced.stdout + forced.stderr
+
+
+def test_an_agtlantis_project_beside_a_letta_suite_reads_its_own_config_and_prompt(tmp_path):
+    shutil.copytree(IMPORTS / "agtlantis", tmp_path / "agtlantis")
+    shutil.copytree(IMPORTS / "letta-per-turn", tmp_path / "letta")
+    tree = read_paths([tmp_path])
+    imported = convert_all(tree.files, tree.hidden)
+    assert [result.origin for result in imported.results] == [
+        "agtlantis/booking.eval.yaml",
+        "agtlantis/orders.eval.yaml",
+        "agtlantis/support.eval.yaml",
+        "letta/suite.yaml",
+    ]
+    support = imported.results[2]
+    assert "You are the support agent of a kitchenware shop." in support.source  # its prompt file, beside it
+    assert imported.ignored == []
