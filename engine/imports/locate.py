@@ -16,7 +16,7 @@ import yaml
 
 from .common import Loss, basename, repair_plain_colons
 
-_KEY = re.compile(r"(?P<key>[A-Za-z_$][\w$-]*(?:\[\d+\]|\.[\w$-]+)*)(?=:|\s|\(|$)")
+_KEY = re.compile(r"(?P<key>(?:[A-Za-z_$][\w$-]*|\[\d+\])(?:\[\d+\]|\.[\w$-]+)*)(?=:|\s|\(|$)")
 _PART = re.compile(r"\[(\d+)\]|\.?([\w$-]+)")
 _ROW = re.compile(r"(?:line|row) (?P<number>\d+)\b")
 _PLACES = re.compile(r"\(([^()]*)\)\s*$")
@@ -51,8 +51,8 @@ def _named_file(line: str, main: str, files: Mapping[str, str]) -> tuple[str, st
     """The file a line names at its start (the longest name that fits), else the suite file."""
     for name in sorted(files, key=len, reverse=True):
         for shown in dict.fromkeys((name, basename(name))):
-            if line.startswith(shown) and line[len(shown) : len(shown) + 1] in (":", " ", ""):
-                return name, line[len(shown) :].lstrip(" :")
+            if line.startswith(shown) and line[len(shown) : len(shown) + 1] in (":", " ", "", "["):
+                return name, line[len(shown) :].lstrip(" :")  # `tests.yaml[2].assert[0]`: a list file
     return main, line
 
 

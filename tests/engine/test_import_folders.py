@@ -173,6 +173,14 @@ def test_a_loss_is_located_at_its_file_line_and_key():
     # Another file, named first; a JSONL row by its line.
     row = locate("data/rows.jsonl line 3: input: not text", "s.yaml", files)
     assert (row.file, row.line, str(row)) == ("data/rows.jsonl", 3, "data/rows.jsonl:3: input: not text")
+    # A file that is a list (promptfoo's `tests: file://tests.yaml`), its items by index.
+    listed = {
+        "s.yaml": suite,
+        "tests.yaml": "- vars: {a: 1}\n- vars: {a: 2}\n  assert:\n    - type: python\n",
+    }
+    assert str(locate("tests.yaml[1].assert[0]: python left out", "s.yaml", listed)) == (
+        "tests.yaml:4 [1].assert[0]: python left out"
+    )
     # No key: still listed, at its file.
     assert str(locate("the grader: left out", "s.yaml", files)) == "s.yaml: the grader: left out"
 
