@@ -111,7 +111,7 @@ def _compose(text: str) -> yaml.Node | None:
     for attempt in (text, repair_plain_colons(text)[0]):
         try:
             return yaml.compose(attempt, Loader=yaml.SafeLoader)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, RecursionError):  # a file nested past Python's stack: no line, still listed
             continue
     return None
 

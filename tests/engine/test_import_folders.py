@@ -181,6 +181,9 @@ def test_a_loss_is_located_at_its_file_line_and_key():
     assert str(locate("tests.yaml[1].assert[0]: python left out", "s.yaml", listed)) == (
         "tests.yaml:4 [1].assert[0]: python left out"
     )
+    # A file nested past Python's stack: no line, but still listed, never an exception.
+    deep = {"s.yaml": "a: " + "[" * 5000 + "]" * 5000}
+    assert str(locate("a[0]: x", "s.yaml", deep)) == "s.yaml: a[0]: x"
     # No key: still listed, at its file.
     assert str(locate("the grader: left out", "s.yaml", files)) == "s.yaml: the grader: left out"
 
