@@ -35,8 +35,12 @@ evals:
     checks:
       - contains: Paris
       - code: graders:short
+      - code: echo:reason
 """
 FILES = {name: (FIXTURES / name).read_text() for name in ("grade.py", "graders.py")}
+FILES["echo.py"] = (
+    "def reason(payload):\n    return {'pass': True, 'reason': 'it said ' + payload['output']}\n"
+)
 
 
 def test_off_by_default_a_launch_is_refused_naming_each_code_check(user):
@@ -72,6 +76,7 @@ def test_off_the_validate_api_and_the_editor_warn_at_each_code_check(logged_in, 
     assert [(w["line"], w["path"]) for w in coded] == [
         (9, "evals[0].graders.found.check.code"),
         (14, "evals[1].checks[1].code"),
+        (15, "evals[1].checks[2].code"),
     ]
     page = logged_in.get(reverse("suites:detail", args=[suite.public_id])).content.decode()
     assert "code graders are not enabled on this server" in html.unescape(page)
@@ -86,6 +91,7 @@ def test_on_workers_run_them_from_the_versions_files_and_the_transcript_shows_th
     assert (check["type"], check["label"], check["score"]) == ("code", 'code "graders:short"', 1.0)
     page = logged_in.get(reverse("runs:conversation", args=[run.pk, 1])).content.decode()
     assert 'code "graders:short"' in html.unescape(page)
+    assert "it said Paris &lt;b&gt;is&lt;/b&gt; the capital." in page  # the grader's reason, escaped
     assert "<b>is</b>" not in page and "&lt;b&gt;is&lt;/b&gt;" in page
 
 
