@@ -31,6 +31,7 @@ def project(root: Path) -> Path:
         ("support.instructions.md", "prompts"),
         ("refund-judge.md", "graders"),
         ("policy-judge.md", "graders"),
+        ("check-policy.ts", "graders"),
         ("order.txt", "data"),
     ):
         (evals / under).mkdir(parents=True, exist_ok=True)
@@ -279,6 +280,7 @@ def test_cli_imports_a_project_folder_one_suite_each_into_out(tmp_path):
         "rubric/rubric.txt",
         "rubric/rubric.yaml",
         "support-bot",
+        "support-bot/check-policy.ts",
         "support-bot/order.txt",
         "support-bot/refund-judge.md",
         "support-bot/support-bot.yaml",

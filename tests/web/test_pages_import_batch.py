@@ -65,7 +65,12 @@ def test_a_zip_of_a_project_shows_every_suite_and_creates_them_all_in_one_step(l
     }
     agentv = Suite.objects.get(name="support-bot").latest_version
     assert agentv.note == "imported from AgentV (proj/evals/support-bot.eval.yaml)"
-    assert set(agentv.file_map()) == {"support.instructions.md", "refund-judge.md", "order.txt"}
+    assert set(agentv.file_map()) == {
+        "support.instructions.md",
+        "refund-judge.md",
+        "order.txt",
+        "check-policy.ts",
+    }
     assert "Imported 4 suites" in logged_in.get(response["Location"]).content.decode()
 
 
