@@ -457,6 +457,17 @@ def _may_call_model(ctx: EngineContext, ev: Eval, step: Step, graders: dict) -> 
     return not (local(step.checks) and local(step.final_checks))
 
 
+def _judge_context(ctx: EngineContext) -> JudgeContext:
+    return JudgeContext(
+        ctx.judge,
+        ctx.judge_model,
+        ctx.resolve,
+        ctx.judge_temperature,
+        rubric_prompt=ctx.defaults.rubric_prompt,
+        rubric_system=ctx.defaults.judge_system,
+    )
+
+
 def _graded_turn(
     ctx: EngineContext,
     driver: Driver,
@@ -470,7 +481,7 @@ def _graded_turn(
     completion: Completion,
 ) -> TurnRecord:
     """The reply graded into its turn record: the stop condition, the checks, the ground-truth grades."""
-    judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature)
+    judge = _judge_context(ctx)
     conversation = [*sent, {"role": "assistant", "content": completion.text}]
     reply = Reply(
         text=completion.text,
@@ -603,7 +614,7 @@ def _with_graders(
         live = messages[given:]
         replies = [m["content"] for m in live if m["role"] == "assistant"]
         input_text = "\n".join(str(m["content"]) for m in live if m["role"] == "user")
-        judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature)
+        judge = _judge_context(ctx)
         truth = ev.ground_truth if isinstance(ev.ground_truth, str) else None
         for name, grader in graders.items():
             by_name[name].append(
