@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from engine.imports import ImportError_, ImportProblem, convert, detect
+from engine.imports.letta.graders import WRAPPED_SYSTEM
 from engine.loader import SuiteError, load_suite
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
@@ -197,10 +198,14 @@ def test_letta_rubric_grader_and_a_check_grader_with_rubric_vars_become_named_gr
         "threshold": 0.7,  # the accuracy condition's pass_threshold
     }
     assert raw["graders"]["ascii_only"] == {"kind": "check", "check": {"regex": r"\A[\x20-\x7E\r\n]*\Z"}}
-    # Letta's judge prompt: the rubric file, then question, ground truth, submission; literal braces kept.
-    filled = result.files["rubric.txt"].format(input="Q", ground_truth="T", submission="S")
+    # A rubric without {input} / {submission} was written for the earlier Letta: its judge prompt holds the
+    # rubric (literal braces kept), then the question, ground truth and submission, under its system message.
+    filled = result.files["rubric.txt"].format(input="QQ", ground_truth="TT", submission="SS")
     assert '{"score": <0-1>, "rationale": "..."}' in filled
-    assert filled.index("Q") < filled.index("T") < filled.rindex("S")
+    assert "## Evaluation Rubric\nEvaluate the ASCII art drawing of a {subject}." in filled
+    assert filled.index("Question Given to the Agent\nQQ") < filled.index("(Ground Truth)\nTT")
+    assert filled.index("(Ground Truth)\nTT") < filled.index("(What You Are Evaluating)\nSS")
+    assert raw["rubric_prompt"] == "as_written" and raw["judge_system"] == WRAPPED_SYSTEM
     # sample_tags [animals] keeps 4 of 5 rows, max_samples 3 the first three of those.
     assert [ev["id"] for ev in raw["evals"]] == ["sample-0", "sample-2", "sample-3"]
     cat, fish, _ = raw["evals"]
@@ -274,7 +279,7 @@ def test_letta_two_graders_with_a_weighted_gate_and_num_runs_keep_their_meaning(
         {"weighted_average": {"quality": 0.7, "ascii_only": 0.3}, "metric": "avg", "op": ">=", "value": 0.75}
     ]
     assert raw["iterations"] == 3 and raw["dataset"] == "dataset.jsonl"
-    assert result.files["quality.md"].startswith("Rate the ASCII art drawing")
+    assert "## Evaluation Rubric\nRate the ASCII art drawing" in result.files["quality.md"]
     assert '{{"score": <0-1>' in result.files["quality.md"]
     rows = [json.loads(line) for line in result.files["dataset.jsonl"].splitlines()]
     assert [row["id"] for row in rows] == ["cat", "house", "boat-then-sun"]
@@ -727,7 +732,7 @@ def test_an_imported_multi_grader_letta_suite_runs_with_a_score_per_grader_and_i
         fake_openai.rule(prompt, reply, model="agent")
     for reply, score in (("CAT", 1.0), ("HOUSE", 0.5), ("SUN", 0.6), ("BOAT", 0.8)):
         answer = json.dumps({"score": score, "reason": f"{reply} drawing"})
-        fake_openai.rule(f"to evaluate\n{reply}-ART", answer, model="gpt-4.1-mini")
+        fake_openai.rule(f"(What You Are Evaluating)\n{reply}-ART", answer, model="gpt-4.1-mini")
     os.environ[FAKE_KEY_ENV] = FAKE_KEY
     config = EndpointConfig(
         name="default", base_url=fake_openai.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0
@@ -748,7 +753,10 @@ def test_an_imported_multi_grader_letta_suite_runs_with_a_score_per_grader_and_i
     ]
     judged = [r for r in fake_openai.chat_requests() if r["model"] == "gpt-4.1-mini"]
     assert judged and {r["temperature"] for r in judged} == {0.2}
-    assert "Rate the ASCII art drawing" in judged[0]["messages"][-1]["content"]  # the attached rubric file
+    # the attached rubric file inside the earlier Letta's judge prompt, under its system message
+    assert [m["role"] for m in judged[0]["messages"]] == ["system", "user"]
+    assert judged[0]["messages"][0]["content"] == WRAPPED_SYSTEM
+    assert "## Evaluation Rubric\nRate the ASCII art drawing" in judged[0]["messages"][1]["content"]
     (gate,) = report.gates
     # per eval 0.7×quality + 0.3×ascii_only: cat 1.0, house 0.35, boat 0.7×0.7 + 0.3 = 0.79; avg 0.7133
     assert gate.kind == "weighted_average" and gate.actual == pytest.approx((1.0 + 0.35 + 0.79) / 3)

@@ -54,6 +54,8 @@ from .graders import (
     named_graders,
     read_graders,
     reward_metric,
+    judge_sections,
+    rubric_style,
     rubric_template,
 )
 
@@ -140,14 +142,9 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     if grading.get("extractor") is not None:
         top.append(Section("extractor", grading["extractor"]))
     if rubric_prompt is not None:
+        top.extend(judge_sections(rubric_prompt, spec, primary, report))
         top.append(
-            Section(
-                "rubric",
-                rubric_template(rubric_prompt, None, with_truth=True),
-                comments=[
-                    "Letta's judge prompt: the rubric, then the question, the ground truth and the submission"
-                ],
-            )
+            Section("rubric", rubric_template(rubric_prompt, None, with_truth=True), comments=[f"graders.{primary}"])
         )
     elif grading["grader"] == "llm_judge":
         top.append(
@@ -250,6 +247,15 @@ def _convert_named(
         raise ImportProblem(f"{dataset_name}: no row is left once sample_tags / max_samples are applied")
     judges = [key for key, spec in named.items() if spec["kind"] == "llm_judge"]
     prompt = prompts.get(judges[0]) if len(judges) == 1 else None
+    written = [key for key in judges if key in prompts]
+    if written:
+        top.extend(judge_sections(prompts[written[0]], graders[written[0]], written[0], report))
+        for key in written[1:]:
+            if rubric_style(prompts[key]) != rubric_style(prompts[written[0]]):
+                report.lose(
+                    f"graders.{key}: its rubric is written for another Letta version than graders.{written[0]}'s; "
+                    "evalsite sends every rubric of a suite one way, so the judge does not see it as Letta sent it"
+                )
     out_rows = convert_rows(rows, truth_kind or "named", prompt, files, report, named=True)
     if not out_rows:
         raise ImportProblem(f"{dataset_name}: no row could be converted — {'; '.join(report.problems())}")
@@ -288,10 +294,7 @@ def _convert_named(
     kept = f"{len(out_rows)} of {plural(total, 'row')}" if len(out_rows) != total else plural(total, "row")
     report.map(f"dataset: {dataset_ref} → dataset: {out_name} ({kept}, attached to the suite)")
     if any(spec["kind"] == "llm_judge" for spec in named.values()):
-        report.map(
-            "judge prompts → rubric files holding Letta's judge prompt: the rubric, then the question, the "
-            "ground truth and the submission"
-        )
+        report.map("judge prompts → rubric files, sent to the judge as Letta sends them")
     top.append(
         Section(
             "graders",

@@ -11,7 +11,7 @@ from engine.bounds import loads_json
 from engine.text import plural
 
 from ..common import ImportProblem, Report, as_text, basename, find_file, short, unique_id
-from .graders import rubric_template
+from .graders import rubric_style, rubric_template
 
 ROW_KEYS = (
     "id",
@@ -260,20 +260,26 @@ def _row_rubric(
     base = own if own is not None else prompt
     if base is None:
         return None
-    if own is None and not variables and has_truth:
-        return None  # the suite's rubric applies as is
     if variables:
         report.group("rubric_vars → filled into the row's own rubric", where, mapped=True)
     if own is not None:
-        report.group(
-            "the row's own rubric → its rubric (with the question / ground truth / submission sections)",
-            where,
-            mapped=True,
-        )
-    if not has_truth:
+        report.group("the row's own rubric → its rubric", where, mapped=True)
+    as_written = rubric_style(base) == "as_written"
+    if own is None and not variables and (has_truth or as_written):
+        return None  # the suite's rubric applies as is
+    if not has_truth and not as_written:
         report.group(
             'rows without ground_truth → a rubric without the ground-truth section and ground_truth ""',
             where,
             mapped=True,
         )
-    return rubric_template(base, variables, with_truth=has_truth)
+    missing: set[str] = set()
+    rubric = rubric_template(base, variables, with_truth=has_truth, missing=missing)
+    for name in sorted(missing):
+        report.group(
+            f"rubric placeholder {{{name}}}: the row has no rubric_vars.{name}; Letta stops on it, evalsite sends "
+            "it as written",
+            where,
+            lost=True,
+        )
+    return rubric
