@@ -95,7 +95,7 @@ class CodeScope:
 
     runner: CodeRunner | None
     eval_id: str = ""
-    turns: list[dict] = field(default_factory=list)
+    turns: list = field(default_factory=list)  # dicts, or TurnRecords (dumped only when a grader runs)
     current: dict = field(default_factory=dict)
     expected: Any = None
     metadata: dict = field(default_factory=dict)
@@ -130,8 +130,9 @@ def grade_input(spec, conversation: list[dict], scope: CodeScope) -> GradeInput:
     output = _text(conversation[-1]["content"]) if conversation else ""
     last_user = next((m for m in reversed(conversation) if m.get("role") == "user"), None)
     current = {**scope.current, "response": output}
+    turns = [turn if isinstance(turn, dict) else turn.model_dump(mode="json") for turn in scope.turns]
     return GradeInput(
-        turns=[*scope.turns, current],
+        turns=[*turns, current],
         messages=conversation,
         input=_text(last_user["content"]) if last_user else "",
         output=output,

@@ -89,6 +89,8 @@ class FieldEquals(StrictModel):
 
 
 MAX_CODE_TIMEOUT = 600
+# A command's argument that names a file (grade.py, rules.json) names an attached file of the suite.
+FILE_ARGUMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*\.[A-Za-z][A-Za-z0-9]{0,7}$")
 FUNCTION_REF = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(\.py)?:[A-Za-z_][A-Za-z0-9_]*$"
 )
@@ -153,6 +155,13 @@ class CodeSpec(StrictModel):
             return None
         module = self.function.split(":")[0].removesuffix(".py")
         return module.replace(".", "/") + ".py"
+
+    @property
+    def files(self) -> list[str]:
+        """The attached files it runs: a callable's module, and a command's arguments that name a file."""
+        if self.function is not None:
+            return [self.module_file]
+        return [arg.removeprefix("./") for arg in self.command if FILE_ARGUMENT.match(arg.removeprefix("./"))]
 
 
 class CheckFields(StrictModel):
