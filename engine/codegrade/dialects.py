@@ -48,6 +48,8 @@ class Dialect:
     payload: Callable[[GradeInput], Any]
     read: Callable[[Any], Answer]
     invoke: Callable[[Callable, Any], Any] = lambda function, payload: function(payload)
+    # Run in the subprocess before the grader's module is imported (e.g. the names that module imports).
+    prepare: Callable[[], None] = lambda: None
 
 
 def jsonable(value: Any) -> Any:
@@ -109,8 +111,54 @@ def evalsite_read(answer: Any) -> Answer:
     )
 
 
+# --- letta: Letta Evals' @grader functions, called on (Sample, submission) after Letta's extractor -----------
+
+
+def _letta_shim():
+    """letta_shim.py beside this file, loaded by path (this module runs in the subprocess by path too)."""
+    import importlib.util
+    import pathlib
+    import sys
+
+    name = "evalsite_letta_shim"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).with_name("letta_shim.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up by name
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def letta_payload(given: GradeInput) -> dict:
+    return {
+        "turns": given.turns,
+        "input": given.input,
+        "expected_output": given.expected_output,
+        "config": given.config,
+        "eval_id": given.eval_id,
+    }
+
+
+def letta_read(answer: Any) -> Answer:
+    """Letta's GradeResult: `{score, rationale}`; its score alone decides against the check's threshold."""
+    if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+        return Answer(number(answer, "the score"), None)
+    if not isinstance(answer, dict) or "score" not in answer:
+        raise BadAnswer(
+            f"expected a GradeResult (score, rationale); got {json.dumps(answer, default=str)[:80]}"
+        )
+    reason = answer.get("rationale") or ""
+    return Answer(min(1.0, max(0.0, number(answer["score"], "`score`"))), None, str(reason))
+
+
 # One entry per dialect; `dialect:` in a code check names one. The first is the default.
 DIALECTS: dict[str, Dialect] = {
     "evalsite": Dialect(evalsite_payload, evalsite_read),
+    "letta": Dialect(
+        letta_payload,
+        letta_read,
+        invoke=lambda function, payload: _letta_shim().grade(function, payload),
+        prepare=lambda: _letta_shim().install(),
+    ),
 }
 DEFAULT_DIALECT = "evalsite"

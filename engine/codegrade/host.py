@@ -43,6 +43,7 @@ def main() -> int:
         sys.addaudithook(_no_network)
     sys.path.insert(0, os.getcwd())
     try:
+        dialect.prepare()
         module = importlib.import_module(module_name)
         function = getattr(module, function_name)
     except Exception:
