@@ -145,7 +145,8 @@ def test_letta_per_turn_suite_and_dataset_convert_with_gate_and_report():
     suite = load_suite(result.source, files=result.files)
     assert suite.name == "multiturn-per-turn-grading-test"
     assert suite.description.startswith("Test if agent answers")
-    assert (suite.grader, suite.extractor, suite.model) == ("contains", None, None)
+    # the agent becomes the model it ran on (the first of its model handles)
+    assert (suite.grader, suite.extractor, suite.model) == ("contains", None, "openai/gpt-4.1-mini")
     assert [(g.metric, g.op, g.value) for g in suite.gates] == [("avg", ">=", 0.6)]
     assert [ev.id for ev in suite.evals] == ["sample-0", "sample-1", "sample-2", "sample-3"]
     assert suite.evals[0].input == [
@@ -161,7 +162,6 @@ def test_letta_per_turn_suite_and_dataset_convert_with_gate_and_report():
     )
     rows = [json.loads(line) for line in result.files["dataset.jsonl"].splitlines()]
     assert "agent_args" not in rows[2]
-    assert "# model: openai/gpt-4.1-mini" in result.source  # a suggestion, commented out
 
     assert has(
         result.mapped,
@@ -172,15 +172,17 @@ def test_letta_per_turn_suite_and_dataset_convert_with_gate_and_report():
     assert has(result.mapped, "3 rows with per-turn ground truths", "mean")
     assert has(result.mapped, "dataset: dataset.jsonl → dataset: dataset.jsonl (4 rows")
     assert has(
-        result.unmapped, "target (kind letta_agent, agent_file test-qa-agent.af", "not to a Letta agent"
+        result.unmapped, "target (kind letta_agent, agent_file test-qa-agent.af", "cannot run a Letta agent"
     )
-    assert has(result.unmapped, "target.model_handles", "openai/gpt-4.1-mini")
-    assert has(result.unmapped, "graders.remembers_name", "memory_block", "memory blocks")
+    assert has(result.mapped, "target.model_handles[0] → model: openai/gpt-4.1-mini")
+    assert has(result.unmapped, "target.model_handles[1:] (anthropic/claude-haiku-4-5)", "--model")
+    # a grader reading the agent's memory is lost (it graded), the rest of the suite is kept
+    assert has(result.lost, "graders.remembers_name", "memory_block", "no memory")
     assert suite.iterations == 3
     assert has(result.mapped, "num_runs: 3 → iterations: 3")
     assert not has(result.unmapped, "num_runs")
     assert has(result.unmapped, "max_concurrent: 8")
-    assert has(result.unmapped, "agent_args", "line 3")
+    assert has(result.unmapped, "agent_args holding only the agent's tags", "line 3")
 
 
 def test_letta_rubric_grader_and_a_check_grader_with_rubric_vars_become_named_graders_per_row():
@@ -234,7 +236,7 @@ def test_letta_rubric_grader_and_a_check_grader_with_rubric_vars_become_named_gr
     assert has(result.mapped, "gate.conditions[1]: accuracy 60 → 0.6")
     assert has(result.mapped, "gate pass_threshold 0.7 on quality → graders.quality.threshold: 0.7")
     assert has(result.mapped, "rubric_vars → filled into the row's own rubric", "line 1")
-    assert has(result.mapped, "own `quality` grader")
+    assert has(result.mapped, "rows with their own rubric", "evals written in the suite")
     # what is no longer dropped is no longer said to be
     assert not has(result.unmapped, "ascii_only")
     assert not has(result.unmapped, "temperature")
@@ -297,9 +299,11 @@ def test_letta_two_graders_with_a_weighted_gate_and_num_runs_keep_their_meaning(
     assert has(result.mapped, "graders.quality.temperature → graders.quality.temperature: 0.2")
     assert "# quality: “drawing quality”\ngraders:" in result.source  # Letta's display_name
     assert result.unmapped == [
-        "target (kind letta_agent, agent_file ascii-art-agent.af, base_url http://localhost:8283): evalsite sends "
-        "the conversations straight to a chat model, not to a Letta agent — its system prompt, memory and tools "
-        "are not reproduced; set `model` (and `system`) yourself",
+        "target (kind letta_agent, agent_file ascii-art-agent.af, base_url http://localhost:8283): evalsite cannot "
+        "run a Letta agent; it sends the conversations to the agent's model instead, with what the agent file says "
+        "in plain text as the system message — the agent's tools, tool rules and memory edits are not reproduced",
+        "target.agent_file: ascii-art-agent.af was not uploaded — upload it to carry its system prompt and memory "
+        "blocks",
         "max_concurrent: 4 — concurrency is chosen when a run is launched",
     ]
 
@@ -357,10 +361,11 @@ def test_letta_bad_dataset_line_and_unconvertible_graders_are_clear_problems():
     suite_yaml = (FIXTURES / "letta-per-turn" / "suite.yaml").read_text()
     with pytest.raises(ImportProblem, match=r"dataset.jsonl line 2 is not valid JSON"):
         convert({"suite.yaml": suite_yaml, "dataset.jsonl": '{"input": "a", "ground_truth": "b"}\n{oops\n'})
-    custom = suite_yaml.replace("function: contains", "function: my_graders.py:grade").replace(
-        "extractor: memory_block", "extractor: tool_output"
-    )
-    with pytest.raises(ImportProblem, match=r"no grader of this suite has an evalsite equivalent"):
+    # every grader reads tool calls or agent memory: nothing left to grade with
+    custom = suite_yaml.replace("extractor: last_assistant", "extractor: tool_output")
+    with pytest.raises(
+        ImportProblem, match=r"no grader of this suite has an evalsite equivalent.*tool calls"
+    ):
         convert({"suite.yaml": custom, "dataset.jsonl": '{"input": "a", "ground_truth": "b"}\n'})
 
 

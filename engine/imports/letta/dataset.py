@@ -11,6 +11,7 @@ from engine.bounds import loads_json
 from engine.text import plural
 
 from ..common import ImportProblem, Report, as_text, basename, find_file, short, unique_id
+from .custom import agent_args_text
 from .graders import rubric_style, rubric_template
 
 ROW_KEYS = (
@@ -190,10 +191,19 @@ def convert_rows(
         elif judge and rubric_prompt is None and not report.needs:
             report.group("rows without a rubric were left out (the grader has no prompt either)", where)
             continue
-        if row.get("agent_args"):
-            report.group("agent_args (per-row agent settings): evalsite creates no agents", where)
-        if row.get("extra_vars"):
-            report.group("extra_vars (inputs of custom graders and extractors): not used by evalsite", where)
+        facts = agent_args_text(row.get("agent_args"))
+        if facts is not None:
+            converted["_system"] = facts
+            report.group(
+                "agent_args → a system message before the row's input (the facts its agent was created with)",
+                where,
+                mapped=True,
+            )
+        elif row.get("agent_args"):
+            report.group("agent_args holding only the agent's tags: nothing its agent reads", where)
+        extras = {key: row[key] for key in ("agent_args", "rubric_vars", "extra_vars") if row.get(key)}
+        if extras:
+            converted["_sample"] = {"id": row.get("id", sample_id), **extras}
         for key in row:
             if key not in ROW_KEYS:
                 report.group(f"row key `{key}`: not a Letta row field evalsite knows", where)

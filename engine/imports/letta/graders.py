@@ -3,7 +3,6 @@ what it becomes (a tool grader by name, a judge as `grader: llm_judge` with a ru
 
 from __future__ import annotations
 
-import json
 import re
 import string
 
@@ -12,6 +11,7 @@ from pydantic import ValidationError
 from engine.schema import Extractor
 
 from ..common import ImportProblem, Report, as_name, as_number, basename, find_file, safe_file_name, short
+from .custom import NO_AGENT_STATE, NO_TOOL_CALLS, attach_python, code_check, is_custom
 
 TOOL_GRADERS = ("exact_match", "contains", "regex_match")
 JUDGE_KINDS = ("model_judge", "rubric", "letta_judge")
@@ -54,20 +54,46 @@ def reward_metric(reward: object) -> str | None:
     return None
 
 
-def _grading(key: str, spec: dict) -> tuple[dict | None, str]:
-    """How evalsite grades like this Letta grader, or (None, why not)."""
+def _grading(key: str, spec: dict, code_threshold: float = 1.0) -> tuple[dict | None, str]:
+    """How evalsite grades like this Letta grader, or (None, why not). Its notes: what it keeps differently
+    (`notes`) or drops although it grades (`lost`)."""
     kind = spec.get("kind", "tool")
     problems: list[str] = []
+    lost: list[str] = []
+    extractor_name = spec.get("extractor", "last_assistant")
+    if extractor_name in NO_TOOL_CALLS:
+        return None, (
+            f"extractor {extractor_name} reads the agent's tool calls, which evalsite's conversations do not "
+            "hold yet"
+        )
+    if extractor_name in NO_AGENT_STATE:
+        return None, (
+            f"extractor {extractor_name} reads the Letta agent's memory after the conversation; the model "
+            "evalsite tests has no memory of its own to update"
+        )
     if kind == "tool":
         function = spec.get("function")
+        if isinstance(function, str) and (is_custom(function) or is_custom(extractor_name)):
+            built = code_check(spec, threshold=code_threshold)
+            if built is not None:
+                check, references = built
+                described = f"tool {function} with extractor {extractor_name}, Python run as a code check"
+                return {"grader": "code", "check": check, "references": references, "extractor": None,
+                        "described": described, "notes": [], "lost": []}, ""  # fmt: skip
         if function not in TOOL_GRADERS:
             return None, (
-                f"tool function {short(function)} is custom Python; evalsite graders are "
-                f"{', '.join(TOOL_GRADERS)} and rubric judges"
+                f"tool function {short(function)} is neither a Letta built-in nor a file.py:function reference "
+                "evalsite can run"
             )
         grader, described = function, f"tool {function}"
     elif kind in JUDGE_KINDS:
         grader, described = "llm_judge", f"{kind} (LLM judge with a rubric)"
+        if is_custom(extractor_name):
+            lost.append(
+                f"extractor {extractor_name}: custom Python ahead of a judge — the judge reads the last reply "
+                "instead of what that extractor returned"
+            )
+            spec = {key: value for key, value in spec.items() if key not in ("extractor", "extractor_config")}
     else:
         return None, f"kind {short(kind)} has no evalsite equivalent"
     extractor, note = _extractor(spec, problems)
@@ -77,6 +103,7 @@ def _grading(key: str, spec: dict) -> tuple[dict | None, str]:
     if grader == "llm_judge" and isinstance(spec.get("model"), str):
         result["judge"] = spec["model"]
     result["notes"] = problems
+    result["lost"] = lost
     return result, ""
 
 
@@ -168,6 +195,8 @@ def choose_grader(
         )
     for note in grading["notes"]:
         report.skip(f"graders.{primary}: {note}")
+    for note in grading["lost"]:
+        report.lose(f"graders.{primary}: {note}")
     spec = graders[primary]
     for option in ("temperature", "provider", "max_retries", "timeout", "system_prompt", "agent_file", "agent_id",
                    "judge_tool_name"):  # fmt: skip
@@ -178,14 +207,14 @@ def choose_grader(
                 f"graders.{primary}.{option}: {short(spec[option], 40)} — evalsite's judge settings apply"
             )
     if preferred and preferred != primary and preferred in graders:
-        report.skip(
+        report.lose(
             f"graders.{preferred}: the {named_by}'s grader — {reasons.get(preferred, 'not converted')}"
         )
     for key in graders:
         if key in (primary, preferred):
             continue
         why = reasons.get(key) or "not converted"
-        report.skip(f"graders.{key} ({_describe(graders[key])}): not converted — {why}")
+        report.lose(f"graders.{key} ({_describe(graders[key])}): not converted — {why}")
     return primary, spec, grading
 
 
@@ -196,9 +225,7 @@ def _describe(spec: dict) -> str:
 
 def find_rubric_prompt(key: str, spec: dict, files: dict[str, str], report: Report) -> str | None:
     if isinstance(spec.get("prompt"), str):
-        report.map(
-            f"graders.{key}.prompt → rubric"
-        )
+        report.map(f"graders.{key}.prompt → rubric")
         return spec["prompt"]
     path = spec.get("prompt_path")
     if isinstance(path, str):
@@ -209,9 +236,7 @@ def find_rubric_prompt(key: str, spec: dict, files: dict[str, str], report: Repo
                 f"graders.{key}.prompt_path: {path} was not uploaded — upload it with the suite to build the rubric"
             )
             return None
-        report.map(
-            f"graders.{key}.prompt_path ({found[0]}) → rubric"
-        )
+        report.map(f"graders.{key}.prompt_path ({found[0]}) → rubric")
         return found[1]
     report.skip(f"graders.{key}: no `prompt` or `prompt_path`; rows need their own `rubric`")
     return None
@@ -340,7 +365,9 @@ def judge_sections(prompt: str | None, spec: dict, key: str, report: Report) -> 
         sections = [Section("rubric_prompt", "as_written", comments=[
             "Letta fills {input}, {submission}, {ground_truth} and rubric_vars in the rubric and sends it alone"
         ])]  # fmt: skip
-        report.map(f"graders.{key}: a rubric with its own placeholders → rubric_prompt: as_written (sent as Letta sends it)")
+        report.map(
+            f"graders.{key}: a rubric with its own placeholders → rubric_prompt: as_written (sent as Letta sends it)"
+        )
         system = spec.get("system_prompt")
         if isinstance(system, str) and system:
             sections.append(Section("judge_system", system))
@@ -364,35 +391,39 @@ CHECK_FUNCTIONS = {"ascii_printable_only": {"regex": ASCII_ONLY}}
 GRADER_NAME_OK = re.compile(r"^[A-Za-z0-9_-]{1,60}$")
 
 
-def convertible(graders: dict[str, dict]) -> dict[str, dict]:
+def convertible(graders: dict[str, dict], code_threshold: float = 1.0) -> dict[str, dict]:
     """The graders that have an evalsite equivalent: name -> (what _grading says) with the Letta spec."""
     out = {}
     for key, spec in graders.items():
         function = as_name(spec.get("function"))
-        if spec.get("kind", "tool") == "tool" and function in CHECK_FUNCTIONS:
+        if (
+            spec.get("kind", "tool") == "tool"
+            and function in CHECK_FUNCTIONS
+            and not is_custom(spec.get("extractor"))
+        ):
             grading, _ = _grading(key, {**spec, "function": "contains"})  # for its extractor only
             if grading is not None:
                 out[key] = {**grading, "grader": "check", "described": f"tool {function}"}
             continue
-        grading, _ = _grading(key, spec)
+        grading, _ = _grading(key, spec, code_threshold)
         if grading is not None:
             out[key] = grading
     return out
 
 
 def named_graders(
-    graders: dict[str, dict], files: dict[str, str], report: Report
+    graders: dict[str, dict], files: dict[str, str], report: Report, code_threshold: float = 1.0
 ) -> tuple[dict[str, dict], dict[str, str], dict[str, str]]:
-    """Every Letta grader that converts, as a named grader (name kept); the rubric files to attach; the
-    judges' prompts as Letta wrote them (rows with rubric_vars fill them in)."""
-    converted = convertible(graders)
+    """Every Letta grader that converts, as a named grader (name kept); the rubric and Python files to
+    attach; the judges' prompts as Letta wrote them (rows with rubric_vars fill them in)."""
+    converted = convertible(graders, code_threshold)
     out: dict[str, dict] = {}
     attached: dict[str, str] = {}
     prompts: dict[str, str] = {}
     for key, spec in graders.items():
         if key not in converted:
             _, why = _grading(key, spec)
-            report.skip(f"graders.{key} ({_describe(spec)}): not converted — {why}")
+            report.lose(f"graders.{key} ({_describe(spec)}): not converted — {why}")
             continue
         if not GRADER_NAME_OK.match(key):
             report.skip(
@@ -402,7 +433,15 @@ def named_graders(
         grading = converted[key]
         kind = grading["grader"]
         named: dict[str, object] = {"kind": kind}
-        if kind == "check":
+        if kind == "code":
+            named = {"kind": "check", "check": grading["check"]}
+            for reference in grading["references"]:
+                attach_python(reference, f"graders.{key}", files, attached, report)
+            report.map(
+                f"graders.{key} ({grading['described']}) → graders.{key}: a code check in the letta dialect "
+                "(Letta's extractor, then the @grader on Sample and submission)"
+            )
+        elif kind == "check":
             named["check"] = dict(CHECK_FUNCTIONS[spec["function"]])
             report.map(
                 f"graders.{key} (tool {spec['function']}) → graders.{key}: a regex check "
@@ -437,8 +476,10 @@ def named_graders(
         if grading.get("extractor") is not None:
             named["extractor"] = grading["extractor"]
             report.map(f"graders.{key}.extractor → graders.{key}.extractor: {short(grading['extractor'])}")
-        for note in grading["notes"]:
+        for note in grading.get("notes", []):
             report.skip(f"graders.{key}: {note}")
+        for note in grading.get("lost", []):
+            report.lose(f"graders.{key}: {note}")
         for option in ("provider", "max_retries", "timeout", "agent_file", "agent_id", "judge_tool_name"):
             if option in spec:
                 report.skip(
