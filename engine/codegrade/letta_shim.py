@@ -236,6 +236,11 @@ def tool_output(trajectory, config):
     return ""
 
 
+@extractor
+def memory_block(trajectory, config, agent_state):
+    return ""  # the model evalsite tests keeps no memory blocks
+
+
 # --- letta_evals.graders.builtin -------------------------------------------------------------------------
 
 
@@ -302,6 +307,7 @@ _MODELS = {"GradeResult": GradeResult, "RewardOutput": RewardOutput, "Sample": S
 _EXTRACTORS = {
     name: globals()[name]
     for name in (
+        "memory_block",
         "last_assistant",
         "first_assistant",
         "all_assistant",

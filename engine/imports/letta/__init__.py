@@ -44,7 +44,7 @@ from ..common import (
     safe_file_name,
     short,
 )
-from .custom import agent_args_text, agent_file_facts, reward_weights
+from .custom import agent_file_facts, reward_weights
 from .dataset import convert_rows, read_rows, select_rows
 from .gates import convert_gate, convert_named_gate, gate_text
 from .graders import (
@@ -105,7 +105,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     graders = read_graders(data, report)
     threshold = 0.0 if _reward_only(data) else 1.0
     converted = convertible(graders, threshold)
-    if len(converted) > 1 or any(g["grader"] == "code" for g in converted.values()) or _has_agent_args(found):
+    if len(converted) != 1 or any(g["grader"] == "code" for g in converted.values()):
         return _convert_named(name, data, files, report, graders, top, header, dataset_ref, found)
     gate = data.get("gate")
     preferred, named_by = gate_metric(gate), "gate"
@@ -121,8 +121,9 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     if not rows:
         raise ImportProblem(f"{dataset_name}: no row is left once sample_tags / max_samples are applied")
     out_rows = convert_rows(rows, grading["grader"], rubric_prompt, files, report)
-    for row in out_rows:
+    for index, row in enumerate(out_rows):
         row.pop("_sample", None)  # extra_vars and rubric_vars are for custom graders, and this suite has none
+        out_rows[index] = _with_facts(row)
     if not out_rows:
         raise ImportProblem(f"{dataset_name}: no row could be converted — {'; '.join(report.problems())}")
     out_name = safe_file_name(
@@ -205,12 +206,12 @@ def _reward_only(data: dict) -> bool:
     return data.get("reward") is not None and data.get("gate") is None
 
 
-def _has_agent_args(found: tuple[str, str]) -> bool:
-    """Whether any row carries facts in agent_args (they go in a system message, so rows become evals)."""
-    if "agent_args" not in found[1]:
-        return False
-    rows, _ = read_rows(found[0], found[1], Report())
-    return any(agent_args_text(row.get("agent_args")) is not None for _, _, row in rows)
+def _with_facts(row: dict) -> dict:
+    """The row with its agent's facts (agent_args) as a system message before its input."""
+    facts = row.pop("_system", None)
+    if facts is None:
+        return row
+    return {"id": row["id"], "messages": [{"role": "system", "content": facts}], **row}
 
 
 def _graders_comment(graders: dict[str, dict], named: dict[str, dict], report: Report) -> list[str]:
@@ -329,7 +330,8 @@ def _convert_named(
                 "pass_threshold", 0.0, comments=["Letta's reward has no pass line: no grader fails on it"]
             )
         )
-    if any(key in row for row in out_rows for key in ("rubric", "_system", "graders")):
+    out_rows = [_with_facts(row) for row in out_rows]
+    if any(key in row for row in out_rows for key in ("rubric", "graders")):
         # A row's own rubric (rubric_vars filled in, or its rubric / rubric_path), agent facts or grader
         # inputs make it an eval of its own; dataset rows carry none of these.
         evals = []
@@ -338,13 +340,10 @@ def _convert_named(
             if rubric is not None:
                 own = {k: v for k, v in named[judges[0]].items() if k not in ("rubric", "rubric_file")}
                 row.setdefault("graders", {})[judges[0]] = {**own, "rubric": rubric}
-            facts = row.pop("_system", None)
-            if facts is not None:
-                row = {"id": row["id"], "messages": [{"role": "system", "content": facts}], **row}
             evals.append(row)
         report.map(
-            f"rows with their own rubric, agent_args or grader inputs → evals written in the suite (dataset rows "
-            f"carry neither graders nor messages); {plural(len(evals), 'row')}"
+            f"rows with their own rubric or grader inputs → evals written in the suite (dataset rows carry no "
+            f"graders); {plural(len(evals), 'row')}"
         )
         top.extend(_iterations(data, report))
         if gates:

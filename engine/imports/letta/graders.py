@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from engine.schema import Extractor
 
 from ..common import ImportProblem, Report, as_name, as_number, basename, find_file, safe_file_name, short
-from .custom import NO_AGENT_STATE, NO_TOOL_CALLS, attach_python, code_check, is_custom
+from .custom import NO_AGENT_STATE, NO_TOOL_CALLS, attach_python, code_check, function_ref, is_custom
 
 TOOL_GRADERS = ("exact_match", "contains", "regex_match")
 JUDGE_KINDS = ("model_judge", "rubric", "letta_judge")
@@ -420,7 +420,12 @@ def named_graders(
     out: dict[str, dict] = {}
     attached: dict[str, str] = {}
     prompts: dict[str, str] = {}
+    kept = None if converted else _blind_grader(graders, files, attached, report, code_threshold)
+    if kept is not None:
+        out[kept[0]] = kept[1]
     for key, spec in graders.items():
+        if kept is not None and key == kept[0]:
+            continue
         if key not in converted:
             _, why = _grading(key, spec)
             report.lose(f"graders.{key} ({_describe(spec)}): not converted — {why}")
@@ -487,3 +492,48 @@ def named_graders(
                 )
         out[key] = named
     return out, attached, prompts
+
+
+BUILTINS_FILE = "letta_builtin.py"
+
+
+def _blind_grader(
+    graders: dict[str, dict],
+    files: dict[str, str],
+    attached: dict[str, str],
+    report: Report,
+    threshold: float,
+) -> tuple[str, dict] | None:
+    """When every grader reads tool calls or agent memory, the first tool grader is kept as a code check that
+    runs Letta's extractor on evalsite's conversation, which holds neither: it scores what Letta scores an
+    agent that calls no tool and keeps no memory. The suite still runs, and the loss is listed."""
+    for key, spec in graders.items():
+        extractor = spec.get("extractor")
+        function = spec.get("function")
+        if spec.get("kind", "tool") != "tool" or extractor not in (*NO_TOOL_CALLS, *NO_AGENT_STATE):
+            continue
+        if not isinstance(function, str) or not GRADER_NAME_OK.match(key):
+            continue
+        config: dict = {"extractor": extractor}
+        if isinstance(spec.get("extractor_config"), dict):
+            config["extractor_config"] = spec["extractor_config"]
+        if is_custom(function):
+            called = function_ref(function)
+            attach_python(function, f"graders.{key}", files, attached, report)
+        elif function in (*TOOL_GRADERS, *CHECK_FUNCTIONS):
+            called = f"{BUILTINS_FILE.removesuffix('.py')}:{function}"
+            attached[BUILTINS_FILE] = (
+                "# Letta's built-in graders, for the code check that stands in for one (evalsite's letta dialect).\n"
+                "from letta_evals.graders.builtin import ascii_printable_only, contains, exact_match, regex_match\n"
+                '\n__all__ = ["ascii_printable_only", "contains", "exact_match", "regex_match"]\n'
+            )
+        else:
+            continue
+        report.lose(
+            f"graders.{key}: extractor {extractor} reads what evalsite's conversations do not hold (tool calls, "
+            "agent memory); kept, as the suite's only grader, as a code check that finds none — it scores what "
+            "Letta scores an agent that calls no tool and keeps no memory"
+        )
+        code = {"function": called, "dialect": "letta", "threshold": threshold, "config": config}
+        return key, {"kind": "check", "check": {"code": code}}
+    return None
