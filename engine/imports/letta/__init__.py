@@ -373,9 +373,13 @@ def _reward_rule(data: dict, named: dict[str, dict], files: dict[str, str], repo
     """Letta's reward as the pass rule: the eval's score is the reward (one grader's score, or a weighted sum
     of them), and no eval fails on it (threshold 0: Letta's reward has no pass line)."""
     reward = data["reward"]
-    kind = reward.get("kind") if isinstance(reward, dict) else None
-    key = reward.get("metric_key") if isinstance(reward, dict) else None
-    if kind == "custom" or (kind is None and isinstance(reward, dict) and "function" in reward):
+    if not isinstance(reward, dict):
+        report.lose(f"reward: {short(reward)} — not a Letta reward (kind metric or custom); the eval's score is "
+                    "the mean of its graders")  # fmt: skip
+        return {"weighted_average": {k: 1.0 for k in named}, "threshold": 0.0}
+    kind = reward.get("kind")
+    key = reward.get("metric_key")
+    if kind == "custom" or (kind is None and "function" in reward):
         weights, why = reward_weights(reward, files, set(named))
         if weights is not None:
             total = sum(weights.values())

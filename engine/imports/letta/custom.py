@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 
 import yaml
 
@@ -171,6 +172,17 @@ def _linear(node: ast.AST, names: dict[str, str], weights: dict[str, float], fac
 
 
 # --- agent facts ----------------------------------------------------------------------------------------
+
+
+def finite(value: object) -> object:
+    """The value with NaN and infinities written as text: a suite holds finite numbers only."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [finite(item) for item in value]
+    return value
 
 
 def agent_args_text(agent_args: object) -> str | None:

@@ -11,7 +11,7 @@ from engine.bounds import loads_json
 from engine.text import plural
 
 from ..common import ImportProblem, Report, as_text, basename, find_file, short, unique_id
-from .custom import agent_args_text
+from .custom import agent_args_text, finite
 from .graders import rubric_style, rubric_template
 
 ROW_KEYS = (
@@ -203,7 +203,7 @@ def convert_rows(
             report.group("agent_args holding only the agent's tags: nothing its agent reads", where)
         extras = {key: row[key] for key in ("agent_args", "rubric_vars", "extra_vars") if row.get(key)}
         if extras:
-            converted["_sample"] = {"id": row.get("id", sample_id), **extras}
+            converted["_sample"] = {"id": converted["id"], **finite(extras)}
         for key in row:
             if key not in ROW_KEYS:
                 report.group(f"row key `{key}`: not a Letta row field evalsite knows", where)

@@ -61,6 +61,8 @@ def _grading(key: str, spec: dict, code_threshold: float = 1.0) -> tuple[dict | 
     problems: list[str] = []
     lost: list[str] = []
     extractor_name = spec.get("extractor", "last_assistant")
+    if not isinstance(extractor_name, str):
+        return None, f"extractor {short(extractor_name)}: not an extractor name"
     if extractor_name in NO_TOOL_CALLS:
         return None, (
             f"extractor {extractor_name} reads the agent's tool calls, which evalsite's conversations do not "
