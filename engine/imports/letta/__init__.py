@@ -54,6 +54,7 @@ from .graders import (
     gate_metric,
     judge_sections,
     named_graders,
+    none_converts,
     read_graders,
     reward_metric,
     rubric_style,
@@ -267,7 +268,7 @@ def _convert_named(
     reward_only = _reward_only(data)
     named, attached, prompts = named_graders(graders, files, report, 0.0 if reward_only else 1.0)
     if not named:
-        raise ImportProblem(f"no grader of this suite could be converted — {'; '.join(report.problems())}")
+        raise none_converts(graders)
     thresholds: dict[str, float] = {}
     gates = convert_named_gate(data.get("gate"), set(named), report, thresholds)
     for key, threshold in thresholds.items():

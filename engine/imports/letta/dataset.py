@@ -141,24 +141,31 @@ def convert_rows(
         where = f"line {line}"
         text_input = _texts(row.get("input"))
         if text_input is None:
-            report.group("rows whose `input` is not text or a list of texts were left out", where)
+            report.group("rows whose `input` is not text or a list of texts were left out", where, lost=True)
             continue
         truth = _texts(row.get("ground_truth")) if row.get("ground_truth") is not None else None
         if row.get("ground_truth") is not None and truth is None:
-            report.group("rows whose `ground_truth` is not text or a list of texts were left out", where)
+            report.group(
+                "rows whose `ground_truth` is not text or a list of texts were left out", where, lost=True
+            )
             continue
         if isinstance(truth, list) and (not isinstance(text_input, list) or len(truth) != len(text_input)):
-            report.group("rows whose `ground_truth` list is not as long as `input` were left out", where)
+            report.group(
+                "rows whose `ground_truth` list is not as long as `input` were left out", where, lost=True
+            )
             continue
         if grader == "regex_match" and not _patterns_compile(truth):
             report.group(
                 "rows whose ground_truth is not a valid regular expression were left out (Letta scores them 0)",
                 where,
+                lost=True,
             )
             continue
         if truth is None and grader in ("exact_match", "contains", "regex_match"):
             report.group(
-                "rows without `ground_truth` were left out (Letta scores them 0 with a tool grader)", where
+                "rows without `ground_truth` were left out (Letta scores them 0 with a tool grader)",
+                where,
+                lost=True,
             )
             continue
         converted: dict = {}
@@ -189,7 +196,9 @@ def convert_rows(
         if rubric is not None:
             converted["rubric"] = rubric
         elif judge and rubric_prompt is None and not report.needs:
-            report.group("rows without a rubric were left out (the grader has no prompt either)", where)
+            report.group(
+                "rows without a rubric were left out (the grader has no prompt either)", where, lost=True
+            )
             continue
         facts = agent_args_text(row.get("agent_args"))
         if facts is not None:
@@ -250,7 +259,7 @@ def _row_rubric(
         found = find_file(files, row["rubric_path"])
         if found is None:
             report.need(basename(row["rubric_path"]))
-            report.group(f"rubric_path {row['rubric_path']} was not uploaded", where)
+            report.group(f"rubric_path {row['rubric_path']} was not uploaded", where, lost=True)
         else:
             own = found[1]
     if grader == "named":
@@ -259,6 +268,7 @@ def _row_rubric(
                 "rubric_vars / rubric / rubric_path: with several graders a judge's rubric file is shared by every "
                 "row, so a row's own rubric or variables are not used ({var} stays as written)",
                 where,
+                lost=True,
             )
         return None
     if not judge:

@@ -23,13 +23,21 @@ def read_graders(data: dict, report: Report) -> dict[str, dict]:
         out = {str(key): spec for key, spec in graders.items() if isinstance(spec, dict)}
         for key, spec in graders.items():
             if not isinstance(spec, dict):
-                report.skip(f"graders.{key}: not a mapping, left out")
+                report.lose(f"graders.{key}: not a mapping, left out")
         if out:
             return out
     legacy = data.get("grader")
     if isinstance(legacy, dict):
         return {"grader": legacy}
     raise ImportProblem("the suite has no `graders`: evalsite needs to know how rows are graded")
+
+
+def none_converts(graders: dict[str, dict]) -> ImportProblem:
+    """The problem of a suite none of whose graders evalsite can carry, each with why not."""
+    listed = "; ".join(
+        f"graders.{key}: {_grading(key, spec)[1] or 'not converted'}" for key, spec in graders.items()
+    )
+    return ImportProblem(f"no grader of this suite has an evalsite equivalent — {listed}")
 
 
 def gate_metric(gate: object) -> str | None:
@@ -104,8 +112,12 @@ def _grading(key: str, spec: dict, code_threshold: float = 1.0) -> tuple[dict | 
     result = {"grader": grader, "extractor": extractor, "described": f"{described}, extractor {note}"}
     if grader == "llm_judge" and isinstance(spec.get("model"), str):
         result["judge"] = spec["model"]
-    result["notes"] = problems
-    result["lost"] = lost
+    # An extractor option evalsite does not have changes what is graded, except last_turn's separator (an
+    # evalsite turn has one reply, so there is nothing to join).
+    result["notes"] = [
+        note for note in problems if note.startswith("extractor_config.separator of last_turn")
+    ]
+    result["lost"] = lost + [note for note in problems if note not in result["notes"]]
     return result, ""
 
 
@@ -433,7 +445,7 @@ def named_graders(
             report.lose(f"graders.{key} ({_describe(spec)}): not converted — {why}")
             continue
         if not GRADER_NAME_OK.match(key):
-            report.skip(
+            report.lose(
                 f"graders.{key}: not a grader name evalsite accepts (letters, digits, _ and -, 60 at most)"
             )
             continue
@@ -460,7 +472,7 @@ def named_graders(
                 # listed as needed: the suite says which file it expects
                 named["rubric_file"] = safe_file_name(spec["prompt_path"])
             elif prompt is None:
-                report.skip(f"graders.{key}: a judge with no prompt — left out")
+                report.lose(f"graders.{key}: a judge with no prompt — left out")
                 continue
             elif isinstance(spec.get("prompt_path"), str):
                 prompts[key] = prompt
