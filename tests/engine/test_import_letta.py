@@ -192,3 +192,36 @@ def test_a_custom_python_grader_runs_as_letta_calls_it_and_the_agent_file_is_the
     assert (
         asked["messages"][0]["role"] == "system" and "payments: checkout" in asked["messages"][0]["content"]
     )
+
+
+def test_an_agent_factory_gives_its_constant_prompt_and_model():
+    """`agent_script` creates the agent in Python: its constant memory blocks and model are plain-text
+    facts, carried; a block computed per row is left to the rows' agent_args."""
+    script = """from letta_evals.decorators import agent_factory
+
+
+@agent_factory
+async def make_agent(client, sample):
+    facts = sample.agent_args["facts"]
+    agent = await client.agents.create(
+        memory_blocks=[
+            {"label": "persona", "value": "You answer from your memory only."},
+            {"label": "facts", "value": facts},
+        ],
+        model="openai/gpt-4o-mini",
+    )
+    return agent.id
+"""
+    text = (
+        (FIXTURES / "letta-today" / "suite.yaml")
+        .read_text()
+        .replace(
+            "  model_handles:\n    - openai/gpt-5-mini\n    - anthropic/claude-haiku-4-5\n",
+            "  agent_script: make_agent.py:make_agent\n",
+        )
+    )
+    result = convert(folder("letta-today", **{"suite.yaml": text, "make_agent.py": script}))
+    suite = load_suite(result.source, files=result.files)
+    assert suite.model == "openai/gpt-4o-mini"
+    assert "<persona>\n<value>\nYou answer from your memory only.\n</value>\n</persona>" in suite.system
+    assert has(result.unmapped, "memory blocks facts are computed per row")

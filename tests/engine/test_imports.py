@@ -300,8 +300,9 @@ def test_letta_two_graders_with_a_weighted_gate_and_num_runs_keep_their_meaning(
     assert "# quality: “drawing quality”\ngraders:" in result.source  # Letta's display_name
     assert result.unmapped == [
         "target (kind letta_agent, agent_file ascii-art-agent.af, base_url http://localhost:8283): evalsite cannot "
-        "run a Letta agent; it sends the conversations to the agent's model instead, with what the agent file says "
-        "in plain text as the system message — the agent's tools, tool rules and memory edits are not reproduced",
+        "run a Letta agent; it sends the conversations to the agent's model instead, with the agent's plain-text "
+        "facts (system prompt, memory blocks, agent_args) as system messages — its tools, tool rules and memory "
+        "edits are not reproduced",
         "target.agent_file: ascii-art-agent.af was not uploaded — upload it to carry its system prompt and memory "
         "blocks",
         "max_concurrent: 4 — concurrency is chosen when a run is launched",

@@ -44,7 +44,7 @@ from ..common import (
     safe_file_name,
     short,
 )
-from .custom import agent_file_facts, reward_weights
+from .custom import agent_file_facts, agent_script_facts, reward_weights
 from .dataset import convert_rows, read_rows, select_rows
 from .gates import convert_gate, convert_named_gate, gate_text
 from .graders import (
@@ -431,23 +431,24 @@ def _target(target: object, files: dict[str, str], report: Report) -> list[Secti
     parts = [f"{key} {short(target[key], 50)}" for key in AGENT_KEYS[:5] if key in target]
     report.skip(
         f"target ({', '.join(parts) or 'a Letta agent'}): evalsite cannot run a Letta agent; it sends the "
-        "conversations to the agent's model instead, with what the agent file says in plain text as the system "
-        "message — the agent's tools, tool rules and memory edits are not reproduced"
+        "conversations to the agent's model instead, with the agent's plain-text facts (system prompt, memory "
+        "blocks, agent_args) as system messages — its tools, tool rules and memory edits are not reproduced"
     )
     for key in target:
         if key not in AGENT_KEYS:
             report.skip(f"target.{key}: {short(target[key], 50)} — a Letta agent setting")
+    system = file_model = None
     if isinstance(target.get("agent_script"), str):
         report.skip(
             f"target.agent_script {target['agent_script']}: evalsite runs no agent factory; the rows' agent_args "
             "it read go in each eval's system message"
         )
+        system, file_model = agent_script_facts(target["agent_script"], files, report)
     if isinstance(target.get("agent_id"), str):
         report.skip(
             f"target.agent_id {target['agent_id']}: an agent on a Letta server; its prompt is not carried"
         )
     sections: list[Section] = []
-    system = file_model = None
     agent_file = target.get("agent_file")
     if isinstance(agent_file, str):
         found = find_file(files, agent_file)
@@ -458,6 +459,7 @@ def _target(target: object, files: dict[str, str], report: Report) -> list[Secti
             )
         else:
             system, file_model = agent_file_facts(found[0], found[1], report)
+    origin = basename(agent_file) if isinstance(agent_file, str) else str(target.get("agent_script"))
     listed = target.get("model_handles") or target.get("model_configs") or []
     models = [m for m in listed if isinstance(m, str)] if isinstance(listed, list) else []
     source = "model_handles" if target.get("model_handles") else "model_configs"
@@ -472,12 +474,8 @@ def _target(target: object, files: dict[str, str], report: Report) -> list[Secti
                 "again with --model for each"
             )
     elif file_model is not None:
-        sections.append(Section("model", file_model, comments=[f"the model of {basename(agent_file)}"]))
-        report.map(
-            f"{basename(agent_file)} llm_config → model: {file_model} (the agent's model, without the agent)"
-        )
+        sections.append(Section("model", file_model, comments=[f"the model of {origin}"]))
+        report.map(f"{origin} → model: {file_model} (the agent's model, without the agent)")
     if system is not None:
-        sections.append(
-            Section("system", system, comments=[f"{basename(agent_file)}: system prompt and memory blocks"])
-        )
+        sections.append(Section("system", system, comments=[f"{origin}: system prompt and memory blocks"]))
     return sections

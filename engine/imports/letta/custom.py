@@ -208,6 +208,92 @@ def _prune(value: object) -> object:
     return value
 
 
+def _memory_text(system: str | None, blocks: list[dict]) -> str | None:
+    """A system prompt with memory blocks (label, description, value) as Letta puts them in the context."""
+    parts = [system.strip()] if isinstance(system, str) and system.strip() else []
+    rendered = []
+    for block in blocks:
+        label = str(block.get("label") or "block")
+        lines = [f"<{label}>"]
+        if block.get("description"):
+            lines += ["<description>", str(block["description"]), "</description>"]
+        lines += ["<value>", str(block.get("value") or ""), "</value>", f"</{label}>"]
+        rendered.append("\n".join(lines))
+    if rendered:
+        parts.append(
+            "<memory_blocks>\nThe following memory blocks are currently engaged in your core memory unit:\n\n"
+            + "\n\n".join(rendered)
+            + "\n</memory_blocks>"
+        )
+    return "\n\n".join(parts) or None
+
+
+def agent_script_facts(
+    reference: str, files: dict[str, str], report: Report
+) -> tuple[str | None, str | None]:
+    """What an agent factory (`agent_script: file.py:function`) writes as plain text into the agent it
+    creates: the constant `system`, memory block values and `model` of its `agents.create(...)` call. Values
+    computed from the row (agent_args) are not read here; the rows carry those."""
+    found = find_file(files, python_file(reference))
+    if found is None:
+        return None, None
+    name = reference.rpartition(":")[2]
+    try:
+        tree = ast.parse(found[1])
+    except SyntaxError:
+        return None, None
+    factory = next(
+        (
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
+        ),
+        None,
+    )
+    create = next(
+        (
+            n
+            for n in ast.walk(factory or tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "create"
+            and any(kw.arg in ("model", "memory_blocks", "system") for kw in n.keywords)
+        ),
+        None,
+    )  # fmt: skip
+    if create is None:
+        return None, None
+    keywords = {kw.arg: kw.value for kw in create.keywords if kw.arg}
+
+    def constant(node: ast.AST | None) -> str | None:
+        return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+    blocks, computed = [], []
+    listed = keywords.get("memory_blocks")
+    for item in listed.elts if isinstance(listed, ast.List) else []:
+        fields = (
+            {kw.arg: kw.value for kw in item.keywords if kw.arg}
+            if isinstance(item, ast.Call)
+            else {constant(k): v for k, v in zip(item.keys, item.values, strict=False)}
+            if isinstance(item, ast.Dict)
+            else {}
+        )
+        label, value = constant(fields.get("label")), constant(fields.get("value"))
+        if label is not None and value is not None:
+            blocks.append(
+                {"label": label, "value": value, "description": constant(fields.get("description"))}
+            )
+        elif label is not None:
+            computed.append(label)
+    where = f"target.agent_script {reference}"
+    system = _memory_text(constant(keywords.get("system")), blocks)
+    if system is not None:
+        report.map(f"{where}: the agent's constant system prompt and memory blocks → system")
+    if computed:
+        report.skip(
+            f"{where}: memory blocks {', '.join(computed)} are computed per row; the rows' agent_args carry their facts"
+        )
+    return system, constant(keywords.get("model"))
+
+
 def agent_file_facts(name: str, text: str, report: Report) -> tuple[str | None, str | None]:
     """An .af agent file's plain-text facts: its system prompt with its memory blocks (as Letta puts them in
     the agent's context), and its model. Its tools, files and stored messages are reported, not run."""
@@ -224,27 +310,12 @@ def agent_file_facts(name: str, text: str, report: Report) -> tuple[str | None, 
     blocks = {b.get("id"): b for b in data.get("blocks") or [] if isinstance(b, dict)}
     wanted = [blocks[i] for i in agent.get("block_ids") or [] if i in blocks]
     wanted += [b for b in agent.get("memory_blocks") or [] if isinstance(b, dict)]
-    parts = (
-        [agent["system"].strip()] if isinstance(agent.get("system"), str) and agent["system"].strip() else []
-    )
-    rendered = []
-    for block in wanted:
-        label = str(block.get("label") or "block")
-        lines = [f"<{label}>"]
-        if block.get("description"):
-            lines += ["<description>", str(block["description"]), "</description>"]
-        lines += ["<value>", str(block.get("value") or ""), "</value>", f"</{label}>"]
-        rendered.append("\n".join(lines))
-    if rendered:
-        parts.append(
-            "<memory_blocks>\nThe following memory blocks are currently engaged in your core memory unit:\n\n"
-            + "\n\n".join(rendered)
-            + "\n</memory_blocks>"
-        )
+    system = _memory_text(agent.get("system") if isinstance(agent.get("system"), str) else None, wanted)
+    if wanted:
         report.map(
             f"{name}: memory blocks {', '.join(str(b.get('label')) for b in wanted)} → the system message"
         )
-    if parts:
+    if system is not None:
         report.map(f"{name}: the agent's system prompt → system")
     tools = [t.get("name") for t in data.get("tools") or [] if isinstance(t, dict) and t.get("name")]
     if tools:
@@ -257,4 +328,4 @@ def agent_file_facts(name: str, text: str, report: Report) -> tuple[str | None, 
         )
     config = agent.get("llm_config") if isinstance(agent.get("llm_config"), dict) else {}
     model = config.get("handle") or config.get("model")
-    return ("\n\n".join(parts) or None), (model if isinstance(model, str) and model else None)
+    return system, (model if isinstance(model, str) and model else None)
