@@ -2,7 +2,10 @@
 
 A dialect is one entry of DIALECTS: `payload` builds what the grader is given from a GradeInput (JSON on a
 program's stdin; the callable's arguments), `invoke` calls a Python callable with it (inside the grader's
-own subprocess), and `read` turns what the grader answered into an Answer or raises BadAnswer.
+own subprocess, so the payload it gets is the JSON decoded), and `read` turns what the grader answered
+(JSON decoded) into an Answer or raises BadAnswer. Adding a dialect is an entry here and its functions.
+What an importer knows of a test that the conversation does not carry (its vars, its id, a file's options)
+goes in the check's `config`, which every payload is built with.
 
 This module is loaded by file path in the grader's subprocess as well as imported by the engine, so it
 uses the standard library only and no relative imports.
@@ -43,12 +46,24 @@ class Answer:
     reason: str = ""
 
 
+def call_with_payload(function: Callable, payload: Any) -> Any:
+    return function(payload)
+
+
 @dataclass(frozen=True)
 class Dialect:
+    """`sample`: an answer as a grader in this dialect gives it, and the Answer it reads as; the registry's
+    test plays each dialect end to end with it."""
+
     payload: Callable[[GradeInput], Any]
     read: Callable[[Any], Answer]
-    invoke: Callable[[Callable, Any], Any] = lambda function, payload: function(payload)
-    # Run in the subprocess before the grader's module is imported (e.g. the names that module imports).
+    sample: tuple[Any, Answer]
+    invoke: Callable[[Callable, Any], Any] = call_with_payload
+    # Modules a tool's graders import (`letta_evals.models`, say), as source, installed in the grader's
+    # subprocess when the real package is not there: dotted name -> source.
+    shims: dict[str, str] = field(default_factory=dict)
+    # Run in the subprocess before the grader's module is imported, after the shims: for stand-ins that
+    # must share their classes with `invoke` (a trajectory's message types).
     prepare: Callable[[], None] = lambda: None
 
 
@@ -153,10 +168,15 @@ def letta_read(answer: Any) -> Answer:
 
 # One entry per dialect; `dialect:` in a code check names one. The first is the default.
 DIALECTS: dict[str, Dialect] = {
-    "evalsite": Dialect(evalsite_payload, evalsite_read),
+    "evalsite": Dialect(
+        evalsite_payload,
+        evalsite_read,
+        sample=({"score": 0.75, "reason": "close"}, Answer(0.75, None, "close")),
+    ),
     "letta": Dialect(
         letta_payload,
         letta_read,
+        sample=({"score": 0.75, "rationale": "close"}, Answer(0.75, None, "close")),
         invoke=lambda function, payload: _letta_shim().grade(function, payload),
         prepare=lambda: _letta_shim().install(),
     ),

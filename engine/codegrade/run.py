@@ -1,8 +1,10 @@
 """Running a code check: its program or callable in a subprocess, limited in time, memory and network.
 
 Every grader runs in a new session (its whole process group is killed when time is up), under prlimit
-(address space, core dumps, output size) and, unless its check allows the network, in a network namespace
-of its own (util-linux `unshare`). A callable runs in a small host program (host.py) with the same limits,
+(memory, core dumps, output size) and, unless its check allows the network, in a network namespace of its
+own (util-linux `unshare`). Memory is limited as RLIMIT_DATA, what a process has written to, not
+RLIMIT_AS: Node, Bun, Go and Java reserve gigabytes of address space as they start, and would never start
+under an address-space limit of 512 MB. A callable runs in a small host program (host.py) with the same limits,
 never in the worker's process. A grader that times out, crashes or answers nothing readable raises
 CodeGraderError, which makes its conversation an error rather than a failure.
 """
@@ -81,6 +83,9 @@ class CodeRunner:
         else:
             env = {key: os.environ[key] for key in PLAIN_ENV if key in os.environ}
             env.setdefault("PATH", os.defpath)
+            env["HOME"] = str(
+                self.workdir()
+            )  # tools that keep a cache or settings there (npm, node) find one
         env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8", PYTHONUNBUFFERED="1")
         if not network:
             env["EVALSITE_NO_NETWORK"] = "1"
@@ -126,8 +131,7 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def grade_input(spec, conversation: list[dict], scope: CodeScope) -> GradeInput:
-    output = _text(conversation[-1]["content"]) if conversation else ""
+def grade_input(spec, output: str, conversation: list[dict], scope: CodeScope) -> GradeInput:
     last_user = next((m for m in reversed(conversation) if m.get("role") == "user"), None)
     current = {**scope.current, "response": output}
     turns = [turn if isinstance(turn, dict) else turn.model_dump(mode="json") for turn in scope.turns]
@@ -147,15 +151,15 @@ def describe(spec) -> str:
     return spec.function if spec.function is not None else " ".join(spec.command)
 
 
-def grade_code(spec, conversation: list[dict], scope: CodeScope | None) -> Answer:
-    """Run one code check on the conversation (its last message the reply graded) and read its answer."""
+def grade_code(spec, output: str, conversation: list[dict], scope: CodeScope | None) -> Answer:
+    """Run one code check on a reply (`output`) and the conversation so far, and read its answer."""
     if scope is None or scope.runner is None:
         raise CodeGraderError(
             f"code grader {describe(spec)}: "
             + (scope.refusal if scope else f"code graders are not enabled here (set {SETTING}=1)")
         )
     dialect = dialects.DIALECTS[spec.dialect]
-    payload = dialect.payload(grade_input(spec, conversation, scope))
+    payload = dialect.payload(grade_input(spec, output, conversation, scope))
     if spec.function is not None:
         module, function = spec.function.split(":")
         argv = [
@@ -171,9 +175,12 @@ def grade_code(spec, conversation: list[dict], scope: CodeScope | None) -> Answe
         argv = list(spec.command)
     stdout, stderr = run_limited(argv, json.dumps(payload, default=str), spec, scope.runner)
     try:
-        return dialect.read(read_json(stdout))
+        answer = dialect.read(read_json(stdout))
+        if answer.score is not None and not 0.0 <= answer.score <= 1.0:
+            raise BadAnswer(f"its score {answer.score:g} is outside 0–1")
     except BadAnswer as exc:
         raise CodeGraderError(f"code grader {describe(spec)}: {exc}{_tail(stderr)}") from None
+    return answer
 
 
 def read_json(stdout: str) -> Any:
@@ -205,26 +212,29 @@ def run_limited(argv: list[str], stdin: str, spec, runner: CodeRunner) -> tuple[
     name = describe(spec)
     limits = [
         "prlimit",
-        f"--as={spec.memory_mb * 1024 * 1024}",
+        f"--data={spec.memory_mb * 1024 * 1024}",
         "--core=0",
         f"--fsize={MAX_OUTPUT_BYTES}",
         "--",
     ]
     prefix: list[str] = []
+    env = runner.environment(spec.network)
     if not spec.network:
         prefix, why = network_off_prefix()
-        if prefix is None:
+        if prefix is None and spec.function is None:
             raise CodeGraderError(
                 f"code grader {name}: cannot cut it off from the network on this host ({why}); "
                 "set `network: true` on the check to run it with the network"
             )
+        if prefix is None:  # a callable: refused sockets, other processes and C libraries inside Python
+            prefix, env["EVALSITE_NO_NETWORK"] = [], "strict"
     cwd = runner.workdir()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             process = subprocess.Popen(
                 [*prefix, *limits, *argv],
                 cwd=cwd,
-                env=runner.environment(spec.network),
+                env=env,
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=err,

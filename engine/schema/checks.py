@@ -114,7 +114,9 @@ class CodeSpec(StrictModel):
         None, description="A Python callable from the suite's folder, as module:function (graders:score)."
     )
     timeout: float = Field(30.0, gt=0, le=MAX_CODE_TIMEOUT, description="Seconds before it is stopped.")
-    memory_mb: int = Field(512, ge=32, le=16384, description="Its address-space limit, in MB.")
+    memory_mb: int = Field(
+        512, ge=32, le=16384, description="Memory it may write to (its data segment and heap), in MB."
+    )
     network: bool = Field(False, description="Let it reach the network.")
     threshold: float = Field(
         0.5, ge=0.0, le=1.0, description="Score needed to pass when the answer gives a score but no `pass`."

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from .base import LocatedError, StrictModel
-from .checks import CodeSpec
+from .checks import FUNCTION_REF, CodeSpec
 from .evals import Eval
 from .grading import (
     EXTRACTORS,
@@ -422,4 +422,15 @@ def json_schema() -> dict:
         checks["anyOf"].append(or_object)
         if "anyOf" in checks_list and {"type": "null"} in checks_list["anyOf"]:
             checks["anyOf"].append({"type": "null"})
+    # `code: "module:function"` and `code: [program, arg]` are short forms of a CodeSpec.
+    code_short = [
+        {"type": "string", "pattern": FUNCTION_REF.pattern},
+        {"type": "array", "items": {"type": "string"}},
+    ]
+    for definition in schema["$defs"].values():
+        code = definition.get("properties", {}).get("code")
+        if code is not None:
+            code["anyOf"] = [*code_short, *code.get("anyOf", [])]
+    command = schema["$defs"]["CodeSpec"]["properties"]["command"]  # a string is split as a shell would
+    command["anyOf"] = [{"type": "string"}, *command.get("anyOf", [])]
     return schema
