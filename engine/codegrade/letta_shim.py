@@ -423,4 +423,6 @@ async def grade(function, payload: dict):
     result = function(_sample(payload), submission)
     if inspect.isawaitable(result):
         result = await result
+    if not hasattr(result, "score"):
+        return result  # a bare score or a mapping: the dialect reads it as it is
     return {"score": result.score, "rationale": result.rationale or "", "submission": submission}
