@@ -121,7 +121,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     rows = select_rows(rows, data, report)
     if not rows:
         raise ImportProblem(f"{dataset_name}: no row is left once sample_tags / max_samples are applied")
-    out_rows = convert_rows(rows, grading["grader"], rubric_prompt, files, report)
+    out_rows = convert_rows(rows, grading["grader"], rubric_prompt, files, report, source=dataset_name)
     for index, row in enumerate(out_rows):
         row.pop("_sample", None)  # extra_vars and rubric_vars are for custom graders, and this suite has none
         out_rows[index] = _with_facts(row)
@@ -297,7 +297,9 @@ def _convert_named(
     if not rows:
         raise ImportProblem(f"{dataset_name}: no row is left once sample_tags / max_samples are applied")
     prompt = prompts.get(judges[0]) if len(judges) == 1 else None
-    out_rows = convert_rows(rows, truth_kind or "named", prompt, files, report, named=True)
+    out_rows = convert_rows(
+        rows, truth_kind or "named", prompt, files, report, named=True, source=dataset_name
+    )
     if not out_rows:
         raise ImportProblem(f"{dataset_name}: no row could be converted — {'; '.join(report.problems())}")
     coded = [
