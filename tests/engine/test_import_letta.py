@@ -225,3 +225,14 @@ async def make_agent(client, sample):
     assert suite.model == "openai/gpt-4o-mini"
     assert "<persona>\n<value>\nYou answer from your memory only.\n</value>\n</persona>" in suite.system
     assert has(result.unmapped, "memory blocks facts are computed per row")
+
+
+def test_a_rubric_placeholder_a_row_does_not_fill_is_kept_as_written_and_listed_as_lost():
+    rows = '{"id": "bare", "input": "Write a haiku about snow.", "ground_truth": "white"}\n'
+    result = convert(folder("letta-today", **{"dataset.jsonl": rows}))
+    assert has(
+        result.lost, "dataset.jsonl: rubric placeholder {theme}: the row has no rubric_vars.theme", "line 1"
+    )
+    suite = load_suite(result.source, files=result.files)
+    rubric = suite.graders["quality"].rubric
+    assert "Its theme must be {{theme}};" in rubric  # evalsite's format sends `{theme}`, as written

@@ -322,16 +322,6 @@ def _row_rubric(
     if own is not None:
         _group(report, source, "the row's own rubric → its rubric", where, mapped=True)
     as_written = rubric_style(base) == "as_written"
-    if own is None and not variables and (has_truth or as_written):
-        return None  # the suite's rubric applies as is
-    if not has_truth and not as_written:
-        _group(
-            report,
-            source,
-            'rows without ground_truth → a rubric without the ground-truth section and ground_truth ""',
-            where,
-            mapped=True,
-        )
     missing: set[str] = set()
     rubric = rubric_template(base, variables, with_truth=has_truth, missing=missing)
     for name in sorted(missing):
@@ -342,5 +332,15 @@ def _row_rubric(
             "it as written",
             where,
             lost=True,
+        )
+    if own is None and not variables and (has_truth or as_written):
+        return None  # the suite's rubric applies as is
+    if not has_truth and not as_written:
+        _group(
+            report,
+            source,
+            'rows without ground_truth → a rubric without the ground-truth section and ground_truth ""',
+            where,
+            mapped=True,
         )
     return rubric

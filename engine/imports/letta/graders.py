@@ -310,7 +310,8 @@ def _filled(prompt: str, variables: dict, missing: set[str]) -> str:
             out.append(_escaped(formatter.format_field(value, spec or "")))
         else:
             missing.add(name)
-            out.append(_escaped("{" + name + "}"))
+            written = name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            out.append(_escaped("{" + written + "}"))
     return "".join(out)
 
 
