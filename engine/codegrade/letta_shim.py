@@ -377,7 +377,7 @@ def _load(reference: str):
 
 def _trajectory(payload: dict) -> list[list]:
     """One list of the agent's messages per live turn, as Letta's trajectory has them."""
-    turns = payload.get("turns") or []
+    turns = _turns(payload)
     return [
         [AssistantMessage(content=str(turn.get("response") or ""))]
         for turn in turns
@@ -385,10 +385,20 @@ def _trajectory(payload: dict) -> list[list]:
     ]
 
 
+def _per_turn(payload: dict) -> bool:
+    """A row with a ground truth per turn: Letta grades each turn alone, on that turn's input and reply."""
+    return bool(((payload.get("config") or {}).get("sample") or {}).get("per_turn"))
+
+
+def _turns(payload: dict) -> list[dict]:
+    turns = [turn for turn in payload.get("turns") or [] if isinstance(turn, dict)]
+    return turns[-1:] if _per_turn(payload) else turns
+
+
 def _sample(payload: dict) -> Sample:
     config = payload.get("config") or {}
     given = dict(config.get("sample") or {})
-    turns = [turn for turn in payload.get("turns") or [] if isinstance(turn, dict)]
+    turns = _turns(payload)
     prompts = [str(turn.get("prompt") or "") for turn in turns]
     given.setdefault("id", payload.get("eval_id") or 0)
     given.setdefault("input", prompts[0] if len(prompts) == 1 else prompts or payload.get("input", ""))

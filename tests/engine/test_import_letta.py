@@ -236,3 +236,29 @@ def test_a_rubric_placeholder_a_row_does_not_fill_is_kept_as_written_and_listed_
     suite = load_suite(result.source, files=result.files)
     rubric = suite.graders["quality"].rubric
     assert "Its theme must be {{theme}};" in rubric  # evalsite's format sends `{theme}`, as written
+
+
+def test_a_custom_grader_on_a_per_turn_row_sees_each_turn_alone(fake_openai):
+    """Letta grades a row with a ground truth per turn turn by turn: the Sample holds that turn's input and
+    ground truth, the trajectory that turn's replies only (first_assistant is the turn's own reply)."""
+    grader = (
+        "from letta_evals.decorators import grader\n"
+        "from letta_evals.models import GradeResult\n\n\n"
+        "@grader\n"
+        "def echo(sample, submission):\n"
+        "    return GradeResult(score=1.0, rationale=f'{sample.input}|{sample.ground_truth}|{submission}')\n"
+    )
+    suite = (
+        "name: per-turn\ndataset: dataset.jsonl\n"
+        "graders:\n  echo:\n    kind: tool\n    function: echo_grader.py:echo\n    extractor: first_assistant\n"
+        "reward:\n  kind: metric\n  metric_key: echo\n"
+    )
+    row = {"id": "two", "input": ["First?", "Second?"], "ground_truth": ["one", "two"]}
+    result = convert({"suite.yaml": suite, "dataset.jsonl": json.dumps(row) + "\n", "echo_grader.py": grader})
+    fake_openai.script("First?", ["reply one", "reply two"])
+    report = play(fake_openai, result, model="agent", code=CodeRunner(files=result.files))
+    (ev,) = report.evals
+    assert [[g.rationale for g in turn.grades] for turn in ev.turns] == [
+        ['code "echo_grader:echo": score 1.00 (threshold 0): First?|one|reply one'],
+        ['code "echo_grader:echo": score 1.00 (threshold 0): Second?|two|reply two'],
+    ]

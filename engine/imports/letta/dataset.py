@@ -242,6 +242,10 @@ def convert_rows(
         elif row.get("agent_args"):
             _group(report, source, "agent_args holding only the agent's tags: nothing its agent reads", where)
         extras = {key: row[key] for key in ("agent_args", "rubric_vars", "extra_vars") if row.get(key)}
+        if isinstance(
+            truth, list
+        ):  # a custom grader grades each turn on its own, as Letta's per-turn grading
+            extras["per_turn"] = True
         if extras:
             converted["_sample"] = {"id": converted["id"], **finite(extras)}
         for key in row:
