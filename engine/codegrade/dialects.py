@@ -163,7 +163,7 @@ def letta_read(answer: Any) -> Answer:
             f"expected a GradeResult (score, rationale); got {json.dumps(answer, default=str)[:80]}"
         )
     reason = answer.get("rationale") or ""
-    return Answer(min(1.0, max(0.0, number(answer["score"], "`score`"))), None, str(reason))
+    return Answer(number(answer["score"], "`score`"), None, str(reason))  # Letta refuses one outside 0-1 too
 
 
 # One entry per dialect; `dialect:` in a code check names one. The first is the default.
