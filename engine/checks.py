@@ -45,6 +45,10 @@ class JudgeContext:
     cost: float = 0.0
     # Where code checks run and what they are told of the eval; None where code graders are not allowed.
     code: CodeScope | None = None
+    # How rubric judges send their rubric (the suite's rubric_prompt) and the system message they send with
+    # it when it goes as written (judge_system).
+    rubric_prompt: str = "evalsite"
+    rubric_system: str | None = None
 
     def for_model(self, ref: str | None) -> tuple[ChatClient, str]:
         if ref is None:

@@ -463,6 +463,18 @@ def _may_call_model(ctx: EngineContext, ev: Eval, step: Step, graders: dict) -> 
     return not (local(step.checks) and local(step.final_checks))
 
 
+def _judge_context(ctx: EngineContext, code: CodeScope | None = None) -> JudgeContext:
+    return JudgeContext(
+        ctx.judge,
+        ctx.judge_model,
+        ctx.resolve,
+        ctx.judge_temperature,
+        code=code,
+        rubric_prompt=ctx.defaults.rubric_prompt,
+        rubric_system=ctx.defaults.judge_system,
+    )
+
+
 def _graded_turn(
     ctx: EngineContext,
     driver: Driver,
@@ -480,7 +492,7 @@ def _graded_turn(
     code.current = {"turn": position, "node": step.node, "prompt": step.prompt or ""}
     if step.ground_truth is not None:
         code.expected = step.ground_truth
-    judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature, code=code)
+    judge = _judge_context(ctx, code)
     conversation = [*sent, {"role": "assistant", "content": completion.text}]
     reply = Reply(
         text=completion.text,
@@ -630,7 +642,7 @@ def _with_graders(
         input_text = "\n".join(str(m["content"]) for m in live if m["role"] == "user")
         code = _code_scope(ctx, ev, eval_id, turns[:-1])
         code.current = turns[-1].model_dump(mode="json")
-        judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature, code=code)
+        judge = _judge_context(ctx, code)
         truth = ev.ground_truth if isinstance(ev.ground_truth, str) else None
         for name, grader in graders.items():
             by_name[name].append(

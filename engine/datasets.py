@@ -1,7 +1,7 @@
 """Datasets: JSONL or CSV files whose rows become evals (Letta's row format).
 
 A row has `input` (a string, or a list of strings for several turns), optional `ground_truth` (a string,
-or a list as long as `input`), `id`, `tags` and `rubric`. Every row is validated like an eval written in
+or a list as long as `input`), `id`, `tags`, `rubric` and `messages` (a history before the input). Every row is validated like an eval written in
 the suite; bad rows are all reported, each with its line number, and then nothing is loaded.
 """
 
@@ -20,7 +20,7 @@ from .schema import GROUND_TRUTH_KINDS, Eval, check_patterns
 MAX_DATASET_BYTES = 20_000_000
 MAX_ROWS = 100_000
 MAX_REPORTED = 50  # problems listed per file; more would bury the first ones
-ROW_KEYS = ("input", "ground_truth", "id", "tags", "rubric")
+ROW_KEYS = ("input", "ground_truth", "id", "tags", "rubric", "messages")
 
 
 class DatasetProblem(Exception):
@@ -104,7 +104,7 @@ def _csv_rows(text: str) -> Iterator[tuple[int, object]]:
                     else [t.strip() for t in value.split(",") if t.strip()]
                 )
             else:
-                data[key] = _cell(value) if key in ("input", "ground_truth") else value
+                data[key] = _cell(value) if key in ("input", "ground_truth", "messages") else value
         else:
             yield line, data
 

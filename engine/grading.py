@@ -115,11 +115,17 @@ def _rubric_judge(
     """The judge's verdict on the filled rubric, its reason given ("no reason given" when it gave none).
     Raises JudgeError when its answer cannot be read, even asked again."""
     filled = rubric.format(input=input_text, ground_truth=ground_truth, submission=submission)
-    transcript = format_transcript(conversation or [])
-    user = (
-        f"Conversation:\n{transcript}\n\n" if transcript else ""
-    ) + f"{filled}\n\nRespond with the JSON object only: {RUBRIC_JSON}"
-    messages = [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+    if judge.rubric_prompt == "as_written":
+        # The filled rubric is the judge's whole message (Letta Evals sends it so): no transcript, no
+        # instructions of ours; the JSON format is asked for only if the first answer cannot be read.
+        system = [{"role": "system", "content": judge.rubric_system}] if judge.rubric_system else []
+        messages = [*system, {"role": "user", "content": filled}]
+    else:
+        transcript = format_transcript(conversation or [])
+        user = (
+            f"Conversation:\n{transcript}\n\n" if transcript else ""
+        ) + f"{filled}\n\nRespond with the JSON object only: {RUBRIC_JSON}"
+        messages = [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
     verdict = ask(
         judge.client, judge.model, messages, judge.charge, temperature=temperature, expected=RUBRIC_JSON,
         words=PASS_FAIL,
@@ -170,7 +176,8 @@ def grade_named(
     if grader.kind == "llm_judge":
         client, model = judge.for_model(grader.model)
         temperature = grader.temperature if grader.temperature is not None else judge.temperature
-        scoped = JudgeContext(client, model, judge.resolve, temperature)
+        scoped = JudgeContext(client, model, judge.resolve, temperature, rubric_prompt=judge.rubric_prompt,
+                              rubric_system=judge.rubric_system)  # fmt: skip
         verdict = _rubric_judge(grader.rubric or "", submission, truth, input_text, conversation, scoped,
                                 temperature)  # fmt: skip
         judge.charge(scoped.spent, scoped.cost)

@@ -62,6 +62,9 @@ class Dialect:
     # Modules a tool's graders import (`letta_evals.models`, say), as source, installed in the grader's
     # subprocess when the real package is not there: dotted name -> source.
     shims: dict[str, str] = field(default_factory=dict)
+    # Run in the subprocess before the grader's module is imported, after the shims: for stand-ins that
+    # must share their classes with `invoke` (a trajectory's message types).
+    prepare: Callable[[], None] = lambda: None
 
 
 def jsonable(value: Any) -> Any:
@@ -200,6 +203,44 @@ def promptfoo_read(answer: Any) -> Answer:
 
 def promptfoo_invoke(function: Callable, payload: Any) -> Any:
     return function(payload["output"], payload["context"])
+# --- letta: Letta Evals' @grader functions, called on (Sample, submission) after Letta's extractor -----------
+
+
+def _letta_shim():
+    """letta_shim.py beside this file, loaded by path (this module runs in the subprocess by path too)."""
+    import importlib.util
+    import pathlib
+    import sys
+
+    name = "evalsite_letta_shim"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).with_name("letta_shim.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up by name
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def letta_payload(given: GradeInput) -> dict:
+    return {
+        "turns": given.turns,
+        "input": given.input,
+        "expected_output": given.expected_output,
+        "config": given.config,
+        "eval_id": given.eval_id,
+    }
+
+
+def letta_read(answer: Any) -> Answer:
+    """Letta's GradeResult: `{score, rationale}`; its score alone decides against the check's threshold."""
+    if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+        return Answer(number(answer, "the score"), None)
+    if not isinstance(answer, dict) or "score" not in answer:
+        raise BadAnswer(
+            f"expected a GradeResult (score, rationale); got {json.dumps(answer, default=str)[:80]}"
+        )
+    reason = answer.get("rationale") or ""
+    return Answer(number(answer["score"], "`score`"), None, str(reason))  # Letta refuses one outside 0-1 too
 
 
 # One entry per dialect; `dialect:` in a code check names one. The first is the default.
@@ -222,6 +263,13 @@ DIALECTS: dict[str, Dialect] = {
         promptfoo_read,
         sample=({"pass": True, "score": 0.75, "reason": "close"}, Answer(0.75, True, "close")),
         invoke=promptfoo_invoke,
+    ),
+    "letta": Dialect(
+        letta_payload,
+        letta_read,
+        sample=({"score": 0.75, "rationale": "close"}, Answer(0.75, None, "close")),
+        invoke=lambda function, payload: _letta_shim().grade(function, payload),
+        prepare=lambda: _letta_shim().install(),
     ),
 }
 DEFAULT_DIALECT = "evalsite"

@@ -80,6 +80,7 @@ def main() -> int:
     for name, source in dialect.shims.items():
         _shim(name, source)
     try:
+        dialect.prepare()
         module = importlib.import_module(module_name)
         function = getattr(module, function_name)
     except Exception:

@@ -30,6 +30,8 @@ class Defaults:
     graders: dict = field(default_factory=dict)  # the suite's named graders (engine.schema.NamedGrader)
     pass_rule: object = "all"  # the suite's pass_rule
     incomplete_reply: str | None = None  # the suite's rule for replies that did not finish (engine.replies)
+    rubric_prompt: str = "evalsite"  # how rubric judges send their rubric (engine.grading)
+    judge_system: str | None = None  # their system message when it goes as written
 
     @classmethod
     def of(cls, suite) -> Defaults:
@@ -42,6 +44,8 @@ class Defaults:
             suite.graders,
             suite.pass_rule,
             suite.incomplete_reply,
+            suite.rubric_prompt,
+            suite.judge_system,
         )
 
 

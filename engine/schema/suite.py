@@ -168,6 +168,15 @@ class Suite(StrictModel):
     grader: Grader | None = Field(None, description="Default grader for evals with ground_truth.")
     extractor: Extractor | None = Field(None, description="Default extractor.")
     rubric: str | None = Field(None, description="Default rubric for grader llm_judge.")
+    rubric_prompt: Literal["evalsite", "as_written"] = Field(
+        "evalsite",
+        description="How rubric judges (grader llm_judge, llm_judge graders) send their rubric: evalsite (the "
+        "conversation, the filled rubric and a request for JSON, under evalsite's judge system prompt) or "
+        "as_written (the filled rubric alone is the judge's message, as Letta Evals sends it).",
+    )
+    judge_system: str | None = Field(
+        None, description="With rubric_prompt as_written: the judge's system message (default: none)."
+    )
     pass_threshold: float | None = Field(None, ge=0.0, le=1.0, description="Default pass threshold.")
     graders: dict[str, NamedGrader] = Field(
         default_factory=dict,

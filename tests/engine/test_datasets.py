@@ -62,6 +62,18 @@ def test_csv_rows_become_evals():
     ]
 
 
+def test_rows_may_carry_a_history_before_their_input():
+    """A row's `messages` (e.g. the facts its conversation starts from, as a system message) come before its
+    input, in JSONL and, as JSON, in a CSV cell."""
+    facts = [{"role": "system", "content": "Nora plays the violin."}]
+    row = {"input": "Who plays the violin?", "ground_truth": "Nora", "messages": facts}
+    evals, problems = rows_to_evals("facts.jsonl", jsonl([row]))
+    assert problems == [] and [m.model_dump() for m in evals[0].messages] == facts
+    cell = json.dumps(facts).replace('"', '""')
+    evals, problems = rows_to_evals("facts.csv", f'input,ground_truth,messages\nWho?,Nora,"{cell}"\n')
+    assert problems == [] and evals[0].messages[0].content == "Nora plays the violin."
+
+
 def test_csv_text_that_only_looks_like_a_list_stays_text():
     evals, _ = rows_to_evals("d.csv", 'input,ground_truth\n"[citation needed] who?",[x\n')
     assert (evals[0].input, evals[0].ground_truth) == ("[citation needed] who?", "[x")
@@ -150,7 +162,7 @@ def test_csv_problems_name_their_lines():
 def test_csv_unknown_column_is_refused_even_when_empty():
     """A misspelt column (here `grund_truth`) must not be dropped silently just because its cells are empty."""
     assert problems_of("d.csv", "input,ground_truth,grund_truth\nq,a,\nr,b,\n") == [
-        (1, "unknown column `grund_truth` (expected input, ground_truth, id, tags, rubric)")
+        (1, "unknown column `grund_truth` (expected input, ground_truth, id, tags, rubric, messages)")
     ]
 
 

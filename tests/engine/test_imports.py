@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from engine.imports import ImportError_, ImportProblem, convert, detect
+from engine.imports.letta.graders import WRAPPED_SYSTEM
 from engine.loader import SuiteError, load_suite
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
@@ -144,7 +145,8 @@ def test_letta_per_turn_suite_and_dataset_convert_with_gate_and_report():
     suite = load_suite(result.source, files=result.files)
     assert suite.name == "multiturn-per-turn-grading-test"
     assert suite.description.startswith("Test if agent answers")
-    assert (suite.grader, suite.extractor, suite.model) == ("contains", None, None)
+    # the agent becomes the model it ran on (the first of its model handles)
+    assert (suite.grader, suite.extractor, suite.model) == ("contains", None, "openai/gpt-4.1-mini")
     assert [(g.metric, g.op, g.value) for g in suite.gates] == [("avg", ">=", 0.6)]
     assert [ev.id for ev in suite.evals] == ["sample-0", "sample-1", "sample-2", "sample-3"]
     assert suite.evals[0].input == [
@@ -160,7 +162,6 @@ def test_letta_per_turn_suite_and_dataset_convert_with_gate_and_report():
     )
     rows = [json.loads(line) for line in result.files["dataset.jsonl"].splitlines()]
     assert "agent_args" not in rows[2]
-    assert "# model: openai/gpt-4.1-mini" in result.source  # a suggestion, commented out
 
     assert has(
         result.mapped,
@@ -171,15 +172,17 @@ def test_letta_per_turn_suite_and_dataset_convert_with_gate_and_report():
     assert has(result.mapped, "3 rows with per-turn ground truths", "mean")
     assert has(result.mapped, "dataset: dataset.jsonl → dataset: dataset.jsonl (4 rows")
     assert has(
-        result.unmapped, "target (kind letta_agent, agent_file test-qa-agent.af", "not to a Letta agent"
+        result.unmapped, "target (kind letta_agent, agent_file test-qa-agent.af", "cannot run a Letta agent"
     )
-    assert has(result.unmapped, "target.model_handles", "openai/gpt-4.1-mini")
-    assert has(result.unmapped, "graders.remembers_name", "memory_block", "memory blocks")
+    assert has(result.mapped, "target.model_handles[0] → model: openai/gpt-4.1-mini")
+    assert has(result.unmapped, "target.model_handles[1:] (anthropic/claude-haiku-4-5)", "--model")
+    # a grader reading the agent's memory is lost (it graded), the rest of the suite is kept
+    assert has(result.lost, "graders.remembers_name", "memory_block", "no memory")
     assert suite.iterations == 3
     assert has(result.mapped, "num_runs: 3 → iterations: 3")
     assert not has(result.unmapped, "num_runs")
     assert has(result.unmapped, "max_concurrent: 8")
-    assert has(result.unmapped, "agent_args", "line 3")
+    assert has(result.unmapped, "agent_args holding only the agent's tags", "line 3")
 
 
 def test_letta_rubric_grader_and_a_check_grader_with_rubric_vars_become_named_graders_per_row():
@@ -197,10 +200,14 @@ def test_letta_rubric_grader_and_a_check_grader_with_rubric_vars_become_named_gr
         "threshold": 0.7,  # the accuracy condition's pass_threshold
     }
     assert raw["graders"]["ascii_only"] == {"kind": "check", "check": {"regex": r"\A[\x20-\x7E\r\n]*\Z"}}
-    # Letta's judge prompt: the rubric file, then question, ground truth, submission; literal braces kept.
-    filled = result.files["rubric.txt"].format(input="Q", ground_truth="T", submission="S")
+    # A rubric without {input} / {submission} was written for the earlier Letta: its judge prompt holds the
+    # rubric (literal braces kept), then the question, ground truth and submission, under its system message.
+    filled = result.files["rubric.txt"].format(input="QQ", ground_truth="TT", submission="SS")
     assert '{"score": <0-1>, "rationale": "..."}' in filled
-    assert filled.index("Q") < filled.index("T") < filled.rindex("S")
+    assert "## Evaluation Rubric\nEvaluate the ASCII art drawing of a {subject}." in filled
+    assert filled.index("Question Given to the Agent\nQQ") < filled.index("(Ground Truth)\nTT")
+    assert filled.index("(Ground Truth)\nTT") < filled.index("(What You Are Evaluating)\nSS")
+    assert raw["rubric_prompt"] == "as_written" and raw["judge_system"] == WRAPPED_SYSTEM
     # sample_tags [animals] keeps 4 of 5 rows, max_samples 3 the first three of those.
     assert [ev["id"] for ev in raw["evals"]] == ["sample-0", "sample-2", "sample-3"]
     cat, fish, _ = raw["evals"]
@@ -229,7 +236,7 @@ def test_letta_rubric_grader_and_a_check_grader_with_rubric_vars_become_named_gr
     assert has(result.mapped, "gate.conditions[1]: accuracy 60 → 0.6")
     assert has(result.mapped, "gate pass_threshold 0.7 on quality → graders.quality.threshold: 0.7")
     assert has(result.mapped, "rubric_vars → filled into the row's own rubric", "line 1")
-    assert has(result.mapped, "own `quality` grader")
+    assert has(result.mapped, "rows with their own rubric", "evals written in the suite")
     # what is no longer dropped is no longer said to be
     assert not has(result.unmapped, "ascii_only")
     assert not has(result.unmapped, "temperature")
@@ -274,7 +281,7 @@ def test_letta_two_graders_with_a_weighted_gate_and_num_runs_keep_their_meaning(
         {"weighted_average": {"quality": 0.7, "ascii_only": 0.3}, "metric": "avg", "op": ">=", "value": 0.75}
     ]
     assert raw["iterations"] == 3 and raw["dataset"] == "dataset.jsonl"
-    assert result.files["quality.md"].startswith("Rate the ASCII art drawing")
+    assert "## Evaluation Rubric\nRate the ASCII art drawing" in result.files["quality.md"]
     assert '{{"score": <0-1>' in result.files["quality.md"]
     rows = [json.loads(line) for line in result.files["dataset.jsonl"].splitlines()]
     assert [row["id"] for row in rows] == ["cat", "house", "boat-then-sun"]
@@ -292,9 +299,12 @@ def test_letta_two_graders_with_a_weighted_gate_and_num_runs_keep_their_meaning(
     assert has(result.mapped, "graders.quality.temperature → graders.quality.temperature: 0.2")
     assert "# quality: “drawing quality”\ngraders:" in result.source  # Letta's display_name
     assert result.unmapped == [
-        "target (kind letta_agent, agent_file ascii-art-agent.af, base_url http://localhost:8283): evalsite sends "
-        "the conversations straight to a chat model, not to a Letta agent — its system prompt, memory and tools "
-        "are not reproduced; set `model` (and `system`) yourself",
+        "target (kind letta_agent, agent_file ascii-art-agent.af, base_url http://localhost:8283): evalsite cannot "
+        "run a Letta agent; it sends the conversations to the agent's model instead, with the agent's plain-text "
+        "facts (system prompt, memory blocks, agent_args) as system messages — its tools, tool rules and memory "
+        "edits are not reproduced",
+        "target.agent_file: ascii-art-agent.af was not uploaded — upload it to carry its system prompt and memory "
+        "blocks",
         "max_concurrent: 4 — concurrency is chosen when a run is launched",
     ]
 
@@ -352,11 +362,21 @@ def test_letta_bad_dataset_line_and_unconvertible_graders_are_clear_problems():
     suite_yaml = (FIXTURES / "letta-per-turn" / "suite.yaml").read_text()
     with pytest.raises(ImportProblem, match=r"dataset.jsonl line 2 is not valid JSON"):
         convert({"suite.yaml": suite_yaml, "dataset.jsonl": '{"input": "a", "ground_truth": "b"}\n{oops\n'})
-    custom = suite_yaml.replace("function: contains", "function: my_graders.py:grade").replace(
-        "extractor: memory_block", "extractor: tool_output"
-    )
-    with pytest.raises(ImportProblem, match=r"no grader of this suite has an evalsite equivalent"):
-        convert({"suite.yaml": custom, "dataset.jsonl": '{"input": "a", "ground_truth": "b"}\n'})
+    # every grader reads tool calls or agent memory: the first is kept as a code check that finds none (the
+    # suite still runs), and both are listed as lost
+    custom = suite_yaml.replace("extractor: last_assistant", "extractor: tool_output")
+    result = convert({"suite.yaml": custom, "dataset.jsonl": '{"input": "a", "ground_truth": "b"}\n'})
+    raw = yaml.safe_load(result.source)
+    assert raw["graders"]["answer_check"]["check"]["code"] == {
+        "function": "letta_builtin:contains",
+        "dialect": "letta",
+        "threshold": 1.0,
+        "config": {"extractor": "tool_output"},
+    }
+    assert "from letta_evals.graders.builtin import" in result.files["letta_builtin.py"]
+    assert has(result.lost, "graders.answer_check: extractor tool_output", "a code check that finds none")
+    assert has(result.lost, "graders.remembers_name (tool exact_match): not converted", "memory_block")
+    load_suite(result.source, files=result.files)
 
 
 def test_letta_regex_rows_that_do_not_compile_are_left_out_and_reported():
@@ -787,7 +807,7 @@ def test_an_imported_multi_grader_letta_suite_runs_with_a_score_per_grader_and_i
         fake_openai.rule(prompt, reply, model="agent")
     for reply, score in (("CAT", 1.0), ("HOUSE", 0.5), ("SUN", 0.6), ("BOAT", 0.8)):
         answer = json.dumps({"score": score, "reason": f"{reply} drawing"})
-        fake_openai.rule(f"to evaluate\n{reply}-ART", answer, model="gpt-4.1-mini")
+        fake_openai.rule(f"(What You Are Evaluating)\n{reply}-ART", answer, model="gpt-4.1-mini")
     os.environ[FAKE_KEY_ENV] = FAKE_KEY
     config = EndpointConfig(
         name="default", base_url=fake_openai.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0
@@ -808,7 +828,10 @@ def test_an_imported_multi_grader_letta_suite_runs_with_a_score_per_grader_and_i
     ]
     judged = [r for r in fake_openai.chat_requests() if r["model"] == "gpt-4.1-mini"]
     assert judged and {r["temperature"] for r in judged} == {0.2}
-    assert "Rate the ASCII art drawing" in judged[0]["messages"][-1]["content"]  # the attached rubric file
+    # the attached rubric file inside the earlier Letta's judge prompt, under its system message
+    assert [m["role"] for m in judged[0]["messages"]] == ["system", "user"]
+    assert judged[0]["messages"][0]["content"] == WRAPPED_SYSTEM
+    assert "## Evaluation Rubric\nRate the ASCII art drawing" in judged[0]["messages"][1]["content"]
     (gate,) = report.gates
     # per eval 0.7×quality + 0.3×ascii_only: cat 1.0, house 0.35, boat 0.7×0.7 + 0.3 = 0.79; avg 0.7133
     assert gate.kind == "weighted_average" and gate.actual == pytest.approx((1.0 + 0.35 + 0.79) / 3)

@@ -44,6 +44,7 @@ from ..common import (
     safe_file_name,
     short,
 )
+from .custom import agent_file_facts, agent_script_facts, reward_weights
 from .dataset import convert_rows, read_rows, select_rows
 from .gates import convert_gate, convert_named_gate, gate_text
 from .graders import (
@@ -51,9 +52,12 @@ from .graders import (
     convertible,
     find_rubric_prompt,
     gate_metric,
+    judge_sections,
     named_graders,
+    none_converts,
     read_graders,
     reward_metric,
+    rubric_style,
     rubric_template,
 )
 
@@ -97,10 +101,12 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         top.append(Section("description", as_text(data["description"])))
         report.map("description → description")
 
-    top.extend(_target(data.get("target"), report))
+    top.extend(_target(data.get("target"), files, report))
 
     graders = read_graders(data, report)
-    if len(convertible(graders)) > 1:
+    threshold = 0.0 if _reward_only(data) else 1.0
+    converted = convertible(graders, threshold)
+    if len(converted) != 1 or any(g["grader"] == "code" for g in converted.values()):
         return _convert_named(name, data, files, report, graders, top, header, dataset_ref, found)
     gate = data.get("gate")
     preferred, named_by = gate_metric(gate), "gate"
@@ -115,7 +121,10 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     rows = select_rows(rows, data, report)
     if not rows:
         raise ImportProblem(f"{dataset_name}: no row is left once sample_tags / max_samples are applied")
-    out_rows = convert_rows(rows, grading["grader"], rubric_prompt, files, report)
+    out_rows = convert_rows(rows, grading["grader"], rubric_prompt, files, report, source=dataset_name)
+    for index, row in enumerate(out_rows):
+        row.pop("_sample", None)  # extra_vars and rubric_vars are for custom graders, and this suite has none
+        out_rows[index] = _with_facts(row)
     if not out_rows:
         raise ImportProblem(f"{dataset_name}: no row could be converted — {'; '.join(report.problems())}")
     out_name = safe_file_name(
@@ -140,13 +149,12 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     if grading.get("extractor") is not None:
         top.append(Section("extractor", grading["extractor"]))
     if rubric_prompt is not None:
+        top.extend(judge_sections(rubric_prompt, spec, primary, report))
         top.append(
             Section(
                 "rubric",
                 rubric_template(rubric_prompt, None, with_truth=True),
-                comments=[
-                    "Letta's judge prompt: the rubric, then the question, the ground truth and the submission"
-                ],
+                comments=[f"graders.{primary}"],
             )
         )
     elif grading["grader"] == "llm_judge":
@@ -157,15 +165,27 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         )
 
     reward = data.get("reward")
-    if isinstance(reward, dict) and reward.get("metric_key") == primary:
-        report.map(f"reward (metric {primary}) → the suite's grader; a row's score is that grader's score")
-    elif reward is not None:
-        report.skip(f"reward: {short(reward, 60)} — evalsite scores a row with its one grader")
     gates, threshold, gate_comment = convert_gate(gate, primary, report)
-    if threshold is not None:
-        top.append(
-            Section("pass_threshold", threshold, comments=["a row passes when its score reaches this"])
+    if _reward_only(data):
+        threshold = 0.0
+        if isinstance(reward, dict) and reward.get("metric_key") not in (None, primary):
+            report.map(
+                f"reward (metric {reward.get('metric_key')}): names no grader of the suite; its one grader "
+                f"{primary} gives the score"
+            )
+        report.map(
+            f"reward → the eval's score is graders.{primary}'s; pass_threshold: 0 (Letta's reward is a score "
+            "with no pass line, so no eval fails on it: compare scores)"
         )
+    elif reward is not None:
+        report.skip(f"reward: {short(reward, 60)} — the gate decides, as it did in Letta")
+    if threshold is not None:
+        note = (
+            "Letta's reward has no pass line"
+            if _reward_only(data)
+            else "a row passes when its score reaches this"
+        )
+        top.append(Section("pass_threshold", threshold, comments=[note]))
     top.append(
         Section(
             "dataset",
@@ -180,6 +200,19 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     top.extend(_iterations(data, report))
     _rest(data, report)
     return header, top, {out_name: dataset_out}
+
+
+def _reward_only(data: dict) -> bool:
+    """Today's Letta: a `reward` (a score per sample) and no `gate` (a pass line), so nothing fails."""
+    return data.get("reward") is not None and data.get("gate") is None
+
+
+def _with_facts(row: dict) -> dict:
+    """The row with its agent's facts (agent_args) as a system message before its input."""
+    facts = row.pop("_system", None)
+    if facts is None:
+        return row
+    return {"id": row["id"], "messages": [{"role": "system", "content": facts}], **row}
 
 
 def _graders_comment(graders: dict[str, dict], named: dict[str, dict], report: Report) -> list[str]:
@@ -228,52 +261,92 @@ def _convert_named(
     dataset_ref: str,
     found: tuple[str, str],
 ) -> Converted:
-    """Several graders that convert: each becomes a named grader, the gate is kept whole (weighted
-    averages, and / or of conditions), and every row is graded by every grader."""
+    """Each grader that converts becomes a named grader (several, Python ones as code checks, or one whose
+    rows need their own version of it), every row is graded by every grader, and the gate is kept whole
+    (weighted averages, and / or of conditions) or the reward becomes the pass rule."""
     dataset_name, dataset_text = found
-    named, attached, prompts = named_graders(graders, files, report)
+    reward_only = _reward_only(data)
+    named, attached, prompts = named_graders(graders, files, report, 0.0 if reward_only else 1.0)
     if not named:
-        raise ImportProblem(f"no grader of this suite could be converted — {'; '.join(report.problems())}")
+        raise none_converts(graders)
     thresholds: dict[str, float] = {}
     gates = convert_named_gate(data.get("gate"), set(named), report, thresholds)
     for key, threshold in thresholds.items():
         named[key]["threshold"] = threshold
+        code = named[key].get("check", {}).get("code") if named[key]["kind"] == "check" else None
+        if isinstance(code, dict):
+            code["threshold"] = threshold
         report.map(f"gate pass_threshold {threshold:g} on {key} → graders.{key}.threshold: {threshold:g}")
-    reward = data.get("reward")
-    if reward is not None:
-        report.skip(f"reward: {short(reward, 60)} — evalsite scores an eval by its pass_rule (every grader)")
+    reward_rule = _reward_rule(data, named, files, report) if reward_only else None
+    if data.get("reward") is not None and not reward_only:
+        report.skip(f"reward: {short(data['reward'], 60)} — the gate decides, as it did in Letta")
+    judges = [key for key, spec in named.items() if spec["kind"] == "llm_judge"]
+    written = [key for key in judges if key in prompts]
+    if written:
+        top.extend(judge_sections(prompts[written[0]], graders[written[0]], written[0], report))
+        for key in written[1:]:
+            if rubric_style(prompts[key]) != rubric_style(prompts[written[0]]):
+                report.lose(
+                    f"graders.{key}: its rubric is written for another Letta version than graders.{written[0]}'s; "
+                    "evalsite sends every rubric of a suite one way, so the judge does not see it as Letta sent it"
+                )
     kinds = {spec["kind"] for spec in named.values()}
     truth_kind = next((k for k in ("regex_match", "exact_match", "contains") if k in kinds), None)
     rows, total = read_rows(dataset_name, dataset_text, report)
     rows = select_rows(rows, data, report)
     if not rows:
         raise ImportProblem(f"{dataset_name}: no row is left once sample_tags / max_samples are applied")
-    judges = [key for key, spec in named.items() if spec["kind"] == "llm_judge"]
     prompt = prompts.get(judges[0]) if len(judges) == 1 else None
-    out_rows = convert_rows(rows, truth_kind or "named", prompt, files, report, named=True)
+    out_rows = convert_rows(
+        rows, truth_kind or "named", prompt, files, report, named=True, source=dataset_name
+    )
     if not out_rows:
         raise ImportProblem(f"{dataset_name}: no row could be converted — {'; '.join(report.problems())}")
-    if any("rubric" in row for row in out_rows):
-        # A row's own rubric (rubric_vars filled in, or its rubric / rubric_path) is its own version of the
-        # judge grader; dataset rows cannot carry graders, so the rows are written as evals.
+    coded = [
+        key for key, spec in named.items() if isinstance(spec.get("check"), dict) and "code" in spec["check"]
+    ]
+    for row in out_rows:
+        sample = row.pop("_sample", None)
+        if sample and coded:
+            # Letta's Sample carries the row's agent_args, rubric_vars and extra_vars to a custom grader.
+            row.setdefault("graders", {})
+            for key in coded:
+                own = json.loads(json.dumps(named[key]))
+                own["check"]["code"].setdefault("config", {})["sample"] = sample
+                row["graders"][key] = own
+        elif sample and sample.get("extra_vars"):
+            report.group(
+                "extra_vars: read by custom graders only, and this suite has none", f"row {row['id']}"
+            )
+    top.append(
+        Section(
+            "graders",
+            named,
+            comments=_graders_comment(graders, named, report),
+            blank_before=True,
+        )
+    )
+    if reward_rule is not None:
+        top.append(Section("pass_rule", reward_rule, comments=["Letta's reward"]))
+        top.append(
+            Section(
+                "pass_threshold", 0.0, comments=["Letta's reward has no pass line: no grader fails on it"]
+            )
+        )
+    out_rows = [_with_facts(row) for row in out_rows]
+    if any(key in row for row in out_rows for key in ("rubric", "graders")):
+        # A row's own rubric (rubric_vars filled in, or its rubric / rubric_path), agent facts or grader
+        # inputs make it an eval of its own; dataset rows carry none of these.
         evals = []
         for row in out_rows:
             rubric = row.pop("rubric", None)
             if rubric is not None:
                 own = {k: v for k, v in named[judges[0]].items() if k not in ("rubric", "rubric_file")}
-                row["graders"] = {judges[0]: {**own, "rubric": rubric}}
+                row.setdefault("graders", {})[judges[0]] = {**own, "rubric": rubric}
             evals.append(row)
         report.map(
-            f"rows with their own rubric (rubric_vars, rubric, rubric_path) → evals written in the suite, each "
-            f"with its own `{judges[0]}` grader (dataset rows cannot carry graders); {plural(len(evals), 'row')}"
-        )
-        top.append(
-            Section(
-                "graders",
-                named,
-                comments=_graders_comment(graders, named, report),
-                blank_before=True,
-            )
+            f"rows with their own rubric or grader inputs → evals written in the suite (dataset rows carry no "
+            f"graders); {plural(len(evals), 'row')}"
         )
         top.extend(_iterations(data, report))
         if gates:
@@ -287,19 +360,8 @@ def _convert_named(
     dataset_out = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in out_rows)
     kept = f"{len(out_rows)} of {plural(total, 'row')}" if len(out_rows) != total else plural(total, "row")
     report.map(f"dataset: {dataset_ref} → dataset: {out_name} ({kept}, attached to the suite)")
-    if any(spec["kind"] == "llm_judge" for spec in named.values()):
-        report.map(
-            "judge prompts → rubric files holding Letta's judge prompt: the rubric, then the question, the "
-            "ground truth and the submission"
-        )
-    top.append(
-        Section(
-            "graders",
-            named,
-            comments=_graders_comment(graders, named, report),
-            blank_before=True,
-        )
-    )
+    if judges:
+        report.map("judge prompts → rubric files, sent to the judge as Letta sends them")
     top.append(
         Section("dataset", out_name, comments=[f"rows of {dataset_name}; each row is one conversation"])
     )
@@ -310,53 +372,112 @@ def _convert_named(
     return header, top, {**attached, out_name: dataset_out}
 
 
+def _reward_rule(data: dict, named: dict[str, dict], files: dict[str, str], report: Report) -> dict:
+    """Letta's reward as the pass rule: the eval's score is the reward (one grader's score, or a weighted sum
+    of them), and no eval fails on it (threshold 0: Letta's reward has no pass line)."""
+    reward = data["reward"]
+    if not isinstance(reward, dict):
+        report.lose(f"reward: {short(reward)} — not a Letta reward (kind metric or custom); the eval's score is "
+                    "the mean of its graders")  # fmt: skip
+        return {"weighted_average": {k: 1.0 for k in named}, "threshold": 0.0}
+    kind = reward.get("kind")
+    key = reward.get("metric_key")
+    if kind == "custom" or (kind is None and "function" in reward):
+        weights, why = reward_weights(reward, files, set(named))
+        if weights is not None:
+            total = sum(weights.values())
+            mix = " + ".join(f"{w:g}×{k}" for k, w in weights.items())
+            scaled = (
+                ""
+                if abs(total - 1) < 1e-9
+                else f" (weights summing to {total:g}: evalsite divides by their sum)"
+            )
+            report.map(f"reward.function {reward['function']} ({mix}) → pass_rule: weighted_average{scaled}")
+            return {"weighted_average": weights, "threshold": 0.0}
+        report.lose(
+            f"reward.function {short(reward.get('function'))}: a custom reward composer evalsite cannot carry — "
+            f"{why}; the eval's score is the mean of its graders instead"
+        )
+        return {"weighted_average": {k: 1.0 for k in named}, "threshold": 0.0}
+    if key not in named:
+        if len(named) == 1:
+            key = next(iter(named))
+            report.map(
+                f"reward (metric {reward.get('metric_key')}): names no grader; the suite's one grader {key} gives the score"
+            )
+        else:
+            report.lose(
+                f"reward.metric_key {short(reward.get('metric_key'))}: not a converted grader; the eval's score is "
+                "the mean of its graders instead"
+            )
+            return {"weighted_average": {k: 1.0 for k in named}, "threshold": 0.0}
+    else:
+        report.map(f"reward (metric {key}) → pass_rule: the eval's score is graders.{key}'s")
+    return {"weighted_average": {key: 1.0}, "threshold": 0.0}
+
+
 # --- target ---------------------------------------------------------------------------------------------
 
 
-def _target(target: object, report: Report) -> list[Section]:
+AGENT_KEYS = ("kind", "agent_file", "agent_id", "agent_script", "base_url", "model_handles", "model_configs")
+
+
+def _target(target: object, files: dict[str, str], report: Report) -> list[Section]:
+    """The Letta agent becomes the model it ran on, with the plain-text facts of its agent file (system
+    prompt, memory blocks) as the system message: evalsite talks to a chat model, not to an agent."""
     if target is None:
         return []
     if not isinstance(target, dict):
         report.skip(f"target: {short(target)} — evalsite tests a model, not a Letta target")
         return []
-    parts = [
-        f"{key} {short(target[key], 50)}"
-        for key in ("kind", "agent_file", "agent_id", "agent_script", "base_url")
-        if key in target
-    ]
+    parts = [f"{key} {short(target[key], 50)}" for key in AGENT_KEYS[:5] if key in target]
     report.skip(
-        f"target ({', '.join(parts) or 'a Letta agent'}): evalsite sends the conversations straight to a chat "
-        "model, not to a Letta agent — its system prompt, memory and tools are not reproduced; set `model` "
-        "(and `system`) yourself"
+        f"target ({', '.join(parts) or 'a Letta agent'}): evalsite cannot run a Letta agent; it sends the "
+        "conversations to the agent's model instead, with the agent's plain-text facts (system prompt, memory "
+        "blocks, agent_args) as system messages — its tools, tool rules and memory edits are not reproduced"
     )
+    for key in target:
+        if key not in AGENT_KEYS:
+            report.skip(f"target.{key}: {short(target[key], 50)} — a Letta agent setting")
+    system = file_model = None
+    if isinstance(target.get("agent_script"), str):
+        report.skip(
+            f"target.agent_script {target['agent_script']}: evalsite runs no agent factory; the rows' agent_args "
+            "it read go in each eval's system message"
+        )
+        system, file_model = agent_script_facts(target["agent_script"], files, report)
+    if isinstance(target.get("agent_id"), str):
+        report.skip(
+            f"target.agent_id {target['agent_id']}: an agent on a Letta server; its prompt is not carried"
+        )
+    sections: list[Section] = []
+    agent_file = target.get("agent_file")
+    if isinstance(agent_file, str):
+        found = find_file(files, agent_file)
+        if found is None:
+            report.skip(
+                f"target.agent_file: {agent_file} was not uploaded — upload it to carry its system prompt and "
+                "memory blocks"
+            )
+        else:
+            system, file_model = agent_file_facts(found[0], found[1], report)
+    origin = basename(agent_file) if isinstance(agent_file, str) else str(target.get("agent_script"))
     listed = target.get("model_handles") or target.get("model_configs") or []
     models = [m for m in listed if isinstance(m, str)] if isinstance(listed, list) else []
-    for key in target:
-        if key not in (
-            "kind",
-            "agent_file",
-            "agent_id",
-            "agent_script",
-            "base_url",
-            "model_handles",
-            "model_configs",
-        ):
-            report.skip(f"target.{key}: {short(target[key], 50)} — a Letta agent setting")
-    if not models:
-        return []
     source = "model_handles" if target.get("model_handles") else "model_configs"
-    report.skip(
-        f"target.{source} ({', '.join(models)}): the models Letta ran the agent on; evalsite tests one model "
-        "per run — `model` is left commented out in the suite"
-    )
-    return [
-        Section(
-            "model",
-            None,
-            comments=[
-                f"Letta ran the agent on target.{source}: {', '.join(models)}.",
-                "Uncomment to test the bare model (without the agent's prompt, memory or tools):",
-                f"model: {models[0]}",
-            ],
+    if models:
+        sections.append(
+            Section("model", models[0], comments=[f"target.{source}: the model Letta ran the agent on"])
         )
-    ]
+        report.map(f"target.{source}[0] → model: {models[0]} (the agent's model, without the agent)")
+        if len(models) > 1:
+            report.skip(
+                f"target.{source}[1:] ({', '.join(models[1:])}): evalsite tests one model per run — run the suite "
+                "again with --model for each"
+            )
+    elif file_model is not None:
+        sections.append(Section("model", file_model, comments=[f"the model of {origin}"]))
+        report.map(f"{origin} → model: {file_model} (the agent's model, without the agent)")
+    if system is not None:
+        sections.append(Section("system", system, comments=[f"{origin}: system prompt and memory blocks"]))
+    return sections

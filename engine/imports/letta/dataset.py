@@ -11,7 +11,8 @@ from engine.bounds import loads_json
 from engine.text import plural
 
 from ..common import ImportProblem, Report, as_text, basename, find_file, short, unique_id
-from .graders import rubric_template
+from .custom import agent_args_text, finite
+from .graders import rubric_style, rubric_template
 
 ROW_KEYS = (
     "id",
@@ -119,6 +120,11 @@ def _texts(value: object) -> str | list[str] | None:
     return as_text(value)
 
 
+def _group(report: Report, source: str, message: str, where: str, **kinds: bool) -> None:
+    """A per-row report line, naming the dataset file it comes from."""
+    report.group(f"{source}: {message}", where, **kinds)
+
+
 def convert_rows(
     rows: list[tuple[int, int, dict]],
     grader: str,
@@ -127,6 +133,7 @@ def convert_rows(
     report: Report,
     *,
     named: bool = False,
+    source: str = "dataset",
 ) -> list[dict]:
     """Rows as evalsite rows. `grader` is the suite's one grader; with several named graders (`named`) it
     is the one needing a ground truth, if any (regex_match first: its truths must compile)."""
@@ -140,24 +147,49 @@ def convert_rows(
         where = f"line {line}"
         text_input = _texts(row.get("input"))
         if text_input is None:
-            report.group("rows whose `input` is not text or a list of texts were left out", where)
+            _group(
+                report,
+                source,
+                "rows whose `input` is not text or a list of texts were left out",
+                where,
+                lost=True,
+            )
             continue
         truth = _texts(row.get("ground_truth")) if row.get("ground_truth") is not None else None
         if row.get("ground_truth") is not None and truth is None:
-            report.group("rows whose `ground_truth` is not text or a list of texts were left out", where)
+            _group(
+                report,
+                source,
+                "rows whose `ground_truth` is not text or a list of texts were left out",
+                where,
+                lost=True,
+            )
             continue
         if isinstance(truth, list) and (not isinstance(text_input, list) or len(truth) != len(text_input)):
-            report.group("rows whose `ground_truth` list is not as long as `input` were left out", where)
+            _group(
+                report,
+                source,
+                "rows whose `ground_truth` list is not as long as `input` were left out",
+                where,
+                lost=True,
+            )
             continue
         if grader == "regex_match" and not _patterns_compile(truth):
-            report.group(
+            _group(
+                report,
+                source,
                 "rows whose ground_truth is not a valid regular expression were left out (Letta scores them 0)",
                 where,
+                lost=True,
             )
             continue
         if truth is None and grader in ("exact_match", "contains", "regex_match"):
-            report.group(
-                "rows without `ground_truth` were left out (Letta scores them 0 with a tool grader)", where
+            _group(
+                report,
+                source,
+                "rows without `ground_truth` were left out (Letta scores them 0 with a tool grader)",
+                where,
+                lost=True,
             )
             continue
         converted: dict = {}
@@ -176,6 +208,7 @@ def convert_rows(
         elif isinstance(tags, str) and tags:
             converted["tags"] = [tags]
         rubric = _row_rubric(
+            source,
             "named" if named and not judge else "llm_judge" if judge else grader,
             row,
             truth is not None,
@@ -188,15 +221,36 @@ def convert_rows(
         if rubric is not None:
             converted["rubric"] = rubric
         elif judge and rubric_prompt is None and not report.needs:
-            report.group("rows without a rubric were left out (the grader has no prompt either)", where)
+            _group(
+                report,
+                source,
+                "rows without a rubric were left out (the grader has no prompt either)",
+                where,
+                lost=True,
+            )
             continue
-        if row.get("agent_args"):
-            report.group("agent_args (per-row agent settings): evalsite creates no agents", where)
-        if row.get("extra_vars"):
-            report.group("extra_vars (inputs of custom graders and extractors): not used by evalsite", where)
+        facts = agent_args_text(row.get("agent_args"))
+        if facts is not None:
+            converted["_system"] = facts
+            _group(
+                report,
+                source,
+                "agent_args → a system message before the row's input (the facts its agent was created with)",
+                where,
+                mapped=True,
+            )
+        elif row.get("agent_args"):
+            _group(report, source, "agent_args holding only the agent's tags: nothing its agent reads", where)
+        extras = {key: row[key] for key in ("agent_args", "rubric_vars", "extra_vars") if row.get(key)}
+        if isinstance(
+            truth, list
+        ):  # a custom grader grades each turn on its own, as Letta's per-turn grading
+            extras["per_turn"] = True
+        if extras:
+            converted["_sample"] = {"id": converted["id"], **finite(extras)}
         for key in row:
             if key not in ROW_KEYS:
-                report.group(f"row key `{key}`: not a Letta row field evalsite knows", where)
+                _group(report, source, f"row key `{key}`: not a Letta row field evalsite knows", where)
         out.append(converted)
     if generated_ids:
         report.map(
@@ -225,6 +279,7 @@ def _patterns_compile(truth: str | list[str] | None) -> bool:
 
 
 def _row_rubric(
+    source: str,
     grader: str,
     row: dict,
     has_truth: bool,
@@ -240,40 +295,56 @@ def _row_rubric(
         found = find_file(files, row["rubric_path"])
         if found is None:
             report.need(basename(row["rubric_path"]))
-            report.group(f"rubric_path {row['rubric_path']} was not uploaded", where)
+            _group(report, source, f"rubric_path {row['rubric_path']} was not uploaded", where, lost=True)
         else:
             own = found[1]
     if grader == "named":
         if variables or own:
-            report.group(
+            _group(
+                report,
+                source,
                 "rubric_vars / rubric / rubric_path: with several graders a judge's rubric file is shared by every "
                 "row, so a row's own rubric or variables are not used ({var} stays as written)",
                 where,
+                lost=True,
             )
         return None
     if not judge:
         if variables or own:
-            report.group(
-                "rubric_vars / rubric: the suite's grader is not a rubric judge, so they are unused", where
+            _group(
+                report,
+                source,
+                "rubric_vars / rubric: the suite's grader is not a rubric judge, so they are unused",
+                where,
             )
         return None
     base = own if own is not None else prompt
     if base is None:
         return None
-    if own is None and not variables and has_truth:
-        return None  # the suite's rubric applies as is
     if variables:
-        report.group("rubric_vars → filled into the row's own rubric", where, mapped=True)
+        _group(report, source, "rubric_vars → filled into the row's own rubric", where, mapped=True)
     if own is not None:
-        report.group(
-            "the row's own rubric → its rubric (with the question / ground truth / submission sections)",
+        _group(report, source, "the row's own rubric → its rubric", where, mapped=True)
+    as_written = rubric_style(base) == "as_written"
+    missing: set[str] = set()
+    rubric = rubric_template(base, variables, with_truth=has_truth, missing=missing)
+    for name in sorted(missing):
+        _group(
+            report,
+            source,
+            f"rubric placeholder {{{name}}}: the row has no rubric_vars.{name}; Letta stops on it, evalsite sends "
+            "it as written",
             where,
-            mapped=True,
+            lost=True,
         )
-    if not has_truth:
-        report.group(
+    if own is None and not variables and (has_truth or as_written):
+        return None  # the suite's rubric applies as is
+    if not has_truth and not as_written:
+        _group(
+            report,
+            source,
             'rows without ground_truth → a rubric without the ground-truth section and ground_truth ""',
             where,
             mapped=True,
         )
-    return rubric_template(base, variables, with_truth=has_truth)
+    return rubric

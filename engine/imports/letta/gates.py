@@ -35,7 +35,7 @@ def convert_gate(gate: object, primary: str, report: Report) -> tuple[list[dict]
     if gate is None:
         return [], None, ""
     if not isinstance(gate, dict):
-        report.skip(f"gate: {short(gate)} — not a mapping")
+        report.lose(f"gate: {short(gate)} — not a mapping")
         return [], None, ""
     kind = gate.get("kind", "simple")
     described = f"Letta gate: {gate_text(gate)}"
@@ -54,7 +54,7 @@ def convert_gate(gate: object, primary: str, report: Report) -> tuple[list[dict]
             if converted:
                 gates.append(converted[0])
         else:
-            report.skip(
+            report.lose(
                 f"{described} — it weighs graders that were not converted (only {primary} was), so it was left out"
             )
     elif kind == "logical":
@@ -65,7 +65,7 @@ def convert_gate(gate: object, primary: str, report: Report) -> tuple[list[dict]
             for index, condition in enumerate(conditions):
                 where = f"gate.conditions[{index}]"
                 if isinstance(condition, dict) and condition.get("kind") == "logical":
-                    report.skip(f"{where}: a nested logical gate on one grader — not converted")
+                    report.lose(f"{where}: a nested logical gate on one grader — not converted")
                     continue
                 converted = _condition(condition, primary, where, report)
                 if converted:
@@ -75,14 +75,14 @@ def convert_gate(gate: object, primary: str, report: Report) -> tuple[list[dict]
             if len(members) == len(conditions):
                 gates.append({"logical_or": members})  # the eval score is the one grader's score
             else:
-                report.skip(f"{described} — not every condition converted, so the OR was left out")
+                report.lose(f"{described} — not every condition converted, so the OR was left out")
         elif operator not in ("and", "or"):
-            report.skip(f"{described} — operator {short(operator)}: evalsite combines gates with and / or")
+            report.lose(f"{described} — operator {short(operator)}: evalsite combines gates with and / or")
         else:
             for index, condition in enumerate(conditions):
                 where = f"gate.conditions[{index}]"
                 if isinstance(condition, dict) and condition.get("kind") == "logical":
-                    report.skip(f"{where}: a nested logical gate has no evalsite equivalent")
+                    report.lose(f"{where}: a nested logical gate has no evalsite equivalent")
                     continue
                 converted = _condition(condition, primary, where, report)
                 if converted:
@@ -90,11 +90,11 @@ def convert_gate(gate: object, primary: str, report: Report) -> tuple[list[dict]
                     if converted[1] is not None:
                         thresholds.append(converted[1])
             if len(gates) < len(conditions):
-                report.skip(
+                report.lose(
                     "gate: only some conditions were converted, so the evalsite gates are more lenient than Letta's"
                 )
     else:
-        report.skip(f"{described} — gate kind {short(kind)} has no evalsite equivalent")
+        report.lose(f"{described} — gate kind {short(kind)} has no evalsite equivalent")
     threshold = None
     if thresholds:
         threshold = thresholds[0]
@@ -103,7 +103,7 @@ def convert_gate(gate: object, primary: str, report: Report) -> tuple[list[dict]
         )
         for other in thresholds[1:]:
             if other != threshold:
-                report.skip(
+                report.lose(
                     f"gate pass_threshold {other:g}: evalsite has one pass threshold; kept {threshold:g}"
                 )
     return gates, threshold, described
@@ -113,25 +113,25 @@ def _condition(
     condition: object, primary: str, where: str, report: Report
 ) -> tuple[dict, float | None] | None:
     if not isinstance(condition, dict):
-        report.skip(f"{where}: not a mapping")
+        report.lose(f"{where}: not a mapping")
         return None
     metric_key = condition.get("metric_key")
     if metric_key is not None and metric_key != primary:
-        report.skip(
+        report.lose(
             f"{where} on graders.{metric_key}: that grader was not converted, so neither was this condition"
         )
         return None
     aggregation = condition.get("aggregation", condition.get("metric", "avg_score"))
     metric = AGGREGATIONS.get(aggregation) if isinstance(aggregation, str) else None
     if metric is None:
-        report.skip(
+        report.lose(
             f"{where}: aggregation {short(aggregation)} — evalsite gates have avg_score (avg), min, p95 and accuracy"
         )
         return None
     op = OPS.get(condition.get("op", "gte")) if isinstance(condition.get("op", "gte"), str) else None
     value = as_number(condition.get("value"))
     if op is None or value is None:
-        report.skip(f"{where}: needs an op (gte, gt, lte, lt, eq) and a numeric value")
+        report.lose(f"{where}: needs an op (gte, gt, lte, lt, eq) and a numeric value")
         return None
     shown = gate_text({**condition, "kind": "simple"})
     if metric == "accuracy":
@@ -146,7 +146,7 @@ def _condition(
         report.map(f"{where} ({shown}) → gates: {metric} {op} {value:g}")
     threshold = condition.get("pass_threshold")
     if threshold is not None and as_share(threshold) is None:
-        report.skip(f"{where}.pass_threshold: {short(threshold)} — expected a score from 0 to 1, ignored")
+        report.lose(f"{where}.pass_threshold: {short(threshold)} — expected a score from 0 to 1, ignored")
         threshold = None
     if threshold is not None and metric != "accuracy":
         report.skip(f"{where}.pass_threshold: only used by accuracy gates in Letta, ignored")
@@ -177,16 +177,16 @@ def _named(
     gate: object, names: set[str], where: str, report: Report, thresholds: dict[str, float], depth: int
 ) -> dict | None:
     if not isinstance(gate, dict):
-        report.skip(f"{where}: not a mapping")
+        report.lose(f"{where}: not a mapping")
         return None
     kind = gate.get("kind", "simple")
     if kind == "logical":
         if depth >= 5:
-            report.skip(f"{where}: logical gates nested deeper than 5 levels — not converted")
+            report.lose(f"{where}: logical gates nested deeper than 5 levels — not converted")
             return None
         operator = gate.get("operator", "and")
         if operator not in ("and", "or"):
-            report.skip(f"{where}: operator {short(operator)} — evalsite combines gates with and / or")
+            report.lose(f"{where}: operator {short(operator)} — evalsite combines gates with and / or")
             return None
         conditions = gate.get("conditions") if isinstance(gate.get("conditions"), list) else []
         members = [
@@ -195,7 +195,7 @@ def _named(
         ]
         kept = [m for m in members if m is not None]
         if len(kept) < len(members):
-            report.skip(
+            report.lose(
                 f"{where}: only some conditions were converted, so this {operator} gate differs from Letta's"
             )
         if not kept:
@@ -206,7 +206,7 @@ def _named(
     op = OPS.get(gate.get("op", "gte")) if isinstance(gate.get("op", "gte"), str) else None
     value = as_number(gate.get("value"))
     if metric is None or op is None or value is None:
-        report.skip(
+        report.lose(
             f"{where} ({gate_text(gate)}): needs an aggregation (avg_score, min, p95, accuracy), an op "
             "(gte, gt, lte, lt, eq) and a numeric value — not converted"
         )
@@ -220,17 +220,17 @@ def _named(
     if kind == "weighted_average":
         weights = gate.get("weights")
         if not isinstance(weights, dict) or not weights:
-            report.skip(f"{where}: a weighted_average gate without weights — not converted")
+            report.lose(f"{where}: a weighted_average gate without weights — not converted")
             return None
         missing = [short(key) for key in weights if as_name(key) not in names]
         if missing:
-            report.skip(
+            report.lose(
                 f"{where}: weights name {', '.join(missing)}, which were not converted — gate not converted"
             )
             return None
         bad = [f"{key}: {short(weight)}" for key, weight in weights.items() if as_number(weight) is None]
         if bad:
-            report.skip(f"{where}: weights must be numbers ({', '.join(bad)}) — gate not converted")
+            report.lose(f"{where}: weights must be numbers ({', '.join(bad)}) — gate not converted")
             return None
         out = {"weighted_average": {str(k): w for k, w in weights.items()}, "metric": metric}
     elif kind == "simple":
@@ -238,7 +238,7 @@ def _named(
         if key is None and len(names) == 1:
             key = next(iter(names))
         if as_name(key) not in names:
-            report.skip(
+            report.lose(
                 f"{where} on graders.{key}: that grader was not converted, so neither was this condition"
             )
             return None
@@ -248,13 +248,13 @@ def _named(
             if metric == "accuracy":
                 thresholds.setdefault(key, threshold)
                 if thresholds[key] != threshold:
-                    report.skip(
+                    report.lose(
                         f"{where}.pass_threshold {threshold:g}: graders.{key} keeps {thresholds[key]:g}"
                     )
             else:
                 report.skip(f"{where}.pass_threshold: only used by accuracy gates in Letta, ignored")
     else:
-        report.skip(f"{where}: gate kind {short(kind)} has no evalsite equivalent")
+        report.lose(f"{where}: gate kind {short(kind)} has no evalsite equivalent")
         return None
     out.update({"op": op, "value": value})
     return out

@@ -1,0 +1,264 @@
+"""Letta Evals folders imported and played on the fake endpoint: the judge gets the prompt Letta sends, the
+reward scores as Letta's does, custom Python graders run, and the agent's facts reach the model."""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from pathlib import Path
+
+import pytest
+import yaml
+
+from engine.clients import EndpointConfig, EndpointRegistry
+from engine.codegrade.run import CodeRunner
+from engine.imports import convert
+from engine.loader import load_suite
+from engine.runner import run_suite
+from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
+
+
+def folder(name: str, **replaced: str) -> dict[str, str]:
+    files = {p.name: p.read_text() for p in sorted((FIXTURES / name).iterdir())}
+    return {**files, **replaced}
+
+
+def has(lines: list[str], *needles: str) -> bool:
+    return any(all(needle in line for needle in needles) for line in lines)
+
+
+def play(fake_openai, result, **options):
+    suite = load_suite(result.source, files=result.files)
+    os.environ[FAKE_KEY_ENV] = FAKE_KEY
+    config = EndpointConfig(
+        name="default", base_url=fake_openai.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0
+    )
+    return run_suite(suite, EndpointRegistry(config), files=result.files, concurrency=1, **options)
+
+
+def letta_prompt(rubric: str, sample: dict, submission: str) -> str:
+    """Letta's build_judge_prompt (letta_evals/graders/prompt_utils.py): the rubric filled by str.format with
+    input, ground_truth ("" when the row has none), submission and the row's rubric_vars."""
+    values = {
+        "input": str(sample["input"]),
+        "ground_truth": str(sample["ground_truth"]) if sample.get("ground_truth") is not None else "",
+        "submission": submission,
+        **{key: str(value) for key, value in (sample.get("rubric_vars") or {}).items()},
+    }
+    return string.Formatter().vformat(rubric, (), values)
+
+
+AUTUMN = "red leaves drift down\nslow wind carries them away\nthe branch stands bare"
+SEA = "waves fold into foam ☀\nthe tide keeps its time\nsalt on every stone"
+
+
+def test_a_rubric_with_placeholders_reaches_the_judge_as_letta_fills_it_and_the_reward_scores(fake_openai):
+    """Today's Letta sends the rubric alone, filled with str.format ({input}, {submission}, {ground_truth},
+    rubric_vars; `{{Answer}}` becomes `{Answer}`), with no system message. The custom reward 0.7 quality +
+    0.3 ascii_only is the eval's score, and nothing fails on it: Letta's reward has no pass line."""
+    result = convert(folder("letta-today"))
+    assert result.lost == []
+    raw = yaml.safe_load(result.source)
+    assert raw["model"] == "openai/gpt-5-mini"
+    assert raw["pass_rule"] == {"weighted_average": {"quality": 0.7, "ascii_only": 0.3}, "threshold": 0.0}
+
+    fake_openai.rule("autumn leaves", AUTUMN, model="openai/gpt-5-mini")
+    fake_openai.rule("about the sea", SEA, model="openai/gpt-5-mini")
+    fake_openai.rule("theme must be autumn", '{"score": 0.8, "rationale": "on theme"}', model="judge-model")
+    fake_openai.rule("theme must be the sea", '{"score": 0.5, "rationale": "loose"}', model="judge-model")
+    report = play(fake_openai, result)
+
+    rubric = (FIXTURES / "letta-today" / "rubric.txt").read_text()
+    rows = [
+        json.loads(line) for line in (FIXTURES / "letta-today" / "dataset.jsonl").read_text().splitlines()
+    ]
+    judged = [r for r in fake_openai.chat_requests() if r["model"] == "judge-model"]
+    sent = {r["messages"][-1]["content"] for r in judged}
+    assert sent == {letta_prompt(rubric, rows[0], AUTUMN), letta_prompt(rubric, rows[1], SEA)}
+    for request in judged:
+        assert [m["role"] for m in request["messages"]] == ["user"]  # no system message, no transcript
+        text = request["messages"][0]["content"]
+        assert "{Answer}" in text and "{{Answer}}" not in text and "{input}" not in text
+        assert text.startswith("You grade a haiku") and "Conversation:" not in text
+        assert request["temperature"] == 0.0
+
+    by_id = {r.id: r for r in report.evals}
+    autumn, sea = by_id["autumn"], by_id["sea"]
+    assert [(g.name, g.score) for g in autumn.graders] == [("quality", 0.8), ("ascii_only", 1.0)]
+    assert [(g.name, g.score) for g in sea.graders] == [("quality", 0.5), ("ascii_only", 0.0)]
+    assert autumn.score == pytest.approx(0.7 * 0.8 + 0.3 * 1.0)
+    assert sea.score == pytest.approx(0.7 * 0.5)
+    assert autumn.status == "passed" and sea.status == "passed"  # a score, not a 1.0 pass line
+
+    # the row's agent_args reach the model as a system message before its input
+    (asked,) = [r for r in fake_openai.chat_requests() if "autumn leaves" in r["messages"][-1]["content"]
+                and r["model"] == "openai/gpt-5-mini"]  # fmt: skip
+    system = asked["messages"][0]
+    assert system["role"] == "system" and "style_guide: Lowercase only. No title." in system["content"]
+    assert (
+        "- fall" in system["content"] and "poetry" not in system["content"]
+    )  # the agent's tags are not facts
+
+
+def test_a_metric_reward_is_the_graders_score_with_no_pass_line():
+    """`reward: {kind: metric}` names the score; it used to become a pass threshold of 1.0, failing a 0.8."""
+    text = (FIXTURES / "letta-today" / "suite.yaml").read_text()
+    text = text.replace(
+        "kind: custom\n  function: rewards.py:weighted_quality_ascii", "kind: metric\n  metric_key: quality"
+    )
+    result = convert(folder("letta-today", **{"suite.yaml": text}))
+    raw = yaml.safe_load(result.source)
+    assert raw["pass_rule"] == {"weighted_average": {"quality": 1.0}, "threshold": 0.0}
+    assert raw["pass_threshold"] == 0.0
+    assert has(result.mapped, "reward (metric quality) → pass_rule")
+
+
+def test_a_reward_composer_that_branches_is_listed_as_lost():
+    text = (
+        (FIXTURES / "letta-today" / "suite.yaml")
+        .read_text()
+        .replace("weighted_quality_ascii", "quality_if_ascii")
+    )
+    result = convert(folder("letta-today", **{"suite.yaml": text}))
+    assert has(result.lost, "reward.function rewards.py:quality_if_ascii", "branches", "mean of its graders")
+    assert yaml.safe_load(result.source)["pass_rule"]["threshold"] == 0.0
+
+
+def test_a_rubric_written_for_the_earlier_letta_is_sent_inside_its_judge_prompt(fake_openai):
+    """Before Letta sent rubrics as written, it sent its own system message and put the rubric (braces as
+    written) above the question, the ground truth and the submission."""
+    from engine.imports.letta.graders import WRAPPED_SYSTEM
+
+    older = "Grade the haiku. Theme: {theme}. Answer {{Answer}} as JSON.\n"
+    result = convert(folder("letta-today", **{"rubric.txt": older}))
+    fake_openai.rule("autumn leaves", AUTUMN, model="openai/gpt-5-mini")
+    fake_openai.rule("about the sea", SEA, model="openai/gpt-5-mini")
+    fake_openai.rule("Evaluation Rubric", '{"score": 1, "rationale": "fine"}', model="judge-model")
+    play(fake_openai, result)
+    judged = {
+        r["messages"][-1]["content"]: r for r in fake_openai.chat_requests() if r["model"] == "judge-model"
+    }
+    expected = "\n".join([
+        "You are an evaluation judge. An agent was given a task and returned a submission for that task.",
+        "Your job is to evaluate the quality of that submission according to the rubric below.",
+        "",
+        "IMPORTANT: Do NOT answer the original question yourself. You are ONLY evaluating someone else's answer.",
+        "", "---", "", "## Evaluation Rubric",
+        "Grade the haiku. Theme: autumn. Answer {{Answer}} as JSON.\n",
+        "", "---", "", "## Original Question Given to the Agent", "Write a haiku about autumn leaves.",
+        "", "## Expected Answer (Ground Truth)", "red leaves drift",
+        "", "---", "", "## The Agent's Submission (What You Are Evaluating)", AUTUMN,
+        "", "---", "", "## Your Instructions", "",
+        "1. Review the evaluation rubric carefully",
+        "2. Compare the agent's submission against the original question and rubric criteria",
+        "3. Determine a score between 0.0 (complete failure) and 1.0 (perfect)",
+        "4. Return your evaluation as JSON with:",
+        "   - score: a float between 0.0 and 1.0",
+        "   - rationale: your reasoning for the score",
+    ])  # fmt: skip
+    assert expected in judged
+    assert judged[expected]["messages"][0] == {"role": "system", "content": WRAPPED_SYSTEM}
+    sea = next(text for text in judged if "about the sea" in text)
+    assert "Ground Truth" not in sea  # Letta leaves the section out for a row without one
+
+
+def test_a_custom_python_grader_runs_as_letta_calls_it_and_the_agent_file_is_the_system(fake_openai):
+    """A @grader with its own @extractor runs in the letta dialect (Letta's decorators and types stood in
+    for), given the row's Sample (extra_vars included); the .af file's system prompt and memory blocks
+    are the system message and its model the suite's; a memory_block grader is lost, the rest kept."""
+    result = convert(folder("letta-custom"))
+    assert has(result.lost, "graders.remembered (tool contains): not converted", "memory_block")
+    assert list(result.files) == ["triage_graders.py"]
+    suite = load_suite(result.source, files=result.files)
+    assert suite.model == "openai/gpt-4.1-mini"
+    assert "You triage support tickets" in suite.system and "<teams>" in suite.system
+
+    fake_openai.rule("Checkout fails", 'Routing it: {"team": "payments", "urgency": "high"}')
+    fake_openai.rule("typo on the pricing", '{"team": "payments", "urgency": "low"}')
+    report = play(fake_openai, result, code=CodeRunner(files=result.files))
+
+    by_id = {r.id: r for r in report.evals}
+    outage, typo = by_id["outage"], by_id["typo"]
+    assert [(g.name, g.score) for g in outage.graders] == [("triage", 1.0), ("mentions_team", 1.0)]
+    assert [(g.name, g.score) for g in typo.graders] == [("triage", 0.5), ("mentions_team", 1.0)]
+    assert "team wrong (web), urgency ok" in typo.graders[0].grades[0].rationale
+    (gate,) = report.gates
+    assert gate.actual == pytest.approx(0.75) and gate.passed  # Letta's gate: avg_score gte 0.75
+    asked = fake_openai.chat_requests()[0]
+    assert asked["model"] == "openai/gpt-4.1-mini"
+    assert (
+        asked["messages"][0]["role"] == "system" and "payments: checkout" in asked["messages"][0]["content"]
+    )
+
+
+def test_an_agent_factory_gives_its_constant_prompt_and_model():
+    """`agent_script` creates the agent in Python: its constant memory blocks and model are plain-text
+    facts, carried; a block computed per row is left to the rows' agent_args."""
+    script = """from letta_evals.decorators import agent_factory
+
+
+@agent_factory
+async def make_agent(client, sample):
+    facts = sample.agent_args["facts"]
+    agent = await client.agents.create(
+        memory_blocks=[
+            {"label": "persona", "value": "You answer from your memory only."},
+            {"label": "facts", "value": facts},
+        ],
+        model="openai/gpt-4o-mini",
+    )
+    return agent.id
+"""
+    text = (
+        (FIXTURES / "letta-today" / "suite.yaml")
+        .read_text()
+        .replace(
+            "  model_handles:\n    - openai/gpt-5-mini\n    - anthropic/claude-haiku-4-5\n",
+            "  agent_script: make_agent.py:make_agent\n",
+        )
+    )
+    result = convert(folder("letta-today", **{"suite.yaml": text, "make_agent.py": script}))
+    suite = load_suite(result.source, files=result.files)
+    assert suite.model == "openai/gpt-4o-mini"
+    assert "<persona>\n<value>\nYou answer from your memory only.\n</value>\n</persona>" in suite.system
+    assert has(result.unmapped, "memory blocks facts are computed per row")
+
+
+def test_a_rubric_placeholder_a_row_does_not_fill_is_kept_as_written_and_listed_as_lost():
+    rows = '{"id": "bare", "input": "Write a haiku about snow.", "ground_truth": "white"}\n'
+    result = convert(folder("letta-today", **{"dataset.jsonl": rows}))
+    assert has(
+        result.lost, "dataset.jsonl: rubric placeholder {theme}: the row has no rubric_vars.theme", "line 1"
+    )
+    suite = load_suite(result.source, files=result.files)
+    rubric = suite.graders["quality"].rubric
+    assert "Its theme must be {{theme}};" in rubric  # evalsite's format sends `{theme}`, as written
+
+
+def test_a_custom_grader_on_a_per_turn_row_sees_each_turn_alone(fake_openai):
+    """Letta grades a row with a ground truth per turn turn by turn: the Sample holds that turn's input and
+    ground truth, the trajectory that turn's replies only (first_assistant is the turn's own reply)."""
+    grader = (
+        "from letta_evals.decorators import grader\n"
+        "from letta_evals.models import GradeResult\n\n\n"
+        "@grader\n"
+        "def echo(sample, submission):\n"
+        "    return GradeResult(score=1.0, rationale=f'{sample.input}|{sample.ground_truth}|{submission}')\n"
+    )
+    suite = (
+        "name: per-turn\ndataset: dataset.jsonl\n"
+        "graders:\n  echo:\n    kind: tool\n    function: echo_grader.py:echo\n    extractor: first_assistant\n"
+        "reward:\n  kind: metric\n  metric_key: echo\n"
+    )
+    row = {"id": "two", "input": ["First?", "Second?"], "ground_truth": ["one", "two"]}
+    result = convert({"suite.yaml": suite, "dataset.jsonl": json.dumps(row) + "\n", "echo_grader.py": grader})
+    fake_openai.script("First?", ["reply one", "reply two"])
+    report = play(fake_openai, result, model="agent", code=CodeRunner(files=result.files))
+    (ev,) = report.evals
+    assert [[g.rationale for g in turn.grades] for turn in ev.turns] == [
+        ['code "echo_grader:echo": score 1.00 (threshold 0): First?|one|reply one'],
+        ['code "echo_grader:echo": score 1.00 (threshold 0): Second?|two|reply two'],
+    ]
