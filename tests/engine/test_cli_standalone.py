@@ -545,6 +545,21 @@ def test_import_exit_2_with_the_import_page_message_and_nothing_written(tmp_path
     assert_one_line_error(missing, 2, "nope.yaml: no such file")
 
 
+def test_validate_refuses_an_eval_that_ends_on_the_assistants_turn(tmp_path):
+    (tmp_path / "s.yaml").write_text(
+        "name: s\nmodel: mock\nevals:\n  - messages:\n      - {role: user, content: Hi}\n"
+        "      - {role: assistant, content: Hello}\n    checks: [{contains: hello}]\n",
+        encoding="utf-8",
+    )
+    result = evalsite("validate", "s.yaml", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "s.yaml:6:" in result.stdout + result.stderr
+    assert (
+        "evals[0].messages[1].role: this history ends on the assistant's turn"
+        in result.stdout + result.stderr
+    )
+
+
 def test_import_exit_1_when_a_referenced_file_was_not_given(tmp_path):
     result = evalsite(
         "import", str(IMPORTS / "agentv" / "code-review.eval.yaml"), "--out", "s.yaml", cwd=tmp_path

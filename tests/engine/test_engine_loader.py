@@ -691,3 +691,116 @@ def test_rules_across_evals_are_reported_where_they_are_broken(source, expected,
     problem = only_problem(source)
     assert where(problem) == expected
     assert message in problem.message
+
+
+# --- A suite that would test nothing ------------------------------------------------------------------------
+
+ASKS_NOTHING = [
+    (
+        "only a system message",
+        """
+        name: s
+        evals:
+          - messages:
+              - {role: system, content: You are a booking assistant.}
+            checks: [{contains: booked}]
+        """,
+        (4, 7, "evals[0].messages"),
+        "asks nothing",
+    ),
+    (
+        "ends on the assistant's turn",
+        """
+        name: s
+        evals:
+          - messages:
+              - {role: user, content: Book a room.}
+              - {role: assistant, content: Booked.}
+            checks: [{contains: booked}]
+        """,
+        (5, 16, "evals[0].messages[1].role"),
+        "ends on the assistant's turn",
+    ),
+    (
+        "ends on the assistant's turn, a system message after",
+        """
+        name: s
+        graders:
+          polite: {llm_judge: {criteria: Is it polite?}}
+        evals:
+          - messages:
+              - {role: user, content: Book a room.}
+              - {role: assistant, content: Booked.}
+              - {role: system, content: Be brief.}
+        """,
+        (7, 16, "evals[0].messages[1].role"),
+        "ends on the assistant's turn",
+    ),
+    (
+        "a simulated user with nothing to grade it",
+        """
+        name: s
+        evals:
+          - prompt: Book a room.
+            simulate:
+              persona: a traveller
+              max_turns: 4
+        """,
+        (3, 5, "evals[0]"),
+        "nothing grades this conversation",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "at", "needle"), [case[1:] for case in ASKS_NOTHING],
+                         ids=[case[0] for case in ASKS_NOTHING])  # fmt: skip
+def test_a_suite_that_would_test_nothing_is_refused_where_it_goes_wrong(body, at, needle):
+    problem = only_problem(suite_text(body))
+    assert where(problem) == at
+    assert needle in problem.message
+
+
+GRADED_EVERY_WAY = {
+    "a conversation tree's checks": "- prompt: Hi\n  checks: [{match: '*hello*'}]",
+    "scripted input with checks": "- input: [Hi, Bye]\n  checks: [{contains: bye}]",
+    "scripted input with a ground truth (exact_match by default)": "- input: Hi\n  ground_truth: hello",
+    "a ground truth and its own grader": "- input: Hi\n  ground_truth: hello\n  grader: contains",
+    "a judge grader with a rubric": "- input: Hi\n  ground_truth: hello\n  grader: llm_judge\n  rubric: Is {submission} {ground_truth}?",
+    "turns with per-turn checks only": "- turns:\n    - {input: Hi}\n    - {input: Bye, checks: [{contains: bye}]}",
+    "turns with the eval's checks": "- turns: [{input: Hi}]\n  checks: [{contains: hi}]",
+    "a history ending on a user message": "- messages: [{role: system, content: S}, {role: user, content: Hi}]\n  checks: [{contains: hi}]",
+    "a history ending on a tool result": "- messages: [{role: user, content: Hi}, {role: assistant, content: call}, {role: tool, content: '42'}]\n  checks: [{contains: '42'}]",
+    "a history with a ground truth": "- messages: [{role: user, content: Hi}]\n  ground_truth: hello",
+    "a given reply after an assistant turn": "- messages: [{role: user, content: Hi}, {role: assistant, content: Yo}]\n  reply: Bye\n  checks: [{contains: bye}]",
+    "a given reply alone": "- reply: Bye\n  checks: [{contains: bye}]",
+    "a history and a prompt after it": "- messages: [{role: system, content: S}]\n  prompt: Hi\n  checks: [{contains: hi}]",
+    "a history and input after it": "- messages: [{role: assistant, content: Welcome}]\n  input: Hi\n  checks: [{contains: hi}]",
+    "a simulated user with checks": "- prompt: Hi\n  simulate: {persona: a traveller}\n  checks: [{llm_judge: {criteria: helpful}}]",
+    "a simulated user with a stop condition": "- prompt: Hi\n  simulate: {persona: a traveller, stop_when: {contains: booked}}",
+    "its own named graders": "- input: Hi\n  graders:\n    polite: {llm_judge: {criteria: polite}}",
+}
+
+
+@pytest.mark.parametrize("evals", GRADED_EVERY_WAY.values(), ids=list(GRADED_EVERY_WAY))
+def test_every_way_an_eval_grades_stays_valid(evals):
+    body = textwrap.indent(evals, "  ")
+    suite = load_suite(f"name: s\nmodel: mock\nevals:\n{body}\n")
+    assert len(suite.evals) == 1
+
+
+@pytest.mark.parametrize(
+    "evals",
+    [
+        "- input: Hi",
+        "- messages: [{role: user, content: Hi}]",
+        "- prompt: Hi\n  simulate: {persona: a traveller}",
+        "- reply: Bye",
+    ],
+)
+def test_the_suites_named_graders_grade_an_eval_with_nothing_of_its_own(evals):
+    body = textwrap.indent(evals, "  ")
+    graders = "graders:\n  polite: {llm_judge: {criteria: polite}}\n"
+    suite = load_suite(f"name: s\nmodel: mock\n{graders}evals:\n{body}\n")
+    assert len(suite.evals) == 1
+    with pytest.raises(SuiteError, match="nothing grades this conversation"):
+        load_suite(f"name: s\nmodel: mock\nevals:\n{body}\n")
