@@ -22,6 +22,8 @@ from .common import Converted, ImportProblem, Report, Section, as_count, as_text
 
 TEXT_CHECKS = ("match", "not_match", "regex", "contains", "equals")
 TOKEN_CHECKS = ("min_tokens", "max_tokens")
+# vibecheck's object form took a list of patterns, all of which must hold.
+PATTERN_LISTS = ("match", "not_match")
 SEMANTIC_KEYS = ("expected", "threshold", "model")
 JUDGE_KEYS = ("criteria", "threshold", "model", "temperature")
 # evalsite's own top-level keys pass through (a file may already be half evalsite).
@@ -216,7 +218,7 @@ def _checks(raw: object, where: str, depth: int, report: Report) -> list[dict]:
             report.map(
                 f"{where}: legacy object form (several checks in one mapping) → one list item per check"
             )
-            items = [{key: value} for key, value in raw.items()]
+            return _item(raw, where, depth, report)
     elif isinstance(raw, list):
         items = raw
     else:
@@ -251,10 +253,14 @@ def _item(item: object, where: str, depth: int, report: Report) -> list[dict]:
         return _typed_list([item], where, report, indexed=False)
     checks: list[dict] = []
     for key in CHECK_KEYS:
-        if key in item:
-            converted = _check_value(key, item[key], f"{where}.{key}", depth, report)
-            if converted is not None:
-                checks.append({key: converted})
+        if key not in item:
+            continue
+        if key in PATTERN_LISTS and isinstance(item[key], list):
+            checks.extend(_pattern_list(key, item[key], f"{where}.{key}", depth, report))
+            continue
+        converted = _check_value(key, item[key], f"{where}.{key}", depth, report)
+        if converted is not None:
+            checks.append({key: converted})
     for key in item:
         if key not in (*CHECK_KEYS, "prompt", "checks"):
             report.lose(f"{where}.{key}: {short(item[key], 40)} is not a check evalsite has, left out")
@@ -265,6 +271,20 @@ def _item(item: object, where: str, depth: int, report: Report) -> list[dict]:
     if checks:
         return [{**checks[0], **(followup or {})}]
     return [followup] if followup else []
+
+
+def _pattern_list(key: str, patterns_: list, where: str, depth: int, report: Report) -> list[dict]:
+    """`match: ["*a*", "*b*"]` (vibecheck's object form): every pattern must hold, one check each."""
+    checks = []
+    for index, pattern in enumerate(patterns_):
+        converted = _check_value(key, pattern, f"{where}[{index}]", depth, report)
+        if converted is not None:
+            checks.append({key: converted})
+    if not patterns_:
+        report.lose(f"{where}: an empty list of patterns, left out")
+    else:
+        report.map(f"{where}: a list of {len(patterns_)} patterns → one {key} check each (all must hold)")
+    return checks
 
 
 def _followup(item: dict, where: str, depth: int, report: Report) -> dict | None:

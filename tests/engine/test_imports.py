@@ -195,6 +195,40 @@ def test_vibecheck_typed_checks_all_convert_and_each_one_grades_the_run(fake_ope
     assert any("Is this a warm reply to a question about the assistant's day?" in text for text in judged)
 
 
+def test_vibecheck_object_form_pattern_lists_become_one_check_per_pattern(fake_openai):
+    """vibecheck's object form took `match: [...]` / `not_match: [...]`, every pattern to hold: one check
+    per pattern, so a reply that names only one of two required words fails."""
+    result = convert(one("vibecheck/object-form.yaml"))
+    assert result.lost == []
+    suite = load_suite(result.source)
+    first = suite.evals[0].checks
+    assert sorted((c.kind, c.match or c.not_match) for c in first if c.kind in ("match", "not_match")) == [
+        ("match", "*doctor*"),
+        ("match", "*pharmacist*"),
+        ("not_match", "*prescribe*"),
+        ("not_match", "*you must take*"),
+    ]
+    assert sorted(c.kind for c in first) == sorted(
+        ["match"] * 2 + ["not_match"] * 2 + ["min_tokens", "max_tokens", "llm_judge"]
+    )
+    assert sorted(c.kind for c in suite.evals[1].checks) == ["or", "semantic"]
+    assert has(result.mapped, "evals[0].checks.match: a list of 2 patterns", "all must hold")
+
+    fake_openai.script(
+        "I have a headache, what should I take?",
+        ["Please ask your pharmacist which pain reliever suits you and how much of it is safe to use today."],
+    )
+    fake_openai.script("What does ibuprofen do?", ["Ibuprofen reduces pain, fever and inflammation"])
+    fake_openai.rule("rather than prescribing", json.dumps({"score": 1, "reason": "refers"}))
+    report = _run_on_fake(fake_openai, suite)
+    headache = next(r for r in report.evals if r.index == 0)
+    assert headache.status == "failed"
+    assert [(c.label, c.passed) for c in headache.turns[0].checks if not c.passed] == [
+        ('match "*doctor*"', False)
+    ]
+    assert next(r for r in report.evals if r.index == 1).status == "passed"
+
+
 def test_vibecheck_first_format_conditionals_and_an_unknown_type_is_a_located_loss():
     result = convert(one("vibecheck/conditionals.yaml"))
     suite = load_suite(result.source)
