@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import LocatedError, StrictModel
+from .base import LocatedError, StrictModel, user_text
 from .checks import Check, followup_depth
 from .conditions import Condition
 from .grading import Extractor, Grader, NamedGrader, PassRule, check_patterns, check_rubric
@@ -47,6 +47,11 @@ class FollowUpInput(StrictModel):
     turns: int | Literal["inf"] = Field(
         1, description='How many times to send it; "inf" (last one only) forever.'
     )
+
+    @field_validator("input")
+    @classmethod
+    def _input_text(cls, value: str) -> str:
+        return user_text(value, "input")
 
     @field_validator("turns", mode="before")
     @classmethod
@@ -118,6 +123,11 @@ class Message(StrictModel):
 class ScriptedTurn(StrictModel):
     input: str = Field(description="The user message sent on this turn.")
     checks: list[Check] | None = Field(None, description="Checks for this turn's reply (no follow-ups).")
+
+    @field_validator("input")
+    @classmethod
+    def _input_text(cls, value: str) -> str:
+        return user_text(value, "input")
 
 
 def _no_followups(items: list[Check] | None, where: str) -> None:
@@ -235,6 +245,21 @@ class Eval(StrictModel):
     @classmethod
     def _rubric(cls, value: str | None) -> str | None:
         return None if value is None else check_rubric(value)
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_text(cls, value: str | None) -> str | None:
+        return user_text(value, "prompt")
+
+    @field_validator("input")
+    @classmethod
+    def _input_text(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                if not item.strip():
+                    raise LocatedError((index,), "this `input` message is blank: a user message needs text")
+            return value
+        return user_text(value, "input")
 
     @model_validator(mode="after")
     def _one_kind(self) -> Eval:

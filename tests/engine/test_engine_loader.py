@@ -804,3 +804,28 @@ def test_the_suites_named_graders_grade_an_eval_with_nothing_of_its_own(evals):
     assert len(suite.evals) == 1
     with pytest.raises(SuiteError, match="nothing grades this conversation"):
         load_suite(f"name: s\nmodel: mock\nevals:\n{body}\n")
+
+
+@pytest.mark.parametrize(
+    ("evals", "at"),
+    [
+        ("- prompt: ''\n  checks: [{contains: x}]", (3, 13, "evals[0].prompt")),
+        ("- input: '  '\n  checks: [{contains: x}]", (3, 12, "evals[0].input")),
+        ("- input: [Hi, '']\n  checks: [{contains: x}]", (3, 17, "evals[0].input[1]")),
+        ("- turns: [{input: '', checks: [{contains: x}]}]", (3, 21, "evals[0].turns[0].input")),
+        (
+            "- prompt: Hi\n  checks: [{contains: x, prompt: ' ', checks: [{contains: y}]}]",
+            (4, 36, "evals[0].checks[0].prompt"),
+        ),
+        (
+            "- prompt: Hi\n  simulate: {follow_ups: [{input: ''}], stop_when: {contains: x}}",
+            (4, 37, "evals[0].simulate.follow_ups[0].input"),
+        ),
+    ],
+)
+def test_a_blank_user_message_is_refused_where_it_is(evals, at):
+    """A blank prompt or input sends the model nothing to answer (and most endpoints refuse it)."""
+    body = textwrap.indent(evals, "  ")
+    problem = only_problem(f"name: s\nevals:\n{body}\n")
+    assert where(problem) == at
+    assert "blank" in problem.message
