@@ -1,5 +1,5 @@
 """Import suites written for other tools as evalsite suites: vibecheck, Letta Evals, AgentV (v2 and today's
-`tests` format) and calibrate.
+`tests` format), agtlantis (@agtlantis/eval YAML) and calibrate.
 
 `convert(files)` takes the uploaded files (name -> text), finds the suite file among them, works out which
 tool wrote it (`detect`) and returns an `ImportResult`: the evalsite YAML, the attached files to create
@@ -169,7 +169,8 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
         raise ImportProblem(
             f"{what}: this is not a format Import knows; it reads vibecheck YAML (metadata + evals of "
             "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
-            "files (tests with input / criteria / assertions, or v2 evalcases with input_messages) and calibrate TOML ([[samples]] with messages)"
+            "files (tests with input / criteria / assertions, or v2 evalcases with input_messages), agtlantis eval "
+            "files (agent + cases of input objects) and calibrate TOML ([[samples]] with messages)"
         )
     if len(found) > 1:
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)
@@ -212,6 +213,7 @@ def _expected_shape(kind: str) -> str:
         "vibecheck": "expected `metadata` and `evals` of `prompt` + `checks`",
         "letta": "expected a suite.yaml with `dataset`, `target` and `graders` (or `gate`)",
         "agentv": "expected `tests` with `input` (or v2's `evalcases` with `input_messages`)",
+        "agtlantis": "expected `agent` and `cases`, each with an `input` object",
     }[kind]
 
 
@@ -244,6 +246,8 @@ def looks_like(data: object) -> str | None:
         )
     ):
         return "calibrate"
+    if _agtlantis(data):
+        return "agtlantis"
     schema = data.get("$schema")
     if (isinstance(schema, str) and schema.startswith("agentv-eval")) or isinstance(
         data.get("evalcases"), list
@@ -270,6 +274,18 @@ def looks_like(data: object) -> str | None:
     ):
         return "vibecheck"
     return None
+
+
+def _agtlantis(data: dict) -> bool:
+    """@agtlantis/eval's eval file: `agent` (a name in its config) and `cases`, each with an `input` object."""
+    cases = data.get("cases")
+    if not isinstance(cases, list) or "evals" in data or "tests" in data:
+        return False
+    if isinstance(data.get("agent"), str):
+        return True
+    return bool(cases) and all(
+        isinstance(case, dict) and isinstance(case.get("input"), dict) for case in cases
+    )
 
 
 __all__ = ["KINDS", "ImportError_", "ImportProblem", "ImportResult", "convert", "detect"]

@@ -21,7 +21,13 @@ from engine.bounds import MAX_NESTING
 from engine.datasets import MAX_DATASET_BYTES
 from engine.loader import MAX_SUITE_BYTES, SuiteError, load_yaml
 
-KINDS = {"vibecheck": "vibecheck", "letta": "Letta Evals", "agentv": "AgentV", "calibrate": "calibrate"}
+KINDS = {
+    "vibecheck": "vibecheck",
+    "letta": "Letta Evals",
+    "agentv": "AgentV",
+    "calibrate": "calibrate",
+    "agtlantis": "agtlantis",
+}
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_HEADER_LINES = 40  # unmapped items repeated as comments at the top of the suite
 MAX_NODES = 2_000_000  # values in a parsed file, counting each alias expansion (YAML "billion laughs")
@@ -38,7 +44,7 @@ class ImportResult:
     mapped: list[str] = field(default_factory=list)  # "metadata.name → name", ...
     unmapped: list[str] = field(default_factory=list)  # what was not converted, and why
     needs_files: list[str] = field(default_factory=list)  # referenced, but not uploaded
-    kind: str = ""  # "vibecheck" | "letta" | "agentv"
+    kind: str = ""  # a key of KINDS
     lost: list[str] = field(default_factory=list)  # the unmapped lines that graded or drove a conversation
 
     @property
