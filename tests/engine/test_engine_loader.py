@@ -788,6 +788,14 @@ def test_every_way_an_eval_grades_stays_valid(evals):
     assert len(suite.evals) == 1
 
 
+def test_code_checks_and_code_graders_grade_an_eval():
+    files = {"graders.py": "def score(conversation):\n    return 1\n"}
+    check = "name: s\nmodel: mock\nevals:\n  - input: Hi\n    checks: [{code: 'graders:score'}]\n"
+    assert len(load_suite(check, files=files).evals) == 1
+    grader = "name: s\nmodel: mock\ngraders:\n  own: {code: [python3, graders.py]}\nevals:\n  - input: Hi\n"
+    assert len(load_suite(grader, files=files).evals) == 1
+
+
 @pytest.mark.parametrize(
     "evals",
     [
