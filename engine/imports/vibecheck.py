@@ -74,7 +74,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         if key == "model" and TEMPLATE_REF.search(value):
             # The model is looked up on vibecheck's server when the suite runs: no model id to write here.
             report.skip(
-                f"metadata.model ({short(value, 60)}): a vibecheck variable, filled in by vibecheck's server "
+                f"metadata.model: {short(value, 60)} is a vibecheck variable, filled in by vibecheck's server "
                 "at run time; its value is not in the file, so the model is the one chosen when a run is "
                 "launched (or set `model:`)"
             )
@@ -131,7 +131,7 @@ def _mcp_server(server: object, report: Report) -> None:
     """The model's tools, served over MCP: the evals that use them cannot be played as written."""
     label = (server.get("name") or server.get("url")) if isinstance(server, dict) else server
     report.lose(
-        f"metadata.mcp_server ({short(label)}): vibecheck gives the model this MCP server's tools; evalsite "
+        f"metadata.mcp_server: vibecheck gives the model the tools of the MCP server {short(label)}; evalsite "
         "gives models no tools yet (tool calls come in a later release), so these evals run without them "
         "and an answer that needs a tool will fail"
         + (

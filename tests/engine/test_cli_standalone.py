@@ -572,6 +572,25 @@ def test_import_exit_1_when_a_referenced_file_was_not_given(tmp_path):
     assert evalsite("validate", "s.yaml", cwd=tmp_path).returncode == 2
 
 
+def test_import_of_vibecheck_typed_checks_is_whole_and_tools_and_variables_are_located_losses(tmp_path):
+    whole = evalsite("import", str(IMPORTS / "vibecheck" / "typed-checks.yaml"), "--out", "a", cwd=tmp_path)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert "(string_contains) → contains" in whole.stdout and whole.stderr == ""
+    lossy = evalsite(
+        "import", str(IMPORTS / "vibecheck" / "tools-and-variables.yaml"), "--out", "b", cwd=tmp_path
+    )
+    assert lossy.returncode == 1, lossy.stdout + lossy.stderr
+    lost = lossy.stderr.splitlines()
+    assert any(line.startswith("lost: tools-and-variables.yaml:7 metadata.mcp_server:") for line in lost), (
+        lost
+    )
+    assert any(
+        "tools-and-variables.yaml:15 evals[0].checks[0].match: {{var('tracker.projectKey')}}" in line
+        for line in lost
+    )
+    assert evalsite("validate", "b/tools-and-variables.yaml", cwd=tmp_path).returncode == 0
+
+
 def test_import_does_not_overwrite_a_file_unless_forced(tmp_path):
     for path in (IMPORTS / "letta-per-turn").iterdir():
         shutil.copy(path, tmp_path / path.name)

@@ -128,7 +128,7 @@ def test_vibecheck_legacy_forms_are_normalised_and_the_rest_reported():
     assert has(result.mapped, "evals[0].name → id")
     assert has(result.mapped, "string_contains", "contains")
     assert has(result.mapped, "id 'capital' → 'capital-2'")
-    assert has(result.lost, "metadata.mcp_server (advice)", "MCP server's tools", "later release")
+    assert has(result.lost, "metadata.mcp_server: ", "MCP server advice", "later release")
     assert has(result.lost, "evals[2].checks[0].typo_key", "not a check evalsite has")
     assert has(result.lost, "evals[0].prompt: {{var:persona}}", "'persona'", "as written")
 
@@ -279,14 +279,18 @@ def test_vibecheck_mcp_tools_variables_and_secrets_are_listed_where_they_are():
     assert suite.model is None and len(suite.evals) == 3
     assert "{{secret" not in result.source and "mcp.tracker.example" not in result.source
     assert has(
-        result.lost, "metadata.mcp_server (tracker)", "later release", "authorization_token is not kept"
+        result.lost,
+        "metadata.mcp_server: ",
+        "MCP server tracker",
+        "later release",
+        "authorization_token is not kept",
     )
     assert has(result.lost, "metadata.system_prompt: {{var('tracker.team')}}", "'tracker.team'")
     assert has(result.lost, "evals[0].prompt: {{var('tracker.team')}}")
     assert has(result.lost, "evals[0].checks[0].match: {{var('tracker.projectKey')}}")
     assert has(result.lost, 'evals[1].prompt: {{ var("tracker.projectKey") }}', "'tracker.projectKey'")
     assert not has(result.lost, "evals[2]")
-    assert has(result.unmapped, "metadata.model ({{var('tracker.model')}})", "chosen when a run is launched")
+    assert has(result.unmapped, "metadata.model: {{var('tracker.model')}}", "chosen when a run is launched")
     assert not has(result.lost, "metadata.model")
 
 
