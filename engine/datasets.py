@@ -167,7 +167,7 @@ def rows_to_evals(
 
 def _row_grading_problem(ev: Eval, grader: str | None, rubric: str | None, graders) -> str | None:
     if not ev.graded_alone and not graders:
-        return "nothing grades this conversation: add `ground_truth` or `checks`"
+        return ev.ungraded
     for grader_name, named in graders.items():
         if named.kind in GROUND_TRUTH_KINDS:
             if ev.ground_truth is None:

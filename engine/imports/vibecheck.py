@@ -2,9 +2,11 @@
 
 evalsite reads vibecheck's format natively (conversation trees), so this mostly normalises: `metadata`
 becomes the top-level `name` / `model` / `system`, the object form `checks: {or: [...]}` becomes a
-one-item list, the legacy object form `checks: {match: ..., min_tokens: ...}` and legacy `conditionals`
-become check lists, eval `name`s become ids. What evalsite has no place for (threads, an MCP server, unknown keys,
-`{{var:...}}` references) is reported and left out.
+one-item list, the legacy object form `checks: {match: ..., min_tokens: ...}`, the typed form
+`checks: [{type: string_contains, value: ...}]` and the first format's `conditionals` become check lists,
+eval `name`s become ids. Whatever graded or drove a conversation and cannot be carried (an MCP server's
+tools, a check evalsite cannot read, a `{{var(...)}}` / `{{secret(...)}}` whose value lives on vibecheck's
+server) is reported as lost; the rest (threads, unknown keys vibecheck ignores) as left out.
 """
 
 from __future__ import annotations
@@ -15,16 +17,31 @@ from pydantic import ValidationError
 
 from engine.schema import CHECK_KEYS, MAX_FOLLOWUP_DEPTH, JudgeSpec, SemanticSpec, Suite
 
-from .common import Converted, ImportProblem, Report, Section, as_count, as_number, as_text, short, unique_id
+from .. import patterns
+from .common import Converted, ImportProblem, Report, Section, as_count, as_text, short, unique_id
 
 TEXT_CHECKS = ("match", "not_match", "regex", "contains", "equals")
 TOKEN_CHECKS = ("min_tokens", "max_tokens")
+# vibecheck's object form took a list of patterns, all of which must hold.
+PATTERN_LISTS = ("match", "not_match")
 SEMANTIC_KEYS = ("expected", "threshold", "model")
 JUDGE_KEYS = ("criteria", "threshold", "model", "temperature")
 # evalsite's own top-level keys pass through (a file may already be half evalsite).
 NATIVE_TOP = [key for key in Suite.model_fields if key not in ("metadata", "evals")]
 NATIVE_EVAL = ("id", "tags", "prompt", "checks")
-TEMPLATE_REF = re.compile(r"\{\{\s*(var|secret|env)\s*:[^}]*\}\}")
+# vibecheck's `{{var('name')}}` / `{{secret('name')}}` (quotes optional), and the `{{var:name}}` spelling.
+TEMPLATE_REF = re.compile(
+    r"""\{\{\s*(?P<kind>var|secret|env)\s*(?:\(\s*(?P<q>['"]?)(?P<name>[^'")}]*)(?P=q)\s*\)|:\s*(?P<name2>[^}]*?))\s*\}\}"""
+)
+# The typed check form (`checks: [{type: ...}]` before vibecheck's glob DSL, and the first format's
+# `conditionals`): each type's own keys; `operator` joins them.
+TYPED_KEYS = {
+    "string_contains": ("value",),
+    "matches": ("value",),
+    "semantic_similarity": ("expected", "threshold"),
+    "llm_judge": ("criteria",),
+    "token_length": ("min_tokens", "max_tokens"),
+}
 
 
 def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Converted:
@@ -54,6 +71,14 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         if own is not None and own != value:
             report.skip(f"metadata.{meta_key} ({short(value, 40)!s}) disagrees with `{key}`; kept `{key}`")
             continue
+        if key == "model" and TEMPLATE_REF.search(value):
+            # The model is looked up on vibecheck's server when the suite runs: no model id to write here.
+            report.skip(
+                f"metadata.model: {short(value, 60)} is a vibecheck variable, filled in by vibecheck's server "
+                "at run time; its value is not in the file, so the model is the one chosen when a run is "
+                "launched (or set `model:`)"
+            )
+            continue
         top[key] = value
         note = ""
         if key == "model":
@@ -64,9 +89,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
             f"metadata.threads ({short(metadata['threads'])}): concurrency is chosen when a run is launched"
         )
     if "mcp_server" in metadata:
-        server = metadata["mcp_server"]
-        label = server.get("name") or server.get("url") if isinstance(server, dict) else server
-        report.skip(f"metadata.mcp_server ({short(label)}): evalsite does not connect models to MCP tools")
+        _mcp_server(metadata["mcp_server"], report)
     for key in metadata:
         if key not in ("name", "model", "system_prompt", "threads", "mcp_server"):
             report.skip(f"metadata.{key}: not a vibecheck field evalsite knows, left out")
@@ -100,20 +123,35 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         + (f", {followups} follow-up prompt{'s' if followups != 1 else ''}" if followups else "")
         + ") → evals, same checks and follow-ups"
     )
-    _template_refs(evals, top, report)
+    _template_refs(data, report)
     return header, sections, {}
+
+
+def _mcp_server(server: object, report: Report) -> None:
+    """The model's tools, served over MCP: the evals that use them cannot be played as written."""
+    label = (server.get("name") or server.get("url")) if isinstance(server, dict) else server
+    report.lose(
+        f"metadata.mcp_server: vibecheck gives the model the tools of the MCP server {short(label)}; evalsite "
+        "gives models no tools yet (tool calls come in a later release), so these evals run without them "
+        "and an answer that needs a tool will fail"
+        + (
+            " (its authorization_token is not kept)"
+            if isinstance(server, dict) and "authorization_token" in server
+            else ""
+        )
+    )
 
 
 def _convert_evals(raw: object, report: Report) -> list[dict]:
     if not isinstance(raw, list):
-        report.skip("evals: not a list")
+        report.lose(f"evals: expected a list of evals, found {short(raw)}; nothing converted")
         return []
     out: list[dict] = []
     taken: set[str] = set()
     for index, ev in enumerate(raw):
         where = f"evals[{index}]"
         if not isinstance(ev, dict):
-            report.skip(f"{where}: not a mapping, left out")
+            report.lose(f"{where}: not a mapping ({short(ev)}), left out")
             continue
         converted: dict[str, object] = {}
         wanted_id = ev.get("id") if ev.get("id") is not None else ev.get("name")
@@ -126,18 +164,20 @@ def _convert_evals(raw: object, report: Report) -> list[dict]:
         if isinstance(ev.get("tags"), list):
             converted["tags"] = [str(tag) for tag in ev["tags"]]
         prompt = as_text(ev.get("prompt"))
-        if prompt is None:
-            report.skip(f"{where}: no `prompt`, left out")
+        if prompt is None or not prompt.strip():
+            report.lose(f"{where}: no `prompt` text, so nothing to send; left out")
             continue
         converted["prompt"] = prompt
         if "checks" in ev:
             checks = _checks(ev["checks"], f"{where}.checks", 0, report)
         elif "conditionals" in ev:
-            checks = _conditionals(ev["conditionals"], f"{where}.conditionals", report)
+            checks = _typed_list(ev["conditionals"], f"{where}.conditionals", report)
         else:
             checks = []
         if not any(_is_check(item) for item in checks):
-            report.skip(f"{where} ({short(prompt, 40)}): no check evalsite can run, left out")
+            report.lose(
+                f"{where} ({short(prompt, 40)}): no check evalsite can run, so nothing grades it; left out"
+            )
             continue
         converted["checks"] = checks
         for key in ev:
@@ -161,9 +201,16 @@ def _is_check(item: dict) -> bool:
     return any(key in item for key in CHECK_KEYS)
 
 
+def _is_typed(item: object) -> bool:
+    return isinstance(item, dict) and "type" in item
+
+
 def _checks(raw: object, where: str, depth: int, report: Report) -> list[dict]:
     """A normalised checks list. `depth` is the follow-up level the list belongs to (0: the eval's)."""
     if isinstance(raw, dict):
+        if _is_typed(raw):
+            report.map(f"{where}: one typed check given as a mapping → a one-item list")
+            return _typed_list([raw], where, report, indexed=False)
         if set(raw) == {"or"}:
             report.map(f"{where}: {{or: [...]}} → a one-item list")
             items = [raw]
@@ -171,31 +218,52 @@ def _checks(raw: object, where: str, depth: int, report: Report) -> list[dict]:
             report.map(
                 f"{where}: legacy object form (several checks in one mapping) → one list item per check"
             )
-            items = [{key: value} for key, value in raw.items()]
+            return _item(raw, where, depth, report)
     elif isinstance(raw, list):
         items = raw
     else:
-        report.skip(f"{where}: not a list of checks, left out")
+        report.lose(f"{where}: not a list of checks ({short(raw)}), left out")
         return []
+    if any(_is_typed(item) for item in items):
+        return _mixed(items, where, depth, report)
     out: list[dict] = []
     for index, item in enumerate(items):
         out.extend(_item(item, f"{where}[{index}]", depth, report))
     return out
 
 
+def _mixed(items: list, where: str, depth: int, report: Report) -> list[dict]:
+    """A checks list in the typed form (`- type: string_contains`), possibly beside today's checks."""
+    required: list[dict] = []
+    options: list[dict] = []
+    for index, item in enumerate(items):
+        here = f"{where}[{index}]"
+        if _is_typed(item):
+            _typed_into(item, here, required, options, report)
+        else:
+            required.extend(_item(item, here, depth, report))
+    return _joined(required, options, where, report)
+
+
 def _item(item: object, where: str, depth: int, report: Report) -> list[dict]:
     if not isinstance(item, dict):
-        report.skip(f"{where}: not a check, left out")
+        report.lose(f"{where}: not a check ({short(item)}), left out")
         return []
+    if _is_typed(item):
+        return _typed_list([item], where, report, indexed=False)
     checks: list[dict] = []
     for key in CHECK_KEYS:
-        if key in item:
-            converted = _check_value(key, item[key], f"{where}.{key}", depth, report)
-            if converted is not None:
-                checks.append({key: converted})
+        if key not in item:
+            continue
+        if key in PATTERN_LISTS and isinstance(item[key], list):
+            checks.extend(_pattern_list(key, item[key], f"{where}.{key}", depth, report))
+            continue
+        converted = _check_value(key, item[key], f"{where}.{key}", depth, report)
+        if converted is not None:
+            checks.append({key: converted})
     for key in item:
         if key not in (*CHECK_KEYS, "prompt", "checks"):
-            report.lose(f"{where}.{key}: unknown check, left out")
+            report.lose(f"{where}.{key}: {short(item[key], 40)} is not a check evalsite has, left out")
     followup = _followup(item, where, depth, report)
     if len(checks) > 1:
         report.map(f"{where}: {len(checks)} checks in one item → {len(checks)} items (all must pass)")
@@ -205,22 +273,36 @@ def _item(item: object, where: str, depth: int, report: Report) -> list[dict]:
     return [followup] if followup else []
 
 
+def _pattern_list(key: str, patterns_: list, where: str, depth: int, report: Report) -> list[dict]:
+    """`match: ["*a*", "*b*"]` (vibecheck's object form): every pattern must hold, one check each."""
+    checks = []
+    for index, pattern in enumerate(patterns_):
+        converted = _check_value(key, pattern, f"{where}[{index}]", depth, report)
+        if converted is not None:
+            checks.append({key: converted})
+    if not patterns_:
+        report.lose(f"{where}: an empty list of patterns, left out")
+    else:
+        report.map(f"{where}: a list of {len(patterns_)} patterns → one {key} check each (all must hold)")
+    return checks
+
+
 def _followup(item: dict, where: str, depth: int, report: Report) -> dict | None:
     if "prompt" not in item and "checks" not in item:
         return None
     prompt = as_text(item.get("prompt"))
     if prompt is None or "checks" not in item:
-        report.skip(f"{where}: a follow-up needs both `prompt` and `checks`; left out")
+        report.lose(f"{where}: a follow-up needs both `prompt` and `checks`; left out")
         return None
     if depth + 1 > MAX_FOLLOWUP_DEPTH:
-        report.skip(
+        report.lose(
             f"{where}.prompt: follow-ups nest at most {MAX_FOLLOWUP_DEPTH} levels; this level-{depth + 1} "
             "follow-up was left out"
         )
         return None
     checks = _checks(item["checks"], f"{where}.checks", depth + 1, report)
     if not any(_is_check(check) for check in checks):
-        report.skip(f"{where}: the follow-up has no check evalsite can run; left out")
+        report.lose(f"{where}: the follow-up has no check evalsite can run; left out")
         return None
     return {"prompt": prompt, "checks": checks}
 
@@ -229,9 +311,11 @@ def _check_value(key: str, value: object, where: str, depth: int, report: Report
     if key in TEXT_CHECKS:
         text = as_text(value)
         if text is None:
-            report.lose(f"{where}: expected text, left out")
+            report.lose(f"{where}: expected text, found {short(value)}; left out")
         elif not isinstance(value, str):
             report.map(f"{where}: {value!r} → the text {text!r}")
+        if text is not None and key == "regex" and not _compiles(text, where, report):
+            return None
         return text
     if key in TOKEN_CHECKS:
         tokens = as_count(value)
@@ -249,26 +333,38 @@ def _check_value(key: str, value: object, where: str, depth: int, report: Report
         if isinstance(value, dict):
             value = [{k: v} for k, v in value.items()]
         if not isinstance(value, list):
-            report.skip(f"{where}: expected a list of options, left out")
+            report.lose(f"{where}: expected a list of options, found {short(value)}; left out")
             return None
         members: list[dict] = []
         for index, member in enumerate(value):
             members.extend(_item(member, f"{where}[{index}]", depth, report))
         if not any(_is_check(member) for member in members):
-            report.skip(f"{where}: no option evalsite can run, left out")
+            report.lose(f"{where}: no option evalsite can run, left out")
             return None
         return members
+    report.lose(f"{where}: a {key} check cannot be imported from vibecheck, left out")
     return None
+
+
+def _compiles(pattern: str, where: str, report: Report) -> bool:
+    try:
+        patterns.validate(pattern)
+    except patterns.InvalidPattern as exc:
+        report.lose(
+            f"{where}: {short(pattern, 40)} is not a regular expression evalsite can run ({exc}); left out"
+        )
+        return False
+    return True
 
 
 def _spec(value: object, keys: tuple[str, ...], required: str, where: str, report: Report) -> dict | None:
     if not isinstance(value, dict) or not isinstance(value.get(required), str):
-        report.skip(f"{where}: needs `{required}` text, left out")
+        report.lose(f"{where}: needs `{required}` text, found {short(value)}; left out")
         return None
     spec = {key: value[key] for key in keys if key in value and value[key] is not None}
     for key in value:
         if key not in keys:
-            report.skip(f"{where}.{key}: not an option evalsite has, left out")
+            report.lose(f"{where}.{key}: {short(value[key], 40)} is not an option evalsite has, left out")
     model = SemanticSpec if required == "expected" else JudgeSpec
     while True:
         try:
@@ -278,77 +374,134 @@ def _spec(value: object, keys: tuple[str, ...], required: str, where: str, repor
             error = exc.errors()[0]
             key = error["loc"][0] if error["loc"] else None
             if key == required or key not in spec:
-                report.skip(f"{where}: {error['msg']}, left out")
+                report.lose(f"{where}: {error['msg']}, left out")
                 return None
-            report.skip(
+            report.lose(
                 f"{where}.{key}: {short(spec.pop(key))} — {error['msg'].lower()}; left out (the default applies)"
             )
 
 
-def _conditionals(raw: object, where: str, report: Report) -> list[dict]:
-    """vibecheck's first format: `conditionals: [{type, ..., operator: and|or}]`."""
+def _typed_list(raw: object, where: str, report: Report, *, indexed: bool = True) -> list[dict]:
+    """Typed checks (`{type, ..., operator: and|or}`), as `conditionals` or a lone typed check."""
     if not isinstance(raw, list):
-        report.skip(f"{where}: not a list, left out")
+        report.lose(f"{where}: not a list of checks ({short(raw)}), left out")
         return []
     required: list[dict] = []
     options: list[dict] = []
     for index, cond in enumerate(raw):
-        here = f"{where}[{index}]"
+        here = f"{where}[{index}]" if indexed else where
         if not isinstance(cond, dict):
-            report.skip(f"{here}: not a mapping, left out")
+            report.lose(f"{here}: not a check ({short(cond)}), left out")
             continue
-        kind = cond.get("type")
-        checks: list[dict] = []
-        if kind == "string_contains" and isinstance(cond.get("value"), str):
-            checks = [{"contains": cond["value"]}]
+        _typed_into(cond, here, required, options, report)
+    return _joined(required, options, where, report)
+
+
+def _typed_into(cond: dict, here: str, required: list[dict], options: list[dict], report: Report) -> None:
+    """One typed check, added to the checks that must all pass (`operator: and`, the default) or to the
+    options of which one must (`operator: or`)."""
+    checks = _typed(cond, here, report)
+    operator = cond.get("operator")
+    if operator not in (None, "and", "or"):
+        report.skip(f"{here}.operator: {short(operator)} is neither `and` nor `or`; read as `and`")
+    (options if operator == "or" else required).extend(checks)
+
+
+def _joined(required: list[dict], options: list[dict], where: str, report: Report) -> list[dict]:
+    if not options:
+        return required
+    if len(options) == 1:
+        report.map(f"{where}: the one check with operator `or` must pass, as the others")
+        return [*required, *options]
+    report.map(f"{where}: checks with operator `or` → one `or` check; those with `and` must all pass")
+    return [*required, {"or": options}]
+
+
+def _typed(cond: dict, here: str, report: Report) -> list[dict]:
+    kind = cond.get("type")
+    own = TYPED_KEYS.get(kind) if isinstance(kind, str) else None
+    if own is None:
+        report.lose(
+            f"{here}: check type {short(kind)} is not one vibecheck had (string_contains, matches, "
+            "semantic_similarity, llm_judge, token_length); left out"
+        )
+        return []
+    for key in cond:
+        if key not in (*own, "type", "operator"):
+            # vibecheck's typed checks ignored keys of other types.
+            report.skip(f"{here}.{key}: not a {kind} option, left out")
+    if kind in ("string_contains", "matches"):
+        text = as_text(cond.get("value"))
+        if text is None:
+            report.lose(f"{here} ({kind}): needs `value` text, found {short(cond.get('value'))}; left out")
+            return []
+        if kind == "string_contains":
             report.map(f"{here} (string_contains) → contains (case-insensitive)")
-        elif kind == "semantic_similarity" and isinstance(cond.get("expected"), str):
-            spec = {"expected": cond["expected"]}
-            if as_number(cond.get("threshold")) is not None:
-                spec["threshold"] = cond["threshold"]
-            elif "threshold" in cond:
-                report.skip(f"{here}.threshold: {short(cond['threshold'])} is not a number, left out")
-            checks = [{"semantic": spec}]
-            report.map(f"{here} (semantic_similarity) → semantic")
-        elif kind == "llm_judge" and isinstance(cond.get("criteria"), str):
-            checks = [{"llm_judge": {"criteria": cond["criteria"]}}]
-            report.map(f"{here} (llm_judge) → llm_judge")
-        elif kind == "token_length":
-            checks = [
-                {key: as_count(cond[key])} for key in TOKEN_CHECKS if as_count(cond.get(key)) is not None
-            ]
-            for key in TOKEN_CHECKS:
-                if key in cond and as_count(cond[key]) is None:
-                    report.skip(
+            return [{"contains": text}]
+        if not _compiles(text, f"{here}.value", report):
+            return []
+        report.map(f"{here} (matches) → regex (the value read as a regular expression)")
+        return [{"regex": text}]
+    if kind == "token_length":
+        checks = []
+        for key in TOKEN_CHECKS:
+            if key in cond and cond[key] is not None:
+                count = as_count(cond[key])
+                if count is None:
+                    report.lose(
                         f"{here}.{key}: expected a whole number of tokens, got {short(cond[key])}; left out"
                     )
-            report.map(f"{here} (token_length) → {', '.join(k for c in checks for k in c) or 'nothing'}")
-        else:
-            report.skip(f"{here}: conditional type {short(kind)} is not one evalsite has, left out")
-            continue
-        (options if cond.get("operator") == "or" else required).extend(checks)
-    if options:
-        report.map(
-            f"{where}: conditionals with operator `or` → one `or` block; those with `and` must all pass"
-        )
-        required.append({"or": options})
-    return required
+                else:
+                    checks.append({key: count})
+        if not checks and not any(key in cond for key in TOKEN_CHECKS):
+            report.skip(f"{here} (token_length): no min_tokens or max_tokens, so it bounds nothing; left out")
+        if checks:
+            report.map(f"{here} (token_length) → {', '.join(k for c in checks for k in c)}")
+        return checks
+    fields = {key: cond[key] for key in own if key in cond}
+    if kind == "semantic_similarity":
+        spec = _spec(fields, SEMANTIC_KEYS, "expected", here, report)
+        if spec is None:
+            return []
+        report.map(f"{here} (semantic_similarity) → semantic")
+        return [{"semantic": spec}]
+    spec = _spec(fields, JUDGE_KEYS, "criteria", here, report)
+    if spec is None:
+        return []
+    report.map(f"{here} (llm_judge) → llm_judge")
+    return [{"llm_judge": spec}]
 
 
-def _template_refs(evals: list[dict], top: dict, report: Report) -> None:
-    found: set[str] = set()
+def _template_refs(data: dict, report: Report) -> None:
+    """vibecheck fills `{{var(...)}}` and `{{secret(...)}}` in on its server when a suite runs, from values
+    set with `vibe set var|secret`. Neither value is in the file, and evalsite keeps no secrets in suites,
+    so each stays as written and is listed where it is: sent or compared as text, it no longer tests what
+    it did."""
 
-    def walk(value: object) -> None:
+    def walk(value: object, path: str) -> None:
         if isinstance(value, str):
-            found.update(match.group(0) for match in TEMPLATE_REF.finditer(value))
+            for found in TEMPLATE_REF.finditer(value):
+                name = found.group("name") if found.group("name") is not None else found.group("name2")
+                kind = found.group("kind")
+                what = {
+                    "var": f"the vibecheck variable {name!r} (`vibe set var`)",
+                    "secret": f"the vibecheck secret {name!r} (`vibe set secret`)",
+                    "env": f"the environment variable {name!r}",
+                }[kind]
+                report.lose(
+                    f"{path}: {found.group(0)} is {what}, filled in by vibecheck when the suite runs; its "
+                    "value is not in the file, so evalsite sends the text as written: replace it with the value"
+                    + (" (and keep keys out of what the model is sent)" if kind == "secret" else "")
+                )
         elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
+            for key, item in value.items():
+                walk(item, f"{path}.{key}" if path else str(key))
         elif isinstance(value, list):
-            for item in value:
-                walk(item)
+            for index, item in enumerate(value):
+                walk(item, f"{path}[{index}]")
 
-    walk(evals)
-    walk(top)
-    for ref in sorted(found):
-        report.skip(f"{ref}: vibecheck fills variables and secrets in; evalsite sends the text as written")
+    metadata = data.get("metadata")
+    if isinstance(metadata, dict):
+        # The model's reference was reported where it was read; the MCP server is lost as a whole.
+        walk({k: v for k, v in metadata.items() if k in ("system_prompt",)}, "metadata")
+    walk(data.get("evals"), "evals")

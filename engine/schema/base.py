@@ -17,3 +17,11 @@ class LocatedError(ValueError):
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def user_text(value: str | None, key: str) -> str | None:
+    """A user message the suite sends must say something: a blank one asks the model nothing (and most
+    endpoints refuse an empty message)."""
+    if value is not None and not value.strip():
+        raise ValueError(f"`{key}` is blank: a user message needs text")
+    return value

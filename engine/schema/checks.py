@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .. import patterns
 from ..codegrade.dialects import DEFAULT_DIALECT, DIALECTS
-from .base import StrictModel
+from .base import StrictModel, user_text
 
 MAX_FOLLOWUP_DEPTH = 5
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
@@ -213,6 +213,11 @@ class Check(CheckFields):
     )
     prompt: str | None = Field(None, description="Follow-up sent in the same conversation when this fails.")
     checks: list[Check] | None = Field(None, description="Checks for the follow-up's reply.")
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_text(cls, value: str | None) -> str | None:
+        return user_text(value, "prompt")
 
     @model_validator(mode="before")
     @classmethod

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import StrictModel
+from .base import LocatedError, StrictModel, user_text
 from .checks import Check, followup_depth
 from .conditions import Condition
 from .grading import Extractor, Grader, NamedGrader, PassRule, check_patterns, check_rubric
@@ -47,6 +47,11 @@ class FollowUpInput(StrictModel):
     turns: int | Literal["inf"] = Field(
         1, description='How many times to send it; "inf" (last one only) forever.'
     )
+
+    @field_validator("input")
+    @classmethod
+    def _input_text(cls, value: str) -> str:
+        return user_text(value, "input")
 
     @field_validator("turns", mode="before")
     @classmethod
@@ -119,10 +124,39 @@ class ScriptedTurn(StrictModel):
     input: str = Field(description="The user message sent on this turn.")
     checks: list[Check] | None = Field(None, description="Checks for this turn's reply (no follow-ups).")
 
+    @field_validator("input")
+    @classmethod
+    def _input_text(cls, value: str) -> str:
+        return user_text(value, "input")
+
 
 def _no_followups(items: list[Check] | None, where: str) -> None:
     if items and followup_depth(items) > 0:
         raise ValueError(f"{where}: follow-ups (prompt + checks) belong to `prompt` conversations only")
+
+
+# Roles that set the scene without asking anything of the model.
+_SCENE_ROLES = ("system", "developer")
+
+
+def _asks_something(messages: list[Message]) -> None:
+    """A given history the model replies to must ask it something: a history of system messages alone, or
+    one that ends on the assistant's own turn, leaves the model nothing to answer, so whatever it says
+    would be graded against a question nobody asked."""
+    asking = [index for index, message in enumerate(messages) if message.role not in _SCENE_ROLES]
+    if not asking:
+        raise LocatedError(
+            ("messages",),
+            "this history asks nothing: it has only system messages, so no user message is ever sent; add a "
+            "user message, or send one with `prompt`, `input` or `turns`",
+        )
+    last = asking[-1]
+    if messages[last].role == "assistant":
+        raise LocatedError(
+            ("messages", last, "role"),
+            "this history ends on the assistant's turn, so it asks the model nothing; add the user message "
+            "it answers, or give the assistant's text as `reply` to grade it as it stands",
+        )
 
 
 class Eval(StrictModel):
@@ -212,6 +246,21 @@ class Eval(StrictModel):
     def _rubric(cls, value: str | None) -> str | None:
         return None if value is None else check_rubric(value)
 
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_text(cls, value: str | None) -> str | None:
+        return user_text(value, "prompt")
+
+    @field_validator("input")
+    @classmethod
+    def _input_text(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                if not item.strip():
+                    raise LocatedError((index,), "this `input` message is blank: a user message needs text")
+            return value
+        return user_text(value, "input")
+
     @model_validator(mode="after")
     def _one_kind(self) -> Eval:
         drivers = [key for key in ("prompt", "input", "turns", "reply") if getattr(self, key) is not None]
@@ -260,6 +309,8 @@ class Eval(StrictModel):
                 raise ValueError("no turn has checks: give at least one turn (or the eval) `checks`")
         elif self.aggregation is not None or self.on_turn_failure is not None:
             raise ValueError("`aggregation` and `on_turn_failure` apply to `turns` conversations")
+        if self.style is Style.HISTORY:
+            _asks_something(self.messages or [])
         # "Nothing grades this conversation" is the suite's to say: its named graders may grade it.
         if self.grader == "regex_match":
             check_patterns(self.ground_truth)
@@ -267,12 +318,25 @@ class Eval(StrictModel):
 
     @property
     def graded_alone(self) -> bool:
-        """Something of its own grades it: checks, a ground truth, its own named graders, or (trees, turns)
-        the checks its kind requires."""
+        """Something of its own grades it: checks, a ground truth, its own named graders, the checks its kind
+        requires (trees, turns), or a simulated conversation's stop condition. A simulated conversation with
+        none of these always ends at max_turns with the same outcome."""
+        if self.simulate is not None and self.simulate.stop_when is not None:
+            return True
         return bool(
-            self.prompt is not None or self.turns is not None or self.checks or self.ground_truth is not None
-            or self.graders
+            (self.prompt is not None and self.simulate is None) or self.turns is not None or self.checks
+            or self.ground_truth is not None or self.graders
         )  # fmt: skip
+
+    @property
+    def ungraded(self) -> str:
+        """What the refusal says when nothing grades it (see graded_alone)."""
+        if self.simulate is not None:
+            return (
+                "nothing grades this conversation: add `checks` or a `simulate.stop_when` condition (without "
+                "either it always ends at max_turns with `on_max_turns`), or named `graders`"
+            )
+        return "nothing grades this conversation: add `ground_truth` or `checks`"
 
     @property
     def style(self) -> Style:

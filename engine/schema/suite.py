@@ -247,9 +247,7 @@ class Suite(StrictModel):
             raise ValueError("a suite needs `evals` or a `dataset`")
         for index, ev in enumerate(self.evals):
             if not ev.graded_alone and not self.graders:
-                raise LocatedError(
-                    ("evals", index), "nothing grades this conversation: add `ground_truth` or `checks`"
-                )
+                raise LocatedError(("evals", index), ev.ungraded)
             if (
                 (ev.grader or self.grader) == "llm_judge"
                 and ev.ground_truth is not None

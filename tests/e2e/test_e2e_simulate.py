@@ -247,6 +247,7 @@ evals:
   - id: capped
     prompt: Cancel my booking.
     simulate: {follow_ups: [{input: Please., turns: .inf}], max_turns: 3, on_max_turns: pass}
+    checks: [{contains: booking}]
 """
     fake_openai.script("Book a table.", ["For when?", "Which time?"])
     fake_openai.script("Cancel my booking.", ["Which booking?"])

@@ -545,6 +545,21 @@ def test_import_exit_2_with_the_import_page_message_and_nothing_written(tmp_path
     assert_one_line_error(missing, 2, "nope.yaml: no such file")
 
 
+def test_validate_refuses_an_eval_that_ends_on_the_assistants_turn(tmp_path):
+    (tmp_path / "s.yaml").write_text(
+        "name: s\nmodel: mock\nevals:\n  - messages:\n      - {role: user, content: Hi}\n"
+        "      - {role: assistant, content: Hello}\n    checks: [{contains: hello}]\n",
+        encoding="utf-8",
+    )
+    result = evalsite("validate", "s.yaml", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "s.yaml:6:" in result.stdout + result.stderr
+    assert (
+        "evals[0].messages[1].role: this history ends on the assistant's turn"
+        in result.stdout + result.stderr
+    )
+
+
 def test_import_exit_1_when_a_referenced_file_was_not_given(tmp_path):
     result = evalsite(
         "import", str(IMPORTS / "agentv" / "code-review.eval.yaml"), "--out", "s.yaml", cwd=tmp_path
@@ -555,6 +570,25 @@ def test_import_exit_1_when_a_referenced_file_was_not_given(tmp_path):
     )
     assert (tmp_path / "s.yaml").is_file()
     assert evalsite("validate", "s.yaml", cwd=tmp_path).returncode == 2
+
+
+def test_import_of_vibecheck_typed_checks_is_whole_and_tools_and_variables_are_located_losses(tmp_path):
+    whole = evalsite("import", str(IMPORTS / "vibecheck" / "typed-checks.yaml"), "--out", "a", cwd=tmp_path)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert "(string_contains) → contains" in whole.stdout and whole.stderr == ""
+    lossy = evalsite(
+        "import", str(IMPORTS / "vibecheck" / "tools-and-variables.yaml"), "--out", "b", cwd=tmp_path
+    )
+    assert lossy.returncode == 1, lossy.stdout + lossy.stderr
+    lost = lossy.stderr.splitlines()
+    assert any(line.startswith("lost: tools-and-variables.yaml:7 metadata.mcp_server:") for line in lost), (
+        lost
+    )
+    assert any(
+        "tools-and-variables.yaml:15 evals[0].checks[0].match: {{var('tracker.projectKey')}}" in line
+        for line in lost
+    )
+    assert evalsite("validate", "b/tools-and-variables.yaml", cwd=tmp_path).returncode == 0
 
 
 def test_import_does_not_overwrite_a_file_unless_forced(tmp_path):

@@ -406,7 +406,7 @@ NOT_YET: dict[str, str] = {
 }
 IMPLEMENTED = {
     # Keys the docs must not announce as coming next: each loads.
-    "simulate": "evals:\n  - prompt: Hi\n    simulate: {persona: a traveller}\n",
+    "simulate": "evals:\n  - prompt: Hi\n    simulate: {persona: a traveller, stop_when: {contains: booked}}\n",
     "iterations": "iterations: 3\nevals:\n  - input: Hi\n    ground_truth: hi\n    iterations: 2\n",
     "field_equals": "evals:\n  - input: Hi\n    checks: [{field_equals: {path: a, value: b}}]\n",
     "field_is_set": "evals:\n  - input: Hi\n    checks: [{field_is_set: a}]\n",

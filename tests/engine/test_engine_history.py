@@ -496,13 +496,13 @@ evals:
 def test_eval_first_text_for_histories():
     ev = Eval.model_validate(
         {
-            "messages": [{"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A"}],
+            "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "Q1"}],
             "checks": [{"contains": "x"}],
         }
     )
     assert ev.first_text == "Q1" and ev.style == "history"
     only_assistant = Eval.model_validate(
-        {"messages": [{"role": "assistant", "content": "A"}], "checks": [{"contains": "x"}]}
+        {"messages": [{"role": "assistant", "content": "A"}], "reply": "B", "checks": [{"contains": "x"}]}
     )
     assert only_assistant.first_text == "(history)"
 

@@ -691,3 +691,149 @@ def test_rules_across_evals_are_reported_where_they_are_broken(source, expected,
     problem = only_problem(source)
     assert where(problem) == expected
     assert message in problem.message
+
+
+# --- A suite that would test nothing ------------------------------------------------------------------------
+
+ASKS_NOTHING = [
+    (
+        "only a system message",
+        """
+        name: s
+        evals:
+          - messages:
+              - {role: system, content: You are a booking assistant.}
+            checks: [{contains: booked}]
+        """,
+        (4, 7, "evals[0].messages"),
+        "asks nothing",
+    ),
+    (
+        "ends on the assistant's turn",
+        """
+        name: s
+        evals:
+          - messages:
+              - {role: user, content: Book a room.}
+              - {role: assistant, content: Booked.}
+            checks: [{contains: booked}]
+        """,
+        (5, 16, "evals[0].messages[1].role"),
+        "ends on the assistant's turn",
+    ),
+    (
+        "ends on the assistant's turn, a system message after",
+        """
+        name: s
+        graders:
+          polite: {llm_judge: {criteria: Is it polite?}}
+        evals:
+          - messages:
+              - {role: user, content: Book a room.}
+              - {role: assistant, content: Booked.}
+              - {role: system, content: Be brief.}
+        """,
+        (7, 16, "evals[0].messages[1].role"),
+        "ends on the assistant's turn",
+    ),
+    (
+        "a simulated user with nothing to grade it",
+        """
+        name: s
+        evals:
+          - prompt: Book a room.
+            simulate:
+              persona: a traveller
+              max_turns: 4
+        """,
+        (3, 5, "evals[0]"),
+        "nothing grades this conversation",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "at", "needle"), [case[1:] for case in ASKS_NOTHING],
+                         ids=[case[0] for case in ASKS_NOTHING])  # fmt: skip
+def test_a_suite_that_would_test_nothing_is_refused_where_it_goes_wrong(body, at, needle):
+    problem = only_problem(suite_text(body))
+    assert where(problem) == at
+    assert needle in problem.message
+
+
+GRADED_EVERY_WAY = {
+    "a conversation tree's checks": "- prompt: Hi\n  checks: [{match: '*hello*'}]",
+    "scripted input with checks": "- input: [Hi, Bye]\n  checks: [{contains: bye}]",
+    "scripted input with a ground truth (exact_match by default)": "- input: Hi\n  ground_truth: hello",
+    "a ground truth and its own grader": "- input: Hi\n  ground_truth: hello\n  grader: contains",
+    "a judge grader with a rubric": "- input: Hi\n  ground_truth: hello\n  grader: llm_judge\n  rubric: Is {submission} {ground_truth}?",
+    "turns with per-turn checks only": "- turns:\n    - {input: Hi}\n    - {input: Bye, checks: [{contains: bye}]}",
+    "turns with the eval's checks": "- turns: [{input: Hi}]\n  checks: [{contains: hi}]",
+    "a history ending on a user message": "- messages: [{role: system, content: S}, {role: user, content: Hi}]\n  checks: [{contains: hi}]",
+    "a history ending on a tool result": "- messages: [{role: user, content: Hi}, {role: assistant, content: call}, {role: tool, content: '42'}]\n  checks: [{contains: '42'}]",
+    "a history with a ground truth": "- messages: [{role: user, content: Hi}]\n  ground_truth: hello",
+    "a given reply after an assistant turn": "- messages: [{role: user, content: Hi}, {role: assistant, content: Yo}]\n  reply: Bye\n  checks: [{contains: bye}]",
+    "a given reply alone": "- reply: Bye\n  checks: [{contains: bye}]",
+    "a history and a prompt after it": "- messages: [{role: system, content: S}]\n  prompt: Hi\n  checks: [{contains: hi}]",
+    "a history and input after it": "- messages: [{role: assistant, content: Welcome}]\n  input: Hi\n  checks: [{contains: hi}]",
+    "a simulated user with checks": "- prompt: Hi\n  simulate: {persona: a traveller}\n  checks: [{llm_judge: {criteria: helpful}}]",
+    "a simulated user with a stop condition": "- prompt: Hi\n  simulate: {persona: a traveller, stop_when: {contains: booked}}",
+    "its own named graders": "- input: Hi\n  graders:\n    polite: {llm_judge: {criteria: polite}}",
+}
+
+
+@pytest.mark.parametrize("evals", GRADED_EVERY_WAY.values(), ids=list(GRADED_EVERY_WAY))
+def test_every_way_an_eval_grades_stays_valid(evals):
+    body = textwrap.indent(evals, "  ")
+    suite = load_suite(f"name: s\nmodel: mock\nevals:\n{body}\n")
+    assert len(suite.evals) == 1
+
+
+def test_code_checks_and_code_graders_grade_an_eval():
+    files = {"graders.py": "def score(conversation):\n    return 1\n"}
+    check = "name: s\nmodel: mock\nevals:\n  - input: Hi\n    checks: [{code: 'graders:score'}]\n"
+    assert len(load_suite(check, files=files).evals) == 1
+    grader = "name: s\nmodel: mock\ngraders:\n  own: {code: [python3, graders.py]}\nevals:\n  - input: Hi\n"
+    assert len(load_suite(grader, files=files).evals) == 1
+
+
+@pytest.mark.parametrize(
+    "evals",
+    [
+        "- input: Hi",
+        "- messages: [{role: user, content: Hi}]",
+        "- prompt: Hi\n  simulate: {persona: a traveller}",
+        "- reply: Bye",
+    ],
+)
+def test_the_suites_named_graders_grade_an_eval_with_nothing_of_its_own(evals):
+    body = textwrap.indent(evals, "  ")
+    graders = "graders:\n  polite: {llm_judge: {criteria: polite}}\n"
+    suite = load_suite(f"name: s\nmodel: mock\n{graders}evals:\n{body}\n")
+    assert len(suite.evals) == 1
+    with pytest.raises(SuiteError, match="nothing grades this conversation"):
+        load_suite(f"name: s\nmodel: mock\nevals:\n{body}\n")
+
+
+@pytest.mark.parametrize(
+    ("evals", "at"),
+    [
+        ("- prompt: ''\n  checks: [{contains: x}]", (3, 13, "evals[0].prompt")),
+        ("- input: '  '\n  checks: [{contains: x}]", (3, 12, "evals[0].input")),
+        ("- input: [Hi, '']\n  checks: [{contains: x}]", (3, 17, "evals[0].input[1]")),
+        ("- turns: [{input: '', checks: [{contains: x}]}]", (3, 21, "evals[0].turns[0].input")),
+        (
+            "- prompt: Hi\n  checks: [{contains: x, prompt: ' ', checks: [{contains: y}]}]",
+            (4, 36, "evals[0].checks[0].prompt"),
+        ),
+        (
+            "- prompt: Hi\n  simulate: {follow_ups: [{input: ''}], stop_when: {contains: x}}",
+            (4, 37, "evals[0].simulate.follow_ups[0].input"),
+        ),
+    ],
+)
+def test_a_blank_user_message_is_refused_where_it_is(evals, at):
+    """A blank prompt or input sends the model nothing to answer (and most endpoints refuse it)."""
+    body = textwrap.indent(evals, "  ")
+    problem = only_problem(f"name: s\nevals:\n{body}\n")
+    assert where(problem) == at
+    assert "blank" in problem.message

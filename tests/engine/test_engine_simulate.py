@@ -387,6 +387,7 @@ def test_yaml_inf_and_the_string_inf_both_mean_forever_on_the_last_follow_up():
         suite = load_suite(
             f"name: s\nmodel: mock\nevals:\n  - prompt: hi\n    simulate:\n"
             f"      follow_ups: [{{input: a, turns: 2}}, {{input: b, turns: {inf}}}]\n"
+            "      stop_when: {contains: done}\n"
         )
         assert [f.turns for f in suite.evals[0].simulate.follow_ups] == [2, "inf"]
 

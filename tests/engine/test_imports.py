@@ -129,9 +129,170 @@ def test_vibecheck_legacy_forms_are_normalised_and_the_rest_reported():
     assert has(result.mapped, "evals[0].name → id")
     assert has(result.mapped, "string_contains", "contains")
     assert has(result.mapped, "id 'capital' → 'capital-2'")
-    assert has(result.unmapped, "metadata.mcp_server (advice)", "MCP")
-    assert has(result.unmapped, "evals[2].checks[0].typo_key", "unknown check")
-    assert has(result.unmapped, "{{var:persona}}", "as written")
+    assert has(result.lost, "metadata.mcp_server: ", "MCP server advice", "later release")
+    assert has(result.lost, "evals[2].checks[0].typo_key", "not a check evalsite has")
+    assert has(result.lost, "evals[0].prompt: {{var:persona}}", "'persona'", "as written")
+
+
+def _run_on_fake(fake_openai, suite, model: str = "agent"):
+    import os
+
+    from engine.clients import EndpointConfig, EndpointRegistry
+    from engine.runner import run_suite
+    from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
+
+    os.environ[FAKE_KEY_ENV] = FAKE_KEY
+    config = EndpointConfig(
+        name="default", base_url=fake_openai.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0
+    )
+    return run_suite(suite, EndpointRegistry(config), model=model, concurrency=2)
+
+
+def test_vibecheck_typed_checks_all_convert_and_each_one_grades_the_run(fake_openai):
+    """The older `checks: [{type: ..., value: ...}]` form: every typed check converts (string_contains,
+    matches, semantic_similarity, llm_judge, token_length, joined by `operator`), nothing is lost, and
+    each one grades: a reply without the word a string_contains asks for fails."""
+    result = convert(one("vibecheck/typed-checks.yaml"))
+    assert result.lost == [] and result.unmapped == []
+    suite = load_suite(result.source)
+    kinds = [[check.kind for check in ev.checks] for ev in suite.evals]
+    assert kinds == [
+        ["contains", "min_tokens", "max_tokens"],
+        ["semantic", "llm_judge", "min_tokens", "max_tokens"],
+        ["contains", "llm_judge", "max_tokens"],
+        ["regex", "min_tokens", "or"],
+    ]
+    moon = suite.evals[3]
+    assert moon.id == "first-moon-landing" and moon.checks[0].regex == "Apollo ?11"
+    assert [member.contains for member in moon.checks[2].or_] == ["1969", "nineteen sixty-nine"]
+    assert suite.evals[1].checks[0].semantic.threshold == 0.7
+
+    fake_openai.script("Greet me in one word.", ["Hi!"])
+    fake_openai.script("How is your day going?", ["My day is going well, thanks for asking"])
+    fake_openai.script("What is 6 times 7?", ["42"])
+    fake_openai.script("In which year did people first land on the Moon?", ["Apollo 11 landed in 1969."])
+    fake_openai.rule("warm reply", json.dumps({"score": 1, "reason": "warm"}))
+    fake_openai.rule("product of 6 and 7", json.dumps({"score": 1, "reason": "says 42"}))
+    report = _run_on_fake(fake_openai, suite)
+
+    outcomes = {r.id: r.status for r in report.evals}
+    assert outcomes == {
+        "eval-1": "failed",
+        "eval-2": "passed",
+        "eval-3": "passed",
+        "first-moon-landing": "passed",
+    }
+    greeting = next(r for r in report.evals if r.id == "eval-1")
+    checks = greeting.turns[0].checks
+    assert [(c.type, c.passed) for c in checks] == [
+        ("contains", False),
+        ("min_tokens", True),
+        ("max_tokens", True),
+    ]
+    judged = [
+        r["messages"][-1]["content"] for r in fake_openai.chat_requests() if "Criteria:" in str(r["messages"])
+    ]
+    assert any("Does the reply give 42 as the product of 6 and 7?" in text for text in judged)
+    assert any("Is this a warm reply to a question about the assistant's day?" in text for text in judged)
+
+
+def test_vibecheck_object_form_pattern_lists_become_one_check_per_pattern(fake_openai):
+    """vibecheck's object form took `match: [...]` / `not_match: [...]`, every pattern to hold: one check
+    per pattern, so a reply that names only one of two required words fails."""
+    result = convert(one("vibecheck/object-form.yaml"))
+    assert result.lost == []
+    suite = load_suite(result.source)
+    first = suite.evals[0].checks
+    assert sorted((c.kind, c.match or c.not_match) for c in first if c.kind in ("match", "not_match")) == [
+        ("match", "*doctor*"),
+        ("match", "*pharmacist*"),
+        ("not_match", "*prescribe*"),
+        ("not_match", "*you must take*"),
+    ]
+    assert sorted(c.kind for c in first) == sorted(
+        ["match"] * 2 + ["not_match"] * 2 + ["min_tokens", "max_tokens", "llm_judge"]
+    )
+    assert sorted(c.kind for c in suite.evals[1].checks) == ["or", "semantic"]
+    assert has(result.mapped, "evals[0].checks.match: a list of 2 patterns", "all must hold")
+
+    fake_openai.script(
+        "I have a headache, what should I take?",
+        ["Please ask your pharmacist which pain reliever suits you and how much of it is safe to use today."],
+    )
+    fake_openai.script("What does ibuprofen do?", ["Ibuprofen reduces pain, fever and inflammation"])
+    fake_openai.rule("rather than prescribing", json.dumps({"score": 1, "reason": "refers"}))
+    report = _run_on_fake(fake_openai, suite)
+    headache = next(r for r in report.evals if r.index == 0)
+    assert headache.status == "failed"
+    assert [(c.label, c.passed) for c in headache.turns[0].checks if not c.passed] == [
+        ('match "*doctor*"', False)
+    ]
+    assert next(r for r in report.evals if r.index == 1).status == "passed"
+
+
+def test_vibecheck_first_format_conditionals_and_an_unknown_type_is_a_located_loss():
+    result = convert(one("vibecheck/conditionals.yaml"))
+    suite = load_suite(result.source)
+    assert [ev.id for ev in suite.evals] == ["umbrella", "forecast-tone"]
+    assert [c.kind for c in suite.evals[0].checks] == ["contains", "llm_judge", "min_tokens", "max_tokens"]
+    assert [c.kind for c in suite.evals[1].checks] == ["semantic", "or"]
+    assert result.lost == [
+        "evals[1].conditionals[3]: check type sentiment is not one vibecheck had (string_contains, matches, "
+        "semantic_similarity, llm_judge, token_length); left out"
+    ]
+
+
+def test_vibecheck_typed_and_dsl_checks_mixed_in_one_list_and_a_lone_typed_mapping():
+    text = """\
+metadata: {name: mixed, model: m}
+evals:
+  - prompt: Name a primary colour.
+    checks:
+      - match: "*red*"
+      - {type: string_contains, value: red, operator: or}
+      - {type: string_contains, value: blue, operator: or}
+      - {type: token_length, max_tokens: 10}
+      - {type: matches, value: "([a-z]+"}
+  - prompt: Say yes.
+    checks: {type: string_contains, value: "yes"}
+  - prompt: Say no.
+    checks:
+      - {type: llm_judge}
+      - {type: semantic_similarity, expected: no, threshold: 2}
+"""
+    result = convert({"mixed.yaml": text})
+    suite = load_suite(result.source)
+    assert [c.kind for c in suite.evals[0].checks] == ["match", "max_tokens", "or"]
+    assert [c.contains for c in suite.evals[1].checks] == ["yes"]
+    assert len(suite.evals) == 2  # the third graded nothing evalsite can run
+    assert has(result.lost, "evals[0].checks[4].value", "not a regular expression")
+    assert has(result.lost, "evals[2].checks[0]", "needs `criteria` text")
+    assert has(result.lost, "evals[2].checks[1]", "threshold")
+    assert has(result.lost, "evals[2] (Say no.)", "nothing grades it")
+
+
+def test_vibecheck_mcp_tools_variables_and_secrets_are_listed_where_they_are():
+    """vibecheck fills `{{var(...)}}` and `{{secret(...)}}` in on its server when the suite runs, and gives
+    the model an MCP server's tools: none of it can be carried, so each is a loss at its key path; the
+    model that was a variable is left to the run, and no secret reference reaches the suite."""
+    result = convert(one("vibecheck/tools-and-variables.yaml"))
+    suite = load_suite(result.source)
+    assert suite.model is None and len(suite.evals) == 3
+    assert "{{secret" not in result.source and "mcp.tracker.example" not in result.source
+    assert has(
+        result.lost,
+        "metadata.mcp_server: ",
+        "MCP server tracker",
+        "later release",
+        "authorization_token is not kept",
+    )
+    assert has(result.lost, "metadata.system_prompt: {{var('tracker.team')}}", "'tracker.team'")
+    assert has(result.lost, "evals[0].prompt: {{var('tracker.team')}}")
+    assert has(result.lost, "evals[0].checks[0].match: {{var('tracker.projectKey')}}")
+    assert has(result.lost, 'evals[1].prompt: {{ var("tracker.projectKey") }}', "'tracker.projectKey'")
+    assert not has(result.lost, "evals[2]")
+    assert has(result.unmapped, "metadata.model: {{var('tracker.model')}}", "chosen when a run is launched")
+    assert not has(result.lost, "metadata.model")
 
 
 # --- Letta Evals ---------------------------------------------------------------------------------------------

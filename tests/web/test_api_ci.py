@@ -183,6 +183,15 @@ def test_launch_refusals_say_why(api):
     assert (problem["line"], problem["path"]) == (4, "evals[0].checks[0].mach")
     assert "did you mean `match`" in problem["message"]
     assert post({}).status_code == 422
+    asks_nothing = post(
+        {
+            "yaml": "name: x\nmodel: mock\nevals:\n  - messages: [{role: system, content: S}]\n    checks: [{contains: a}]\n"
+        }
+    )
+    assert asks_nothing.status_code == 422
+    (problem,) = asks_nothing.json()["problems"]
+    assert (problem["line"], problem["path"]) == (4, "evals[0].messages")
+    assert "asks nothing" in problem["message"]
     post({"yaml": SUITE})
     assert post({"suite": "ci-suite", "version": 9}).status_code == 404
     no_model = post({"yaml": SUITE.replace("ci-suite", "modelless").replace("model: mock\n", "")})

@@ -299,3 +299,24 @@ def test_suites_list_is_one_query_whatever_the_number_of_suites(
     with django_assert_max_num_queries(3):  # session, user, suites with versions and last run annotated
         page = logged_in.get(reverse("suites:list")).content.decode()
     assert page.count("badge-queued") == 6 and page.count(">v2<") == 6
+
+
+ASKS_NOTHING = """\
+name: asks-nothing
+model: mock
+evals:
+  - id: system-only
+    messages:
+      - role: system
+        content: You are a booking assistant.
+    checks:
+      - contains: booked
+"""
+
+
+def test_validate_refuses_a_suite_that_would_test_nothing(logged_in):
+    body = logged_in.post(reverse("suites:validate"), {"source": ASKS_NOTHING}).content.decode()
+    assert "line 6, col 7" in body
+    assert "evals[0].messages:" in body
+    assert "this history asks nothing" in body
+    assert "Valid" not in body
