@@ -203,6 +203,8 @@ def promptfoo_read(answer: Any) -> Answer:
 
 def promptfoo_invoke(function: Callable, payload: Any) -> Any:
     return function(payload["output"], payload["context"])
+
+
 # --- letta: Letta Evals' @grader functions, called on (Sample, submission) after Letta's extractor -----------
 
 
