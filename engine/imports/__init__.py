@@ -169,7 +169,8 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
         raise ImportProblem(
             f"{what}: this is not a format Import knows; it reads vibecheck YAML (metadata + evals of "
             "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
-            "files (tests with input / criteria / assertions, or v2 evalcases with input_messages) and calibrate TOML ([[samples]] with messages)"
+            "files (tests with input / criteria / assertions, or v2 evalcases with input_messages), promptfoo "
+            "configuration (prompts, providers, tests of vars and assert) and calibrate TOML ([[samples]] with messages)"
         )
     if len(found) > 1:
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)
@@ -211,7 +212,9 @@ def _expected_shape(kind: str) -> str:
     return {
         "vibecheck": "expected `metadata` and `evals` of `prompt` + `checks`",
         "letta": "expected a suite.yaml with `dataset`, `target` and `graders` (or `gate`)",
-        "agentv": "expected `tests` with `input` (or v2's `evalcases` with `input_messages`)",
+        "agentv": "expected `tests` with `vars` and `assert`, or with `input` (or v2's `evalcases` with "
+        "`input_messages`)",
+        "promptfoo": "expected `prompts`, `providers` and `tests` of `vars` and `assert`",
     }[kind]
 
 
@@ -249,7 +252,11 @@ def looks_like(data: object) -> str | None:
         data.get("evalcases"), list
     ):
         return "agentv"
-    tests = data.get("tests")  # today's AgentV: `tests` of input / criteria / expected_output / assertions
+    from .promptfoo import agentv_flavour, shared_shape
+
+    if shared_shape(data):  # promptfoo's shape, which today's AgentV shares
+        return "agentv" if agentv_flavour(data) else "promptfoo"
+    tests = data.get("tests")  # AgentV: `tests` of input / criteria / expected_output / assertions
     if (
         isinstance(tests, list)
         and tests

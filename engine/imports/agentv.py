@@ -74,6 +74,10 @@ UNCONVERTED_EVALUATORS = {
 
 
 def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Converted:
+    from . import promptfoo
+
+    if promptfoo.shared_shape(data):  # today's format: promptfoo's shape, read by the promptfoo reader
+        return promptfoo.convert_agentv(name, data, files, report)
     key = "tests" if isinstance(data.get("tests"), list) else "evalcases"
     cases = data.get(key)
     if not isinstance(cases, list) or not cases:

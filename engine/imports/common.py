@@ -21,7 +21,13 @@ from engine.bounds import MAX_NESTING
 from engine.datasets import MAX_DATASET_BYTES
 from engine.loader import MAX_SUITE_BYTES, SuiteError, load_yaml
 
-KINDS = {"vibecheck": "vibecheck", "letta": "Letta Evals", "agentv": "AgentV", "calibrate": "calibrate"}
+KINDS = {
+    "vibecheck": "vibecheck",
+    "letta": "Letta Evals",
+    "agentv": "AgentV",
+    "calibrate": "calibrate",
+    "promptfoo": "promptfoo",
+}
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_HEADER_LINES = 40  # unmapped items repeated as comments at the top of the suite
 MAX_NODES = 2_000_000  # values in a parsed file, counting each alias expansion (YAML "billion laughs")
