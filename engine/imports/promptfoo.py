@@ -66,7 +66,7 @@ NOTED_KEYS = {
 }  # fmt: skip
 TEST_KEYS = {"vars", "assert", "description", "id", "threshold", "options", "metadata", "mode", "turns",
              "aggregation", "on_turn_failure", "input", "criteria", "expected_output", "execution", "repeat",
-             "conversation_id", "provider", "providers", "note"}  # fmt: skip
+             "conversation_id", "provider", "providers", "note", "input_files"}  # fmt: skip
 CHAT_ROLES = ("system", "user", "assistant", "developer", "tool")
 
 
@@ -417,6 +417,18 @@ class _Reader:
             self.report.skip(f"vars {short(test['vars'])}: not a mapping, ignored")
         if self.agentv and "input" in test and "input" not in own_vars:
             own_vars = {**own_vars, "input": test["input"]}
+        files = test.get("input_files")
+        if self.agentv and isinstance(files, list) and files:
+            # AgentV's shorthand: the files, then the text, in one user message (PROMPT.md is the text)
+            prompt_file = next((f for f in files if basename(str(f)) == "PROMPT.md"), None)
+            text = own_vars.get("input", test.get("input"))
+            if not isinstance(text, str) and prompt_file is not None:
+                found = find_file(self.files, str(prompt_file))
+                text = found[1] if found else None
+                files = [f for f in files if f is not prompt_file]
+            parts = [{"type": "file", "value": str(f)} for f in files]
+            parts += [{"type": "text", "value": text}] if isinstance(text, str) else []
+            own_vars = {**own_vars, "input": [{"role": "user", "content": parts}]}
         if self.agentv and "expected_output" in test and "expected_output" not in own_vars:
             own_vars = {**own_vars, "expected_output": test["expected_output"]}
         out["vars"] = {**default_vars, **own_vars}
@@ -438,7 +450,7 @@ class _Reader:
     ) -> tuple[list[dict], list[list[str]]]:
         evals: list[dict] = []
         notes: list[list[str]] = []
-        conversation_prompts = [p for p in prompts if uses_conversation(json.dumps(p[1]))]
+        conversation_prompts = [p for p in prompts if uses_conversation(json.dumps(p[1], default=str))]
         if conversation_prompts:
             return self.conversation_threads(tests, default, conversation_prompts)
         for where, raw in tests:
@@ -681,7 +693,7 @@ class _Reader:
             return parts
         if raw is None:
             return ""
-        return json.dumps(raw, ensure_ascii=False, indent=2)
+        return json.dumps(raw, ensure_ascii=False, indent=2, default=str)
 
     def attach(self, reference: str, where: str) -> str:
         name = safe_file_name(reference)
@@ -860,7 +872,7 @@ class _Reader:
 def _strip_loop(template):
     if isinstance(template, str):
         return without_conversation_loop(template)
-    return [m for m in template if "_conversation" not in json.dumps(m)]
+    return [m for m in template if "_conversation" not in json.dumps(m, default=str)]
 
 
 def _is_chat(value: object) -> bool:

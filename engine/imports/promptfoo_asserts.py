@@ -86,6 +86,7 @@ class Assertions:
         self.agentv = agentv
         self.render = render  # (template, variables, where) -> text, reporting what could not be rendered
         self.inline_code = 0
+        self.plain_criteria: str | None = None  # the criterion of the judge grader being added, in words
 
     # -- a list of items ----------------------------------------------------------------------------------
 
@@ -194,10 +195,16 @@ class Assertions:
         elif grader.get("kind") == "llm_judge":
             out.checks.append(self.turn_judge(grader, ctx))
             out.check_weights.append(weight)
+        self.plain_criteria = None
 
     def turn_judge(self, grader: dict, ctx: Context) -> dict:
-        """A rubric grader as a check on one turn: the rubric's placeholders in words (the judge is shown the
-        conversation, the reply last)."""
+        """A rubric grader as a check on one turn: its criterion (and reference answer), or a judge prompt with
+        its placeholders in words (the judge is shown the conversation, the reply last)."""
+        if self.plain_criteria is not None:
+            spec = {"criteria": self.plain_criteria.strip()}
+            if grader.get("threshold") is not None:
+                spec["threshold"] = grader["threshold"]
+            return {"llm_judge": spec}
         text = grader.get("rubric") or self.attached.get(grader.get("rubric_file", ""), "")
         words = {
             "{submission}": "[the assistant's last reply, shown in the conversation]",
@@ -296,6 +303,12 @@ class Assertions:
         elif ctx.rubric_prompt:
             template = ctx.rubric_prompt
         if template is None:
+            grader_criteria = criteria or ""
+            if ctx.reference:
+                grader_criteria += (
+                    f"\n\nA reference answer (the reply need not match it word for word):\n{ctx.reference}"
+                )
+            self.plain_criteria = grader_criteria
             parts = ["Grade the reply against this criterion:", _escape(criteria or "")]
             if ctx.reference:
                 parts += ["A reference answer (the reply need not match it word for word):", "{ground_truth}"]

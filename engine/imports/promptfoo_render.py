@@ -29,8 +29,8 @@ SIMPLE_FILTERS = {
     "trim": lambda value: _text(value).strip(),
     "upper": lambda value: _text(value).upper(),
     "lower": lambda value: _text(value).lower(),
-    "dump": lambda value: json.dumps(value, ensure_ascii=False),
-    "tojson": lambda value: json.dumps(value, ensure_ascii=False),
+    "dump": lambda value: json.dumps(value, ensure_ascii=False, default=str),
+    "tojson": lambda value: json.dumps(value, ensure_ascii=False, default=str),
     "length": lambda value: str(len(value)) if isinstance(value, (str, list, dict)) else "0",
     "string": lambda value: _text(value),
     "capitalize": lambda value: _text(value).capitalize(),
@@ -153,5 +153,5 @@ def _text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
-        return json.dumps(value)
-    return json.dumps(value, ensure_ascii=False)
+        return json.dumps(value, default=str)
+    return json.dumps(value, ensure_ascii=False, default=str)
