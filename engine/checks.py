@@ -202,7 +202,7 @@ def _is_json(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
 
 
 def _code(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
-    answer = grade_code(check.code, reply.conversation, judge.code)
+    answer = grade_code(check.code, reply.text, reply.conversation, judge.code)
     spec = check.code
     score = answer.score if answer.score is not None else (1.0 if answer.passed else 0.0)
     ok = answer.passed if answer.passed is not None else score >= spec.threshold - 1e-9

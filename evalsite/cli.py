@@ -373,6 +373,7 @@ def say_slow() -> SlowReporter:
 
 def run(args: argparse.Namespace) -> int:
     # The model client (openai) takes most of a second to import: only `run` pays for it.
+    from engine.codegrade.run import CodeRunner
     from engine.endpoint_checks import locator, timeout_warnings
     from engine.report import format_report
     from engine.runner import run_suite
@@ -419,6 +420,8 @@ def run(args: argparse.Namespace) -> int:
         timeout=getattr(args, "timeout", None),
         on_slow=say_slow(),
         slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
+        # Code checks run here, in the suite's folder, with the caller's environment: it is their machine.
+        code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
     )
     print(format_report(report))
     write_outputs(args, report, suite.system)

@@ -2,7 +2,8 @@
 
 A dialect is one entry of DIALECTS: `payload` builds what the grader is given from a GradeInput (JSON on a
 program's stdin; the callable's arguments), `invoke` calls a Python callable with it (inside the grader's
-own subprocess), and `read` turns what the grader answered into an Answer or raises BadAnswer.
+own subprocess, so the payload it gets is the JSON decoded), and `read` turns what the grader answered
+(JSON decoded) into an Answer or raises BadAnswer. Adding a dialect is an entry here and its functions.
 
 This module is loaded by file path in the grader's subprocess as well as imported by the engine, so it
 uses the standard library only and no relative imports.
@@ -43,11 +44,19 @@ class Answer:
     reason: str = ""
 
 
+def call_with_payload(function: Callable, payload: Any) -> Any:
+    return function(payload)
+
+
 @dataclass(frozen=True)
 class Dialect:
+    """`sample`: an answer as a grader in this dialect gives it, and the Answer it reads as; the registry's
+    test plays each dialect end to end with it."""
+
     payload: Callable[[GradeInput], Any]
     read: Callable[[Any], Answer]
-    invoke: Callable[[Callable, Any], Any] = lambda function, payload: function(payload)
+    sample: tuple[Any, Answer]
+    invoke: Callable[[Callable, Any], Any] = call_with_payload
 
 
 def jsonable(value: Any) -> Any:
@@ -190,8 +199,24 @@ def promptfoo_invoke(function: Callable, payload: Any) -> Any:
 
 # One entry per dialect; `dialect:` in a code check names one. The first is the default.
 DIALECTS: dict[str, Dialect] = {
-    "evalsite": Dialect(evalsite_payload, evalsite_read),
-    "agentv": Dialect(agentv_payload, agentv_read),
-    "promptfoo": Dialect(promptfoo_payload, promptfoo_read, promptfoo_invoke),
+    "evalsite": Dialect(
+        evalsite_payload,
+        evalsite_read,
+        sample=({"score": 0.75, "reason": "close"}, Answer(0.75, None, "close")),
+    ),
+    "agentv": Dialect(
+        agentv_payload,
+        agentv_read,
+        sample=(
+            {"score": 0.5, "hits": ["greets"], "misses": ["no name"], "reasoning": "half"},
+            Answer(0.5, None, "half — hits: greets — misses: no name"),
+        ),
+    ),
+    "promptfoo": Dialect(
+        promptfoo_payload,
+        promptfoo_read,
+        sample=({"pass": True, "score": 0.9, "reason": "fine"}, Answer(0.9, True, "fine")),
+        invoke=promptfoo_invoke,
+    ),
 }
 DEFAULT_DIALECT = "evalsite"

@@ -1,8 +1,10 @@
 """Running a code check: its program or callable in a subprocess, limited in time, memory and network.
 
 Every grader runs in a new session (its whole process group is killed when time is up), under prlimit
-(address space, core dumps, output size) and, unless its check allows the network, in a network namespace
-of its own (util-linux `unshare`). A callable runs in a small host program (host.py) with the same limits,
+(memory, core dumps, output size) and, unless its check allows the network, in a network namespace of its
+own (util-linux `unshare`). Memory is limited as RLIMIT_DATA, what a process has written to, not
+RLIMIT_AS: Node, Bun, Go and Java reserve gigabytes of address space as they start, and would never start
+under an address-space limit of 512 MB. A callable runs in a small host program (host.py) with the same limits,
 never in the worker's process. A grader that times out, crashes or answers nothing readable raises
 CodeGraderError, which makes its conversation an error rather than a failure.
 """
@@ -95,7 +97,7 @@ class CodeScope:
 
     runner: CodeRunner | None
     eval_id: str = ""
-    turns: list[dict] = field(default_factory=list)
+    turns: list = field(default_factory=list)  # dicts, or TurnRecords (dumped only when a grader runs)
     current: dict = field(default_factory=dict)
     expected: Any = None
     metadata: dict = field(default_factory=dict)
@@ -126,12 +128,12 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def grade_input(spec, conversation: list[dict], scope: CodeScope) -> GradeInput:
-    output = _text(conversation[-1]["content"]) if conversation else ""
+def grade_input(spec, output: str, conversation: list[dict], scope: CodeScope) -> GradeInput:
     last_user = next((m for m in reversed(conversation) if m.get("role") == "user"), None)
     current = {**scope.current, "response": output}
+    turns = [turn if isinstance(turn, dict) else turn.model_dump(mode="json") for turn in scope.turns]
     return GradeInput(
-        turns=[*scope.turns, current],
+        turns=[*turns, current],
         messages=conversation,
         input=_text(last_user["content"]) if last_user else "",
         output=output,
@@ -146,15 +148,15 @@ def describe(spec) -> str:
     return spec.function if spec.function is not None else " ".join(spec.command)
 
 
-def grade_code(spec, conversation: list[dict], scope: CodeScope | None) -> Answer:
-    """Run one code check on the conversation (its last message the reply graded) and read its answer."""
+def grade_code(spec, output: str, conversation: list[dict], scope: CodeScope | None) -> Answer:
+    """Run one code check on a reply (`output`) and the conversation so far, and read its answer."""
     if scope is None or scope.runner is None:
         raise CodeGraderError(
             f"code grader {describe(spec)}: "
             + (scope.refusal if scope else f"code graders are not enabled here (set {SETTING}=1)")
         )
     dialect = dialects.DIALECTS[spec.dialect]
-    payload = dialect.payload(grade_input(spec, conversation, scope))
+    payload = dialect.payload(grade_input(spec, output, conversation, scope))
     if spec.function is not None:
         module, function = spec.function.split(":")
         argv = [
@@ -204,7 +206,7 @@ def run_limited(argv: list[str], stdin: str, spec, runner: CodeRunner) -> tuple[
     name = describe(spec)
     limits = [
         "prlimit",
-        f"--as={spec.memory_mb * 1024 * 1024}",
+        f"--data={spec.memory_mb * 1024 * 1024}",
         "--core=0",
         f"--fsize={MAX_OUTPUT_BYTES}",
         "--",

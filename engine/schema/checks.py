@@ -89,6 +89,8 @@ class FieldEquals(StrictModel):
 
 
 MAX_CODE_TIMEOUT = 600
+# A command's argument that names a file (grade.py, rules.json) names an attached file of the suite.
+FILE_ARGUMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*\.[A-Za-z][A-Za-z0-9]{0,7}$")
 FUNCTION_REF = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(\.py)?:[A-Za-z_][A-Za-z0-9_]*$"
 )
@@ -112,7 +114,9 @@ class CodeSpec(StrictModel):
         None, description="A Python callable from the suite's folder, as module:function (graders:score)."
     )
     timeout: float = Field(30.0, gt=0, le=MAX_CODE_TIMEOUT, description="Seconds before it is stopped.")
-    memory_mb: int = Field(512, ge=32, le=16384, description="Its address-space limit, in MB.")
+    memory_mb: int = Field(
+        512, ge=32, le=16384, description="Memory it may write to (its data segment and heap), in MB."
+    )
     network: bool = Field(False, description="Let it reach the network.")
     threshold: float = Field(
         0.5, ge=0.0, le=1.0, description="Score needed to pass when the answer gives a score but no `pass`."
@@ -153,6 +157,13 @@ class CodeSpec(StrictModel):
             return None
         module = self.function.split(":")[0].removesuffix(".py")
         return module.replace(".", "/") + ".py"
+
+    @property
+    def files(self) -> list[str]:
+        """The attached files it runs: a callable's module, and a command's arguments that name a file."""
+        if self.function is not None:
+            return [self.module_file]
+        return [arg.removeprefix("./") for arg in self.command if FILE_ARGUMENT.match(arg.removeprefix("./"))]
 
 
 class CheckFields(StrictModel):
