@@ -90,6 +90,7 @@ class _Reader:
         self.taken: set[str] = set()
         self.asserts = Assertions(files, report, self.attached, agentv, self.render_text)
         self.threshold = AGENTV_THRESHOLD if agentv else None
+        self.threaded = False  # a prompt loops over `_conversation`: the tests are turns of conversations
 
     # -- the suite ------------------------------------------------------------------------------------------
 
@@ -237,6 +238,7 @@ class _Reader:
                 base = label or basename(text)
                 out += [(base if i == 0 else f"{base}-{i + 1}", t) for i, t in enumerate(found)]
                 continue
+            self.threaded |= uses_conversation(text)
             out.append((label or (f"prompt-{number + 1}" if len(raw) > 1 else ""), _chat_or_text(text)))
         if not out:
             raise ImportProblem(f"{self.name}: no prompt could be read — {'; '.join(self.report.problems())}")
@@ -258,6 +260,7 @@ class _Reader:
             return []
         self.report.map(f"{where}: {found[0]} → the prompt")
         text = found[1]
+        self.threaded |= uses_conversation(text)
         if path.lower().endswith((".json", ".yaml", ".yml", ".jsonl")):
             chat = _chat_or_text(text, yaml_too=True)
             if not isinstance(chat, str):
@@ -450,9 +453,8 @@ class _Reader:
     ) -> tuple[list[dict], list[list[str]]]:
         evals: list[dict] = []
         notes: list[list[str]] = []
-        conversation_prompts = [p for p in prompts if uses_conversation(json.dumps(p[1], default=str))]
-        if conversation_prompts:
-            return self.conversation_threads(tests, default, conversation_prompts)
+        if self.threaded:
+            return self.conversation_threads(tests, default, prompts)
         for where, raw in tests:
             test = self.merged(raw, default)
             self.test_keys(raw, where)

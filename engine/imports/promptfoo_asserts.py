@@ -93,7 +93,7 @@ class Assertions:
     def convert(self, items: list, ctx: Context) -> Graded:
         out = Graded()
         strings = [item.strip() for item in items if isinstance(item, str) and item.strip()]
-        rest = [item for item in items if not isinstance(item, str)]
+        rest = [(number, item) for number, item in enumerate(items) if not isinstance(item, str)]
         if strings:
             # AgentV groups plain strings into one rubric, weighted by how many there are.
             self.rubric_items(out, [{"outcome": text} for text in strings], float(len(strings)), ctx,
@@ -103,7 +103,7 @@ class Assertions:
                 ctx.where,
                 mapped=True,
             )
-        for number, item in enumerate(rest):
+        for number, item in rest:
             if not isinstance(item, dict):
                 self.report.group(
                     f"assert item {short(item, 40)}: not a mapping, left out", ctx.where, lost=True
