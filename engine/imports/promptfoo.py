@@ -437,6 +437,8 @@ class _Reader:
         out["vars"] = {**default_vars, **own_vars}
         default_asserts = default.get("assert") if isinstance(default.get("assert"), list) else []
         own = test.get("assert") if isinstance(test.get("assert"), list) else []
+        if test.get("assert") is not None and not isinstance(test.get("assert"), list):
+            self.report.lose(f"assert {short(test['assert'], 40)}: not a list of assertions, not converted")
         if self.agentv and not own and as_text(test.get("criteria")):
             own = [as_text(test["criteria"])]  # AgentV reads a test's criteria as its one rubric
         out["assert"] = [*default_asserts, *own]
@@ -752,7 +754,11 @@ class _Reader:
         if isinstance(raw_input, str) and raw_input.strip():
             history = [{"role": "user", "content": raw_input}]
         turns = []
-        for number, turn in enumerate(test.get("turns") or []):
+        raw_turns = test.get("turns")
+        if not isinstance(raw_turns, list):
+            self.report.lose(f"{where}.turns: {short(raw_turns, 40)} — not a list of turns, not sent")
+            raw_turns = []
+        for number, turn in enumerate(raw_turns):
             at = f"{where}.turns[{number}]"
             if not isinstance(turn, dict):
                 self.report.lose(f"{at}: not a mapping, left out")
@@ -769,7 +775,7 @@ class _Reader:
             reference = self.reference(turn.get("expected_output"), at)
             context = self.context({**test, "criteria": None, "threshold": test.get("threshold")}, variables,
                                    reference, text, at)  # fmt: skip
-            graded = self.asserts.convert(turn.get("assert") or [], context)
+            graded = self.asserts.convert(turn.get("assert", []), context)
             item: dict[str, object] = {"input": text}
             if graded.checks:
                 item["checks"] = graded.checks

@@ -13,6 +13,7 @@ Plain Python: no Django here.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -46,6 +47,7 @@ BOUND_TYPES = ("latency", "cost", "execution-metrics", "token-usage", "token_usa
 CODE_TYPES = ("code-grader", "script", "code", "code_judge", "code-judge")
 GROUP_TYPES = ("assert-set", "composite")
 GRADER_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+PROMPTFOO_JUDGE_PASS = 0.5
 NOT_REGEX_SAFE = re.compile(r"^\(\?[aiLmsux]+\)")
 
 
@@ -92,6 +94,9 @@ class Assertions:
 
     def convert(self, items: list, ctx: Context) -> Graded:
         out = Graded()
+        if not isinstance(items, list):
+            self.report.lose(f"{ctx.where}.assert: {short(items, 40)} — not a list of assertions, not converted")
+            return out
         strings = [item.strip() for item in items if isinstance(item, str) and item.strip()]
         rest = [(number, item) for number, item in enumerate(items) if not isinstance(item, str)]
         if strings:
@@ -183,6 +188,8 @@ class Assertions:
             own = float(required)  # AgentV: `required: 0.6` is the score this item must reach
         elif own is None:
             own = ctx.threshold
+        if own is None and grader.get("kind") == "llm_judge":
+            own = PROMPTFOO_JUDGE_PASS  # promptfoo's judge answers pass or fail; evalsite's scores 0-1
         if own is not None:
             grader["threshold"] = own
         out.graders[name] = grader
@@ -657,4 +664,11 @@ def _valid(check: dict) -> bool:
 
 
 def _jsonable(value: object) -> object:
+    """Data handed to a grader as it is, with what JSON cannot hold (dates, NaN, infinities) as text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(item) for item in value]
     return json.loads(json.dumps(value, default=str))
