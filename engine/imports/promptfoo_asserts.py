@@ -95,7 +95,9 @@ class Assertions:
     def convert(self, items: list, ctx: Context) -> Graded:
         out = Graded()
         if not isinstance(items, list):
-            self.report.lose(f"{ctx.where}.assert: {short(items, 40)} — not a list of assertions, not converted")
+            self.report.lose(
+                f"{ctx.where}.assert: {short(items, 40)} — not a list of assertions, not converted"
+            )
             return out
         strings = [item.strip() for item in items if isinstance(item, str) and item.strip()]
         rest = [(number, item) for number, item in enumerate(items) if not isinstance(item, str)]
