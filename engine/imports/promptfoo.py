@@ -233,7 +233,7 @@ class _Reader:
             if text is None:
                 self.report.lose(f"{where}: {short(item)} — not a prompt evalsite can read, left out")
                 continue
-            if text.startswith("file://") or (_looks_like_file(text) and find_file(self.files, text)):
+            if text.startswith("file://") or _looks_like_file(text):
                 found = self.prompt_file(text.removeprefix("file://"), where)
                 base = label or basename(text)
                 out += [(base if i == 0 else f"{base}-{i + 1}", t) for i, t in enumerate(found)]
@@ -552,12 +552,11 @@ class _Reader:
         reference = self.reference(variables.get("expected_output"), where)
         items = test.get("assert") or []
         context = self.context(test, variables, reference, _prompt_text(messages), where)
+        if not items:
+            items = self.without_assertions(reference, where)
         graded = self.asserts.convert(items, context)
         if not graded.graders:
-            if not items:
-                self.report.lose(f"{where}: no assertion — {self.tool} would only record the output; "
-                                 "evalsite needs something to grade, left out")  # fmt: skip
-            else:
+            if items:
                 self.report.lose(f"{where}: none of its assertions could be converted — left out")
             return None
         out["graders"] = graded.graders
@@ -572,6 +571,17 @@ class _Reader:
                 "expected_output → the judge's reference answer ({ground_truth})", where, mapped=True
             )
         return out
+
+    def without_assertions(self, reference: str | None, where: str) -> list:
+        """What grades a test that has no assertion: AgentV's default judge on the reference answer; for
+        promptfoo, which passes any reply, a check that there is one."""
+        if self.agentv and reference:
+            self.report.group("no assert, an expected_output → AgentV's default judge: the reply matches the "
+                              "reference answer in substance", where, mapped=True)  # fmt: skip
+            return ["Matches the reference answer in substance"]
+        self.report.group(f"no assert: {self.tool} passes any reply; evalsite checks that there is one "
+                          "(`regex: \\S`)", where, mapped=True)  # fmt: skip
+        return [{"type": "regex", "value": "\\S", "metric": "replied"}]
 
     def context(self, test: dict, variables: dict, reference: str | None, prompt: str, where: str) -> Context:
         options = test.get("options") if isinstance(test.get("options"), dict) else {}

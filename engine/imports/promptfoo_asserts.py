@@ -36,6 +36,8 @@ JUDGE_TYPES = (
     "llm-rubric",
     "llm-grader",
     "llm_judge",
+    "factuality",
+    "model-graded-factuality",
     "rubric",
     "rubrics",
     "g-eval",
@@ -265,6 +267,8 @@ class Assertions:
             criteria = self.render(criteria, ctx.variables, where)
         if kind == "model-graded-closedqa":
             criteria = f"The reply meets this criterion: {criteria}"
+        elif kind in ("factuality", "model-graded-factuality"):
+            criteria = f"The reply is factually consistent with this (it may say less, but must not contradict it): {criteria}"
         grader = self.judge_grader(criteria or ctx.criteria, prompt, ctx, where)
         if grader is None:
             return
@@ -483,8 +487,10 @@ class Assertions:
                         "graders, not JavaScript callables or webhooks; not converted")  # fmt: skip
             return None
         else:
-            report.lose(f"{where}: {kind or 'an item without a type'} {short(value, 40) if value is not None else ''}"
-                        "— no evalsite equivalent; not converted")  # fmt: skip
+            shown = f" {short(value, 40)}" if value is not None else ""
+            report.lose(
+                f"{where}: {kind or 'an item without a type'}{shown} — no evalsite equivalent; not converted"
+            )
             return None
         if check is None or not _valid(check):
             report.lose(f"{where}: {kind} {short(value, 60)} — no value, or a pattern evalsite cannot run; "
