@@ -90,6 +90,7 @@ class _Reader:
         self.taken: set[str] = set()
         self.asserts = Assertions(files, report, self.attached, agentv, self.render_text)
         self.threshold = AGENTV_THRESHOLD if agentv else None
+        self.suite_asserts: list = []  # AgentV's root-level assertions, which a test may skip
         self.threaded = False  # a prompt loops over `_conversation`: the tests are turns of conversations
 
     # -- the suite ------------------------------------------------------------------------------------------
@@ -116,8 +117,10 @@ class _Reader:
         iterations, rate = self.iterations()
         default = self.default_test()
         if isinstance(data.get("assert"), list):
-            default = {**default, "assert": [*(default.get("assert") or []), *data["assert"]]}
-            report.map("assert (the suite's) → every test's assertions")
+            self.suite_asserts = data["assert"]
+            report.map(
+                "assert (the suite's) → every test's assertions (but those with execution.skip_defaults)"
+            )
         prompts = self.prompts()
         tests = self.tests(data.get("tests"), "tests") + self.scenarios(data.get("scenarios"))
         if not tests:
@@ -441,12 +444,16 @@ class _Reader:
             self.report.lose(f"assert {short(test['assert'], 40)}: not a list of assertions, not converted")
         if self.agentv and not own and as_text(test.get("criteria")):
             own = [as_text(test["criteria"])]  # AgentV reads a test's criteria as its one rubric
-        out["assert"] = [*default_asserts, *own]
+        execution = test.get("execution") if isinstance(test.get("execution"), dict) else {}
+        suite_asserts = [] if execution.get("skip_defaults") is True else self.suite_asserts
+        out["assert"] = [*default_asserts, *suite_asserts, *own]
+        if self.agentv and "threshold" not in test and as_share(execution.get("threshold")) is not None:
+            out["threshold"] = execution["threshold"]  # AgentV: a test's own pass threshold
         options = default.get("options") if isinstance(default.get("options"), dict) else {}
         if isinstance(test.get("options"), dict):
             options = {**options, **test["options"]}
         out["options"] = options
-        if "threshold" not in test and "threshold" in default:
+        if "threshold" not in out and "threshold" in default:
             out["threshold"] = default["threshold"]
         return out
 
@@ -492,6 +499,10 @@ class _Reader:
                                  "grades the reply as it is; the test's assertions may grade differently")  # fmt: skip
             elif key not in ("rubricPrompt", "rubric_prompt", "provider", "prefix", "suffix"):
                 self.report.group(f"options.{key}: not converted", where)
+        execution = test.get("execution") if isinstance(test.get("execution"), dict) else {}
+        for key in execution:
+            if key not in ("skip_defaults", "threshold"):
+                self.report.group(f"execution.{key} of a test: not converted", where)
         for key in ("provider", "providers"):
             if key in test or key in options:
                 self.report.group(

@@ -529,6 +529,13 @@ class Assertions:
             if not isinstance(command, list) or not command or not all(isinstance(p, str) for p in command):
                 report.lose(f"{where}: {kind} without a command — not converted")
                 return None
+            if command[:2] == ["uv", "run"] and len(command) > 2:
+                # uv runs a Python script in its environment; evalsite's grader runs it with python3
+                rest = command[2:]
+                command = ["python3", *(rest[1:] if rest[0] in ("python", "python3") else rest)]
+                report.group(
+                    "`uv run` grader command → python3 (uv is not assumed installed)", where, mapped=True
+                )
             spec = {"command": [self.attach_arg(part, where) for part in command], "dialect": "agentv"}
             config = {k: v for k, v in item.items() if k not in ("type", "command", "script", "path", "value",
                       "metric", "name", "weight", "required", "threshold", "cwd", "target")}  # fmt: skip
