@@ -796,7 +796,7 @@ class _Reader:
             reference = self.reference(turn.get("expected_output"), at)
             context = self.context({**test, "criteria": None, "threshold": test.get("threshold")}, variables,
                                    reference, text, at)  # fmt: skip
-            graded = self.asserts.convert(turn.get("assert", []), context)
+            graded = self.asserts.convert(turn.get("assert", turn.get("assertions", [])), context)
             item: dict[str, object] = {"input": text}
             if graded.checks:
                 item["checks"] = graded.checks
