@@ -137,6 +137,11 @@ class Assertions:
             report.lose(f"{where}: negate: true on {kind} — evalsite cannot invert a judge's or a program's score; "
                         "not converted")  # fmt: skip
             return
+        for key in ("provider", "target", "model"):
+            if key in item:
+                report.group(
+                    f"an assertion's `{key}` (its judge): evalsite's judge is the suite's `judge`", where
+                )
         for key in ("transform", "contextTransform"):
             if key in item:
                 report.lose(f"{where}.{key}: the output is transformed before this assertion grades it — "
@@ -429,6 +434,8 @@ class Assertions:
         value = item.get("value")
         if isinstance(value, str):
             value = self.render(value, ctx.variables, where)
+        elif isinstance(value, list):
+            value = [self.render(v, ctx.variables, where) if isinstance(v, str) else v for v in value]
         negated = kind.startswith("not-")
         base = kind.removeprefix("not-")
         texts = _texts(value)
