@@ -361,3 +361,63 @@ def test_what_cannot_be_converted_is_lost_by_key():
     assert "tests[0].assert[0]: javascript assertion" in lost
     assert "tests[0].assert[1]: not-llm-rubric" in lost
     assert "{% if x %}" in lost  # a tag the reader cannot render is listed, not sent in silence
+
+
+def test_agentv_pass_at_k_passes_when_any_trial_passes(fake_openai):
+    """`trials: {count: 3, strategy: pass_at_k}`: three runs, and the eval passes when one of them does; with
+    `pass_all` the same runs fail it."""
+    eval_file = """
+providers: [llm]
+prompts: ["{{ input }}"]
+execution:
+  trials: {count: 3, strategy: %s}
+tests:
+  - id: flaky
+    assert: [Answers 42]
+    vars: {input: What is six times seven?}
+"""
+    statuses = {}
+    for strategy in ("pass_at_k", "pass_all"):
+        fake_openai.reset()
+        fake_openai.script("What is six times seven?", ["42"])
+        fake_openai.rule("Answers 42", [verdict(0.2), verdict(0.2), verdict(0.9)])
+        result = convert({"flaky.eval.yaml": eval_file % strategy})
+        report = play(fake_openai, result)
+        assert sorted(r.status for r in report.evals) == ["failed", "failed", "passed"]
+        (iterated,) = report.iterated
+        statuses[strategy] = iterated.status
+    assert statuses == {"pass_at_k": "passed", "pass_all": "failed"}
+
+
+def test_a_required_grader_must_grade_the_eval():
+    from engine.loader import SuiteError
+
+    suite = """
+name: s
+evals:
+  - input: hi
+    graders:
+      polite: {contains: hello}
+    pass_rule: {weighted_average: {polite: 1}, threshold: 0.8, required: [kind]}
+"""
+    with pytest.raises(SuiteError) as raised:
+        load_suite(suite)
+    (problem,) = raised.value.problems
+    assert problem.path == "evals[0].pass_rule.required[0]" and problem.line == 7
+    assert "no grader named 'kind'" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("reply", "wanted", "passes"),
+    [
+        ('{"a": [1, 2]}', True, True),
+        ("Sure: {}", True, False),
+        ("plain words", False, True),
+        ("[1]", False, False),
+    ],
+)
+def test_is_json_checks_the_whole_reply(reply, wanted, passes):
+    from engine.checks import Reply, evaluate
+    from engine.schema import Check
+
+    assert evaluate(Check.model_validate({"is_json": wanted}), Reply(reply, None, []), None).passed is passes
