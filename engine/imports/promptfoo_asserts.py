@@ -12,9 +12,11 @@ Plain Python: no Django here.
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
+import textwrap
 from dataclasses import dataclass, field
 
 from engine import patterns
@@ -575,11 +577,7 @@ class Assertions:
             return {"function": f"{module}:{function or 'get_assert'}"}
         self.inline_code += 1
         module = f"promptfoo_assert_{self.inline_code}"
-        body = value.strip("\n")
-        if "\n" not in body.strip() and not body.strip().startswith("return"):
-            body = f"return ({body.strip()})"
-        lines = "\n".join("    " + line for line in body.splitlines())
-        self.attached[f"{module}.py"] = f"def get_assert(output, context):\n{lines}\n"
+        self.attached[f"{module}.py"] = _inline_python(value)
         self.report.group(f"inline python assertion → attached {module}.py (get_assert)", where, mapped=True)
         return {"function": f"{module}:get_assert"}
 
@@ -616,6 +614,27 @@ class Assertions:
 
 
 _NOTHING = object()
+
+
+def _inline_python(code: str) -> str:
+    """promptfoo's inline python as a module: one line is an expression returned; several lines are the body
+    of the function, with `json` imported as promptfoo does. A body whose last line is a bare expression (no
+    `return` anywhere) returns it, as its authors mean."""
+    body = textwrap.dedent(code.strip("\n"))
+    lines = body.splitlines()
+    if len(lines) == 1 and not lines[0].lstrip().startswith("return"):
+        lines = [f"return ({lines[0].strip()})"]
+    elif not re.search(r"^\s*return\b", body, re.MULTILINE):
+        last = max((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")),
+                   default=None)  # fmt: skip
+        if last is not None and not lines[last][:1].isspace():
+            try:
+                ast.parse(lines[last].strip(), mode="eval")
+                lines[last] = f"return ({lines[last].strip()})"
+            except SyntaxError:
+                pass
+    indented = "\n".join(f"    {line}" if line.strip() else "" for line in lines)
+    return f"import json\n\n\ndef get_assert(output, context):\n{indented}\n"
 
 
 def _ranges(entry: dict) -> str:

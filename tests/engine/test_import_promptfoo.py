@@ -421,3 +421,31 @@ def test_is_json_checks_the_whole_reply(reply, wanted, passes):
     from engine.schema import Check
 
     assert evaluate(Check.model_validate({"is_json": wanted}), Reply(reply, None, []), None).passed is passes
+
+
+def test_promptfoo_inline_python_runs_as_promptfoo_runs_it(fake_openai, tmp_path):
+    """Inline python: one line is an expression; several lines a function body with `json` at hand, its last
+    bare expression returned."""
+    config = {
+        "prompts": ["{{ q }}"],
+        "providers": ["openai:gpt-4.1-mini"],
+        "tests": [
+            {
+                "description": "inline",
+                "vars": {"q": "Give JSON", "key": "status"},
+                "assert": [
+                    {"type": "python", "value": "output.startswith('{')"},
+                    {
+                        "type": "python",
+                        "value": "data = json.loads(output)\ncontext['vars']['key'] in data\n",
+                    },
+                ],
+            }
+        ],
+    }
+    result = convert({"promptfooconfig.yaml": json.dumps(config)})
+    assert sorted(result.files) == ["promptfoo_assert_1.py", "promptfoo_assert_2.py"]
+    fake_openai.script("Give JSON", ['{"status": "ok"}'])
+    (played,) = play(fake_openai, result, tmp_path).evals
+    assert played.status == "passed", played.verdict
+    assert [g.passed for g in played.graders] == [True, True]
