@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from engine import patterns
 
-from .common import as_number, as_share, as_text, basename, find_file, safe_file_name, short
+from ..common import as_number, as_share, as_text, basename, find_file, safe_file_name, short
 
 # AgentV judge-prompt and promptfoo rubricPrompt variables → evalsite rubric placeholders
 PLACEHOLDERS = {
@@ -374,8 +374,9 @@ class Assertions:
                              "evalsite cannot run; the group is left out")  # fmt: skip
             return
         if as_share(item.get("threshold")) is not None:
+            # The test's weighted mean is the same; a group that passes on its own share of passes is not.
             self.report.group(f"{kind} threshold: its members are weighed into the test's mean instead of "
-                              "passing as a group", where)  # fmt: skip
+                              "passing as a group", where, lost=not self.agentv)  # fmt: skip
         shares = []
         for member in members:
             own = None
