@@ -18,7 +18,7 @@ from ..common import (
     parse_yaml,
     short,
 )
-from .messages import chat_or_text
+from .messages import chat_or_text, is_chat
 from .render import uses_conversation
 
 
@@ -42,6 +42,9 @@ class Sources:
             if isinstance(item, dict):
                 label = as_text(item.get("label")) or as_text(item.get("id")) or ""
                 item = item.get("raw", item.get("id"))
+            if is_chat(item):  # a chat prompt written in the config
+                out.append((label or (f"prompt-{number + 1}" if len(raw) > 1 else ""), item))
+                continue
             text = as_text(item)
             if text is None:
                 self.report.lose(f"{where}: {short(item)} — not a prompt evalsite can read, left out")
@@ -140,7 +143,11 @@ class Sources:
                 f"{where}: {path} generates tests with code — evalsite cannot run it; not converted"
             )
             return []
-        names = [n for n in self.files if fnmatch.fnmatch(n, basename(path))] if "*" in path else []
+        names = (
+            [n for n in self.files if n != self.name and fnmatch.fnmatch(n, basename(path))]
+            if "*" in path
+            else []
+        )
         if not names:
             found = find_file(self.files, path)
             if found is None:
