@@ -440,7 +440,7 @@ def turn_passed(checks, grade: TurnGrade | None, grades) -> bool | None:
     )
 
 
-# Checks that only read the reply: grading with nothing else never waits on a model.
+# Checks that only read the reply: grading with nothing else never waits on a model or a program.
 _LOCAL_CHECKS = frozenset(CHECK_KEYS) - {"semantic", "llm_judge", "code"}
 
 

@@ -4,6 +4,8 @@ A dialect is one entry of DIALECTS: `payload` builds what the grader is given fr
 program's stdin; the callable's arguments), `invoke` calls a Python callable with it (inside the grader's
 own subprocess, so the payload it gets is the JSON decoded), and `read` turns what the grader answered
 (JSON decoded) into an Answer or raises BadAnswer. Adding a dialect is an entry here and its functions.
+What an importer knows of a test that the conversation does not carry (its vars, its id, a file's options)
+goes in the check's `config`, which every payload is built with.
 
 This module is loaded by file path in the grader's subprocess as well as imported by the engine, so it
 uses the standard library only and no relative imports.
@@ -57,6 +59,9 @@ class Dialect:
     read: Callable[[Any], Answer]
     sample: tuple[Any, Answer]
     invoke: Callable[[Callable, Any], Any] = call_with_payload
+    # Modules a tool's graders import (`letta_evals.models`, say), as source, installed in the grader's
+    # subprocess when the real package is not there: dotted name -> source.
+    shims: dict[str, str] = field(default_factory=dict)
 
 
 def jsonable(value: Any) -> Any:

@@ -83,6 +83,9 @@ class CodeRunner:
         else:
             env = {key: os.environ[key] for key in PLAIN_ENV if key in os.environ}
             env.setdefault("PATH", os.defpath)
+            env["HOME"] = str(
+                self.workdir()
+            )  # tools that keep a cache or settings there (npm, node) find one
         env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8", PYTHONUNBUFFERED="1")
         if not network:
             env["EVALSITE_NO_NETWORK"] = "1"
@@ -172,9 +175,12 @@ def grade_code(spec, output: str, conversation: list[dict], scope: CodeScope | N
         argv = list(spec.command)
     stdout, stderr = run_limited(argv, json.dumps(payload, default=str), spec, scope.runner)
     try:
-        return dialect.read(read_json(stdout))
+        answer = dialect.read(read_json(stdout))
+        if answer.score is not None and not 0.0 <= answer.score <= 1.0:
+            raise BadAnswer(f"its score {answer.score:g} is outside 0–1")
     except BadAnswer as exc:
         raise CodeGraderError(f"code grader {describe(spec)}: {exc}{_tail(stderr)}") from None
+    return answer
 
 
 def read_json(stdout: str) -> Any:
@@ -212,20 +218,23 @@ def run_limited(argv: list[str], stdin: str, spec, runner: CodeRunner) -> tuple[
         "--",
     ]
     prefix: list[str] = []
+    env = runner.environment(spec.network)
     if not spec.network:
         prefix, why = network_off_prefix()
-        if prefix is None:
+        if prefix is None and spec.function is None:
             raise CodeGraderError(
                 f"code grader {name}: cannot cut it off from the network on this host ({why}); "
                 "set `network: true` on the check to run it with the network"
             )
+        if prefix is None:  # a callable: refused sockets, other processes and C libraries inside Python
+            prefix, env["EVALSITE_NO_NETWORK"] = [], "strict"
     cwd = runner.workdir()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             process = subprocess.Popen(
                 [*prefix, *limits, *argv],
                 cwd=cwd,
-                env=runner.environment(spec.network),
+                env=env,
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=err,

@@ -1,5 +1,5 @@
 """Import suites written for other tools as evalsite suites: vibecheck, Letta Evals, AgentV (v2 and today's
-`tests` format) and calibrate.
+`tests` format), promptfoo configuration, agtlantis (@agtlantis/eval YAML) and calibrate.
 
 `convert(files)` takes the uploaded files (name -> text), finds the suite file among them, works out which
 tool wrote it (`detect`) and returns an `ImportResult`: the evalsite YAML, the attached files to create
@@ -170,7 +170,8 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
             f"{what}: this is not a format Import knows; it reads vibecheck YAML (metadata + evals of "
             "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
             "files (tests with input / criteria / assertions, or v2 evalcases with input_messages), promptfoo "
-            "configuration (prompts, providers, tests of vars and assert) and calibrate TOML ([[samples]] with messages)"
+            "configuration (prompts, providers, tests of vars and assert), agtlantis eval files (agent + "
+            "cases of input objects) and calibrate TOML ([[samples]] with messages)"
         )
     if len(found) > 1:
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)
@@ -215,6 +216,7 @@ def _expected_shape(kind: str) -> str:
         "agentv": "expected `tests` with `vars` and `assert`, or with `input` (or v2's `evalcases` with "
         "`input_messages`)",
         "promptfoo": "expected `prompts`, `providers` and `tests` of `vars` and `assert`",
+        "agtlantis": "expected `agent` and `cases`, each with an `input` object",
     }[kind]
 
 
@@ -247,6 +249,8 @@ def looks_like(data: object) -> str | None:
         )
     ):
         return "calibrate"
+    if _agtlantis(data):
+        return "agtlantis"
     schema = data.get("$schema")
     if (isinstance(schema, str) and schema.startswith("agentv-eval")) or isinstance(
         data.get("evalcases"), list
@@ -277,6 +281,18 @@ def looks_like(data: object) -> str | None:
     ):
         return "vibecheck"
     return None
+
+
+def _agtlantis(data: dict) -> bool:
+    """@agtlantis/eval's eval file: `agent` (a name in its config) and `cases`, each with an `input` object."""
+    cases = data.get("cases")
+    if not isinstance(cases, list) or "evals" in data or "tests" in data:
+        return False
+    if isinstance(data.get("agent"), str):
+        return True
+    return bool(cases) and all(
+        isinstance(case, dict) and isinstance(case.get("input"), dict) for case in cases
+    )
 
 
 __all__ = ["KINDS", "ImportError_", "ImportProblem", "ImportResult", "convert", "detect"]

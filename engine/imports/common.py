@@ -27,6 +27,7 @@ KINDS = {
     "agentv": "AgentV",
     "calibrate": "calibrate",
     "promptfoo": "promptfoo",
+    "agtlantis": "agtlantis",
 }
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_HEADER_LINES = 40  # unmapped items repeated as comments at the top of the suite
@@ -44,7 +45,7 @@ class ImportResult:
     mapped: list[str] = field(default_factory=list)  # "metadata.name → name", ...
     unmapped: list[str] = field(default_factory=list)  # what was not converted, and why
     needs_files: list[str] = field(default_factory=list)  # referenced, but not uploaded
-    kind: str = ""  # "vibecheck" | "letta" | "agentv"
+    kind: str = ""  # a key of KINDS
     lost: list[str] = field(default_factory=list)  # the unmapped lines that graded or drove a conversation
 
     @property

@@ -249,6 +249,52 @@ def test_a_callable_has_no_network_unless_its_check_allows_it(tmp_path, listener
     )
 
 
+@pytest.fixture
+def no_namespaces(monkeypatch):
+    """A host that allows no network namespace (Docker's default seccomp profile, say)."""
+    from engine.codegrade import run
+
+    monkeypatch.setattr(
+        run, "NETWORK_OFF", (["sh", "-c", "echo 'unshare: Operation not permitted' >&2; exit 1", "-"],)
+    )
+    run.network_off_prefix.cache_clear()
+    yield
+    run.network_off_prefix.cache_clear()
+
+
+def test_without_namespaces_a_program_is_an_error_never_run_with_the_network(no_namespaces):
+    with pytest.raises(
+        CodeGraderError,
+        match=r"cannot cut it off from the network on this host \(sh -c .*Operation not permitted\); set `network: true`",
+    ):
+        grade_code(spec(["python3", "grade.py"]), "Paris", CONVERSATION, scope())
+    assert (
+        grade_code(
+            spec(["python3", "grade.py"], network=True), "Paris", CONVERSATION, scope(expected="paris")
+        ).score
+        == 1.0
+    )
+
+
+def test_without_namespaces_a_callable_is_denied_sockets_processes_and_c_libraries(
+    no_namespaces, tmp_path, listener
+):
+    body = CONNECT.format(port=listener).replace("\n", "\n    ").replace("print(json.dumps(", "return (")
+    (tmp_path / "net.py").write_text(
+        f"def reach(payload):\n    {body}\n".replace("))", ")")
+        + "def spawn(payload):\n    import subprocess\n    subprocess.run(['true'])\n    return True\n"
+        + "def load(payload):\n    import ctypes\n    ctypes.CDLL(None)\n    return True\n"
+    )
+    denied = grade_code(spec("net:reach"), "Paris", CONVERSATION, scope(tmp_path))
+    assert (denied.passed, denied.reason) == (False, "PermissionError")
+    for name, event in (("spawn", "subprocess.Popen"), ("load", "ctypes.dlopen")):
+        with pytest.raises(
+            CodeGraderError, match=f"not allowed for this code grader without the network \\({event}\\)"
+        ):
+            grade_code(spec(f"net:{name}"), "Paris", CONVERSATION, scope(tmp_path))
+    assert grade_code(spec("net:spawn", network=True), "Paris", CONVERSATION, scope(tmp_path)).passed is True
+
+
 # --- no verdict: an error, with what the grader said -------------------------------------------------------
 
 
@@ -260,6 +306,7 @@ def test_a_callable_has_no_network_unless_its_check_allows_it(tmp_path, listener
         (["sh", "-c", "echo oops >&2; exit 3"], "exited with status 3\nstderr: oops"),
         (["sh", "-c", "echo '{\"verdict\": 1}'"], "neither `score` nor `pass`"),
         (["sh", "-c", 'echo \'{"score": "high"}\''], '`score` is "high", not a number'),
+        (["sh", "-c", "echo 7"], "its score 7 is outside 0–1"),
         (["no-such-program-here"], "exited with status|cannot start it"),
         ("graders:broken", "RuntimeError: grader bug: no such key"),
         ("graders:no_answer", "expected {score, pass, reason}, a number or true/false"),
@@ -270,6 +317,25 @@ def test_a_grader_that_gives_no_verdict_is_an_error(value, message):
     with pytest.raises(CodeGraderError) as raised:
         grade_code(spec(value), "Paris is the capital.", CONVERSATION, scope())
     assert message.split("|")[0] in str(raised.value) or message.split("|")[-1] in str(raised.value)
+
+
+def test_on_a_server_a_grader_sees_its_files_in_a_temporary_folder_and_none_of_the_servers_secrets(
+    monkeypatch,
+):
+    monkeypatch.setenv("SECRET_KEY", "server-secret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-server")
+    runner = CodeRunner(
+        files={
+            "look.py": "import json, os\nprint(json.dumps({'pass': True, 'reason': json.dumps([sorted(os.listdir()), sorted(os.environ)])}))\n"
+        }
+    )
+    answer = grade_code(spec(["python3", "look.py"]), "ok", CONVERSATION, CodeScope(runner))
+    listed, names = json.loads(answer.reason)
+    assert listed == ["look.py"]
+    assert "SECRET_KEY" not in names and "OPENAI_API_KEY" not in names and "HOME" in names
+    folder = runner.workdir()
+    runner.close()
+    assert not folder.exists()
 
 
 def test_where_code_graders_are_not_allowed_the_check_says_so():
@@ -442,3 +508,19 @@ def test_the_json_schema_tells_editors_of_the_short_forms():
     ]
     assert kinds == ["string", "array", "#/$defs/CodeSpec", "null"]
     assert schema["$defs"]["CodeSpec"]["properties"]["command"]["anyOf"][0] == {"type": "string"}
+
+
+def test_a_dialects_shims_stand_in_for_a_tools_package_and_never_for_a_real_one(monkeypatch):
+    import sys
+
+    from engine.codegrade.host import _shim
+
+    for name in ("toolpkg", "toolpkg.models", "json.fake"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    _shim("toolpkg.models", "class GradeResult(dict):\n    pass\n")
+    from toolpkg.models import GradeResult
+
+    assert GradeResult(score=1) == {"score": 1}
+    real = sys.modules["json"]
+    _shim("json", "raise AssertionError('the real json is there')")
+    assert sys.modules["json"] is real
