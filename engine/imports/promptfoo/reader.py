@@ -182,13 +182,15 @@ class Reader(Sources, Messages, Conversations):
 
     # -- evals ----------------------------------------------------------------------------------------------
 
-    def merged(self, test: dict, default: dict) -> dict:
+    def merged(self, test: dict, default: dict, where: str) -> dict:
         """A test with defaultTest under it: variables and options merged, assertions appended."""
         out = dict(test)
         default_vars = default.get("vars") if isinstance(default.get("vars"), dict) else {}
         own_vars = test.get("vars") if isinstance(test.get("vars"), dict) else {}
         if "vars" in test and not isinstance(test.get("vars"), dict):
-            self.report.skip(f"vars {short(test['vars'])}: not a mapping, ignored")
+            self.report.lose(
+                f"{where}.vars: {short(test['vars'])} — not a mapping, the test's variables are left out"
+            )
         if self.agentv and "input" in test and "input" not in own_vars:
             own_vars = {**own_vars, "input": test["input"]}
         files = test.get("input_files")
@@ -209,7 +211,9 @@ class Reader(Sources, Messages, Conversations):
         default_asserts = default.get("assert") if isinstance(default.get("assert"), list) else []
         own = test.get("assert") if isinstance(test.get("assert"), list) else []
         if test.get("assert") is not None and not isinstance(test.get("assert"), list):
-            self.report.lose(f"assert {short(test['assert'], 40)}: not a list of assertions, not converted")
+            self.report.lose(
+                f"{where}.assert: {short(test['assert'], 40)} — not a list of assertions, not converted"
+            )
         execution = test.get("execution") if isinstance(test.get("execution"), dict) else {}
         suite_asserts = [] if execution.get("skip_defaults") is True else self.suite_asserts
         if self.agentv and not (own or default_asserts or suite_asserts) and as_text(test.get("criteria")):
@@ -233,7 +237,7 @@ class Reader(Sources, Messages, Conversations):
         if self.threaded:
             return self.conversation_threads(tests, default, prompts)
         for where, raw in tests:
-            test = self.merged(raw, default)
+            test = self.merged(raw, default, where)
             self.test_keys(raw, where)
             if test.get("mode") == "conversation" or isinstance(test.get("turns"), list):
                 made = self.conversation_mode(test, where)

@@ -103,7 +103,7 @@ class Conversations:
         template = prompts[0][1]
         threads: dict[str, list[tuple[str, dict]]] = {}
         for where, raw in tests:
-            test = self.merged(raw, default)
+            test = self.merged(raw, default, where)
             self.test_keys(raw, where)
             metadata = test.get("metadata") if isinstance(test.get("metadata"), dict) else {}
             thread = as_text(metadata.get("conversationId")) or "conversation"
@@ -134,7 +134,8 @@ class Conversations:
                 continue
             if not any("checks" in t for t in turns):
                 self.report.lose(
-                    f"conversation {thread}: no turn has an assertion evalsite can run — left out"
+                    f"tests (metadata.conversationId {thread}): no turn has an assertion evalsite can run — the "
+                    "conversation is left out"
                 )
                 continue
             out: dict[str, object] = {
