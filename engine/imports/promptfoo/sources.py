@@ -51,8 +51,12 @@ class Sources:
                 continue
             if text.startswith("file://") or _looks_like_file(text):
                 found = self.prompt_file(text.removeprefix("file://"), where)
-                base = label or basename(text)
-                out += [(base if i == 0 else f"{base}-{i + 1}", t) for i, t in enumerate(found)]
+                names = [name for name, _ in found]
+                for i, (name, template) in enumerate(found):
+                    base = label or name
+                    out.append(
+                        (base if names.index(name) == i else f"{base}-{i - names.index(name) + 1}", template)
+                    )
                 continue
             self.threaded |= uses_conversation(text)
             out.append((label or (f"prompt-{number + 1}" if len(raw) > 1 else ""), chat_or_text(text)))
@@ -64,11 +68,17 @@ class Sources:
             self.report.map("prompts → each test's user message (its variables filled in)")
         return out
 
-    def prompt_file(self, path: str, where: str) -> list[object]:
+    def prompt_file(self, path: str, where: str) -> list[tuple[str, object]]:
+        """(file name, template) for each prompt of a prompt file (or of the files a glob matches)."""
         path = path.split(":")[0] if re.search(r"\.(py|js|ts):", path) else path
         if path.lower().endswith((".py", ".js", ".ts", ".mjs", ".cjs")):
             self.report.lose(f"{where}: {path} is a prompt function — evalsite cannot run it; left out")
             return []
+        if "*" in path:  # a glob: every uploaded file it matches, in name order
+            names = sorted(n for n in self.files if n != self.name and fnmatch.fnmatch(n, basename(path)))
+            if not names:
+                self.report.lose(f"{where}: no uploaded file matches {path} — upload them and import again")
+            return [prompt for name in names for prompt in self.prompt_file(name, where)]
         found = find_file(self.files, path)
         if found is None:
             self.report.need(basename(path))
@@ -80,10 +90,11 @@ class Sources:
         if path.lower().endswith((".json", ".yaml", ".yml", ".jsonl")):
             chat = chat_or_text(text, yaml_too=True)
             if not isinstance(chat, str):
-                return [chat]
+                return [(found[0], chat)]
         if path.lower().endswith(".jsonl"):
-            return [chat_or_text(line) for line in text.splitlines() if line.strip()]
-        return [chat_or_text(part.strip("\n")) for part in re.split(r"\n-{3,}\n", text) if part.strip()]
+            return [(found[0], chat_or_text(line)) for line in text.splitlines() if line.strip()]
+        parts = [part.strip("\n") for part in re.split(r"\n-{3,}\n", text) if part.strip()]
+        return [(found[0], chat_or_text(part)) for part in parts]
 
     def tests(self, raw: object, where: str) -> list[tuple[str, dict]]:
         """(where, test) for every test, those in files included."""
