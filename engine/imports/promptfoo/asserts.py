@@ -79,6 +79,7 @@ class Context:
     prompt: str
     where: str
     threshold: float | None  # the case's pass threshold (AgentV), which a grader's own defaults to
+    live: bool = True  # the user message is sent live, so the judge's {input} holds it
 
 
 class Assertions:
@@ -341,7 +342,9 @@ class Assertions:
         for match in TEMPLATE_VAR.finditer(template):
             pieces.append(_escape(template[at : match.start()]))
             name = match.group(1)
-            if name in PLACEHOLDERS:
+            if name in ("input", "question") and not ctx.live:
+                pieces.append(_escape(ctx.prompt))  # a given history: evalsite's {input} would be empty
+            elif name in PLACEHOLDERS:
                 pieces.append(PLACEHOLDERS[name])
             elif name in ("rubric", "rubrics", "criteria", "expected_outcome"):
                 pieces.append(_escape(criteria))

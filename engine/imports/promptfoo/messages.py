@@ -179,9 +179,14 @@ def chat_or_text(text: str, yaml_too: bool = False) -> object:
 
 
 def prompt_text(messages: list[dict]) -> str:
+    """The last user message's text (its text parts, when it has parts)."""
     for message in reversed(messages):
-        if message["role"] == "user" and isinstance(message["content"], str):
-            return message["content"]
+        if message["role"] != "user":
+            continue
+        content = message["content"]
+        if isinstance(content, str):
+            return content
+        return "\n".join(part["value"] for part in content if part["type"] == "text")
     return ""
 
 

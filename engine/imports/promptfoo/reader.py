@@ -335,6 +335,7 @@ class Reader(Sources, Messages, Conversations):
         reference = self.reference(variables.get("expected_output"), where)
         items = test.get("assert") or []
         context = self.context(test, variables, reference, prompt_text(messages), where)
+        context.live = "input" in out
         if not items:
             items = self.without_assertions(reference, where)
         graded = self.asserts.convert(items, context)
@@ -377,7 +378,8 @@ class Reader(Sources, Messages, Conversations):
             found = find_file(self.files, rubric_prompt.removeprefix("file://"))
             rubric_prompt = found[1] if found else None
         strings = [i for i in test.get("assert") or [] if isinstance(i, str)]
-        criteria = as_text(test.get("criteria")) or "\n".join(f"- {s}" for s in strings)
+        listed = strings[0] if len(strings) == 1 else "\n".join(f"- {s}" for s in strings)
+        criteria = as_text(test.get("criteria")) or listed
         threshold = as_share(test.get("threshold")) if self.agentv else None
         return Context(variables, reference, criteria, rubric_prompt, prompt, where,
                        threshold if threshold is not None else self.threshold)  # fmt: skip
