@@ -449,3 +449,26 @@ def test_promptfoo_inline_python_runs_as_promptfoo_runs_it(fake_openai, tmp_path
     (played,) = play(fake_openai, result, tmp_path).evals
     assert played.status == "passed", played.verdict
     assert [g.passed for g in played.graders] == [True, True]
+
+
+def test_agentv_judge_prompt_on_a_given_history_names_the_question():
+    """When the last user message has file parts the eval is a given history, with no live `{input}`: the
+    judge prompt's `{{ input }}` is the question's text, written in."""
+    eval_file = """
+prompts: ["{{ input }}"]
+tests:
+  - id: review
+    assert:
+      - type: llm-grader
+        prompt: "Question: {{ input }}\\nAnswer: {{ output }}"
+    vars:
+      input:
+        - role: user
+          content:
+            - {type: text, value: Review this function.}
+            - {type: file, value: code.py}
+"""
+    result = convert({"review.eval.yaml": eval_file, "code.py": "def f(): pass\n"})
+    (ev,) = load_suite(result.source, files=result.files).evals
+    assert ev.input is None and ev.messages[0].content[1].value == "code.py"
+    assert ev.graders["llm-grader"].rubric == "Question: Review this function.\nAnswer: {submission}\n"
