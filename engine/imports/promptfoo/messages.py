@@ -17,6 +17,7 @@ from ..common import (
 )
 from .render import lookup, only_variable, render, without_conversation_loop
 
+ENV_REFERENCE = re.compile(r"\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)")
 CHAT_ROLES = ("system", "user", "assistant", "developer", "tool")
 
 
@@ -78,6 +79,8 @@ class Messages:
                     out += self.chat(value, variables, where, literal=True)
                     continue
                 content = self.render_text(content, variables, where)
+            elif isinstance(content, str):
+                self.environment(content, where)
             content = self.content(content, where)
             if content:
                 out.append({"role": str(message.get("role")), "content": content})
@@ -123,7 +126,9 @@ class Messages:
 
     def render_text(self, template: str, variables: dict, where: str) -> str:
         rendered = render(template, variables)
-        for name in rendered.unknown:
+        for name in [n for n in rendered.unknown if n.startswith("env.")]:
+            self.environment(f"{{{{ {name} }}}}", where)
+        for name in [n for n in rendered.unknown if not n.startswith("env.")]:
             self.report.group(f"template variable {{{{ {name} }}}}: the test does not set it, rendered empty "
                               "as Nunjucks does", where)  # fmt: skip
         for expression in rendered.unrendered:
@@ -131,10 +136,18 @@ class Messages:
                               "only, left as written", where, lost=True)  # fmt: skip
         return rendered.text
 
+    def environment(self, text: str, where: str) -> None:
+        """AgentV fills `{{ env.NAME }}` from the environment when it runs; the import cannot."""
+        for name in ENV_REFERENCE.findall(text):
+            self.report.group(f"{{{{ env.{name} }}}}: an environment variable AgentV fills when it runs — left "
+                              "as written; write its value into the suite", where, lost=True)  # fmt: skip
+
     def reference(self, raw: object, where: str) -> str | None:
         """The reference answer: a text, an object as JSON text, or the last expected message's content."""
         if raw is None:
             return None
+        if isinstance(raw, str):
+            self.environment(raw, where)
         if isinstance(raw, list) and raw and all(isinstance(m, dict) and "role" in m for m in raw):
             content = raw[-1].get("content")
             if isinstance(content, list):
