@@ -149,6 +149,8 @@ def test_todays_agentv_plays_as_agentv_would(fake_openai, tmp_path):
     assert short.status == "passed"
     (length,) = short.graders
     assert length.score == 1.0
+    reason = length.grades[0].rationale
+    assert "'Where is my order 1234?'" in reason and "expected 'It ships tomorrow.'" in reason
     # Every scripted user turn of the conversation was sent, in order, after the system message.
     talk = first["onboarding-conversation"]
     assert talk.status == "passed", talk.verdict

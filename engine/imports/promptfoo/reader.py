@@ -347,12 +347,12 @@ class Reader(Sources, Messages, Conversations):
         rule = self.pass_rule(test, graded, where)
         if rule is not None:
             out["pass_rule"] = rule
-        if reference is not None and any(
-            "{ground_truth}" in str(g.get("rubric", "")) for g in graded.graders.values()
-        ):
+        if reference is not None:  # what a judge's {ground_truth} shows and a code grader is given
             out["ground_truth"] = reference
             self.report.group(
-                "expected_output → the judge's reference answer ({ground_truth})", where, mapped=True
+                "expected_output → ground_truth: the judge's reference answer ({ground_truth}), a code grader's expected output",
+                where,
+                mapped=True,
             )
         return out
 
