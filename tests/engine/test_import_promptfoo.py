@@ -474,3 +474,35 @@ tests:
     (ev,) = load_suite(result.source, files=result.files).evals
     assert ev.input is None and ev.messages[0].content[1].value == "code.py"
     assert ev.graders["llm-grader"].rubric == "Question: Review this function.\nAnswer: {submission}\n"
+
+
+def test_a_glob_reads_the_files_beside_the_suite_not_every_suite_of_the_project():
+    """`scenarios: [file://scenarios/*.yaml]` in a project: the scenario files in that folder, never the other
+    suites of the project (which stay suites of their own)."""
+    from engine.imports import convert_all
+
+    config = (
+        'prompts: ["Translate {{ phrase }} to {{ language }}"]\n'
+        "providers: [echo]\n"
+        "scenarios: [file://scenarios/*.yaml]\n"
+    )
+    scenario = (
+        "- config: [{id: fr, vars: {language: French}}, {id: de, vars: {language: German}}]\n"
+        "  tests: [{description: hello, vars: {phrase: hello}, assert: [{type: icontains, value: o}]}]\n"
+    )
+    other = 'prompts: ["{{ q }}"]\nproviders: [echo]\ntests: [{vars: {q: hi}, assert: [{type: contains, value: h}]}]\n'
+    imported = convert_all(
+        {
+            "translate/promptfooconfig.yaml": config,
+            "translate/scenarios/matrix.yaml": scenario,
+            "other/promptfooconfig.yaml": other,
+        }
+    )
+    assert imported.problems == []
+    by_origin = {result.origin: result for result in imported.results}
+    assert set(by_origin) == {"translate/promptfooconfig.yaml", "other/promptfooconfig.yaml"}
+    suite = load_suite(by_origin["translate/promptfooconfig.yaml"].source)
+    assert [(ev.id, ev.input) for ev in suite.evals] == [
+        ("hello-fr", "Translate hello to French"),
+        ("hello-de", "Translate hello to German"),
+    ]

@@ -7,6 +7,7 @@ import csv
 import fnmatch
 import io
 import json
+import posixpath
 import re
 
 from ..common import (
@@ -75,7 +76,7 @@ class Sources:
             self.report.lose(f"{where}: {path} is a prompt function — evalsite cannot run it; left out")
             return []
         if "*" in path:  # a glob: every uploaded file it matches, in name order
-            names = sorted(n for n in self.files if n != self.name and fnmatch.fnmatch(n, basename(path)))
+            names = self.glob(path)
             if not names:
                 self.report.lose(f"{where}: no uploaded file matches {path} — upload them and import again")
             return [prompt for name in names for prompt in self.prompt_file(name, where)]
@@ -147,6 +148,17 @@ class Sources:
             self.report.map(f"{where}: {len(rows)} config rows × {len(tests)} tests → an eval each")
         return out
 
+    def glob(self, pattern: str) -> list[str]:
+        """The files a glob names, from the suite file's folder as promptfoo resolves it (a `*` stays within
+        one folder); in a flat upload, by base name. Never the suite file itself."""
+        pattern = posixpath.normpath(pattern.removeprefix("file://").strip().lstrip("/"))
+        folder, wanted = posixpath.split(pattern)
+        names = [n for n in self.files if n != self.name]
+        found = [n for n in names if posixpath.dirname(n) == folder and fnmatch.fnmatch(basename(n), wanted)]
+        if not found and not any("/" in n for n in names):  # a flat upload: files by their names alone
+            found = [n for n in names if fnmatch.fnmatch(n, wanted)]
+        return sorted(found)
+
     def test_file(self, reference: str, where: str) -> list[tuple[str, dict]]:
         path = reference.removeprefix("file://").strip()
         if path.lower().endswith((".py", ".js", ".ts")) or ":" in basename(path):
@@ -154,11 +166,10 @@ class Sources:
                 f"{where}: {path} generates tests with code — evalsite cannot run it; not converted"
             )
             return []
-        names = (
-            [n for n in self.files if n != self.name and fnmatch.fnmatch(n, basename(path))]
-            if "*" in path
-            else []
-        )
+        names = self.glob(path) if "*" in path else []
+        if "*" in path and not names:
+            self.report.lose(f"{where}: no uploaded file matches {path} — upload them and import again")
+            return []
         if not names:
             found = find_file(self.files, path)
             if found is None:
