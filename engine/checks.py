@@ -378,7 +378,7 @@ CHECK_TYPES: dict[str, CheckType] = {
     "field_equals": CheckType(_field_equals_label, _field_equals),
     "field_is_set": CheckType(_plain, _field_is_set),
     "code": CheckType(_code_label, _code, scored=True, threshold=lambda c: c.code.threshold),
-    "is_json": CheckType(_plain, _is_json),
+    "is_json": CheckType(lambda check: f"is_json {'true' if check.is_json else 'false'}", _is_json),
     "or": CheckType(_any_of_label, _any_of),
 }
 

@@ -13,6 +13,7 @@ uses the standard library only and no relative imports.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -134,13 +135,20 @@ def evalsite_read(answer: Any) -> Answer:
 
 def agentv_payload(given: GradeInput) -> dict:
     expected = given.expected_output
+    messages = None  # AgentV hands graders the expected output as assistant messages
+    if expected is not None:
+        content = expected
+        if isinstance(expected, str) and expected.lstrip().startswith(("{", "[")):
+            with contextlib.suppress(ValueError):  # an object reference was written as JSON text
+                content = json.loads(expected)
+        messages = [{"role": "assistant", "content": content}]
     return {
         "input": given.messages[:-1],
         "question": given.input,
         "criteria": str(given.config.get("criteria", "")),
         "output": given.output,
         "messages": given.messages,
-        "expected_output": expected,
+        "expected_output": messages,
         "reference_answer": expected
         if isinstance(expected, str) or expected is None
         else json.dumps(expected),

@@ -1,5 +1,5 @@
 """Import suites written for other tools as evalsite suites: vibecheck, Letta Evals, AgentV (v2 and today's
-`tests` format), agtlantis (@agtlantis/eval YAML) and calibrate.
+`tests` format), promptfoo configuration, agtlantis (@agtlantis/eval YAML) and calibrate.
 
 `convert(files)` takes the uploaded files (name -> text), finds the suite file among them, works out which
 tool wrote it (`detect`) and returns an `ImportResult`: the evalsite YAML, the attached files to create
@@ -298,7 +298,8 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
             f"{what}: this is not a format Import knows; it reads vibecheck YAML (metadata + evals of "
             "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
             "files (tests with input / criteria / assertions, v2 evalcases with input_messages, v1 testcases), "
-            "agtlantis eval files (agent + cases of input objects) and calibrate TOML ([[samples]] with messages)"
+            "promptfoo configuration (prompts, providers, tests of vars and assert), agtlantis eval files "
+            "(agent + cases of input objects) and calibrate TOML ([[samples]] with messages)"
         )
     if len(found) > 1:
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)
@@ -340,7 +341,9 @@ def _expected_shape(kind: str) -> str:
     return {
         "vibecheck": "expected `metadata` and `evals` of `prompt` + `checks`",
         "letta": "expected a suite.yaml with `dataset`, `target` and `graders` (or `gate`)",
-        "agentv": "expected `tests` with `input` (or v2's `evalcases` with `input_messages`)",
+        "agentv": "expected `tests` with `vars` and `assert`, or with `input` (or v2's `evalcases` with "
+        "`input_messages`)",
+        "promptfoo": "expected `prompts`, `providers` and `tests` of `vars` and `assert`",
         "agtlantis": "expected `agent` and `cases`, each with an `input` object",
     }[kind]
 
@@ -383,13 +386,14 @@ def looks_like(data: object) -> str | None:
         or isinstance(data.get("testcases"), list)  # AgentV's first format
     ):
         return "agentv"
-    tests = data.get("tests")  # AgentV before promptfoo's shape: `tests` of input / criteria / assertions
-    if (
-        isinstance(tests, str)
-        and (tests.startswith("file://") or tests.lower().endswith((".jsonl", ".yaml", ".yml", ".json")))
-        and not {"prompts", "providers"} & set(data)
-    ):
-        return "agentv"  # its cases in another file
+    from .agentv import earlier_shape
+    from .promptfoo import agentv_flavour, shared_shape
+
+    if earlier_shape(data):  # AgentV before it took promptfoo's shape: no prompts, no providers, no vars
+        return "agentv"
+    if shared_shape(data):  # promptfoo's shape, which today's AgentV shares
+        return "agentv" if agentv_flavour(data) else "promptfoo"
+    tests = data.get("tests")  # AgentV: `tests` of input / criteria / expected_output / assertions
     if (
         isinstance(tests, list)
         and tests

@@ -52,7 +52,31 @@ CASE_KEYS = ("id", "outcome", "expected_outcome", "input_messages", "expected_me
              "metadata", "input_files")  # fmt: skip
 
 
+def earlier_shape(data: object) -> bool:
+    """AgentV's generations before promptfoo's shape: `tests` (a list, or a file of them) with no `prompts`,
+    no `providers` and no test `vars` — read here rather than by the promptfoo reader."""
+    if not isinstance(data, dict) or {"prompts", "providers"} & set(data):
+        return False
+    tests = data.get("tests")
+    if isinstance(tests, str):
+        return tests.startswith("file://") or tests.lower().endswith((".jsonl", ".yaml", ".yml", ".json"))
+    if not isinstance(tests, list) or not tests or "evals" in data:
+        return False
+    cases = [t for t in tests if isinstance(t, dict)]
+    return (
+        len(cases) == len(tests)
+        and not any("vars" in t for t in cases)
+        and all(
+            {"input", "input_messages", "criteria", "expected_output", "assertions"} & set(t) for t in cases
+        )
+    )
+
+
 def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Converted:
+    from . import promptfoo
+
+    if promptfoo.shared_shape(data) and not earlier_shape(data):  # today's format, promptfoo's shape
+        return promptfoo.convert_agentv(name, data, files, report)
     key = next(
         (k for k in ("tests", "evalcases", "testcases") if isinstance(data.get(k), (list, str))), "tests"
     )

@@ -26,6 +26,7 @@ KINDS = {
     "letta": "Letta Evals",
     "agentv": "AgentV",
     "calibrate": "calibrate",
+    "promptfoo": "promptfoo",
     "agtlantis": "agtlantis",
 }
 YAML_SUFFIXES = (".yaml", ".yml")

@@ -37,6 +37,7 @@ KIND_CHOICES = [
     ("vibecheck", "vibecheck YAML"),
     ("letta", "Letta Evals suite.yaml + dataset"),
     ("agentv", "AgentV eval YAML (tests, or v2 evalcases)"),
+    ("promptfoo", "promptfoo configuration (promptfooconfig.yaml + tests and prompt files)"),
 ]
 TEMPLATE = "suites/import.html"
 

@@ -562,6 +562,7 @@ def test_choose_followup_none_when_nothing_failed():
 EXAMPLES = {
     str: "ok",
     int: 1,
+    bool: True,
     SemanticSpec: {"expected": "ok"},
     JudgeSpec: {"criteria": "ok"},
     FieldEquals: {"path": "a", "value": 1},

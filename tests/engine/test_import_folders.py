@@ -269,7 +269,11 @@ def test_a_zip_of_links_or_bombs_is_refused():
 def test_cli_imports_a_project_folder_one_suite_each_into_out(tmp_path):
     project(tmp_path / "proj")
     result = evalsite("import", "proj", "--out", "out", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+    # The Letta per-turn suite grades one eval on the agent's memory, which a chat model has not got.
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert [line.split(" graders.")[0] for line in result.stderr.splitlines()] == [
+        "lost: letta/per-turn/suite.yaml:17"
+    ]
     written = sorted(str(path.relative_to(tmp_path / "out")) for path in (tmp_path / "out").rglob("*"))
     assert written == [
         "multi-turn.yaml",
@@ -289,7 +293,7 @@ def test_cli_imports_a_project_folder_one_suite_each_into_out(tmp_path):
     assert "Converted AgentV evals/support-bot.eval.yaml → out/support-bot/support-bot.yaml" in result.stdout
     assert "Not read by any suite: README.md, evals/refund-judge.md" in result.stdout
     assert "Left out of the folders: logo.png: binary, not read" in result.stdout
-    assert result.stdout.splitlines()[-1] == "4 suites imported"
+    assert result.stdout.splitlines()[-1] == "4 suites imported; 1 loss listed on stderr"
     suites = [str(path) for path in (tmp_path / "out").rglob("*.yaml")]
     assert evalsite("validate", *suites, cwd=tmp_path).returncode == 0
 
@@ -298,7 +302,7 @@ def test_cli_names_suites_apart_when_their_names_meet(tmp_path):
     for team in ("team-a", "team-b"):
         shutil.copytree(IMPORTS / "letta-per-turn", tmp_path / "proj" / team / "simple")
     result = evalsite("import", "proj", "--out", "out", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr  # the memory grader of each, lost
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["simple", "team-b-simple"]
     assert (tmp_path / "out" / "team-b-simple" / "team-b-simple.yaml").is_file()
 
@@ -354,7 +358,8 @@ def test_cli_overwrites_nothing_and_writes_nothing_when_one_target_exists(tmp_pa
     assert [path.name for path in (tmp_path / "out").iterdir()] == ["multi-turn.yaml"]
     assert (tmp_path / "out" / "multi-turn.yaml").read_text() == "mine\n"
     forced = evalsite("import", "proj", "--out", "out", "--force", cwd=tmp_path)
-    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert forced.returncode == 1 and "lost:" in forced.stderr, forced.stdout + forced.stderr
+    assert (tmp_path / "out" / "multi-turn.yaml").read_text() != "mine\n"
 
 
 def test_an_agtlantis_project_beside_a_letta_suite_reads_its_own_config_and_prompt(tmp_path):

@@ -70,7 +70,7 @@ def _uploads() -> list[tuple[str, dict[str, str]]]:
     """(label, files) of every fixture upload: each folder, and each suite file of a folder of them."""
     out = []
     for folder in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
-        files = {p.name: p.read_text() for p in sorted(folder.iterdir())}
+        files = {p.name: p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
         suites = [
             name
             for name in files
@@ -223,7 +223,7 @@ def test_every_hostile_value_ends_in_a_located_problem_or_a_listed_loss(label, f
 
 def test_the_fuzz_reaches_every_converter():
     kinds = {convert(files).kind for _, files in _uploads()}
-    assert kinds == {"vibecheck", "letta", "agentv", "calibrate", "agtlantis"}
+    assert kinds == {"vibecheck", "letta", "agentv", "calibrate", "agtlantis", "promptfoo"}
 
 
 @pytest.mark.parametrize(

@@ -701,7 +701,7 @@ def test_a_forced_kind_must_match_the_file():
     with pytest.raises(ImportProblem, match="multi-turn.yaml is a vibecheck file, not Letta Evals"):
         convert(one("vibecheck/multi-turn.yaml"), kind="letta")
     with pytest.raises(ImportProblem, match="unknown kind"):
-        convert(one("vibecheck/multi-turn.yaml"), kind="promptfoo")
+        convert(one("vibecheck/multi-turn.yaml"), kind="deepeval")
     assert convert(one("vibecheck/multi-turn.yaml"), kind="vibecheck").kind == "vibecheck"
 
 
