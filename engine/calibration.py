@@ -210,8 +210,14 @@ def _file_samples(name: str, text: str) -> tuple[list[tuple[str, object]], list[
         except tomllib.TOMLDecodeError as exc:
             return [], [SuiteProblem(0, 0, "", f"not valid TOML: {exc}", file=name)]
         rows = data.get("samples")
+        if isinstance(rows, dict):  # calibrate's keyed [samples.<id>] tables: the key is the sample's id
+            return [(f"{name} sample {key}", _keyed(key, row)) for key, row in rows.items()], []
         if not isinstance(rows, list):
-            return [], [SuiteProblem(0, 0, "", "a calibrate TOML file holds [[samples]] tables", file=name)]
+            return [], [
+                SuiteProblem(
+                    0, 0, "", "a calibrate TOML file holds [samples.<id>] or [[samples]] tables", file=name
+                )
+            ]
         return [(f"{name} sample {i + 1}", row) for i, row in enumerate(rows)], []
     pairs, problems = [], []
     for number, line in enumerate(text.split("\n"), start=1):
@@ -222,6 +228,17 @@ def _file_samples(name: str, text: str) -> tuple[list[tuple[str, object]], list[
         except ValueError as exc:
             problems.append(SuiteProblem(number, 1, "", f"not valid JSON: {exc}", file=name))
     return pairs, problems
+
+
+def _keyed(key: str, row: object) -> object:
+    """A keyed calibrate sample in evalsite's form: its flat `score` and `description` as `expected`."""
+    if not isinstance(row, dict) or "expected" in row or "score" not in row:
+        return row
+    row = dict(row)
+    expected = {"score": row.pop("score")}
+    if isinstance(row.get("description"), str):
+        expected["reason"] = row.pop("description")
+    return {"id": key, **row, "expected": expected}
 
 
 def load_calibration(

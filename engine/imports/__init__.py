@@ -16,6 +16,7 @@ Plain Python: no Django here.
 from __future__ import annotations
 
 import importlib
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -34,7 +35,10 @@ ImportError_ = ImportProblem  # another name for it, which callers may import
 
 
 def detect(files: Mapping[str, str]) -> str:
-    """Which tool wrote the suite among `files`: "vibecheck", "letta" or "agentv"; ImportProblem if none."""
+    """Which tool wrote the suite among `files`: "vibecheck", "letta", "agentv" or "calibrate"; ImportProblem
+    if none."""
+    if _is_calibrate(files):
+        return "calibrate"
     return _main_file(_normalise(files))[0]
 
 
@@ -47,6 +51,8 @@ class Parsed:
 
 def convert(files: Mapping[str, str], kind: str | None = None) -> ImportResult:
     """Convert uploaded files (name -> text) to an evalsite suite. `kind` skips detection."""
+    if kind in (None, "", "auto", "calibrate") and (kind == "calibrate" or _is_calibrate(files)):
+        return _convert_calibrate(_paths(files))
     normalised = _normalise(files)
     if kind in (None, "", "auto"):
         kind, main = _main_file(normalised)
@@ -67,6 +73,34 @@ def convert(files: Mapping[str, str], kind: str | None = None) -> ImportResult:
         if name != main.name and name not in tracked.used:
             report.skip(f"{name}: uploaded, but the suite does not refer to it — ignored")
     return report.finish(header, sections, attached, kind)
+
+
+def _is_calibrate(files: Mapping[str, str]) -> bool:
+    """calibrate's files: a grader deck (*.deck.md) among them, or its samples and nothing else's suite."""
+    from . import calibrate
+
+    if any(calibrate.is_deck(basename(name)) for name in files):
+        return True
+    try:
+        return _main_file(_normalise(files))[0] == "calibrate"
+    except ImportProblem:
+        return False
+
+
+def _convert_calibrate(files: dict[str, str]) -> ImportResult:
+    """calibrate reads a folder as aibff does: decks embed cards and sample files by relative path."""
+    from . import calibrate
+
+    report = Report()
+    tracked = _Tracked(files)
+    try:
+        main, (header, sections, attached) = calibrate.convert_files(tracked, report)
+    except ImportProblem as problem:
+        raise _located(problem, next(iter(files)), files) from None
+    for name in files:
+        if name != main and name not in tracked.used:
+            report.skip(f"{name}: uploaded, but no deck or sample file refers to it — ignored")
+    return report.finish(header, sections, attached, "calibrate")
 
 
 def _located(problem: ImportProblem, main: str, files: dict[str, str]) -> ImportProblem:
@@ -93,6 +127,28 @@ class _Tracked(dict):
 # --- finding the suite file among the uploads ------------------------------------------------------
 
 
+def _text(name: str, text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise ImportProblem(f"{name} is not UTF-8 text") from None
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _paths(files: Mapping[str, str]) -> dict[str, str]:
+    """The uploads by their relative path (a folder's layout kept, `./` and `a/../` folded away)."""
+    if not files:
+        raise ImportProblem("no files: upload the suite file (and its dataset or attachments)")
+    out: dict[str, str] = {}
+    for name, text in files.items():
+        path = posixpath.normpath(name.replace("\\", "/")).lstrip("/")
+        if not basename(path) or path == ".":
+            raise ImportProblem(f"{name!r} is not a file name")
+        out[path] = _text(path, text)
+    return out
+
+
 def _normalise(files: Mapping[str, str]) -> dict[str, str]:
     if not files:
         raise ImportProblem("no files: upload the suite file (and its dataset or attachments)")
@@ -103,23 +159,29 @@ def _normalise(files: Mapping[str, str]) -> dict[str, str]:
             raise ImportProblem(f"{name!r} is not a file name")
         if base in out:
             raise ImportProblem(f"two uploaded files are named {base!r}; upload one of them")
-        if isinstance(text, bytes):
-            try:
-                text = text.decode("utf-8-sig")
-            except UnicodeDecodeError:
-                raise ImportProblem(f"{base} is not UTF-8 text") from None
-        out[base] = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+        out[base] = _text(base, text)
     return out
 
 
 def _candidates(files: dict[str, str]) -> list[str]:
     names = [name for name in files if is_yaml_name(name) or name.lower().endswith(".toml")]
+    if not names:  # JSONL is a suite only alone (calibrate's samples); beside a suite it is a dataset
+        names = [name for name in files if name.lower().endswith(".jsonl")]
     if not names and len(files) == 1:
         names = list(files)  # a single file with another extension: try it as YAML
     return names
 
 
 def _parse_candidate(name: str, text: str, strict: bool) -> Parsed | None:
+    if name.lower().endswith(".jsonl"):
+        from .calibrate import parse_file
+
+        try:
+            return Parsed(name, parse_file(name, text))
+        except ImportProblem:
+            if strict:
+                raise
+            return None
     if name.lower().endswith(".toml"):
         try:
             return Parsed(name, _toml(name, text))
@@ -169,9 +231,10 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
         raise ImportProblem(
             f"{what}: this is not a format Import knows; it reads vibecheck YAML (metadata + evals of "
             "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
-            "files (tests with input / criteria / assertions, or v2 evalcases with input_messages) and calibrate TOML ([[samples]] with messages)"
+            "files (tests with input / criteria / assertions, or v2 evalcases with input_messages) and calibrate's "
+            "decks (*.deck.md) and samples (TOML [samples.<id>] tables, JSONL rows)"
         )
-    if len(found) > 1:
+    if len(found) > 1 and any(kind != "calibrate" for kind, _ in found):
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)
         raise ImportProblem(f"several suite files were uploaded ({listed}): import one suite at a time")
     return found[0]
@@ -212,7 +275,9 @@ def _expected_shape(kind: str) -> str:
         "vibecheck": "expected `metadata` and `evals` of `prompt` + `checks`",
         "letta": "expected a suite.yaml with `dataset`, `target` and `graders` (or `gate`)",
         "agentv": "expected `tests` with `input` (or v2's `evalcases` with `input_messages`)",
-    }[kind]
+        "calibrate": "expected a grader deck (*.deck.md) or samples: TOML [samples.<id>] tables with a "
+        "score and messages (or userMessage / assistantResponse), or JSONL rows of them",
+    }.get(kind, f"expected a {KINDS[kind]} suite")
 
 
 def _toml(name: str, text: str) -> dict:
@@ -229,21 +294,12 @@ AGENTV_TEST_KEYS = {"input", "input_messages", "criteria", "expected_output", "a
 
 def looks_like(data: object) -> str | None:
     """The tool whose suite format `data` (a parsed YAML or TOML file) has, or None."""
+    from .calibrate import sample_shape
+
+    if sample_shape(data):  # calibrate's samples (TOML tables or JSONL rows) or a deck's contexts
+        return "calibrate"
     if not isinstance(data, dict):
         return None
-    samples = data.get("samples")
-    if (
-        isinstance(samples, list)
-        and samples
-        and "evals" not in data
-        and "judge" not in data
-        and "judges" not in data
-        and all(
-            isinstance(s, dict) and ({"messages", "userMessage", "assistantResponse"} & set(s))
-            for s in samples
-        )
-    ):
-        return "calibrate"
     schema = data.get("$schema")
     if (isinstance(schema, str) and schema.startswith("agentv-eval")) or isinstance(
         data.get("evalcases"), list
