@@ -284,6 +284,13 @@ def load_parsed(raw: dict, builder, filename: str, files: Mapping[str, str] | No
 
     samples: list[Sample] = []
     for index, (label, raw_sample, path) in enumerate(written):
+        identifier = raw_sample.get("id") if isinstance(raw_sample, dict) else None
+        if (
+            isinstance(identifier, str | int)
+            and not isinstance(identifier, bool)
+            and str(identifier) not in label
+        ):
+            label = f"{label} ({identifier})"  # the sample's own name, as its author knows it
         try:
             messages, score, reason, tags = _checked_sample(raw_sample, spec.scale)
         except _SampleSkipped as skipped:
@@ -321,8 +328,10 @@ def load_parsed(raw: dict, builder, filename: str, files: Mapping[str, str] | No
 def _problem(builder, path: tuple | None, inner: tuple, label: str, message: str) -> SuiteProblem:
     if path is None:  # in an attached file: its line is in the label
         file, _, rest = label.partition(" line ")
-        line = int(rest) if rest.isdigit() else 0
-        return SuiteProblem(line, 1 if line else 0, "", message, file=file.split(" sample ")[0])
+        line = int(rest.split(" ", 1)[0]) if rest.split(" ", 1)[0].isdigit() else 0
+        return SuiteProblem(
+            line, 1 if line else 0, "", message, file=file.split(" sample ")[0].split(" (")[0]
+        )
     full = (*path, *inner)
     line, column = _locate(full, builder, key=bool(inner))
     return SuiteProblem(line, column, format_path(full), message)

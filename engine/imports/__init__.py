@@ -165,11 +165,22 @@ def _normalise(files: Mapping[str, str]) -> dict[str, str]:
 
 def _candidates(files: dict[str, str]) -> list[str]:
     names = [name for name in files if is_yaml_name(name) or name.lower().endswith(".toml")]
-    if not names:  # JSONL is a suite only alone (calibrate's samples); beside a suite it is a dataset
-        names = [name for name in files if name.lower().endswith(".jsonl")]
+    if not names:  # JSONL of calibrate's samples, when there is no suite file it could be a dataset of
+        names = [
+            name for name in files if name.lower().endswith(".jsonl") and _holds_samples(name, files[name])
+        ]
     if not names and len(files) == 1:
         names = list(files)  # a single file with another extension: try it as YAML
     return names
+
+
+def _holds_samples(name: str, text: str) -> bool:
+    from .calibrate import parse_file, sample_shape
+
+    try:
+        return sample_shape(parse_file(name, text))
+    except ImportProblem:
+        return False
 
 
 def _parse_candidate(name: str, text: str, strict: bool) -> Parsed | None:
@@ -231,8 +242,8 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
         raise ImportProblem(
             f"{what}: this is not a format Import knows; it reads vibecheck YAML (metadata + evals of "
             "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
-            "files (tests with input / criteria / assertions, or v2 evalcases with input_messages) and calibrate's "
-            "decks (*.deck.md) and samples (TOML [samples.<id>] tables, JSONL rows)"
+            "files (tests with input / criteria / assertions, or v2 evalcases with input_messages) and calibrate TOML "
+            "([samples.<id>] tables), JSONL samples and grader decks (*.deck.md)"
         )
     if len(found) > 1 and any(kind != "calibrate" for kind, _ in found):
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)

@@ -24,7 +24,18 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .common import Converted, ImportProblem, Report, Section, as_number, non_finite, safe_file_name, short
+from .common import (
+    Converted,
+    ImportProblem,
+    Report,
+    Section,
+    as_number,
+    is_yaml_name,
+    non_finite,
+    parse_yaml,
+    safe_file_name,
+    short,
+)
 
 PLACEHOLDER = "Describe what a good reply does (no grader deck was given with the samples)"
 SAMPLE_KEYS = {"messages", "userMessage", "assistantResponse"}
@@ -80,10 +91,13 @@ class Sample:
     score: float
     reason: str = ""
     tags: list[str] = field(default_factory=list)
+    legacy: bool = False  # written as userMessage / assistantResponse
 
 
 def parse_file(name: str, text: str) -> object:
-    """A TOML file as a dict, a JSONL file as its rows; ImportProblem when it cannot be read."""
+    """A TOML (or YAML) file as a dict, a JSONL file as its rows; ImportProblem when it cannot be read."""
+    if is_yaml_name(name):
+        return parse_yaml(name, text)
     if name.lower().endswith(".toml"):
         try:
             return tomllib.loads(text)
@@ -141,7 +155,6 @@ def _sample(where: str, key: str | None, row: dict, report: Report) -> Sample | 
             for role, source in (("user", "userMessage"), ("assistant", "assistantResponse"))
             if row.get(source) not in (None, "")
         ]
-        report.group("userMessage / assistantResponse → messages: [user, assistant]", where, mapped=True)
     else:
         report.skip(f"{where}: no messages (nor userMessage / assistantResponse), left out")
         return None
@@ -178,7 +191,8 @@ def _sample(where: str, key: str | None, row: dict, report: Report) -> Sample | 
     for extra in sorted(set(row) - KNOWN_KEYS):
         report.group(f"{extra} ({short(row[extra], 30)}): not a sample field evalsite keeps, left out", where)
     identifier = key if key is not None else row.get("id")
-    return Sample(str(identifier) if identifier not in (None, "") else "", clean, float(score), reason, tags)
+    name = str(identifier) if identifier not in (None, "") else ""
+    return Sample(name, clean, float(score), reason, tags, legacy="messages" not in row)
 
 
 # --- assembling a deck -------------------------------------------------------------------------------------
@@ -304,7 +318,7 @@ def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Conver
     used, files = files, dict(files)  # read from the copy; `used[name]` marks an upload as used
     parsed: dict[str, object] = {}
     for name in files:
-        if name.lower().endswith((".toml", ".jsonl")):
+        if name.lower().endswith((".toml", ".jsonl", ".yaml", ".yml")):
             try:
                 parsed[name] = parse_file(name, files[name])
             except ImportProblem:
@@ -369,6 +383,11 @@ def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Conver
         raise ImportProblem(
             f"no sample evalsite can calibrate with in {', '.join(sample_files)}: {'; '.join(report.problems())}"
         )
+    legacy = sum(sample.legacy for sample in samples)
+    if legacy:
+        report.map(
+            f"userMessage / assistantResponse ({legacy} sample{'s' if legacy != 1 else ''}) → messages: [user, assistant]"
+        )
     scale = _scale([s.score for s in samples])
     if not judges:
         report.lose(
@@ -383,7 +402,8 @@ def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Conver
     samples_name = safe_file_name(f"{stem}.samples.jsonl")
     lines = []
     for sample in samples:
-        expected = {"score": sample.score} | ({"reason": sample.reason} if sample.reason else {})
+        score = int(sample.score) if sample.score.is_integer() else sample.score
+        expected = {"score": score} | ({"reason": sample.reason} if sample.reason else {})
         row = {"id": sample.id, "messages": sample.messages, "expected": expected}
         lines.append(json.dumps(row | ({"tags": sample.tags} if sample.tags else {}), ensure_ascii=False))
     report.map(f"scores → expected scores on the judge's {scale} scale; description → the expected reason")
