@@ -42,10 +42,14 @@ SAMPLE_KEYS = {"messages", "userMessage", "assistantResponse"}
 REASON_KEYS = ("description", "explanation", "reasoning", "reason")
 KNOWN_KEYS = {*SAMPLE_KEYS, "score", "expected", "id", "tags", *REASON_KEYS}
 # The contexts aibff fills from each sample; any other context is asked only with its `default`.
+OUTPUT_FORMAT = json.dumps(
+    {"score": "<number from -3 to 3>", "reason": "<brief explanation of your scoring>"}, indent=2
+)  # what aibff's eval answers to a deck's outputFormat context
 SAMPLE_CONTEXTS = {
     "userMessage": "{{input}}",
     "assistantResponse": "{{output}}",
     "fullConversation": "{{conversation}}",
+    "outputFormat": OUTPUT_FORMAT,
 }
 EMBED = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 FRONTMATTER = re.compile(r"\A\s*(\+\+\+|---)[ \t]*\n(.*?)\n\1[ \t]*(\n|\Z)", re.S)
@@ -182,12 +186,14 @@ def _sample(where: str, key: str | None, row: dict, report: Report) -> Sample | 
         reason = reason or (expected.get("reason") if isinstance(expected.get("reason"), str) else "")
     elif score is None:
         score = as_number(expected)
-    if score is None or isinstance(score, bool) or not math.isfinite(score):
-        # calibrate compares an unlabelled sample with a score of 1 it assumes; no person scored it.
-        report.group("no score (an unlabelled sample): left out, calibrate would assume 1", where)
-        return None
     tags = row.get("tags")
     tags = [str(tag) for tag in tags] if isinstance(tags, list) else []
+    if score is None or isinstance(score, bool) or not math.isfinite(score):
+        # aibff calibrate compares a sample nobody scored with a score of 1; the tag keeps them apart.
+        report.group(
+            "no score: expected score 1, as aibff calibrate assumes, tagged `unlabelled`", where, mapped=True
+        )
+        score, tags = 1, [*tags, "unlabelled"]
     for extra in sorted(set(row) - KNOWN_KEYS):
         report.group(f"{extra} ({short(row[extra], 30)}): not a sample field evalsite keeps, left out", where)
     identifier = key if key is not None else row.get("id")
@@ -240,6 +246,7 @@ def assemble(files: Mapping[str, str], name: str, report: Report) -> Deck:
     for key, value in meta.items():
         report.skip(f"{name} +++ {key} ({short(value, 50)}): deck metadata, not part of the judge's prompt")
     text = _inline(files, name, body, deck, report, depth=0, stack=(name,))
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
     deck.text = re.sub(r"\n\s*\n\s*\n", "\n\n", text).strip()
     return deck
 
@@ -285,7 +292,7 @@ def judge_messages(deck: Deck, report: Report) -> list[dict]:
         question = context.get("assistantQuestion", context.get("question"))
         if key in SAMPLE_CONTEXTS:
             value = SAMPLE_CONTEXTS[key]
-            shown = True
+            shown = shown or key != "outputFormat"
         elif "default" in context:
             default = context["default"]
             value = default if isinstance(default, str) else json.dumps(default, ensure_ascii=False)
