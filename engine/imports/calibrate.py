@@ -5,8 +5,9 @@ decks (inlined, recursively) and TOML files (`*.deck.toml`, removed from the tex
 `[contexts.<name>]` questions and `[samples.<id>]` ground truth. `aibff calibrate deck.md` sends the judge
 the assembled markdown as its system message, then each context as the deck's question (assistant) and its
 value (user): `userMessage` is the sample's last user message, `assistantResponse` its last assistant
-message, `fullConversation` the whole sample, any other context its `default` (one with no value is not
-asked). The judge answers `{score, reason}` on -3..3, compared with each sample's flat `score`.
+message, `fullConversation` the whole sample, `outputFormat` the JSON it wants back (as bff-eval's eval
+filled it), any other context its `default` (one with no value is not asked). The judge answers
+`{score, reason}` on -3..3 at temperature 0, compared with each sample's flat `score` (1 when it has none).
 
 Samples come keyed (`[samples.<id>]` with `score`, `description` and `messages`, or the older
 `userMessage` / `assistantResponse`), as bff-eval JSONL rows (`userMessage`, `assistantResponse`, `score`,
@@ -355,6 +356,7 @@ def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Conver
         judge |= {
             "criteria": deck.text or f"(the deck {name} is empty)",
             "scale": "-3..3",
+            "temperature": 0,  # aibff asks its grader at temperature 0
             "messages": messages,
         }
         judges.append(judge)
