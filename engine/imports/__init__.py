@@ -82,9 +82,14 @@ def _is_calibrate(files: Mapping[str, str]) -> bool:
     if any(calibrate.is_deck(basename(name)) for name in files):
         return True
     try:
-        return _main_file(_normalise(files))[0] == "calibrate"
+        paths = _paths(files)
     except ImportProblem:
         return False
+    kinds = set()
+    for name in _candidates(paths):  # by path: a folder may hold several samples.jsonl
+        parsed = _parse_candidate(name, paths[name], strict=False)
+        kinds.add(looks_like(parsed.data) if parsed else None)
+    return "calibrate" in kinds and kinds <= {"calibrate", None}
 
 
 def _convert_calibrate(files: dict[str, str]) -> ImportResult:

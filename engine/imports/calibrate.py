@@ -213,6 +213,7 @@ class Deck:
     sample_files: list[str] = field(default_factory=list)  # referenced by the deck itself, in order
     included: set[str] = field(default_factory=set)  # markdown it inlines (at any depth)
     referenced: set[str] = field(default_factory=set)  # every file it reads
+    graders: list[str] = field(default_factory=list)  # decks its front matter's `graders` lists
 
 
 def resolve(files: Mapping[str, str], base: str, target: str) -> str | None:
@@ -245,6 +246,15 @@ def assemble(files: Mapping[str, str], name: str, report: Report) -> Deck:
     deck = Deck(name)
     body, meta = strip_frontmatter(files[name])
     for key, value in meta.items():
+        if key == "graders" and isinstance(value, list):
+            found = [resolve(files, name, str(path)) for path in value]
+            deck.graders = [path for path in found if path and is_deck(path)]
+            for path, listed in zip(found, value, strict=True):
+                if path is None:
+                    report.lose(
+                        f"{name} +++ graders: {listed} is not among the files, so it is not calibrated"
+                    )
+            continue
         report.skip(f"{name} +++ {key} ({short(value, 50)}): deck metadata, not part of the judge's prompt")
     text = _inline(files, name, body, deck, report, depth=0, stack=(name,))
     text = "\n".join(line.rstrip() for line in text.split("\n"))
@@ -320,10 +330,21 @@ def judge_messages(deck: Deck, report: Report) -> list[dict]:
 # --- the whole upload ---------------------------------------------------------------------------------------
 
 
-def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Converted]:
-    """The calibration set for every calibrate file uploaded (name -> text; names may hold folders): its
-    grader decks as judges, their samples and any other sample file. Returns the main file's name too."""
-    used, files = files, dict(files)  # read from the copy; `used[name]` marks an upload as used
+@dataclass
+class Unit:
+    """One calibration set among the files: grader decks (judged side by side) and the samples they grade."""
+
+    graders: list[str]
+    sample_files: list[str]
+    files: list[str] = field(default_factory=list)  # every file the set reads
+
+
+def plan(files: Mapping[str, str]) -> tuple[list[Unit], dict[str, object]]:
+    """The calibration sets among the files, the fullest first, and the sample files as parsed.
+
+    A grader deck embeds samples itself (one that another grader inlines is a part of it); graders that
+    embed the same sample files are one set. Sample files no deck embeds join the one set there is, or
+    make their own with the deck named like them (bff-eval gave samples and grader on the command line)."""
     parsed: dict[str, object] = {}
     for name in files:
         if name.lower().endswith((".toml", ".jsonl", ".yaml", ".yml")):
@@ -334,18 +355,56 @@ def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Conver
                     raise
     decks = {name: assemble(files, name, Report()) for name in files if is_deck(name)}
     inlined = set().union(*(deck.included for deck in decks.values())) if decks else set()
-    graders = sorted(name for name, deck in decks.items() if name not in inlined and deck.sample_files)
+    with_samples = {name for name, deck in decks.items() if deck.sample_files}
+    parts = set().union(*(decks[name].included for name in with_samples)) if with_samples else set()
+    groups: dict[tuple, Unit] = {}
+    for name in sorted(with_samples - parts):
+        unit = groups.setdefault(tuple(decks[name].sample_files), Unit([], list(decks[name].sample_files)))
+        for grader in (name, *decks[name].graders):  # a deck's front matter may list its graders
+            if grader not in unit.graders:
+                unit.graders.append(grader)
+    units = list(groups.values())
     referenced = set().union(*(deck.referenced for deck in decks.values())) if decks else set()
     loose = [n for n, data in parsed.items() if n not in referenced and sample_shape(data) and _rows(n, data)]
-    if not graders:
-        tops = [name for name in decks if name not in inlined]
-        if len(tops) == 1 and loose:
-            graders = tops
-    if len(graders) > MAX_JUDGES:
+    if len(units) == 1:
+        units[0].sample_files += loose
+    else:
+        folders: dict[str, list[str]] = {}
+        for name in loose:
+            folders.setdefault(posixpath.dirname(name), []).append(name)
+        tops = [name for name in decks if name not in inlined and name not in with_samples]
+        for folder, names in folders.items():
+            near = [deck for deck in tops if posixpath.dirname(deck) == folder] or tops
+            units.append(Unit(_matching(near, names) if not units else [], names))
+    units.sort(key=lambda unit: -len(unit.graders))
+    for unit in units:
+        read = [*unit.graders, *unit.sample_files]
+        for name in unit.graders:
+            read += sorted(decks[name].referenced)
+        unit.files = list(dict.fromkeys(read))
+    return units, parsed
+
+
+def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Converted]:
+    """The calibration set among the files (name -> text; names may hold folders): its grader decks as
+    judges and their samples. Other sets among them are listed as lost. Returns the main file's name too."""
+    used, files = files, dict(files)  # read from the copy; `used[name]` marks an upload as used
+    units, parsed = plan(files)
+    if not units:
         raise ImportProblem(
-            f"{len(graders)} grader decks ({', '.join(graders[:4])}, …): evalsite calibrates at most {MAX_JUDGES} "
-            "judges at once; import fewer decks"
+            "no calibrate samples among the files: a deck embeds a samples file (![samples](samples.deck.toml) "
+            "with [samples.<id>] tables), or upload a samples .toml or .jsonl file"
         )
+    for other in units[1:]:
+        what = ", ".join(other.graders) or ", ".join(other.sample_files)
+        report.lose(f"{what}: another calibration set among the files, not in this one; import it apart")
+    graders, loose = units[0].graders, units[0].sample_files
+    if len(graders) > MAX_JUDGES:
+        for name in graders[MAX_JUDGES:]:
+            report.lose(
+                f"{name}: evalsite calibrates at most {MAX_JUDGES} judges at once; import this deck apart"
+            )
+        graders = graders[:MAX_JUDGES]
     judges, sample_files = [], []
     for name in graders:
         deck = assemble(files, name, report)  # again, with the real report: its losses are this import's
@@ -429,6 +488,21 @@ def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Conver
         sections.append(Section("judges", judges))
     sections.append(Section("samples_file", samples_name, blank_before=True))
     return main, (header, sections, {samples_name: "\n".join(lines) + "\n"})
+
+
+def _matching(decks: list[str], samples: list[str]) -> list[str]:
+    """The decks that grade sample files no deck embeds (bff-eval gave them on the command line): the one
+    deck there is, else those whose name begins as a sample file's does (team-summary-analysis-grader for
+    team-summary-test-samples)."""
+    if len(decks) <= 1:
+        return decks
+
+    def shared(deck: str, sample: str) -> int:
+        a, b = posixpath.basename(deck).lower(), posixpath.basename(sample).lower()
+        return len(posixpath.commonprefix([a, b]))
+
+    best = max(shared(deck, sample) for deck in decks for sample in samples)
+    return [deck for deck in decks if best >= 4 and any(shared(deck, s) == best for s in samples)]
 
 
 def _scale(scores: list[float]) -> str:

@@ -70,7 +70,7 @@ def _uploads() -> list[tuple[str, dict[str, str]]]:
     """(label, files) of every fixture upload: each folder, and each suite file of a folder of them."""
     out = []
     for folder in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
-        files = {p.name: p.read_text() for p in sorted(folder.iterdir())}
+        files = {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
         suites = [name for name in files if name.endswith((".yaml", ".yml"))]
         if len(suites) > 1:  # several vibecheck suites: one upload each
             out += [(f"{folder.name}/{name}", {name: files[name]}) for name in suites]
