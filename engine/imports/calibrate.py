@@ -267,8 +267,9 @@ def _inline(files, name: str, text: str, deck: Deck, report: Report, depth: int,
         target = found.group(1)
         path = resolve(files, name, target)
         if path is None:
+            embedded = target.split("#", 1)[0]  # one line per file, however many parts of it are embedded
             report.lose(
-                f"{name}: {found.group(0)} is not among the files: the judge's prompt is assembled without it"
+                f"{name}: ![…]({embedded}) is not among the files: the judge's prompt is assembled without it"
             )
             return ""
         deck.referenced.add(path)
@@ -366,16 +367,19 @@ def plan(files: Mapping[str, str]) -> tuple[list[Unit], dict[str, object]]:
     units = list(groups.values())
     referenced = set().union(*(deck.referenced for deck in decks.values())) if decks else set()
     loose = [n for n, data in parsed.items() if n not in referenced and sample_shape(data) and _rows(n, data)]
-    if len(units) == 1:
-        units[0].sample_files += loose
-    else:
-        folders: dict[str, list[str]] = {}
-        for name in loose:
+    folders: dict[str, list[str]] = {}
+    for name in loose:
+        near = [u for u in units if any(posixpath.dirname(g) == posixpath.dirname(name) for g in u.graders)]
+        if len(units) == 1 or len(near) == 1:  # beside the one set there is, or beside one set's decks
+            (near or units)[0].sample_files.append(name)
+        else:
             folders.setdefault(posixpath.dirname(name), []).append(name)
+    if folders:
         tops = [name for name in decks if name not in inlined and name not in with_samples]
+        alone = not units  # no deck embeds samples: any deck may be the one these samples were given
         for folder, names in folders.items():
-            near = [deck for deck in tops if posixpath.dirname(deck) == folder] or tops
-            units.append(Unit(_matching(near, names) if not units else [], names))
+            near = [deck for deck in tops if posixpath.dirname(deck) == folder] or (tops if alone else [])
+            units.append(Unit(_matching(near, names), names))
     units.sort(key=lambda unit: -len(unit.graders))
     for unit in units:
         read = [*unit.graders, *unit.sample_files]
@@ -391,9 +395,14 @@ def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Conver
     used, files = files, dict(files)  # read from the copy; `used[name]` marks an upload as used
     units, parsed = plan(files)
     if not units:
+        missing = Report()
+        for name in files:
+            if is_deck(name):
+                assemble(files, name, missing)
+        why = f" ({'; '.join(missing.lost[:3])})" if missing.lost else ""
         raise ImportProblem(
-            "no calibrate samples among the files: a deck embeds a samples file (![samples](samples.deck.toml) "
-            "with [samples.<id>] tables), or upload a samples .toml or .jsonl file"
+            f"no calibrate samples among the files{why}: a deck embeds a samples file "
+            "(![samples](samples.deck.toml) with [samples.<id>] tables), or upload a samples .toml or .jsonl file"
         )
     for other in units[1:]:
         what = ", ".join(other.graders) or ", ".join(other.sample_files)
@@ -458,9 +467,13 @@ def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Conver
         )
     scale = _scale([s.score for s in samples])
     if not judges:
+        code = [
+            name for name in files if name.endswith((".js", ".ts")) and "GraderDeckBuilder" in files[name]
+        ]
         report.lose(
             f"{sample_files[0]}: the grader (a *.deck.md deck) is not among the files; the judge's criteria "
             "are a placeholder to fill in"
+            + (f" ({', '.join(code)}: a grader written as code is not read)" if code else "")
         )
         judges = [{"criteria": PLACEHOLDER, "scale": scale}]
     elif scale != "-3..3":

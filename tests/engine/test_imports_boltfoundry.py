@@ -213,7 +213,7 @@ def test_an_embed_that_is_not_among_the_files_is_a_listed_loss():
     files = {name: text for name, text in fixture_files().items() if not name.startswith("cards/")}
     result = convert(files)
     (loss,) = result.lost
-    assert loss.startswith("decks/support-tone.deck.md: ![grader base deck](../cards/grader-base.deck.md)")
+    assert loss.startswith("decks/support-tone.deck.md: ![…](../cards/grader-base.deck.md) is not among")
     suite = load_suite(result.source, files=result.files)
     judge = suite.calibration.spec.all_judges[0]
     assert "Grader Base" not in judge.criteria
@@ -339,3 +339,61 @@ def test_an_imported_deck_folder_calibrates_with_the_deck_as_the_judges_prompt(t
     wordy = next(row for row in judge["samples"] if "wordy" in row["label"])
     assert (wordy["expected_score"], wordy["judge_score"]) == (1, 2)
     assert wordy["expected_reason"] == "Helpful, but far longer than the question needs"
+
+
+# --- a folder of several decks ------------------------------------------------------------------------------------
+
+OTHER_SAMPLES = """\
+[samples.only]
+score = 2
+
+[[samples.only.messages]]
+role = "user"
+content = "Ping"
+
+[[samples.only.messages]]
+role = "assistant"
+content = "Pong"
+"""
+
+
+def test_a_second_calibration_set_in_the_folder_is_listed_as_lost_and_planned_apart():
+    from engine.imports.calibrate import plan
+
+    files = fixture_files()
+    files["other/pong.deck.md"] = "# Pong grader\n\n![](./pong.deck.toml)\n"
+    files["other/pong.deck.toml"] = OTHER_SAMPLES
+    units, _ = plan(files)
+    assert [unit.graders for unit in units] == [["decks/support-tone.deck.md"], ["other/pong.deck.md"]]
+    assert units[1].files == ["other/pong.deck.md", "other/pong.deck.toml"]
+    result = convert(files)
+    assert (
+        "other/pong.deck.md: another calibration set among the files, not in this one; import it apart"
+        in (result.lost)
+    )
+    assert len(samples_of(result)) == 6  # the first set's samples only
+
+
+def test_the_graders_a_decks_front_matter_lists_are_calibrated_beside_it():
+    files = {
+        "demo/evaluator.deck.md": '+++\ngraders = ["./graders/warmth.deck.md"]\n+++\n\n# Evaluator\n\n![](./pong.toml)\n',
+        "demo/graders/warmth.deck.md": "# Warmth\n\nIs the reply warm?\n",
+        "demo/pong.toml": OTHER_SAMPLES,
+    }
+    loaded = load_calibration(*_source_and_files(convert(files)))
+    assert [judge.name for judge in loaded.spec.all_judges] == ["evaluator", "warmth"]
+    assert loaded.spec.all_judges[1].criteria == "# Warmth\n\nIs the reply warm?"
+
+
+def test_samples_no_deck_embeds_are_graded_by_the_deck_named_like_them():
+    files = {
+        "graders/team-summary-grader.deck.md": "# Team summaries\n\nPlain words score high.\n",
+        "graders/sports-grader.deck.md": "# Sports\n\nStarpower scores high.\n",
+        "graders/team-summary-samples.jsonl": JSONL,
+    }
+    result = convert(files)
+    loaded = load_calibration(*_source_and_files(result))
+    (judge,) = loaded.spec.all_judges
+    assert judge.criteria == "# Team summaries\n\nPlain words score high."
+    assert judge.messages[-1].content == "{{conversation}}"
+    assert result.lost == []
