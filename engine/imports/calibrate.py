@@ -18,7 +18,6 @@ evalsite's sample form; the deck becomes the judge's `criteria` and its `message
 from __future__ import annotations
 
 import json
-import math
 import posixpath
 import re
 import tomllib
@@ -65,7 +64,8 @@ def is_deck(name: str) -> bool:
 def sample_shape(data: object) -> bool:
     """Whether parsed data (TOML, or JSONL rows as a list) holds calibrate samples or a deck's contexts."""
     if isinstance(data, list):  # JSONL rows
-        return bool(data) and all(isinstance(row, dict) and _row_shape(row) for row in data)
+        rows = [row for row in data if not isinstance(row, Unreadable)]
+        return bool(rows) and all(isinstance(row, dict) and _row_shape(row) for row in rows)
     if not isinstance(data, dict) or {"evals", "judge", "judges", "tests"} & set(data):
         return False
     samples = data.get("samples")
@@ -108,17 +108,27 @@ def parse_file(name: str, text: str) -> object:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ImportProblem(f"{name} is not valid TOML: {exc}") from None
-    rows = []
+    rows: list[object] = []
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
             rows.append(json.loads(line))
         except ValueError as exc:
-            raise ImportProblem(
-                f"{name} line {number} is not valid JSON (a JSONL file holds one object a line): {exc}"
-            ) from None
+            rows.append(Unreadable(number, str(exc)))
+    if rows and all(isinstance(row, Unreadable) for row in rows):
+        raise ImportProblem(
+            f"{name} line {rows[0].line} is not valid JSON (a JSONL file holds one object a line)"
+        )
     return rows
+
+
+@dataclass
+class Unreadable:
+    """A JSONL line that is not JSON: the sample it held is lost, the others are read."""
+
+    line: int
+    error: str
 
 
 def _rows(name: str, data: object) -> list[tuple[str, str | None, object]]:
@@ -136,6 +146,9 @@ def _rows(name: str, data: object) -> list[tuple[str, str | None, object]]:
 def read_samples(name: str, data: object, report: Report, taken: set[str]) -> list[Sample]:
     out = []
     for where, key, row in _rows(name, data):
+        if isinstance(row, Unreadable):
+            report.lose(f"{where}: not valid JSON ({row.error}); the sample it held is left out")
+            continue
         if not isinstance(row, dict):
             report.skip(f"{where}: not a table, left out")
             continue
@@ -180,16 +193,25 @@ def _sample(where: str, key: str | None, row: dict, report: Report) -> Sample | 
         report.group("no assistant reply to grade, left out", where)
         return None
     expected = row.get("expected")
-    score = as_number(row.get("score"))
+    written = row.get("score")
     reason = next((row[k] for k in REASON_KEYS if isinstance(row.get(k), str)), "")
-    if score is None and isinstance(expected, dict):
-        score = as_number(expected.get("score"))
+    if written is None and isinstance(expected, dict):
+        written = expected.get("score")
         reason = reason or (expected.get("reason") if isinstance(expected.get("reason"), str) else "")
-    elif score is None:
-        score = as_number(expected)
+    elif written is None:
+        written = expected
+    score = as_number(written)
+    if score is None and isinstance(written, str):
+        try:
+            score = as_number(float(written))
+        except ValueError:
+            score = None
+    if written is not None and score is None:
+        report.group(f"score {short(written, 30)} is not a number: the sample is left out", where, lost=True)
+        return None
     tags = row.get("tags")
     tags = [str(tag) for tag in tags] if isinstance(tags, list) else []
-    if score is None or isinstance(score, bool) or not math.isfinite(score):
+    if score is None:
         # aibff calibrate compares a sample nobody scored with a score of 1; the tag keeps them apart.
         report.group(
             "no score: expected score 1, as aibff calibrate assumes, tagged `unlabelled`", where, mapped=True
@@ -275,7 +297,11 @@ def _inline(files, name: str, text: str, deck: Deck, report: Report, depth: int,
         deck.referenced.add(path)
         lowered = path.lower()
         if lowered.endswith((".toml", ".jsonl")):
-            data = parse_file(path, files[path])
+            try:
+                data = parse_file(path, files[path])
+            except ImportProblem as problem:
+                report.lose(f"{name}: {problem}; its contexts and samples are left out")
+                return ""
             if isinstance(data, dict):
                 for key, value in (data.get("contexts") or {}).items():
                     if isinstance(value, dict):
@@ -476,8 +502,13 @@ def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Conver
             + (f" ({', '.join(code)}: a grader written as code is not read)" if code else "")
         )
         judges = [{"criteria": PLACEHOLDER, "scale": scale}]
-    elif scale != "-3..3":
-        raise ImportProblem(f"{sample_files[0]}: a score lies outside aibff's -3..3 scale")
+    elif scale != "-3..3":  # a deck grades on -3..3: a score off it is a mistake in that sample
+        for sample in [s for s in samples if not -3 <= s.score <= 3]:
+            report.lose(f"{sample.id}: score {sample.score:g} is outside aibff's -3..3 scale; left out")
+            samples.remove(sample)
+        scale = "-3..3"
+        if not samples:
+            raise ImportProblem(f"no sample of {', '.join(sample_files)} is scored on aibff's -3..3 scale")
     main = graders[0] if graders else sample_files[0]
     stem = re.sub(r"(\.deck)?\.(md|toml|jsonl)$", "", posixpath.basename(main), flags=re.I) or "imported"
     samples_name = safe_file_name(f"{stem}.samples.jsonl")

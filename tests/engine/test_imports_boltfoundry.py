@@ -397,3 +397,22 @@ def test_samples_no_deck_embeds_are_graded_by_the_deck_named_like_them():
     assert judge.criteria == "# Team summaries\n\nPlain words score high."
     assert judge.messages[-1].content == "{{conversation}}"
     assert result.lost == []
+
+
+def test_a_deck_uploaded_without_its_folders_is_assembled_by_file_name():
+    """The Import page sends file names without folders: an embed finds the one file of its name."""
+    flat = {path.rsplit("/", 1)[-1]: text for path, text in fixture_files().items()}
+    result = convert(flat)
+    (judge,) = load_calibration(result.source, files=result.files).spec.all_judges
+    assert judge.criteria == DECK_TEXT and result.lost == []
+
+
+def test_a_broken_jsonl_line_or_a_score_that_is_no_number_loses_that_sample_only():
+    text = JSONL + '{"id": "cut", "userMessage": "Hi", "assistant\n'
+    text += '{"id": "text-score", "userMessage": "Hi", "assistantResponse": "Hello!", "score": "2"}\n'
+    text += '{"id": "yes-score", "userMessage": "Hi", "assistantResponse": "Hey", "score": true}\n'
+    result = convert({"samples.jsonl": text})
+    assert [row["id"] for row in samples_of(result)] == ["ship-1", "rude", "open", "text-score"]
+    assert samples_of(result)[3]["expected"] == {"score": 2}
+    assert any(line.startswith("samples.jsonl line 4: not valid JSON") for line in result.lost)
+    assert any(line.startswith("score true is not a number") for line in result.lost)
