@@ -52,7 +52,8 @@ class Parsed:
 def convert(files: Mapping[str, str], kind: str | None = None) -> ImportResult:
     """Convert uploaded files (name -> text) to an evalsite suite. `kind` skips detection."""
     if kind in (None, "", "auto", "calibrate") and (kind == "calibrate" or _is_calibrate(files)):
-        return _convert_calibrate(_paths(files))
+        unreadable: list[str] = []
+        return _convert_calibrate(_paths(files, unreadable), unreadable)
     normalised = _normalise(files)
     if kind in (None, "", "auto"):
         kind, main = _main_file(normalised)
@@ -82,7 +83,7 @@ def _is_calibrate(files: Mapping[str, str]) -> bool:
     if any(calibrate.is_deck(basename(name)) for name in files):
         return True
     try:
-        paths = _paths(files)
+        paths = _paths(files, [])
     except ImportProblem:
         return False
     kinds = set()
@@ -92,11 +93,13 @@ def _is_calibrate(files: Mapping[str, str]) -> bool:
     return "calibrate" in kinds and kinds <= {"calibrate", None}
 
 
-def _convert_calibrate(files: dict[str, str]) -> ImportResult:
+def _convert_calibrate(files: dict[str, str], unreadable: list[str]) -> ImportResult:
     """calibrate reads a folder as aibff does: decks embed cards and sample files by relative path."""
     from . import calibrate
 
     report = Report()
+    for name in unreadable:
+        report.skip(f"{name}: not UTF-8 text — ignored")
     tracked = _Tracked(files)
     try:
         main, (header, sections, attached) = calibrate.convert_files(tracked, report)
@@ -141,8 +144,9 @@ def _text(name: str, text: str | bytes) -> str:
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _paths(files: Mapping[str, str]) -> dict[str, str]:
-    """The uploads by their relative path (a folder's layout kept, `./` and `a/../` folded away)."""
+def _paths(files: Mapping[str, str], unreadable: list[str] | None = None) -> dict[str, str]:
+    """The uploads by their relative path (a folder's layout kept, `./` and `a/../` folded away). With
+    `unreadable`, a file that is not UTF-8 text (a picture in a deck's folder) is listed there, not refused."""
     if not files:
         raise ImportProblem("no files: upload the suite file (and its dataset or attachments)")
     out: dict[str, str] = {}
@@ -150,7 +154,12 @@ def _paths(files: Mapping[str, str]) -> dict[str, str]:
         path = posixpath.normpath(name.replace("\\", "/")).lstrip("/")
         if not basename(path) or path == ".":
             raise ImportProblem(f"{name!r} is not a file name")
-        out[path] = _text(path, text)
+        try:
+            out[path] = _text(path, text)
+        except ImportProblem:
+            if unreadable is None:
+                raise
+            unreadable.append(path)
     return out
 
 

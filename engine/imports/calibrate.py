@@ -54,6 +54,7 @@ SAMPLE_CONTEXTS = {
 EMBED = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 FRONTMATTER = re.compile(r"\A\s*(\+\+\+|---)[ \t]*\n(.*?)\n\1[ \t]*(\n|\Z)", re.S)
 MAX_JUDGES = 10
+IMAGES = (".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp")
 MAX_DEPTH = 20
 
 
@@ -174,15 +175,15 @@ def _sample(where: str, key: str | None, row: dict, report: Report) -> Sample | 
             if row.get(source) not in (None, "")
         ]
     else:
-        report.skip(f"{where}: no messages (nor userMessage / assistantResponse), left out")
+        report.lose(f"{where}: no messages (nor userMessage / assistantResponse): the sample is left out")
         return None
     if not isinstance(messages, list) or non_finite(messages):
-        report.skip(f"{where}.messages: not a list of messages, left out")
+        report.lose(f"{where}.messages: not a list of messages: the sample is left out")
         return None
     clean = []
     for message in messages:
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            report.skip(f"{where}.messages: a message without a role, sample left out")
+            report.lose(f"{where}.messages: a message without a role: the sample is left out")
             return None
         content = message.get("content")
         if not isinstance(content, str):
@@ -190,7 +191,7 @@ def _sample(where: str, key: str | None, row: dict, report: Report) -> Sample | 
         if content.strip():
             clean.append({"role": message["role"], "content": content})
     if not any(m["role"] == "assistant" for m in clean):
-        report.group("no assistant reply to grade, left out", where)
+        report.group("no assistant message, so no reply to judge: the sample is left out", where, lost=True)
         return None
     expected = row.get("expected")
     written = row.get("score")
@@ -287,6 +288,9 @@ def assemble(files: Mapping[str, str], name: str, report: Report) -> Deck:
 def _inline(files, name: str, text: str, deck: Deck, report: Report, depth: int, stack: tuple) -> str:
     def replace(found: re.Match) -> str:
         target = found.group(1)
+        if target.split("#", 1)[0].lower().endswith(IMAGES):
+            report.skip(f"{name}: {found.group(0)}: an image, not part of the judge's text prompt")
+            return ""
         path = resolve(files, name, target)
         if path is None:
             embedded = target.split("#", 1)[0]  # one line per file, however many parts of it are embedded
@@ -302,12 +306,12 @@ def _inline(files, name: str, text: str, deck: Deck, report: Report, depth: int,
             except ImportProblem as problem:
                 report.lose(f"{name}: {problem}; its contexts and samples are left out")
                 return ""
-            if isinstance(data, dict):
-                for key, value in (data.get("contexts") or {}).items():
-                    if isinstance(value, dict):
-                        deck.contexts[key] = value
-                if data.get("tools"):
-                    report.skip(f"{path} [[tools]]: a judge calls no tools in a calibration, left out")
+            contexts = data.get("contexts") if isinstance(data, dict) else None
+            for key, value in contexts.items() if isinstance(contexts, dict) else ():
+                if isinstance(value, dict):
+                    deck.contexts[key] = value  # a later file's context replaces it in place, as in aibff
+            if isinstance(data, dict) and data.get("tools"):
+                report.skip(f"{path} [[tools]]: a judge calls no tools in a calibration, left out")
             if sample_shape(data) and _rows(path, data) and depth == 0 and path not in deck.sample_files:
                 deck.sample_files.append(path)
             return ""  # aibff removes embedded TOML from the text

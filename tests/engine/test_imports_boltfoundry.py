@@ -416,3 +416,15 @@ def test_a_broken_jsonl_line_or_a_score_that_is_no_number_loses_that_sample_only
     assert samples_of(result)[3]["expected"] == {"score": 2}
     assert any(line.startswith("samples.jsonl line 4: not valid JSON") for line in result.lost)
     assert any(line.startswith("score true is not a number") for line in result.lost)
+
+
+def test_a_set_reads_calibrates_keyed_toml_as_its_samples_file():
+    source = "name: keyed\njudge: {criteria: Says hello world, scale: -3..3}\nsamples_file: hello.toml\n"
+    loaded = load_calibration(source, files={"hello.toml": KEYED})
+    scored = [(s.label, s.expected_score, s.expected_reason) for s in loaded.samples]
+    assert scored == [
+        ("hello.toml sample exact", 3.0, "Exactly what was asked"),
+        ("hello.toml sample shouted", -2.0, "Wrong case and punctuation"),
+    ]
+    (skipped,) = loaded.warnings  # the older form is Import's to convert
+    assert "older-form" in str(skipped) and "userMessage/assistantResponse" in str(skipped)
