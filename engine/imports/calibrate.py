@@ -51,6 +51,12 @@ SAMPLE_CONTEXTS = {
     "fullConversation": "{{conversation}}",
     "outputFormat": OUTPUT_FORMAT,
 }
+# The contexts bff-eval's makeGraderDeckBuilder added to every grader deck, with its questions.
+GRADER_CONTEXTS = {
+    "userMessage": "What was the user's original message?",
+    "assistantResponse": "What was the assistant's response?",
+    "outputFormat": "What format would you like for the output?",
+}
 EMBED = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 FRONTMATTER = re.compile(r"\A\s*(\+\+\+|---)[ \t]*\n(.*?)\n\1[ \t]*(\n|\Z)", re.S)
 MAX_JUDGES = 10
@@ -350,10 +356,17 @@ def judge_messages(deck: Deck, report: Report) -> list[dict]:
             continue
         messages += [{"role": "assistant", "content": question}, {"role": "user", "content": str(value)}]
     if not shown:
-        messages.append({"role": "user", "content": "{{conversation}}"})
+        # bff-eval's grader builder asked these of every deck; without them the judge never sees the sample.
+        asked = {m["content"] for m in messages[1::2]}
+        for key, question in GRADER_CONTEXTS.items():
+            if question not in asked:
+                messages += [
+                    {"role": "assistant", "content": question},
+                    {"role": "user", "content": SAMPLE_CONTEXTS[key]},
+                ]
         report.map(
             f"{deck.name}: the deck asks for none of userMessage / assistantResponse / fullConversation; the "
-            "sample's conversation is sent after it as a user message"
+            "judge is asked them as bff-eval's grader builder asked every deck"
         )
     return messages
 

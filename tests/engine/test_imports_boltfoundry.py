@@ -217,8 +217,8 @@ def test_an_embed_that_is_not_among_the_files_is_a_listed_loss():
     suite = load_suite(result.source, files=result.files)
     judge = suite.calibration.spec.all_judges[0]
     assert "Grader Base" not in judge.criteria
-    # No context asks for the sample, so the sample is sent after the deck.
-    assert judge.messages[-1].content == "{{conversation}}"
+    # No context asks for the sample, so the judge is asked what bff-eval asked every grader deck.
+    assert [m.model_dump() for m in judge.messages] == [JUDGE_MESSAGES[0], *JUDGE_MESSAGES[1:7]]
 
 
 def test_several_grader_decks_on_one_samples_file_are_calibrated_side_by_side():
@@ -395,7 +395,7 @@ def test_samples_no_deck_embeds_are_graded_by_the_deck_named_like_them():
     loaded = load_calibration(*_source_and_files(result))
     (judge,) = loaded.spec.all_judges
     assert judge.criteria == "# Team summaries\n\nPlain words score high."
-    assert judge.messages[-1].content == "{{conversation}}"
+    assert [m.content for m in judge.messages][2::2] == ["{{input}}", "{{output}}", OUTPUT_FORMAT]
     assert result.lost == []
 
 
