@@ -75,15 +75,20 @@ def sample_shape(data: object) -> bool:
         return bool(rows) and all(isinstance(row, dict) and _row_shape(row) for row in rows)
     if not isinstance(data, dict) or {"evals", "judge", "judges", "tests"} & set(data):
         return False
+    examples = data.get("examples")  # the aibff GUI's ground truth: input, expected_output and a score
+    if isinstance(examples, list) and examples and "samples" not in data:
+        return all(isinstance(e, dict) and {"input", "expected_output"} <= set(e) for e in examples)
     samples = data.get("samples")
     if isinstance(samples, list):
         return bool(samples) and all(isinstance(s, dict) and SAMPLE_KEYS & set(s) for s in samples)
     if isinstance(samples, dict):
         rows = [row for row in samples.values() if isinstance(row, dict)]
         return bool(rows) and any(SAMPLE_KEYS & set(row) for row in rows)
-    contexts = data.get("contexts")
+    contexts = data.get("contexts")  # a deck's questions: each asks the assistantQuestion (or question)
     return (
-        isinstance(contexts, dict) and bool(contexts) and all(isinstance(c, dict) for c in contexts.values())
+        isinstance(contexts, dict)
+        and bool(contexts)
+        and all(isinstance(c, dict) and {"assistantQuestion", "question"} & set(c) for c in contexts.values())
     )
 
 
@@ -147,7 +152,18 @@ def _rows(name: str, data: object) -> list[tuple[str, str | None, object]]:
         return [(f"{name} samples[{n}]", None, row) for n, row in enumerate(samples)]
     if isinstance(samples, dict):
         return [(f"{name} samples.{key}", key, row) for key, row in samples.items()]
+    examples = data.get("examples") if isinstance(data, dict) else None
+    if isinstance(examples, list):
+        return [(f"{name} examples[{n}]", None, _example(row)) for n, row in enumerate(examples)]
     return []
+
+
+def _example(row: object) -> object:
+    """A ground-truth example of the aibff GUI as a sample: its input asked, its expected output replied."""
+    if not isinstance(row, dict) or "messages" in row:
+        return row
+    out = {k: v for k, v in row.items() if k not in ("input", "expected_output")}
+    return {"userMessage": row.get("input"), "assistantResponse": row.get("expected_output"), **out}
 
 
 def read_samples(name: str, data: object, report: Report, taken: set[str]) -> list[Sample]:

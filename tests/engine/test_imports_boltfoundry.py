@@ -428,3 +428,16 @@ def test_a_set_reads_calibrates_keyed_toml_as_its_samples_file():
     ]
     (skipped,) = loaded.warnings  # the older form is Import's to convert
     assert "older-form" in str(skipped) and "userMessage/assistantResponse" in str(skipped)
+
+
+def test_the_aibff_guis_ground_truth_examples_are_samples():
+    text = (
+        '[[examples]]\ninput = \'{"message": "hello world"}\'\nexpected_output = "YES"\nscore = 3\n'
+        'reasoning = "Exact match"\n'
+    )
+    (row,) = samples_of(convert({"ground-truth.deck.toml": text}))
+    assert row["messages"] == [
+        {"role": "user", "content": '{"message": "hello world"}'},
+        {"role": "assistant", "content": "YES"},
+    ]
+    assert row["expected"] == {"score": 3, "reason": "Exact match"}
