@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from . import patterns
 from .clients import ChatClient, EndpointError, estimate_tokens
+from .codegrade.run import CodeScope, grade_code
 from .judge import PASS_FAIL, Verdict, ask, expected_json, judge_messages, normalise_score, written_messages
 from .matching import MISSING, glob_match, json_field
 from .results import CRITERION, CheckResult, Usage
@@ -42,6 +43,8 @@ class JudgeContext:
     temperature: float | None = None  # the suite's judge_temperature, for checks that set none
     spent: Usage = field(default_factory=Usage)
     cost: float = 0.0
+    # Where code checks run and what they are told of the eval; None where code graders are not allowed.
+    code: CodeScope | None = None
 
     def for_model(self, ref: str | None) -> tuple[ChatClient, str]:
         if ref is None:
@@ -188,6 +191,19 @@ def _field_is_set(check: Check, reply: Reply, judge: JudgeContext) -> CheckResul
     return _result(check, ok, f"{check.field_is_set} is set" if ok else f"{check.field_is_set} is not set")
 
 
+def _code(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    answer = grade_code(check.code, reply.text, reply.conversation, judge.code)
+    spec = check.code
+    score = answer.score if answer.score is not None else (1.0 if answer.passed else 0.0)
+    ok = answer.passed if answer.passed is not None else score >= spec.threshold - 1e-9
+    verdict = (
+        f"score {score:.2f} (threshold {spec.threshold:g})"
+        if answer.passed is None
+        else (f"{'pass' if ok else 'fail'}, score {score:.2f}")
+    )
+    return _result(check, ok, f"{verdict}: {answer.reason}" if answer.reason else verdict, score)
+
+
 def _any_of(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     children = [evaluate(member, reply, judge) for member in check.or_ if member.kind]
     ok = any(child.passed for child in children)
@@ -301,6 +317,12 @@ def _field_equals_label(check: Check) -> str:
     return f"field_equals {check.field_equals.path} = {value}"
 
 
+def _code_label(check: Check) -> str:
+    spec = check.code
+    what = spec.function if spec.function is not None else " ".join(spec.command)
+    return f"code {_quote(what, 50)}"
+
+
 def _any_of_label(check: Check) -> str:
     return "or(" + ", ".join(label(member) for member in check.or_ if member.kind) + ")"
 
@@ -345,6 +367,7 @@ CHECK_TYPES: dict[str, CheckType] = {
     "llm_judge": CheckType(_judge_label, _judge, scored=True, threshold=_judge_threshold),
     "field_equals": CheckType(_field_equals_label, _field_equals),
     "field_is_set": CheckType(_plain, _field_is_set),
+    "code": CheckType(_code_label, _code, scored=True, threshold=lambda c: c.code.threshold),
     "or": CheckType(_any_of_label, _any_of),
 }
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from .checks import JudgeContext, Reply, evaluate_level
 from .clients import ChatClient, Completion, EndpointError
+from .codegrade.run import CodeRunner, CodeScope
 from .conditions import evaluate_condition
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
 from .grading import extract, grade, grade_named
@@ -60,6 +61,8 @@ class EngineContext:
     files: Mapping[str, str] = field(default_factory=dict)
     defaults: Defaults = field(default_factory=Defaults)
     judge_temperature: float | None = None
+    # Where code checks run; None where code graders are not allowed (they end their conversation in error).
+    code: CodeRunner | None = None
 
 
 @dataclass(frozen=True)
@@ -218,7 +221,7 @@ async def _run_eval(
         if graders and turns and graded_turns and verdict.outcome in (Status.PASSED, Status.FAILED):
             try:
                 verdict, graded = await io.blocking(
-                    _with_graders, ctx, ev, graders, verdict, turns, messages, given_count
+                    _with_graders, ctx, ev, eval_id, graders, verdict, turns, messages, given_count
                 )
             except EndpointError as exc:  # a grader's judge failed after the last turn: no verdict either
                 error = str(exc)
@@ -295,8 +298,9 @@ async def _run_eval(
                     except EndpointError as exc:
                         return await failed(position, exc, " (simulated user)")
                 turn = await _play_turn(
-                    ctx, driver, messages, step, position, ev, given, user, graders, io, rule, source
-                )
+                    ctx, driver, messages, step, position, ev, given, user, graders, io, rule, source,
+                    _code_scope(ctx, ev, eval_id, turns),
+                )  # fmt: skip
             except EndpointError as exc:
                 return await failed(position, exc)
             except RetryStopped:
@@ -377,6 +381,7 @@ async def _play_turn(
     io: _IO,
     rule: IncompleteRule,
     source: TurnRecord | None,
+    code: CodeScope,
 ) -> TurnRecord:
     """The model's reply to the step, graded; or, when it did not finish and `rule` does not grade it,
     recorded ungraded. `source`: the stored turn a re-grade replays (its reply ended as it did then)."""
@@ -416,7 +421,7 @@ async def _play_turn(
     if why is not None:
         completion = replace(completion, text=graded_text(completion))
     turn = await io.blocking(
-        _graded_turn, ctx, driver, step, position, ev, given, user, graders, sent, completion,
+        _graded_turn, ctx, driver, step, position, ev, given, user, graders, sent, completion, code,
         may_call_model=_may_call_model(ctx, ev, step, graders),
     )  # fmt: skip
     noted = {key: value for key, value in ended.items() if value is not None}
@@ -435,8 +440,8 @@ def turn_passed(checks, grade: TurnGrade | None, grades) -> bool | None:
     )
 
 
-# Checks that only read the reply: grading with nothing else never waits on a model.
-_LOCAL_CHECKS = frozenset(CHECK_KEYS) - {"semantic", "llm_judge"}
+# Checks that only read the reply: grading with nothing else never waits on a model or a program.
+_LOCAL_CHECKS = frozenset(CHECK_KEYS) - {"semantic", "llm_judge", "code"}
 
 
 def _may_call_model(ctx: EngineContext, ev: Eval, step: Step, graders: dict) -> bool:
@@ -468,9 +473,13 @@ def _graded_turn(
     graders: dict,
     sent: list[dict],
     completion: Completion,
+    code: CodeScope,
 ) -> TurnRecord:
     """The reply graded into its turn record: the stop condition, the checks, the ground-truth grades."""
-    judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature)
+    code.current = {"turn": position, "node": step.node, "prompt": step.prompt or ""}
+    if step.ground_truth is not None:
+        code.expected = step.ground_truth
+    judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature, code=code)
     conversation = [*sent, {"role": "assistant", "content": completion.text}]
     reply = Reply(
         text=completion.text,
@@ -554,6 +563,14 @@ def _grade(
 # --- named graders: per turn, or once for the conversation, then the eval's verdict under its pass rule ---
 
 
+def _code_scope(ctx: EngineContext, ev: Eval, eval_id: str, turns: Sequence[TurnRecord]) -> CodeScope:
+    """What the eval's code checks are told besides the reply: its turns so far, its expected output."""
+    expected = ev.ground_truth if isinstance(ev.ground_truth, str) else None
+    return CodeScope(
+        ctx.code, eval_id, list(turns), expected=expected, metadata={"tags": list(ev.tags or [])}
+    )
+
+
 def _short(text: str) -> str:
     text = " ".join(text.split())
     return repr(text if len(text) <= 50 else text[:49] + "…")
@@ -588,7 +605,14 @@ def _turn_grades(
 
 
 def _with_graders(
-    ctx, ev: Eval, graders: dict, verdict: Verdict, turns: list[TurnRecord], messages, given: int
+    ctx,
+    ev: Eval,
+    eval_id: str,
+    graders: dict,
+    verdict: Verdict,
+    turns: list[TurnRecord],
+    messages,
+    given: int,
 ):
     """The named graders' results (the conversation graded once now, unless it was graded per turn) and the
     eval's verdict under its pass rule: it passes when the driver's verdict passed (its checks) and the
@@ -603,7 +627,9 @@ def _with_graders(
         live = messages[given:]
         replies = [m["content"] for m in live if m["role"] == "assistant"]
         input_text = "\n".join(str(m["content"]) for m in live if m["role"] == "user")
-        judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature)
+        code = _code_scope(ctx, ev, eval_id, turns[:-1])
+        code.current = turns[-1].model_dump(mode="json")
+        judge = JudgeContext(ctx.judge, ctx.judge_model, ctx.resolve, ctx.judge_temperature, code=code)
         truth = ev.ground_truth if isinstance(ev.ground_truth, str) else None
         for name, grader in graders.items():
             by_name[name].append(

@@ -10,6 +10,7 @@ the schema and reports each problem as `line:column path: message`, e.g.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from . import bounds
 from .bounds import MAX_NESTING, MAX_NUMBER_CHARS, bad_character, position, unstorable
 from .datasets import rows_to_evals
 from .errors import readable_errors
-from .schema import MAX_FOLLOWUP_DEPTH, Check, Suite
+from .schema import MAX_FOLLOWUP_DEPTH, Check, CodeSpec, Suite
 from .schema.grading import check_rubric
 
 MAX_SUITE_BYTES = 1_000_000
@@ -423,6 +424,12 @@ def _attachments(suite: Suite, builder: _Builder, files: Mapping[str, str]) -> l
             line, column = _locate(path, builder, key=False)
             problems.append(SuiteProblem(line, column, format_path(path), f"{grader.rubric_file}: {exc}"))
 
+    # Code checks' programs and modules: attached, so a server can run them where the CLI did.
+    for where, spec in suite.code_checks():
+        for name in spec.files:
+            if name not in files:
+                missing((*where, "function" if spec.function is not None else "command"), name)
+
     for index, ev in enumerate(suite.evals):
         for m, message in enumerate(ev.messages or []):
             if isinstance(message.content, list):
@@ -577,6 +584,7 @@ def file_references(data: bytes | str) -> list[str]:
         for grader in (graders or {}).values() if isinstance(graders, dict) else []:
             if isinstance(grader, dict) and isinstance(grader.get("rubric_file"), str):
                 names.append(grader["rubric_file"])
+    names += _code_files(raw)
     evals = raw.get("evals")
     for ev in evals if isinstance(evals, list) else []:  # a wrong shape is validation's to report
         for message in (ev.get("messages") or []) if isinstance(ev, dict) else []:
@@ -589,3 +597,19 @@ def file_references(data: bytes | str) -> list[str]:
                 ):
                     names.append(part["value"])
     return list(dict.fromkeys(names))
+
+
+def _code_files(raw: object) -> list[str]:
+    """The files code checks run, found anywhere in raw YAML but in messages (whose text is the model's)."""
+    names: list[str] = []
+    if isinstance(raw, dict):
+        for key, value in raw.items():
+            if key == "code":
+                with contextlib.suppress(ValidationError):  # validation reports it
+                    names += CodeSpec.model_validate(value).files
+            elif key != "messages":
+                names += _code_files(value)
+    elif isinstance(raw, list):
+        for item in raw:
+            names += _code_files(item)
+    return names

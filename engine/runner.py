@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .calls import SLOW_MIN_SECONDS, Calls, Latencies, Slow, slow_calls, watching
 from .clients import MOCK, EndpointRegistry
+from .codegrade.run import CodeRunner
 from .conversation import Defaults, EngineContext, run_eval_async
 from .results import EvalResult, RunReport, RunTotals, SuiteRef, evaluate_gates, gated_status
 from .retries import RetryWait
@@ -28,12 +29,13 @@ def build_context(
     *,
     asynchronous: bool = False,
     timeout: float | None = None,
+    code: CodeRunner | None = None,
 ) -> tuple[EngineContext, str]:
     """The engine context for a suite, and the endpoint name the model under test runs on; `asynchronous`:
     its model under test can be awaited (engine.conversation.run_eval_async).
 
     Request timeouts: `timeout` (the command line's) for every endpoint, else the suite's
-    `request_timeout`, else each endpoint's own."""
+    `request_timeout`, else each endpoint's own. `code`: where code checks run (None: they may not)."""
     model_ref = model or suite.model
     if not model_ref:
         raise ValueError("no model: set `model` in the suite or pass one")
@@ -56,6 +58,7 @@ def build_context(
         files=files or {},
         defaults=Defaults.of(suite),
         judge_temperature=suite.judge_temperature,
+        code=code,
     )
     return ctx, endpoint_name
 
@@ -103,11 +106,14 @@ def run_suite(
     timeout: float | None = None,
     on_slow: Callable[[Slow], None] | None = None,
     slow_min_seconds: float = SLOW_MIN_SECONDS,
+    code: CodeRunner | None = None,
 ) -> RunReport:
     """Play every eval (times its iterations), `concurrency` at a time. `timeout`: every endpoint's request
     timeout, over the suite's and the endpoint's own. `on_slow` is told, every SLOW_CHECK_SECONDS while any
     are, of the calls out longer than a few times the run's median latency (and `slow_min_seconds`)."""
-    ctx, endpoint_name = build_context(suite, registry, model, files, asynchronous=True, timeout=timeout)
+    ctx, endpoint_name = build_context(
+        suite, registry, model, files, asynchronous=True, timeout=timeout, code=code
+    )
     jobs = [
         (index, iteration)
         for index, ev in enumerate(suite.evals)

@@ -373,6 +373,7 @@ def say_slow() -> SlowReporter:
 
 def run(args: argparse.Namespace) -> int:
     # The model client (openai) takes most of a second to import: only `run` pays for it.
+    from engine.codegrade.run import CodeRunner
     from engine.endpoint_checks import locator, timeout_warnings
     from engine.report import format_report
     from engine.runner import run_suite
@@ -419,6 +420,8 @@ def run(args: argparse.Namespace) -> int:
         timeout=getattr(args, "timeout", None),
         on_slow=say_slow(),
         slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
+        # Code checks run here, in the suite's folder, with the caller's environment: it is their machine.
+        code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
     )
     print(format_report(report))
     write_outputs(args, report, suite.system)
@@ -557,11 +560,19 @@ def calibrate(args: argparse.Namespace) -> int:
 # --- evalsite import ---------------------------------------------------------------------------------------
 
 IMPORT_EXIT_CODES = """\
+Give files or folders: every suite among them is found (folders are searched through, leaving out .git,
+node_modules, caches, hidden files and binaries; hidden folders are read only for files a suite names),
+and each file a suite refers to is read from where its tool reads it, from the suite file's folder. Each suite is written into --out DIR (default: imported/): as
+DIR/NAME.yaml, or DIR/NAME/NAME.yaml with its attached files beside it. One suite and --out NAME.yaml
+writes that file. Losses (a check, a grader or a user turn that could not be carried) are listed on
+stderr as file:line key: message.
+
 exit codes:
-  0  converted: the suite and its attached files were written, and the suite is valid
-  1  converted and written, but not valid yet: a file it refers to was not given (listed under
-     "Files it needs"), or the suite has problems (listed); attach or fix them, then `evalsite validate`
-  2  nothing was written: the files cannot be converted (the same message as the Import page),
+  0  converted: every suite was written, is valid, and lost nothing that graded or drove it
+  1  written, but something is to see to: a suite lost a check, grader or user turn (listed on stderr),
+     a file it refers to was not given ("Files it needs"), it is not valid yet (problems listed), or
+     another suite file among them could not be converted ("not imported" on stderr)
+  2  nothing was written: no suite could be converted (the same message as the Import page),
      a file cannot be read, or --out would overwrite a file (pass --force)"""
 
 
@@ -569,16 +580,18 @@ def add_import_arguments(parser: argparse.ArgumentParser) -> None:
     from engine.imports import KINDS
 
     parser.add_argument(
-        "files", nargs="+", type=Path, metavar="FILE",
-        help="the other tool's suite file and the files it refers to (dataset, prompt files, attachments)",
+        "files", nargs="+", type=Path, metavar="PATH",
+        help="files or folders: the other tools' suite files and the files they refer to (datasets, "
+        "prompt, rubric and grader files)",
     )  # fmt: skip
     parser.add_argument(
-        "--out", type=Path, required=True, metavar="SUITE.yaml",
-        help="where to write the evalsite suite; its attached files are written beside it",
+        "--out", type=Path, metavar="DIR",
+        help="the folder to write the suites into (default: imported/); NAME.yaml for a single suite",
     )  # fmt: skip
     parser.add_argument(
         "--kind", choices=["auto", *KINDS], default="auto",
-        help="the tool that wrote the files (default: auto-detect, as the Import page does)",
+        help="the tool that wrote the files, for one suite given as files (default: auto-detect every "
+        "suite, as the Import page does)",
     )  # fmt: skip
     parser.add_argument("--force", action="store_true", help="overwrite files that already exist")
 
@@ -587,6 +600,12 @@ def import_files(args: argparse.Namespace) -> int:
     """`evalsite import`: the Import page's converter (engine.imports.convert) from the terminal."""
     from engine.imports import ImportProblem, convert
 
+    if args.kind == "auto":
+        from evalsite.importing import import_tree
+
+        return import_tree(args)
+    if args.out is None:
+        raise UserError("--kind needs --out SUITE.yaml")
     uploads: dict[str, bytes] = {}
     for path in args.files:
         uploads[str(path)] = read_suite_file(path, MAX_FILE_BYTES)
@@ -768,7 +787,8 @@ COMMANDS = {
         "  3  the endpoint failed: no judgement got a score",
     ),
     "import": Command(
-        "convert another tool's suite (vibecheck, Letta Evals, AgentV, calibrate) to an evalsite suite",
+        "convert another tool's suites (vibecheck, Letta Evals, AgentV, calibrate), every one found in the "
+        "files or folders given, to evalsite suites",
         add_import_arguments,
         import_files,
         IMPORT_EXIT_CODES,

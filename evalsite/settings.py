@@ -396,6 +396,9 @@ EVALSITE_REQUEST_TIMEOUT = env_float("EVALSITE_REQUEST_TIMEOUT", 60.0)
 # The run page (and the CLI) says "N calls waiting on the model for 45 s" of calls out longer than four
 # times the run's median latency so far, and never of calls out less than this.
 EVALSITE_SLOW_CALL_SECONDS = env_float("EVALSITE_SLOW_CALL_SECONDS", 10.0)
+# Code checks (`code:` in a suite) run programs and Python from the suite's files on the workers; a server
+# runs them only when its deployer allows it. The CLI always runs them.
+EVALSITE_CODE_GRADERS = env_bool("EVALSITE_CODE_GRADERS", False)
 # One model call keeps retrying rate limits, 5xx answers, 200s that are no chat completion, timeouts and
 # dropped connections for this long (named endpoints can set their own in the admin), each wait at most
 # EVALSITE_RETRY_MAX_WAIT.

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 from engine import endpoint_checks
 from engine.calibration import CalibrationSuite
 from engine.clients import MOCK
+from engine.codegrade import policy as code_policy
 from engine.loader import SuiteProblem
 from engine.schema import Suite
 
@@ -35,6 +38,8 @@ def suite_routes(spec: Suite, source: str | None = None, model: str | None = Non
     registry = build_registry()
     locate = endpoint_checks.locator(source) if source else None
     warnings = endpoint_checks.warnings(spec, registry, model, locate=locate)
+    if not settings.EVALSITE_CODE_GRADERS:
+        warnings = [*code_policy.refusals(spec, locate), *warnings]
     if isinstance(spec, CalibrationSuite):  # samples it skips: the editor and the API show them with the rest
         warnings = [*spec.calibration.warnings, *warnings]
     return SuiteRoutes(lines=endpoint_checks.routes(spec, registry, model), warnings=warnings)

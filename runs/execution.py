@@ -36,11 +36,13 @@ from django.db import DatabaseError, IntegrityError, close_old_connections, conn
 from django.utils import timezone
 
 from engine.calls import Calls, Latencies, slow_since, watching
+from engine.codegrade.run import CodeRunner
 from engine.conversation import ResumeMismatch, run_eval_async
 from engine.redact import redact
 from engine.results import EvalResult, TurnRecord
 from engine.retries import RetryWait
 from engine.runner import build_context
+from suites.models import SuiteFile
 
 from . import outage, scheduling, specs, sql
 from .endpoints import build_registry
@@ -359,6 +361,31 @@ def _fail(conversation_id: int, attempt: int, message: str) -> bool:
         waiting_reason="",
         calling_since=None,
     )
+
+
+# A worker's code runners, one per suite version whose code checks it runs: its attached files are written
+# to a temporary folder once, and removed when the runner is dropped (the oldest first, past this many).
+CODE_RUNNERS_KEPT = 8
+_code_runners: dict[int, CodeRunner] = {}
+_code_runners_lock = threading.Lock()
+_NO_CODE = CodeRunner()
+
+
+def _code_runner(version, spec) -> CodeRunner | None:
+    """Where this version's code checks run on this worker; None when it has none, or when the server does
+    not allow code graders (its conversations then end in error, saying so)."""
+    if not settings.EVALSITE_CODE_GRADERS:
+        return None
+    with _code_runners_lock:
+        runner = _code_runners.get(version.pk)
+        if runner is None and not spec.code_checks():  # walked once per version: kept as a runner-less entry
+            _code_runners[version.pk] = runner = _NO_CODE
+        if runner is None:
+            files = dict(SuiteFile.objects.filter(version_id=version.pk).values_list("name", "content"))
+            runner = _code_runners[version.pk] = CodeRunner(files=files)
+        while len(_code_runners) > CODE_RUNNERS_KEPT:
+            _code_runners.pop(next(iter(_code_runners)))
+        return None if runner is _NO_CODE else runner
 
 
 def _replay(claimed) -> list[TurnRecord]:
@@ -758,7 +785,8 @@ class Pump:
         claimed = playing.claimed
         conversation_id, attempt, run_id = claimed.conversation_id, claimed.attempt, claimed.run_id
         spec = specs.suite(claimed.version)
-        ctx, _ = build_context(spec, registry, claimed.model, asynchronous=True)
+        code = _code_runner(claimed.version, spec)
+        ctx, _ = build_context(spec, registry, claimed.model, asynchronous=True, code=code)
         ev = spec.evals[claimed.index]
         # Only a resumed conversation (a later attempt) can have turns stored already.
         stored = (

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from engine import bounds, overrides
 from engine.clients import MOCK
+from engine.codegrade import policy as code_policy
 from engine.drivers import Defaults, driver_for
 from engine.history import build_history
 from engine.loader import conversation_count
@@ -55,6 +56,8 @@ def create_run(
         _, endpoint_name = build_context(spec, registry, model_ref)
     except Exception as exc:  # an unknown endpoint and the like: say so before anything is stored
         raise LaunchError(str(exc)) from None
+    if not settings.EVALSITE_CODE_GRADERS and (refusal := code_policy.launch_refusal(spec)):
+        raise LaunchError(refusal)
     total = conversation_count(spec)
     if total > bounds.MAX_CONVERSATIONS_PER_RUN:  # saved before the cap was lowered: nothing is created
         raise LaunchError(

@@ -108,13 +108,67 @@ def create_suite(*, owner, source: str, note: str = "", files: Mapping[str, str]
     return suite
 
 
+class SuitesRefused(ValueError):
+    """Several suites that cannot all be created; `problems` holds one line per problem, naming its suite."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def create_suites(*, owner, suites: list[tuple[str, str, Mapping[str, str], str]]) -> list[Suite]:
+    """Create several suites at once, or none: each `(label, source, files, note)` is validated and its
+    name checked against the others and the owner's suites first; then all are created in one
+    transaction. Raises SuitesRefused listing every problem, each after its label (where it came from)."""
+    problems: list[str] = []
+    specs: list[SuiteSpec | None] = []
+    for label, source, files, _note in suites:
+        try:
+            specs.append(validate_source(source, files=files))
+        except SuiteError as exc:
+            specs.append(None)
+            problems += [f"{label}: {problem}" for problem in exc.problems]
+    named: dict[str, str] = {}
+    for (label, *_), spec in zip(suites, specs, strict=True):
+        if spec is None:
+            continue
+        if spec.name in named:
+            problems.append(
+                f"{label}: named {spec.name!r}, as {named[spec.name]} is; suite names must differ"
+            )
+        named.setdefault(spec.name, label)
+    for name in Suite.objects.filter(owner=owner, name__in=list(named)).values_list("name", flat=True):
+        problems.append(f"{named[name]}: you already have a suite named {name!r}")
+    if problems:
+        raise SuitesRefused(problems)
+    created = []
+    try:
+        with transaction.atomic():
+            for (label, source, files, note), spec in zip(suites, specs, strict=True):
+                try:
+                    suite = Suite.objects.create(
+                        owner=owner, name=spec.name, description=spec.description or ""
+                    )
+                except IntegrityError:  # made by another request since the check above
+                    raise SuitesRefused([f"{label}: you already have a suite named {spec.name!r}"]) from None
+                _save_version(
+                    suite=suite, source=source, user=owner, note=note or "created", files=files, spec=spec
+                )
+                created.append(suite)
+    except SuiteError as exc:
+        raise SuitesRefused([str(problem) for problem in exc.problems]) from None
+    return created
+
+
 __all__ = [
     "MAX_FILES",
     "MAX_FILE_BYTES",
     "MAX_TOTAL_BYTES",
     "SuiteError",
+    "SuitesRefused",
     "change_files",
     "create_suite",
+    "create_suites",
     "decode_file",
     "decode_source",
     "save_version",

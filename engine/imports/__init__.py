@@ -1,5 +1,5 @@
 """Import suites written for other tools as evalsite suites: vibecheck, Letta Evals, AgentV (v2 and today's
-`tests` format) and calibrate.
+`tests` format), agtlantis (@agtlantis/eval YAML) and calibrate.
 
 `convert(files)` takes the uploaded files (name -> text), finds the suite file among them, works out which
 tool wrote it (`detect`) and returns an `ImportResult`: the evalsite YAML, the attached files to create
@@ -17,26 +17,28 @@ from __future__ import annotations
 
 import importlib
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from .common import (
     KINDS,
     ImportProblem,
     ImportResult,
+    Loss,
     Report,
     basename,
     is_yaml_name,
     parse_yaml,
     repair_plain_colons,
 )
+from .locate import locate
 
 ImportError_ = ImportProblem  # another name for it, which callers may import
 
 
 def detect(files: Mapping[str, str]) -> str:
-    """Which tool wrote the suite among `files`: "vibecheck", "letta", "agentv" or "calibrate"; ImportProblem
-    if none."""
+    """Which tool wrote the suite among `files`: "vibecheck", "letta", "agentv", "agtlantis" or "calibrate";
+    ImportProblem if none."""
     if _is_calibrate(files):
         return "calibrate"
     return _main_file(_normalise(files))[0]
@@ -61,19 +63,165 @@ def convert(files: Mapping[str, str], kind: str | None = None) -> ImportResult:
         if kind not in KINDS:
             raise ImportProblem(f"unknown kind {kind!r}: choose {', '.join(KINDS)}")
         main = _main_file_for(normalised, kind)
+    return _convert_one(kind, main, normalised, name_unused=True)[0]
+
+
+def _convert_one(
+    kind: str, main: Parsed, files: dict[str, str], *, name_unused: bool = False
+) -> tuple[ImportResult, set[str]]:
+    """One suite file converted, its losses located; and the names of the files its converter read."""
     module = importlib.import_module(f"{__name__}.{kind}")
     report = Report()
     for line in main.repairs:
         report.map(line)
-    tracked = _Tracked(normalised)
+    tracked = _Tracked(files)
     try:
         header, sections, attached = module.convert(main.name, main.data, tracked, report)
     except ImportProblem as problem:
-        raise _located(problem, main.name, normalised) from None
-    for name in normalised:
+        raise _located(problem, main.name, files) from None
+    for name in files if name_unused else ():
         if name != main.name and name not in tracked.used:
             report.skip(f"{name}: uploaded, but the suite does not refer to it — ignored")
-    return report.finish(header, sections, attached, kind)
+    result = report.finish(header, sections, attached, kind)
+    result.origin = main.name
+    result.losses = [locate(line, main.name, files) for line in result.lost]
+    return result, tracked.used
+
+
+@dataclass
+class Imported:
+    """Every suite found among many files (`convert_all`)."""
+
+    results: list[ImportResult] = field(default_factory=list)  # one per suite, in path order
+    problems: list[str] = field(default_factory=list)  # "path: why" for each suite file that did not convert
+    ignored: list[str] = field(default_factory=list)  # files no suite refers to
+    unreadable: list[str] = field(default_factory=list)  # "path …: why" for YAML or TOML that does not parse
+
+
+def convert_all(files: Mapping[str, str], hidden: Collection[str] = ()) -> Imported:
+    """Every suite among `files` (path -> text, paths relative to one folder: a project as the tool lays
+    it out), each converted with the files it refers to, found as that tool finds them: from the suite
+    file's folder. A suite file that another suite reads (a shared tests file) is not a suite of its own,
+    nor is a file among `hidden` (in a hidden folder: read only when a suite names it).
+    ImportProblem when no file is a suite of a tool Import knows."""
+    tree = _normalise_paths(files)
+    hidden = {posixpath.normpath(path) for path in hidden}
+    visible = {path: text for path, text in tree.items() if path not in hidden}
+    found, unreadable = _scan(visible)
+    units = _calibration_sets(visible, any(kind == "calibrate" for kind, _ in found))
+    found = [(kind, parsed) for kind, parsed in found if kind != "calibrate"]  # calibrate goes by set, below
+    if not found and not units:
+        if 0 < len(visible) <= 10:
+            _main_file(
+                visible
+            )  # raises the single-suite message: what Import reads, or which file is not valid
+        readable = [path for path in _candidates(visible) if path not in unreadable]
+        raise ImportProblem(
+            f"no suite of a tool Import knows among {len(visible)} files"
+            + (f"; {len(readable)} YAML or TOML files ({_few(readable)}) are not suites" if readable else "")
+            + (f"; not valid: {_few(list(unreadable.values()), 3)}" if unreadable else "")
+        )
+    imported = Imported()
+    used: set[str] = set()
+    suite_of: dict[str, tuple[ImportResult, set[str]]] = {}
+    for kind, parsed in found:
+        folder = posixpath.dirname(parsed.name)
+        view = {_relative(path, folder): text for path, text in tree.items()}
+        main = Parsed(posixpath.basename(parsed.name), parsed.data, parsed.repairs)
+        try:
+            result, read = _convert_one(kind, main, view)
+        except ImportProblem as problem:
+            message = str(problem)  # it starts with the suite file's name, or names the file at fault
+            if message.startswith(main.name):
+                message = parsed.name + message[len(main.name) :]
+            elif not message.startswith(parsed.name):
+                message = f"{parsed.name}: {message}"
+            imported.problems.append(message)
+            continue
+        result.origin = parsed.name
+        read = {posixpath.normpath(posixpath.join(folder, name)) for name in read}
+        for loss in result.losses:
+            loss.file = posixpath.normpath(posixpath.join(folder, loss.file))
+        suite_of[parsed.name] = (result, read)
+        used |= read
+    for unit in units:
+        origin = (unit.graders or unit.sample_files)[0]
+        try:
+            result = _convert_calibrate({path: tree[path] for path in unit.files}, [])
+        except ImportProblem as problem:
+            message = str(problem)
+            imported.problems.append(message if message.startswith(origin) else f"{origin}: {message}")
+            continue
+        suite_of[origin] = (result, set(unit.files))
+        used |= set(unit.files)
+    for path, (result, _read) in suite_of.items():
+        if not any(path in read for other, (_, read) in suite_of.items() if other != path):
+            imported.results.append(result)
+    suites = {parsed.name for _kind, parsed in found}
+    imported.ignored = sorted(path for path in tree if path not in used | suites | hidden)
+    imported.unreadable = [message for path, message in unreadable.items() if path not in used]
+    return imported
+
+
+def _calibration_sets(tree: dict[str, str], samples_found: bool) -> list:
+    """calibrate's sets among a folder's files: its grader decks with the samples they embed, and sample
+    files no deck embeds (engine.imports.calibrate.plan)."""
+    from . import calibrate
+
+    if not samples_found and not any(calibrate.is_deck(path) or path.endswith(".jsonl") for path in tree):
+        return []
+    try:
+        return calibrate.plan(tree)[0]
+    except ImportProblem:
+        return []
+
+
+def _few(names: list[str], limit: int = 5) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def suite_files(files: Mapping[str, str]) -> list[str]:
+    """The paths among `files` that are suites of a tool Import knows, shallowest first."""
+    return [parsed.name for _kind, parsed in _suites(_normalise_paths(files))]
+
+
+def _suites(tree: dict[str, str]) -> list[tuple[str, Parsed]]:
+    return _scan(tree)[0]
+
+
+def _scan(tree: dict[str, str]) -> tuple[list[tuple[str, Parsed]], dict[str, str]]:
+    """The suites among the files, shallowest first; and the YAML or TOML files that do not parse, and
+    why (each might have been a suite)."""
+    found, unreadable = [], {}
+    for path in sorted(_candidates(tree), key=lambda path: (path.count("/"), path)):
+        try:
+            parsed = _parse_candidate(path, tree[path], strict=True)
+        except ImportProblem as problem:
+            unreadable[path] = str(problem) if str(problem).startswith(path) else f"{path}: {problem}"
+            continue
+        kind = looks_like(parsed.data) if parsed is not None else None
+        if kind:
+            found.append((kind, parsed))
+    return found, unreadable
+
+
+def _relative(path: str, folder: str) -> str:
+    return posixpath.relpath(path, folder) if folder else path
+
+
+def _normalise_paths(files: Mapping[str, str]) -> dict[str, str]:
+    """Paths as `a/b/c.yaml` (no `..`, no leading `/`), text decoded as convert's files are."""
+    if not files:
+        raise ImportProblem("no files: give the suite files (or their folder) and the files they refer to")
+    out: dict[str, str] = {}
+    for name, text in files.items():
+        path = posixpath.normpath(str(name).replace("\\", "/")).lstrip("/")
+        if path in ("", ".") or path.startswith("../") or path == "..":
+            raise ImportProblem(f"{name!r} is not a path inside the folder being imported")
+        if path in out:
+            raise ImportProblem(f"{path} was given twice")
+        out[path] = _text(path, text)
+    return out
 
 
 def _is_calibrate(files: Mapping[str, str]) -> bool:
@@ -108,7 +256,10 @@ def _convert_calibrate(files: dict[str, str], unreadable: list[str]) -> ImportRe
     for name in files:
         if name != main and name not in tracked.used:
             report.skip(f"{name}: uploaded, but no deck or sample file refers to it — ignored")
-    return report.finish(header, sections, attached, "calibrate")
+    result = report.finish(header, sections, attached, "calibrate")
+    result.origin = main
+    result.losses = [locate(line, main, files) for line in result.lost]
+    return result
 
 
 def _located(problem: ImportProblem, main: str, files: dict[str, str]) -> ImportProblem:
@@ -133,15 +284,6 @@ class _Tracked(dict):
 
 
 # --- finding the suite file among the uploads ------------------------------------------------------
-
-
-def _text(name: str, text: str | bytes) -> str:
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise ImportProblem(f"{name} is not UTF-8 text") from None
-    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _paths(files: Mapping[str, str], unreadable: list[str] | None = None) -> dict[str, str]:
@@ -175,6 +317,15 @@ def _normalise(files: Mapping[str, str]) -> dict[str, str]:
             raise ImportProblem(f"two uploaded files are named {base!r}; upload one of them")
         out[base] = _text(base, text)
     return out
+
+
+def _text(name: str, text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise ImportProblem(f"{name} is not UTF-8 text") from None
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _candidates(files: dict[str, str]) -> list[str]:
@@ -256,8 +407,9 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
         raise ImportProblem(
             f"{what}: this is not a format Import knows; it reads vibecheck YAML (metadata + evals of "
             "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
-            "files (tests with input / criteria / assertions, or v2 evalcases with input_messages) and calibrate TOML "
-            "([samples.<id>] tables), JSONL samples and grader decks (*.deck.md)"
+            "files (tests with input / criteria / assertions, or v2 evalcases with input_messages), agtlantis eval "
+            "files (agent + cases of input objects), calibrate TOML ([samples.<id>] tables), JSONL samples "
+            "and grader decks (*.deck.md)"
         )
     if len(found) > 1 and any(kind != "calibrate" for kind, _ in found):
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)
@@ -300,6 +452,7 @@ def _expected_shape(kind: str) -> str:
         "vibecheck": "expected `metadata` and `evals` of `prompt` + `checks`",
         "letta": "expected a suite.yaml with `dataset`, `target` and `graders` (or `gate`)",
         "agentv": "expected `tests` with `input` (or v2's `evalcases` with `input_messages`)",
+        "agtlantis": "expected `agent` and `cases`, each with an `input` object",
         "calibrate": "expected a grader deck (*.deck.md) or samples: TOML [samples.<id>] tables with a "
         "score and messages (or userMessage / assistantResponse), or JSONL rows of them",
     }.get(kind, f"expected a {KINDS[kind]} suite")
@@ -318,13 +471,15 @@ AGENTV_TEST_KEYS = {"input", "input_messages", "criteria", "expected_output", "a
 
 
 def looks_like(data: object) -> str | None:
-    """The tool whose suite format `data` (a parsed YAML or TOML file) has, or None."""
+    """The tool whose suite format `data` (a parsed YAML or TOML file, or JSONL rows) has, or None."""
     from .calibrate import sample_shape
 
     if sample_shape(data):  # calibrate's samples (TOML tables or JSONL rows) or a deck's contexts
         return "calibrate"
     if not isinstance(data, dict):
         return None
+    if _agtlantis(data):
+        return "agtlantis"
     schema = data.get("$schema")
     if (isinstance(schema, str) and schema.startswith("agentv-eval")) or isinstance(
         data.get("evalcases"), list
@@ -353,4 +508,27 @@ def looks_like(data: object) -> str | None:
     return None
 
 
-__all__ = ["KINDS", "ImportError_", "ImportProblem", "ImportResult", "convert", "detect"]
+def _agtlantis(data: dict) -> bool:
+    """@agtlantis/eval's eval file: `agent` (a name in its config) and `cases`, each with an `input` object."""
+    cases = data.get("cases")
+    if not isinstance(cases, list) or "evals" in data or "tests" in data:
+        return False
+    if isinstance(data.get("agent"), str):
+        return True
+    return bool(cases) and all(
+        isinstance(case, dict) and isinstance(case.get("input"), dict) for case in cases
+    )
+
+
+__all__ = [
+    "KINDS",
+    "ImportError_",
+    "ImportProblem",
+    "ImportResult",
+    "Imported",
+    "Loss",
+    "convert",
+    "convert_all",
+    "detect",
+    "suite_files",
+]

@@ -21,7 +21,13 @@ from engine.bounds import MAX_NESTING
 from engine.datasets import MAX_DATASET_BYTES
 from engine.loader import MAX_SUITE_BYTES, SuiteError, load_yaml
 
-KINDS = {"vibecheck": "vibecheck", "letta": "Letta Evals", "agentv": "AgentV", "calibrate": "calibrate"}
+KINDS = {
+    "vibecheck": "vibecheck",
+    "letta": "Letta Evals",
+    "agentv": "AgentV",
+    "calibrate": "calibrate",
+    "agtlantis": "agtlantis",
+}
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_HEADER_LINES = 40  # unmapped items repeated as comments at the top of the suite
 MAX_NODES = 2_000_000  # values in a parsed file, counting each alias expansion (YAML "billion laughs")
@@ -32,14 +38,31 @@ class ImportProblem(Exception):
 
 
 @dataclass
+class Loss:
+    """A loss line located in the files it came from: `file:line key: message`. `line` is 0 when the key
+    could not be found there, `key` empty when the line named none."""
+
+    file: str
+    line: int
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where} {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+
+
+@dataclass
 class ImportResult:
     source: str  # the evalsite suite YAML
     files: dict[str, str] = field(default_factory=dict)  # attached files to create with it
     mapped: list[str] = field(default_factory=list)  # "metadata.name → name", ...
     unmapped: list[str] = field(default_factory=list)  # what was not converted, and why
     needs_files: list[str] = field(default_factory=list)  # referenced, but not uploaded
-    kind: str = ""  # "vibecheck" | "letta" | "agentv"
+    kind: str = ""  # a key of KINDS
     lost: list[str] = field(default_factory=list)  # the unmapped lines that graded or drove a conversation
+    origin: str = ""  # the suite file's path among the files given (`evals/review.eval.yaml`)
+    losses: list[Loss] = field(default_factory=list)  # `lost`, each located at a file, line and key
 
     @property
     def tool(self) -> str:
@@ -142,14 +165,27 @@ def check_size(name: str, data: object) -> None:
 
 
 def find_file(files: Mapping[str, str], reference: str) -> tuple[str, str] | None:
-    """An uploaded file a suite refers to (by path), matched by its base name."""
-    wanted = basename(reference.strip())
-    if wanted in files:
-        return wanted, files[wanted]
-    lowered = {name.lower(): name for name in files}
-    if wanted.lower() in lowered:
-        name = lowered[wanted.lower()]
-        return name, files[name]
+    """An uploaded file a suite refers to, as the tools resolve it: by its path from the suite file's folder,
+    then from a folder above it (AgentV searches up to the repository's root, where `/prompts/x.md` starts),
+    then by its base name alone (a flat upload), the nearest first. Names in `files` are paths from the
+    suite file's folder; a flat upload's are base names."""
+    path = reference.strip().replace("\\", "/").removeprefix("file://")
+    path = posixpath.normpath(path.lstrip("/")) if path.strip("/") else ""
+    if not path or path == ".":
+        return None
+    names = list(files)
+    for ups in range(0, 1 + max((name.count("../") for name in names), default=0)):
+        name = "../" * ups + path
+        if name in files:
+            return name, files[name]
+    wanted = basename(path)
+    for same in (
+        lambda name: basename(name) == wanted,
+        lambda name: basename(name).lower() == wanted.lower(),
+    ):
+        matching = sorted((name for name in names if same(name)), key=lambda name: (name.count("/"), name))
+        if matching:
+            return matching[0], files[matching[0]]
     return None
 
 

@@ -195,7 +195,7 @@ def _item(item: object, where: str, depth: int, report: Report) -> list[dict]:
                 checks.append({key: converted})
     for key in item:
         if key not in (*CHECK_KEYS, "prompt", "checks"):
-            report.skip(f"{where}.{key}: unknown check, left out")
+            report.lose(f"{where}.{key}: unknown check, left out")
     followup = _followup(item, where, depth, report)
     if len(checks) > 1:
         report.map(f"{where}: {len(checks)} checks in one item → {len(checks)} items (all must pass)")
@@ -229,14 +229,14 @@ def _check_value(key: str, value: object, where: str, depth: int, report: Report
     if key in TEXT_CHECKS:
         text = as_text(value)
         if text is None:
-            report.skip(f"{where}: expected text, left out")
+            report.lose(f"{where}: expected text, left out")
         elif not isinstance(value, str):
             report.map(f"{where}: {value!r} → the text {text!r}")
         return text
     if key in TOKEN_CHECKS:
         tokens = as_count(value)
         if tokens is None:
-            report.skip(f"{where}: expected a whole number of tokens, got {short(value)}; left out")
+            report.lose(f"{where}: expected a whole number of tokens, got {short(value)}; left out")
         return tokens
     if key == "semantic":
         return _spec(value, SEMANTIC_KEYS, "expected", where, report)

@@ -8,12 +8,14 @@ reads and grades a reply is in engine.checks.CHECK_TYPES."""
 from __future__ import annotations
 
 import re
+import shlex
 from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from .. import patterns
+from ..codegrade.dialects import DEFAULT_DIALECT, DIALECTS
 from .base import LocatedError, StrictModel
 
 MAX_FOLLOWUP_DEPTH = 5
@@ -122,6 +124,84 @@ class FieldEquals(StrictModel):
     value: Any = Field(description="The value it must equal (compared after JSON parsing).")
 
 
+MAX_CODE_TIMEOUT = 600
+# A command's argument that names a file (grade.py, rules.json) names an attached file of the suite.
+FILE_ARGUMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*\.[A-Za-z][A-Za-z0-9]{0,7}$")
+FUNCTION_REF = re.compile(
+    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(\.py)?:[A-Za-z_][A-Za-z0-9_]*$"
+)
+
+
+class CodeSpec(StrictModel):
+    """A program (any language) or a Python callable from the suite's folder grades the reply.
+
+    A program reads the conversation as JSON on stdin and prints its answer as JSON (the last line of its
+    output); a callable gets it as its argument and returns the answer. In the `evalsite` dialect it is
+    given `turns`, `messages`, `input`, `output`, `expected_output` and `config`, and answers
+    `{score, pass, reason}`, a bare score or a bare true/false. Written short, `code: "module:function"` is a
+    callable and `code: [program, arg]` a command.
+    """
+
+    command: list[str] | None = Field(
+        None,
+        description="The program and its arguments, run in the suite's folder, e.g. [python3, grade.py].",
+    )
+    function: str | None = Field(
+        None, description="A Python callable from the suite's folder, as module:function (graders:score)."
+    )
+    timeout: float = Field(30.0, gt=0, le=MAX_CODE_TIMEOUT, description="Seconds before it is stopped.")
+    memory_mb: int = Field(
+        512, ge=32, le=16384, description="Memory it may write to (its data segment and heap), in MB."
+    )
+    network: bool = Field(False, description="Let it reach the network.")
+    threshold: float = Field(
+        0.5, ge=0.0, le=1.0, description="Score needed to pass when the answer gives a score but no `pass`."
+    )
+    config: dict[str, Any] = Field(default_factory=dict, description="Handed to the grader as it is.")
+    dialect: str = Field(
+        DEFAULT_DIALECT,
+        description="How the conversation is handed over and the answer read: " + ", ".join(DIALECTS) + ".",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"function": data}
+        if isinstance(data, list):
+            return {"command": data}
+        if isinstance(data, dict) and isinstance(data.get("command"), str):
+            return {**data, "command": shlex.split(data["command"])}
+        return data
+
+    @model_validator(mode="after")
+    def _one_way(self) -> CodeSpec:
+        if (self.command is None) == (self.function is None):
+            raise ValueError("a code check needs a `command` or a `function` (one of them)")
+        if self.command is not None and (not self.command or not self.command[0].strip()):
+            raise ValueError("`command` needs at least the program to run")
+        if self.function is not None and not FUNCTION_REF.match(self.function):
+            raise ValueError(f"function {self.function!r} is not module:function, e.g. graders:score")
+        if self.dialect not in DIALECTS:
+            raise ValueError(f"unknown dialect {self.dialect!r}; known: {', '.join(DIALECTS)}")
+        return self
+
+    @property
+    def module_file(self) -> str | None:
+        """The file a callable is loaded from, e.g. graders.py for graders:score."""
+        if self.function is None:
+            return None
+        module = self.function.split(":")[0].removesuffix(".py")
+        return module.replace(".", "/") + ".py"
+
+    @property
+    def files(self) -> list[str]:
+        """The attached files it runs: a callable's module, and a command's arguments that name a file."""
+        if self.function is not None:
+            return [self.module_file]
+        return [arg.removeprefix("./") for arg in self.command if FILE_ARGUMENT.match(arg.removeprefix("./"))]
+
+
 class CheckFields(StrictModel):
     """The check vocabulary, shared by checks and by termination conditions."""
 
@@ -142,6 +222,9 @@ class CheckFields(StrictModel):
     )
     field_is_set: str | None = Field(
         None, description="Dot path that must hold a non-null value in the JSON reply."
+    )
+    code: CodeSpec | None = Field(
+        None, description="A program or Python callable from the suite's folder grades the reply."
     )
 
     @field_validator("regex")

@@ -6,9 +6,10 @@ import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from .base import LocatedError, StrictModel
+from .checks import FUNCTION_REF, CodeSpec
 from .evals import Eval
 from .grading import (
     EXTRACTORS,
@@ -326,6 +327,13 @@ class Suite(StrictModel):
             for name, grader in (ev.graders or {}).items():
                 yield ("evals", index, "graders", name), name, grader
 
+    def code_checks(self) -> list[tuple[tuple, CodeSpec]]:
+        """Every code check where it is written, (its path in the suite, its spec): in checks, follow-ups,
+        turns, stop conditions and named graders alike."""
+        found: list[tuple[tuple, CodeSpec]] = []
+        _find_code(self, (), found)
+        return found
+
     def files_used(self) -> list[str]:
         """Names of the attached files this suite refers to, in order of first use."""
         names: dict[str, None] = {}
@@ -334,11 +342,29 @@ class Suite(StrictModel):
         for _, _, grader in self.named_graders():
             if grader.rubric_file:
                 names[grader.rubric_file] = None
+        for _, spec in self.code_checks():
+            names.update((name, None) for name in spec.files)
         for ev in self.evals:
             for message in ev.messages or []:
                 if isinstance(message.content, list):
                     names.update((part.value, None) for part in message.content if part.type == "file")
         return list(names)
+
+
+def _find_code(value: Any, path: tuple, found: list) -> None:
+    if isinstance(value, CodeSpec):
+        found.append((path, value))
+    elif isinstance(value, BaseModel):
+        for name, field in type(value).model_fields.items():
+            item = getattr(value, name)
+            if item is not None and not isinstance(item, (str, int, float)):
+                _find_code(item, (*path, field.alias or name), found)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _find_code(item, (*path, index), found)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _find_code(item, (*path, key), found)
 
 
 def _check_grader_name(name: str, loc: tuple) -> None:
@@ -387,4 +413,15 @@ def json_schema() -> dict:
         checks["anyOf"].append(or_object)
         if "anyOf" in checks_list and {"type": "null"} in checks_list["anyOf"]:
             checks["anyOf"].append({"type": "null"})
+    # `code: "module:function"` and `code: [program, arg]` are short forms of a CodeSpec.
+    code_short = [
+        {"type": "string", "pattern": FUNCTION_REF.pattern},
+        {"type": "array", "items": {"type": "string"}},
+    ]
+    for definition in schema["$defs"].values():
+        code = definition.get("properties", {}).get("code")
+        if code is not None:
+            code["anyOf"] = [*code_short, *code.get("anyOf", [])]
+    command = schema["$defs"]["CodeSpec"]["properties"]["command"]  # a string is split as a shell would
+    command["anyOf"] = [{"type": "string"}, *command.get("anyOf", [])]
     return schema

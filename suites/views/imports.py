@@ -1,4 +1,5 @@
-"""Import: convert another tool's suite (vibecheck, Letta Evals, AgentV) into an evalsite suite.
+"""Import: convert another tool's suite (vibecheck, Letta Evals, AgentV) into an evalsite suite; several
+suites at once (a zip of a project, or several suite files) go through import_batch.
 
 Two steps on one URL. A POST with uploaded files (or a pasted suite, with any files it needs) converts them (engine.imports) and shows the report —
 the detected tool, what was mapped, what was not, the files still needed — with the generated YAML in an
@@ -11,6 +12,7 @@ suite shows its located problems and nothing is saved.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.contrib import messages
@@ -21,11 +23,13 @@ from django.views.decorators.http import require_http_methods
 
 from engine.attached import check_files
 from engine.bounds import loads_json
-from engine.imports import KINDS, ImportProblem, ImportResult, convert
+from engine.imports import KINDS, Imported, ImportProblem, ImportResult, convert, convert_all, suite_files
+from engine.imports.tree import read_zip
 from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem
 
 from .. import services
 from ..forms import TOO_LARGE, normalise_newlines, oversized
+from . import import_batch as batch
 
 MAX_UPLOADS = 50
 KIND_CHOICES = [
@@ -51,6 +55,8 @@ def import_suite(request: HttpRequest) -> HttpResponse:
         return _render(request, {})
     if request.POST.get("action") == "create":
         return _create(request)
+    if request.POST.get("action") == "create-all":
+        return batch.create_all(request)
     return _convert(request)
 
 
@@ -68,8 +74,16 @@ def _pasted(request: HttpRequest) -> str:
     return text if text.strip() else ""
 
 
-def _read_uploads(request: HttpRequest, pasted: str = "") -> dict[str, str]:
-    """The uploaded files, and the pasted suite (if any) as one more file."""
+@dataclass
+class Upload:
+    files: dict[str, str] = field(default_factory=dict)  # path (a zip's entries keep their folders) -> text
+    zipped: bool = False
+    left_out: list[str] = field(default_factory=list)  # a zip's files not read: binaries, too large
+    hidden: set[str] = field(default_factory=set)  # a zip's files in hidden folders: never a suite
+
+
+def _read_uploads(request: HttpRequest, pasted: str = "") -> Upload:
+    """The uploaded files (a zip's files with their folders), and the pasted suite (if any) as one more."""
     uploads = request.FILES.getlist("files")
     if not uploads and not pasted:
         raise ImportProblem(
@@ -77,12 +91,26 @@ def _read_uploads(request: HttpRequest, pasted: str = "") -> dict[str, str]:
         )
     if len(uploads) > MAX_UPLOADS:
         raise ImportProblem(f"at most {MAX_UPLOADS} files at a time")
-    files: dict[str, str] = {}
+    upload = Upload()
     total = 0
-    for upload in uploads:
-        data = upload.read(services.MAX_FILE_BYTES + 1)
+    for chosen in uploads:
+        if chosen.name.lower().endswith(".zip"):
+            data = chosen.read(services.MAX_TOTAL_BYTES + 1)
+            if len(data) > services.MAX_TOTAL_BYTES:
+                raise ImportProblem(
+                    f"{chosen.name} is larger than {services.MAX_TOTAL_BYTES // 1_000_000} MB"
+                )
+            tree = read_zip(data, chosen.name)  # bounded by the same total as the files it holds
+            for path, text in tree.files.items():
+                if path in upload.files:
+                    raise ImportProblem(f"{path} was uploaded twice")
+                upload.files[path] = text
+            upload.zipped, upload.left_out = True, upload.left_out + tree.left_out
+            upload.hidden |= tree.hidden
+            continue
+        data = chosen.read(services.MAX_FILE_BYTES + 1)
         if len(data) > services.MAX_FILE_BYTES:
-            raise ImportProblem(f"{upload.name} is larger than {services.MAX_FILE_BYTES // 1_000_000} MB")
+            raise ImportProblem(f"{chosen.name} is larger than {services.MAX_FILE_BYTES // 1_000_000} MB")
         total += len(data)
         if total > services.MAX_TOTAL_BYTES:
             raise ImportProblem(f"the files exceed {services.MAX_TOTAL_BYTES // 1_000_000} MB in all")
@@ -91,16 +119,31 @@ def _read_uploads(request: HttpRequest, pasted: str = "") -> dict[str, str]:
         except UnicodeDecodeError as exc:
             line = data[: exc.start].count(b"\n") + 1
             raise ImportProblem(
-                f"{upload.name} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})"
+                f"{chosen.name} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})"
             ) from None
-        files[upload.name] = text
+        upload.files[chosen.name] = text
     if pasted:
         if len(pasted.encode("utf-8")) > MAX_SUITE_BYTES:
             raise ImportProblem(f"the pasted suite is larger than {MAX_SUITE_BYTES // 1_000_000} MB")
         # calibrate's samples are TOML, which YAML cannot read: `[[samples]]` on a line of its own says so.
         toml = any(line.strip() == "[[samples]]" for line in pasted.splitlines())
-        files[PASTED_TOML if toml else PASTED] = pasted
-    return files
+        upload.files[PASTED_TOML if toml else PASTED] = pasted
+    return upload
+
+
+def _converted(upload: Upload, kind: str) -> ImportResult | Imported:
+    """One suite as before (a chosen kind, or files holding one suite), else every suite among them: a
+    zip, or several suite files chosen at once. A single suite found in a zip is one suite too."""
+    if kind or (not upload.zipped and len(suite_files(upload.files)) <= 1):
+        return convert(upload.files, kind or None)
+    imported = convert_all(upload.files, upload.hidden)
+    if len(imported.results) > batch.MAX_SUITES:
+        raise ImportProblem(
+            f"{len(imported.results)} suites were found; at most {batch.MAX_SUITES} at a time: zip fewer folders"
+        )
+    if len(imported.results) == 1 and not imported.problems:
+        return imported.results[0]
+    return imported
 
 
 def _convert(request: HttpRequest) -> HttpResponse:
@@ -110,10 +153,18 @@ def _convert(request: HttpRequest) -> HttpResponse:
         return _render(request, {"error": error, "kind": kind}, status=400)
     pasted = _pasted(request)
     try:
-        result = convert(_read_uploads(request, pasted), kind or None)
+        upload = _read_uploads(request, pasted)
+        result = _converted(upload, kind)
     except ImportProblem as exc:
         error = _for_paste(str(exc)) if pasted else str(exc)
         return _render(request, {"error": error, "kind": kind, "pasted": pasted}, status=400)
+    if isinstance(result, Imported):
+        return batch.render_batch(
+            request,
+            batch.units_of(result),
+            failed=result.problems,
+            left_out=upload.left_out + result.unreadable,
+        )
     return _render_preview(request, result, source=result.source, files=result.files, pasted=pasted)
 
 
@@ -134,7 +185,9 @@ def _create(request: HttpRequest) -> HttpResponse:
     source = normalise_newlines(request.POST.get("source", ""))
     try:
         if request.FILES.getlist("files"):  # too large to carry: the same files, uploaded again
-            converted = convert(_read_uploads(request, _pasted(request)), kind or None)
+            converted = _converted(_read_uploads(request, _pasted(request)), kind)
+            if isinstance(converted, Imported):
+                raise ImportProblem("these are not the files of this suite: choose the same files again")
             files = converted.files
             result.needs_files = converted.needs_files
         else:
@@ -203,6 +256,7 @@ def _report_from(raw: str, kind: str) -> ImportResult:
         unmapped=lines("unmapped"),
         needs_files=lines("needs_files"),
         kind=found or "",
+        lost=lines("lost"),
     )
 
 
@@ -218,12 +272,14 @@ def _render_preview(
     carried: bool = True,
     pasted: str = "",
 ) -> HttpResponse:
+    lost = [str(loss) for loss in result.losses] or result.lost  # located when just converted
     report = json.dumps(
         {
             "kind": result.kind,
             "mapped": result.mapped,
             "unmapped": result.unmapped,
             "needs_files": result.needs_files,
+            "lost": lost,
         }
     )
     size = sum(len(text.encode("utf-8")) for text in (*files.values(), source, report))
@@ -237,6 +293,7 @@ def _render_preview(
         spec = None
     context = {
         "result": result,
+        "lost": lost,
         "source": source,
         "files": [
             {"name": name, "content": text, "size": len(text.encode("utf-8"))} for name, text in files.items()

@@ -574,8 +574,14 @@ def test_import_help_documents_its_exit_codes(tmp_path):
     top = evalsite("--help", cwd=tmp_path)
     assert re.search(r"^\s+import\s+convert another tool's suite", top.stdout, re.M)
     help_text = evalsite("import", "--help", cwd=tmp_path).stdout
-    assert "--out SUITE.yaml" in help_text and "--kind" in help_text and "--force" in help_text
-    for code in ("0  converted", "1  converted and written, but not valid yet", "2  nothing was written"):
+    assert "--out DIR" in help_text and "--kind" in help_text and "--force" in help_text
+    assert "PATH" in help_text and "file:line key: message" in help_text
+    for code in (
+        "0  converted",
+        "1  written, but something is to see to",
+        "a suite lost",
+        "2  nothing was written",
+    ):
         assert code in help_text
 
 
@@ -590,10 +596,10 @@ def test_import_of_hostile_values_lists_the_loss_or_says_where_never_a_traceback
     nan = tmp_path / "nan.yaml"
     nan.write_text("evals:\n  - prompt: hi\n    checks: [{max_tokens: .nan}, {match: '*hi*'}]\n")
     result = evalsite("import", str(nan), "--out", "out/suite.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "  - evals[0].checks[0].max_tokens: expected a whole number of tokens, got NaN; left out" in (
-        result.stdout.splitlines()
-    )
+    assert result.returncode == 1, result.stdout + result.stderr  # a check was lost
+    assert result.stderr.splitlines() == [
+        "lost: nan.yaml:3 evals[0].checks[0].max_tokens: expected a whole number of tokens, got NaN; left out"
+    ]
     given = tmp_path / "letta"
     shutil.copytree(IMPORTS / "letta-per-turn", given)
     suite = given / "suite.yaml"

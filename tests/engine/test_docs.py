@@ -81,6 +81,7 @@ SCHEMA_MODELS = {
     "FollowUpInput",
     "Simulate",
     "Criterion",
+    "CodeSpec",
 }
 RESULT_MODELS = [
     results.RunReport,

@@ -22,6 +22,7 @@ from engine.checks import (
     label,
 )
 from engine.clients import Completion, EndpointError
+from engine.codegrade.run import CodeRunner, CodeScope
 from engine.conditions import evaluate_condition
 from engine.judge import JUDGE_SYSTEM, JudgeError, judge_messages, normalise_score, parse_verdict
 from engine.matching import glob_match
@@ -30,6 +31,7 @@ from engine.schema import (
     CHECK_KEYS,
     DEFAULT_EMBEDDING_MODEL,
     Check,
+    CodeSpec,
     Condition,
     FieldEquals,
     JudgeSpec,
@@ -563,6 +565,7 @@ EXAMPLES = {
     SemanticSpec: {"expected": "ok"},
     JudgeSpec: {"criteria": "ok"},
     FieldEquals: {"path": "a", "value": 1},
+    CodeSpec: ["sh", "-c", "echo 1"],
     list[Check]: [{"contains": "ok"}],
 }
 
@@ -583,6 +586,7 @@ def test_the_registry_has_one_entry_per_check_key_of_the_schema():
 def test_every_check_type_reads_and_grades_a_reply(key):
     item = check(example(key))
     judge = ScriptedJudge(answers=['{"score": 1, "reason": "fine"}'], vectors=[unit(1.0), unit(1.0)])
-    result = evaluate(item, reply("ok", completion_tokens=1), JudgeContext(judge, "judge-model"))
+    code = CodeScope(CodeRunner())  # where a code check's program runs
+    result = evaluate(item, reply("ok", completion_tokens=1), JudgeContext(judge, "judge-model", code=code))
     assert result.type == key and result.label == label(item)
     assert result.label.startswith(key) and result.reason and result.score is not None

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.imports import ImportProblem, convert
+from engine.imports import ImportProblem, convert, looks_like
 from engine.imports.common import parse_yaml, repair_plain_colons
 from engine.loader import SuiteError, load_suite
 from tests.engine.test_imports import CALIBRATE_TOML
@@ -71,8 +71,12 @@ def _uploads() -> list[tuple[str, dict[str, str]]]:
     out = []
     for folder in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
         files = {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
-        suites = [name for name in files if name.endswith((".yaml", ".yml"))]
-        if len(suites) > 1:  # several vibecheck suites: one upload each
+        suites = [
+            name
+            for name in files
+            if name.endswith((".yaml", ".yml")) and looks_like(_parse(name, files[name]))
+        ]
+        if len(suites) > 1:  # several suites (and the files beside them, e.g. a prompt file): one upload each
             out += [(f"{folder.name}/{name}", {name: files[name]}) for name in suites]
         else:
             out.append((folder.name, files))
@@ -219,7 +223,7 @@ def test_every_hostile_value_ends_in_a_located_problem_or_a_listed_loss(label, f
 
 def test_the_fuzz_reaches_every_converter():
     kinds = {convert(files).kind for _, files in _uploads()}
-    assert kinds == {"vibecheck", "letta", "agentv", "calibrate"}
+    assert kinds == {"vibecheck", "letta", "agentv", "calibrate", "agtlantis"}
 
 
 @pytest.mark.parametrize(

@@ -276,9 +276,9 @@ def test_import_kind_calibrate_converts_instead_of_crashing(tmp_path):
     (tmp_path / "hello.toml").write_text(KEYED)
     result = _cli("import", "--kind", "calibrate", "hello.toml", "--out", "out/set.yaml", cwd=tmp_path)
     assert "Traceback" not in result.stderr, result.stderr
-    # Written and valid, with the grader deck that was not given listed as lost.
+    # Written and valid, with the grader deck that was not given listed.
     assert "ok — calibration set 'hello', 3 samples" in result.stdout, result.stdout + result.stderr
-    assert "the grader (a *.deck.md deck) is not among the files" in result.stdout
+    assert "the grader (a *.deck.md deck) is not among the files" in result.stdout + result.stderr
     assert (tmp_path / "out" / "set.yaml").is_file() and (tmp_path / "out" / "hello.samples.jsonl").is_file()
 
 
@@ -302,11 +302,14 @@ def test_validate_and_calibrate_read_the_samples_file_beside_the_set(tmp_path):
 
 
 def test_an_imported_deck_folder_calibrates_with_the_deck_as_the_judges_prompt(tmp_path):
-    work = tmp_path / "bf"
-    shutil.copytree(FOLDER, work)
-    names = [str(path.relative_to(work)) for path in sorted(work.rglob("*")) if path.is_file()]
-    imported = _cli("import", *names, "--out", "out/set.yaml", cwd=work)
+    shutil.copytree(FOLDER, tmp_path / "bf")
+    imported = _cli("import", "bf", "--out", "out", cwd=tmp_path)  # the folder, as aibff lays it out
     assert imported.returncode == 0, imported.stdout + imported.stderr
+    work = tmp_path
+    assert sorted(path.name for path in (work / "out" / "support-tone").iterdir()) == [
+        "support-tone.samples.jsonl",
+        "support-tone.yaml",
+    ]
     replies = {  # the judge's score for each sample, found by its reply
         "We do! Orders to Canada": 3,
         "Thank you so much for reaching out": 2,
@@ -319,7 +322,8 @@ def test_an_imported_deck_folder_calibrates_with_the_deck_as_the_judges_prompt(t
         for reply, score in replies.items():
             fake.rule(reply, json.dumps({"score": score, "reason": f"scored {score}"}), where="any")
         ran = _cli(
-            "calibrate", "out/set.yaml", "--model", "judge-x", "--json", "out/figures.json", cwd=work,
+            "calibrate", "out/support-tone/support-tone.yaml", "--model", "judge-x", "--json", "out/figures.json",
+            cwd=work,
             OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY=FAKE_KEY,
         )  # fmt: skip
         requests = fake.chat_requests()
@@ -441,3 +445,24 @@ def test_the_aibff_guis_ground_truth_examples_are_samples():
         {"role": "assistant", "content": "YES"},
     ]
     assert row["expected"] == {"score": 3, "reason": "Exact match"}
+
+
+def test_a_folder_import_that_lost_the_grader_exits_1_with_the_loss_listed(tmp_path):
+    (tmp_path / "bf").mkdir()
+    (tmp_path / "bf" / "samples.jsonl").write_text(JSONL)
+    result = _cli("import", "bf", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "the grader (a *.deck.md deck) is not among the files" in result.stderr
+    assert "calibration set 'samples', 3 samples" in result.stdout
+
+
+def test_a_project_holding_a_deck_folder_and_another_tools_suite_imports_both():
+    from engine.imports import convert_all
+
+    letta = Path(__file__).parents[1] / "fixtures" / "imports" / "letta-rubric"
+    files = {f"bf/{name}": text for name, text in fixture_files().items()}
+    files |= {f"letta/{p.name}": p.read_text() for p in letta.iterdir() if p.is_file()}
+    imported = convert_all(files)
+    kinds = sorted((result.kind, result.origin) for result in imported.results)
+    assert kinds == [("calibrate", "bf/decks/support-tone.deck.md"), ("letta", "letta/suite.yaml")]
+    assert not any(path.startswith("bf/") for path in imported.ignored)

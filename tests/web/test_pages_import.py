@@ -346,6 +346,22 @@ def test_hostile_values_are_a_listed_loss_or_a_located_error_never_a_500(logged_
 
 
 @pytest.mark.django_db
+def test_a_loss_is_shown_first_at_its_line_and_kept_through_a_failed_create(logged_in):
+    lossy = "evals:\n  - prompt: hi\n    checks:\n      - max_tokens: .nan\n      - match: '*hi*'\n"
+    page = logged_in.post(URL, {"files": uploads({"lossy.yaml": lossy})}).content.decode()
+    lost = page[page.index('id="import-lost"') :]
+    lost = lost[: lost.index("</section>")]
+    assert 'role="alert"' in lost and "Lost (1)" in lost
+    assert "lossy.yaml:4 evals[0].checks[0].max_tokens: expected a whole number of tokens" in lost
+    assert page.index('id="import-lost"') < page.index('id="import-unmapped"')
+    _, _, report = form_fields(page)
+    failed = logged_in.post(URL, {"action": "create", "report": report, "source": "name: [\n"})
+    assert (
+        failed.status_code == 400 and "lossy.yaml:4 evals[0].checks[0].max_tokens" in failed.content.decode()
+    )
+
+
+@pytest.mark.django_db
 def test_a_bolt_foundry_deck_folder_becomes_a_calibration_set_with_its_samples_attached(logged_in):
     """The page sends file names without their folders; the deck still finds its card and samples, and the
     saved set reads its samples from the attached file, as the server runs it."""
