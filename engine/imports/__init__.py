@@ -111,6 +111,10 @@ def convert_all(files: Mapping[str, str], hidden: Collection[str] = ()) -> Impor
     units = _calibration_sets(visible, any(kind == "calibrate" for kind, _ in found))
     found = [(kind, parsed) for kind, parsed in found if kind != "calibrate"]  # calibrate goes by set, below
     if not found and not units:
+        if any(path.endswith(".deck.md") for path in visible):  # decks, but no samples: calibrate says why
+            from . import calibrate
+
+            calibrate.convert_files(dict(visible), Report())
         if 0 < len(visible) <= 10:
             _main_file(
                 visible

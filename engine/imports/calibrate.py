@@ -429,6 +429,9 @@ def plan(files: Mapping[str, str]) -> tuple[list[Unit], dict[str, object]]:
     folders: dict[str, list[str]] = {}
     for name in loose:
         near = [u for u in units if any(posixpath.dirname(g) == posixpath.dirname(name) for g in u.graders)]
+        if len(near) > 1:  # beside several sets' decks: the set whose deck is named like the samples
+            named = _matching([g for u in near for g in u.graders], [name])
+            near = [u for u in near if set(named) & set(u.graders)]
         if len(units) == 1 or len(near) == 1:  # beside the one set there is, or beside one set's decks
             (near or units)[0].sample_files.append(name)
         else:

@@ -267,7 +267,7 @@ def _cli(*args, cwd, **env):
     full = {**os.environ, "EVALSITE_VAR_DIR": str(Path(cwd) / "var"), **env}
     full.pop("DATABASE_URL", None)
     return subprocess.run(
-        [sys.executable, "-m", "evalsite.cli", *args],
+        [str(Path(sys.executable).parent / "evalsite"), *args],  # the command a user runs
         cwd=cwd, env={**full, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
@@ -466,3 +466,24 @@ def test_a_project_holding_a_deck_folder_and_another_tools_suite_imports_both():
     kinds = sorted((result.kind, result.origin) for result in imported.results)
     assert kinds == [("calibrate", "bf/decks/support-tone.deck.md"), ("letta", "letta/suite.yaml")]
     assert not any(path.startswith("bf/") for path in imported.ignored)
+
+
+def test_samples_beside_several_sets_join_the_one_whose_deck_is_named_like_them():
+    from engine.imports.calibrate import plan
+
+    files = fixture_files()
+    files["decks/pong.deck.md"] = "# Pong grader\n\n![](./pong.deck.toml)\n"
+    files["decks/pong.deck.toml"] = OTHER_SAMPLES
+    units, _ = plan(files)
+    support = next(unit for unit in units if "decks/support-tone.deck.md" in unit.graders)
+    assert "decks/support-samples.jsonl" in support.sample_files  # support-samples… beside support-tone
+    assert len(units) == 2
+
+
+def test_a_folder_of_decks_without_samples_says_what_calibrate_needs(tmp_path):
+    (tmp_path / "bf").mkdir()
+    (tmp_path / "bf" / "actor.deck.md").write_text("# Actor\n\n![](./actor.deck.toml)\n")
+    result = _cli("import", "bf", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "no calibrate samples among the files" in result.stderr
+    assert "![…](./actor.deck.toml) is not among the files" in result.stderr
