@@ -241,7 +241,10 @@ def format_calibration(report: CalibrationReport, worst: int = 5) -> str:
     ]
     for judge in report.judges:
         m = judge.metrics
-        lines += ["", f"{judge.name} ({judge.model or 'default judge'}): {judge.criteria[:80]}"]
+        lines += [
+            "",
+            f"{judge.name} ({judge.model or 'default judge'}): {' '.join(judge.criteria.split())[:80]}",
+        ]
         figures = [f"exact agreement {_pct(m.exact_agreement)}"]
         if m.within_one is not None:
             figures.append(f"within one {_pct(m.within_one)}")

@@ -210,8 +210,14 @@ def _file_samples(name: str, text: str) -> tuple[list[tuple[str, object]], list[
         except tomllib.TOMLDecodeError as exc:
             return [], [SuiteProblem(0, 0, "", f"not valid TOML: {exc}", file=name)]
         rows = data.get("samples")
+        if isinstance(rows, dict):  # calibrate's keyed [samples.<id>] tables: the key is the sample's id
+            return [(f"{name} sample {key}", _keyed(key, row)) for key, row in rows.items()], []
         if not isinstance(rows, list):
-            return [], [SuiteProblem(0, 0, "", "a calibrate TOML file holds [[samples]] tables", file=name)]
+            return [], [
+                SuiteProblem(
+                    0, 0, "", "a calibrate TOML file holds [samples.<id>] or [[samples]] tables", file=name
+                )
+            ]
         return [(f"{name} sample {i + 1}", row) for i, row in enumerate(rows)], []
     pairs, problems = [], []
     for number, line in enumerate(text.split("\n"), start=1):
@@ -222,6 +228,17 @@ def _file_samples(name: str, text: str) -> tuple[list[tuple[str, object]], list[
         except ValueError as exc:
             problems.append(SuiteProblem(number, 1, "", f"not valid JSON: {exc}", file=name))
     return pairs, problems
+
+
+def _keyed(key: str, row: object) -> object:
+    """A keyed calibrate sample in evalsite's form: its flat `score` and `description` as `expected`."""
+    if not isinstance(row, dict) or "expected" in row or "score" not in row:
+        return row
+    row = dict(row)
+    expected = {"score": row.pop("score")}
+    if isinstance(row.get("description"), str):
+        expected["reason"] = row.pop("description")
+    return {"id": key, **row, "expected": expected}
 
 
 def load_calibration(
@@ -267,6 +284,13 @@ def load_parsed(raw: dict, builder, filename: str, files: Mapping[str, str] | No
 
     samples: list[Sample] = []
     for index, (label, raw_sample, path) in enumerate(written):
+        identifier = raw_sample.get("id") if isinstance(raw_sample, dict) else None
+        if (
+            isinstance(identifier, str | int)
+            and not isinstance(identifier, bool)
+            and str(identifier) not in label
+        ):
+            label = f"{label} ({identifier})"  # the sample's own name, as its author knows it
         try:
             messages, score, reason, tags = _checked_sample(raw_sample, spec.scale)
         except _SampleSkipped as skipped:
@@ -304,8 +328,10 @@ def load_parsed(raw: dict, builder, filename: str, files: Mapping[str, str] | No
 def _problem(builder, path: tuple | None, inner: tuple, label: str, message: str) -> SuiteProblem:
     if path is None:  # in an attached file: its line is in the label
         file, _, rest = label.partition(" line ")
-        line = int(rest) if rest.isdigit() else 0
-        return SuiteProblem(line, 1 if line else 0, "", message, file=file.split(" sample ")[0])
+        line = int(rest.split(" ", 1)[0]) if rest.split(" ", 1)[0].isdigit() else 0
+        return SuiteProblem(
+            line, 1 if line else 0, "", message, file=file.split(" sample ")[0].split(" (")[0]
+        )
     full = (*path, *inner)
     line, column = _locate(full, builder, key=bool(inner))
     return SuiteProblem(line, column, format_path(full), message)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from . import patterns
 from .clients import ChatClient, EndpointError, estimate_tokens
 from .codegrade.run import CodeScope, grade_code
-from .judge import PASS_FAIL, Verdict, ask, expected_json, judge_messages, normalise_score
+from .judge import PASS_FAIL, Verdict, ask, expected_json, judge_messages, normalise_score, written_messages
 from .matching import MISSING, glob_match, json_field
 from .results import CRITERION, CheckResult, Usage
 from .schema import DEFAULT_EMBEDDING_MODEL, SCALES, Check
@@ -229,7 +229,11 @@ def _judge_one(spec, criteria: str, reply: Reply, judge: JudgeContext) -> tuple[
     """One judge call (two when its first answer cannot be read): the score on the spec's scale, the
     reason, and the verdict as read. Raises JudgeError when no answer can be read."""
     client, model = judge.for_model(spec.model)
-    messages = judge_messages(criteria, reply.conversation, spec.scale, spec.scope)
+    if spec.messages:
+        written = [message.model_dump() for message in spec.messages]
+        messages = written_messages(written, criteria, reply.conversation)
+    else:
+        messages = judge_messages(criteria, reply.conversation, spec.scale, spec.scope)
     temperature = spec.temperature if spec.temperature is not None else judge.temperature
     verdict = ask(
         client, model, messages, judge.charge, temperature=temperature, expected=expected_json(spec.scale),

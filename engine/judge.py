@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from .clients import ChatClient, EndpointError
 from .results import Usage
-from .transcript import format_transcript
+from .transcript import format_transcript, message_text
 from .verdicts import PASS_FAIL, YES_NO, Verdict, parse_verdict
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "expected_json",
     "judge_messages",
     "normalise_score",
+    "written_messages",
     "parse_verdict",
 ]
 
@@ -64,6 +65,25 @@ def judge_messages(
             "1 means the criteria are fully met, 0 means not at all.", f"The score is {SCALE_WORDS[scale]}."
         )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def written_messages(written: list[dict], criteria: str, conversation: list[dict]) -> list[dict]:
+    """A judge's own prompt (`llm_judge.messages`) with its placeholders filled: {{criteria}}, {{input}}
+    (the last user message before the reply), {{output}} (the reply) and {{conversation}} (the transcript
+    up to the reply, as evalsite's own prompt shows it). Filled in one pass, so text put in is never read
+    for placeholders."""
+    from .schema.checks import JUDGE_PLACEHOLDER
+
+    last = max((i for i, m in enumerate(conversation) if m.get("role") == "assistant"), default=None)
+    before = conversation if last is None else conversation[:last]
+    values = {
+        "criteria": criteria,
+        "input": next((message_text(m) for m in reversed(before) if m.get("role") == "user"), ""),
+        "output": "" if last is None else message_text(conversation[last]),
+        "conversation": format_transcript(conversation if last is None else conversation[: last + 1]),
+    }
+    fill = lambda found: values.get(found.group(1), found.group(0))  # noqa: E731
+    return [{"role": m["role"], "content": JUDGE_PLACEHOLDER.sub(fill, m["content"])} for m in written]
 
 
 def normalise_score(score: float) -> float:

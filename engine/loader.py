@@ -569,14 +569,15 @@ def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite
 
 
 def file_references(data: bytes | str) -> list[str]:
-    """The attached files a suite names (dataset, history file parts), read leniently from raw YAML."""
+    """The attached files a suite names (dataset, history file parts, a calibration set's samples_file),
+    read leniently from raw YAML."""
     try:
         raw = load_yaml(decode_source(data))
     except (SuiteError, yaml.YAMLError):
         return []
     if not isinstance(raw, dict):
         return []
-    names = [raw["dataset"]] if isinstance(raw.get("dataset"), str) else []
+    names = [raw[key] for key in ("dataset", "samples_file") if isinstance(raw.get(key), str)]
     listed = raw.get("evals") if isinstance(raw.get("evals"), list) else []  # a wrong shape is validation's
     holders = [raw.get("graders")] + [ev.get("graders") for ev in listed if isinstance(ev, dict)]
     for graders in holders:

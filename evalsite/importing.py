@@ -107,7 +107,17 @@ def stem(origin: str) -> str:
     """A suite's name on disk, from its file's path: `evals/code-review.eval.yaml` → `code-review`,
     `letta/simple/suite.yaml` → `simple`."""
     name = posixpath.basename(origin)
-    for suffix in (".eval.yaml", ".eval.yml", ".deck.toml", ".yaml", ".yml", ".toml", ".json", ".jsonl"):
+    for suffix in (
+        ".eval.yaml",
+        ".eval.yml",
+        ".deck.toml",
+        ".deck.md",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".json",
+        ".jsonl",
+    ):
         if name.lower().endswith(suffix):
             name = name[: -len(suffix)]
             break

@@ -37,7 +37,10 @@ ImportError_ = ImportProblem  # another name for it, which callers may import
 
 
 def detect(files: Mapping[str, str]) -> str:
-    """Which tool wrote the suite among `files`: "vibecheck", "letta" or "agentv"; ImportProblem if none."""
+    """Which tool wrote the suite among `files`: "vibecheck", "letta", "agentv", "agtlantis" or "calibrate";
+    ImportProblem if none."""
+    if _is_calibrate(files):
+        return "calibrate"
     return _main_file(_normalise(files))[0]
 
 
@@ -50,6 +53,9 @@ class Parsed:
 
 def convert(files: Mapping[str, str], kind: str | None = None) -> ImportResult:
     """Convert uploaded files (name -> text) to an evalsite suite. `kind` skips detection."""
+    if kind in (None, "", "auto", "calibrate") and (kind == "calibrate" or _is_calibrate(files)):
+        unreadable: list[str] = []
+        return _convert_calibrate(_paths(files, unreadable), unreadable)
     normalised = _normalise(files)
     if kind in (None, "", "auto"):
         kind, main = _main_file(normalised)
@@ -102,7 +108,13 @@ def convert_all(files: Mapping[str, str], hidden: Collection[str] = ()) -> Impor
     hidden = {posixpath.normpath(path) for path in hidden}
     visible = {path: text for path, text in tree.items() if path not in hidden}
     found, unreadable = _scan(visible)
-    if not found:
+    units = _calibration_sets(visible, any(kind == "calibrate" for kind, _ in found))
+    found = [(kind, parsed) for kind, parsed in found if kind != "calibrate"]  # calibrate goes by set, below
+    if not found and not units:
+        if any(path.endswith(".deck.md") for path in visible):  # decks, but no samples: calibrate says why
+            from . import calibrate
+
+            calibrate.convert_files(dict(visible), Report())
         if 0 < len(visible) <= 10:
             _main_file(
                 visible
@@ -136,6 +148,16 @@ def convert_all(files: Mapping[str, str], hidden: Collection[str] = ()) -> Impor
             loss.file = posixpath.normpath(posixpath.join(folder, loss.file))
         suite_of[parsed.name] = (result, read)
         used |= read
+    for unit in units:
+        origin = (unit.graders or unit.sample_files)[0]
+        try:
+            result = _convert_calibrate({path: tree[path] for path in unit.files}, [])
+        except ImportProblem as problem:
+            message = str(problem)
+            imported.problems.append(message if message.startswith(origin) else f"{origin}: {message}")
+            continue
+        suite_of[origin] = (result, set(unit.files))
+        used |= set(unit.files)
     for path, (result, _read) in suite_of.items():
         if not any(path in read for other, (_, read) in suite_of.items() if other != path):
             imported.results.append(result)
@@ -143,6 +165,19 @@ def convert_all(files: Mapping[str, str], hidden: Collection[str] = ()) -> Impor
     imported.ignored = sorted(path for path in tree if path not in used | suites | hidden)
     imported.unreadable = [message for path, message in unreadable.items() if path not in used]
     return imported
+
+
+def _calibration_sets(tree: dict[str, str], samples_found: bool) -> list:
+    """calibrate's sets among a folder's files: its grader decks with the samples they embed, and sample
+    files no deck embeds (engine.imports.calibrate.plan)."""
+    from . import calibrate
+
+    if not samples_found and not any(calibrate.is_deck(path) or path.endswith(".jsonl") for path in tree):
+        return []
+    try:
+        return calibrate.plan(tree)[0]
+    except ImportProblem:
+        return []
 
 
 def _few(names: list[str], limit: int = 5) -> str:
@@ -193,6 +228,44 @@ def _normalise_paths(files: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+def _is_calibrate(files: Mapping[str, str]) -> bool:
+    """calibrate's files: a grader deck (*.deck.md) among them, or its samples and nothing else's suite."""
+    from . import calibrate
+
+    if any(calibrate.is_deck(basename(name)) for name in files):
+        return True
+    try:
+        paths = _paths(files, [])
+    except ImportProblem:
+        return False
+    kinds = set()
+    for name in _candidates(paths):  # by path: a folder may hold several samples.jsonl
+        parsed = _parse_candidate(name, paths[name], strict=False)
+        kinds.add(looks_like(parsed.data) if parsed else None)
+    return "calibrate" in kinds and kinds <= {"calibrate", None}
+
+
+def _convert_calibrate(files: dict[str, str], unreadable: list[str]) -> ImportResult:
+    """calibrate reads a folder as aibff does: decks embed cards and sample files by relative path."""
+    from . import calibrate
+
+    report = Report()
+    for name in unreadable:
+        report.skip(f"{name}: not UTF-8 text — ignored")
+    tracked = _Tracked(files)
+    try:
+        main, (header, sections, attached) = calibrate.convert_files(tracked, report)
+    except ImportProblem as problem:
+        raise _located(problem, next(iter(files)), files) from None
+    for name in files:
+        if name != main and name not in tracked.used:
+            report.skip(f"{name}: uploaded, but no deck or sample file refers to it — ignored")
+    result = report.finish(header, sections, attached, "calibrate")
+    result.origin = main
+    result.losses = [locate(line, main, files) for line in result.lost]
+    return result
+
+
 def _located(problem: ImportProblem, main: str, files: dict[str, str]) -> ImportProblem:
     """The problem, naming the suite file when the converter named no file: the person who uploaded
     several files is told which one to fix."""
@@ -215,6 +288,25 @@ class _Tracked(dict):
 
 
 # --- finding the suite file among the uploads ------------------------------------------------------
+
+
+def _paths(files: Mapping[str, str], unreadable: list[str] | None = None) -> dict[str, str]:
+    """The uploads by their relative path (a folder's layout kept, `./` and `a/../` folded away). With
+    `unreadable`, a file that is not UTF-8 text (a picture in a deck's folder) is listed there, not refused."""
+    if not files:
+        raise ImportProblem("no files: upload the suite file (and its dataset or attachments)")
+    out: dict[str, str] = {}
+    for name, text in files.items():
+        path = posixpath.normpath(name.replace("\\", "/")).lstrip("/")
+        if not basename(path) or path == ".":
+            raise ImportProblem(f"{name!r} is not a file name")
+        try:
+            out[path] = _text(path, text)
+        except ImportProblem:
+            if unreadable is None:
+                raise
+            unreadable.append(path)
+    return out
 
 
 def _normalise(files: Mapping[str, str]) -> dict[str, str]:
@@ -242,12 +334,34 @@ def _text(name: str, text: str | bytes) -> str:
 
 def _candidates(files: dict[str, str]) -> list[str]:
     names = [name for name in files if is_yaml_name(name) or name.lower().endswith(".toml")]
+    if not names:  # JSONL of calibrate's samples, when there is no suite file it could be a dataset of
+        names = [
+            name for name in files if name.lower().endswith(".jsonl") and _holds_samples(name, files[name])
+        ]
     if not names and len(files) == 1:
         names = list(files)  # a single file with another extension: try it as YAML
     return names
 
 
+def _holds_samples(name: str, text: str) -> bool:
+    from .calibrate import parse_file, sample_shape
+
+    try:
+        return sample_shape(parse_file(name, text))
+    except ImportProblem:
+        return False
+
+
 def _parse_candidate(name: str, text: str, strict: bool) -> Parsed | None:
+    if name.lower().endswith(".jsonl"):
+        from .calibrate import parse_file
+
+        try:
+            return Parsed(name, parse_file(name, text))
+        except ImportProblem:
+            if strict:
+                raise
+            return None
     if name.lower().endswith(".toml"):
         try:
             return Parsed(name, _toml(name, text))
@@ -299,9 +413,10 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
             "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
             "files (tests with input / criteria / assertions, v2 evalcases with input_messages, v1 testcases), "
             "promptfoo configuration (prompts, providers, tests of vars and assert), agtlantis eval files "
-            "(agent + cases of input objects) and calibrate TOML ([[samples]] with messages)"
+            "(agent + cases of input objects), calibrate TOML ([samples.<id>] tables), JSONL samples and "
+            "grader decks (*.deck.md)"
         )
-    if len(found) > 1:
+    if len(found) > 1 and any(kind != "calibrate" for kind, _ in found):
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)
         raise ImportProblem(f"several suite files were uploaded ({listed}): import one suite at a time")
     return found[0]
@@ -345,7 +460,9 @@ def _expected_shape(kind: str) -> str:
         "`input_messages`)",
         "promptfoo": "expected `prompts`, `providers` and `tests` of `vars` and `assert`",
         "agtlantis": "expected `agent` and `cases`, each with an `input` object",
-    }[kind]
+        "calibrate": "expected a grader deck (*.deck.md) or samples: TOML [samples.<id>] tables with a "
+        "score and messages (or userMessage / assistantResponse), or JSONL rows of them",
+    }.get(kind, f"expected a {KINDS[kind]} suite")
 
 
 def _toml(name: str, text: str) -> dict:
@@ -361,22 +478,13 @@ AGENTV_TEST_KEYS = {"input", "input_messages", "criteria", "expected_output", "a
 
 
 def looks_like(data: object) -> str | None:
-    """The tool whose suite format `data` (a parsed YAML or TOML file) has, or None."""
+    """The tool whose suite format `data` (a parsed YAML or TOML file, or JSONL rows) has, or None."""
+    from .calibrate import sample_shape
+
+    if sample_shape(data):  # calibrate's samples (TOML tables or JSONL rows) or a deck's contexts
+        return "calibrate"
     if not isinstance(data, dict):
         return None
-    samples = data.get("samples")
-    if (
-        isinstance(samples, list)
-        and samples
-        and "evals" not in data
-        and "judge" not in data
-        and "judges" not in data
-        and all(
-            isinstance(s, dict) and ({"messages", "userMessage", "assistantResponse"} & set(s))
-            for s in samples
-        )
-    ):
-        return "calibrate"
     if _agtlantis(data):
         return "agtlantis"
     schema = data.get("$schema")

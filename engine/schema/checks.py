@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .. import patterns
 from ..codegrade.dialects import DEFAULT_DIALECT, DIALECTS
-from .base import StrictModel, user_text
+from .base import LocatedError, StrictModel, user_text
 
 MAX_FOLLOWUP_DEPTH = 5
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
@@ -47,6 +47,17 @@ class Criterion(StrictModel):
     weight: float = Field(1.0, gt=0)
 
 
+JUDGE_PLACEHOLDERS = ("criteria", "input", "output", "conversation")
+JUDGE_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
+
+
+class JudgeMessage(StrictModel):
+    """One message of a judge's own prompt (`llm_judge.messages`), with placeholders filled when sent."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str = Field(min_length=1)
+
+
 class JudgeSpec(StrictModel):
     """An LLM judge scores the reply (or the whole conversation) against criteria, answering JSON {score, reason}.
 
@@ -65,6 +76,12 @@ class JudgeSpec(StrictModel):
     )
     model: str | None = Field(None, description="Judge model; defaults to the suite's `judge`.")
     temperature: float | None = Field(None, ge=0.0, le=2.0)
+    messages: list[JudgeMessage] | None = Field(
+        None,
+        min_length=1,
+        description="The judge's prompt as written, sent instead of evalsite's; {{criteria}}, {{input}}, "
+        "{{output}} and {{conversation}} are filled in.",
+    )
 
     @model_validator(mode="after")
     def _threshold_on_scale(self) -> JudgeSpec:
@@ -75,7 +92,26 @@ class JudgeSpec(StrictModel):
             raise ValueError(f"threshold {self.threshold:g} is outside the {self.scale} scale")
         if isinstance(self.criteria, list) and not self.criteria:
             raise ValueError("criteria needs at least one criterion")
+        if self.messages is not None:
+            self._placeholders_known()
         return self
+
+    def _placeholders_known(self) -> None:
+        # A placeholder evalsite does not fill would reach the judge as written, and a prompt that never
+        # shows the reply grades nothing.
+        named = set()
+        for index, message in enumerate(self.messages):
+            for name in JUDGE_PLACEHOLDER.findall(message.content):
+                if name not in JUDGE_PLACEHOLDERS:
+                    raise LocatedError(
+                        ("messages", index, "content"),
+                        f"unknown placeholder {{{{{name}}}}}: use {', '.join('{{' + p + '}}' for p in JUDGE_PLACEHOLDERS)}",
+                    )
+                named.add(name)
+        if not named & {"output", "conversation"}:
+            raise LocatedError(
+                ("messages",), "the judge's messages never show the reply: use {{output}} or {{conversation}}"
+            )
 
     def normalise(self, raw: float) -> float:
         """A score on this judge's scale, as 0-1."""

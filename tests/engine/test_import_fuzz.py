@@ -70,7 +70,7 @@ def _uploads() -> list[tuple[str, dict[str, str]]]:
     """(label, files) of every fixture upload: each folder, and each suite file of a folder of them."""
     out = []
     for folder in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
-        files = {p.name: p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+        files = {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
         suites = [
             name
             for name in files
@@ -192,7 +192,7 @@ def _outcome(files: dict[str, str], number: bool) -> str | None:
         result = convert(files)
     except ImportProblem as problem:
         message = str(problem)
-        if not any(name in message for name in files):
+        if not any(name.rsplit("/", 1)[-1] in message for name in files):  # convert reads base names
             return f"ImportProblem names no file: {message}"
         return None
     except Exception as exc:  # noqa: BLE001 - the point: any other exception is the failure

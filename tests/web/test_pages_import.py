@@ -362,3 +362,32 @@ def test_a_loss_is_shown_first_at_its_line_and_kept_through_a_failed_create(logg
     assert (
         failed.status_code == 400 and "lossy.yaml:4 evals[0].checks[0].max_tokens" in failed.content.decode()
     )
+
+
+@pytest.mark.django_db
+def test_a_bolt_foundry_deck_folder_becomes_a_calibration_set_with_its_samples_attached(logged_in):
+    """The page sends file names without their folders; the deck still finds its card and samples, and the
+    saved set reads its samples from the attached file, as the server runs it."""
+    from tests.engine.test_imports_boltfoundry import DECK_TEXT, fixture_files
+
+    flat = {path.rsplit("/", 1)[-1]: text for path, text in fixture_files().items()}
+    page = logged_in.post(URL, {"files": uploads(flat)}).content.decode()
+    assert "Detected: calibrate" in html.unescape(page) and "Valid — " in html.unescape(page)
+    source, files, report = form_fields(page)
+    response = logged_in.post(
+        URL,
+        {
+            "action": "create",
+            "kind": "",
+            "report": report,
+            "source": source,
+            "file_name[]": [n for n, _ in files],
+            "file_content[]": [c for _, c in files],
+        },
+    )
+    assert response.status_code == 302
+    version = Suite.objects.get().latest_version
+    assert list(version.file_map()) == ["support-tone.samples.jsonl"]
+    loaded = load_suite(version.source, files=version.file_map())
+    assert loaded.calibration.spec.judge.criteria == DECK_TEXT
+    assert len(loaded.calibration.samples) == 6
