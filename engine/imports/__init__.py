@@ -16,6 +16,7 @@ Plain Python: no Django here.
 from __future__ import annotations
 
 import importlib
+import json
 import posixpath
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -334,6 +335,7 @@ def _text(name: str, text: str | bytes) -> str:
 
 def _candidates(files: dict[str, str]) -> list[str]:
     names = [name for name in files if is_yaml_name(name) or name.lower().endswith(".toml")]
+    names += [name for name in files if name.lower().endswith(".jsonl") and _agentv_rows(files[name])]
     if not names:  # JSONL of calibrate's samples, when there is no suite file it could be a dataset of
         names = [
             name for name in files if name.lower().endswith(".jsonl") and _holds_samples(name, files[name])
@@ -341,6 +343,28 @@ def _candidates(files: dict[str, str]) -> list[str]:
     if not names and len(files) == 1:
         names = list(files)  # a single file with another extension: try it as YAML
     return names
+
+
+def _agentv_rows(text: str) -> list[dict] | None:
+    """AgentV's JSONL eval file (an eval of its own, beside an optional sidecar `<name>.yaml`): rows of
+    `id`, `criteria` (or `expected_outcome`) and `input_messages` (or `input`); None for any other JSONL."""
+    rows = []
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            return None
+        if not (
+            isinstance(row, dict)
+            and "id" in row
+            and {"criteria", "expected_outcome"} & set(row)
+            and {"input_messages", "input"} & set(row)
+        ):
+            return None
+        rows.append(row)
+    return rows or None
 
 
 def _holds_samples(name: str, text: str) -> bool:
@@ -353,6 +377,8 @@ def _holds_samples(name: str, text: str) -> bool:
 
 
 def _parse_candidate(name: str, text: str, strict: bool) -> Parsed | None:
+    if name.lower().endswith(".jsonl") and (rows := _agentv_rows(text)):
+        return Parsed(name, {"tests": rows})
     if name.lower().endswith(".jsonl"):
         from .calibrate import parse_file
 
@@ -416,6 +442,9 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
             "(agent + cases of input objects), calibrate TOML ([samples.<id>] tables), JSONL samples and "
             "grader decks (*.deck.md)"
         )
+    if len(found) > 1 and any(not parsed.name.lower().endswith(".jsonl") for _, parsed in found):
+        # AgentV's JSONL eval file beside a YAML suite is that suite's cases, not a suite of its own.
+        found = [(kind, p) for kind, p in found if not (kind == "agentv" and p.name.lower().endswith(".jsonl"))]
     if len(found) > 1 and any(kind != "calibrate" for kind, _ in found):
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)
         raise ImportProblem(f"several suite files were uploaded ({listed}): import one suite at a time")

@@ -77,6 +77,8 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
 
     if promptfoo.shared_shape(data) and not earlier_shape(data):  # today's format, promptfoo's shape
         return promptfoo.convert_agentv(name, data, files, report)
+    if name.lower().endswith(".jsonl"):
+        data = _with_sidecar(name, data, files, report)
     key = next(
         (k for k in ("tests", "evalcases", "testcases") if isinstance(data.get(k), (list, str))), "tests"
     )
@@ -89,7 +91,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         raise ImportProblem(
             f"{name} has no `tests` (or `evalcases`, `testcases`): an AgentV eval file lists its cases under `tests`"
         )
-    stem = re.sub(r"\.(ya?ml)$", "", name, flags=re.IGNORECASE) or "imported-suite"
+    stem = re.sub(r"\.(ya?ml|jsonl)$", "", name, flags=re.IGNORECASE) or "imported-suite"
     stem = re.sub(r"\.(eval|test)$", "", stem, flags=re.IGNORECASE)
     if stem.lower() in ("eval", "suite", "dataset"):  # `EVAL.yaml` / `evals/suite.yaml`: named by its folder
         stem = "agentv-eval"
@@ -203,6 +205,36 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         + f"{len(evals) - live} with a given history (`messages`) the model replies to"
     )
     return header, sections, converter.attached
+
+
+def _with_sidecar(name: str, data: dict, files: dict[str, str], report: Report) -> dict:
+    """A JSONL eval file's cases with its sidecar `<name>.yaml` (AgentV reads `dataset` as the name, and
+    `description`, `execution` and `evaluator` as every case's defaults)."""
+    stem = name[: -len(".jsonl")]
+    found = find_file(files, f"{stem}.yaml") or find_file(files, f"{stem}.yml")
+    report.map(f"{name}: AgentV's JSONL eval file, a case a line → evals")
+    if found is None:
+        return data
+    sidecar, text = found
+    try:
+        meta = parse_yaml(sidecar, text)
+    except ImportProblem as problem:
+        report.skip(f"{sidecar}: {problem} — its defaults left out")
+        return data
+    if not isinstance(meta, dict):
+        report.skip(f"{sidecar}: not a mapping of defaults, left out")
+        return data
+    merged = dict(data)
+    for key in ("description", "execution"):
+        if key in meta:
+            merged[key] = meta[key]
+    if as_text(meta.get("dataset")):
+        merged["name"] = meta["dataset"]
+    evaluator = meta.get("evaluator")
+    if evaluator not in (None, "llm_judge"):
+        report.lose(f"{sidecar} evaluator: {short(evaluator, 50)} — only AgentV's default judge is read here")
+    report.map(f"{sidecar} (the sidecar of {name}): dataset → name, description, execution → the suite's")
+    return merged
 
 
 def _external_cases(raw: object, key: str, files: dict[str, str], report: Report) -> object:

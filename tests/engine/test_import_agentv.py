@@ -380,3 +380,26 @@ def test_cases_in_a_jsonl_file_named_by_tests():
     assert [ev["id"] for ev in yaml.safe_load(result.source)["evals"]] == ["a", "b"]
     with pytest.raises(ImportProblem, match="keeps its cases in dataset.jsonl, which was not uploaded"):
         convert({"dataset.eval.yaml": suite_file})
+
+
+def test_a_jsonl_eval_file_with_its_sidecar_is_a_suite_of_its_own(tmp_path):
+    # AgentV's JSONL eval file: a case a line, its defaults in the sidecar `<name>.yaml` beside it.
+    project = tmp_path / "evals"
+    project.mkdir()
+    for path in (FIXTURES / "agentv-jsonl").iterdir():
+        (project / path.name).write_text(path.read_text())
+    imported = evalsite("import", "evals", "--out", "out", cwd=tmp_path)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    [written] = list((tmp_path / "out").rglob("*.yaml"))
+    suite = yaml.safe_load(written.read_text())
+    assert suite["name"] == "refund-desk" and suite["description"] == "Refund questions, one case a line"
+    evals = {ev["id"]: ev for ev in suite["evals"]}
+    assert list(evals) == ["late-parcel", "opened-box", "order-json"]
+    assert evals["late-parcel"]["messages"][-1] == {"role": "user", "content": "My parcel is two weeks late."}
+    assert evals["opened-box"]["tags"] == ["conversation:returns"]
+    judged = json.dumps(evals["order-json"]["checks"])
+    assert "Answers with the order status as JSON" in judged and '\\"status\\": \\"shipped\\"' in judged
+    assert load_suite(written.read_text(), files={}).evals  # valid as written
+    # The sidecar alone is not a suite, and the JSONL without it is still one, named by its file.
+    alone = convert({"refunds.jsonl": (FIXTURES / "agentv-jsonl" / "refunds.jsonl").read_text()})
+    assert yaml.safe_load(alone.source)["name"] == "refunds"
