@@ -22,6 +22,11 @@ VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}")
 SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 VAR_REF = re.compile(r"\{\{\s*var:\s*(?P<name>[^{}\s]+)\s*\}\}")
 SECRET_REF = re.compile(r"\{\{\s*secret:\s*(?P<name>[^{}\s]+)\s*\}\}")
+# Where a secret may be: the texts the model under test is sent (the system prompt, prompts, inputs, turns,
+# history messages, scripted follow-ups). Anywhere a judge, a simulated user or a check reads it, the
+# secret would be compared or shown as the placeholder: replies are redacted before checks see them.
+SENT_KEYS = frozenset({"prompt", "input", "content", "text", "system", "system_prompt"})
+NOT_SENT = frozenset({"llm_judge", "semantic", "stop_when", "persona", "graders", "grader", "mock", "judge"})
 # Keys whose text is a str.format template ({input}, {submission}): a value's braces are written doubled.
 FORMAT_KEYS = frozenset({"rubric"})
 
@@ -77,12 +82,26 @@ def reference_problems(data: object) -> list[tuple[tuple, str]]:
                     f"{{{{var:{name}}}}} is not declared in `vars` (declared: {known}); add `{name}:` there",
                 )
             )
+        elif kind == "secret" and not sent(path):
+            problems.append(
+                (path, f"{{{{secret:{name}}}}}: a secret is only sent to the model under test (system, prompts, "
+                 "inputs, turns, messages); a check, judge or simulated user would see the placeholder, and "
+                 "replies are redacted before checks read them")
+            )  # fmt: skip
         elif kind == "secret" and not SECRET_NAME.fullmatch(name):
             problems.append(
                 (path, f"{{{{secret:{name}}}}}: a secret is read from the environment variable of that name, "
                  "so it is letters, digits and _ (not starting with a digit)")
             )  # fmt: skip
     return problems
+
+
+def sent(path: tuple) -> bool:
+    """Whether the text at `path` (in parsed suite data) is sent to the model under test."""
+    keys = [key for key in path if isinstance(key, str)]
+    if not keys or keys[-1] not in SENT_KEYS or NOT_SENT & set(keys):
+        return False
+    return keys[0] in ("system", "metadata", "evals")
 
 
 def values(declared: Mapping[str, str | None], given: Mapping[str, str] | None) -> dict[str, str]:

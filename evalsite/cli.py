@@ -681,6 +681,7 @@ def import_files(args: argparse.Namespace) -> int:
         print(*(f"  {line}" for line in exc.lines), sep="\n")
         return FAILED
     model = "" if suite.model else " --model M"  # other tools' suites seldom name a chat model
+    model += "".join(f" --var {name}=…" for name, default in (suite.vars or {}).items() if default is None)
     print(f"{args.out}: ok — suite {suite.name!r}, {plural(len(suite.evals), 'eval')}; run it with "
           f"`evalsite run {args.out}{model}`")  # fmt: skip
     return PASSED

@@ -198,3 +198,18 @@ def test_cli_run_with_an_unset_secret_is_an_error_not_a_failure(fake, tmp_path):
     assert result["status"] == "error"
     assert "environment variable VARS_TEST_TOKEN" in result["error"]
     assert fake.chat_requests() == []
+
+
+def test_a_secret_outside_what_the_model_is_sent_is_refused():
+    with pytest.raises(SuiteError) as caught:
+        load_suite("name: s\nevals:\n  - prompt: hi\n    checks:\n      - not_match: '*{{secret:CODE}}*'\n")
+    problem = caught.value.problems[0]
+    assert problem.path == "evals[0].checks[0].not_match"
+    assert "only sent to the model under test" in problem.message
+    # Where the model under test is sent it, it is fine.
+    load_suite(
+        "name: s\nsystem: '{{secret:CODE}}'\nevals:\n  - input: ['a {{secret:CODE}}']\n    ground_truth: x\n"
+        "  - turns: [{input: 'b {{secret:CODE}}', checks: [{contains: x}]}]\n"
+        "  - prompt: 'c {{secret:CODE}}'\n    checks:\n      - contains: x\n"
+        "      - prompt: 'd {{secret:CODE}}'\n        checks: [{contains: y}]\n"
+    )
