@@ -15,7 +15,8 @@ from runs.tokens import create_token
 from suites import services
 from tests.factories import bearer, body, play
 
-pytestmark = pytest.mark.django_db
+# sql: the claim that carries the run's variables to the worker is database-specific SQL.
+pytestmark = [pytest.mark.django_db, pytest.mark.sql]
 
 SECRET = "web-vars-secret-5502-qrst"
 SUITE = """\
@@ -115,3 +116,24 @@ def test_the_api_takes_vars_and_refuses_a_missing_or_unknown_one(
     assert launched.status_code == 201, launched.content
     assert launched.json()["vars"] == {"project": "CORE", "tone": "brief"}
     assert play(launched.json()["id"]).status == "passed"
+
+
+def test_the_run_page_shows_the_values_and_run_again_and_regrade_reuse_them(
+    logged_in, suite, user, fake_endpoint, fake_openai, monkeypatch
+):
+    from runs.services import create_run, regrade
+
+    monkeypatch.setenv("WEB_VARS_TOKEN", SECRET)
+    fake_openai.script("List the issues of OPS.", ["OPS-3"])
+    run = play(create_run(version=suite.latest_version, user=user, vars={"project": "OPS"}))
+    page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert "<code>project=OPS</code> <code>tone=brief</code>" in page
+    assert '<input type="hidden" name="var-project" value="OPS">' in page
+    assert SECRET not in page
+    again = logged_in.post(
+        reverse("suites:launch", args=[suite.public_id]),
+        {"version": "1", "concurrency": "2", "var-project": "OPS", "var-tone": "brief"},
+    )
+    assert again.status_code == 302
+    assert Run.objects.exclude(pk=run.pk).get().vars == {"project": "OPS", "tone": "brief"}
+    assert regrade(run, version=suite.latest_version, user=user).vars == run.vars
