@@ -716,7 +716,9 @@ def validate(args: argparse.Namespace) -> int:
             bad += 1
             print(*exc.lines, sep="\n", file=sys.stderr)
             continue
-        print(f"{path}: ok — suite {suite.name!r}, {plural(len(suite.evals), 'eval')}")
+        needed = [name for name, default in (suite.vars or {}).items() if default is None]
+        given = f"; give {', '.join(needed)} when launching (--var NAME=VALUE)" if needed else ""
+        print(f"{path}: ok — suite {suite.name!r}, {plural(len(suite.evals), 'eval')}{given}")
     if bad:
         raise UserError(
             f"{bad} of {plural(len(args.files), 'file')} {'has' if bad == 1 else 'have'} problems"

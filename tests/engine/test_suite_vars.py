@@ -213,3 +213,16 @@ def test_a_secret_outside_what_the_model_is_sent_is_refused():
         "  - prompt: 'c {{secret:CODE}}'\n    checks:\n      - contains: x\n"
         "      - prompt: 'd {{secret:CODE}}'\n        checks: [{contains: y}]\n"
     )
+
+
+def test_validate_passes_without_values_and_says_which_to_give(tmp_path):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE)
+    checked = subprocess.run(
+        [str(EVALSITE), "validate", str(suite)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "EVALSITE_VAR_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.endswith(
+        "ok — suite 'vars', 1 eval; give project when launching (--var NAME=VALUE)\n"
+    )
