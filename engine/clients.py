@@ -645,17 +645,29 @@ def with_secrets(messages: list[dict]) -> list[dict]:
     conversation as an error naming the variable (engine.suitevars)."""
     if not any("{{" in str(message.get("content") or "") for message in messages):
         return messages
+
+    def filled(text: str) -> str:
+        try:
+            text, used = fill_secrets(text)
+        except MissingSecret as exc:
+            raise EndpointError(str(exc)) from None
+        for name in used:
+            register_key_env(name)
+        return text
+
     sent = []
     for message in messages:
         content = message.get("content")
         if isinstance(content, str):
-            try:
-                content, used = fill_secrets(content)
-            except MissingSecret as exc:
-                raise EndpointError(str(exc)) from None
-            for name in used:
-                register_key_env(name)
-            message = {**message, "content": content}
+            message = {**message, "content": filled(content)}
+        elif isinstance(content, list):  # content parts: their text
+            parts = [
+                {**part, "text": filled(part["text"])}
+                if isinstance(part, dict) and isinstance(part.get("text"), str)
+                else part
+                for part in content
+            ]
+            message = {**message, "content": parts}
         sent.append(message)
     return sent
 

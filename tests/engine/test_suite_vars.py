@@ -113,6 +113,15 @@ def test_secrets_are_filled_in_the_sent_copy_only(monkeypatch):
     assert messages[0]["content"] == "key {{secret:VARS_TEST_TOKEN}}"
 
 
+def test_secrets_are_filled_in_content_parts_too(monkeypatch):
+    monkeypatch.setenv("VARS_TEST_TOKEN", SECRET_VALUE)
+    parts = [{"type": "text", "text": "key {{secret:VARS_TEST_TOKEN}}"}]
+    assert with_secrets([{"role": "user", "content": parts}])[0]["content"] == [
+        {"type": "text", "text": f"key {SECRET_VALUE}"}
+    ]
+    assert parts[0]["text"] == "key {{secret:VARS_TEST_TOKEN}}"
+
+
 def test_an_unset_secret_is_an_endpoint_error_naming_the_variable(monkeypatch):
     monkeypatch.delenv("VARS_TEST_TOKEN", raising=False)
     with pytest.raises(EndpointError, match="environment variable VARS_TEST_TOKEN, which is not set"):
