@@ -455,10 +455,17 @@ def run(args: argparse.Namespace) -> int:
         unfinished = [result for result in errors if ended_unfinished(result)]
         errors = [result for result in errors if not ended_unfinished(result)]
         total = plural(len(report.evals), "conversation")
+        graders = [result for result in errors if (result.error or "").startswith("code grader ")]
+        errors = [result for result in errors if result not in graders]
         if errors:
             print(
                 f"{len(errors)} of {total} ended in an endpoint error ({errors[0].error}); check the "
                 "endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, or the endpoint in the admin)",
+                file=sys.stderr,
+            )
+        if graders:
+            print(
+                f"{len(graders)} of {total} got no verdict from a code grader ({graders[0].error})",
                 file=sys.stderr,
             )
         if unfinished:

@@ -228,6 +228,12 @@ def run_limited(argv: list[str], stdin: str, spec, runner: CodeRunner) -> tuple[
             )
         if prefix is None:  # a callable: refused sockets, other processes and C libraries inside Python
             prefix, env["EVALSITE_NO_NETWORK"] = [], "strict"
+    program = argv[0]
+    if "/" not in program and shutil.which(program, path=env.get("PATH")) is None:
+        raise CodeGraderError(
+            f"code grader {name}: `{program}` is not installed on this machine (not found on PATH); "
+            "install it, or change the check's command"
+        )
     cwd = runner.workdir()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:

@@ -307,7 +307,7 @@ def test_without_namespaces_a_callable_is_denied_sockets_processes_and_c_librari
         (["sh", "-c", "echo '{\"verdict\": 1}'"], "neither `score` nor `pass`"),
         (["sh", "-c", 'echo \'{"score": "high"}\''], '`score` is "high", not a number'),
         (["sh", "-c", "echo 7"], "its score 7 is outside 0–1"),
-        (["no-such-program-here"], "exited with status|cannot start it"),
+        (["no-such-program-here"], "`no-such-program-here` is not installed on this machine"),
         ("graders:broken", "RuntimeError: grader bug: no such key"),
         ("graders:no_answer", "expected {score, pass, reason}, a number or true/false"),
         ("graders:missing", "cannot load graders:missing"),
@@ -496,6 +496,9 @@ def test_the_cli_runs_code_graders_in_the_suites_folder_against_a_real_endpoint(
     )
     assert crash["status"] == "error" and "RuntimeError: grader bug: no such key" in crash["error"]
     assert "code grader graders:broken: exited with status 1" in done.stdout
+    # The summary blames the grader, not the endpoint, whose URL and key were fine.
+    assert "1 of 3 conversations got no verdict from a code grader" in done.stderr
+    assert "endpoint" not in done.stderr
 
 
 def test_the_json_schema_tells_editors_of_the_short_forms():
