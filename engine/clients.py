@@ -39,6 +39,7 @@ from .redact import redact, redact_configured, register_key_env
 from .results import Usage
 from .retries import LOCAL_PAUSES, PauseBoard, RetryWait, async_wait_out, report_wait, wait_out
 from .schema import MockSpec
+from .suitevars import MissingSecret, fill_secrets
 from .transcript import format_transcript, message_text
 
 MOCK = "mock"
@@ -339,9 +340,13 @@ class OpenAIClient:
         *,
         pauses: PauseBoard = LOCAL_PAUSES,
         clock: Callable[[], float] = time.monotonic,
+        secrets: bool = False,
     ):
         self.endpoint = endpoint
         self.label = endpoint.name
+        # Only the model under test is sent the suite's secrets; a judge sees the conversation as it is
+        # stored, with the placeholder.
+        self.secrets = secrets
         self._sleep = sleep
         self._clock = clock  # measures the retry budget; tests pass one that their `sleep` moves on
         self._pauses = pauses
@@ -424,6 +429,8 @@ class OpenAIClient:
         wait_out(seconds, self._sleep)
 
     def _body(self, model: str, messages: list[dict], temperature: float | None) -> dict:
+        if self.secrets:
+            messages = with_secrets(messages)
         if self.endpoint.string_only:
             # Endpoints that take one string get the conversation as the judge sees it, in [Role]: form.
             messages = [{"role": "user", "content": format_transcript(messages)}]
@@ -632,6 +639,39 @@ def _error_body_text(raw: str) -> str:
     return raw[:500]
 
 
+def with_secrets(messages: list[dict]) -> list[dict]:
+    """The messages as sent: each `{{secret:NAME}}` filled from the environment here, at the call, so the
+    value is in no stored message; it is redacted wherever the endpoint echoes it. An unset one ends the
+    conversation as an error naming the variable (engine.suitevars)."""
+    if not any("{{" in str(message.get("content") or "") for message in messages):
+        return messages
+
+    def filled(text: str) -> str:
+        try:
+            text, used = fill_secrets(text)
+        except MissingSecret as exc:
+            raise EndpointError(str(exc)) from None
+        for name in used:
+            register_key_env(name)
+        return text
+
+    sent = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            message = {**message, "content": filled(content)}
+        elif isinstance(content, list):  # content parts: their text
+            parts = [
+                {**part, "text": filled(part["text"])}
+                if isinstance(part, dict) and isinstance(part.get("text"), str)
+                else part
+                for part in content
+            ]
+            message = {**message, "content": parts}
+        sent.append(message)
+    return sent
+
+
 @dataclass
 class MockClient:
     """The built-in `mock` endpoint: replies from the suite's `mock.rules`, offline and free.
@@ -718,14 +758,20 @@ class EndpointRegistry:
             return self.default
         return self.named.get(name)
 
-    def client(self, name: str, mock: MockSpec | None = None, *, asynchronous: bool = False) -> ChatClient:
-        """The endpoint's client; `asynchronous`: one whose chat calls can also be awaited."""
+    def client(
+        self, name: str, mock: MockSpec | None = None, *, asynchronous: bool = False, secrets: bool = False
+    ) -> ChatClient:
+        """The endpoint's client; `asynchronous`: one whose chat calls can also be awaited; `secrets`: one
+        that fills the suite's `{{secret:NAME}}` from the environment in what it sends (the model under
+        test's)."""
         if name == MOCK:
             return MockClient(mock or MockSpec())
         endpoint = self.endpoint(name)
         if endpoint is None:
             raise EndpointError(f"unknown endpoint {name!r}")
-        return (AsyncOpenAIClient if asynchronous else OpenAIClient)(endpoint, pauses=self.pauses)
+        return (AsyncOpenAIClient if asynchronous else OpenAIClient)(
+            endpoint, pauses=self.pauses, secrets=secrets
+        )
 
     def with_timeouts(
         self, per_endpoint: Mapping[str, float], every: float | None = None

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import yaml
 from pydantic import ValidationError
 
-from . import bounds
+from . import bounds, suitevars
 from .bounds import MAX_NESTING, MAX_NUMBER_CHARS, bad_character, position, unstorable
 from .datasets import rows_to_evals
 from .errors import readable_errors
@@ -500,13 +500,23 @@ def load_suite(
         raise SuiteError(problems, filename) from None
     written = len(suite.evals)
     problems = (
-        _depth_problems(suite, builder)
+        _reference_problems(raw, builder)
+        or _depth_problems(suite, builder)
         or _attachments(suite, builder, files or {})
         or _too_many_conversations(suite, written, raw, builder)
     )
     if problems:
         raise SuiteError(problems, filename)
     return suite
+
+
+def _reference_problems(raw: dict, builder: _Builder) -> list[SuiteProblem]:
+    """`{{var:…}}` the suite does not declare, `{{secret:…}}` no environment variable could hold."""
+    problems = []
+    for path, message in suitevars.reference_problems(raw):
+        line, column = _locate(path, builder, key=False)
+        problems.append(SuiteProblem(line, column, format_path(path), message))
+    return problems
 
 
 def conversation_count(suite: Suite) -> int:

@@ -487,6 +487,8 @@ class RunReport(BaseModel):
     model: str
     endpoint: str
     mock: bool = False
+    # The suite's variables as the run filled them (engine.suitevars); secrets are never here.
+    vars: dict[str, str] | None = None
     status: Status
     gates: list[GateResult] = Field(default_factory=list)
     evals: list[EvalResult]  # one per conversation: every iteration of every eval

@@ -49,7 +49,7 @@ def build_context(
         return registry.client(name, suite.mock), model_id
 
     ctx = EngineContext(
-        agent=registry.client(endpoint_name, suite.mock, asynchronous=asynchronous),
+        agent=registry.client(endpoint_name, suite.mock, asynchronous=asynchronous, secrets=True),
         model=model_id,
         judge=registry.client(judge_endpoint, suite.mock),
         judge_model=judge_model,

@@ -236,6 +236,23 @@ def timeout_seconds(text: str) -> float:
     return value
 
 
+def bind_vars(path: Path, suite: Suite, assignments: list[str] | None) -> tuple[Suite, dict[str, str]]:
+    """The suite with its variables filled from --var NAME=VALUE (else their defaults), and the values."""
+    from pydantic import ValidationError
+
+    from engine import suitevars
+
+    try:
+        given = suitevars.parse_assignments(assignments)
+        return suitevars.bind(suite, given), suitevars.values(suite.vars or {}, given)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(map(str, error["loc"]))
+        raise UserError(f"{path}: with the values given, {where}: {error['msg']}; nothing was run") from None
+    except ValueError as exc:
+        raise UserError(f"{path}: {exc}; nothing was run") from None
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="the suite (YAML); attached files are read from its folder")
     parser.add_argument(
@@ -266,6 +283,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "retry budget), for every endpoint; over the suite's request_timeout, which is over the endpoint's "
         "own (EVALSITE_REQUEST_TIMEOUT, default 60, or the admin's)",
     )
+    parser.add_argument(
+        "--var", dest="vars", action="append", default=[], metavar="NAME=VALUE",
+        help="a value for the suite's variable NAME ({{var:NAME}} in the suite), over its default in "
+        "`vars`; repeat for each",
+    )  # fmt: skip
     exports = parser.add_argument_group("exports, for CI")
     exports.add_argument(
         "--junit", dest="junit_path", type=Path, metavar="OUT.xml",
@@ -401,6 +423,7 @@ def run(args: argparse.Namespace) -> int:
     except InvalidSuite as exc:
         print(*exc.lines, sep="\n", file=sys.stderr)
         raise UserError("the suite has problems; nothing was run") from None
+    suite, values = bind_vars(args.file, suite, getattr(args, "vars", None))
     if not (model or suite.model):
         raise UserError(f"{args.file}: no model: set `model` in the suite or pass --model")
     registry, unread = endpoint_registry()
@@ -423,6 +446,7 @@ def run(args: argparse.Namespace) -> int:
         # Code checks run here, in the suite's folder, with the caller's environment: it is their machine.
         code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
     )
+    report.vars = values or None
     print(format_report(report))
     write_outputs(args, report, suite.system)
     code = exit_code(report)
@@ -664,6 +688,7 @@ def import_files(args: argparse.Namespace) -> int:
         print(*(f"  {line}" for line in exc.lines), sep="\n")
         return FAILED
     model = "" if suite.model else " --model M"  # other tools' suites seldom name a chat model
+    model += "".join(f" --var {name}=…" for name, default in (suite.vars or {}).items() if default is None)
     print(f"{args.out}: ok — suite {suite.name!r}, {plural(len(suite.evals), 'eval')}; run it with "
           f"`evalsite run {args.out}{model}`")  # fmt: skip
     return PASSED
@@ -698,7 +723,9 @@ def validate(args: argparse.Namespace) -> int:
             bad += 1
             print(*exc.lines, sep="\n", file=sys.stderr)
             continue
-        print(f"{path}: ok — suite {suite.name!r}, {plural(len(suite.evals), 'eval')}")
+        needed = [name for name, default in (suite.vars or {}).items() if default is None]
+        given = f"; give {', '.join(needed)} when launching (--var NAME=VALUE)" if needed else ""
+        print(f"{path}: ok — suite {suite.name!r}, {plural(len(suite.evals), 'eval')}{given}")
     if bad:
         raise UserError(
             f"{bad} of {plural(len(args.files), 'file')} {'has' if bad == 1 else 'have'} problems"

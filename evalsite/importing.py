@@ -223,6 +223,7 @@ def _report(unit: Unit, detailed: bool) -> int:
         print(f"{unit.suite}: written, but not valid yet: {exc}")
         return FAILED
     model = "" if suite.model else " --model M"  # other tools' suites seldom name a chat model
+    model += "".join(f" --var {name}=…" for name, default in (suite.vars or {}).items() if default is None)
     print(f"{unit.suite}: ok — suite {suite.name!r}, {plural(len(suite.evals), 'eval')}; run it with "
           f"`evalsite run {unit.suite}{model}`")  # fmt: skip
     return code

@@ -143,7 +143,7 @@ def _detail(payload: object) -> str:
 
 
 def run_on_server(args: Namespace) -> int:
-    from engine import compare
+    from engine import compare, suitevars
     from engine.report import format_report
     from evalsite.cli import (
         BROKEN,
@@ -177,6 +177,9 @@ def run_on_server(args: Namespace) -> int:
         baseline = RunReport.model_validate(payload)
     source = read_suite_file(args.file).decode("utf-8-sig")
     body = {"yaml": source, "files": files, "model": args.model, "concurrency": args.concurrency}
+    given = suitevars.parse_assignments(getattr(args, "vars", None))
+    if given:
+        body["vars"] = given
     status, launched = server.launch(body)
     if status not in (200, 201):  # 200: a retry's answer, the run the first try made
         for problem in launched.get("problems", []) if isinstance(launched, dict) else []:

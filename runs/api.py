@@ -40,6 +40,7 @@ class LaunchIn(Schema):
     files: dict[str, str] | None = None  # attached files for `yaml` (name -> text); default: the latest's
     model: str | None = None  # override the suite's model ("endpoint/model", "mock")
     concurrency: int | None = None
+    vars: dict[str, str] | None = None  # values for the suite's variables ({{var:NAME}}), over their defaults
 
 
 class Problem(Schema):
@@ -67,6 +68,7 @@ class RunOut(Schema):
     started_at: datetime | None
     finished_at: datetime | None
     regraded_from: UUID | None = None
+    vars: dict[str, str] = {}  # the suite's variables as the run filled them
     url: str  # the run page
     links: dict[str, str]  # results (JSON), junit, markdown, progress
 
@@ -96,6 +98,7 @@ def _run_out(request, run: Run) -> dict:
         "created_at": run.created_at,
         "started_at": run.started_at,
         "regraded_from": run.regraded_from_id,
+        "vars": run.vars or {},
         "finished_at": run.finished_at,
         "url": links.pop("page"),
         "links": links,
@@ -119,7 +122,8 @@ class _Refused(Exception):
     summary="Launch a run",
     description="From a saved suite by name (`suite`, optionally `version`), or from `yaml` in the body, "
     "which is saved as the next version of the user's suite of that name (created if new; unchanged text "
-    "reuses the latest version). `model` and `concurrency` override the suite's. 422 with located "
+    "reuses the latest version). `model` and `concurrency` override the suite's; `vars` gives values for "
+    "the suite's variables (a variable with no default needs one). 422 with located "
     "problems when the YAML does not validate or the run cannot start; then nothing is saved. "
     "With an `Idempotency-Key` header, a launch sent again with the same key and body (a retry after a "
     "dropped connection) answers 200 with the run the first one made; the same key with another body is "
@@ -142,8 +146,9 @@ def launch(request, body: LaunchIn):
                 claimed = launch_keys.claim(user, key, body_fingerprint) if key is not None else None
                 version = _version_to_launch(user, body)
                 run = services.create_run(
-                    version=version, user=user, model=body.model, concurrency=body.concurrency
-                )
+                    version=version, user=user, model=body.model, concurrency=body.concurrency,
+                    vars=body.vars,
+                )  # fmt: skip
                 if claimed is not None:
                     launch_keys.attach(claimed, run)
         except IntegrityError:

@@ -784,7 +784,7 @@ class Pump:
         """The conversation's loop, ready to run on the event loop, with its callbacks into this pump."""
         claimed = playing.claimed
         conversation_id, attempt, run_id = claimed.conversation_id, claimed.attempt, claimed.run_id
-        spec = specs.suite(claimed.version)
+        spec = specs.bound(claimed.version, claimed.run_vars)
         code = _code_runner(claimed.version, spec)
         ctx, _ = build_context(spec, registry, claimed.model, asynchronous=True, code=code)
         ev = spec.evals[claimed.index]

@@ -159,6 +159,9 @@ class Run(models.Model):
     # "by_eval", "progress"}), so that the first view of a finished run of 100,000 conversations does not
     # scan them all; read only while the run's status and revision are still those.
     summary = models.JSONField(default=dict, blank=True, editable=False)
+    # The suite's variables as this run filled them (engine.suitevars): a re-grade or a look back knows
+    # what was sent. Secrets are never stored; they are read from the worker's environment.
+    vars = models.JSONField(default=dict, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]

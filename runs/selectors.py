@@ -428,10 +428,11 @@ def strips(run: Run, indexes: Iterable[int], limit: int, also: dict[int, int]) -
 
 
 def suite_spec(run: Run):
-    """The run's parsed suite (cached per process); None when it no longer parses (an older schema)."""
+    """The run's parsed suite, with its variables filled as the run had them (cached per process); None
+    when it no longer parses (an older schema)."""
     try:
-        return specs.suite(run.suite_version)
-    except SuiteError:
+        return specs.bound(run.suite_version, run.vars)
+    except (SuiteError, ValueError):
         return None
 
 
@@ -747,6 +748,7 @@ def report_head(run: Run) -> dict:
         "model": run.model,
         "endpoint": run.endpoint_name,
         "mock": run.is_mock,
+        "vars": run.vars or None,
         "status": run.status,
         "gates": gate_results(run, summary) if summary else [],
         "iterated": iterated_for(run, summary) if repeated else [],

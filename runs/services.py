@@ -13,8 +13,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from pydantic import ValidationError
 
-from engine import bounds, overrides
+from engine import bounds, overrides, suitevars
 from engine.clients import MOCK
 from engine.codegrade import policy as code_policy
 from engine.drivers import Defaults, driver_for
@@ -45,9 +46,21 @@ def create_run(
     model: str | None = None,
     concurrency: int | None = None,
     regraded_from: Run | None = None,
+    vars: dict[str, str] | None = None,
 ) -> Run:
+    """`vars`: values for the suite's variables, over their defaults; every variable without a default
+    needs one (engine.suitevars)."""
     # Stored versions were validated when saved; a text that no longer validates still raises SuiteError.
     spec = specs.suite(version)
+    try:
+        values = suitevars.values(spec.vars or {}, vars)
+        spec = specs.bound(version, values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(map(str, error["loc"]))
+        raise LaunchError(f"with the variables given, {where}: {error['msg']}") from None
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
     model_ref = (model or "").strip() or spec.model
     if not model_ref:
         raise LaunchError("the suite names no model; choose one to run against")
@@ -74,6 +87,7 @@ def create_run(
         is_mock=endpoint_name == MOCK,
         concurrency=concurrency,
         regraded_from=regraded_from,
+        vars=values,
     )
     sql.insert_conversations(run.pk, _conversation_rows(spec, _history_files(version, spec)))
     selectors.suite_facts(run)  # stored for the run page's every process, while the suite is parsed here
@@ -297,9 +311,12 @@ def regrade(run: Run, *, version: SuiteVersion, user) -> Run:
         raise RegradeRefused("the run is still going: re-grade it once it has finished")
     if version.suite_id != run.suite_version.suite_id:
         raise RegradeRefused("re-grade with a version of the same suite")
+    # The same variables: only those the edited version still declares.
+    declared = specs.suite(version).vars or {}
     return create_run(
-        version=version, user=user, model=run.model, concurrency=run.concurrency, regraded_from=run
-    )
+        version=version, user=user, model=run.model, concurrency=run.concurrency, regraded_from=run,
+        vars={name: value for name, value in (run.vars or {}).items() if name in declared},
+    )  # fmt: skip
 
 
 class OverrideRefused(ValueError):
@@ -349,7 +366,7 @@ def _review(conversation: Conversation) -> None:
     original = conversation.original or {name: getattr(conversation, name) for name in VERDICT_FIELDS}
     rows = list(conversation.overrides.select_related("created_by"))
     if rows:
-        spec = specs.suite(conversation.run.suite_version)
+        spec = specs.bound(conversation.run.suite_version, conversation.run.vars)
         ev = spec.evals[conversation.index]
         driver = driver_for(ev, conversation.index, Defaults.of(spec))
         stored = selectors.turn_records(conversation)

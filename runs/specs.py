@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Protocol
 
+from engine import suitevars
 from engine.loader import SuiteError, load_saved_suite
 from engine.schema import Suite as SuiteSpec
 from suites.models import ParsedVersion, SuiteFile, SuiteVersion
@@ -88,6 +89,27 @@ def suite(version: VersionKey) -> SuiteSpec:
     if error is not None:
         raise error
     return spec
+
+
+_bound: dict[tuple, SuiteSpec] = {}
+
+
+def bound(version: VersionKey, values: Mapping[str, str] | None) -> SuiteSpec:
+    """The suite a run plays: the version's, with the run's variables filled in (engine.suitevars). Kept
+    per version and values, as the parsed suites are: every conversation of a run loads it."""
+    spec = suite(version)
+    if not spec.vars:
+        return spec
+    key = (version.sha256, tuple(sorted((values or {}).items())))
+    with _lock:
+        cached = _bound.get(key)
+    if cached is None:
+        cached = suitevars.bind(spec, values)
+        with _lock:
+            _bound[key] = cached
+            while len(_bound) > SUITE_CACHE_ENTRIES:
+                _bound.pop(next(iter(_bound)))
+    return cached
 
 
 def _load(version: VersionKey) -> tuple[SuiteSpec | None, Exception | None, int]:

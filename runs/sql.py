@@ -79,6 +79,7 @@ class Claimed:
     history: list[dict]
     iteration: int = 0
     regraded_from: object = None  # the run whose stored conversation a re-grade replays, if any
+    run_vars: dict | None = None  # the run's suite variables (Run.vars)
 
     @property
     def version(self) -> VersionKey:
@@ -118,7 +119,7 @@ def claim(
                   AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})
                 RETURNING id, attempt, "index", eval_id, run_id, {run.format("r.status")}, {run.format("r.model")},
                           {run.format("r.endpoint_name")}, {version.format("v.id")}, {version.format("v.sha256")},
-                          "system", history, iteration, {run.format("r.regraded_from_id")}""",
+                          "system", history, iteration, {run.format("r.regraded_from_id")}, {run.format("r.vars")}""",
             [
                 Status.RUNNING,
                 *([Status.RUNNING, worker, _when(now)] if again else []),
@@ -141,8 +142,14 @@ def claim(
                 [Status.RUNNING, _when(now), run_id, Status.QUEUED],
             )
     history = Conversation._meta.get_field("history")
+    run_vars = Run._meta.get_field("vars")
     return [
-        Claimed(*row[:11], history.from_db_value(row[11], None, connection), *row[12:])
+        Claimed(
+            *row[:11],
+            history.from_db_value(row[11], None, connection),
+            *row[12:14],
+            run_vars.from_db_value(row[14], None, connection),
+        )
         for row in (rows[pk] for pk in conversation_ids if pk in rows)
     ]
 

@@ -44,6 +44,20 @@ class SuiteSourceForm(forms.Form):
         return normalise_newlines(self.cleaned_data["source"])
 
 
+# The launch form's field for the suite variable NAME is `var-NAME` (engine.suitevars).
+VAR_FIELD = "var-"
+
+
+def launch_vars(data) -> dict[str, str]:
+    """The suite variables a launch form gave: a field left blank gives none (the default applies, and a
+    variable without one is refused, named)."""
+    return {
+        key.removeprefix(VAR_FIELD): value
+        for key, value in data.items()
+        if key.startswith(VAR_FIELD) and value.strip()
+    }
+
+
 class LaunchForm(forms.Form):
     model = forms.CharField(max_length=200, required=False, strip=True)
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=10)

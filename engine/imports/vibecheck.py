@@ -4,9 +4,9 @@ evalsite reads vibecheck's format natively (conversation trees), so this mostly 
 becomes the top-level `name` / `model` / `system`, the object form `checks: {or: [...]}` becomes a
 one-item list, the legacy object form `checks: {match: ..., min_tokens: ...}`, the typed form
 `checks: [{type: string_contains, value: ...}]` and the first format's `conditionals` become check lists,
-eval `name`s become ids. Whatever graded or drove a conversation and cannot be carried (an MCP server's
-tools, a check evalsite cannot read, a `{{var(...)}}` / `{{secret(...)}}` whose value lives on vibecheck's
-server) is reported as lost; the rest (threads, unknown keys vibecheck ignores) as left out.
+eval `name`s become ids, `{{var(...)}}` / `{{secret(...)}}` become evalsite's suite variables and secrets.
+Whatever graded or drove a conversation and cannot be carried (an MCP server's tools, a check evalsite
+cannot read) is reported as lost; the rest (threads, unknown keys vibecheck ignores) as left out.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from engine.schema import CHECK_KEYS, MAX_FOLLOWUP_DEPTH, JudgeSpec, SemanticSpec, Suite
 
-from .. import patterns
+from .. import patterns, suitevars
 from .common import Converted, ImportProblem, Report, Section, as_count, as_text, short, unique_id
 
 TEXT_CHECKS = ("match", "not_match", "regex", "contains", "equals")
@@ -33,6 +33,8 @@ NATIVE_EVAL = ("id", "tags", "prompt", "checks")
 TEMPLATE_REF = re.compile(
     r"""\{\{\s*(?P<kind>var|secret|env)\s*(?:\(\s*(?P<q>['"]?)(?P<name>[^'")}]*)(?P=q)\s*\)|:\s*(?P<name2>[^}]*?))\s*\}\}"""
 )
+# Left as written: the MCP server is lost as a whole; a model given as a variable is the launch's choice.
+KEPT_METADATA = ("mcp_server", "model")
 # The typed check form (`checks: [{type: ...}]` before vibecheck's glob DSL, and the first format's
 # `conditionals`): each type's own keys; `operator` joins them.
 TYPED_KEYS = {
@@ -49,6 +51,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         raise ImportProblem(
             f"{name} is not a vibecheck suite: expected a mapping with `metadata` and `evals`"
         )
+    data, declared = _template_refs(data, report)
     sections: list[Section] = []
     header = [
         f"Imported from vibecheck {name} by evalsite.",
@@ -72,11 +75,12 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
             report.skip(f"metadata.{meta_key} ({short(value, 40)!s}) disagrees with `{key}`; kept `{key}`")
             continue
         if key == "model" and TEMPLATE_REF.search(value):
-            # The model is looked up on vibecheck's server when the suite runs: no model id to write here.
+            # The model is looked up on vibecheck's server when the suite runs: in evalsite the model is
+            # what a launch chooses anyway, so no variable is needed for it.
             report.skip(
                 f"metadata.model: {short(value, 60)} is a vibecheck variable, filled in by vibecheck's server "
                 "at run time; its value is not in the file, so the model is the one chosen when a run is "
-                "launched (or set `model:`)"
+                "launched (--model, or the run form), or set `model:`"
             )
             continue
         top[key] = value
@@ -98,6 +102,18 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         if key in data and key not in top:
             top[key] = data[key]
             report.map(f"{key} → {key} (already evalsite)")
+    if declared:
+        own = top.get("vars") if isinstance(top.get("vars"), dict) else {}
+        top["vars"] = {**{var: None for var in declared}, **own}
+        needed = [var for var in declared if top["vars"][var] is None]
+        if needed:
+            report.map(
+                f"vars: {', '.join(needed)} declared with no default: vibecheck's server held "
+                f"{'their values' if len(needed) > 1 else 'its value'}, so give "
+                f"{'them' if len(needed) > 1 else 'it'} when launching a run (`evalsite run … "
+                + " ".join(f"--var {var}=…" for var in needed)
+                + "`, or the run form)"
+            )
     for key in data:
         if key not in ("metadata", "evals", *NATIVE_TOP):
             report.skip(f"{key}: unknown top-level key, left out")
@@ -112,7 +128,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
             f"{name} has no eval evalsite can run: {'; '.join(report.problems()) or 'no evals'}"
         )
 
-    order = ["name", "description", "model", "judge", "system"]
+    order = ["name", "description", "model", "judge", "vars", "system"]
     for key in order + [k for k in top if k not in order]:
         if key in top:
             sections.append(Section(key, top[key]))
@@ -123,7 +139,6 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         + (f", {followups} follow-up prompt{'s' if followups != 1 else ''}" if followups else "")
         + ") → evals, same checks and follow-ups"
     )
-    _template_refs(data, report)
     return header, sections, {}
 
 
@@ -472,36 +487,76 @@ def _typed(cond: dict, here: str, report: Report) -> list[dict]:
     return [{"llm_judge": spec}]
 
 
-def _template_refs(data: dict, report: Report) -> None:
-    """vibecheck fills `{{var(...)}}` and `{{secret(...)}}` in on its server when a suite runs, from values
-    set with `vibe set var|secret`. Neither value is in the file, and evalsite keeps no secrets in suites,
-    so each stays as written and is listed where it is: sent or compared as text, it no longer tests what
-    it did."""
+def _template_refs(data: dict, report: Report) -> tuple[dict, list[str]]:
+    """vibecheck fills `{{var('name')}}` and `{{secret('name')}}` in on its server when a suite runs, from
+    values set with `vibe set var|secret`. They become evalsite's `{{var:name}}` (declared in `vars`, its
+    value given at launch) and `{{secret:NAME}}` (read from the environment variable NAME where the model
+    is called). The data comes back rewritten, with the variables in order of first use. The MCP server is
+    left as it is (it is lost as a whole), and so is the model (a launch chooses it)."""
+    declared: list[str] = []
 
-    def walk(value: object, path: str) -> None:
-        if isinstance(value, str):
-            for found in TEMPLATE_REF.finditer(value):
-                name = found.group("name") if found.group("name") is not None else found.group("name2")
-                kind = found.group("kind")
-                what = {
-                    "var": f"the vibecheck variable {name!r} (`vibe set var`)",
-                    "secret": f"the vibecheck secret {name!r} (`vibe set secret`)",
-                    "env": f"the environment variable {name!r}",
-                }[kind]
-                report.lose(
-                    f"{path}: {found.group(0)} is {what}, filled in by vibecheck when the suite runs; its "
-                    "value is not in the file, so evalsite sends the text as written: replace it with the value"
-                    + (" (and keep keys out of what the model is sent)" if kind == "secret" else "")
+    def rewrite(text: str, path: str) -> str:
+        def one(found: re.Match) -> str:
+            written = found.group("name") if found.group("name") is not None else found.group("name2")
+            kind = found.group("kind")
+            if kind == "var":
+                var = re.sub(r"[^A-Za-z0-9_.\-]", "_", written.strip())
+                if not suitevars.VAR_NAME.fullmatch(var):
+                    var = f"v_{var}"[:64]
+                if var not in declared:
+                    declared.append(var)
+                report.group(
+                    f"{found.group(0)} → {{{{var:{var}}}}}, the suite variable {var!r} (vibecheck's "
+                    "`vibe set var`), filled with the value given at launch",
+                    path,
+                    mapped=True,
                 )
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                walk(item, f"{path}.{key}" if path else str(key))
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                walk(item, f"{path}[{index}]")
+                return f"{{{{var:{var}}}}}"
+            env = re.sub(r"[^A-Za-z0-9_]", "_", written.strip()).upper() or "SECRET"
+            if env[0].isdigit():
+                env = f"_{env}"
+            if not suitevars.sent(_path_keys(path)):
+                report.lose(
+                    f"{path}: {found.group(0)} is compared or judged as vibecheck's secret; evalsite sends "
+                    "secrets only to the model under test and redacts them from replies before checks read "
+                    "them, so this text keeps the reference as written and no longer tests the secret"
+                )
+                return found.group(0)
+            origin = "vibecheck's `vibe set secret`" if kind == "secret" else "an environment variable"
+            report.group(
+                f"{found.group(0)} → {{{{secret:{env}}}}}, read from the environment variable {env} where the "
+                f"run calls the model ({origin}); never stored",
+                path,
+                mapped=True,
+            )
+            return f"{{{{secret:{env}}}}}"
 
-    metadata = data.get("metadata")
-    if isinstance(metadata, dict):
-        # The model's reference was reported where it was read; the MCP server is lost as a whole.
-        walk({k: v for k, v in metadata.items() if k in ("system_prompt",)}, "metadata")
-    walk(data.get("evals"), "evals")
+        return TEMPLATE_REF.sub(one, text)
+
+    def walk(value: object, path: str) -> object:
+        if isinstance(value, str):
+            return rewrite(value, path) if "{{" in value else value
+        if isinstance(value, dict):
+            return {
+                key: item if path == "metadata" and key in KEPT_METADATA else walk(item, _join(path, key))
+                for key, item in value.items()
+            }
+        if isinstance(value, list):
+            return [walk(item, f"{path}[{index}]") for index, item in enumerate(value)]
+        return value
+
+    return walk(data, ""), declared
+
+
+def _path_keys(path: str) -> tuple:
+    """`evals[1].checks[0].match` as the key path suitevars reads: ("evals", 1, "checks", 0, "match")."""
+    keys: list[object] = []
+    for part in path.split("."):
+        name, *indexes = re.split(r"\[(\d+)\]", part)
+        keys.append(name)
+        keys.extend(int(index) for index in indexes if index)
+    return tuple(keys)
+
+
+def _join(path: str, key: object) -> str:
+    return f"{path}.{key}" if path else str(key)

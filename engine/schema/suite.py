@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from ..suitevars import VAR_NAME
 from .base import LocatedError, StrictModel
 from .checks import FUNCTION_REF, CodeSpec
 from .evals import Eval
@@ -163,6 +164,11 @@ class Suite(StrictModel):
         "Overrides the endpoint's own timeout; `evalsite run --timeout` overrides this.",
     )
     system: str | None = Field(None, description="System prompt for every conversation.")
+    vars: dict[str, str | None] | None = Field(
+        None,
+        description="Suite variables, written {{var:NAME}} in any text: each name's default, or null when a "
+        "value must be given at launch.",
+    )
     metadata: Metadata | None = None
     mock: MockSpec | None = None
     grader: Grader | None = Field(None, description="Default grader for evals with ground_truth.")
@@ -201,6 +207,17 @@ class Suite(StrictModel):
         None, description="A JSONL or CSV file attached to the suite; each row is an eval."
     )
     evals: list[Eval] = Field(default_factory=list)
+
+    @field_validator("vars")
+    @classmethod
+    def _vars(cls, value: dict[str, str | None] | None) -> dict[str, str | None] | None:
+        for name in value or {}:
+            if not VAR_NAME.fullmatch(name):
+                raise LocatedError(
+                    (name,),
+                    f"`{name}` is not a variable name: letters, digits, _ . - (not starting with a digit)",
+                )
+        return value
 
     @field_validator("rubric")
     @classmethod

@@ -21,7 +21,7 @@ from runs import selectors as run_selectors
 from runs.endpoint_checks import SuiteRoutes, model_choices, suite_routes
 
 from .. import display, selectors, services
-from ..forms import LaunchForm
+from ..forms import VAR_FIELD, LaunchForm
 from ..models import Suite, SuiteVersion
 
 RECENT_RUNS = 8
@@ -172,9 +172,15 @@ def _render_editor(
 def _launch_panel(request: HttpRequest, spec: SuiteSpec | None, form: LaunchForm) -> dict:
     """The launch form's model suggestions, and where the chosen model (and the judges) will go."""
     model = (form["model"].value() or "").strip()
+    declared = (spec.vars or {}) if spec is not None else {}
     return {
         "model_choices": model_choices(request.user, spec),
         "launch_routes": suite_routes(spec, model=model or None) if spec is not None else None,
+        # One field per suite variable: what was sent (after a refused launch), else its default.
+        "launch_vars": [
+            (name, default, request.POST.get(f"{VAR_FIELD}{name}", default or ""))
+            for name, default in declared.items()
+        ],
     }
 
 

@@ -15,7 +15,7 @@ from runs.endpoint_checks import suite_routes
 from runs.services import LaunchError, create_run
 
 from .. import selectors
-from ..forms import LaunchForm
+from ..forms import LaunchForm, launch_vars
 from ..models import Suite, SuiteVersion
 from .editor import _parse, _render_editor
 
@@ -56,6 +56,7 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
                 user=request.user,
                 model=form.cleaned_data["model"] or None,
                 concurrency=form.cleaned_data["concurrency"],
+                vars=launch_vars(request.POST),
             )
         except LaunchError as exc:
             error = str(exc)
