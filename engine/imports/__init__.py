@@ -444,7 +444,9 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
         )
     if len(found) > 1 and any(not parsed.name.lower().endswith(".jsonl") for _, parsed in found):
         # AgentV's JSONL eval file beside a YAML suite is that suite's cases, not a suite of its own.
-        found = [(kind, p) for kind, p in found if not (kind == "agentv" and p.name.lower().endswith(".jsonl"))]
+        found = [
+            (kind, p) for kind, p in found if not (kind == "agentv" and p.name.lower().endswith(".jsonl"))
+        ]
     if len(found) > 1 and any(kind != "calibrate" for kind, _ in found):
         listed = ", ".join(f"{parsed.name} ({KINDS[kind]})" for kind, parsed in found)
         raise ImportProblem(f"several suite files were uploaded ({listed}): import one suite at a time")
