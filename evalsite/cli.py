@@ -635,31 +635,9 @@ def import_files(args: argparse.Namespace) -> int:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UserError(f"{path}: cannot write it ({exc.strerror or exc})") from None
-    attached = f", with {', '.join(result.files)} beside it" if result.files else ""
-    print(f"Converted {result.tool} → {args.out}{attached}")
-    for title, lines in (("Mapped", result.mapped), ("Not converted", result.unmapped)):
-        if lines:
-            print(f"{title}:")
-            print(*(f"  - {line}" for line in lines), sep="\n")
-    if result.needs_files:
-        print(f"Files it needs that were not given: {', '.join(result.needs_files)}")
-        print(f"{args.out}: attach them in {folder.resolve()} (or import again with them), then validate it")
-        return FAILED
-    try:
-        if _holds_calibration(args.out):  # calibrate's samples: a calibration set
-            loaded = load_calibration_file(args.out)
-            print(f"{args.out}: ok — calibration set {loaded.spec.name!r}, "
-                  f"{plural(len(loaded.samples), 'sample')}; run it with `evalsite calibrate {args.out}`")  # fmt: skip
-            return PASSED
-        suite, _ = load_suite_file(args.out)
-    except InvalidSuite as exc:
-        print(f"{args.out}: written, but not valid yet:")
-        print(*(f"  {line}" for line in exc.lines), sep="\n")
-        return FAILED
-    model = "" if suite.model else " --model M"  # other tools' suites seldom name a chat model
-    print(f"{args.out}: ok — suite {suite.name!r}, {plural(len(suite.evals), 'eval')}; run it with "
-          f"`evalsite run {args.out}{model}`")  # fmt: skip
-    return PASSED
+    from evalsite.importing import Unit, report_unit
+
+    return report_unit(Unit(result, args.out, writes), detailed=True)
 
 
 # --- evalsite validate -------------------------------------------------------------------------------------
@@ -905,4 +883,8 @@ class AliasCommand(BaseCommand):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m evalsite.cli` runs this file as __main__; evalsite.importing imports evalsite.cli, a second
+    # copy with its own UserError. Running the imported copy keeps one set of classes for both entry points.
+    from evalsite.cli import main as _main
+
+    sys.exit(_main())

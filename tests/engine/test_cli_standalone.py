@@ -521,14 +521,15 @@ IMPORTS = ROOT / "tests" / "fixtures" / "imports"
 def test_import_writes_the_suite_beside_its_files_and_says_what_was_mapped(tmp_path):
     given = sorted(str(path) for path in (IMPORTS / "letta-per-turn").iterdir())
     result = evalsite("import", *given, "--out", "out/suite.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr  # its memory_block grader is a loss
+    assert result.stderr.startswith("lost: suite.yaml:17 graders.remembers_name:")
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["dataset.jsonl", "suite.yaml"]
     lines = result.stdout.splitlines()
     assert lines[0] == "Converted Letta Evals → out/suite.yaml, with dataset.jsonl beside it"
     assert "  - num_runs: 3 → iterations: 3 (every eval run 3 times, with statistics)" in lines
     assert lines.index("Mapped:") < lines.index("Not converted:")
     assert any(line.startswith("  - max_concurrent: 8") for line in lines)
-    assert lines[-1].startswith("out/suite.yaml: ok — suite 'multiturn-per-turn-grading-test', 4 evals")
+    assert "out/suite.yaml: ok — suite 'multiturn-per-turn-grading-test', 4 evals" in result.stdout
     assert evalsite("validate", "out/suite.yaml", cwd=tmp_path).returncode == 0
 
 
@@ -600,7 +601,7 @@ def test_import_does_not_overwrite_a_file_unless_forced(tmp_path):
     assert_one_line_error(result, 2, "dataset.jsonl exists (one of the files being imported)", "--force")
     assert (tmp_path / "dataset.jsonl").read_text() == original and not (tmp_path / "evalsite.yaml").exists()
     forced = evalsite(*args, "--force", cwd=tmp_path)
-    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert forced.returncode == 1, forced.stdout + forced.stderr  # written; its memory grader is a loss
     assert (tmp_path / "dataset.jsonl").read_text() != original  # now evalsite's rows
 
 
@@ -644,3 +645,25 @@ def test_import_of_hostile_values_lists_the_loss_or_says_where_never_a_traceback
     assert assert_one_line_error(result, 2).startswith(
         "evalsite: suite.yaml: no grader of this suite has an evalsite equivalent — graders.answer_check"
     )
+
+
+def test_import_with_kind_exits_1_and_lists_the_losses_as_the_folder_path_does(tmp_path):
+    given = str(IMPORTS / "vibecheck" / "tools-and-variables.yaml")
+    auto = evalsite("import", given, "--out", "auto", cwd=tmp_path)
+    kind = evalsite("import", "--kind", "vibecheck", given, "--out", "kind/s.yaml", cwd=tmp_path)
+    assert (auto.returncode, kind.returncode) == (1, 1), kind.stdout + kind.stderr
+    assert kind.stderr == auto.stderr
+    assert kind.stderr.startswith("lost: tools-and-variables.yaml:7 metadata.mcp_server:")
+    assert "Lost (it graded or drove the conversation): 5 items, on stderr" in kind.stdout
+    assert "metadata.mcp_server" not in kind.stdout  # a loss is on stderr, not among "Not converted"
+
+
+def test_import_refusal_under_python_m_is_one_line_not_a_crash(tmp_path):
+    (tmp_path / "x.yaml").write_text("foo: 1\n", encoding="utf-8")
+    for args in (["x.yaml"], ["--kind", "agtlantis", "x.yaml", "--out", "s.yaml"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "evalsite.cli", "import", *args],
+            cwd=tmp_path, env=fresh_env(), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert_one_line_error(result, 2, "evalsite: x.yaml")
+        assert "crashed" not in result.stderr
