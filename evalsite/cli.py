@@ -765,7 +765,8 @@ COMMANDS = {
         "  3  the endpoint failed: no judgement got a score",
     ),
     "import": Command(
-        "convert another tool's suites (vibecheck, Letta Evals, AgentV, calibrate), every one found in the "
+        "convert another tool's suites (vibecheck, Letta Evals, AgentV, promptfoo, agtlantis, calibrate "
+        "(Bolt Foundry)), every one found in the "
         "files or folders given, to evalsite suites",
         add_import_arguments,
         import_files,

@@ -25,11 +25,18 @@ KINDS = {
     "vibecheck": "vibecheck",
     "letta": "Letta Evals",
     "agentv": "AgentV",
-    "calibrate": "calibrate",
+    "calibrate": "calibrate (Bolt Foundry)",
     "promptfoo": "promptfoo",
     "agtlantis": "agtlantis",
 }
 YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def a(tool: str) -> str:
+    """The tool's name after its article: "an AgentV", "a vibecheck"."""
+    return f"{'an' if tool[:1].lower() in 'aeiou' else 'a'} {tool}"
+
+
 MAX_HEADER_LINES = 40  # unmapped items repeated as comments at the top of the suite
 MAX_NODES = 2_000_000  # values in a parsed file, counting each alias expansion (YAML "billion laughs")
 

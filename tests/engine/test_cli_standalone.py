@@ -610,6 +610,12 @@ def test_import_help_documents_its_exit_codes(tmp_path):
     assert re.search(r"^\s+import\s+convert another tool's suite", top.stdout, re.M)
     help_text = evalsite("import", "--help", cwd=tmp_path).stdout
     assert "--out DIR" in help_text and "--kind" in help_text and "--force" in help_text
+    assert "{auto,vibecheck,letta,agentv,calibrate,promptfoo,agtlantis}" in help_text
+    described = " ".join(
+        re.search(r"^\s+import\s+(convert .*?)\n\s+\w+\s", top.stdout, re.M | re.S).group(1).split()
+    )
+    for tool in ("vibecheck", "Letta Evals", "AgentV", "promptfoo", "agtlantis", "calibrate (Bolt Foundry)"):
+        assert tool in described, described
     assert "PATH" in help_text and "file:line key: message" in help_text
     for code in (
         "0  converted",

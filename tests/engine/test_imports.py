@@ -698,7 +698,7 @@ def test_detect_rejects_junk_with_a_clear_message(files, message):
 
 
 def test_a_forced_kind_must_match_the_file():
-    with pytest.raises(ImportProblem, match="multi-turn.yaml is a vibecheck file, not Letta Evals"):
+    with pytest.raises(ImportProblem, match="multi-turn.yaml is a vibecheck file, not a Letta Evals one"):
         convert(one("vibecheck/multi-turn.yaml"), kind="letta")
     with pytest.raises(ImportProblem, match="unknown kind"):
         convert(one("vibecheck/multi-turn.yaml"), kind="deepeval")
@@ -1014,3 +1014,13 @@ def test_letta_single_grader_or_gate_is_kept_over_eval_scores():
     (only,) = suite.gates
     assert [(g.metric, g.op, g.value) for g in only.logical_or] == [("avg", ">=", 0.9), ("min", ">=", 0.5)]
     assert not has(result.unmapped, "OR")
+
+
+def test_refusals_name_the_tool_with_its_article():
+    with pytest.raises(ImportProblem) as shape:
+        convert({"x.yaml": "foo: 1\n"}, "agtlantis")
+    assert str(shape.value).startswith("x.yaml is not an agtlantis suite: expected `agent` and `cases`")
+    agentv = "tests:\n  - id: a\n    input: hi\n    criteria: says hi\n"
+    with pytest.raises(ImportProblem) as other:
+        convert({"e.yaml": agentv}, "vibecheck")
+    assert str(other.value) == "e.yaml is an AgentV file, not a vibecheck one: choose “auto-detect”"

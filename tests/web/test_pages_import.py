@@ -47,8 +47,11 @@ def test_get_shows_the_upload_form(logged_in):
     assert 'enctype="multipart/form-data"' in page and 'name="csrfmiddlewaretoken"' in page
     assert re.search(r'<input type="file" name="files" multiple', page)
     assert '<option value="" selected>Auto-detect</option>' in page
-    for kind in ("vibecheck", "letta", "agentv"):
+    for kind in ("vibecheck", "letta", "agentv", "promptfoo", "agtlantis", "calibrate"):
         assert f'<option value="{kind}"' in page
+    intro = page[page.index("<h1>") : page.index("</p>")]
+    for tool in ("vibecheck", "Letta Evals", "AgentV", "promptfoo", "agtlantis", "calibrate", "Bolt Foundry"):
+        assert tool in intro, tool
 
 
 @pytest.mark.django_db
@@ -205,7 +208,10 @@ def test_bad_uploads_show_a_clear_message_not_a_traceback(logged_in):
         response.status_code == 400 and "is not UTF-8 text (byte 0xe9 on line 1)" in response.content.decode()
     )
     response = logged_in.post(URL, {"files": uploads(one("vibecheck/multi-turn.yaml")), "kind": "letta"})
-    assert response.status_code == 400 and "is a vibecheck file, not Letta Evals" in response.content.decode()
+    assert (
+        response.status_code == 400
+        and "is a vibecheck file, not a Letta Evals one" in response.content.decode()
+    )
 
 
 @pytest.mark.django_db
