@@ -38,6 +38,7 @@ from .common import (
     Section,
     as_share,
     as_text,
+    attach,
     basename,
     find_file,
     parse_yaml,
@@ -649,7 +650,7 @@ class _Cases(Graders):
             self.report.need(name)
             self.report.group(f"file {reference} → attached file {name}: not uploaded — attach it", label)
         else:
-            self.attached[name] = found[1]
+            name = attach(self.attached, name, found[1])
             self.report.group(f"file {reference} → attached file {name}", label, mapped=True)
         return name
 

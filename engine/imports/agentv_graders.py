@@ -10,7 +10,17 @@ import shlex
 
 from engine import patterns
 
-from .common import as_number, as_share, as_text, basename, find_file, non_finite, safe_file_name, short
+from .common import (
+    as_number,
+    as_share,
+    as_text,
+    attach,
+    basename,
+    find_file,
+    non_finite,
+    safe_file_name,
+    short,
+)
 
 JS_NAMED_GROUP = re.compile(
     r"\(\?<([A-Za-z_][A-Za-z0-9_]*)>"
@@ -519,7 +529,7 @@ class Graders:
                     self.report.need(name)
                     report.group(f"{title}: {arg} was not uploaded — attach {name}", label)
                 else:
-                    self.attached[name] = found[1]
+                    name = attach(self.attached, name, found[1])
                 arg = name
             args.append(arg)
         if len(args) == 1 and args[0].lower().endswith(tuple(INTERPRETERS)):
@@ -592,7 +602,7 @@ class Graders:
             text = as_text(prompt)
         rubric, per_case = self.rubric_text(text, context, label)
         if file_name and not per_case:
-            self.attached[file_name] = rubric
+            file_name = attach(self.attached, file_name, rubric)
             grader["rubric_file"] = file_name
             report.group(
                 f"{title}: prompt {file_name} → an llm_judge grader, rubric_file {file_name} (attached, "

@@ -32,6 +32,21 @@ KINDS = {
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
+def attach(attached: dict[str, str], name: str, text: str) -> str:
+    """`text` attached as `name`, or, when another text holds that name (`a/notes.md` and `b/notes.md`
+    both become `notes.md`), as a free one (`notes-2.md`, a Python module `grade_2.py`): the name it has,
+    for the suite to refer to it by."""
+    stem, dot, suffix = name.rpartition(".")
+    if not stem:
+        stem, dot, suffix = name, "", ""
+    joint = "_" if suffix == "py" else "-"
+    candidate, number = name, 2
+    while attached.get(candidate, text) != text:
+        candidate, number = f"{stem[:190]}{joint}{number}{dot}{suffix}", number + 1
+    attached[candidate] = text
+    return candidate
+
+
 def a(tool: str) -> str:
     """The tool's name after its article: "an AgentV", "a vibecheck"."""
     return f"{'an' if tool[:1].lower() in 'aeiou' else 'a'} {tool}"

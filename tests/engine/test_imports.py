@@ -1024,3 +1024,73 @@ def test_refusals_name_the_tool_with_its_article():
     with pytest.raises(ImportProblem) as other:
         convert({"e.yaml": agentv}, "vibecheck")
     assert str(other.value) == "e.yaml is an AgentV file, not a vibecheck one: choose “auto-detect”"
+
+
+# --- attached files of the same name from different folders --------------------------------------------------
+
+AGENTV_TWO_NOTES = """\
+tests:
+  - id: both
+    criteria: compares the notes
+    input:
+      - role: user
+        content:
+          - {type: file, value: a/notes.md}
+          - {type: file, value: b/notes.md}
+          - {type: text, value: Compare them.}
+"""
+
+
+def test_agentv_files_of_one_name_in_two_folders_are_both_attached_and_referred_to():
+    from engine.imports import convert_all
+
+    given = {"evals/e.eval.yaml": AGENTV_TWO_NOTES, "evals/a/notes.md": "first", "evals/b/notes.md": "second"}
+    result = convert_all(given).results[0]
+    assert result.files == {"notes.md": "first", "notes-2.md": "second"}
+    suite = load_suite(result.source, files=result.files)
+    parts = suite.evals[0].messages[0].content
+    assert [part.value for part in parts[:2]] == ["notes.md", "notes-2.md"]
+
+
+def test_promptfoo_python_assertions_of_one_name_in_two_folders_import_as_two_modules():
+    from engine.imports import convert_all
+
+    config = (
+        "prompts: ['{{q}}']\nproviders: [openai:gpt-4o]\ntests:\n  - vars: {q: hi}\n    assert:\n"
+        "      - {type: python, value: 'file://a/check.py'}\n      - {type: python, value: 'file://b/check.py'}\n"
+    )
+    passes, fails = "def get_assert(o, c):\n    return True\n", "def get_assert(o, c):\n    return False\n"
+    result = convert_all({"promptfooconfig.yaml": config, "a/check.py": passes, "b/check.py": fails}).results[
+        0
+    ]
+    assert result.files == {"check.py": passes, "check_2.py": fails}
+    graders = load_suite(result.source, files=result.files).evals[0].graders
+    assert sorted(grader.check.code.function for grader in graders.values()) == [
+        "check:get_assert",
+        "check_2:get_assert",
+    ]
+
+
+def test_letta_custom_graders_of_one_module_name_in_two_folders_are_a_listed_loss():
+    suite = (
+        "name: two\ndataset: dataset.jsonl\ntarget: {kind: letta_agent, agent_file: a.af}\ngraders:\n"
+        "  first: {kind: tool, function: 'a/grade.py:first', extractor: last_assistant}\n"
+        "  second: {kind: tool, function: 'b/grade.py:second', extractor: last_assistant}\n"
+    )
+    one_text = (
+        "from letta_evals.decorators import grader\n@grader\ndef first(sample, submission):\n    return 1\n"
+    )
+    other = one_text.replace("first", "second")
+    files = {
+        "suite.yaml": suite,
+        "dataset.jsonl": '{"input": "hi", "ground_truth": "hi"}\n',
+        "a/grade.py": one_text,
+        "b/grade.py": other,
+    }
+    from engine.imports import convert_all
+
+    result = convert_all(files).results[0]
+    assert result.files["grade.py"] == one_text and other not in result.files.values()
+    assert any(
+        line.startswith("graders.second: b/grade.py has the file name of another") for line in result.lost
+    )

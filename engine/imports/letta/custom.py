@@ -49,12 +49,21 @@ def attach_python(
 ) -> None:
     """The Python file a reference names, attached to the suite (listed as needed when not uploaded)."""
     name = python_file(reference)
-    found = find_file(files, name)
+    path = reference.strip().rpartition(":")[0]
+    found = find_file(files, path if path.endswith(".py") else name)
     if found is None:
         report.need(name)
         report.skip(f"{where}: {name} was not uploaded — upload it with the suite for the code check to run")
         return
-    attached[found[0]] = found[1]
+    if attached.get(name, found[1]) != found[1]:
+        # The code check imports the module by its file name, and so may the suite's other Python files:
+        # a renamed copy would not be the module they import.
+        report.lose(
+            f"{where}: {path} has the file name of another Python file the suite uses ({name}); the code "
+            "check would import that one — give one of them another name and import again"
+        )
+        return
+    attached[name] = found[1]
 
 
 def code_check(spec: dict, *, threshold: float) -> tuple[dict, list[str]] | None:

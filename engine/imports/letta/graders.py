@@ -10,7 +10,17 @@ from pydantic import ValidationError
 
 from engine.schema import Extractor
 
-from ..common import ImportProblem, Report, as_name, as_number, basename, find_file, safe_file_name, short
+from ..common import (
+    ImportProblem,
+    Report,
+    as_name,
+    as_number,
+    attach,
+    basename,
+    find_file,
+    safe_file_name,
+    short,
+)
 from .custom import NO_AGENT_STATE, NO_TOOL_CALLS, attach_python, code_check, function_ref, is_custom
 
 TOOL_GRADERS = ("exact_match", "contains", "regex_match")
@@ -478,7 +488,7 @@ def named_graders(
             elif isinstance(spec.get("prompt_path"), str):
                 prompts[key] = prompt
                 name = safe_file_name(spec["prompt_path"])
-                attached[name] = rubric_template(prompt, None, with_truth=True)
+                name = attach(attached, name, rubric_template(prompt, None, with_truth=True))
                 named["rubric_file"] = name
             else:
                 prompts[key] = prompt
