@@ -465,6 +465,7 @@ class _Cases(Graders):
             report.lose(f"{label}: mode: conversation without `turns` — no user turn to send, left out")
             return None
         turns: list[dict] = []
+        ungraded: list[dict] = []
         for number, raw in enumerate(raw_turns):
             where = f"{label}.turns[{number}]"
             if not isinstance(raw, dict):
@@ -478,11 +479,7 @@ class _Cases(Graders):
             if checks:
                 turn["checks"] = checks
             else:
-                report.group(
-                    "turns without assertions: AgentV scores them 1.0 in the aggregate; evalsite leaves them "
-                    "ungraded",
-                    label,
-                )
+                ungraded.append(turn)
             for key in raw:
                 if key not in ("input", "assertions", "assert", "expected_output"):
                     report.group(f"turns[].{key}: not converted", label)
@@ -517,6 +514,16 @@ class _Cases(Graders):
                 {"llm_judge": {"criteria": default, "threshold": self.threshold, "scope": "conversation"}}
             ]
             self.used_criteria = True
+        for turn in ungraded:
+            # AgentV scores a turn with no assertions 1.0 and counts it in the aggregate; evalsite counts
+            # only turns with checks, so such a turn gets one that any reply passes.
+            turn["checks"] = [{"match": "*"}]
+            report.group(
+                'turns without assertions → a `match: "*"` check, which any reply passes: AgentV scores '
+                "them 1.0 in the aggregate",
+                label,
+                mapped=True,
+            )
         for key in ("aggregation", "on_turn_failure"):
             value = case.get(key)
             if value in (("mean", "min", "max") if key == "aggregation" else ("continue", "stop")):

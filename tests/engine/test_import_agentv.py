@@ -380,3 +380,15 @@ def test_cases_in_a_jsonl_file_named_by_tests():
     assert [ev["id"] for ev in yaml.safe_load(result.source)["evals"]] == ["a", "b"]
     with pytest.raises(ImportProblem, match="keeps its cases in dataset.jsonl, which was not uploaded"):
         convert({"dataset.eval.yaml": suite_file})
+
+
+def test_a_turn_without_assertions_counts_10_in_the_mean_as_agentv_scores_it(fake, tmp_path):
+    fake.script("Hi, I just signed up.", ["Welcome aboard!", "Yoga and spinning."])
+    fake.rule("Lists the three classes of the starter plan", score(0.7))  # alone it fails 0.8
+
+    code, results, out = import_and_run(fake, "agentv-conversation-ungraded", tmp_path)
+
+    assert len(model_requests(fake, "Hi, I just signed up.")) == 2
+    case = by_id(results)["greet-then-explain"][0]
+    assert case["turns_total"] == 2 and case["score"] == pytest.approx(0.85)  # AgentV: mean(1.0, 0.7)
+    assert case["status"] == "passed" and code == 0, out
