@@ -292,6 +292,7 @@ class _Cases(Graders):
         self.files = files
         self.report = report
         self.defaults = defaults
+        self.evaluator_of: list[dict] = []  # the evaluator each check of `checks()` came from
         self.threshold = threshold
         self.suite_assertions = suite_assertions if isinstance(suite_assertions, list) else []
         self.suite_tags = suite_tags or []
@@ -426,7 +427,12 @@ class _Cases(Graders):
         else:
             raw = execution.get("evaluators", case.get("evaluators"))
             evaluators = self.defaults if raw is None else _evaluator_list(raw, f"{label}.evaluators", report)
-        checks.extend(self.checks(evaluators, outcome, reference, context, label))
+        evaluated = self.checks(evaluators, outcome, reference, context, label)
+        weighted = self.weighted(evaluated, label) if evaluated and not out.get("graders") else None
+        if weighted:
+            out.update(weighted)
+        else:
+            checks.extend(evaluated)
         if isinstance(case.get("rubrics"), list) and case["rubrics"]:
             checks.append(self.rubrics(case["rubrics"], label))
         if not checks and not out.get("graders"):

@@ -392,3 +392,18 @@ def test_a_turn_without_assertions_counts_10_in_the_mean_as_agentv_scores_it(fak
     case = by_id(results)["greet-then-explain"][0]
     assert case["turns_total"] == 2 and case["score"] == pytest.approx(0.85)  # AgentV: mean(1.0, 0.7)
     assert case["status"] == "passed" and code == 0, out
+
+
+def test_v2_evaluator_weights_make_the_weighted_mean_agentv_passes_at_08(fake, tmp_path):
+    fake.script("How long do I have to return my order?", ["You have 30 days."])
+    fake.rule("Grade accuracy.", score(1.0))
+    fake.rule("Grade tone.", score(0.4))  # alone it fails; weighted (3 x 1.0 + 0.4) / 4 = 0.85 passes
+
+    code, results, out = import_and_run(fake, "agentv-v2-weights", tmp_path)
+
+    case = by_id(results)["refund-window"][0]
+    assert case["score"] == pytest.approx(0.85)
+    assert case["status"] == "passed" and code == 0, out
+    raw = yaml.safe_load((tmp_path / "out" / "suite.yaml").read_text())["evals"][0]
+    assert raw["pass_rule"] == {"weighted_average": {"accuracy": 3, "tone": 1}, "threshold": 0.8}
+    assert sorted(raw["graders"]) == ["accuracy", "tone"] and "checks" not in raw
