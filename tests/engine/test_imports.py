@@ -1071,26 +1071,29 @@ def test_promptfoo_python_assertions_of_one_name_in_two_folders_import_as_two_mo
     ]
 
 
-def test_letta_custom_graders_of_one_module_name_in_two_folders_are_a_listed_loss():
+def test_letta_custom_graders_of_one_module_name_in_two_folders_each_run_their_own():
+    from engine.imports import convert_all
+
     suite = (
         "name: two\ndataset: dataset.jsonl\ntarget: {kind: letta_agent, agent_file: a.af}\ngraders:\n"
         "  first: {kind: tool, function: 'a/grade.py:first', extractor: last_assistant}\n"
         "  second: {kind: tool, function: 'b/grade.py:second', extractor: last_assistant}\n"
     )
-    one_text = (
+    first = (
         "from letta_evals.decorators import grader\n@grader\ndef first(sample, submission):\n    return 1\n"
     )
-    other = one_text.replace("first", "second")
+    second = first.replace("first", "second")
     files = {
         "suite.yaml": suite,
         "dataset.jsonl": '{"input": "hi", "ground_truth": "hi"}\n',
-        "a/grade.py": one_text,
-        "b/grade.py": other,
+        "a/grade.py": first,
+        "b/grade.py": second,
     }
-    from engine.imports import convert_all
-
     result = convert_all(files).results[0]
-    assert result.files["grade.py"] == one_text and other not in result.files.values()
-    assert any(
-        line.startswith("graders.second: b/grade.py has the file name of another") for line in result.lost
-    )
+    assert {name: text for name, text in result.files.items() if name.endswith(".py")} == {
+        "grade.py": first,
+        "grade_2.py": second,
+    }
+    graders = load_suite(result.source, files=result.files).graders
+    assert graders["first"].check.code.function == "grade:first"
+    assert graders["second"].check.code.function == "grade_2:second"
