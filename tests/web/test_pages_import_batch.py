@@ -78,7 +78,8 @@ def test_losses_are_shown_first_located_and_escaped(logged_in, tmp_path):
     extra = {"<b>bad</b>.yaml": BAD_VIBECHECK}
     page = logged_in.post(URL, {"files": [project_zip(tmp_path, extra)]}).content.decode()
     assert 'role="alert" id="import-lost-summary"' in page
-    assert "1 thing that graded or drove a conversation could not be carried over" in page
+    # the bad check, and the Letta suite's memory_block grader
+    assert "2 things that graded or drove a conversation could not be carried over" in page
     assert (
         "proj/&lt;b&gt;bad&lt;/b&gt;.yaml:4 evals[0].checks[0].max_tokens: expected a whole number of tokens"
         in page
