@@ -49,6 +49,8 @@ def test_get_shows_the_upload_form(logged_in):
     assert '<option value="" selected>Auto-detect</option>' in page
     for kind in ("vibecheck", "letta", "agentv", "promptfoo", "agtlantis", "calibrate"):
         assert f'<option value="{kind}"' in page
+    accepted = re.search(r'name="files" multiple\s+accept="([^"]*)"', page).group(1).split(",")
+    assert {".ts", ".js", ".af", ".py", ".md", ".toml", ".jsonl", ".zip"} <= set(accepted)  # graders, configs
     intro = page[page.index("<h1>") : page.index("</p>")]
     for tool in ("vibecheck", "Letta Evals", "AgentV", "promptfoo", "agtlantis", "calibrate", "Bolt Foundry"):
         assert tool in intro, tool
@@ -398,3 +400,32 @@ def test_a_bolt_foundry_deck_folder_becomes_a_calibration_set_with_its_samples_a
     loaded = load_suite(version.source, files=version.file_map())
     assert loaded.calibration.spec.judge.criteria == DECK_TEXT
     assert len(loaded.calibration.samples) == 6
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("kind", "given", "detected"),
+    [
+        (
+            "agtlantis",
+            {
+                "booking.eval.yaml": "agtlantis/booking.eval.yaml",
+                "agent-eval.config.ts": "agtlantis/agent-eval.config.ts",
+            },
+            "Detected: agtlantis",
+        ),
+        ("calibrate", None, "Detected: calibrate (Bolt Foundry)"),
+    ],
+)
+def test_the_tools_added_to_written_for_convert_when_chosen(logged_in, kind, given, detected):
+    from tests.engine.test_imports import FIXTURES
+
+    if given is None:
+        data = {"pasted": CALIBRATE_TOML, "kind": kind}
+    else:
+        files = {name: (FIXTURES / path).read_text() for name, path in given.items()}
+        data = {"files": uploads(files), "kind": kind}
+    response = logged_in.post(URL, data)
+    page = html.unescape(response.content.decode())
+    assert response.status_code == 200, page
+    assert detected in page and "Valid — " in page
