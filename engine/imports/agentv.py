@@ -484,8 +484,8 @@ class _Cases(Graders):
             checks = self.turn_checks(raw.get("assertions", raw.get("assert")), raw, outcome, context, where)
             if checks:
                 turn["checks"] = checks
-            else:
-                ungraded.append(turn)
+            elif not raw.get("assertions", raw.get("assert")) and raw.get("expected_output") is None:
+                ungraded.append(turn)  # a turn whose assertions were all lost stays ungraded (listed)
             for key in raw:
                 if key not in ("input", "assertions", "assert", "expected_output"):
                     report.group(f"turns[].{key}: not converted", label)

@@ -407,3 +407,15 @@ def test_v2_evaluator_weights_make_the_weighted_mean_agentv_passes_at_08(fake, t
     raw = yaml.safe_load((tmp_path / "out" / "suite.yaml").read_text())["evals"][0]
     assert raw["pass_rule"] == {"weighted_average": {"accuracy": 3, "tone": 1}, "threshold": 0.8}
     assert sorted(raw["graders"]) == ["accuracy", "tone"] and "checks" not in raw
+
+
+def test_a_turn_whose_assertions_were_all_lost_is_not_passed_as_an_unasserted_one():
+    text = (FIXTURES / "agentv-conversation-ungraded" / "onboarding.eval.yaml").read_text()
+    text = text.replace(
+        "      - input: Hi, I just signed up.\n",
+        "      - input: Hi, I just signed up.\n        assertions:\n          - type: tool-trajectory\n",
+    )
+    result = convert({"onboarding.eval.yaml": text})
+    turns = yaml.safe_load(result.source)["evals"][0]["turns"]
+    assert "checks" not in turns[0]  # not `match: "*"`: AgentV grades this turn, evalsite cannot
+    assert any("tool-trajectory" in line for line in result.lost)
