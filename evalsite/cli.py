@@ -607,8 +607,11 @@ def import_files(args: argparse.Namespace) -> int:
     if args.out is None:
         raise UserError("--kind needs --out SUITE.yaml")
     uploads: dict[str, bytes] = {}
+    # Named from the folder the files share, as a folder import names them (`decks/a.deck.md`, never the
+    # absolute path a deck's embeds would be resolved against).
+    base = Path(os.path.commonpath([path.resolve().parent for path in args.files]))
     for path in args.files:
-        uploads[str(path)] = read_suite_file(path, MAX_FILE_BYTES)
+        uploads[path.resolve().relative_to(base).as_posix()] = read_suite_file(path, MAX_FILE_BYTES)
     try:
         result = convert(uploads, None if args.kind == "auto" else args.kind)
     except ImportProblem as exc:

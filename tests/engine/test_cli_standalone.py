@@ -673,3 +673,11 @@ def test_import_refusal_under_python_m_is_one_line_not_a_crash(tmp_path):
         )  # fmt: skip
         assert_one_line_error(result, 2, "evalsite: x.yaml")
         assert "crashed" not in result.stderr
+
+
+def test_import_with_kind_names_files_from_the_folder_they_share_not_their_absolute_path(tmp_path):
+    given = sorted(str(path) for path in (IMPORTS / "boltfoundry").rglob("*") if path.is_file())
+    result = evalsite("import", "--kind", "calibrate", *given, "--out", "o/set.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "  - decks/support-tone.deck.md: the deck, assembled as aibff renders it" in result.stdout
+    assert str(IMPORTS).lstrip("/") not in result.stdout
