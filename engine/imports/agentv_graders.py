@@ -253,11 +253,11 @@ class Graders:
         return out
 
     def weighted(self, checks: list[dict], label: str) -> dict | None:
-        """v2 evaluators that carry a `weight`, as AgentV scores them: the weighted mean of their scores
-        (weight, default 1) passing at the case's threshold. Each check becomes a named check grader under a
-        weighted pass rule; None when no evaluator is weighted (each check then passes on its own)."""
+        """A case's v2 evaluators as AgentV scores them: the weighted mean of their scores (weight, default
+        1) passing at the case's threshold. Each check becomes a named check grader under a weighted pass
+        rule; None for a single unweighted evaluator (its check, at the threshold, is the same)."""
         sources = self.evaluator_of
-        if not any("weight" in source for source in sources):
+        if len(sources) < 2 and not any("weight" in source for source in sources):
             return None
         graders: dict[str, dict] = {}
         weights: dict[str, float] = {}
@@ -282,8 +282,8 @@ class Graders:
         if not graders:
             return None
         self.report.group(
-            "evaluators with weights → named check graders; AgentV's weighted mean of their scores (weight, "
-            f"default 1) passes at {self.threshold:g} → pass_rule weighted_average",
+            "evaluators → named check graders; AgentV's weighted mean of their scores (weight, default 1) "
+            f"passes at {self.threshold:g} → pass_rule weighted_average",
             label,
             mapped=True,
         )

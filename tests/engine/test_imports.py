@@ -583,6 +583,11 @@ gate:
 # --- AgentV --------------------------------------------------------------------------------------------------
 
 
+def evaluator_checks(ev) -> list:
+    """An eval's checks, and its check graders' (AgentV v2 evaluators of a case become either)."""
+    return [*(ev.checks or []), *(grader.check for grader in (ev.graders or {}).values() if grader.check)]
+
+
 def test_agentv_cases_become_histories_with_judge_checks_and_attached_files():
     files = folder("agentv")
     assert detect(files) == "agentv"
@@ -618,7 +623,11 @@ def test_agentv_cases_become_histories_with_judge_checks_and_attached_files():
 
     generated = suite.evals[1]
     assert generated.tags == ["conversation:python-code-generation"]
-    judge = next(check.llm_judge for check in generated.checks if check.llm_judge)
+    # two evaluators: AgentV's mean of their scores passes at 0.8, not each on its own
+    assert not generated.checks and sorted(generated.graders) == ["keyword_check", "semantic_correctness"]
+    assert generated.pass_rule.weighted_average == {"keyword_check": 1.0, "semantic_correctness": 1.0}
+    assert generated.pass_rule.threshold == 0.8
+    judge = next(check.llm_judge for check in evaluator_checks(generated) if check.llm_judge)
     assert judge.model == "gpt-5-chat"
     assert judge.criteria.startswith("You are reviewing generated Python code.")
     assert "Task: Create a Python function that:" in judge.criteria  # {{question}}
@@ -629,9 +638,9 @@ def test_agentv_cases_become_histories_with_judge_checks_and_attached_files():
 
     debugging = suite.evals[2]
     assert [m.role for m in debugging.messages] == ["system", "user", "assistant", "user"]
-    judges = [check for check in debugging.checks if check.llm_judge is not None]
+    judges = [check for check in evaluator_checks(debugging) if check.llm_judge is not None]
     assert len(judges) == 1 and "explains the bug" in judges[0].llm_judge.criteria
-    assert [check.code.command for check in debugging.checks if check.code] == [
+    assert [check.code.command for check in evaluator_checks(debugging) if check.code] == [
         ["bun", "run", "check-indexerror.ts"]
     ]
 
@@ -640,7 +649,7 @@ def test_agentv_cases_become_histories_with_judge_checks_and_attached_files():
     assert has(result.mapped, "llm_judge prompt code-correctness-judge.md → the check's criteria")
     assert has(result.unmapped, "target: azure_base", "AgentV target")
     # code evaluators → code checks in the agentv dialect, their scripts attached by name
-    code = next(check.code for check in generated.checks if check.code)
+    code = next(check.code for check in evaluator_checks(generated) if check.code)
     assert code.command == ["python3", "check_python_keywords.py"]
     assert (code.dialect, code.threshold) == ("agentv", 0.8)
     assert has(result.mapped, "evaluator keyword_check → a `code` check", "python3 check_python_keywords.py")
