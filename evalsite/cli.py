@@ -638,8 +638,11 @@ def import_files(args: argparse.Namespace) -> int:
     if args.out is None:
         raise UserError("--kind needs --out SUITE.yaml")
     uploads: dict[str, bytes] = {}
+    # Named from the folder the files share, as a folder import names them (`decks/a.deck.md`, never the
+    # absolute path a deck's embeds would be resolved against).
+    base = Path(os.path.commonpath([path.resolve().parent for path in args.files]))
     for path in args.files:
-        uploads[str(path)] = read_suite_file(path, MAX_FILE_BYTES)
+        uploads[path.resolve().relative_to(base).as_posix()] = read_suite_file(path, MAX_FILE_BYTES)
     try:
         result = convert(uploads, None if args.kind == "auto" else args.kind)
     except ImportProblem as exc:
@@ -666,32 +669,9 @@ def import_files(args: argparse.Namespace) -> int:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UserError(f"{path}: cannot write it ({exc.strerror or exc})") from None
-    attached = f", with {', '.join(result.files)} beside it" if result.files else ""
-    print(f"Converted {result.tool} → {args.out}{attached}")
-    for title, lines in (("Mapped", result.mapped), ("Not converted", result.unmapped)):
-        if lines:
-            print(f"{title}:")
-            print(*(f"  - {line}" for line in lines), sep="\n")
-    if result.needs_files:
-        print(f"Files it needs that were not given: {', '.join(result.needs_files)}")
-        print(f"{args.out}: attach them in {folder.resolve()} (or import again with them), then validate it")
-        return FAILED
-    try:
-        if _holds_calibration(args.out):  # calibrate's samples: a calibration set
-            loaded = load_calibration_file(args.out)
-            print(f"{args.out}: ok — calibration set {loaded.spec.name!r}, "
-                  f"{plural(len(loaded.samples), 'sample')}; run it with `evalsite calibrate {args.out}`")  # fmt: skip
-            return PASSED
-        suite, _ = load_suite_file(args.out)
-    except InvalidSuite as exc:
-        print(f"{args.out}: written, but not valid yet:")
-        print(*(f"  {line}" for line in exc.lines), sep="\n")
-        return FAILED
-    model = "" if suite.model else " --model M"  # other tools' suites seldom name a chat model
-    model += "".join(f" --var {name}=…" for name, default in (suite.vars or {}).items() if default is None)
-    print(f"{args.out}: ok — suite {suite.name!r}, {plural(len(suite.evals), 'eval')}; run it with "
-          f"`evalsite run {args.out}{model}`")  # fmt: skip
-    return PASSED
+    from evalsite.importing import Unit, report_unit
+
+    return report_unit(Unit(result, args.out, writes), detailed=True)
 
 
 # --- evalsite validate -------------------------------------------------------------------------------------
@@ -821,7 +801,8 @@ COMMANDS = {
         "  3  the endpoint failed: no judgement got a score",
     ),
     "import": Command(
-        "convert another tool's suites (vibecheck, Letta Evals, AgentV, calibrate), every one found in the "
+        "convert another tool's suites (vibecheck, Letta Evals, AgentV, promptfoo, agtlantis, calibrate "
+        "(Bolt Foundry)), every one found in the "
         "files or folders given, to evalsite suites",
         add_import_arguments,
         import_files,
@@ -939,4 +920,8 @@ class AliasCommand(BaseCommand):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m evalsite.cli` runs this file as __main__; evalsite.importing imports evalsite.cli, a second
+    # copy with its own UserError. Running the imported copy keeps one set of classes for both entry points.
+    from evalsite.cli import main as _main
+
+    sys.exit(_main())

@@ -70,7 +70,7 @@ def import_tree(args: argparse.Namespace) -> int:
                 raise UserError(f"{path}: cannot write it ({exc.strerror or exc})") from None
     code = PASSED
     for unit in units:
-        code = max(code, _report(unit, detailed=len(units) == 1))
+        code = max(code, report_unit(unit, detailed=len(units) == 1))
     for problem in imported.problems:
         print(f"not imported: {problem}", file=sys.stderr)
         code = max(code, FAILED)
@@ -183,7 +183,7 @@ def _check_targets(units: list[Unit], args: argparse.Namespace, inputs: list[Pat
                 raise UserError(f"{path} exists ({what}): write elsewhere with --out, or pass --force")
 
 
-def _report(unit: Unit, detailed: bool) -> int:
+def report_unit(unit: Unit, detailed: bool) -> int:
     """What became of one suite, on stdout; its losses on stderr, located. Its exit code."""
     result = unit.result
     attached = f", with {', '.join(result.files)} beside it" if result.files else ""

@@ -27,6 +27,7 @@ from .common import (
     ImportResult,
     Loss,
     Report,
+    a,
     basename,
     is_yaml_name,
     parse_yaml,
@@ -439,8 +440,8 @@ def _main_file(files: dict[str, str]) -> tuple[str, Parsed]:
             "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
             "files (tests with input / criteria / assertions, v2 evalcases with input_messages, v1 testcases), "
             "promptfoo configuration (prompts, providers, tests of vars and assert), agtlantis eval files "
-            "(agent + cases of input objects), calibrate TOML ([samples.<id>] tables), JSONL samples and "
-            "grader decks (*.deck.md)"
+            "(agent + cases of input objects), and calibrate TOML (Bolt Foundry's [samples.<id>] tables), "
+            "JSONL samples and grader decks (*.deck.md)"
         )
     if len(found) > 1 and any(not parsed.name.lower().endswith(".jsonl") for _, parsed in found):
         # AgentV's JSONL eval file beside a YAML suite is that suite's cases, not a suite of its own.
@@ -475,12 +476,12 @@ def _main_file_for(files: dict[str, str], kind: str) -> Parsed:
         other = looks_like(parsed[0].data)
         if other:
             raise ImportProblem(
-                f"{parsed[0].name} is a {KINDS[other]} file, not {KINDS[kind]}: choose “auto-detect”"
+                f"{parsed[0].name} is {a(KINDS[other])} file, not {a(KINDS[kind])} one: choose “auto-detect”"
             )
-        raise ImportProblem(f"{parsed[0].name} is not a {KINDS[kind]} suite: {_expected_shape(kind)}")
+        raise ImportProblem(f"{parsed[0].name} is not {a(KINDS[kind])} suite: {_expected_shape(kind)}")
     if not parsed:
         raise ImportProblem(f"no YAML suite file was uploaded: {_expected_shape(kind)}")
-    raise ImportProblem(f"none of the uploaded YAML files is a {KINDS[kind]} suite: {_expected_shape(kind)}")
+    raise ImportProblem(f"none of the uploaded YAML files is {a(KINDS[kind])} suite: {_expected_shape(kind)}")
 
 
 def _expected_shape(kind: str) -> str:
@@ -493,7 +494,7 @@ def _expected_shape(kind: str) -> str:
         "agtlantis": "expected `agent` and `cases`, each with an `input` object",
         "calibrate": "expected a grader deck (*.deck.md) or samples: TOML [samples.<id>] tables with a "
         "score and messages (or userMessage / assistantResponse), or JSONL rows of them",
-    }.get(kind, f"expected a {KINDS[kind]} suite")
+    }.get(kind, f"expected {a(KINDS[kind])} suite")
 
 
 def _toml(name: str, text: str) -> dict:

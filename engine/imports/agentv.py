@@ -38,6 +38,7 @@ from .common import (
     Section,
     as_share,
     as_text,
+    attach,
     basename,
     find_file,
     parse_yaml,
@@ -323,6 +324,7 @@ class _Cases(Graders):
         self.files = files
         self.report = report
         self.defaults = defaults
+        self.evaluator_of: list[dict] = []  # the evaluator each check of `checks()` came from
         self.threshold = threshold
         self.suite_assertions = suite_assertions if isinstance(suite_assertions, list) else []
         self.suite_tags = suite_tags or []
@@ -457,7 +459,12 @@ class _Cases(Graders):
         else:
             raw = execution.get("evaluators", case.get("evaluators"))
             evaluators = self.defaults if raw is None else _evaluator_list(raw, f"{label}.evaluators", report)
-        checks.extend(self.checks(evaluators, outcome, reference, context, label))
+        evaluated = self.checks(evaluators, outcome, reference, context, label)
+        weighted = self.weighted(evaluated, label) if evaluated and not out.get("graders") else None
+        if weighted:
+            out.update(weighted)
+        else:
+            checks.extend(evaluated)
         if isinstance(case.get("rubrics"), list) and case["rubrics"]:
             checks.append(self.rubrics(case["rubrics"], label))
         if not checks and not out.get("graders"):
@@ -496,6 +503,7 @@ class _Cases(Graders):
             report.lose(f"{label}: mode: conversation without `turns` — no user turn to send, left out")
             return None
         turns: list[dict] = []
+        ungraded: list[dict] = []
         for number, raw in enumerate(raw_turns):
             where = f"{label}.turns[{number}]"
             if not isinstance(raw, dict):
@@ -508,12 +516,8 @@ class _Cases(Graders):
             checks = self.turn_checks(raw.get("assertions", raw.get("assert")), raw, outcome, context, where)
             if checks:
                 turn["checks"] = checks
-            else:
-                report.group(
-                    "turns without assertions: AgentV scores them 1.0 in the aggregate; evalsite leaves them "
-                    "ungraded",
-                    label,
-                )
+            elif not raw.get("assertions", raw.get("assert")) and raw.get("expected_output") is None:
+                ungraded.append(turn)  # a turn whose assertions were all lost stays ungraded (listed)
             for key in raw:
                 if key not in ("input", "assertions", "assert", "expected_output"):
                     report.group(f"turns[].{key}: not converted", label)
@@ -548,6 +552,16 @@ class _Cases(Graders):
                 {"llm_judge": {"criteria": default, "threshold": self.threshold, "scope": "conversation"}}
             ]
             self.used_criteria = True
+        for turn in ungraded:
+            # AgentV scores a turn with no assertions 1.0 and counts it in the aggregate; evalsite counts
+            # only turns with checks, so such a turn gets one that any reply passes.
+            turn["checks"] = [{"match": "*"}]
+            report.group(
+                'turns without assertions → a `match: "*"` check, which any reply passes: AgentV scores '
+                "them 1.0 in the aggregate",
+                label,
+                mapped=True,
+            )
         for key in ("aggregation", "on_turn_failure"):
             value = case.get(key)
             if value in (("mean", "min", "max") if key == "aggregation" else ("continue", "stop")):
@@ -681,7 +695,7 @@ class _Cases(Graders):
             self.report.need(name)
             self.report.group(f"file {reference} → attached file {name}: not uploaded — attach it", label)
         else:
-            self.attached[name] = found[1]
+            name = attach(self.attached, name, found[1])
             self.report.group(f"file {reference} → attached file {name}", label, mapped=True)
         return name
 

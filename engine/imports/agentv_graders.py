@@ -10,7 +10,17 @@ import shlex
 
 from engine import patterns
 
-from .common import as_number, as_share, as_text, basename, find_file, non_finite, safe_file_name, short
+from .common import (
+    as_number,
+    as_share,
+    as_text,
+    attach,
+    basename,
+    find_file,
+    non_finite,
+    safe_file_name,
+    short,
+)
 
 JS_NAMED_GROUP = re.compile(
     r"\(\?<([A-Za-z_][A-Za-z0-9_]*)>"
@@ -199,6 +209,7 @@ class Graders:
         label: str,
     ) -> list[dict]:
         report = self.report
+        self.evaluator_of = []  # the evaluator each returned check came from
         if evaluators is None:
             criteria = default_criteria(outcome, reference)
             if criteria is None:
@@ -214,6 +225,7 @@ class Graders:
             kind = evaluator.get("type")
             kind = kind if isinstance(kind, str) else short(kind)
             title = f"evaluator {evaluator.get('name') or kind}"
+            before = len(out)
             if kind == "llm_judge":
                 criteria = self.judge_criteria(evaluator, outcome, reference, context, label)
                 if criteria is None:
@@ -225,12 +237,6 @@ class Graders:
                     spec["model"] = as_text(evaluator["model"])
                 out.append({"llm_judge": spec})
                 report.group(f"{title} (llm_judge) → an llm_judge check", label, mapped=True)
-                if "weight" in evaluator:
-                    report.group(
-                        f"{title}.weight: evaluators are checks here, and every check counts the same in the "
-                        "eval's score",
-                        label,
-                    )
                 for key in evaluator:
                     if key not in ("name", "type", "prompt", "model", "threshold", "weight"):
                         report.group(f"{title}.{key}: not an llm_judge option evalsite has", label)
@@ -243,7 +249,45 @@ class Graders:
             else:
                 why = UNCONVERTED_EVALUATORS.get(kind, "has no evalsite equivalent")
                 report.group(f"{title} ({kind}): not converted — it {why}", label, lost=True)
+            self.evaluator_of += [evaluator] * (len(out) - before)
         return out
+
+    def weighted(self, checks: list[dict], label: str) -> dict | None:
+        """A case's v2 evaluators as AgentV scores them: the weighted mean of their scores (weight, default
+        1) passing at the case's threshold. Each check becomes a named check grader under a weighted pass
+        rule; None for a single unweighted evaluator (its check, at the threshold, is the same)."""
+        sources = self.evaluator_of
+        if len(sources) < 2 and not any("weight" in source for source in sources):
+            return None
+        graders: dict[str, dict] = {}
+        weights: dict[str, float] = {}
+        for number, (check, source) in enumerate(zip(checks, sources, strict=True)):
+            kind = as_text(source.get("type")) or "evaluator"
+            wanted = as_text(source.get("name")) or f"{kind}-{number + 1}"
+            name = GRADER_NAME.sub("-", wanted).strip("-")[:60] or f"evaluator-{number + 1}"
+            if not name[0].isalnum():
+                name = f"e{name}"[:60]
+            while name in graders:
+                name = f"{name[:56]}-{number + 1}"
+            weight = as_number(source.get("weight"))
+            weight = 1.0 if weight is None else weight
+            if weight <= 0:
+                self.report.group(
+                    f"evaluator {wanted}: weight {weight:g} — counts nothing in AgentV's score, left out",
+                    label,
+                )
+                continue
+            graders[name] = {"kind": "check", "check": check}
+            weights[name] = weight
+        if not graders:
+            return None
+        self.report.group(
+            "evaluators → named check graders; AgentV's weighted mean of their scores (weight, default 1) "
+            f"passes at {self.threshold:g} → pass_rule weighted_average",
+            label,
+            mapped=True,
+        )
+        return {"graders": graders, "pass_rule": {"weighted_average": weights, "threshold": self.threshold}}
 
     def judge_criteria(
         self, evaluator: dict, outcome: str | None, reference: str | None, context: dict, label: str
@@ -519,7 +563,7 @@ class Graders:
                     self.report.need(name)
                     report.group(f"{title}: {arg} was not uploaded — attach {name}", label)
                 else:
-                    self.attached[name] = found[1]
+                    name = attach(self.attached, name, found[1])
                 arg = name
             args.append(arg)
         if len(args) == 1 and args[0].lower().endswith(tuple(INTERPRETERS)):
@@ -592,7 +636,7 @@ class Graders:
             text = as_text(prompt)
         rubric, per_case = self.rubric_text(text, context, label)
         if file_name and not per_case:
-            self.attached[file_name] = rubric
+            file_name = attach(self.attached, file_name, rubric)
             grader["rubric_file"] = file_name
             report.group(
                 f"{title}: prompt {file_name} → an llm_judge grader, rubric_file {file_name} (attached, "

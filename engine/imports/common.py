@@ -25,11 +25,33 @@ KINDS = {
     "vibecheck": "vibecheck",
     "letta": "Letta Evals",
     "agentv": "AgentV",
-    "calibrate": "calibrate",
+    "calibrate": "calibrate (Bolt Foundry)",
     "promptfoo": "promptfoo",
     "agtlantis": "agtlantis",
 }
 YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def attach(attached: dict[str, str], name: str, text: str) -> str:
+    """`text` attached as `name`, or, when another text holds that name (`a/notes.md` and `b/notes.md`
+    both become `notes.md`), as a free one (`notes-2.md`, a Python module `grade_2.py`): the name it has,
+    for the suite to refer to it by."""
+    stem, dot, suffix = name.rpartition(".")
+    if not stem:
+        stem, dot, suffix = name, "", ""
+    joint = "_" if suffix == "py" else "-"
+    candidate, number = name, 2
+    while attached.get(candidate, text) != text:
+        candidate, number = f"{stem[:190]}{joint}{number}{dot}{suffix}", number + 1
+    attached[candidate] = text
+    return candidate
+
+
+def a(tool: str) -> str:
+    """The tool's name after its article: "an AgentV", "a vibecheck"."""
+    return f"{'an' if tool[:1].lower() in 'aeiou' else 'a'} {tool}"
+
+
 MAX_HEADER_LINES = 40  # unmapped items repeated as comments at the top of the suite
 MAX_NODES = 2_000_000  # values in a parsed file, counting each alias expansion (YAML "billion laughs")
 

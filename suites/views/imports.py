@@ -1,4 +1,4 @@
-"""Import: convert another tool's suite (vibecheck, Letta Evals, AgentV) into an evalsite suite; several
+"""Import: convert another tool's suite (vibecheck, Letta Evals, AgentV, promptfoo, agtlantis, calibrate) into an evalsite suite; several
 suites at once (a zip of a project, or several suite files) go through import_batch.
 
 Two steps on one URL. A POST with uploaded files (or a pasted suite, with any files it needs) converts them (engine.imports) and shows the report —
@@ -38,6 +38,8 @@ KIND_CHOICES = [
     ("letta", "Letta Evals suite.yaml + dataset"),
     ("agentv", "AgentV eval YAML (tests, or v2 evalcases)"),
     ("promptfoo", "promptfoo configuration (promptfooconfig.yaml + tests and prompt files)"),
+    ("agtlantis", "agtlantis eval YAML (agent + cases)"),
+    ("calibrate", "calibrate (Bolt Foundry) samples TOML / JSONL or grader decks"),
 ]
 TEMPLATE = "suites/import.html"
 

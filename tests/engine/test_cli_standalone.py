@@ -610,6 +610,12 @@ def test_import_help_documents_its_exit_codes(tmp_path):
     assert re.search(r"^\s+import\s+convert another tool's suite", top.stdout, re.M)
     help_text = evalsite("import", "--help", cwd=tmp_path).stdout
     assert "--out DIR" in help_text and "--kind" in help_text and "--force" in help_text
+    assert "{auto,vibecheck,letta,agentv,calibrate,promptfoo,agtlantis}" in help_text
+    described = " ".join(
+        re.search(r"^\s+import\s+(convert .*?)\n\s+\w+\s", top.stdout, re.M | re.S).group(1).split()
+    )
+    for tool in ("vibecheck", "Letta Evals", "AgentV", "promptfoo", "agtlantis", "calibrate (Bolt Foundry)"):
+        assert tool in described, described
     assert "PATH" in help_text and "file:line key: message" in help_text
     for code in (
         "0  converted",
@@ -645,3 +651,33 @@ def test_import_of_hostile_values_lists_the_loss_or_says_where_never_a_traceback
     assert assert_one_line_error(result, 2).startswith(
         "evalsite: suite.yaml: no grader of this suite has an evalsite equivalent — graders.answer_check"
     )
+
+
+def test_import_with_kind_exits_1_and_lists_the_losses_as_the_folder_path_does(tmp_path):
+    given = str(IMPORTS / "vibecheck" / "tools-and-variables.yaml")
+    auto = evalsite("import", given, "--out", "auto", cwd=tmp_path)
+    kind = evalsite("import", "--kind", "vibecheck", given, "--out", "kind/s.yaml", cwd=tmp_path)
+    assert (auto.returncode, kind.returncode) == (1, 1), kind.stdout + kind.stderr
+    assert kind.stderr == auto.stderr
+    assert kind.stderr.startswith("lost: tools-and-variables.yaml:7 metadata.mcp_server:")
+    assert "Lost (it graded or drove the conversation): 1 item, on stderr" in kind.stdout  # the MCP server
+    assert "metadata.mcp_server" not in kind.stdout  # a loss is on stderr, not among "Not converted"
+
+
+def test_import_refusal_under_python_m_is_one_line_not_a_crash(tmp_path):
+    (tmp_path / "x.yaml").write_text("foo: 1\n", encoding="utf-8")
+    for args in (["x.yaml"], ["--kind", "agtlantis", "x.yaml", "--out", "s.yaml"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "evalsite.cli", "import", *args],
+            cwd=tmp_path, env=fresh_env(), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert_one_line_error(result, 2, "evalsite: x.yaml")
+        assert "crashed" not in result.stderr
+
+
+def test_import_with_kind_names_files_from_the_folder_they_share_not_their_absolute_path(tmp_path):
+    given = sorted(str(path) for path in (IMPORTS / "boltfoundry").rglob("*") if path.is_file())
+    result = evalsite("import", "--kind", "calibrate", *given, "--out", "o/set.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "  - decks/support-tone.deck.md: the deck, assembled as aibff renders it" in result.stdout
+    assert str(IMPORTS).lstrip("/") not in result.stdout

@@ -403,3 +403,42 @@ def test_a_jsonl_eval_file_with_its_sidecar_is_a_suite_of_its_own(tmp_path):
     # The sidecar alone is not a suite, and the JSONL without it is still one, named by its file.
     alone = convert({"refunds.jsonl": (FIXTURES / "agentv-jsonl" / "refunds.jsonl").read_text()})
     assert yaml.safe_load(alone.source)["name"] == "refunds"
+
+
+def test_a_turn_without_assertions_counts_10_in_the_mean_as_agentv_scores_it(fake, tmp_path):
+    fake.script("Hi, I just signed up.", ["Welcome aboard!", "Yoga and spinning."])
+    fake.rule("Lists the three classes of the starter plan", score(0.7))  # alone it fails 0.8
+
+    code, results, out = import_and_run(fake, "agentv-conversation-ungraded", tmp_path)
+
+    assert len(model_requests(fake, "Hi, I just signed up.")) == 2
+    case = by_id(results)["greet-then-explain"][0]
+    assert case["turns_total"] == 2 and case["score"] == pytest.approx(0.85)  # AgentV: mean(1.0, 0.7)
+    assert case["status"] == "passed" and code == 0, out
+
+
+def test_v2_evaluator_weights_make_the_weighted_mean_agentv_passes_at_08(fake, tmp_path):
+    fake.script("How long do I have to return my order?", ["You have 30 days."])
+    fake.rule("Grade accuracy.", score(1.0))
+    fake.rule("Grade tone.", score(0.4))  # alone it fails; weighted (3 x 1.0 + 0.4) / 4 = 0.85 passes
+
+    code, results, out = import_and_run(fake, "agentv-v2-weights", tmp_path)
+
+    case = by_id(results)["refund-window"][0]
+    assert case["score"] == pytest.approx(0.85)
+    assert case["status"] == "passed" and code == 0, out
+    raw = yaml.safe_load((tmp_path / "out" / "suite.yaml").read_text())["evals"][0]
+    assert raw["pass_rule"] == {"weighted_average": {"accuracy": 3, "tone": 1}, "threshold": 0.8}
+    assert sorted(raw["graders"]) == ["accuracy", "tone"] and "checks" not in raw
+
+
+def test_a_turn_whose_assertions_were_all_lost_is_not_passed_as_an_unasserted_one():
+    text = (FIXTURES / "agentv-conversation-ungraded" / "onboarding.eval.yaml").read_text()
+    text = text.replace(
+        "      - input: Hi, I just signed up.\n",
+        "      - input: Hi, I just signed up.\n        assertions:\n          - type: tool-trajectory\n",
+    )
+    result = convert({"onboarding.eval.yaml": text})
+    turns = yaml.safe_load(result.source)["evals"][0]["turns"]
+    assert "checks" not in turns[0]  # not `match: "*"`: AgentV grades this turn, evalsite cannot
+    assert any("tool-trajectory" in line for line in result.lost)

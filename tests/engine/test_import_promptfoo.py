@@ -506,3 +506,38 @@ def test_a_glob_reads_the_files_beside_the_suite_not_every_suite_of_the_project(
         ("hello-fr", "Translate hello to French"),
         ("hello-de", "Translate hello to German"),
     ]
+
+
+TODAYS_UNASSERTED_TURN = """\
+description: An onboarding assistant greets, then explains the plan
+providers: [openai:gpt-4o]
+prompts: ["{{ input }}"]
+tests:
+  - id: greet-then-explain
+    mode: conversation
+    aggregation: mean
+    vars:
+      input:
+        - role: system
+          content: You are an onboarding assistant for a gym.
+    turns:
+      - input: Hi, I just signed up.
+      - input: What does the starter plan include?
+        assert:
+          - Lists the three classes of the starter plan
+"""
+
+
+def test_todays_agentv_turn_without_assertions_counts_10_in_the_mean(fake_openai):
+    fake = fake_openai
+    result = convert({"onboarding.eval.yaml": TODAYS_UNASSERTED_TURN})
+    assert result.kind == "agentv" and result.lost == []
+    fake.script("Hi, I just signed up.", ["Welcome aboard!", "Yoga and spinning."])
+    fake.rule("Lists the three classes of the starter plan", verdict(0.7))  # alone it fails 0.8
+
+    report = play(fake, result)
+
+    case = report.evals[0]
+    assert len(sent_user_turns(fake, "Hi, I just signed up.")) == 2
+    assert case.score == pytest.approx(0.85)  # AgentV: mean(1.0, 0.7)
+    assert case.status == "passed"

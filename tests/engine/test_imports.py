@@ -651,6 +651,11 @@ gate:
 # --- AgentV --------------------------------------------------------------------------------------------------
 
 
+def evaluator_checks(ev) -> list:
+    """An eval's checks, and its check graders' (AgentV v2 evaluators of a case become either)."""
+    return [*(ev.checks or []), *(grader.check for grader in (ev.graders or {}).values() if grader.check)]
+
+
 def test_agentv_cases_become_histories_with_judge_checks_and_attached_files():
     files = folder("agentv")
     assert detect(files) == "agentv"
@@ -686,7 +691,11 @@ def test_agentv_cases_become_histories_with_judge_checks_and_attached_files():
 
     generated = suite.evals[1]
     assert generated.tags == ["conversation:python-code-generation"]
-    judge = next(check.llm_judge for check in generated.checks if check.llm_judge)
+    # two evaluators: AgentV's mean of their scores passes at 0.8, not each on its own
+    assert not generated.checks and sorted(generated.graders) == ["keyword_check", "semantic_correctness"]
+    assert generated.pass_rule.weighted_average == {"keyword_check": 1.0, "semantic_correctness": 1.0}
+    assert generated.pass_rule.threshold == 0.8
+    judge = next(check.llm_judge for check in evaluator_checks(generated) if check.llm_judge)
     assert judge.model == "gpt-5-chat"
     assert judge.criteria.startswith("You are reviewing generated Python code.")
     assert "Task: Create a Python function that:" in judge.criteria  # {{question}}
@@ -697,9 +706,9 @@ def test_agentv_cases_become_histories_with_judge_checks_and_attached_files():
 
     debugging = suite.evals[2]
     assert [m.role for m in debugging.messages] == ["system", "user", "assistant", "user"]
-    judges = [check for check in debugging.checks if check.llm_judge is not None]
+    judges = [check for check in evaluator_checks(debugging) if check.llm_judge is not None]
     assert len(judges) == 1 and "explains the bug" in judges[0].llm_judge.criteria
-    assert [check.code.command for check in debugging.checks if check.code] == [
+    assert [check.code.command for check in evaluator_checks(debugging) if check.code] == [
         ["bun", "run", "check-indexerror.ts"]
     ]
 
@@ -708,7 +717,7 @@ def test_agentv_cases_become_histories_with_judge_checks_and_attached_files():
     assert has(result.mapped, "llm_judge prompt code-correctness-judge.md → the check's criteria")
     assert has(result.unmapped, "target: azure_base", "AgentV target")
     # code evaluators → code checks in the agentv dialect, their scripts attached by name
-    code = next(check.code for check in generated.checks if check.code)
+    code = next(check.code for check in evaluator_checks(generated) if check.code)
     assert code.command == ["python3", "check_python_keywords.py"]
     assert (code.dialect, code.threshold) == ("agentv", 0.8)
     assert has(result.mapped, "evaluator keyword_check → a `code` check", "python3 check_python_keywords.py")
@@ -766,7 +775,7 @@ def test_detect_rejects_junk_with_a_clear_message(files, message):
 
 
 def test_a_forced_kind_must_match_the_file():
-    with pytest.raises(ImportProblem, match="multi-turn.yaml is a vibecheck file, not Letta Evals"):
+    with pytest.raises(ImportProblem, match="multi-turn.yaml is a vibecheck file, not a Letta Evals one"):
         convert(one("vibecheck/multi-turn.yaml"), kind="letta")
     with pytest.raises(ImportProblem, match="unknown kind"):
         convert(one("vibecheck/multi-turn.yaml"), kind="deepeval")
@@ -1082,3 +1091,86 @@ def test_letta_single_grader_or_gate_is_kept_over_eval_scores():
     (only,) = suite.gates
     assert [(g.metric, g.op, g.value) for g in only.logical_or] == [("avg", ">=", 0.9), ("min", ">=", 0.5)]
     assert not has(result.unmapped, "OR")
+
+
+def test_refusals_name_the_tool_with_its_article():
+    with pytest.raises(ImportProblem) as shape:
+        convert({"x.yaml": "foo: 1\n"}, "agtlantis")
+    assert str(shape.value).startswith("x.yaml is not an agtlantis suite: expected `agent` and `cases`")
+    agentv = "tests:\n  - id: a\n    input: hi\n    criteria: says hi\n"
+    with pytest.raises(ImportProblem) as other:
+        convert({"e.yaml": agentv}, "vibecheck")
+    assert str(other.value) == "e.yaml is an AgentV file, not a vibecheck one: choose “auto-detect”"
+
+
+# --- attached files of the same name from different folders --------------------------------------------------
+
+AGENTV_TWO_NOTES = """\
+tests:
+  - id: both
+    criteria: compares the notes
+    input:
+      - role: user
+        content:
+          - {type: file, value: a/notes.md}
+          - {type: file, value: b/notes.md}
+          - {type: text, value: Compare them.}
+"""
+
+
+def test_agentv_files_of_one_name_in_two_folders_are_both_attached_and_referred_to():
+    from engine.imports import convert_all
+
+    given = {"evals/e.eval.yaml": AGENTV_TWO_NOTES, "evals/a/notes.md": "first", "evals/b/notes.md": "second"}
+    result = convert_all(given).results[0]
+    assert result.files == {"notes.md": "first", "notes-2.md": "second"}
+    suite = load_suite(result.source, files=result.files)
+    parts = suite.evals[0].messages[0].content
+    assert [part.value for part in parts[:2]] == ["notes.md", "notes-2.md"]
+
+
+def test_promptfoo_python_assertions_of_one_name_in_two_folders_import_as_two_modules():
+    from engine.imports import convert_all
+
+    config = (
+        "prompts: ['{{q}}']\nproviders: [openai:gpt-4o]\ntests:\n  - vars: {q: hi}\n    assert:\n"
+        "      - {type: python, value: 'file://a/check.py'}\n      - {type: python, value: 'file://b/check.py'}\n"
+    )
+    passes, fails = "def get_assert(o, c):\n    return True\n", "def get_assert(o, c):\n    return False\n"
+    result = convert_all({"promptfooconfig.yaml": config, "a/check.py": passes, "b/check.py": fails}).results[
+        0
+    ]
+    assert result.files == {"check.py": passes, "check_2.py": fails}
+    graders = load_suite(result.source, files=result.files).evals[0].graders
+    assert sorted(grader.check.code.function for grader in graders.values()) == [
+        "check:get_assert",
+        "check_2:get_assert",
+    ]
+
+
+def test_letta_custom_graders_of_one_module_name_in_two_folders_each_run_their_own():
+    from engine.imports import convert_all
+
+    suite = (
+        "name: two\ndataset: dataset.jsonl\ntarget: {kind: letta_agent, agent_file: a.af}\ngraders:\n"
+        "  first: {kind: tool, function: 'a/grade.py:first', extractor: last_assistant}\n"
+        "  second: {kind: tool, function: 'b/grade.py:second', extractor: last_assistant}\n"
+    )
+    first = (
+        "from letta_evals.decorators import grader\n@grader\ndef first(sample, submission):\n    return 1\n"
+    )
+    second = first.replace("first", "second")
+    files = {
+        "suite.yaml": suite,
+        "dataset.jsonl": '{"input": "hi", "ground_truth": "hi"}\n',
+        "a/grade.py": first,
+        "b/grade.py": second,
+    }
+    result = convert_all(files).results[0]
+    assert {name: text for name, text in result.files.items() if name.endswith(".py")} == {
+        "grade.py": first,
+        "grade_2.py": second,
+    }
+    graders = load_suite(result.source, files=result.files).graders
+    assert graders["first"].check.code.function == "grade:first"
+    assert graders["second"].check.code.function == "grade_2:second"

@@ -47,8 +47,13 @@ def test_get_shows_the_upload_form(logged_in):
     assert 'enctype="multipart/form-data"' in page and 'name="csrfmiddlewaretoken"' in page
     assert re.search(r'<input type="file" name="files" multiple', page)
     assert '<option value="" selected>Auto-detect</option>' in page
-    for kind in ("vibecheck", "letta", "agentv"):
+    for kind in ("vibecheck", "letta", "agentv", "promptfoo", "agtlantis", "calibrate"):
         assert f'<option value="{kind}"' in page
+    accepted = re.search(r'name="files" multiple\s+accept="([^"]*)"', page).group(1).split(",")
+    assert {".ts", ".js", ".af", ".py", ".md", ".toml", ".jsonl", ".zip"} <= set(accepted)  # graders, configs
+    intro = page[page.index("<h1>") : page.index("</p>")]
+    for tool in ("vibecheck", "Letta Evals", "AgentV", "promptfoo", "agtlantis", "calibrate", "Bolt Foundry"):
+        assert tool in intro, tool
 
 
 @pytest.mark.django_db
@@ -205,7 +210,10 @@ def test_bad_uploads_show_a_clear_message_not_a_traceback(logged_in):
         response.status_code == 400 and "is not UTF-8 text (byte 0xe9 on line 1)" in response.content.decode()
     )
     response = logged_in.post(URL, {"files": uploads(one("vibecheck/multi-turn.yaml")), "kind": "letta"})
-    assert response.status_code == 400 and "is a vibecheck file, not Letta Evals" in response.content.decode()
+    assert (
+        response.status_code == 400
+        and "is a vibecheck file, not a Letta Evals one" in response.content.decode()
+    )
 
 
 @pytest.mark.django_db
@@ -246,8 +254,9 @@ def test_every_form_posts_with_a_csrf_token(user):
 
 @pytest.mark.django_db
 def test_files_too_large_to_carry_are_uploaded_again_to_create(logged_in, settings):
-    # The YAML and the report fit in a request, not with the rubric file as well.
-    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 12_000
+    # The YAML (7 KB) and the report (3 KB) fit in a request; with the dataset (1 KB) as well they are over
+    # the share of it the page carries (0.8).
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 12000
     page = logged_in.post(URL, {"files": uploads(folder("letta-rubric"))}).content.decode()
     source, files, report = form_fields(page)
     assert files == [] and "Select the same files again" in page
@@ -391,3 +400,32 @@ def test_a_bolt_foundry_deck_folder_becomes_a_calibration_set_with_its_samples_a
     loaded = load_suite(version.source, files=version.file_map())
     assert loaded.calibration.spec.judge.criteria == DECK_TEXT
     assert len(loaded.calibration.samples) == 6
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("kind", "given", "detected"),
+    [
+        (
+            "agtlantis",
+            {
+                "booking.eval.yaml": "agtlantis/booking.eval.yaml",
+                "agent-eval.config.ts": "agtlantis/agent-eval.config.ts",
+            },
+            "Detected: agtlantis",
+        ),
+        ("calibrate", None, "Detected: calibrate (Bolt Foundry)"),
+    ],
+)
+def test_the_tools_added_to_written_for_convert_when_chosen(logged_in, kind, given, detected):
+    from tests.engine.test_imports import FIXTURES
+
+    if given is None:
+        data = {"pasted": CALIBRATE_TOML, "kind": kind}
+    else:
+        files = {name: (FIXTURES / path).read_text() for name, path in given.items()}
+        data = {"files": uploads(files), "kind": kind}
+    response = logged_in.post(URL, data)
+    page = html.unescape(response.content.decode())
+    assert response.status_code == 200, page
+    assert detected in page and "Valid — " in page

@@ -11,7 +11,7 @@ import math
 
 import yaml
 
-from ..common import Report, basename, find_file, short
+from ..common import Report, attach, basename, find_file, short
 
 # Letta's built-in extractors evalsite reads itself; the others read what a chat model does not produce.
 NO_TOOL_CALLS = ("tool_arguments", "tool_output")
@@ -46,15 +46,32 @@ def python_file(reference: str) -> str:
 
 def attach_python(
     reference: str, where: str, files: dict[str, str], attached: dict[str, str], report: Report
-) -> None:
-    """The Python file a reference names, attached to the suite (listed as needed when not uploaded)."""
+) -> str:
+    """The Python file a reference names, attached to the suite (listed as needed when not uploaded); the
+    reference as a code check's `module:function`, its module renamed (`grade_2`) when another file of that
+    name, from another folder, is attached already."""
     name = python_file(reference)
-    found = find_file(files, name)
+    path, _, function = reference.strip().rpartition(":")
+    found = find_file(files, path if path.endswith(".py") else name)
     if found is None:
         report.need(name)
         report.skip(f"{where}: {name} was not uploaded — upload it with the suite for the code check to run")
-        return
-    attached[found[0]] = found[1]
+        return function_ref(reference)
+    attached_as = attach(attached, name, found[1])
+    if attached_as != name:
+        report.map(f"{where}: {path} → attached as {attached_as} ({name} is another file of that name)")
+    return f"{attached_as.removesuffix('.py')}:{function}"
+
+
+def renamed(value: object, old: str, new: str) -> object:
+    """`value` with every string equal to `old` (a `module:function` reference) made `new`."""
+    if value == old:
+        return new
+    if isinstance(value, dict):
+        return {key: renamed(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [renamed(item, old, new) for item in value]
+    return value
 
 
 def code_check(spec: dict, *, threshold: float) -> tuple[dict, list[str]] | None:

@@ -10,8 +10,26 @@ from pydantic import ValidationError
 
 from engine.schema import Extractor
 
-from ..common import ImportProblem, Report, as_name, as_number, basename, find_file, safe_file_name, short
-from .custom import NO_AGENT_STATE, NO_TOOL_CALLS, attach_python, code_check, function_ref, is_custom
+from ..common import (
+    ImportProblem,
+    Report,
+    as_name,
+    as_number,
+    attach,
+    basename,
+    find_file,
+    safe_file_name,
+    short,
+)
+from .custom import (
+    NO_AGENT_STATE,
+    NO_TOOL_CALLS,
+    attach_python,
+    code_check,
+    function_ref,
+    is_custom,
+    renamed,
+)
 
 TOOL_GRADERS = ("exact_match", "contains", "regex_match")
 JUDGE_KINDS = ("model_judge", "rubric", "letta_judge")
@@ -456,7 +474,8 @@ def named_graders(
         if kind == "code":
             named = {"kind": "check", "check": grading["check"]}
             for reference in grading["references"]:
-                attach_python(reference, f"graders.{key}", files, attached, report)
+                called = attach_python(reference, f"graders.{key}", files, attached, report)
+                named = renamed(named, function_ref(reference), called)
             report.map(
                 f"graders.{key} ({grading['described']}) → graders.{key}: a code check in the letta dialect "
                 "(Letta's extractor, then the @grader on Sample and submission)"
@@ -478,7 +497,7 @@ def named_graders(
             elif isinstance(spec.get("prompt_path"), str):
                 prompts[key] = prompt
                 name = safe_file_name(spec["prompt_path"])
-                attached[name] = rubric_template(prompt, None, with_truth=True)
+                name = attach(attached, name, rubric_template(prompt, None, with_truth=True))
                 named["rubric_file"] = name
             else:
                 prompts[key] = prompt
@@ -533,8 +552,7 @@ def _blind_grader(
         if isinstance(spec.get("extractor_config"), dict):
             config["extractor_config"] = spec["extractor_config"]
         if is_custom(function):
-            called = function_ref(function)
-            attach_python(function, f"graders.{key}", files, attached, report)
+            called = attach_python(function, f"graders.{key}", files, attached, report)
         elif function in (*TOOL_GRADERS, *CHECK_FUNCTIONS):
             called = f"{BUILTINS_FILE.removesuffix('.py')}:{function}"
             attached[BUILTINS_FILE] = (

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from engine import patterns
 
-from ..common import as_number, as_share, as_text, basename, find_file, safe_file_name, short
+from ..common import as_number, as_share, as_text, attach, basename, find_file, safe_file_name, short
 
 # AgentV judge-prompt and promptfoo rubricPrompt variables → evalsite rubric placeholders
 PLACEHOLDERS = {
@@ -577,11 +577,11 @@ class Assertions:
                     f"python assertion {path}: not uploaded — upload it and import again", where
                 )
             else:
-                self.attached[f"{module}.py"] = found[1]
+                module = attach(self.attached, f"{module}.py", found[1]).removesuffix(".py")
             return {"function": f"{module}:{function or 'get_assert'}"}
         self.inline_code += 1
         module = f"promptfoo_assert_{self.inline_code}"
-        self.attached[f"{module}.py"] = _inline_python(value)
+        module = attach(self.attached, f"{module}.py", _inline_python(value)).removesuffix(".py")
         self.report.group(f"inline python assertion → attached {module}.py (get_assert)", where, mapped=True)
         return {"function": f"{module}:get_assert"}
 
@@ -595,7 +595,7 @@ class Assertions:
             self.report.need(name)
             self.report.group(f"grader script {part}: not uploaded — upload it and import again", where)
         else:
-            self.attached[name] = found[1]
+            name = attach(self.attached, name, found[1])
         return name
 
     # -- files ----------------------------------------------------------------------------------------------

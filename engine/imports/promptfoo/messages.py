@@ -9,6 +9,7 @@ import re
 from ..common import (
     ImportProblem,
     as_text,
+    attach,
     basename,
     find_file,
     parse_yaml,
@@ -120,7 +121,7 @@ class Messages:
             self.report.need(name)
             self.report.group(f"file {reference} → attached file {name}: not uploaded — attach it", where)
         else:
-            self.attached[name] = found[1]
+            name = attach(self.attached, name, found[1])
             self.report.group(f"file {reference} → attached file {name}", where, mapped=True)
         return name
 

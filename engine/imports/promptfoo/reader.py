@@ -12,6 +12,7 @@ from ..common import (
     ImportProblem,
     Report,
     Section,
+    a,
     as_count,
     as_share,
     as_text,
@@ -76,7 +77,7 @@ class Reader(Sources, Messages, Conversations):
                     f"{key}: {short(data[key], 50)} — {self.tool} run settings, not part of an evalsite suite"
                 )
             elif key not in SUITE_KEYS:
-                report.skip(f"{key}: {short(data[key], 50)} — not a {self.tool} key evalsite knows")
+                report.skip(f"{key}: {short(data[key], 50)} — not {a(self.tool)} key evalsite knows")
         iterations, rate = self.iterations()
         default = self.default_test()
         if isinstance(data.get("assert"), list):
@@ -87,7 +88,7 @@ class Reader(Sources, Messages, Conversations):
         prompts = self.prompts()
         tests = self.tests(data.get("tests"), "tests") + self.scenarios(data.get("scenarios"))
         if not tests:
-            raise ImportProblem(f"{self.name} has no tests: a {self.tool} file lists them under `tests`")
+            raise ImportProblem(f"{self.name} has no tests: {a(self.tool)} file lists them under `tests`")
         evals, notes = self.evals(tests, default, prompts)
         if not evals:
             raise ImportProblem(f"{self.name}: no test could be converted — {'; '.join(report.problems())}")

@@ -27,6 +27,7 @@ class Conversations:
         if isinstance(raw_input, str) and raw_input.strip():
             history = [{"role": "user", "content": raw_input}]
         turns = []
+        unasserted = []  # turns with neither assertions nor an expected_output
         raw_turns = test.get("turns")
         if not isinstance(raw_turns, list):
             self.report.lose(f"{where}.turns: {short(raw_turns, 40)} — not a list of turns, not sent")
@@ -54,6 +55,8 @@ class Conversations:
                 item["checks"] = graded.checks
                 if len(set(graded.check_weights)) > 1:
                     self.report.group("weights within a turn: evalsite averages a turn's checks equally", at)
+            elif not turn.get("assert", turn.get("assertions")) and turn.get("expected_output") is None:
+                unasserted.append(item)
             turns.append(item)
         if not turns:
             self.report.lose(f"{where}: mode: conversation with no turn that can be sent — left out")
@@ -73,6 +76,12 @@ class Conversations:
         if not checks and not any("checks" in t for t in turns):
             self.report.lose(f"{where}: a conversation with no assertion evalsite can run — left out")
             return None
+        for item in unasserted:
+            # AgentV scores a turn with no assertions 1.0 and counts it in the aggregate; evalsite counts
+            # only turns with checks, so such a turn gets one that any reply passes.
+            item["checks"] = [{"match": "*"}]
+            self.report.group('turns without assertions → a `match: "*"` check, which any reply passes: '
+                              "AgentV scores them 1.0 in the aggregate", where, mapped=True)  # fmt: skip
         aggregation = as_text(test.get("aggregation"))
         if aggregation in ("mean", "min", "max"):
             out["aggregation"] = aggregation
