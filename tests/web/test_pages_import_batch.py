@@ -160,6 +160,8 @@ def test_a_calibrate_file_in_a_zip_becomes_a_calibration_set_with_the_others(log
     )
     page = logged_in.post(URL, {"files": [upload]}).content.decode()
     assert "2 suites found" in page and "judge/samples.toml</span> — calibrate" in page
+    samples = CALIBRATE_TOML.count("[[samples]]")
+    assert f"a calibration set of {samples} sample{'s' if samples > 1 else ''}" in page  # not "evals"
     response = logged_in.post(URL, {"action": "create-all", "suite[]": carried(page)})
     assert response.status_code == 302
     assert Suite.objects.filter(owner=user).count() == 2
