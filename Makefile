@@ -24,8 +24,12 @@ run: setup
 	@echo "evalsite on http://$(ADDR)  (Ctrl-C stops the server and the workers)"
 	EVALSITE_DEV=1 $(PY) manage.py evalserve $(ADDR)
 
+# The SQLite pass in two processes, a test file each at a time (module fixtures start once): much of a test's
+# time is waiting on a subprocess, a server or a worker. Each process has its own var dir (tests/settings.py).
+TEST_PROCESSES ?= 2
+
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile
 	@$(MAKE) --no-print-directory test-pg
 
 # The end-to-end tests and those of database-specific SQL again, on PostgreSQL + Redis.

@@ -1,16 +1,22 @@
 """Settings for the test suite: the real settings, in local-development mode, with a throwaway var dir.
 
 Each pytest process gets its own var dir (database file, broker folder), so two test sessions on one
-machine never share a database or steal each other's tasks. tests/conftest.py removes it at the end.
+machine, or two pytest-xdist workers of one session, never share a database or steal each other's tasks.
+tests/conftest.py removes it at the end.
 """
 
 import os
 
 os.environ.setdefault("EVALSITE_DEV", "1")
-os.environ.setdefault(
-    "EVALSITE_VAR_DIR",
-    os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test", str(os.getpid())),
-)
+_own_var_dir = os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test", str(os.getpid()))
+_xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")
+if _xdist_worker and os.environ.get("TESTS_XDIST_WORKER") != _xdist_worker:
+    # A pytest-xdist worker inherits the environment of the process that started it, var dir included: it
+    # takes a var dir of its own. The processes it starts (Celery workers, servers) inherit this one.
+    os.environ["EVALSITE_VAR_DIR"] = _own_var_dir
+    os.environ["TESTS_XDIST_WORKER"] = _xdist_worker
+else:
+    os.environ.setdefault("EVALSITE_VAR_DIR", _own_var_dir)
 
 from evalsite.settings import *  # noqa: E402,F403
 

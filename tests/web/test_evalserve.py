@@ -67,7 +67,12 @@ def children(pid: int) -> list[tuple[int, str]]:
 
 @pytest.fixture
 def var_env(tmp_path):
-    env = {**os.environ, "EVALSITE_DEV": "1", "EVALSITE_VAR_DIR": str(tmp_path / "var"),
+    return set_up_var(tmp_path / "var")
+
+
+def set_up_var(var_dir: Path) -> dict[str, str]:
+    """The environment of a local install whose var dir is `var_dir`, set up as `make setup` sets it up."""
+    env = {**os.environ, "EVALSITE_DEV": "1", "EVALSITE_VAR_DIR": str(var_dir),
            "DJANGO_SETTINGS_MODULE": "evalsite.settings", "LOG_LEVEL": "WARNING"}  # fmt: skip
     for name in ("DATABASE_URL", "CELERY_BROKER_URL"):  # the embedded defaults, as `make run` has them
         env.pop(name, None)

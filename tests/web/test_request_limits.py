@@ -30,7 +30,7 @@ from evalsite.remote import Server
 from suites.models import Suite, SuiteVersion
 from suites.services import create_suite
 from tests.conftest import ROOT
-from tests.web.test_evalserve import children, free_port, var_env  # noqa: F401  (a fixture)
+from tests.web.test_evalserve import children, free_port, set_up_var
 
 GOOD = "name: keep-me\nmodel: mock\nevals:\n  - prompt: hi\n    checks:\n      - match: '*'\n"
 MB = 1_000_000
@@ -172,8 +172,8 @@ CHUNK = 64 * 1024
 class Served:
     """gunicorn serving the app with one sync process, as `make run` does; a signed-in session to use it."""
 
-    def __init__(self, port: int, worker: int, cookies: dict[str, str]):
-        self.port, self.worker, self.cookies = port, worker, cookies
+    def __init__(self, server: subprocess.Popen, port: int, worker: int, cookies: dict[str, str]):
+        self.server, self.port, self.worker, self.cookies = server, port, worker, cookies
 
     def memory(self) -> tuple[int, int]:
         """The worker's resident memory now and at its peak, in MB."""
@@ -268,8 +268,11 @@ def big_json(key: str, size: int, extra: dict | None = None) -> tuple[str, int, 
     return "application/json", len(prefix) + size + 2, _parts(prefix.encode(), size, b'"}')
 
 
-@pytest.fixture
-def served(var_env, tmp_path):  # noqa: F811
+@pytest.fixture(scope="module")
+def gunicorn(tmp_path_factory):
+    """One server for the module's tests: its start and sign-in are most of a test's time."""
+    tmp_path = tmp_path_factory.mktemp("gunicorn")
+    var_env = set_up_var(tmp_path / "var")
     port = free_port()
     log = (tmp_path / "gunicorn.log").open("wb")
     server = subprocess.Popen(
@@ -286,7 +289,7 @@ def served(var_env, tmp_path):  # noqa: F811
             ).read_text()
             workers = [pid for pid, command in children(server.pid) if "gunicorn" in command]
             time.sleep(0.2)
-        site = Served(port, workers[0], {"csrftoken": ""})
+        site = Served(server, port, workers[0], {"csrftoken": ""})
         while True:
             try:
                 status, headers, page = site.send("GET", "/accounts/login/")
@@ -309,6 +312,18 @@ def served(var_env, tmp_path):  # noqa: F811
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+@pytest.fixture
+def served(gunicorn):
+    """The module's server, its worker's peak memory reset to what it holds now, so that each test measures
+    only its own requests."""
+    workers = [pid for pid, command in children(gunicorn.server.pid) if "gunicorn" in command]
+    assert workers == [gunicorn.worker], f"gunicorn's worker was replaced: {workers}, {gunicorn.worker}"
+    Path(f"/proc/{gunicorn.worker}/clear_refs").write_text("5")
+    now, peak = gunicorn.memory()
+    assert peak - now < 5, (now, peak)
+    return gunicorn
 
 
 def _suite_id(site: Served) -> str:
