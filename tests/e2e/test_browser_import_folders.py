@@ -32,10 +32,12 @@ def test_a_project_zip_imports_every_suite_from_the_keyboard(page, watch, user, 
 
     expect(page.locator("#import-batch h2")).to_have_text("5 suites found")
     alert = page.get_by_role("alert").filter(has_text="could not be carried over")
-    expect(alert).to_contain_text("1 thing that graded or drove a conversation")
+    expect(alert).to_contain_text(
+        "2 things that graded or drove a conversation"
+    )  # the bad check, the memory grader
     lost = page.locator(".import-lost li")
-    expect(lost).to_have_count(1)
-    expect(lost).to_have_text(
+    expect(lost).to_have_count(2)
+    expect(lost.filter(has_text="bad.yaml")).to_have_text(
         re.compile(r"^proj/checks/bad\.yaml:4 evals\[0\]\.checks\[0\]\.max_tokens: expected a whole number")
     )
     expect(page.get_by_role("heading", name="proj/evals/support-bot.eval.yaml — AgentV")).to_be_visible()

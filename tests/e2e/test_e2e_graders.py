@@ -28,7 +28,6 @@ DRAWINGS = {
     "Draw a boat.": "a boat ⛵",  # not printable ASCII
     "Now add a sun above it.": "a boat under a sun",
 }
-# The judge of the boat's second turn sees the first reply too: its rule comes first (earlier rules win).
 QUALITY = {"a boat under a sun": 0.6, "=^.^=": 1.0, "/\\ |_|": 0.5, "a boat ⛵": 0.8}
 
 
@@ -36,7 +35,9 @@ def test_an_imported_multi_grader_suite_on_a_real_worker(user, fake_endpoint, fa
     for prompt, drawing in DRAWINGS.items():
         fake_openai.rule(prompt, drawing, model="agent")
     for drawing, score in QUALITY.items():
-        fake_openai.rule(f"[Assistant]:\n{drawing}\n\n", json.dumps({"score": score, "rationale": "ok"}),
+        # The rubric has no placeholders, so the judge gets Letta's own prompt around it, the turn's reply
+        # under "The Agent's Submission".
+        fake_openai.rule(f"(What You Are Evaluating)\n{drawing}\n\n", json.dumps({"score": score, "rationale": "ok"}),
                          where="any", model="gpt-4.1-mini")  # fmt: skip
     # The judge model is on the default endpoint: the fake server too.
     start_worker(OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY=FAKE_KEY)
