@@ -131,7 +131,7 @@ EVAL = "name: s\nevals:\n  - "
         (
             "prompt: hi\n    checks: [{llm_judge: polite}]",
             "evals[0].checks[0].llm_judge",
-            "expected a mapping {criteria, scale, threshold, scope, model, temperature}; found a string",
+            "expected a mapping {criteria, scale, threshold, scope, model, temperature, messages}; found a string",
         ),
         (
             "input: hi\n    ground_truth: x\n    extractor: 3",
