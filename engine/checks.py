@@ -21,7 +21,7 @@ from . import fieldvalues, patterns
 from .clients import ChatClient, EndpointError, estimate_tokens
 from .codegrade.run import CodeScope, grade_code
 from .judge import PASS_FAIL, Verdict, ask, expected_json, judge_messages, normalise_score, written_messages
-from .matching import MISSING, glob_match, json_field
+from .matching import MISSING, glob_match, is_json_reply, json_field
 from .results import CRITERION, CheckResult, Usage
 from .schema import DEFAULT_EMBEDDING_MODEL, SCALES, Check
 from .text import plural
@@ -191,6 +191,8 @@ def _field_equals(check: Check, reply: Reply, judge: JudgeContext) -> CheckResul
     spec = check.field_equals
     value = json_field(reply.text, spec.path)
     if value is MISSING:
+        if spec.optional and is_json_reply(reply.text):
+            return _result(check, True, f"no {spec.path} in the reply, and it is optional")
         return _result(check, False, f"no {spec.path} in the reply (not JSON, or not set)")
     shown = f"{spec.path} is {json.dumps(value, ensure_ascii=False)[:60]}"
     if spec.tolerance is not None:

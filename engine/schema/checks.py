@@ -133,6 +133,9 @@ class FieldEquals(StrictModel):
     relative: bool = Field(
         False, description="With `tolerance`: the tolerance is a share of the expected value (0.01 = 1%)."
     )
+    optional: bool = Field(
+        False, description="A JSON reply without the field passes; a reply that is not JSON still fails."
+    )
     date_formats: list[str] | None = Field(
         None,
         min_length=1,

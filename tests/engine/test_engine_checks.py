@@ -338,6 +338,16 @@ def test_field_equals_with_date_formats_compares_calendar_days():
     assert not run({"field_equals": {"path": "issued", "value": "2025-01-15"}}, text).passed
 
 
+def test_an_optional_field_passes_when_a_json_reply_lacks_it():
+    spec = {"field_equals": {"path": "supplier.address", "value": "1 Harbor Rd", "optional": True}}
+    absent = run(spec, '{"supplier": {"name": "Acme"}}')
+    assert absent.passed and "optional" in absent.reason
+    assert not run(spec, '{"supplier": {"address": "2 Dock St"}}').passed
+    assert not run(spec, '{"supplier": {"address": null}}').passed
+    assert not run(spec, "I could not read the invoice.").passed
+    assert not run({"field_equals": {"path": "supplier.address", "value": "x"}}, '{"supplier": {}}').passed
+
+
 @pytest.mark.parametrize(
     "spec, message",
     [
