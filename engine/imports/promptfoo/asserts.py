@@ -20,6 +20,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from engine import patterns
+from engine.schema.checks import DATE_TOKEN
 
 from ..common import as_number, as_share, as_text, attach, basename, find_file, safe_file_name, short
 
@@ -48,10 +49,16 @@ JUDGE_TYPES = (
 TOOL_TYPES = ("tool-trajectory", "trajectory", "skill-trigger", "skill-used", "tool-call-f1", "is-valid-openai-tools-call",
               "is-valid-openai-function-call", "tool_trajectory", "expected_tool_calls", "trace-span-count")  # fmt: skip
 BOUND_TYPES = ("latency", "cost", "execution-metrics", "token-usage", "token_usage")
+WORD_TYPES = ("min-words", "max-words", "word-count")
+# How an AgentV assertion script (`.agentv/assertions/min-words.ts`) writes its bound: `const minWords = 3`.
+SCRIPT_WORD_BOUND = re.compile(r"\b(min|max)[_ ]?words\s*[:=]\s*(\d+)", re.IGNORECASE)
 CODE_TYPES = ("code-grader", "script", "code", "code_judge", "code-judge")
 GROUP_TYPES = ("assert-set", "composite")
 GRADER_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 PROMPTFOO_JUDGE_PASS = 0.5
+# The formats AgentV's field-accuracy reads a date in when a field names none.
+AGENTV_DATE_FORMATS = ("YYYY-MM-DDTHH:mm:ssZ", "YYYY-MM-DDTHH:mm:ss", "YYYY-MM-DD", "DD-MMM-YYYY", "MM/DD/YYYY",
+                       "DD/MM/YYYY", "MM-DD-YYYY", "DD-MM-YYYY")  # fmt: skip
 NOT_REGEX_SAFE = re.compile(r"^\(\?[aiLmsux]+\)")
 
 
@@ -403,6 +410,9 @@ class Assertions:
 
     def field_accuracy(self, out: Graded, item: dict, weight: float, ctx: Context, where: str,
                        metric: str | None) -> None:  # fmt: skip
+        """AgentV's field-accuracy: each field a grader with its share of the weight. A field the expected
+        output does not hold scores 1 in AgentV, so it stays as a check that always passes; a required field
+        the reply lacks fails; an optional one it lacks passes (AgentV leaves it out of the average)."""
         fields = item.get("fields")
         try:
             expected = json.loads(ctx.reference) if ctx.reference else None
@@ -413,25 +423,57 @@ class Assertions:
                 f"{where}: field-accuracy without fields or an expected_output object — not converted"
             )
             return
+        every = item.get("aggregation") == "all_or_nothing"
+        if item.get("required") and not every:
+            self.report.group("required on a weighted field-accuracy: AgentV gates on the fields' average, "
+                              "evalsite's graders are its fields one by one; the gate is not kept", where,
+                              lost=True)  # fmt: skip
         usable = []
-        for spec in fields:
+        for index, spec in enumerate(fields):
             path = as_text(spec.get("path")) if isinstance(spec, dict) else None
             if path is None:
                 continue
-            dotted = re.sub(r"\[(\d+)\]", r".\1", path)
-            value = _dig(expected, dotted)
-            if spec.get("match", "exact") != "exact" or value is _NOTHING:
-                self.report.lose(f"{where}: field {path} ({spec.get('match', 'exact')}) — evalsite compares "
-                                 "fields exactly, and only ones the expected output holds; not converted")  # fmt: skip
-                continue
-            usable.append((dotted, value, spec))
-        shares = [as_number(spec.get("weight")) or 1.0 for _, _, spec in usable]
-        for (dotted, value, spec), own in zip(usable, shares, strict=True):
-            check = {"field_equals": {"path": dotted, "value": value}}
+            dotted = re.sub(r"\[(\d+)\]", r".\1", path).strip(".")
+            check = self.field_check(spec, dotted, _dig(expected, dotted), f"{where}.fields[{index}]")
+            if check is not None:
+                usable.append((dotted, check, spec))
+        shares = [as_number(spec.get("weight")) if as_number(spec.get("weight")) is not None else 1.0
+                  for _, _, spec in usable]  # fmt: skip
+        total = sum(shares) or 1.0
+        for (dotted, check, _), own in zip(usable, shares, strict=True):
             self.add(out, f"{metric or 'field'}-{dotted}", {"kind": "check", "check": check}, check,
-                     weight * own / sum(shares), spec.get("required"), None, ctx, where)  # fmt: skip
+                     weight * own / total, True if every else None, None, ctx, where)  # fmt: skip
         if usable:
-            self.report.group("field-accuracy exact fields → field_equals graders", where, mapped=True)
+            self.report.group("field-accuracy fields → field_equals graders, each with its share of the weight"
+                              + (" and required (all_or_nothing)" if every else ""), where, mapped=True)  # fmt: skip
+
+    def field_check(self, spec: dict, dotted: str, value: object, where: str) -> dict | None:
+        match = spec.get("match", "exact")
+        if value is _NOTHING:
+            self.report.group("field-accuracy field the expected output does not hold: AgentV scores it 1 → a "
+                              "check that always passes (min_words: 0), keeping its weight", where, mapped=True)  # fmt: skip
+            return {"min_words": 0}
+        if not _finite(value):
+            self.report.lose(f"{where}: field {dotted} — its expected value holds NaN or an infinity, which no "
+                             "JSON reply can; not converted")  # fmt: skip
+            return None
+        compare: dict = {"path": dotted, "value": value}
+        if match == "numeric_tolerance":
+            compare["tolerance"] = abs(as_number(spec.get("tolerance")) or 0.0)
+            if spec.get("relative") is True:
+                compare["relative"] = True
+        elif match == "date":
+            formats = spec.get("formats")
+            written = formats if isinstance(formats, list) else []
+            readable = [f for f in written if isinstance(f, str) and DATE_TOKEN.search(f)]
+            compare["date_formats"] = readable or list(AGENTV_DATE_FORMATS)
+        elif match != "exact":
+            self.report.lose(f"{where}: field {dotted} (match: {short(match, 30)}) — AgentV scores an unknown "
+                             "match 0; not converted")  # fmt: skip
+            return None
+        if spec.get("required") is False:
+            compare["optional"] = True
+        return {"field_equals": compare}
 
     # -- deterministic checks -------------------------------------------------------------------------------
 
@@ -492,8 +534,12 @@ class Assertions:
             check = {"semantic": spec}
             if len(texts) > 1:
                 check = {"or": [{"semantic": {**spec, "expected": text}} for text in texts]}
-        elif base in ("min-words", "word-count", "max-length", "min-length"):
-            report.lose(f"{where}: {kind} — evalsite counts tokens, not words or characters; not converted")
+        elif base in WORD_TYPES and not negated:
+            check = self.words(base, item, where)
+            if check is None:
+                return None
+        elif base in ("max-length", "min-length"):
+            report.lose(f"{where}: {kind} — evalsite counts tokens and words, not characters; not converted")
             return None
         elif base in ("javascript", "webhook"):
             report.lose(f"{where}: {kind} assertion ({short(value, 60)}) — evalsite runs programs and Python "
@@ -511,6 +557,38 @@ class Assertions:
             return None
         report.group(f"{kind} → a check grader", where, mapped=True)
         return check
+
+    def words(self, kind: str, item: dict, where: str) -> dict | None:
+        """Word bounds: `min-words` / `max-words` (AgentV, the bound given or written in its assertion script
+        `.agentv/assertions/<type>.ts`) and promptfoo's `word-count` (a number is the exact count, or
+        `{min, max}`). Words are runs of non-whitespace in both tools."""
+        low, high = _word_bounds(kind, item)
+        script = None
+        if low is None and high is None and self.agentv:
+            for suffix in (".ts", ".js", ".mts", ".mjs"):
+                script = find_file(self.files, f".agentv/assertions/{kind}{suffix}")
+                if script is not None:
+                    break
+            for side, number in SCRIPT_WORD_BOUND.findall(script[1] if script else ""):
+                if side.lower() == "min" and low is None and kind != "max-words":
+                    low = int(number)
+                elif side.lower() == "max" and high is None and kind != "min-words":
+                    high = int(number)
+        if low is None and high is None:
+            self.report.lose(f"{where}: {kind} — no word bound given (nor an assertion script that writes one); "
+                             "not converted")  # fmt: skip
+            return None
+        if script is not None:
+            self.report.group(f"{kind}: its bound read from its assertion script {script[0]} (a reply under it "
+                              "scores 0, not the script's partial score)", where, mapped=True)  # fmt: skip
+        if high is None:
+            return {"min_words": low}
+        if low is None or low == 0 and high == 0:
+            return {"max_words": high}
+        # Both bounds in one check: a reply of `low` to `high` whitespace-separated words, whole.
+        words = rf"(?:\S+\s+){{{max(low - 1, 0)},{max(high - 1, 0)}}}\S+"
+        pattern = rf"\A\s*{words}\s*\Z"
+        return {"regex": pattern if low > 0 else rf"\A\s*(?:{words})?\s*\Z"}
 
     def bound(self, item: dict, kind: str) -> dict | None:
         """Token bounds evalsite checks: the reply's completion tokens."""
@@ -659,6 +737,46 @@ def _float(text: object) -> float | None:
         return None
 
 
+def _finite(value: object) -> bool:
+    """No NaN or infinity anywhere in a YAML value (`.nan`, `.inf`)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_finite(item) for item in value)
+    return True
+
+
+def _word_bounds(kind: str, item: dict) -> tuple[int | None, int | None]:
+    """The (min, max) words an item gives: `value` (a number, or `{min, max}`), or `min` / `max` keys."""
+    value = item.get("value")
+    given = (
+        value
+        if isinstance(value, dict)
+        else item.get("config")
+        if isinstance(item.get("config"), dict)
+        else item
+    )
+    low = _count(given.get("min")) if isinstance(given, dict) else None
+    high = _count(given.get("max")) if isinstance(given, dict) else None
+    number = _count(value)
+    if number is not None and kind == "min-words":
+        low = number
+    elif number is not None and kind == "max-words":
+        high = number
+    elif number is not None:
+        low = high = number
+    if low is not None and high is not None and low > high:
+        return None, None
+    return low, high
+
+
+def _count(value: object) -> int | None:
+    number = as_number(value)
+    return int(number) if number is not None and number >= 0 and number == int(number) else None
+
+
 def _dig(value: object, path: str) -> object:
     for step in path.split("."):
         if isinstance(value, dict) and step in value:
@@ -680,7 +798,13 @@ def _is_path(text: str) -> bool:
 
 
 def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
+    """Braces made literal for a rubric (a str.format template), but for suite variables, which evalsite
+    fills before the rubric is formatted."""
+    pieces = re.split(r"(\{\{\s*var:[^{}\s]+\s*\}\})", text)
+    return "".join(
+        piece if index % 2 else piece.replace("{", "{{").replace("}", "}}")
+        for index, piece in enumerate(pieces)
+    )
 
 
 def _texts(value: object) -> list[str]:
