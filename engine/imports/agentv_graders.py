@@ -21,6 +21,7 @@ from .common import (
     safe_file_name,
     short,
 )
+from .promptfoo.asserts import field_accuracy
 
 JS_NAMED_GROUP = re.compile(
     r"\(\?<([A-Za-z_][A-Za-z0-9_]*)>"
@@ -401,6 +402,17 @@ class Graders:
             elif kind == "code-grader":
                 check = self.code_check(item, context, label, title)
                 grader = None if check is None else {"kind": "check", "check": check}
+            elif kind == "field-accuracy":
+                every = item.get("aggregation") == "all_or_nothing"
+                for dotted, field_check, share in field_accuracy(
+                    item, context["reference_answer"], report, label
+                ):
+                    field = GRADER_NAME.sub("-", f"{name}-{dotted}")[:60]
+                    graders[field] = {"kind": "check", "check": field_check, "threshold": self.threshold}
+                    weights[field] = weight * share
+                    if every:
+                        gates.append(field)
+                continue
             elif kind == "composite" and _weighted_composite(item):
                 self.composite(item, name, weight, context, label, title, graders, weights, gates)
                 continue

@@ -442,3 +442,30 @@ def test_a_turn_whose_assertions_were_all_lost_is_not_passed_as_an_unasserted_on
     turns = yaml.safe_load(result.source)["evals"][0]["turns"]
     assert "checks" not in turns[0]  # not `match: "*"`: AgentV grades this turn, evalsite cannot
     assert any("tool-trajectory" in line for line in result.lost)
+
+
+def test_field_accuracy_in_the_assertions_format_becomes_a_grader_per_field(fake, tmp_path):
+    """The `tests` / `assertions` shape: the same fields as today's format, weights kept as shares of the
+    item's weight, `all_or_nothing` making every field required. Played: a total within its tolerance and a
+    date in another format pass; a wrong currency fails the case."""
+    text = (FIXTURES / "agentv-fields-v3" / "receipts.eval.yaml").read_text()
+    result = convert({"receipts.eval.yaml": text})
+    assert result.lost == []
+    bakery = load_suite(result.source).evals[0]
+    assert bakery.pass_rule.weighted_average == pytest.approx(
+        {"receipt-shop": 0.25, "receipt-paid_on": 0.25, "receipt-total": 0.5}
+    )  # currency has weight 0: AgentV counts it nowhere
+    assert bakery.pass_rule.required == ["receipt-shop", "receipt-paid_on", "receipt-total"]
+    total = bakery.graders["receipt-total"].check.field_equals
+    assert (total.tolerance, total.relative) == (0.01, True)
+
+    fake.script(
+        "Read the bakery receipt as JSON.", ['{"shop": "Crumb", "paid_on": "2025-04-04", "total": 12.6}']
+    )
+    fake.script(
+        "Read the florist receipt as JSON.", ['{"shop": "Bloom", "paid_on": "2025-04-05", "total": 30}']
+    )
+    code, results, output = import_and_run(fake, "agentv-fields-v3", tmp_path)
+    runs = by_id(results)
+    assert runs["bakery"][0]["status"] == "passed", output
+    assert runs["florist"][0]["status"] == "failed", output

@@ -410,70 +410,11 @@ class Assertions:
 
     def field_accuracy(self, out: Graded, item: dict, weight: float, ctx: Context, where: str,
                        metric: str | None) -> None:  # fmt: skip
-        """AgentV's field-accuracy: each field a grader with its share of the weight. A field the expected
-        output does not hold scores 1 in AgentV, so it stays as a check that always passes; a required field
-        the reply lacks fails; an optional one it lacks passes (AgentV leaves it out of the average)."""
-        fields = item.get("fields")
-        try:
-            expected = json.loads(ctx.reference) if ctx.reference else None
-        except ValueError:
-            expected = None
-        if not isinstance(fields, list) or not isinstance(expected, dict):
-            self.report.lose(
-                f"{where}: field-accuracy without fields or an expected_output object — not converted"
-            )
-            return
+        fields = field_accuracy(item, ctx.reference, self.report, where)
         every = item.get("aggregation") == "all_or_nothing"
-        if item.get("required") and not every:
-            self.report.group("required on a weighted field-accuracy: AgentV gates on the fields' average, "
-                              "evalsite's graders are its fields one by one; the gate is not kept", where,
-                              lost=True)  # fmt: skip
-        usable = []
-        for index, spec in enumerate(fields):
-            path = as_text(spec.get("path")) if isinstance(spec, dict) else None
-            if path is None:
-                continue
-            dotted = re.sub(r"\[(\d+)\]", r".\1", path).strip(".")
-            check = self.field_check(spec, dotted, _dig(expected, dotted), f"{where}.fields[{index}]")
-            if check is not None:
-                usable.append((dotted, check, spec))
-        shares = [as_number(spec.get("weight")) if as_number(spec.get("weight")) is not None else 1.0
-                  for _, _, spec in usable]  # fmt: skip
-        total = sum(shares) or 1.0
-        for (dotted, check, _), own in zip(usable, shares, strict=True):
+        for dotted, check, share in fields:
             self.add(out, f"{metric or 'field'}-{dotted}", {"kind": "check", "check": check}, check,
-                     weight * own / total, True if every else None, None, ctx, where)  # fmt: skip
-        if usable:
-            self.report.group("field-accuracy fields → field_equals graders, each with its share of the weight"
-                              + (" and required (all_or_nothing)" if every else ""), where, mapped=True)  # fmt: skip
-
-    def field_check(self, spec: dict, dotted: str, value: object, where: str) -> dict | None:
-        match = spec.get("match", "exact")
-        if value is _NOTHING:
-            self.report.group("field-accuracy field the expected output does not hold: AgentV scores it 1 → a "
-                              "check that always passes (min_words: 0), keeping its weight", where, mapped=True)  # fmt: skip
-            return {"min_words": 0}
-        if not _finite(value):
-            self.report.lose(f"{where}: field {dotted} — its expected value holds NaN or an infinity, which no "
-                             "JSON reply can; not converted")  # fmt: skip
-            return None
-        compare: dict = {"path": dotted, "value": value}
-        if match == "numeric_tolerance":
-            compare["tolerance"] = abs(as_number(spec.get("tolerance")) or 0.0)
-            if spec.get("relative") is True:
-                compare["relative"] = True
-        elif match == "date":
-            formats = spec.get("formats")
-            written = formats if isinstance(formats, list) else []
-            readable = [f for f in written if isinstance(f, str) and DATE_TOKEN.search(f)]
-            compare["date_formats"] = readable or list(AGENTV_DATE_FORMATS)
-        elif match != "exact":
-            self.report.lose(f"{where}: field {dotted} (match: {short(match, 30)}) — AgentV scores an unknown "
-                             "match 0; not converted")  # fmt: skip
-            return None
-        if spec.get("required") is False:
-            compare["optional"] = True
-        return {"field_equals": compare}
+                     weight * share, True if every else None, None, ctx, where)  # fmt: skip
 
     # -- deterministic checks -------------------------------------------------------------------------------
 
@@ -735,6 +676,70 @@ def _float(text: object) -> float | None:
         return float(str(text))
     except ValueError:
         return None
+
+
+def field_accuracy(item: dict, reference: str | None, report, where: str) -> list[tuple[str, dict, float]]:
+    """AgentV's field-accuracy as one check per field, each with its share of the item's weight: (dotted path,
+    check, share). A field the expected output does not hold scores 1 in AgentV, so it stays as a check that
+    always passes; a required field the reply lacks fails; an optional one it lacks passes (AgentV leaves it
+    out of the average). `all_or_nothing` makes each field required (the caller's part)."""
+    fields = item.get("fields")
+    try:
+        expected = json.loads(reference) if reference else None
+    except ValueError:
+        expected = None
+    if not isinstance(fields, list) or not isinstance(expected, dict):
+        report.lose(f"{where}: field-accuracy without fields or an expected_output object — not converted")
+        return []
+    every = item.get("aggregation") == "all_or_nothing"
+    if item.get("required") and not every:
+        report.group("required on a weighted field-accuracy: AgentV gates on the fields' average, evalsite's "
+                     "graders are its fields one by one; the gate is not kept", where, lost=True)  # fmt: skip
+    usable = []
+    for index, spec in enumerate(fields):
+        path = as_text(spec.get("path")) if isinstance(spec, dict) else None
+        weight = as_number(spec.get("weight")) if isinstance(spec, dict) else None
+        weight = 1.0 if weight is None else weight
+        if path is None or weight <= 0:
+            continue  # a field without a path or a weight counts nothing in AgentV's average
+        dotted = re.sub(r"\[(\d+)\]", r".\1", path).strip(".")
+        check = _field_check(spec, dotted, _dig(expected, dotted), report, f"{where}.fields[{index}]")
+        if check is not None:
+            usable.append((dotted, check, weight))
+    total = sum(weight for _, _, weight in usable)
+    if usable:
+        report.group("field-accuracy fields → field_equals graders, each with its share of the weight"
+                     + (" and required (all_or_nothing)" if every else ""), where, mapped=True)  # fmt: skip
+    return [(dotted, check, weight / total) for dotted, check, weight in usable]
+
+
+def _field_check(spec: dict, dotted: str, value: object, report, where: str) -> dict | None:
+    match = spec.get("match", "exact")
+    if value is _NOTHING:
+        report.group("field-accuracy field the expected output does not hold: AgentV scores it 1 → a check "
+                     "that always passes (min_words: 0), keeping its weight", where, mapped=True)  # fmt: skip
+        return {"min_words": 0}
+    if not _finite(value):
+        report.lose(f"{where}: field {dotted} — its expected value holds NaN or an infinity, which no JSON "
+                    "reply can; not converted")  # fmt: skip
+        return None
+    compare: dict = {"path": dotted, "value": value}
+    if match == "numeric_tolerance":
+        compare["tolerance"] = abs(as_number(spec.get("tolerance")) or 0.0)
+        if spec.get("relative") is True:
+            compare["relative"] = True
+    elif match == "date":
+        formats = spec.get("formats")
+        written = formats if isinstance(formats, list) else []
+        readable = [f for f in written if isinstance(f, str) and DATE_TOKEN.search(f)]
+        compare["date_formats"] = readable or list(AGENTV_DATE_FORMATS)
+    elif match != "exact":
+        report.lose(f"{where}: field {dotted} (match: {short(match, 30)}) — AgentV scores an unknown match 0; "
+                    "not converted")  # fmt: skip
+        return None
+    if spec.get("required") is False:
+        compare["optional"] = True
+    return {"field_equals": compare}
 
 
 def _finite(value: object) -> bool:
