@@ -676,3 +676,24 @@ def test_env_references_become_suite_variables_given_at_launch(fake_openai):
     assert persona[0]["content"] == "You are a pirate. Keep it short."
     (judge,) = judged(fake, "Greets the user warmly")
     assert "Hello {friend}!" in judge and "{{" not in judge and "var:" not in judge
+
+
+def test_promptfoo_env_block_gives_the_default_and_a_pattern_keeps_the_variable():
+    """promptfoo's `env:` sets the environment for its run, so it is the variable's default; a `contains`
+    built as an escaped pattern still names the variable, so the run fills it in."""
+    config = {
+        "prompts": ["Greet {{ name }} for {{ env.SHOP }}"],
+        "providers": ["openai:gpt-4.1-mini"],
+        "env": {"SHOP": "Crumb"},
+        "tests": [{"vars": {"name": "Ada"}, "assert": [{"type": "contains", "value": "{{ env.SHOP }}"}]}],
+    }
+    result = convert({"promptfooconfig.yaml": json.dumps(config)})
+    assert result.lost == []
+    suite = load_suite(result.source)
+    assert suite.vars == {"SHOP": "Crumb"}
+    bound = suitevars.bind(suite, {"SHOP": "Petal & Co."})
+    (ev,) = bound.evals
+    assert ev.input == "Greet Ada for Petal & Co."
+    (grader,) = ev.graders.values()
+    assert evaluate(grader.check, Reply("Welcome to Petal & Co.!", None, []), None).passed
+    assert not evaluate(grader.check, Reply("Welcome to Crumb!", None, []), None).passed

@@ -49,6 +49,7 @@ JUDGE_TYPES = (
 TOOL_TYPES = ("tool-trajectory", "trajectory", "skill-trigger", "skill-used", "tool-call-f1", "is-valid-openai-tools-call",
               "is-valid-openai-function-call", "tool_trajectory", "expected_tool_calls", "trace-span-count")  # fmt: skip
 BOUND_TYPES = ("latency", "cost", "execution-metrics", "token-usage", "token_usage")
+ESCAPED_SUITE_VAR = re.compile(r"\\\{\\\{var:((?:[A-Za-z0-9_]|\\[.\-])+)\\\}\\\}")
 WORD_TYPES = ("min-words", "max-words", "word-count")
 # How an AgentV assertion script (`.agentv/assertions/min-words.ts`) writes its bound: `const minWords = 3`.
 SCRIPT_WORD_BOUND = re.compile(r"\b(min|max)[_ ]?words\s*[:=]\s*(\d+)", re.IGNORECASE)
@@ -492,6 +493,8 @@ class Assertions:
                 f"{where}: {kind or 'an item without a type'}{shown} — no evalsite equivalent; not converted"
             )
             return None
+        if check is not None and isinstance(check.get("regex"), str):
+            check["regex"] = _suite_vars_unescaped(check["regex"])
         if check is None or not _valid(check):
             report.lose(f"{where}: {kind} {short(value, 60)} — no value, or a pattern evalsite cannot run; "
                         "not converted")  # fmt: skip
@@ -740,6 +743,11 @@ def _field_check(spec: dict, dotted: str, value: object, report, where: str) -> 
     if spec.get("required") is False:
         compare["optional"] = True
     return {"field_equals": compare}
+
+
+def _suite_vars_unescaped(pattern: str) -> str:
+    """`{{var:NAME}}` as written in a pattern built with re.escape, so the run still fills it in."""
+    return ESCAPED_SUITE_VAR.sub(lambda found: "{{var:" + found.group(1).replace("\\", "") + "}}", pattern)
 
 
 def _finite(value: object) -> bool:

@@ -149,6 +149,9 @@ class Messages:
         def declare(found: re.Match) -> str:
             name, default = found.group("name"), found.group("default")
             value = _default(default) if default is not None else None
+            given_env = self.data.get("env") if isinstance(self.data.get("env"), dict) else {}
+            if value is None and isinstance(given_env.get(name), (str, int, float)):
+                value = str(given_env[name])  # promptfoo's `env:` block sets it for the run
             if self.suite_vars.setdefault(name, value) is None and value is not None:
                 self.suite_vars[name] = value
             given = f"default {short(value, 40)}" if value is not None else "no default: give it at launch"

@@ -44,7 +44,7 @@ TEST_KEYS = {"vars", "assert", "description", "id", "threshold", "options", "met
 
 # Keys whose text is not sent or graded: `{{ env.NAME }}` there is left as written (AgentV's description of
 # its env-interpolation example names `{{ env.VAR }}` as text).
-ENV_KEPT_KEYS = ("name", "description", "providers", "targets", "target")
+ENV_KEPT_KEYS = ("name", "description", "providers", "targets", "target", "env")
 
 
 class Reader(Sources, Messages, Conversations):
