@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine import suitevars
 from engine.imports import ImportProblem, convert
 from engine.judge import JUDGE_SYSTEM
 from engine.loader import load_suite
@@ -469,3 +470,23 @@ def test_field_accuracy_in_the_assertions_format_becomes_a_grader_per_field(fake
     runs = by_id(results)
     assert runs["bakery"][0]["status"] == "passed", output
     assert runs["florist"][0]["status"] == "failed", output
+
+
+def test_assertions_format_word_bounds_and_environment_interpolation():
+    """AgentV's earlier `${{ NAME }}` (read from the environment when it ran) becomes a suite variable, and its
+    custom `word-count` assertion (the bound in `.agentv/assertions/word-count.ts`) a `min_words` check."""
+    root = FIXTURES / "agentv-words-env-v3"
+    files = {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+    result = convert(files)
+    assert result.lost == []
+    suite = load_suite(result.source)
+    assert suite.vars == {"SHOP_NAME": None, "PERSONA": None}
+    assert "${{ VAR }}" not in result.source and "${{" not in result.source.split("evals:")[1]
+    welcome, persona = suitevars.bind(suite, {"SHOP_NAME": "Crumb {bakery}", "PERSONA": "a pirate"}).evals
+    assert persona.messages[0].content == "You are a pirate."
+    criteria = persona.checks[0].llm_judge.criteria
+    assert "Arr, I keep the shop Crumb {bakery}." in criteria and "var:" not in criteria
+    bounds = {
+        grader.check.kind: grader.check for grader in welcome.graders.values() if grader.kind == "check"
+    }
+    assert bounds["min_words"].min_words == 5 and bounds["max_words"].max_words == 20

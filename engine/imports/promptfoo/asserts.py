@@ -338,7 +338,7 @@ class Assertions:
                     f"\n\nA reference answer (the reply need not match it word for word):\n{ctx.reference}"
                 )
             self.plain_criteria = grader_criteria
-            parts = ["Grade the reply against this criterion:", _escape(criteria or "")]
+            parts = ["Grade the reply against this criterion:", rubric_escape(criteria or "")]
             if ctx.reference:
                 parts += ["A reference answer (the reply need not match it word for word):", "{ground_truth}"]
             parts += ["The reply:", "{submission}"]
@@ -348,16 +348,16 @@ class Assertions:
     def rubric_text(self, template: str, criteria: str, ctx: Context, where: str) -> str:
         pieces, at = [], 0
         for match in TEMPLATE_VAR.finditer(template):
-            pieces.append(_escape(template[at : match.start()]))
+            pieces.append(rubric_escape(template[at : match.start()]))
             name = match.group(1)
             if name in ("input", "question") and not ctx.live:
-                pieces.append(_escape(ctx.prompt))  # a given history: evalsite's {input} would be empty
+                pieces.append(rubric_escape(ctx.prompt))  # a given history: evalsite's {input} would be empty
             elif name in PLACEHOLDERS:
                 pieces.append(PLACEHOLDERS[name])
             elif name in ("rubric", "rubrics", "criteria", "expected_outcome"):
-                pieces.append(_escape(criteria))
+                pieces.append(rubric_escape(criteria))
             elif name.split(".")[0] in ctx.variables:
-                pieces.append(_escape(self.render(match.group(0), ctx.variables, where)))
+                pieces.append(rubric_escape(self.render(match.group(0), ctx.variables, where)))
             else:
                 self.report.group(
                     f"judge prompt variable {match.group(0)}: unknown, left out of the prompt",
@@ -365,7 +365,7 @@ class Assertions:
                     lost=True,
                 )
             at = match.end()
-        pieces.append(_escape(template[at:]))
+        pieces.append(rubric_escape(template[at:]))
         text = "".join(pieces).strip()
         if "{submission}" not in text:
             text += "\n\nThe reply:\n{submission}"
@@ -503,36 +503,7 @@ class Assertions:
         return check
 
     def words(self, kind: str, item: dict, where: str) -> dict | None:
-        """Word bounds: `min-words` / `max-words` (AgentV, the bound given or written in its assertion script
-        `.agentv/assertions/<type>.ts`) and promptfoo's `word-count` (a number is the exact count, or
-        `{min, max}`). Words are runs of non-whitespace in both tools."""
-        low, high = _word_bounds(kind, item)
-        script = None
-        if low is None and high is None and self.agentv:
-            for suffix in (".ts", ".js", ".mts", ".mjs"):
-                script = find_file(self.files, f".agentv/assertions/{kind}{suffix}")
-                if script is not None:
-                    break
-            for side, number in SCRIPT_WORD_BOUND.findall(script[1] if script else ""):
-                if side.lower() == "min" and low is None and kind != "max-words":
-                    low = int(number)
-                elif side.lower() == "max" and high is None and kind != "min-words":
-                    high = int(number)
-        if low is None and high is None:
-            self.report.lose(f"{where}: {kind} — no word bound given (nor an assertion script that writes one); "
-                             "not converted")  # fmt: skip
-            return None
-        if script is not None:
-            self.report.group(f"{kind}: its bound read from its assertion script {script[0]} (a reply under it "
-                              "scores 0, not the script's partial score)", where, mapped=True)  # fmt: skip
-        if high is None:
-            return {"min_words": low}
-        if low is None or low == 0 and high == 0:
-            return {"max_words": high}
-        # Both bounds in one check: a reply of `low` to `high` whitespace-separated words, whole.
-        words = rf"(?:\S+\s+){{{max(low - 1, 0)},{max(high - 1, 0)}}}\S+"
-        pattern = rf"\A\s*{words}\s*\Z"
-        return {"regex": pattern if low > 0 else rf"\A\s*(?:{words})?\s*\Z"}
+        return word_check(kind, item, self.files if self.agentv else {}, self.report, where)
 
     def bound(self, item: dict, kind: str) -> dict | None:
         """Token bounds evalsite checks: the reply's completion tokens."""
@@ -761,6 +732,39 @@ def _finite(value: object) -> bool:
     return True
 
 
+def word_check(kind: str, item: dict, files, report, where: str) -> dict | None:
+    """Word bounds: `min-words` / `max-words` (AgentV, the bound given or written in its assertion script
+    `.agentv/assertions/<type>.ts`, found among `files`) and `word-count` (promptfoo: a number is the exact
+    count, or `{min, max}`; AgentV's own was a script). Words are runs of non-whitespace in every tool."""
+    low, high = _word_bounds(kind, item)
+    script = None
+    if low is None and high is None:
+        for suffix in (".ts", ".js", ".mts", ".mjs"):
+            script = find_file(files, f".agentv/assertions/{kind}{suffix}")
+            if script is not None:
+                break
+        for side, number in SCRIPT_WORD_BOUND.findall(script[1] if script else ""):
+            if side.lower() == "min" and low is None and kind != "max-words":
+                low = int(number)
+            elif side.lower() == "max" and high is None and kind != "min-words":
+                high = int(number)
+    if low is None and high is None:
+        report.lose(f"{where}: {kind} — no word bound given (nor an assertion script that writes one); "
+                    "not converted")  # fmt: skip
+        return None
+    if script is not None:
+        report.group(f"{kind}: its bound read from its assertion script {script[0]} (a reply under it scores "
+                     "0, not the script's partial score)", where, mapped=True)  # fmt: skip
+    if high is None:
+        return {"min_words": low}
+    if low is None or low == 0 and high == 0:
+        return {"max_words": high}
+    # Both bounds in one check: a reply of `low` to `high` whitespace-separated words, whole.
+    words = rf"(?:\S+\s+){{{max(low - 1, 0)},{max(high - 1, 0)}}}\S+"
+    pattern = rf"\A\s*{words}\s*\Z"
+    return {"regex": pattern if low > 0 else rf"\A\s*(?:{words})?\s*\Z"}
+
+
 def _word_bounds(kind: str, item: dict) -> tuple[int | None, int | None]:
     """The (min, max) words an item gives: `value` (a number, or `{min, max}`), or `min` / `max` keys."""
     value = item.get("value")
@@ -810,7 +814,7 @@ def _is_path(text: str) -> bool:
     )
 
 
-def _escape(text: str) -> str:
+def rubric_escape(text: str) -> str:
     """Braces made literal for a rubric (a str.format template), but for suite variables, which evalsite
     fills before the rubric is formatted."""
     pieces = re.split(r"(\{\{\s*var:[^{}\s]+\s*\}\})", text)
