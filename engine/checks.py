@@ -17,11 +17,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import patterns
+from . import fieldvalues, patterns
 from .clients import ChatClient, EndpointError, estimate_tokens
 from .codegrade.run import CodeScope, grade_code
 from .judge import PASS_FAIL, Verdict, ask, expected_json, judge_messages, normalise_score, written_messages
-from .matching import MISSING, glob_match, json_field
+from .matching import MISSING, glob_match, is_json_reply, json_field
 from .results import CRITERION, CheckResult, Usage
 from .schema import DEFAULT_EMBEDDING_MODEL, SCALES, Check
 from .text import plural
@@ -165,6 +165,13 @@ def _token_bound(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult
     return _result(check, ok, f"{plural(tokens, 'completion token')}{note}")
 
 
+def _word_bound(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    words = len(reply.text.split())
+    bound = getattr(check, check.kind)
+    ok = words >= bound if check.kind == "min_words" else words <= bound
+    return _result(check, ok, plural(words, "word"))
+
+
 def _semantic(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     spec = check.semantic
     vectors, usage, cost = judge.client.embed(
@@ -184,9 +191,24 @@ def _field_equals(check: Check, reply: Reply, judge: JudgeContext) -> CheckResul
     spec = check.field_equals
     value = json_field(reply.text, spec.path)
     if value is MISSING:
+        if spec.optional and is_json_reply(reply.text):
+            return _result(check, True, f"no {spec.path} in the reply, and it is optional")
         return _result(check, False, f"no {spec.path} in the reply (not JSON, or not set)")
+    shown = f"{spec.path} is {json.dumps(value, ensure_ascii=False)[:60]}"
+    if spec.tolerance is not None:
+        actual, expected = fieldvalues.as_number(value), fieldvalues.as_number(spec.value)
+        if actual is None or expected is None:
+            return _result(check, False, f"{shown}, not a number" if actual is None else "expected no number")
+        ok = fieldvalues.within(actual, expected, spec.tolerance, spec.relative)
+        return _result(check, ok, f"{shown} (off by {abs(actual - expected):g})")
+    if spec.date_formats is not None:
+        actual = fieldvalues.as_date(value, spec.date_formats)
+        expected = fieldvalues.as_date(spec.value, spec.date_formats)
+        if actual is None or expected is None:
+            return _result(check, False, f"{shown}, not a date" if actual is None else "expected no date")
+        return _result(check, actual == expected, f"{shown} ({actual.isoformat()})")
     ok = json_equal(value, spec.value)
-    return _result(check, ok, f"{spec.path} is {json.dumps(value, ensure_ascii=False)[:60]}")
+    return _result(check, ok, shown)
 
 
 def _field_is_set(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
@@ -327,8 +349,15 @@ def _judge_label(check: Check) -> str:
 
 
 def _field_equals_label(check: Check) -> str:
-    value = json.dumps(check.field_equals.value, ensure_ascii=False)[:40]
-    return f"field_equals {check.field_equals.path} = {value}"
+    spec = check.field_equals
+    value = json.dumps(spec.value, ensure_ascii=False)[:40]
+    if spec.tolerance is not None:
+        return (
+            f"field_equals {spec.path} = {value} ± {spec.tolerance:g}{' (relative)' if spec.relative else ''}"
+        )
+    if spec.date_formats is not None:
+        return f"field_equals {spec.path} = {value} (as a date)"
+    return f"field_equals {spec.path} = {value}"
 
 
 def _code_label(check: Check) -> str:
@@ -377,6 +406,8 @@ CHECK_TYPES: dict[str, CheckType] = {
     "starts_with": CheckType(_quoted, _starts_with),
     "min_tokens": CheckType(_plain, _token_bound),
     "max_tokens": CheckType(_plain, _token_bound),
+    "min_words": CheckType(_plain, _word_bound),
+    "max_words": CheckType(_plain, _word_bound),
     "semantic": CheckType(_semantic_label, _semantic, scored=True, threshold=lambda c: c.semantic.threshold),
     "llm_judge": CheckType(_judge_label, _judge, scored=True, threshold=_judge_threshold),
     "field_equals": CheckType(_field_equals_label, _field_equals),

@@ -89,6 +89,11 @@ def dig(value, path: str):
     return value
 
 
+def is_json_reply(text: str) -> bool:
+    """The reply is (or contains) JSON, read as json_field reads it."""
+    return _json_value(text) is not None
+
+
 def json_field(text: str, path: str):
     """The value at `path` in a reply that is (or contains) JSON, or MISSING."""
     parsed = _json_value(text)

@@ -73,6 +73,32 @@ def earlier_shape(data: object) -> bool:
     )
 
 
+# AgentV's earlier interpolation of an environment variable, `${{ NAME }}` (empty when it is not set).
+ENV_INTERPOLATION = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def _environment(value: object, where: str, declared: dict, report: Report) -> object:
+    """`${{ NAME }}` in every text as `{{var:NAME}}`, a suite variable given at launch: AgentV read it from the
+    environment when it ran."""
+    if isinstance(value, str):
+        if "${{" not in value:
+            return value
+
+        def declare(found: re.Match) -> str:
+            name = found.group(1)
+            declared.setdefault(name, None)
+            report.group(f"${{{{ {name} }}}} → {{{{var:{name}}}}}, a suite variable (no default: give it at launch; "
+                         f"evalsite run --var {name}=…)", where, mapped=True)  # fmt: skip
+            return f"{{{{var:{name}}}}}"
+
+        return ENV_INTERPOLATION.sub(declare, value)
+    if isinstance(value, dict):
+        return {key: _environment(item, f"{where}.{key}", declared, report) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_environment(item, f"{where}[{index}]", declared, report) for index, item in enumerate(value)]
+    return value
+
+
 def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Converted:
     from . import promptfoo
 
@@ -84,6 +110,15 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         (k for k in ("tests", "evalcases", "testcases") if isinstance(data.get(k), (list, str))), "tests"
     )
     cases = _external_cases(data.get(key), key, files, report)
+    declared: dict[str, None] = {}
+    inline = cases is data.get(key)
+    cases = _environment(cases, key, declared, report)
+    data = {
+        k: v if k in ("name", "description", key) else _environment(v, k, declared, report)
+        for k, v in data.items()
+    }
+    if inline:
+        data[key] = cases
     if not cases and report.needs:
         raise ImportProblem(
             f"{name} keeps its cases in {', '.join(report.needs)}, which was not uploaded: upload it with {name}"
@@ -119,6 +154,8 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     if as_text(data.get("description")):
         sections.append(Section("description", as_text(data["description"])))
         report.map("description → description")
+    if declared:
+        sections.append(Section("vars", declared))
 
     execution = data.get("execution") if isinstance(data.get("execution"), dict) else {}
     for where, target in (("target", data.get("target")), ("execution.target", execution.get("target")),

@@ -21,6 +21,7 @@ from .common import (
     safe_file_name,
     short,
 )
+from .promptfoo.asserts import field_accuracy, rubric_escape, word_check
 
 JS_NAMED_GROUP = re.compile(
     r"\(\?<([A-Za-z_][A-Za-z0-9_]*)>"
@@ -401,6 +402,20 @@ class Graders:
             elif kind == "code-grader":
                 check = self.code_check(item, context, label, title)
                 grader = None if check is None else {"kind": "check", "check": check}
+            elif kind in ("min-words", "max-words", "word-count"):
+                check = word_check(kind, item, self.files, report, f"{label}: {title}")
+                grader = None if check is None else {"kind": "check", "check": check}
+            elif kind == "field-accuracy":
+                every = item.get("aggregation") == "all_or_nothing"
+                for dotted, field_check, share in field_accuracy(
+                    item, context["reference_answer"], report, label
+                ):
+                    field = GRADER_NAME.sub("-", f"{name}-{dotted}")[:60]
+                    graders[field] = {"kind": "check", "check": field_check, "threshold": self.threshold}
+                    weights[field] = weight * share
+                    if every:
+                        gates.append(field)
+                continue
             elif kind == "composite" and _weighted_composite(item):
                 self.composite(item, name, weight, context, label, title, graders, weights, gates)
                 continue
@@ -431,7 +446,7 @@ class Graders:
                     mapped=True,
                 )
             known = {"name", "id", "type", "value", "prompt", "model", "threshold", "temperature", "weight",
-                     "required", "negate", "flags", "criteria", "rubrics", "description", "min_score"}  # fmt: skip
+                     "required", "negate", "flags", "criteria", "rubrics", "description", "min_score", "min", "max"}  # fmt: skip
             if kind == "code-grader":
                 known |= set(item)  # its other keys are the program's config
             for key in item:
@@ -663,21 +678,21 @@ class Graders:
         pieces: list[str] = []
         at = 0
         for match in TEMPLATE_VAR.finditer(template):
-            pieces.append(template[at : match.start()].replace("{", "{{").replace("}", "}}"))
+            pieces.append(rubric_escape(template[at : match.start()]))
             name = match.group(1)
             if name in PLACEHOLDERS:
                 pieces.append(PLACEHOLDERS[name])
             elif name in CASE_VARIABLES:
                 per_case = True
                 self.used_criteria |= name in ("criteria", "expected_outcome")
-                pieces.append(str(context.get(name, "")).replace("{", "{{").replace("}", "}}"))
+                pieces.append(rubric_escape(str(context.get(name, ""))))
             else:
                 self.report.group(
                     f"template variable {{{{{name}}}}}: unknown to evalsite, left as written", label
                 )
                 pieces.append(match.group(0).replace("{", "{{").replace("}", "}}"))
             at = match.end()
-        pieces.append(template[at:].replace("{", "{{").replace("}", "}}"))
+        pieces.append(rubric_escape(template[at:]))
         return "".join(pieces).strip() + "\n", per_case
 
     def rubrics(self, items: list, label: str) -> dict:

@@ -120,8 +120,48 @@ class JudgeSpec(StrictModel):
 
 
 class FieldEquals(StrictModel):
+    """A field of the JSON reply equals a value: exactly, as a number within a tolerance, or as a calendar
+    date written in any of the given formats."""
+
     path: str = Field(description="Dot path into the JSON-parsed reply, e.g. booking.status or items.0.id.")
     value: Any = Field(description="The value it must equal (compared after JSON parsing).")
+    tolerance: float | None = Field(
+        None,
+        ge=0,
+        description="Compare as numbers (numeric text counts): passes when they differ by at most this.",
+    )
+    relative: bool = Field(
+        False, description="With `tolerance`: the tolerance is a share of the expected value (0.01 = 1%)."
+    )
+    optional: bool = Field(
+        False, description="A JSON reply without the field passes; a reply that is not JSON still fails."
+    )
+    date_formats: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="Compare as calendar dates, each side read as ISO 8601 or one of these formats "
+        "(YYYY, MM, DD, MMM for a month name, e.g. DD-MMM-YYYY, MM/DD/YYYY).",
+    )
+
+    @field_validator("date_formats")
+    @classmethod
+    def _formats_read(cls, value: list[str] | None) -> list[str] | None:
+        for written in value or []:
+            if not DATE_TOKEN.search(written):
+                raise ValueError(f"date format {written!r} has none of YYYY, MM, DD, MMM")
+        return value
+
+    @model_validator(mode="after")
+    def _one_comparison(self) -> FieldEquals:
+        if self.tolerance is not None and self.date_formats is not None:
+            raise ValueError("compare as a number (`tolerance`) or as a date (`date_formats`), not both")
+        if self.relative and self.tolerance is None:
+            raise ValueError("`relative` needs a `tolerance`")
+        return self
+
+
+# The parts a date format is written with, longest first so MMMM is not read as MM twice.
+DATE_TOKEN = re.compile(r"YYYY|YY|MMMM|MMM|MM|M|DD|D")
 
 
 MAX_CODE_TIMEOUT = 600
@@ -215,6 +255,12 @@ class CheckFields(StrictModel):
     )
     min_tokens: int | None = Field(None, ge=0, description="Reply has at least this many completion tokens.")
     max_tokens: int | None = Field(None, ge=0, description="Reply has at most this many completion tokens.")
+    min_words: int | None = Field(
+        None, ge=0, description="Reply has at least this many words (runs of non-whitespace)."
+    )
+    max_words: int | None = Field(
+        None, ge=0, description="Reply has at most this many words (runs of non-whitespace)."
+    )
     semantic: SemanticSpec | None = None
     llm_judge: JudgeSpec | None = None
     field_equals: FieldEquals | None = Field(

@@ -266,6 +266,102 @@ def test_token_checks_estimate_when_usage_missing_and_say_so():
     assert not run({"max_tokens": 9}, text, completion_tokens=None).passed
 
 
+# --- min_words / max_words -----------------------------------------------------------------------------
+
+
+def test_word_bounds_count_runs_of_non_whitespace_inclusively():
+    """Words are what lies between whitespace, whatever the token count; both bounds include N."""
+    text = "Hello, I'm  an\nassistant!"
+    at_bound = run({"min_words": 4}, text, completion_tokens=1)
+    assert (at_bound.type, at_bound.passed, at_bound.reason) == ("min_words", True, "4 words")
+    assert not run({"min_words": 5}, text, completion_tokens=50).passed
+    assert run({"max_words": 4}, text).passed
+    assert not run({"max_words": 3}, text).passed
+    assert run({"max_words": 0}, "   ").passed
+    assert label(check({"min_words": 3})) == "min_words 3"
+
+
+# --- field_equals: numbers within a tolerance, dates in formats ----------------------------------------
+
+
+def test_field_equals_with_a_tolerance_compares_numbers():
+    reply_text = '{"invoice": {"total": 1889.5, "tax": "120.40", "note": "n/a"}}'
+    near = {"field_equals": {"path": "invoice.total", "value": 1889.49, "tolerance": 0.01}}
+    assert run(near, reply_text).passed
+    assert not run(
+        {"field_equals": {"path": "invoice.total", "value": 1889.4, "tolerance": 0.01}}, reply_text
+    ).passed
+    # numeric text reads as a number on either side
+    assert run({"field_equals": {"path": "invoice.tax", "value": 120, "tolerance": 0.5}}, reply_text).passed
+    assert not run({"field_equals": {"path": "invoice.tax", "value": 120}}, reply_text).passed
+    missed = run({"field_equals": {"path": "invoice.note", "value": 1, "tolerance": 5}}, reply_text)
+    assert not missed.passed and "not a number" in missed.reason
+    assert label(check(near)) == "field_equals invoice.total = 1889.49 ± 0.01"
+
+
+def test_a_relative_tolerance_is_a_share_of_the_expected_value():
+    text = '{"amount": 103, "zero": 0.004}'
+    assert run(
+        {"field_equals": {"path": "amount", "value": 100, "tolerance": 0.03, "relative": True}}, text
+    ).passed
+    assert not run(
+        {"field_equals": {"path": "amount", "value": 100, "tolerance": 0.02, "relative": True}}, text
+    ).passed
+    # at an expected 0 the difference itself counts, as AgentV does
+    assert run(
+        {"field_equals": {"path": "zero", "value": 0, "tolerance": 0.005, "relative": True}}, text
+    ).passed
+
+
+def test_field_equals_with_date_formats_compares_calendar_days():
+    formats = ["DD-MMM-YYYY", "MM/DD/YYYY"]
+    text = (
+        '{"issued": "15-JAN-2025", "due": "02/14/2025", "paid": "2025-03-01T10:30:00Z", "eu": "15/01/2025"}'
+    )
+    assert run(
+        {"field_equals": {"path": "issued", "value": "2025-01-15", "date_formats": formats}}, text
+    ).passed
+    assert run(
+        {"field_equals": {"path": "due", "value": "14-Feb-2025", "date_formats": formats}}, text
+    ).passed
+    assert run(
+        {"field_equals": {"path": "paid", "value": "03/01/2025", "date_formats": formats}}, text
+    ).passed
+    wrong = run({"field_equals": {"path": "due", "value": "2025-02-15", "date_formats": formats}}, text)
+    assert not wrong.passed and "2025-02-14" in wrong.reason
+    unread = run({"field_equals": {"path": "eu", "value": "2025-01-15", "date_formats": formats}}, text)
+    assert not unread.passed and "not a date" in unread.reason
+    assert run(
+        {"field_equals": {"path": "eu", "value": "2025-01-15", "date_formats": ["DD/MM/YYYY"]}}, text
+    ).passed
+    # without date_formats the same texts are compared exactly
+    assert not run({"field_equals": {"path": "issued", "value": "2025-01-15"}}, text).passed
+
+
+def test_an_optional_field_passes_when_a_json_reply_lacks_it():
+    spec = {"field_equals": {"path": "supplier.address", "value": "1 Harbor Rd", "optional": True}}
+    absent = run(spec, '{"supplier": {"name": "Acme"}}')
+    assert absent.passed and "optional" in absent.reason
+    assert not run(spec, '{"supplier": {"address": "2 Dock St"}}').passed
+    assert not run(spec, '{"supplier": {"address": null}}').passed
+    assert not run(spec, "I could not read the invoice.").passed
+    assert not run({"field_equals": {"path": "supplier.address", "value": "x"}}, '{"supplier": {}}').passed
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"tolerance": 1, "date_formats": ["YYYY-MM-DD"]}, "not both"),
+        ({"relative": True}, "needs a `tolerance`"),
+        ({"tolerance": -1}, "greater than or equal"),
+        ({"date_formats": ["every day"]}, "none of YYYY"),
+    ],
+)
+def test_field_equals_comparisons_are_checked(spec, message):
+    with pytest.raises(ValueError, match=message):
+        FieldEquals(path="a", value=1, **spec)
+
+
 # --- semantic ------------------------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine import suitevars
 from engine.imports import ImportProblem, convert
 from engine.judge import JUDGE_SYSTEM
 from engine.loader import load_suite
@@ -442,3 +443,50 @@ def test_a_turn_whose_assertions_were_all_lost_is_not_passed_as_an_unasserted_on
     turns = yaml.safe_load(result.source)["evals"][0]["turns"]
     assert "checks" not in turns[0]  # not `match: "*"`: AgentV grades this turn, evalsite cannot
     assert any("tool-trajectory" in line for line in result.lost)
+
+
+def test_field_accuracy_in_the_assertions_format_becomes_a_grader_per_field(fake, tmp_path):
+    """The `tests` / `assertions` shape: the same fields as today's format, weights kept as shares of the
+    item's weight, `all_or_nothing` making every field required. Played: a total within its tolerance and a
+    date in another format pass; a wrong currency fails the case."""
+    text = (FIXTURES / "agentv-fields-v3" / "receipts.eval.yaml").read_text()
+    result = convert({"receipts.eval.yaml": text})
+    assert result.lost == []
+    bakery = load_suite(result.source).evals[0]
+    assert bakery.pass_rule.weighted_average == pytest.approx(
+        {"receipt-shop": 0.25, "receipt-paid_on": 0.25, "receipt-total": 0.5}
+    )  # currency has weight 0: AgentV counts it nowhere
+    assert bakery.pass_rule.required == ["receipt-shop", "receipt-paid_on", "receipt-total"]
+    total = bakery.graders["receipt-total"].check.field_equals
+    assert (total.tolerance, total.relative) == (0.01, True)
+
+    fake.script(
+        "Read the bakery receipt as JSON.", ['{"shop": "Crumb", "paid_on": "2025-04-04", "total": 12.6}']
+    )
+    fake.script(
+        "Read the florist receipt as JSON.", ['{"shop": "Bloom", "paid_on": "2025-04-05", "total": 30}']
+    )
+    code, results, output = import_and_run(fake, "agentv-fields-v3", tmp_path)
+    runs = by_id(results)
+    assert runs["bakery"][0]["status"] == "passed", output
+    assert runs["florist"][0]["status"] == "failed", output
+
+
+def test_assertions_format_word_bounds_and_environment_interpolation():
+    """AgentV's earlier `${{ NAME }}` (read from the environment when it ran) becomes a suite variable, and its
+    custom `word-count` assertion (the bound in `.agentv/assertions/word-count.ts`) a `min_words` check."""
+    root = FIXTURES / "agentv-words-env-v3"
+    files = {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+    result = convert(files)
+    assert result.lost == []
+    suite = load_suite(result.source)
+    assert suite.vars == {"SHOP_NAME": None, "PERSONA": None}
+    assert "${{ VAR }}" not in result.source and "${{" not in result.source.split("evals:")[1]
+    welcome, persona = suitevars.bind(suite, {"SHOP_NAME": "Crumb {bakery}", "PERSONA": "a pirate"}).evals
+    assert persona.messages[0].content == "You are a pirate."
+    criteria = persona.checks[0].llm_judge.criteria
+    assert "Arr, I keep the shop Crumb {bakery}." in criteria and "var:" not in criteria
+    bounds = {
+        grader.check.kind: grader.check for grader in welcome.graders.values() if grader.kind == "check"
+    }
+    assert bounds["min_words"].min_words == 5 and bounds["max_words"].max_words == 20

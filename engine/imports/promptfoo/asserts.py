@@ -20,6 +20,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from engine import patterns
+from engine.schema.checks import DATE_TOKEN
 
 from ..common import as_number, as_share, as_text, attach, basename, find_file, safe_file_name, short
 
@@ -48,10 +49,17 @@ JUDGE_TYPES = (
 TOOL_TYPES = ("tool-trajectory", "trajectory", "skill-trigger", "skill-used", "tool-call-f1", "is-valid-openai-tools-call",
               "is-valid-openai-function-call", "tool_trajectory", "expected_tool_calls", "trace-span-count")  # fmt: skip
 BOUND_TYPES = ("latency", "cost", "execution-metrics", "token-usage", "token_usage")
+ESCAPED_SUITE_VAR = re.compile(r"\\\{\\\{var:((?:[A-Za-z0-9_]|\\[.\-])+)\\\}\\\}")
+WORD_TYPES = ("min-words", "max-words", "word-count")
+# How an AgentV assertion script (`.agentv/assertions/min-words.ts`) writes its bound: `const minWords = 3`.
+SCRIPT_WORD_BOUND = re.compile(r"\b(min|max)[_ ]?words\s*[:=]\s*(\d+)", re.IGNORECASE)
 CODE_TYPES = ("code-grader", "script", "code", "code_judge", "code-judge")
 GROUP_TYPES = ("assert-set", "composite")
 GRADER_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 PROMPTFOO_JUDGE_PASS = 0.5
+# The formats AgentV's field-accuracy reads a date in when a field names none.
+AGENTV_DATE_FORMATS = ("YYYY-MM-DDTHH:mm:ssZ", "YYYY-MM-DDTHH:mm:ss", "YYYY-MM-DD", "DD-MMM-YYYY", "MM/DD/YYYY",
+                       "DD/MM/YYYY", "MM-DD-YYYY", "DD-MM-YYYY")  # fmt: skip
 NOT_REGEX_SAFE = re.compile(r"^\(\?[aiLmsux]+\)")
 
 
@@ -330,7 +338,7 @@ class Assertions:
                     f"\n\nA reference answer (the reply need not match it word for word):\n{ctx.reference}"
                 )
             self.plain_criteria = grader_criteria
-            parts = ["Grade the reply against this criterion:", _escape(criteria or "")]
+            parts = ["Grade the reply against this criterion:", rubric_escape(criteria or "")]
             if ctx.reference:
                 parts += ["A reference answer (the reply need not match it word for word):", "{ground_truth}"]
             parts += ["The reply:", "{submission}"]
@@ -340,16 +348,16 @@ class Assertions:
     def rubric_text(self, template: str, criteria: str, ctx: Context, where: str) -> str:
         pieces, at = [], 0
         for match in TEMPLATE_VAR.finditer(template):
-            pieces.append(_escape(template[at : match.start()]))
+            pieces.append(rubric_escape(template[at : match.start()]))
             name = match.group(1)
             if name in ("input", "question") and not ctx.live:
-                pieces.append(_escape(ctx.prompt))  # a given history: evalsite's {input} would be empty
+                pieces.append(rubric_escape(ctx.prompt))  # a given history: evalsite's {input} would be empty
             elif name in PLACEHOLDERS:
                 pieces.append(PLACEHOLDERS[name])
             elif name in ("rubric", "rubrics", "criteria", "expected_outcome"):
-                pieces.append(_escape(criteria))
+                pieces.append(rubric_escape(criteria))
             elif name.split(".")[0] in ctx.variables:
-                pieces.append(_escape(self.render(match.group(0), ctx.variables, where)))
+                pieces.append(rubric_escape(self.render(match.group(0), ctx.variables, where)))
             else:
                 self.report.group(
                     f"judge prompt variable {match.group(0)}: unknown, left out of the prompt",
@@ -357,7 +365,7 @@ class Assertions:
                     lost=True,
                 )
             at = match.end()
-        pieces.append(_escape(template[at:]))
+        pieces.append(rubric_escape(template[at:]))
         text = "".join(pieces).strip()
         if "{submission}" not in text:
             text += "\n\nThe reply:\n{submission}"
@@ -403,35 +411,11 @@ class Assertions:
 
     def field_accuracy(self, out: Graded, item: dict, weight: float, ctx: Context, where: str,
                        metric: str | None) -> None:  # fmt: skip
-        fields = item.get("fields")
-        try:
-            expected = json.loads(ctx.reference) if ctx.reference else None
-        except ValueError:
-            expected = None
-        if not isinstance(fields, list) or not isinstance(expected, dict):
-            self.report.lose(
-                f"{where}: field-accuracy without fields or an expected_output object — not converted"
-            )
-            return
-        usable = []
-        for spec in fields:
-            path = as_text(spec.get("path")) if isinstance(spec, dict) else None
-            if path is None:
-                continue
-            dotted = re.sub(r"\[(\d+)\]", r".\1", path)
-            value = _dig(expected, dotted)
-            if spec.get("match", "exact") != "exact" or value is _NOTHING:
-                self.report.lose(f"{where}: field {path} ({spec.get('match', 'exact')}) — evalsite compares "
-                                 "fields exactly, and only ones the expected output holds; not converted")  # fmt: skip
-                continue
-            usable.append((dotted, value, spec))
-        shares = [as_number(spec.get("weight")) or 1.0 for _, _, spec in usable]
-        for (dotted, value, spec), own in zip(usable, shares, strict=True):
-            check = {"field_equals": {"path": dotted, "value": value}}
+        fields = field_accuracy(item, ctx.reference, self.report, where)
+        every = item.get("aggregation") == "all_or_nothing"
+        for dotted, check, share in fields:
             self.add(out, f"{metric or 'field'}-{dotted}", {"kind": "check", "check": check}, check,
-                     weight * own / sum(shares), spec.get("required"), None, ctx, where)  # fmt: skip
-        if usable:
-            self.report.group("field-accuracy exact fields → field_equals graders", where, mapped=True)
+                     weight * share, True if every else None, None, ctx, where)  # fmt: skip
 
     # -- deterministic checks -------------------------------------------------------------------------------
 
@@ -492,8 +476,12 @@ class Assertions:
             check = {"semantic": spec}
             if len(texts) > 1:
                 check = {"or": [{"semantic": {**spec, "expected": text}} for text in texts]}
-        elif base in ("min-words", "word-count", "max-length", "min-length"):
-            report.lose(f"{where}: {kind} — evalsite counts tokens, not words or characters; not converted")
+        elif base in WORD_TYPES and not negated:
+            check = self.words(base, item, where)
+            if check is None:
+                return None
+        elif base in ("max-length", "min-length"):
+            report.lose(f"{where}: {kind} — evalsite counts tokens and words, not characters; not converted")
             return None
         elif base in ("javascript", "webhook"):
             report.lose(f"{where}: {kind} assertion ({short(value, 60)}) — evalsite runs programs and Python "
@@ -505,12 +493,17 @@ class Assertions:
                 f"{where}: {kind or 'an item without a type'}{shown} — no evalsite equivalent; not converted"
             )
             return None
+        if check is not None and isinstance(check.get("regex"), str):
+            check["regex"] = _suite_vars_unescaped(check["regex"])
         if check is None or not _valid(check):
             report.lose(f"{where}: {kind} {short(value, 60)} — no value, or a pattern evalsite cannot run; "
                         "not converted")  # fmt: skip
             return None
         report.group(f"{kind} → a check grader", where, mapped=True)
         return check
+
+    def words(self, kind: str, item: dict, where: str) -> dict | None:
+        return word_check(kind, item, self.files if self.agentv else {}, self.report, where)
 
     def bound(self, item: dict, kind: str) -> dict | None:
         """Token bounds evalsite checks: the reply's completion tokens."""
@@ -659,6 +652,148 @@ def _float(text: object) -> float | None:
         return None
 
 
+def field_accuracy(item: dict, reference: str | None, report, where: str) -> list[tuple[str, dict, float]]:
+    """AgentV's field-accuracy as one check per field, each with its share of the item's weight: (dotted path,
+    check, share). A field the expected output does not hold scores 1 in AgentV, so it stays as a check that
+    always passes; a required field the reply lacks fails; an optional one it lacks passes (AgentV leaves it
+    out of the average). `all_or_nothing` makes each field required (the caller's part)."""
+    fields = item.get("fields")
+    try:
+        expected = json.loads(reference) if reference else None
+    except ValueError:
+        expected = None
+    if not isinstance(fields, list) or not isinstance(expected, dict):
+        report.lose(f"{where}: field-accuracy without fields or an expected_output object — not converted")
+        return []
+    every = item.get("aggregation") == "all_or_nothing"
+    if item.get("required") and not every:
+        report.group("required on a weighted field-accuracy: AgentV gates on the fields' average, evalsite's "
+                     "graders are its fields one by one; the gate is not kept", where, lost=True)  # fmt: skip
+    usable = []
+    for index, spec in enumerate(fields):
+        path = as_text(spec.get("path")) if isinstance(spec, dict) else None
+        weight = as_number(spec.get("weight")) if isinstance(spec, dict) else None
+        weight = 1.0 if weight is None else weight
+        if path is None or weight <= 0:
+            continue  # a field without a path or a weight counts nothing in AgentV's average
+        dotted = re.sub(r"\[(\d+)\]", r".\1", path).strip(".")
+        check = _field_check(spec, dotted, _dig(expected, dotted), report, f"{where}.fields[{index}]")
+        if check is not None:
+            usable.append((dotted, check, weight))
+    total = sum(weight for _, _, weight in usable)
+    if usable:
+        report.group("field-accuracy fields → field_equals graders, each with its share of the weight"
+                     + (" and required (all_or_nothing)" if every else ""), where, mapped=True)  # fmt: skip
+    return [(dotted, check, weight / total) for dotted, check, weight in usable]
+
+
+def _field_check(spec: dict, dotted: str, value: object, report, where: str) -> dict | None:
+    match = spec.get("match", "exact")
+    if value is _NOTHING:
+        report.group("field-accuracy field the expected output does not hold: AgentV scores it 1 → a check "
+                     "that always passes (min_words: 0), keeping its weight", where, mapped=True)  # fmt: skip
+        return {"min_words": 0}
+    if not _finite(value):
+        report.lose(f"{where}: field {dotted} — its expected value holds NaN or an infinity, which no JSON "
+                    "reply can; not converted")  # fmt: skip
+        return None
+    compare: dict = {"path": dotted, "value": value}
+    if match == "numeric_tolerance":
+        compare["tolerance"] = abs(as_number(spec.get("tolerance")) or 0.0)
+        if spec.get("relative") is True:
+            compare["relative"] = True
+    elif match == "date":
+        formats = spec.get("formats")
+        written = formats if isinstance(formats, list) else []
+        readable = [f for f in written if isinstance(f, str) and DATE_TOKEN.search(f)]
+        compare["date_formats"] = readable or list(AGENTV_DATE_FORMATS)
+    elif match != "exact":
+        report.lose(f"{where}: field {dotted} (match: {short(match, 30)}) — AgentV scores an unknown match 0; "
+                    "not converted")  # fmt: skip
+        return None
+    if spec.get("required") is False:
+        compare["optional"] = True
+    return {"field_equals": compare}
+
+
+def _suite_vars_unescaped(pattern: str) -> str:
+    """`{{var:NAME}}` as written in a pattern built with re.escape, so the run still fills it in."""
+    return ESCAPED_SUITE_VAR.sub(lambda found: "{{var:" + found.group(1).replace("\\", "") + "}}", pattern)
+
+
+def _finite(value: object) -> bool:
+    """No NaN or infinity anywhere in a YAML value (`.nan`, `.inf`)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_finite(item) for item in value)
+    return True
+
+
+def word_check(kind: str, item: dict, files, report, where: str) -> dict | None:
+    """Word bounds: `min-words` / `max-words` (AgentV, the bound given or written in its assertion script
+    `.agentv/assertions/<type>.ts`, found among `files`) and `word-count` (promptfoo: a number is the exact
+    count, or `{min, max}`; AgentV's own was a script). Words are runs of non-whitespace in every tool."""
+    low, high = _word_bounds(kind, item)
+    script = None
+    if low is None and high is None:
+        for suffix in (".ts", ".js", ".mts", ".mjs"):
+            script = find_file(files, f".agentv/assertions/{kind}{suffix}")
+            if script is not None:
+                break
+        for side, number in SCRIPT_WORD_BOUND.findall(script[1] if script else ""):
+            if side.lower() == "min" and low is None and kind != "max-words":
+                low = int(number)
+            elif side.lower() == "max" and high is None and kind != "min-words":
+                high = int(number)
+    if low is None and high is None:
+        report.lose(f"{where}: {kind} — no word bound given (nor an assertion script that writes one); "
+                    "not converted")  # fmt: skip
+        return None
+    if script is not None:
+        report.group(f"{kind}: its bound read from its assertion script {script[0]} (a reply under it scores "
+                     "0, not the script's partial score)", where, mapped=True)  # fmt: skip
+    if high is None:
+        return {"min_words": low}
+    if low is None or low == 0 and high == 0:
+        return {"max_words": high}
+    # Both bounds in one check: a reply of `low` to `high` whitespace-separated words, whole.
+    words = rf"(?:\S+\s+){{{max(low - 1, 0)},{max(high - 1, 0)}}}\S+"
+    pattern = rf"\A\s*{words}\s*\Z"
+    return {"regex": pattern if low > 0 else rf"\A\s*(?:{words})?\s*\Z"}
+
+
+def _word_bounds(kind: str, item: dict) -> tuple[int | None, int | None]:
+    """The (min, max) words an item gives: `value` (a number, or `{min, max}`), or `min` / `max` keys."""
+    value = item.get("value")
+    given = (
+        value
+        if isinstance(value, dict)
+        else item.get("config")
+        if isinstance(item.get("config"), dict)
+        else item
+    )
+    low = _count(given.get("min")) if isinstance(given, dict) else None
+    high = _count(given.get("max")) if isinstance(given, dict) else None
+    number = _count(value)
+    if number is not None and kind == "min-words":
+        low = number
+    elif number is not None and kind == "max-words":
+        high = number
+    elif number is not None:
+        low = high = number
+    if low is not None and high is not None and low > high:
+        return None, None
+    return low, high
+
+
+def _count(value: object) -> int | None:
+    number = as_number(value)
+    return int(number) if number is not None and number >= 0 and number == int(number) else None
+
+
 def _dig(value: object, path: str) -> object:
     for step in path.split("."):
         if isinstance(value, dict) and step in value:
@@ -679,8 +814,14 @@ def _is_path(text: str) -> bool:
     )
 
 
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
+def rubric_escape(text: str) -> str:
+    """Braces made literal for a rubric (a str.format template), but for suite variables, which evalsite
+    fills before the rubric is formatted."""
+    pieces = re.split(r"(\{\{\s*var:[^{}\s]+\s*\}\})", text)
+    return "".join(
+        piece if index % 2 else piece.replace("{", "{{").replace("}", "}}")
+        for index, piece in enumerate(pieces)
+    )
 
 
 def _texts(value: object) -> list[str]:

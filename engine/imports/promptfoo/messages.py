@@ -19,6 +19,11 @@ from ..common import (
 from .render import lookup, only_variable, render, without_conversation_loop
 
 ENV_REFERENCE = re.compile(r"\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)")
+# `{{ env.NAME }}`, or with a default: `{{ env.NAME | default("text") }}`.
+ENV_TEMPLATE = re.compile(
+    r"\{\{-?\s*env\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*"
+    r"(?:\|\s*(?:default|d)\s*\(\s*(?P<default>'[^']*'|\"[^\"]*\"|[^()'\"]*?)\s*\)\s*)?-?\}\}"
+)
 CHAT_ROLES = ("system", "user", "assistant", "developer", "tool")
 
 
@@ -126,7 +131,7 @@ class Messages:
         return name
 
     def render_text(self, template: str, variables: dict, where: str) -> str:
-        rendered = render(template, variables)
+        rendered = render(self.env_to_vars(template, where), variables)
         for name in [n for n in rendered.unknown if n.startswith("env.")]:
             self.environment(f"{{{{ {name} }}}}", where)
         for name in [n for n in rendered.unknown if not n.startswith("env.")]:
@@ -136,6 +141,36 @@ class Messages:
             self.report.group(f"template {short(expression, 60)}: evalsite renders variables and simple filters "
                               "only, left as written", where, lost=True)  # fmt: skip
         return rendered.text
+
+    def env_to_vars(self, text: str, where: str) -> str:
+        """The tools fill `{{ env.NAME }}` from the environment when they run; evalsite asks for such a value
+        when a run is launched: it becomes `{{var:NAME}}`, a suite variable with the template's default."""
+
+        def declare(found: re.Match) -> str:
+            name, default = found.group("name"), found.group("default")
+            value = _default(default) if default is not None else None
+            given_env = self.data.get("env") if isinstance(self.data.get("env"), dict) else {}
+            if value is None and isinstance(given_env.get(name), (str, int, float)):
+                value = str(given_env[name])  # promptfoo's `env:` block sets it for the run
+            if self.suite_vars.setdefault(name, value) is None and value is not None:
+                self.suite_vars[name] = value
+            given = f"default {short(value, 40)}" if value is not None else "no default: give it at launch"
+            self.report.group(f"{{{{ env.{name} }}}} → {{{{var:{name}}}}}, a suite variable ({given}; "
+                              f"evalsite run --var {name}=…)", where, mapped=True)  # fmt: skip
+            return f"{{{{var:{name}}}}}"
+
+        return ENV_TEMPLATE.sub(declare, text) if "env." in text else text
+
+    def env_everywhere(self, value: object, where: str) -> object:
+        """Every text of a parsed file with its `{{ env.NAME }}` as suite variables."""
+        if isinstance(value, str):
+            return self.env_to_vars(value, where)
+        if isinstance(value, dict):
+            return {key: self.env_everywhere(item, f"{where}.{key}" if where else str(key))
+                    for key, item in value.items()}  # fmt: skip
+        if isinstance(value, list):
+            return [self.env_everywhere(item, f"{where}[{index}]") for index, item in enumerate(value)]
+        return value
 
     def environment(self, text: str, where: str) -> None:
         """AgentV fills `{{ env.NAME }}` from the environment when it runs; the import cannot."""
@@ -207,3 +242,10 @@ def prompt_text(messages: list[dict]) -> str:
 def slug(text: str) -> str:
     slug = re.sub(r"\s+", "-", text.strip())
     return slug[:200] or "test"
+
+
+def _default(written: str) -> str:
+    written = written.strip()
+    if len(written) >= 2 and written[0] == written[-1] and written[0] in "'\"":
+        return written[1:-1]
+    return written

@@ -42,6 +42,11 @@ TEST_KEYS = {"vars", "assert", "description", "id", "threshold", "options", "met
              "conversation_id", "provider", "providers", "note", "input_files"}  # fmt: skip
 
 
+# Keys whose text is not sent or graded: `{{ env.NAME }}` there is left as written (AgentV's description of
+# its env-interpolation example names `{{ env.VAR }}` as text).
+ENV_KEPT_KEYS = ("name", "description", "providers", "targets", "target", "env")
+
+
 class Reader(Sources, Messages, Conversations):
     def __init__(self, name: str, data: dict, files, report: Report, agentv: bool) -> None:
         self.name = name
@@ -56,6 +61,7 @@ class Reader(Sources, Messages, Conversations):
         self.threshold = AGENTV_THRESHOLD if agentv else None
         self.suite_asserts: list = []  # AgentV's root-level assertions, which a test may skip
         self.threaded = False  # a prompt loops over `_conversation`: the tests are turns of conversations
+        self.suite_vars: dict[str, str | None] = {}  # `{{ env.NAME }}` as suite variables, with defaults
 
     # -- the suite ------------------------------------------------------------------------------------------
 
@@ -71,6 +77,10 @@ class Reader(Sources, Messages, Conversations):
             sections.append(Section("description", as_text(data["description"])))
             report.map("description → description")
         self.providers()
+        self.data = data = {
+            key: value if key in ENV_KEPT_KEYS else self.env_everywhere(value, key)
+            for key, value in data.items()
+        }
         for key in data:
             if key in NOTED_KEYS:
                 report.skip(
@@ -92,6 +102,8 @@ class Reader(Sources, Messages, Conversations):
         evals, notes = self.evals(tests, default, prompts)
         if not evals:
             raise ImportProblem(f"{self.name}: no test could be converted — {'; '.join(report.problems())}")
+        if self.suite_vars:
+            sections.append(Section("vars", self.suite_vars))
         sections.append(Section("model", None, comments=[
             f"model: set the model under test ({self.tool} chose it with `providers`)"]))  # fmt: skip
         if iterations > 1:

@@ -17,6 +17,8 @@ COMMENT = re.compile(r"\{#.*?#\}", re.DOTALL)
 PATH = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\s*(?:\d+|'[^']*'|\"[^\"]*\")\s*\])*$"
 )
+# evalsite's own suite variable, written by the importer where the tool read the environment.
+SUITE_VAR = re.compile(r"^var:\s*[A-Za-z_][A-Za-z0-9_.\-]*$")
 STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*(\d+|'[^']*'|\"[^\"]*\")\s*\]")
 # The loop over earlier turns in promptfoo's multi-turn prompts: the importer sends those turns for real.
 CONVERSATION_LOOP = re.compile(
@@ -83,6 +85,8 @@ def render(template: str, variables: dict) -> Rendered:
 
     def replace(match: re.Match) -> str:
         expression = match.group(1).strip()
+        if SUITE_VAR.match(expression):
+            return match.group(0)
         name, *filters = [part.strip() for part in _split_filters(expression)]
         if not PATH.match(name):
             out.unrendered.append(match.group(0))
