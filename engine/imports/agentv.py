@@ -38,11 +38,10 @@ from .common import (
     Section,
     as_share,
     as_text,
-    attach,
+    attach_reference,
     basename,
     find_file,
     parse_yaml,
-    safe_file_name,
     short,
     unique_id,
 )
@@ -726,15 +725,7 @@ class _Cases(Graders):
         return json.dumps(raw, ensure_ascii=False, indent=2, default=str)
 
     def attach(self, reference: str, label: str) -> str:
-        name = safe_file_name(reference)
-        found = find_file(self.files, reference)
-        if found is None:
-            self.report.need(name)
-            self.report.group(f"file {reference} → attached file {name}: not uploaded — attach it", label)
-        else:
-            name = attach(self.attached, name, found[1])
-            self.report.group(f"file {reference} → attached file {name}", label, mapped=True)
-        return name
+        return attach_reference(self.files, self.attached, self.report, reference, label)
 
     def reference(self, raw: object, label: str) -> str | None:
         """The reference answer: the last expected message, as text."""

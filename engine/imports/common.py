@@ -47,6 +47,21 @@ def attach(attached: dict[str, str], name: str, text: str) -> str:
     return candidate
 
 
+def attach_reference(
+    files: Mapping[str, str], attached: dict[str, str], report: Report, reference: str, where: str
+) -> str:
+    """The attached name of a file a suite refers to: attached when it was uploaded, else asked for."""
+    name = safe_file_name(reference)
+    found = find_file(files, reference)
+    if found is None:
+        report.need(name)
+        report.group(f"file {reference} → attached file {name}: not uploaded — attach it", where)
+        return name
+    name = attach(attached, name, found[1])
+    report.group(f"file {reference} → attached file {name}", where, mapped=True)
+    return name
+
+
 def a(tool: str) -> str:
     """The tool's name after its article: "an AgentV", "a vibecheck"."""
     return f"{'an' if tool[:1].lower() in 'aeiou' else 'a'} {tool}"

@@ -9,11 +9,10 @@ import re
 from ..common import (
     ImportProblem,
     as_text,
-    attach,
+    attach_reference,
     basename,
     find_file,
     parse_yaml,
-    safe_file_name,
     short,
 )
 from .render import lookup, only_variable, render, without_conversation_loop
@@ -120,15 +119,7 @@ class Messages:
         return json.dumps(raw, ensure_ascii=False, indent=2, default=str)
 
     def attach(self, reference: str, where: str) -> str:
-        name = safe_file_name(reference)
-        found = find_file(self.files, reference)
-        if found is None:
-            self.report.need(name)
-            self.report.group(f"file {reference} → attached file {name}: not uploaded — attach it", where)
-        else:
-            name = attach(self.attached, name, found[1])
-            self.report.group(f"file {reference} → attached file {name}", where, mapped=True)
-        return name
+        return attach_reference(self.files, self.attached, self.report, reference, where)
 
     def render_text(self, template: str, variables: dict, where: str) -> str:
         rendered = render(self.env_to_vars(template, where), variables)
