@@ -29,7 +29,8 @@ run: setup
 TEST_PROCESSES ?= 2
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile -m "not alone"
+	$(PY) -m pytest -m alone -p no:cacheprovider
 	@$(MAKE) --no-print-directory test-pg
 
 # The end-to-end tests and those of database-specific SQL again, on PostgreSQL + Redis.

@@ -144,12 +144,13 @@ def test_a_judge_that_cannot_be_read_is_an_error_not_a_fail_and_shows_its_answer
     )
 
 
+@pytest.mark.alone  # the first poll must come while both calls are with the model
 def test_cancel_mid_flight_keeps_the_page_polling_until_the_conversations_end(
     signed_in, user, fake_endpoint, fake_openai, start_worker
 ):
     """A real worker, a slow endpoint: cancelled while two conversations wait on the model, the progress
     partial keeps polling ("cancelling, 2 finishing") until they end, then shows the final state and stops."""
-    fake_openai.latency = 4  # long enough for the first poll to find both still with the model, under load
+    fake_openai.latency = 1.5
     evals = "".join(f"  - prompt: question {i}\n    checks: [{{match: '*'}}]\n" for i in range(6))
     signed_in.post(reverse("suites:new"), {"source": f"name: slow\nmodel: fake/m\nevals:\n{evals}"})
     start_worker()
