@@ -19,7 +19,7 @@ from suites.models import Suite
 
 from .. import selectors
 from ..models import ACTIVE, Status
-from .common import with_durations
+from ..timing import with_durations
 
 RUNS_PER_PAGE = 50
 
@@ -111,7 +111,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "every_suite_url": _list_url(None, current, search),
     }
     if request.htmx:
-        return render(request, "runs/list.html#table", context)
+        return render(request, "runs/list/_table.html", context)
     return render(request, "runs/list.html", context)
 
 
