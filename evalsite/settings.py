@@ -242,14 +242,14 @@ CACHES = {
         "LOCATION": "run-rows",
         "OPTIONS": {"MAX_ENTRIES": env_int("EVALSITE_ROW_CACHE_ROWS", 20_000)},
     },
-    # A finished run's conversation table as a page shows it (runs.views.run._table_key), in each web
+    # A finished run's conversation table as a page shows it (runs.page_cache.table_key), in each web
     # process's memory: ~100 KB a table. A run page of 100,000 conversations reads and renders no row then.
     "tables": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "run-tables",
         "OPTIONS": {"MAX_ENTRIES": env_int("EVALSITE_TABLE_CACHE_PAGES", 200)},
     },
-    # A finished run's counts, gates and repeated evals' statistics (runs.views.run._kept): a run of 100,000
+    # A finished run's counts, gates and repeated evals' statistics (runs.page_cache): a run of 100,000
     # conversations costs a scan of them all per page otherwise (and its gates a parse of its suite). In
     # files under var/, so that every web process of the host reads what one of them worked out, with no
     # server to run. Nothing in it goes stale: each key names the run's state and revision.
@@ -263,7 +263,8 @@ CACHES = {
             "engine/stats.py",
             "runs/display.py",
             "runs/selectors.py",
-            "runs/views/run.py",
+            "runs/page_cache.py",
+            "runs/run_page.py",
         ),
     },
 }

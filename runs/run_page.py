@@ -138,63 +138,21 @@ def run_page(
     whole_sent: datetime | None = None,
     oob: bool = False,
 ) -> RunPage:
-    """The page for `access` and the URL's `query`. `absolute_uri` makes the share links whole. `since`: the poll's, whose table has only the rows
-    changed since then; `whole_sent`: when the poll last had the sections that read many rows, None to
-    have them now; `oob`: for the poll, whose sections replace the page's out of band."""
+    """The page for `access` and the URL's `query`; `absolute_uri` makes share links whole. For the poll:
+    `since`, when it last heard from the server (its table has only the rows changed since); `whole_sent`,
+    when it last had the sections that read many rows (None: have them now); `oob`, sections out of band."""
     run = access.run
     facts = selectors.suite_facts(run)
     progress = progress if progress is not None else progress_of(run, facts)
     whole = whole_sent is None
-    sizes = facts.sizes if facts is not None else {}  # eval index -> iterations, for repeated evals
-    # Verdicts and flakiness of every repeated eval come from one aggregate (the progress bar's own when the
-    # suite repeats every eval); strips and statistics only for the evals on this page of the section.
-    outcomes = progress.get("by_eval") or (
-        page_cache.settled_aggregate(run, "outcomes", lambda: selectors.repeated_outcomes(run, sizes))
-        if sizes
-        else {}
-    )
-    verdicts = {index: display.repeated_status(o, facts.thresholds[index]) for index, o in outcomes.items()}
-    flaky_evals = {index for index, o in outcomes.items() if o[Status.PASSED] and o[Status.FAILED]}
-    flaky_only = query.get("flaky") == "1" and bool(sizes)
-    iterated_page = Paginator(sorted(flaky_evals if flaky_only else sizes), REPEATED_PER_PAGE).get_page(
-        query.get("ipage")
-    )
-    results, strips = page_cache.repeated(
-        run, list(iterated_page.object_list) if whole else [], outcomes, facts
-    )
-    gates = []
-    if facts is not None and facts.has_gates and whole:
-        gates = page_cache.settled_aggregate(
-            run, "gates", lambda: display.gates(selectors.gate_results(run, selectors.summary_rows(run)))
-        )
-    flaky = flaky_evals if flaky_only else None
-    triage = _triage(query, facts)
-    # A poll of the unfiltered table in suite order sends only the rows changed since the last one; filtered
-    # or sorted tables are sent whole (a page at most), as rows may enter, leave or move.
-    delta = since is not None and not triage["query"] and flaky is None
-    table_key = None if delta else page_cache.table_key(run, access.token, oob, query.urlencode())
-    stored = page_cache.stored_table(table_key)
-    if stored is None:
-        page = _page(query, run, triage, facts, flaky, progress["total"])
-        triage.update(page=page, matched=page.paginator.count)
-        shown, page_number = page.object_list, page.number
-    else:
-        shown, page_number = [], stored["page"]
-    if delta:
-        changed = selectors.changed_since([c.pk for c in shown], since)
-        shown = [c for c in shown if c.pk in changed]
-    grader_names = selectors.grader_columns(run)
     now = timezone.now()
-    _prepare_rows(shown, access, sizes, grader_names, now)
-    # The table's own settings (which columns it has, whether its rows go out of band): part of each row's key.
-    columns = (
-        bool(sizes),
-        bool(progress["judge_tokens"]),
-        bool(progress["user_tokens"]),
-        display.STRIP_MAX_MARKS,
+    repeated = _repeated(access, query, facts, progress, whole)
+    gates = _gates(run, facts) if whole else []
+    table = _table(
+        access, query, facts, progress, repeated.flaky if repeated.flaky_only else None, since, oob, now
     )
-    page_cache.cached_rows(shown, (*columns, delta))
     print_ = fingerprint(run, progress)
+    page_number = table.stored["page"] if table.stored else table.triage["page"].number
     urls = {
         "run": access.url("detail"),
         "all_evals": access.url("detail"),
@@ -206,9 +164,9 @@ def run_page(
                 "since": ms(now),
                 # When the sections that read many rows were last sent: the poll sends them again after a while.
                 "whole": ms(now if whole else whole_sent),
-                "flaky": 1 if flaky_only else None,
+                "flaky": 1 if repeated.flaky_only else None,
                 "page": page_number if page_number > 1 else None,
-                **triage["query"],
+                **table.triage["query"],
             },
         ),
         "json": access.url("json"),
@@ -216,20 +174,18 @@ def run_page(
         # A run of a calibration set has a page of figures: how far each judge agrees with the labels.
         "calibration": access.url("calibration") if facts is not None and facts.calibration else None,
     }
+    waits = progress["waiting"]
     page = RunPage(
         run=run,
         shared=access.shared,
         live=is_live(run, progress),
         fingerprint=print_,
         whole=whole,
-        state=display.run_state(run, progress, gates, *_eval_counts(progress, outcomes, verdicts)),
-        progress=progress,
-        waiting=display.waiting(
-            progress["waiting"]["reason"],
-            progress["waiting"]["until"],
-            now,
-            count=progress["waiting"]["count"],
+        state=display.run_state(
+            run, progress, gates, *_eval_counts(progress, repeated.outcomes, repeated.verdicts)
         ),
+        progress=progress,
+        waiting=display.waiting(waits["reason"], waits["until"], now, count=waits["count"]),
         calling=display.calling(progress.get("calling"), now),
         can_retry=not run.is_active
         and run.status != Status.CANCELLED
@@ -241,22 +197,24 @@ def run_page(
         gates=gates,
         gates_failed=sum(not gate["passed"] for gate in gates if gate["top"]),
         gates_total=sum(gate["top"] for gate in gates),
-        iterated=display.iterated_rows(strips, results, outcomes, access.conversation_url),
-        iterated_page=iterated_page,
-        iterated_total=len(sizes),
-        flaky_count=len(flaky_evals),
-        flaky_only=flaky_only,
-        conversations=shown,
-        conversations_html=mark_safe(stored["html"]) if stored else None,  # rendered by the page's template
-        table_key=table_key,
-        delta=delta,
-        changed=shown if delta else [],
-        triage=triage,
+        iterated=repeated.rows,
+        iterated_page=repeated.page,
+        iterated_total=repeated.total,
+        flaky_count=len(repeated.flaky),
+        flaky_only=repeated.flaky_only,
+        conversations=table.shown,
+        conversations_html=mark_safe(table.stored["html"])
+        if table.stored
+        else None,  # rendered by our template
+        table_key=table.key,
+        delta=table.delta,
+        changed=table.shown if table.delta else [],
+        triage=table.triage,
         conversation_total=progress["total"],
-        show_iterations=columns[0],
-        show_judge=columns[1],
-        show_user=columns[2],
-        grader_names=grader_names,
+        show_iterations=table.columns[0],
+        show_judge=table.columns[1],
+        show_user=table.columns[2],
+        grader_names=table.grader_names,
         strip_max=display.STRIP_MAX_MARKS,
         urls=urls,
     )
@@ -267,6 +225,99 @@ def run_page(
             run.suite_version.suite.versions.order_by("-number").values_list("number", flat=True)
         )
     return page
+
+
+@dataclass
+class _Repeated:
+    """The Iterations section: every repeated eval's outcome counts, verdict and flakiness, from one aggregate,
+    and the rows of one page of them, with their strips and statistics."""
+
+    outcomes: dict[int, dict]
+    verdicts: dict[int, str]
+    flaky: set[int]
+    flaky_only: bool
+    total: int
+    page: Page
+    rows: list
+
+
+def _repeated(access: Access, query: QueryDict, facts, progress: dict, whole: bool) -> _Repeated:
+    run = access.run
+    sizes = facts.sizes if facts is not None else {}  # eval index -> iterations, for repeated evals
+    # The progress aggregate has the outcomes already when the suite repeats every eval.
+    outcomes = progress.get("by_eval") or (
+        page_cache.settled_aggregate(run, "outcomes", lambda: selectors.repeated_outcomes(run, sizes))
+        if sizes
+        else {}
+    )
+    flaky = {index for index, o in outcomes.items() if o[Status.PASSED] and o[Status.FAILED]}
+    flaky_only = query.get("flaky") == "1" and bool(sizes)
+    page = Paginator(sorted(flaky if flaky_only else sizes), REPEATED_PER_PAGE).get_page(query.get("ipage"))
+    results, strips = page_cache.repeated(run, list(page.object_list) if whole else [], outcomes, facts)
+    return _Repeated(
+        outcomes=outcomes,
+        verdicts={
+            index: display.repeated_status(o, facts.thresholds[index]) for index, o in outcomes.items()
+        },
+        flaky=flaky,
+        flaky_only=flaky_only,
+        total=len(sizes),
+        page=page,
+        rows=display.iterated_rows(strips, results, outcomes, access.conversation_url),
+    )
+
+
+def _gates(run: Run, facts) -> list[dict]:
+    if facts is None or not facts.has_gates:
+        return []
+    return page_cache.settled_aggregate(
+        run, "gates", lambda: display.gates(selectors.gate_results(run, selectors.summary_rows(run)))
+    )
+
+
+@dataclass
+class _Table:
+    """The conversation table: the rows to render (`shown`), or the table as rendered before (`stored`)."""
+
+    triage: dict
+    shown: list
+    stored: dict | None
+    key: str | None
+    delta: bool
+    columns: tuple
+    grader_names: list[str]
+
+
+def _table(
+    access: Access, query: QueryDict, facts, progress: dict, flaky: set[int] | None, since, oob: bool, now
+) -> _Table:
+    run = access.run
+    triage = _triage(query, facts)
+    # A poll of the unfiltered table in suite order sends only the rows changed since the last one; filtered
+    # or sorted tables are sent whole (a page at most), as rows may enter, leave or move.
+    delta = since is not None and not triage["query"] and flaky is None
+    key = None if delta else page_cache.table_key(run, access.token, oob, query.urlencode())
+    stored = page_cache.stored_table(key)
+    shown = []
+    if stored is None:
+        page = _page(query, run, triage, facts, flaky, progress["total"])
+        triage.update(page=page, matched=page.paginator.count)
+        shown = page.object_list
+    if delta:
+        changed = selectors.changed_since([c.pk for c in shown], since)
+        shown = [c for c in shown if c.pk in changed]
+    sizes = facts.sizes if facts is not None else {}
+    grader_names = selectors.grader_columns(run)
+    _prepare_rows(shown, access, sizes, grader_names, now)
+    # Which columns the table has, and whether its rows go out of band: part of each row's cache key.
+    columns = (
+        bool(sizes),
+        bool(progress["judge_tokens"]),
+        bool(progress["user_tokens"]),
+        display.STRIP_MAX_MARKS,
+    )
+    page_cache.cached_rows(shown, (*columns, delta))
+    return _Table(triage, shown, stored, key, delta, columns, grader_names)
 
 
 def share_links(run: Run, absolute_uri: Callable[[str], str]) -> list:

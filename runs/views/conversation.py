@@ -23,8 +23,6 @@ from ..timing import waiting
 from .common import owner, share_view, visitor
 from .labels import label_form
 
-# --- A conversation -----------------------------------------------------------------------------------------
-
 
 def _iteration(request: HttpRequest) -> int:
     value = request.GET.get("iteration", "0") or "0"
