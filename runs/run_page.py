@@ -127,7 +127,7 @@ def ms(moment: datetime | None) -> int | None:
     return int(moment.timestamp() * 1000) if moment is not None else None
 
 
-def run_page(
+def build(
     access: Access,
     query: QueryDict,
     *,
@@ -151,7 +151,7 @@ def run_page(
     table = _table(
         access, query, facts, progress, repeated.flaky if repeated.flaky_only else None, since, oob, now
     )
-    print_ = fingerprint(run, progress)
+    fp = fingerprint(run, progress)
     page_number = table.stored["page"] if table.stored else table.triage["page"].number
     urls = {
         "run": access.url("detail"),
@@ -160,7 +160,7 @@ def run_page(
         "progress": access.url(
             "progress",
             query={
-                "fp": print_,
+                "fp": fp,
                 "since": ms(now),
                 # When the sections that read many rows were last sent: the poll sends them again after a while.
                 "whole": ms(now if whole else whole_sent),
@@ -179,7 +179,7 @@ def run_page(
         run=run,
         shared=access.shared,
         live=is_live(run, progress),
-        fingerprint=print_,
+        fingerprint=fp,
         whole=whole,
         state=display.run_state(
             run, progress, gates, *_eval_counts(progress, repeated.outcomes, repeated.verdicts)

@@ -19,10 +19,9 @@ from django_htmx.http import HttpResponseClientRefresh, HttpResponseStopPolling
 
 from engine.text import plural
 
-from .. import page_cache, selectors, services
+from .. import page_cache, run_page, selectors, services
 from ..access import Access
 from ..models import Run
-from ..run_page import RunPage, fingerprint, is_live, progress_of, run_page, share_links
 from .common import owner, share_view, visitor
 
 # Rows changed this close before the last poll are sent again: a worker's clock may lag the web server's a
@@ -50,7 +49,7 @@ def _since(request: HttpRequest) -> datetime | None:
     return since - SINCE_MARGIN if since is not None else None
 
 
-def _context(request: HttpRequest, access: Access, page: RunPage, *, oob: bool = False) -> dict:
+def _context(request: HttpRequest, page: run_page.RunPage, *, oob: bool = False) -> dict:
     """The page's template context, with a settled run's conversation table rendered once and cached."""
     context = page.context()
     if page.table_key and page.conversations_html is None:
@@ -61,19 +60,21 @@ def _context(request: HttpRequest, access: Access, page: RunPage, *, oob: bool =
 
 
 def _run_page(request: HttpRequest, access: Access) -> HttpResponse:
-    page = run_page(access, request.GET, exports=_exports(access), absolute_uri=request.build_absolute_uri)
-    return render(request, "runs/detail.html", _context(request, access, page))
+    page = run_page.build(
+        access, request.GET, exports=_exports(access), absolute_uri=request.build_absolute_uri
+    )
+    return render(request, "runs/detail.html", _context(request, page))
 
 
 def _progress(request: HttpRequest, access: Access) -> HttpResponse:
     run = access.run
-    progress = progress_of(run, selectors.suite_facts(run))
-    live = is_live(run, progress)
-    if live and request.GET.get("fp") == fingerprint(run, progress):
+    progress = run_page.progress_of(run, selectors.suite_facts(run))
+    live = run_page.is_live(run, progress)
+    if live and request.GET.get("fp") == run_page.fingerprint(run, progress):
         return HttpResponse(status=204)  # nothing changed: htmx keeps what it shows and polls again
     whole = _stamp(request, "whole")
     due = not live or whole is None or timezone.now() - whole >= WHOLE_EVERY
-    page = run_page(
+    page = run_page.build(
         access,
         request.GET,
         exports=_exports(access),
@@ -83,7 +84,7 @@ def _progress(request: HttpRequest, access: Access) -> HttpResponse:
         whole_sent=None if due else whole,
         oob=True,
     )
-    html = render_to_string("runs/run/_poll.html", _context(request, access, page, oob=True), request)
+    html = render_to_string("runs/run/_poll.html", _context(request, page, oob=True), request)
     return HttpResponse(html) if live else HttpResponseStopPolling(html)
 
 
@@ -216,7 +217,7 @@ def _share_panel(request: HttpRequest, run: Run, *, created=None) -> HttpRespons
     if request.htmx:
         context = {
             "run": run,
-            "share_links": share_links(run, request.build_absolute_uri),
+            "share_links": run_page.share_links(run, request.build_absolute_uri),
             "created": created,
             "share_open": True,
             "share_oob": True,  # the count on the header's Share button follows
