@@ -20,7 +20,7 @@ from ..common import (
     safe_file_name,
     short,
 )
-from ..promptfoo.asserts import rubric_escape
+from ..promptfoo.checks import rubric_escape
 
 JS_NAMED_GROUP = re.compile(
     r"\(\?<([A-Za-z_][A-Za-z0-9_]*)>"

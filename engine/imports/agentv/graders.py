@@ -15,7 +15,7 @@ from ..common import (
     as_text,
     short,
 )
-from ..promptfoo.asserts import field_accuracy, word_check
+from ..promptfoo.checks import field_accuracy, word_check
 from .checks import ItemChecks, criteria_template, default_criteria, kind_of
 
 GRADER_NAME = re.compile(r"[^A-Za-z0-9_-]+")
