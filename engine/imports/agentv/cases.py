@@ -118,7 +118,7 @@ class Cases(Graders, Messages):
             "candidate_answer": "[the assistant's final reply, shown in the conversation]",
             "output_messages": "[the conversation]",
             "output": "[the assistant's final reply, shown in the conversation]",
-            # AgentV's formatted question: the whole given conversation in `[Role]:` form (seed 004)
+            # AgentV's formatted question: the whole given conversation in `[Role]:` form
             "input_messages": transcript(messages),
             "input": transcript(messages),
             "expected_messages": json.dumps(expected, ensure_ascii=False, default=str),

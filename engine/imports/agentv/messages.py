@@ -161,7 +161,7 @@ def turn_text(raw: object) -> str | None:
 
 def transcript(messages: list[dict]) -> str:
     """The given conversation in AgentV's `[Role]:` form (its formatted question); a file part shows as its
-    name, and `*.instructions.md` files not at all: AgentV sends them as guidelines, apart (seed 004)."""
+    name, and `*.instructions.md` files not at all: AgentV sends them as guidelines, apart."""
 
     def text(content: str | list[dict]) -> str:
         if isinstance(content, str):
