@@ -21,15 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import agentv, agtlantis, boltfoundry, letta, promptfoo, vibecheck
-from .common import (
-    KINDS,
-    Converted,
-    ImportProblem,
-    ImportResult,
-    Loss,
-    Report,
-    basename,
-)
+from .common import KINDS, Converted, ImportProblem, ImportResult, Loss, Report, basename
 from .locate import locate
 from .shapes import looks_like
 from .uploads import (

@@ -5,12 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ..common import (
-    Report,
-    as_text,
-    short,
-    unique_id,
-)
+from ..common import Report, as_text, short, unique_id
 from .checks import DEFAULT_THRESHOLD, default_criteria
 from .graders import Graders
 from .messages import Messages, last_user_text, transcript, turn_text, with_files

@@ -8,13 +8,7 @@ import json
 import re
 from collections.abc import Iterator
 
-from ..common import (
-    Report,
-    as_number,
-    as_share,
-    as_text,
-    short,
-)
+from ..common import Report, as_number, as_share, as_text, short
 from ..promptfoo.checks import field_accuracy, word_check
 from .checks import ItemChecks, criteria_template, default_criteria, kind_of
 

@@ -8,13 +8,7 @@ import json
 from engine.history import INSTRUCTIONS_SUFFIX
 from engine.transcript import format_transcript
 
-from ..common import (
-    as_text,
-    attach_reference,
-    basename,
-    find_file,
-    short,
-)
+from ..common import as_text, attach_reference, basename, find_file, short
 
 
 class Messages:

@@ -5,15 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ..common import (
-    Report,
-    as_count,
-    as_name,
-    as_text,
-    non_finite,
-    short,
-    unique_id,
-)
+from ..common import Report, as_count, as_name, as_text, non_finite, short, unique_id
 from .judge import Judge
 
 MAX_TURNS = 10  # agtlantis's default, and evalsite's

@@ -6,13 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..common import (
-    Report,
-    Section,
-    as_count,
-    as_number,
-    short,
-)
+from ..common import Report, Section, as_count, as_number, short
 from .scanner import bracketed, items, scripts, string_or_number
 
 PASS_THRESHOLD = 70  # agtlantis's SCORE.DEFAULT_PASS_THRESHOLD, on its 0-100 scale

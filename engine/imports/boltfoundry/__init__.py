@@ -23,13 +23,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..common import (
-    Converted,
-    ImportProblem,
-    Report,
-    Section,
-    safe_file_name,
-)
+from ..common import Converted, ImportProblem, Report, Section, safe_file_name
 from .decks import OUTPUT_FORMAT, assemble, is_deck, judge_messages
 from .samples import Sample, parse_file, read_samples, sample_rows, sample_shape
 

@@ -11,11 +11,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..common import (
-    ImportProblem,
-    Report,
-    short,
-)
+from ..common import ImportProblem, Report, short
 from .samples import parse_file, sample_rows, sample_shape
 
 # The contexts aibff fills from each sample; any other context is asked only with its `default`.

@@ -8,15 +8,7 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 
-from ..common import (
-    ImportProblem,
-    Report,
-    as_number,
-    is_yaml_name,
-    non_finite,
-    parse_yaml,
-    short,
-)
+from ..common import ImportProblem, Report, as_number, is_yaml_name, non_finite, parse_yaml, short
 
 SAMPLE_KEYS = {"messages", "userMessage", "assistantResponse"}
 REASON_KEYS = ("description", "explanation", "reasoning", "reason")

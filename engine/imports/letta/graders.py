@@ -7,20 +7,8 @@ from pydantic import ValidationError
 
 from engine.schema import Extractor
 
-from ..common import (
-    ImportProblem,
-    Report,
-    as_number,
-    basename,
-    find_file,
-    short,
-)
-from .custom import (
-    NO_AGENT_STATE,
-    NO_TOOL_CALLS,
-    code_check,
-    is_custom,
-)
+from ..common import ImportProblem, Report, as_number, basename, find_file, short
+from .custom import NO_AGENT_STATE, NO_TOOL_CALLS, code_check, is_custom
 
 TOOL_GRADERS = ("exact_match", "contains", "regex_match")
 JUDGE_KINDS = ("model_judge", "rubric", "letta_judge")

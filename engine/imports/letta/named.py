@@ -5,22 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ..common import (
-    Report,
-    as_name,
-    as_number,
-    attach,
-    safe_file_name,
-    short,
-)
-from .custom import (
-    NO_AGENT_STATE,
-    NO_TOOL_CALLS,
-    attach_python,
-    function_ref,
-    is_custom,
-    renamed,
-)
+from ..common import Report, as_name, as_number, attach, safe_file_name, short
+from .custom import NO_AGENT_STATE, NO_TOOL_CALLS, attach_python, function_ref, is_custom, renamed
 from .graders import TOOL_GRADERS, describe, find_rubric_prompt, grading_of
 from .rubrics import rubric_template
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import string
 
-from ..common import (
-    Report,
-    Section,
-)
+from ..common import Report, Section
 
 RESERVED = ("input", "ground_truth", "submission")
 

@@ -5,12 +5,7 @@ from __future__ import annotations
 import re
 
 from ..common import as_share, as_text, attach, basename, find_file, safe_file_name, short
-from .checks import (
-    Context,
-    as_jsonable,
-    inline_python,
-    is_path,
-)
+from .checks import Context, as_jsonable, inline_python, is_path
 
 
 class CodeChecks:

@@ -4,15 +4,7 @@ whose rubric shows the judge the reply, or as a turn's judge check."""
 from __future__ import annotations
 
 from ..common import as_number, as_share, as_text, short
-from .checks import (
-    PLACEHOLDERS,
-    TEMPLATE_VAR,
-    Context,
-    Graded,
-    is_path,
-    ranges_text,
-    rubric_escape,
-)
+from .checks import PLACEHOLDERS, TEMPLATE_VAR, Context, Graded, is_path, ranges_text, rubric_escape
 
 
 class Judges:
