@@ -202,7 +202,7 @@ class Cases(Graders, Messages):
     ) -> dict | None:
         """`mode: conversation`: every turn's `input` is sent live, in order, after the case's `input` (its
         system message and any history), and graded by its own assertions; the top-level assertions grade the
-        whole conversation. AgentV combines the turn scores by `aggregation` and passes at 0.8."""
+        whole conversation. AgentV combines the turn scores by `aggregation` and passes at its threshold."""
         report = self.report
         self.used_criteria = False
         raw_turns = case.get("turns")
