@@ -264,7 +264,7 @@ class Report:
 
     def lose(self, line: str) -> None:
         """Something left out that grades or drives the conversation (a check, a grader, a user turn):
-        `evalsite import` exits 1 when there is one, since the suite no longer tests what it did."""
+        `evalsite import` exits 1 when there is one, since the suite does not test all the original did."""
         self.skip(line)
         if line not in self.lost:
             self.lost.append(line)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from engine.imports import ImportError_, ImportProblem, convert, detect
-from engine.imports.letta.graders import WRAPPED_SYSTEM
+from engine.imports.letta.rubrics import WRAPPED_SYSTEM
 from engine.loader import SuiteError, load_suite
 from tests.conftest import FAKE_KEY
 
