@@ -49,7 +49,8 @@ class SuiteVersionAdmin(admin.ModelAdmin):
         if obj is None:
             from django import forms
 
-            from engine.loader import SuiteError, load_suite
+            from engine.loader import load_suite
+            from engine.source import SuiteError
 
             base_clean = form.clean
 

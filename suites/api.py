@@ -5,8 +5,9 @@ from uuid import UUID
 from django.http import JsonResponse
 from ninja import Router, Schema
 
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
 from engine.schema import json_schema
+from engine.source import SuiteError
 from runs.endpoint_checks import suite_routes
 
 from .selectors import get_suite_for_user

@@ -19,7 +19,7 @@ import yaml
 from engine.attached import safe_file_name as safe_file_name  # the importers' name for it
 from engine.bounds import MAX_NESTING
 from engine.datasets import MAX_DATASET_BYTES
-from engine.loader import MAX_SUITE_BYTES, SuiteError, load_yaml
+from engine.source import MAX_SUITE_BYTES, SuiteError, load_yaml
 
 KINDS = {
     "vibecheck": "vibecheck",

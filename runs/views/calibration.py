@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from engine.calibrate import CalibrationReport, JudgeReport, compare
+from engine.calibration.report import CalibrationReport, JudgeReport, compare
 
 from .. import selectors
 from ..access import Access

@@ -15,8 +15,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from engine.loader import SuiteError, SuiteProblem
 from engine.schema import Suite as SuiteSpec
+from engine.source import SuiteError, SuiteProblem
 from runs import selectors as run_selectors
 from runs.endpoint_checks import SuiteRoutes, model_choices, suite_routes
 

@@ -25,7 +25,7 @@ from engine.attached import check_files
 from engine.bounds import loads_json
 from engine.imports import KINDS, Imported, ImportProblem, ImportResult, convert, convert_all, suite_files
 from engine.imports.tree import read_zip
-from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem
+from engine.source import MAX_SUITE_BYTES, SuiteError, SuiteProblem
 
 from .. import services
 from ..forms import TOO_LARGE, normalise_newlines, oversized

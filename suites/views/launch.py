@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from engine.loader import SuiteError
+from engine.source import SuiteError
 from runs.endpoint_checks import suite_routes
 from runs.services import LaunchError, create_run
 

@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem, decode_source
+from engine.source import MAX_SUITE_BYTES, SuiteError, SuiteProblem, decode_source
 from runs import selectors as run_selectors
 
 from .. import display, selectors, services

@@ -10,7 +10,8 @@ import yaml
 
 from engine.imports import ImportError_, ImportProblem, convert, detect
 from engine.imports.letta.rubrics import WRAPPED_SYSTEM
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
+from engine.source import SuiteError
 from tests.conftest import FAKE_KEY
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"

@@ -20,8 +20,9 @@ import pytest
 from engine.calibration import load_calibration
 from engine.imports import convert, detect, looks_like
 from engine.imports.boltfoundry import OUTPUT_FORMAT
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
 from engine.schema import Suite
+from engine.source import SuiteError
 from tests.conftest import FAKE_KEY, ROOT
 from tests.fakeopenai import FakeOpenAI
 
