@@ -12,7 +12,7 @@ from django.core.cache import caches
 from django.core.cache.utils import make_template_fragment_key
 from django.core.paginator import Paginator
 from django.db.models import F
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -28,6 +28,7 @@ from engine.text import plural
 from .. import display, selectors, services
 from ..models import ACTIVE, Run, Status
 from .common import Access, format_duration, owner, share_view, visitor, waiting
+from .exports import export_links
 
 
 def _fingerprint(run: Run, progress: dict) -> str:
@@ -260,12 +261,7 @@ def _run_context(
                 },
             ),
             "json": access.url("json"),
-            "exports": [
-                ("JUnit XML", access.url("export", "junit")),
-                ("CSV, evals", access.url("export", "csv")),
-                ("CSV, turns", access.url("export", "turns.csv")),
-                ("Markdown summary", access.url("export", "md")),
-            ],
+            "exports": export_links(access),
             # A run of a calibration set has a page of figures: how far each judge agrees with the labels.
             "calibration": access.url("calibration") if facts is not None and facts.calibration else None,
         },
@@ -520,61 +516,6 @@ def _json(access: Access) -> HttpResponse:
 @require_GET
 def results_json(request: HttpRequest, run_id) -> HttpResponse:
     return _json(owner(request, run_id))
-
-
-EXPORTS = {
-    # form: (file suffix, content type)
-    "junit": ("junit.xml", "application/xml"),
-    "csv": ("csv", "text/csv; charset=utf-8"),
-    "turns.csv": ("turns.csv", "text/csv; charset=utf-8"),
-    "md": ("md", "text/markdown; charset=utf-8"),
-}
-
-
-def _export(request: HttpRequest, access: Access, form: str) -> HttpResponse:
-    """The run's results as JUnit XML, CSV (evals, or turns) or a Markdown summary, downloaded."""
-    from engine import exports
-
-    from .. import specs
-
-    if form not in EXPORTS:
-        raise Http404("no such export")
-    run = access.run
-    suffix, content_type = EXPORTS[form]
-    # The CSVs stream, a chunk of conversations at a time; JUnit and the summary need the whole report.
-    if form == "csv":
-        response = StreamingHttpResponse(
-            exports.evals_csv_lines(selectors.eval_results(run), selectors.grader_columns(run)),
-            content_type=content_type,
-        )
-    elif form == "turns.csv":
-        response = StreamingHttpResponse(
-            exports.turns_csv_lines(selectors.eval_results(run)), content_type=content_type
-        )
-    elif form == "junit":
-        report = selectors.report(run)
-        response = HttpResponse(
-            exports.junit_xml(report, specs.suite(run.suite_version).system), content_type=content_type
-        )
-    else:
-        report = selectors.report(run)
-        text = exports.markdown_summary(report, run_url=request.build_absolute_uri(access.url("detail")))
-        response = HttpResponse(text, content_type=content_type)
-    version = run.suite_version
-    filename = f"{slugify(version.suite.name) or 'suite'}-v{version.number}-{str(run.pk)[:8]}.{suffix}"
-    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=filename)
-    return response
-
-
-@login_required
-@require_GET
-def results_export(request: HttpRequest, run_id, form: str) -> HttpResponse:
-    return _export(request, owner(request, run_id), form)
-
-
-@share_view
-def shared_export(request: HttpRequest, token: str, form: str) -> HttpResponse:
-    return _export(request, visitor(token), form)
 
 
 def _share_panel(request: HttpRequest, run: Run, *, created=None) -> HttpResponse:
