@@ -1,8 +1,9 @@
-"""A run's results in the forms CI systems and pull requests read: JUnit XML and a Markdown summary.
+"""A run's results in the forms CI systems, spreadsheets and pull requests read: JUnit XML, CSV, Markdown.
 
-Both are built from a RunReport (engine.results), so the CLI, the API and the pages export the same text.
-Model output is hostile: XML gets only characters XML 1.0 allows, and Markdown cells are escaped so a reply
-cannot break out of its table or inject links.
+`FORMATS` is the one list of them: the run page, the API and `evalsite run` each serve every entry, so the
+three export the same text. Model output is hostile: XML gets only characters XML 1.0 allows, CSV cells
+cannot start a formula, and Markdown cells are escaped so a reply cannot break out of its table or inject
+links.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 from .compare import Change, Comparison
 from .outcomes import Status
@@ -308,3 +310,120 @@ def turns_csv_lines(evals: Iterable[EvalResult]) -> Iterator[str]:
                 ]  # fmt: skip
 
     return _csv_lines(TURN_COLUMNS, rows())
+
+
+# --- the formats: one entry each, served by the run page, the API and the CLI -----------------------------
+
+
+@dataclass(frozen=True)
+class RunExport:
+    """A run as the writers read it. Each reader is called only by the writers that need it, so a CSV
+    streams the evals and never holds the whole report."""
+
+    report: Callable[[], RunReport]
+    evals: Callable[[], Iterable[EvalResult]]
+    grader_names: Callable[[], list[str]]
+    system: Callable[[], str | None]  # the suite's system prompt: the report does not hold it
+    run_url: str | None = None
+    comparison: Comparison | None = None
+    baseline_url: str | None = None
+
+    @classmethod
+    def of_report(cls, report: RunReport, system: str | None = None, **links) -> RunExport:
+        """A run the caller holds whole, as the CLI does."""
+        return cls(
+            report=lambda: report,
+            evals=lambda: report.evals,
+            grader_names=lambda: grader_names(report.evals),
+            system=lambda: system,
+            **links,
+        )
+
+
+@dataclass(frozen=True)
+class CliOption:
+    """How `evalsite run` asks for a format: `--junit OUT.xml`."""
+
+    flag: str
+    metavar: str
+    help: str
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_") + "_path"
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One way to export a run's results. The CLI writes it where its option says, or, with `beside`, next
+    to the file of the format of that key (`--csv out.csv` writes out.turns.csv too)."""
+
+    key: str  # the run page's URL: results.<key>
+    label: str  # the run page's link
+    suffix: str  # the file's name ends .<suffix>; the API's URL is results.<suffix>
+    media_type: str
+    summary: str  # the API route's
+    write: Callable[[RunExport], Iterable[str]]
+    cli: CliOption | None = None
+    beside: str | None = None
+    streams: bool = False  # the writer yields chunks, which the page and the API send as they come
+    compares: bool = False  # it lists regressions against a baseline: the API takes ?baseline=<run id>
+
+    def text(self, run: RunExport) -> str:
+        return "".join(self.write(run))
+
+
+def _junit(run: RunExport) -> Iterator[str]:
+    yield junit_xml(run.report(), run.system())
+
+
+def _evals_csv(run: RunExport) -> Iterator[str]:
+    return evals_csv_lines(run.evals(), run.grader_names())
+
+
+def _turns_csv(run: RunExport) -> Iterator[str]:
+    return turns_csv_lines(run.evals())
+
+
+def _markdown(run: RunExport) -> Iterator[str]:
+    yield markdown_summary(
+        run.report(), comparison=run.comparison, run_url=run.run_url, baseline_url=run.baseline_url
+    )
+
+
+CSV_TYPE = "text/csv; charset=utf-8"
+
+FORMATS = {
+    entry.key: entry
+    for entry in (
+        ExportFormat(
+            key="junit", label="JUnit XML", suffix="junit.xml", media_type="application/xml",
+            summary="A run's results as JUnit XML", write=_junit,
+            cli=CliOption(
+                "--junit", "OUT.xml",
+                "write JUnit XML: a testcase per eval (per iteration), failed gates too, the transcript in "
+                "system-out",
+            ),
+        ),
+        ExportFormat(
+            key="csv", label="CSV, evals", suffix="csv", media_type=CSV_TYPE,
+            summary="A run's results as CSV, a row per eval (per iteration)", write=_evals_csv, streams=True,
+            cli=CliOption(
+                "--csv", "OUT.csv",
+                "write a CSV row per eval (per iteration) here, and a row per turn beside it (OUT.turns.csv)",
+            ),
+        ),
+        ExportFormat(
+            key="turns.csv", label="CSV, turns", suffix="turns.csv", media_type=CSV_TYPE,
+            summary="A run's turns as CSV, a row per turn", write=_turns_csv, streams=True, beside="csv",
+        ),
+        ExportFormat(
+            key="md", label="Markdown summary", suffix="md", media_type="text/markdown; charset=utf-8",
+            summary="A run's Markdown summary, for a pull-request comment", write=_markdown, compares=True,
+            cli=CliOption(
+                "--markdown", "OUT.md",
+                "write a Markdown summary for a pull-request comment (with --baseline: its regressions)",
+            ),
+        ),
+    )
+}  # fmt: skip

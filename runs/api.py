@@ -13,7 +13,6 @@ from datetime import datetime
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
-from django.http import HttpResponse
 from django.urls import reverse
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
@@ -24,8 +23,9 @@ from suites import selectors as suite_selectors
 from suites import services as suite_services
 from suites.models import Suite
 
-from . import launch_keys, selectors, services, specs
+from . import launch_keys, selectors, services
 from .models import Run
+from .views.exports import export_response, stored_run
 
 router = Router(tags=["runs"])
 
@@ -260,33 +260,46 @@ def run_results(request, run_id: UUID):
     return selectors.streamed_report(run)  # streamed: a run of 100,000 conversations is never held
 
 
-@router.get("/{run_id}/results.junit.xml", summary="A run's results as JUnit XML")
-def run_junit(request, run_id: UUID):
-    run = selectors.get_run_for_user(request.user, run_id)
-    system = specs.suite(run.suite_version).system
-    return HttpResponse(exports.junit_xml(selectors.report(run), system), content_type="application/xml")
+def _export_route(entry: exports.ExportFormat) -> None:
+    """GET /api/runs/{id}/results.<suffix> for one format of engine.exports.FORMATS."""
+    path = f"/{{run_id}}/results.{entry.suffix}"
+    name = f"run_export_{entry.key.replace('.', '_')}"
 
+    def export(request, run_id: UUID):
+        run = selectors.get_run_for_user(request.user, run_id)
+        return export_response(entry, stored_run(run, run_url=_page_url(request, run)))
 
-@router.get(
-    "/{run_id}/results.md",
-    summary="A run's Markdown summary, for a pull-request comment",
-    description="With `baseline` (another run's id), the summary lists the regressions against it.",
-)
-def run_markdown(request, run_id: UUID, baseline: UUID | None = None):
-    run = selectors.get_run_for_user(request.user, run_id)
-    report = selectors.report(run)
-    comparison = baseline_url = None
-    if baseline is not None:
-        base = selectors.get_run_for_user(request.user, baseline)
-        comparison = compare.compare_runs(selectors.report(base).evals, report.evals)
-        baseline_url = request.build_absolute_uri(reverse("runs:detail", args=[base.pk]))
-    text = exports.markdown_summary(
-        report,
-        comparison=comparison,
-        run_url=request.build_absolute_uri(reverse("runs:detail", args=[run.pk])),
-        baseline_url=baseline_url,
+    def compared(request, run_id: UUID, baseline: UUID | None = None):
+        run = selectors.get_run_for_user(request.user, run_id)
+        report = selectors.report(run)
+        comparison = baseline_url = None
+        if baseline is not None:
+            base = selectors.get_run_for_user(request.user, baseline)
+            comparison = compare.compare_runs(selectors.report(base).evals, report.evals)
+            baseline_url = _page_url(request, base)
+        source = stored_run(
+            run,
+            report=report,
+            run_url=_page_url(request, run),
+            comparison=comparison,
+            baseline_url=baseline_url,
+        )
+        return export_response(entry, source)
+
+    view = compared if entry.compares else export
+    view.__name__ = name
+    description = (
+        "With `baseline` (another run's id), it lists the regressions against it." if entry.compares else None
     )
-    return HttpResponse(text, content_type="text/markdown; charset=utf-8")
+    router.get(path, summary=entry.summary, description=description, url_name=name)(view)
+
+
+def _page_url(request, run: Run) -> str:
+    return request.build_absolute_uri(reverse("runs:detail", args=[run.pk]))
+
+
+for _entry in exports.FORMATS.values():
+    _export_route(_entry)
 
 
 # --- acting on a run ----------------------------------------------------------------------------------------

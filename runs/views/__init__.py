@@ -7,18 +7,17 @@ owner's pages and the share-link pages are the same views and templates.
 from .calibration import calibration, shared_calibration
 from .compare import compare_eval, compare_runs, pin, regrade
 from .conversation import conversation, conversation_poll, shared_conversation, shared_conversation_poll
+from .exports import results_export, shared_export
 from .labels import add_to_set, label, review
 from .overrides import override, remove_override
 from .run import (
     cancel,
     detail,
     progress,
-    results_export,
     results_json,
     retry_errored,
     revoke,
     share,
-    shared_export,
     shared_json,
     shared_progress,
     shared_run,

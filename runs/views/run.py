@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -23,6 +23,7 @@ from .. import page_cache, run_page, selectors, services
 from ..access import Access
 from ..models import Run
 from .common import owner, share_view, visitor
+from .exports import export_links
 
 # Rows changed this close before the last poll are sent again: a worker's clock may lag the web server's a
 # little (separate hosts), and sending a row twice costs nothing.
@@ -61,7 +62,7 @@ def _context(request: HttpRequest, page: run_page.RunPage, *, oob: bool = False)
 
 def _run_page(request: HttpRequest, access: Access) -> HttpResponse:
     page = run_page.build(
-        access, request.GET, exports=_exports(access), absolute_uri=request.build_absolute_uri
+        access, request.GET, exports=export_links(access), absolute_uri=request.build_absolute_uri
     )
     return render(request, "runs/detail.html", _context(request, page))
 
@@ -77,7 +78,7 @@ def _progress(request: HttpRequest, access: Access) -> HttpResponse:
     page = run_page.build(
         access,
         request.GET,
-        exports=_exports(access),
+        exports=export_links(access),
         absolute_uri=request.build_absolute_uri,
         progress=progress,
         since=_since(request),
@@ -146,71 +147,6 @@ def _json(access: Access) -> HttpResponse:
 @require_GET
 def results_json(request: HttpRequest, run_id) -> HttpResponse:
     return _json(owner(request, run_id))
-
-
-def _exports(access: Access) -> list[tuple[str, str]]:
-    """The page's Export menu: (label, link) for each export."""
-    return [
-        ("JUnit XML", access.url("export", "junit")),
-        ("CSV, evals", access.url("export", "csv")),
-        ("CSV, turns", access.url("export", "turns.csv")),
-        ("Markdown summary", access.url("export", "md")),
-    ]
-
-
-EXPORTS = {
-    # form: (file suffix, content type)
-    "junit": ("junit.xml", "application/xml"),
-    "csv": ("csv", "text/csv; charset=utf-8"),
-    "turns.csv": ("turns.csv", "text/csv; charset=utf-8"),
-    "md": ("md", "text/markdown; charset=utf-8"),
-}
-
-
-def _export(request: HttpRequest, access: Access, form: str) -> HttpResponse:
-    """The run's results as JUnit XML, CSV (evals, or turns) or a Markdown summary, downloaded."""
-    from engine import exports
-
-    from .. import specs
-
-    if form not in EXPORTS:
-        raise Http404("no such export")
-    run = access.run
-    suffix, content_type = EXPORTS[form]
-    # The CSVs stream, a chunk of conversations at a time; JUnit and the summary need the whole report.
-    if form == "csv":
-        response = StreamingHttpResponse(
-            exports.evals_csv_lines(selectors.eval_results(run), selectors.grader_columns(run)),
-            content_type=content_type,
-        )
-    elif form == "turns.csv":
-        response = StreamingHttpResponse(
-            exports.turns_csv_lines(selectors.eval_results(run)), content_type=content_type
-        )
-    elif form == "junit":
-        report = selectors.report(run)
-        response = HttpResponse(
-            exports.junit_xml(report, specs.suite(run.suite_version).system), content_type=content_type
-        )
-    else:
-        report = selectors.report(run)
-        text = exports.markdown_summary(report, run_url=request.build_absolute_uri(access.url("detail")))
-        response = HttpResponse(text, content_type=content_type)
-    version = run.suite_version
-    filename = f"{slugify(version.suite.name) or 'suite'}-v{version.number}-{str(run.pk)[:8]}.{suffix}"
-    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=filename)
-    return response
-
-
-@login_required
-@require_GET
-def results_export(request: HttpRequest, run_id, form: str) -> HttpResponse:
-    return _export(request, owner(request, run_id), form)
-
-
-@share_view
-def shared_export(request: HttpRequest, token: str, form: str) -> HttpResponse:
-    return _export(request, visitor(token), form)
 
 
 def _share_panel(request: HttpRequest, run: Run, *, created=None) -> HttpResponse:

@@ -25,8 +25,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from evalsite.cli import UserError
-from evalsite.remote import Server
+from evalsite.cli.common import UserError
+from evalsite.cli.remote import Server
 from suites.models import Suite, SuiteVersion
 from suites.services import create_suite
 from tests.conftest import ROOT

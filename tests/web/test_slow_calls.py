@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from evalsite import remote
+from evalsite.cli import remote
 from runs import services
 from runs.execution import Pump
 from runs.models import Status

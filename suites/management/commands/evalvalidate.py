@@ -1,6 +1,6 @@
 """python manage.py evalvalidate suite.yaml [...]: `evalsite validate` under Django's name."""
 
-from evalsite.cli import AliasCommand
+from evalsite.cli.alias import AliasCommand
 
 
 class Command(AliasCommand):

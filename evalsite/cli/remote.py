@@ -1,11 +1,11 @@
 """`evalsite run suite.yaml --server URL`: the suite runs on an evalsite server, this process watches.
 
-The suite is validated here first (a typo is found before anything is sent), then sent with its attached
+The suite is validated here first, so a typo is found before anything is sent, then sent with its attached
 files to `POST /api/runs`, which saves it as the next version of the user's suite of that name. The launch
-carries an Idempotency-Key made for this invocation, so one that lost its answer is sent again safely. Progress is
-polled once a second and said on stderr; the finished run's results come back in the documented JSON format,
-so the report, the exports and the exit code are exactly those of a local run. Ctrl-C cancels the run on
-the server. Plain urllib: a CI job needs nothing installed beyond evalsite itself.
+carries an Idempotency-Key made for this invocation, so one that lost its answer is sent again safely.
+Progress is polled and said on stderr; the results come back in the documented JSON format, so the report,
+the exports and the exit code are those of a local run. Ctrl-C cancels the run on the server. Plain urllib:
+a CI job needs nothing installed beyond evalsite itself.
 """
 
 from __future__ import annotations
@@ -23,10 +23,16 @@ from urllib.parse import urlencode
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from engine import suitevars
 from engine.calls import Slow, SlowReporter
+from engine.compare import Change, Comparison, compare_runs
 from engine.outcomes import ACTIVE, Status
+from engine.report import format_report
 from engine.results import RunReport
 from engine.text import plural
+
+from .common import BROKEN, FAILED, UserError, read_suite_file, suite_to_run
+from .outputs import exit_code, write_outputs
 
 POLL_SECONDS = 1.0
 LARGE_BODY = 1_000_000  # bytes: past this, a connection that breaks while sending is likely a refusal
@@ -75,8 +81,6 @@ class Server:
         )
 
     def _answer(self, method: str, path: str, send) -> tuple[int, object]:
-        from evalsite.cli import BROKEN, UserError
-
         try:
             status, payload = send()
         except _Unreachable as exc:
@@ -119,8 +123,6 @@ class Server:
         except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             if data is not None and len(data) > LARGE_BODY and isinstance(reason, ConnectionError):
-                from evalsite.cli import UserError
-
                 # A server refuses a body over its limit before reading it and closes the connection, so
                 # the sender sees the connection break rather than the answer.
                 raise UserError(
@@ -143,27 +145,10 @@ def _detail(payload: object) -> str:
 
 
 def run_on_server(args: Namespace) -> int:
-    from engine import compare, suitevars
-    from engine.report import format_report
-    from evalsite.cli import (
-        BROKEN,
-        FAILED,
-        InvalidSuite,
-        UserError,
-        exit_code,
-        load_suite_file,
-        read_suite_file,
-        write_outputs,
-    )
-
     token = args.token or os.environ.get("EVALSITE_TOKEN", "")
     if not token.strip():
         raise UserError("--server needs an API token: set EVALSITE_TOKEN (or pass --token)")
-    try:
-        suite, files = load_suite_file(args.file)
-    except InvalidSuite as exc:
-        print(*exc.lines, sep="\n", file=sys.stderr)
-        raise UserError("the suite has problems; nothing was sent") from None
+    suite, files = suite_to_run(args.file, "nothing was sent")
     server = Server(args.server, token.strip())
     baseline = None
     if args.baseline == PINNED:
@@ -207,7 +192,7 @@ def run_on_server(args: Namespace) -> int:
     print(format_report(report))
     comparison = baseline_url = None
     if baseline is not None:
-        comparison = compare.compare_runs(baseline.evals, report.evals)
+        comparison = compare_runs(baseline.evals, report.evals)
         baseline_url = run_url.replace(str(run_id), str(args.baseline))
         print(_comparison_line(comparison, args.baseline))
     write_outputs(
@@ -229,8 +214,6 @@ def _watch(server: Server, run_id: str) -> str:
     while True:
         status, payload = server.call("GET", f"/api/runs/{run_id}")
         if status != 200:
-            from evalsite.cli import BROKEN, UserError
-
             raise UserError(f"the run went missing on the server ({status}): {_detail(payload)}", code=BROKEN)
         progress = payload["progress"]
         counts = progress["counts"]
@@ -255,8 +238,6 @@ PINNED = "pinned"  # `--baseline pinned`: the suite's pinned baseline on the ser
 def _pinned_baseline(server: Server, suite_name: str) -> str | None:
     """The id of the run pinned as `suite_name`'s baseline; None (said on stderr) when none is pinned yet, so
     that a pipeline's first run goes ahead and can be pinned."""
-    from evalsite.cli import UserError
-
     query = urlencode({"suite_name": suite_name, "pinned": "true", "limit": 1})
     status, payload = server.call("GET", f"/api/runs?{query}")
     if status != 200:
@@ -273,9 +254,7 @@ def _pinned_baseline(server: Server, suite_name: str) -> str | None:
     return runs[0]["id"]
 
 
-def _comparison_line(comparison, baseline: str) -> str:
-    from engine.compare import Change
-
+def _comparison_line(comparison: Comparison, baseline: str) -> str:
     counts = comparison.counts
     line = (
         f"Against run {baseline}: {counts[Change.REGRESSION]} regressed, {counts[Change.FIX]} fixed, "

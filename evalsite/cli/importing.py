@@ -10,23 +10,28 @@ target exists (unless --force), so a collision never leaves half an import behin
 from __future__ import annotations
 
 import argparse
+import os
 import posixpath
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.imports import ImportProblem, ImportResult, convert_all
+from engine.attached import MAX_FILE_BYTES
+from engine.imports import KINDS, ImportProblem, ImportResult, convert, convert_all
 from engine.imports.tree import read_paths
 from engine.text import plural
-from evalsite.cli import (
+
+from .common import (
     FAILED,
     PASSED,
     InvalidSuite,
     UserError,
-    _holds_calibration,
+    check_writable,
+    holds_calibration,
     load_calibration_file,
     load_suite_file,
+    read_suite_file,
 )
 
 SUITE_SUFFIXES = (".yaml", ".yml")
@@ -35,6 +40,40 @@ GENERIC_STEMS = frozenset(
     {"suite", "eval", "evals", "config", "promptfooconfig", "samples", "dataset", "main"}
 )
 DEFAULT_OUT = Path("imported")
+
+IMPORT_EXIT_CODES = """\
+Give files or folders: every suite among them is found (folders are searched through, leaving out .git,
+node_modules, caches, hidden files and binaries; hidden folders are read only for files a suite names),
+and each file a suite refers to is read from where its tool reads it, from the suite file's folder. Each suite is written into --out DIR (default: imported/): as
+DIR/NAME.yaml, or DIR/NAME/NAME.yaml with its attached files beside it. One suite and --out NAME.yaml
+writes that file. Losses (a check, a grader or a user turn that could not be carried) are listed on
+stderr as file:line key: message.
+
+exit codes:
+  0  converted: every suite was written, is valid, and lost nothing that graded or drove it
+  1  written, but something is to see to: a suite lost a check, grader or user turn (listed on stderr),
+     a file it refers to was not given ("Files it needs"), it is not valid yet (problems listed), or
+     another suite file among them could not be converted ("not imported" on stderr)
+  2  nothing was written: no suite could be converted (the same message as the Import page),
+     a file cannot be read, or --out would overwrite a file (pass --force)"""
+
+
+def add_import_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "files", nargs="+", type=Path, metavar="PATH",
+        help="files or folders: the other tools' suite files and the files they refer to (datasets, "
+        "prompt, rubric and grader files)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR",
+        help="the folder to write the suites into (default: imported/); NAME.yaml for a single suite",
+    )  # fmt: skip
+    parser.add_argument(
+        "--kind", choices=["auto", *KINDS], default="auto",
+        help="the tool that wrote the files, for one suite given as files (default: auto-detect every "
+        "suite, as the Import page does)",
+    )  # fmt: skip
+    parser.add_argument("--force", action="store_true", help="overwrite files that already exist")
 
 
 @dataclass
@@ -61,13 +100,7 @@ def import_tree(args: argparse.Namespace) -> int:
         raise UserError(f"--out {out}: {len(imported.results)} suites were found ({listed}); give a folder")
     units = [_single(imported.results[0], out)] if single else _plan(imported.results, out)
     _check_targets(units, args, [Path(path).resolve() for path in args.files])
-    for unit in units:
-        for path, text in unit.writes.items():
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-            except OSError as exc:
-                raise UserError(f"{path}: cannot write it ({exc.strerror or exc})") from None
+    _write(units)
     code = PASSED
     for unit in units:
         code = max(code, report_unit(unit, detailed=len(units) == 1))
@@ -89,6 +122,16 @@ def import_tree(args: argparse.Namespace) -> int:
             summary += f"; {lost} {'loss' if lost == 1 else 'losses'} listed on stderr"
         print(summary)
     return code
+
+
+def _write(units: list[Unit]) -> None:
+    for unit in units:
+        for path, text in unit.writes.items():
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise UserError(f"{path}: cannot write it ({exc.strerror or exc})") from None
 
 
 def _listed(names: list[str], limit: int = 10) -> str:
@@ -209,7 +252,7 @@ def report_unit(unit: Unit, detailed: bool) -> int:
         )
         return FAILED
     try:
-        if _holds_calibration(unit.suite):  # calibrate's samples: a calibration set
+        if holds_calibration(unit.suite):  # calibrate's samples: a calibration set
             loaded = load_calibration_file(unit.suite)
             print(f"{unit.suite}: ok — calibration set {loaded.spec.name!r}, "
                   f"{plural(len(loaded.samples), 'sample')}; run it with `evalsite calibrate {unit.suite}`")  # fmt: skip
@@ -227,3 +270,28 @@ def report_unit(unit: Unit, detailed: bool) -> int:
     print(f"{unit.suite}: ok — suite {suite.name!r}, {plural(len(suite.evals), 'eval')}; run it with "
           f"`evalsite run {unit.suite}{model}`")  # fmt: skip
     return code
+
+
+def import_files(args: argparse.Namespace) -> int:
+    """`evalsite import`: the Import page's converter (engine.imports.convert) from the terminal."""
+    if args.kind == "auto":
+        return import_tree(args)
+    if args.out is None:
+        raise UserError("--kind needs --out SUITE.yaml")
+    uploads: dict[str, bytes] = {}
+    # Named from the folder the files share, as a folder import names them (`decks/a.deck.md`, never the
+    # absolute path a deck's embeds would be resolved against).
+    base = Path(os.path.commonpath([path.resolve().parent for path in args.files]))
+    for path in args.files:
+        uploads[path.resolve().relative_to(base).as_posix()] = read_suite_file(path, MAX_FILE_BYTES)
+    try:
+        result = convert(uploads, args.kind)
+    except ImportProblem as exc:
+        raise UserError(str(exc)) from None
+    if not args.out.is_dir():
+        args.out.parent.mkdir(parents=True, exist_ok=True)  # `--out imported/suite.yaml` makes imported/
+    check_writable(args.out, "--out")
+    unit = _single(result, args.out)
+    _check_targets([unit], args, [path.resolve() for path in args.files])
+    _write([unit])
+    return report_unit(unit, detailed=True)

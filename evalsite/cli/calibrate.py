@@ -1,0 +1,79 @@
+"""`evalsite calibrate set.yaml`: judge a calibration set's samples, say how far each judge agrees with the
+labels."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from engine.calibration.report import format_calibration
+from engine.calibration.run import run_calibration
+from engine.endpoint_checks import unnamed_prefix
+
+from .common import (
+    BROKEN,
+    FAILED,
+    PASSED,
+    InvalidSuite,
+    UserError,
+    check_writable,
+    endpoint_registry,
+    load_calibration_file,
+    positive_int,
+    problem_line,
+)
+
+
+def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, help="the calibration set (YAML); attached files from its folder")
+    parser.add_argument(
+        "--model",
+        metavar="M",
+        help="judge model for judges that name none: a model id, endpoint/model or mock",
+    )
+    parser.add_argument(
+        "--json", dest="json_path", type=Path, metavar="OUT.json",
+        help="also write the figures here (format evalsite.calibration/1)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--concurrency", type=positive_int, default=10, metavar="N",
+        help="judge calls in flight at once (default 10; the endpoint's cap applies too)",
+    )  # fmt: skip
+
+
+def calibrate(args: argparse.Namespace) -> int:
+    if args.json_path:
+        check_writable(args.json_path)
+    try:
+        loaded = load_calibration_file(args.file)
+    except InvalidSuite as exc:
+        print(*exc.lines, sep="\n", file=sys.stderr)
+        raise UserError("the calibration set has problems; nothing was judged") from None
+    for warning in loaded.warnings:
+        print(f"warning: {problem_line(args.file, warning)}", file=sys.stderr)
+    nameless = [judge.name for judge in loaded.spec.all_judges if not judge.model]
+    if nameless and not args.model:
+        raise UserError(f"{args.file}: judge {nameless[0]!r} names no `model`; set one or pass --model")
+    registry, unread = endpoint_registry()
+    for judge in loaded.spec.all_judges:
+        ref = judge.model or args.model
+        prefix = unnamed_prefix(registry, ref)
+        if prefix and not os.environ.get("OPENAI_BASE_URL"):
+            why = unread or f"endpoints in the admin: {', '.join(sorted(registry.named)) or 'none'}"
+            raise UserError(f"judge {judge.name!r} `{ref}`: no endpoint named `{prefix}` ({why})")
+    report = run_calibration(loaded, registry, judge_model=args.model, concurrency=args.concurrency)
+    print(format_calibration(report))
+    if args.json_path:
+        payload = {"format": "evalsite.calibration/1", **report.model_dump(mode="json")}
+        try:
+            args.json_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        except OSError as exc:
+            raise UserError(f"--json {args.json_path}: {exc.strerror or exc}", code=BROKEN) from None
+        print(f"Figures written to {args.json_path}")
+    errors = [row for judge in report.judges for row in judge.samples if any(row.errors)]
+    if errors and all(judge.metrics.judgements == judge.metrics.unscored for judge in report.judges):
+        return BROKEN
+    return PASSED if report.status == "passed" else FAILED
