@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import openai
 from pydantic import BaseModel
 
-from .clients import MOCK, EndpointConfig, EndpointRegistry, _error_text
+from .clients import MOCK, EndpointConfig, EndpointRegistry
+from .clients.answers import error_text
 from .errors import written_path
 from .loader import SuiteError, SuiteProblem, _locate, format_path, parse_yaml
 from .redact import redact
@@ -302,7 +303,7 @@ def probe(
             True, f"OK: /models is not served; a one-token completion from `{model}` answered “{text}”"
         )
     except openai.APIStatusError as exc:
-        message = f"HTTP {exc.status_code} from {endpoint.base_url}: {_error_text(exc)}{unset}"
+        message = f"HTTP {exc.status_code} from {endpoint.base_url}: {error_text(exc)}{unset}"
         return ProbeResult(False, redact(message, key))
     except openai.APITimeoutError:
         return ProbeResult(False, f"no answer from {endpoint.base_url} within {client.timeout:g}s")
