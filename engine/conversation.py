@@ -7,9 +7,9 @@ redelivered task never repeats or duplicates a turn.
 
 Every style of conversation is the same loop over its driver (engine.drivers): the driver plans a turn (a
 Step: the user message and what grades the reply), this loop makes the model calls (the simulated user's
-when a Step asks for one, the model's reply, the judges') and grades the reply into a TurnRecord, the
-driver says whether the reply ends the conversation and, from the records alone, what comes next. A given
-history (`messages`) can precede any style.
+when a Step asks for one, the model's reply, the judges') and grades the reply into a TurnRecord
+(engine.turn_grading), the driver says whether the reply ends the conversation and, from the records
+alone, what comes next. A given history (`messages`) can precede any style.
 """
 
 from __future__ import annotations
