@@ -62,8 +62,8 @@ def turn_passed(checks, grade: TurnGrade | None, grades) -> bool | None:
 
 
 def may_call_model(ctx, ev: Eval, step: Step, graders: dict) -> bool:
-    """Whether grading this step's reply may call a model (a judge, embeddings, a stop condition, a named
-    grader, an llm_judge ground-truth grader): on an event loop such grading goes to a thread."""
+    """Whether grading this step's reply may call a model or run a program (a check type that calls out, a
+    stop condition, a named grader, an llm_judge ground-truth grader): on an event loop it goes to a thread."""
     if step.stop_when is not None or graders:
         return True
     if (step.ground_truth is not None or step.grade_conversation is not None) and (
