@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 # A call is slow once it has been out this many times the run's median latency so far, and at least the
-# watcher's minimum (so that a run of sub-second replies does not call a 3 s reply slow).
+# watcher's minimum (so that a run of sub-second replies does not call a reply of a few seconds slow).
 SLOW_FACTOR = 4.0
 SLOW_MIN_SECONDS = 10.0
 # How many of the latest answered calls the median is taken over: the run's usual latency lately.

@@ -388,34 +388,43 @@ def _no_threshold(check: Check) -> float | None:
 class CheckType:
     """How a check type reads (`label`) and grades a reply (`evaluate`). A `scored` type's score says more
     than pass or fail (a similarity, a judge's score); `threshold` is the score it needs, when it has one.
-    Stop conditions show both."""
+    Stop conditions show both. `calls_out`, which every type must declare: grading calls a model or runs a
+    program, so on an event loop it goes to a thread (an `or` calls out when one of its members does)."""
 
     label: Callable[[Check], str]
     evaluate: Callable[[Check, Reply, JudgeContext], CheckResult]
     scored: bool = False
     threshold: Callable[[Check], float | None] = _no_threshold
+    calls_out: bool = field(kw_only=True)
 
 
 # One entry per key of engine.schema.CHECK_KEYS, in its order.
 CHECK_TYPES: dict[str, CheckType] = {
-    "match": CheckType(_quoted, _match),
-    "not_match": CheckType(_quoted, _not_match),
-    "regex": CheckType(_regex_label, _regex),
-    "contains": CheckType(_quoted, _contains),
-    "equals": CheckType(_quoted, _equals),
-    "starts_with": CheckType(_quoted, _starts_with),
-    "min_tokens": CheckType(_plain, _token_bound),
-    "max_tokens": CheckType(_plain, _token_bound),
-    "min_words": CheckType(_plain, _word_bound),
-    "max_words": CheckType(_plain, _word_bound),
-    "semantic": CheckType(_semantic_label, _semantic, scored=True, threshold=lambda c: c.semantic.threshold),
-    "llm_judge": CheckType(_judge_label, _judge, scored=True, threshold=_judge_threshold),
-    "field_equals": CheckType(_field_equals_label, _field_equals),
-    "field_is_set": CheckType(_plain, _field_is_set),
-    "code": CheckType(_code_label, _code, scored=True, threshold=lambda c: c.code.threshold),
-    "is_json": CheckType(lambda check: f"is_json {'true' if check.is_json else 'false'}", _is_json),
-    "or": CheckType(_any_of_label, _any_of),
+    "match": CheckType(_quoted, _match, calls_out=False),
+    "not_match": CheckType(_quoted, _not_match, calls_out=False),
+    "regex": CheckType(_regex_label, _regex, calls_out=False),
+    "contains": CheckType(_quoted, _contains, calls_out=False),
+    "equals": CheckType(_quoted, _equals, calls_out=False),
+    "starts_with": CheckType(_quoted, _starts_with, calls_out=False),
+    "min_tokens": CheckType(_plain, _token_bound, calls_out=False),
+    "max_tokens": CheckType(_plain, _token_bound, calls_out=False),
+    "min_words": CheckType(_plain, _word_bound, calls_out=False),
+    "max_words": CheckType(_plain, _word_bound, calls_out=False),
+    "semantic": CheckType(
+        _semantic_label, _semantic, scored=True, threshold=lambda c: c.semantic.threshold, calls_out=True
+    ),
+    "llm_judge": CheckType(_judge_label, _judge, scored=True, threshold=_judge_threshold, calls_out=True),
+    "field_equals": CheckType(_field_equals_label, _field_equals, calls_out=False),
+    "field_is_set": CheckType(_plain, _field_is_set, calls_out=False),
+    "code": CheckType(_code_label, _code, scored=True, threshold=lambda c: c.code.threshold, calls_out=True),
+    "is_json": CheckType(
+        lambda check: f"is_json {'true' if check.is_json else 'false'}", _is_json, calls_out=False
+    ),
+    "or": CheckType(_any_of_label, _any_of, calls_out=False),
 }
+
+# Check types that only read the reply: grading with nothing else never waits on a model or a program.
+LOCAL_CHECKS = frozenset(key for key, check_type in CHECK_TYPES.items() if not check_type.calls_out)
 
 
 def evaluate_level(items: list[Check], reply: Reply, judge: JudgeContext) -> list[CheckResult]:

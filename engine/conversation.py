@@ -7,9 +7,9 @@ redelivered task never repeats or duplicates a turn.
 
 Every style of conversation is the same loop over its driver (engine.drivers): the driver plans a turn (a
 Step: the user message and what grades the reply), this loop makes the model calls (the simulated user's
-when a Step asks for one, the model's reply, the judges') and grades the reply into a TurnRecord, the
-driver says whether the reply ends the conversation and, from the records alone, what comes next. A given
-history (`messages`) can precede any style.
+when a Step asks for one, the model's reply, the judges') and grades the reply into a TurnRecord
+(engine.turn_grading), the driver says whether the reply ends the conversation and, from the records
+alone, what comes next. A given history (`messages`) can precede any style.
 """
 
 from __future__ import annotations
@@ -20,23 +20,19 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from .checks import JudgeContext, Reply, evaluate_level
 from .clients import ChatClient, Completion, EndpointError
 from .codegrade.run import CodeRunner, CodeScope
-from .conditions import evaluate_condition
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
-from .grading import extract, grade, grade_named
 from .history import build_history, given_messages
 from .outcomes import Status, TerminationKind
-from .patterns import RegexFailure
 from .replies import DEFAULT_RULE, IncompleteRule, graded_text, incomplete, incomplete_verdict
-from .results import EvalResult, GraderResult, SimulatedUserCall, Totals, TurnGrade, TurnRecord, Usage
+from .results import EvalResult, GraderResult, SimulatedUserCall, Totals, TurnRecord, Usage
 from .retries import RetryStopped, RetryWait, retry_hooks
-from .schema import Eval, WeightedPassRule
-from .schema.checks import CHECK_KEYS
+from .schema import Eval
 from .simulate import clean_reply
 from .text import plural
 from .transcript import format_transcript
+from .turn_grading import UserTurn, code_scope, graded_turn, may_call_model, turn_record, with_graders
 
 __all__ = ["Defaults", "EngineContext", "ResumeMismatch", "StopConversation", "run_eval", "run_eval_async"]
 
@@ -63,15 +59,6 @@ class EngineContext:
     judge_temperature: float | None = None
     # Where code checks run; None where code graders are not allowed (they end their conversation in error).
     code: CodeRunner | None = None
-
-
-@dataclass(frozen=True)
-class _UserTurn:
-    """What the simulated user spent writing a turn's prompt, and what it was sent."""
-
-    usage: Usage = field(default_factory=Usage)
-    cost: float = 0.0
-    call: SimulatedUserCall | None = None
 
 
 def run_eval(
@@ -221,7 +208,7 @@ async def _run_eval(
         if graders and turns and graded_turns and verdict.outcome in (Status.PASSED, Status.FAILED):
             try:
                 verdict, graded = await io.blocking(
-                    _with_graders, ctx, ev, eval_id, graders, verdict, turns, messages, given_count
+                    with_graders, ctx, ev, eval_id, graders, verdict, turns, messages, given_count
                 )
             except EndpointError as exc:  # a grader's judge failed after the last turn: no verdict either
                 error = str(exc)
@@ -275,7 +262,7 @@ async def _run_eval(
         else:
             if should_stop is not None and await _answer(should_stop()):
                 return await stopped()
-            user = _UserTurn()
+            user = UserTurn()
             source = None
             if replay is not None:
                 source = replay[position - 1] if position <= len(replay) else None
@@ -300,7 +287,7 @@ async def _run_eval(
                         return await failed(position, exc, " (simulated user)")
                 turn = await _play_turn(
                     ctx, driver, messages, step, position, ev, given, user, graders, io, rule, source,
-                    _code_scope(ctx, ev, eval_id, turns),
+                    code_scope(ctx, ev, eval_id, turns),
                 )  # fmt: skip
             except EndpointError as exc:
                 return await failed(position, exc)
@@ -355,7 +342,7 @@ def _check_resume(turn: TurnRecord, step: Step, position: int, graded: bool = Tr
         raise ResumeMismatch(f"stored turn {position} was graded against other checks than the suite has")
 
 
-async def _ask_user(ctx: EngineContext, step: Step, io: _IO) -> tuple[Step, _UserTurn]:
+async def _ask_user(ctx: EngineContext, step: Step, io: _IO) -> tuple[Step, UserTurn]:
     """The simulated user writes the step's prompt."""
     ask = step.ask
     if ask.model:
@@ -364,7 +351,7 @@ async def _ask_user(ctx: EngineContext, step: Step, io: _IO) -> tuple[Step, _Use
         client, model = ctx.judge, ctx.judge_model
     completion = await io.agent(client, model, ask.messages)
     call = SimulatedUserCall(model=model, messages=ask.messages, reply=completion.text)
-    return replace(step, prompt=clean_reply(completion.text), ask=None), _UserTurn(
+    return replace(step, prompt=clean_reply(completion.text), ask=None), UserTurn(
         completion.usage, completion.cost, call
     )
 
@@ -377,7 +364,7 @@ async def _play_turn(
     position: int,
     ev: Eval,
     given: int,
-    user: _UserTurn,
+    user: UserTurn,
     graders: dict,
     io: _IO,
     rule: IncompleteRule,
@@ -404,321 +391,19 @@ async def _play_turn(
         "incomplete": why,
     }
     if why is not None and rule != "grade":
-        return TurnRecord(
-            turn=position,
-            node=step.node,
-            prompt=step.prompt or "",
-            response=completion.text,
-            usage=completion.usage,
-            cost=completion.cost,
-            latency_ms=completion.latency_ms,
-            passed=False if rule == "fail" else None,
-            followup_reason=step.reason,
-            user_usage=user.usage,
-            user_cost=user.cost,
-            simulated_user=user.call,
-            **ended,
+        return turn_record(
+            step, position, completion, user, passed=False if rule == "fail" else None, **ended
         )
     if why is not None:
         completion = replace(completion, text=graded_text(completion))
     turn = await io.blocking(
-        _graded_turn, ctx, driver, step, position, ev, given, user, graders, sent, completion, code,
-        may_call_model=_may_call_model(ctx, ev, step, graders),
+        graded_turn, ctx, driver, step, position, ev, given, user, graders, sent, completion, code,
+        may_call_model=may_call_model(ctx, ev, step, graders),
     )  # fmt: skip
     noted = {key: value for key, value in ended.items() if value is not None}
     return turn.model_copy(update=noted) if noted else turn
 
 
-def turn_passed(checks, grade: TurnGrade | None, grades) -> bool | None:
-    """A turn passes when its checks, its ground-truth grade and its named graders' grades all do; None when
-    nothing graded it. Also how a reviewer's overrides recount a turn (engine.overrides)."""
-    if not (checks or grade is not None or grades):
-        return None
-    return (
-        all(result.passed for result in checks)
-        and (grade is None or grade.passed)
-        and all(item.passed for item in grades)
-    )
-
-
-# Checks that only read the reply: grading with nothing else never waits on a model or a program.
-_LOCAL_CHECKS = frozenset(CHECK_KEYS) - {"semantic", "llm_judge", "code"}
-
-
-def _may_call_model(ctx: EngineContext, ev: Eval, step: Step, graders: dict) -> bool:
-    """Whether grading this step's reply may call a model (a judge, embeddings, a stop condition, a named
-    grader, an llm_judge ground-truth grader): on an event loop such grading goes to a thread."""
-    if step.stop_when is not None or graders:
-        return True
-    if (step.ground_truth is not None or step.grade_conversation is not None) and (
-        (ev.grader or ctx.defaults.grader) == "llm_judge"
-    ):
-        return True
-
-    def local(items) -> bool:
-        return all(
-            item.kind is None or (item.kind in _LOCAL_CHECKS and local(item.or_ or ())) for item in items
-        )
-
-    return not (local(step.checks) and local(step.final_checks))
-
-
-def _judge_context(ctx: EngineContext, code: CodeScope | None = None) -> JudgeContext:
-    return JudgeContext(
-        ctx.judge,
-        ctx.judge_model,
-        ctx.resolve,
-        ctx.judge_temperature,
-        code=code,
-        rubric_prompt=ctx.defaults.rubric_prompt,
-        rubric_system=ctx.defaults.judge_system,
-    )
-
-
-def _graded_turn(
-    ctx: EngineContext,
-    driver: Driver,
-    step: Step,
-    position: int,
-    ev: Eval,
-    given: int,
-    user: _UserTurn,
-    graders: dict,
-    sent: list[dict],
-    completion: Completion,
-    code: CodeScope,
-) -> TurnRecord:
-    """The reply graded into its turn record: the stop condition, the checks, the ground-truth grades."""
-    code.current = {"turn": position, "node": step.node, "prompt": step.prompt or ""}
-    if step.ground_truth is not None:
-        code.expected = step.ground_truth
-    judge = _judge_context(ctx, code)
-    conversation = [*sent, {"role": "assistant", "content": completion.text}]
-    reply = Reply(
-        text=completion.text,
-        completion_tokens=None if completion.usage.estimated else completion.usage.completion_tokens,
-        conversation=conversation,
-    )
-    condition = decided = None
-    if step.stop_when is not None:
-        condition, decided = evaluate_condition(step.stop_when, position, reply, judge)
-    ending = driver.ending(step, position, condition, decided)
-    # A reply that ends the conversation is its final one: the final checks grade it.
-    results = evaluate_level(step.final_checks if ending else step.checks, reply, judge)
-    turn_grade = _grade(ctx, ev, step, position, completion.text, conversation, given, judge)
-    grades = _turn_grades(ctx, ev, graders, step, position, completion.text, conversation, judge)
-    return TurnRecord(
-        turn=position,
-        node=step.node,
-        prompt=step.prompt or "",
-        response=completion.text,
-        usage=completion.usage,
-        cost=completion.cost,
-        latency_ms=completion.latency_ms,
-        checks=results,
-        passed=turn_passed(results, turn_grade, grades),
-        followup_reason=step.reason,
-        grade=turn_grade,
-        grades=grades,
-        termination=ending.text if ending else None,
-        termination_kind=ending.kind if ending else None,
-        termination_detail=ending.detail if ending else None,
-        user_usage=user.usage,
-        user_cost=user.cost,
-        judge_usage=judge.spent,
-        judge_cost=judge.cost,
-        stop_when=condition,
-        simulated_user=user.call,
-    )
-
-
-def _grade(
-    ctx, ev: Eval, step: Step, position: int, text: str, conversation, given: int, judge
-) -> TurnGrade | None:
-    truth = step.ground_truth if step.ground_truth is not None else step.grade_conversation
-    if truth is None or ctx.defaults.graders or ev.graders:  # named graders take the ground truth instead
-        return None
-    defaults = ctx.defaults
-    grader = ev.grader or defaults.grader or "exact_match"
-    extractor = ev.extractor or defaults.extractor
-    if step.ground_truth is not None:
-        replies, input_text = [text], step.prompt or ""
-    else:  # one grade for the whole conversation: the extractor sees every live reply, not the given ones
-        live = conversation[given:]
-        replies = [m["content"] for m in live if m["role"] == "assistant"]
-        input_text = "\n".join(m["content"] for m in live if m["role"] == "user")
-    try:
-        submission = extract(extractor, replies)
-    except RegexFailure as exc:  # the extractor's pattern could not run: this grade fails, the run goes on
-        return TurnGrade(
-            turn=position,
-            score=0.0,
-            passed=False,
-            rationale=f"extractor: {exc}",
-            submission="",
-            ground_truth=truth,
-            grader=grader,
-        )
-    threshold = ev.pass_threshold if ev.pass_threshold is not None else defaults.pass_threshold
-    return grade(
-        grader,
-        turn=position,
-        submission=submission,
-        ground_truth=truth,
-        threshold=1.0 if threshold is None else threshold,
-        judge=judge,
-        rubric=ev.rubric or defaults.rubric,
-        input_text=input_text,
-        conversation=conversation,
-    )
-
-
-# --- named graders: per turn, or once for the conversation, then the eval's verdict under its pass rule ---
-
-
-def _code_scope(ctx: EngineContext, ev: Eval, eval_id: str, turns: Sequence[TurnRecord]) -> CodeScope:
-    """What the eval's code checks are told besides the reply: its turns so far, its expected output."""
-    expected = ev.ground_truth if isinstance(ev.ground_truth, str) else None
-    return CodeScope(
-        ctx.code, eval_id, list(turns), expected=expected, metadata={"tags": list(ev.tags or [])}
-    )
-
-
 def _short(text: str) -> str:
     text = " ".join(text.split())
     return repr(text if len(text) <= 50 else text[:49] + "…")
-
-
-def _per_turn(ev: Eval) -> bool:
-    """Named graders grade every turn of an `input` list with a `ground_truth` list (Letta's per-turn rows);
-    any other conversation once, after its last turn."""
-    return isinstance(ev.ground_truth, list)
-
-
-def _turn_grades(
-    ctx, ev: Eval, graders: dict, step: Step, position: int, text: str, conversation, judge
-) -> list[TurnGrade]:
-    if not graders or not _per_turn(ev) or step.ground_truth is None:
-        return []
-    return [
-        grade_named(
-            name,
-            grader,
-            turn=position,
-            replies=[text],
-            ground_truth=step.ground_truth,
-            input_text=step.prompt or "",
-            conversation=conversation,
-            judge=judge,
-            default_extractor=ctx.defaults.extractor,
-            default_threshold=ctx.defaults.pass_threshold,
-        )  # fmt: skip
-        for name, grader in graders.items()
-    ]
-
-
-def _with_graders(
-    ctx,
-    ev: Eval,
-    eval_id: str,
-    graders: dict,
-    verdict: Verdict,
-    turns: list[TurnRecord],
-    messages,
-    given: int,
-):
-    """The named graders' results (the conversation graded once now, unless it was graded per turn) and the
-    eval's verdict under its pass rule: it passes when the driver's verdict passed (its checks) and the
-    graders pass the rule; its score is the graders' mean, or their weighted mean."""
-    aggregation = {"mean": lambda xs: sum(xs) / len(xs), "min": min, "max": max}[ev.aggregation or "mean"]
-    by_name: dict[str, list[TurnGrade]] = {name: [] for name in graders}
-    if _per_turn(ev):
-        for turn in turns:
-            for item in turn.grades:
-                by_name.setdefault(item.name, []).append(item)
-    else:
-        live = messages[given:]
-        replies = [m["content"] for m in live if m["role"] == "assistant"]
-        input_text = "\n".join(str(m["content"]) for m in live if m["role"] == "user")
-        code = _code_scope(ctx, ev, eval_id, turns[:-1])
-        code.current = turns[-1].model_dump(mode="json")
-        judge = _judge_context(ctx, code)
-        truth = ev.ground_truth if isinstance(ev.ground_truth, str) else None
-        for name, grader in graders.items():
-            by_name[name].append(
-                grade_named(
-                    name,
-                    grader,
-                    turn=turns[-1].turn,
-                    replies=replies,
-                    ground_truth=truth,
-                    input_text=input_text,
-                    conversation=list(messages),
-                    judge=judge,
-                    default_extractor=ctx.defaults.extractor,
-                    default_threshold=ctx.defaults.pass_threshold,
-                )  # fmt: skip
-            )
-        # The conversation's grades are kept with its results (the turns are stored already, written once).
-        _charge_last(turns, judge)
-    results = []
-    for name, grader in graders.items():
-        items = by_name.get(name, [])
-        threshold = items[0].threshold if items else (grader.threshold or 1.0)
-        score = aggregation([item.score for item in items]) if items else None
-        results.append(
-            GraderResult(
-                name=name,
-                kind=grader.kind,
-                score=score,
-                threshold=threshold,
-                passed=None if score is None else score >= threshold - 1e-9,
-                turns_graded=len(items),
-                grades=[] if _per_turn(ev) else items,
-            )  # fmt: skip
-        )
-    rule = ev.pass_rule if ev.pass_rule is not None else ctx.defaults.pass_rule
-    return graded_verdict(rule, results, verdict), results
-
-
-def graded_verdict(rule, results: list[GraderResult], verdict: Verdict) -> Verdict:
-    """The eval's verdict under its pass rule, from its named graders' results and its driver's verdict (its
-    checks): it passes when both do; its score is the graders' mean, or their weighted mean."""
-    scored = [item for item in results if item.score is not None]
-    if isinstance(rule, WeightedPassRule):
-        weights = rule.weighted_average
-        total = sum(weights.values())
-        score = sum(weights[item.name] * item.score for item in scored if item.name in weights) / total
-        ok = score >= rule.threshold - 1e-9
-        how = f"weighted score {score:.2f} (needs {rule.threshold:g})"
-        failed = [item.name for item in results if item.name in rule.required and not item.passed]
-        if failed:
-            ok = False
-            how += f", required {', '.join(failed)} failed"
-    else:
-        score = sum(item.score for item in scored) / len(scored) if scored else 0.0
-        passes = [bool(item.passed) for item in results]
-        ok = all(passes) if rule == "all" else any(passes)
-        how = f"{sum(passes)}/{len(passes)} graders passed" + ("" if rule == "all" else " (any)")
-    detail = ", ".join(
-        f"{item.name} {item.score:.2f}{'✓' if item.passed else '✗'}"
-        for item in results
-        if item.score is not None
-    )
-    checks_passed = verdict.outcome == Status.PASSED
-    status = Status.PASSED if ok and checks_passed else Status.FAILED
-    reason = f"{status}: {how}: {detail}"
-    if not checks_passed and ok:
-        reason += f"; {verdict.reason}"
-    text = reason if verdict.text == verdict.reason else f"{reason}; {verdict.text}"
-    return Verdict(status, score, reason, text, verdict.passed_on_turn if status == Status.PASSED else None)
-
-
-def _charge_last(turns: list[TurnRecord], judge: JudgeContext) -> None:
-    """Graders' judge calls after the last turn count in the eval's judge totals (Totals.of sums turns'), so
-    they go on the last turn's record as the conversation's results are built."""
-    if judge.spent.total_tokens or judge.cost:
-        last = turns[-1]
-        turns[-1] = last.model_copy(
-            update={"judge_usage": last.judge_usage + judge.spent, "judge_cost": last.judge_cost + judge.cost}
-        )

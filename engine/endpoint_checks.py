@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import openai
 from pydantic import BaseModel
 
-from .clients import MOCK, EndpointConfig, EndpointRegistry, _error_text
+from .clients import MOCK, EndpointConfig, EndpointRegistry
+from .clients.answers import error_text
 from .errors import written_path
 from .redact import redact
 from .schema import JudgeSpec, NaturalLanguage, Simulate, Suite
@@ -298,7 +299,7 @@ def probe(
             True, f"OK: /models is not served; a one-token completion from `{model}` answered “{text}”"
         )
     except openai.APIStatusError as exc:
-        message = f"HTTP {exc.status_code} from {endpoint.base_url}: {_error_text(exc)}{unset}"
+        message = f"HTTP {exc.status_code} from {endpoint.base_url}: {error_text(exc)}{unset}"
         return ProbeResult(False, redact(message, key))
     except openai.APITimeoutError:
         return ProbeResult(False, f"no answer from {endpoint.base_url} within {client.timeout:g}s")

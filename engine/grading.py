@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from . import patterns
-from .checks import JudgeContext
+from .checks import JudgeContext, Reply, evaluate
 from .judge import JUDGE_SYSTEM, PASS_FAIL, Verdict, ask, normalise_score
 from .matching import MISSING, json_field
 from .results import TurnGrade
@@ -153,8 +153,6 @@ def grade_named(
     """One named grader's grade of a turn (`replies` holds its reply) or of a conversation (every live reply;
     the extractor picks). A check grader grades the last reply with its check; a judge uses its own model and
     temperature, and is charged to `judge`."""
-    from .checks import Reply, evaluate
-
     threshold = grader.threshold if grader.threshold is not None else default_threshold
     threshold = 1.0 if threshold is None else threshold
     truth = ground_truth or ""

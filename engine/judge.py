@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from .clients import ChatClient, EndpointError
 from .results import Usage
+from .schema.checks import JUDGE_PLACEHOLDER
 from .transcript import format_transcript, message_text
 from .verdicts import PASS_FAIL, YES_NO, Verdict, parse_verdict
 
@@ -72,8 +73,6 @@ def written_messages(written: list[dict], criteria: str, conversation: list[dict
     (the last user message before the reply), {{output}} (the reply) and {{conversation}} (the transcript
     up to the reply, as evalsite's own prompt shows it). Filled in one pass, so text put in is never read
     for placeholders."""
-    from .schema.checks import JUDGE_PLACEHOLDER
-
     last = max((i for i, m in enumerate(conversation) if m.get("role") == "assistant"), default=None)
     before = conversation if last is None else conversation[:last]
     values = {

@@ -38,9 +38,8 @@ def glob_match(pattern: str, text: str) -> bool:
 
 def _plain_glob(pattern: str, text: str) -> bool | None:
     """The common globs ("*done*", "done*", "*done", "done") over ASCII, matched without a regex; None for
-    the others. A check's glob runs on every reply, and the time-limited regex search cost ~60 µs a reply
-    in the workers' profile at concurrency 100; these cannot backtrack. ASCII only, where lower() folds
-    case exactly as the regex's IGNORECASE does."""
+    the others. A check's glob runs on every reply, where the time-limited regex search is costly, and
+    these cannot backtrack. ASCII only, where lower() folds case exactly as the regex's IGNORECASE does."""
     core = pattern.strip("*")
     if "*" in core or "?" in core or not pattern.isascii():
         return None

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .conversation import graded_verdict, turn_passed
 from .drivers import Driver, Verdict
 from .outcomes import Status
 from .results import CheckResult, GraderResult, OverrideRecord, TurnRecord
+from .turn_grading import graded_verdict, turn_passed
 
 GRADE = "grade"
 

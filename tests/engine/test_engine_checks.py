@@ -13,6 +13,7 @@ import pytest
 
 from engine.checks import (
     CHECK_TYPES,
+    LOCAL_CHECKS,
     JudgeContext,
     Reply,
     choose_followup,
@@ -677,6 +678,25 @@ def example(key: str) -> dict:
 def test_the_registry_has_one_entry_per_check_key_of_the_schema():
     assert list(CHECK_TYPES) == list(CHECK_KEYS)
     assert all(callable(entry.label) and callable(entry.evaluate) for entry in CHECK_TYPES.values())
+
+
+def test_every_check_type_declares_whether_it_calls_out():
+    """The conversation loop grades on its event loop only what calls no model and runs no program."""
+    assert all(type(entry.calls_out) is bool for entry in CHECK_TYPES.values())
+    assert {key for key, entry in CHECK_TYPES.items() if not entry.calls_out} == LOCAL_CHECKS
+
+
+@pytest.mark.parametrize("key", CHECK_KEYS)
+def test_a_check_type_calls_out_exactly_when_it_declares_so(key):
+    item = check(example(key))
+    judge = ScriptedJudge()  # no answers and no vectors: any call fails; no code runner either
+    context = JudgeContext(judge, "judge-model")
+    if CHECK_TYPES[key].calls_out:
+        with pytest.raises((AssertionError, EndpointError)):
+            evaluate(item, reply("ok", completion_tokens=1), context)
+    else:
+        assert evaluate(item, reply("ok", completion_tokens=1), context).type == key
+        assert not judge.calls and not judge.embed_calls
 
 
 @pytest.mark.parametrize("key", CHECK_KEYS)

@@ -1,4 +1,4 @@
-"""engine/clients.py: the endpoint registry (`endpoint/model` references, clients, cost per token) and the
+"""engine/clients/: the endpoint registry (`endpoint/model` references, clients, cost per token) and the
 token estimate."""
 
 from __future__ import annotations

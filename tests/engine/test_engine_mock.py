@@ -1,4 +1,4 @@
-"""engine/clients.py's MockClient: the `mock` model's rules, its estimated and free usage, its embeddings."""
+"""engine/clients/mock.py's MockClient: the `mock` model's rules, its estimated and free usage, its embeddings."""
 
 from __future__ import annotations
 

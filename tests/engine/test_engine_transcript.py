@@ -3,10 +3,7 @@ markers once it has structure."""
 
 from __future__ import annotations
 
-from engine.clients import (
-    message_text,
-)
-from engine.transcript import format_transcript, has_structure
+from engine.transcript import format_transcript, has_structure, message_text
 from tests.engine.doubles import assistant, sys_, user
 
 

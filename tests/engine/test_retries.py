@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from engine.clients import EndpointConfig, EndpointError, OpenAIClient, _retry_after
+from engine.clients import EndpointConfig, EndpointError, OpenAIClient
+from engine.clients.answers import retry_after
 from engine.retries import LocalPauseBoard, RetryStopped, retry_hooks
 from tests.engine.test_clients import KEY_ENV, FakeTime, client_for
 from tests.fakeopenai import FakeOpenAI
@@ -83,12 +84,12 @@ def test_retry_after_is_capped_per_wait_and_never_overruns_the_budget(fake):
 
 
 def test_retry_after_in_milliseconds_seconds_or_as_a_date():
-    assert _retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
-    assert _retry_after({"retry-after": "2"}) == 2
+    assert retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert retry_after({"retry-after": "2"}) == 2
     in_ten = email.utils.formatdate(time.time() + 10, usegmt=True)
-    assert 8 <= _retry_after({"retry-after": in_ten}) <= 10
-    assert _retry_after({"retry-after": "soon"}) is None
-    assert _retry_after({}) is None
+    assert 8 <= retry_after({"retry-after": in_ten}) <= 10
+    assert retry_after({"retry-after": "soon"}) is None
+    assert retry_after({}) is None
 
 
 def test_waits_are_reported_with_their_reason(fake):

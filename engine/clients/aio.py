@@ -1,0 +1,136 @@
+"""Awaiting chat calls on an event loop, through aiohttp, for the asyncio path that plays many
+conversations on one loop (engine.runner, the workers).
+
+Chat calls go through aiohttp rather than the `openai` client: its request building and parsing, in
+Python, dominate a call's CPU once the model is fast. Judges and embeddings keep the `openai` client, in
+threads (engine.conversation.run_eval_async).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import weakref
+
+import aiohttp
+from tenacity import AsyncRetrying
+
+from ..retries import async_wait_out
+from .answers import (
+    Reply,
+    Transient,
+    error_body_text,
+    read_reply,
+    status_failure,
+    timed_out,
+    unreachable,
+    unreadable,
+)
+from .base import Completion
+from .http import OpenAIClient
+from .retrying import RetryLoop
+
+# Per event loop, per (base URL, key, timeout); each loop's own are touched only on it.
+_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, aiohttp.ClientSession]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class _HTTPFailure(Exception):
+    def __init__(self, status: int, text: str, headers) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status, self.text, self.headers = status, text, headers
+
+
+class AsyncOpenAIClient(OpenAIClient):
+    """An OpenAIClient whose chat calls can also be awaited (`acomplete`): the same retries, waits, pauses,
+    errors and redaction as `complete`; only the transport differs."""
+
+    def _session_key(self) -> tuple:
+        api_key = os.environ.get(self.endpoint.api_key_env, "") or "not-set"
+        return (self.endpoint.base_url, api_key, self.endpoint.timeout)
+
+    def _session(self):
+        # One session (a connection pool) per event loop and endpoint, shared by every client built for it: a
+        # worker builds a client per conversation, and a session each would open a connection each.
+        sessions = _sessions.setdefault(asyncio.get_running_loop(), {})
+        key = self._session_key()
+        session = sessions.get(key)
+        if session is None or session.closed:
+            session = aiohttp.ClientSession(
+                # Concurrency is the caller's to bound (the runner's semaphore, the endpoint's cap).
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                timeout=aiohttp.ClientTimeout(total=self.endpoint.timeout),
+                headers={"Authorization": f"Bearer {key[1]}", "Content-Type": "application/json"},
+            )
+            sessions[key] = session
+        return session
+
+    async def aclose(self) -> None:
+        """Close this endpoint's session on the running event loop (the runner calls it before its loop ends)."""
+        session = _sessions.get(asyncio.get_running_loop(), {}).pop(self._session_key(), None)
+        if session is not None:
+            await session.close()
+
+    async def acomplete(
+        self, model: str, messages: list[dict], *, temperature: float | None = None
+    ) -> Completion:
+        body = self._body(model, messages, temperature)
+        started = time.monotonic()
+        reply = await self._acall("request", lambda: self._post(body))
+        return self._completion(reply, messages, started)
+
+    async def _post(self, body: dict) -> Reply:
+        async with self._session().post(
+            self.endpoint.base_url.rstrip("/") + "/chat/completions", json=body
+        ) as r:
+            if r.status >= 400:
+                raw = await r.text()
+                raise _HTTPFailure(r.status, error_body_text(raw), r.headers)
+            try:
+                response = await r.json(content_type=None)
+            except ValueError:
+                raise unreadable(self.label, f"not JSON: {(await r.text(errors='replace'))[:200]}") from None
+        return read_reply(response, self.label)
+
+    def _afailure(self, what: str, exc: BaseException) -> Exception | None:
+        """aiohttp's exception (or our _HTTPFailure) as the failure to raise; None for any other."""
+        if isinstance(exc, _HTTPFailure):
+            return status_failure(self.label, exc.status, exc.text, exc.headers)
+        if isinstance(exc, (TimeoutError, aiohttp.ServerTimeoutError)):
+            return timed_out(what, self.label, self.endpoint.timeout)
+        if isinstance(exc, aiohttp.ClientError):
+            return unreachable(self.label, self.endpoint.base_url, exc)
+        return None
+
+    async def _acall(self, what: str, afn):
+        """_call for coroutines: the same retry loop under tenacity's AsyncRetrying."""
+        loop = RetryLoop(self, what)
+        seconds = loop.held_back()
+        if seconds:
+            await async_wait_out(seconds)
+
+        async def attempt():
+            with loop.attempt(self._afailure):
+                return await afn()
+
+        # Most calls succeed at once: the first attempt is made without tenacity, whose machinery costs more
+        # than the rest of a call's CPU. A first attempt that failed is handed to the retry loop as its
+        # attempt 1, so the loop waits and counts as if it had made it.
+        failed_first: list[Transient] = []
+        try:
+            return await attempt()
+        except Transient as failure:
+            failed_first.append(failure)
+
+        async def again():
+            if failed_first:
+                raise failed_first.pop()
+            return await attempt()
+
+        retrying = loop.retrying(AsyncRetrying, loop.asleep)
+        try:
+            return await retrying(again)
+        except Transient as failure:
+            raise loop.gave_up(failure, retrying.statistics) from None

@@ -1,0 +1,78 @@
+"""What every chat client shares: an endpoint's settings, the completion it gives, the error it raises."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..redact import redact
+from ..results import Usage
+
+MOCK = "mock"
+DEFAULT = "default"
+RETRY_SECONDS = 300.0
+RETRY_MAX_WAIT = 60.0
+
+
+class EndpointError(Exception):
+    """The endpoint could not give an answer; the message says why, for the person reading the run.
+
+    The message is redacted here, as it is built: endpoints may echo the key they were sent.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    name: str
+    base_url: str
+    api_key_env: str = "OPENAI_API_KEY"  # the *name* of the variable; keys never live in the database
+    max_concurrency: int = 10
+    price_input: float = 0.0  # USD per million prompt tokens
+    price_output: float = 0.0  # USD per million completion tokens
+    timeout: float = 60.0
+    retry_seconds: float = RETRY_SECONDS  # how long one call may keep retrying, waits included
+    retry_max_wait: float = RETRY_MAX_WAIT  # the longest single wait, Retry-After included
+    max_retries: int | None = None  # an optional cap on the number of retries as well
+    string_only: bool = False
+
+    def cost(self, usage: Usage) -> float:
+        return (usage.prompt_tokens * self.price_input + usage.completion_tokens * self.price_output) / 1e6
+
+
+def default_endpoint_from_env(**overrides) -> EndpointConfig:
+    base_url = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    return EndpointConfig(name=DEFAULT, base_url=base_url, api_key_env="OPENAI_API_KEY", **overrides)
+
+
+@dataclass
+class Completion:
+    text: str
+    usage: Usage
+    cost: float
+    latency_ms: int
+    # How the reply ended, as the endpoint said (`stop`, `length`, `content_filter`, …; None: not said), the
+    # model's refusal when it sent one instead of content, and whether it called tools: what tells a finished
+    # reply from one that is not (engine.replies).
+    finish_reason: str | None = None
+    refusal: str | None = None
+    tool_calls: bool = False
+
+
+class ChatClient(Protocol):
+    label: str
+    is_mock: bool
+
+    def complete(
+        self, model: str, messages: list[dict], *, temperature: float | None = None
+    ) -> Completion: ...
+
+    def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]], Usage, float]: ...
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4)) if text else 0

@@ -1,0 +1,328 @@
+"""Grading a played reply into its TurnRecord, and a conversation under its named graders.
+
+`ctx` is the conversation's engine.conversation.EngineContext: the judge, the suite's defaults, where code
+checks run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .checks import LOCAL_CHECKS, JudgeContext, Reply, evaluate_level
+from .clients import Completion
+from .codegrade.run import CodeScope
+from .conditions import evaluate_condition
+from .drivers import Driver, Step, Verdict
+from .grading import extract, grade, grade_named
+from .outcomes import Status
+from .patterns import RegexFailure
+from .results import GraderResult, SimulatedUserCall, TurnGrade, TurnRecord, Usage
+from .schema import Eval, WeightedPassRule
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    """What the simulated user spent writing a turn's prompt, and what it was sent."""
+
+    usage: Usage = field(default_factory=Usage)
+    cost: float = 0.0
+    call: SimulatedUserCall | None = None
+
+
+def turn_record(step: Step, position: int, completion: Completion, user: UserTurn, **graded) -> TurnRecord:
+    """A turn's record: what was sent and answered, and what the simulated user spent; `graded` adds how the
+    reply was graded, or why it was not."""
+    return TurnRecord(
+        turn=position,
+        node=step.node,
+        prompt=step.prompt or "",
+        response=completion.text,
+        usage=completion.usage,
+        cost=completion.cost,
+        latency_ms=completion.latency_ms,
+        followup_reason=step.reason,
+        user_usage=user.usage,
+        user_cost=user.cost,
+        simulated_user=user.call,
+        **graded,
+    )
+
+
+def turn_passed(checks, grade: TurnGrade | None, grades) -> bool | None:
+    """A turn passes when its checks, its ground-truth grade and its named graders' grades all do; None when
+    nothing graded it. Also how a reviewer's overrides recount a turn (engine.overrides)."""
+    if not (checks or grade is not None or grades):
+        return None
+    return (
+        all(result.passed for result in checks)
+        and (grade is None or grade.passed)
+        and all(item.passed for item in grades)
+    )
+
+
+def may_call_model(ctx, ev: Eval, step: Step, graders: dict) -> bool:
+    """Whether grading this step's reply may call a model or run a program (a check type that calls out, a
+    stop condition, a named grader, an llm_judge ground-truth grader): on an event loop it goes to a thread."""
+    if step.stop_when is not None or graders:
+        return True
+    if (step.ground_truth is not None or step.grade_conversation is not None) and (
+        (ev.grader or ctx.defaults.grader) == "llm_judge"
+    ):
+        return True
+
+    def local(items) -> bool:
+        return all(
+            item.kind is None or (item.kind in LOCAL_CHECKS and local(item.or_ or ())) for item in items
+        )
+
+    return not (local(step.checks) and local(step.final_checks))
+
+
+def _judge_context(ctx, code: CodeScope | None = None) -> JudgeContext:
+    return JudgeContext(
+        ctx.judge,
+        ctx.judge_model,
+        ctx.resolve,
+        ctx.judge_temperature,
+        code=code,
+        rubric_prompt=ctx.defaults.rubric_prompt,
+        rubric_system=ctx.defaults.judge_system,
+    )
+
+
+def graded_turn(
+    ctx,
+    driver: Driver,
+    step: Step,
+    position: int,
+    ev: Eval,
+    given: int,
+    user: UserTurn,
+    graders: dict,
+    sent: list[dict],
+    completion: Completion,
+    code: CodeScope,
+) -> TurnRecord:
+    """The reply graded into its turn record: the stop condition, the checks, the ground-truth grades."""
+    code.current = {"turn": position, "node": step.node, "prompt": step.prompt or ""}
+    if step.ground_truth is not None:
+        code.expected = step.ground_truth
+    judge = _judge_context(ctx, code)
+    conversation = [*sent, {"role": "assistant", "content": completion.text}]
+    reply = Reply(
+        text=completion.text,
+        completion_tokens=None if completion.usage.estimated else completion.usage.completion_tokens,
+        conversation=conversation,
+    )
+    condition = decided = None
+    if step.stop_when is not None:
+        condition, decided = evaluate_condition(step.stop_when, position, reply, judge)
+    ending = driver.ending(step, position, condition, decided)
+    # A reply that ends the conversation is its final one: the final checks grade it.
+    results = evaluate_level(step.final_checks if ending else step.checks, reply, judge)
+    turn_grade = _grade(ctx, ev, step, position, completion.text, conversation, given, judge)
+    grades = _turn_grades(ctx, ev, graders, step, position, completion.text, conversation, judge)
+    return turn_record(
+        step,
+        position,
+        completion,
+        user,
+        checks=results,
+        passed=turn_passed(results, turn_grade, grades),
+        grade=turn_grade,
+        grades=grades,
+        termination=ending.text if ending else None,
+        termination_kind=ending.kind if ending else None,
+        termination_detail=ending.detail if ending else None,
+        judge_usage=judge.spent,
+        judge_cost=judge.cost,
+        stop_when=condition,
+    )
+
+
+def _grade(
+    ctx, ev: Eval, step: Step, position: int, text: str, conversation, given: int, judge
+) -> TurnGrade | None:
+    truth = step.ground_truth if step.ground_truth is not None else step.grade_conversation
+    if truth is None or ctx.defaults.graders or ev.graders:  # named graders take the ground truth instead
+        return None
+    defaults = ctx.defaults
+    grader = ev.grader or defaults.grader or "exact_match"
+    extractor = ev.extractor or defaults.extractor
+    if step.ground_truth is not None:
+        replies, input_text = [text], step.prompt or ""
+    else:  # one grade for the whole conversation: the extractor sees every live reply, not the given ones
+        live = conversation[given:]
+        replies = [m["content"] for m in live if m["role"] == "assistant"]
+        input_text = "\n".join(m["content"] for m in live if m["role"] == "user")
+    try:
+        submission = extract(extractor, replies)
+    except RegexFailure as exc:  # the extractor's pattern could not run: this grade fails, the run goes on
+        return TurnGrade(
+            turn=position,
+            score=0.0,
+            passed=False,
+            rationale=f"extractor: {exc}",
+            submission="",
+            ground_truth=truth,
+            grader=grader,
+        )
+    threshold = ev.pass_threshold if ev.pass_threshold is not None else defaults.pass_threshold
+    return grade(
+        grader,
+        turn=position,
+        submission=submission,
+        ground_truth=truth,
+        threshold=1.0 if threshold is None else threshold,
+        judge=judge,
+        rubric=ev.rubric or defaults.rubric,
+        input_text=input_text,
+        conversation=conversation,
+    )
+
+
+# --- named graders: per turn, or once for the conversation, then the eval's verdict under its pass rule ---
+
+
+def code_scope(ctx, ev: Eval, eval_id: str, turns: Sequence[TurnRecord]) -> CodeScope:
+    """What the eval's code checks are told besides the reply: its turns so far, its expected output."""
+    expected = ev.ground_truth if isinstance(ev.ground_truth, str) else None
+    return CodeScope(
+        ctx.code, eval_id, list(turns), expected=expected, metadata={"tags": list(ev.tags or [])}
+    )
+
+
+def _per_turn(ev: Eval) -> bool:
+    """Named graders grade every turn of an `input` list with a `ground_truth` list (Letta's per-turn rows);
+    any other conversation once, after its last turn."""
+    return isinstance(ev.ground_truth, list)
+
+
+def _turn_grades(
+    ctx, ev: Eval, graders: dict, step: Step, position: int, text: str, conversation, judge
+) -> list[TurnGrade]:
+    if not graders or not _per_turn(ev) or step.ground_truth is None:
+        return []
+    return [
+        grade_named(
+            name,
+            grader,
+            turn=position,
+            replies=[text],
+            ground_truth=step.ground_truth,
+            input_text=step.prompt or "",
+            conversation=conversation,
+            judge=judge,
+            default_extractor=ctx.defaults.extractor,
+            default_threshold=ctx.defaults.pass_threshold,
+        )  # fmt: skip
+        for name, grader in graders.items()
+    ]
+
+
+def with_graders(
+    ctx,
+    ev: Eval,
+    eval_id: str,
+    graders: dict,
+    verdict: Verdict,
+    turns: list[TurnRecord],
+    messages,
+    given: int,
+):
+    """The named graders' results (the conversation graded once now, unless it was graded per turn) and the
+    eval's verdict under its pass rule: it passes when the driver's verdict passed (its checks) and the
+    graders pass the rule; its score is the graders' mean, or their weighted mean."""
+    aggregation = {"mean": lambda xs: sum(xs) / len(xs), "min": min, "max": max}[ev.aggregation or "mean"]
+    by_name: dict[str, list[TurnGrade]] = {name: [] for name in graders}
+    if _per_turn(ev):
+        for turn in turns:
+            for item in turn.grades:
+                by_name.setdefault(item.name, []).append(item)
+    else:
+        live = messages[given:]
+        replies = [m["content"] for m in live if m["role"] == "assistant"]
+        input_text = "\n".join(str(m["content"]) for m in live if m["role"] == "user")
+        code = code_scope(ctx, ev, eval_id, turns[:-1])
+        code.current = turns[-1].model_dump(mode="json")
+        judge = _judge_context(ctx, code)
+        truth = ev.ground_truth if isinstance(ev.ground_truth, str) else None
+        for name, grader in graders.items():
+            by_name[name].append(
+                grade_named(
+                    name,
+                    grader,
+                    turn=turns[-1].turn,
+                    replies=replies,
+                    ground_truth=truth,
+                    input_text=input_text,
+                    conversation=list(messages),
+                    judge=judge,
+                    default_extractor=ctx.defaults.extractor,
+                    default_threshold=ctx.defaults.pass_threshold,
+                )  # fmt: skip
+            )
+        # The conversation's grades are kept with its results (the turns are stored already, written once).
+        _charge_last(turns, judge)
+    results = []
+    for name, grader in graders.items():
+        items = by_name.get(name, [])
+        threshold = items[0].threshold if items else (grader.threshold or 1.0)
+        score = aggregation([item.score for item in items]) if items else None
+        results.append(
+            GraderResult(
+                name=name,
+                kind=grader.kind,
+                score=score,
+                threshold=threshold,
+                passed=None if score is None else score >= threshold - 1e-9,
+                turns_graded=len(items),
+                grades=[] if _per_turn(ev) else items,
+            )  # fmt: skip
+        )
+    rule = ev.pass_rule if ev.pass_rule is not None else ctx.defaults.pass_rule
+    return graded_verdict(rule, results, verdict), results
+
+
+def graded_verdict(rule, results: list[GraderResult], verdict: Verdict) -> Verdict:
+    """The eval's verdict under its pass rule, from its named graders' results and its driver's verdict (its
+    checks): it passes when both do; its score is the graders' mean, or their weighted mean."""
+    scored = [item for item in results if item.score is not None]
+    if isinstance(rule, WeightedPassRule):
+        weights = rule.weighted_average
+        total = sum(weights.values())
+        score = sum(weights[item.name] * item.score for item in scored if item.name in weights) / total
+        ok = score >= rule.threshold - 1e-9
+        how = f"weighted score {score:.2f} (needs {rule.threshold:g})"
+        failed = [item.name for item in results if item.name in rule.required and not item.passed]
+        if failed:
+            ok = False
+            how += f", required {', '.join(failed)} failed"
+    else:
+        score = sum(item.score for item in scored) / len(scored) if scored else 0.0
+        passes = [bool(item.passed) for item in results]
+        ok = all(passes) if rule == "all" else any(passes)
+        how = f"{sum(passes)}/{len(passes)} graders passed" + ("" if rule == "all" else " (any)")
+    detail = ", ".join(
+        f"{item.name} {item.score:.2f}{'✓' if item.passed else '✗'}"
+        for item in results
+        if item.score is not None
+    )
+    checks_passed = verdict.outcome == Status.PASSED
+    status = Status.PASSED if ok and checks_passed else Status.FAILED
+    reason = f"{status}: {how}: {detail}"
+    if not checks_passed and ok:
+        reason += f"; {verdict.reason}"
+    text = reason if verdict.text == verdict.reason else f"{reason}; {verdict.text}"
+    return Verdict(status, score, reason, text, verdict.passed_on_turn if status == Status.PASSED else None)
+
+
+def _charge_last(turns: list[TurnRecord], judge: JudgeContext) -> None:
+    """Graders' judge calls after the last turn count in the eval's judge totals (Totals.of sums turns'), so
+    they go on the last turn's record as the conversation's results are built."""
+    if judge.spent.total_tokens or judge.cost:
+        last = turns[-1]
+        turns[-1] = last.model_copy(
+            update={"judge_usage": last.judge_usage + judge.spent, "judge_cost": last.judge_cost + judge.cost}
+        )
