@@ -51,7 +51,7 @@ class DatabasePauseBoard:
                 self._read[endpoint] = read
         return read
 
-    # A worker's model calls run on an event loop (runs.loop), where Django refuses queries and a query would
+    # A worker's model calls run on an event loop (runs.worker.loop), where Django refuses queries and a query would
     # hold every conversation of the process: there the board is read and written by a thread of its own,
     # and the loop goes on with what was last read (at most a second old, plus the read itself).
 

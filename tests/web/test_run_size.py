@@ -14,8 +14,8 @@ from django.urls import reverse
 from engine import bounds
 from engine.loader import SuiteError, load_suite
 from runs import services as run_services
-from runs import sql
 from runs.models import Conversation, Run
+from runs.worker import sql
 from suites import services as suite_services
 
 
