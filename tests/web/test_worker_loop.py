@@ -314,7 +314,7 @@ def test_turn_writes_that_postgresql_aborts_in_a_deadlock_are_written_again(user
         other.execute("UPDATE runs_conversation SET waiting_reason = '' WHERE id = %s", [first])
         other.commit()
         writing.join(timeout=30)
-    assert [future.result(timeout=0) for *_, future in batch] == [True, True]
+    assert [message.stored.result(timeout=0) for message in batch] == [True, True]
     assert sorted(Turn.objects.filter(position=1).values_list("conversation_id", flat=True)) == [
         first,
         second,
