@@ -63,7 +63,7 @@ class Pump:
         # What happened to each conversation, for execute and tests: kept only while serving until idle (a
         # worker's pump serves forever, and would keep one per conversation it ever played).
         self.outcomes: dict[int, str] = {}
-        self._keep_outcomes = False
+        self._records_outcomes = False
         self._polled_at = 0.0
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -147,7 +147,7 @@ class Pump:
     def serve(self, *, until_idle: bool = False) -> None:
         """Do the conversations' database work, a round at a time, forever (until `stop`) or (until_idle)
         until no conversation is held any more."""
-        self._keep_outcomes = until_idle
+        self._records_outcomes = until_idle
         while not self._stopping.is_set() and not (until_idle and self.held() == 0):
             messages = []
             # A worker's pump wakes every POLL_SECONDS to look for waiting conversations (_round).
@@ -372,7 +372,7 @@ class Pump:
         return lost
 
     def _record(self, conversation_id: int, outcome: str) -> None:
-        if self._keep_outcomes:
+        if self._records_outcomes:
             self.outcomes[conversation_id] = outcome
 
     def _release(self, ids: list[int]) -> None:

@@ -4,6 +4,7 @@ the pump, the heartbeat's name, the sweeper thread, and the hand-back when it st
 Importing this module registers the task as the way runs.worker.scheduling sends conversations.
 """
 
+import contextlib
 import gc
 import logging
 import threading
@@ -127,16 +128,24 @@ class ResendOnConnect(bootsteps.StartStopStep):
         threading.Thread(target=_resend_unclaimed, name="evalsite-resend", daemon=True).start()
 
 
-def _resend_unclaimed() -> None:
+@contextlib.contextmanager
+def _logged(failure: str):
+    """A step of the worker's life that must not stop it: what fails is logged, and the thread's connection
+    is checked either way."""
     try:
+        yield
+    except Exception:
+        log.exception(failure)
+    finally:
+        close_old_connections()
+
+
+def _resend_unclaimed() -> None:
+    with _logged("resending unclaimed conversations failed"):
         heartbeat.start()
         resent = recovery.resend()
         if resent:
             log.warning("sent again %d conversation(s) sent but never claimed", resent)
-    except Exception:
-        log.exception("resending unclaimed conversations failed")
-    finally:
-        close_old_connections()
 
 
 def freeze_startup_objects() -> None:
@@ -153,13 +162,9 @@ def start_sweeper(**kwargs) -> None:
     # The digest the stored parses are read under: computed here, not while a run's first conversations wait.
     parsed.schema_digest()
     # Every worker sweeps; the conditional updates make concurrent sweeps harmless.
-    try:
+    with _logged("startup sweep failed"):
         heartbeat.start()
         recovery.sweep()
-    except Exception:
-        log.exception("startup sweep failed")
-    finally:
-        close_old_connections()
     freeze_startup_objects()
     if pump.current is not None:
         pump.current.start()
@@ -170,13 +175,9 @@ def start_sweeper(**kwargs) -> None:
 def stop_sweeper(**kwargs) -> None:
     _stop.set()
     # A graceful stop (SIGTERM) hands this worker's conversations to the others at once.
-    try:
+    with _logged("handing conversations back failed; their leases will lapse"):
         handed = heartbeat.hand_back()
         if handed:
             log.warning("handed %d conversation(s) back to the other workers", handed)
-    except Exception:
-        log.exception("handing conversations back failed; their leases will lapse")
-    finally:
-        close_old_connections()
     if pump.current is not None:
         pump.current.stop()  # its conversations are the others' now: their ends write nothing
