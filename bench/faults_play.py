@@ -96,7 +96,7 @@ class Environment:
 
         from runs.management.commands.evalserve import WORKER, Supervisor
         from runs.models import Endpoint
-        from runs.tasks import run_conversation
+        from runs.worker.tasks import run_conversation
         from tests.fakeopenai import FakeOpenAI
 
         call_command("migrate", verbosity=0)

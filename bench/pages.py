@@ -3,7 +3,7 @@
     python bench/pages.py [--conversations 1000] [--turns 5] [--repeat 15]
 
 A fresh SQLite database in a temporary folder (or DATABASE_URL's, migrated). Two runs of one suite are
-played in this process as a worker plays them (runs.execution.execute, on the built-in mock model: every
+played in this process as a worker plays them (runs.worker.pump.execute, on the built-in mock model: every
 turn goes through the real store path), the second with one answer in ten changed so that it regresses.
 Then each page is requested through Django's test client, signed in, and the bench prints its median and
 worst server time over --repeat requests and its query count. The budget is 150 ms (issue 15).
@@ -62,8 +62,8 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from django.urls import reverse
 
-    from runs.execution import execute
     from runs.services import create_run
+    from runs.worker.pump import execute
     from suites.services import create_suite, save_version
 
     settings.ALLOWED_HOSTS = ["*"]

@@ -5,8 +5,8 @@
 
 One suite, launched as the launch form launches it (runs.services.create_run, its conversations streamed
 into the database), then every conversation played through the worker's own writes without a model: its
-claim (runs.execution.claim, a thousand at a time), each turn (runs.execution._store_turn: the Turn row and
-the conversation's counters) and its end (runs.execution._finish), so the database holds what workers write. One eval in ten
+claim (runs.worker.claims.claim, a thousand at a time), each turn (runs.worker.writes.store_turn: the Turn row
+and the conversation's counters) and its end (runs.worker.writes.finish), so the database holds what workers write. One eval in ten
 fails. `--shape dataset`: a dataset of N rows, each eval once; `iterations`: 100 evals × N/100 iterations
 (the run page then summarises every iteration). `--db PATH` keeps the SQLite database to measure again
 without building (or DATABASE_URL's, migrated, for PostgreSQL).
@@ -58,8 +58,9 @@ def build(args, user):
     from django.db import transaction
 
     from engine.results import EvalResult, Totals, TurnGrade, TurnRecord, Usage
-    from runs import execution, scheduling
     from runs.services import create_run
+    from runs.worker import scheduling, writes
+    from runs.worker.claims import claim
     from suites.services import create_suite
 
     source, files = suite_source(args.shape, args.conversations, args.turns)
@@ -69,7 +70,7 @@ def build(args, user):
     started = time.perf_counter()
     for n in range(0, len(rows), 1000):
         with transaction.atomic():  # a thousand conversations a commit: the build, not what is measured
-            claims = {c.conversation_id: c for c in execution.claim([row[0] for row in rows[n : n + 1000]])}
+            claims = {c.conversation_id: c for c in claim([row[0] for row in rows[n : n + 1000]])}
             for pk, index, iteration, eval_id, prompt in rows[n : n + 1000]:
                 claimed = claims[pk]
                 broken = (index + iteration) % 10 == 0
@@ -83,10 +84,10 @@ def build(args, user):
                     record = TurnRecord(turn=t + 1, prompt=f"{prompt} turn {t}", response=reply,
                                         usage=Usage(prompt_tokens=20 + 10 * t, completion_tokens=3),
                                         latency_ms=100, grade=grade, passed=passed)  # fmt: skip
-                    execution._store_turn(pk, claimed.attempt, record)
+                    writes.store_turn(pk, claimed.attempt, record)
                     records.append(record)
                 ok = all(record.passed for record in records)
-                execution._finish(pk, claimed.attempt, EvalResult(
+                writes.finish(pk, claimed.attempt, EvalResult(
                     index=index, id=eval_id, kind="multi-turn", conversation="scripted", prompt=prompt,
                     status="passed" if ok else "failed", score=sum(r.grade.score for r in records) / len(records),
                     verdict=f"{'passed' if ok else 'failed'}: {sum(r.passed for r in records)}/{len(records)} passed",
@@ -145,9 +146,9 @@ def main() -> None:
     else:
         print(f"reusing the run of {args.conversations:,} conversations in {args.db} ({connection.vendor})")
         if not run.summary:  # built before runs kept one: as finalize would have kept it
-            from runs.scheduling import kept_summary
+            from runs.worker.scheduling import summary_to_store
 
-            Run.objects.filter(pk=run.pk).update(summary=kept_summary(run, run.status))
+            Run.objects.filter(pk=run.pk).update(summary=summary_to_store(run, run.status))
             run.refresh_from_db()
 
     client = Client()

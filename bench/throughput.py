@@ -201,7 +201,7 @@ def measure(args, work: Workload) -> dict:
 
     from runs.models import Endpoint, Run
     from runs.services import create_run
-    from runs.tasks import run_conversation
+    from runs.worker.tasks import run_conversation
     from suites.services import create_suite
     from tests.fakeopenai import FakeOpenAI
 
@@ -282,7 +282,7 @@ def measure(args, work: Workload) -> dict:
 def quiet_collector() -> None:
     """This process hosts the fake endpoint: a full garbage collection here (130-180 ms over Django's
     objects) would stall every reply in flight and be counted against the system under test. Workers
-    freeze their startup objects the same way (runs.tasks.freeze_startup_objects)."""
+    freeze their startup objects the same way (runs.worker.tasks.freeze_startup_objects)."""
     gc.collect()
     gc.freeze()
 

@@ -6,7 +6,7 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
 
-app = Celery("evalsite")
+# The worker imports the modules that hold tasks by name, once Django is set up.
+app = Celery("evalsite", include=["runs.worker.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
-app.steps["consumer"].add("runs.tasks:ResendOnConnect")
+app.steps["consumer"].add("runs.worker.tasks:ResendOnConnect")

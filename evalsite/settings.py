@@ -331,7 +331,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     }
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        # Redelivery after a crash is handled by our own sweeper (runs/execution.py), so the broker's
+        # Redelivery after a crash is handled by our own sweeper (runs/worker/recovery.py), so the broker's
         # visibility timeout only needs to exceed the longest conversation. A task that goes on to play the
         # conversations handed over to its thread may outlive it: the message delivered again then finds
         # its conversation finished and does nothing.
@@ -376,7 +376,7 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Celery's Django fixup closes every database connection before and after every task unless this is set; a
 # conversation task would then open a new connection each time (a new server process on PostgreSQL). With it,
-# the fixup closes a thread's connection only every this-many tasks; runs.tasks checks connections before each
+# the fixup closes a thread's connection only every this-many tasks; runs.worker.tasks checks connections before each
 # task as Django does per request (CONN_MAX_AGE, health checks).
 CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
 

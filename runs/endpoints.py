@@ -31,7 +31,7 @@ def default_endpoint() -> EndpointConfig:
 _cached: tuple[tuple, EndpointRegistry] | None = None
 _read_at = -math.inf
 # Seconds a process may use the registry it last read without reading the rows again; 0 (web processes,
-# the CLI) reads them every time. Workers set it at startup (runs.tasks): they ask twice per conversation.
+# the CLI) reads them every time. Workers set it at startup (runs.worker.tasks): they ask twice per conversation.
 reuse_for = 0.0
 
 

@@ -155,7 +155,7 @@ class Run(models.Model):
     # Counts the changes made to a finished run's conversations (a reviewer's overrides, a retry): the run
     # page keeps a finished run's aggregates under its status, finished_at and revision.
     revision = models.PositiveIntegerField(default=0, editable=False)
-    # The progress aggregate as runs.scheduling.finalize found it when the run ended ({"status", "revision",
+    # The progress aggregate as runs.worker.scheduling.finalize found it when the run ended ({"status", "revision",
     # "by_eval", "progress"}), so that the first view of a finished run of 100,000 conversations does not
     # scan them all; read only while the run's status and revision are still those.
     summary = models.JSONField(default=dict, blank=True, editable=False)
@@ -294,7 +294,7 @@ class Conversation(models.Model):
     # turn; shown only while in the future.
     waiting_until = models.DateTimeField(null=True, blank=True)
     waiting_reason = models.CharField(max_length=100, blank=True)
-    # While a model call has been out longer than the run's usual latency (runs.execution's watch): when it
+    # While a model call has been out longer than the run's usual latency (runs.worker.pump's watch): when it
     # went out. Written once when it becomes slow, cleared when it ends; calls that are not slow cost nothing.
     calling_since = models.DateTimeField(null=True, blank=True)
 

@@ -4,6 +4,8 @@ A worker keeps its claims and its conversations' state in memory while the datab
 while Redis is: the thread whose write failed closes its broken connection, waits with a capped backoff and
 writes again once the database answers. Nothing here decides whether a write may be repeated: the callers'
 writes are conditional on their claim, or check what a write that failed as it committed left behind.
+Pages use it too (evalsite.middleware answers 503 while the database is away), so it lives in runs, not in
+the worker runtime.
 """
 
 from __future__ import annotations

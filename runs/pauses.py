@@ -1,12 +1,15 @@
 """Endpoint pauses every worker process sees: the engine's PauseBoard, backed by the database.
 
 A call that gets a 429 pauses its endpoint here and in its own process at once. Other processes read the
-endpoint's row at most once a second, so a rate limit holds back every worker within about a second of the
-first 429, for the price of one small query per second per endpoint per process while calls are made.
-A database that cannot be read or written only loses the sharing: the process's own pauses still hold.
+endpoint's row at most every REFRESH_SECONDS, so a rate limit soon holds back every worker, for the price of
+one small query per endpoint per process in that time while calls are made. A database that cannot be read or
+written only loses the sharing: the process's own pauses still hold.
 
 The row also says when the endpoint last answered after failing, so that calls backing off from an outage in
-every process retry within about a second of its return; each process writes that at most once a second.
+every process retry soon after its return; each process writes that at most every REFRESH_SECONDS.
+
+The endpoint registry (runs.endpoints) hands this board to every client it builds, in pages, the CLI and the
+workers alike, so it lives beside the registry rather than in the worker runtime.
 """
 
 from __future__ import annotations
@@ -51,9 +54,9 @@ class DatabasePauseBoard:
                 self._read[endpoint] = read
         return read
 
-    # A worker's model calls run on an event loop (runs.loop), where Django refuses queries and a query would
-    # hold every conversation of the process: there the board is read and written by a thread of its own,
-    # and the loop goes on with what was last read (at most a second old, plus the read itself).
+    # A worker's model calls run on an event loop (runs.worker.loop), where Django refuses queries and a query
+    # would hold every conversation of the process: there the board is read and written by a thread of its
+    # own, and the loop goes on with what was last read.
 
     def _in_thread(self, fn, *args) -> None:
         with self._lock:
@@ -94,7 +97,7 @@ class DatabasePauseBoard:
         self.local.recovered(endpoint, at)
         told = self._told.get(endpoint)
         if told is not None and time.monotonic() - told < self.refresh:
-            return  # the others read the row once a second: one write a second is news enough
+            return  # the others read the row every `refresh`: one write in that time is news enough
         self._told[endpoint] = time.monotonic()
         if _on_event_loop():
             self._in_thread(self._share_recovery, endpoint, at)

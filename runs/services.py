@@ -1,6 +1,6 @@
 """Writes for runs: launch, cancel, retry errored conversations, share links.
 
-Each write hands the run to runs.scheduling once it commits: a launch or a retry dispatches its first
+Each write hands the run to runs.worker once it commits: a launch or a retry dispatches its first
 conversations, a cancel frees its endpoint's slots for other runs.
 """
 
@@ -27,7 +27,7 @@ from engine.runner import build_context
 from engine.schema import SCALES
 from suites.models import SuiteVersion
 
-from . import scheduling, selectors, specs, sql
+from . import selectors, specs, worker
 from .endpoints import build_registry
 from .models import ACTIVE, Conversation, Label, Override, Run, ShareLink, Status
 
@@ -89,9 +89,9 @@ def create_run(
         regraded_from=regraded_from,
         vars=values,
     )
-    sql.insert_conversations(run.pk, _conversation_rows(spec, _history_files(version, spec)))
+    worker.insert_conversations(run.pk, _conversation_rows(spec, _history_files(version, spec)))
     selectors.suite_facts(run)  # stored for the run page's every process, while the suite is parsed here
-    transaction.on_commit(lambda: scheduling.dispatch(run.pk))
+    transaction.on_commit(lambda: worker.dispatch(run.pk))
     return run
 
 
@@ -143,7 +143,7 @@ def cancel(run: Run) -> bool:
     if updated:
         # Running conversations see the run's status before their next turn and stop there.
         run.conversations.filter(status=Status.QUEUED).update(status=Status.CANCELLED, finished_at=now)
-        transaction.on_commit(lambda: scheduling.dispatch_endpoint(run.endpoint_name))
+        transaction.on_commit(lambda: worker.dispatch_endpoint(run.endpoint_name))
     return bool(updated)
 
 
@@ -184,7 +184,7 @@ def retry_errored(run: Run) -> int:
         )
         if not count:  # raising rolls the reopening back
             raise RetryRefused("the run has no errored conversations")
-        transaction.on_commit(lambda: scheduling.dispatch(run.pk))
+        transaction.on_commit(lambda: worker.dispatch(run.pk))
     run.refresh_from_db(fields=["status", "finished_at"])
     return count
 
@@ -406,5 +406,5 @@ def _review(conversation: Conversation) -> None:
     run = conversation.run
     changes = {"revision": F("revision") + 1}  # the run page's kept aggregates of this run are stale
     if run.status in (Status.PASSED, Status.FAILED, Status.ERROR):
-        changes["status"] = scheduling.final_status(run)
+        changes["status"] = worker.final_status(run)
     Run.objects.filter(pk=run.pk).update(**changes)

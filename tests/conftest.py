@@ -42,10 +42,10 @@ def fake_openai(fake_openai_server):
 
 @pytest.fixture(autouse=True)
 def _heartbeat_stopped_after_test():
-    """A test that plays a conversation in this process (runs.execution.execute) starts the worker heartbeat
+    """A test that plays a conversation in this process (runs.worker.pump.execute) starts the worker heartbeat
     thread; it must not outlive the test's database."""
     yield
-    from runs.execution import heartbeat
+    from runs.worker.claims import heartbeat
 
     heartbeat.stop()
 

@@ -1,6 +1,6 @@
 """Runs, conversations and turns for tests. What production computes is stored through its own code, so a test
 cannot drift from what a worker writes: a launched run goes through runs.services.create_run, turns through
-runs.execution's store (runs.sql.store_turn: the Turn row and the conversation's counters). A page test that
+runs.worker.writes.store_turn (the Turn row and the conversation's counters). A page test that
 shows chosen states starts from mock_run and sets its conversations' outcomes itself."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from datetime import timedelta
 from django.utils import timezone
 
 from engine.results import TurnRecord
-from runs import execution, services
+from runs import services
 from runs.models import ACTIVE, Conversation, Run, Status
+from runs.worker import pump, writes
 from suites import services as suite_services
 
 
@@ -28,7 +29,7 @@ def store_turns(conversation: Conversation, records: list[TurnRecord]) -> Conver
     status = conversation.status
     Conversation.objects.filter(pk=conversation.pk).update(status=Status.RUNNING)
     for record in records:
-        execution._store_turn(conversation.pk, conversation.attempt, record)
+        writes.store_turn(conversation.pk, conversation.attempt, record)
     Conversation.objects.filter(pk=conversation.pk).update(status=status)
     conversation.refresh_from_db()
     return conversation
@@ -36,10 +37,10 @@ def store_turns(conversation: Conversation, records: list[TurnRecord]) -> Conver
 
 def play(run: Run | str) -> Run:
     """Play every conversation of a launched run (a Run or its id) in this process, as a worker plays it
-    (runs.execution.execute): the real store path, whatever the model. Returns the run refreshed."""
+    (runs.worker.pump.execute): the real store path, whatever the model. Returns the run refreshed."""
     run = run if isinstance(run, Run) else Run.objects.get(pk=run)
     for conversation_id in run.conversations.values_list("pk", flat=True):
-        execution.execute(conversation_id)
+        pump.execute(conversation_id)
     run.refresh_from_db()
     return run
 

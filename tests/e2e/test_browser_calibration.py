@@ -1,6 +1,6 @@
 """In a real browser: a calibration run's result page, with its figures, the confusion heatmap, the sample
 table worst first, a sample's conversation one click away, and the filters. The run is played in this process
-(runs.execution.execute) against the fake OpenAI server. Screenshot in test-artifacts/."""
+(runs.worker.pump.execute) against the fake OpenAI server. Screenshot in test-artifacts/."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from runs.execution import execute
 from runs.services import create_run
+from runs.worker.pump import execute
 from suites.services import create_suite
 from tests.e2e.conftest import PASSWORD, log_in, screenshot
 from tests.e2e.test_e2e_calibration import ANSWERS, SET

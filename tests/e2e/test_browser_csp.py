@@ -12,9 +12,9 @@ import re
 
 import pytest
 
-from runs.execution import execute
 from runs.models import Run
 from runs.services import create_run
+from runs.worker.pump import execute
 from tests.e2e.conftest import PageWatch, screenshot
 from tests.web.test_csp import ROOT_PASSWORD, build_site
 

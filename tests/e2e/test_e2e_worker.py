@@ -228,7 +228,7 @@ def test_worker_sessions_commit_without_waiting_for_the_flush_and_the_web_does_n
     pool opens; others keep the default."""
     from django.db import connections
 
-    from runs.tasks import configure_worker_connections
+    from runs.worker.tasks import configure_worker_connections
 
     def settings_of_new_sessions() -> set[str]:
         # Three at once, so a pool must open more sessions than the ones it already holds.

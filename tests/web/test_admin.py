@@ -9,9 +9,10 @@ from django.forms.models import model_to_dict
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
-from runs.execution import execute, heartbeat
 from runs.models import Conversation, Endpoint, Run, Status, Turn
 from runs.services import create_run, create_share_link, save_label
+from runs.worker.claims import heartbeat
+from runs.worker.pump import execute
 from suites.models import SuiteVersion
 from suites.services import create_suite
 

@@ -2,7 +2,7 @@
 with a code check is refused naming each, and the editor and the validate API warn at each; on, workers
 run them from the version's attached files, and the transcript shows their verdicts, escaped.
 
-Conversations are played in this process as a worker plays them (runs.execution.execute)."""
+Conversations are played in this process as a worker plays them (runs.worker.pump.execute)."""
 
 from __future__ import annotations
 

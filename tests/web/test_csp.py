@@ -13,8 +13,8 @@ from html.parser import HTMLParser
 import pytest
 from django.urls import reverse
 
-from runs.execution import execute
 from runs.services import create_run, create_share_link
+from runs.worker.pump import execute
 from suites.services import create_suite, save_version
 
 ROOT_PASSWORD = "pw-root-123"

@@ -12,9 +12,12 @@ from django.utils import timezone
 
 from engine.calls import Latencies
 from engine.results import TurnRecord
-from runs import execution, sql
-from runs.execution import Pump, _Playing
 from runs.models import Conversation, Status, Turn
+from runs.worker import sql
+from runs.worker.messages import StoreTurn
+from runs.worker.playing import Playing
+from runs.worker.pump import Pump
+from runs.worker.writes import write_turns
 from tests.factories import launch
 
 # Hand-written SQL: the PostgreSQL + Redis pass (make test-pg) runs it again.
@@ -32,7 +35,7 @@ def _turn(position: int, text: str = "a reply") -> TurnRecord:
 
 def _write(conversation: Conversation, attempt: int, turn: TurnRecord) -> bool:
     future: concurrent.futures.Future = concurrent.futures.Future()
-    execution.write_turns([(conversation.pk, attempt, turn, future)])
+    write_turns([StoreTurn(conversation.pk, attempt, turn, future)])
     return future.result(timeout=0)
 
 
@@ -78,7 +81,7 @@ def test_turns_a_crashed_server_forgot_are_stored_again_and_a_lost_claim_stops(u
     claimed = _claim(ids)
     pump = Pump(capacity=3)
     for c in claimed:
-        playing = pump._playing[c.conversation_id] = _Playing(c, Latencies())
+        playing = pump._playing[c.conversation_id] = Playing(c, Latencies())
         for position in (1, 2):
             assert _write(Conversation(pk=c.conversation_id), c.attempt, _turn(position))
             playing.stored.append(_turn(position))

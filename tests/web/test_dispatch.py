@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from runs import scheduling, services
+from runs import services
 from runs.models import Conversation, Endpoint, Status
+from runs.worker import scheduling
 from suites.services import create_suite
 
 pytestmark = pytest.mark.django_db
@@ -101,7 +102,7 @@ def test_on_postgresql_a_dispatch_outside_a_transaction_locks_marks_and_commits_
         pytest.skip("the one-trip dispatch is PostgreSQL's; make test-pg runs this")
     tasks: list[int] = []
     # No worker here: the tasks are recorded instead of published, so none outlives this test.
-    monkeypatch.setattr("runs.tasks.run_conversation.delay", tasks.append)
+    monkeypatch.setattr("runs.worker.tasks.run_conversation.delay", tasks.append)
     first = launch(user, evals=5, concurrency=10)  # dispatched when the launch commits
     assert sorted(tasks) == sorted(first.conversations.filter(index__lt=4).values_list("pk", flat=True))
     assert connection.get_autocommit() and connection.connection.info.transaction_status == 0  # idle
@@ -116,7 +117,7 @@ def test_a_worker_reuses_the_endpoints_it_read_for_a_moment_and_the_web_never(mo
     from runs import endpoints
 
     endpoints.build_registry()
-    monkeypatch.setattr(endpoints, "reuse_for", 60.0)  # as a worker: runs.tasks sets it at startup
+    monkeypatch.setattr(endpoints, "reuse_for", 60.0)  # as a worker: runs.worker.tasks sets it at startup
     before = endpoints.build_registry()
     Endpoint.objects.create(name="later", base_url="http://127.0.0.1:9/v1", api_key_env="LATER_KEY")
     assert endpoints.build_registry() is before and "later" not in before.named

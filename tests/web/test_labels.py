@@ -1,6 +1,6 @@
 """Labels: people score conversations (on the transcript page or in the review queue), the labels become
 calibration samples, and two reviewers' labels give the human baseline. Conversations are played in this
-process (runs.execution.execute) against the fake OpenAI server."""
+process (runs.worker.pump.execute) against the fake OpenAI server."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from django.urls import reverse
 
 from engine.calibration import CalibrationSuite
 from engine.loader import load_suite
-from runs.execution import execute
 from runs.models import Label
 from runs.services import create_run
+from runs.worker.pump import execute
 from suites.services import create_suite
 
 SUITE = """\

@@ -233,13 +233,13 @@ def test_a_run_that_ended_keeps_its_counts_for_its_first_view_until_a_reviewer_c
 
 
 def test_a_run_ends_though_its_summary_cannot_be_kept(run, monkeypatch):
-    from runs import scheduling
+    from runs.worker import scheduling
 
     def broken(*_):
         raise RuntimeError("the summary's read failed")
 
     Run.objects.filter(pk=run.pk).update(status="running", finished_at=None, summary={})
-    monkeypatch.setattr(scheduling, "kept_summary", broken)
+    monkeypatch.setattr(scheduling, "summary_to_store", broken)
     assert scheduling.finalize(run.pk)
     run.refresh_from_db()
     assert (run.status, run.summary) == ("failed", {}) and run.finished_at is not None

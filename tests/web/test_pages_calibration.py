@@ -24,8 +24,8 @@ def test_validating_a_set_in_the_web_lists_the_samples_it_skips(logged_in):
 def test_a_calibration_page_compares_with_an_earlier_run_of_the_set(client, user, fake_endpoint, fake_openai):
     from django.urls import reverse
 
-    from runs.execution import execute
     from runs.services import create_run
+    from runs.worker.pump import execute
     from suites.services import create_suite
 
     source = SET.replace("judge: {criteria", "judge: {model: fake/judge, criteria")

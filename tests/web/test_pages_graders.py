@@ -8,9 +8,9 @@ import pytest
 from django.urls import reverse
 
 from runs import selectors
-from runs.execution import execute
 from runs.models import Conversation
 from runs.services import create_run, create_share_link
+from runs.worker.pump import execute
 from suites.services import create_suite
 
 pytestmark = pytest.mark.django_db

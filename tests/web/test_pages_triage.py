@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from runs.execution import execute
 from runs.services import create_run
+from runs.worker.pump import execute
 from suites.services import create_suite
 from tests.factories import body
 

@@ -45,7 +45,7 @@ def _eventually(read, expected: float) -> float:
 
 @pytest.mark.django_db(transaction=True)
 def test_on_an_event_loop_the_board_shares_a_pause_through_a_thread_of_its_own():
-    """A worker's model calls run on an event loop (runs.loop), where a query would raise (Django refuses
+    """A worker's model calls run on an event loop (runs.worker.loop), where a query would raise (Django refuses
     them there) and hold every conversation of the process: the board writes and reads the database aside,
     and the loop's own process knows its pause at once."""
     from runs.pauses import DatabasePauseBoard

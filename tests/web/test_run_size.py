@@ -15,8 +15,8 @@ from engine import bounds
 from engine.loader import load_suite
 from engine.source import SuiteError
 from runs import services as run_services
-from runs import sql
 from runs.models import Conversation, Run
+from runs.worker import sql
 from suites import services as suite_services
 
 

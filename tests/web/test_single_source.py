@@ -4,7 +4,7 @@ The system message and the given history are built once per eval when a run is l
 conversation; the worker sends them as stored, and the transcript shows them as stored without reading the
 suite again. A turn's pass and a conversation's verdict are shown as the engine stored them.
 
-Conversations are played in this process (runs.execution.execute) against the fake OpenAI server.
+Conversations are played in this process (runs.worker.pump.execute) against the fake OpenAI server.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from engine import history as engine_history
 from engine import loader, source
 from engine.history import given_messages
 from runs import specs
-from runs.execution import execute
 from runs.models import Run, Status, Turn
 from runs.services import create_run
+from runs.worker.pump import execute
 from suites.services import create_suite
 
 pytestmark = pytest.mark.django_db

@@ -15,14 +15,14 @@ from django.urls import reverse
 
 from evalsite.cli import remote
 from runs import services
-from runs.execution import Pump
 from runs.models import Status
 from runs.tokens import create_token
+from runs.worker.pump import Pump
 from suites.services import create_suite
 from tests.factories import bearer
 from tests.fakeopenai import Reply
 
-# The notes are written and read with hand-written SQL (runs.sql) and a filtered aggregate: PostgreSQL too.
+# The notes are written and read with hand-written SQL (runs.worker.sql) and a filtered aggregate: PostgreSQL too.
 pytestmark = pytest.mark.sql
 
 WAITING = re.compile(r"(\d+) calls? waiting on the model for (\d+) s")
@@ -31,7 +31,7 @@ WAITING = re.compile(r"(\d+) calls? waiting on the model for (\d+) s")
 @pytest.fixture
 def published(monkeypatch) -> list[int]:
     sent: list[int] = []
-    monkeypatch.setattr("runs.tasks.run_conversation.delay", sent.append)
+    monkeypatch.setattr("runs.worker.tasks.run_conversation.delay", sent.append)
     return sent
 
 

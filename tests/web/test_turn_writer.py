@@ -1,4 +1,4 @@
-"""A worker's turns in batches (runs.execution.write_turns): the turns of many conversations in one
+"""A worker's turns in batches (runs.worker.writes.write_turns): the turns of many conversations in one
 transaction, each conversation's claim still fencing its own turn."""
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ import concurrent.futures
 import pytest
 
 from engine.results import TurnRecord
-from runs import execution
 from runs.models import Conversation, Status, Turn
+from runs.worker.messages import StoreTurn
+from runs.worker.writes import write_turns
 from tests.factories import launch
 
 # Marked e2e so that the PostgreSQL + Redis pass (make test-pg) runs it again: there a batch is one round trip
-# of PostgreSQL's own SQL (runs.sql.store_turns).
+# of PostgreSQL's own SQL (runs.worker.sql.store_turns).
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 SUITE = "name: writer\nmodel: mock\nevals:\n" + "".join(
@@ -34,8 +35,8 @@ def _running(user) -> list[Conversation]:
 def _write(turns: list[tuple[Conversation, int, TurnRecord]]) -> list[bool]:
     """One batch, as a pump's round writes it; what each turn's future says."""
     futures = [concurrent.futures.Future() for _ in turns]
-    execution.write_turns(
-        [(c.pk, attempt, turn, f) for (c, attempt, turn), f in zip(turns, futures, strict=True)]
+    write_turns(
+        [StoreTurn(c.pk, attempt, turn, f) for (c, attempt, turn), f in zip(turns, futures, strict=True)]
     )
     return [future.result(timeout=0) for future in futures]
 

@@ -1,4 +1,4 @@
-"""A worker's pump (runs.execution.Pump): many conversations on the process's event loop (runs.loop), their
+"""A worker's pump (runs.worker.pump): many conversations on the process's event loop (runs.worker.loop), their
 database work done by one thread in batches, within the pump's slots; played here against the fake OpenAI
 server, with the messages dispatch would publish recorded instead of sent."""
 
@@ -17,17 +17,21 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from engine.results import TurnRecord
-from runs import execution, services, sql
-from runs.execution import Pump
-from runs.loop import event_loop
+from runs import services
 from runs.models import Conversation, Status, Turn
+from runs.worker import sql
+from runs.worker.claims import claim, heartbeat
+from runs.worker.loop import event_loop
+from runs.worker.messages import StoreTurn
+from runs.worker.pump import Pump
+from runs.worker.writes import write_turns
 from suites.services import create_suite
 
 
 @pytest.fixture
 def published(monkeypatch) -> list[int]:
     sent: list[int] = []
-    monkeypatch.setattr("runs.tasks.run_conversation.delay", sent.append)
+    monkeypatch.setattr("runs.worker.tasks.run_conversation.delay", sent.append)
     return sent
 
 
@@ -83,7 +87,7 @@ def test_a_full_pump_refuses_and_takes_the_refused_conversation_when_a_slot_free
     assert published == [first, second]
     conversations = list(run.conversations.all())
     assert {c.status for c in conversations} == {Status.FAILED}
-    assert {c.worker for c in conversations} == {execution.heartbeat.name}
+    assert {c.worker for c in conversations} == {heartbeat.name}
     assert all(c.attempt == 1 for c in conversations)
 
 
@@ -126,7 +130,7 @@ def test_a_pump_that_loses_its_claims_to_another_worker_looks_again_at_once(
     assert len(taken) == 2  # another worker won both before this pump's claim
 
     _serve_until_failed(pump, run, 2)
-    ours = run.conversations.filter(worker=execution.heartbeat.name)
+    ours = run.conversations.filter(worker=heartbeat.name)
     assert {c.pk for c in ours} == {third, fourth}
     assert {c.status for c in ours} == {Status.FAILED}
     assert run.conversations.filter(worker="other@host").count() == 2
@@ -169,7 +173,7 @@ def test_as_many_conversations_as_the_worker_holds_can_grade_beside_the_loop_at_
     """Grading that may call a model (a judge) runs in a thread beside the loop; asyncio's default pool (6
     threads on two cores) would hold a worker of 50 conversations to six judges at a time. Every one of
     them waits at a barrier here, which opens only once all are in it at the same time."""
-    import runs.loop as loop_module
+    from runs.worker import loop as loop_module
 
     monkeypatch.setattr(loop_module, "_loop", None)  # a fresh loop, sized as a worker of 40 sizes it
     monkeypatch.setattr(loop_module, "grading_threads", 40)
@@ -283,14 +287,14 @@ def test_turn_writes_that_postgresql_aborts_in_a_deadlock_are_written_again(user
         pytest.skip("SQLite has one writer at a time: no deadlock")
     _launch(user, evals=2, concurrency=2)
     first, second = sorted(published)
-    claimed = {c.conversation_id: c.attempt for c in execution.claim([first, second])}
+    claimed = {c.conversation_id: c.attempt for c in claim([first, second])}
     batch = [
-        (pk, claimed[pk], TurnRecord(turn=1, prompt="q", response="a"), concurrent.futures.Future())
+        StoreTurn(pk, claimed[pk], TurnRecord(turn=1, prompt="q", response="a"), concurrent.futures.Future())
         for pk in (first, second)
     ]
 
     def write() -> None:
-        execution.write_turns(batch)
+        write_turns(batch)
         connection.close()  # this thread's own
 
     writing = threading.Thread(target=write)
@@ -310,7 +314,7 @@ def test_turn_writes_that_postgresql_aborts_in_a_deadlock_are_written_again(user
         other.execute("UPDATE runs_conversation SET waiting_reason = '' WHERE id = %s", [first])
         other.commit()
         writing.join(timeout=30)
-    assert [future.result(timeout=0) for *_, future in batch] == [True, True]
+    assert [message.stored.result(timeout=0) for message in batch] == [True, True]
     assert sorted(Turn.objects.filter(position=1).values_list("conversation_id", flat=True)) == [
         first,
         second,
@@ -324,8 +328,8 @@ def test_a_lease_renewal_skips_a_row_being_written_and_renews_it_next_time(user,
     # wait for their rows (two multi-row updates in different orders deadlocked), nor lose them.
     _launch(user, evals=2, concurrency=2)
     first, second = sorted(published)
-    execution.claim([first, second])
-    me = execution.heartbeat.name
+    claim([first, second])
+    me = heartbeat.name
     later = timezone.now() + timedelta(minutes=10)
     if connection.vendor != "postgresql":
         assert sql.renew_leases([first, second], me, later) == {first, second}

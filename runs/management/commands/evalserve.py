@@ -1,14 +1,12 @@
 """python manage.py evalserve: the dashboard and a Celery worker together, for `make run`.
 
-The web is served by gunicorn (processes, see WEB below), as in production, not by Django's
-development server, which serves one request at a time per thread it starts and took 4-12 s a page with
-twenty people on it. `--dev-server` keeps Django's for debugging.
+The web is served by gunicorn (processes, see WEB below), as in production, not by Django's development
+server, which is slow to serve a page to many people at once. `--dev-server` keeps Django's for debugging.
 
 The workers are real `celery worker` processes (threads pool: conversations wait on HTTP, not the CPU); one
 that dies is started again (logged, with a growing pause if it keeps dying), and they stop when the web server
-stops. Two processes by default: a conversation spends a few ms of CPU per turn in
-Python (the openai client alone ~3 ms), and twenty threads under one interpreter lock queue for it
-(bench/throughput.py: wall / ideal 1.24 with one process of 20 threads, 1.19 with two of 10).
+stops. Two processes by default: a conversation spends CPU in Python on every turn, and the threads of one
+process queue for its interpreter lock.
 """
 
 import logging
@@ -32,16 +30,14 @@ WORKER = [sys.executable, "-m", "celery", "--quiet", "-A", "evalsite", "worker",
 # The web tier: gunicorn's processes, each serving one request at a time (its `sync` workers), as many as
 # two per core and one more. A run page is CPU-bound Python, so threads within a process only queue for its
 # interpreter lock; and with threads (`gthread`) a browser's keep-alive connection stays with the process
-# that accepted it, which accepts every connection it is offered: bench/web_load.py once saw one process
-# take 27 s of CPU and the other 2 s, and 25 requests a second instead of 75. A sync process accepts a
-# connection only when it is free, so the load spreads by itself (20 clients, 2 cores, the same cached rows:
-# p95 309-511 ms with 5 or 6 processes, 473-781 ms and once 1,207 ms with 2 x 8 threads; README).
-# `--web-threads N` still gives gthread workers.
+# that accepted it, which accepts every connection it is offered, so one process can take most of the load.
+# A sync process accepts a connection only when it is free, so the load spreads by itself (README's
+# Benchmarks). `--web-threads N` still gives gthread workers.
 # Static files are served by whitenoise from `collectstatic`'s folder.
 WEB = [sys.executable, "-m", "gunicorn", "evalsite.wsgi:application", "--graceful-timeout", "5",
        "--access-logfile", "-", "--access-logformat", '%(h)s "%(r)s" %(s)s %(b)s %(M)sms']  # fmt: skip
-# A sync worker busy past its timeout is killed mid-request: streaming results.json of a 100,000-conversation
-# run takes ~150 s here.
+# A sync worker busy past its timeout is killed mid-request: streaming results.json of a very large run takes
+# minutes.
 SYNC_TIMEOUT, GTHREAD_TIMEOUT = 600, 120
 
 
@@ -58,7 +54,7 @@ def web_command(addrport: str, processes: int, threads: int) -> list[str]:
 
 
 def default_web_processes() -> int:
-    """Two per core and one more (gunicorn's own advice), at most 12: a process holds ~140 MB."""
+    """Two per core and one more (gunicorn's own advice), at most 12: each process holds its own memory."""
     return min(2 * (os.cpu_count() or 1) + 1, 12)
 
 
@@ -67,7 +63,7 @@ log = logging.getLogger(__name__)
 
 class Supervisor:
     """Keeps worker processes running: one that exits is started again, after a pause that doubles with each
-    quick death (1 s up to 60 s) and is forgotten once a worker has lived for a minute."""
+    quick death (MIN_BACKOFF up to MAX_BACKOFF) and is forgotten once a worker has lived STABLE_AFTER."""
 
     MIN_BACKOFF, MAX_BACKOFF, STABLE_AFTER = 1.0, 60.0, 60.0
 

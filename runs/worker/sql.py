@@ -1,10 +1,9 @@
 """The worker's hot path, in plain SQL.
 
-Every conversation passes through a claim, one write per turn, a finish and a dispatch of the next one;
-with a run's conversations in flight on one worker these statements run hundreds of times a second. The
-ORM spends about a millisecond of CPU compiling each of them, ten times what the database takes to run
-it, and a worker's threads share one interpreter, so that CPU is time every other conversation waits
-(bench/throughput.py --explain showed it). Written out here they cost a tenth. The ORM does the rest.
+Every conversation passes through a claim, one write per turn, a finish and a dispatch of the next one, many
+times a second on a busy worker. The ORM spends far more CPU compiling each of these statements than the
+database takes to run it, and a worker's conversations share one interpreter, so that CPU is time every
+other conversation waits. Written out here they cost a fraction of it. The ORM does the rest.
 
 The statements run unchanged on SQLite (3.35+, for RETURNING) and PostgreSQL. Values go through the
 fields' own database preparation, so dates, UUIDs and JSON are stored exactly as the ORM stores them.
@@ -21,9 +20,8 @@ from typing import NamedTuple
 
 from django.db import connection
 
+from runs.models import Conversation, Run, Status, Turn
 from suites.models import SuiteVersion
-
-from .models import Conversation, Run, Status, Turn
 
 CONVERSATION = Conversation._meta.db_table
 RUN = Run._meta.db_table
@@ -92,8 +90,8 @@ def claim(
 ) -> list[Claimed]:
     """Take these queued conversations (or ones whose worker's lease has lapsed) of active runs, for `worker`,
     in one statement; those it took, in the order given. A worker's pump claims every conversation it can
-    start at once (runs.execution.Pump): one statement, one commit and on SQLite one turn of the write lock
-    for all of them.
+    start at once (runs.worker.pump): one statement, one commit and on SQLite one turn of the write lock for
+    all of them.
 
     `again`: the same claim once more, after the connection failed while it ran. It may have committed then:
     a conversation the worker holds already, under an unexpired lease, is taken as it is, with its attempt
@@ -174,8 +172,8 @@ def store_turn(
     batch of turns needs no savepoint per turn). A second insert of the same position raises IntegrityError.
 
     The lease is not renewed here: the worker's heartbeat renews the leases of all its conversations at once
-    (runs.execution._Heartbeat). Renewed with every turn, it changed an indexed column (conversation_lease),
-    so each turn's update wrote a new entry in every index of the conversation table."""
+    (runs.worker.claims). Renewed with every turn, it would change an indexed column (conversation_lease), so
+    each turn's update would write a new entry in every index of the conversation table."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""UPDATE {CONVERSATION}
@@ -209,9 +207,8 @@ def store_turn(
 
 def turn_is_ours(conversation_id: int, attempt: int, position: int, record: dict) -> bool:
     """Whether this very turn is stored at its position and the conversation is still ours: a write that
-    failed as it committed (its connection dropped) went through. No other worker writes a position past
-    those its claim found stored, so with the claim unchanged and the same record, the row is the one this
-    worker sent."""
+    failed as it committed went through. With the claim unchanged and the same record, the row is the one
+    this worker sent, since no other worker writes past the turns its claim found stored."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""SELECT t.record FROM {CONVERSATION} c JOIN {TURN} t ON t.conversation_id = c.id
@@ -238,10 +235,9 @@ def claims(conversation_ids: list[int]) -> dict[int, tuple[int, str, int]]:
 
 def durable() -> None:
     """Make the caller's transaction wait until its commit is on disk (PostgreSQL), whatever the session's
-    synchronous_commit: a worker's sessions do not wait for their turns' writes to be flushed, and a server
-    that crashes forgets its last fraction of a second of them. The turns a worker keeps in memory while it
-    plays their conversation, and stores again if the server forgot them; what it does not keep (its claim,
-    how a conversation ended) must not be forgotten. The flush takes every earlier write with it."""
+    synchronous_commit. A worker's sessions do not wait for their turns to be flushed: it keeps them in memory
+    and stores again what a crashed server forgot. What it does not keep (its claim, how a conversation
+    ended) must not be forgotten. The flush takes every earlier write with it."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit = on")
@@ -250,8 +246,7 @@ def durable() -> None:
 # Many turns in one statement on PostgreSQL: the conditional updates, then the inserts of those that matched.
 # The turns come as one JSON array, taken apart by jsonb_to_recordset, so the statement's text is the same for
 # any number of turns and its one parameter is one string: Django binds parameters on the client, and psycopg
-# quoted an array's every element in Python (a column array per field took a fifth of a worker's CPU at
-# concurrency 100; a statement per turn, joined, was converted afresh each time).
+# would quote an array's every element in Python.
 _STORE_TURNS_PG = f"""WITH v AS (
         SELECT * FROM jsonb_to_recordset(%s::jsonb)
             AS t(id bigint, attempt bigint, position bigint, pt bigint, ct bigint, jt bigint, ut bigint,
@@ -290,10 +285,10 @@ def renew_leases(conversation_ids: list[int], worker: str, until: datetime) -> s
     """Extend the leases of these conversations that this worker still runs; the ids it extended.
 
     On PostgreSQL a row locked by another transaction is skipped, not waited for. The worker's heartbeat renews
-    on a connection of its own, while its pump writes the same conversations' turns in one statement: two
-    updates of the same rows, each in the order its plan gave, deadlocked, and PostgreSQL aborted the turns'
-    batch (19 conversations of a run at concurrency 300 ended as errors). A renewal that never waits cannot
-    be part of a deadlock; what it skipped, the heartbeat renews at its next beat, well within the lease."""
+    on a connection of its own while its pump writes the same conversations' turns in one statement, and two
+    updates of the same rows, each in the order its plan gives, can deadlock. A renewal that never waits
+    cannot be part of a deadlock; what it skipped, the heartbeat renews at its next beat, well within the
+    lease."""
     if not conversation_ids:
         return set()
     ids = ", ".join(["%s"] * len(conversation_ids))
@@ -336,9 +331,9 @@ def dispatch_next(
     Dispatches on an endpoint are serialised. On SQLite the caller's transaction does it (every transaction
     takes the write lock first). On PostgreSQL `lock_key` names the endpoint's advisory lock: inside the
     caller's transaction it is taken first; in autocommit this call does it all in one round trip: BEGIN,
-    the lock, the update and COMMIT go as one message. Every conversation ending on the endpoint waits for that lock, and with a
-    round trip per statement the lock stayed held while this thread waited for the interpreter (a fifth of
-    the database's samples were dispatchers queued on it in bench/conversations.py).
+    the lock, the update and COMMIT go as one message. Every conversation ending on the endpoint waits for
+    that lock, and with a round trip per statement it would stay held while this thread waits for the
+    interpreter.
     """
     in_run = f"""(SELECT COUNT(*) FROM {CONVERSATION}
                   WHERE run_id = %s AND dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL})"""
@@ -424,9 +419,9 @@ def insert_conversations(run_id, rows: Iterable[dict]) -> None:
     Each row gives index, iteration, eval_id, prompt, style, system and history; every other column takes
     the model's default.
 
-    bulk_create prepares every default of every row one by one: 100 ms for a 300-eval run here, before
-    the first conversation can start. The defaults are the same for every row, so they are prepared once.
-    Rows are read from an iterator in batches, so 100,000 conversations never sit in memory at once.
+    bulk_create would prepare every default of every row one by one before the first conversation can start;
+    the defaults are the same for every row, so they are prepared once. Rows are read from an iterator in
+    batches, so a large run's conversations never sit in memory at once.
     """
     fields = [field for field in Conversation._meta.concrete_fields if not field.primary_key]
     given = {"index", "iteration", "eval_id", "prompt", "style", "system", "history"}
@@ -440,8 +435,8 @@ def insert_conversations(run_id, rows: Iterable[dict]) -> None:
     columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
     placeholders = ", ".join(["%s"] * len(fields))
     statement = f"INSERT INTO {CONVERSATION} ({columns}) VALUES ({placeholders})"
-    # Encoding a history as JSON took 40% of a launch; an eval's iterations share theirs, so it is encoded
-    # once per eval (once in all for the empty one most evals have).
+    # Encoding a history as JSON is much of a launch's work; an eval's iterations share theirs, so it is
+    # encoded once per eval (once in all for the empty one most evals have).
     empty = history.get_db_prep_save([], connection)
     last, encoded = None, empty
 
@@ -455,7 +450,7 @@ def insert_conversations(run_id, rows: Iterable[dict]) -> None:
 
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # psycopg's COPY streams the rows as they come: 100,000 in ~2 s, where executemany took 20.
+            # psycopg's COPY streams the rows as they come, many times faster than executemany.
             with cursor.cursor.copy(f"COPY {CONVERSATION} ({columns}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(prepared(row))

@@ -1,5 +1,10 @@
-"""Celery tasks: thin shells that take primary keys and call runs.execution; the worker's sweeper thread."""
+"""The Celery task that offers a conversation to this worker's pump, and the worker process's life around it:
+the pump, the heartbeat's name, the sweeper thread, and the hand-back when it stops.
 
+Importing this module registers the task as the way runs.worker.scheduling sends conversations.
+"""
+
+import contextlib
 import gc
 import logging
 import threading
@@ -11,19 +16,29 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from engine.clients import warm_up
+from runs import endpoints, outage
 from suites import parsed
 
-from . import endpoints, execution, loop, outage, scheduling
+from . import loop, pump, recovery, scheduling
+from .claims import heartbeat
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(acks_late=True, ignore_result=True)
+# The registered name is the task's address in every message queued: it stays the same wherever the task lives.
+@shared_task(name="runs.tasks.run_conversation", acks_late=True, ignore_result=True)
 def run_conversation(conversation_id: int) -> str:
-    # Offers the conversation to this worker's pump, which claims and plays it (runs.execution.Pump): the task
-    # ends at once. No autoretry: model errors are retried inside the engine's client, and a crash is
-    # recovered by the sweeper from the database, so this task never needs the broker to run it twice.
-    return execution.deliver(conversation_id)
+    # Offers the conversation to this worker's pump, which claims and plays it: the task ends at once. No
+    # autoretry: model errors are retried inside the engine's client, and a crash is recovered by the sweeper
+    # from the database, so this task never needs the broker to run it twice.
+    return pump.deliver(conversation_id)
+
+
+def _publish(conversation_id: int) -> None:
+    run_conversation.delay(conversation_id)
+
+
+scheduling.publish_with(_publish)
 
 
 @task_prerun.connect
@@ -40,12 +55,11 @@ _stop = threading.Event()
 
 @worker_init.connect
 def start_the_pump(sender=None, **kwargs) -> None:
-    # The worker holds as many conversations at once as its --concurrency, all played by one pump whose
-    # thread does their database work in batches (runs.execution.Pump). Each may be grading with a judge at
-    # the same moment: as many grading threads (runs.loop.grading_threads).
+    # The worker holds as many conversations at once as its --concurrency, all played by one pump. Each may be
+    # grading with a judge at the same moment: as many grading threads (loop.grading_threads).
     concurrency = getattr(sender, "concurrency", None) or 1
     loop.grading_threads = max(loop.grading_threads, concurrency)
-    execution.pump = execution.Pump(capacity=concurrency)
+    pump.current = pump.Pump(capacity=concurrency)
 
 
 @worker_init.connect
@@ -53,15 +67,15 @@ def name_the_worker(sender=None, **kwargs) -> None:
     # The worker (WorkController) carries its --hostname: conversations then say which host played them.
     node = getattr(sender, "hostname", None)
     if node:
-        execution.heartbeat.named_for(node)
+        heartbeat.named_for(node)
 
 
 @worker_init.connect
 def configure_worker_connections(**kwargs) -> None:
-    # A worker commits every claim, turn, finish and dispatch on its own, and waiting for each flush costs
-    # 3-4 ms a commit: a visible share of a conversation's time (figures in the README's Benchmarks). The
-    # setting goes in the connection's startup options, so every session the worker opens (each one its
-    # pool adds, too) has it from the start, at no extra round trip; the web's sessions keep the default.
+    # A worker commits every claim, turn, finish and dispatch on its own, and waiting for each flush is a
+    # visible share of a conversation's time (sql.durable flushes what must not be forgotten). The setting
+    # goes in the connection's startup options, so every session the worker opens (each one its pool adds,
+    # too) has it from the start, at no extra round trip; the web's sessions keep the default.
     db = connections["default"]
     if db.vendor == "postgresql":
         options = db.settings_dict["OPTIONS"]
@@ -70,14 +84,14 @@ def configure_worker_connections(**kwargs) -> None:
             options["options"] = f"{options.get('options', '')} {relax}".strip()
         db.close()
         db.close_pool()  # a pool opened before this point would keep handing out sessions without it
-    # Each conversation reads the endpoints when it starts and again when its slot is handed on; a second-old
-    # copy is fresh enough for an admin edit, and saves two queries per conversation.
+    # Each conversation reads the endpoints when it starts and again when its slot is handed on; a copy a
+    # moment old is fresh enough for an admin edit, and saves two queries per conversation.
     endpoints.reuse_for = settings.EVALSITE_ENDPOINTS_REUSE_SECONDS
 
 
 def _sweep_forever() -> None:
     """Watch the other workers' beats every beat, and sweep up lapsed leases every EVALSITE_SWEEP_SECONDS."""
-    watch = scheduling.WorkerWatch(execution.heartbeat.name)
+    watch = recovery.WorkerWatch(heartbeat.name)
     next_sweep = time.monotonic() + settings.EVALSITE_SWEEP_SECONDS
     while not _stop.wait(settings.EVALSITE_WORKER_BEAT_SECONDS):
         try:
@@ -86,7 +100,7 @@ def _sweep_forever() -> None:
                 log.warning("took over from dead workers: %s", stats)
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + settings.EVALSITE_SWEEP_SECONDS
-                stats = scheduling.sweep()
+                stats = recovery.sweep()
                 if any(stats.values()):
                     log.info("sweep: %s", stats)
         except Exception as exc:
@@ -114,25 +128,30 @@ class ResendOnConnect(bootsteps.StartStopStep):
         threading.Thread(target=_resend_unclaimed, name="evalsite-resend", daemon=True).start()
 
 
-def _resend_unclaimed() -> None:
+@contextlib.contextmanager
+def _logged(failure: str):
+    """A step of the worker's life that must not stop it: what fails is logged, and the thread's connection
+    is checked either way."""
     try:
-        execution.heartbeat.start()
-        resent = scheduling.resend()
-        if resent:
-            log.warning("sent again %d conversation(s) sent but never claimed", resent)
+        yield
     except Exception:
-        log.exception("resending unclaimed conversations failed")
+        log.exception(failure)
     finally:
         close_old_connections()
 
 
+def _resend_unclaimed() -> None:
+    with _logged("resending unclaimed conversations failed"):
+        heartbeat.start()
+        resent = recovery.resend()
+        if resent:
+            log.warning("sent again %d conversation(s) sent but never claimed", resent)
+
+
 def freeze_startup_objects() -> None:
-    """Exempt everything loaded at startup (Django, Celery, openai, pydantic: ~130k objects) from garbage
-    collection. A full collection walks every tracked object while holding the GIL, ~120 ms here, and
-    stalls every conversation the worker is playing. In the benchmark's 10 s runs a worker's full
-    collections all fell in its startup (the fake endpoint's process had them mid-run); a long-lived worker
-    meets them as conversations pile up objects. Frozen objects are never scanned, so later collections
-    only walk what conversations allocate."""
+    """Exempt everything loaded at startup (Django, Celery, openai, pydantic) from garbage collection. A full
+    collection walks every tracked object while holding the GIL and stalls every conversation the worker is
+    playing; frozen objects are never scanned, so later collections only walk what conversations allocate."""
     gc.collect()
     gc.freeze()
 
@@ -140,19 +159,15 @@ def freeze_startup_objects() -> None:
 @worker_ready.connect
 def start_sweeper(**kwargs) -> None:
     warm_up()
-    # The digest the kept parses are read under: computed here, not while a run's first conversations wait.
+    # The digest the stored parses are read under: computed here, not while a run's first conversations wait.
     parsed.schema_digest()
     # Every worker sweeps; the conditional updates make concurrent sweeps harmless.
-    try:
-        execution.heartbeat.start()
-        scheduling.sweep()
-    except Exception:
-        log.exception("startup sweep failed")
-    finally:
-        close_old_connections()
+    with _logged("startup sweep failed"):
+        heartbeat.start()
+        recovery.sweep()
     freeze_startup_objects()
-    if execution.pump is not None:
-        execution.pump.start()
+    if pump.current is not None:
+        pump.current.start()
     threading.Thread(target=_sweep_forever, name="evalsite-sweeper", daemon=True).start()
 
 
@@ -160,13 +175,9 @@ def start_sweeper(**kwargs) -> None:
 def stop_sweeper(**kwargs) -> None:
     _stop.set()
     # A graceful stop (SIGTERM) hands this worker's conversations to the others at once.
-    try:
-        handed = execution.heartbeat.hand_back()
+    with _logged("handing conversations back failed; their leases will lapse"):
+        handed = heartbeat.hand_back()
         if handed:
             log.warning("handed %d conversation(s) back to the other workers", handed)
-    except Exception:
-        log.exception("handing conversations back failed; their leases will lapse")
-    finally:
-        close_old_connections()
-    if execution.pump is not None:
-        execution.pump.stop()  # its conversations are the others' now: their ends write nothing
+    if pump.current is not None:
+        pump.current.stop()  # its conversations are the others' now: their ends write nothing

@@ -2,10 +2,10 @@
 
 Each conversation's loop runs as a coroutine here (engine.conversation.run_eval_async), where many
 conversations wait on the model at once through one aiohttp session, and hands its database work to the
-thread of the pump that claimed it (runs.execution.Pump), so claims, leases and fencing tokens stay with the
-database code, and everything Django expects of a thread (its own connection, a test's transaction) holds. A
-model call then costs the process the loop's few hundred microseconds instead of a thread's openai client and
-its share of the interpreter lock (figures in the README's Benchmarks).
+thread of the pump that claimed it (runs.worker.pump), so claims, leases and fencing tokens stay with the
+database code, and everything Django expects of a thread (its own connection, a test's transaction) holds.
+A model call then costs the process a turn of the loop instead of a thread and its share of the interpreter
+lock.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ _thread: threading.Thread | None = None
 
 # Threads for what a conversation runs beside the loop because it may call a model while grading (judges,
 # semantic checks, named graders, the simulated user: engine.conversation's `blocking`). asyncio's default
-# executor has min(32, cores + 4) threads, 6 on two cores: a worker playing 100 conversations that each
-# wait a second on a judge would grade six at a time. A worker sets it to its own concurrency (runs.tasks),
-# so every conversation it holds can be grading at once; threads are started only as they are needed.
+# executor has a few threads per core, so a worker's conversations would wait on each other's judges. A
+# worker sets it to its own concurrency (runs.worker.tasks), so every conversation it holds can be grading
+# at once; threads are started only as they are needed.
 grading_threads = 32
 
 
