@@ -126,6 +126,9 @@ class Driver(ABC):
 
     # Whether this driver ends conversations itself (`ending`); an error then ends it too.
     has_endings: ClassVar[bool] = False
+    # Whether each turn is graded on its own, a unit of the conversation's score (turns_passed of
+    # turns_total), so that readers show every turn's pass or fail. Each driver says so itself.
+    graded_per_turn: ClassVar[bool]
     multi_turn: bool  # planned for more than one turn, whatever the replies
 
     @abstractmethod
