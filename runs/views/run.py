@@ -52,7 +52,7 @@ def _progress_of(run: Run, facts) -> dict:
     return _kept(
         run,
         f"progress:{by_eval}",
-        lambda: selectors.kept_progress(run, by_eval) or selectors.progress(run, by_eval=by_eval),
+        lambda: selectors.stored_progress(run, by_eval) or selectors.progress(run, by_eval=by_eval),
     )
 
 
@@ -398,7 +398,7 @@ def _cached_rows(shown: list, columns: tuple) -> None:
         conversation.row_html = cached.get(keys.get(conversation.pk))
         if conversation.row_html is None:
             rendered.append(conversation)
-    graded = selectors.graded_turns_of(rendered, display.GRADED_STYLES)
+    graded = selectors.graded_turns_of(rendered)
     for conversation in rendered:
         conversation.strip = display.strip(
             conversation,
