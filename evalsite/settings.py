@@ -264,7 +264,7 @@ CACHES = {
         "KEY_PREFIX": source_digest(
             "engine/results.py",
             "engine/stats.py",
-            "runs/display.py",
+            "runs/display",
             "runs/selectors",
             "runs/views/run.py",
         ),
