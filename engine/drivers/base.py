@@ -4,7 +4,7 @@ came out (Verdict), and the methods every driver has (Driver).
 A driver decides; it never calls a model and never stores anything. The loop that plays it
 (engine.conversation.run_eval) sends each Step's prompt, grades the reply, asks the simulated user when a
 Step says so, and hands the driver the graded turns to choose what comes next. So the same drivers can be
-played by a threaded loop, as today, or by an asyncio one.
+played by a threaded loop or by an asyncio one.
 """
 
 from __future__ import annotations
