@@ -11,11 +11,9 @@ STRIP_MAX_MARKS = 24
 
 
 def row_key(conversation: Conversation, columns: tuple) -> str:
-    """Everything a row of the run's table is drawn from, as one digest: the row's HTML is cached under it
-    (the `rows` cache; runs.views.run._cached_rows), so a row is rendered again only once something it shows
-    has changed. The digest covers every loaded field and every value the view attached (its link, waiting
-    note, grader cells), not a list of the fields the template happens to read today, so a new column cannot
-    be served stale; `columns` are the table's own settings (which columns it has)."""
+    """Everything a row of the run's table is drawn from, as the digest its HTML is cached under (the `rows`
+    cache): every loaded field and every value the view attached, not the fields the template reads, so a new
+    column cannot be served stale. `columns`: which columns the table has."""
     # In the order the fields were loaded and the values attached, the same on every request; sorting them
     # would cost as much as the digest.
     state = [(name, value) for name, value in vars(conversation).items() if not name.startswith("_")]
