@@ -46,10 +46,13 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 def source_digest(*paths: str) -> str:
-    """A short digest of these source files: it changes with the code that wrote what a cache keeps."""
+    """A short digest of these source files (a folder: its Python files): it changes with the code that wrote
+    what a cache keeps."""
     digest = hashlib.blake2s(digest_size=6)
     for path in paths:
-        digest.update((BASE_DIR / path).read_bytes())
+        files = sorted((BASE_DIR / path).rglob("*.py")) if (BASE_DIR / path).is_dir() else [BASE_DIR / path]
+        for file in files:
+            digest.update(file.read_bytes())
     return digest.hexdigest()
 
 
@@ -261,8 +264,8 @@ CACHES = {
         "KEY_PREFIX": source_digest(
             "engine/results.py",
             "engine/stats.py",
-            "runs/display.py",
-            "runs/selectors.py",
+            "runs/display",
+            "runs/selectors",
             "runs/page_cache.py",
             "runs/run_page.py",
         ),

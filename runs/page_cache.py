@@ -106,7 +106,7 @@ def cached_rows(shown: list, columns: tuple) -> None:
         conversation.row_html = cached.get(keys.get(conversation.pk))
         if conversation.row_html is None:
             rendered.append(conversation)
-    graded = selectors.graded_turns_of(rendered, display.GRADED_STYLES)
+    graded = selectors.graded_turns_of(rendered)
     for conversation in rendered:
         conversation.strip = display.strip(
             conversation,

@@ -99,7 +99,7 @@ def progress_of(run: Run, facts) -> dict:
     return page_cache.settled_aggregate(
         run,
         f"progress:{by_eval}",
-        lambda: selectors.kept_progress(run, by_eval) or selectors.progress(run, by_eval=by_eval),
+        lambda: selectors.stored_progress(run, by_eval) or selectors.progress(run, by_eval=by_eval),
     )
 
 

@@ -1,6 +1,6 @@
-"""Searching the turns' prompts and replies through the index migration runs.0018 made: an FTS5 trigram table on
+"""Searching the turns' prompts and replies through the index migration runs.0018 makes: an FTS5 trigram table on
 SQLite, a pg_trgm index on PostgreSQL. Without it (or for text too short for trigrams) a search reads every turn
-of the run, as before the index."""
+of the run."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ def conversations_saying(run, text: str):
         pattern = f"%{connection.ops.prep_for_like_query(text)}%"  # as Django escapes icontains
         if connection.vendor == "sqlite":
             # From the index's few turns (CROSS JOIN keeps SQLite from walking the run's conversations and
-            # probing each one's turns instead: 100,000 lookups), then the scan's own condition decides on
-            # them, so the answer stays LIKE's (which folds ASCII case only).
+            # probing each one's turns instead), then the scan's own condition decides on them, so the answer
+            # stays LIKE's (which folds ASCII case only).
             phrase = '"' + text.replace('"', '""') + '"'
             return RawSQL(
                 """SELECT t.conversation_id FROM runs_turn_text f CROSS JOIN runs_turn t ON t.id = f.rowid
@@ -38,8 +38,8 @@ def conversations_saying(run, text: str):
                           OR json_extract(t.record, '$.prompt') LIKE %s ESCAPE '\\')""",
                 [phrase, pattern, pattern],
             )
-        # PostgreSQL: the indexed text, unquoted (the scan compared the JSON, so a reply's quote or line break
-        # did not match itself), ILIKE'd: exact, and what the index serves.
+        # PostgreSQL: the indexed text, unquoted (comparing the JSON, a reply's quote or line break would not
+        # match itself), ILIKE'd: exact, and what the index serves.
         return RawSQL(
             f"SELECT conversation_id FROM {Turn._meta.db_table} WHERE {_PG_TEXT} ILIKE %s", [pattern]
         )

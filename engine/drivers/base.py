@@ -4,7 +4,7 @@ came out (Verdict), and the methods every driver has (Driver).
 A driver decides; it never calls a model and never stores anything. The loop that plays it
 (engine.conversation.run_eval) sends each Step's prompt, grades the reply, asks the simulated user when a
 Step says so, and hands the driver the graded turns to choose what comes next. So the same drivers can be
-played by a threaded loop, as today, or by an asyncio one.
+played by a threaded loop or by an asyncio one.
 """
 
 from __future__ import annotations
@@ -126,6 +126,9 @@ class Driver(ABC):
 
     # Whether this driver ends conversations itself (`ending`); an error then ends it too.
     has_endings: ClassVar[bool] = False
+    # Whether each turn is graded on its own, a unit of the conversation's score (turns_passed of
+    # turns_total), so that readers show every turn's pass or fail. Each driver says so itself.
+    graded_per_turn: ClassVar[bool]
     multi_turn: bool  # planned for more than one turn, whatever the replies
 
     @abstractmethod

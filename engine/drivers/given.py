@@ -10,6 +10,8 @@ from .scripted import Scripted
 
 
 class Given(Scripted):
+    graded_per_turn = False  # one reply
+
     @staticmethod
     def script(ev: Eval, node: str) -> list[Step]:
         return [Step(None, [], f"{node}.reply", reply=ev.reply)]

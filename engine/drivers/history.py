@@ -9,6 +9,8 @@ from .scripted import Scripted
 
 
 class History(Scripted):
+    graded_per_turn = False  # one reply
+
     @staticmethod
     def script(ev: Eval, node: str) -> list[Step]:
         return [Step(None, [], f"{node}.messages")]

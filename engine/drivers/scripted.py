@@ -16,6 +16,8 @@ AGGREGATIONS = {"mean": lambda scores: sum(scores) / len(scores), "min": min, "m
 
 
 class Scripted(Driver):
+    graded_per_turn = True
+
     def __init__(self, ev: Eval, index: int, defaults: Defaults) -> None:
         self.ev = ev
         self.threshold = ev.pass_threshold if ev.pass_threshold is not None else defaults.pass_threshold

@@ -16,6 +16,7 @@ from .base import Defaults, Driver, Ending, Step, UserAsk, Verdict, checks_score
 
 class Simulated(Driver):
     has_endings = True
+    graded_per_turn = False  # its final checks and how it ended grade it
     multi_turn = True  # a multi-turn test case, even when a condition ends it on turn 1
 
     def __init__(self, ev: Eval, index: int, defaults: Defaults) -> None:

@@ -14,6 +14,8 @@ from .base import Defaults, Driver, Step, Verdict, checks_score
 
 
 class Tree(Driver):
+    graded_per_turn = False  # the deciding turn grades it: a follow-up is sent because a turn failed
+
     def __init__(self, ev: Eval, index: int, defaults: Defaults) -> None:
         self.ev = ev
         self.node = f"evals[{index}]"

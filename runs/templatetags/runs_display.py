@@ -28,9 +28,9 @@ def item(mapping: dict, key):
     return mapping.get(key) if mapping else None
 
 
-# The two mark strips, written here once rather than as template partials: a run page draws a hundred rows of
-# turn marks and up to a thousand iteration marks, and an include per row cost a third of its rendering time.
-# Every value goes through format_html's escaping.
+# The two mark strips, written here once rather than as template partials: a run page draws many rows of turn
+# marks and many iteration marks, and an include per row would be much of its rendering time. Every value goes
+# through format_html's escaping.
 
 
 @register.simple_tag

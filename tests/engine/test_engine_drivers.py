@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.drivers import DRIVERS, Defaults, Driver, Ending, driver_for
+from engine.drivers import DRIVERS, GRADED_PER_TURN, Defaults, Driver, Ending, driver_for
 from engine.drivers.simulated import Simulated
 from engine.outcomes import Status, TerminationKind
 from engine.results import ConditionResult, TurnRecord
@@ -37,6 +37,13 @@ def test_every_style_has_one_driver_in_the_table():
         assert ev.style is style
         driver = driver_for(ev, 0, Defaults())
         assert isinstance(driver, Driver) and type(driver) is DRIVERS[style]
+
+
+def test_every_style_declares_whether_it_is_graded_per_turn():
+    # On the driver's own class, never inherited: History and Given play as Scripted but grade one reply.
+    for style, driver in DRIVERS.items():
+        assert isinstance(vars(driver).get("graded_per_turn"), bool), f"{style}: {driver.__name__}"
+    assert sorted(GRADED_PER_TURN) == [Style.SCRIPTED, Style.TURNS]
 
 
 def test_the_simulated_user_is_asked_for_as_data_not_called():

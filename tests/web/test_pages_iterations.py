@@ -573,7 +573,7 @@ def test_results_json_streams_the_same_document_a_chunk_at_a_time(logged_in, ver
     from runs import selectors
 
     run = make_run(version, user)
-    monkeypatch.setattr(selectors, "RESULTS_CHUNK", 4)
+    monkeypatch.setattr("runs.selectors.results.RESULTS_CHUNK", 4)
     with CaptureQueriesContext(connection) as queries:
         response = logged_in.get(run_url("json", run))
         streamed = json.loads(body(response))
@@ -624,7 +624,7 @@ def test_streamed_results_leave_no_conversation_to_the_garbage_collector(version
     from runs.models import Override, Turn
 
     run = make_run(version, user)
-    monkeypatch.setattr(selectors, "RESULTS_CHUNK", 4)
+    monkeypatch.setattr("runs.selectors.results.RESULTS_CHUNK", 4)
     gc.collect()
     gc.disable()
     gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds unreachable is kept in gc.garbage, to look at

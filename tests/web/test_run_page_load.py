@@ -37,7 +37,7 @@ def _new_process():
 def forget() -> None:
     """What a web process keeps in its own memory, gone: as in a process that has not shown the run yet."""
     specs._suites.clear()
-    selectors._facts.clear()
+    selectors.facts._facts.clear()
     for name in ("tables", "rows", "aggregates"):
         caches[name].clear()
 

@@ -1,5 +1,5 @@
 """Templates never spell a kind out: statuses, styles, termination kinds and check types are compared in Python
-(runs/models.py's is_* properties, runs/display.py, the runs_display filters), where a renamed value fails
+(runs/models.py's is_* properties, runs/display/, the runs_display filters), where a renamed value fails
 loudly instead of silently never matching."""
 
 from __future__ import annotations

@@ -1,0 +1,65 @@
+"""How the run pages show what the engine recorded. Nothing here works out again what is stored: a turn's pass,
+a conversation's verdict, its system message and history are read as stored. Plain functions over rows and
+records, and over what runs.selectors works out from them; the views choose what to query and the templates
+lay it out."""
+
+from .iterations import (
+    ITERATION_MARKS_MAX,
+    IteratedRow,
+    IterationMark,
+    iterated_rows,
+    iteration_groups,
+    iteration_mark,
+    iteration_switcher,
+    repeated_status,
+)
+from .marks import STATUS_SYMBOLS, Mark, strip, symbol, turn_marks
+from .rows import STRIP_MAX_MARKS, grader_cells, row_key
+from .state import GATE_OPS, calling, gates, in_flight, run_state, waiting
+from .transcript import (
+    FILE_BLOCK,
+    ROLE_CLASSES,
+    STYLE_LABELS,
+    ending,
+    given_history,
+    message_segments,
+    review_rows,
+    spend,
+    system_message,
+    transcript_text,
+)
+
+__all__ = [
+    "FILE_BLOCK",
+    "GATE_OPS",
+    "ITERATION_MARKS_MAX",
+    "ROLE_CLASSES",
+    "STATUS_SYMBOLS",
+    "STRIP_MAX_MARKS",
+    "STYLE_LABELS",
+    "IteratedRow",
+    "IterationMark",
+    "Mark",
+    "calling",
+    "ending",
+    "gates",
+    "given_history",
+    "grader_cells",
+    "in_flight",
+    "iterated_rows",
+    "iteration_groups",
+    "iteration_mark",
+    "iteration_switcher",
+    "message_segments",
+    "repeated_status",
+    "review_rows",
+    "row_key",
+    "run_state",
+    "spend",
+    "strip",
+    "symbol",
+    "system_message",
+    "transcript_text",
+    "turn_marks",
+    "waiting",
+]

@@ -1,0 +1,122 @@
+"""A run's state in words, as its header and progress card say it: the status badge and its reason, the
+suite's gates, model calls waiting to retry and calls out longer than usual."""
+
+from __future__ import annotations
+
+import math
+
+from engine.clients import RATE_LIMIT_WAIT, UNREADABLE_REPLY
+from engine.results import GateResult
+from engine.text import plural
+
+from ..models import Run, Status
+
+GATE_OPS = {">=": "≥", "<=": "≤", "==": "="}
+
+
+def gates(results: list[GateResult], depth: int = 0) -> list[dict]:
+    """The suite's gates as the run page shows them (runs.selectors.gate_results works them out). A logical
+    gate's members follow it, one level deeper; `top` marks the gates the run's verdict counts."""
+    rows = []
+    for gate in results:
+        logical = gate.kind in ("logical_and", "logical_or")
+        rows.append(
+            {
+                "label": ("all of" if gate.kind == "logical_and" else "any of") if logical else gate.label,
+                "text": gate.label
+                if logical
+                else f"{gate.metric} {GATE_OPS.get(gate.op, gate.op)} {gate.value:g}",
+                "actual": "" if logical else ("n/a" if gate.actual is None else f"{round(gate.actual, 3):g}"),
+                "logical": logical,
+                "passed": gate.passed,
+                "status": "passed" if gate.passed else "failed",
+                "depth": depth,
+                "top": depth == 0,
+            }
+        )
+        rows += gates(gate.children, depth + 1)
+    return rows
+
+
+def in_flight(progress: dict) -> int:
+    """Conversations still playing or about to; after a cancel they finish their current turn first."""
+    return progress["counts"][Status.QUEUED] + progress["counts"][Status.RUNNING]
+
+
+def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_count: int, failed: int) -> dict:
+    """The run header's status badge and the reason beside it: "cancelling" while a cancelled run's
+    conversations finish their turn, and why a run failed, errored or was cancelled, in words.
+
+    From what the page has already loaded: the gates over the evals' scores, and how many evals there are and
+    failed (an eval run several times counts once, by its pass rate), the inputs the run's verdict is decided on.
+    """
+    counts = progress["counts"]
+    finishing = in_flight(progress)
+    if run.status == Status.CANCELLED and finishing:
+        return {
+            "label": "cancelling",
+            "tone": Status.CANCELLED,
+            "live": True,
+            "reason": f"{finishing} finishing",
+        }
+    evals = plural(eval_count, "eval")
+    reasons = []
+    if run.status == Status.FAILED:
+        failing = [gate for gate in gate_rows if gate.get("top", True) and not gate["passed"]]
+        reasons = [
+            f"gate {gate['text']} failed" + (f": {gate['actual']}" if gate["actual"] else "")
+            for gate in failing
+        ]
+        if not failing and failed:
+            reasons.append(f"{failed} of {evals} failed")
+    elif run.status == Status.ERROR:
+        if counts[Status.ERROR]:
+            reasons.append(f"{plural(counts[Status.ERROR], 'conversation')} errored")
+        if failed:
+            reasons.append(f"{failed} of {evals} failed")
+    elif run.status == Status.CANCELLED:
+        finished = progress["done"] - counts[Status.CANCELLED]
+        reasons.append(f"cancelled with {finished} of {plural(progress['total'], 'conversation')} finished")
+    elif run.status == Status.PASSED and gate_rows and failed:
+        reasons.append(f"every gate holds; {failed} of {evals} failed")
+    return {"label": run.status, "tone": run.status, "live": False, "reason": "; ".join(reasons)}
+
+
+def waiting(reason: str, until, now, count: int | None = None) -> dict | None:
+    """A model call waiting to retry, as the run page and the transcript say it: "waiting for rate limit
+    (retry in 8 s)", "endpoint unavailable (HTTP 503), retry in 4 s". `count`: how many conversations wait
+    (the progress card), None for one conversation. None once the wait is over."""
+    if until is None or until <= now:
+        return None
+    seconds = math.ceil((until - now).total_seconds())
+    if count is not None and reason.startswith(UNREADABLE_REPLY):
+        reason = UNREADABLE_REPLY  # how many times is one conversation's count, not the card's
+    rate_limited = reason == RATE_LIMIT_WAIT
+    lead = reason or "waiting to retry"
+    if count is not None:
+        lead = f"{plural(count, 'conversation')} {lead if rate_limited else 'waiting: ' + lead}"
+    prefix = "next retry in" if count is not None and count > 1 else "retry in"
+    countdown = f"{prefix} {seconds} s"
+    return {
+        "lead": lead,
+        "prefix": prefix,
+        "seconds": seconds,
+        "until": until.isoformat(),
+        "parenthesised": rate_limited,
+        "text": f"{lead} ({countdown})" if rate_limited else f"{lead}, {countdown}",
+    }
+
+
+def calling(slow: dict | None, now) -> dict | None:
+    """Model calls out longer than their run's usual latency, as the progress card says it: "3 calls waiting
+    on the model for 45 s" (the longest-out call's time; app.js counts it on). None when there are none."""
+    if not slow or not slow["count"] or slow["since"] is None:
+        return None
+    seconds = max(0, math.floor((now - slow["since"]).total_seconds()))
+    lead = f"{plural(slow['count'], 'call')} waiting on the model for"
+    return {
+        "lead": lead,
+        "seconds": seconds,
+        "since": slow["since"].isoformat(),
+        "text": f"{lead} {seconds} s",
+    }

@@ -1,0 +1,89 @@
+"""Comparing runs: the pinned baseline, the runs one can be compared with, and each conversation as a
+comparison reads it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..models import Conversation, Run
+from .access import runs_for, with_counts
+
+
+def pinned_baseline(run: Run) -> Run | None:
+    """The pinned baseline of `run`'s suite, among its owner's runs (None when none is pinned)."""
+    return (
+        runs_for(run.created_by)
+        .filter(suite_version__suite=run.suite_version.suite, pinned_at__isnull=False)
+        .first()
+    )
+
+
+def baseline_besides(run: Run) -> bool:
+    """Whether another of its owner's runs of `run`'s suite is pinned as the baseline (what the run page's
+    Compare button compares with), without loading it."""
+    return (
+        Run.objects.filter(
+            created_by_id=run.created_by_id,
+            suite_version__suite_id=run.suite_version.suite_id,
+            pinned_at__isnull=False,
+        )
+        .exclude(pk=run.pk)
+        .exists()
+    )
+
+
+def comparable_runs(run: Run, limit: int = 20) -> list[Run]:
+    """Runs to compare `run` with: its suite's, newest first, then none of other suites (evals are matched by
+    id, so runs of another suite rarely compare)."""
+    return with_counts(
+        runs_for(run.created_by)
+        .filter(suite_version__suite=run.suite_version.suite)
+        .exclude(pk=run.pk)
+        .order_by("-created_at")[:limit]
+    )
+
+
+@dataclass(frozen=True)
+class _Totals:
+    turns: int
+    cost: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A conversation as a comparison reads it (engine.compare takes these as it takes EvalResults)."""
+
+    id: str
+    iteration: int
+    prompt: str
+    status: str
+    score: float | None
+    passed_on_turn: int | None
+    totals: _Totals
+    original: dict | None = None  # the run's own verdict, when a reviewer overrode it
+
+
+def summaries(run: Run) -> list[Summary]:
+    """The run's conversations as a comparison reads them (status, score, cost, turn count), in one query
+    over the columns it needs: comparing two runs loads no transcript and builds no result model."""
+    rows = run.conversations.order_by("index", "iteration").values_list(
+        "eval_id",
+        "iteration",
+        "prompt",
+        "status",
+        "score",
+        "passed_on_turn",
+        "turn_count",
+        "cost",
+        "original",
+    )
+    return [
+        Summary(
+            eval_id, iteration, prompt, status, score, passed_on_turn, _Totals(turns, cost), original or None
+        )
+        for eval_id, iteration, prompt, status, score, passed_on_turn, turns, cost, original in rows
+    ]
+
+
+def conversation_by_eval(run: Run, eval_id: str, iteration: int = 0) -> Conversation | None:
+    return run.conversations.filter(eval_id=eval_id, iteration=iteration).first()
