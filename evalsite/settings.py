@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "axes",  # login throttling
     "csp",  # the Content-Security-Policy header
     "ninja",  # serves Swagger UI's assets from our static files, not a CDN (works offline)
+    "endpoints",
     "suites",
     "runs",
 ]
@@ -388,6 +389,8 @@ EVALSITE_DEFAULT_CONCURRENCY = env_int("EVALSITE_DEFAULT_CONCURRENCY", 10)
 # The most conversations one run may have in flight (the launch form's limit). Above 100 a PostgreSQL server
 # with its default max_connections needs the pool (EVALSITE_DB_POOL_MAX): see the README's sizing rule.
 EVALSITE_MAX_RUN_CONCURRENCY = env_int("EVALSITE_MAX_RUN_CONCURRENCY", 100)
+# What the editor's Save & run calls with the version just saved: runs launches it (suites does not import runs).
+EVALSITE_SAVE_AND_RUN = "runs.views.launch.launch_saved"
 # How long POST /api/runs remembers an Idempotency-Key: a retry within it returns the first launch's run.
 EVALSITE_IDEMPOTENCY_HOURS = env_float("EVALSITE_IDEMPOTENCY_HOURS", 24)
 # Seconds one model request may take before it is abandoned and retried (a timeout is retried like a 503):

@@ -31,6 +31,7 @@ from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from endpoints.models import Endpoint
 from engine import agreement
 from engine import calibrate as calibration
 from engine.calibrate import CalibrationReport, judgement
@@ -62,7 +63,6 @@ from .models import (
     ACTIVE,
     FINISHED,
     Conversation,
-    Endpoint,
     Label,
     Override,
     Run,

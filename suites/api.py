@@ -5,9 +5,9 @@ from uuid import UUID
 from django.http import JsonResponse
 from ninja import Router, Schema
 
+from endpoints.routes import suite_routes
 from engine.loader import SuiteError, load_suite
 from engine.schema import json_schema
-from runs.endpoint_checks import suite_routes
 
 from .selectors import get_suite_for_user
 

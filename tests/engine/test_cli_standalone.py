@@ -204,7 +204,7 @@ def test_named_endpoint_is_read_from_the_set_up_database(set_up_clone, tmp_path)
         fake.script("What is 15 * 7?", ["105"])
         fake.script("What is 2 + 2?", ["4"])
         create = (
-            "from runs.models import Endpoint; Endpoint.objects.create(name='fake', "
+            "from endpoints.models import Endpoint; Endpoint.objects.create(name='fake', "
             f"base_url='{fake.base_url}', api_key_env='STANDALONE_FAKE_KEY')"
         )
         added = in_clone(set_up_clone, f'EVALSITE_DEV=1 .venv/bin/python manage.py shell -c "{create}"')

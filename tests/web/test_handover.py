@@ -14,8 +14,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from endpoints.models import Endpoint
 from runs import execution, scheduling, services
-from runs.models import Conversation, Endpoint, Status, Worker
+from runs.models import Conversation, Status, Worker
 from suites.services import create_suite
 
 pytestmark = pytest.mark.django_db(transaction=True)
