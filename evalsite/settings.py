@@ -7,6 +7,7 @@ DEBUG=0.
 
 import hashlib
 import os
+import secrets
 from datetime import timedelta
 from pathlib import Path
 
@@ -57,8 +58,6 @@ DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY and TERMINAL:
     # Nothing the terminal commands do is signed; a throwaway key keeps Django content.
-    import secrets
-
     SECRET_KEY = secrets.token_urlsafe(50)
 elif not SECRET_KEY:
     if not (DEBUG or env_bool("EVALSITE_DEV", False)):
@@ -66,8 +65,6 @@ elif not SECRET_KEY:
     # A per-checkout key for local use: stable across restarts, never shared.
     key_file = VAR_DIR / "secret_key"
     if not key_file.exists():
-        import secrets
-
         key_file.write_text(secrets.token_urlsafe(50))
         key_file.chmod(0o600)
     SECRET_KEY = key_file.read_text().strip()

@@ -286,7 +286,7 @@ def _stored_facts(version_id: int) -> SuiteFacts | None:
 
 
 def _store_facts(version_id: int, facts: SuiteFacts) -> None:
-    """Best effort, as suites.parsed.keep: a reader that finds none works them out again."""
+    """Best effort, as suites.parsed.store_parse: a reader that finds none works them out again."""
     try:
         with transaction.atomic():
             VersionFacts.objects.update_or_create(

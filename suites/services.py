@@ -33,7 +33,7 @@ def save_version(
 ) -> SuiteVersion:
     """Validate and store the suite's next version. Raises SuiteError and stores nothing.
 
-    `files` None keeps the latest version's files; a mapping replaces them. The parse is kept beside the
+    `files` None keeps the latest version's files; a mapping replaces them. The parse is stored beside the
     version (suites.parsed), so the launch and the workers never parse its YAML again.
     """
     return _save_version(suite=suite, source=source, user=user, note=note, files=files)
@@ -74,7 +74,7 @@ def _save_version(
     if spec.description is not None and spec.description != suite.description:
         suite.description = spec.description
     suite.save(update_fields=["description", "updated_at"])
-    parsed.keep(version.pk, spec)
+    parsed.store_parse(version.pk, spec)
     return version
 
 
