@@ -121,7 +121,7 @@ class Run(models.Model):
 class VersionFacts(models.Model):
     """What a run page asks of a suite version on every view (runs.selectors.SuiteFacts, as JSON), worked out
     when a run of it is launched: every web process of every host reads it here instead of parsing the suite
-    (~10 s for a dataset of 100,000 rows). Read back only under the engine schema it was worked out with."""
+    (slow for a large dataset). Read back only under the engine schema it was worked out with."""
 
     version = models.OneToOneField(
         "suites.SuiteVersion", on_delete=models.CASCADE, primary_key=True, related_name="facts"

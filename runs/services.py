@@ -74,7 +74,7 @@ def create_run(
     if not settings.EVALSITE_CODE_GRADERS and (refusal := code_policy.launch_refusal(spec)):
         raise LaunchError(refusal)
     total = conversation_count(spec)
-    if total > bounds.MAX_CONVERSATIONS_PER_RUN:  # saved before the cap was lowered: nothing is created
+    if total > bounds.MAX_CONVERSATIONS_PER_RUN:  # saved under a higher cap: nothing is created
         raise LaunchError(
             f"v{version.number} would play {total:,} conversations; at most "
             f"{bounds.MAX_CONVERSATIONS_PER_RUN:,} are allowed a run (EVALSITE_MAX_CONVERSATIONS_PER_RUN). "

@@ -9,7 +9,7 @@ TOO_LARGE = f"the suite is larger than {MAX_SUITE_BYTES // 1_000_000} MB; nothin
 
 
 def oversized(text: str) -> bool:
-    """Over the suite's 1 MB: such text is refused as it came, never copied, parsed or sent back."""
+    """Over the suite's size limit: such text is refused as it came, never copied, parsed or sent back."""
     return len(text) > MAX_SUITE_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_SUITE_BYTES
 
 

@@ -31,11 +31,8 @@ def validate_source(
 def save_version(
     *, suite: Suite, source: str, user, note: str = "", files: Mapping[str, str] | None = None
 ) -> SuiteVersion:
-    """Validate and store the suite's next version. Raises SuiteError and stores nothing.
-
-    `files` None keeps the latest version's files; a mapping replaces them. The parse is stored beside the
-    version (suites.parsed), so the launch and the workers never parse its YAML again.
-    """
+    """Validate and store the suite's next version (SuiteError: nothing stored). `files` None keeps the
+    latest version's files; a mapping replaces them. Its parse is stored beside it (suites.parsed)."""
     return _save_version(suite=suite, source=source, user=user, note=note, files=files)
 
 

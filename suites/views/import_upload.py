@@ -98,7 +98,7 @@ def read_uploads(request: HttpRequest, pasted: str = "") -> Upload:
 
 
 def convert_upload(upload: Upload, kind: str) -> ImportResult | Imported:
-    """One suite as before (a chosen kind, or files holding one suite), else every suite among them: a
+    """One suite (a chosen kind, or files holding one suite), else every suite among them: a
     zip, or several suite files chosen at once. A single suite found in a zip is one suite too."""
     if kind or (not upload.zipped and len(suite_files(upload.files)) <= 1):
         return convert(upload.files, kind or None)

@@ -215,7 +215,7 @@ def validate(request: HttpRequest) -> HttpResponse:
 def upload(request: HttpRequest) -> HttpResponse:
     """Save a .yaml file from disk, as a new suite or (with `suite`) a new version of one.
 
-    The bytes are checked first (1 MB, UTF-8, naming the bad byte); the text then takes the same path as
+    The bytes are checked first (the size limit, UTF-8, naming the bad byte); the text then takes the same path as
     typed text, so a broken file is shown in the editor with its located problems and nothing is saved.
     """
     suite = _posted_suite(request)
