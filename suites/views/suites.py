@@ -199,7 +199,7 @@ def validate(request: HttpRequest) -> HttpResponse:
     source = request.POST.get("source", "")
     if oversized(source):
         validation = Validation(problems=[SuiteProblem(0, 0, "", TOO_LARGE)])
-        return render(request, "suites/editor.html#problems", {"validation": validation, "suite": suite})
+        return render(request, "suites/_problems.html", {"validation": validation, "suite": suite})
     source = normalise_newlines(source)
     if suite is not None:
         latest = suite.latest_version
@@ -207,7 +207,7 @@ def validate(request: HttpRequest) -> HttpResponse:
     else:  # a new suite: the files chosen in its form come along with every check
         files, file_problems = display.read_uploads(request)
     validation = validate_text(source, request.user, suite, files, file_problems=file_problems)
-    return render(request, "suites/editor.html#problems", {"validation": validation, "suite": suite})
+    return render(request, "suites/_problems.html", {"validation": validation, "suite": suite})
 
 
 @login_required
