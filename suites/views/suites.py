@@ -17,7 +17,7 @@ from engine.suite_diff import diff_suites
 
 from .. import display, selectors, services
 from ..forms import TOO_LARGE, SuiteSourceForm, normalise_newlines, oversized, source_to_show
-from ..models import Suite
+from ..models import Suite, SuiteVersion
 from .editor import Validation, first_error, not_saved, parse_version, render_editor, validate_text
 
 DEMO_SUITE = settings.BASE_DIR / "examples" / "demo-mock.yaml"
@@ -39,7 +39,7 @@ evals:
 """
 
 
-def _launch_saved(request: HttpRequest, suite: Suite, version) -> HttpResponse:
+def _launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> HttpResponse:
     """Save & run: hand the version just saved to what settings name to launch it (runs does)."""
     return import_string(settings.EVALSITE_SAVE_AND_RUN)(request, suite, version)
 
