@@ -253,7 +253,13 @@ def test_installed_package_works_from_any_folder(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Overall: ✅ PASS (passed)" in result.stdout
     assert json.loads((work / "out.json").read_text())["status"] == "passed"
-    assert sorted(path.name for path in site.iterdir()) == ["endpoints", "engine", "evalsite", "runs", "suites"]
+    assert sorted(path.name for path in site.iterdir()) == [
+        "endpoints",
+        "engine",
+        "evalsite",
+        "runs",
+        "suites",
+    ]
     assert sorted(path.name for path in work.iterdir()) == ["out.json", "suites"]
 
 
