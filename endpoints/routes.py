@@ -10,8 +10,8 @@ from django.conf import settings
 from engine import endpoint_checks
 from engine.calibration import CalibrationSuite
 from engine.codegrade import policy as code_policy
-from engine.loader import SuiteProblem
 from engine.schema import Suite
+from engine.source import SuiteProblem
 
 from .registry import current_registry
 

@@ -118,21 +118,26 @@ def metrics(judgements: Sequence[Judgement], scale: str, threshold: float, level
 def _kappa(a: list[float], b: list[float], levels: Levels, *, weighted: bool) -> float | None:
     if not a:
         return None
-    from sklearn.metrics import cohen_kappa_score
-
     # Kappa is undefined when both raters used a single level: chance agreement is then 1.
     if len(set(a) | set(b)) < 2:
         return None
     labels = [str(level) for level in levels.values]
-    value = cohen_kappa_score(
+    return _cohen_kappa(
         [str(x) for x in a], [str(x) for x in b], labels=labels, weights="quadratic" if weighted else None
     )
-    return _finite(value)
+
+
+def _cohen_kappa(a: list, b: list, **options) -> float | None:
+    # scikit-learn takes seconds to import: only a calibration's figures need it, not workers or `evalsite run`.
+    from sklearn.metrics import cohen_kappa_score
+
+    return _finite(cohen_kappa_score(a, b, **options))
 
 
 def _spearman(a: list[float], b: list[float]) -> float | None:
     if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
         return None  # a constant side has no ranking to correlate
+    # SciPy is slow to import: only a calibration's figures need it, not workers or `evalsite run`.
     from scipy.stats import spearmanr
 
     return _finite(spearmanr(a, b).statistic)
@@ -163,9 +168,7 @@ def _pass_fail(expected: list[float], judged: list[float], threshold: float) -> 
     caught = sum(a and b for a, b in zip(exp_fail, got_fail, strict=True))
     kappa = None
     if expected and len(set(exp_fail) | set(got_fail)) > 1:
-        from sklearn.metrics import cohen_kappa_score
-
-        kappa = _finite(cohen_kappa_score(exp_fail, got_fail, labels=[False, True]))
+        kappa = _cohen_kappa(exp_fail, got_fail, labels=[False, True])
     return PassFail(
         agreement=_ratio(sum(a == b for a, b in zip(exp_fail, got_fail, strict=True)), len(expected)),
         kappa=kappa,

@@ -2,7 +2,7 @@
 Import, `POST /api/runs` and the CLI (which reads them from the suite's folder). One set of rules, so a file
 one way in accepts is never one another refuses, and no stored name can break a page's address.
 
-A file on disk is measured (os.stat) before it is read, and never read past the limit: a 1.5 GB rubric is
+A file on disk is measured (os.stat) before it is read, and never read past the limit: a huge rubric is
 refused at once, not after it has filled the memory.
 """
 
@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from os import PathLike
 
 from .datasets import MAX_DATASET_BYTES
-from .loader import SuiteError, SuiteProblem, file_references
+from .loader import file_references
+from .source import SuiteError, SuiteProblem
 
 MAX_FILE_BYTES = MAX_DATASET_BYTES
 MAX_TOTAL_BYTES = 50_000_000
@@ -49,8 +50,8 @@ def set_problems(sizes: Mapping[str, int]) -> list[SuiteProblem]:
     problems = [problem for name, size in sizes.items() for problem in file_problems(name, size)]
     if len(sizes) > MAX_FILES:
         problems.append(_problem("", f"{len(sizes)} attached files; a suite has at most {MAX_FILES}"))
-    # A file over its own limit counts as at its limit: it is refused by name already, and a 1.5 GB file
-    # should not also be said to make the set too large.
+    # A file over its own limit counts as at its limit: it is refused by name already, and should not also
+    # be said to make the set too large.
     total = sum(min(size, MAX_FILE_BYTES + 1) for size in sizes.values())
     if total > MAX_TOTAL_BYTES:
         problems.append(_problem("", f"attached files exceed {MAX_TOTAL_BYTES // 1_000_000} MB in all"))

@@ -1,10 +1,10 @@
 """Limits on what a user's file may hold, checked while it is read, before anything walks the result.
 
-Parsers and validators recurse on nesting: libyaml's composer in C (40,000 nested `[` overflow the C
-stack and kill the process), `json.loads`, pydantic and our own walks in Python (RecursionError). So
+Parsers and validators recurse on nesting: libyaml's composer in C (deep enough nesting overflows the C
+stack and kills the process), `json.loads`, pydantic and our own walks in Python (RecursionError). So
 nesting is counted in a flat pass over the text or the parser's events first, and a file nested deeper
-than MAX_NESTING is refused at the place where it goes too deep. A suite at its deepest (a follow-up five
-levels down, inside `or`, inside a stop condition's `not`) needs about 30.
+than MAX_NESTING is refused at the place where it goes too deep. A suite at its deepest (a follow-up at
+the deepest level, inside `or`, inside a stop condition's `not`) stays well under it.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import re
 from .patterns import _env_number as env_number  # one reading of numeric settings for the engine
 
 MAX_NESTING = 100  # lists and mappings inside each other
-MAX_NUMBER_CHARS = 100  # a whole number as written; Python refuses to convert more than 4,300 digits
-# Conversations one run may play: evals (dataset rows included) times their iterations. Launching 100,000
-# takes a few seconds and a few hundred MB (bench/launch.py); 3,000,000 took 52 s and 1.95 GB.
+MAX_NUMBER_CHARS = 100  # a whole number as written, well within what Python converts
+# Conversations one run may play: evals (dataset rows included) times their iterations. The default keeps a
+# launch quick and its memory small (bench/launch.py measures both).
 MAX_CONVERSATIONS_PER_RUN: int = int(env_number("EVALSITE_MAX_CONVERSATIONS_PER_RUN", 100_000, int))
 
 # What YAML's reader accepts (libyaml refuses anything else with "control characters are not allowed"),

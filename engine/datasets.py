@@ -79,8 +79,8 @@ def _csv_rows(text: str) -> Iterator[tuple[int, object]]:
         except StopIteration:
             return
         except csv.Error as exc:
-            # E.g. a field over csv.field_size_limit(), 131,072 characters. DictReader's own line_num is
-            # only updated after a row is read.
+            # E.g. a field over csv.field_size_limit(). DictReader's own line_num is only updated after a row
+            # is read.
             line = reader.reader.line_num
             message = (
                 f"a field is longer than {csv.field_size_limit():,} characters"

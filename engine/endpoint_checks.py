@@ -21,9 +21,9 @@ from pydantic import BaseModel
 
 from .clients import MOCK, EndpointConfig, EndpointRegistry, _error_text
 from .errors import written_path
-from .loader import SuiteError, SuiteProblem, _locate, format_path, parse_yaml
 from .redact import redact
 from .schema import JudgeSpec, NaturalLanguage, Simulate, Suite
+from .source import SuiteError, SuiteProblem, format_path, parse_yaml, where_written
 
 PROBE_TIMEOUT = 10.0
 ROLES = {JudgeSpec: "check judge", NaturalLanguage: "stop condition judge", Simulate: "simulated user"}
@@ -190,18 +190,14 @@ def locator(source: str):
         if parsed[0] is None:
             return 0, 0
         raw, builder = parsed[0]
-        return _locate(written_path(path, raw), builder, key=False)
+        return where_written(written_path(path, raw), builder, key=False)
 
     return locate
 
 
 def unnamed_prefix(registry: EndpointRegistry, ref: str) -> str | None:
-    """The `name` of a `name/model` reference when no endpoint has that name (and it is not `mock`).
-
-    Such a reference goes whole to the default endpoint: right for ids such as OpenRouter's
-    "anthropic/claude-3.5-sonnet" once the default endpoint points there, a typo otherwise. The web warns
-    about it and the CLI refuses it unless OPENAI_BASE_URL is set; both ask this one question.
-    """
+    """The `name` of a `name/model` reference no endpoint is named (nor `mock`): it goes whole to the default
+    endpoint, right for OpenRouter's ids and a typo otherwise, so the web warns and the CLI refuses."""
     prefix, sep, rest = ref.strip().partition("/")
     if not (sep and rest) or prefix == MOCK or prefix in registry.named:
         return None

@@ -1,356 +1,37 @@
-"""YAML text -> Suite, with every error located by line, column and path.
+"""YAML text -> Suite: a suite validated against engine.schema, its attached files read, every error located.
 
-The loader refuses what would make a suite ambiguous or unsafe before pydantic sees it: files over 1 MB,
-bytes that are not UTF-8, characters YAML cannot hold, nesting deeper than bounds.MAX_NESTING (counted on
-libyaml's events, before a tree is composed), anchors and aliases, numbers too long to convert, duplicate
-keys and non-string keys. It then validates against
-the schema and reports each problem as `line:column path: message`, e.g.
-`12:9 evals[2].checks[1].prompt: ...`.
+Reading the YAML is engine.source's; a calibration set (engine.calibration) is loaded as the suite it plays.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import yaml
 from pydantic import ValidationError
 
 from . import bounds, suitevars
-from .bounds import MAX_NESTING, MAX_NUMBER_CHARS, bad_character, position, unstorable
+from .calibration import as_suite, load_parsed
 from .datasets import rows_to_evals
-from .errors import readable_errors
 from .schema import MAX_FOLLOWUP_DEPTH, Check, CodeSpec, Suite
 from .schema.grading import check_rubric
-
-MAX_SUITE_BYTES = 1_000_000
-# libyaml's loader is ten times faster than the pure-Python one and reports the same marks.
-_CLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-Path = tuple[str | int, ...]
-
-
-@dataclass(frozen=True)
-class SuiteProblem:
-    line: int  # 1-based; 0 when the problem is about the file as a whole
-    column: int  # 1-based
-    path: str  # e.g. evals[2].checks[1].prompt; "" for the top level
-    message: str
-    file: str = ""  # set when the problem is in an attached file (a dataset), not the suite itself
-
-    def __str__(self) -> str:
-        if self.file:
-            return f"{self.file}:{self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
-        where = f"{self.line}:{self.column}" if self.line else "file"
-        return f"{where} {self.path or '(top level)'}: {self.message}"
-
-    def as_dict(self) -> dict:
-        return {
-            "line": self.line,
-            "column": self.column,
-            "path": self.path,
-            "message": self.message,
-            "file": self.file,
-        }
+from .source import (
+    BoundedLoader,
+    Path,
+    SuiteError,
+    SuiteProblem,
+    TreeBuilder,
+    decode_source,
+    format_path,
+    load_yaml,
+    parse_yaml,
+    validated,
+    where_written,
+)
 
 
-class SuiteError(Exception):
-    """Every problem found, in reading order whoever found it first: the suite file top to bottom, then each
-    attached file's (the editor, the API and the CLI list them as they come)."""
-
-    def __init__(self, problems: list[SuiteProblem], filename: str = "suite.yaml"):
-        self.problems = sorted(problems, key=_reading_order)
-        self.filename = filename
-        super().__init__(problems)
-
-    def __str__(self) -> str:
-        # Problems in attached files name their own file; the rest are in the suite file.
-        return "\n".join(str(p) if p.file else f"{self.filename}:{p}" for p in self.problems)
-
-
-def _reading_order(problem: SuiteProblem) -> tuple:
-    return (problem.file != "", problem.file, problem.line, problem.column, problem.path)
-
-
-def format_path(path: Path) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else part
-    return out
-
-
-def _checked(construct, kind: str):
-    """A scalar constructor whose failures are YAML errors at the value: a date that does not exist raises
-    ValueError from deep inside PyYAML, and a whole number of 5,000 digits is more than Python converts."""
-
-    def checked(constructor, node: yaml.ScalarNode):
-        if kind == "number" and len(node.value) > MAX_NUMBER_CHARS:
-            message = (
-                f"a number of {len(node.value)} characters is too long (at most {MAX_NUMBER_CHARS}); "
-                "quote it to make it text"
-            )
-            raise yaml.constructor.ConstructorError(None, None, message, node.start_mark)
-        try:
-            return construct(constructor, node)
-        except (ValueError, OverflowError) as exc:
-            message = f"`{node.value}` is not a valid {kind} ({exc}); quote it to make it text"
-            raise yaml.constructor.ConstructorError(None, None, message, node.start_mark) from None
-
-    return checked
-
-
-class _Constructor(yaml.SafeLoader):
-    """Builds the scalars of a composed tree (see _Builder)."""
-
-
-class BoundedLoader(_CLoader):
-    """`yaml.load` for text a user wrote, after scan_yaml: libyaml's speed, with scalar errors located."""
-
-
-for _loader in (_Constructor, BoundedLoader):
-    for _tag, _method, _kind in (
-        ("int", yaml.constructor.SafeConstructor.construct_yaml_int, "number"),
-        ("float", yaml.constructor.SafeConstructor.construct_yaml_float, "decimal number"),
-        ("timestamp", yaml.constructor.SafeConstructor.construct_yaml_timestamp, "date"),
-    ):
-        _loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _checked(_method, _kind))
-
-
-def load_yaml(text: str, *, anchors: bool = True) -> object:
-    """Plain data from YAML a user wrote, within scan_yaml's limits: SuiteError for what they refuse, yaml's
-    own (located) errors for text that is not YAML."""
-    problems = scan_yaml(text, anchors=anchors)
-    if problems:
-        raise SuiteError(problems)
-    return yaml.load(text, Loader=BoundedLoader)
-
-
-class _Builder:
-    """Turns a composed YAML node tree into plain Python data, remembering where each path starts."""
-
-    def __init__(self) -> None:
-        self.positions: dict[Path, tuple[int, int]] = {}
-        self.key_positions: dict[Path, tuple[int, int]] = {}
-        # Keys that are text cut off by a comma in a flow mapping: `{criteria: Date, time and size}`.
-        self.flow_split: set[Path] = set()
-        self.problems: list[SuiteProblem] = []
-        self._constructor = _Constructor("")
-
-    def build(self, node: yaml.Node, path: Path = ()):
-        self.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        if isinstance(node, yaml.MappingNode):
-            result: dict = {}
-            for key_node, value_node in node.value:
-                where = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    self._problem(where, path, "merge keys (<<) are not supported; write the keys out")
-                    continue
-                if not isinstance(key_node, yaml.ScalarNode):
-                    self._problem(where, path, "keys must be plain strings")
-                    continue
-                key = key_node.value
-                if key in result:
-                    self._problem(where, (*path, key), f"duplicate key `{key}`")
-                    continue
-                self.key_positions[(*path, key)] = where
-                if node.flow_style and " " in key and _is_empty(value_node):
-                    self.flow_split.add((*path, key))
-                result[key] = self.build(value_node, (*path, key))
-            return result
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, (*path, index)) for index, item in enumerate(node.value)]
-        try:
-            value = self._constructor.construct_object(node, deep=True)
-        except yaml.constructor.ConstructorError as exc:
-            self._problem(self.positions[path], path, exc.problem or str(exc))
-            return None
-        if isinstance(value, str) and (problem := unstorable(value)):
-            self._problem(self.positions[path], path, problem)
-        return value
-
-    def _problem(self, where: tuple[int, int], path: Path, message: str) -> None:
-        self.problems.append(SuiteProblem(where[0], where[1], format_path(path), message))
-
-
-def _is_empty(node: yaml.Node) -> bool:
-    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null" and node.value == ""
-
-
-def decode_source(data: bytes | str) -> str:
-    """The text of a suite file, or SuiteError if it is over 1 MB or not UTF-8 (naming the bad byte)."""
-    return _decode(data)
-
-
-def _decode(data: bytes | str) -> str:
-    if isinstance(data, str):
-        if len(data.encode("utf-8", "surrogatepass")) > MAX_SUITE_BYTES:
-            raise SuiteError([_too_big()])
-        return data
-    if len(data) > MAX_SUITE_BYTES:
-        raise SuiteError([_too_big()])
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        before = data[: exc.start]
-        line = before.count(b"\n") + 1
-        column = exc.start - (before.rfind(b"\n") + 1) + 1
-        raise SuiteError(
-            [SuiteProblem(line, column, "", f"not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}")]
-        ) from None
-
-
-def _too_big() -> SuiteProblem:
-    return SuiteProblem(0, 0, "", f"file is larger than {MAX_SUITE_BYTES // 1_000_000} MB")
-
-
-def scan_yaml(text: str, *, anchors: bool = False) -> list[SuiteProblem]:
-    """Problems found before a tree is composed: a character YAML cannot hold, nesting deeper than
-    MAX_NESTING (at the collection that goes too deep, with its path), and, unless `anchors`, anchors and
-    aliases. One pass over libyaml's events; stops at the first of the first two. Invalid YAML raises
-    yaml's own error."""
-    bad = bad_character(text)
-    if bad is not None:
-        line, column, message = bad
-        return [SuiteProblem(line, column, "", message)]
-    problems = []
-    # Per open collection: [the index of its current item or the key of its current value, is a mapping,
-    # is reading a key].
-    frames: list[list] = []
-    read_to = (
-        0  # where the last event ended: libyaml may refuse deep flow nesting before it reaches our bound
-    )
-    try:
-        for event in yaml.parse(text, Loader=_CLoader):
-            read_to = event.end_mark.index
-            if _scan_event(event, frames, problems, anchors):
-                break
-    except yaml.MarkedYAMLError as exc:
-        # PyYAML 6.0.4's libyaml refuses flow collections nested ~1,000 deep while scanning ahead, before
-        # their events reach the bound above: locate the collection that goes past our bound ourselves.
-        offset = _flow_too_deep(text, read_to, len(frames)) if "nesting depth" in str(exc.problem) else None
-        if offset is None:
-            raise
-        path = format_path(tuple(frame[0] for frame in frames))
-        problems.append(SuiteProblem(*position(text, offset), path, _DEEP))
-    return problems
-
-
-_DEEP = f"nested more than {MAX_NESTING} levels deep (lists and mappings inside each other)"
-_FLOW = re.compile(r"[\[\]{}\"'#\\]")
-
-
-def _flow_too_deep(text: str, start: int, depth: int) -> int | None:
-    """The offset of the bracket, from `start` on, that nests flow collections past MAX_NESTING given `depth`
-    open collections before it; None if none does. Quoted text and comments are skipped."""
-    quote, escaped = None, False
-    for found in _FLOW.finditer(text, start):
-        char = found.group()
-        if quote:
-            if escaped:
-                escaped = False
-            elif char == "\\" and quote == '"':
-                escaped = True
-            elif char == quote:
-                quote = None
-        elif char in "\"'":
-            quote = char
-        elif char == "#" and (found.start() == 0 or text[found.start() - 1] in " \t\n"):
-            end = text.find("\n", found.start())
-            if end < 0:
-                return None
-            return _flow_too_deep(text, end, depth)
-        elif char in "[{":
-            depth += 1
-            if depth > MAX_NESTING:
-                return found.start()
-        elif char in "]}":
-            depth -= 1
-    return None
-
-
-def _scan_event(event, frames: list[list], problems: list[SuiteProblem], anchors: bool) -> bool:
-    """One event of scan_yaml's pass; True when the pass must stop."""
-    mark = event.start_mark
-    where = (mark.line + 1, mark.column + 1)
-    if not anchors and isinstance(event, yaml.AliasEvent):
-        problems.append(SuiteProblem(*where, "", f"alias *{event.anchor} is not allowed"))
-    elif not anchors and getattr(event, "anchor", None):
-        problems.append(SuiteProblem(*where, "", f"anchor &{event.anchor} is not allowed"))
-    if isinstance(event, yaml.NodeEvent) and frames and frames[-1][2]:
-        frames[-1][0] = getattr(event, "value", "?")  # a key; a list or mapping as a key is refused later
-    if isinstance(event, yaml.CollectionStartEvent):
-        if len(frames) >= MAX_NESTING:
-            path = format_path(tuple(frame[0] for frame in frames))
-            problems.append(SuiteProblem(*where, path, _DEEP))
-            return True
-        mapping = isinstance(event, yaml.MappingStartEvent)
-        frames.append(["?" if mapping else 0, mapping, mapping])
-    elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
-        _node_read(frames)
-    elif isinstance(event, yaml.CollectionEndEvent):
-        frames.pop()
-        _node_read(frames)
-    return False
-
-
-def _node_read(frames: list[list]) -> None:
-    """A node ended: a mapping goes from its key to the value, or from the value to the next key; a list
-    moves on to its next item."""
-    if frames:
-        frame = frames[-1]
-        if frame[1]:
-            frame[2] = not frame[2]
-        else:
-            frame[0] += 1
-
-
-def parse_yaml(data: bytes | str) -> tuple[object, _Builder]:
-    text = _decode(data)
-    try:
-        problems = scan_yaml(text)
-        if problems:
-            raise SuiteError(problems)
-        node = yaml.compose(text, Loader=_CLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
-        message = " ".join(part for part in (exc.context, exc.problem) if part) or str(exc)
-        raise SuiteError([SuiteProblem(line, column, "", f"invalid YAML: {message}")]) from None
-    except yaml.YAMLError as exc:
-        raise SuiteError([SuiteProblem(0, 0, "", f"invalid YAML: {exc}")]) from None
-    builder = _Builder()
-    if node is None:
-        raise SuiteError([SuiteProblem(1, 1, "", "the file is empty")])
-    try:
-        data_obj = builder.build(node)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
-        raise SuiteError([SuiteProblem(line, column, "", f"invalid YAML value: {exc}")]) from None
-    if builder.problems:
-        raise SuiteError(builder.problems)
-    if not isinstance(data_obj, dict):
-        raise SuiteError([SuiteProblem(1, 1, "", "a suite is a mapping with `name` and `evals`")])
-    return data_obj, builder
-
-
-def _locate(loc: Path, builder: _Builder, *, key: bool) -> tuple[int, int]:
-    if key and loc in builder.key_positions:
-        return builder.key_positions[loc]
-    probe = loc
-    while probe:
-        if probe in builder.positions:
-            return builder.positions[probe]
-        probe = probe[:-1]
-    return builder.positions.get((), (1, 1))
-
-
-def _depth_problems(suite: Suite, builder: _Builder) -> list[SuiteProblem]:
+def _depth_problems(suite: Suite, builder: TreeBuilder) -> list[SuiteProblem]:
     problems: list[SuiteProblem] = []
 
     def walk(items: list[Check], path: Path, depth: int) -> None:
@@ -358,7 +39,7 @@ def _depth_problems(suite: Suite, builder: _Builder) -> list[SuiteProblem]:
             item_path = (*path, index)
             if item.checks is not None:
                 if depth + 1 > MAX_FOLLOWUP_DEPTH:
-                    line, column = _locate((*item_path, "prompt"), builder, key=True)
+                    line, column = where_written((*item_path, "prompt"), builder, key=True)
                     problems.append(
                         SuiteProblem(
                             line,
@@ -378,14 +59,14 @@ def _depth_problems(suite: Suite, builder: _Builder) -> list[SuiteProblem]:
     return problems
 
 
-def _metadata_conflicts(raw: dict, builder: _Builder) -> list[SuiteProblem]:
+def _metadata_conflicts(raw: dict, builder: TreeBuilder) -> list[SuiteProblem]:
     metadata = raw.get("metadata")
     if not isinstance(metadata, dict):
         return []
     problems = []
     for field, meta_field in (("name", "name"), ("model", "model"), ("system", "system_prompt")):
         if field in raw and meta_field in metadata and raw[field] != metadata[meta_field]:
-            line, column = _locate(("metadata", meta_field), builder, key=True)
+            line, column = where_written(("metadata", meta_field), builder, key=True)
             problems.append(
                 SuiteProblem(
                     line,
@@ -397,12 +78,12 @@ def _metadata_conflicts(raw: dict, builder: _Builder) -> list[SuiteProblem]:
     return problems
 
 
-def _attachments(suite: Suite, builder: _Builder, files: Mapping[str, str]) -> list[SuiteProblem]:
+def _attachments(suite: Suite, builder: TreeBuilder, files: Mapping[str, str]) -> list[SuiteProblem]:
     """Every file the suite names must be attached; the dataset's rows become evals."""
     problems: list[SuiteProblem] = []
 
     def missing(path: Path, name: str) -> None:
-        line, column = _locate(path, builder, key=False)
+        line, column = where_written(path, builder, key=False)
         attached = ", ".join(sorted(files)) or "none"
         problems.append(
             SuiteProblem(
@@ -410,7 +91,7 @@ def _attachments(suite: Suite, builder: _Builder, files: Mapping[str, str]) -> l
             )
         )
 
-    # Named graders' rubric files: read now, so a worker grades with the text the suite was saved with.
+    # Named graders' rubric files: read on loading, so a worker grades with the text the suite was saved with.
     for where, _, grader in suite.named_graders():
         if grader.rubric_file is None:
             continue
@@ -421,7 +102,7 @@ def _attachments(suite: Suite, builder: _Builder, files: Mapping[str, str]) -> l
         try:
             grader.rubric = check_rubric(files[grader.rubric_file])
         except ValueError as exc:
-            line, column = _locate(path, builder, key=False)
+            line, column = where_written(path, builder, key=False)
             problems.append(SuiteProblem(line, column, format_path(path), f"{grader.rubric_file}: {exc}"))
 
     # Code checks' programs and modules: attached, so a server can run them where the CLI did.
@@ -483,21 +164,12 @@ def load_suite(
         exc.filename = filename
         raise
     if is_calibration(raw):
-        # A calibration set, played as a suite of given replies (imported here: it imports this module).
-        from .calibration import as_suite, load_parsed
-
+        # A calibration set is played as a suite of given replies.
         return as_suite(load_parsed(raw, builder, filename, files))
     problems = _metadata_conflicts(raw, builder)
     if problems:
         raise SuiteError(problems, filename)
-    try:
-        suite = Suite.model_validate(raw)
-    except ValidationError as exc:
-        problems = []
-        for error in readable_errors(exc, Suite, raw, frozenset(builder.flow_split)):
-            line, column = _locate(error.loc, builder, key=error.at_key)
-            problems.append(SuiteProblem(line, column, format_path(error.loc), error.message))
-        raise SuiteError(problems, filename) from None
+    suite = validated(Suite, raw, builder, filename)
     written = len(suite.evals)
     problems = (
         _reference_problems(raw, builder)
@@ -510,11 +182,11 @@ def load_suite(
     return suite
 
 
-def _reference_problems(raw: dict, builder: _Builder) -> list[SuiteProblem]:
+def _reference_problems(raw: dict, builder: TreeBuilder) -> list[SuiteProblem]:
     """`{{var:…}}` the suite does not declare, `{{secret:…}}` no environment variable could hold."""
     problems = []
     for path, message in suitevars.reference_problems(raw):
-        line, column = _locate(path, builder, key=False)
+        line, column = where_written(path, builder, key=False)
         problems.append(SuiteProblem(line, column, format_path(path), message))
     return problems
 
@@ -524,7 +196,9 @@ def conversation_count(suite: Suite) -> int:
     return sum(ev.iterations or suite.iterations for ev in suite.evals)
 
 
-def _too_many_conversations(suite: Suite, written: int, raw: dict, builder: _Builder) -> list[SuiteProblem]:
+def _too_many_conversations(
+    suite: Suite, written: int, raw: dict, builder: TreeBuilder
+) -> list[SuiteProblem]:
     cap = bounds.MAX_CONVERSATIONS_PER_RUN
     total = conversation_count(suite)
     if total <= cap:
@@ -538,7 +212,7 @@ def _too_many_conversations(suite: Suite, written: int, raw: dict, builder: _Bui
         what += f" × {suite.iterations:,} iterations"
     # At what makes the number: the suite's iterations, else the dataset, else the list of evals.
     place = "iterations" if "iterations" in raw else "dataset" if rows else "evals"
-    line, column = _locate((place,), builder, key=True)
+    line, column = where_written((place,), builder, key=True)
     return [
         SuiteProblem(
             line,

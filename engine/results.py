@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from .outcomes import FINISHED, GRADED, Status, TerminationKind
 from .schema import Style
-from .stats import IteratedResult
+from .stats import IteratedResult, overall_status
 
 RESULTS_FORMAT = "evalsite.results/1"
 
@@ -263,7 +263,7 @@ class EvalResult(BaseModel):
     reason: str = ""  # the verdict without how the conversation ended, which `termination` says
     error: str | None = None
     history: list[dict] = Field(default_factory=list)  # given messages sent before the live turns
-    # What was sent before the live turns, as AgentV records it (seed 004): the system message (the suite's
+    # What was sent before the live turns, as AgentV records it: the system message (the suite's
     # `system` with any `.instructions.md` guidelines as `=== name ===` blocks) and the given history as the
     # formatted question (`[Role]:` markers where there is conversational structure).
     system: str = ""
@@ -380,9 +380,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def evaluate_gates(gates, evals: list[EvalResult]) -> list[GateResult]:
-    """Suite gates over eval scores: avg, min, p95 of scores, accuracy = share of evals that passed; over one
-    named grader's scores (`grader`), over each eval's weighted mean of its graders' scores
-    (`weighted_average`), or members combined (`logical_and` / `logical_or`)."""
+    """Each of the suite's gates over the evals' scores (engine.schema.suite.Gate says what each kind reads)."""
     return [_gate(gate, evals) for gate in gates]
 
 
@@ -455,8 +453,6 @@ def _graded(result) -> dict[str, tuple[float, bool]]:
 def gated_status(evals: list[EvalResult], gates: list[GateResult], iterated=()) -> Status:
     """With gates, the gates decide between passed and failed (single evals may fail); errors still win.
     Iterated evals count by their pass rate, not by each iteration."""
-    from .stats import overall_status
-
     status = overall_status(evals, list(iterated))
     if not gates or status not in GRADED:
         return status

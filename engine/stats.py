@@ -109,9 +109,8 @@ class Tally:
 
 
 def distance(score: float, mean: float) -> int:
-    """How far a score is from the mean, in units of the 9th decimal place: scores as far (0.4 and 0.6 around
-    0.5) tie whatever order the mean was summed in, and the earliest iteration wins. SQL orders by the same
-    integer (runs.selectors.repeated_so_far)."""
+    """How far a score is from the mean, in units of the last decimal place kept, so equally far scores tie
+    whatever order the mean was summed in; SQL orders by the same integer."""
     return round(abs(score - mean) * 10**DISTANCE_PLACES)
 
 

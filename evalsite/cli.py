@@ -31,18 +31,11 @@ from django.core.management.base import BaseCommand, CommandError
 from engine.attached import MAX_FILE_BYTES, megabytes, read_limited, read_suite_files
 from engine.calibration import LoadedSet, load_calibration
 from engine.calls import SlowReporter
-from engine.loader import (
-    MAX_SUITE_BYTES,
-    SuiteError,
-    file_references,
-    format_path,
-    is_calibration,
-    load_suite,
-    parse_yaml,
-)
+from engine.loader import file_references, is_calibration, load_suite
 from engine.outcomes import Status
 from engine.schema import Suite
 from engine.schema.suite import TIMEOUT_MAX, TIMEOUT_MIN
+from engine.source import MAX_SUITE_BYTES, SuiteError, format_path, parse_yaml
 from engine.text import plural
 from evalsite import terminal
 
@@ -551,7 +544,8 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def calibrate(args: argparse.Namespace) -> int:
-    from engine.calibrate import format_calibration, run_calibration
+    from engine.calibration.report import format_calibration
+    from engine.calibration.run import run_calibration
     from engine.endpoint_checks import unnamed_prefix
 
     if args.json_path:

@@ -245,14 +245,14 @@ CACHES = {
         "LOCATION": "run-rows",
         "OPTIONS": {"MAX_ENTRIES": env_int("EVALSITE_ROW_CACHE_ROWS", 20_000)},
     },
-    # A finished run's conversation table as a page shows it (runs.views.run), in each web process's
-    # memory: the page of a large finished run then reads and renders no row.
+    # A finished run's conversation table as a page shows it (runs.page_cache.table_key), in each web
+    # process's memory: the page of a large finished run then reads and renders no row.
     "tables": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "run-tables",
         "OPTIONS": {"MAX_ENTRIES": env_int("EVALSITE_TABLE_CACHE_PAGES", 200)},
     },
-    # A finished run's counts, gates and repeated evals' statistics (the run page's): a large run costs a
+    # A finished run's counts, gates and repeated evals' statistics (runs.page_cache): a large run costs a
     # scan of all its conversations per page otherwise (and its gates a parse of its suite). In
     # files under var/, so that every web process of the host reads what one of them worked out, with no
     # server to run. Nothing in it goes stale: each key names the run's state and revision.
@@ -266,7 +266,8 @@ CACHES = {
             "engine/stats",
             "runs/display",
             "runs/selectors",
-            "runs/views/run",
+            "runs/page_cache",
+            "runs/run_page",
         ),
     },
 }

@@ -19,7 +19,7 @@ from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 
 from engine import compare, exports
-from engine.loader import SuiteError
+from engine.source import SuiteError
 from suites import selectors as suite_selectors
 from suites import services as suite_services
 from suites.models import Suite

@@ -33,10 +33,9 @@ from django.utils import timezone
 
 from endpoints.models import Endpoint
 from engine import agreement
-from engine import calibrate as calibration
-from engine.calibrate import CalibrationReport, judgement
-from engine.calibration import CalibrationSuite
-from engine.loader import SuiteError
+from engine.calibration import CalibrationSuite, judgement
+from engine.calibration import report as calibration
+from engine.calibration.report import CalibrationReport
 from engine.outcomes import GRADED, TerminationKind
 from engine.overrides import apply as apply_overrides
 from engine.results import (
@@ -54,6 +53,7 @@ from engine.results import (
     stream_report,
 )
 from engine.schema import SCALES
+from engine.source import SuiteError
 from engine.stats import DISTANCE_PLACES, IteratedResult, Tally, iterated_result, iterated_results, stats_of
 from engine.transcript import format_transcript
 from suites.parsed import schema_digest

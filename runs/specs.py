@@ -15,8 +15,9 @@ from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 from engine import suitevars
-from engine.loader import SuiteError, load_saved_suite
+from engine.loader import load_saved_suite
 from engine.schema import Suite as SuiteSpec
+from engine.source import SuiteError
 from suites.models import ParsedVersion, SuiteFile, SuiteVersion
 from suites.parsed import schema_digest, store_parse
 

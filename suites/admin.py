@@ -1,7 +1,8 @@
 from django import forms
 from django.contrib import admin
 
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
+from engine.source import SuiteError
 
 from .models import Suite, SuiteVersion
 from .services import save_version

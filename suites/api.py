@@ -6,8 +6,9 @@ from django.http import JsonResponse
 from ninja import Router, Schema
 
 from endpoints.routes import suite_routes
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
 from engine.schema import json_schema
+from engine.source import SuiteError
 
 from .selectors import get_suite_for_user
 

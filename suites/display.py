@@ -11,8 +11,8 @@ from django.http import HttpRequest
 
 from engine.datasets import preview as dataset_preview
 from engine.history import INSTRUCTIONS_SUFFIX
-from engine.loader import SuiteError, SuiteProblem, parse_yaml
 from engine.schema import Suite as SuiteSpec
+from engine.source import SuiteError, SuiteProblem, parse_yaml
 
 from .models import SuiteFile
 from .services import MAX_FILE_BYTES, decode_file

@@ -3,7 +3,7 @@
 from django import forms
 from django.core.validators import ProhibitNullCharactersValidator
 
-from engine.loader import MAX_SUITE_BYTES
+from engine.source import MAX_SUITE_BYTES
 
 TOO_LARGE = f"the suite is larger than {MAX_SUITE_BYTES // 1_000_000} MB; nothing was stored"
 

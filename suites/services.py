@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from django.db import IntegrityError, transaction
 
 from engine.attached import MAX_FILE_BYTES, MAX_FILES, MAX_TOTAL_BYTES, check_files, decode_file
-from engine.loader import SuiteError, decode_source, load_suite
+from engine.loader import load_suite
 from engine.schema import Suite as SuiteSpec
+from engine.source import SuiteError, decode_source
 
 from . import parsed
 from .models import Suite, SuiteFile, SuiteVersion, content_hash

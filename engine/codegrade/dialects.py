@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import math
+import pathlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,10 +221,6 @@ def promptfoo_invoke(function: Callable, payload: Any) -> Any:
 
 def _letta_shim():
     """letta_shim.py beside this file, loaded by path (this module runs in the subprocess by path too)."""
-    import importlib.util
-    import pathlib
-    import sys
-
     name = "evalsite_letta_shim"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).with_name("letta_shim.py"))

@@ -34,28 +34,19 @@ class _Message:
         return None  # a field this stand-in does not carry reads as unset, as an optional SDK field does
 
 
-class AssistantMessage(_Message):
-    message_type = "assistant_message"
-
-
-class UserMessage(_Message):
-    message_type = "user_message"
-
-
-class SystemMessage(_Message):
-    message_type = "system_message"
-
-
-class ReasoningMessage(_Message):
-    message_type = "reasoning_message"
-
-
-class ToolCallMessage(_Message):
-    message_type = "tool_call_message"
-
-
-class ToolReturnMessage(_Message):
-    message_type = "tool_return_message"
+# letta_client's message classes by name, each a _Message with its own `message_type`.
+_MESSAGES: dict[str, type[_Message]] = {
+    name: type(name, (_Message,), {"message_type": message_type})
+    for name, message_type in (
+        ("AssistantMessage", "assistant_message"),
+        ("UserMessage", "user_message"),
+        ("SystemMessage", "system_message"),
+        ("ReasoningMessage", "reasoning_message"),
+        ("ToolCallMessage", "tool_call_message"),
+        ("ToolReturnMessage", "tool_return_message"),
+    )
+}
+AssistantMessage = _MESSAGES["AssistantMessage"]
 
 
 class _Unknown(_Message):
@@ -285,12 +276,7 @@ def ascii_printable_only(sample, submission):
 # --- the modules a grader file imports --------------------------------------------------------------------
 
 _SDK = {
-    "AssistantMessage": AssistantMessage,
-    "UserMessage": UserMessage,
-    "SystemMessage": SystemMessage,
-    "ReasoningMessage": ReasoningMessage,
-    "ToolCallMessage": ToolCallMessage,
-    "ToolReturnMessage": ToolReturnMessage,
+    **_MESSAGES,
     "LettaMessageUnion": LettaMessageUnion,
     "AgentState": AgentState,
 }

@@ -4,8 +4,8 @@ them, and the editor and the validate API say so at each code check."""
 
 from __future__ import annotations
 
-from ..loader import SuiteProblem, format_path
 from ..schema import Suite
+from ..source import SuiteProblem, format_path
 from .run import SETTING
 
 DISABLED = (

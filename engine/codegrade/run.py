@@ -3,8 +3,8 @@
 Every grader runs in a new session (its whole process group is killed when time is up), under prlimit
 (memory, core dumps, output size) and, unless its check allows the network, in a network namespace of its
 own (util-linux `unshare`). Memory is limited as RLIMIT_DATA, what a process has written to, not
-RLIMIT_AS: Node, Bun, Go and Java reserve gigabytes of address space as they start, and would never start
-under an address-space limit of 512 MB. A callable runs in a small host program (host.py) with the same limits,
+RLIMIT_AS: Node, Bun, Go and Java reserve far more address space as they start than they use, and would
+never start under an address-space limit. A callable runs in a small host program (host.py) with the same limits,
 never in the worker's process. A grader that times out, crashes or answers nothing readable raises
 CodeGraderError, which makes its conversation an error rather than a failure.
 """

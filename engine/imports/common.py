@@ -19,7 +19,7 @@ import yaml
 from engine.attached import safe_file_name as safe_file_name  # the importers' name for it
 from engine.bounds import MAX_NESTING
 from engine.datasets import MAX_DATASET_BYTES
-from engine.loader import MAX_SUITE_BYTES, SuiteError, load_yaml
+from engine.source import MAX_SUITE_BYTES, SuiteError, load_yaml
 
 KINDS = {
     "vibecheck": "vibecheck",
@@ -264,7 +264,7 @@ class Report:
 
     def lose(self, line: str) -> None:
         """Something left out that grades or drives the conversation (a check, a grader, a user turn):
-        `evalsite import` exits 1 when there is one, since the suite no longer tests what it did."""
+        `evalsite import` exits 1 when there is one, since the suite does not test all the original did."""
         self.skip(line)
         if line not in self.lost:
             self.lost.append(line)

@@ -114,7 +114,7 @@ class Message(StrictModel):
     @field_validator("content")
     @classmethod
     def _not_empty(cls, value: str | list[ContentPart]) -> str | list[ContentPart]:
-        # An empty message is sent as such and most endpoints refuse it (HTTP 400) mid-run (issue 14).
+        # An empty message is sent as such and most endpoints refuse it (HTTP 400) mid-run.
         if not (value.strip() if isinstance(value, str) else any(part.value.strip() for part in value)):
             raise ValueError("a message needs content: text, or parts with text or a file")
         return value

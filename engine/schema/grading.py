@@ -90,7 +90,8 @@ class Extractor(StrictModel):
 
 
 def check_rubric(rubric: str) -> str:
-    """A rubric may use {input}, {ground_truth} and {submission}; anything else is an error now, not at run time."""
+    """A rubric may use {input}, {ground_truth} and {submission}; anything else is an error on loading, not at
+    run time."""
     try:
         fields = [
             (name, spec, conversion)
@@ -112,7 +113,7 @@ def check_rubric(rubric: str) -> str:
 
 
 def check_patterns(ground_truth: str | list[str] | None) -> None:
-    """With grader regex_match the ground truth is a regex: one that does not compile is an error now."""
+    """With grader regex_match the ground truth is a regex: one that does not compile is an error on loading."""
     for pattern in [ground_truth] if isinstance(ground_truth, str) else ground_truth or []:
         try:
             patterns.validate(pattern)

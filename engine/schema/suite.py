@@ -14,6 +14,7 @@ from .checks import FUNCTION_REF, CodeSpec
 from .evals import Eval
 from .grading import (
     EXTRACTORS,
+    GRADER_NAME,
     GROUND_TRUTH_KINDS,
     Extractor,
     Grader,
@@ -392,10 +393,6 @@ def _find_code(value: Any, path: tuple, found: list) -> None:
 
 
 def _check_grader_name(name: str, loc: tuple) -> None:
-    import re
-
-    from .grading import GRADER_NAME
-
     if not re.match(GRADER_NAME, name):
         raise LocatedError(
             loc,

@@ -1,7 +1,7 @@
 """Run pages, one module per page: the runs list, a run, a conversation, a calibration's figures, labels.
 
-`common.Access` says who is looking (the owner, or a share-link visitor) and builds the links, so the owner's
-pages and the share-link pages are the same views and templates.
+`runs.access.Access` says who is looking (the owner, or a share-link visitor) and builds the links, so the
+owner's pages and the share-link pages are the same views and templates.
 """
 
 from .calibration import calibration, shared_calibration

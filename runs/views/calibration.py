@@ -12,10 +12,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from engine.calibrate import CalibrationReport, JudgeReport, compare
+from engine.calibration.report import CalibrationReport, JudgeReport, compare
 
 from .. import selectors
-from .common import Access, owner, share_view, visitor
+from ..access import Access
+from .common import owner, share_view, visitor
 
 HEAT_STEPS = 10  # the confusion matrix's cells shade in this many steps (.heat-0 … .heat-10)
 
@@ -106,7 +107,7 @@ def _page(request: HttpRequest, access: Access) -> HttpResponse:
         "progress": progress,
         "urls": {"run": access.url("detail"), "self": access.url("calibration")},
     }
-    template = "runs/calibration.html#figures" if request.htmx else "runs/calibration.html"
+    template = "runs/calibration/_figures.html" if request.htmx else "runs/calibration.html"
     return render(request, template, context)
 
 

@@ -1,75 +1,18 @@
-"""What every run page shares: who is looking (`Access`: the owner, or a share-link visitor) and the links
-it builds, so a shared page never links to anything that needs a login; the share-link wrapper; durations."""
+"""What every run page shares: finding the run for its owner or a share-link visitor, and the share-link
+wrapper."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import timedelta
-from functools import cached_property, wraps
-from urllib.parse import urlencode
+from functools import wraps
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.urls import reverse
 from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseClientRefresh
 
-from .. import display, selectors
-from ..models import Conversation, Run, Status
-
-SHARE_NAMES = {"detail": "run"}
-
-
-def format_duration(elapsed: timedelta | None) -> str:
-    if elapsed is None:
-        return ""
-    seconds = max(elapsed.total_seconds(), 0.0)
-    if seconds < 1:
-        return f"{round(seconds * 1000)} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    whole = int(seconds)
-    if whole < 3600:
-        return f"{whole // 60}m {whole % 60:02d}s"
-    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
-
-
-def with_durations(runs) -> list[Run]:
-    runs = list(runs)
-    for run in runs:
-        run.duration = format_duration(run.elapsed)
-    return runs
-
-
-@dataclass(frozen=True)
-class Access:
-    """Who is looking at a run: its owner (every control) or a share-link visitor (read-only)."""
-
-    run: Run
-    token: str | None = None
-
-    @property
-    def shared(self) -> bool:
-        return self.token is not None
-
-    def url(self, name: str, *args, query: dict | None = None) -> str:
-        if self.shared:
-            path = reverse(f"share:{SHARE_NAMES.get(name, name)}", args=[self.token, *args])
-        else:
-            path = reverse(f"runs:{name}", args=[self.run.pk, *args])
-        query = {key: value for key, value in (query or {}).items() if value not in (None, "")}
-        return f"{path}?{urlencode(query)}" if query else path
-
-    def conversation_url(self, index: int, iteration: int = 0) -> str:
-        path = f"{self._conversations_path}{index}/"
-        return f"{path}?{urlencode({'iteration': iteration})}" if iteration else path
-
-    @cached_property
-    def _conversations_path(self) -> str:
-        """The path a conversation's index is appended to (`…/c/`), reversed once rather than for each of the
-        hundred rows of a run page."""
-        return self.url("conversation", 0).removesuffix("0/")  # the URLconf's `c/<int:index>/`
+from .. import selectors
+from ..access import Access
 
 
 def owner(request: HttpRequest, run_id) -> Access:
@@ -99,10 +42,3 @@ def share_view(view):
         return response
 
     return require_GET(wrapper)
-
-
-def waiting(conversation: Conversation, now) -> dict | None:
-    """What a running conversation waits for before its next model call (a rate limit, an outage), if any."""
-    if conversation.status != Status.RUNNING:
-        return None
-    return display.waiting(conversation.waiting_reason, conversation.waiting_until, now)

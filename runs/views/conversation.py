@@ -17,11 +17,11 @@ from engine.results import TurnRecord
 from engine.text import plural
 
 from .. import display, selectors
+from ..access import Access
 from ..models import ACTIVE, Conversation, Status, Turn
-from .common import Access, owner, share_view, visitor, waiting
+from ..timing import waiting
+from .common import owner, share_view, visitor
 from .labels import label_form
-
-# --- A conversation -----------------------------------------------------------------------------------------
 
 
 def _iteration(request: HttpRequest) -> int:
@@ -169,8 +169,8 @@ def _conversation_poll(request: HttpRequest, access: Access, index: int) -> Http
         "oob": True,
     }
     if active:
-        return render(request, "runs/conversation.html#poll", context)
-    return HttpResponseStopPolling(render_to_string("runs/conversation.html#poll", context, request))
+        return render(request, "runs/conversation/_poll.html", context)
+    return HttpResponseStopPolling(render_to_string("runs/conversation/_poll.html", context, request))
 
 
 @login_required

@@ -10,8 +10,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from engine.loader import SuiteError
 from engine.schema import SCALES
+from engine.source import SuiteError
 from suites.models import Suite
 
 from .. import selectors, services

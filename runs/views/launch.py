@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from endpoints.routes import suite_routes
-from engine.loader import SuiteError
+from engine.source import SuiteError
 from suites import selectors as suite_selectors
 from suites.models import Suite, SuiteVersion
 from suites.views.editor import parse_version, render_editor

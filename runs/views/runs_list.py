@@ -5,6 +5,7 @@ Every filter is in the URL, so a filtered list can be shared and reloaded."""
 from __future__ import annotations
 
 import uuid
+from datetime import date
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
@@ -19,12 +20,10 @@ from suites.models import Suite
 
 from .. import selectors
 from ..models import ACTIVE, Status
-from .common import with_durations
+from ..timing import with_durations
 
 RUNS_PER_PAGE = 50
 
-
-# --- Runs list ----------------------------------------------------------------------------------------------
 
 LIST_FILTERS = {
     "": ("All", None),
@@ -56,9 +55,7 @@ def _list_url(suite: Suite | None, status: str, search: dict | None = None) -> s
     return reverse("runs:list") + (f"?{urlencode(query)}" if query else "")
 
 
-def _date(value: str):
-    from datetime import date
-
+def _date(value: str) -> date | None:
     try:
         return date.fromisoformat(value) if value else None
     except ValueError:
@@ -111,8 +108,5 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "every_suite_url": _list_url(None, current, search),
     }
     if request.htmx:
-        return render(request, "runs/list.html#table", context)
+        return render(request, "runs/list/_table.html", context)
     return render(request, "runs/list.html", context)
-
-
-# --- A run --------------------------------------------------------------------------------------------------

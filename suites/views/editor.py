@@ -16,8 +16,8 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from endpoints.routes import SuiteRoutes, suite_routes
-from engine.loader import SuiteError, SuiteProblem
 from engine.schema import Suite as SuiteSpec
+from engine.source import SuiteError, SuiteProblem
 
 from .. import display, selectors, services
 from ..models import Suite, SuiteVersion

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
-from engine.loader import SuiteError
+from engine.source import SuiteError
 from engine.text import plural
 
 from .. import display, selectors, services

@@ -18,7 +18,7 @@ from django.shortcuts import redirect
 
 from engine.bounds import loads_json
 from engine.imports import KINDS, Imported, ImportProblem, ImportResult
-from engine.loader import SuiteError
+from engine.source import SuiteError
 
 from .. import services
 from ..forms import normalise_newlines

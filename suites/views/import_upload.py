@@ -11,7 +11,7 @@ from django.shortcuts import render
 
 from engine.imports import Imported, ImportProblem, ImportResult, convert, convert_all, suite_files
 from engine.imports.tree import read_zip
-from engine.loader import MAX_SUITE_BYTES
+from engine.source import MAX_SUITE_BYTES
 
 from .. import services
 

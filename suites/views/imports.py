@@ -22,7 +22,7 @@ from django.views.decorators.http import require_http_methods
 from engine.attached import check_files
 from engine.bounds import loads_json
 from engine.imports import KINDS, Imported, ImportProblem, ImportResult
-from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem
+from engine.source import MAX_SUITE_BYTES, SuiteError, SuiteProblem
 
 from .. import services
 from ..forms import TOO_LARGE, normalise_newlines, oversized

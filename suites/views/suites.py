@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.utils.module_loading import import_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem, decode_source
+from engine.source import MAX_SUITE_BYTES, SuiteError, SuiteProblem, decode_source
 from engine.suite_diff import diff_suites
 
 from .. import display, selectors, services

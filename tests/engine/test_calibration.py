@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from engine.agreement import Judgement, confusion, levels_for, metrics
-from engine.calibrate import Judged, report
-from engine.calibration import load_calibration
-from engine.loader import SuiteError
+from engine.calibration import Judged, load_calibration
+from engine.calibration.report import compare, report
+from engine.source import SuiteError
 from tests.conftest import FAKE_KEY, ROOT
 from tests.fakeopenai import FakeOpenAI
 
@@ -283,8 +283,6 @@ def test_evalsite_validate_knows_a_calibration_set(tmp_path):
 
 
 def test_comparing_two_calibrations_says_which_samples_moved_and_how_each_figure_did():
-    from engine.calibrate import compare
-
     loaded = load_calibration(SET)
     before = report(loaded, [Judged("judge", 0, 0, 1, "meh"), Judged("judge", 1, 0, 1, "fine")])
     after = report(loaded, [Judged("judge", 0, 0, 3, "great"), Judged("judge", 1, 0, 2, "ok")])

@@ -16,10 +16,11 @@ import pytest
 
 from engine.codegrade import dialects
 from engine.codegrade.run import CodeGraderError, CodeRunner, CodeScope, grade_code, network_off_prefix
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
 from engine.outcomes import Status
 from engine.runner import run_suite
 from engine.schema import Check, CodeSpec, NamedGrader
+from engine.source import SuiteError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "code_graders"
 CONVERSATION = [

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from engine.datasets import MAX_REPORTED, preview, rows_to_evals
-from engine.loader import SuiteError, load_saved_suite, load_suite
+from engine.loader import load_saved_suite, load_suite
+from engine.source import SuiteError
 
 SUITE = "name: capitals\ngrader: contains\ndataset: capitals.jsonl\n"
 ROWS = [

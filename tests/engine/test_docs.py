@@ -47,9 +47,10 @@ from engine import conditions, datasets, grading, judge, results, schema, simula
 from engine.attached import read_suite_files
 from engine.clients import EndpointRegistry, default_endpoint_from_env
 from engine.history import build_history
-from engine.loader import SuiteError, file_references, is_calibration, load_suite
+from engine.loader import file_references, is_calibration, load_suite
 from engine.report import format_eval, format_report
 from engine.runner import run_suite
+from engine.source import SuiteError
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE_DOC = ROOT / "docs" / "suite-format.md"

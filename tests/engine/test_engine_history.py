@@ -13,8 +13,9 @@ from engine.clients import EndpointConfig, OpenAIClient
 from engine.conversation import EngineContext, run_eval
 from engine.history import build_history
 from engine.judge import judge_messages
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
 from engine.schema import Eval, Message
+from engine.source import SuiteError
 from engine.transcript import format_transcript, has_structure
 from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
 from tests.engine.doubles import ScriptedClient

@@ -17,10 +17,11 @@ from engine.checks import JudgeContext, Reply, evaluate
 from engine.clients import Completion, EndpointConfig, EndpointRegistry
 from engine.conversation import EngineContext, run_eval
 from engine.judge import JUDGE_SYSTEM, JudgeError, judge_messages, parse_verdict
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
 from engine.results import Usage
 from engine.runner import build_context
 from engine.schema import SCALES, Check, Eval, JudgeSpec
+from engine.source import SuiteError
 
 JUDGE_USAGE = Usage(prompt_tokens=40, completion_tokens=8)
 CONVERSATION = [

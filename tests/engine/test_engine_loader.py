@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.loader import MAX_SUITE_BYTES, SuiteError, SuiteProblem, format_path, load_suite
+from engine.loader import load_suite
 from engine.schema import CHECK_KEYS, MAX_FOLLOWUP_DEPTH, followup_depth, json_schema
+from engine.source import MAX_SUITE_BYTES, SuiteError, SuiteProblem, format_path
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo-mock.yaml"

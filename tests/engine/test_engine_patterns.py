@@ -22,9 +22,10 @@ from engine.conditions import holds
 from engine.conversation import EngineContext, run_eval
 from engine.grading import grade
 from engine.judge import parse_verdict
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
 from engine.results import Usage
 from engine.schema import Check, Condition, Eval, MockSpec
+from engine.source import SuiteError
 
 EVIL = "a" * 40 + "!"
 CATASTROPHIC = "(a|a)*$"  # 2^40 paths on EVIL; `regex` optimises the issue's own (a+)+$, not this one

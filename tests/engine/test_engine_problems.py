@@ -10,7 +10,8 @@ import textwrap
 
 import pytest
 
-from engine.loader import SuiteError, SuiteProblem, load_suite
+from engine.loader import load_suite
+from engine.source import SuiteError, SuiteProblem
 
 
 def problems_of(source: str, files: dict[str, str] | None = None) -> list[SuiteProblem]:

@@ -14,10 +14,11 @@ import pytest
 from engine.clients import EndpointConfig, EndpointError, EndpointRegistry
 from engine.conversation import Defaults, EngineContext, ResumeMismatch, run_eval
 from engine.grading import extract, grade
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
 from engine.results import EvalResult, evaluate_gates, gated_status, percentile
 from engine.runner import run_suite
 from engine.schema import Eval, Extractor, Gate
+from engine.source import SuiteError
 from tests.engine.doubles import TURN_USAGE, ScriptedClient, make_eval
 
 SYSTEM = "You are a geography tutor."

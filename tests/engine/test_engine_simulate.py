@@ -18,10 +18,11 @@ from engine.checks import JudgeContext, Reply
 from engine.clients import Completion, EndpointError
 from engine.conditions import NATURAL_LANGUAGE_SYSTEM, holds
 from engine.conversation import EngineContext, ResumeMismatch, run_eval
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
 from engine.results import Usage
 from engine.schema import Condition, Eval
 from engine.simulate import SIMULATOR_INSTRUCTIONS
+from engine.source import SuiteError
 from tests.engine.doubles import make_eval
 
 SYSTEM = "You are a restaurant booking agent."

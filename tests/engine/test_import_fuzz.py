@@ -17,7 +17,8 @@ import yaml
 
 from engine.imports import ImportProblem, convert, looks_like
 from engine.imports.common import parse_yaml, repair_plain_colons
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
+from engine.source import SuiteError
 from tests.engine.test_imports import CALIBRATE_TOML
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"

@@ -130,7 +130,7 @@ def test_a_reward_composer_that_branches_is_listed_as_lost():
 def test_a_rubric_written_for_the_earlier_letta_is_sent_inside_its_judge_prompt(fake_openai):
     """Before Letta sent rubrics as written, it sent its own system message and put the rubric (braces as
     written) above the question, the ground truth and the submission."""
-    from engine.imports.letta.graders import WRAPPED_SYSTEM
+    from engine.imports.letta.rubrics import WRAPPED_SYSTEM
 
     older = "Grade the haiku. Theme: {theme}. Answer {{Answer}} as JSON.\n"
     result = convert(folder("letta-today", **{"rubric.txt": older}))

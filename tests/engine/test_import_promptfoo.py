@@ -395,7 +395,7 @@ tests:
 
 
 def test_a_required_grader_must_grade_the_eval():
-    from engine.loader import SuiteError
+    from engine.source import SuiteError
 
     suite = """
 name: s

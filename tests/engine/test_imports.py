@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from engine.imports import ImportError_, ImportProblem, convert, detect
-from engine.imports.letta.graders import WRAPPED_SYSTEM
-from engine.loader import SuiteError, load_suite
+from engine.imports.letta.rubrics import WRAPPED_SYSTEM
+from engine.loader import load_suite
+from engine.source import SuiteError
 from tests.conftest import FAKE_KEY
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"

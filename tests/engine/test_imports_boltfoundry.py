@@ -19,9 +19,10 @@ import pytest
 
 from engine.calibration import load_calibration
 from engine.imports import convert, detect, looks_like
-from engine.imports.calibrate import OUTPUT_FORMAT
-from engine.loader import SuiteError, load_suite
+from engine.imports.boltfoundry import OUTPUT_FORMAT
+from engine.loader import load_suite
 from engine.schema import Suite
+from engine.source import SuiteError
 from tests.conftest import FAKE_KEY, ROOT
 from tests.fakeopenai import FakeOpenAI
 
@@ -362,7 +363,7 @@ content = "Pong"
 
 
 def test_a_second_calibration_set_in_the_folder_is_listed_as_lost_and_planned_apart():
-    from engine.imports.calibrate import plan
+    from engine.imports.boltfoundry import plan
 
     files = fixture_files()
     files["other/pong.deck.md"] = "# Pong grader\n\n![](./pong.deck.toml)\n"
@@ -469,7 +470,7 @@ def test_a_project_holding_a_deck_folder_and_another_tools_suite_imports_both():
 
 
 def test_samples_beside_several_sets_join_the_one_whose_deck_is_named_like_them():
-    from engine.imports.calibrate import plan
+    from engine.imports.boltfoundry import plan
 
     files = fixture_files()
     files["decks/pong.deck.md"] = "# Pong grader\n\n![](./pong.deck.toml)\n"

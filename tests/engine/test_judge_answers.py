@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.calibrate import run_calibration
 from engine.calibration import load_calibration
+from engine.calibration.run import run_calibration
 from engine.clients import EndpointConfig, EndpointRegistry
 from engine.judge import JUDGE_SYSTEM, PASS_FAIL, YES_NO, parse_verdict
 from engine.loader import load_suite

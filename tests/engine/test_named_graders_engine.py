@@ -9,8 +9,9 @@ import os
 import pytest
 
 from engine.clients import EndpointConfig, EndpointRegistry
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
 from engine.runner import run_suite
+from engine.source import SuiteError
 from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
 
 SUITE = """\

@@ -12,7 +12,8 @@ import pytest
 
 from engine import suitevars
 from engine.clients import EndpointError, with_secrets
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
+from engine.source import SuiteError
 from tests.conftest import FAKE_KEY
 from tests.fakeopenai import FakeOpenAI
 

@@ -11,9 +11,10 @@ import pytest
 from engine.calls import Calls, Latencies, slow_since
 from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
 from engine.endpoint_checks import locator, warnings
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
 from engine.runner import run_suite
 from engine.schema import Suite
+from engine.source import SuiteError
 from tests.conftest import FAKE_KEY
 from tests.engine.test_cli_standalone import evalsite
 from tests.fakeopenai import FakeOpenAI

@@ -14,7 +14,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from engine.bounds import position
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
+from engine.source import SuiteError
 from suites.models import Suite, SuiteVersion
 from suites.services import create_suite
 from tests.conftest import ROOT
@@ -374,7 +375,8 @@ def test_hostile_dataset_imported(case):
     except ImportProblem as exc:
         assert f"{name} line {line}" in str(exc)
     else:  # rows are carried over as they are, and the suite's loader refuses them, located
-        from engine.loader import SuiteError, load_suite
+        from engine.loader import load_suite
+        from engine.source import SuiteError
 
         with pytest.raises(SuiteError) as refused:
             load_suite(result.source, files=result.files)

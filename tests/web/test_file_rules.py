@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from engine.attached import MAX_FILE_BYTES, MAX_FILES, NAME_RULE, read_suite_files
-from engine.loader import SuiteError
+from engine.source import SuiteError
 from runs.tokens import create_token
 from suites.models import Suite, SuiteFile, content_hash
 from suites.services import create_suite, save_version

@@ -16,7 +16,7 @@ from django.utils.safestring import mark_safe
 
 from runs import services
 from runs.models import Conversation, Run, ShareLink, Status
-from runs.views.run import ROW_FRAGMENT
+from runs.page_cache import ROW_FRAGMENT
 from tests.factories import body, launch, play
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from engine import bounds
-from engine.loader import SuiteError, load_suite
+from engine.loader import load_suite
+from engine.source import SuiteError
 from runs import services as run_services
 from runs import sql
 from runs.models import Conversation, Run

@@ -19,7 +19,7 @@ from django.db.models import F
 from django.urls import reverse
 
 from engine import history as engine_history
-from engine import loader
+from engine import loader, source
 from engine.history import given_messages
 from runs import specs
 from runs.execution import execute
@@ -123,7 +123,7 @@ def test_a_transcript_shows_the_stored_system_message_without_parsing_the_suite(
             yaml.safe_load,
             yaml.parse,
             yaml.compose,
-            loader.parse_yaml,
+            source.parse_yaml,
             loader.load_saved_suite,
             loader.load_suite,
         )

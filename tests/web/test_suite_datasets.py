@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.loader import SuiteError, load_saved_suite
+from engine.loader import load_saved_suite
+from engine.source import SuiteError
 from suites.models import Suite, SuiteVersion
 from suites.services import change_files, create_suite, decode_file, save_version
 from tests.engine.test_datasets import ROWS, SUITE, jsonl

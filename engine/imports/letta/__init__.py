@@ -49,17 +49,14 @@ from .dataset import convert_rows, read_rows, select_rows
 from .gates import convert_gate, convert_named_gate, gate_text
 from .graders import (
     choose_grader,
-    convertible,
     find_rubric_prompt,
     gate_metric,
-    judge_sections,
-    named_graders,
     none_converts,
     read_graders,
     reward_metric,
-    rubric_style,
-    rubric_template,
 )
+from .named import convertible, named_graders
+from .rubrics import judge_sections, rubric_style, rubric_template
 
 HANDLED_TOP = ("name", "description", "dataset", "target", "graders", "grader", "gate", "reward",
                "max_samples", "sample_tags", "num_runs")  # fmt: skip

@@ -12,7 +12,7 @@ from engine.text import plural
 
 from ..common import ImportProblem, Report, as_text, basename, find_file, short, unique_id
 from .custom import agent_args_text, finite
-from .graders import rubric_style, rubric_template
+from .rubrics import rubric_style, rubric_template
 
 ROW_KEYS = (
     "id",

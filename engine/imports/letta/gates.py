@@ -61,17 +61,7 @@ def convert_gate(gate: object, primary: str, report: Report) -> tuple[list[dict]
         conditions = gate.get("conditions") if isinstance(gate.get("conditions"), list) else []
         operator = gate.get("operator", "and")
         if operator == "or" and len(conditions) > 1:
-            members = []
-            for index, condition in enumerate(conditions):
-                where = f"gate.conditions[{index}]"
-                if isinstance(condition, dict) and condition.get("kind") == "logical":
-                    report.lose(f"{where}: a nested logical gate on one grader — not converted")
-                    continue
-                converted = _condition(condition, primary, where, report)
-                if converted:
-                    members.append(converted[0])
-                    if converted[1] is not None:
-                        thresholds.append(converted[1])
+            members = _conditions(conditions, primary, thresholds, "on one grader — not converted", report)
             if len(members) == len(conditions):
                 gates.append({"logical_or": members})  # the eval score is the one grader's score
             else:
@@ -79,16 +69,7 @@ def convert_gate(gate: object, primary: str, report: Report) -> tuple[list[dict]
         elif operator not in ("and", "or"):
             report.lose(f"{described} — operator {short(operator)}: evalsite combines gates with and / or")
         else:
-            for index, condition in enumerate(conditions):
-                where = f"gate.conditions[{index}]"
-                if isinstance(condition, dict) and condition.get("kind") == "logical":
-                    report.lose(f"{where}: a nested logical gate has no evalsite equivalent")
-                    continue
-                converted = _condition(condition, primary, where, report)
-                if converted:
-                    gates.append(converted[0])
-                    if converted[1] is not None:
-                        thresholds.append(converted[1])
+            gates += _conditions(conditions, primary, thresholds, "has no evalsite equivalent", report)
             if len(gates) < len(conditions):
                 report.lose(
                     "gate: only some conditions were converted, so the evalsite gates are more lenient than Letta's"
@@ -107,6 +88,25 @@ def convert_gate(gate: object, primary: str, report: Report) -> tuple[list[dict]
                     f"gate pass_threshold {other:g}: evalsite has one pass threshold; kept {threshold:g}"
                 )
     return gates, threshold, described
+
+
+def _conditions(
+    conditions: list, primary: str, thresholds: list[float], nested: str, report: Report
+) -> list[dict]:
+    """A logical gate's conditions converted, their thresholds added to `thresholds`; a nested logical one is
+    lost (`nested` says why)."""
+    converted_all = []
+    for index, condition in enumerate(conditions):
+        where = f"gate.conditions[{index}]"
+        if isinstance(condition, dict) and condition.get("kind") == "logical":
+            report.lose(f"{where}: a nested logical gate {nested}")
+            continue
+        converted = _condition(condition, primary, where, report)
+        if converted:
+            converted_all.append(converted[0])
+            if converted[1] is not None:
+                thresholds.append(converted[1])
+    return converted_all
 
 
 def _condition(

@@ -4,9 +4,9 @@
 
 - Each test, for each prompt, is one eval: the prompt rendered with the test's variables (a chat prompt, or
   AgentV's `{{ input }}` holding messages, gives the history; its last user message is sent live).
-- Its assertions are named graders of the eval (asserts.py). promptfoo passes a test
+- Its assertions are named graders of the eval (asserts.py, judges.py, code.py). promptfoo passes a test
   when every assertion passes, or, with a `threshold`, when their weighted mean reaches it; AgentV when the
-  weighted mean reaches its threshold (0.8 unless told otherwise) and no `required` item failed. Both become
+  weighted mean reaches its threshold (AgentV's default unless told) and no `required` item failed. Both become
   the eval's `pass_rule`.
 - promptfoo's multi-turn tests (a prompt using `_conversation`; one conversation per
   `metadata.conversationId`) and AgentV's `mode: conversation` become `turns`: every scripted user message is

@@ -21,7 +21,8 @@ from ..common import (
     short,
     unique_id,
 )
-from .asserts import Assertions, Context
+from .asserts import Assertions
+from .checks import Context
 from .messages import Messages, prompt_text, slug
 from .sources import Sources
 from .turns import Conversations

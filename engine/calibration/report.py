@@ -1,53 +1,20 @@
-"""Reporting a calibration: every judge on every sample, `repeats` times, then the figures.
+"""A calibration's report: each judge's figures against the samples' expected scores, its gates, its worst
+disagreements, and how two calibrations of a set compare.
 
-A calibration set is played as a suite of given replies (engine.calibration.as_suite): the judge sees each
-sample's conversation exactly as a suite's `llm_judge` sees a conversation it grades (engine/judge.py's
-prompt, the `[Role]:` form), and no agent model is called. The CLI plays it with engine.runner and the web
-with its workers; both read back each judge check's result (`judgement`) and compute the figures here, from
-the judgements alone, so the two give the same figures.
+The figures come from the judgements alone (engine.calibration.playing.judgement), whoever played the set.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from . import agreement
-from .agreement import Confusion, Judgement, Metrics
-from .calibration import CalibrationSuite, LoadedSet, NamedJudge, Sample, as_suite
-from .clients import EndpointRegistry
-from .runner import run_suite
-
-
-@dataclass
-class Judged:
-    """One judge's answer about one sample, once."""
-
-    judge: str
-    sample: int
-    repeat: int
-    score: float | None  # on the judge's scale; None when the answer held no score or the call failed
-    reason: str
-    raw: str | None = None
-    error: str | None = None
-
-
-def judgement(
-    suite: CalibrationSuite, index: int, iteration: int, check: dict | None, error: str = ""
-) -> Judged:
-    """One judgement from what a run stored: eval `index` (a judge and a sample), iteration `iteration` (the
-    repeat), the judge check's result as a dict (None when the conversation ended before it was graded)."""
-    judge, sample = suite.judge_and_sample(index)
-    if check is None:
-        return Judged(judge.name, sample.index, iteration, None, error or "not judged", None, error or None)
-    raw = check.get("raw")
-    if raw is None and check.get("children"):  # weighted criteria: each criterion's answer
-        raw = "\n\n".join(f"{child['label']}: {child.get('raw') or ''}" for child in check["children"])
-    reason = check.get("judge_reason") or check.get("reason") or ""
-    return Judged(judge.name, sample.index, iteration, check.get("judged"), reason, raw)
+from .. import agreement
+from ..agreement import Confusion, Judgement, Metrics
+from .playing import Judged
+from .sets import LoadedSet, NamedJudge, Sample
 
 
 class SampleRow(BaseModel):
@@ -198,32 +165,6 @@ def _rows(samples: Sequence[Sample], judged: Sequence[Judged], levels: agreement
     return rows
 
 
-def run_calibration(
-    loaded: LoadedSet,
-    registry: EndpointRegistry,
-    *,
-    judge_model: str | None = None,
-    concurrency: int = 10,
-    on_wait=None,
-) -> CalibrationReport:
-    """The CLI's calibration: the set played as a suite (engine.calibration.as_suite) by the engine's runner,
-    as a worker would play it, then the figures."""
-    suite = as_suite(loaded)
-    result = run_suite(suite, registry, model=judge_model, concurrency=concurrency, on_wait=on_wait)
-    judged = [
-        judgement(
-            suite,
-            ev.index,
-            ev.iteration,
-            ev.turns[0].checks[0].model_dump() if ev.turns and ev.turns[0].checks else None,
-            ev.error or "",
-        )
-        for ev in result.evals
-    ]
-    models = {judge.name: judge.model or result.model for judge in loaded.spec.all_judges}
-    return report(loaded, judged, models=models, duration_s=result.totals.duration_s)
-
-
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.0%}"
 
@@ -372,14 +313,3 @@ def compare(before: CalibrationReport, after: CalibrationReport) -> list[JudgeCo
             )
         )
     return out
-
-
-__all__ = [
-    "CalibrationReport",
-    "Judged",
-    "compare",
-    "format_calibration",
-    "judgement",
-    "report",
-    "run_calibration",
-]

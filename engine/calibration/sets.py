@@ -26,14 +26,13 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from . import bounds
-from .bounds import loads_json
-from .errors import readable_errors
-from .loader import SuiteError, SuiteProblem, _locate, format_path, parse_yaml
-from .schema import SCALES, Check, Eval, JudgeSpec, Message, MockSpec, StrictModel, Suite
-from .schema.base import LocatedError
+from .. import bounds
+from ..bounds import loads_json
+from ..schema import SCALES, JudgeSpec, MockSpec, StrictModel
+from ..schema.base import LocatedError
+from ..source import SuiteError, SuiteProblem, TreeBuilder, format_path, parse_yaml, validated, where_written
 
 MAX_REPEATS = 20
 MAX_JUDGES = 10
@@ -254,16 +253,9 @@ def load_calibration(
     return load_parsed(raw, builder, filename, files)
 
 
-def load_parsed(raw: dict, builder, filename: str, files: Mapping[str, str] | None) -> LoadedSet:
+def load_parsed(raw: dict, builder: TreeBuilder, filename: str, files: Mapping[str, str] | None) -> LoadedSet:
     """load_calibration after the YAML is parsed (engine.loader.load_suite hands sets over here)."""
-    try:
-        spec = CalibrationSet.model_validate(raw)
-    except ValidationError as exc:
-        problems = []
-        for error in readable_errors(exc, CalibrationSet, raw, frozenset(builder.flow_split)):
-            line, column = _locate(error.loc, builder, key=error.at_key)
-            problems.append(SuiteProblem(line, column, format_path(error.loc), error.message))
-        raise SuiteError(problems, filename) from None
+    spec = validated(CalibrationSet, raw, builder, filename)
 
     written: list[tuple[str, object, tuple | None]] = [
         (f"samples[{i}]", sample, ("samples", i)) for i, sample in enumerate(spec.samples)
@@ -273,7 +265,7 @@ def load_parsed(raw: dict, builder, filename: str, files: Mapping[str, str] | No
     if spec.samples_file:
         text = (files or {}).get(spec.samples_file)
         if text is None:
-            line, column = _locate(("samples_file",), builder, key=False)
+            line, column = where_written(("samples_file",), builder, key=False)
             errors.append(
                 SuiteProblem(line, column, "samples_file", f"{spec.samples_file} is not attached to the set")
             )
@@ -305,7 +297,7 @@ def load_parsed(raw: dict, builder, filename: str, files: Mapping[str, str] | No
     if errors:
         raise SuiteError(errors, filename)
     if not samples:
-        line, column = _locate(("samples",) if spec.samples else ("samples_file",), builder, key=True)
+        line, column = where_written(("samples",) if spec.samples else ("samples_file",), builder, key=True)
         raise SuiteError(
             [
                 *warnings,
@@ -315,7 +307,7 @@ def load_parsed(raw: dict, builder, filename: str, files: Mapping[str, str] | No
         )
     total = len(spec.all_judges) * len(samples) * spec.repeats
     if total > bounds.MAX_CONVERSATIONS_PER_RUN:
-        line, column = _locate(("samples",) if spec.samples else ("samples_file",), builder, key=True)
+        line, column = where_written(("samples",) if spec.samples else ("samples_file",), builder, key=True)
         message = (
             f"a calibration would play {total:,} judgements ({len(spec.all_judges)} judges × {len(samples):,} "
             f"samples × {spec.repeats} repeats); at most {bounds.MAX_CONVERSATIONS_PER_RUN:,} are allowed "
@@ -325,7 +317,9 @@ def load_parsed(raw: dict, builder, filename: str, files: Mapping[str, str] | No
     return LoadedSet(spec, samples, warnings)
 
 
-def _problem(builder, path: tuple | None, inner: tuple, label: str, message: str) -> SuiteProblem:
+def _problem(
+    builder: TreeBuilder, path: tuple | None, inner: tuple, label: str, message: str
+) -> SuiteProblem:
     if path is None:  # in an attached file: its line is in the label
         file, _, rest = label.partition(" line ")
         line = int(rest.split(" ", 1)[0]) if rest.split(" ", 1)[0].isdigit() else 0
@@ -333,58 +327,5 @@ def _problem(builder, path: tuple | None, inner: tuple, label: str, message: str
             line, 1 if line else 0, "", message, file=file.split(" sample ")[0].split(" (")[0]
         )
     full = (*path, *inner)
-    line, column = _locate(full, builder, key=bool(inner))
+    line, column = where_written(full, builder, key=bool(inner))
     return SuiteProblem(line, column, format_path(full), message)
-
-
-def judge_conversation(sample: Sample) -> list[dict]:
-    """What the judge reads: the conversation up to and including the reply under judgement."""
-    last = max(i for i, message in enumerate(sample.messages) if message["role"] == "assistant")
-    return sample.messages[: last + 1]
-
-
-class CalibrationSuite(Suite):
-    """A calibration set played as a suite: one eval per judge and sample, whose reply is the sample's last
-    assistant message, given (engine.drivers.given), graded by that judge's llm_judge check, `repeats` times.
-    Runs, workers, caps and pages then treat it like any suite; `calibration` keeps the set."""
-
-    _calibration: LoadedSet | None = PrivateAttr(None)
-
-    @property
-    def calibration(self) -> LoadedSet:
-        return self._calibration
-
-    def judge_and_sample(self, index: int) -> tuple[NamedJudge, Sample]:
-        """Which judge grades eval `index`, and on which sample (evals go judge by judge, samples in order)."""
-        samples = self._calibration.samples
-        return self._calibration.spec.all_judges[index // len(samples)], samples[index % len(samples)]
-
-
-def as_suite(loaded: LoadedSet) -> CalibrationSuite:
-    spec = loaded.spec
-    evals = []
-    for judge in spec.all_judges:
-        check = Check(
-            llm_judge=JudgeSpec.model_validate(judge.model_dump(exclude={"name"}, exclude_none=True))
-        )
-        for sample in loaded.samples:
-            before = judge_conversation(sample)[:-1]
-            evals.append(
-                Eval(
-                    id=f"{judge.name} {sample.label}"[:200],
-                    tags=list(sample.tags),
-                    messages=[Message(role=m["role"], content=m["content"]) for m in before] or None,
-                    reply=sample.reply,
-                    checks=[check],
-                    iterations=spec.repeats,
-                )
-            )
-    suite = CalibrationSuite(
-        name=spec.name,
-        description=spec.description,
-        model=spec.all_judges[0].model,
-        mock=spec.mock,
-        evals=evals,
-    )
-    suite._calibration = loaded
-    return suite

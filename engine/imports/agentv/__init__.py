@@ -1,0 +1,42 @@
+"""AgentV eval files → evalsite. Today's format has promptfoo's shape and is read by the promptfoo reader;
+the earlier generations (`tests` with `input` / `criteria` / `assertions`, v2 `evalcases`, v1 `testcases`)
+are read here: `reader` the file, `cases` each case, `messages` its messages, `graders` and `checks` its
+assertions. docs/imports.md has the whole table.
+
+A case becomes a `messages` eval the model replies to, or, in `mode: conversation`, a `turns` eval whose
+every user turn is sent live and graded by its own assertions. AgentV passes a case on the weighted mean of
+its assertions' scores, so assertions become named graders under a weighted pass rule at AgentV's
+threshold. What grades an agent's tool calls, timings or costs is a listed loss.
+"""
+
+from __future__ import annotations
+
+from .. import promptfoo
+from ..common import Converted, Report
+from .reader import convert_file
+
+
+def earlier_shape(data: object) -> bool:
+    """AgentV's generations before promptfoo's shape: `tests` (a list, or a file of them) with no `prompts`,
+    no `providers` and no test `vars` — read here rather than by the promptfoo reader."""
+    if not isinstance(data, dict) or {"prompts", "providers"} & set(data):
+        return False
+    tests = data.get("tests")
+    if isinstance(tests, str):
+        return tests.startswith("file://") or tests.lower().endswith((".jsonl", ".yaml", ".yml", ".json"))
+    if not isinstance(tests, list) or not tests or "evals" in data:
+        return False
+    cases = [t for t in tests if isinstance(t, dict)]
+    return (
+        len(cases) == len(tests)
+        and not any("vars" in t for t in cases)
+        and all(
+            {"input", "input_messages", "criteria", "expected_output", "assertions"} & set(t) for t in cases
+        )
+    )
+
+
+def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Converted:
+    if promptfoo.shared_shape(data) and not earlier_shape(data):  # today's format, promptfoo's shape
+        return promptfoo.convert_agentv(name, data, files, report)
+    return convert_file(name, data, files, report)

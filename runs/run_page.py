@@ -1,0 +1,409 @@
+"""What a run's page shows, read through the selectors and the page's caches. Its cost does not grow with the
+run: counts and totals are aggregates, the conversation table is one page read from the database (filtered,
+searched and sorted there), and only repeated evals and gates read a few columns of every conversation."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.db.models import F
+from django.http import QueryDict
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.safestring import mark_safe
+
+from . import display, page_cache, selectors
+from .access import Access
+from .models import Run, Status
+from .timing import format_duration, waiting
+
+BAR_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.RUNNING)
+COUNT_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.RUNNING, Status.QUEUED, Status.CANCELLED)
+REPEATED_PER_PAGE = 10  # repeated evals a page of the Iterations section shows
+CONVERSATIONS_PER_PAGE = 100
+# Each sort as the database orders the run's conversations; suite order breaks ties.
+SORTS = {
+    "": ("suite order", ()),
+    "score": ("score, lowest first", (F("score").asc(nulls_last=True),)),
+    "-score": ("score, highest first", (F("score").desc(nulls_last=True),)),
+    "turns": ("most turns", ("-turn_count",)),
+    "tokens": ("most tokens", ((F("prompt_tokens") + F("completion_tokens")).desc(),)),
+    "cost": ("highest cost", ("-cost",)),
+}
+TRIAGE_KEYS = ("status", "kind", "tag", "iteration", "q", "sort")
+OVERRIDDEN = "overridden"  # the status filter's extra choice: conversations a reviewer overrode
+
+
+@dataclass
+class RunPage:
+    """The run page's data, one field per name its templates read."""
+
+    run: Run
+    shared: bool
+    live: bool  # the page keeps polling
+    fingerprint: str  # changes whenever the progress section or the conversation table would
+    whole: bool  # with the sections that read many rows (repeated evals, gates)
+    # The header and the progress section.
+    state: dict
+    progress: dict
+    waiting: dict | None
+    calling: dict | None
+    can_retry: bool
+    segments: list[dict]
+    status_counts: list[tuple[str, int]]
+    # Counted apart: a reviewer's verdicts are in the counts above, and how many there are is said here.
+    overridden_count: int
+    elapsed: str
+    # Gates; `gates_failed` and `gates_total` count the gates the run's verdict counts.
+    gates: list[dict]
+    gates_failed: int
+    gates_total: int
+    # Repeated evals: one page of them, all or the flaky ones only.
+    iterated: list
+    iterated_page: Page
+    iterated_total: int
+    flaky_count: int
+    flaky_only: bool
+    # The conversation table: one page of rows, or only the rows changed since the last poll (`delta`), or
+    # a settled run's table as rendered before (`conversations_html`, cached under `table_key`).
+    conversations: list
+    conversations_html: str | None
+    table_key: str | None
+    delta: bool
+    changed: list
+    triage: dict
+    conversation_total: int
+    show_iterations: bool
+    show_judge: bool
+    show_user: bool
+    grader_names: list[str]
+    strip_max: int
+    urls: dict[str, Any]
+    # The owner's controls only.
+    share_links: list = field(default_factory=list)
+    baseline: Run | None = None
+    versions: list[int] = field(default_factory=list)
+
+    def context(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def progress_of(run: Run, facts) -> dict:
+    """The progress aggregate: stored on the run when it ended, or counted."""
+    by_eval = facts is not None and facts.every_eval_repeated
+    return page_cache.settled_aggregate(
+        run,
+        f"progress:{by_eval}",
+        lambda: selectors.kept_progress(run, by_eval) or selectors.progress(run, by_eval=by_eval),
+    )
+
+
+def fingerprint(run: Run, progress: dict) -> str:
+    """Changes whenever anything the progress section or the conversation table shows changes."""
+    counts = ",".join(f"{key}={value}" for key, value in sorted(progress["counts"].items()))
+    waits = progress["waiting"]
+    calling = progress.get("calling") or {}
+    state = (
+        f"{run.status}|{counts}|{progress['turns']}|{progress['prompt_tokens']}|{progress['completion_tokens']}|"
+        f"{progress['judge_tokens']}|{progress['cost']:.8f}|{waits['count']}|{waits['until']}|"
+        f"{calling.get('count')}|{calling.get('since')}"
+    )
+    return hashlib.blake2s(state.encode(), digest_size=8).hexdigest()
+
+
+def is_live(run: Run, progress: dict) -> bool:
+    """While the run is active, and after a cancel until the conversations still talking to the model have
+    finished their turn."""
+    return run.is_active or display.in_flight(progress) > 0
+
+
+def ms(moment: datetime | None) -> int | None:
+    """A time as the page's URLs carry it: milliseconds since the epoch."""
+    return int(moment.timestamp() * 1000) if moment is not None else None
+
+
+def build(
+    access: Access,
+    query: QueryDict,
+    *,
+    exports: list[tuple[str, str]],
+    absolute_uri: Callable[[str], str],
+    progress: dict | None = None,
+    since: datetime | None = None,
+    whole_sent: datetime | None = None,
+    oob: bool = False,
+) -> RunPage:
+    """The page for `access` and the URL's `query`; `absolute_uri` makes share links whole. For the poll:
+    `since`, when it last heard from the server (its table has only the rows changed since); `whole_sent`,
+    when it last had the sections that read many rows (None: have them now); `oob`, sections out of band."""
+    run = access.run
+    facts = selectors.suite_facts(run)
+    progress = progress if progress is not None else progress_of(run, facts)
+    whole = whole_sent is None
+    now = timezone.now()
+    repeated = _repeated(access, query, facts, progress, whole)
+    gates = _gates(run, facts) if whole else []
+    table = _table(
+        access, query, facts, progress, repeated.flaky if repeated.flaky_only else None, since, oob, now
+    )
+    fp = fingerprint(run, progress)
+    page_number = table.stored["page"] if table.stored else table.triage["page"].number
+    urls = {
+        "run": access.url("detail"),
+        "all_evals": access.url("detail"),
+        "flaky_only": access.url("detail", query={"flaky": 1}),
+        "progress": access.url(
+            "progress",
+            query={
+                "fp": fp,
+                "since": ms(now),
+                # When the sections that read many rows were last sent: the poll sends them again after a while.
+                "whole": ms(now if whole else whole_sent),
+                "flaky": 1 if repeated.flaky_only else None,
+                "page": page_number if page_number > 1 else None,
+                **table.triage["query"],
+            },
+        ),
+        "json": access.url("json"),
+        "exports": exports,
+        # A run of a calibration set has a page of figures: how far each judge agrees with the labels.
+        "calibration": access.url("calibration") if facts is not None and facts.calibration else None,
+    }
+    waits = progress["waiting"]
+    page = RunPage(
+        run=run,
+        shared=access.shared,
+        live=is_live(run, progress),
+        fingerprint=fp,
+        whole=whole,
+        state=display.run_state(
+            run, progress, gates, *_eval_counts(progress, repeated.outcomes, repeated.verdicts)
+        ),
+        progress=progress,
+        waiting=display.waiting(waits["reason"], waits["until"], now, count=waits["count"]),
+        calling=display.calling(progress.get("calling"), now),
+        can_retry=not run.is_active
+        and run.status != Status.CANCELLED
+        and progress["counts"][Status.ERROR] > 0,
+        segments=_segments(progress),
+        status_counts=[(status.value, progress["counts"][status]) for status in COUNT_ORDER],
+        overridden_count=progress["overridden"],
+        elapsed=format_duration(run.elapsed),
+        gates=gates,
+        gates_failed=sum(not gate["passed"] for gate in gates if gate["top"]),
+        gates_total=sum(gate["top"] for gate in gates),
+        iterated=repeated.rows,
+        iterated_page=repeated.page,
+        iterated_total=repeated.total,
+        flaky_count=len(repeated.flaky),
+        flaky_only=repeated.flaky_only,
+        conversations=table.shown,
+        conversations_html=mark_safe(table.stored["html"])
+        if table.stored
+        else None,  # rendered by our template
+        table_key=table.key,
+        delta=table.delta,
+        changed=table.shown if table.delta else [],
+        triage=table.triage,
+        conversation_total=progress["total"],
+        show_iterations=table.columns[0],
+        show_judge=table.columns[1],
+        show_user=table.columns[2],
+        grader_names=table.grader_names,
+        strip_max=display.STRIP_MAX_MARKS,
+        urls=urls,
+    )
+    if not access.shared:
+        page.share_links = share_links(run, absolute_uri)
+        page.baseline = selectors.baseline_besides(run)
+        page.versions = list(
+            run.suite_version.suite.versions.order_by("-number").values_list("number", flat=True)
+        )
+    return page
+
+
+@dataclass
+class _Repeated:
+    """The Iterations section: every repeated eval's outcome counts, verdict and flakiness, from one aggregate,
+    and the rows of one page of them, with their strips and statistics."""
+
+    outcomes: dict[int, dict]
+    verdicts: dict[int, str]
+    flaky: set[int]
+    flaky_only: bool
+    total: int
+    page: Page
+    rows: list
+
+
+def _repeated(access: Access, query: QueryDict, facts, progress: dict, whole: bool) -> _Repeated:
+    run = access.run
+    sizes = facts.sizes if facts is not None else {}  # eval index -> iterations, for repeated evals
+    # The progress aggregate has the outcomes already when the suite repeats every eval.
+    outcomes = progress.get("by_eval") or (
+        page_cache.settled_aggregate(run, "outcomes", lambda: selectors.repeated_outcomes(run, sizes))
+        if sizes
+        else {}
+    )
+    flaky = {index for index, o in outcomes.items() if o[Status.PASSED] and o[Status.FAILED]}
+    flaky_only = query.get("flaky") == "1" and bool(sizes)
+    page = Paginator(sorted(flaky if flaky_only else sizes), REPEATED_PER_PAGE).get_page(query.get("ipage"))
+    results, strips = page_cache.repeated(run, list(page.object_list) if whole else [], outcomes, facts)
+    return _Repeated(
+        outcomes=outcomes,
+        verdicts={
+            index: display.repeated_status(o, facts.thresholds[index]) for index, o in outcomes.items()
+        },
+        flaky=flaky,
+        flaky_only=flaky_only,
+        total=len(sizes),
+        page=page,
+        rows=display.iterated_rows(strips, results, outcomes, access.conversation_url),
+    )
+
+
+def _gates(run: Run, facts) -> list[dict]:
+    if facts is None or not facts.has_gates:
+        return []
+    return page_cache.settled_aggregate(
+        run, "gates", lambda: display.gates(selectors.gate_results(run, selectors.summary_rows(run)))
+    )
+
+
+@dataclass
+class _Table:
+    """The conversation table: the rows to render (`shown`), or the table as rendered before (`stored`)."""
+
+    triage: dict
+    shown: list
+    stored: dict | None
+    key: str | None
+    delta: bool
+    columns: tuple
+    grader_names: list[str]
+
+
+def _table(
+    access: Access, query: QueryDict, facts, progress: dict, flaky: set[int] | None, since, oob: bool, now
+) -> _Table:
+    run = access.run
+    triage = _triage(query, facts)
+    # A poll of the unfiltered table in suite order sends only the rows changed since the last one; filtered
+    # or sorted tables are sent whole (a page at most), as rows may enter, leave or move.
+    delta = since is not None and not triage["query"] and flaky is None
+    key = None if delta else page_cache.table_key(run, access.token, oob, query.urlencode())
+    stored = page_cache.stored_table(key)
+    shown = []
+    if stored is None:
+        page = _page(query, run, triage, facts, flaky, progress["total"])
+        triage.update(page=page, matched=page.paginator.count)
+        shown = page.object_list
+    if delta:
+        changed = selectors.changed_since([c.pk for c in shown], since)
+        shown = [c for c in shown if c.pk in changed]
+    sizes = facts.sizes if facts is not None else {}
+    grader_names = selectors.grader_columns(run)
+    _prepare_rows(shown, access, sizes, grader_names, now)
+    # Which columns the table has, and whether its rows go out of band: part of each row's cache key.
+    columns = (
+        bool(sizes),
+        bool(progress["judge_tokens"]),
+        bool(progress["user_tokens"]),
+        display.STRIP_MAX_MARKS,
+    )
+    page_cache.cached_rows(shown, (*columns, delta))
+    return _Table(triage, shown, stored, key, delta, columns, grader_names)
+
+
+def share_links(run: Run, absolute_uri: Callable[[str], str]) -> list:
+    """The run's active share links, each with its whole URL."""
+    links = selectors.active_share_links(run)
+    for link in links:
+        link.url = absolute_uri(reverse("share:run", args=[link.token]))
+    return links
+
+
+def _prepare_rows(shown: list, access: Access, sizes: dict, grader_names: list[str], now: datetime) -> None:
+    """What each row shows beside its conversation's fields: its link, what it waits for, its grader cells."""
+    for conversation in shown:
+        conversation.url = access.conversation_url(conversation.index, conversation.iteration)
+        conversation.waiting = waiting(conversation, now)
+        conversation.iterations = sizes.get(conversation.index, 1)
+        conversation.grader_cells = display.grader_cells(conversation, grader_names)
+
+
+def _segments(progress: dict) -> list[dict]:
+    """The progress bar: one coloured segment per status, as a share of all conversations."""
+    total = progress["total"] or 1
+    return [
+        {
+            "status": status,
+            "count": progress["counts"][status],
+            # A whole percent, at least 1 so one conversation of thousands still shows (app.css .bar-w-N).
+            "width": max(1, round(100 * progress["counts"][status] / total)),
+        }
+        for status in BAR_ORDER
+        if progress["counts"][status]
+    ]
+
+
+def _eval_counts(progress: dict, outcomes: dict, verdicts: dict) -> tuple[int, int]:
+    """(evals, failed evals) for the header: an eval run once counts by its conversation, a repeated one once,
+    by its pass rate."""
+    single_total = progress["total"] - sum(o["total"] for o in outcomes.values())
+    single_failed = progress["counts"][Status.FAILED] - sum(o[Status.FAILED] for o in outcomes.values())
+    return single_total + len(verdicts), single_failed + sum(v == Status.FAILED for v in verdicts.values())
+
+
+def _triage(query: QueryDict, facts) -> dict:
+    """The conversation table's filters (status, kind, tag, iteration, a search over prompts and replies) and
+    its sort, all from the URL, so a filtered view can be shared and reloaded; _page adds the page."""
+    wanted = {key: query.get(key, "").strip()[:200] for key in TRIAGE_KEYS}
+    tags = facts.tags if facts is not None else {}
+    sizes = facts.sizes if facts is not None else {}
+    chosen = {key: value for key, value in wanted.items() if value}
+    return {
+        "wanted": wanted,
+        "query": chosen,
+        "active": bool(chosen),
+        "statuses": [*(status.value for status in Status), OVERRIDDEN],
+        "kinds": facts.kinds if facts is not None else [],
+        "tags": sorted({tag for values in tags.values() for tag in values}),
+        "iterations": max(sizes.values(), default=1),
+        "sorts": [(key, label) for key, (label, _) in SORTS.items()],
+    }
+
+
+def _page(query: QueryDict, run: Run, triage: dict, facts, flaky: set[int] | None, total: int) -> Page:
+    """The page of conversations the table shows. The database filters, sorts and pages, so a page costs the
+    same whatever the run's size."""
+    wanted = triage["wanted"]
+    tags = facts.tags if facts is not None else {}
+    sizes = facts.sizes if facts is not None else {}
+    rows = run.conversations.defer("history", "system")
+    if flaky is not None:
+        rows = rows.filter(index__in=flaky)
+    if wanted["status"] == OVERRIDDEN:
+        rows = rows.exclude(original={})
+    elif wanted["status"]:
+        rows = rows.filter(status=wanted["status"])
+    if wanted["kind"]:
+        rows = rows.filter(style=wanted["kind"])
+    if wanted["tag"]:
+        rows = rows.filter(index__in=[index for index, values in tags.items() if wanted["tag"] in values])
+    if wanted["iteration"].isdigit():
+        rows = rows.filter(iteration=int(wanted["iteration"]) - 1)
+    if wanted["q"]:
+        rows = rows.filter(selectors.saying(run, wanted["q"]))
+    sort = wanted["sort"] if wanted["sort"] in SORTS else ""
+    rows = rows.order_by(*SORTS[sort][1], "index", "iteration")
+    paginator = Paginator(rows, CONVERSATIONS_PER_PAGE)
+    # Unfiltered, counted already: every conversation (the progress aggregate), or the flaky evals'.
+    if not triage["query"]:
+        paginator.count = total if flaky is None else sum(sizes.get(index, 1) for index in flaky)
+    return paginator.get_page(query.get("page"))
