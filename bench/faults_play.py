@@ -94,8 +94,8 @@ class Environment:
         from django.contrib.auth import get_user_model
         from django.core.management import call_command
 
+        from endpoints.models import Endpoint
         from runs.management.commands.evalserve import WORKER, Supervisor
-        from runs.models import Endpoint
         from runs.worker.tasks import run_conversation
         from tests.fakeopenai import FakeOpenAI
 

@@ -199,7 +199,8 @@ def measure(args, work: Workload) -> dict:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from runs.models import Endpoint, Run
+    from endpoints.models import Endpoint
+    from runs.models import Run
     from runs.services import create_run
     from runs.worker.tasks import run_conversation
     from suites.services import create_suite

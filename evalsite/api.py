@@ -18,6 +18,10 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer, django_auth
 
+from runs.api import router as runs_router
+from runs.tokens import user_for
+from suites.api import router as suites_router
+
 from .lockout import token_allowed, token_failed, token_refusal
 
 
@@ -27,8 +31,6 @@ class TokensThrottled(Exception):
 
 class BearerToken(HttpBearer):
     def authenticate(self, request, token):
-        from runs.tokens import user_for
-
         if not token_allowed(request):
             raise TokensThrottled()
         user = user_for(token)
@@ -71,12 +73,5 @@ def _throttled(request, exc):
     return token_refusal(request)
 
 
-def _mount() -> None:
-    from runs.api import router as runs_router
-    from suites.api import router as suites_router
-
-    api.add_router("/suites", suites_router)
-    api.add_router("/runs", runs_router)
-
-
-_mount()
+api.add_router("/suites", suites_router)
+api.add_router("/runs", runs_router)

@@ -5,7 +5,7 @@ process can pick the file up while it is still empty or half written, fail to de
 message. Here a message is written under a temporary name and renamed into place, which is atomic on one
 filesystem: a consumer sees the whole message or nothing.
 
-kombu finds new messages by listing the folder every `polling_interval` (20 ms, see settings). A worker
+kombu finds new messages by listing the folder every `polling_interval` (see settings). A worker
 publishes most messages itself: when a conversation ends, the next one of its run is sent. Such a message
 wakes the same process's consumer at once instead of at its next poll.
 """
@@ -45,11 +45,9 @@ class Transport(filesystem.Transport):
         """One poll of kombu's loop (virtual.Transport.drain_events), waking on this process's own publishes.
 
         Unlike kombu's, it returns to Celery's loop after each poll that found nothing (as a timeout) rather
-        than polling until `timeout` (2 s): Celery acknowledges a finished task of its thread pool only
-        between two drains (perform_pending_operations), and until then the task counts against the
-        prefetch limit. With every thread busy, no message could be taken for up to 2 s after threads freed
-        up: the throughput benchmark at concurrency 100 showed deliveries in bursts 2 s apart and
-        conversations waiting ~1 s between being sent and claimed."""
+        than polling until `timeout`: Celery acknowledges a finished task of its thread pool only between two
+        drains (perform_pending_operations), and until then the task counts against the prefetch limit, so
+        with every thread busy no message could be taken for a whole `timeout` after threads freed up."""
         polling_interval = self.polling_interval
         if timeout and polling_interval and polling_interval > timeout:
             polling_interval = timeout

@@ -58,7 +58,7 @@ class LimitRequestBody:
     Two limits: EVALSITE_MAX_UPLOAD_BYTES for what carries attached files (a multipart upload, whose files
     wait in temporary files, not in memory; a launch through the API with `files`), and the smaller
     EVALSITE_MAX_REQUEST_BYTES for every other body, which is read into memory whole. The declared
-    Content-Length decides, so a 50 MB POST costs the process nothing: no view, form or CSRF check has
+    Content-Length decides, so an oversized POST costs the process nothing: no view, form or CSRF check has
     parsed it yet. A chunked body, which has no length, is read only as far as one byte past the limit, and
     only where the server marks where it ends (gunicorn does); elsewhere Django would read none of it, so it
     is refused with 411. The answer never repeats the body: JSON under /api/, a fragment for htmx (swapped

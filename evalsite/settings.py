@@ -7,6 +7,7 @@ DEBUG=0.
 
 import hashlib
 import os
+import secrets
 from datetime import timedelta
 from pathlib import Path
 
@@ -45,12 +46,15 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return default if value is None else [item.strip() for item in value.split(",") if item.strip()]
 
 
-def source_digest(*paths: str) -> str:
-    """A short digest of these source files (a folder: its Python files): it changes with the code that wrote
-    what a cache keeps."""
+def source_digest(*modules: str) -> str:
+    """A short digest of these modules' source (a module's file, or every file of a package): it changes
+    with the code that wrote what a cache keeps."""
     digest = hashlib.blake2s(digest_size=6)
-    for path in paths:
-        files = sorted((BASE_DIR / path).rglob("*.py")) if (BASE_DIR / path).is_dir() else [BASE_DIR / path]
+    for module in modules:
+        path = BASE_DIR / module
+        files = [path.with_suffix(".py")] if path.with_suffix(".py").is_file() else sorted(path.rglob("*.py"))
+        if not files:
+            raise ImproperlyConfigured(f"source_digest: no module or package {module}")
         for file in files:
             digest.update(file.read_bytes())
     return digest.hexdigest()
@@ -60,8 +64,6 @@ DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY and TERMINAL:
     # Nothing the terminal commands do is signed; a throwaway key keeps Django content.
-    import secrets
-
     SECRET_KEY = secrets.token_urlsafe(50)
 elif not SECRET_KEY:
     if not (DEBUG or env_bool("EVALSITE_DEV", False)):
@@ -69,8 +71,6 @@ elif not SECRET_KEY:
     # A per-checkout key for local use: stable across restarts, never shared.
     key_file = VAR_DIR / "secret_key"
     if not key_file.exists():
-        import secrets
-
         key_file.write_text(secrets.token_urlsafe(50))
         key_file.chmod(0o600)
     SECRET_KEY = key_file.read_text().strip()
@@ -92,6 +92,7 @@ INSTALLED_APPS = [
     "axes",  # login throttling
     "csp",  # the Content-Security-Policy header
     "ninja",  # serves Swagger UI's assets from our static files, not a CDN (works offline)
+    "endpoints",
     "suites",
     "runs",
 ]
@@ -144,8 +145,8 @@ DATABASES = {
 }
 # On PostgreSQL every process draws its connections from a pool (Django's, psycopg_pool underneath). A worker
 # thread holds one only while it reads or writes, not while its conversation waits on the model, so a few
-# serve a process's many threads; without the pool each thread kept a connection of its own, and 2 workers x
-# 50 threads ran PostgreSQL (max_connections 100 by default) out of them. A process opens at most
+# serve a process's many threads, where a connection per thread would run PostgreSQL out of them (its
+# max_connections) with a couple of busy workers. A process opens at most
 # EVALSITE_DB_POOL_MAX (and never more than its threads need); sizing is in the README (Production).
 # A thread that finds none free waits up to EVALSITE_DB_POOL_TIMEOUT seconds for one: a process's threads
 # rarely outnumber its pool, so a wait that long means the server is away (restarting, unreachable), and
@@ -154,7 +155,7 @@ DATABASES = {
 EVALSITE_DB_POOL_MAX = env_int("EVALSITE_DB_POOL_MAX", 20)
 EVALSITE_DB_POOL_TIMEOUT = env_float("EVALSITE_DB_POOL_TIMEOUT", 1.5)
 # A server that does not even refuse the connection (a host gone from the network) is given up on after
-# this long; libpq's least is 2 s.
+# this long: the least libpq accepts.
 EVALSITE_DB_CONNECT_TIMEOUT = env_int("EVALSITE_DB_CONNECT_TIMEOUT", 2)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", EVALSITE_DB_CONNECT_TIMEOUT)
@@ -164,9 +165,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and EVALSIT
         "min_size": min(2, EVALSITE_DB_POOL_MAX),
         "max_size": EVALSITE_DB_POOL_MAX,
         "timeout": EVALSITE_DB_POOL_TIMEOUT,
-        # psycopg_pool replaces a broken connection in the background, trying again after 1, 2, 4 ... s, for
-        # this long; after a minute's outage its next try could be a minute away. Kept short, the pool gives
-        # up on it, and the next thread that asks for a connection has the pool try again at once.
+        # psycopg_pool replaces a broken connection in the background, waiting twice as long before each
+        # try, for this long; after a long outage its next try could be as far away. Kept short, the pool
+        # gives up on it, and the next thread that asks for a connection has the pool try again at once.
         "reconnect_timeout": 5.0,
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -182,10 +183,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-evalsite.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-# The most a request body may be, read into memory whole: a suite (1 MB) as a form, with its escapes. A
+# The most a request body may be, read into memory whole: a suite at its limit as a form, with its escapes. A
 # larger body is refused before anything reads it (evalsite.middleware).
 EVALSITE_MAX_REQUEST_BYTES = env_int("EVALSITE_MAX_REQUEST_BYTES", 4_000_000)
-# What carries attached files may be larger: a suite with one file at its limit (20 MB), as a multipart upload
+# What carries attached files may be larger: a suite with one file at its limit, as a multipart upload
 # (the files wait in temporary files) or as the API's JSON launch with its escapes.
 EVALSITE_MAX_UPLOAD_BYTES = env_int("EVALSITE_MAX_UPLOAD_BYTES", 25_000_000)
 # A multipart upload's form fields (the suite's text, not its files) are held in memory: the smaller limit.
@@ -236,8 +237,7 @@ if DEBUG:
 
 # `rows`: the rendered rows of run pages, in each web process's memory, keyed by a digest of what each row
 # shows (runs.display.row_key), so nothing is ever invalidated: a changed row has a new key. Rendering a row
-# through the template engine is most of a run page's CPU, and the rows of a finished run do not change
-# (a page of 100 rows of a 1,000-conversation run: 61 ms cold, 25 ms from the cache). ~1.2 KB a row.
+# through the template engine is most of a run page's CPU, and the rows of a finished run do not change.
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "rows": {
@@ -246,28 +246,28 @@ CACHES = {
         "OPTIONS": {"MAX_ENTRIES": env_int("EVALSITE_ROW_CACHE_ROWS", 20_000)},
     },
     # A finished run's conversation table as a page shows it (runs.page_cache.table_key), in each web
-    # process's memory: ~100 KB a table. A run page of 100,000 conversations reads and renders no row then.
+    # process's memory: the page of a large finished run then reads and renders no row.
     "tables": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "run-tables",
         "OPTIONS": {"MAX_ENTRIES": env_int("EVALSITE_TABLE_CACHE_PAGES", 200)},
     },
-    # A finished run's counts, gates and repeated evals' statistics (runs.page_cache): a run of 100,000
-    # conversations costs a scan of them all per page otherwise (and its gates a parse of its suite). In
+    # A finished run's counts, gates and repeated evals' statistics (runs.page_cache): a large run costs a
+    # scan of all its conversations per page otherwise (and its gates a parse of its suite). In
     # files under var/, so that every web process of the host reads what one of them worked out, with no
     # server to run. Nothing in it goes stale: each key names the run's state and revision.
     "aggregates": {
         "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
         "LOCATION": str(VAR_DIR / "cache" / "aggregates"),
         "OPTIONS": {"MAX_ENTRIES": 5_000},
-        # The files outlive the processes: what older code kept, in shapes it had, is not read by newer code.
+        # The files outlive the processes: what other code wrote, in the shapes it had, is never read.
         "KEY_PREFIX": source_digest(
-            "engine/results.py",
-            "engine/stats.py",
+            "engine/results",
+            "engine/stats",
             "runs/display",
             "runs/selectors",
-            "runs/page_cache.py",
-            "runs/run_page.py",
+            "runs/page_cache",
+            "runs/run_page",
         ),
     },
 }
@@ -328,8 +328,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
         # The filesystem transport polls. A worker's own messages (the next conversation of a run, sent as
         # one ends) wake its consumer at once (evalsite/broker.py), so polling only finds messages from other
-        # processes: 20 ms costs an idle worker ~2% of a core, 5 ms cost ~7%, and the throughput benchmark
-        # measured no difference between the two.
+        # processes: polling more often costs idle workers CPU and gains no throughput.
         "polling_interval": env_float("EVALSITE_BROKER_POLL_SECONDS", 0.02),
     }
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
@@ -362,14 +361,14 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # through a transport whose connection is gone, and the worker exits with "Unrecoverable error:
 # AttributeError: 'NoneType' object has no attribute 'hostname'" (kombu's _connparams). 5.6 only collects.
 # A worker whose broker goes away keeps trying to reconnect, however long it takes (Celery's default gives up
-# after 100 tries and the worker exits); its conversations keep running meanwhile.
+# after some tries and the worker exits); its conversations keep running meanwhile.
 CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # The conversations a worker is playing when the broker connection drops go on: their state is in the
 # database, not the broker, and a duplicate delivery of their message is a no-op (the claim is conditional).
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # Sending the next conversation's task rides out a broker restart of a few seconds (Celery's default gives up
-# after ~0.6 s); a message that still cannot be sent is sent again when a worker (re)connects.
+# within a second); a message that still cannot be sent is sent again when a worker (re)connects.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "max_retries": 10,
     "interval_start": 0,
@@ -389,9 +388,11 @@ OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
 EVALSITE_DEFAULT_PRICE_INPUT = env_float("EVALSITE_DEFAULT_PRICE_INPUT", 0.0)  # USD per million tokens
 EVALSITE_DEFAULT_PRICE_OUTPUT = env_float("EVALSITE_DEFAULT_PRICE_OUTPUT", 0.0)
 EVALSITE_DEFAULT_CONCURRENCY = env_int("EVALSITE_DEFAULT_CONCURRENCY", 10)
-# The most conversations one run may have in flight (the launch form's limit). Above 100 a PostgreSQL server
-# with its default max_connections needs the pool (EVALSITE_DB_POOL_MAX): see the README's sizing rule.
+# The most conversations one run may have in flight (the launch form's limit). Beyond the default, a
+# PostgreSQL server with its default max_connections needs the pool (EVALSITE_DB_POOL_MAX): see the README.
 EVALSITE_MAX_RUN_CONCURRENCY = env_int("EVALSITE_MAX_RUN_CONCURRENCY", 100)
+# What the editor's Save & run calls with the version just saved: runs launches it (suites does not import runs).
+EVALSITE_SAVE_AND_RUN = "runs.views.launch.launch_saved"
 # How long POST /api/runs remembers an Idempotency-Key: a retry within it returns the first launch's run.
 EVALSITE_IDEMPOTENCY_HOURS = env_float("EVALSITE_IDEMPOTENCY_HOURS", 24)
 # Seconds one model request may take before it is abandoned and retried (a timeout is retried like a 503):
@@ -425,7 +426,7 @@ EVALSITE_WORKER_BEAT_SECONDS = env_float("EVALSITE_WORKER_BEAT_SECONDS", 1.0)
 EVALSITE_WORKER_DEAD_SECONDS = env_float("EVALSITE_WORKER_DEAD_SECONDS", 5.0)
 # On PostgreSQL, workers commit turns without waiting for the WAL flush: the durability SQLite's WAL mode
 # with synchronous=NORMAL gives the embedded setup. A killed worker still loses nothing (the database has
-# every commit); a crash of the database server itself can lose its last ~0.6 s of turn writes, which the
+# every commit); a crash of the database server itself can lose its last moment of turn writes, which the
 # sweeper replays as a resumed conversation. "on" makes workers wait for every flush. The web never relaxes.
 EVALSITE_WORKER_SYNCHRONOUS_COMMIT = os.environ.get("EVALSITE_WORKER_SYNCHRONOUS_COMMIT", "off")
 

@@ -3,9 +3,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from runs import launch_urls
 from runs.views.tokens import revoke_token, tokens
+from suites import urls as suite_urls
 
 from .api import api
+
+# A suite's launch URLs are runs' views (suites does not import runs), under the suite's path and namespace.
+suite_pages = (suite_urls.urlpatterns + launch_urls.urlpatterns, suite_urls.app_name)
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="suites:list", permanent=False)),
@@ -15,7 +20,7 @@ urlpatterns = [
     path("api/", api.urls),
     path("tokens/", tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", revoke_token, name="token_revoke"),
-    path("suites/", include("suites.urls")),
+    path("suites/", include(suite_pages)),
     path("runs/", include("runs.urls")),
     path("s/", include("runs.share_urls")),
 ]

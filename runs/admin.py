@@ -6,10 +6,23 @@ from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import path
 
+from endpoints.models import Endpoint
+from endpoints.registry import current_registry
+from engine import endpoint_checks
 from engine.text import plural
 
-from . import endpoint_checks
-from .models import ACTIVE, Conversation, Endpoint, Label, Run, ShareLink, Turn
+from . import selectors
+from .models import ACTIVE, Conversation, Label, Run, ShareLink, Turn
+
+
+def probe(endpoint: Endpoint) -> endpoint_checks.ProbeResult:
+    """Test an admin-defined endpoint; a model a run used on it stands in when it serves no /models."""
+    last = selectors.last_model_on(endpoint)
+    model = current_registry().resolve(last)[1] if last is not None else None
+    return endpoint_checks.probe(endpoint.to_config(), model=model)
+
+
+# Registered here rather than in the endpoints app: testing one asks runs which model it last served.
 
 
 @admin.register(Endpoint)
@@ -27,7 +40,7 @@ class EndpointAdmin(admin.ModelAdmin):
     # A URL typed without a scheme means https (Django 6 makes this the default; 5.2 warns until told).
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     actions = ["test_connection"]
-    change_form_template = "admin/runs/endpoint/change_form.html"
+    change_form_template = "admin/endpoints/endpoint/change_form.html"
 
     @admin.action(description="Test connection (asks the endpoint for its models)")
     def test_connection(self, request, queryset):
@@ -35,7 +48,7 @@ class EndpointAdmin(admin.ModelAdmin):
             self._report(request, endpoint)
 
     def _report(self, request, endpoint: Endpoint) -> None:
-        result = endpoint_checks.probe(endpoint)
+        result = probe(endpoint)
         level = messages.SUCCESS if result.ok else messages.ERROR
         self.message_user(request, f"Endpoint {endpoint.name}: {result.message}", level)
 
@@ -43,7 +56,7 @@ class EndpointAdmin(admin.ModelAdmin):
         test = path(
             "<path:object_id>/test-connection/",
             self.admin_site.admin_view(self.test_connection_view),
-            name="runs_endpoint_test_connection",
+            name="endpoints_endpoint_test_connection",
         )
         return [test, *super().get_urls()]
 
@@ -54,7 +67,7 @@ class EndpointAdmin(admin.ModelAdmin):
         if endpoint is None or not self.has_view_permission(request, endpoint):
             raise Http404("no such endpoint")
         self._report(request, endpoint)
-        return redirect("admin:runs_endpoint_change", endpoint.pk)
+        return redirect("admin:endpoints_endpoint_change", endpoint.pk)
 
 
 class ConversationInline(admin.TabularInline):

@@ -1,32 +1,16 @@
-"""The endpoint registry the engine uses, built from settings (the default endpoint) and the admin."""
+"""The endpoint registry runs call models through: the endpoints app's, with pauses every worker shares."""
 
 import math
 import time
 from pathlib import Path
 
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
-from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
+from endpoints.models import Endpoint
+from endpoints.registry import assemble, default_endpoint, named_endpoints
+from engine.clients import EndpointRegistry
 
 from . import pauses
-from .models import Endpoint
-
-
-def default_endpoint() -> EndpointConfig:
-    return EndpointConfig(
-        name=DEFAULT,
-        base_url=settings.OPENAI_BASE_URL,
-        api_key_env="OPENAI_API_KEY",
-        max_concurrency=settings.EVALSITE_DEFAULT_CONCURRENCY,
-        price_input=settings.EVALSITE_DEFAULT_PRICE_INPUT,
-        price_output=settings.EVALSITE_DEFAULT_PRICE_OUTPUT,
-        timeout=settings.EVALSITE_REQUEST_TIMEOUT,
-        retry_seconds=settings.EVALSITE_RETRY_SECONDS,
-        retry_max_wait=settings.EVALSITE_RETRY_MAX_WAIT,
-        max_retries=settings.EVALSITE_MAX_RETRIES,
-    )
-
 
 _cached: tuple[tuple, EndpointRegistry] | None = None
 _read_at = -math.inf
@@ -45,14 +29,11 @@ def build_registry() -> EndpointRegistry:
     cached = _cached
     if cached is not None and time.monotonic() - _read_at < reuse_for:
         return cached[1]
-    configs = tuple(endpoint.to_config() for endpoint in Endpoint.objects.order_by("id"))
-    key = (default_endpoint(), configs)
+    key = (default_endpoint(), named_endpoints())
     if cached is not None and cached[0] == key:
         _read_at = time.monotonic()
         return cached[1]
-    registry = EndpointRegistry(
-        default=key[0], named={config.name: config for config in configs}, pauses=pauses.DATABASE_PAUSES
-    )
+    registry = assemble(*key, pauses=pauses.DATABASE_PAUSES)
     _cached = (key, registry)
     _read_at = time.monotonic()
     return registry

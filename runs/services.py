@@ -16,6 +16,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from engine import bounds, overrides, suitevars
+from engine.calibration import CalibrationSuite
 from engine.clients import MOCK
 from engine.codegrade import policy as code_policy
 from engine.drivers import Defaults, driver_for
@@ -26,6 +27,7 @@ from engine.results import GraderResult
 from engine.runner import build_context
 from engine.schema import SCALES
 from suites.models import SuiteVersion
+from suites.services import save_version, validate_source
 
 from . import selectors, specs, worker
 from .endpoints import build_registry
@@ -72,7 +74,7 @@ def create_run(
     if not settings.EVALSITE_CODE_GRADERS and (refusal := code_policy.launch_refusal(spec)):
         raise LaunchError(refusal)
     total = conversation_count(spec)
-    if total > bounds.MAX_CONVERSATIONS_PER_RUN:  # saved before the cap was lowered: nothing is created
+    if total > bounds.MAX_CONVERSATIONS_PER_RUN:  # saved under a higher cap: nothing is created
         raise LaunchError(
             f"v{version.number} would play {total:,} conversations; at most "
             f"{bounds.MAX_CONVERSATIONS_PER_RUN:,} are allowed a run (EVALSITE_MAX_CONVERSATIONS_PER_RUN). "
@@ -239,9 +241,6 @@ def conversation_messages(conversation) -> list[dict]:
 def add_labels_to_set(run: Run, user, target) -> tuple[int, int]:
     """Append the user's labels on this run's conversations to a calibration set, as samples in its attached
     JSONL file (a new version of the set); (added, skipped: already there or on another scale)."""
-    from engine.calibration import CalibrationSuite
-    from suites.services import save_version, validate_source
-
     latest = target.latest_version
     files = latest.file_map()
     spec = validate_source(latest.source, files=files)

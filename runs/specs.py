@@ -1,7 +1,7 @@
 """Parsed suite versions, cached per process by content hash: the one way every reader gets one.
 
 A worker plays every conversation of a run from the same suite, a run page polls every second and a run's
-last conversation finalises it; none of them should re-parse a suite (a 300-eval suite takes ~80 ms here).
+last conversation finalises it; none of them should parse a suite again.
 A suite is loaded with its dataset (its rows are evals, at their index) and no other attached file: what a
 history embeds went into each conversation's stored system message and history when the run was launched,
 so nothing after the launch reads those files.
@@ -19,12 +19,12 @@ from engine.loader import load_saved_suite
 from engine.schema import Suite as SuiteSpec
 from engine.source import SuiteError
 from suites.models import ParsedVersion, SuiteFile, SuiteVersion
-from suites.parsed import keep, schema_digest
+from suites.parsed import schema_digest, store_parse
 
 log = logging.getLogger(__name__)
 
-# Datasets can reach 20 MB each; the cache keeps the newest suites within this many characters of source and
-# dataset (always at least the one just loaded).
+# Datasets can be large: the cache keeps the newest suites within this many characters of source and dataset
+# (always at least the one just loaded).
 SUITE_CACHE_CHARS = 200_000_000
 SUITE_CACHE_ENTRIES = 64
 
@@ -96,7 +96,7 @@ _bound: dict[tuple, SuiteSpec] = {}
 
 
 def bound(version: VersionKey, values: Mapping[str, str] | None) -> SuiteSpec:
-    """The suite a run plays: the version's, with the run's variables filled in (engine.suitevars). Kept
+    """The suite a run plays: the version's, with the run's variables filled in (engine.suitevars). Cached
     per version and values, as the parsed suites are: every conversation of a run loads it."""
     spec = suite(version)
     if not spec.vars:
@@ -114,15 +114,15 @@ def bound(version: VersionKey, values: Mapping[str, str] | None) -> SuiteSpec:
 
 
 def _load(version: VersionKey) -> tuple[SuiteSpec | None, Exception | None, int]:
-    kept = ParsedVersion.objects.filter(version_id=version.pk, schema=schema_digest()).values_list(
+    stored = ParsedVersion.objects.filter(version_id=version.pk, schema=schema_digest()).values_list(
         "suite", flat=True
     )
-    parsed = kept.first()
+    parsed = stored.first()
     if parsed is not None:
         try:
             return SuiteSpec.model_validate_json(parsed), None, len(parsed)
-        except ValueError:  # not what this schema reads after all: parsed again below, and kept anew
-            log.warning("suite version %s: its kept parse does not load; parsing its YAML", version.pk)
+        except ValueError:  # not what this schema reads after all: parsed again below, and stored anew
+            log.warning("suite version %s: its stored parse does not load; parsing its YAML", version.pk)
     if isinstance(version, SuiteVersion) and "source" in version.__dict__:
         source = version.source
     else:
@@ -130,7 +130,7 @@ def _load(version: VersionKey) -> tuple[SuiteSpec | None, Exception | None, int]
     files = _Files(version.pk)
     try:
         spec = load_saved_suite(source, files)
-    except SuiteError as exc:  # kept, and raised to every reader; a database error is not kept
+    except SuiteError as exc:  # cached, and raised to every reader; a database error is not cached
         return None, exc, len(source)
-    keep(version.pk, spec)
+    store_parse(version.pk, spec)
     return spec, None, len(source) + files.size

@@ -1,6 +1,11 @@
+from django import forms
 from django.contrib import admin
 
+from engine.loader import load_suite
+from engine.source import SuiteError
+
 from .models import Suite, SuiteVersion
+from .services import save_version
 
 
 class SuiteVersionInline(admin.TabularInline):
@@ -40,18 +45,11 @@ class SuiteVersionAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         if change:
             return
-        from .services import save_version
-
         save_version(suite=obj.suite, source=obj.source, user=request.user, note=obj.note)
 
     def get_form(self, request, obj=None, **kwargs):
         form = super().get_form(request, obj, **kwargs)
         if obj is None:
-            from django import forms
-
-            from engine.loader import load_suite
-            from engine.source import SuiteError
-
             base_clean = form.clean
 
             def clean(self):

@@ -5,10 +5,10 @@ from uuid import UUID
 from django.http import JsonResponse
 from ninja import Router, Schema
 
+from endpoints.routes import suite_routes
 from engine.loader import load_suite
 from engine.schema import json_schema
 from engine.source import SuiteError
-from runs.endpoint_checks import suite_routes
 
 from .selectors import get_suite_for_user
 

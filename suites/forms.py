@@ -1,16 +1,15 @@
-"""Forms for the suite editor and the launch panel. Validation of the YAML itself lives in the engine."""
+"""Forms for the suite editor. Validation of the YAML itself lives in the engine."""
 
 from django import forms
 from django.core.validators import ProhibitNullCharactersValidator
 
 from engine.source import MAX_SUITE_BYTES
-from runs.services import MAX_CONCURRENCY
 
 TOO_LARGE = f"the suite is larger than {MAX_SUITE_BYTES // 1_000_000} MB; nothing was stored"
 
 
 def oversized(text: str) -> bool:
-    """Over the suite's 1 MB: such text is refused as it came, never copied, parsed or sent back."""
+    """Over the suite's size limit: such text is refused as it came, never copied, parsed or sent back."""
     return len(text) > MAX_SUITE_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_SUITE_BYTES
 
 
@@ -42,27 +41,3 @@ class SuiteSourceForm(forms.Form):
         if oversized(self.cleaned_data["source"]):
             raise forms.ValidationError(TOO_LARGE)
         return normalise_newlines(self.cleaned_data["source"])
-
-
-# The launch form's field for the suite variable NAME is `var-NAME` (engine.suitevars).
-VAR_FIELD = "var-"
-
-
-def launch_vars(data) -> dict[str, str]:
-    """The suite variables a launch form gave: a field left blank gives none (the default applies, and a
-    variable without one is refused, named)."""
-    return {
-        key.removeprefix(VAR_FIELD): value
-        for key, value in data.items()
-        if key.startswith(VAR_FIELD) and value.strip()
-    }
-
-
-class LaunchForm(forms.Form):
-    model = forms.CharField(max_length=200, required=False, strip=True)
-    concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=10)
-    version = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
-
-    def __init__(self, *args, versions: list[int] | tuple[int, ...] = (), **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["version"].choices = [(number, f"v{number}") for number in versions]

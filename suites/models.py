@@ -61,11 +61,11 @@ class SuiteVersion(models.Model):
 
 
 class ParsedVersion(models.Model):
-    """A suite version as the engine parsed it, as JSON, kept by the save that validated it, or for a version
-    saved before, when it is first loaded (suites.parsed, runs.specs): a worker loads a 3,000-eval suite from
-    it in 0.13 s where its YAML took 0.72 s. Read back only under the engine
-    schema it was written with (`schema`, a digest of it); otherwise the YAML is parsed again. A table of its
-    own, so that nothing reading versions loads it by accident."""
+    """A suite version as the engine parsed it, as JSON, stored by the save that validated it, or when a
+    version without one is first loaded (suites.parsed, runs.specs): loading it is much faster than parsing
+    the YAML. Read back only under the engine schema it was written with (`schema`, a digest of it);
+    otherwise the YAML is parsed again. A table of its own, so that nothing reading versions loads it by
+    accident."""
 
     version = models.OneToOneField(
         SuiteVersion, on_delete=models.CASCADE, primary_key=True, related_name="parsed"

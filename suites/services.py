@@ -32,11 +32,8 @@ def validate_source(
 def save_version(
     *, suite: Suite, source: str, user, note: str = "", files: Mapping[str, str] | None = None
 ) -> SuiteVersion:
-    """Validate and store the suite's next version. Raises SuiteError and stores nothing.
-
-    `files` None keeps the latest version's files; a mapping replaces them. The parse is kept beside the
-    version (suites.parsed), so the launch and the workers never parse its YAML again.
-    """
+    """Validate and store the suite's next version (SuiteError: nothing stored). `files` None keeps the
+    latest version's files; a mapping replaces them. Its parse is stored beside it (suites.parsed)."""
     return _save_version(suite=suite, source=source, user=user, note=note, files=files)
 
 
@@ -75,7 +72,7 @@ def _save_version(
     if spec.description is not None and spec.description != suite.description:
         suite.description = spec.description
     suite.save(update_fields=["description", "updated_at"])
-    parsed.keep(version.pk, spec)
+    parsed.store_parse(version.pk, spec)
     return version
 
 

@@ -1,3 +1,5 @@
+"""Suite pages. The launch URLs under a suite are runs' views, added to this namespace by evalsite.urls."""
+
 from django.urls import path
 
 from . import views
@@ -12,8 +14,6 @@ urlpatterns = [
     path("<uuid:public_id>/", views.detail, name="detail"),
     path("<uuid:public_id>/v/<int:number>/", views.version, name="version"),
     path("<uuid:public_id>/v/<int:number>/diff/<int:other>/", views.version_diff, name="version_diff"),
-    path("<uuid:public_id>/launch/", views.launch, name="launch"),
-    path("<uuid:public_id>/launch/routes/", views.launch_routes, name="launch_routes"),
     path("<uuid:public_id>/files/", views.attach_files, name="attach_files"),
     path("<uuid:public_id>/files/remove/", views.remove_file, name="remove_file"),
     path("<uuid:public_id>/v/<int:number>/files/<str:name>", views.version_file, name="version_file"),

@@ -63,7 +63,7 @@ def other_user(django_user_model):
 @pytest.fixture
 def fake_endpoint(db, fake_openai):
     """A named endpoint `fake` pointing at the fake server; its key comes from an environment variable."""
-    from runs.models import Endpoint
+    from endpoints.models import Endpoint
 
     os.environ[FAKE_KEY_ENV] = FAKE_KEY
     return Endpoint.objects.create(

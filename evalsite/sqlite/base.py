@@ -1,8 +1,8 @@
 """Django's SQLite backend with writers queued, one at a time, across threads and processes.
 
 SQLite allows one writer. When a second writer asks for the write lock, SQLite's busy handler sleeps and
-retries with growing pauses (1, 2, 5, 10 ... ms), so under ten worker threads a write that should wait a
-millisecond waits ten. Here a writer first takes a process-wide thread lock, then an exclusive flock on a
+retries with growing pauses, so with many worker threads a write that should wait a moment waits far
+longer. Here a writer first takes a process-wide thread lock, then an exclusive flock on a
 file beside the database, which the kernel hands to the next waiting process the moment it is released
 (and releases by itself if its holder dies). So several worker processes and the web server share the
 database without meeting SQLite's busy handler; it remains the fallback for programs outside evalsite.

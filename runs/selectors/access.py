@@ -9,7 +9,9 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
-from ..models import ACTIVE, Conversation, Endpoint, Run, ShareLink, Status
+from endpoints.models import Endpoint
+
+from ..models import ACTIVE, Conversation, Run, ShareLink, Status
 
 
 def runs_for(user) -> QuerySet[Run]:

@@ -1,6 +1,6 @@
 """The YAML editor as every suite page renders it: live validation (located problems, the routes each model
-takes, warnings), the files panel and the launch panel. The pages themselves are in suites.py, launch.py and
-files.py beside this module.
+takes, warnings) and the files panel. The pages themselves are in suites.py and files.py beside this module;
+the launch panel and the recent runs are runs' own (its `launching` template tags), as is launching.
 
 Saving goes through suites.services, which validates first: a broken suite (or a file it cannot use)
 re-renders the editor with the located problems and the user's text, HTTP 400, and stores nothing.
@@ -15,16 +15,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from endpoints.routes import SuiteRoutes, suite_routes
 from engine.schema import Suite as SuiteSpec
 from engine.source import SuiteError, SuiteProblem
-from runs import selectors as run_selectors
-from runs.endpoint_checks import SuiteRoutes, model_choices, suite_routes
 
 from .. import display, selectors, services
-from ..forms import VAR_FIELD, LaunchForm
 from ..models import Suite, SuiteVersion
 
-RECENT_RUNS = 8
 VERSIONS_SHOWN = 50
 
 
@@ -50,7 +47,7 @@ class Validation:
         return sum(ev.iterations or spec.iterations for ev in spec.evals) if spec is not None else 0
 
 
-def _validate(
+def validate_text(
     source: str,
     user,
     suite: Suite | None,
@@ -82,7 +79,8 @@ def _validate(
     return result
 
 
-def _parse(version: SuiteVersion | None, files: Mapping[str, str] | None = None) -> SuiteSpec | None:
+def parse_version(version: SuiteVersion | None, files: Mapping[str, str] | None = None) -> SuiteSpec | None:
+    """A saved version's suite, None when it no longer validates (or there is no version)."""
     if version is None:
         return None
     try:
@@ -91,7 +89,7 @@ def _parse(version: SuiteVersion | None, files: Mapping[str, str] | None = None)
         return None
 
 
-def _render_editor(
+def render_editor(
     request: HttpRequest,
     *,
     suite: Suite | None = None,
@@ -100,8 +98,7 @@ def _render_editor(
     status: int = 200,
     error: str | None = None,
     error_anchor: str = "problems",
-    launch_form: LaunchForm | None = None,
-    launch_error: str | None = None,
+    extra_context: Mapping | None = None,
     base_version: int | None = None,
     restored_from: SuiteVersion | None = None,
     uploads: Mapping[str, str] | None = None,
@@ -109,7 +106,8 @@ def _render_editor(
     files_error: str | None = None,
 ) -> HttpResponse:
     """The editor page. `uploads`: files sent with a new suite that failed to save (checked with its text);
-    `files_error` and `file_problems`: an attach or remove that failed, shown in the Files panel."""
+    `files_error` and `file_problems`: an attach or remove that failed, shown in the Files panel;
+    `extra_context`: what a refused launch gives the launch panel (its form and error)."""
     context: dict = {
         "suite": suite,
         "note": note,
@@ -130,8 +128,7 @@ def _render_editor(
             source = latest.source if latest else ""
         attached = list(latest.files.all()) if latest else []
         files = {item.name: item.content for item in attached}
-        latest_spec = _parse(latest, files)
-        numbers = [version.number for version in versions]
+        latest_spec = parse_version(latest, files)
         context.update(
             versions=versions,
             latest=latest,
@@ -139,22 +136,16 @@ def _render_editor(
             attached=display.file_rows(attached, latest_spec),
             base_version=base_version or (latest.number if latest else None),
             restored_from=restored_from,
-            runs=run_selectors.recent_runs(request.user, RECENT_RUNS, suite_version__suite=suite),
-            launch_form=launch_form
-            or LaunchForm(
-                initial={"concurrency": 10, "version": numbers[0] if numbers else None}, versions=numbers
-            ),
-            launch_error=launch_error,
+            **(extra_context or {}),
         )
-        context.update(_launch_panel(request, latest_spec, (launch_form or context["launch_form"])))
     context["source"] = source or ""
     # Text the page shows that is not the saved version: the editor warns before it is lost.
     saved = latest.source if latest else ""
     context["dirty"] = context["source"] != saved
     context["line_numbers"] = "\n".join(str(n) for n in range(1, context["source"].count("\n") + 2))
-    # The saved text with its saved files was parsed just above; a 10,000-row dataset is not parsed twice.
+    # The saved text with its saved files was parsed just above: a large dataset is not parsed twice.
     known = latest_spec if latest is not None and context["source"] == latest.source else None
-    validation = _validate(
+    validation = validate_text(
         context["source"],
         request.user,
         suite,
@@ -169,26 +160,11 @@ def _render_editor(
     return render(request, "suites/editor.html", context, status=status)
 
 
-def _launch_panel(request: HttpRequest, spec: SuiteSpec | None, form: LaunchForm) -> dict:
-    """The launch form's model suggestions, and where the chosen model (and the judges) will go."""
-    model = (form["model"].value() or "").strip()
-    declared = (spec.vars or {}) if spec is not None else {}
-    return {
-        "model_choices": model_choices(request.user, spec),
-        "launch_routes": suite_routes(spec, model=model or None) if spec is not None else None,
-        # One field per suite variable: what was sent (after a refused launch), else its default.
-        "launch_vars": [
-            (name, default, request.POST.get(f"{VAR_FIELD}{name}", default or ""))
-            for name, default in declared.items()
-        ],
-    }
-
-
-def _not_saved(exc: SuiteError, previous: SuiteVersion | None = None) -> str:
+def not_saved(exc: SuiteError, previous: SuiteVersion | None = None) -> str:
     count = len(exc.problems)
     kept = f" v{previous.number} is unchanged." if previous is not None else ""
     return f"Not saved: {count} problem{'' if count == 1 else 's'} to fix, nothing was stored.{kept}"
 
 
-def _first_error(form) -> str:
+def first_error(form) -> str:
     return next(f"{name}: {errors[0]}" for name, errors in form.errors.items())

@@ -17,7 +17,7 @@ from engine.text import plural
 
 from .. import display, selectors, services
 from ..models import Suite
-from .editor import _parse, _render_editor
+from .editor import parse_version, render_editor
 
 
 def _files_url(suite: Suite) -> str:
@@ -33,7 +33,7 @@ def attach_files(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     uploads, problems = display.read_uploads(request)
     previous = suite.latest_version
     if not uploads and not problems:
-        return _render_editor(
+        return render_editor(
             request, suite=suite, status=400, files_error="Choose one or more files to attach."
         )
     if not problems:
@@ -43,7 +43,7 @@ def attach_files(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
             problems = exc.problems
     if problems:
         message = f"Not attached: {plural(len(problems), 'problem')}, nothing was stored."
-        return _render_editor(
+        return render_editor(
             request,
             suite=suite,
             status=400,
@@ -75,7 +75,7 @@ def remove_file(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
         )
         return redirect(_files_url(suite))
     if request.POST.get("confirm") != "yes":
-        spec = _parse(latest)
+        spec = parse_version(latest)
         context = {
             "suite": suite,
             "latest": latest,
@@ -88,7 +88,7 @@ def remove_file(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
         version = services.change_files(suite=suite, user=request.user, remove=[name])
     except SuiteError as exc:
         message = f"Not removed: the suite still needs {name}; stop using it in the YAML first."
-        return _render_editor(
+        return render_editor(
             request,
             suite=suite,
             status=400,

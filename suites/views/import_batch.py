@@ -22,9 +22,8 @@ from engine.source import SuiteError
 
 from .. import services
 from ..forms import normalise_newlines
-from . import imports as single
-
-MAX_SUITES = 100
+from . import import_upload
+from .import_upload import carry_limit, convert_upload, read_uploads, render_import
 
 
 def units_of(imported: Imported) -> list[dict]:
@@ -50,8 +49,9 @@ def _carried(request: HttpRequest) -> list[dict]:
     what decides (source, files) is validated again when it is saved."""
     units = []
     posted = request.POST.getlist("suite[]")
-    if len(posted) > MAX_SUITES:
-        raise ImportProblem(f"at most {MAX_SUITES} suites at a time")
+    limit = import_upload.MAX_SUITES
+    if len(posted) > limit:
+        raise ImportProblem(f"at most {limit} suites at a time")
     for raw in posted:
         try:
             data = loads_json(raw)
@@ -79,8 +79,8 @@ def create_all(request: HttpRequest) -> HttpResponse:
     failed = [str(line) for line in request.POST.getlist("failed[]")]
     try:
         if request.FILES.getlist("files"):  # too large to carry: the same files, uploaded again
-            upload = single._read_uploads(request)
-            converted = single._converted(upload, "")
+            upload = read_uploads(request)
+            converted = convert_upload(upload, "")
             if not isinstance(converted, Imported):
                 raise ImportProblem(
                     "these files hold one suite, not the ones shown: choose the same files again"
@@ -89,7 +89,7 @@ def create_all(request: HttpRequest) -> HttpResponse:
         else:
             units = _carried(request)
     except ImportProblem as exc:
-        return single._render(request, {"error": str(exc)}, status=400)
+        return render_import(request, {"error": str(exc)}, status=400)
     if any(unit["needs_files"] for unit in units):
         error = "Nothing was saved: a suite needs files that were not uploaded (listed below); import again with them."
         return render_batch(request, units, failed=failed, error=error, status=400)
@@ -150,8 +150,8 @@ def render_batch(
         "left_out": list(left_out),
         "error": error,
         "refused": list(refused),
-        "carry": size <= single._carry_limit(),
+        "carry": size <= carry_limit(),
         "lost_count": sum(len(item["losses"]) for item in shown),
         "blocked": any(item["needs_files"] or item["problems"] for item in shown),
     }
-    return single._render(request, context, status=status)
+    return render_import(request, context, status=status)

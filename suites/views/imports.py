@@ -12,50 +12,29 @@ suite shows its located problems and nothing is saved.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
 from engine.attached import check_files
 from engine.bounds import loads_json
-from engine.imports import KINDS, Imported, ImportProblem, ImportResult, convert, convert_all, suite_files
-from engine.imports.tree import read_zip
+from engine.imports import KINDS, Imported, ImportProblem, ImportResult
 from engine.source import MAX_SUITE_BYTES, SuiteError, SuiteProblem
 
 from .. import services
 from ..forms import TOO_LARGE, normalise_newlines, oversized
 from . import import_batch as batch
-
-MAX_UPLOADS = 50
-KIND_CHOICES = [
-    ("", "Auto-detect"),
-    ("vibecheck", "vibecheck YAML"),
-    ("letta", "Letta Evals suite.yaml + dataset"),
-    ("agentv", "AgentV eval YAML (tests, or v2 evalcases)"),
-    ("promptfoo", "promptfoo configuration (promptfooconfig.yaml + tests and prompt files)"),
-    ("agtlantis", "agtlantis eval YAML (agent + cases)"),
-    ("calibrate", "calibrate (Bolt Foundry) samples TOML / JSONL or grader decks"),
-]
-TEMPLATE = "suites/import.html"
-
-
-def _carry_limit() -> int:
-    """Bytes of converted files the preview page can carry back in hidden fields: Django refuses request
-    bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (not counting uploaded files)."""
-    limit = getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
-    return 10**12 if limit is None else int(limit * 0.8)
+from .import_upload import PASTED, carry_limit, convert_upload, read_uploads, render_import
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def import_suite(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
-        return _render(request, {})
+        return render_import(request, {})
     if request.POST.get("action") == "create":
         return _create(request)
     if request.POST.get("action") == "create-all":
@@ -68,99 +47,23 @@ def _kind(request: HttpRequest) -> str:
     return kind if kind in KINDS else ""
 
 
-PASTED = "pasted-suite.yaml"  # the name a pasted suite goes by among the files, and its suite name's fallback
-PASTED_TOML = "pasted-samples.toml"  # a pasted calibrate file: TOML tables of samples
-
-
 def _pasted(request: HttpRequest) -> str:
     text = normalise_newlines(request.POST.get("pasted", ""))
     return text if text.strip() else ""
-
-
-@dataclass
-class Upload:
-    files: dict[str, str] = field(default_factory=dict)  # path (a zip's entries keep their folders) -> text
-    zipped: bool = False
-    left_out: list[str] = field(default_factory=list)  # a zip's files not read: binaries, too large
-    hidden: set[str] = field(default_factory=set)  # a zip's files in hidden folders: never a suite
-
-
-def _read_uploads(request: HttpRequest, pasted: str = "") -> Upload:
-    """The uploaded files (a zip's files with their folders), and the pasted suite (if any) as one more."""
-    uploads = request.FILES.getlist("files")
-    if not uploads and not pasted:
-        raise ImportProblem(
-            "paste the suite, or choose its files: the suite file, and its dataset or attachments"
-        )
-    if len(uploads) > MAX_UPLOADS:
-        raise ImportProblem(f"at most {MAX_UPLOADS} files at a time")
-    upload = Upload()
-    total = 0
-    for chosen in uploads:
-        if chosen.name.lower().endswith(".zip"):
-            data = chosen.read(services.MAX_TOTAL_BYTES + 1)
-            if len(data) > services.MAX_TOTAL_BYTES:
-                raise ImportProblem(
-                    f"{chosen.name} is larger than {services.MAX_TOTAL_BYTES // 1_000_000} MB"
-                )
-            tree = read_zip(data, chosen.name)  # bounded by the same total as the files it holds
-            for path, text in tree.files.items():
-                if path in upload.files:
-                    raise ImportProblem(f"{path} was uploaded twice")
-                upload.files[path] = text
-            upload.zipped, upload.left_out = True, upload.left_out + tree.left_out
-            upload.hidden |= tree.hidden
-            continue
-        data = chosen.read(services.MAX_FILE_BYTES + 1)
-        if len(data) > services.MAX_FILE_BYTES:
-            raise ImportProblem(f"{chosen.name} is larger than {services.MAX_FILE_BYTES // 1_000_000} MB")
-        total += len(data)
-        if total > services.MAX_TOTAL_BYTES:
-            raise ImportProblem(f"the files exceed {services.MAX_TOTAL_BYTES // 1_000_000} MB in all")
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            line = data[: exc.start].count(b"\n") + 1
-            raise ImportProblem(
-                f"{chosen.name} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})"
-            ) from None
-        upload.files[chosen.name] = text
-    if pasted:
-        if len(pasted.encode("utf-8")) > MAX_SUITE_BYTES:
-            raise ImportProblem(f"the pasted suite is larger than {MAX_SUITE_BYTES // 1_000_000} MB")
-        # calibrate's samples are TOML, which YAML cannot read: `[[samples]]` on a line of its own says so.
-        toml = any(line.strip() == "[[samples]]" for line in pasted.splitlines())
-        upload.files[PASTED_TOML if toml else PASTED] = pasted
-    return upload
-
-
-def _converted(upload: Upload, kind: str) -> ImportResult | Imported:
-    """One suite as before (a chosen kind, or files holding one suite), else every suite among them: a
-    zip, or several suite files chosen at once. A single suite found in a zip is one suite too."""
-    if kind or (not upload.zipped and len(suite_files(upload.files)) <= 1):
-        return convert(upload.files, kind or None)
-    imported = convert_all(upload.files, upload.hidden)
-    if len(imported.results) > batch.MAX_SUITES:
-        raise ImportProblem(
-            f"{len(imported.results)} suites were found; at most {batch.MAX_SUITES} at a time: zip fewer folders"
-        )
-    if len(imported.results) == 1 and not imported.problems:
-        return imported.results[0]
-    return imported
 
 
 def _convert(request: HttpRequest) -> HttpResponse:
     kind = _kind(request)
     if oversized(request.POST.get("pasted", "")):
         error = f"The pasted suite is larger than {MAX_SUITE_BYTES // 1_000_000} MB; nothing was converted."
-        return _render(request, {"error": error, "kind": kind}, status=400)
+        return render_import(request, {"error": error, "kind": kind}, status=400)
     pasted = _pasted(request)
     try:
-        upload = _read_uploads(request, pasted)
-        result = _converted(upload, kind)
+        upload = read_uploads(request, pasted)
+        result = convert_upload(upload, kind)
     except ImportProblem as exc:
         error = _for_paste(str(exc)) if pasted else str(exc)
-        return _render(request, {"error": error, "kind": kind, "pasted": pasted}, status=400)
+        return render_import(request, {"error": error, "kind": kind, "pasted": pasted}, status=400)
     if isinstance(result, Imported):
         return batch.render_batch(
             request,
@@ -183,12 +86,12 @@ def _for_paste(message: str) -> str:
 def _create(request: HttpRequest) -> HttpResponse:
     kind = _kind(request)
     if oversized(request.POST.get("source", "")) or oversized(request.POST.get("pasted", "")):
-        return _render(request, {"error": f"Not created: {TOO_LARGE}.", "kind": kind}, status=400)
+        return render_import(request, {"error": f"Not created: {TOO_LARGE}.", "kind": kind}, status=400)
     result = _report_from(request.POST.get("report", ""), kind)
     source = normalise_newlines(request.POST.get("source", ""))
     try:
         if request.FILES.getlist("files"):  # too large to carry: the same files, uploaded again
-            converted = _converted(_read_uploads(request, _pasted(request)), kind)
+            converted = convert_upload(read_uploads(request, _pasted(request)), kind)
             if isinstance(converted, Imported):
                 raise ImportProblem("these are not the files of this suite: choose the same files again")
             files = converted.files
@@ -286,7 +189,7 @@ def _render_preview(
         }
     )
     size = sum(len(text.encode("utf-8")) for text in (*files.values(), source, report))
-    carry = carried and size <= _carry_limit()
+    carry = carried and size <= carry_limit()
     if problems is None and not result.needs_files:
         try:
             spec = services.validate_source(source, files=files)
@@ -310,10 +213,4 @@ def _render_preview(
         "line_count": source.count("\n") + 1,
         "pasted": pasted,
     }
-    return _render(request, context, status=status)
-
-
-def _render(request: HttpRequest, context: dict, status: int = 200) -> HttpResponse:
-    context.setdefault("kind", "")
-    context["kind_choices"] = KIND_CHOICES
-    return render(request, TEMPLATE, context, status=status)
+    return render_import(request, context, status=status)

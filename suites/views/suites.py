@@ -9,16 +9,16 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.module_loading import import_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from engine.source import MAX_SUITE_BYTES, SuiteError, SuiteProblem, decode_source
-from runs import selectors as run_selectors
+from engine.suite_diff import diff_suites
 
 from .. import display, selectors, services
 from ..forms import TOO_LARGE, SuiteSourceForm, normalise_newlines, oversized, source_to_show
-from ..models import Suite
-from .editor import RECENT_RUNS, Validation, _first_error, _not_saved, _parse, _render_editor, _validate
-from .launch import _launch_saved
+from ..models import Suite, SuiteVersion
+from .editor import Validation, first_error, not_saved, parse_version, render_editor, validate_text
 
 DEMO_SUITE = settings.BASE_DIR / "examples" / "demo-mock.yaml"
 STARTER_SUITE = """\
@@ -39,11 +39,16 @@ evals:
 """
 
 
+def _launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> HttpResponse:
+    """Save & run: hand the version just saved to what settings name to launch it (runs does)."""
+    return import_string(settings.EVALSITE_SAVE_AND_RUN)(request, suite, version)
+
+
 @login_required
 @require_GET
 def suite_list(request: HttpRequest) -> HttpResponse:
-    suites = run_selectors.with_last_run(selectors.suites_for(request.user), request.user)
-    suites = suites.order_by("-updated_at")  # Meta.ordering is dropped from GROUP BY queries
+    # Meta.ordering is dropped from GROUP BY queries. The page adds each suite's last run (runs' template tag).
+    suites = selectors.suites_for(request.user).order_by("-updated_at")
     return render(request, "suites/list.html", {"suites": suites})
 
 
@@ -53,22 +58,22 @@ def new(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         start = request.GET.get("start")
         source = DEMO_SUITE.read_text() if start == "demo" else STARTER_SUITE if start == "starter" else ""
-        return _render_editor(request, source=source)
+        return render_editor(request, source=source)
     form = SuiteSourceForm(request.POST)
     uploads, file_problems = display.read_uploads(request)
     if not form.is_valid():
         source = source_to_show(request.POST.get("source", ""))
-        return _render_editor(request, source=source, status=400, error=_first_error(form), uploads=uploads)
+        return render_editor(request, source=source, status=400, error=first_error(form), uploads=uploads)
     source, note = form.cleaned_data["source"], form.cleaned_data["note"]
     again = dict(source=source, note=note, status=400, uploads=uploads, file_problems=file_problems)
     if file_problems:
-        return _render_editor(request, error=_not_saved(SuiteError(file_problems)), **again)
+        return render_editor(request, error=not_saved(SuiteError(file_problems)), **again)
     try:
         suite = services.create_suite(owner=request.user, source=source, note=note, files=uploads)
     except SuiteError as exc:
-        return _render_editor(request, error=_not_saved(exc), **again)
+        return render_editor(request, error=not_saved(exc), **again)
     except ValueError as exc:
-        return _render_editor(request, error=str(exc), **again)
+        return render_editor(request, error=str(exc), **again)
     version = suite.latest_version
     messages.success(request, f"Created “{suite.name}” — v{version.number} saved.")
     if request.POST.get("action") == "launch":
@@ -85,8 +90,8 @@ def detail(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     restored = request.GET.get("from_version", "")
     if restored.isdigit():
         version = selectors.get_version_for_user(request.user, public_id, int(restored))
-        return _render_editor(request, suite=suite, source=version.source, restored_from=version)
-    return _render_editor(request, suite=suite)
+        return render_editor(request, suite=suite, source=version.source, restored_from=version)
+    return render_editor(request, suite=suite)
 
 
 def _save(request: HttpRequest, suite: Suite) -> HttpResponse:
@@ -95,12 +100,12 @@ def _save(request: HttpRequest, suite: Suite) -> HttpResponse:
     base_version = int(base) if base.isdigit() else None
     if not form.is_valid():
         source = source_to_show(request.POST.get("source", ""))
-        return _render_editor(
+        return render_editor(
             request,
             suite=suite,
             source=source,
             status=400,
-            error=_first_error(form),
+            error=first_error(form),
             base_version=base_version,
         )
     source, note = form.cleaned_data["source"], form.cleaned_data["note"]
@@ -108,13 +113,13 @@ def _save(request: HttpRequest, suite: Suite) -> HttpResponse:
     try:
         version = services.save_version(suite=suite, source=source, user=request.user, note=note)
     except SuiteError as exc:
-        return _render_editor(
+        return render_editor(
             request,
             suite=suite,
             source=source,
             note=note,
             status=400,
-            error=_not_saved(exc, previous),
+            error=not_saved(exc, previous),
             base_version=base_version,
         )
     if previous is not None and version.pk == previous.pk:
@@ -142,12 +147,11 @@ def version(request: HttpRequest, public_id: uuid.UUID, number: int) -> HttpResp
         "suite": suite,
         "version": version,
         "lines": version.source.split("\n"),
-        "spec": _parse(version),
+        "spec": parse_version(version),
         "files": list(version.files.values("name", "size")),
         "latest_number": max(numbers),
         "previous_number": max((n for n in numbers if n < number), default=None),
         "next_number": min((n for n in numbers if n > number), default=None),
-        "runs": run_selectors.recent_runs(request.user, RECENT_RUNS, suite_version=version),
     }
     return render(request, "suites/version.html", context)
 
@@ -157,8 +161,6 @@ def version(request: HttpRequest, public_id: uuid.UUID, number: int) -> HttpResp
 def version_diff(request: HttpRequest, public_id: uuid.UUID, number: int, other: int) -> HttpResponse:
     """Version `other` (older) against `number` (newer): the YAML diff, and the evals added, removed and
     changed. `?to=N` picks another version from the page's menu."""
-    from engine.suite_diff import diff_suites
-
     if "older" in request.GET or "newer" in request.GET:  # the page's version menus
         try:
             picked = int(request.GET.get("newer", number)), int(request.GET.get("older", other))
@@ -167,7 +169,7 @@ def version_diff(request: HttpRequest, public_id: uuid.UUID, number: int, other:
         return redirect("suites:version_diff", public_id, max(picked), min(picked))
     newer = selectors.get_version_for_user(request.user, public_id, number)
     older = selectors.get_version_for_user(request.user, public_id, other)
-    diff = diff_suites(older.source, newer.source, _parse(older), _parse(newer))
+    diff = diff_suites(older.source, newer.source, parse_version(older), parse_version(newer))
     numbers = list(newer.suite.versions.order_by("-number").values_list("number", flat=True))
     context = {
         "suite": newer.suite,
@@ -197,15 +199,15 @@ def validate(request: HttpRequest) -> HttpResponse:
     source = request.POST.get("source", "")
     if oversized(source):
         validation = Validation(problems=[SuiteProblem(0, 0, "", TOO_LARGE)])
-        return render(request, "suites/editor.html#problems", {"validation": validation, "suite": suite})
+        return render(request, "suites/_problems.html", {"validation": validation, "suite": suite})
     source = normalise_newlines(source)
     if suite is not None:
         latest = suite.latest_version
         files, file_problems = (latest.file_map() if latest else {}), []
     else:  # a new suite: the files chosen in its form come along with every check
         files, file_problems = display.read_uploads(request)
-    validation = _validate(source, request.user, suite, files, file_problems=file_problems)
-    return render(request, "suites/editor.html#problems", {"validation": validation, "suite": suite})
+    validation = validate_text(source, request.user, suite, files, file_problems=file_problems)
+    return render(request, "suites/_problems.html", {"validation": validation, "suite": suite})
 
 
 @login_required
@@ -213,18 +215,18 @@ def validate(request: HttpRequest) -> HttpResponse:
 def upload(request: HttpRequest) -> HttpResponse:
     """Save a .yaml file from disk, as a new suite or (with `suite`) a new version of one.
 
-    The bytes are checked first (1 MB, UTF-8, naming the bad byte); the text then takes the same path as
+    The bytes are checked first (the size limit, UTF-8, naming the bad byte); the text then takes the same path as
     typed text, so a broken file is shown in the editor with its located problems and nothing is saved.
     """
     suite = _posted_suite(request)
     uploaded = request.FILES.get("file")
     if uploaded is None:
-        return _render_editor(request, suite=suite, status=400, error="Choose a .yaml file to upload.")
+        return render_editor(request, suite=suite, status=400, error="Choose a .yaml file to upload.")
     try:
         source = normalise_newlines(decode_source(uploaded.read(MAX_SUITE_BYTES + 1)))
     except SuiteError as exc:
         problems = "; ".join(str(problem) for problem in exc.problems)
-        return _render_editor(
+        return render_editor(
             request, suite=suite, status=400, error=f"Not saved: {uploaded.name}: {problems}"
         )
     note = f"uploaded {uploaded.name}"[:200]
@@ -234,8 +236,8 @@ def upload(request: HttpRequest) -> HttpResponse:
         else:
             services.save_version(suite=suite, source=source, user=request.user, note=note)
     except SuiteError as exc:
-        return _render_editor(request, suite=suite, source=source, status=400, error=_not_saved(exc))
+        return render_editor(request, suite=suite, source=source, status=400, error=not_saved(exc))
     except ValueError as exc:
-        return _render_editor(request, source=source, status=400, error=str(exc))
+        return render_editor(request, source=source, status=400, error=str(exc))
     messages.success(request, f"Saved {uploaded.name} as v{suite.latest_version.number} of “{suite.name}”.")
     return redirect("suites:detail", public_id=suite.public_id)

@@ -13,8 +13,9 @@ import pytest
 from django.core import serializers
 from django.urls import reverse
 
+from endpoints.models import Endpoint
 from runs import services
-from runs.models import Conversation, Endpoint, Status, Turn
+from runs.models import Conversation, Status, Turn
 from suites.services import create_suite
 from tests.e2e.conftest import wait_for_run
 from tests.factories import body

@@ -12,8 +12,9 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from endpoints.models import Endpoint
 from runs import services
-from runs.models import Endpoint, Status, Turn
+from runs.models import Status, Turn
 from suites.services import create_suite
 from tests.conftest import FAKE_KEY_ENV
 from tests.e2e.conftest import wait_for_run

@@ -13,8 +13,9 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from endpoints.models import Endpoint
 from runs import services
-from runs.models import Endpoint, Status
+from runs.models import Status
 from suites.services import create_suite
 from tests.conftest import FAKE_KEY_ENV
 

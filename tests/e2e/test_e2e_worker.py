@@ -10,8 +10,9 @@ import time
 
 import pytest
 
+from endpoints.models import Endpoint
 from runs import services
-from runs.models import Conversation, Endpoint, Status, Turn
+from runs.models import Conversation, Status, Turn
 from tests.e2e.conftest import wait_for_run
 from tests.factories import launch
 

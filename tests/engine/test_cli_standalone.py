@@ -204,7 +204,7 @@ def test_named_endpoint_is_read_from_the_set_up_database(set_up_clone, tmp_path)
         fake.script("What is 15 * 7?", ["105"])
         fake.script("What is 2 + 2?", ["4"])
         create = (
-            "from runs.models import Endpoint; Endpoint.objects.create(name='fake', "
+            "from endpoints.models import Endpoint; Endpoint.objects.create(name='fake', "
             f"base_url='{fake.base_url}', api_key_env='STANDALONE_FAKE_KEY')"
         )
         added = in_clone(set_up_clone, f'EVALSITE_DEV=1 .venv/bin/python manage.py shell -c "{create}"')
@@ -240,7 +240,7 @@ def test_unmigrated_database_is_not_read_and_not_an_error(bare_clone, tmp_path):
 def test_installed_package_works_from_any_folder(tmp_path):
     """As after a non-editable `pip install`: only the packages, no manage.py, run from another folder."""
     site = tmp_path / "site-packages"
-    for package in ("evalsite", "engine", "runs", "suites"):
+    for package in ("evalsite", "engine", "endpoints", "runs", "suites"):
         shutil.copytree(ROOT / package, site / package, ignore=shutil.ignore_patterns("__pycache__"))
     work = tmp_path / "ci"
     (work / "suites").mkdir(parents=True)
@@ -253,7 +253,13 @@ def test_installed_package_works_from_any_folder(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Overall: ✅ PASS (passed)" in result.stdout
     assert json.loads((work / "out.json").read_text())["status"] == "passed"
-    assert sorted(path.name for path in site.iterdir()) == ["engine", "evalsite", "runs", "suites"]
+    assert sorted(path.name for path in site.iterdir()) == [
+        "endpoints",
+        "engine",
+        "evalsite",
+        "runs",
+        "suites",
+    ]
     assert sorted(path.name for path in work.iterdir()) == ["out.json", "suites"]
 
 

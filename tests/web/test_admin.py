@@ -9,7 +9,8 @@ from django.forms.models import model_to_dict
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
-from runs.models import Conversation, Endpoint, Run, Status, Turn
+from endpoints.models import Endpoint
+from runs.models import Conversation, Run, Status, Turn
 from runs.services import create_run, create_share_link, save_label
 from runs.worker.claims import heartbeat
 from runs.worker.pump import execute
@@ -153,7 +154,7 @@ def test_versions_cannot_be_edited(admin_client):
 
 def test_endpoint_stores_the_key_variable_name_not_a_key(admin_client):
     response = admin_client.post(
-        reverse("admin:runs_endpoint_add"),
+        reverse("admin:endpoints_endpoint_add"),
         {"name": "router", "base_url": "https://openrouter.ai/api/v1", "api_key_env": "OPENROUTER_API_KEY",
          "max_concurrency": 5, "price_input": "0.15", "price_output": "0.60", "timeout": 30},
     )  # fmt: skip
@@ -162,7 +163,7 @@ def test_endpoint_stores_the_key_variable_name_not_a_key(admin_client):
     assert endpoint.to_config().api_key_env == "OPENROUTER_API_KEY"
     assert "api_key" not in {field.name for field in Endpoint._meta.fields}
     reserved = admin_client.post(
-        reverse("admin:runs_endpoint_add"),
+        reverse("admin:endpoints_endpoint_add"),
         {"name": "mock", "base_url": "https://x.test/v1", "api_key_env": "K", "max_concurrency": 1,
          "price_input": "0", "price_output": "0", "timeout": 30},
     )  # fmt: skip
@@ -171,7 +172,7 @@ def test_endpoint_stores_the_key_variable_name_not_a_key(admin_client):
 
 def test_an_endpoint_url_typed_without_a_scheme_means_https(admin_client):
     response = admin_client.post(
-        reverse("admin:runs_endpoint_add"),
+        reverse("admin:endpoints_endpoint_add"),
         {"name": "router", "base_url": "openrouter.ai/api/v1", "api_key_env": "OPENROUTER_API_KEY",
          "max_concurrency": 5, "price_input": "0", "price_output": "0", "timeout": 30},
     )  # fmt: skip

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from endpoints.models import Endpoint
 from runs import services
-from runs.models import Conversation, Endpoint, Status
+from runs.models import Conversation, Status
 from runs.worker import scheduling
 from suites.services import create_suite
 

@@ -14,10 +14,11 @@ import socket
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
+from endpoints.models import Endpoint
 from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
 from engine.endpoint_checks import locator, routes, warnings
 from engine.loader import load_suite
-from runs.models import Endpoint, Run
+from runs.models import Run
 from suites import services
 from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
 
@@ -203,11 +204,11 @@ def test_the_api_validate_reports_routes_and_warnings(logged_in, fake_endpoint, 
 
 def test_connection(admin_client, endpoint: Endpoint) -> list[tuple[str, str]]:
     response = admin_client.post(
-        reverse("admin:runs_endpoint_changelist"),
+        reverse("admin:endpoints_endpoint_changelist"),
         {"action": "test_connection", "_selected_action": [endpoint.pk]},
         follow=True,
     )
-    assert response.redirect_chain[-1] == (reverse("admin:runs_endpoint_changelist"), 302)
+    assert response.redirect_chain[-1] == (reverse("admin:endpoints_endpoint_changelist"), 302)
     return [(message.level_tag, str(message)) for message in response.context["messages"]]
 
 
@@ -261,9 +262,9 @@ def test_without_models_it_tries_a_one_token_completion(admin_client, user, fake
 
 
 def test_the_change_page_has_a_test_connection_button(admin_client, fake_endpoint):
-    url = reverse("admin:runs_endpoint_change", args=[fake_endpoint.pk])
+    url = reverse("admin:endpoints_endpoint_change", args=[fake_endpoint.pk])
     page = admin_client.get(url).content.decode()
-    button = reverse("admin:runs_endpoint_test_connection", args=[fake_endpoint.pk])
+    button = reverse("admin:endpoints_endpoint_test_connection", args=[fake_endpoint.pk])
     assert f'action="{button}"' in page and "Test connection" in page
     assert admin_client.get(button).status_code == 405  # it makes a request out: POST only, with CSRF
     response = admin_client.post(button, follow=True)
@@ -273,12 +274,12 @@ def test_the_change_page_has_a_test_connection_button(admin_client, fake_endpoin
 
 def test_an_endpoint_that_needs_no_key_is_added_without_a_variable(admin_client, fake_openai):
     response = admin_client.post(
-        reverse("admin:runs_endpoint_add"),
+        reverse("admin:endpoints_endpoint_add"),
         {"name": "local", "base_url": fake_openai.base_url, "api_key_env": "", "max_concurrency": 2,
          "price_input": "0", "price_output": "0", "timeout": 5},
     )  # fmt: skip
     assert response.status_code == 302
     suite = load_suite(TYPO.replace("faek/", "local/"))
-    from runs.endpoint_checks import suite_routes
+    from endpoints.routes import suite_routes
 
     assert not suite_routes(suite).warnings  # no key variable, so no key to miss

@@ -14,8 +14,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from endpoints.models import Endpoint
 from runs import services
-from runs.models import Conversation, Endpoint, Status, Worker
+from runs.models import Conversation, Status, Worker
 from runs.worker import pump, recovery, scheduling
 from runs.worker.claims import heartbeat
 from suites.services import create_suite

@@ -168,9 +168,9 @@ def test_a_calibrate_file_in_a_zip_becomes_a_calibration_set_with_the_others(log
 
 
 def test_more_suites_than_a_page_saves_at_once_are_refused_whole(logged_in, monkeypatch):
-    from suites.views import import_batch
+    from suites.views import import_upload
 
-    monkeypatch.setattr(import_batch, "MAX_SUITES", 2)
+    monkeypatch.setattr(import_upload, "MAX_SUITES", 2)
     files = {f"s{n}.yaml": BAD_VIBECHECK.encode() for n in range(3)}
     response = logged_in.post(URL, {"files": [SimpleUploadedFile("p.zip", zipped(files))]})
     assert (

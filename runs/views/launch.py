@@ -1,4 +1,5 @@
-"""Launching a run from the editor's launch panel, and the panel's "model → endpoint" line as you choose."""
+"""Launching a run from a suite's pages: the launch panel's form, Save & run, and the panel's
+"model → endpoint" line as you choose. The URLs sit under the suite's (evalsite.urls adds them there)."""
 
 from __future__ import annotations
 
@@ -10,26 +11,26 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from endpoints.routes import suite_routes
 from engine.source import SuiteError
-from runs.endpoint_checks import suite_routes
-from runs.services import LaunchError, create_run
+from suites import selectors as suite_selectors
+from suites.models import Suite, SuiteVersion
+from suites.views.editor import parse_version, render_editor
 
-from .. import selectors
-from ..forms import LaunchForm, launch_vars
-from ..models import Suite, SuiteVersion
-from .editor import _parse, _render_editor
+from ..launching import LaunchForm, launch_vars
+from ..services import LaunchError, create_run
 
 
 def _warn_launched(request: HttpRequest, version: SuiteVersion, model: str | None) -> None:
     """What looked likely to fail in the run just launched, on the run page."""
-    spec = _parse(version)
+    spec = parse_version(version)
     if spec is not None:
         for warning in suite_routes(spec, model=model).warnings:
             messages.warning(request, f"{warning.path}: {warning.message}")
 
 
-def _launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> HttpResponse:
-    """Save & run: launch what was just saved, on the suite's own model."""
+def launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> HttpResponse:
+    """Save & run (settings.EVALSITE_SAVE_AND_RUN): launch what was just saved, on the suite's own model."""
     try:
         run = create_run(version=version, user=request.user)
     except (LaunchError, SuiteError) as exc:
@@ -42,12 +43,12 @@ def _launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> 
 @login_required
 @require_POST
 def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
-    suite = selectors.get_suite_for_user(request.user, public_id)
+    suite = suite_selectors.get_suite_for_user(request.user, public_id)
     numbers = list(suite.versions.order_by("-number").values_list("number", flat=True))
     form = LaunchForm(request.POST, versions=numbers)
     error = None
     if form.is_valid():
-        version = selectors.get_version_for_user(
+        version = suite_selectors.get_version_for_user(
             request.user, public_id, form.cleaned_data["version"] or numbers[0]
         )
         try:
@@ -65,20 +66,21 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
         else:
             _warn_launched(request, version, form.cleaned_data["model"] or None)
             return redirect("runs:detail", run_id=run.pk)
-    return _render_editor(request, suite=suite, status=400, launch_form=form, launch_error=error)
+    launch_context = {"launch_form": form, "launch_error": error}
+    return render_editor(request, suite=suite, status=400, extra_context=launch_context)
 
 
 @login_required
 @require_GET
 def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """The launch panel's "model → endpoint" line, for the model and version chosen so far."""
-    suite = selectors.get_suite_for_user(request.user, public_id)
+    suite = suite_selectors.get_suite_for_user(request.user, public_id)
     numbers = list(suite.versions.order_by("-number").values_list("number", flat=True))
     if not numbers:
         raise Http404("no version to launch")
     form = LaunchForm(request.GET, versions=numbers)
     chosen = form.cleaned_data.get("version") if form.is_valid() else None
-    spec = _parse(selectors.get_version_for_user(request.user, public_id, chosen or numbers[0]))
+    spec = parse_version(suite_selectors.get_version_for_user(request.user, public_id, chosen or numbers[0]))
     model = (request.GET.get("model") or "").strip()
     routes = suite_routes(spec, model=model or None) if spec is not None else None
-    return render(request, "suites/editor.html#launch-routes", {"launch_routes": routes, "suite": suite})
+    return render(request, "suites/_launch_routes.html", {"launch_routes": routes, "suite": suite})

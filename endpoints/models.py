@@ -1,0 +1,92 @@
+"""The model endpoints the admin defines; `name/model` in a suite picks one. Suites and runs both read them."""
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+
+from engine.clients import EndpointConfig
+
+
+class Endpoint(models.Model):
+    """A named OpenAI-compatible endpoint. `name/model` in a suite picks it."""
+
+    name = models.SlugField(
+        max_length=50,
+        unique=True,
+        help_text='Used as the prefix in model references: "name/model-id". "mock" and "default" are reserved.',
+    )
+    base_url = models.URLField(max_length=500, help_text="e.g. https://openrouter.ai/api/v1")
+    api_key_env = models.CharField(
+        "API key variable",
+        max_length=100,
+        default="OPENAI_API_KEY",
+        blank=True,
+        validators=[
+            RegexValidator(r"^[A-Z_][A-Z0-9_]*$", "An environment variable name, e.g. OPENROUTER_API_KEY")
+        ],
+        help_text="The NAME of the environment variable holding the key (empty for an endpoint that needs none, "
+        "e.g. a local server). Keys never live in the database.",
+    )
+    max_concurrency = models.PositiveIntegerField(
+        default=10,
+        validators=[MinValueValidator(1)],
+        help_text="Conversations in flight at once, across runs.",
+    )
+    price_input = models.DecimalField(
+        "input price", max_digits=10, decimal_places=4, default=0, help_text="USD per million prompt tokens"
+    )
+    price_output = models.DecimalField(
+        "output price",
+        max_digits=10,
+        decimal_places=4,
+        default=0,
+        help_text="USD per million completion tokens",
+    )
+    timeout = models.FloatField(
+        default=60.0,
+        validators=[MinValueValidator(0.1), MaxValueValidator(3600)],
+        help_text="Seconds one request may take before it is abandoned and retried (within its retry budget). "
+        "A suite's request_timeout, and `evalsite run --timeout`, override it for their runs.",
+    )
+    string_only = models.BooleanField(
+        default=False,
+        help_text="Send the conversation as one [Role]: transcript string instead of a messages array.",
+    )
+    retry_seconds = models.FloatField(
+        "retry for",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="Seconds one model call keeps retrying rate limits, 5xx answers, timeouts and dropped "
+        "connections, waits included, before its conversation errors. Empty: EVALSITE_RETRY_SECONDS "
+        "(300 unless set).",
+    )
+
+    class Meta:
+        db_table = "runs_endpoint"  # existing databases hold the rows in this table
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(name__in=["mock", "default"]), name="endpoint_name_not_reserved"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def to_config(self) -> EndpointConfig:
+        return EndpointConfig(
+            name=self.name,
+            base_url=self.base_url,
+            api_key_env=self.api_key_env,
+            max_concurrency=self.max_concurrency,
+            price_input=float(self.price_input),
+            price_output=float(self.price_output),
+            timeout=self.timeout,
+            retry_seconds=settings.EVALSITE_RETRY_SECONDS
+            if self.retry_seconds is None
+            else self.retry_seconds,
+            retry_max_wait=settings.EVALSITE_RETRY_MAX_WAIT,
+            max_retries=settings.EVALSITE_MAX_RETRIES,
+            string_only=self.string_only,
+        )

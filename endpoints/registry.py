@@ -1,0 +1,39 @@
+"""The endpoints the engine can call: the default one from settings, and the named ones the admin defines."""
+
+from django.conf import settings
+
+from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
+from engine.retries import LOCAL_PAUSES, PauseBoard
+
+from .models import Endpoint
+
+
+def default_endpoint() -> EndpointConfig:
+    return EndpointConfig(
+        name=DEFAULT,
+        base_url=settings.OPENAI_BASE_URL,
+        api_key_env="OPENAI_API_KEY",
+        max_concurrency=settings.EVALSITE_DEFAULT_CONCURRENCY,
+        price_input=settings.EVALSITE_DEFAULT_PRICE_INPUT,
+        price_output=settings.EVALSITE_DEFAULT_PRICE_OUTPUT,
+        timeout=settings.EVALSITE_REQUEST_TIMEOUT,
+        retry_seconds=settings.EVALSITE_RETRY_SECONDS,
+        retry_max_wait=settings.EVALSITE_RETRY_MAX_WAIT,
+        max_retries=settings.EVALSITE_MAX_RETRIES,
+    )
+
+
+def named_endpoints() -> tuple[EndpointConfig, ...]:
+    return tuple(endpoint.to_config() for endpoint in Endpoint.objects.order_by("id"))
+
+
+def assemble(
+    default: EndpointConfig, named: tuple[EndpointConfig, ...], pauses: PauseBoard = LOCAL_PAUSES
+) -> EndpointRegistry:
+    """A registry of these endpoints whose clients share `pauses`."""
+    return EndpointRegistry(default=default, named={config.name: config for config in named}, pauses=pauses)
+
+
+def current_registry() -> EndpointRegistry:
+    """The registry as defined now, for checking where a suite's models go (it makes no calls)."""
+    return assemble(default_endpoint(), named_endpoints())

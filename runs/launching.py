@@ -1,0 +1,76 @@
+"""The launch panel of a suite's editor: its form, the models it suggests, and where the chosen one goes."""
+
+from __future__ import annotations
+
+from django import forms
+from django.http import HttpRequest
+
+from endpoints.models import Endpoint
+from endpoints.routes import suite_routes
+from engine.clients import MOCK
+from engine.schema import Suite as SuiteSpec
+
+from . import selectors
+from .services import MAX_CONCURRENCY
+
+RECENT_RUNS_READ = 200
+MODELS_PER_ENDPOINT = 5
+# The launch form's field for the suite variable NAME is `var-NAME` (engine.suitevars).
+VAR_FIELD = "var-"
+
+
+def launch_vars(data) -> dict[str, str]:
+    """The suite variables a launch form gave: a field left blank gives none (the default applies, and a
+    variable without one is refused, named)."""
+    return {
+        key.removeprefix(VAR_FIELD): value
+        for key, value in data.items()
+        if key.startswith(VAR_FIELD) and value.strip()
+    }
+
+
+class LaunchForm(forms.Form):
+    model = forms.CharField(max_length=200, required=False, strip=True)
+    concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=10)
+    version = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+
+    def __init__(self, *args, versions: list[int] | tuple[int, ...] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["version"].choices = [(number, f"v{number}") for number in versions]
+
+
+def model_choices(user, spec: SuiteSpec | None) -> list[tuple[str, str]]:
+    """What the launch form's model field suggests, as (value, label): the mock, the suite's model, each
+    named endpoint as `name/` with the models the user's recent runs used on it, and the default endpoint's."""
+    recent = selectors.recent_models(user, RECENT_RUNS_READ)
+    used: dict[str, list[str]] = {}
+    for endpoint_name, model in recent:
+        models = used.setdefault(endpoint_name, [])
+        if model not in models and len(models) < MODELS_PER_ENDPOINT:
+            models.append(model)
+    choices: dict[str, str] = {MOCK: "built-in mock: offline, free"}
+    if spec is not None and spec.model:
+        choices.setdefault(spec.model, "the suite's model")
+    for endpoint in Endpoint.objects.order_by("name"):
+        choices.setdefault(f"{endpoint.name}/", f"{endpoint.base_url} — type the model id after the /")
+        for model in used.get(endpoint.name, []):
+            choices.setdefault(model, f"used on {endpoint.name}")
+    for endpoint_name, models in used.items():
+        for model in models:
+            choices.setdefault(model, f"used on {endpoint_name}")
+    return list(choices.items())
+
+
+def panel(request: HttpRequest, spec: SuiteSpec | None, form: LaunchForm) -> dict:
+    """The launch form's model suggestions, and where the chosen model (and the judges) will go."""
+    model = (form["model"].value() or "").strip()
+    declared = (spec.vars or {}) if spec is not None else {}
+    return {
+        "model_choices": model_choices(request.user, spec),
+        "launch_routes": suite_routes(spec, model=model or None) if spec is not None else None,
+        # One field per suite variable: what was sent (after a refused launch), else its default.
+        "launch_vars": [
+            (name, default, request.POST.get(f"{VAR_FIELD}{name}", default or ""))
+            for name, default in declared.items()
+        ],
+    }
