@@ -11,7 +11,8 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from engine.text import plural
 
-from .common import PASSED, UserError, setup_django
+from .common import PASSED, UserError
+from .database import setup_django
 
 
 def add_token_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,11 +20,11 @@ from .common import (
     InvalidSuite,
     UserError,
     check_writable,
-    endpoint_registry,
     load_calibration_file,
     positive_int,
     problem_line,
 )
+from .database import endpoint_registry
 
 
 def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,16 +10,11 @@ import os
 import sys
 from pathlib import Path
 
-import django
-from django.core.exceptions import ImproperlyConfigured
-
 from engine.attached import megabytes, read_limited, read_suite_files
 from engine.calibration import LoadedSet, load_calibration
-from engine.clients import EndpointRegistry
 from engine.loader import file_references, is_calibration, load_suite
 from engine.schema import Suite
 from engine.source import MAX_SUITE_BYTES, SuiteError, parse_yaml
-from evalsite import terminal
 
 PASSED, FAILED, INVALID, BROKEN = 0, 1, 2, 3
 
@@ -154,25 +149,3 @@ def check_writable(path: Path, option: str = "--json") -> None:
         raise UserError(f"{option} {path}: there is no folder {folder}; create it or write elsewhere")
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UserError(f"{option} {path}: cannot write there (permission denied); write elsewhere")
-
-
-# --- endpoints ---------------------------------------------------------------------------------------------
-
-
-def setup_django() -> None:
-    """Django in terminal mode (evalsite/terminal.py): no SECRET_KEY needed, nothing created."""
-    terminal.active = True
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
-    try:
-        django.setup()
-    except ImproperlyConfigured as exc:
-        raise UserError(f"settings: {exc}") from None
-
-
-def endpoint_registry() -> tuple[EndpointRegistry, str | None]:
-    """The endpoints as the workers see them, and why the named ones could not be read (None if they were)."""
-    setup_django()
-    # Imported once Django is set up: the CLI runs suites without Django configured.
-    from runs.endpoints import terminal_registry
-
-    return terminal_registry()

@@ -41,22 +41,6 @@ GENERIC_STEMS = frozenset(
 )
 DEFAULT_OUT = Path("imported")
 
-IMPORT_EXIT_CODES = """\
-Give files or folders: every suite among them is found (folders are searched through, leaving out .git,
-node_modules, caches, hidden files and binaries; hidden folders are read only for files a suite names),
-and each file a suite refers to is read from where its tool reads it, from the suite file's folder. Each suite is written into --out DIR (default: imported/): as
-DIR/NAME.yaml, or DIR/NAME/NAME.yaml with its attached files beside it. One suite and --out NAME.yaml
-writes that file. Losses (a check, a grader or a user turn that could not be carried) are listed on
-stderr as file:line key: message.
-
-exit codes:
-  0  converted: every suite was written, is valid, and lost nothing that graded or drove it
-  1  written, but something is to see to: a suite lost a check, grader or user turn (listed on stderr),
-     a file it refers to was not given ("Files it needs"), it is not valid yet (problems listed), or
-     another suite file among them could not be converted ("not imported" on stderr)
-  2  nothing was written: no suite could be converted (the same message as the Import page),
-     a file cannot be read, or --out would overwrite a file (pass --force)"""
-
 
 def add_import_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

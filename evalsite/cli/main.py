@@ -12,8 +12,8 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 
-from . import api_tokens, calibrate, importing, run, validate
 from .common import BROKEN, UserError
 
 ABOUT = """\
@@ -26,11 +26,23 @@ OPENAI_API_KEY) always work; named endpoints (`name/model`) are read from the da
 
 @dataclass(frozen=True)
 class Command:
+    """One command, its module loaded by name when it runs (as Django loads management commands): `validate`
+    then never pays for the model clients that `run` needs."""
+
     name: str
     help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    handle: Callable[[argparse.Namespace], int]
+    module: str  # under evalsite.cli
+    add_arguments_name: str
+    handle_name: str
     epilog: str = ""
+
+    @property
+    def add_arguments(self) -> Callable[[argparse.ArgumentParser], None]:
+        return getattr(import_module(f"evalsite.cli.{self.module}"), self.add_arguments_name)
+
+    @property
+    def handle(self) -> Callable[[argparse.Namespace], int]:
+        return getattr(import_module(f"evalsite.cli.{self.module}"), self.handle_name)
 
     @property
     def description(self) -> str:
@@ -78,21 +90,52 @@ def execute(args: argparse.Namespace, prog: str) -> int:
         return BROKEN
 
 
+RUN_EXIT_CODES = """\
+exit codes:
+    0  the run passed: every eval passed (with gates: every gate held)
+    1  the run did not pass: an eval failed, or a gate did
+    2  nothing was run: the suite is invalid or cannot be read, or the command is wrong
+       (a bad --model, a --json path that cannot be written)
+    3  the endpoint or the machine failed: a conversation ended in an endpoint error
+       (unreachable, HTTP 401, every retry spent), or evalsite crashed
+  130  interrupted (Ctrl-C)
+
+When some evals fail and others end in an endpoint error, the exit code is 3: the run's result
+is unknown until the endpoint works (the run's status is `error`, as in the web app)."""
+
+IMPORT_EXIT_CODES = """\
+Give files or folders: every suite among them is found (folders are searched through, leaving out .git,
+node_modules, caches, hidden files and binaries; hidden folders are read only for files a suite names),
+and each file a suite refers to is read from where its tool reads it, from the suite file's folder. Each suite is written into --out DIR (default: imported/): as
+DIR/NAME.yaml, or DIR/NAME/NAME.yaml with its attached files beside it. One suite and --out NAME.yaml
+writes that file. Losses (a check, a grader or a user turn that could not be carried) are listed on
+stderr as file:line key: message.
+
+exit codes:
+  0  converted: every suite was written, is valid, and lost nothing that graded or drove it
+  1  written, but something is to see to: a suite lost a check, grader or user turn (listed on stderr),
+     a file it refers to was not given ("Files it needs"), it is not valid yet (problems listed), or
+     another suite file among them could not be converted ("not imported" on stderr)
+  2  nothing was written: no suite could be converted (the same message as the Import page),
+     a file cannot be read, or --out would overwrite a file (pass --force)"""
+
 COMMANDS = {
     command.name: command
     for command in (
         Command(
             "run",
             "run a suite and print the per-turn report",
-            run.add_run_arguments,
-            run.run,
-            run.EXIT_CODES,
+            "run",
+            "add_run_arguments",
+            "run",
+            RUN_EXIT_CODES,
         ),
         Command(
             "calibrate",
             "judge a calibration set's samples and print how far the judge agrees with the labels",
-            calibrate.add_calibrate_arguments,
-            calibrate.calibrate,
+            "calibrate",
+            "add_calibrate_arguments",
+            "calibrate",
             "exit codes:\n  0  every judge met the set's gates (min_agreement, min_kappa), or it has none\n"
             "  1  a judge missed a gate\n  2  the set is invalid or cannot be read\n"
             "  3  the endpoint failed: no judgement got a score",
@@ -101,22 +144,25 @@ COMMANDS = {
             "import",
             "convert another tool's suites (vibecheck, Letta Evals, AgentV, promptfoo, agtlantis, calibrate "
             "(Bolt Foundry)), every one found in the files or folders given, to evalsite suites",
-            importing.add_import_arguments,
-            importing.import_files,
-            importing.IMPORT_EXIT_CODES,
+            "importing",
+            "add_import_arguments",
+            "import_files",
+            IMPORT_EXIT_CODES,
         ),
         Command(
             "token",
             "make, list or revoke a user's API tokens (for CI) on the server's database",
-            api_tokens.add_token_arguments,
-            api_tokens.token,
+            "api_tokens",
+            "add_token_arguments",
+            "token",
             "exit codes:\n  0  done\n  2  no such user or token, or the database is not set up",
         ),
         Command(
             "validate",
             "check suite files; each problem as file:line:col path: message",
-            validate.add_validate_arguments,
-            validate.validate,
+            "validate",
+            "add_validate_arguments",
+            "validate",
             "exit codes:\n  0  every file is a valid suite\n  2  a file is invalid or cannot be read "
             "(the others are still checked)",
         ),
@@ -124,18 +170,23 @@ COMMANDS = {
 }
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The whole parser, with the arguments of the one command `argv` names (the others list their help)."""
     top = argparse.ArgumentParser(
         prog="evalsite",
         description=ABOUT,
-        epilog=run.EXIT_CODES,
+        epilog=RUN_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = top.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    chosen = next((word for word in argv if not word.startswith("-")), None)
     for name, command in COMMANDS.items():
-        _filled(commands.add_parser(name, help=command.help, **_described(command)), command)
+        sub = commands.add_parser(name, help=command.help, **_described(command))
+        if name == chosen:
+            _filled(sub, command)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
-    return execute(parser().parse_args(argv), "evalsite")
+    argv = sys.argv[1:] if argv is None else argv
+    return execute(parser(argv).parse_args(argv), "evalsite")

@@ -29,29 +29,10 @@ from engine.schema.suite import TIMEOUT_MAX, TIMEOUT_MIN
 from engine.source import format_path
 from engine.text import plural
 
-from .common import (
-    BROKEN,
-    UserError,
-    endpoint_registry,
-    positive_int,
-    read_suite_file,
-    suite_to_run,
-)
+from .common import BROKEN, UserError, positive_int, read_suite_file, suite_to_run
+from .database import endpoint_registry
 from .outputs import add_export_arguments, check_outputs, exit_code, write_outputs
 from .remote import run_on_server
-
-EXIT_CODES = """\
-exit codes:
-    0  the run passed: every eval passed (with gates: every gate held)
-    1  the run did not pass: an eval failed, or a gate did
-    2  nothing was run: the suite is invalid or cannot be read, or the command is wrong
-       (a bad --model, a --json path that cannot be written)
-    3  the endpoint or the machine failed: a conversation ended in an endpoint error
-       (unreachable, HTTP 401, every retry spent), or evalsite crashed
-  130  interrupted (Ctrl-C)
-
-When some evals fail and others end in an endpoint error, the exit code is 3: the run's result
-is unknown until the endpoint works (the run's status is `error`, as in the web app)."""
 
 
 def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry, unread: str | None) -> None:
