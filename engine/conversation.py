@@ -103,7 +103,7 @@ async def run_eval_async(
     conditions, named graders, the simulated user) runs in a thread, so it never holds the loop.
 
     `on_turn` and `should_stop` may be coroutine functions (the workers store turns and ask whether the run
-    goes on in a thread of their own, runs.loop). A wait before a retry checks between its slices, where
+    goes on in a thread of their own, runs.worker.loop). A wait before a retry checks between its slices, where
     nothing can be awaited: there an asynchronous `should_stop` is asked in the background and its last
     answer holds. `on_wait` is called on the loop, so it must not block."""
     stopping = _Stopping(should_stop) if asyncio.iscoroutinefunction(should_stop) else should_stop

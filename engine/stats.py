@@ -63,7 +63,7 @@ def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float
 @dataclass(frozen=True)
 class Tally:
     """What an eval's statistics are worked out from: counts, sums and extremes of its iterations. Built from
-    the trials here (Tally.of), or by a database aggregate (runs.selectors.iteration_tallies) for a run too big
+    the trials here (Tally.of), or by a database aggregate (runs.selectors.repeated_so_far) for a run too big
     to read every iteration; stats_of turns either into the same IterationStats."""
 
     iterations: int
