@@ -37,3 +37,19 @@ def _run_on_fake(fake_openai, suite, model: str = "agent"):
 def evaluator_checks(ev) -> list:
     """An eval's checks, and its check graders' (AgentV v2 evaluators of a case become either)."""
     return [*(ev.checks or []), *(grader.check for grader in (ev.graders or {}).values() if grader.check)]
+
+
+CALIBRATE_TOML = """\
+[[samples]]
+messages = [
+  { role = "user", content = "What is 2+2?" },
+  { role = "assistant", content = "The answer is 4" }
+]
+expected = { score = 3, reason = "Correct answer" }
+tags = ["math"]
+
+[[samples]]
+userMessage = "Hi"
+assistantResponse = "Go away"
+expected = { score = -3, reason = "Rude" }
+"""

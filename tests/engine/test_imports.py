@@ -6,7 +6,7 @@ import pytest
 
 from engine.imports import ImportError_, ImportProblem, convert, detect
 from engine.loader import load_suite
-from tests.engine.import_fixtures import folder, has, one
+from tests.engine.import_fixtures import CALIBRATE_TOML, folder, has, one
 
 # --- detection and bad input ---------------------------------------------------------------------------------
 
@@ -54,22 +54,6 @@ def test_a_forced_kind_must_match_the_file():
 def test_uploaded_files_the_suite_does_not_use_are_reported():
     files = {**folder("letta-per-turn"), "README.md": "# notes"}
     assert has(convert(files).unmapped, "README.md: uploaded, but the suite does not refer to it")
-
-
-CALIBRATE_TOML = """\
-[[samples]]
-messages = [
-  { role = "user", content = "What is 2+2?" },
-  { role = "assistant", content = "The answer is 4" }
-]
-expected = { score = 3, reason = "Correct answer" }
-tags = ["math"]
-
-[[samples]]
-userMessage = "Hi"
-assistantResponse = "Go away"
-expected = { score = -3, reason = "Rude" }
-"""
 
 
 def test_a_calibrate_toml_becomes_a_calibration_set_with_its_old_form_converted():
