@@ -13,7 +13,7 @@ import pytest
 
 from engine.attached import MAX_FILE_BYTES, MAX_FILES, NAME_RULE, read_suite_files
 from engine.source import SuiteError
-from tests.engine.test_cli_standalone import EVALSITE, fresh_env
+from tests.engine.standalone import EVALSITE, fresh_env
 
 HUGE = 1_500_000_000  # bytes, as sparse files
 
