@@ -277,8 +277,8 @@ def test_iterations_strip_stats_and_transcript(page, watch, user):
     from playwright.sync_api import expect
 
     from suites.services import create_suite
-    from tests.web.test_pages_iterations import SUITE as ITERATED_SUITE
-    from tests.web.test_pages_iterations import make_run
+    from tests.web.iterated_runs import SUITE as ITERATED_SUITE
+    from tests.web.iterated_runs import make_run
 
     run = make_run(create_suite(owner=user, source=ITERATED_SUITE).latest_version, user)
     log_in(page, user.username, PASSWORD)
