@@ -18,6 +18,7 @@ from tests.factories import launch
 
 pytestmark = [pytest.mark.e2e]
 
+# Not the demo suite: each eval's id names the outcome the test asserts, and `never` follows up twice.
 TREE_SUITE = """
 name: arithmetic
 model: fake/test-model

@@ -25,6 +25,7 @@ from tests.factories import body, play
 
 pytestmark = pytest.mark.django_db
 
+# Not the demo suite: `contains` checks a review overrides, and a scripted capital question graded per turn.
 SUITE = """\
 name: review-me
 model: fake/agent

@@ -17,6 +17,7 @@ from tests.factories import play
 
 pytestmark = pytest.mark.django_db
 
+# Not the demo suite: its mock answers so that two versions differ eval by eval, which the comparison asserts.
 SUITE = """\
 name: compare-me
 model: mock
