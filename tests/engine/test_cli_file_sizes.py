@@ -59,7 +59,7 @@ def sparse(path: Path, size: int) -> Path:
 
 
 # A small process between this one and the command: a child's peak memory counts what it held before exec,
-# and a child of pytest holds pytest's own hundreds of MB until then.
+# and a child of pytest holds pytest's own memory until then.
 PEAK_OF_CHILD = """\
 import os, resource, sys
 pid = os.fork()

@@ -113,7 +113,7 @@ def test_letta_rubric_grader_and_a_check_grader_with_rubric_vars_become_named_gr
     assert has(result.mapped, "gate pass_threshold 0.7 on quality → graders.quality.threshold: 0.7")
     assert has(result.mapped, "rubric_vars → filled into the row's own rubric", "line 1")
     assert has(result.mapped, "rows with their own rubric", "evals written in the suite")
-    # what is no longer dropped is no longer said to be
+    # what is converted is not said to be lost
     assert not has(result.unmapped, "ascii_only")
     assert not has(result.unmapped, "temperature")
     assert not has(result.unmapped, "more lenient")

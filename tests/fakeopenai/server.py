@@ -497,10 +497,9 @@ class FakeOpenAI:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    # Bursts of simultaneous connects must queue, not be dropped: a launch at concurrency 300 opens hundreds at
-    # once, faster than the accepting thread takes them, and each connect the kernel dropped beyond the queue
-    # was retried by its client a second later (TcpExtListenOverflows), a 1 s model call then taking 2 s.
-    # A real server's queue is as long (uvicorn's default backlog is 2048); the kernel caps it at somaxconn.
+    # Bursts of simultaneous connects must queue, not be dropped: a launch at high concurrency opens hundreds at
+    # once, faster than the accepting thread takes them, and a connect dropped beyond the queue is retried by its
+    # client a second later. The queue is as long as uvicorn's default backlog; the kernel caps it at somaxconn.
     request_queue_size = 2048
 
     def __init__(self, address: tuple[str, int], fake: FakeOpenAI):
@@ -536,8 +535,8 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fakeopenai/1.0"
-    # Headers and body go out as separate writes; without TCP_NODELAY, Nagle plus delayed ACKs can
-    # add ~40 ms per keep-alive request and ruin latency measurements.
+    # Headers and body go out as separate writes; without TCP_NODELAY, Nagle plus delayed ACKs delay each
+    # keep-alive request and spoil latency measurements.
     disable_nagle_algorithm = True
     server: _Server
 

@@ -88,7 +88,7 @@ def test_import_of_vibecheck_typed_checks_is_whole_and_tools_and_variables_are_l
     assert any(line.startswith("lost: tools-and-variables.yaml:7 metadata.mcp_server:") for line in lost), (
         lost
     )
-    assert len(lost) == 1, lost  # the MCP server; the variables are suite variables now
+    assert len(lost) == 1, lost  # the MCP server; the variables become suite variables
     assert "--var tracker.team=… --var tracker.projectKey=…" in lossy.stdout
     assert evalsite("validate", "b/tools-and-variables.yaml", cwd=tmp_path).returncode == 0
 
