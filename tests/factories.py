@@ -59,6 +59,58 @@ evals:
 """
 
 
+# The demo suite in small (examples/demo-mock.yaml): a conversation tree that passes once the model recalculates,
+# and a question with a check of its own. Tests compose their suite from these parts with demo_suite.
+MULTIPLY_EVAL = """\
+  - id: multiply
+    prompt: What is 15 * 7?
+    checks:
+      - match: "*105*"
+        prompt: That answer is incorrect. Please recalculate 15 multiplied by 7.
+        checks:
+          - match: "*105*"
+"""
+ADD_EVAL = """\
+  - id: add
+    prompt: What is 2 + 2?
+    checks:
+      - match: "*4*"
+"""
+CAPITAL_EVAL = """\
+  - id: capital
+    prompt: What is the capital of Australia?
+    checks:
+      - contains: Canberra
+"""
+# The capital question with a follow-up of its own, asked when Canberra is missing.
+CAPITAL_THINK_AGAIN_EVAL = (
+    CAPITAL_EVAL
+    + """\
+      - prompt: Think again.
+        checks:
+          - contains: Canberra
+"""
+)
+# The built-in mock's answers to the demo: wrong at first, right once asked to recalculate.
+DEMO_MOCK = """\
+mock:
+  rules:
+    - when: "*recalculate*"
+      reply: "Sorry: 105."
+    - when: "*15 * 7*"
+      reply: "15 * 7 = 100"
+  default: "Canberra."
+"""
+
+
+def demo_suite(
+    head: str = "name: arithmetic\nmodel: mock\n" + DEMO_MOCK,
+    evals: tuple[str, ...] = (MULTIPLY_EVAL, CAPITAL_EVAL),
+) -> str:
+    """The demo suite: `head` (the suite's keys before `evals:`, each line ending in a newline), then `evals`."""
+    return f"{head}evals:\n{''.join(evals)}"
+
+
 def body(response) -> bytes:
     """A response's body, streamed (results.json, the CSVs) or not."""
     return b"".join(response.streaming_content) if response.streaming else response.content

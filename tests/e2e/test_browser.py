@@ -18,36 +18,17 @@ import pytest
 
 from tests.conftest import ARTIFACTS, ROOT
 from tests.e2e.conftest import PASSWORD, VIEWPORT, log_in, screenshot
+from tests.factories import ADD_EVAL, CAPITAL_THINK_AGAIN_EVAL, MULTIPLY_EVAL, demo_suite
 
 pytestmark = [pytest.mark.browser]
 
 DOCS_SCREENSHOT = ROOT / "docs" / "screenshot.png"
 
-SUITE = """\
-name: arithmetic
-description: A calculator that sometimes needs a second try.
-model: fake/test-model
-system: You are a calculator. Answer with the number only.
-evals:
-  - id: multiply
-    prompt: What is 15 * 7?
-    checks:
-      - match: "*105*"
-        prompt: That answer is incorrect. Please recalculate 15 multiplied by 7.
-        checks:
-          - match: "*105*"
-  - id: add
-    prompt: What is 2 + 2?
-    checks:
-      - match: "*4*"
-  - id: capital
-    prompt: What is the capital of Australia?
-    checks:
-      - contains: Canberra
-      - prompt: Think again.
-        checks:
-          - contains: Canberra
-"""
+SUITE = demo_suite(
+    "name: arithmetic\ndescription: A calculator that sometimes needs a second try.\nmodel: fake/test-model\n"
+    "system: You are a calculator. Answer with the number only.\n",
+    (MULTIPLY_EVAL, ADD_EVAL, CAPITAL_THINK_AGAIN_EVAL),
+)
 # The same suite with a typo in a key: the validator must name the line, the column and the path.
 BROKEN_SUITE = SUITE.replace("What is 15 * 7?\n    checks:", "What is 15 * 7?\n    chekcs:")
 
@@ -277,8 +258,8 @@ def test_iterations_strip_stats_and_transcript(page, watch, user):
     from playwright.sync_api import expect
 
     from suites.services import create_suite
-    from tests.web.test_pages_iterations import SUITE as ITERATED_SUITE
-    from tests.web.test_pages_iterations import make_run
+    from tests.web.iterated_runs import SUITE as ITERATED_SUITE
+    from tests.web.iterated_runs import make_run
 
     run = make_run(create_suite(owner=user, source=ITERATED_SUITE).latest_version, user)
     log_in(page, user.username, PASSWORD)

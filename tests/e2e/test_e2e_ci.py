@@ -1,4 +1,4 @@
-"""The CI loop end to end (issue 15): `evalsite run suite.yaml --server URL` as a CI job runs it, a real
+"""The CI loop end to end: `evalsite run suite.yaml --server URL` as a CI job runs it, a real
 `evalsite` process talking to the live server over HTTP with an API token, a real Celery worker playing the
 run on the mock model; then the exports, the baseline comparison and each exit code."""
 

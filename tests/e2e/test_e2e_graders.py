@@ -1,4 +1,4 @@
-"""An imported multi-grader suite end to end (issue 14): Letta's suite with a model judge (a prompt_path
+"""An imported multi-grader suite end to end: Letta's suite with a model judge (a prompt_path
 rubric, its own model and temperature) and an ascii_printable_only tool grader, a weighted gate and num_runs,
 converted by Import, saved with its dataset and rubric file, and played by a real Celery worker against the
 fake OpenAI server. Every score below is worked out by hand from what the fake answers."""

@@ -1,4 +1,4 @@
-"""An endpoint that echoes the key in its 401 does not leak it anywhere (issue 11.6).
+"""An endpoint that echoes the key in its 401 does not leak it anywhere.
 
 The fake server answers 401 "Incorrect API key provided: <the key it was sent>", as some providers do. The
 run goes through a real worker; the key must then be in no stored row, no page (run, transcript, progress,

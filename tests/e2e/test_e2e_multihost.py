@@ -1,4 +1,4 @@
-"""Past one machine (issue 16): worker processes with hostnames, var folders and settings of their own, as
+"""Past one machine: worker processes with hostnames, var folders and settings of their own, as
 separate worker hosts have them, sharing nothing but PostgreSQL and Redis, play one run together against
 the real fake endpoint. Every conversation is played exactly once, by more than one host; a host lost
 mid-run is replaced by the others. The embedded defaults (SQLite, a folder broker) are one machine's, so

@@ -15,23 +15,15 @@ from django.urls import reverse
 from runs.models import Run, Status
 from suites.models import Suite
 from tests.e2e.conftest import wait_for_run
-from tests.factories import body
+from tests.factories import MULTIPLY_EVAL, body, demo_suite
 
 pytestmark = [pytest.mark.e2e]
 
-SUITE = """\
-name: pages-e2e
-model: fake/test-model
-judge: fake/judge-model
-system: You are a careful calculator.
-evals:
-  - id: multiply
-    prompt: What is 15 * 7?
-    checks:
-      - match: "*105*"
-        prompt: That answer is incorrect. Please recalculate 15 multiplied by 7.
-        checks:
-          - match: "*105*"
+SUITE = demo_suite(
+    "name: pages-e2e\nmodel: fake/test-model\njudge: fake/judge-model\nsystem: You are a careful calculator.\n",
+    (
+        MULTIPLY_EVAL,
+        """\
   - id: polite
     prompt: Say hello to Ada.
     checks:
@@ -45,7 +37,9 @@ evals:
     prompt: Print some HTML.
     checks:
       - not_match: "*<script>*"
-"""
+""",
+    ),
+)
 
 
 @pytest.fixture

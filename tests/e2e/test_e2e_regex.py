@@ -1,4 +1,4 @@
-"""A catastrophic regex in a real worker fails its own check and the run finishes (issue 11.2).
+"""A catastrophic regex in a real worker fails its own check and the run finishes.
 
 Before the time limit, `(a+)+$` against 40 a's and a "!" pinned the worker at 100% CPU; its lease lapsed,
 the next worker took the conversation over and froze too, and the run never finished.

@@ -14,37 +14,20 @@ from endpoints.models import Endpoint
 from runs import services
 from runs.models import Conversation, Status, Turn
 from tests.e2e.conftest import wait_for_run
-from tests.factories import launch
+from tests.factories import ADD_EVAL, CAPITAL_THINK_AGAIN_EVAL, MULTIPLY_EVAL, demo_suite, launch
 
 pytestmark = [pytest.mark.e2e]
 
-TREE_SUITE = """
-name: arithmetic
-model: fake/test-model
-system: You are a calculator.
-evals:
-  - id: first-try
-    prompt: What is 2 + 2?
-    checks:
-      - match: "*4*"
-  - id: second-try
-    prompt: What is 15 * 7?
-    checks:
-      - match: "*105*"
-        prompt: That answer is incorrect. Please recalculate 15 multiplied by 7.
-        checks:
-          - match: "*105*"
-  - id: never
-    prompt: What is the capital of Australia?
-    checks:
-      - contains: Canberra
-      - prompt: Think again.
-        checks:
-          - contains: Canberra
-          - prompt: "Hint: purpose-built."
-            checks:
-              - contains: Canberra
-"""
+# The demo suite with ids that name the outcome each eval reaches, and a second follow-up on the capital.
+TREE_SUITE = demo_suite(
+    "\nname: arithmetic\nmodel: fake/test-model\nsystem: You are a calculator.\n",
+    (
+        ADD_EVAL.replace("id: add", "id: first-try"),
+        MULTIPLY_EVAL.replace("id: multiply", "id: second-try"),
+        CAPITAL_THINK_AGAIN_EVAL.replace("id: capital", "id: never")
+        + '          - prompt: "Hint: purpose-built."\n            checks:\n              - contains: Canberra\n',
+    ),
+)
 
 
 def test_tree_outcomes_and_followups_carry_the_conversation(user, fake_endpoint, fake_openai, start_worker):

@@ -13,7 +13,7 @@ import pytest
 
 from engine.attached import MAX_FILE_BYTES, MAX_FILES, NAME_RULE, read_suite_files
 from engine.source import SuiteError
-from tests.engine.test_cli_standalone import EVALSITE, fresh_env
+from tests.engine.standalone import EVALSITE, fresh_env
 
 HUGE = 1_500_000_000  # bytes, as sparse files
 
@@ -59,7 +59,7 @@ def sparse(path: Path, size: int) -> Path:
 
 
 # A small process between this one and the command: a child's peak memory counts what it held before exec,
-# and a child of pytest holds pytest's own hundreds of MB until then.
+# and a child of pytest holds pytest's own memory until then.
 PEAK_OF_CHILD = """\
 import os, resource, sys
 pid = os.fork()

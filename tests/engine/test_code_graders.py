@@ -460,7 +460,7 @@ evals:
 
 def test_the_cli_runs_code_graders_in_the_suites_folder_against_a_real_endpoint(tmp_path):
     from tests.conftest import FAKE_KEY
-    from tests.engine.test_cli_standalone import evalsite
+    from tests.engine.standalone import evalsite
     from tests.fakeopenai import FakeOpenAI
 
     for name in ("grade.py", "grade.sh", "graders.py"):

@@ -1,4 +1,4 @@
-"""Comparing two runs (issue 15), on hand-made pairs of results: regressions, fixes, still failing, evals
+"""Comparing two runs, on hand-made pairs of results: regressions, fixes, still failing, evals
 added and removed, iterated evals by pass rate, and one eval's two conversations turn by turn."""
 
 from __future__ import annotations

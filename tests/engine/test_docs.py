@@ -29,223 +29,35 @@ nearest complete suite above it (or of its `suite:`).
 
 from __future__ import annotations
 
-import enum
-import functools
 import inspect
-import json
-import re
-import typing
-from collections import Counter
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-import yaml
 from pydantic import BaseModel
 
-from engine import conditions, datasets, grading, judge, results, schema, simulate, stats
-from engine.attached import read_suite_files
-from engine.clients import EndpointRegistry, default_endpoint_from_env
-from engine.history import build_history
-from engine.loader import file_references, is_calibration, load_suite
-from engine.report import format_eval, format_report
-from engine.runner import run_suite
+from engine import conditions, datasets, grading, judge, results, schema, simulate
+from engine.loader import load_suite
 from engine.source import SuiteError
-
-ROOT = Path(__file__).resolve().parents[2]
-SUITE_DOC = ROOT / "docs" / "suite-format.md"
-RESULTS_DOC = ROOT / "docs" / "results-format.md"
-DOCS = (SUITE_DOC, RESULTS_DOC)
-DEMO = "examples/demo-mock.yaml"
-
-SCHEMA_MODELS = {
-    "Suite",
-    "Eval",
-    "NamedGrader",
-    "WeightedPassRule",
-    "Check",
-    "SemanticSpec",
-    "JudgeSpec",
-    "MockSpec",
-    "MockRule",
-    "Metadata",
-    "Extractor",
-    "ContentPart",
-    "Message",
-    "ScriptedTurn",
-    "Gate",
-    "Condition",
-    "NaturalLanguage",
-    "FieldEquals",
-    "CheckFields",
-    "PersonaStage",
-    "FollowUpInput",
-    "Simulate",
-    "Criterion",
-    "CodeSpec",
-}
-RESULT_MODELS = [
-    results.RunReport,
-    results.SuiteRef,
-    results.EvalResult,
-    results.TurnRecord,
-    results.TurnGrade,
-    results.CheckResult,
-    results.ConditionResult,
-    results.SimulatedUserCall,
-    results.GateResult,
-    results.Usage,
-    results.Totals,
-    results.RunTotals,
-    stats.IteratedResult,
-    stats.IterationStats,
-]
-MARKS = {"invalid", "files", "file", "suite", "sent", "model", "not-suite"}
-README = ROOT / "README.md"
-ALL_DOCS = (README, *sorted((ROOT / "docs").glob("*.md")))
-EXAMPLES = ROOT / "examples"
-
-# A fenced block: an optional marker comment on the line before, the info string, the body.
-FENCE = re.compile(
-    r"(?:^<!--(?P<marks>[^\n]*?)-->[ \t]*\n)?^```(?P<lang>\w*)[ \t]*\n(?P<body>.*?)^```[ \t]*$", re.M | re.S
+from tests.engine.doc_blocks import (
+    ALL_DOCS,
+    DOCS,
+    MARKS,
+    RESULT_MODELS,
+    RESULTS_DOC,
+    SCHEMA_MODELS,
+    SUITE_DOC,
+    YAML_LANGS,
+    _all_blocks,
+    _backticked,
+    _blocks,
+    _coming_next,
+    _field_names,
+    _files_for,
+    _folded,
+    _invalid_blocks,
+    _literal_values,
+    _params,
+    _prose,
 )
-
-
-@dataclass(frozen=True)
-class Block:
-    doc: Path
-    index: int
-    line: int
-    lang: str
-    body: str
-    marks: tuple[tuple[str, str], ...]
-
-    def mark(self, key: str) -> str | None:
-        return dict(self.marks).get(key)
-
-    @property
-    def where(self) -> str:
-        return f"{self.doc.name}:{self.line}"
-
-    @property
-    def invalid(self) -> bool:
-        return self.mark("invalid") is not None
-
-    @property
-    def needs(self) -> list[str]:
-        return [name.strip() for name in (self.mark("files") or "").split(",") if name.strip()]
-
-    @property
-    def is_suite(self) -> bool:
-        return self.lang == "yaml" and not self.invalid and _is_complete_suite(self.body)
-
-    @property
-    def is_output(self) -> bool:
-        return self.lang == "text" and self.body.startswith(("Suite: ", "Eval "))
-
-
-def _marks(text: str | None) -> tuple[tuple[str, str], ...]:
-    marks = []
-    for part in (text or "").split(";"):
-        key, _, value = part.strip().partition(":")
-        if key.strip():
-            marks.append((key.strip(), value.strip()))
-    return tuple(marks)
-
-
-@functools.cache
-def _blocks(path: Path) -> list[Block]:
-    text = path.read_text(encoding="utf-8")
-    return [
-        Block(path, index, text.count("\n", 0, m.start()) + 1, m["lang"], m["body"], _marks(m["marks"]))
-        for index, m in enumerate(FENCE.finditer(text))
-    ]
-
-
-def _all_blocks() -> list[Block]:
-    return [block for doc in DOCS for block in _blocks(doc)]
-
-
-def _is_complete_suite(body: str) -> bool:
-    lines = [line for line in body.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return bool(lines) and lines[0].startswith(("name:", "metadata:"))
-
-
-def _backticked(path: Path) -> set[str]:
-    """Texts in backticks; a JSON string (`"tree"`) also counts as its value."""
-    found = set(re.findall(r"`([^`\n]+)`", path.read_text(encoding="utf-8")))
-    return found | {text[1:-1] for text in found if len(text) > 2 and text[0] == text[-1] == '"'}
-
-
-def _field_names(model: type[BaseModel]) -> list[str]:
-    return [field.alias or name for name, field in model.model_fields.items()]
-
-
-def _literal_values(model: type[BaseModel]) -> set[str]:
-    """Every fixed value a field of the model can take (its Literal and enum types)."""
-    found: set[str] = set()
-
-    def walk(annotation) -> None:
-        if typing.get_origin(annotation) is typing.Literal:
-            found.update(str(value) for value in typing.get_args(annotation))
-        if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-            found.update(str(member.value) for member in annotation)
-        for arg in typing.get_args(annotation):
-            walk(arg)
-
-    for field in model.model_fields.values():
-        walk(field.annotation)
-    return found
-
-
-def _mock_registry() -> EndpointRegistry:
-    return EndpointRegistry(default=default_endpoint_from_env())
-
-
-def _files_for(block: Block) -> dict[str, str]:
-    """The attached files a suite block names, from the `file:` blocks after it."""
-    files = {}
-    for name in block.needs:
-        given = next((b for b in _blocks(block.doc)[block.index + 1 :] if b.mark("file") == name), None)
-        assert given is not None, f"{block.where}: no block marked `<!-- file: {name} -->` after the suite"
-        files[name] = given.body
-    return files
-
-
-def _next_block(block: Block) -> Block | None:
-    """The block after `block`, skipping the attached files shown in between."""
-    return next((b for b in _blocks(block.doc)[block.index + 1 :] if b.mark("file") is None), None)
-
-
-def _source(block: Block) -> tuple[str, dict[str, str], str]:
-    """The suite an output comes from: (YAML, attached files, where it is)."""
-    named = block.mark("suite")
-    if named:
-        path = ROOT / named
-        data = path.read_text(encoding="utf-8")
-        return data, read_suite_files(path, data), named
-    suite = next((b for b in reversed(_blocks(block.doc)[: block.index]) if b.is_suite), None)
-    assert suite is not None, f"{block.where}: no complete suite above this output"
-    return suite.body, _files_for(suite), suite.where
-
-
-@functools.cache
-def _run(source: str, files: tuple[tuple[str, str], ...]) -> results.RunReport:
-    suite = load_suite(source, files=dict(files))
-    assert suite.model == "mock", "outputs in the docs must come from offline runs on the mock"
-    if suite.mock is not None:
-        suite.mock.latency_ms = 0  # latency is not compared; keep the test fast
-    return run_suite(suite, _mock_registry(), files=dict(files))
-
-
-def _run_source(block: Block) -> results.RunReport:
-    source, files, _ = _source(block)
-    return _run(source, tuple(sorted(files.items())))
-
-
-def _params(blocks: list[Block]) -> list:
-    return [pytest.param(block, id=block.where) for block in blocks]
-
 
 # --- (a) every suite-format field and value is documented -------------------------------------------------
 
@@ -290,16 +102,6 @@ def test_suite_doc_names_every_check_grader_extractor_and_row_key():
     assert {"{" + name + "}" for name in schema.RUBRIC_PLACEHOLDERS} <= named
     assert set(schema.CONDITION_KEYS) <= named
     assert set(schema.SCALES) <= named
-
-
-def _prose(path: Path) -> str:
-    """The doc's text with quote markers and line breaks folded away, to find a wrapped sentence."""
-    text = re.sub(r"^> ?", "", path.read_text(encoding="utf-8"), flags=re.M)
-    return " ".join(text.split())
-
-
-def _folded(text: str) -> str:
-    return " ".join(text.split())
 
 
 def test_suite_doc_quotes_the_prompts_sent_to_models():
@@ -383,16 +185,6 @@ def test_complete_suite_examples_load(block):
     assert suite.name and suite.evals
 
 
-def _invalid_blocks():
-    out = []
-    for block in _all_blocks():
-        if block.invalid:
-            following = _next_block(block)
-            expected = following.body if following and following.lang == "text" else None
-            out.append(pytest.param(block, expected, id=block.where))
-    return out
-
-
 @pytest.mark.parametrize(("block", "expected"), _invalid_blocks())
 def test_invalid_examples_are_rejected(block, expected):
     with pytest.raises(SuiteError) as caught:
@@ -405,6 +197,8 @@ NOT_YET: dict[str, str] = {
     # key: the smallest suite using it; each must still be rejected while the docs list it as coming next.
     # Nothing is announced today: everything the product brief described is implemented (see IMPLEMENTED).
 }
+
+
 IMPLEMENTED = {
     # Keys the docs must not announce as coming next: each loads.
     "simulate": "evals:\n  - prompt: Hi\n    simulate: {persona: a traveller, stop_when: {contains: booked}}\n",
@@ -415,11 +209,6 @@ IMPLEMENTED = {
     "scope": "evals:\n  - input: Hi\n    checks: [{llm_judge: {criteria: ok, scope: conversation}}]\n",
     "criteria": "evals:\n  - input: Hi\n    checks: [{llm_judge: {criteria: [{criteria: ok}, {criteria: polite}]}}]\n",
 }
-
-
-def _coming_next() -> str:
-    text = SUITE_DOC.read_text(encoding="utf-8")
-    return text.split("\n## Coming next", 1)[1] if "\n## Coming next" in text else ""
 
 
 def test_coming_next_is_not_implemented():
@@ -438,202 +227,3 @@ def test_implemented_is_no_longer_coming_next(key):
     suite = load_suite("name: implemented\nmodel: mock\n" + IMPLEMENTED[key])
     assert suite.evals
     assert f"`{key}`" in SUITE_DOC.read_text(encoding="utf-8")
-
-
-# --- (e) every suite or fragment of one in README.md and docs/*.md passes evalvalidate ----------------------
-
-YAML_LANGS = ("yaml", "yml")
-SUITE_KEYS = set(_field_names(schema.Suite))
-EVAL_KEYS = set(_field_names(schema.Eval))
-CHECK_KEYS = set(_field_names(schema.Check))
-DRIVERS = {"prompt", "input", "turns", "messages"}
-# The smallest suite around a fragment: what the fragment leaves out.
-WRAP_NAME = "name: documented-example"
-WRAP_EVALS = "evals: [{input: Hi, ground_truth: hi}]"
-
-
-def _indent(text: str, first: str, rest: str) -> str:
-    head, *tail = text.rstrip("\n").splitlines()
-    return "\n".join([first + head, *(rest + line if line.strip() else line for line in tail)]) + "\n"
-
-
-def _as_suite(block: Block) -> tuple[str | None, str]:
-    """The block as a whole suite for evalvalidate (None: skipped), and the rule that decided it."""
-    if block.invalid:
-        return None, "marked invalid: test_invalid_examples_are_rejected checks that it is rejected"
-    if block.mark("not-suite") is not None:
-        return None, "marked not-suite"
-    try:
-        data = yaml.load(block.body, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
-        return block.body, "not YAML: validated as written, so that the error shows"
-    keys = set(data) if isinstance(data, dict) else None
-    if is_calibration(data) and "name" in keys:
-        return block.body, "a calibration set"
-    items = data if isinstance(data, list) and all(isinstance(item, dict) for item in data) else None
-    if keys is not None and (keys & {"name", "metadata", "evals", "dataset"} or keys <= SUITE_KEYS):
-        added = [WRAP_NAME] if not keys & {"name", "metadata"} else []
-        added += [WRAP_EVALS] if not keys & {"evals", "dataset"} else []
-        rule = "a suite" + (f", with {' and '.join(a.split(':')[0] for a in added)} added" if added else "")
-        return block.body + "".join(line + "\n" for line in added), rule
-    if keys is not None and keys <= EVAL_KEYS:
-        driver = "" if keys & DRIVERS else "    input: Hi\n" if "ground_truth" in keys else "    prompt: Hi\n"
-        return f"{WRAP_NAME}\nevals:\n" + _indent(block.body, "  - ", "    ") + driver, "one eval"
-    if items and all(item.keys() <= EVAL_KEYS and item.keys() & DRIVERS for item in items):
-        return f"{WRAP_NAME}\nevals:\n" + _indent(block.body, "  ", "  "), "a list of evals"
-    if items and all(item.keys() <= CHECK_KEYS for item in items):
-        wrapped = f"{WRAP_NAME}\nevals:\n  - prompt: Hi\n    checks:\n" + _indent(
-            block.body, "      ", "      "
-        )
-        return wrapped, "a list of checks"
-    return None, "unknown"
-
-
-def _attached(block: Block, text: str) -> dict[str, str]:
-    """The files the suite names: shown in the doc (`<!-- file: -->`), else the one in examples/."""
-    files = _files_for(block)
-    for name in file_references(text):
-        if name not in files:
-            example = EXAMPLES / name
-            assert example.is_file(), (
-                f"{block.where}: the example uses `{name}`, which is neither shown in a `<!-- file: {name} -->` "
-                "block nor in examples/"
-            )
-            files[name] = example.read_text(encoding="utf-8")
-    return files
-
-
-def _yaml_blocks() -> list:
-    return _params([b for doc in ALL_DOCS for b in _blocks(doc) if b.lang in YAML_LANGS])
-
-
-@pytest.mark.parametrize(
-    ("body", "rule"),
-    [
-        ("evals:\n  - input: Hi\n    ground_truth: hi\n", "a suite, with name added"),
-        ("iterations: 3\n", "a suite, with name and evals added"),
-        ("checks:\n  - match: '*a*'\n", "one eval"),
-        ("- input: Hi\n  ground_truth: hi\n- prompt: Hi\n  checks: [{match: a}]\n", "a list of evals"),
-        ("- match: '*a*'\n- prompt: Again\n  checks: [{match: a}]\n", "a list of checks"),
-        ("on: push\njobs: {test: {runs-on: ubuntu-latest}}\n", "unknown"),
-    ],
-)
-def test_fragments_are_wrapped_into_the_smallest_suite(body, rule):
-    block = Block(README, 0, 1, "yaml", body, ())
-    text, found = _as_suite(block)
-    assert found == rule
-    if text is not None:
-        assert load_suite(text).evals
-        assert body.splitlines()[0].lstrip("- ") in text
-
-
-def test_the_readme_examples_are_all_validated():
-    """The README's suite-format section shows a whole suite, then fragments: none of them may be skipped."""
-    rules = [_as_suite(b)[1] for b in _blocks(README) if b.lang in YAML_LANGS]
-    assert len(rules) >= 3 and all(rule.startswith("a suite") for rule in rules), rules
-
-
-# --- (d) the outputs shown are what the engine produces today ----------------------------------------------
-
-
-def _normalise_duration(text: str) -> str:
-    return re.sub(r", \d+\.\ds$", ", <duration>s", text, flags=re.M)
-
-
-@pytest.mark.parametrize("block", _params([b for b in _all_blocks() if b.is_output]))
-def test_outputs_are_real(block):
-    report = _run_source(block)
-    if block.body.startswith("Suite: "):
-        actual = format_report(report)
-        assert _normalise_duration(block.body.strip()) == _normalise_duration(actual.strip())
-    else:
-        runs_of = Counter(result.index for result in report.evals)
-        assert block.body.strip() == "\n\n".join(
-            format_eval(result, runs_of[result.index]) for result in report.evals
-        )
-
-
-def test_the_demo_report_is_documented():
-    demo = [b for b in _blocks(SUITE_DOC) if b.is_output and b.mark("suite") == DEMO]
-    assert demo and demo[0].body.startswith("Suite: "), "the evalrun sample of the demo went missing"
-    assert DEMO in SUITE_DOC.read_text(encoding="utf-8")
-    assert DEMO in RESULTS_DOC.read_text(encoding="utf-8")
-
-
-@pytest.mark.parametrize("block", _params([b for b in _blocks(SUITE_DOC) if b.mark("sent") is not None]))
-def test_sent_messages_are_real(block):
-    source, files, _ = _source(block)
-    suite = load_suite(source, files=files)
-    sent, _ = build_history(suite.system, suite.evals[0].messages, files)
-    assert json.loads(block.body) == sent
-
-
-def _without_latency(evaluation: dict) -> dict:
-    evaluation = json.loads(json.dumps(evaluation))
-    for turn in evaluation["turns"]:
-        turn.pop("latency_ms")
-    return evaluation
-
-
-def _eval_of(report: dict, shown: dict) -> dict:
-    """The eval of a real run that a documented EvalResult stands for: same index, same iteration."""
-    found = [
-        e for e in report["evals"] if (e["index"], e["iteration"]) == (shown["index"], shown["iteration"])
-    ]
-    assert len(found) == 1, f"no eval {shown['index']} iteration {shown['iteration']} in the run"
-    return found[0]
-
-
-def test_results_example_is_a_complete_real_report():
-    documents = [b for b in _blocks(RESULTS_DOC) if b.lang == "json" and '"format"' in b.body]
-    assert len(documents) == 1, "expected one full evalsite.results/1 example"
-    example = json.loads(documents[0].body)
-    assert example["format"] == results.RESULTS_FORMAT
-    # Every field present, none extra: what the model writes is exactly what the example shows.
-    assert results.RunReport.model_validate(example).model_dump(mode="json") == example
-
-    actual = _run_source(documents[0]).model_dump(mode="json")
-    assert example["evals"], "the example shows no eval"
-    for shown in example["evals"]:
-        assert _without_latency(shown) == _without_latency(_eval_of(actual, shown))
-    assert len(example["evals"]) == len(actual["evals"]), "the example leaves out evals of the run"
-    for key in ("format", "suite", "model", "endpoint", "mock", "status", "gates", "iterated"):
-        assert example[key] == actual[key]
-    assert example["gates"], "the example shows no gate"
-    shown_totals = {k: v for k, v in example["totals"].items() if k != "duration_s"}
-    real_totals = {k: v for k, v in actual["totals"].items() if k != "duration_s"}
-    assert shown_totals == real_totals
-
-
-def _fragments():
-    return [b for b in _blocks(RESULTS_DOC) if b.lang == "json" and '"format"' not in b.body]
-
-
-def test_results_fragments_are_marked():
-    fragments = _fragments()
-    assert all(b.mark("model") for b in fragments), "mark every JSON fragment with <!-- model: Name -->"
-    assert {b.mark("model") for b in fragments} >= {"CheckResult", "EvalResult", "IteratedResult"}
-    shown = [json.loads(b.body) for b in fragments if b.mark("model") == "EvalResult"]
-    assert {e["conversation"] for e in shown} >= {"tree", "simulated"}, "a simulated EvalResult went missing"
-    checks = [json.loads(b.body) for b in fragments if b.mark("model") == "CheckResult"]
-    assert any(c["type"] == "llm_judge" and c["children"] for c in checks), "weighted criteria went missing"
-
-
-def _result_model(name: str) -> type[BaseModel]:
-    model = getattr(results, name, None) or getattr(stats, name, None)
-    assert isinstance(model, type) and issubclass(model, BaseModel), f"no results model {name!r}"
-    return model
-
-
-@pytest.mark.parametrize("block", _params(_fragments()))
-def test_results_fragments_are_valid(block):
-    model = _result_model(block.mark("model") or "")
-    doc = json.loads(block.body)
-    assert model.model_validate(doc).model_dump(mode="json") == doc
-    if block.mark("suite") is not None:
-        report = _run_source(block).model_dump(mode="json")
-        if model is results.EvalResult:
-            assert _without_latency(doc) == _without_latency(_eval_of(report, doc))
-        else:
-            assert model is stats.IteratedResult, "only EvalResult and IteratedResult fragments have a suite"
-            assert doc in report["iterated"], "this IteratedResult is not what the run gives"

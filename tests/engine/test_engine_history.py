@@ -2,7 +2,7 @@
 `.instructions.md` guidelines, the `[Role]:` transcript judges read, string-only endpoints, resuming.
 
 Engine tests with an in-test scripted ChatClient; the string-only tests talk to the real fake OpenAI server
-(tests/fakeopenai.py) through engine.clients.OpenAIClient, as production talks to a provider.
+(tests/fakeopenai/) through engine.clients.OpenAIClient, as production talks to a provider.
 """
 
 from __future__ import annotations

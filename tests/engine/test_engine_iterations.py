@@ -1,4 +1,4 @@
-"""Repeated trials (issue 4, @agtlantis/eval's iterations): statistics against hand-computed values, the
+"""Repeated trials (@agtlantis/eval's iterations): statistics against hand-computed values, the
 iterated verdict (pass rate against pass_rate_threshold), result kinds, and run_suite repeating every eval as
 its own conversation, with the statistics in the JSON report.
 
@@ -377,7 +377,7 @@ def test_a_suite_without_iterations_reports_none():
     assert report.evals[0].kind == "single-turn"
 
 
-# --- each iteration keeps its score (issue 13): the judge's 0.6 is 0.6, not a pass or a fail -------------
+# --- each iteration keeps its score: the judge's 0.6 is 0.6, not a pass or a fail -------------
 
 
 JUDGED = """

@@ -1,4 +1,4 @@
-"""Richer LLM judges (issue 4): scales 0-1, 0-100 and -3..+3 with their thresholds, several weighted criteria
+"""Richer LLM judges: scales 0-1, 0-100 and -3..+3 with their thresholds, several weighted criteria
 each with its own verdict, `scope: conversation`, a judge model and temperature per check or the suite's
 default, and reading the judge's answer (direct JSON, fenced or embedded object, bare number; else asked
 again, then a judge error: tests/engine/test_judge_answers.py has the rest of the reading).

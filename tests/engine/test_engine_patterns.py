@@ -1,4 +1,4 @@
-"""User patterns run with a time limit over a bounded text, and are bounded when a suite loads (issue 11.2).
+"""User patterns run with a time limit over a bounded text, and are bounded when a suite loads.
 
 A pattern that backtracks catastrophically must fail its own check, grade or condition with "regex took
 too long" (naming the pattern) and let the conversation go on, wherever a suite's pattern runs: checks,

@@ -3,7 +3,7 @@ threshold, the judge's answer and tokens, the members of all/any/not, those shor
 simulated user wrote the turn's prompt (what it was sent, what it answered).
 
 Played by engine.conversation.run_eval through engine.clients.OpenAIClient against the real fake server
-(tests/fakeopenai.py), which plays the agent (a script), the simulated user (a rule on its system prompt)
+(tests/fakeopenai/), which plays the agent (a script), the simulated user (a rule on its system prompt)
 and the judge (rules on the condition's system prompt or question).
 """
 

@@ -1,4 +1,4 @@
-"""Exports for CI and pull requests (issue 15): JUnit XML checked against the schema CI readers validate and
+"""Exports for CI and pull requests: JUnit XML checked against the schema CI readers validate and
 read back by junitparser (a well-kept JUnit reader), and the Markdown summary, from a run played against the
 real fake endpoint: a pass, a follow-up that fixes a failure, a failure, an error, hostile replies."""
 

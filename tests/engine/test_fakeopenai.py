@@ -1,4 +1,4 @@
-"""Proves tests/fakeopenai.py behaves like the OpenAI API as seen through the real openai client.
+"""Proves tests/fakeopenai/ behaves like the OpenAI API as seen through the real openai client.
 
 No Django needed: ``python -m pytest tests/engine/test_fakeopenai.py -q -p no:django``.
 """

@@ -17,7 +17,7 @@ from engine.imports import ImportProblem, convert
 from engine.judge import JUDGE_SYSTEM
 from engine.loader import load_suite
 from tests.conftest import FAKE_KEY
-from tests.engine.test_cli_standalone import evalsite
+from tests.engine.standalone import evalsite
 from tests.fakeopenai import FakeOpenAI
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"

@@ -18,7 +18,7 @@ from engine.imports import ImportProblem, convert, convert_all
 from engine.imports.common import find_file
 from engine.imports.locate import line_of, locate
 from engine.imports.tree import read_paths, read_zip
-from tests.engine.test_cli_standalone import IMPORTS, evalsite
+from tests.engine.standalone import IMPORTS, evalsite
 
 BAD_VIBECHECK = "evals:\n  - prompt: hi\n    checks:\n      - max_tokens: .nan\n      - match: '*hi*'\n"
 

@@ -19,7 +19,7 @@ from engine.imports import ImportProblem, convert, looks_like
 from engine.imports.common import parse_yaml, repair_plain_colons
 from engine.loader import load_suite
 from engine.source import SuiteError
-from tests.engine.test_imports import CALIBRATE_TOML
+from tests.engine.import_fixtures import CALIBRATE_TOML
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
 JSONL_ROWS = 2  # rows of a dataset fuzzed: the others are read by the same code

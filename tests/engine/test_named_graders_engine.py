@@ -1,4 +1,4 @@
-"""Named graders through the engine, against the real fake endpoint (issue 14): a score per grader per turn,
+"""Named graders through the engine, against the real fake endpoint: a score per grader per turn,
 the judge grader's own model and temperature on the wire, pass rules, and every gate kind, by hand."""
 
 from __future__ import annotations

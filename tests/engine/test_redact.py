@@ -1,4 +1,4 @@
-"""API keys are redacted from what endpoints send back before it is stored or logged (issue 11.6).
+"""API keys are redacted from what endpoints send back before it is stored or logged.
 
 The end-to-end test (a real worker, every page) is in tests/e2e/test_e2e_key_redaction.py.
 """

@@ -1,4 +1,4 @@
-"""Re-grading stored conversations (issue 15): replies come from the stored turns, never from the model; edited
+"""Re-grading stored conversations: replies come from the stored turns, never from the model; edited
 checks grade them afresh; a tree whose edited checks would send another follow-up, or need a turn the
 stored conversation never had, ends "diverged at turn N: needs a new run". Against the real fake endpoint,
 whose request log shows which calls were made."""

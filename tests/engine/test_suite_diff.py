@@ -1,4 +1,4 @@
-"""Two suite versions compared (issue 15): the numbered line diff with folded context, and the evals added,
+"""Two suite versions compared: the numbered line diff with folded context, and the evals added,
 removed and changed, matched by id, and the settings that changed."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from engine.runner import run_suite
 from engine.schema import Suite
 from engine.source import SuiteError
 from tests.conftest import FAKE_KEY
-from tests.engine.test_cli_standalone import evalsite
+from tests.engine.standalone import evalsite
 from tests.fakeopenai import FakeOpenAI
 
 KEY_ENV = "EVALSITE_TEST_TIMEOUT_KEY"

@@ -1,4 +1,4 @@
-"""Running from CI (issue 15): personal API tokens (made in the UI or the terminal, shown once, stored hashed,
+"""Running from CI: personal API tokens (made in the UI or the terminal, shown once, stored hashed,
 revocable at once) and the API a CI job drives with `Authorization: Bearer`: launch, list, status, results
 with their JUnit and Markdown forms, cancel, compare. Runs use the built-in mock model, played in this process
 as a worker plays them (runs.worker.pump.execute)."""

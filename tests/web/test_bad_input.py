@@ -366,7 +366,7 @@ def test_hostile_dataset_attached(client, user, existing, case):
 @pytest.mark.parametrize("case", HOSTILE_DATASETS)
 def test_hostile_dataset_imported(case):
     from engine.imports import ImportProblem, convert
-    from tests.engine.test_imports import FIXTURES
+    from tests.engine.import_fixtures import FIXTURES
 
     name, text, message, line = HOSTILE_DATASETS[case]
     suite = (FIXTURES / "letta-per-turn" / "suite.yaml").read_text().replace("dataset.jsonl", name)

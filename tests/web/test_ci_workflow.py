@@ -1,4 +1,4 @@
-"""examples/ci/github-actions.yml works as written (issue 15): its shell steps, read out of the workflow file,
+"""examples/ci/github-actions.yml works as written: its shell steps, read out of the workflow file,
 run against a live `manage.py evalserve` (web server and Celery workers, embedded defaults, as `make run`
 starts them) with a token made by `evalsite token create` on the server's database. First with no
 baseline (passes), then on a pull request that breaks an eval, against the first run as baseline (fails

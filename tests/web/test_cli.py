@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import FAKE_KEY, ROOT
 from tests.fakeopenai import FakeOpenAI
 
+# Not the demo suite: vibecheck's metadata form, with a provider's model name the test checks is sent.
 SUITE = """\
 metadata:
   name: cli-math

@@ -1,5 +1,5 @@
 """compose.yaml cannot be started here (no container runtime), so it is checked against the code instead:
-the services issue 16 names, every command one the code accepts (gunicorn's own parser, Celery's worker
+its services, every command one the code accepts (gunicorn's own parser, Celery's worker
 options, Django's management commands), every variable one the settings (or the default endpoint) read,
 and the Dockerfile on the Python the project runs on. Renaming a setting's variable or a command fails it."""
 

@@ -16,32 +16,13 @@ from django.urls import reverse
 from runs.services import create_run, create_share_link
 from runs.worker.pump import execute
 from suites.services import create_suite, save_version
+from tests.factories import DEMO_MOCK, demo_suite
 
 ROOT_PASSWORD = "pw-root-123"
-SUITE = """\
-name: csp-suite
-description: Two questions and a follow-up, answered by the built-in mock.
-model: mock
-mock:
-  rules:
-    - when: "*recalculate*"
-      reply: "Sorry: 105."
-    - when: "*15 * 7*"
-      reply: "15 * 7 = 100"
-  default: "Canberra."
-evals:
-  - id: multiply
-    prompt: What is 15 * 7?
-    checks:
-      - match: "*105*"
-        prompt: That answer is incorrect. Please recalculate 15 multiplied by 7.
-        checks:
-          - match: "*105*"
-  - id: capital
-    prompt: What is the capital of Australia?
-    checks:
-      - contains: Canberra
-"""
+SUITE = demo_suite(
+    "name: csp-suite\ndescription: Two questions and a follow-up, answered by the built-in mock.\nmodel: mock\n"
+    + DEMO_MOCK
+)
 
 
 @dataclass

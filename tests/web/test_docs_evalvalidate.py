@@ -7,7 +7,7 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.engine.test_docs import _as_suite, _attached, _yaml_blocks
+from tests.engine.doc_blocks import _as_suite, _attached, _yaml_blocks
 
 
 @pytest.mark.django_db  # evalvalidate may read named endpoints when a database exists

@@ -1,6 +1,6 @@
 """After an outage, calls backing off retry as soon as the endpoint answers anyone, in this process and,
 through the database board, in others; a wait the server asked for (Retry-After) is still honoured whole;
-our own backoff is capped. Against the real fake server (tests/fakeopenai.py)."""
+our own backoff is capped. Against the real fake server (tests/fakeopenai/)."""
 
 from __future__ import annotations
 

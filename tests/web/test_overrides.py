@@ -1,4 +1,4 @@
-"""Overriding a verdict (issue 15, point 4): a reviewer overturns one check's outcome on a transcript with a
+"""Overriding a verdict: a reviewer overturns one check's outcome on a transcript with a
 note; the conversation's verdict and its run's status follow; the override is shown as such, counted apart,
 and kept in the compare page and every export; withdrawing it restores the run's own verdict.
 
@@ -25,6 +25,7 @@ from tests.factories import body, play
 
 pytestmark = pytest.mark.django_db
 
+# Not the demo suite: `contains` checks a review overrides, and a scripted capital question graded per turn.
 SUITE = """\
 name: review-me
 model: fake/agent

@@ -1,4 +1,4 @@
-"""The compare pages (issue 15): two runs of a suite eval by eval (regressions first, filters, deltas, pass
+"""The compare pages: two runs of a suite eval by eval (regressions first, filters, deltas, pass
 rates of iterated evals), one eval's two conversations turn by turn (changed replies as a word diff, flipped
 checks, where a tree's follow-ups parted), a pinned baseline that compare opens on, and access rules. Runs
 use the built-in mock model, played in this process as a worker plays them."""
@@ -17,6 +17,7 @@ from tests.factories import play
 
 pytestmark = pytest.mark.django_db
 
+# Not the demo suite: its mock answers so that two versions differ eval by eval, which the comparison asserts.
 SUITE = """\
 name: compare-me
 model: mock

@@ -1,4 +1,4 @@
-"""Named graders on the pages (issue 14): a column per grader on the run page (and its share page), nested
+"""Named graders on the pages: a column per grader on the run page (and its share page), nested
 gates, each turn's grades and the conversation's grader scores on the transcript, and the results JSON; played
 in this process as a worker plays it, on the built-in mock model (the judge is the mock too)."""
 

@@ -14,7 +14,7 @@ from django.urls import reverse
 from engine.imports import convert
 from engine.loader import load_suite
 from suites.models import Suite, SuiteFile, SuiteVersion
-from tests.engine.test_imports import CALIBRATE_TOML, folder, one
+from tests.engine.import_fixtures import CALIBRATE_TOML, folder, one
 
 URL = "/suites/import/"
 
@@ -418,7 +418,7 @@ def test_a_bolt_foundry_deck_folder_becomes_a_calibration_set_with_its_samples_a
     ],
 )
 def test_the_tools_added_to_written_for_convert_when_chosen(logged_in, kind, given, detected):
-    from tests.engine.test_imports import FIXTURES
+    from tests.engine.import_fixtures import FIXTURES
 
     if given is None:
         data = {"pasted": CALIBRATE_TOML, "kind": kind}

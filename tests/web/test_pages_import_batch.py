@@ -17,9 +17,9 @@ from engine.imports import convert
 from engine.imports.tree import read_paths
 from suites import services
 from suites.models import Suite
-from tests.engine.test_cli_standalone import IMPORTS
+from tests.engine.import_fixtures import CALIBRATE_TOML
+from tests.engine.standalone import IMPORTS
 from tests.engine.test_import_folders import BAD_VIBECHECK, project, zipped
-from tests.engine.test_imports import CALIBRATE_TOML
 from tests.web.test_pages_import import URL, uploads
 
 pytestmark = pytest.mark.django_db

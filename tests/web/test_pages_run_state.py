@@ -19,24 +19,11 @@ from engine.report import format_report
 from engine.results import RunReport, RunTotals, SuiteRef
 from runs.models import Conversation, Run, ShareLink, Status
 from suites import services as suite_services
-from tests.factories import mock_run
+from tests.factories import ADD_EVAL, CAPITAL_EVAL, MULTIPLY_EVAL, demo_suite, mock_run
 
 pytestmark = pytest.mark.django_db
 
-SUITE = """\
-name: arithmetic
-model: mock
-evals:
-  - id: add
-    prompt: What is 2 + 2?
-    checks: [{contains: "4"}]
-  - id: multiply
-    prompt: What is 15 * 7?
-    checks: [{contains: "105"}]
-  - id: capital
-    prompt: What is the capital of Australia?
-    checks: [{contains: Canberra}]
-"""
+SUITE = demo_suite("name: arithmetic\nmodel: mock\n", (ADD_EVAL, MULTIPLY_EVAL, CAPITAL_EVAL))
 GATED = SUITE.replace("model: mock\n", "model: mock\ngates:\n  - {metric: avg, op: '>=', value: 0.8}\n")
 
 

@@ -21,29 +21,13 @@ from runs import selectors, specs
 from runs import services as run_services
 from runs.models import Conversation, Run, ShareLink, Status, Turn
 from suites import services as suite_services
-from tests.factories import body, mock_run, store_turns
+from tests.factories import CAPITAL_EVAL, MULTIPLY_EVAL, body, demo_suite, mock_run, store_turns
 
-SUITE = """\
-name: arithmetic
-model: mock
-system: You are a careful <math> tutor.
-evals:
-  - id: multiply
-    prompt: What is 15 * 7?
-    checks:
-      - match: "*105*"
-        prompt: That answer is incorrect. Please recalculate 15 multiplied by 7.
-        checks:
-          - match: "*105*"
-  - id: capital
-    prompt: What is the capital of Australia?
-    checks:
-      - contains: Canberra
-  - id: broken
-    prompt: Say hi
-    checks:
-      - contains: hi
-"""
+# A system prompt with markup, to see it escaped; and a third eval the tests mark errored.
+SUITE = demo_suite(
+    "name: arithmetic\nmodel: mock\nsystem: You are a careful <math> tutor.\n",
+    (MULTIPLY_EVAL, CAPITAL_EVAL, "  - id: broken\n    prompt: Say hi\n    checks:\n      - contains: hi\n"),
+)
 HOSTILE = "<script>alert(1)</script>"
 SYSTEM = "You are a careful <math> tutor."  # what a launch of SUITE stores on each conversation
 

@@ -1,4 +1,4 @@
-"""The runs list searches and pages (issue 15): by suite or model name, by launch date, with the status tabs,
+"""The runs list searches and pages: by suite or model name, by launch date, with the status tabs,
 every filter kept in the URL and in the tab and pager links; 10,000 runs page with the same queries as 10."""
 
 from __future__ import annotations

@@ -335,7 +335,7 @@ def test_copy_as_text_holds_the_whole_conversation_in_role_format(logged_in, ver
     page = logged_in.get(run_url("conversation", run, 1)).content.decode()
     assert 'data-copy="#transcript-text"' in page
     textarea = re.search(r'<textarea id="transcript-text"[^>]*>(.*?)</textarea>', page, re.DOTALL)
-    # The system message first: the suite's system prompt and the guidelines that were sent (issue 14).
+    # The system message first: the suite's system prompt and the guidelines that were sent.
     assert html.unescape(textarea.group(1)) == (
         "[System]:\nYou are a careful reviewer.\n\n=== guide.instructions.md ===\nPrefer <small> functions.\n\n"
         "[User]:\nI have a <bug>.\n\n"

@@ -1,4 +1,4 @@
-"""Triage on the run page (issue 15): filter the conversations by status, kind, tag and iteration, search
+"""Triage on the run page: filter the conversations by status, kind, tag and iteration, search
 prompts and replies, sort, page; every filter in the URL and kept by the progress poll. Played in this
 process on the built-in mock model."""
 

@@ -1,4 +1,4 @@
-"""The suite version diff page (issue 15): the YAML line diff, evals added / removed / changed by id, and the
+"""The suite version diff page: the YAML line diff, evals added / removed / changed by id, and the
 version menus; model-authored YAML is escaped; someone else's suite is a 404."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Re-grading a stored run (issue 15), played in this process as a worker plays it, against the real fake
+"""Re-grading a stored run, played in this process as a worker plays it, against the real fake
 endpoint: the new run is linked to its source and marked re-graded, the model under test is never called,
 edited checks grade the stored replies, a tree that would part from the stored conversation is "diverged at
 turn N: needs a new run", and the two runs compare."""

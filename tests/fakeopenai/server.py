@@ -1,269 +1,40 @@
-"""A real HTTP server on 127.0.0.1 that speaks enough of the OpenAI API for tests and benchmarks.
-
-Why a real server and not a mock: the openai 3.x client talks through httpx2, and the behaviour we
-most need to exercise (retries, Retry-After parsing, timeouts, response parsing, connection pooling,
-many workers in parallel) lives below any patchable Python API. So tests point the unmodified client
-at this server, exactly as production points it at a provider::
-
-    with FakeOpenAI(latency=0.05) as fake:
-        fake.script("What is 10*10?", ["100", "105"])
-        fake.rule("Rate the answer", "SCORE: 4")
-        fake.fail_next(1, status=429, retry_after=0.1)
-        client = openai.OpenAI(base_url=fake.base_url, api_key="test", max_retries=0)
-        ...
-
-Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models`` (``fail_models()``
-makes it answer an error status instead).
-
-How a chat request is answered, first match wins:
-
-1. Auth: if ``api_key`` was given and ``Authorization`` is not ``Bearer <api_key>`` -> 401, whose message
-   quotes the key it was sent, as some providers do ("Incorrect API key provided: <key>").
-2. ``down()`` -> 503 immediately.
-3. ``storm()``: each request fails with 429 (``Retry-After``) or 500 at the given rates (seeded, after the
-   usual latency) until ``storm()`` is called with no rates.
-4. ``fail_next()`` faults: the oldest pending fault whose ``first_user`` filter matches consumes one
-   unit and the request fails with its status (after the usual latency), or, for a ``hang`` fault,
-   sleeps ``hang`` seconds and is then answered normally (the client has usually timed out by then), or,
-   for a ``reply`` fault, is answered with that Reply (a malformed 200, say).
-   ``misbehave(reply)`` answers every request so until ``misbehave()`` with no reply.
-5. Reply selection, which produces a ``Reply``:
-
-   a. Scripts (``script(first_user, replies)``): if the conversation key equals ``first_user``, the
-      reply is ``replies[number of assistant messages in the request]`` (clamped to the last one).
-      Being stateless is deliberate: a retried or redelivered request gets the same reply.
-   b. Rules (``rule(contains, reply)``): the first rule whose ``contains`` occurs (case-sensitive)
-      in the LAST message's content. Meant for judge and simulated-user prompts. ``where="system"``
-      looks in the system message(s) instead, ``where="any"`` in any message. A list of replies
-      makes the rule stateful: each request it answers takes the next reply, cycling round (for
-      flaky models); ``model=`` limits a rule to requests for that model. One server can so play
-      the agent (scripts), the simulated user (a rule on its system prompt) and the judge.
-   c. ``default_reply`` ("OK").
-
-   The Reply may itself be an error (``status``), a hang, or carry latency/usage overrides; or it may be
-   a 200 that is no ordinary reply: a ``finish_reason`` other than stop, a ``refusal``, ``null_content``,
-   other ``choices`` (none, a choice without a message) or a ``raw`` body (an HTML page, JSON cut short).
-
-The conversation key is the content of the first message with role "user". Content given as a list
-of parts is reduced to its text parts joined with "\\n".
-
-``stop()`` is a model server that goes away: connections are refused, and requests in flight are dropped
-unanswered (no 200 a dead server never sent). ``start()`` again serves on the same port.
-
-Run standalone for manual poking: ``python -m tests.fakeopenai --port 8900 --latency 0.1``.
-"""
+"""The fake endpoint's HTTP server: FakeOpenAI and the request handler it serves through."""
 
 from __future__ import annotations
 
-import argparse
 import base64
 import contextlib
 import itertools
 import json
-import math
 import random
-import re
-import signal
 import socket
 import struct
 import sys
 import threading
 import time
-import zlib
-from dataclasses import dataclass
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, NamedTuple
+from typing import Any
 
-__all__ = ["FakeOpenAI", "Reply", "EMBEDDING_DIMENSIONS"]
-
-EMBEDDING_DIMENSIONS = 64
-FAKE_MODEL = "fake-model"
-
-CHAT_PATH = "/v1/chat/completions"
-EMBEDDINGS_PATH = "/v1/embeddings"
-MODELS_PATH = "/v1/models"
-
-
-@dataclass
-class Reply:
-    """One canned answer. A plain ``str`` anywhere a Reply is accepted means ``Reply(text=...)``."""
-
-    text: str = ""
-    # Overrides the server-wide latency for this request only.
-    latency: float | None = None
-    # Answer with this HTTP error status (text becomes the error message) instead of a completion.
-    status: int | None = None
-    # Seconds, sent as a Retry-After header; only meaningful together with ``status``.
-    retry_after: float | None = None
-    # Sleep this long before answering (replaces latency); used to trigger client timeouts.
-    hang: float | None = None
-    # Merged over the computed usage; total_tokens is recomputed unless given.
-    usage: dict | None = None
-    omit_usage: bool = False
-    # How the completion says the reply ended: "length" (cut off at the token limit), "content_filter", ...
-    finish_reason: str = "stop"
-    # A refusal sent in the message's `refusal` field (structured outputs), its content then null.
-    refusal: str | None = None
-    # The message's content is null instead of ``text``.
-    null_content: bool = False
-    # The completion's ``choices`` replaced whole: [] (none), [{"index": 0}] (no message), ...
-    choices: list | None = None
-    # Answer this body exactly as it is, with ``content_type``, instead of a completion: what a proxy sends
-    # with status 200 when it is not the model answering (an HTML page, a JSON body cut short).
-    raw: str | None = None
-    content_type: str = "application/json"
-
-
-@dataclass
-class _Rule:
-    contains: str
-    replies: list[Reply]
-    where: str = "last"  # last | system | any
-    model: str | None = None
-    answered: int = 0
-
-    def matches(self, messages: list[dict], model: str | None) -> bool:
-        if self.model is not None and model != self.model:
-            return False
-        if self.where == "last":
-            looked_at = messages[-1:]
-        elif self.where == "system":
-            looked_at = [m for m in messages if m.get("role") == "system"]
-        else:
-            looked_at = messages
-        return any(self.contains in content_text(m.get("content")) for m in looked_at)
-
-    def take(self) -> Reply:
-        """The next reply (called under the server's lock)."""
-        reply = self.replies[self.answered % len(self.replies)]
-        self.answered += 1
-        return reply
-
-
-@dataclass
-class _Fault:
-    remaining: int
-    status: int
-    retry_after: float | None
-    hang: float | None
-    first_user: str | None
-    reply: Reply | None = None  # answered with this instead of an error status
-
-
-@dataclass
-class _Storm:
-    rate_429: float
-    rate_500: float
-    retry_after: float | None
-    random: random.Random
-
-
-class _Response(NamedTuple):
-    status: int
-    body: dict
-    headers: dict[str, str]
-    raw: str | None = None  # sent instead of the JSON of `body`, with the headers' Content-Type
-
-
-# A request the server was stopped in the middle of: the connection is closed with no answer.
-_DROPPED = _Response(0, {}, {})
-
-
-class _Headers(dict):
-    """Request headers with lower-cased keys and case-insensitive lookup, so tests need not guess
-    how the client capitalised a header."""
-
-    def __init__(self, items=()):
-        super().__init__((key.lower(), value) for key, value in items)
-
-    def __getitem__(self, key):
-        return super().__getitem__(key.lower())
-
-    def __contains__(self, key):
-        return isinstance(key, str) and super().__contains__(key.lower())
-
-    def get(self, key, default=None):
-        return super().get(key.lower(), default)
-
-
-def content_text(content: Any) -> str:
-    """Text of a message ``content``: a string, or a list of parts whose text parts are joined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [
-            part.get("text", "")
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
-        ]
-        return "\n".join(texts)
-    return str(content)
-
-
-def conversation_key(messages: list[dict]) -> str | None:
-    """Content of the first user message: how scripts and fault filters recognise a conversation."""
-    for message in messages:
-        if message.get("role") == "user":
-            return content_text(message.get("content"))
-    return None
-
-
-def count_words(text: str) -> int:
-    return len(text.split())
-
-
-_WORD_RE = re.compile(r"[^\W_]+")
-
-
-def hashed_embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
-    """Deterministic, L2-normalised hashed bag of lower-case words.
-
-    crc32 rather than hash() so vectors are stable across processes (PYTHONHASHSEED). Counts are
-    kept non-negative so cosines stay in [0, 1] like real embeddings: shared words raise similarity,
-    texts with no words in common only overlap through bucket collisions (typically < 0.2).
-    """
-    vector = [0.0] * dimensions
-    for word in _WORD_RE.findall(text.lower()):
-        vector[zlib.crc32(word.encode("utf-8")) % dimensions] += 1.0
-    norm = math.sqrt(sum(value * value for value in vector))
-    if norm == 0.0:
-        # Word-less input still needs a valid unit vector so cosine stays defined.
-        vector[0] = 1.0
-        return vector
-    return [value / norm for value in vector]
-
-
-def _error_body(status: int, message: str | None = None, code: str | None = None) -> dict:
-    if status == 429:
-        error_type, default_code = "requests", "rate_limit_exceeded"
-    elif status >= 500:
-        error_type, default_code = "server_error", None
-    else:
-        error_type, default_code = "invalid_request_error", None
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        phrase = "Error"
-    return {
-        "error": {
-            "message": message or f"{phrase} (fakeopenai)",
-            "type": error_type,
-            "param": None,
-            "code": code or default_code,
-        }
-    }
-
-
-def _error(
-    status: int, message: str | None = None, retry_after: float | None = None, code: str | None = None
-) -> _Response:
-    headers = {}
-    if retry_after is not None:
-        headers["Retry-After"] = f"{retry_after:g}"
-    return _Response(status, _error_body(status, message, code), headers)
+from tests.fakeopenai.replies import (
+    _DROPPED,
+    CHAT_PATH,
+    EMBEDDINGS_PATH,
+    FAKE_MODEL,
+    MODELS_PATH,
+    Reply,
+    _as_reply,
+    _error,
+    _Fault,
+    _Headers,
+    _Response,
+    _Rule,
+    _safe_key,
+    _Storm,
+    content_text,
+    conversation_key,
+    count_words,
+    hashed_embedding,
+)
 
 
 class FakeOpenAI:
@@ -724,20 +495,11 @@ class FakeOpenAI:
         return _Response(200, {"object": "list", "data": data}, {})
 
 
-def _as_reply(reply: str | Reply) -> Reply:
-    return reply if isinstance(reply, Reply) else Reply(text=str(reply))
-
-
-def _safe_key(messages: list) -> str | None:
-    return conversation_key([m for m in messages if isinstance(m, dict)])
-
-
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    # Bursts of simultaneous connects must queue, not be dropped: a launch at concurrency 300 opens hundreds at
-    # once, faster than the accepting thread takes them, and each connect the kernel dropped beyond the queue
-    # was retried by its client a second later (TcpExtListenOverflows), a 1 s model call then taking 2 s.
-    # A real server's queue is as long (uvicorn's default backlog is 2048); the kernel caps it at somaxconn.
+    # Bursts of simultaneous connects must queue, not be dropped: a launch at high concurrency opens hundreds at
+    # once, faster than the accepting thread takes them, and a connect dropped beyond the queue is retried by its
+    # client a second later. The queue is as long as uvicorn's default backlog; the kernel caps it at somaxconn.
     request_queue_size = 2048
 
     def __init__(self, address: tuple[str, int], fake: FakeOpenAI):
@@ -773,8 +535,8 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fakeopenai/1.0"
-    # Headers and body go out as separate writes; without TCP_NODELAY, Nagle plus delayed ACKs can
-    # add ~40 ms per keep-alive request and ruin latency measurements.
+    # Headers and body go out as separate writes; without TCP_NODELAY, Nagle plus delayed ACKs delay each
+    # keep-alive request and spoil latency measurements.
     disable_nagle_algorithm = True
     server: _Server
 
@@ -812,35 +574,3 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve a fake OpenAI API for manual testing.")
-    parser.add_argument("--port", type=int, default=8900)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds per request")
-    parser.add_argument("--api-key", default=None, help="require this bearer token")
-    parser.add_argument("--default-reply", default="OK")
-    args = parser.parse_args(argv)
-
-    fake = FakeOpenAI(latency=args.latency, api_key=args.api_key, port=args.port, host=args.host)
-    fake.default_reply = args.default_reply
-    fake.start()
-    print(fake.base_url, flush=True)
-    # Benchmarks run this as a subprocess and stop it with terminate(); exit as cleanly as on Ctrl-C.
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        fake.stop()
-
-
-def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-if __name__ == "__main__":
-    main()
