@@ -47,6 +47,8 @@ def test_write_launch_and_read_a_run(page, watch, user, fake_endpoint, fake_open
     log_in(page, user.username, PASSWORD)
     page.locator("a.btn", has_text="New suite").click()
     expect(page).to_have_url(re.compile(r"/suites/new/$"))
+    # htmx binds the editor once the page has loaded; text filled in before that sends no validation.
+    page.wait_for_load_state()
 
     # A broken suite: the problems panel names line, column and path as the user types.
     editor = page.locator("textarea[name=source]")
