@@ -92,6 +92,7 @@ INSTALLED_APPS = [
     "axes",  # login throttling
     "csp",  # the Content-Security-Policy header
     "ninja",  # serves Swagger UI's assets from our static files, not a CDN (works offline)
+    "projects",
     "endpoints",
     "suites",
     "runs",

@@ -5,9 +5,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
-PRODUCT = ("engine", "endpoints", "evalsite", "runs", "suites")
+PRODUCT = ("engine", "endpoints", "evalsite", "projects", "runs", "suites")
 NAMED = re.compile(
-    r"`((?:engine|endpoints|evalsite|runs|suites|templates|static|tests|bench|docs)/[\w./<>-]*)`"
+    r"`((?:engine|endpoints|evalsite|projects|runs|suites|templates|static|tests|bench|docs)/[\w./<>-]*)`"
 )
 
 

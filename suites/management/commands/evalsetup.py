@@ -13,6 +13,8 @@ from django.core.management.base import BaseCommand
 
 from engine.attached import read_suite_files
 from engine.loader import load_suite
+from projects.models import DEFAULT_SLUG, Membership, Project
+from projects.roles import Role
 from suites.models import Suite
 from suites.services import create_suite
 
@@ -34,6 +36,8 @@ class Command(BaseCommand):
             user = User.objects.create_superuser(username=username, email="", password=password)
             password_file.write_text(password + "\n")
             password_file.chmod(0o600)
+        project, _ = Project.objects.get_or_create(slug=DEFAULT_SLUG, defaults={"name": "Default"})
+        Membership.objects.get_or_create(project=project, user=user, defaults={"role": Role.ADMIN})
         loaded = 0
         for path in sorted(EXAMPLES.glob("*.yaml")):
             source = path.read_text()
