@@ -27,6 +27,12 @@ class Project(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @classmethod
+    def default(cls) -> "Project":
+        """The project things made without naming one go to (the one every user joined by migration)."""
+        project, _ = cls.objects.get_or_create(slug=DEFAULT_SLUG, defaults={"name": "Default"})
+        return project
+
 
 class Membership(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")

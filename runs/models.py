@@ -51,6 +51,8 @@ class Run(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     suite_version = models.ForeignKey("suites.SuiteVersion", on_delete=models.PROTECT, related_name="runs")
+    # Its suite's project, kept on the run for the runs list's index.
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="runs")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     model = models.CharField(max_length=200, help_text="Model reference the run used, after any override.")
     endpoint_name = models.CharField(max_length=50)
@@ -84,12 +86,19 @@ class Run(models.Model):
         indexes = [
             # The runs list: a user's runs, newest first.
             models.Index(fields=["created_by", "-created_at"], name="run_owner_recent"),
+            # A project's runs, newest first.
+            models.Index(fields=["project", "-created_at"], name="run_project_recent"),
             # The dispatcher and sweeper look for active runs, by endpoint.
             models.Index(fields=["status", "endpoint_name"], name="run_status_endpoint"),
         ]
 
     def __str__(self) -> str:
         return f"{self.suite_version} · {self.model} · {self.status}"
+
+    def save(self, *args, **kwargs):
+        if self.project_id is None:  # a run's project is always its suite's
+            self.project_id = self.suite_version.suite.project_id
+        super().save(*args, **kwargs)
 
     @property
     def is_active(self) -> bool:

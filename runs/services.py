@@ -83,6 +83,7 @@ def create_run(
     concurrency = max(1, min(concurrency or 10, MAX_CONCURRENCY))
     run = Run.objects.create(
         suite_version=version,
+        project_id=version.suite.project_id,
         created_by=user,
         model=model_ref,
         endpoint_name=endpoint_name,

@@ -13,6 +13,7 @@ from django.db import models
 
 class Suite(models.Model):
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="suites")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="suites")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)

@@ -14,6 +14,7 @@ from engine.attached import MAX_FILE_BYTES, MAX_FILES, MAX_TOTAL_BYTES, check_fi
 from engine.loader import load_suite
 from engine.schema import Suite as SuiteSpec
 from engine.source import SuiteError, decode_source
+from projects.models import Project
 
 from . import parsed
 from .models import Suite, SuiteFile, SuiteVersion, content_hash
@@ -91,12 +92,18 @@ def change_files(
 
 
 @transaction.atomic
-def create_suite(*, owner, source: str, note: str = "", files: Mapping[str, str] | None = None) -> Suite:
-    """Create a suite named after the YAML's `name`. Raises SuiteError, or ValueError for a taken name."""
+def create_suite(
+    *, owner, source: str, note: str = "", files: Mapping[str, str] | None = None, project=None
+) -> Suite:
+    """Create a suite named after the YAML's `name`, in `project` (the default project when None). Raises
+    SuiteError, or ValueError for a taken name."""
     spec = validate_source(source, files=files or {})
+    project = project or Project.default()
     try:
         with transaction.atomic():
-            suite = Suite.objects.create(owner=owner, name=spec.name, description=spec.description or "")
+            suite = Suite.objects.create(
+                project=project, owner=owner, name=spec.name, description=spec.description or ""
+            )
     except IntegrityError:
         raise ValueError(f"you already have a suite named {spec.name!r}") from None
     # Validated once: a 3,000-eval suite takes PyYAML most of a second.
@@ -114,10 +121,14 @@ class SuitesRefused(ValueError):
         self.problems = problems
 
 
-def create_suites(*, owner, suites: list[tuple[str, str, Mapping[str, str], str]]) -> list[Suite]:
-    """Create several suites at once, or none: each `(label, source, files, note)` is validated and its
-    name checked against the others and the owner's suites first; then all are created in one
-    transaction. Raises SuitesRefused listing every problem, each after its label (where it came from)."""
+def create_suites(
+    *, owner, suites: list[tuple[str, str, Mapping[str, str], str]], project=None
+) -> list[Suite]:
+    """Create several suites at once, in `project` (the default project when None), or none: each
+    `(label, source, files, note)` is validated and its name checked against the others and the owner's
+    suites first; then all are created in one transaction. Raises SuitesRefused listing every problem, each
+    after its label (where it came from)."""
+    project = project or Project.default()
     problems: list[str] = []
     specs: list[SuiteSpec | None] = []
     for label, source, files, _note in suites:
@@ -145,7 +156,7 @@ def create_suites(*, owner, suites: list[tuple[str, str, Mapping[str, str], str]
             for (label, source, files, note), spec in zip(suites, specs, strict=True):
                 try:
                     suite = Suite.objects.create(
-                        owner=owner, name=spec.name, description=spec.description or ""
+                        project=project, owner=owner, name=spec.name, description=spec.description or ""
                     )
                 except IntegrityError:  # made by another request since the check above
                     raise SuitesRefused([f"{label}: you already have a suite named {spec.name!r}"]) from None

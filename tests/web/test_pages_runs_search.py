@@ -27,6 +27,7 @@ def runs(version, user, n: int, *, model: str = "mock", status: str = "passed", 
     Run.objects.bulk_create(
         Run(
             suite_version=version,
+            project_id=version.suite.project_id,
             created_by=user,
             model=model,
             endpoint_name="mock",

@@ -181,7 +181,7 @@ def test_migrating_gives_conversations_stored_before_it_the_system_message_they_
 
     before, after = [("runs", "0007_retry_budget_and_waits")], [("runs", "0008_conversation_system")]
     executor = MigrationExecutor(connection)
-    executor.migrate(before)
+    executor.migrate([*before, ("suites", "0004_safe_file_names")])  # before suites belonged to projects
     apps = executor.loader.project_state([*before, ("suites", "0002_suite_files")]).apps
     suite = apps.get_model("suites", "Suite").objects.create(owner_id=user.pk, name="old")
     version = apps.get_model("suites", "SuiteVersion").objects.create(
