@@ -82,11 +82,14 @@ def dataset_panel(name: str | None, files: Mapping[str, str]) -> dict | None:
 def file_rows(attached: list[SuiteFile], spec: SuiteSpec | None) -> list[dict]:
     used = set(spec.files_used()) if spec is not None else set()
     dataset = spec.dataset if spec is not None else None
+    calibration = getattr(spec, "calibration", None)
+    samples_file = calibration.spec.samples_file if calibration is not None else None
     return [
         {
             "name": item.name,
             "size": item.size,
             "dataset": item.name == dataset,
+            "samples": item.name == samples_file,
             "guidelines": item.name.endswith(INSTRUCTIONS_SUFFIX),
             "used": item.name in used,
         }

@@ -33,6 +33,12 @@ class CalibrationSuite(Suite):
     def calibration(self) -> LoadedSet:
         return self._calibration
 
+    def files_used(self) -> list[str]:
+        """The set's samples file is used as much as a suite's dataset: the pages must not call it unused."""
+        names = super().files_used()
+        samples_file = self._calibration.spec.samples_file if self._calibration else None
+        return [samples_file, *names] if samples_file and samples_file not in names else names
+
     def judge_and_sample(self, index: int) -> tuple[NamedJudge, Sample]:
         """Which judge grades eval `index`, and on which sample (evals go judge by judge, samples in order)."""
         samples = self._calibration.samples

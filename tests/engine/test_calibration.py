@@ -125,6 +125,15 @@ expected = { score = 3, reason = "Correct answer" }
         load_calibration(head + "s.toml\n")
 
 
+def test_a_sets_samples_file_is_among_the_files_it_uses():
+    from engine.loader import load_suite
+
+    line = json.dumps({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+                       "expected": 1})  # fmt: skip
+    source = "name: s\njudge: {criteria: ok, scale: 0-1}\nsamples_file: labels.jsonl\n"
+    assert load_suite(source, files={"labels.jsonl": line + "\n"}).files_used() == ["labels.jsonl"]
+
+
 def test_a_set_whose_every_sample_is_skipped_is_an_error():
     bad = "name: s\njudge: {criteria: ok}\nsamples:\n  - {messages: []}\n"
     with pytest.raises(SuiteError, match="no sample can be calibrated"):
