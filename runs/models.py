@@ -368,6 +368,28 @@ class Label(models.Model):
         return f"{self.score:g} on {self.scale} by {self.created_by_id}"
 
 
+class ReviewAssignment(models.Model):
+    """A project member asked to label a run's conversations, on the scale of the queue they are given: the
+    review page counts each one's labels against the run's conversations."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="review_assignments")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    scale = models.CharField(max_length=10, help_text="The queue's scale: 0-1, 0-100 or -3..3.")
+    assigned_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "reviewer"], name="review_assignment_once_per_run"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reviewer_id} reviews {self.run_id} on {self.scale}"
+
+
 class Override(models.Model):
     """A reviewer's outcome for one check of one turn (`checks[i]`) or its ground-truth grade (`grade`), with
     a note: engine.overrides recomputes the conversation's verdict under a conversation's overrides. The turn's

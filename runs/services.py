@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
@@ -31,7 +32,7 @@ from suites.services import save_version, validate_source
 
 from . import selectors, specs, worker
 from .endpoints import build_registry
-from .models import ACTIVE, Conversation, Label, Override, Run, ShareLink, Status
+from .models import ACTIVE, Conversation, Label, Override, ReviewAssignment, Run, ShareLink, Status
 
 MAX_CONCURRENCY = settings.EVALSITE_MAX_RUN_CONCURRENCY
 
@@ -220,7 +221,8 @@ def save_label(conversation, user, *, score: float, scale: str, reason: str = ""
     label, _ = Label.objects.update_or_create(
         conversation=conversation,
         created_by=user,
-        defaults={"score": score, "scale": scale, "reason": reason},
+        # A form sends a textarea's new lines as CRLF; the samples file and the pages want plain ones.
+        defaults={"score": score, "scale": scale, "reason": reason.replace("\r\n", "\n")},
     )
     return label
 
@@ -239,9 +241,27 @@ def conversation_messages(conversation) -> list[dict]:
     return [m for m in messages if isinstance(m["content"], str) and m["content"]]
 
 
-def add_labels_to_set(run: Run, user, target) -> tuple[int, int]:
+@dataclass
+class LabelsAdded:
+    """What adding a reviewer's labels to a set did, conversation by conversation (named by eval and
+    iteration), so the page can say what went in and why the rest did not."""
+
+    set_name: str
+    set_scale: str
+    added: list[str] = field(default_factory=list)
+    present: list[str] = field(default_factory=list)  # added before: their sample id is in the file
+    other_scale: dict[str, list[str]] = field(default_factory=dict)  # by the scale they were labelled on
+
+
+def _conversation_name(conversation) -> str:
+    return conversation.eval_id + (
+        f" (iteration {conversation.iteration + 1})" if conversation.iteration else ""
+    )
+
+
+def add_labels_to_set(run: Run, user, target) -> LabelsAdded:
     """Append the user's labels on this run's conversations to a calibration set, as samples in its attached
-    JSONL file (a new version of the set); (added, skipped: already there or on another scale)."""
+    JSONL file (a new version of the set, none when nothing is added)."""
     latest = target.latest_version
     files = latest.file_map()
     spec = validate_source(latest.source, files=files)
@@ -256,13 +276,17 @@ def add_labels_to_set(run: Run, user, target) -> tuple[int, int]:
         source = source.rstrip("\n") + f"\nsamples_file: {LABELS_FILE}\n"
     existing = files.get(name, "")
     present = {json.loads(line).get("id") for line in existing.splitlines() if line.strip().startswith("{")}
-    lines, skipped = [], 0
+    result = LabelsAdded(set_name=target.name, set_scale=calibration.all_judges[0].scale)
+    lines = []
     labels = Label.objects.filter(conversation__run=run, created_by=user).select_related("conversation")
     for label in labels.order_by("conversation__index", "conversation__iteration"):
         conversation = label.conversation
         sample_id = f"run-{str(run.pk)[:8]}-{conversation.eval_id}-{conversation.iteration}"
-        if label.scale != calibration.all_judges[0].scale or sample_id in present:
-            skipped += 1
+        if label.scale != result.set_scale:
+            result.other_scale.setdefault(label.scale, []).append(_conversation_name(conversation))
+            continue
+        if sample_id in present:
+            result.present.append(_conversation_name(conversation))
             continue
         sample = {
             "id": sample_id,
@@ -270,8 +294,9 @@ def add_labels_to_set(run: Run, user, target) -> tuple[int, int]:
             "expected": {"score": label.score, "reason": label.reason},
         }
         lines.append(json.dumps(sample, ensure_ascii=False))
+        result.added.append(_conversation_name(conversation))
     if not lines:
-        raise LabelRefused("nothing to add: label conversations on the set's scale first")
+        return result
     files[name] = (existing.rstrip("\n") + "\n" if existing.strip() else "") + "\n".join(lines) + "\n"
     with transaction.atomic():
         save_version(
@@ -281,7 +306,22 @@ def add_labels_to_set(run: Run, user, target) -> tuple[int, int]:
             note=f"{len(lines)} labelled conversation{'s' if len(lines) != 1 else ''} from run {str(run.pk)[:8]}",
             files=files,
         )
-    return len(lines), skipped
+    return result
+
+
+def assign_reviewer(run: Run, reviewer, *, scale: str, by) -> ReviewAssignment:
+    """Ask a member of the run's project to label its conversations on `scale` (asking again changes the
+    scale). The caller has checked that the member may label."""
+    if scale not in SCALES:
+        raise LabelRefused(f"choose a scale: {', '.join(SCALES)}")
+    assignment, _ = ReviewAssignment.objects.update_or_create(
+        run=run, reviewer=reviewer, defaults={"scale": scale, "assigned_by": by}
+    )
+    return assignment
+
+
+def unassign_reviewer(run: Run, reviewer_id: int) -> None:
+    ReviewAssignment.objects.filter(run=run, reviewer_id=reviewer_id).delete()
 
 
 @transaction.atomic

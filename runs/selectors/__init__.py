@@ -16,15 +16,7 @@ from .access import (
     with_counts,
     with_last_run,
 )
-from .calibration import (
-    calibration_report,
-    calibration_sets_of,
-    calibration_suite,
-    inter_rater,
-    labels_of,
-    other_calibrations,
-    review_queue,
-)
+from .calibration import calibration_report, calibration_sets_of, calibration_suite, other_calibrations
 from .compare import (
     Summary,
     baseline_besides,
@@ -60,10 +52,25 @@ from .results import (
     streamed_report,
     turn_records,
 )
+from .review import (
+    DEFAULT_SCALE,
+    assignable,
+    inter_rater,
+    labels_by,
+    labels_of,
+    queue_scale,
+    review_queue,
+    reviewers,
+)
 from .transcript import has_turns_after, neighbours, turns
 from .triage import GradedTurn, changed_since, graded_turns_of, saying
 
 __all__ = [
+    "reviewers",
+    "queue_scale",
+    "labels_by",
+    "assignable",
+    "DEFAULT_SCALE",
     "Brief",
     "GradedTurn",
     "OUTCOME_STATUSES",

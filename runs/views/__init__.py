@@ -8,8 +8,9 @@ from .calibration import calibration, shared_calibration
 from .compare import compare_eval, compare_runs, pin, regrade
 from .conversation import conversation, conversation_poll, shared_conversation, shared_conversation_poll
 from .exports import results_export, shared_export
-from .labels import add_to_set, label, review
+from .labels import add_to_set, label
 from .overrides import override, remove_override
+from .review import assign, review, unassign
 from .run import (
     cancel,
     detail,
@@ -26,6 +27,7 @@ from .runs_list import run_list
 
 __all__ = [
     "add_to_set",
+    "assign",
     "calibration",
     "cancel",
     "compare_eval",
@@ -53,4 +55,5 @@ __all__ = [
     "shared_json",
     "shared_progress",
     "shared_run",
+    "unassign",
 ]

@@ -1,24 +1,36 @@
-"""Labels: a reviewer scores conversations, on a transcript page or in a keyboard-driven review queue, and
-adds them to a calibration set as samples (docs/calibration.md). Owners only: share links are read-only."""
+"""Labels: a reviewer scores conversations, on a transcript page or in the review queue (runs.views.review),
+and adds them to a calibration set as samples (docs/calibration.md). The run's owner and the members of its
+project who may label; share links are read-only."""
 
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST
 
 from engine.schema import SCALES
 from engine.source import SuiteError
+from projects.access import check, needs
+from projects.roles import Can
 from suites.models import Suite
 
 from .. import selectors, services
-from ..models import Conversation
-from .common import owner
+from ..access import Access
+from ..models import Conversation, Run
 
-DEFAULT_SCALE = "-3..3"  # calibrate's own scale
+
+def reviewing(request: HttpRequest, run_id, can: Can = Can.LABEL) -> Access:
+    """The run, for its owner or for a member of its project whose role allows `can` (a non-member finds
+    nothing, a 404; a member whose role is too low a 403)."""
+    run = get_object_or_404(Run.objects.select_related("suite_version__suite"), pk=run_id)
+    if run.created_by_id != request.user.pk:
+        check(request.user, run.project_id, can)
+    return Access(run)
 
 
 def _levels(scale: str) -> list[str]:
@@ -30,13 +42,17 @@ def _levels(scale: str) -> list[str]:
     return [str(n) for n in range(0, 101, 10)]
 
 
-def label_form(conversation: Conversation, user, scale: str | None = None) -> dict:
+def label_form(conversation: Conversation, user, scale: str | None = None, *, fixed: bool = False) -> dict:
+    """The label card's context. `fixed`: the review queue has chosen the scale, so the card offers no
+    other."""
     labels = selectors.labels_of(conversation)  # one query for the reviewer's label and the others'
     mine = next((label for label in labels if label.created_by_id == user.pk), None)
-    scale = scale if scale in SCALES else (mine.scale if mine else DEFAULT_SCALE)
+    scale = scale if scale in SCALES else (mine.scale if mine else selectors.DEFAULT_SCALE)
     return {
-        "mine": mine,
+        "mine": mine if mine is None or mine.scale == scale else None,
+        "mine_elsewhere": mine if mine is not None and mine.scale != scale else None,
         "scale": scale,
+        "scale_fixed": fixed,
         "scales": list(SCALES),
         "levels": _levels(scale),
         "others": [label for label in labels if label.created_by_id != user.pk],
@@ -45,11 +61,12 @@ def label_form(conversation: Conversation, user, scale: str | None = None) -> di
 
 @login_required
 @require_POST
+@needs(Can.LABEL)
 def label(request: HttpRequest, run_id, index: int) -> HttpResponse:
-    access = owner(request, run_id)
+    access = reviewing(request, run_id)
     iteration = request.POST.get("iteration", "0")
     conversation = selectors.get_conversation(access.run, index, int(iteration) if iteration.isdigit() else 0)
-    scale = request.POST.get("scale", DEFAULT_SCALE)
+    scale = request.POST.get("scale", selectors.DEFAULT_SCALE)
     error = ""
     try:
         score = float(request.POST.get("score", ""))
@@ -59,7 +76,8 @@ def label(request: HttpRequest, run_id, index: int) -> HttpResponse:
     except ValueError as exc:  # a missing or non-numeric score, or LabelRefused
         error = str(exc) if isinstance(exc, services.LabelRefused) else "choose a score"
     following = request.POST.get("next", "")
-    if following.startswith("/") and not following.startswith("//") and not error:
+    in_queue = following.startswith("/") and not following.startswith("//")
+    if in_queue and not error:
         return redirect(following)  # the review queue's next conversation
     if request.htmx:
         context = {"conversation": conversation, "run": access.run, "error": error, "saved": not error,
@@ -67,66 +85,55 @@ def label(request: HttpRequest, run_id, index: int) -> HttpResponse:
         return render(request, "runs/_label.html", context, status=400 if error else 200)
     if error:
         messages.error(request, error)
+    if in_queue:  # stay on this conversation of the queue, on its scale
+        query = urlencode({"c": conversation.pk, "scale": scale})
+        return redirect(f"{reverse('runs:review', args=[access.run.pk])}?{query}")
     return redirect(access.conversation_url(conversation.index, conversation.iteration))
 
 
-@login_required
-@require_GET
-def review(request: HttpRequest, run_id) -> HttpResponse:
-    access = owner(request, run_id)
-    run = access.run
-    queue = selectors.review_queue(run, request.user)
-    if not queue:
-        return render(request, "runs/review.html", {"run": run, "empty": True})
-    ids = [pk for pk, _ in queue]
-    wanted = request.GET.get("c", "")
-    if wanted.isdigit() and int(wanted) in ids:
-        position = ids.index(int(wanted))
-    else:  # the first conversation this reviewer has not labelled, else the first
-        position = next((n for n, (_, done) in enumerate(queue) if not done), 0)
-    conversation = run.conversations.get(pk=ids[position])
-    base = reverse("runs:review", args=[run.pk])
+def _names(names: list[str], limit: int = 5) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
-    def at(n: int) -> str | None:
-        return f"{base}?c={ids[n]}" if 0 <= n < len(ids) else None
 
-    unlabelled_after = next((n for n in range(position + 1, len(ids)) if not queue[n][1]), None)
-    context = {
-        "run": run,
-        "conversation": conversation,
-        "bubbles": services.conversation_messages(conversation),  # not "messages": the flash messages
-        "position": position + 1,
-        "total": len(ids),
-        "labelled": sum(done for _, done in queue),
-        "prev_url": at(position - 1),
-        "next_url": at(position + 1),
-        # After a save the queue moves on to the next conversation still to label (or the next one).
-        "after_save": at(unlabelled_after)
-        if unlabelled_after is not None
-        else at(position + 1) or f"{base}?c={ids[position]}",
-        "inter_rater": selectors.inter_rater(run),
-        "sets": selectors.calibration_sets_of(request.user),
-        **label_form(conversation, request.user, request.GET.get("scale") or None),
-    }
-    return render(request, "runs/review.html", context)
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def added_message(result: services.LabelsAdded) -> str:
+    """What adding labels to a set did, every conversation accounted for: those added by name, and why each
+    of the others was left out."""
+    parts = []
+    if result.added:
+        parts.append(
+            f"Added {_plural(len(result.added), 'labelled conversation')} to {result.set_name}"
+            f" ({_names(result.added)})"
+        )
+    if result.present:
+        parts.append(f"{len(result.present)} already in the set ({_names(result.present)})")
+    for scale, names in result.other_scale.items():
+        parts.append(f"{len(names)} labelled on {scale} ({_names(names)}); this set is on {result.set_scale}")
+    if not result.added:
+        if not parts:
+            return f"You have labelled no conversation of this run: none added to {result.set_name}."
+        return "; ".join(parts) + f": none added to {result.set_name}."
+    return "; ".join(parts) + "."
 
 
 @login_required
 @require_POST
+@needs(Can.LABEL)
 def add_to_set(request: HttpRequest, run_id) -> HttpResponse:
-    access = owner(request, run_id)
+    access = reviewing(request, run_id)
     target = Suite.objects.filter(owner=request.user, public_id=request.POST.get("set", "")).first()
     if target is None:
         raise Http404("no such calibration set")
     try:
-        added, skipped = services.add_labels_to_set(access.run, request.user, target)
+        result = services.add_labels_to_set(access.run, request.user, target)
     except services.LabelRefused as exc:
         messages.error(request, str(exc))
     except SuiteError as exc:  # the set with these samples would not load: say why, change nothing
         messages.error(request, f"{target.name} would not load with these samples: {exc.problems[0]}")
     else:
-        note = f"; {skipped} already there or on another scale" if skipped else ""
-        messages.success(
-            request, f"Added {added} labelled conversation{'s' if added != 1 else ''} to {target.name}{note}."
-        )
+        (messages.success if result.added else messages.warning)(request, added_message(result))
     return redirect(reverse("runs:review", args=[access.run.pk]))

@@ -219,10 +219,47 @@
     }
   });
 
-  // ---- The review queue: number keys pick a score, r writes a reason, Enter saves and goes on. ----
+  // ---- The review queue: number keys pick a score, r writes a reason, Enter (or Ctrl/Cmd+Enter) saves and
+  // goes on. In the reason box the keys type: Enter saves, Shift+Enter is a new line and Esc hands the keys
+  // back to the queue. A radio button keeps the queue's keys: only a field that takes text holds them. ----
+  function takesText(target) {
+    return target.closest("textarea, select, input:not([type=radio]):not([type=checkbox]), [contenteditable=''], [contenteditable='true']");
+  }
+  function saveLabel(form) {
+    if (form.querySelector("input[name=score]:checked")) {
+      form.requestSubmit();
+      return;
+    }
+    var note = form.querySelector("[data-label-note]");
+    if (!note) {
+      note = document.createElement("span");
+      note.className = "v-failed";
+      note.setAttribute("role", "alert");
+      note.dataset.labelNote = "";
+      form.querySelector(".label-actions").appendChild(note);
+    }
+    note.textContent = "Choose a score first (a number key).";
+  }
   document.addEventListener("keydown", function (event) {
     var form = document.querySelector("[data-review] form[data-label-form]");
-    if (!form || event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
+    if (!form || event.defaultPrevented || event.altKey) return;
+    var reason = form.querySelector("[data-label-reason]");
+    if (event.target === reason) {
+      if (event.key === "Enter" && !event.shiftKey) {
+        event.preventDefault();
+        saveLabel(form);
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        document.querySelector("[data-review]").focus();
+      }
+      return;
+    }
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      saveLabel(form);
+      return;
+    }
+    if (event.ctrlKey || event.metaKey || takesText(event.target)) return;
     var scores = form.querySelectorAll("input[name=score]");
     var number = parseInt(event.key, 10);
     if (number >= 1 && number <= scores.length) {
@@ -230,10 +267,10 @@
       scores[number - 1].checked = true;
     } else if (event.key === "r") {
       event.preventDefault();
-      form.querySelector("[data-label-reason]").focus();
-    } else if (event.key === "Enter" && form.querySelector("input[name=score]:checked")) {
+      reason.focus();
+    } else if (event.key === "Enter") {
       event.preventDefault();
-      form.requestSubmit();
+      saveLabel(form);
     }
   });
 

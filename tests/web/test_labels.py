@@ -82,7 +82,7 @@ def test_the_review_queue_walks_the_unlabelled_conversations(client, user, playe
     second = played.conversations.get(index=1)
     assert "Explain fractions" in page and "2 of 3" in page  # the first one still to label
     third = played.conversations.get(index=2)
-    assert f'name="next" value="{review}?c={third.pk}"' in page
+    assert f'name="next" value="{review}?c={third.pk}&amp;scale=-3..3"' in page
     moved = client.post(
         reverse("runs:label", args=[played.pk, 1]),
         {"score": "2", "scale": "-3..3", "next": f"{review}?c={third.pk}"},
@@ -103,7 +103,7 @@ def test_labels_become_samples_of_a_calibration_set(client, user, played):
     added = client.post(
         reverse("runs:labels_to_set", args=[played.pk]), {"set": str(calibration.public_id)}, follow=True
     )
-    assert "Added 2 labelled conversations to tutor-labels" in added.content.decode()
+    assert "Added 2 labelled conversations to tutor-labels (eval-1, eval-3)." in added.content.decode()
     version = calibration.versions.order_by("-number").first()
     assert version.number == 2 and "samples_file: labels.jsonl" in version.source
     suite = load_suite(version.source, files=version.file_map())
@@ -119,7 +119,8 @@ def test_labels_become_samples_of_a_calibration_set(client, user, played):
     again = client.post(
         reverse("runs:labels_to_set", args=[played.pk]), {"set": str(calibration.public_id)}, follow=True
     )
-    assert "nothing to add" in again.content.decode()  # both are there already
+    assert "2 already in the set (eval-1, eval-3): none added to tutor-labels." in again.content.decode()
+    assert calibration.versions.count() == 2  # nothing new, no new version
     lines = version.file_map()["labels.jsonl"].splitlines()
     assert len(lines) == 2 and json.loads(lines[0])["id"].endswith("-eval-1-0")
 
@@ -134,3 +135,54 @@ def test_two_reviewers_labels_give_their_agreement(client, user, other_user, pla
     page = client.get(reverse("runs:review", args=[played.pk])).content.decode()
     assert "Agreement between reviewers" in page
     assert "67%" in page  # 2 of 3 on the same level
+
+
+SET_01 = SET.replace("scale: -3..3", "scale: 0-1").replace("expected: 2", "expected: 1")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_labels_on_another_scale_are_counted_and_named_not_added(client, user, played):
+    calibration = create_suite(owner=user, source=SET_01)
+    for conversation in played.conversations.all():
+        Label.objects.create(conversation=conversation, created_by=user, scale="-3..3", score=1)
+    client.force_login(user)
+    answer = client.post(
+        reverse("runs:labels_to_set", args=[played.pk]), {"set": str(calibration.public_id)}, follow=True
+    ).content.decode()
+    assert (
+        "3 labelled on -3..3 (eval-1, eval-2, eval-3); this set is on 0-1: none added to tutor-labels."
+        in answer
+    )
+    assert calibration.versions.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_labels_file_a_set_names_shows_as_its_samples_not_unused(client, user, played):
+    calibration = create_suite(owner=user, source=SET)
+    Label.objects.create(
+        conversation=played.conversations.get(index=0), created_by=user, scale="-3..3", score=3
+    )
+    client.force_login(user)
+    client.post(reverse("runs:labels_to_set", args=[played.pk]), {"set": str(calibration.public_id)})
+    page = client.get(reverse("suites:detail", args=[calibration.public_id])).content.decode()
+    files = page.split('id="files"')[1].split("</section>")[0]
+    row = files.split("labels.jsonl</a>")[1].split("</li>")[0]
+    assert ">samples<" in row and ">unused<" not in row
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_queue_keeps_its_scale_from_one_conversation_to_the_next(client, user, played):
+    client.force_login(user)
+    review = reverse("runs:review", args=[played.pk])
+    first = client.get(review, {"scale": "0-1"}).content.decode()
+    second = played.conversations.get(index=1)
+    assert f'name="next" value="{review}?c={second.pk}&amp;scale=0-1"' in first
+    assert 'name="score" value="-3"' not in first and 'name="score" value="1"' in first
+    saved = client.post(
+        reverse("runs:label", args=[played.pk, 0]),
+        {"score": "1", "scale": "0-1", "next": f"{review}?c={second.pk}&scale=0-1"},
+    )
+    page = client.get(saved["Location"]).content.decode()
+    assert "Explain fractions" in page and 'value="0-1"' in page and 'name="score" value="-3"' not in page
+    # Back at the queue without a scale in the link, it starts on the scale of the reviewer's labels.
+    assert 'name="score" value="-3"' not in client.get(review).content.decode()
