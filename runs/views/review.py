@@ -58,6 +58,9 @@ def review(request: HttpRequest, run_id) -> HttpResponse:
 
     unlabelled_after = next((n for n in range(position + 1, len(ids)) if not queue[n][1]), None)
     people = selectors.reviewers(run)
+    for person in people:  # the queue stays where it is, on its scale, with this person's labels listed
+        by = {} if person["id"] == request.user.pk else {"by": person["id"]}
+        person["labels_url"] = f"{base}?{urlencode({**by, 'c': ids[position], 'scale': scale})}"
     context = {
         "run": run,
         "conversation": conversation,

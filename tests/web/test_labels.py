@@ -186,3 +186,17 @@ def test_the_queue_keeps_its_scale_from_one_conversation_to_the_next(client, use
     assert "Explain fractions" in page and 'value="0-1"' in page and 'name="score" value="-3"' not in page
     # Back at the queue without a scale in the link, it starts on the scale of the reviewer's labels.
     assert 'name="score" value="-3"' not in client.get(review).content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_calibration_sets_queue_is_on_the_sets_scale_whatever_is_asked(
+    client, user, fake_endpoint, fake_openai
+):
+    fake_openai.rule("hello", '{"score": 1, "reason": "fine"}', where="any")
+    run = create_run(version=create_suite(owner=user, source=SET_01).latest_version, user=user)
+    for conversation in run.conversations.all():
+        execute(conversation.pk)
+    client.force_login(user)
+    page = client.get(reverse("runs:review", args=[run.pk]), {"scale": "-3..3"}).content.decode()
+    assert "the calibration set's scale" in page and 'name="scale" value="0-1"' in page
+    assert 'name="score" value="-3"' not in page and "Queue scale" not in page

@@ -51,7 +51,9 @@ def test_two_reviewers_counts_labels_and_agreement(client, user, other_user, pla
     pair = row(page, 'data-pair="alice mallory"')
     cells = [cell.split("<")[0] for cell in pair.split('class="num">')[1:]]
     assert cells == ["2", "50%", "100%", f"{float(kappa):.2f}"]
-    others = client.get(review, {"by": other_user.pk}).content.decode()
+    link = row(page, 'data-reviewer="mallory"').split('href="')[1].split('"')[0].replace("&amp;", "&")
+    assert link.startswith(f"{review}?by={other_user.pk}&")
+    others = client.get(link).content.decode()
     shown = others.split('id="labels-by"')[1].split("</section>")[0]
     assert "Labels by mallory" in shown and "m1" in shown and "m2" in shown and "eval-1" not in shown
 
