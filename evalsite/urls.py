@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from projects import audit_urls
 from runs import launch_urls
 from runs.views.tokens import revoke_token, tokens
 from suites import urls as suite_urls
@@ -23,6 +24,7 @@ urlpatterns = [
     path("suites/", include(suite_pages)),
     path("runs/", include("runs.urls")),
     path("s/", include("runs.share_urls")),
+    path("projects/<slug:slug>/audit/", include(audit_urls)),
 ]
 
 handler400 = "evalsite.middleware.bad_request"
