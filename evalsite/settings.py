@@ -244,7 +244,7 @@ if EVALSITE_OIDC:
     OIDC_USE_NONCE = True
     OIDC_USE_PKCE = True  # the code is worth nothing to whoever intercepts it without the session's verifier
     OIDC_TIMEOUT = 10  # seconds the token and userinfo calls may take
-    LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"
+    LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso_failed=1"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

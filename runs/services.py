@@ -215,6 +215,20 @@ def revoke_share_link(link: ShareLink, *, by=None) -> None:
         audit.record(by, link.run.project_id, Action.REVOKED, link.run, link=link.pk)
 
 
+class DeleteRefused(Exception):
+    """The run cannot be deleted now; the message says why."""
+
+
+@transaction.atomic
+def delete_run(run: Run, *, by) -> None:
+    """Delete a finished run with its conversations, turns, labels, overrides and share links; the audit log
+    keeps its name."""
+    if Run.objects.select_for_update().filter(pk=run.pk, status__in=ACTIVE).exists():
+        raise DeleteRefused("the run is still going: cancel it first")
+    audit.record(by, run.project_id, Action.DELETED, run)
+    run.delete()
+
+
 # --- Labels: people's scores, for calibrating judges -------------------------------------------------------
 
 LABELS_FILE = "labels.jsonl"
