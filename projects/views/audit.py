@@ -16,6 +16,12 @@ from ..roles import Can
 EVENTS_PER_PAGE = 50
 
 
+def _kind(event) -> str:
+    """What the target is ("suite", "user"), unless its label already says so ("run 1a2b3c4d of …")."""
+    kind = event.target_kind.rpartition(".")[2]
+    return "" if event.target_label.startswith(f"{kind} ") else kind
+
+
 @access.needs(Can.VIEW)
 @login_required
 @require_GET
@@ -36,7 +42,7 @@ def audit_log(request: HttpRequest, slug: str) -> HttpResponse:
     rows = [
         {
             "event": event,
-            "kind": event.target_kind.rpartition(".")[2],
+            "kind": _kind(event),
             "url": links.get((event.target_kind, event.target_id)),
             "detail": sorted(event.detail.items()) if isinstance(event.detail, dict) else [],
         }
