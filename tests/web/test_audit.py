@@ -253,3 +253,16 @@ def test_the_admin_shows_the_log_read_only(admin_client, run):
     assert admin_client.get(reverse("admin:projects_auditevent_change", args=[event.pk])).status_code == 200
     admin_client.post(reverse("admin:projects_auditevent_delete", args=[event.pk]), {"post": "yes"})
     assert AuditEvent.objects.filter(pk=event.pk).exists()
+
+
+def test_labels_added_to_a_calibration_set_are_recorded(logged_in, played, user, project):
+    calibration = create_suite(
+        owner=user,
+        source="name: audited-labels\njudge: {model: mock, criteria: Correct, scale: -3..3}\n"
+        "samples:\n  - messages: [{role: user, content: hi}, {role: assistant, content: hello}]\n    expected: 2\n",
+    )
+    add = played.conversations.get(eval_id="add")
+    logged_in.post(reverse("runs:label", args=[played.pk, add.index]), {"score": "3", "scale": "-3..3"})
+    logged_in.post(reverse("runs:labels_to_set", args=[played.pk]), {"set": str(calibration.public_id)})
+    event = assert_event(Action.LABELS_ADDED, user, calibration, project)
+    assert event.detail == {"added": 1, "run": played.audit_label}
