@@ -238,7 +238,7 @@ if EVALSITE_OIDC:
     OIDC_RP_SIGN_ALGO = os.environ.get("EVALSITE_OIDC_SIGN_ALGO", "RS256")
     # The provider's endpoints: each named, or read from the issuer's discovery document (evalsite.oidc).
     OIDC_OP_AUTHORIZATION_ENDPOINT, OIDC_OP_TOKEN_ENDPOINT, OIDC_OP_USER_ENDPOINT, OIDC_OP_JWKS_ENDPOINT = (
-        oidc.endpoints(os.environ)
+        oidc.endpoints(os.environ.get("EVALSITE_OIDC_ISSUER", ""), os.environ)
     )
     OIDC_RP_IDP_SIGN_KEY = os.environ.get("EVALSITE_OIDC_SIGN_KEY") or None  # a PEM key instead of JWKS
     OIDC_USE_NONCE = True

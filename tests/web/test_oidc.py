@@ -20,6 +20,7 @@ from django.test import override_settings
 from django.urls import NoReverseMatch, clear_url_caches, reverse
 
 import evalsite.urls
+from evalsite import oidc
 from projects.models import Action, AuditEvent, Membership, Project
 from tests.web.fake_oidc import CLIENT_ID, CLIENT_SECRET, Provider
 
@@ -37,7 +38,8 @@ def settings_under(env: dict[str, str], tmp_path) -> dict:
     script = (
         "import json; import evalsite.settings as s; "
         "print(json.dumps({k: getattr(s, k) for k in dir(s) "
-        "if k.startswith(('OIDC_', 'EVALSITE_OIDC', 'LOGIN_REDIRECT_URL_FAILURE', 'AUTHENTICATION_BACKENDS'))}))"
+        "if k.startswith(('OIDC_', 'EVALSITE_OIDC', 'LOGIN_REDIRECT_URL_FAILURE', 'AUTHENTICATION_BACKENDS'))}, "
+        "default=str))"
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith("EVALSITE_OIDC")}
     done = subprocess.run(
@@ -77,8 +79,17 @@ def site(values: dict):
 
 
 @pytest.fixture
-def sso(configured, db):
-    with site(configured):
+def sso(configured, provider, db):
+    """Sign-on as the environment configures it, its endpoints read from the discovery document on first
+    use in this process, as a web process does."""
+    oidc.discover.cache_clear()
+    names = (
+        "OIDC_OP_AUTHORIZATION_ENDPOINT",
+        "OIDC_OP_TOKEN_ENDPOINT",
+        "OIDC_OP_USER_ENDPOINT",
+        "OIDC_OP_JWKS_ENDPOINT",
+    )
+    with site(configured | dict(zip(names, oidc.endpoints(provider.url, {}), strict=True))):
         yield configured
 
 
@@ -101,6 +112,18 @@ def test_the_environment_configures_it_from_the_issuer(configured, provider):
     assert configured["OIDC_OP_USER_ENDPOINT"] == f"{provider.url}/userinfo"
     assert configured["OIDC_OP_JWKS_ENDPOINT"] == f"{provider.url}/jwks"
     assert (configured["OIDC_RP_SIGN_ALGO"], configured["OIDC_USE_NONCE"]) == ("RS256", True)
+
+
+def test_no_process_calls_the_provider_when_it_starts(tmp_path):
+    # An issuer nobody answers at: the settings load all the same (a worker never signs anyone in).
+    script = "import evalsite.settings as s; print(s.EVALSITE_OIDC, s.AUTHENTICATION_BACKENDS[-1])"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALSITE_OIDC")}
+    env |= {"EVALSITE_DEV": "1", "EVALSITE_VAR_DIR": str(tmp_path), "EVALSITE_OIDC_CLIENT_ID": CLIENT_ID}
+    env["EVALSITE_OIDC_ISSUER"] = "http://127.0.0.1:9/"  # the discard port: nothing answers
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "True projects.oidc.Backend"), done.stderr
 
 
 def test_a_bad_default_role_stops_the_start(provider, tmp_path):
