@@ -33,7 +33,7 @@ def record(actor, project_id: int, action: Action, target: Model, **detail) -> A
 
 
 def target_links(events: list[AuditEvent]) -> dict[tuple[str, str], str]:
-    """The page of each target that still exists and has one, by (kind, id): one query per kind."""
+    """Each target that still exists, by (kind, id): its page, or "" when it has none; one query per kind."""
     wanted: dict[str, set[str]] = {}
     for event in events:
         wanted.setdefault(event.target_kind, set()).add(event.target_id)
@@ -43,10 +43,9 @@ def target_links(events: list[AuditEvent]) -> dict[tuple[str, str], str]:
             model = apps.get_model(kind)
         except (LookupError, ValueError):  # an app since removed
             continue
-        if not hasattr(model, "get_absolute_url"):
-            continue
+        has_page = hasattr(model, "get_absolute_url")
         for row in model._default_manager.filter(pk__in=ids):
-            links[(kind, str(row.pk))] = row.get_absolute_url()
+            links[(kind, str(row.pk))] = row.get_absolute_url() if has_page else ""
     return links
 
 

@@ -44,6 +44,8 @@ def audit_log(request: HttpRequest, slug: str) -> HttpResponse:
             "event": event,
             "kind": _kind(event),
             "url": links.get((event.target_kind, event.target_id)),
+            # Said of a target that went later; the deletion's own row needs no such note.
+            "gone": (event.target_kind, event.target_id) not in links and event.action != Action.DELETED,
             "detail": sorted(event.detail.items()) if isinstance(event.detail, dict) else [],
         }
         for event in page.object_list

@@ -266,3 +266,13 @@ def test_labels_added_to_a_calibration_set_are_recorded(logged_in, played, user,
     logged_in.post(reverse("runs:labels_to_set", args=[played.pk]), {"set": str(calibration.public_id)})
     event = assert_event(Action.LABELS_ADDED, user, calibration, project)
     assert event.detail == {"added": 1, "run": played.audit_label}
+
+
+def test_a_target_with_no_page_is_named_and_not_called_gone(logged_in, user, other_user, project):
+    from projects import audit
+
+    audit.record(user, project.pk, Action.MEMBER_ADDED, other_user, role="viewer")
+    html = logged_in.get(reverse("audit:log", args=[project.slug])).content.decode()
+    assert "mallory" in html and "(gone)" not in html
+    other_user.delete()
+    assert "(gone)" in logged_in.get(reverse("audit:log", args=[project.slug])).content.decode()
