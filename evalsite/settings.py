@@ -14,7 +14,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from evalsite import terminal
+from evalsite import oidc, terminal
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("EVALSITE_VAR_DIR", BASE_DIR / "var"))
@@ -220,6 +220,31 @@ AXES_VERBOSE = False  # its start-up line would land in every worker's and comma
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "suites:list"
 LOGOUT_REDIRECT_URL = "login"
+
+# Single sign-on through an OpenID Connect provider (mozilla-django-oidc; docs/deploy.md), off unless a client
+# id is set: then the sign-in page offers it beside the password form, which stays for the local admin.
+EVALSITE_OIDC_CLIENT_ID = os.environ.get("EVALSITE_OIDC_CLIENT_ID", "").strip()
+EVALSITE_OIDC = bool(EVALSITE_OIDC_CLIENT_ID)
+EVALSITE_OIDC_NAME = os.environ.get("EVALSITE_OIDC_NAME", "").strip() or "single sign-on"
+# A first sign-in joins the default project with this role (viewer, reviewer, editor); empty joins none.
+EVALSITE_OIDC_DEFAULT_ROLE = os.environ.get("EVALSITE_OIDC_DEFAULT_ROLE", "").strip().lower()
+if EVALSITE_OIDC_DEFAULT_ROLE not in {"", "viewer", "reviewer", "editor"}:
+    raise ImproperlyConfigured("EVALSITE_OIDC_DEFAULT_ROLE is one of viewer, reviewer, editor, or empty")
+if EVALSITE_OIDC:
+    AUTHENTICATION_BACKENDS.append("projects.oidc.Backend")
+    OIDC_RP_CLIENT_ID = EVALSITE_OIDC_CLIENT_ID
+    OIDC_RP_CLIENT_SECRET = os.environ.get("EVALSITE_OIDC_CLIENT_SECRET", "")
+    OIDC_RP_SCOPES = os.environ.get("EVALSITE_OIDC_SCOPES", "openid email profile")
+    OIDC_RP_SIGN_ALGO = os.environ.get("EVALSITE_OIDC_SIGN_ALGO", "RS256")
+    # The provider's endpoints: each named, or read from the issuer's discovery document (evalsite.oidc).
+    OIDC_OP_AUTHORIZATION_ENDPOINT, OIDC_OP_TOKEN_ENDPOINT, OIDC_OP_USER_ENDPOINT, OIDC_OP_JWKS_ENDPOINT = (
+        oidc.endpoints(os.environ.get("EVALSITE_OIDC_ISSUER", ""), os.environ)
+    )
+    OIDC_RP_IDP_SIGN_KEY = os.environ.get("EVALSITE_OIDC_SIGN_KEY") or None  # a PEM key instead of JWKS
+    OIDC_USE_NONCE = True
+    OIDC_USE_PKCE = True  # the code is worth nothing to whoever intercepts it without the session's verifier
+    OIDC_TIMEOUT = 10  # seconds the token and userinfo calls may take
+    LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso_failed=1"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

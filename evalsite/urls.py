@@ -1,8 +1,10 @@
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from projects import audit_urls
 from runs import launch_urls
 from runs.views.tokens import revoke_token, tokens
 from suites import urls as suite_urls
@@ -14,7 +16,13 @@ suite_pages = (suite_urls.urlpatterns + launch_urls.urlpatterns, suite_urls.app_
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="suites:list", permanent=False)),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(
+            extra_context={"sso_name": settings.EVALSITE_OIDC_NAME if settings.EVALSITE_OIDC else ""}
+        ),
+        name="login",
+    ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
@@ -23,7 +31,11 @@ urlpatterns = [
     path("suites/", include(suite_pages)),
     path("runs/", include("runs.urls")),
     path("s/", include("runs.share_urls")),
+    path("projects/<slug:slug>/audit/", include(audit_urls)),
 ]
+
+if settings.EVALSITE_OIDC:  # single sign-on: its sign-in, callback and logout, only when configured
+    urlpatterns.append(path("oidc/", include("mozilla_django_oidc.urls")))
 
 handler400 = "evalsite.middleware.bad_request"
 handler500 = "evalsite.middleware.server_error"

@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from .models import Membership, Project
+from . import audit
+from .models import Action, AuditEvent, Membership, Project
 
 
 class MembershipInline(admin.TabularInline):
@@ -15,3 +16,36 @@ class ProjectAdmin(admin.ModelAdmin):
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [MembershipInline]
+
+    def save_formset(self, request, form, formset, change):
+        """Members added, given another role or removed here are in the project's audit log."""
+        if formset.model is not Membership:
+            return super().save_formset(request, form, formset, change)
+        saved = formset.save()  # fills new_objects, changed_objects and deleted_objects
+        for action, memberships in (
+            (Action.MEMBER_ADDED, formset.new_objects),
+            (Action.MEMBER_CHANGED, [m for m, _ in formset.changed_objects]),
+            (Action.MEMBER_REMOVED, formset.deleted_objects),
+        ):
+            for membership in memberships:
+                audit.record(request.user, form.instance.pk, action, membership.user, role=membership.role)
+        return saved
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """The log is written by the services that make the changes; here it is only read."""
+
+    list_display = ("created_at", "project", "actor_name", "action", "target_label")
+    list_filter = ("action", "project")
+    search_fields = ("actor_name", "target_label", "target_id")
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

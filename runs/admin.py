@@ -10,6 +10,7 @@ from endpoints.models import Endpoint
 from endpoints.registry import current_registry
 from engine import endpoint_checks
 from engine.text import plural
+from projects.audit import AuditedDeletes
 
 from . import selectors
 from .models import ACTIVE, Conversation, Label, Run, ShareLink, Turn
@@ -97,7 +98,7 @@ class LaunchedOnly:
 
 
 @admin.register(Run)
-class RunAdmin(LaunchedOnly, admin.ModelAdmin):
+class RunAdmin(AuditedDeletes, LaunchedOnly, admin.ModelAdmin):
     """Read-only; a finished run may be deleted (with its conversations, turns and share links)."""
 
     list_display = ("id", "suite_version", "model", "status", "created_by", "created_at", "finished_at")

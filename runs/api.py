@@ -313,7 +313,7 @@ class CancelOut(Schema):
 @router.post("/{run_id}/cancel", response=CancelOut, summary="Cancel a queued or running run")
 def cancel(request, run_id: UUID):
     run = selectors.get_run_for_user(request.user, run_id)
-    cancelled = services.cancel(run)
+    cancelled = services.cancel(run, by=request.user)
     run.refresh_from_db(fields=["status"])
     return {"cancelled": cancelled, "status": run.status}
 
@@ -333,7 +333,7 @@ class RetryOut(Schema):
 def retry_errored(request, run_id: UUID):
     run = selectors.get_run_for_user(request.user, run_id)
     try:
-        retried = services.retry_errored(run)
+        retried = services.retry_errored(run, by=request.user)
     except services.RetryRefused as exc:
         raise HttpError(409, str(exc)) from None
     return {"retried": retried, "status": run.status}

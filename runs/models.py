@@ -10,6 +10,7 @@ import uuid
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
 from engine import outcomes
@@ -99,6 +100,14 @@ class Run(models.Model):
         if self.project_id is None:  # a run's project is always its suite's
             self.project_id = self.suite_version.suite.project_id
         super().save(*args, **kwargs)
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:detail", args=[self.pk])
+
+    @property
+    def audit_label(self) -> str:
+        """How the audit log names the run, once it may be gone."""
+        return f"run {str(self.pk)[:8]} of {self.suite_version} on {self.model}"
 
     @property
     def is_active(self) -> bool:
@@ -259,6 +268,15 @@ class Conversation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.eval_id} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:conversation", args=[self.run_id, self.index])
+
+    @property
+    def audit_label(self) -> str:
+        """How the audit log names the conversation, once it may be gone."""
+        suffix = f" #{self.iteration + 1}" if self.iteration else ""
+        return f"{self.eval_id}{suffix} in run {str(self.run_id)[:8]}"
 
     @property
     def total_tokens(self) -> int:

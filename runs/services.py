@@ -1,4 +1,5 @@
-"""Writes for runs: launch, cancel, retry errored conversations, share links.
+"""Writes for runs: launch, cancel, retry errored conversations, share links; each recorded in the
+project's audit log (projects.audit) in the write's own transaction.
 
 Each write hands the run to runs.worker once it commits: a launch or a retry dispatches its first
 conversations, a cancel frees its endpoint's slots for other runs.
@@ -27,6 +28,8 @@ from engine.outcomes import GRADED
 from engine.results import GraderResult
 from engine.runner import build_context
 from engine.schema import SCALES
+from projects import audit
+from projects.models import Action
 from suites.models import SuiteVersion
 from suites.services import save_version, validate_source
 
@@ -95,6 +98,10 @@ def create_run(
     )
     worker.insert_conversations(run.pk, _conversation_rows(spec, _history_files(version, spec)))
     selectors.suite_facts(run)  # stored for the run page's every process, while the suite is parsed here
+    if regraded_from is None:
+        audit.record(user, run.project_id, Action.LAUNCHED, run, model=model_ref)
+    else:
+        audit.record(user, run.project_id, Action.REGRADED, run, source=regraded_from.audit_label)
     transaction.on_commit(lambda: worker.dispatch(run.pk))
     return run
 
@@ -139,7 +146,7 @@ def _conversation_rows(spec, files: dict[str, str]) -> Iterator[dict]:
 
 
 @transaction.atomic
-def cancel(run: Run) -> bool:
+def cancel(run: Run, *, by=None) -> bool:
     now = timezone.now()
     updated = Run.objects.filter(pk=run.pk, status__in=ACTIVE).update(
         status=Status.CANCELLED, finished_at=now
@@ -148,6 +155,7 @@ def cancel(run: Run) -> bool:
         # Running conversations see the run's status before their next turn and stop there.
         run.conversations.filter(status=Status.QUEUED).update(status=Status.CANCELLED, finished_at=now)
         transaction.on_commit(lambda: worker.dispatch_endpoint(run.endpoint_name))
+        audit.record(by, run.project_id, Action.CANCELLED, run)
     return bool(updated)
 
 
@@ -155,7 +163,7 @@ class RetryRefused(Exception):
     """The run's errored conversations cannot be retried now; the message says why."""
 
 
-def retry_errored(run: Run) -> int:
+def retry_errored(run: Run, *, by=None) -> int:
     """Send a finished run's errored conversations back to the queue; each resumes after its last stored
     turn (a later claim replays the stored turns). The run is running again until they end, when finalize
     gives it its status afresh. Returns how many were queued."""
@@ -188,18 +196,38 @@ def retry_errored(run: Run) -> int:
         )
         if not count:  # raising rolls the reopening back
             raise RetryRefused("the run has no errored conversations")
+        audit.record(by, run.project_id, Action.RETRIED, run, conversations=count)
         transaction.on_commit(lambda: worker.dispatch(run.pk))
     run.refresh_from_db(fields=["status", "finished_at"])
     return count
 
 
+@transaction.atomic
 def create_share_link(run: Run, user) -> ShareLink:
-    return ShareLink.objects.create(run=run, created_by=user)
+    link = ShareLink.objects.create(run=run, created_by=user)
+    audit.record(user, run.project_id, Action.SHARED, run, link=link.pk)
+    return link
 
 
-def revoke_share_link(link: ShareLink) -> None:
-    if link.revoked_at is None:
-        ShareLink.objects.filter(pk=link.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+@transaction.atomic
+def revoke_share_link(link: ShareLink, *, by=None) -> None:
+    revoked = ShareLink.objects.filter(pk=link.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    if revoked:
+        audit.record(by, link.run.project_id, Action.REVOKED, link.run, link=link.pk)
+
+
+class DeleteRefused(Exception):
+    """The run cannot be deleted now; the message says why."""
+
+
+@transaction.atomic
+def delete_run(run: Run, *, by) -> None:
+    """Delete a finished run with its conversations, turns, labels, overrides and share links; the audit log
+    keeps its name."""
+    if Run.objects.select_for_update().filter(pk=run.pk, status__in=ACTIVE).exists():
+        raise DeleteRefused("the run is still going: cancel it first")
+    audit.record(by, run.project_id, Action.DELETED, run)
+    run.delete()
 
 
 # --- Labels: people's scores, for calibrating judges -------------------------------------------------------
@@ -218,12 +246,16 @@ def save_label(conversation, user, *, score: float, scale: str, reason: str = ""
     low, high, _ = SCALES[scale]
     if not low <= score <= high:
         raise LabelRefused(f"a score on {scale} is between {low:g} and {high:g}")
-    label, _ = Label.objects.update_or_create(
-        conversation=conversation,
-        created_by=user,
-        # A form sends a textarea's new lines as CRLF; the samples file and the pages want plain ones.
-        defaults={"score": score, "scale": scale, "reason": reason.replace("\r\n", "\n")},
-    )
+    with transaction.atomic():
+        label, _ = Label.objects.update_or_create(
+            conversation=conversation,
+            created_by=user,
+            # A form sends a textarea's new lines as CRLF; the samples file and the pages want plain ones.
+            defaults={"score": score, "scale": scale, "reason": reason.replace("\r\n", "\n")},
+        )
+        audit.record(
+            user, conversation.run.project_id, Action.LABELLED, conversation, score=score, scale=scale
+        )
     return label
 
 
@@ -306,6 +338,9 @@ def add_labels_to_set(run: Run, user, target) -> LabelsAdded:
             note=f"{len(lines)} labelled conversation{'s' if len(lines) != 1 else ''} from run {str(run.pk)[:8]}",
             files=files,
         )
+        audit.record(
+            user, target.project_id, Action.LABELS_ADDED, target, added=len(lines), run=run.audit_label
+        )
     return result
 
 
@@ -325,17 +360,20 @@ def unassign_reviewer(run: Run, reviewer_id: int) -> None:
 
 
 @transaction.atomic
-def pin_baseline(run: Run) -> None:
+def pin_baseline(run: Run, *, by=None) -> None:
     """Make `run` the baseline of its suite (its owner's runs of it): the one other runs compare with."""
     Run.objects.filter(
         suite_version__suite=run.suite_version.suite, created_by=run.created_by, pinned_at__isnull=False
     ).exclude(pk=run.pk).update(pinned_at=None)
     run.pinned_at = timezone.now()
     run.save(update_fields=["pinned_at"])
+    audit.record(by, run.project_id, Action.PINNED, run)
 
 
-def unpin_baseline(run: Run) -> None:
-    Run.objects.filter(pk=run.pk).update(pinned_at=None)
+@transaction.atomic
+def unpin_baseline(run: Run, *, by=None) -> None:
+    if Run.objects.filter(pk=run.pk, pinned_at__isnull=False).update(pinned_at=None):
+        audit.record(by, run.project_id, Action.UNPINNED, run)
     run.pinned_at = None
 
 
@@ -384,14 +422,24 @@ def override_outcome(conversation, user, *, turn: int, target: str, passed: bool
             defaults={"passed": passed, "note": note, "created_by": user},
         )
         _review(conversation)
+        audit.record(
+            user, conversation.run.project_id, Action.OVERRODE, conversation,
+            turn=turn, check=target, passed=passed, note=note,
+        )  # fmt: skip
     return item
 
 
-def remove_override(conversation, override_id: int) -> None:
+def remove_override(conversation, override_id: int, *, by=None) -> None:
     """Withdraw one override: the conversation's verdict follows the ones left, or the run's own."""
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
-        conversation.overrides.filter(pk=override_id).delete()
+        withdrawn = conversation.overrides.filter(pk=override_id).first()
+        if withdrawn is not None:
+            withdrawn.delete()
+            audit.record(
+                by, conversation.run.project_id, Action.OVERRIDE_WITHDRAWN, conversation,
+                turn=withdrawn.turn, check=withdrawn.target,
+            )  # fmt: skip
         _review(conversation)
 
 

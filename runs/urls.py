@@ -20,6 +20,7 @@ urlpatterns = [
         name="remove_override",
     ),
     path("<uuid:run_id>/cancel/", views.cancel, name="cancel"),
+    path("<uuid:run_id>/delete/", views.delete_run, name="delete"),
     path("<uuid:run_id>/retry-errored/", views.retry_errored, name="retry_errored"),
     path("<uuid:run_id>/results.json", views.results_json, name="json"),
     path("<uuid:run_id>/results.<str:form>", views.results_export, name="export"),

@@ -3,6 +3,7 @@ from django.contrib import admin
 
 from engine.loader import load_suite
 from engine.source import SuiteError
+from projects.audit import AuditedDeletes
 
 from .models import Suite, SuiteVersion
 from .services import save_version
@@ -21,7 +22,7 @@ class SuiteVersionInline(admin.TabularInline):
 
 
 @admin.register(Suite)
-class SuiteAdmin(admin.ModelAdmin):
+class SuiteAdmin(AuditedDeletes, admin.ModelAdmin):
     list_display = ("name", "owner", "updated_at")
     list_filter = ("owner",)
     search_fields = ("name", "description")

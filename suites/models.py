@@ -9,6 +9,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 
 class Suite(models.Model):
@@ -26,6 +27,9 @@ class Suite(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("suites:detail", args=[self.public_id])
 
     @property
     def latest_version(self) -> "SuiteVersion | None":

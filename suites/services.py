@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from django.db import IntegrityError, transaction
+from django.db.models import Count
 
 from engine.attached import MAX_FILE_BYTES, MAX_FILES, MAX_TOTAL_BYTES, check_files, decode_file
 from engine.loader import load_suite
 from engine.schema import Suite as SuiteSpec
 from engine.source import SuiteError, decode_source
-from projects.models import Project
+from engine.text import plural
+from projects import audit
+from projects.models import Action, Project
 
 from . import parsed
 from .models import Suite, SuiteFile, SuiteVersion, content_hash
@@ -183,3 +186,24 @@ __all__ = [
     "save_version",
     "validate_source",
 ]
+
+
+class DeleteRefused(Exception):
+    """The suite cannot be deleted; the message says why."""
+
+
+def why_kept(suite: Suite) -> str:
+    """Why the suite cannot be deleted, or "" when it can: a run keeps the version it ran."""
+    runs = suite.versions.aggregate(runs=Count("runs"))["runs"]
+    if runs:
+        return f"{plural(runs, 'run')} of it {'is' if runs == 1 else 'are'} kept; delete them first"
+    return ""
+
+
+@transaction.atomic
+def delete_suite(suite: Suite, *, by) -> None:
+    """Delete a suite no run points at, with its versions and attached files; the audit log keeps its name."""
+    if reason := why_kept(suite):
+        raise DeleteRefused(reason)
+    audit.record(by, suite.project_id, Action.DELETED, suite)
+    suite.delete()

@@ -14,6 +14,7 @@ urlpatterns = [
     path("<uuid:public_id>/", views.detail, name="detail"),
     path("<uuid:public_id>/v/<int:number>/", views.version, name="version"),
     path("<uuid:public_id>/v/<int:number>/diff/<int:other>/", views.version_diff, name="version_diff"),
+    path("<uuid:public_id>/delete/", views.delete_suite, name="delete"),
     path("<uuid:public_id>/files/", views.attach_files, name="attach_files"),
     path("<uuid:public_id>/files/remove/", views.remove_file, name="remove_file"),
     path("<uuid:public_id>/v/<int:number>/files/<str:name>", views.version_file, name="version_file"),

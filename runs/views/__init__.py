@@ -7,6 +7,7 @@ owner's pages and the share-link pages are the same views and templates.
 from .calibration import calibration, shared_calibration
 from .compare import compare_eval, compare_runs, pin, regrade
 from .conversation import conversation, conversation_poll, shared_conversation, shared_conversation_poll
+from .delete import delete_run
 from .exports import results_export, shared_export
 from .labels import add_to_set, label
 from .overrides import override, remove_override
@@ -30,6 +31,7 @@ __all__ = [
     "assign",
     "calibration",
     "cancel",
+    "delete_run",
     "compare_eval",
     "compare_runs",
     "conversation",

@@ -189,10 +189,10 @@ def _word_diff(before: str, after: str, limit: int = 20_000) -> list[tuple[str, 
 def pin(request: HttpRequest, run_id) -> HttpResponse:
     run = selectors.get_run_for_user(request.user, run_id)
     if request.POST.get("unpin"):
-        services.unpin_baseline(run)
+        services.unpin_baseline(run, by=request.user)
         messages.success(request, "This run is no longer its suite's baseline.")
     else:
-        services.pin_baseline(run)
+        services.pin_baseline(run, by=request.user)
         messages.success(
             request, "Pinned as the baseline of its suite: other runs compare with it by default."
         )

@@ -50,6 +50,6 @@ def override(request: HttpRequest, run_id, index: int) -> HttpResponse:
 @require_POST
 def remove_override(request: HttpRequest, run_id, index: int, override_id: int) -> HttpResponse:
     access, conversation = _conversation(request, run_id, index)
-    services.remove_override(conversation, override_id)
+    services.remove_override(conversation, override_id, by=request.user)
     messages.success(request, "Override withdrawn.")
     return _back(access, conversation, request.POST.get("turn", ""))

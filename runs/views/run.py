@@ -105,7 +105,7 @@ def progress(request: HttpRequest, run_id) -> HttpResponse:
 @require_POST
 def cancel(request: HttpRequest, run_id) -> HttpResponse:
     run = selectors.get_run_for_user(request.user, run_id)
-    if services.cancel(run):
+    if services.cancel(run, by=request.user):
         messages.success(
             request, "Run cancelled. Conversations already talking to the model stop after this turn."
         )
@@ -121,7 +121,7 @@ def cancel(request: HttpRequest, run_id) -> HttpResponse:
 def retry_errored(request: HttpRequest, run_id) -> HttpResponse:
     run = selectors.get_run_for_user(request.user, run_id)
     try:
-        count = services.retry_errored(run)
+        count = services.retry_errored(run, by=request.user)
     except services.RetryRefused as exc:
         messages.info(request, f"Nothing retried: {exc}.")
     else:
@@ -177,7 +177,7 @@ def share(request: HttpRequest, run_id) -> HttpResponse:
 def revoke(request: HttpRequest, run_id, link_id: int) -> HttpResponse:
     run = selectors.get_run_for_user(request.user, run_id)
     link = get_object_or_404(run.share_links, pk=link_id)
-    services.revoke_share_link(link)
+    services.revoke_share_link(link, by=request.user)
     if not request.htmx:
         messages.success(request, "Share link revoked. It no longer opens this run.")
     return _share_panel(request, run)
