@@ -7,13 +7,31 @@ from django.db import models
 from engine.clients import EndpointConfig
 
 
+class EndpointQuerySet(models.QuerySet):
+    def usable_in(self, project_id: int | None) -> "EndpointQuerySet":
+        """The endpoints a project's suites and launches may use: the shared ones and the project's own."""
+        return self.filter(models.Q(project__isnull=True) | models.Q(project_id=project_id))
+
+
 class Endpoint(models.Model):
-    """A named OpenAI-compatible endpoint. `name/model` in a suite picks it."""
+    """A named OpenAI-compatible endpoint. `name/model` in a suite picks it.
+
+    Names are unique across the site, whichever project an endpoint belongs to: pools, pauses and the
+    workers' registry key on the name alone.
+    """
 
     name = models.SlugField(
         max_length=50,
         unique=True,
         help_text='Used as the prefix in model references: "name/model-id". "mock" and "default" are reserved.',
+    )
+    project = models.ForeignKey(
+        "projects.Project",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="endpoints",
+        help_text="Empty: every project may use it. Set: only this project's suites and launches.",
     )
     base_url = models.URLField(max_length=500, help_text="e.g. https://openrouter.ai/api/v1")
     api_key_env = models.CharField(
@@ -61,6 +79,8 @@ class Endpoint(models.Model):
         "connections, waits included, before its conversation errors. Empty: EVALSITE_RETRY_SECONDS "
         "(300 unless set).",
     )
+
+    objects = EndpointQuerySet.as_manager()
 
     class Meta:
         db_table = "runs_endpoint"  # existing databases hold the rows in this table
