@@ -15,6 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
+from endpoints.routes import project_refusal
 from engine import bounds, overrides, suitevars
 from engine.calibration import CalibrationSuite
 from engine.clients import MOCK
@@ -71,6 +72,8 @@ def create_run(
         _, endpoint_name = build_context(spec, registry, model_ref)
     except Exception as exc:  # an unknown endpoint and the like: say so before anything is stored
         raise LaunchError(str(exc)) from None
+    if refusal := project_refusal(spec, version.suite.project_id, model_ref):
+        raise LaunchError(refusal)
     if not settings.EVALSITE_CODE_GRADERS and (refusal := code_policy.launch_refusal(spec)):
         raise LaunchError(refusal)
     total = conversation_count(spec)

@@ -20,7 +20,9 @@ def add_token_arguments(parser: argparse.ArgumentParser) -> None:
     create = actions.add_parser("create", help="make a token; prints it alone on stdout, once")
     create.add_argument("--user", required=True, help="the user the token acts as")
     create.add_argument("--name", required=True, help="what the token is for, e.g. ci")
-    create.add_argument("--project", help="the slug of the project the token acts in (default: the default project)")
+    create.add_argument(
+        "--project", help="the slug of the project the token acts in (default: the default project)"
+    )
     listing = actions.add_parser("list", help="a user's tokens: name, start, created, last used, status")
     listing.add_argument("--user", required=True)
     revoke = actions.add_parser("revoke", help="revoke a user's active tokens of that name, at once")

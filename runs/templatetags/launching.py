@@ -27,7 +27,7 @@ def launch_panel(context) -> dict:
         "latest_spec": spec,
         "launch_form": form,
         "launch_error": context.get("launch_error"),
-        **launching.panel(request, spec, form),
+        **launching.panel(request, spec, form, context["suite"].project_id),
     }
 
 

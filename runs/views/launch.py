@@ -25,7 +25,7 @@ def _warn_launched(request: HttpRequest, version: SuiteVersion, model: str | Non
     """What looked likely to fail in the run just launched, on the run page."""
     spec = parse_version(version)
     if spec is not None:
-        for warning in suite_routes(spec, model=model).warnings:
+        for warning in suite_routes(spec, model=model, project_id=version.suite.project_id).warnings:
             messages.warning(request, f"{warning.path}: {warning.message}")
 
 
@@ -82,5 +82,7 @@ def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     chosen = form.cleaned_data.get("version") if form.is_valid() else None
     spec = parse_version(suite_selectors.get_version_for_user(request.user, public_id, chosen or numbers[0]))
     model = (request.GET.get("model") or "").strip()
-    routes = suite_routes(spec, model=model or None) if spec is not None else None
+    routes = (
+        suite_routes(spec, model=model or None, project_id=suite.project_id) if spec is not None else None
+    )
     return render(request, "suites/_launch_routes.html", {"launch_routes": routes, "suite": suite})
