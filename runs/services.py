@@ -289,10 +289,10 @@ def add_labels_to_set(run: Run, user, target) -> tuple[int, int]:
 
 @transaction.atomic
 def pin_baseline(run: Run) -> None:
-    """Make `run` the baseline of its suite (its owner's runs of it): the one other runs compare with."""
-    Run.objects.filter(
-        suite_version__suite=run.suite_version.suite, created_by=run.created_by, pinned_at__isnull=False
-    ).exclude(pk=run.pk).update(pinned_at=None)
+    """Make `run` the baseline of its suite (whoever launched it): the one other runs compare with."""
+    Run.objects.filter(suite_version__suite=run.suite_version.suite, pinned_at__isnull=False).exclude(
+        pk=run.pk
+    ).update(pinned_at=None)
     run.pinned_at = timezone.now()
     run.save(update_fields=["pinned_at"])
 

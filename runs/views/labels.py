@@ -1,5 +1,5 @@
 """Labels: a reviewer scores conversations, on a transcript page or in a keyboard-driven review queue, and
-adds them to a calibration set as samples (docs/calibration.md). Owners only: share links are read-only."""
+adds them to a calibration set as samples (docs/calibration.md). Members with the reviewer role or above: share links are read-only."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from engine.schema import SCALES
 from engine.source import SuiteError
+from projects.access import needs
+from projects.roles import Can
 from suites.models import Suite
 
 from .. import selectors, services
@@ -43,10 +45,11 @@ def label_form(conversation: Conversation, user, scale: str | None = None) -> di
     }
 
 
+@needs(Can.LABEL)
 @login_required
 @require_POST
 def label(request: HttpRequest, run_id, index: int) -> HttpResponse:
-    access = owner(request, run_id)
+    access = owner(request, run_id, Can.LABEL)
     iteration = request.POST.get("iteration", "0")
     conversation = selectors.get_conversation(access.run, index, int(iteration) if iteration.isdigit() else 0)
     scale = request.POST.get("scale", DEFAULT_SCALE)
@@ -70,10 +73,11 @@ def label(request: HttpRequest, run_id, index: int) -> HttpResponse:
     return redirect(access.conversation_url(conversation.index, conversation.iteration))
 
 
+@needs(Can.LABEL)
 @login_required
 @require_GET
 def review(request: HttpRequest, run_id) -> HttpResponse:
-    access = owner(request, run_id)
+    access = owner(request, run_id, Can.LABEL)
     run = access.run
     queue = selectors.review_queue(run, request.user)
     if not queue:
@@ -105,17 +109,20 @@ def review(request: HttpRequest, run_id) -> HttpResponse:
         if unlabelled_after is not None
         else at(position + 1) or f"{base}?c={ids[position]}",
         "inter_rater": selectors.inter_rater(run),
-        "sets": selectors.calibration_sets_of(request.user),
+        "sets": selectors.calibration_sets_in(run.project_id),
         **label_form(conversation, request.user, request.GET.get("scale") or None),
     }
     return render(request, "runs/review.html", context)
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
 def add_to_set(request: HttpRequest, run_id) -> HttpResponse:
-    access = owner(request, run_id)
-    target = Suite.objects.filter(owner=request.user, public_id=request.POST.get("set", "")).first()
+    access = owner(request, run_id, Can.EDIT)
+    target = Suite.objects.filter(
+        project_id=access.run.project_id, public_id=request.POST.get("set", "")
+    ).first()
     if target is None:
         raise Http404("no such calibration set")
     try:

@@ -13,6 +13,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from endpoints.routes import suite_routes
 from engine.source import SuiteError
+from projects.access import needs
+from projects.roles import Can
 from suites import selectors as suite_selectors
 from suites.models import Suite, SuiteVersion
 from suites.views.editor import parse_version, render_editor
@@ -40,10 +42,11 @@ def launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> H
     return redirect("runs:detail", run_id=run.pk)
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
 def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
-    suite = suite_selectors.get_suite_for_user(request.user, public_id)
+    suite = suite_selectors.get_suite_for_user(request.user, public_id, Can.EDIT)
     numbers = list(suite.versions.order_by("-number").values_list("number", flat=True))
     form = LaunchForm(request.POST, versions=numbers)
     error = None
@@ -70,6 +73,7 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     return render_editor(request, suite=suite, status=400, extra_context=launch_context)
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
