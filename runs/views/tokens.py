@@ -27,10 +27,10 @@ def _project(request: HttpRequest):
     return project
 
 
+@needs(Can.VIEW)  # making one needs EDIT, checked within
 @never_cache  # the one response that holds a new token must not be kept by any cache
 @login_required
 @require_http_methods(["GET", "POST"])
-@needs(Can.VIEW)
 def tokens(request: HttpRequest) -> HttpResponse:
     project = _project(request)
     role = check(request.user, project.pk, Can.VIEW)
@@ -63,9 +63,9 @@ def tokens(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/tokens.html", context, status=422 if error else 200)
 
 
+@needs(Can.VIEW)
 @login_required
 @require_POST
-@needs(Can.VIEW)
 def revoke_token(request: HttpRequest, token_id: int) -> HttpResponse:
     """Anyone may revoke their own token in the project (giving up access needs no role); another member's
     needs the admin role there."""
