@@ -1,5 +1,6 @@
 """Where a suite's model references go among the endpoints defined now, and what looks likely to fail there:
-engine.endpoint_checks against this site's registry, for the editor, the launch panel and the API."""
+engine.endpoint_checks against this site's registry, for the editor, the launch panel and the API. An
+endpoint that belongs to one project is there for that project's suites only: another's launch is refused."""
 
 from __future__ import annotations
 
