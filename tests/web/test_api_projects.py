@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.admin.sites import site
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.urls import reverse
 
@@ -115,10 +117,26 @@ def test_a_token_stops_working_when_its_user_leaves_the_project_and_again_on_ret
     assert client.get("/api/runs", **bearer(token)).status_code == 200
 
 
-def test_tokens_made_before_projects_act_in_the_default_project(teams):
-    """The migration's default, as create_token's when no project is named."""
-    row, _ = create_token(teams["alice"], "old")
-    assert row.project == Project.default()
+def migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tokens_made_before_projects_act_in_the_default_project_and_endpoints_stay_shared():
+    old = migrate([("runs", "0024_run_project"), ("endpoints", "0001_initial")])
+    user = old.get_model("auth", "User").objects.create(username="ci-owner")
+    old.get_model("runs", "ApiToken").objects.create(user=user, name="ci", digest="d" * 64, hint="evs_x")
+    old.get_model("endpoints", "Endpoint").objects.create(name="local", base_url="http://127.0.0.1:9/v1")
+    try:
+        new = migrate([("runs", "0025_apitoken_project"), ("endpoints", "0002_endpoint_project")])
+        default = new.get_model("projects", "Project").objects.get(slug="default")
+        assert new.get_model("runs", "ApiToken").objects.get(name="ci").project_id == default.pk
+        assert new.get_model("endpoints", "Endpoint").objects.get(name="local").project_id is None
+    finally:  # back to the latest schema, for the tests after this one
+        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
 
 # --- endpoints ----------------------------------------------------------------------------------------------
