@@ -7,12 +7,6 @@ from django.db import models
 from engine.clients import EndpointConfig
 
 
-class EndpointQuerySet(models.QuerySet):
-    def usable_in(self, project_id: int | None) -> "EndpointQuerySet":
-        """The endpoints a project's suites and launches may use: the shared ones and the project's own."""
-        return self.filter(models.Q(project__isnull=True) | models.Q(project_id=project_id))
-
-
 class Endpoint(models.Model):
     """A named OpenAI-compatible endpoint. `name/model` in a suite picks it.
 
@@ -80,8 +74,6 @@ class Endpoint(models.Model):
         "(300 unless set).",
     )
 
-    objects = EndpointQuerySet.as_manager()
-
     class Meta:
         db_table = "runs_endpoint"  # existing databases hold the rows in this table
         ordering = ["name"]
@@ -93,6 +85,10 @@ class Endpoint(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def serves(self, project_id: int | None) -> bool:
+        """Whether a project's suites and launches may use it: a shared endpoint, or the project's own."""
+        return self.project_id is None or self.project_id == project_id
 
     def to_config(self) -> EndpointConfig:
         return EndpointConfig(

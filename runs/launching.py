@@ -52,9 +52,11 @@ def model_choices(user, spec: SuiteSpec | None, project_id: int | None = None) -
     choices: dict[str, str] = {MOCK: "built-in mock: offline, free"}
     if spec is not None and spec.model:
         choices.setdefault(spec.model, "the suite's model")
-    usable = Endpoint.objects.usable_in(project_id).order_by("name")
-    elsewhere = set(Endpoint.objects.exclude(pk__in=usable).values_list("name", flat=True))
-    for endpoint in usable:
+    endpoints = list(Endpoint.objects.order_by("name"))
+    elsewhere = {endpoint.name for endpoint in endpoints if not endpoint.serves(project_id)}
+    for endpoint in endpoints:
+        if endpoint.name in elsewhere:
+            continue
         choices.setdefault(f"{endpoint.name}/", f"{endpoint.base_url} — type the model id after the /")
         for model in used.get(endpoint.name, []):
             choices.setdefault(model, f"used on {endpoint.name}")
