@@ -81,7 +81,9 @@ def validate_text(
             spec = services.validate_source(source, files=files)
         except SuiteError as exc:
             return Validation(problems=[*file_problems, *exc.problems])
-    result = Validation(spec=spec, problems=list(file_problems), routes=suite_routes(spec, source))
+    project_id = suite.project_id if suite is not None else getattr(project, "pk", None)
+    routes = suite_routes(spec, source, project_id=project_id)
+    result = Validation(spec=spec, problems=list(file_problems), routes=routes)
     if suite is None and project is not None and selectors.suites_in(project).filter(name=spec.name).exists():
         result.warnings.append(
             f"This project already has a suite named “{spec.name}”: change `name` to create a new one."

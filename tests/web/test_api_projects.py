@@ -4,6 +4,8 @@ another's launches and left out of their launch form; the tokens page is the cur
 
 from __future__ import annotations
 
+import html
+
 import pytest
 from django.contrib.admin.sites import site
 from django.db import connection
@@ -193,6 +195,23 @@ def test_validate_warns_of_another_projects_endpoint(teams, fake_endpoint):
     body = {"source": suite_source("on-fake", model="fake/test-model")}
     answer = Client().post("/api/suites/validate", body, content_type="application/json", **bearer(token_a))
     assert any("belongs to another project" in w["message"] for w in answer.json()["warnings"])
+
+
+def test_the_editor_warns_of_another_projects_endpoint_as_you_type(teams, fake_endpoint):
+    fake_endpoint.project = teams["b"]
+    fake_endpoint.save()
+    client = Client()
+    client.force_login(teams["alice"])  # her current project is A
+    source = suite_source("on-fake", model="fake/test-model")
+    body = client.post(
+        reverse("suites:validate"), {"source": source}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "belongs to another project" in html.unescape(body)
+    client.get(reverse("tokens"), {"project": "b"})  # switches to B, whose endpoint it is
+    body = client.post(
+        reverse("suites:validate"), {"source": source}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "belongs to another project" not in html.unescape(body)
 
 
 def test_the_admin_shows_and_filters_endpoints_by_project(teams, admin_client):
