@@ -9,9 +9,13 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from projects.access import needs
+from projects.roles import Can
+
 from .. import tokens as token_service
 
 
+@needs(Can.VIEW)  # a user's own tokens
 @never_cache  # the one response that holds a new token must not be kept by any cache
 @login_required
 @require_http_methods(["GET", "POST"])
@@ -38,6 +42,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/tokens.html", context, status=422 if error else 200)
 
 
+@needs(Can.VIEW)  # a user's own token: anyone else's is a 404
 @login_required
 @require_POST
 def revoke_token(request: HttpRequest, token_id: int) -> HttpResponse:
