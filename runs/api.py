@@ -19,6 +19,7 @@ from ninja.errors import HttpError
 
 from engine import compare, exports
 from engine.source import SuiteError
+from projects.roles import Can
 from suites import selectors as suite_selectors
 from suites import services as suite_services
 from suites.models import Suite
@@ -312,7 +313,7 @@ class CancelOut(Schema):
 
 @router.post("/{run_id}/cancel", response=CancelOut, summary="Cancel a queued or running run")
 def cancel(request, run_id: UUID):
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = selectors.get_run_for_user(request.user, run_id, Can.EDIT)
     cancelled = services.cancel(run)
     run.refresh_from_db(fields=["status"])
     return {"cancelled": cancelled, "status": run.status}
@@ -331,7 +332,7 @@ class RetryOut(Schema):
     "is running until they end. 409 when the run is still going, was cancelled, or has no errors.",
 )
 def retry_errored(request, run_id: UUID):
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = selectors.get_run_for_user(request.user, run_id, Can.EDIT)
     try:
         retried = services.retry_errored(run)
     except services.RetryRefused as exc:
@@ -352,7 +353,7 @@ class RegradeIn(Schema):
     "follow-up ends in error, `diverged at turn N: needs a new run`.",
 )
 def regrade(request, run_id: UUID, body: RegradeIn):
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = selectors.get_run_for_user(request.user, run_id, Can.EDIT)
     suite = run.suite_version.suite
     version = suite_selectors.version_of(suite, body.version)
     if version is None:
