@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
-from .access import projects_for
-from .current import current_project
+from .current import current_project, projects_of
 
 
 def projects(request: HttpRequest) -> dict:
@@ -15,5 +14,5 @@ def projects(request: HttpRequest) -> dict:
     # Lazy: a page that never shows the navigation (an htmx partial) reads nothing.
     return {
         "current_project": lambda: current_project(request),
-        "my_projects": lambda: list(projects_for(user)),
+        "my_projects": lambda: projects_of(request),
     }

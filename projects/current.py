@@ -6,11 +6,22 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
-from .access import projects_for, roles_of
+from .access import projects_for
 from .models import Project
 
 SESSION_KEY = "current_project_id"
 _CACHE = "_current_project"
+_MINE = "_my_projects"
+
+
+def projects_of(request: HttpRequest) -> list[Project]:
+    """The user's projects by name, read once per request (the navigation's switcher lists them too)."""
+    mine = getattr(request, _MINE, None)
+    if mine is None:
+        user = getattr(request, "user", None)
+        mine = list(projects_for(user)) if user is not None and user.is_authenticated else []
+        setattr(request, _MINE, mine)
+    return mine
 
 
 def switch_to(request: HttpRequest, project: Project) -> None:
@@ -34,22 +45,14 @@ def current_project(request: HttpRequest) -> Project | None:
 
 
 def _find(request: HttpRequest) -> Project | None:
-    user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
-        return None
-    mine = roles_of(user)
+    mine = projects_of(request)
     if not mine:
         return None
     slug = request.GET.get("project")
-    if slug:
-        asked = Project.objects.filter(slug=slug, pk__in=list(mine)).first()
-        if asked is not None:
-            switch_to(request, asked)
-            return asked
+    asked = next((project for project in mine if project.slug == slug), None) if slug else None
+    if asked is not None:
+        switch_to(request, asked)
+        return asked
     session = getattr(request, "session", None)
     kept = session.get(SESSION_KEY) if session is not None else None
-    if kept in mine:
-        project = Project.objects.filter(pk=kept).first()
-        if project is not None:
-            return project
-    return projects_for(user).first()
+    return next((project for project in mine if project.pk == kept), mine[0])
