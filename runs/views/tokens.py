@@ -27,7 +27,7 @@ def _project(request: HttpRequest):
     return project
 
 
-@needs(Can.VIEW)  # making one needs EDIT, checked within
+@needs(Can.VIEW, to_post=Can.EDIT)
 @never_cache  # the one response that holds a new token must not be kept by any cache
 @login_required
 @require_http_methods(["GET", "POST"])
