@@ -8,12 +8,24 @@ from engine.clients import EndpointConfig
 
 
 class Endpoint(models.Model):
-    """A named OpenAI-compatible endpoint. `name/model` in a suite picks it."""
+    """A named OpenAI-compatible endpoint. `name/model` in a suite picks it.
+
+    Names are unique across the site, whichever project an endpoint belongs to: pools, pauses and the
+    workers' registry key on the name alone.
+    """
 
     name = models.SlugField(
         max_length=50,
         unique=True,
         help_text='Used as the prefix in model references: "name/model-id". "mock" and "default" are reserved.',
+    )
+    project = models.ForeignKey(
+        "projects.Project",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="endpoints",
+        help_text="Empty: every project may use it. Set: only this project's suites and launches.",
     )
     base_url = models.URLField(max_length=500, help_text="e.g. https://openrouter.ai/api/v1")
     api_key_env = models.CharField(
@@ -73,6 +85,10 @@ class Endpoint(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def serves(self, project_id: int | None) -> bool:
+        """Whether a project's suites and launches may use it: a shared endpoint, or the project's own."""
+        return self.project_id is None or self.project_id == project_id
 
     def to_config(self) -> EndpointConfig:
         return EndpointConfig(

@@ -2,7 +2,9 @@
 
 Two ways in: a personal API token (`Authorization: Bearer evs_…`, for CI and scripts; runs/tokens.py), or the
 browser's session, for which ninja enforces CSRF on unsafe methods. A bearer token cannot be sent by another
-site's page, so it needs no CSRF token. Either way a request sees exactly what its user sees.
+site's page, so it needs no CSRF token. A token acts in its own project only, a session in the project a
+request names or the current one (projects/requests.py); either way with the user's role there, so a request
+sees exactly what its user sees. Outside the user's projects an object is a 404; a role too low is a 403.
 
 Wrong tokens are throttled per client address like failed sign-ins (evalsite/lockout.py): past
 EVALSITE_TOKEN_FAILURE_LIMIT, every token from that address is answered 429 with Retry-After until the
@@ -13,13 +15,15 @@ from functools import wraps
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.http import JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer, django_auth
 
+from projects.requests import TOKEN_PROJECT, TokenElsewhere
 from runs.api import router as runs_router
-from runs.tokens import user_for
+from runs.tokens import token_for
 from suites.api import router as suites_router
 
 from .lockout import token_allowed, token_failed, token_refusal
@@ -33,15 +37,17 @@ class BearerToken(HttpBearer):
     def authenticate(self, request, token):
         if not token_allowed(request):
             raise TokensThrottled()
-        user = user_for(token)
-        if user is None:
-            # A token was presented and is wrong (unknown, revoked): 401 now, rather than falling through to
-            # the session, which would answer a CSRF failure for a POST and confuse a CI job.
+        row = token_for(token)
+        if row is None:
+            # A token was presented and is wrong (unknown, revoked, its user gone from its project): 401 now,
+            # rather than falling through to the session, which would answer a CSRF failure for a POST and
+            # confuse a CI job.
             if token_failed(request):
                 raise TokensThrottled()
             raise AuthenticationError()
-        request.user = user  # views read request.user, as with a session
-        return user
+        request.user = row.user  # views read request.user, as with a session
+        setattr(request, TOKEN_PROJECT, row.project)
+        return row.user
 
 
 def docs_access(view):
@@ -71,6 +77,17 @@ api = NinjaAPI(
 @api.exception_handler(TokensThrottled)
 def _throttled(request, exc):
     return token_refusal(request)
+
+
+@api.exception_handler(TokenElsewhere)
+def _elsewhere(request, exc):
+    return api.create_response(request, {"detail": str(exc)}, status=404)
+
+
+@api.exception_handler(PermissionDenied)
+def _denied(request, exc):
+    """A member whose role is too low is told, in JSON like every other refusal, which role it needs."""
+    return api.create_response(request, {"detail": str(exc) or "Forbidden"}, status=403)
 
 
 api.add_router("/suites", suites_router)

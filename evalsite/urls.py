@@ -4,7 +4,6 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from projects import audit_urls
 from runs import launch_urls
 from runs.views.tokens import revoke_token, tokens
 from suites import urls as suite_urls
@@ -30,8 +29,8 @@ urlpatterns = [
     path("tokens/<int:token_id>/revoke/", revoke_token, name="token_revoke"),
     path("suites/", include(suite_pages)),
     path("runs/", include("runs.urls")),
+    path("projects/", include("projects.urls")),
     path("s/", include("runs.share_urls")),
-    path("projects/<slug:slug>/audit/", include(audit_urls)),
 ]
 
 if settings.EVALSITE_OIDC:  # single sign-on: its sign-in, callback and logout, only when configured

@@ -57,12 +57,14 @@ def projects_for(user) -> QuerySet[Project]:
     return Project.objects.filter(pk__in=list(roles_of(user)))
 
 
-def needs(can: Can) -> Callable:
-    """Marks a view with the action it takes. The view itself checks it against the project of what it
-    finds (`check`); the mark lets the tests hold every URL to a declared action."""
+def needs(can: Can, *, to_post: Can | None = None) -> Callable:
+    """Marks a view with the action it takes (`to_post`: what a POST to a page that also shows a form
+    takes, when it is more). The view itself checks it against the project of what it finds (`check`);
+    the mark lets the tests hold every URL to a declared action."""
 
     def mark(view):
         view.needs = can
+        view.needs_to_post = to_post or can
         return view
 
     return mark

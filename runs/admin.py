@@ -30,6 +30,7 @@ def probe(endpoint: Endpoint) -> endpoint_checks.ProbeResult:
 class EndpointAdmin(admin.ModelAdmin):
     list_display = (
         "name",
+        "project_or_shared",
         "base_url",
         "api_key_env",
         "max_concurrency",
@@ -38,10 +39,16 @@ class EndpointAdmin(admin.ModelAdmin):
         "string_only",
     )
     search_fields = ("name", "base_url")
+    list_filter = (("project", admin.RelatedOnlyFieldListFilter),)
+    list_select_related = ("project",)
     # A URL typed without a scheme means https (Django 6 makes this the default; 5.2 warns until told).
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     actions = ["test_connection"]
     change_form_template = "admin/endpoints/endpoint/change_form.html"
+
+    @admin.display(description="project", ordering="project__name", empty_value="shared by every project")
+    def project_or_shared(self, endpoint: Endpoint):
+        return endpoint.project
 
     @admin.action(description="Test connection (asks the endpoint for its models)")
     def test_connection(self, request, queryset):

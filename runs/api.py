@@ -1,10 +1,12 @@
-"""Runs API, for the browser and for CI (a bearer token acts as its user; evalsite/api.py):
+"""Runs API, for the browser and for CI (a bearer token acts as its user, in its project; evalsite/api.py):
 
-- launch a run from a saved suite (by name, latest or a given version) or from YAML in the body;
-- list runs with filters; a run's status and progress; its results as JSON, JUnit XML or Markdown;
-- cancel a run, retry its errored conversations, compare two runs.
+- launch a run from a project's saved suite (by name, latest or a given version) or from YAML in the body;
+- list a project's runs with filters; a run's status and progress; its results as JSON, JUnit XML or Markdown;
+- cancel a run, retry its errored conversations, re-grade it, compare two runs.
 
-Another user's run is a 404, never a 403: the API says nothing of what a user cannot see.
+Every route checks the project of what it acts on (projects/requests.py): a run outside the user's projects
+(or the token's) is a 404, never a 403, so the API says nothing of what a user cannot see; a member whose
+role is too low gets a 403 naming the role it needs.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from datetime import datetime
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
+from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 
 from engine import compare, exports
 from engine.source import SuiteError
+from projects.requests import check_request, request_project
+from projects.roles import Can
 from suites import selectors as suite_selectors
 from suites import services as suite_services
 from suites.models import Suite
@@ -30,11 +35,26 @@ from .views.exports import export_response, stored_run
 router = Router(tags=["runs"])
 
 
+def _run(request, run_id, can: Can) -> Run:
+    """The run, once the user's role in its project allows `can` (404 outside their projects, 403 below)."""
+    run = get_object_or_404(
+        Run.objects.select_related("suite_version__suite", "project").defer(
+            "summary", "suite_version__source"
+        ),
+        pk=run_id,
+    )
+    check_request(request, run.project_id, can)
+    return run
+
+
 # --- launching and listing ---------------------------------------------------------------------------------
 
 
 class LaunchIn(Schema):
-    suite: str | None = None  # a saved suite's name
+    project: str | None = (
+        None  # the project's slug; default: the token's project, or the session's current one
+    )
+    suite: str | None = None  # a saved suite's name in that project
     version: int | None = None  # its version number (default: the latest)
     yaml: str | None = None  # or a suite's YAML: saved as a new version of the suite it names, if it changed
     files: dict[str, str] | None = None  # attached files for `yaml` (name -> text); default: the latest's
@@ -58,6 +78,7 @@ class RefusedOut(Schema):
 
 class RunOut(Schema):
     id: UUID
+    project: str  # the project's slug
     suite: str
     version: int
     model: str
@@ -89,6 +110,7 @@ def _run_out(request, run: Run) -> dict:
     links = _links(request, run)
     return {
         "id": run.pk,
+        "project": run.project.slug,
         "suite": version.suite.name,
         "version": version.number,
         "model": run.model,
@@ -118,11 +140,12 @@ class _Refused(Exception):
 
 @router.post(
     "",
-    response={200: RunOut, 201: RunOut, 404: RefusedOut, 422: RefusedOut},
+    response={200: RunOut, 201: RunOut, 403: RefusedOut, 404: RefusedOut, 422: RefusedOut},
     summary="Launch a run",
-    description="From a saved suite by name (`suite`, optionally `version`), or from `yaml` in the body, "
-    "which is saved as the next version of the user's suite of that name (created if new; unchanged text "
-    "reuses the latest version). `model` and `concurrency` override the suite's; `vars` gives values for "
+    description="In the token's project (a session: `project`, a slug, else the current project), which needs "
+    "the editor role there. From a saved suite of that project by name (`suite`, optionally `version`), or "
+    "from `yaml` in the body, which is saved as the next version of the project's suite of that name (created "
+    "if new; unchanged text reuses the latest version). `model` and `concurrency` override the suite's; `vars` gives values for "
     "the suite's variables (a variable with no default needs one). 422 with located "
     "problems when the YAML does not validate or the run cannot start; then nothing is saved. "
     "With an `Idempotency-Key` header, a launch sent again with the same key and body (a retry after a "
@@ -131,8 +154,10 @@ class _Refused(Exception):
 )
 def launch(request, body: LaunchIn):
     user = request.user
+    project = request_project(request, Can.EDIT, body.project)
     key = request.headers.get("Idempotency-Key")
-    body_fingerprint = launch_keys.fingerprint(body.dict())
+    # The project is part of what was asked: the same key and body from two projects' tokens are two launches.
+    body_fingerprint = launch_keys.fingerprint({**body.dict(), "project": project.slug})
     try:
         if key is not None:
             key = launch_keys.clean_key(key)
@@ -144,7 +169,7 @@ def launch(request, body: LaunchIn):
             # run's dispatch waits for the commit (create_run's on_commit).
             with transaction.atomic():
                 claimed = launch_keys.claim(user, key, body_fingerprint) if key is not None else None
-                version = _version_to_launch(user, body)
+                version = _version_to_launch(user, project, body)
                 run = services.create_run(
                     version=version, user=user, model=body.model, concurrency=body.concurrency,
                     vars=body.vars,
@@ -170,24 +195,31 @@ def launch(request, body: LaunchIn):
     return Status(201, _run_out(request, run))
 
 
-def _version_to_launch(user, body: LaunchIn):
-    """The version a launch runs: `yaml` saved as the user's suite's next version, or a saved one."""
+def _version_to_launch(user, project, body: LaunchIn):
+    """The version a launch runs: `yaml` saved as the project's suite's next version, or a saved one."""
     if body.yaml is not None:
         spec = suite_services.validate_source(body.yaml, files=body.files or {})
-        suite = Suite.objects.filter(owner=user, name=spec.name).first()
+        suite = Suite.objects.filter(project=project, name=spec.name).order_by("pk").first()
         if suite is None:
-            suite = suite_services.create_suite(
-                owner=user, source=body.yaml, note="created through the API", files=body.files or {}
-            )
+            try:
+                suite = suite_services.create_suite(
+                    owner=user,
+                    source=body.yaml,
+                    note="created through the API",
+                    files=body.files or {},
+                    project=project,
+                )
+            except ValueError as exc:  # the name is taken (made by another request meanwhile)
+                raise _Refused(422, {"detail": str(exc)}) from None
         else:
             suite_services.save_version(
                 suite=suite, source=body.yaml, user=user, note="saved through the API", files=body.files
             )
         return suite.latest_version
     if body.suite:
-        suite = Suite.objects.filter(owner=user, name=body.suite).first()
+        suite = Suite.objects.filter(project=project, name=body.suite).order_by("pk").first()
         if suite is None:
-            raise _Refused(404, {"detail": f"you have no suite named {body.suite!r}"})
+            raise _Refused(404, {"detail": f"the project {project.slug!r} has no suite named {body.suite!r}"})
         version = suite_selectors.version_of(suite, body.version)
         if version is None:
             raise _Refused(404, {"detail": f"{body.suite} has no version {body.version}"})
@@ -196,6 +228,9 @@ def _version_to_launch(user, body: LaunchIn):
 
 
 class RunFilters(Schema):
+    project: str | None = (
+        None  # the project's slug; default: the token's project, or the session's current one
+    )
     suite: str | None = None  # the suite's name contains this (any case)
     suite_name: str | None = None  # the suite's name is exactly this
     pinned: bool | None = None  # true: only its suite's pinned baseline
@@ -212,9 +247,14 @@ class RunListOut(Schema):
     runs: list[RunOut]
 
 
-@router.get("", response=RunListOut, summary="List runs, newest first, with filters")
+@router.get("", response=RunListOut, summary="List a project's runs, newest first, with filters")
 def list_runs(request, filters: Query[RunFilters]):
-    runs = selectors.runs_for(request.user)
+    project = request_project(request, Can.VIEW, filters.project)
+    runs = (
+        Run.objects.filter(project=project)
+        .select_related("suite_version__suite", "project")
+        .defer("summary", "suite_version__source")
+    )
     if filters.suite:
         runs = runs.filter(suite_version__suite__name__icontains=filters.suite)
     if filters.suite_name:
@@ -241,13 +281,13 @@ class StatusOut(RunOut):
 
 @router.get("/{run_id}", response=StatusOut, summary="A run's status and progress")
 def run_status(request, run_id: UUID):
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = _run(request, run_id, Can.VIEW)
     return {**_run_out(request, run), "progress": selectors.progress(run)}
 
 
 @router.get("/{run_id}/progress", summary="A run's live progress")
 def run_progress(request, run_id: UUID):
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = _run(request, run_id, Can.VIEW)
     return {"status": run.status, **selectors.progress(run)}
 
 
@@ -256,7 +296,7 @@ def run_progress(request, run_id: UUID):
 
 @router.get("/{run_id}/results", summary="A run's results (evalsite.results/1)")
 def run_results(request, run_id: UUID):
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = _run(request, run_id, Can.VIEW)
     return selectors.streamed_report(run)  # streamed: a run of 100,000 conversations is never held
 
 
@@ -266,15 +306,15 @@ def _export_route(entry: exports.ExportFormat) -> None:
     name = f"run_export_{entry.key.replace('.', '_')}"
 
     def export(request, run_id: UUID):
-        run = selectors.get_run_for_user(request.user, run_id)
+        run = _run(request, run_id, Can.VIEW)
         return export_response(entry, stored_run(run, run_url=_page_url(request, run)))
 
     def compared(request, run_id: UUID, baseline: UUID | None = None):
-        run = selectors.get_run_for_user(request.user, run_id)
+        run = _run(request, run_id, Can.VIEW)
         report = selectors.report(run)
         comparison = baseline_url = None
         if baseline is not None:
-            base = selectors.get_run_for_user(request.user, baseline)
+            base = _run(request, baseline, Can.VIEW)
             comparison = compare.compare_runs(selectors.report(base).evals, report.evals)
             baseline_url = _page_url(request, base)
         source = stored_run(
@@ -312,7 +352,7 @@ class CancelOut(Schema):
 
 @router.post("/{run_id}/cancel", response=CancelOut, summary="Cancel a queued or running run")
 def cancel(request, run_id: UUID):
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = _run(request, run_id, Can.EDIT)
     cancelled = services.cancel(run, by=request.user)
     run.refresh_from_db(fields=["status"])
     return {"cancelled": cancelled, "status": run.status}
@@ -331,7 +371,7 @@ class RetryOut(Schema):
     "is running until they end. 409 when the run is still going, was cancelled, or has no errors.",
 )
 def retry_errored(request, run_id: UUID):
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = _run(request, run_id, Can.EDIT)
     try:
         retried = services.retry_errored(run, by=request.user)
     except services.RetryRefused as exc:
@@ -352,7 +392,7 @@ class RegradeIn(Schema):
     "follow-up ends in error, `diverged at turn N: needs a new run`.",
 )
 def regrade(request, run_id: UUID, body: RegradeIn):
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = _run(request, run_id, Can.EDIT)
     suite = run.suite_version.suite
     version = suite_selectors.version_of(suite, body.version)
     if version is None:
@@ -371,8 +411,8 @@ def regrade(request, run_id: UUID, body: RegradeIn):
     "by id; iterated evals compare pass rates.",
 )
 def compare_runs(request, run_id: UUID, other_id: UUID):
-    before = selectors.get_run_for_user(request.user, run_id)
-    after = selectors.get_run_for_user(request.user, other_id)
+    before = _run(request, run_id, Can.VIEW)
+    after = _run(request, other_id, Can.VIEW)
     result = compare.compare_runs(selectors.report(before).evals, selectors.report(after).evals)
     return comparison_json(result, before, after)
 

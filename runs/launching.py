@@ -39,9 +39,10 @@ class LaunchForm(forms.Form):
         self.fields["version"].choices = [(number, f"v{number}") for number in versions]
 
 
-def model_choices(user, spec: SuiteSpec | None) -> list[tuple[str, str]]:
+def model_choices(user, spec: SuiteSpec | None, project_id: int | None = None) -> list[tuple[str, str]]:
     """What the launch form's model field suggests, as (value, label): the mock, the suite's model, each
-    named endpoint as `name/` with the models the user's recent runs used on it, and the default endpoint's."""
+    named endpoint the project may use as `name/` with the models the user's recent runs used on it, and the
+    default endpoint's."""
     recent = selectors.recent_models(user, RECENT_RUNS_READ)
     used: dict[str, list[str]] = {}
     for endpoint_name, model in recent:
@@ -51,23 +52,32 @@ def model_choices(user, spec: SuiteSpec | None) -> list[tuple[str, str]]:
     choices: dict[str, str] = {MOCK: "built-in mock: offline, free"}
     if spec is not None and spec.model:
         choices.setdefault(spec.model, "the suite's model")
-    for endpoint in Endpoint.objects.order_by("name"):
+    endpoints = list(Endpoint.objects.order_by("name"))
+    elsewhere = {endpoint.name for endpoint in endpoints if not endpoint.serves(project_id)}
+    for endpoint in endpoints:
+        if endpoint.name in elsewhere:
+            continue
         choices.setdefault(f"{endpoint.name}/", f"{endpoint.base_url} — type the model id after the /")
         for model in used.get(endpoint.name, []):
             choices.setdefault(model, f"used on {endpoint.name}")
     for endpoint_name, models in used.items():
+        if endpoint_name in elsewhere:  # another project's now: a launch on it would be refused
+            continue
         for model in models:
             choices.setdefault(model, f"used on {endpoint_name}")
     return list(choices.items())
 
 
-def panel(request: HttpRequest, spec: SuiteSpec | None, form: LaunchForm) -> dict:
+def panel(
+    request: HttpRequest, spec: SuiteSpec | None, form: LaunchForm, project_id: int | None = None
+) -> dict:
     """The launch form's model suggestions, and where the chosen model (and the judges) will go."""
     model = (form["model"].value() or "").strip()
     declared = (spec.vars or {}) if spec is not None else {}
+    routes = suite_routes(spec, model=model or None, project_id=project_id) if spec is not None else None
     return {
-        "model_choices": model_choices(request.user, spec),
-        "launch_routes": suite_routes(spec, model=model or None) if spec is not None else None,
+        "model_choices": model_choices(request.user, spec, project_id),
+        "launch_routes": routes,
         # One field per suite variable: what was sent (after a refused launch), else its default.
         "launch_vars": [
             (name, default, request.POST.get(f"{VAR_FIELD}{name}", default or ""))

@@ -437,7 +437,8 @@ TOKEN_PREFIX = "evs_"
 
 
 class ApiToken(models.Model):
-    """A personal API token, for CI and scripts: `Authorization: Bearer evs_…` acts as its user.
+    """A personal API token, for CI and scripts: `Authorization: Bearer evs_…` acts as its user, in its project
+    only, with the user's role there (a user no longer a member of it finds the token refused).
 
     Only a SHA-256 digest is stored; the token is shown once, when it is made. A plain digest (no salt, no slow
     hash) is enough because the token is 256 random bits, not a password a person chose: there is nothing to
@@ -445,6 +446,7 @@ class ApiToken(models.Model):
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)
     digest = models.CharField(max_length=64, unique=True, editable=False)
     hint = models.CharField(max_length=12, editable=False)

@@ -17,6 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
+from endpoints.routes import project_refusal
 from engine import bounds, overrides, suitevars
 from engine.calibration import CalibrationSuite
 from engine.clients import MOCK
@@ -75,6 +76,8 @@ def create_run(
         _, endpoint_name = build_context(spec, registry, model_ref)
     except Exception as exc:  # an unknown endpoint and the like: say so before anything is stored
         raise LaunchError(str(exc)) from None
+    if refusal := project_refusal(spec, version.suite.project_id, model_ref):
+        raise LaunchError(refusal)
     if not settings.EVALSITE_CODE_GRADERS and (refusal := code_policy.launch_refusal(spec)):
         raise LaunchError(refusal)
     total = conversation_count(spec)
@@ -361,10 +364,10 @@ def unassign_reviewer(run: Run, reviewer_id: int) -> None:
 
 @transaction.atomic
 def pin_baseline(run: Run, *, by=None) -> None:
-    """Make `run` the baseline of its suite (its owner's runs of it): the one other runs compare with."""
-    Run.objects.filter(
-        suite_version__suite=run.suite_version.suite, created_by=run.created_by, pinned_at__isnull=False
-    ).exclude(pk=run.pk).update(pinned_at=None)
+    """Make `run` the baseline of its suite (whoever launched it): the one other runs compare with."""
+    Run.objects.filter(suite_version__suite=run.suite_version.suite, pinned_at__isnull=False).exclude(
+        pk=run.pk
+    ).update(pinned_at=None)
     run.pinned_at = timezone.now()
     run.save(update_fields=["pinned_at"])
     audit.record(by, run.project_id, Action.PINNED, run)

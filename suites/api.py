@@ -1,16 +1,24 @@
-"""Suites API: validation and the JSON Schema of the suite format for editors."""
+"""Suites API: validation and the JSON Schema of the suite format for editors.
+
+Validating needs no role but a signed-in user's; validating against a suite's attached files needs the viewer
+role in its project (a suite outside the user's projects, or the token's, is a 404).
+"""
 
 from uuid import UUID
 
 from django.http import JsonResponse
+from django.shortcuts import get_object_or_404
 from ninja import Router, Schema
 
 from endpoints.routes import suite_routes
 from engine.loader import load_suite
 from engine.schema import json_schema
 from engine.source import SuiteError
+from projects.current import current_project
+from projects.requests import check_request, token_project
+from projects.roles import Can
 
-from .selectors import get_suite_for_user
+from .models import Suite
 
 router = Router(tags=["suites"])
 
@@ -47,8 +55,13 @@ def suite_schema(request):
 @router.post("/validate", response=ValidateOut, summary="Validate suite YAML")
 def validate(request, payload: ValidateIn):
     files = {}
+    project = token_project(request) or current_project(request)
+    project_id = project.pk if project is not None else None
     if payload.suite is not None:
-        latest = get_suite_for_user(request.user, payload.suite).latest_version
+        suite = get_object_or_404(Suite, public_id=payload.suite)
+        check_request(request, suite.project_id, Can.VIEW)
+        project_id = suite.project_id
+        latest = suite.latest_version
         files = latest.file_map() if latest else {}
     try:
         spec = load_suite(payload.source, files=files)
@@ -56,7 +69,7 @@ def validate(request, payload: ValidateIn):
         return ValidateOut(
             valid=False, problems=[ProblemOut(**problem.as_dict()) for problem in exc.problems]
         )
-    routes = suite_routes(spec, payload.source)
+    routes = suite_routes(spec, payload.source, project_id=project_id)
     return ValidateOut(
         valid=True,
         name=spec.name,

@@ -23,7 +23,9 @@ class Suite(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="suite_unique_name_per_owner")]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="suite_unique_name_per_project")
+        ]
 
     def __str__(self) -> str:
         return self.name

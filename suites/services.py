@@ -108,7 +108,7 @@ def create_suite(
                 project=project, owner=owner, name=spec.name, description=spec.description or ""
             )
     except IntegrityError:
-        raise ValueError(f"you already have a suite named {spec.name!r}") from None
+        raise ValueError(f"this project already has a suite named {spec.name!r}") from None
     # Validated once: a 3,000-eval suite takes PyYAML most of a second.
     _save_version(
         suite=suite, source=source, user=owner, note=note or "created", files=files or {}, spec=spec
@@ -128,7 +128,7 @@ def create_suites(
     *, owner, suites: list[tuple[str, str, Mapping[str, str], str]], project=None
 ) -> list[Suite]:
     """Create several suites at once, in `project` (the default project when None), or none: each
-    `(label, source, files, note)` is validated and its name checked against the others and the owner's
+    `(label, source, files, note)` is validated and its name checked against the others and the project's
     suites first; then all are created in one transaction. Raises SuitesRefused listing every problem, each
     after its label (where it came from)."""
     project = project or Project.default()
@@ -149,8 +149,8 @@ def create_suites(
                 f"{label}: named {spec.name!r}, as {named[spec.name]} is; suite names must differ"
             )
         named.setdefault(spec.name, label)
-    for name in Suite.objects.filter(owner=owner, name__in=list(named)).values_list("name", flat=True):
-        problems.append(f"{named[name]}: you already have a suite named {name!r}")
+    for name in Suite.objects.filter(project=project, name__in=list(named)).values_list("name", flat=True):
+        problems.append(f"{named[name]}: this project already has a suite named {name!r}")
     if problems:
         raise SuitesRefused(problems)
     created = []
@@ -162,7 +162,9 @@ def create_suites(
                         project=project, owner=owner, name=spec.name, description=spec.description or ""
                     )
                 except IntegrityError:  # made by another request since the check above
-                    raise SuitesRefused([f"{label}: you already have a suite named {spec.name!r}"]) from None
+                    raise SuitesRefused(
+                        [f"{label}: this project already has a suite named {spec.name!r}"]
+                    ) from None
                 _save_version(
                     suite=suite, source=source, user=owner, note=note or "created", files=files, spec=spec
                 )

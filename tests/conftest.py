@@ -52,12 +52,22 @@ def _heartbeat_stopped_after_test():
 
 @pytest.fixture
 def user(django_user_model):
-    return django_user_model.objects.create_user(username="alice", password="pw-alice-123")
+    """Alice, an admin of the default project (where suites made without naming a project go)."""
+    from tests.factories import join  # Django's apps are ready only once a test asks for the database
+
+    alice = django_user_model.objects.create_user(username="alice", password="pw-alice-123")
+    join(alice, role="admin")
+    return alice
 
 
 @pytest.fixture
 def other_user(django_user_model):
-    return django_user_model.objects.create_user(username="mallory", password="pw-mallory-123")
+    """Mallory, an admin of another project only: alice's suites and runs are a 404 for her, and hers for alice."""
+    from tests.factories import join, other_project
+
+    mallory = django_user_model.objects.create_user(username="mallory", password="pw-mallory-123")
+    join(mallory, other_project(), role="admin")
+    return mallory
 
 
 @pytest.fixture

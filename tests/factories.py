@@ -10,16 +10,41 @@ from datetime import timedelta
 from django.utils import timezone
 
 from engine.results import TurnRecord
+from projects.models import Membership, Project
 from runs import services
 from runs.models import ACTIVE, Conversation, Run, Status
 from runs.worker import pump, writes
 from suites import services as suite_services
 
 
+def join(user, project: Project | None = None, role: str = "admin") -> Membership:
+    """Makes `user` a member of `project` (the default project when None) with `role`."""
+    membership, _ = Membership.objects.update_or_create(
+        project=project or Project.default(), user=user, defaults={"role": role}
+    )
+    user.__dict__.pop("_project_roles", None)  # roles are read once per request; a test changes them between
+    return membership
+
+
+def other_project() -> Project:
+    """A second project, apart from the default one."""
+    project, _ = Project.objects.get_or_create(slug="other", defaults={"name": "Other team"})
+    return project
+
+
+def project_of(user) -> Project:
+    """The user's first project (the default one when they are in none)."""
+    membership = Membership.objects.filter(user=user).order_by("pk").first()
+    return membership.project if membership else Project.default()
+
+
 def launch(user, source: str, *, files: dict[str, str] | None = None, **options) -> Run:
-    """A run of a new suite, created as the launch button creates it (its conversations queued); `options`:
-    create_run's model and concurrency."""
-    version = suite_services.create_suite(owner=user, source=source, files=files or {}).latest_version
+    """A run of a new suite in the user's project, created as the launch button creates it (its conversations
+    queued); `options`: create_run's model and concurrency."""
+    suite = suite_services.create_suite(
+        owner=user, source=source, files=files or {}, project=project_of(user)
+    )
+    version = suite.latest_version
     return services.create_run(version=version, user=user, **options)
 
 

@@ -20,6 +20,9 @@ def add_token_arguments(parser: argparse.ArgumentParser) -> None:
     create = actions.add_parser("create", help="make a token; prints it alone on stdout, once")
     create.add_argument("--user", required=True, help="the user the token acts as")
     create.add_argument("--name", required=True, help="what the token is for, e.g. ci")
+    create.add_argument(
+        "--project", help="the slug of the project the token acts in (default: the default project)"
+    )
     listing = actions.add_parser("list", help="a user's tokens: name, start, created, last used, status")
     listing.add_argument("--user", required=True)
     revoke = actions.add_parser("revoke", help="revoke a user's active tokens of that name, at once")
@@ -46,22 +49,29 @@ def _server_database() -> None:
 def token(args: argparse.Namespace) -> int:
     _server_database()
     # Imported once Django is set up: the CLI runs suites without Django configured.
+    from projects.access import role_of
+    from projects.models import Project
     from runs import tokens
 
     user = get_user_model().objects.filter(username=args.user).first()
     if user is None:
         raise UserError(f"no user named {args.user!r}")
     if args.action == "create":
-        row, secret = tokens.create_token(user, args.name)
+        project = Project.objects.filter(slug=args.project).first() if args.project else Project.default()
+        if project is None:
+            raise UserError(f"no project with the slug {args.project!r}")
+        if role_of(user, project.pk) is None:
+            raise UserError(f"{user.get_username()} is not a member of the project {project.slug!r}")
+        row, secret = tokens.create_token(user, args.name, project)
         print(secret)
-        print(f"token {row.name!r} for {user.get_username()}: shown once, keep it in your CI's secrets",
-              file=sys.stderr)  # fmt: skip
+        print(f"token {row.name!r} for {user.get_username()} in {project.slug}: shown once, keep it in your CI's "
+              "secrets", file=sys.stderr)  # fmt: skip
     elif args.action == "list":
         for row in tokens.tokens_of(user):
             used = row.last_used_at.isoformat(timespec="seconds") if row.last_used_at else "never"
             state = "active" if row.is_active else "revoked"
-            print(f"{row.name}\t{row.hint}…\tcreated {row.created_at.isoformat(timespec='seconds')}\t"
-                  f"last used {used}\t{state}")  # fmt: skip
+            print(f"{row.name}\t{row.hint}…\t{row.project.slug}\tcreated {row.created_at.isoformat(timespec='seconds')}"
+                  f"\tlast used {used}\t{state}")  # fmt: skip
     else:
         revoked = sum(tokens.revoke(user, row.pk) for row in tokens.tokens_of(user) if row.name == args.name)
         if not revoked:

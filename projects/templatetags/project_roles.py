@@ -1,18 +1,26 @@
-"""What the signed-in user may do in a project, for a page that offers an action only to those who may take it
-(the view checks again: projects.access)."""
+"""What a page shows a member: controls their role allows, and for the others the role they would need (the
+view checks again: projects.access)."""
 
 from __future__ import annotations
 
 from django import template
 
-from .. import access
-from ..roles import Can, allows
+from ..access import role_of
+from ..roles import LEAST_ROLE, Can, allows
 
 register = template.Library()
 
 
 @register.simple_tag(takes_context=True)
-def may(context, action: str, project_id: int) -> bool:
-    """`{% may "manage" run.project_id as can_manage %}`."""
-    user = getattr(context.get("request"), "user", None)
-    return user is not None and allows(access.role_of(user, project_id), Can(action))
+def allowed(context, project_id: int, can: str) -> bool:
+    """`{% allowed run.project_id "edit" as can_edit %}`: whether the signed-in user's role allows it."""
+    request = context.get("request")
+    if request is None or not request.user.is_authenticated:
+        return False
+    return allows(role_of(request.user, project_id), Can(can))
+
+
+@register.filter
+def role_needed(can: str) -> str:
+    """`{{ "edit"|role_needed }}`: the sentence a disabled control's title gives."""
+    return f"Needs the {LEAST_ROLE[Can(can)].label.lower()} role in this project"

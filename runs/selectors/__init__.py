@@ -13,10 +13,11 @@ from .access import (
     recent_models,
     recent_runs,
     runs_for,
+    runs_in,
     with_counts,
     with_last_run,
 )
-from .calibration import calibration_report, calibration_sets_of, calibration_suite, other_calibrations
+from .calibration import calibration_report, calibration_sets_in, calibration_suite, other_calibrations
 from .compare import (
     Summary,
     baseline_besides,
@@ -82,7 +83,7 @@ __all__ = [
     "active_share_links",
     "baseline_besides",
     "calibration_report",
-    "calibration_sets_of",
+    "calibration_sets_in",
     "calibration_suite",
     "changed_since",
     "comparable_runs",
@@ -119,6 +120,7 @@ __all__ = [
     "report_head_json",
     "review_queue",
     "runs_for",
+    "runs_in",
     "saying",
     "status_counts",
     "stored_progress",

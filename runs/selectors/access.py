@@ -1,5 +1,5 @@
-"""Finding runs: a user's own (someone else's run is a 404) or one shared by an active link, and the lists of
-runs the pages show, counted by status."""
+"""Finding runs: one of a project the user is a member of (projects.access.check: a non-member gets a 404, a
+role too low a 403) or one shared by an active link, and the lists of runs the pages show, counted by status."""
 
 from __future__ import annotations
 
@@ -10,18 +10,28 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from endpoints.models import Endpoint
+from projects.access import check, roles_of
+from projects.roles import Can
 
 from ..models import ACTIVE, Conversation, Run, ShareLink, Status
 
 
-def runs_for(user) -> QuerySet[Run]:
+def _runs() -> QuerySet[Run]:
     # A list of runs needs none of their stored summaries (Run.summary, a line per eval for some suites), and
     # no page of a run needs its version's YAML, which a large suite makes large.
-    return (
-        Run.objects.filter(created_by=user)
-        .select_related("suite_version__suite", "created_by")
-        .defer("summary", "suite_version__source")
+    return Run.objects.select_related("suite_version__suite", "created_by").defer(
+        "summary", "suite_version__source"
     )
+
+
+def runs_for(user) -> QuerySet[Run]:
+    """Every run of every project the user is a member of."""
+    return _runs().filter(project_id__in=list(roles_of(user)))
+
+
+def runs_in(project) -> QuerySet[Run]:
+    """The runs of one project, whoever launched them."""
+    return _runs().filter(project=project)
 
 
 def with_counts(runs: Iterable[Run]) -> list[Run]:
@@ -50,15 +60,13 @@ def with_counts(runs: Iterable[Run]) -> list[Run]:
 
 
 def recent_runs(user, limit: int, **filters) -> list[Run]:
-    """The user's newest runs matching `filters` (a suite's, a version's), counted by status."""
+    """The newest runs the user may see matching `filters` (a suite's, a version's), counted by status."""
     return with_counts(runs_for(user).filter(**filters).order_by("-created_at")[:limit])
 
 
 def with_last_run(suites: QuerySet, user) -> QuerySet:
-    """Suites annotated with the user's last run of each: last_run_id, last_run_status, last_run_at."""
-    last_run = Run.objects.filter(suite_version__suite=OuterRef("pk"), created_by=user).order_by(
-        "-created_at"
-    )
+    """Suites annotated with the last run of each, by any member: last_run_id, last_run_status, last_run_at."""
+    last_run = Run.objects.filter(suite_version__suite=OuterRef("pk")).order_by("-created_at")
     return suites.annotate(
         last_run_id=Subquery(last_run.values("pk")[:1]),
         last_run_status=Subquery(last_run.values("status")[:1]),
@@ -85,8 +93,12 @@ def last_model_on(endpoint: Endpoint) -> str | None:
     )
 
 
-def get_run_for_user(user, run_id) -> Run:
-    return get_object_or_404(runs_for(user), pk=run_id)
+def get_run_for_user(user, run_id, can: Can = Can.VIEW) -> Run:
+    """The run, when the user's role in its project allows `can` (a 404 for a non-member, a 403 for a role
+    too low)."""
+    run = get_object_or_404(_runs(), pk=run_id)
+    check(user, run.project_id, can)
+    return run
 
 
 class ShareLinkGone(Http404):

@@ -51,10 +51,10 @@ def other_calibrations(run: Run, limit: int = 20) -> list[Run]:
     )
 
 
-def calibration_sets_of(user) -> list:
-    """The user's suites whose latest version is a calibration set: where labels can be added."""
+def calibration_sets_in(project_id: int) -> list:
+    """The project's suites whose latest version is a calibration set: where its labels can be added."""
     out = []
-    for suite in Suite.objects.filter(owner=user).prefetch_related("versions"):
+    for suite in Suite.objects.filter(project_id=project_id).prefetch_related("versions"):
         version = suite.latest_version
         if version is None:
             continue

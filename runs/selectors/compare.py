@@ -6,24 +6,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..models import Conversation, Run
-from .access import runs_for, with_counts
+from .access import runs_in, with_counts
 
 
 def pinned_baseline(run: Run) -> Run | None:
-    """The pinned baseline of `run`'s suite, among its owner's runs (None when none is pinned)."""
+    """The pinned baseline of `run`'s suite, whoever launched it (None when none is pinned)."""
     return (
-        runs_for(run.created_by)
+        runs_in(run.project_id)
         .filter(suite_version__suite=run.suite_version.suite, pinned_at__isnull=False)
         .first()
     )
 
 
 def baseline_besides(run: Run) -> bool:
-    """Whether another of its owner's runs of `run`'s suite is pinned as the baseline (what the run page's
+    """Whether another run of `run`'s suite is pinned as the baseline (what the run page's
     Compare button compares with), without loading it."""
     return (
         Run.objects.filter(
-            created_by_id=run.created_by_id,
             suite_version__suite_id=run.suite_version.suite_id,
             pinned_at__isnull=False,
         )
@@ -36,7 +35,7 @@ def comparable_runs(run: Run, limit: int = 20) -> list[Run]:
     """Runs to compare `run` with: its suite's, newest first, then none of other suites (evals are matched by
     id, so runs of another suite rarely compare)."""
     return with_counts(
-        runs_for(run.created_by)
+        runs_in(run.project_id)
         .filter(suite_version__suite=run.suite_version.suite)
         .exclude(pk=run.pk)
         .order_by("-created_at")[:limit]

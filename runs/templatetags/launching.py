@@ -25,9 +25,10 @@ def launch_panel(context) -> dict:
         "csrf_token": context.get("csrf_token"),
         "suite": context["suite"],
         "latest_spec": spec,
+        "can_edit": context.get("can_edit", False),
         "launch_form": form,
         "launch_error": context.get("launch_error"),
-        **launching.panel(request, spec, form),
+        **launching.panel(request, spec, form, context["suite"].project_id),
     }
 
 

@@ -13,6 +13,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from engine.calibration.report import CalibrationReport, JudgeReport, compare
+from projects.access import needs
+from projects.roles import Can
 
 from .. import selectors
 from ..access import Access
@@ -111,6 +113,7 @@ def _page(request: HttpRequest, access: Access) -> HttpResponse:
     return render(request, template, context)
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def calibration(request: HttpRequest, run_id) -> HttpResponse:

@@ -1,5 +1,5 @@
-"""What every run page shares: finding the run for its owner or a share-link visitor, and the share-link
-wrapper."""
+"""What every run page shares: finding the run for a member of its project or a share-link visitor, and the
+share-link wrapper."""
 
 from __future__ import annotations
 
@@ -11,12 +11,15 @@ from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseClientRefresh
 
+from projects.roles import Can
+
 from .. import selectors
 from ..access import Access
 
 
-def owner(request: HttpRequest, run_id) -> Access:
-    return Access(selectors.get_run_for_user(request.user, run_id))
+def owner(request: HttpRequest, run_id, can: Can = Can.VIEW) -> Access:
+    """The run for a member of its project whose role allows `can` (projects.access.check)."""
+    return Access(selectors.get_run_for_user(request.user, run_id, can))
 
 
 def visitor(token: str) -> Access:

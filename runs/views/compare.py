@@ -19,6 +19,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from engine import compare
+from projects.access import needs
+from projects.roles import Can
 from suites import selectors as suite_selectors
 
 from .. import selectors, services
@@ -41,6 +43,7 @@ def _run_label(run: Run) -> str:
     return f"{run.suite_version.suite.name} v{run.suite_version.number} · {run.model}"
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def compare_runs(request: HttpRequest, run_id, other_id=None) -> HttpResponse:
@@ -115,6 +118,7 @@ def _tabs(result: compare.Comparison, shown: str) -> list[dict]:
     return tabs
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def compare_eval(request: HttpRequest, run_id, other_id, eval_id: str) -> HttpResponse:
@@ -184,10 +188,11 @@ def _word_diff(before: str, after: str, limit: int = 20_000) -> list[tuple[str, 
     return segments
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
 def pin(request: HttpRequest, run_id) -> HttpResponse:
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = selectors.get_run_for_user(request.user, run_id, Can.EDIT)
     if request.POST.get("unpin"):
         services.unpin_baseline(run, by=request.user)
         messages.success(request, "This run is no longer its suite's baseline.")
@@ -202,12 +207,13 @@ def pin(request: HttpRequest, run_id) -> HttpResponse:
     return redirect(back)
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
 def regrade(request: HttpRequest, run_id) -> HttpResponse:
     """Grade this run's stored conversations again under a version of its suite (`version`, default the
     latest), calling no model but judges: a new run, linked to this one."""
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = selectors.get_run_for_user(request.user, run_id, Can.EDIT)
     suite = run.suite_version.suite
     number = request.POST.get("version") or ""
     version = suite_selectors.version_of(suite, int(number) if number.isdigit() else None)

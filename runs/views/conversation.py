@@ -15,6 +15,8 @@ from engine.outcomes import GRADED
 from engine.overrides import apply as apply_overrides
 from engine.results import TurnRecord
 from engine.text import plural
+from projects.access import needs, role_of
+from projects.roles import Can, allows
 
 from .. import display, selectors
 from ..access import Access
@@ -129,7 +131,8 @@ def _conversation_page(request: HttpRequest, access: Access, index: int) -> Http
     nav = _neighbours(access, conversation)
     rows = selectors.override_rows(conversation)
     reviews = [selectors.override_record(row) for row in rows]
-    can_override = not access.shared and conversation.status in GRADED
+    may_label = not access.shared and allows(role_of(request.user, run.project_id), Can.LABEL)
+    can_override = may_label and conversation.status in GRADED
     context = {
         **_live_context(access, conversation, records, turns),
         # An overridden conversation's turns as reviewed: each overturned outcome marked, its own kept below.
@@ -144,7 +147,7 @@ def _conversation_page(request: HttpRequest, access: Access, index: int) -> Http
         "iterations": _iterations(access, conversation, nav["iterations"]),
         "urls": {"run": access.url("detail"), "iterations": access.url("detail") + f"#iter-{index}"},
     }
-    if not access.shared:  # people score conversations here, for calibrating judges (runs.views.labels)
+    if may_label:  # people score conversations here, for calibrating judges (runs.views.labels)
         context["label_form"] = label_form(conversation, request.user, request.GET.get("scale") or None)
     return render(request, "runs/conversation.html", context)
 
@@ -173,12 +176,14 @@ def _conversation_poll(request: HttpRequest, access: Access, index: int) -> Http
     return HttpResponseStopPolling(render_to_string("runs/conversation/_poll.html", context, request))
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def conversation(request: HttpRequest, run_id, index: int) -> HttpResponse:
     return _conversation_page(request, owner(request, run_id), index)
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def conversation_poll(request: HttpRequest, run_id, index: int) -> HttpResponse:

@@ -12,6 +12,8 @@ from django.views.decorators.http import require_GET
 from engine.compare import Comparison
 from engine.exports import FORMATS, ExportFormat, RunExport
 from engine.results import RunReport
+from projects.access import needs
+from projects.roles import Can
 
 from .. import selectors, specs
 from ..access import Access
@@ -65,6 +67,7 @@ def _export(request: HttpRequest, access: Access, form: str) -> HttpResponse:
     return response
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def results_export(request: HttpRequest, run_id, form: str) -> HttpResponse:

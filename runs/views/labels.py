@@ -1,6 +1,6 @@
 """Labels: a reviewer scores conversations, on a transcript page or in the review queue (runs.views.review),
-and adds them to a calibration set as samples (docs/calibration.md). The run's owner and the members of its
-project who may label; share links are read-only."""
+and adds them to a calibration set as samples (docs/calibration.md). Members with the reviewer role or above
+label; adding to a set, which saves a new version of it, needs the editor role. Share links are read-only."""
 
 from __future__ import annotations
 
@@ -9,28 +9,19 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from engine.schema import SCALES
 from engine.source import SuiteError
-from projects.access import check, needs
+from projects.access import needs
 from projects.roles import Can
 from suites.models import Suite
 
 from .. import selectors, services
-from ..access import Access
-from ..models import Conversation, Run
-
-
-def reviewing(request: HttpRequest, run_id, can: Can = Can.LABEL) -> Access:
-    """The run, for its owner or for a member of its project whose role allows `can` (a non-member finds
-    nothing, a 404; a member whose role is too low a 403)."""
-    run = get_object_or_404(Run.objects.select_related("suite_version__suite"), pk=run_id)
-    if run.created_by_id != request.user.pk:
-        check(request.user, run.project_id, can)
-    return Access(run)
+from ..models import Conversation
+from .common import owner
 
 
 def _levels(scale: str) -> list[str]:
@@ -59,11 +50,11 @@ def label_form(conversation: Conversation, user, scale: str | None = None, *, fi
     }
 
 
+@needs(Can.LABEL)
 @login_required
 @require_POST
-@needs(Can.LABEL)
 def label(request: HttpRequest, run_id, index: int) -> HttpResponse:
-    access = reviewing(request, run_id)
+    access = owner(request, run_id, Can.LABEL)
     iteration = request.POST.get("iteration", "0")
     conversation = selectors.get_conversation(access.run, index, int(iteration) if iteration.isdigit() else 0)
     scale = request.POST.get("scale", selectors.DEFAULT_SCALE)
@@ -120,12 +111,14 @@ def added_message(result: services.LabelsAdded) -> str:
     return "; ".join(parts) + "."
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
-@needs(Can.LABEL)
 def add_to_set(request: HttpRequest, run_id) -> HttpResponse:
-    access = reviewing(request, run_id)
-    target = Suite.objects.filter(owner=request.user, public_id=request.POST.get("set", "")).first()
+    access = owner(request, run_id, Can.EDIT)
+    target = Suite.objects.filter(
+        project_id=access.run.project_id, public_id=request.POST.get("set", "")
+    ).first()
     if target is None:
         raise Http404("no such calibration set")
     try:

@@ -13,6 +13,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from endpoints.routes import suite_routes
 from engine.source import SuiteError
+from projects.access import needs
+from projects.roles import Can
 from suites import selectors as suite_selectors
 from suites.models import Suite, SuiteVersion
 from suites.views.editor import parse_version, render_editor
@@ -25,7 +27,7 @@ def _warn_launched(request: HttpRequest, version: SuiteVersion, model: str | Non
     """What looked likely to fail in the run just launched, on the run page."""
     spec = parse_version(version)
     if spec is not None:
-        for warning in suite_routes(spec, model=model).warnings:
+        for warning in suite_routes(spec, model=model, project_id=version.suite.project_id).warnings:
             messages.warning(request, f"{warning.path}: {warning.message}")
 
 
@@ -40,10 +42,11 @@ def launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> H
     return redirect("runs:detail", run_id=run.pk)
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
 def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
-    suite = suite_selectors.get_suite_for_user(request.user, public_id)
+    suite = suite_selectors.get_suite_for_user(request.user, public_id, Can.EDIT)
     numbers = list(suite.versions.order_by("-number").values_list("number", flat=True))
     form = LaunchForm(request.POST, versions=numbers)
     error = None
@@ -70,6 +73,7 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     return render_editor(request, suite=suite, status=400, extra_context=launch_context)
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
@@ -82,5 +86,7 @@ def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     chosen = form.cleaned_data.get("version") if form.is_valid() else None
     spec = parse_version(suite_selectors.get_version_for_user(request.user, public_id, chosen or numbers[0]))
     model = (request.GET.get("model") or "").strip()
-    routes = suite_routes(spec, model=model or None) if spec is not None else None
+    routes = (
+        suite_routes(spec, model=model or None, project_id=suite.project_id) if spec is not None else None
+    )
     return render(request, "suites/_launch_routes.html", {"launch_routes": routes, "suite": suite})

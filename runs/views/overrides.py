@@ -9,12 +9,15 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from projects.access import needs
+from projects.roles import Can
+
 from .. import selectors, services
 from .common import owner
 
 
 def _conversation(request: HttpRequest, run_id, index: int):
-    access = owner(request, run_id)
+    access = owner(request, run_id, Can.LABEL)
     iteration = request.POST.get("iteration", "0")
     conversation = selectors.get_conversation(access.run, index, int(iteration) if iteration.isdigit() else 0)
     return access, conversation
@@ -25,6 +28,7 @@ def _back(access, conversation, turn: str) -> HttpResponse:
     return redirect(f"{url}#turn-{turn}" if turn.isdigit() else url)
 
 
+@needs(Can.LABEL)
 @login_required
 @require_POST
 def override(request: HttpRequest, run_id, index: int) -> HttpResponse:
@@ -46,6 +50,7 @@ def override(request: HttpRequest, run_id, index: int) -> HttpResponse:
     return _back(access, conversation, turn)
 
 
+@needs(Can.LABEL)
 @login_required
 @require_POST
 def remove_override(request: HttpRequest, run_id, index: int, override_id: int) -> HttpResponse:

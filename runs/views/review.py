@@ -16,7 +16,8 @@ from projects.access import needs, role_of
 from projects.roles import Can, allows
 
 from .. import selectors, services
-from .labels import label_form, reviewing
+from .common import owner
+from .labels import label_form
 
 
 def _labels_shown(request: HttpRequest, run, people: list[dict]) -> dict | None:
@@ -37,7 +38,7 @@ def _labels_shown(request: HttpRequest, run, people: list[dict]) -> dict | None:
 @require_GET
 @needs(Can.LABEL)
 def review(request: HttpRequest, run_id) -> HttpResponse:
-    access = reviewing(request, run_id)
+    access = owner(request, run_id, Can.LABEL)
     run = access.run
     queue = selectors.review_queue(run, request.user)
     if not queue:
@@ -80,7 +81,7 @@ def review(request: HttpRequest, run_id) -> HttpResponse:
         "can_assign": run.created_by_id == request.user.pk
         or allows(role_of(request.user, run.project_id), Can.EDIT),
         "inter_rater": selectors.inter_rater(run),
-        "sets": selectors.calibration_sets_of(request.user),
+        "sets": selectors.calibration_sets_in(run.project_id),
         **label_form(conversation, request.user, scale, fixed=True),
         "queue_scale_fixed": fixed,
     }
@@ -92,7 +93,7 @@ def review(request: HttpRequest, run_id) -> HttpResponse:
 @needs(Can.EDIT)
 def assign(request: HttpRequest, run_id) -> HttpResponse:
     """Ask a member of the run's project who may label to review it, on a scale."""
-    access = reviewing(request, run_id, Can.EDIT)
+    access = owner(request, run_id, Can.EDIT)
     run = access.run
     member = next(
         (m for m in selectors.assignable(run) if str(m.user_id) == request.POST.get("user", "")), None
@@ -109,7 +110,7 @@ def assign(request: HttpRequest, run_id) -> HttpResponse:
 @require_POST
 @needs(Can.EDIT)
 def unassign(request: HttpRequest, run_id) -> HttpResponse:
-    access = reviewing(request, run_id, Can.EDIT)
+    access = owner(request, run_id, Can.EDIT)
     user_id = request.POST.get("user", "")
     if user_id.isdigit():
         services.unassign_reviewer(access.run, int(user_id))

@@ -18,6 +18,8 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh, HttpResponseStopPolling
 
 from engine.text import plural
+from projects.access import check, needs
+from projects.roles import Can
 
 from .. import page_cache, run_page, selectors, services
 from ..access import Access
@@ -89,22 +91,25 @@ def _progress(request: HttpRequest, access: Access) -> HttpResponse:
     return HttpResponse(html) if live else HttpResponseStopPolling(html)
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def detail(request: HttpRequest, run_id) -> HttpResponse:
     return _run_page(request, owner(request, run_id))
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def progress(request: HttpRequest, run_id) -> HttpResponse:
     return _progress(request, owner(request, run_id))
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
 def cancel(request: HttpRequest, run_id) -> HttpResponse:
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = selectors.get_run_for_user(request.user, run_id, Can.EDIT)
     if services.cancel(run, by=request.user):
         messages.success(
             request, "Run cancelled. Conversations already talking to the model stop after this turn."
@@ -116,10 +121,11 @@ def cancel(request: HttpRequest, run_id) -> HttpResponse:
     return redirect("runs:detail", run_id=run.pk)
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
 def retry_errored(request: HttpRequest, run_id) -> HttpResponse:
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = selectors.get_run_for_user(request.user, run_id, Can.EDIT)
     try:
         count = services.retry_errored(run, by=request.user)
     except services.RetryRefused as exc:
@@ -143,6 +149,7 @@ def _json(access: Access) -> HttpResponse:
     return response
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def results_json(request: HttpRequest, run_id) -> HttpResponse:
@@ -162,21 +169,25 @@ def _share_panel(request: HttpRequest, run: Run, *, created=None) -> HttpRespons
     return redirect(reverse("runs:detail", args=[run.pk]) + "#share")
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
 def share(request: HttpRequest, run_id) -> HttpResponse:
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = selectors.get_run_for_user(request.user, run_id, Can.EDIT)
     link = services.create_share_link(run, request.user)
     if not request.htmx:
         messages.success(request, "Share link created. Anyone with the link can view this run, read-only.")
     return _share_panel(request, run, created=link.pk)
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
 def revoke(request: HttpRequest, run_id, link_id: int) -> HttpResponse:
-    run = selectors.get_run_for_user(request.user, run_id)
+    run = selectors.get_run_for_user(request.user, run_id, Can.EDIT)
     link = get_object_or_404(run.share_links, pk=link_id)
+    if link.created_by_id != request.user.pk:  # another member's link
+        check(request.user, run.project_id, Can.MANAGE)
     services.revoke_share_link(link, by=request.user)
     if not request.htmx:
         messages.success(request, "Share link revoked. It no longer opens this run.")

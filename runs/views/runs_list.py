@@ -16,6 +16,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from projects.access import needs
+from projects.current import current_project
+from projects.roles import Can
 from suites.models import Suite
 
 from .. import selectors
@@ -35,8 +38,8 @@ LIST_FILTERS = {
 }
 
 
-def _suite_filter(request: HttpRequest) -> tuple[Suite | None, bool]:
-    """The suite named by ?suite=<public_id>, if it is the user's; and whether one was asked for at all."""
+def _suite_filter(request: HttpRequest, project) -> tuple[Suite | None, bool]:
+    """The suite named by ?suite=<public_id>, if it is the project's; and whether one was asked for at all."""
     value = request.GET.get("suite", "")
     if not value:
         return None, False
@@ -44,9 +47,7 @@ def _suite_filter(request: HttpRequest) -> tuple[Suite | None, bool]:
         public_id = uuid.UUID(value)
     except ValueError:
         return None, True
-    return Suite.objects.filter(owner=request.user, public_id=public_id).only(
-        "public_id", "name"
-    ).first(), True
+    return Suite.objects.filter(project=project, public_id=public_id).only("public_id", "name").first(), True
 
 
 def _list_url(suite: Suite | None, status: str, search: dict | None = None) -> str:
@@ -67,14 +68,18 @@ def _search(request: HttpRequest) -> dict[str, str]:
     return {key: request.GET.get(key, "").strip()[:200] for key in ("q", "model", "since", "until")}
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
+    project = current_project(request)
+    if project is None:
+        return render(request, "projects/none_yet.html")
     current = request.GET.get("status", "")
     if current not in LIST_FILTERS:
         current = ""
-    suite, suite_asked = _suite_filter(request)
-    runs = selectors.runs_for(request.user).order_by("-created_at")
+    suite, suite_asked = _suite_filter(request, project)
+    runs = selectors.runs_in(project).order_by("-created_at")
     condition = LIST_FILTERS[current][1]
     if condition is not None:
         runs = runs.filter(condition)

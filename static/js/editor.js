@@ -85,6 +85,7 @@
 
     function submitWith(selector) {
       var button = form.querySelector(selector);
+      if (!button || button.disabled) return; // a role that may not save: the button says which it needs
       submitting = true;
       if (form.requestSubmit) form.requestSubmit(button);
       else button.click();

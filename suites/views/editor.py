@@ -11,18 +11,32 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
 from endpoints.routes import SuiteRoutes, suite_routes
 from engine.schema import Suite as SuiteSpec
 from engine.source import SuiteError, SuiteProblem
+from projects.access import check, role_of
+from projects.current import current_project
+from projects.models import Project
+from projects.roles import Can, allows
 
 from .. import display, selectors, services
 from ..models import Suite, SuiteVersion
 
 VERSIONS_SHOWN = 50
+
+
+def project_to_create_in(request: HttpRequest) -> Project:
+    """The current project, where a new suite goes, when the user may create suites there (a 404 for a user
+    of no project, a 403 for a role too low)."""
+    project = current_project(request)
+    if project is None:
+        raise Http404("no project")
+    check(request.user, project.pk, Can.EDIT)
+    return project
 
 
 @dataclass
@@ -49,7 +63,7 @@ class Validation:
 
 def validate_text(
     source: str,
-    user,
+    project,
     suite: Suite | None,
     files: Mapping[str, str],
     *,
@@ -67,10 +81,12 @@ def validate_text(
             spec = services.validate_source(source, files=files)
         except SuiteError as exc:
             return Validation(problems=[*file_problems, *exc.problems])
-    result = Validation(spec=spec, problems=list(file_problems), routes=suite_routes(spec, source))
-    if suite is None and selectors.suites_for(user).filter(name=spec.name).exists():
+    project_id = suite.project_id if suite is not None else getattr(project, "pk", None)
+    routes = suite_routes(spec, source, project_id=project_id)
+    result = Validation(spec=spec, problems=list(file_problems), routes=routes)
+    if suite is None and project is not None and selectors.suites_in(project).filter(name=spec.name).exists():
         result.warnings.append(
-            f"You already have a suite named “{spec.name}”: change `name` to create a new one."
+            f"This project already has a suite named “{spec.name}”: change `name` to create a new one."
         )
     elif suite is not None and spec.name != suite.name:
         result.warnings.append(
@@ -147,7 +163,7 @@ def render_editor(
     known = latest_spec if latest is not None and context["source"] == latest.source else None
     validation = validate_text(
         context["source"],
-        request.user,
+        current_project(request),
         suite,
         files,
         file_problems=[] if suite else file_problems,
@@ -155,6 +171,8 @@ def render_editor(
         idle_when_empty=error is None,
     )
     context["validation"] = validation
+    project_id = suite.project_id if suite is not None else getattr(current_project(request), "pk", None)
+    context["can_edit"] = allows(role_of(request.user, project_id), Can.EDIT)
     name = validation.spec.dataset if validation.spec is not None else display.dataset_name(context["source"])
     context["dataset"] = display.dataset_panel(name, files)
     return render(request, "suites/editor.html", context, status=status)

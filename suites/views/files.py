@@ -14,6 +14,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from engine.source import SuiteError
 from engine.text import plural
+from projects.access import needs
+from projects.roles import Can
 
 from .. import display, selectors, services
 from ..models import Suite
@@ -24,12 +26,13 @@ def _files_url(suite: Suite) -> str:
     return reverse("suites:detail", args=[suite.public_id]) + "#files"
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
 def attach_files(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """Attach (or replace) files: a new version with the same YAML. All or nothing: one bad file, or a suite
     the new files would break, stores nothing and leaves the latest version as it is."""
-    suite = selectors.get_suite_for_user(request.user, public_id)
+    suite = selectors.get_suite_for_user(request.user, public_id, Can.EDIT)
     uploads, problems = display.read_uploads(request)
     previous = suite.latest_version
     if not uploads and not problems:
@@ -60,12 +63,13 @@ def attach_files(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     return redirect(_files_url(suite))
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
 def remove_file(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """Remove an attached file: a new version without it. Asks first (`confirm=yes`, added by a JS dialog or
     by the confirmation page); a file the suite still uses is refused with the suite's own problem."""
-    suite = selectors.get_suite_for_user(request.user, public_id)
+    suite = selectors.get_suite_for_user(request.user, public_id, Can.EDIT)
     name = request.POST.get("name", "")
     latest = suite.latest_version
     attached = latest.files.filter(name=name).only("name", "size").first() if latest else None
@@ -101,6 +105,7 @@ def remove_file(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     return redirect(_files_url(suite))
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def version_file(request: HttpRequest, public_id: uuid.UUID, number: int, name: str) -> HttpResponse:

@@ -23,6 +23,7 @@ from engine.source import SuiteError
 from .. import services
 from ..forms import normalise_newlines
 from . import import_upload
+from .editor import project_to_create_in
 from .import_upload import carry_limit, convert_upload, read_uploads, render_import
 
 
@@ -98,7 +99,9 @@ def create_all(request: HttpRequest) -> HttpResponse:
         for number, unit in enumerate(units, 1)
     ]
     try:
-        created = services.create_suites(owner=request.user, suites=labelled)
+        created = services.create_suites(
+            owner=request.user, suites=labelled, project=project_to_create_in(request)
+        )
     except services.SuitesRefused as exc:
         count = len(exc.problems)
         error = f"Nothing was saved: {count} problem{'' if count == 1 else 's'} to fix."

@@ -23,16 +23,21 @@ from engine.attached import check_files
 from engine.bounds import loads_json
 from engine.imports import KINDS, Imported, ImportProblem, ImportResult
 from engine.source import MAX_SUITE_BYTES, SuiteError, SuiteProblem
+from projects.access import needs
+from projects.roles import Can
 
 from .. import services
 from ..forms import TOO_LARGE, normalise_newlines, oversized
 from . import import_batch as batch
+from .editor import project_to_create_in
 from .import_upload import PASTED, carry_limit, convert_upload, read_uploads, render_import
 
 
+@needs(Can.EDIT)
 @login_required
 @require_http_methods(["GET", "POST"])
 def import_suite(request: HttpRequest) -> HttpResponse:
+    project_to_create_in(request)
     if request.method == "GET":
         return render_import(request, {})
     if request.POST.get("action") == "create":
@@ -114,7 +119,11 @@ def _create(request: HttpRequest) -> HttpResponse:
     tool = result.tool or "another tool"
     try:
         suite = services.create_suite(
-            owner=request.user, source=source, note=f"imported from {tool}", files=files
+            owner=request.user,
+            source=source,
+            note=f"imported from {tool}",
+            files=files,
+            project=project_to_create_in(request),
         )
     except SuiteError as exc:
         count = len(exc.problems)

@@ -14,11 +14,22 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from engine.source import MAX_SUITE_BYTES, SuiteError, SuiteProblem, decode_source
 from engine.suite_diff import diff_suites
+from projects.access import check, needs
+from projects.current import current_project
+from projects.roles import Can
 
 from .. import display, selectors, services
 from ..forms import TOO_LARGE, SuiteSourceForm, normalise_newlines, oversized, source_to_show
 from ..models import Suite, SuiteVersion
-from .editor import Validation, first_error, not_saved, parse_version, render_editor, validate_text
+from .editor import (
+    Validation,
+    first_error,
+    not_saved,
+    parse_version,
+    project_to_create_in,
+    render_editor,
+    validate_text,
+)
 
 DEMO_SUITE = settings.BASE_DIR / "examples" / "demo-mock.yaml"
 STARTER_SUITE = """\
@@ -44,17 +55,23 @@ def _launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> 
     return import_string(settings.EVALSITE_SAVE_AND_RUN)(request, suite, version)
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def suite_list(request: HttpRequest) -> HttpResponse:
+    project = current_project(request)
+    if project is None:
+        return render(request, "projects/none_yet.html")
     # Meta.ordering is dropped from GROUP BY queries. The page adds each suite's last run (runs' template tag).
-    suites = selectors.suites_for(request.user).order_by("-updated_at")
-    return render(request, "suites/list.html", {"suites": suites})
+    suites = selectors.suites_in(project).order_by("-updated_at")
+    return render(request, "suites/list.html", {"suites": suites, "project": project})
 
 
+@needs(Can.EDIT)
 @login_required
 @require_http_methods(["GET", "POST"])
 def new(request: HttpRequest) -> HttpResponse:
+    project = project_to_create_in(request)
     if request.method == "GET":
         start = request.GET.get("start")
         source = DEMO_SUITE.read_text() if start == "demo" else STARTER_SUITE if start == "starter" else ""
@@ -69,7 +86,9 @@ def new(request: HttpRequest) -> HttpResponse:
     if file_problems:
         return render_editor(request, error=not_saved(SuiteError(file_problems)), **again)
     try:
-        suite = services.create_suite(owner=request.user, source=source, note=note, files=uploads)
+        suite = services.create_suite(
+            owner=request.user, source=source, note=note, files=uploads, project=project
+        )
     except SuiteError as exc:
         return render_editor(request, error=not_saved(exc), **again)
     except ValueError as exc:
@@ -81,11 +100,13 @@ def new(request: HttpRequest) -> HttpResponse:
     return redirect("suites:detail", public_id=suite.public_id)
 
 
+@needs(Can.VIEW, to_post=Can.EDIT)
 @login_required
 @require_http_methods(["GET", "POST"])
 def detail(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     suite = selectors.get_suite_for_user(request.user, public_id)
     if request.method == "POST":
+        check(request.user, suite.project_id, Can.EDIT)
         return _save(request, suite)
     restored = request.GET.get("from_version", "")
     if restored.isdigit():
@@ -137,6 +158,7 @@ def _save(request: HttpRequest, suite: Suite) -> HttpResponse:
     return redirect("suites:detail", public_id=suite.public_id)
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def version(request: HttpRequest, public_id: uuid.UUID, number: int) -> HttpResponse:
@@ -156,6 +178,7 @@ def version(request: HttpRequest, public_id: uuid.UUID, number: int) -> HttpResp
     return render(request, "suites/version.html", context)
 
 
+@needs(Can.VIEW)
 @login_required
 @require_GET
 def version_diff(request: HttpRequest, public_id: uuid.UUID, number: int, other: int) -> HttpResponse:
@@ -181,21 +204,22 @@ def version_diff(request: HttpRequest, public_id: uuid.UUID, number: int, other:
     return render(request, "suites/version_diff.html", context)
 
 
-def _posted_suite(request: HttpRequest) -> Suite | None:
-    """The user's suite named by the form's `suite` field, if any (404 for anyone else's)."""
+def _posted_suite(request: HttpRequest, can: Can) -> Suite | None:
+    """The suite named by the form's `suite` field, if any, when the user's role allows `can` there."""
     suite_id = request.POST.get("suite")
     if not suite_id:
         return None
     try:
-        return selectors.get_suite_for_user(request.user, uuid.UUID(suite_id))
+        return selectors.get_suite_for_user(request.user, uuid.UUID(suite_id), can)
     except ValueError:
         raise Http404("no such suite") from None
 
 
+@needs(Can.VIEW)
 @login_required
 @require_POST
 def validate(request: HttpRequest) -> HttpResponse:
-    suite = _posted_suite(request)
+    suite = _posted_suite(request, Can.VIEW)
     source = request.POST.get("source", "")
     if oversized(source):
         validation = Validation(problems=[SuiteProblem(0, 0, "", TOO_LARGE)])
@@ -206,10 +230,11 @@ def validate(request: HttpRequest) -> HttpResponse:
         files, file_problems = (latest.file_map() if latest else {}), []
     else:  # a new suite: the files chosen in its form come along with every check
         files, file_problems = display.read_uploads(request)
-    validation = validate_text(source, request.user, suite, files, file_problems=file_problems)
+    validation = validate_text(source, current_project(request), suite, files, file_problems=file_problems)
     return render(request, "suites/_problems.html", {"validation": validation, "suite": suite})
 
 
+@needs(Can.EDIT)
 @login_required
 @require_POST
 def upload(request: HttpRequest) -> HttpResponse:
@@ -218,7 +243,8 @@ def upload(request: HttpRequest) -> HttpResponse:
     The bytes are checked first (the size limit, UTF-8, naming the bad byte); the text then takes the same path as
     typed text, so a broken file is shown in the editor with its located problems and nothing is saved.
     """
-    suite = _posted_suite(request)
+    suite = _posted_suite(request, Can.EDIT)
+    project = project_to_create_in(request) if suite is None else suite.project
     uploaded = request.FILES.get("file")
     if uploaded is None:
         return render_editor(request, suite=suite, status=400, error="Choose a .yaml file to upload.")
@@ -232,7 +258,7 @@ def upload(request: HttpRequest) -> HttpResponse:
     note = f"uploaded {uploaded.name}"[:200]
     try:
         if suite is None:
-            suite = services.create_suite(owner=request.user, source=source, note=note)
+            suite = services.create_suite(owner=request.user, source=source, note=note, project=project)
         else:
             services.save_version(suite=suite, source=source, user=request.user, note=note)
     except SuiteError as exc:

@@ -42,7 +42,7 @@ def test_the_audit_log_and_a_delete_confirmation(page, watch, user):
     run = play(create_run(version=suite.latest_version, user=user))
     pin_baseline(run, by=user)
     log_in(page, user.username, PASSWORD)
-    page.goto(reverse("audit:log", args=[project.slug]))
+    page.goto(reverse("projects:audit", args=[project.slug]))
     expect(page.locator("h1")).to_have_text("Audit log")
     rows = page.locator("table.audit-log tbody tr")
     expect(rows).to_have_count(2)
@@ -56,7 +56,7 @@ def test_the_audit_log_and_a_delete_confirmation(page, watch, user):
     screenshot(page, "browser-delete-run.png")
     page.get_by_role("button", name="Delete the run").click()
     expect(page.locator("h1")).to_have_text("Runs")
-    page.goto(reverse("audit:log", args=[project.slug]))
+    page.goto(reverse("projects:audit", args=[project.slug]))
     expect(rows.first).to_contain_text("deleted")
     expect(rows.first.get_by_role("link")).to_have_count(0)  # gone: named, no longer linked
     watch.check()

@@ -19,7 +19,7 @@ from evalsite import cli
 from runs.models import ApiToken, Run
 from runs.services import pin_baseline
 from runs.tokens import create_token
-from tests.factories import MOCK_CI_SUITE, bearer, body, play
+from tests.factories import MOCK_CI_SUITE, bearer, body, play, project_of
 
 pytestmark = pytest.mark.django_db
 
@@ -78,8 +78,9 @@ def test_revoking_ends_access_at_once(client, user, api):
     assert anonymous.get("/api/runs", **bearer(token)).status_code == 401
 
 
-def test_another_users_token_cannot_be_revoked(client, user, other_user):
-    row, token = create_token(other_user, "theirs")
+def test_a_token_of_another_project_cannot_be_revoked(client, user, other_user):
+    """Alice is an admin of hers, which lets her revoke its members' tokens: not those of a project of mallory's."""
+    row, token = create_token(other_user, "theirs", project_of(other_user))
     client.force_login(user)
     client.post(reverse("token_revoke", args=[row.pk]))
     assert ApiToken.objects.get(pk=row.pk).is_active
@@ -237,7 +238,7 @@ def test_list_filters_and_pages(user, other_user, api):
 
 def test_other_users_runs_are_404_through_every_route(other_user, api):
     anonymous, token = api
-    _, theirs = create_token(other_user, "x")
+    _, theirs = create_token(other_user, "x", project_of(other_user))  # in a project alice is not a member of
     run_id = Client().post("/api/runs", {"yaml": SUITE}, content_type="application/json", **bearer(theirs)).json()["id"]  # fmt: skip
     for path in ("", "/results", "/results.junit.xml", "/results.md", "/progress", f"/compare/{run_id}"):
         assert anonymous.get(f"/api/runs/{run_id}{path}", **bearer(token)).status_code == 404, path

@@ -9,7 +9,7 @@ from django.urls import reverse
 from projects.models import Action, AuditEvent, Membership, Project
 from runs.models import Run, Status
 from suites.services import create_suite
-from tests.factories import play
+from tests.factories import join, play
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +30,7 @@ evals:
 @pytest.fixture
 def project(user):
     project = Project.default()
-    Membership.objects.create(project=project, user=user, role="admin")
+    join(user, project, role="admin")
     return project
 
 
@@ -150,7 +150,7 @@ def test_deleting_a_run_in_the_admin_is_recorded_and_the_event_outlives_it(admin
     assert (event.actor, event.target_label, event.target_id) == (admin_client.admin, label, str(played.pk))
     assert AuditEvent.objects.filter(target_id=str(played.pk)).count() == 2  # its launch too
 
-    page = admin_client.get(reverse("audit:log", args=[project.slug])).content.decode()
+    page = admin_client.get(reverse("projects:audit", args=[project.slug])).content.decode()
     assert label in page and f'href="/runs/{played.pk}/"' not in page  # named, no longer linked
 
 
@@ -169,7 +169,7 @@ def test_deleting_suites_in_the_admin_list_is_recorded(admin_client, suite, proj
 
 def test_members_added_changed_and_removed_in_the_admin_are_recorded(admin_client, user, other_user, project):
     url = reverse("admin:projects_project_change", args=[project.pk])
-    membership = Membership.objects.get(user=user)
+    membership = Membership.objects.get(user=user, project=project)
     form = {
         "name": project.name,
         "slug": project.slug,
@@ -188,7 +188,7 @@ def test_members_added_changed_and_removed_in_the_admin_are_recorded(admin_clien
     assert (added.target_label, added.detail) == ("mallory", {"role": "reviewer"})
     assert (changed.target_label, changed.detail) == ("alice", {"role": "viewer"})
 
-    mallory = Membership.objects.get(user=other_user)
+    mallory = Membership.objects.get(user=other_user, project=project)
     form.update({
         "memberships-TOTAL_FORMS": "2", "memberships-INITIAL_FORMS": "2",
         "memberships-1-id": str(mallory.pk), "memberships-1-DELETE": "on",
@@ -200,7 +200,7 @@ def test_members_added_changed_and_removed_in_the_admin_are_recorded(admin_clien
 
 def test_the_page_shows_who_did_what_to_which_newest_first_with_links(logged_in, played, user, project):
     logged_in.post(reverse("runs:pin", args=[played.pk]))
-    page = logged_in.get(reverse("audit:log", args=[project.slug]))
+    page = logged_in.get(reverse("projects:audit", args=[project.slug]))
     assert page.status_code == 200
     html = page.content.decode()
     assert html.index("<td>pinned as baseline</td>") < html.index("<td>launched</td>")
@@ -208,10 +208,12 @@ def test_the_page_shows_who_did_what_to_which_newest_first_with_links(logged_in,
     assert ">alice<" in html
 
     only_pins = logged_in.get(
-        reverse("audit:log", args=[project.slug]), {"action": "pinned"}
+        reverse("projects:audit", args=[project.slug]), {"action": "pinned"}
     ).content.decode()
     assert "pinned as baseline" in only_pins and "<td>launched</td>" not in only_pins
-    nobody = logged_in.get(reverse("audit:log", args=[project.slug]), {"member": "mallory"}).content.decode()
+    nobody = logged_in.get(
+        reverse("projects:audit", args=[project.slug]), {"member": "mallory"}
+    ).content.decode()
     assert "No event matches" in nobody
 
 
@@ -220,7 +222,7 @@ def test_the_page_escapes_what_it_shows(logged_in, user, project):
     from projects import audit
 
     audit.record(user, project.pk, Action.DELETED, hostile, note="<script>alert(1)</script>")
-    html = logged_in.get(reverse("audit:log", args=[project.slug])).content.decode()
+    html = logged_in.get(reverse("projects:audit", args=[project.slug])).content.decode()
     assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
     assert "<script>alert(1)" not in html
 
@@ -230,20 +232,20 @@ def test_the_page_pages(logged_in, user, project, suite):
 
     for _ in range(51):
         audit.record(user, project.pk, Action.PINNED, suite)
-    first = logged_in.get(reverse("audit:log", args=[project.slug])).content.decode()
+    first = logged_in.get(reverse("projects:audit", args=[project.slug])).content.decode()
     assert "Page 1 of 2" in first and 'rel="next"' in first
 
 
 def test_a_non_member_finds_no_page(client, other_user, project):
     client.force_login(other_user)
-    assert client.get(reverse("audit:log", args=[project.slug])).status_code == 404
-    assert client.get(reverse("audit:log", args=["no-such-project"])).status_code == 404
+    assert client.get(reverse("projects:audit", args=[project.slug])).status_code == 404
+    assert client.get(reverse("projects:audit", args=["no-such-project"])).status_code == 404
 
 
 def test_every_member_may_read_it(client, other_user, project):
     Membership.objects.create(project=project, user=other_user, role="viewer")
     client.force_login(other_user)
-    assert client.get(reverse("audit:log", args=[project.slug])).status_code == 200
+    assert client.get(reverse("projects:audit", args=[project.slug])).status_code == 200
 
 
 def test_the_admin_shows_the_log_read_only(admin_client, run):
@@ -272,7 +274,7 @@ def test_a_target_with_no_page_is_named_and_not_called_gone(logged_in, user, oth
     from projects import audit
 
     audit.record(user, project.pk, Action.MEMBER_ADDED, other_user, role="viewer")
-    html = logged_in.get(reverse("audit:log", args=[project.slug])).content.decode()
+    html = logged_in.get(reverse("projects:audit", args=[project.slug])).content.decode()
     assert "mallory" in html and "(gone)" not in html
     other_user.delete()
-    assert "(gone)" in logged_in.get(reverse("audit:log", args=[project.slug])).content.decode()
+    assert "(gone)" in logged_in.get(reverse("projects:audit", args=[project.slug])).content.decode()

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from projects.models import Action, AuditEvent, Membership, Project
+from projects.models import Action, AuditEvent, Project
 from runs.models import Run, Status
 from runs.services import create_run
 from suites.models import Suite
 from suites.services import create_suite
-from tests.factories import play
+from tests.factories import join, play
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +30,7 @@ def project():
 
 @pytest.fixture
 def admin_member(user, project):
-    Membership.objects.create(project=project, user=user, role="admin")
+    join(user, project, role="admin")
     return user
 
 
@@ -70,7 +70,7 @@ def test_an_active_run_is_not_deleted(logged_in, admin_member, suite, user):
 
 
 def test_an_editor_may_not_delete(logged_in, user, project, finished):
-    Membership.objects.create(project=project, user=user, role="editor")
+    join(user, project, role="editor")
     page = logged_in.get(reverse("runs:detail", args=[finished.pk])).content.decode()
     assert reverse("runs:delete", args=[finished.pk]) not in page
     assert logged_in.post(reverse("runs:delete", args=[finished.pk])).status_code == 403
@@ -107,5 +107,5 @@ def test_an_admin_deletes_a_suite_without_runs(logged_in, admin_member, suite, p
     assert not Suite.objects.filter(pk=suite.pk).exists()
     event = AuditEvent.objects.get(action=Action.DELETED)
     assert (event.target_kind, event.target_label, event.actor) == ("suites.suite", "doomed", admin_member)
-    log = logged_in.get(reverse("audit:log", args=[project.slug])).content.decode()
+    log = logged_in.get(reverse("projects:audit", args=[project.slug])).content.decode()
     assert "doomed" in log and f'href="{reverse("suites:detail", args=[suite.public_id])}"' not in log

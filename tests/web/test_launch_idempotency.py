@@ -13,7 +13,7 @@ from django.test import Client
 from runs.models import LaunchKey, Run
 from runs.tokens import create_token
 from suites.models import Suite, SuiteVersion
-from tests.factories import MOCK_CI_SUITE, bearer
+from tests.factories import MOCK_CI_SUITE, bearer, project_of
 
 pytestmark = pytest.mark.django_db
 
@@ -56,7 +56,7 @@ def test_the_same_key_with_another_body_is_refused_and_makes_nothing(alice):
 
 
 def test_keys_are_per_user_and_expire(alice, other_user):
-    _, mallory = create_token(other_user, "ci")
+    _, mallory = create_token(other_user, "ci", project_of(other_user))
     assert launch(alice, {"yaml": SUITE}, key="same").status_code == 201
     assert launch(mallory, {"yaml": SUITE}, key="same").status_code == 201  # not alice's run
     assert Run.objects.count() == 2

@@ -236,7 +236,7 @@ def test_the_import_reports_a_taken_name(logged_in, user):
     source, _, report = form_fields(page)
     response = logged_in.post(URL, {"action": "create", "report": report, "source": source})
     assert response.status_code == 400
-    assert "you already have a suite named" in html.unescape(response.content.decode())
+    assert "this project already has a suite named" in html.unescape(response.content.decode())
     assert Suite.objects.count() == 1
 
 

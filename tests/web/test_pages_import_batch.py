@@ -96,7 +96,7 @@ def test_a_taken_name_saves_none_and_says_which(logged_in, user, tmp_path):
     assert response.status_code == 400
     text = html.unescape(response.content.decode())
     assert "Nothing was saved: 1 problem to fix." in text
-    assert "proj/multi-turn.yaml: you already have a suite named 'tutor-multi-turn'" in text
+    assert "proj/multi-turn.yaml: this project already has a suite named 'tutor-multi-turn'" in text
     assert Suite.objects.count() == 1
 
 

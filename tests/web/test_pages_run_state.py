@@ -19,7 +19,7 @@ from engine.report import format_report
 from engine.results import RunReport, RunTotals, SuiteRef
 from runs.models import Conversation, Run, ShareLink, Status
 from suites import services as suite_services
-from tests.factories import ADD_EVAL, CAPITAL_EVAL, MULTIPLY_EVAL, demo_suite, mock_run
+from tests.factories import ADD_EVAL, CAPITAL_EVAL, MULTIPLY_EVAL, demo_suite, mock_run, project_of
 
 pytestmark = pytest.mark.django_db
 
@@ -245,10 +245,10 @@ def test_all_runs_of_a_suite_lists_only_that_suite(logged_in, user):
 
 def test_someone_elses_or_a_malformed_suite_filter_shows_everything_and_says_so(logged_in, user, other_user):
     mine = make_run(user, ["passed"], status=Status.PASSED)
-    theirs = suite_services.create_suite(owner=other_user, source=SUITE)
+    theirs = suite_services.create_suite(owner=other_user, source=SUITE, project=project_of(other_user))
     for value in [str(theirs.public_id), "not-a-uuid"]:
         page = logged_in.get(reverse("runs:list"), {"suite": value}).content.decode()
-        assert url("detail", mine) in page and "No suite of yours matches that link" in page
+        assert url("detail", mine) in page and "No suite of this project matches that link" in page
 
 
 # --- The model, named once ------------------------------------------------------------------------------------

@@ -13,13 +13,14 @@ from django.utils import timezone
 
 from runs.models import Run
 from suites.services import create_suite
+from tests.factories import project_of
 
 pytestmark = pytest.mark.django_db
 
 
 def suite_version(user, name: str):
     source = f"name: {name}\nmodel: mock\nevals:\n  - {{prompt: Hi, checks: [{{match: '*'}}]}}\n"
-    return create_suite(owner=user, source=source).latest_version
+    return create_suite(owner=user, source=source, project=project_of(user)).latest_version
 
 
 def runs(version, user, n: int, *, model: str = "mock", status: str = "passed", days_ago: int = 0):

@@ -142,7 +142,7 @@ def test_validate_says_valid_with_the_eval_count(logged_in):
 
 def test_validate_warns_about_a_taken_name_for_a_new_suite(logged_in, suite):
     body = logged_in.post(reverse("suites:validate"), {"source": VALID}).content.decode()
-    assert "You already have a suite named" in body
+    assert "This project already has a suite named" in body
     # Editing the suite itself is no conflict.
     body = logged_in.post(
         reverse("suites:validate"), {"source": VALID, "suite": str(suite.public_id)}
@@ -172,7 +172,7 @@ def test_create_broken_suite_is_400_and_saves_nothing(logged_in):
 def test_create_with_a_taken_name_is_400(logged_in, suite):
     response = logged_in.post(reverse("suites:new"), {"source": VALID.replace("terse", "brief")})
     assert response.status_code == 400
-    assert "you already have a suite named" in response.content.decode()
+    assert "this project already has a suite named" in response.content.decode()
     assert Suite.objects.count() == 1 and SuiteVersion.objects.count() == 1
 
 
@@ -296,7 +296,7 @@ def test_suites_list_is_one_query_whatever_the_number_of_suites(
         Run.objects.create(
             suite_version=suite.latest_version, created_by=user, model="mock", endpoint_name="mock"
         )
-    with django_assert_max_num_queries(3):  # session, user, suites with versions and last run annotated
+    with django_assert_max_num_queries(5):  # session, user, their roles and projects, suites annotated
         page = logged_in.get(reverse("suites:list")).content.decode()
     assert page.count("badge-queued") == 6 and page.count(">v2<") == 6
 

@@ -43,8 +43,9 @@ class Command(BaseCommand):
             source = path.read_text()
             files = read_suite_files(path, source)
             name = load_suite(source, files=files).name
-            if not Suite.objects.filter(owner=user, name=name).exists():
-                create_suite(owner=user, source=source, note=f"loaded from examples/{path.name}", files=files)
+            if not Suite.objects.filter(project=project, name=name).exists():
+                note = f"loaded from examples/{path.name}"
+                create_suite(owner=user, source=source, note=note, files=files, project=project)
                 loaded += 1
         if loaded:
             self.stdout.write(f"Loaded {loaded} example suites.")

@@ -1,0 +1,63 @@
+"""Writes for projects: creating one (its creator is its admin) and changing its members. A project always
+keeps at least one admin, so someone can still manage it."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from django.utils.text import slugify
+
+from .models import Membership, Project
+from .roles import Role
+
+
+class MembershipRefused(ValueError):
+    """A change to a project's members that would leave it broken (no admin) or that cannot be made."""
+
+
+def unique_slug(name: str) -> str:
+    """A slug made from the name, numbered when another project has it."""
+    base = slugify(name)[:50] or "project"
+    slug, number = base, 1
+    while Project.objects.filter(slug=slug).exists():
+        number += 1
+        slug = f"{base}-{number}"
+    return slug
+
+
+@transaction.atomic
+def create_project(*, name: str, creator) -> Project:
+    project = Project.objects.create(name=name.strip(), slug=unique_slug(name))
+    Membership.objects.create(project=project, user=creator, role=Role.ADMIN)
+    return project
+
+
+def add_member(project: Project, user, role: Role) -> Membership:
+    try:
+        with transaction.atomic():
+            return Membership.objects.create(project=project, user=user, role=role)
+    except IntegrityError:
+        raise MembershipRefused(f"{user.get_username()} is already a member of {project.name}.") from None
+
+
+def _last_admin(membership: Membership) -> bool:
+    if membership.role != Role.ADMIN:
+        return False
+    others = Membership.objects.filter(project_id=membership.project_id, role=Role.ADMIN)
+    return not others.exclude(pk=membership.pk).exists()
+
+
+@transaction.atomic
+def change_role(membership: Membership, role: Role) -> None:
+    membership = Membership.objects.select_for_update().get(pk=membership.pk)
+    if role != Role.ADMIN and _last_admin(membership):
+        raise MembershipRefused("A project keeps at least one admin: make another member admin first.")
+    membership.role = role
+    membership.save(update_fields=["role"])
+
+
+@transaction.atomic
+def remove_member(membership: Membership) -> None:
+    membership = Membership.objects.select_for_update().get(pk=membership.pk)
+    if _last_admin(membership):
+        raise MembershipRefused("A project keeps at least one admin: make another member admin first.")
+    membership.delete()
