@@ -19,6 +19,7 @@ from ninja.errors import HttpError
 
 from engine import compare, exports
 from engine.source import SuiteError
+from projects.access import projects_for
 from projects.roles import Can
 from suites import selectors as suite_selectors
 from suites import services as suite_services
@@ -176,9 +177,13 @@ def _version_to_launch(user, body: LaunchIn):
     if body.yaml is not None:
         spec = suite_services.validate_source(body.yaml, files=body.files or {})
         suite = Suite.objects.filter(owner=user, name=spec.name).first()
-        if suite is None:
+        if suite is None:  # into a project of the user's, where they and their team see it
             suite = suite_services.create_suite(
-                owner=user, source=body.yaml, note="created through the API", files=body.files or {}
+                owner=user,
+                source=body.yaml,
+                note="created through the API",
+                files=body.files or {},
+                project=projects_for(user).first(),
             )
         else:
             suite_services.save_version(
