@@ -26,6 +26,7 @@ def main(source_file: str) -> None:
     from django.test.utils import setup_test_environment
     from django.urls import reverse
 
+    from projects.models import Membership, Project
     from suites.services import create_suite
 
     setup_test_environment()
@@ -33,6 +34,7 @@ def main(source_file: str) -> None:
     with open(source_file, encoding="utf-8") as file:
         source = file.read()
     user = get_user_model().objects.create_user(username="alice", password="pw-alice-123")
+    Membership.objects.create(project=Project.default(), user=user, role="admin")
     existing = create_suite(
         owner=user,
         source="name: keep-me\nmodel: mock\nevals:\n  - prompt: hi\n    checks:\n      - match: '*'\n",
