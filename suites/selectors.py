@@ -1,14 +1,15 @@
 """Reads for suites, always scoped to the user: someone else's suite is a 404, never a 403."""
 
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from .models import Suite, SuiteVersion
 
 
 def suites_for(user) -> QuerySet[Suite]:
+    on_line = Q(versions__ref="")  # CI's versions are listed apart, never the latest
     return Suite.objects.filter(owner=user).annotate(
-        version_count=Count("versions"), latest=Max("versions__number")
+        version_count=Count("versions", filter=on_line), latest=Max("versions__number", filter=on_line)
     )
 
 

@@ -44,7 +44,7 @@ def launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> H
 @require_POST
 def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     suite = suite_selectors.get_suite_for_user(request.user, public_id)
-    numbers = list(suite.versions.order_by("-number").values_list("number", flat=True))
+    numbers = list(suite.versions.filter(ref="").order_by("-number").values_list("number", flat=True))
     form = LaunchForm(request.POST, versions=numbers)
     error = None
     if form.is_valid():
@@ -75,7 +75,7 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
 def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """The launch panel's "model → endpoint" line, for the model and version chosen so far."""
     suite = suite_selectors.get_suite_for_user(request.user, public_id)
-    numbers = list(suite.versions.order_by("-number").values_list("number", flat=True))
+    numbers = list(suite.versions.filter(ref="").order_by("-number").values_list("number", flat=True))
     if not numbers:
         raise Http404("no version to launch")
     form = LaunchForm(request.GET, versions=numbers)
