@@ -62,10 +62,6 @@ class SuiteVersion(models.Model):
     def __str__(self) -> str:
         return f"{self.suite.name} v{self.number}" + (f" ({self.ref})" if self.ref else "")
 
-    @property
-    def from_ci(self) -> bool:
-        return bool(self.ref)
-
     def save(self, *args, **kwargs):
         if self.pk is not None:
             raise ValueError("suite versions are immutable; save a new version instead")
