@@ -104,3 +104,19 @@ def test_the_runs_list_and_the_api_filter_by_ref(api, user, client):
     assert '<select id="runs-ref" name="ref">' in html and '<option value="main" selected>' in html
     detail = client.get(reverse("runs:detail", args=[on_branch])).content.decode()
     assert "CI <code>feature/lyon</code>" in detail
+
+
+def test_a_ci_version_can_be_run_again_and_a_launch_defaults_to_the_line(api, user, client):
+    suite = create_suite(owner=user, source=SUITE)
+    ci = Run.objects.get(pk=launch(api, EDITED, ref="feature/lyon", commit="0123456789abcdef").json()["id"])
+    client.force_login(user)
+    again = client.post(reverse("suites:launch", args=[suite.public_id]), {"version": 2, "concurrency": 5})
+    assert again.status_code == 302  # the run page's "Run again" of a CI run
+    rerun = Run.objects.exclude(pk=ci.pk).get()
+    assert rerun.suite_version.number == 2 and rerun.ref == "feature/lyon"
+    default = client.post(reverse("suites:launch", args=[suite.public_id]), {"concurrency": 5})
+    assert default.status_code == 302 and Run.objects.latest("created_at").suite_version.number == 1
+
+    page = client.get(reverse("suites:version", args=[suite.public_id, 2])).content.decode()
+    assert "CI feature/lyon" in page and "commit 0123456789ab" in page and ">latest<" not in page
+    assert ">latest<" in client.get(reverse("suites:version", args=[suite.public_id, 1])).content.decode()
