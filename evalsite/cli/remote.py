@@ -180,7 +180,7 @@ def run_on_server(args: Namespace) -> int:
             print(f"{where}: {problem['message']}", file=sys.stderr)
         raise UserError(f"the server did not start the run ({status}): {_detail(launched)}")
     run_id, run_url = launched["id"], launched["url"]
-    under = f" (CI version, under {launched['ref']})" if launched.get("ref") else ""
+    under = f" from {launched['ref']}" if launched.get("ref") else ""
     print(f"Run {run_id} of {launched['suite']} v{launched['version']}{under} on {launched['model']}: {run_url}",
           file=sys.stderr, flush=True)  # fmt: skip
     try:

@@ -83,7 +83,7 @@ def test_a_ci_job_runs_on_the_server_compares_with_a_baseline_and_exits_by_it(
     assert "**1** regressed" in summary and '| regressed | capital | ❌ turn 1: contains "Paris"' in summary
     ran = Run.objects.latest("created_at")
     assert ran.ref == "fix-lyon" and ran.suite_version.number == 2 and ran.suite_version.commit == "f00d" * 10
-    assert "v2 (CI version, under fix-lyon)" in second.stderr
+    assert "v2 from fix-lyon on mock" in second.stderr
     assert baseline.suite_version.suite.latest_version.number == 1  # the editor's line is untouched
 
     # The next push fixes the capital and adds an eval that fails: no regression, so the regression gate
@@ -104,7 +104,7 @@ def test_a_ci_job_runs_on_the_server_compares_with_a_baseline_and_exits_by_it(
         strict.returncode == 1 and "Gate failed: 1 new eval failing (--fail-on-new-failures)" in strict.stderr
     )
     assert (
-        "(CI version, under fix-lyon)" in strict.stderr
+        "v3 from fix-lyon on mock" in strict.stderr
         and Run.objects.latest("created_at").suite_version.number == 3
     )
 

@@ -169,7 +169,7 @@ def test_the_workflow_steps_run_against_a_live_evalserve(var_env, tmp_path):  # 
             f"Baseline: run {baseline}, pinned for 'pr-evals'" in second.stderr
             and "1 regressed" in second.stdout
         )
-        assert "(CI version, under pr-7)" in second.stderr  # not the suite's latest on the server
+        assert "v2 from pr-7 on mock" in second.stderr  # not the suite's latest on the server
         summary = (repo / "evalsite-summary.md").read_text()
         assert (
             "**1** regressed" in summary and '| regressed | hours | ❌ turn 1: contains "9 to 5"' in summary
