@@ -12,7 +12,7 @@ REDIS_URL ?= redis://127.0.0.1:6379/15
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[server,dev]'
 	touch $@
 
 setup: $(VENV)/.installed

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from .compare import Change, Comparison
+from .failures import failures, transcript_url
 from .outcomes import Status
 from .results import EvalResult, GateResult, RunReport, grader_names
 from .text import plural
@@ -147,9 +148,10 @@ def markdown_summary(
     comparison: Comparison | None = None,
     run_url: str | None = None,
     baseline_url: str | None = None,
-    limit: int = 20,
+    limit: int = 50,
 ) -> str:
-    """Counts, gates, regressions against the baseline and links, short enough for a PR comment."""
+    """Counts, gates, the comparison with the baseline, every failing eval (regressions first) with its
+    reason and a link to its transcript, and the fixed ones, short enough for a PR comment."""
     totals = report.totals
     title = f"{MARK.get(report.status, '')} evalsite: {_md(report.suite.name)} {report.status}".replace(
         "  ", " "
@@ -188,23 +190,35 @@ def markdown_summary(
         ]
         if comparison.score_delta is not None:
             lines[-1] += f" · score {comparison.score_delta:+.3f}"
-        regressions = comparison.regressions
-        if regressions:
-            lines += ["", "| regressed | before | after | prompt |", "|---|---|---|---|"]
-            for row in regressions[:limit]:
-                before = row.before.status if row.before else ""
-                after = row.after.status if row.after else ""
-                lines.append(f"| {_md(row.id, 60)} | {before} | {after} | {_md(row.prompt)} |")
-            if len(regressions) > limit:
-                lines.append(f"| … {len(regressions) - limit} more | | | |")
-    failing = [r for r in report.evals if r.status in (Status.FAILED, Status.ERROR)]
-    if failing and comparison is None:
-        lines += ["", "| failed | verdict |", "|---|---|"]
-        for result in failing[:limit]:
-            lines.append(f"| {_md(result.id, 60)} | {_md(result.verdict)} |")
-        if len(failing) > limit:
-            lines.append(f"| … {len(failing) - limit} more | |")
+    lines += _failing_table(report, comparison, run_url, limit)
     return "\n".join(lines) + "\n"
+
+
+def _failing_table(
+    report: RunReport, comparison: Comparison | None, run_url: str | None, limit: int
+) -> list[str]:
+    """Every failing eval with its reason and a link to its transcript: regressions, new failures, the
+    others; then the evals fixed since the baseline."""
+    found = failures(report.evals, comparison)
+    lines: list[str] = []
+    if found.failing:
+        kinds = comparison is not None
+        lines += ["", "| | eval | why | transcript |" if kinds else "| eval | why | transcript |"]
+        lines.append("|---|---|---|---|" if kinds else "|---|---|---|")
+        iterated = {item.id for item in report.iterated}
+        for item in found.failing[:limit]:
+            url = transcript_url(run_url, item.result)
+            link = f" [open]({url}) " if url else " "
+            name = _md(case_name(item.result, item.result.id in iterated), 60)
+            row = f"| {name} | {MARK.get(item.result.status, '')} {_md(item.reason, 160)} |{link}|"
+            lines.append(f"| {item.kind} {row}" if kinds else row)
+        if len(found.failing) > limit:
+            lines.append(f"| … {len(found.failing) - limit} more | |" + (" |" if kinds else "") + " |")
+    if found.fixed:
+        shown = ", ".join(f"`{_md(row.id, 60)}`" for row in found.fixed[:limit])
+        more = f" and {len(found.fixed) - limit} more" if len(found.fixed) > limit else ""
+        lines += ["", f"Fixed since the baseline: {shown}{more}"]
+    return lines
 
 
 # --- CSV: one row per eval (per iteration), and one row per turn --------------------------------------------
@@ -368,6 +382,7 @@ class ExportFormat:
     beside: str | None = None
     streams: bool = False  # the writer yields chunks, which the page and the API send as they come
     compares: bool = False  # it lists regressions against a baseline: the API takes ?baseline=<run id>
+    written: str = ""  # what the CLI says it wrote: "Wrote the <written> to <path>"
 
     def text(self, run: RunExport) -> str:
         return "".join(self.write(run))
@@ -398,7 +413,7 @@ FORMATS = {
     for entry in (
         ExportFormat(
             key="junit", label="JUnit XML", suffix="junit.xml", media_type="application/xml",
-            summary="A run's results as JUnit XML", write=_junit,
+            summary="A run's results as JUnit XML", write=_junit, written="JUnit XML report",
             cli=CliOption(
                 "--junit", "OUT.xml",
                 "write JUnit XML: a testcase per eval (per iteration), failed gates too, the transcript in "
@@ -408,6 +423,7 @@ FORMATS = {
         ExportFormat(
             key="csv", label="CSV, evals", suffix="csv", media_type=CSV_TYPE,
             summary="A run's results as CSV, a row per eval (per iteration)", write=_evals_csv, streams=True,
+            written="CSV of evals",
             cli=CliOption(
                 "--csv", "OUT.csv",
                 "write a CSV row per eval (per iteration) here, and a row per turn beside it (OUT.turns.csv)",
@@ -416,13 +432,16 @@ FORMATS = {
         ExportFormat(
             key="turns.csv", label="CSV, turns", suffix="turns.csv", media_type=CSV_TYPE,
             summary="A run's turns as CSV, a row per turn", write=_turns_csv, streams=True, beside="csv",
+            written="CSV of turns",
         ),
         ExportFormat(
             key="md", label="Markdown summary", suffix="md", media_type="text/markdown; charset=utf-8",
             summary="A run's Markdown summary, for a pull-request comment", write=_markdown, compares=True,
+            written="Markdown summary",
             cli=CliOption(
                 "--markdown", "OUT.md",
-                "write a Markdown summary for a pull-request comment (with --baseline: its regressions)",
+                "write a Markdown summary for a pull-request comment: every failing eval with its reason and "
+                "transcript link (with --baseline: regressions first, then new failures)",
             ),
         ),
     )

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .clients import DEFAULT
 from .outcomes import Status
-from .results import CheckResult, ConditionResult, EvalResult, RunReport, TurnGrade
+from .results import DEFAULT_ENDPOINT, CheckResult, ConditionResult, EvalResult, RunReport, TurnGrade
 from .schema import Style
 from .text import plural
 
@@ -156,7 +155,7 @@ def format_report(report: RunReport) -> str:
     # The model is named once: a `name/` prefix already says which endpoint it went to.
     if report.mock:
         where = " [mock endpoint]"
-    elif report.endpoint == DEFAULT:
+    elif report.endpoint == DEFAULT_ENDPOINT:
         where = " on the default endpoint"
     elif report.model.startswith(f"{report.endpoint}/"):
         where = ""

@@ -477,6 +477,9 @@ def stream_report(head: dict, evals: Iterable[EvalResult], duration_s: float | N
     yield '\n  ],\n  "totals": ' + totals.model_dump_json() + "\n}\n"
 
 
+DEFAULT_ENDPOINT = "default"  # the endpoint that OPENAI_BASE_URL and OPENAI_API_KEY configure
+
+
 class RunReport(BaseModel):
     format: Literal["evalsite.results/1"] = RESULTS_FORMAT
     suite: SuiteRef

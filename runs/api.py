@@ -61,6 +61,10 @@ class LaunchIn(Schema):
     model: str | None = None  # override the suite's model ("endpoint/model", "mock")
     concurrency: int | None = None
     vars: dict[str, str] | None = None  # values for the suite's variables ({{var:NAME}}), over their defaults
+    ref: str | None = (
+        None  # with `yaml`: the branch, tag or commit CI sent it from; kept off the suite's line
+    )
+    commit: str | None = None  # with `ref`: the commit's sha, recorded on the version
 
 
 class Problem(Schema):
@@ -90,6 +94,7 @@ class RunOut(Schema):
     finished_at: datetime | None
     regraded_from: UUID | None = None
     vars: dict[str, str] = {}  # the suite's variables as the run filled them
+    ref: str = ""  # the branch, tag or commit a CI launch came from
     url: str  # the run page
     links: dict[str, str]  # results (JSON), junit, markdown, progress
 
@@ -121,6 +126,7 @@ def _run_out(request, run: Run) -> dict:
         "started_at": run.started_at,
         "regraded_from": run.regraded_from_id,
         "vars": run.vars or {},
+        "ref": run.ref,
         "finished_at": run.finished_at,
         "url": links.pop("page"),
         "links": links,
@@ -145,7 +151,10 @@ class _Refused(Exception):
     description="In the token's project (a session: `project`, a slug, else the current project), which needs "
     "the editor role there. From a saved suite of that project by name (`suite`, optionally `version`), or "
     "from `yaml` in the body, which is saved as the next version of the project's suite of that name (created "
-    "if new; unchanged text reuses the latest version). `model` and `concurrency` override the suite's; `vars` gives values for "
+    "if new; unchanged text reuses the latest version). With `ref` (a branch, tag or commit; `commit` its sha), "
+    "`yaml` is stored as a version under that ref that never becomes the suite's latest (the same text and "
+    "files reuse it), and the run records the ref; a suite that does not exist yet starts its line with it. "
+    "`model` and `concurrency` override the suite's; `vars` gives values for "
     "the suite's variables (a variable with no default needs one). 422 with located "
     "problems when the YAML does not validate or the run cannot start; then nothing is saved. "
     "With an `Idempotency-Key` header, a launch sent again with the same key and body (a retry after a "
@@ -172,7 +181,7 @@ def launch(request, body: LaunchIn):
                 version = _version_to_launch(user, project, body)
                 run = services.create_run(
                     version=version, user=user, model=body.model, concurrency=body.concurrency,
-                    vars=body.vars,
+                    vars=body.vars, ref=_ref(body) or None,
                 )  # fmt: skip
                 if claimed is not None:
                     launch_keys.attach(claimed, run)
@@ -195,11 +204,21 @@ def launch(request, body: LaunchIn):
     return Status(201, _run_out(request, run))
 
 
+def _ref(body: LaunchIn) -> str:
+    return (body.ref or "").strip()[:200]
+
+
 def _version_to_launch(user, project, body: LaunchIn):
-    """The version a launch runs: `yaml` saved as the project's suite's next version, or a saved one."""
+    """The version a launch runs: `yaml` saved as the project's suite's next version (under its ref, off the
+    suite's line, when it has one), or a saved one."""
     if body.yaml is not None:
         spec = suite_services.validate_source(body.yaml, files=body.files or {})
         suite = Suite.objects.filter(project=project, name=spec.name).order_by("pk").first()
+        if suite is not None and _ref(body):
+            return suite_services.save_ref_version(
+                suite=suite, source=body.yaml, user=user, ref=_ref(body),
+                commit=(body.commit or "").strip()[:64], files=body.files or {},
+            )  # fmt: skip
         if suite is None:
             try:
                 suite = suite_services.create_suite(
@@ -234,6 +253,7 @@ class RunFilters(Schema):
     suite: str | None = None  # the suite's name contains this (any case)
     suite_name: str | None = None  # the suite's name is exactly this
     pinned: bool | None = None  # true: only its suite's pinned baseline
+    ref: str | None = None  # launched from this CI ref exactly; empty: launched from no ref
     model: str | None = None  # the model reference contains this
     status: str | None = None  # queued, running, passed, failed, error or cancelled
     since: datetime | None = None  # launched at or after
@@ -261,6 +281,8 @@ def list_runs(request, filters: Query[RunFilters]):
         runs = runs.filter(suite_version__suite__name=filters.suite_name)
     if filters.pinned is not None:
         runs = runs.filter(pinned_at__isnull=not filters.pinned)
+    if filters.ref is not None:
+        runs = runs.filter(ref=filters.ref.strip())
     if filters.model:
         runs = runs.filter(model__icontains=filters.model)
     if filters.status:

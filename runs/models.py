@@ -81,6 +81,8 @@ class Run(models.Model):
     # The suite's variables as this run filled them (engine.suitevars): a re-grade or a look back knows
     # what was sent. Secrets are never stored; they are read from the worker's environment.
     vars = models.JSONField(default=dict, blank=True, editable=False)
+    # The branch, tag or commit a CI job launched it from (its suite version's ref); blank otherwise.
+    ref = models.CharField(max_length=200, blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["-created_at"]

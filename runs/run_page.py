@@ -222,7 +222,9 @@ def build(
         page.share_links = share_links(run, absolute_uri)
         page.baseline = selectors.baseline_besides(run)
         page.versions = list(
-            run.suite_version.suite.versions.order_by("-number").values_list("number", flat=True)
+            run.suite_version.suite.versions.filter(ref="")
+            .order_by("-number")
+            .values_list("number", flat=True)
         )
     return page
 

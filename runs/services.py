@@ -54,9 +54,10 @@ def create_run(
     concurrency: int | None = None,
     regraded_from: Run | None = None,
     vars: dict[str, str] | None = None,
+    ref: str | None = None,
 ) -> Run:
     """`vars`: values for the suite's variables, over their defaults; every variable without a default
-    needs one (engine.suitevars)."""
+    needs one (engine.suitevars). `ref`: the CI ref it was launched from (default: its version's)."""
     # Stored versions were validated when saved; a text that no longer validates still raises SuiteError.
     spec = specs.suite(version)
     try:
@@ -98,6 +99,7 @@ def create_run(
         concurrency=concurrency,
         regraded_from=regraded_from,
         vars=values,
+        ref=version.ref if ref is None else ref,
     )
     worker.insert_conversations(run.pk, _conversation_rows(spec, _history_files(version, spec)))
     selectors.suite_facts(run)  # stored for the run page's every process, while the suite is parsed here

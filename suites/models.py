@@ -2,6 +2,11 @@
 
 A Suite is a name a user edits; every save creates a new SuiteVersion holding the exact YAML. Versions are
 never updated or deleted while a run points at them, so a run always records exactly what it ran.
+
+Versions saved in the editor (or sent without a ref) are the suite's line: `ref` is blank and the latest of
+them is the suite's latest. A version sent by CI under a ref (a branch, tag or commit) records what that job
+ran and is never the latest: the editor, the launch form and "latest" keep reading the line. Every version
+takes the suite's next number, whichever line it is on, so a number names one version of a suite.
 """
 
 import hashlib
@@ -35,7 +40,7 @@ class Suite(models.Model):
 
     @property
     def latest_version(self) -> "SuiteVersion | None":
-        return self.versions.order_by("-number").first()
+        return self.versions.filter(ref="").order_by("-number").first()
 
 
 class SuiteVersion(models.Model):
@@ -44,6 +49,9 @@ class SuiteVersion(models.Model):
     source = models.TextField(help_text="The suite's YAML, exactly as saved.")
     sha256 = models.CharField(max_length=64, editable=False)
     note = models.CharField(max_length=200, blank=True)
+    # The branch, tag or commit a CI job sent this version from; blank on the suite's own line.
+    ref = models.CharField(max_length=200, blank=True, default="")
+    commit = models.CharField(max_length=64, blank=True, default="")  # the CI job's commit, when known
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -52,9 +60,13 @@ class SuiteVersion(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["suite", "number"], name="suite_version_unique_number"),
         ]
+        indexes = [
+            # A CI launch looks for the version of this ref with the same content before it saves another.
+            models.Index(fields=["suite", "ref", "sha256"], name="suite_version_ref_content"),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.suite.name} v{self.number}"
+        return f"{self.suite.name} v{self.number}" + (f" ({self.ref})" if self.ref else "")
 
     def save(self, *args, **kwargs):
         if self.pk is not None:

@@ -1,7 +1,7 @@
 """Reads for suites, scoped by project: a suite of a project the user is not a member of is a 404, and a role
 too low for the action a 403 (projects.access.check)."""
 
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from projects.access import check
@@ -11,9 +11,11 @@ from .models import Suite, SuiteVersion
 
 
 def suites_in(project) -> QuerySet[Suite]:
-    """The project's suites, whoever made them, with their version count and latest number."""
+    """The project's suites, whoever made them, with their version count and latest number on the editor's
+    line (CI's versions are listed apart, never the latest)."""
+    on_line = Q(versions__ref="")
     return Suite.objects.filter(project=project).annotate(
-        version_count=Count("versions"), latest=Max("versions__number")
+        version_count=Count("versions", filter=on_line), latest=Max("versions__number", filter=on_line)
     )
 
 

@@ -42,6 +42,40 @@ def save_version(
 
 
 @transaction.atomic
+def save_ref_version(
+    *, suite: Suite, source: str, user, ref: str, commit: str = "", files: Mapping[str, str] | None = None
+) -> SuiteVersion:
+    """Store the suite as a CI job sent it, under `ref`, off the suite's line: it never becomes the latest.
+    The same text and files under the same ref reuse that version; `commit` is recorded on a new one.
+    Its number is the suite's next, shared with the line, so that a number names one version."""
+    files = dict(files or {})
+    check_files(files)
+    spec = validate_source(source, files=files)
+    digest = content_hash(source, files)
+    Suite.objects.select_for_update().filter(pk=suite.pk).first()  # one next number at a time
+    same = suite.versions.filter(ref=ref, sha256=digest).order_by("-number").first()
+    if same is not None:
+        return same
+    last = suite.versions.order_by("-number").values_list("number", flat=True).first()
+    version = SuiteVersion.objects.create(
+        suite=suite,
+        number=(last or 0) + 1,
+        source=source,
+        sha256=digest,
+        created_by=user,
+        note=f"from CI, {ref}"[:200],
+        ref=ref,
+        commit=commit,
+    )
+    SuiteFile.objects.bulk_create(
+        SuiteFile(version=version, name=name, content=text, size=len(text.encode("utf-8")))
+        for name, text in sorted(files.items())
+    )
+    parsed.store_parse(version.pk, spec)
+    return version
+
+
+@transaction.atomic
 def _save_version(
     *,
     suite: Suite,
@@ -52,7 +86,8 @@ def _save_version(
     spec: SuiteSpec | None = None,
 ) -> SuiteVersion:
     """save_version; `spec` is the source's parse with these files when the caller has just validated it."""
-    latest = suite.versions.select_for_update().order_by("-number").first()
+    Suite.objects.select_for_update().filter(pk=suite.pk).first()  # one next number at a time
+    latest = suite.versions.filter(ref="").order_by("-number").first()
     if files is None:
         files = latest.file_map() if latest else {}
     check_files(files)
@@ -61,9 +96,10 @@ def _save_version(
     digest = content_hash(source, dict(files))
     if latest is not None and latest.sha256 == digest:
         return latest  # saving unchanged text and files is not a new version
+    last = suite.versions.order_by("-number").values_list("number", flat=True).first()
     version = SuiteVersion.objects.create(
         suite=suite,
-        number=(latest.number + 1) if latest else 1,
+        number=(last or 0) + 1,
         source=source,
         sha256=digest,
         created_by=user,
@@ -185,6 +221,7 @@ __all__ = [
     "create_suites",
     "decode_file",
     "decode_source",
+    "save_ref_version",
     "save_version",
     "validate_source",
 ]

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..redact import redact
-from ..results import Usage
+from ..results import DEFAULT_ENDPOINT, Usage
 
 MOCK = "mock"
-DEFAULT = "default"
+DEFAULT = DEFAULT_ENDPOINT
 RETRY_SECONDS = 300.0
 RETRY_MAX_WAIT = 60.0
 

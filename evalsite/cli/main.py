@@ -101,7 +101,13 @@ exit codes:
   130  interrupted (Ctrl-C)
 
 When some evals fail and others end in an endpoint error, the exit code is 3: the run's result
-is unknown until the endpoint works (the run's status is `error`, as in the web app)."""
+is unknown until the endpoint works (the run's status is `error`, as in the web app).
+
+With --server and a gate, only the gate decides between 0 and 1 (3 still wins; so does a run
+cancelled on the server):
+  --fail-on-regression    1 when an eval that passed in --baseline does not pass now
+  --fail-on-new-failures  1 when an eval the baseline does not have fails
+Every failing eval is listed on stderr with its reason: regressions, new failures, the others."""
 
 IMPORT_EXIT_CODES = """\
 Give files or folders: every suite among them is found (folders are searched through, leaving out .git,

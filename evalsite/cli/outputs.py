@@ -45,7 +45,7 @@ def write_outputs(args: argparse.Namespace, report: RunReport, system: str | Non
     if json_path is not None:
         text = json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
         _write(json_path, "--json", text)
-        print(f"Results written to {json_path}")
+        print(f"Wrote the results (JSON) to {json_path}")
     run = RunExport.of_report(
         report, system, comparison=comparison, run_url=run_url, baseline_url=baseline_url
     )
@@ -54,11 +54,11 @@ def write_outputs(args: argparse.Namespace, report: RunReport, system: str | Non
         if path is None:
             continue
         _write(path, entry.cli.flag, entry.text(run))
-        print(f"{entry.label} written to {path}")
+        print(f"Wrote the {entry.written} to {path}")
         for other in beside(entry):
             companion = path.with_name(f"{path.stem}.{other.suffix}")
             _write(path, entry.cli.flag, other.text(run), companion)
-            print(f"{other.label} written to {companion}")
+            print(f"Wrote the {other.written} to {companion}")
 
 
 def _write(path: Path, option: str, text: str, target: Path | None = None) -> None:

@@ -1,7 +1,8 @@
 """`evalsite run suite.yaml --server URL`: the suite runs on an evalsite server, this process watches.
 
 The suite is validated here first, so a typo is found before anything is sent, then sent with its attached
-files to `POST /api/runs`, which saves it as the next version of the user's suite of that name. The launch
+files to `POST /api/runs`. In CI it goes with the ref it runs from (ci.py), and the server keeps it under that
+ref, off the suite's line; otherwise the server saves it as the next version of the user's suite. The launch
 carries an Idempotency-Key made for this invocation, so one that lost its answer is sent again safely.
 Progress is polled and said on stderr; the results come back in the documented JSON format, so the report,
 the exports and the exit code are those of a local run. Ctrl-C cancels the run on the server. Plain urllib:
@@ -26,12 +27,14 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from engine import suitevars
 from engine.calls import Slow, SlowReporter
 from engine.compare import Change, Comparison, compare_runs
+from engine.failures import failures
 from engine.outcomes import ACTIVE, Status
 from engine.report import format_report
 from engine.results import RunReport
 from engine.text import plural
 
-from .common import BROKEN, FAILED, UserError, read_suite_file, suite_to_run
+from .ci import ci_ref, gated_exit_code
+from .common import BROKEN, UserError, read_suite_file, suite_to_run
 from .outputs import exit_code, write_outputs
 
 POLL_SECONDS = 1.0
@@ -165,6 +168,9 @@ def run_on_server(args: Namespace) -> int:
     given = suitevars.parse_assignments(getattr(args, "vars", None))
     if given:
         body["vars"] = given
+    ref, commit = ci_ref(getattr(args, "ref", None), os.environ, args.file.parent)
+    if ref:
+        body.update(ref=ref, commit=commit)
     status, launched = server.launch(body)
     if status not in (200, 201):  # 200: a retry's answer, the run the first try made
         for problem in launched.get("problems", []) if isinstance(launched, dict) else []:
@@ -174,7 +180,8 @@ def run_on_server(args: Namespace) -> int:
             print(f"{where}: {problem['message']}", file=sys.stderr)
         raise UserError(f"the server did not start the run ({status}): {_detail(launched)}")
     run_id, run_url = launched["id"], launched["url"]
-    print(f"Run {run_id} of {launched['suite']} v{launched['version']} on {launched['model']}: {run_url}",
+    under = f" from {launched['ref']}" if launched.get("ref") else ""
+    print(f"Run {run_id} of {launched['suite']} v{launched['version']}{under} on {launched['model']}: {run_url}",
           file=sys.stderr, flush=True)  # fmt: skip
     try:
         final = _watch(server, run_id)
@@ -200,10 +207,14 @@ def run_on_server(args: Namespace) -> int:
     )
     print(f"Run page: {run_url}")
     code = exit_code(report)
-    if final == Status.CANCELLED and code == 0:
+    if final == Status.CANCELLED:
         code = BROKEN  # cancelled on the server: its result is unknown
-    if args.fail_on_regression and comparison is not None and comparison.regressions and code != BROKEN:
-        code = FAILED
+    gating = args.fail_on_regression or getattr(args, "fail_on_new_failures", False)
+    if gating and code != BROKEN:
+        code = gated_exit_code(
+            failures(report.evals, comparison), comparison,
+            fail_on_regression=args.fail_on_regression, fail_on_new=args.fail_on_new_failures,
+        )  # fmt: skip
     return code
 
 

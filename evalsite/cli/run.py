@@ -1,7 +1,9 @@
-"""`evalsite run suite.yaml`: run a suite here and print the per-turn report, or on a server (remote.py).
+"""`evalsite run suite.yaml`: run a suite here and print the per-turn report (local.py), or on a server
+(remote.py).
 
-It needs no server, database or SECRET_KEY: named endpoints are read from the database when one was set up;
-`mock` and the default endpoint (OPENAI_BASE_URL, OPENAI_API_KEY) always work.
+This module holds the command's arguments and picks one of the two. It imports neither until it has picked:
+a run on a server needs only the client's dependencies (`pip install evalsite`), a run here the server's
+(`pip install 'evalsite[server]'`).
 """
 
 from __future__ import annotations
@@ -9,69 +11,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 from pathlib import Path
 
-from django.conf import settings
-from pydantic import ValidationError
-
-from engine import suitevars
-from engine.calls import SlowReporter
-from engine.clients import DEFAULT, EndpointRegistry
-from engine.codegrade.run import CodeRunner
-from engine.endpoint_checks import closest_endpoint, locator, model_refs, timeout_warnings, unnamed_prefix
-from engine.outcomes import Status
-from engine.report import format_report
-from engine.results import EvalResult
-from engine.runner import run_suite
-from engine.schema import Suite
 from engine.schema.suite import TIMEOUT_MAX, TIMEOUT_MIN
-from engine.source import format_path
-from engine.text import plural
 
-from .common import BROKEN, UserError, positive_int, read_suite_file, suite_to_run
-from .database import endpoint_registry
-from .outputs import add_export_arguments, check_outputs, exit_code, write_outputs
-from .remote import run_on_server
-
-
-def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry, unread: str | None) -> None:
-    """Refuse a reference that names no endpoint before anything is spent, or say where it goes.
-
-    "name/model" picks the named endpoint `name`; when there is none it goes whole to the default endpoint,
-    which is right for ids such as OpenRouter's "anthropic/claude-3.5-sonnet" once OPENAI_BASE_URL points
-    there, and a typo (or a missing database) otherwise: OpenAI's own API has no model id with a slash.
-    """
-    default_url = os.environ.get("OPENAI_BASE_URL")
-    seen = set()
-    for found in model_refs(suite, model):
-        ref = found.ref.strip()
-        where = format_path(found.path) if found.path else "--model"
-        prefix, slash, rest = ref.partition("/")
-        if not slash or ref in seen:
-            continue
-        seen.add(ref)
-        if not prefix or not rest:
-            raise UserError(f"{where} `{ref}`: write a model id, `endpoint/model` or `mock`")
-        if unnamed_prefix(registry, ref) is None:
-            continue
-        if unread:
-            why = f"named endpoints live in the admin's database, and {unread}"
-            fix = f"run `make setup` and add `{prefix}` in the admin (Runs → Endpoints)"
-        else:
-            known = ", ".join(f"`{name}`" for name in sorted(registry.named)) or "none"
-            close = closest_endpoint(registry, prefix)
-            why = f"did you mean `{close}`? " if close else ""
-            why += f"endpoints in the admin: {known}"
-            fix = f"add `{prefix}` in the admin (Runs → Endpoints)"
-        if default_url:
-            note = f"{where} `{ref}` goes whole to the default endpoint ({default_url}): no endpoint is "
-            print(f"note: {note}named `{prefix}` ({why})", file=sys.stderr)
-            continue
-        raise UserError(
-            f"{where} `{ref}`: no endpoint named `{prefix}` ({why}). To use it, {fix}; or set "
-            f"OPENAI_BASE_URL to send `{ref}` whole to the default endpoint; or use `mock`"
-        )
+from .common import UserError, positive_int
+from .outputs import add_export_arguments, check_outputs
 
 
 def timeout_seconds(text: str) -> float:
@@ -84,19 +29,6 @@ def timeout_seconds(text: str) -> float:
             f"{text!r} is not a number of seconds from {TIMEOUT_MIN:g} to {TIMEOUT_MAX:g}"
         )
     return value
-
-
-def bind_vars(path: Path, suite: Suite, assignments: list[str] | None) -> tuple[Suite, dict[str, str]]:
-    """The suite with its variables filled from --var NAME=VALUE (else their defaults), and the values."""
-    try:
-        given = suitevars.parse_assignments(assignments)
-        return suitevars.bind(suite, given), suitevars.values(suite.vars or {}, given)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(map(str, error["loc"]))
-        raise UserError(f"{path}: with the values given, {where}: {error['msg']}; nothing was run") from None
-    except ValueError as exc:
-        raise UserError(f"{path}: {exc}; nothing was run") from None
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,8 +69,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_export_arguments(parser)
     server = parser.add_argument_group(
         "on a server",
-        "Run the suite on an evalsite server instead of here: its workers, endpoints and keys. The suite and "
-        "its attached files are saved there as the next version of your suite of that name.",
+        "Run the suite on an evalsite server instead of here: its workers, endpoints and keys. In CI (or with "
+        "--ref) the suite and its attached files are kept there under the branch or commit, never as the "
+        "suite's latest version; otherwise they are saved as the next version of your suite of that name.",
     )
     server.add_argument(
         "--server", metavar="URL", default=os.environ.get("EVALSITE_SERVER") or None,
@@ -154,19 +87,20 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "and --markdown list regressions",
     )  # fmt: skip
     server.add_argument(
-        "--fail-on-regression", action="store_true",
-        help="exit 1 when an eval that passed in --baseline does not pass now",
+        "--ref", metavar="REF",
+        help="the branch, tag or commit this suite comes from; default: read from the CI's environment "
+        "(GitHub Actions, GitLab CI, or git where CI is set)",
     )  # fmt: skip
-
-
-def say_wait(wait) -> None:
-    """A model call waits to retry (engine.retries): say so, or a long outage looks like a hang."""
-    print(f"{wait.endpoint}: {wait.reason}, retrying in {wait.seconds:.0f} s", file=sys.stderr, flush=True)
-
-
-def say_slow() -> SlowReporter:
-    """Calls the endpoint sits on, said on stderr, so a hung endpoint never looks like a hung evalsite."""
-    return SlowReporter(lambda line: print(line, file=sys.stderr, flush=True))
+    server.add_argument(
+        "--fail-on-regression", action="store_true",
+        help="gate on regressions alone: exit 1 when an eval that passed in --baseline does not pass now, "
+        "else 0 even if other evals fail (each is listed with its reason)",
+    )  # fmt: skip
+    server.add_argument(
+        "--fail-on-new-failures", action="store_true",
+        help="gate on new evals: exit 1 when an eval the baseline does not have fails (without a baseline, "
+        "any eval failing)",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -180,81 +114,17 @@ def run(args: argparse.Namespace) -> int:
                 "--timeout applies to a run here; on a server, set `request_timeout` in the suite (or the "
                 "endpoint's timeout in the server's admin)"
             )
+        from .remote import run_on_server
+
         return run_on_server(args)
-    if getattr(args, "baseline", None) or getattr(args, "fail_on_regression", False):
-        raise UserError("--baseline and --fail-on-regression compare with a run on a server: add --server")
-    suite, files = suite_to_run(args.file, "nothing was run")
-    suite, values = bind_vars(args.file, suite, getattr(args, "vars", None))
-    if not (model or suite.model):
-        raise UserError(f"{args.file}: no model: set `model` in the suite or pass --model")
-    registry, unread = endpoint_registry()
-    check_model_refs(suite, model, registry, unread)
-    if isinstance(suite.request_timeout, dict):
-        located = locator(read_suite_file(args.file).decode("utf-8-sig"))
-        for problem in timeout_warnings(suite, registry, located):
-            print(f"note: {args.file}:{problem}", file=sys.stderr)
-    say_cap(registry, model or suite.model, args.concurrency)
-    report = run_suite(
-        suite,
-        registry,
-        model=model,
-        concurrency=args.concurrency,
-        files=files,
-        on_wait=say_wait,
-        timeout=getattr(args, "timeout", None),
-        on_slow=say_slow(),
-        slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
-        # Code checks run here, in the suite's folder, with the caller's environment: it is their machine.
-        code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
-    )
-    report.vars = values or None
-    print(format_report(report))
-    write_outputs(args, report, suite.system)
-    code = exit_code(report)
-    if code == BROKEN:
-        errors = [result for result in report.evals if result.status == Status.ERROR]
-        unfinished = [result for result in errors if ended_unfinished(result)]
-        errors = [result for result in errors if not ended_unfinished(result)]
-        total = plural(len(report.evals), "conversation")
-        graders = [result for result in errors if (result.error or "").startswith("code grader ")]
-        errors = [result for result in errors if result not in graders]
-        if errors:
-            print(
-                f"{len(errors)} of {total} ended in an endpoint error ({errors[0].error}); check the "
-                "endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, or the endpoint in the admin)",
-                file=sys.stderr,
-            )
-        if graders:
-            print(
-                f"{len(graders)} of {total} got no verdict from a code grader ({graders[0].error})",
-                file=sys.stderr,
-            )
-        if unfinished:
-            print(
-                f"{len(unfinished)} of {total} ended at a reply that did not finish "
-                f"({unfinished[0].turns[-1].incomplete}); `incomplete_reply: fail` or `grade` in the suite "
-                "counts such replies otherwise",
-                file=sys.stderr,
-            )
-    return code
-
-
-def ended_unfinished(result: EvalResult) -> bool:
-    """An error at a reply that did not finish (incomplete_reply: error), not at the endpoint."""
-    last = result.turns[-1] if result.turns else None
-    return last is not None and last.incomplete is not None and not last.checks and last.passed is None
-
-
-def say_cap(registry: EndpointRegistry, model_ref: str, concurrency: int) -> None:
-    """A --concurrency above the endpoint's own limit is held to it: say so, and where the limit is set."""
-    name, _ = registry.resolve(model_ref)
-    cap = registry.max_concurrency(name)
-    if concurrency > cap:
-        where = (
-            "EVALSITE_DEFAULT_CONCURRENCY"
-            if name == DEFAULT
-            else f"the endpoint {name}'s max concurrency in the admin"
+    if any(
+        getattr(args, name, None)
+        for name in ("baseline", "fail_on_regression", "fail_on_new_failures", "ref")
+    ):
+        raise UserError(
+            "--baseline, --ref, --fail-on-regression and --fail-on-new-failures need a run on a server: "
+            "add --server"
         )
-        print(
-            f"concurrency {concurrency} held to {cap}, the {name} endpoint's limit ({where})", file=sys.stderr
-        )
+    from .local import run_here
+
+    return run_here(args)

@@ -42,17 +42,24 @@ def launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> H
     return redirect("runs:detail", run_id=run.pk)
 
 
+def _launchable(suite: Suite) -> tuple[list[int], int | None]:
+    """Every version's number, as any may be launched again (a CI run's "Run again" too), and the default:
+    the latest of the suite's line, never a version CI kept under its ref."""
+    rows = list(suite.versions.order_by("-number").values_list("number", "ref"))
+    return [number for number, _ in rows], next((number for number, ref in rows if not ref), None)
+
+
 @needs(Can.EDIT)
 @login_required
 @require_POST
 def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     suite = suite_selectors.get_suite_for_user(request.user, public_id, Can.EDIT)
-    numbers = list(suite.versions.order_by("-number").values_list("number", flat=True))
+    numbers, latest = _launchable(suite)
     form = LaunchForm(request.POST, versions=numbers)
     error = None
     if form.is_valid():
         version = suite_selectors.get_version_for_user(
-            request.user, public_id, form.cleaned_data["version"] or numbers[0]
+            request.user, public_id, form.cleaned_data["version"] or latest
         )
         try:
             run = create_run(
@@ -79,12 +86,12 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
 def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """The launch panel's "model → endpoint" line, for the model and version chosen so far."""
     suite = suite_selectors.get_suite_for_user(request.user, public_id)
-    numbers = list(suite.versions.order_by("-number").values_list("number", flat=True))
+    numbers, latest = _launchable(suite)
     if not numbers:
         raise Http404("no version to launch")
     form = LaunchForm(request.GET, versions=numbers)
     chosen = form.cleaned_data.get("version") if form.is_valid() else None
-    spec = parse_version(suite_selectors.get_version_for_user(request.user, public_id, chosen or numbers[0]))
+    spec = parse_version(suite_selectors.get_version_for_user(request.user, public_id, chosen or latest))
     model = (request.GET.get("model") or "").strip()
     routes = (
         suite_routes(spec, model=model or None, project_id=suite.project_id) if spec is not None else None

@@ -1,4 +1,5 @@
-"""The runs list: filtered by status, suite, a search over suite and model names, and launch dates; paged.
+"""The runs list: filtered by status, suite, a search over suite and model names, the CI ref it was launched
+from, and launch dates; paged.
 
 Every filter is in the URL, so a filtered list can be shared and reloaded."""
 
@@ -10,7 +11,7 @@ from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -26,6 +27,7 @@ from ..models import ACTIVE, Status
 from ..timing import with_durations
 
 RUNS_PER_PAGE = 50
+REFS_SHOWN = 100  # the ref filter's choices: the most recent refs
 
 
 LIST_FILTERS = {
@@ -65,7 +67,19 @@ def _date(value: str) -> date | None:
 
 def _search(request: HttpRequest) -> dict[str, str]:
     """The search box and date fields as given (kept in every link of the page)."""
-    return {key: request.GET.get(key, "").strip()[:200] for key in ("q", "model", "since", "until")}
+    return {key: request.GET.get(key, "").strip()[:200] for key in ("q", "model", "ref", "since", "until")}
+
+
+def _refs(user) -> list[str]:
+    """The CI refs of the user's runs, the most recently launched first."""
+    latest = (
+        selectors.runs_for(user)
+        .exclude(ref="")
+        .values("ref")
+        .annotate(last=Max("created_at"))
+        .order_by("-last")
+    )
+    return [row["ref"] for row in latest[:REFS_SHOWN]]
 
 
 @needs(Can.VIEW)
@@ -92,6 +106,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
         )
     if search["model"]:
         runs = runs.filter(model__icontains=search["model"])
+    if search["ref"]:
+        runs = runs.filter(ref=search["ref"])
     since, until = _date(search["since"]), _date(search["until"])
     if since:
         runs = runs.filter(created_at__date__gte=since)
@@ -111,6 +127,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "suite": suite,
         "suite_unknown": suite_asked and suite is None,
         "every_suite_url": _list_url(None, current, search),
+        "refs": _refs(request.user),
     }
     if request.htmx:
         return render(request, "runs/list/_table.html", context)

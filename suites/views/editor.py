@@ -138,7 +138,10 @@ def render_editor(
     files: dict[str, str] = dict(uploads or {})
     latest = latest_spec = None
     if suite is not None:
-        versions = list(suite.versions.select_related("created_by").order_by("-number")[:VERSIONS_SHOWN])
+        line = suite.versions.select_related("created_by").order_by("-number")
+        versions = list(line.filter(ref="")[:VERSIONS_SHOWN])
+        # Versions CI sent under a ref: listed apart, as they are not the line people edit.
+        ci_versions = list(line.exclude(ref="")[:VERSIONS_SHOWN])
         latest = versions[0] if versions else None
         if source is None:
             source = latest.source if latest else ""
@@ -147,6 +150,7 @@ def render_editor(
         latest_spec = parse_version(latest, files)
         context.update(
             versions=versions,
+            ci_versions=ci_versions,
             latest=latest,
             latest_spec=latest_spec,
             attached=display.file_rows(attached, latest_spec),

@@ -171,7 +171,7 @@ def version(request: HttpRequest, public_id: uuid.UUID, number: int) -> HttpResp
         "lines": version.source.split("\n"),
         "spec": parse_version(version),
         "files": list(version.files.values("name", "size")),
-        "latest_number": max(numbers),
+        "latest_number": suite.latest_version.number if suite.latest_version else None,
         "previous_number": max((n for n in numbers if n < number), default=None),
         "next_number": min((n for n in numbers if n > number), default=None),
     }

@@ -5,9 +5,11 @@ run on the mock model; then the exports, the baseline comparison and each exit c
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -25,13 +27,16 @@ EVALSITE = str(Path(sys.executable).with_name("evalsite"))
 SUITE = MOCK_CI_SUITE.format(name="ci-loop")
 
 
-def evalsite(*args: str, token: str, cwd: Path) -> subprocess.CompletedProcess:
+CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI")  # the CLI reads its ref from these: this test sets them
+
+
+def evalsite(*args: str, token: str, cwd: Path, **ci: str) -> subprocess.CompletedProcess:
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")
+        if key not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", *CI_VARIABLES)
     }
-    env["EVALSITE_TOKEN"] = token
+    env.update(ci, EVALSITE_TOKEN=token)
     return subprocess.run(
         [EVALSITE, "run", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )
@@ -60,18 +65,48 @@ def test_a_ci_job_runs_on_the_server_compares_with_a_baseline_and_exits_by_it(
     assert (tmp_path / "out.turns.csv").exists()
     assert (tmp_path / "summary.md").read_text().startswith("### ✅ evalsite: ci-loop passed")
 
-    # The pull request breaks the capital: one regression against the baseline, pinned on its run page.
+    # A pull request breaks the capital: one regression against the baseline, pinned on its run page. It
+    # runs in GitHub Actions, so its suite is kept under the branch and never becomes the suite's latest.
     pin_baseline(baseline)
     suite.write_text(SUITE.replace('reply: "Paris"', 'reply: "Lyon"'))
+    github = {"GITHUB_ACTIONS": "true", "GITHUB_HEAD_REF": "fix-lyon", "GITHUB_SHA": "f00d" * 10}
     second = evalsite(str(suite), "--server", live_server.url, "--baseline", "pinned",
-                      "--fail-on-regression", "--markdown", "summary.md", token=token, cwd=tmp_path)  # fmt: skip
+                      "--fail-on-regression", "--markdown", "summary.md", token=token, cwd=tmp_path,
+                      **github)  # fmt: skip
     assert second.returncode == 1, second.stderr
     assert f"Baseline: run {baseline.pk}, pinned for 'ci-loop'" in second.stderr
     assert f"Against run {baseline.pk}: 1 regressed, 0 fixed" in second.stdout
     assert "regressed: capital (passed → failed)" in second.stdout
+    assert 'regressed: capital: turn 1: contains "Paris": substring not found' in second.stderr
+    assert "Gate failed: 1 regression (--fail-on-regression)" in second.stderr
     summary = (tmp_path / "summary.md").read_text()
-    assert "**1** regressed" in summary and "| capital | passed | failed |" in summary
-    assert Run.objects.count() == 2 and Run.objects.latest("created_at").suite_version.number == 2
+    assert "**1** regressed" in summary and '| regressed | capital | ❌ turn 1: contains "Paris"' in summary
+    ran = Run.objects.latest("created_at")
+    assert ran.ref == "fix-lyon" and ran.suite_version.number == 2 and ran.suite_version.commit == "f00d" * 10
+    assert "v2 from fix-lyon on mock" in second.stderr
+    assert baseline.suite_version.suite.latest_version.number == 1  # the editor's line is untouched
+
+    # The next push fixes the capital and adds an eval that fails: no regression, so the regression gate
+    # holds and names the new failure with its reason; the new-failures gate fails on it.
+    suite.write_text(SUITE + "  - {id: hello, prompt: Say hello, checks: [{contains: hello}]}\n")
+    third = evalsite(str(suite), "--server", live_server.url, "--baseline", "pinned", "--fail-on-regression",
+                     "--markdown", "summary.md", token=token, cwd=tmp_path, **github)  # fmt: skip
+    assert third.returncode == 0, third.stderr
+    assert "new failure: hello: turn 1: contains" in third.stderr
+    assert (
+        "Gate held: no regression (1 new eval failing, not gated without --fail-on-new-failures)"
+        in third.stderr
+    )
+    assert "| new | hello | ❌ turn 1: contains" in (tmp_path / "summary.md").read_text()
+    strict = evalsite(str(suite), "--server", live_server.url, "--baseline", "pinned", "--fail-on-regression",
+                      "--fail-on-new-failures", token=token, cwd=tmp_path, **github)  # fmt: skip
+    assert (
+        strict.returncode == 1 and "Gate failed: 1 new eval failing (--fail-on-new-failures)" in strict.stderr
+    )
+    assert (
+        "v3 from fix-lyon on mock" in strict.stderr
+        and Run.objects.latest("created_at").suite_version.number == 3
+    )
 
 
 def test_exit_codes_for_what_goes_wrong(live_server, user, tmp_path):
@@ -101,3 +136,57 @@ def test_exit_codes_for_what_goes_wrong(live_server, user, tmp_path):
 
     local_baseline = evalsite(str(suite), "--baseline", "x", token=token, cwd=tmp_path)
     assert local_baseline.returncode == 2 and "add --server" in local_baseline.stderr
+
+
+# The server's dependencies, which the client install leaves out (pyproject.toml's `server` extra).
+SERVER_ONLY = {"django", "celery", "psycopg", "scipy", "scikit-learn"}
+BLOCKER = """\
+import sys
+
+class _Blocked:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {"django", "celery", "psycopg", "scipy", "sklearn"}:
+            raise ImportError(f"{name}: not in the client install")
+        return None
+
+sys.meta_path.insert(0, _Blocked())
+"""
+
+
+def test_the_client_install_leaves_the_server_out():
+    import tomllib
+
+    from tests.conftest import ROOT
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {re.split(r"[\s\[<>=!~;]", line, maxsplit=1)[0].lower() for line in project["dependencies"]}
+    assert not names & SERVER_ONLY and "server" in project["optional-dependencies"]
+    served = {re.split(r"[\s\[<>=!~;]", line, maxsplit=1)[0].lower() for line in project["optional-dependencies"]["server"]}  # fmt: skip
+    assert served >= SERVER_ONLY
+    # As installed: what pip reads from the package's metadata.
+    required = [line for line in metadata.requires("evalsite") if "extra ==" not in line]
+    assert not {re.split(r"[\s\[<>=!~;(]", line, maxsplit=1)[0].lower() for line in required} & SERVER_ONLY
+
+
+def test_the_client_runs_on_a_server_without_the_servers_dependencies(
+    live_server, user, start_worker, tmp_path
+):
+    start_worker()
+    _, token = create_token(user, "ci")
+    blocker = tmp_path / "blocked"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(BLOCKER)
+    client = {"PYTHONPATH": str(blocker)}
+    proof = subprocess.run([sys.executable, "-c", "import django"], env={**os.environ, **client},
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proof.returncode == 1 and "not in the client install" in proof.stderr
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE)
+    checked = subprocess.run([EVALSITE, "validate", str(suite)], env={**os.environ, **client}, capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    ran = evalsite(str(suite), "--server", live_server.url, "--markdown", "summary.md", "--ref", "main",
+                   token=token, cwd=tmp_path, **client)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "Wrote the Markdown summary to summary.md" in ran.stdout
+    assert Run.objects.get().status == "passed" and Run.objects.get().ref == "main"

@@ -147,7 +147,14 @@ def test_markdown_summary_counts_gates_and_failures(report):
     assert "**2** passed · **1** failed · **1** errored of 4 evals on `m`" in text
     assert "[Open the run](https://evals.example/runs/1/)" in text
     assert r"| accuracy \>= 0.9 | 0.667 | ❌ |" in text  # escaped, rendered as written
-    assert "| hostile | failed after 1 turn |" in text and "| down | error on turn 1" in text
+    assert "| eval | why | transcript |" in text  # no baseline: no kind column
+    assert (
+        '| hostile | ❌ turn 1: contains "never": substring not found | [open](https://evals.example/runs/1/c/2/) |'
+        in text
+    )
+    assert (
+        "| down | ⚠️ HTTP 500 from default: " in text and "[open](https://evals.example/runs/1/c/3/)" in text
+    )
 
 
 def test_markdown_summary_names_regressions_against_a_baseline(fake_openai, report):
@@ -161,16 +168,36 @@ def test_markdown_summary_names_regressions_against_a_baseline(fake_openai, repo
     comparison = compare_runs(fixed.evals, report.evals)
     text = markdown_summary(report, comparison=comparison, baseline_url="https://evals.example/runs/0/")
     assert "Against [baseline](https://evals.example/runs/0/): **1** regressed · **0** fixed" in text
-    assert "| regressed | before | after | prompt |" in text
-    assert "| hostile | passed | failed | Say something odd. |" in text
+    lines = text.splitlines()
+    rows = [
+        line for line in lines[lines.index("| | eval | why | transcript |") + 2 :] if line.startswith("|")
+    ]
+    assert rows[0].startswith('| regressed | hostile | ❌ turn 1: contains "never"')
+    assert rows[1].startswith("| failing | down | ⚠️ HTTP 500")  # errored in the baseline too
+
+
+def test_markdown_lists_regressions_then_new_failures_then_the_rest_then_the_fixed(fake_openai, report):
+    fake_openai.reset()
+    baseline = _report(fake_openai).model_copy(deep=True)
+    by_id = {result.id: result for result in baseline.evals}
+    by_id["hostile"].status = "passed"  # passes in the baseline, fails now: a regression
+    by_id["add"].status = "failed"  # fails in the baseline, passes now: fixed
+    baseline.evals = [by_id["hostile"], by_id["add"], by_id["multiply"]]  # `down` is new
+    text = markdown_summary(report, comparison=compare_runs(baseline.evals, report.evals))
+    rows = [line for line in text.splitlines() if line.startswith(("| regressed", "| new", "| failing"))]
+    assert [row.split(" | ")[:2] for row in rows] == [["| regressed", "hostile"], ["| new", "down"]]
+    assert "Fixed since the baseline: `add`" in text
 
 
 def test_markdown_cells_cannot_break_the_table_or_inject_links(report):
     hostile = next(result for result in report.evals if result.id == "hostile")
-    hostile.verdict = "a | b [x](http://evil) <img src=x> `code`\nnext line"
+    hostile.turns[0].checks[0].reason = "a | b [x](http://evil) <img src=x> `code`\nnext line"
     text = markdown_summary(report)
     row = next(line for line in text.splitlines() if line.startswith("| hostile"))
-    assert row == r"| hostile | a \| b \[x\]\(http://evil\) \<img src=x\> \`code\` next line |"
+    assert (
+        row
+        == r'| hostile | ❌ turn 1: contains "never": a \| b \[x\]\(http://evil\) \<img src=x\> \`code\` next line | |'
+    )
 
 
 # --- CSV ------------------------------------------------------------------------------------------------------

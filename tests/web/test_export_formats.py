@@ -75,6 +75,12 @@ def test_evalsite_run_writes_each_format(key, tmp_path, monkeypatch):
     argv = ["run", str(suite), "--json", str(results), asked.cli.flag, str(target)]
     with redirect_stdout(io.StringIO()) as out, redirect_stderr(io.StringIO()):
         assert main(argv) == 0
-    assert f"{entry.label} written to {written}" in out.getvalue()
+    named = {
+        "junit": "JUnit XML report",
+        "csv": "CSV of evals",
+        "turns.csv": "CSV of turns",
+        "md": "Markdown summary",
+    }
+    assert f"Wrote the {named[key]} to {written}\n" in out.getvalue()
     report = RunReport.model_validate(json.loads(results.read_text()))
     assert written.read_text(encoding="utf-8") == entry.text(RunExport.of_report(report))

@@ -16,7 +16,9 @@ from tests.fakeopenai import FakeOpenAI
 def installed():
     if sys.prefix == sys.base_prefix:
         pytest.fail("run the tests with the project's venv (.venv/bin/python -m pytest)")
-    assert EVALSITE.is_file(), f"{EVALSITE} is missing: reinstall the project (pip install -e '.[dev]')"
+    assert EVALSITE.is_file(), (
+        f"{EVALSITE} is missing: reinstall the project (pip install -e '.[server,dev]')"
+    )
 
 
 @pytest.fixture
