@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -99,7 +99,8 @@ def assign(request: HttpRequest, run_id) -> HttpResponse:
         (m for m in selectors.assignable(run) if str(m.user_id) == request.POST.get("user", "")), None
     )
     if member is None:
-        raise Http404("no such member to ask")
+        messages.error(request, "Choose a member of this project who may label.")
+        return redirect(reverse("runs:review", args=[run.pk]))
     scale, fixed = selectors.queue_scale(run, member.user, request.POST.get("scale"))
     services.assign_reviewer(run, member.user, scale=scale, by=request.user)
     messages.success(request, f"Asked {member.user.get_username()} to label this run on {scale}.")

@@ -16,7 +16,7 @@ from engine.exports import FORMATS
 from projects.models import Membership, Project
 from projects.roles import Can, allows
 from runs import services
-from runs.models import Label, Override, Run, ShareLink
+from runs.models import Label, Override, ReviewAssignment, Run, ShareLink
 from suites.models import Suite, SuiteVersion
 from suites.services import create_suite, save_version
 from tests.engine.test_calibration import SET
@@ -136,6 +136,7 @@ def _post_data(name: str, world) -> dict:
         "runs:label": {"score": "2", "scale": "-3..3"},
         "runs:override": {"turn": "1", "target": TARGET, "passed": "1", "note": "again"},
         "runs:labels_to_set": {"set": str(world["calibration_set"].public_id)},
+        "runs:review_assign": {"user": str(world["people"]["reviewer"].pk), "scale": "0-1"},
         "projects:create": {"name": "Made in the test"},
         "projects:switch": {"project": "a"},
         "projects:members": {"action": "add", "username": "newcomer", "role": "viewer"},
@@ -152,6 +153,7 @@ def _state() -> tuple:
         list(Run.objects.order_by("pk").values_list("status", "pinned_at")),
         list(Label.objects.order_by("pk").values_list("score", "scale")),
         Override.objects.count(),
+        list(ReviewAssignment.objects.order_by("pk").values_list("run_id", "reviewer_id", "scale")),
         list(ShareLink.objects.order_by("pk").values_list("revoked_at", flat=True)),
         list(Membership.objects.order_by("pk").values_list("user_id", "project_id", "role")),
         Project.objects.count(),
