@@ -22,7 +22,7 @@ from .access import Access
 from .models import Run, Status
 from .timing import format_duration, waiting
 
-BAR_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.RUNNING)
+BAR_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.SKIPPED, Status.RUNNING)
 COUNT_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.RUNNING, Status.QUEUED, Status.CANCELLED)
 REPEATED_PER_PAGE = 10  # repeated evals a page of the Iterations section shows
 CONVERSATIONS_PER_PAGE = 100
@@ -193,7 +193,7 @@ def build(
         can_retry=retryable,
         no_retry=no_retry,
         segments=_segments(progress),
-        status_counts=[(status.value, progress["counts"][status]) for status in COUNT_ORDER],
+        status_counts=_status_counts(progress),
         overridden_count=progress["overridden"],
         elapsed=format_duration(run.elapsed),
         gates=gates,
@@ -337,6 +337,13 @@ def _prepare_rows(shown: list, access: Access, sizes: dict, grader_names: list[s
         conversation.waiting = waiting(conversation, now)
         conversation.iterations = sizes.get(conversation.index, 1)
         conversation.grader_cells = display.grader_cells(conversation, grader_names)
+
+
+def _status_counts(progress: dict) -> list[tuple[str, int]]:
+    """The header's counts by status; skipped only where there are some (a re-grade's added evals)."""
+    counts = [(status.value, progress["counts"][status]) for status in COUNT_ORDER]
+    skipped = progress["counts"][Status.SKIPPED]
+    return counts + [(Status.SKIPPED.value, skipped)] if skipped else counts
 
 
 def _segments(progress: dict) -> list[dict]:
