@@ -195,3 +195,13 @@ def test_a_retry_requeues_only_what_it_can_change(client, user, source, fake_ope
     client.post(reverse("runs:retry_errored", args=[new.pk]))
     statuses = dict(new.conversations.values_list("eval_id", "status"))
     assert (statuses["capital"], statuses["steps"]) == ("queued", "error")  # the divergence is left as it was
+
+
+def test_a_regrade_with_nothing_to_regrade_ends_at_once_as_skipped(user, source):
+    renamed = SUITE.replace("id: capital", "id: capital-2").replace("id: steps", "id: steps-2")
+    renamed = renamed.replace("id: booking", "id: booking-2")
+    new = regrade(
+        source, version=save_version(suite=source.suite_version.suite, source=renamed, user=user), user=user
+    )
+    assert (new.status, new.finished_at is not None) == ("skipped", True)  # before any worker
+    assert set(new.conversations.values_list("status", flat=True)) == {"skipped"}
