@@ -28,7 +28,7 @@ class Change(StrEnum):
     UNCHANGED = "unchanged"  # passed in both
     ADDED = "added"  # only in the second run
     REMOVED = "removed"  # only in the first run
-    INCOMPLETE = "incomplete"  # cancelled or still running in either: nothing to say yet
+    INCOMPLETE = "incomplete"  # cancelled, still running or skipped in either: nothing to say yet
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,8 @@ def _iterated_status(results: Sequence[EvalResult], passes: int, graded: int) ->
     statuses = {result.status for result in results}
     if statuses & {Status.QUEUED, Status.RUNNING}:
         return Status.RUNNING
+    if statuses == {Status.SKIPPED}:  # a re-grade's eval that its source never played
+        return Status.SKIPPED
     if not graded:
         return Status.ERROR if Status.ERROR in statuses else Status.CANCELLED
     return Status.PASSED if passes / graded >= 0.5 else Status.FAILED
@@ -202,7 +204,8 @@ def _change(before: Side | None, after: Side | None) -> Change:
         return Change.ADDED
     if after is None:
         return Change.REMOVED
-    unsettled = (Status.QUEUED, Status.RUNNING, Status.CANCELLED)
+    # A re-grade's skipped eval was never graded: it neither regressed nor was fixed.
+    unsettled = (Status.QUEUED, Status.RUNNING, Status.CANCELLED, Status.SKIPPED)
     if before.status in unsettled or after.status in unsettled:
         return Change.INCOMPLETE
     was, now = before.status == Status.PASSED, after.status == Status.PASSED

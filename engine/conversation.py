@@ -79,8 +79,10 @@ def run_eval(
     `replay`: re-grade a conversation another run stored. Its replies (and a simulated user's messages) are
     taken from those turns instead of calling the model, and graded afresh; only judges are called. When
     the eval would send a message the stored conversation did not (a tree whose edited checks choose
-    another follow-up, or a turn past its end), it ends in error, "diverged at turn N: needs a new run",
-    never graded on turns it would not have had."""
+    another follow-up, a changed follow-up, a simulated user asked otherwise, a turn past its end), or ends
+    for want of a message where the stored conversation went on (a removed follow-up), it ends in error,
+    "diverged at turn N: needs a new run", with `diverged_at` N, never graded on turns it would not have
+    had."""
     # Model calls that wait to retry say so through on_wait, and stop waiting once should_stop() says so.
     with retry_hooks(on_wait, should_stop):
         return _inline(_run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop, given, replay, INLINE))
@@ -250,6 +252,11 @@ async def _run_eval(
             Verdict(Status.ERROR, None, f"error on turn {position}{who}: {exc}"), error=str(exc)
         )
 
+    async def diverged(position: int, why: str) -> EvalResult:
+        message = f"diverged at turn {position}: needs a new run ({why})"
+        result = await finish(Verdict(Status.ERROR, None, message), error=message)
+        return result.model_copy(update={"diverged_at": position})
+
     given = len(messages)
     step: Step | None = driver.first()
     while step is not None:
@@ -266,18 +273,11 @@ async def _run_eval(
             source = None
             if replay is not None:
                 source = replay[position - 1] if position <= len(replay) else None
-                if source is not None and step.ask is not None:  # the simulated user said it already
+                why = _parted(ctx, step, source, replay)
+                if why is not None:
+                    return await diverged(position, why)
+                if step.ask is not None:  # the simulated user said it already, asked the same way
                     step = replace(step, prompt=source.prompt, ask=None)
-                if source is None or (step.prompt or "") != source.prompt:
-                    why = (
-                        "the source run has no stored turn of this eval"
-                        if not replay
-                        else f"the stored conversation ended after turn {len(replay)}"
-                        if source is None
-                        else f"it would send {_short(step.prompt or '')}, the stored turn sent {_short(source.prompt)}"
-                    )
-                    message = f"diverged at turn {position}: needs a new run ({why})"
-                    return await finish(Verdict(Status.ERROR, None, message), error=message)
                 step = replace(step, reply=source.response, replayed_ms=source.latency_ms)
             try:
                 if step.ask is not None:
@@ -306,6 +306,9 @@ async def _run_eval(
             messages.append({"role": "user", "content": turn.prompt})
         messages.append({"role": "assistant", "content": turn.response})
         step = None if turn.termination_kind else driver.next(step, turns)
+    if replay is not None and len(turns) < len(replay) and driver.out_of_script(turns):
+        went_on = _short(replay[len(turns)].prompt)
+        return await diverged(len(turns) + 1, f"this version has no such turn; the stored one sent {went_on}")
     return await finish(driver.verdict(turns))
 
 
@@ -327,6 +330,37 @@ def _ending(
 def _ungraded(turn: TurnRecord, rule: IncompleteRule) -> bool:
     """A turn whose reply did not finish, and whose rule does not grade it: the conversation ends there."""
     return turn.incomplete is not None and rule != "grade"
+
+
+def _parted(
+    ctx: EngineContext, step: Step, source: TurnRecord | None, replay: Sequence[TurnRecord]
+) -> str | None:
+    """Why a re-grade cannot replay `source` as the reply to `step`, in words; None when it can: the stored
+    turn sent the message this version sends, or its simulated user was asked exactly as it would be now (the
+    same model, persona, instructions and conversation so far), so its stored answer stands for the new one."""
+    if source is None:
+        if not replay:
+            return "the source run has no stored turn of this eval"
+        return f"the stored conversation ended after turn {len(replay)}"
+    if step.ask is not None:
+        asked = source.simulated_user
+        if asked is None:
+            return (
+                f"a simulated user would write it, the stored turn sent {_short(source.prompt)} as scripted"
+            )
+        if asked.messages != step.ask.messages or asked.model != _user_model(ctx, step.ask.model):
+            return "the simulated user would be asked otherwise (its persona, instructions or model changed)"
+        return None
+    if (step.prompt or "") != source.prompt:
+        return f"it would send {_short(step.prompt or '')}, the stored turn sent {_short(source.prompt)}"
+    return None
+
+
+def _user_model(ctx: EngineContext, model: str | None) -> str:
+    """The model name the simulated user's call goes to, as _ask_user resolves it."""
+    if not model:
+        return ctx.judge_model
+    return ctx.resolve(model)[1] if ctx.resolve else model
 
 
 def _check_resume(turn: TurnRecord, step: Step, position: int, graded: bool = True) -> None:

@@ -51,7 +51,8 @@ def case_name(result: EvalResult, iterated: bool) -> str:
 
 def junit_xml(report: RunReport, system: str | None = None) -> str:
     """One testsuite for the run, one testcase per eval (per iteration for iterated evals). A failed eval
-    carries its verdict in <failure>, an errored one in <error>, a cancelled one is <skipped>; every
+    carries its verdict in <failure>, an errored one in <error>, a cancelled one and a re-grade's eval that
+    is not in the source run are <skipped>; every
     testcase carries its `[Role]:` transcript in <system-out>. Gates that fail are testcases of their own,
     so a run failed only by a gate still shows red in CI."""
     iterated = {item.id for item in report.iterated}
@@ -139,7 +140,13 @@ def _md(text: str, limit: int = 80) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
-MARK = {Status.PASSED: "✅", Status.FAILED: "❌", Status.ERROR: "⚠️", Status.CANCELLED: "⏹"}
+MARK = {
+    Status.PASSED: "✅",
+    Status.FAILED: "❌",
+    Status.ERROR: "⚠️",
+    Status.CANCELLED: "⏹",
+    Status.SKIPPED: "⏭",
+}
 
 
 def markdown_summary(
@@ -160,6 +167,7 @@ def markdown_summary(
     lines.append(
         f"**{totals.passed}** passed · **{totals.failed}** failed · **{totals.error}** errored"
         + (f" · {totals.cancelled} cancelled" if totals.cancelled else "")
+        + (f" · {totals.skipped} not in the source run" if totals.skipped else "")
         + f" of {plural(totals.evals, 'eval')} on `{_md(report.model)}`"
         + f" · {plural(totals.total_tokens, 'token')} · ${totals.cost:.4f}"
     )

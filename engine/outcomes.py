@@ -11,7 +11,9 @@ from enum import StrEnum
 
 class Status(StrEnum):
     """A conversation's status, and a run's. The engine ends a conversation passed, failed, error or
-    cancelled; queued and running exist only in the web app, before and while a worker plays it."""
+    cancelled; queued and running exist only in the web app, before and while a worker plays it. Skipped is
+    a re-grade's eval that the source run never played (the new version added it): nothing to grade, so it
+    counts neither as a failure nor as a pass, and leaves the run's status to the evals that were re-graded."""
 
     QUEUED = "queued"
     RUNNING = "running"
@@ -19,11 +21,12 @@ class Status(StrEnum):
     FAILED = "failed"
     ERROR = "error"
     CANCELLED = "cancelled"
+    SKIPPED = "skipped"
 
 
 # Tuples of members, so that a plain string read from a database row is found in them too.
 ACTIVE = (Status.QUEUED, Status.RUNNING)
-FINISHED = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED)
+FINISHED = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.SKIPPED)
 GRADED = (Status.PASSED, Status.FAILED)  # finished with a score
 
 

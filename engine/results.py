@@ -271,6 +271,10 @@ class EvalResult(BaseModel):
     termination: str | None = None  # simulated: condition met (which), max turns, inputs exhausted, error
     termination_kind: TerminationKind | None = None  # the same, as a kind
     termination_detail: str | None = None  # what decided it: the condition, the max turns
+    # A re-grade only: the turn at which this version parts from the stored conversation (a message changed
+    # or removed, a simulated user asked otherwise, a turn never stored). Graded up to the turn before; only a
+    # new run can grade it further, so a retry of the re-grade cannot change it.
+    diverged_at: int | None = None
     turns: list[TurnRecord] = Field(default_factory=list)
     turns_passed: int | None = None  # graded units (turns, or the conversation) that passed
     turns_total: int | None = None
@@ -303,6 +307,7 @@ class RunTotals(BaseModel):
     failed: int = 0
     error: int = 0
     cancelled: int = 0
+    skipped: int = 0  # a re-grade's evals that the source run never played: in none of the counts above
     turns: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0

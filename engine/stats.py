@@ -172,6 +172,8 @@ def iterated_results(suite, evals) -> list[IteratedResult]:
     """Group per-iteration EvalResults (or anything with index/iteration/status/score/turns) by eval."""
     groups: dict[int, list] = {}
     for result in evals:
+        if result.status == Status.SKIPPED:  # never played: no iteration of its statistics
+            continue
         groups.setdefault(result.index, []).append(result)
     out = []
     for index, results in sorted(groups.items()):

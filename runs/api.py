@@ -390,7 +390,8 @@ class RetryOut(Schema):
     response={200: RetryOut, 409: RefusedOut},
     summary="Retry a finished run's errored conversations",
     description="Each errored conversation is queued again and resumes after its last stored turn; the run "
-    "is running until they end. 409 when the run is still going, was cancelled, or has no errors.",
+    "is running until they end. 409 when the run is still going, was cancelled, or has no errors a retry can "
+    "change: a re-grade's conversations that diverged from its source run are left as they are.",
 )
 def retry_errored(request, run_id: UUID):
     run = _run(request, run_id, Can.EDIT)

@@ -38,7 +38,7 @@ class EndpointPause(models.Model):
 Status = models.TextChoices("Status", [(status.name, status.value) for status in outcomes.Status])
 
 ACTIVE = (Status.QUEUED, Status.RUNNING)
-FINISHED = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED)
+FINISHED = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.SKIPPED)
 
 
 class Run(models.Model):
@@ -157,7 +157,7 @@ class Conversation(models.Model):
     """One eval (one iteration of it) inside a run; a Celery task plays it.
 
     Status: queued -> running (claimed; `attempt` is the fencing token) -> passed | failed | error |
-    cancelled. `dispatched_at` is set when its task is sent; `lease_expires_at` is renewed by the worker
+    cancelled; a re-grade's conversation of an eval the source run never played is skipped from the start. `dispatched_at` is set when its task is sent; `lease_expires_at` is renewed by the worker
     running it, and a lapsed lease sends it back to queued for another worker to resume. A user may send an
     errored conversation of a finished run back to queued; it resumes after its last stored turn.
     """
@@ -207,6 +207,9 @@ class Conversation(models.Model):
     user_tokens = models.PositiveIntegerField(default=0, help_text="Tokens the simulated user spent.")
     turns_passed = models.PositiveIntegerField(null=True, blank=True)
     turns_total = models.PositiveIntegerField(null=True, blank=True)
+    # A re-grade's conversation that parted from the stored one (engine.results.EvalResult.diverged_at): the
+    # turn where it did. A retry cannot change it, so the retry button and API leave such errors alone.
+    diverged_at = models.PositiveIntegerField(null=True, blank=True)
     passed_on_turn = models.PositiveIntegerField(null=True, blank=True)
     score = models.FloatField(null=True, blank=True)
     # Named graders' results (engine.results.GraderResult, as JSON), written when the conversation ends, so the
@@ -300,6 +303,10 @@ class Conversation(models.Model):
     @property
     def is_cancelled(self) -> bool:
         return self.status == Status.CANCELLED
+
+    @property
+    def is_skipped(self) -> bool:
+        return self.status == Status.SKIPPED
 
     @property
     def is_simulated(self) -> bool:

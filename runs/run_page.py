@@ -22,7 +22,7 @@ from .access import Access
 from .models import Run, Status
 from .timing import format_duration, waiting
 
-BAR_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.RUNNING)
+BAR_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.SKIPPED, Status.RUNNING)
 COUNT_ORDER = (Status.PASSED, Status.FAILED, Status.ERROR, Status.RUNNING, Status.QUEUED, Status.CANCELLED)
 REPEATED_PER_PAGE = 10  # repeated evals a page of the Iterations section shows
 CONVERSATIONS_PER_PAGE = 100
@@ -54,6 +54,8 @@ class RunPage:
     waiting: dict | None
     calling: dict | None
     can_retry: bool
+    # Why no retry is offered although conversations errored (a re-grade's divergences); "" otherwise.
+    no_retry: str
     segments: list[dict]
     status_counts: list[tuple[str, int]]
     # Counted apart: a reviewer's verdicts are in the counts above, and how many there are is said here.
@@ -175,6 +177,7 @@ def build(
         "calibration": access.url("calibration") if facts is not None and facts.calibration else None,
     }
     waits = progress["waiting"]
+    retryable, no_retry = _retry(run, progress)
     page = RunPage(
         run=run,
         shared=access.shared,
@@ -187,11 +190,10 @@ def build(
         progress=progress,
         waiting=display.waiting(waits["reason"], waits["until"], now, count=waits["count"]),
         calling=display.calling(progress.get("calling"), now),
-        can_retry=not run.is_active
-        and run.status != Status.CANCELLED
-        and progress["counts"][Status.ERROR] > 0,
+        can_retry=retryable,
+        no_retry=no_retry,
         segments=_segments(progress),
-        status_counts=[(status.value, progress["counts"][status]) for status in COUNT_ORDER],
+        status_counts=_status_counts(progress),
         overridden_count=progress["overridden"],
         elapsed=format_duration(run.elapsed),
         gates=gates,
@@ -339,6 +341,13 @@ def _prepare_rows(shown: list, access: Access, sizes: dict, grader_names: list[s
         conversation.grader_cells = display.grader_cells(conversation, grader_names)
 
 
+def _status_counts(progress: dict) -> list[tuple[str, int]]:
+    """The header's counts by status; skipped only where there are some (a re-grade's added evals)."""
+    counts = [(status.value, progress["counts"][status]) for status in COUNT_ORDER]
+    skipped = progress["counts"][Status.SKIPPED]
+    return counts + [(Status.SKIPPED.value, skipped)] if skipped else counts
+
+
 def _segments(progress: dict) -> list[dict]:
     """The progress bar: one coloured segment per status, as a share of all conversations."""
     total = progress["total"] or 1
@@ -409,3 +418,22 @@ def _page(query: QueryDict, run: Run, triage: dict, facts, flaky: set[int] | Non
     if not triage["query"]:
         paginator.count = total if flaky is None else sum(sizes.get(index, 1) for index in flaky)
     return paginator.get_page(query.get("page"))
+
+
+def _retry(run: Run, progress: dict) -> tuple[bool, str]:
+    """Whether "Retry errored conversations" can change anything, and if not although some errored, why. A
+    re-grade's divergence replays the same stored turns and diverges again (runs.services.retry_errored
+    refuses it too); other runs need no query for it."""
+    errors = progress["counts"][Status.ERROR]
+    if run.is_active or run.status == Status.CANCELLED or not errors:
+        return False, ""
+    if (
+        run.regraded_from_id
+        and not run.conversations.filter(status=Status.ERROR, diverged_at__isnull=True).exists()
+    ):
+        return False, (
+            f"No retry: the {errors} errored conversation{'s' if errors != 1 else ''} diverged from the source "
+            "run, and a retry would replay the same stored turns. Re-grade under another version, or launch a "
+            "fresh run."
+        )
+    return True, ""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -168,6 +168,12 @@ class RetryRefused(Exception):
     """The run's errored conversations cannot be retried now; the message says why."""
 
 
+DIVERGED_ONLY = (
+    "its errors are conversations that diverged from the source run, which a retry would replay unchanged; "
+    "re-grade under another version or launch a fresh run"
+)
+
+
 def retry_errored(run: Run, *, by=None) -> int:
     """Send a finished run's errored conversations back to the queue; each resumes after its last stored
     turn (a later claim replays the stored turns). The run is running again until they end, when finalize
@@ -181,7 +187,8 @@ def retry_errored(run: Run, *, by=None) -> int:
         ).update(status=Status.RUNNING, finished_at=None, revision=F("revision") + 1)
         if not reopened:
             raise RetryRefused("the run is still going; wait for it to finish")
-        count = run.conversations.filter(status=Status.ERROR).update(
+        # A re-grade's divergence would only diverge again: the same stored turns are all it can replay.
+        count = run.conversations.filter(status=Status.ERROR, diverged_at__isnull=True).update(
             status=Status.QUEUED,
             error="",
             verdict="",
@@ -200,6 +207,8 @@ def retry_errored(run: Run, *, by=None) -> int:
             waiting_reason="",
         )
         if not count:  # raising rolls the reopening back
+            if run.conversations.filter(status=Status.ERROR).exists():
+                raise RetryRefused(DIVERGED_ONLY)
             raise RetryRefused("the run has no errored conversations")
         audit.record(by, run.project_id, Action.RETRIED, run, conversations=count)
         transaction.on_commit(lambda: worker.dispatch(run.pk))
@@ -389,17 +398,44 @@ class RegradeRefused(Exception):
 def regrade(run: Run, *, version: SuiteVersion, user) -> Run:
     """A new run that grades `run`'s stored conversations again under `version`'s checks (the same version,
     or an edited one of the same suite), calling no model but judges. Conversations are matched by eval id
-    and iteration; each that would need a turn the source never had ends "diverged at turn N"."""
+    and iteration; each that would need a turn the source never had ends "diverged at turn N", and those of
+    evals the source never played (added by `version`) are skipped: not in the source run."""
     if run.is_active:
         raise RegradeRefused("the run is still going: re-grade it once it has finished")
     if version.suite_id != run.suite_version.suite_id:
         raise RegradeRefused("re-grade with a version of the same suite")
     # The same variables: only those the edited version still declares.
     declared = specs.suite(version).vars or {}
-    return create_run(
-        version=version, user=user, model=run.model, concurrency=run.concurrency, regraded_from=run,
-        vars={name: value for name, value in (run.vars or {}).items() if name in declared},
-    )  # fmt: skip
+    with transaction.atomic():
+        new = create_run(
+            version=version, user=user, model=run.model, concurrency=run.concurrency, regraded_from=run,
+            vars={name: value for name, value in (run.vars or {}).items() if name in declared},
+        )  # fmt: skip
+        _skip_added(new, run)
+        if not new.conversations.filter(status=Status.QUEUED).exists():  # nothing to re-grade: it ends now
+            now = timezone.now()
+            Run.objects.filter(pk=new.pk).update(
+                status=worker.final_status(new), started_at=now, finished_at=now
+            )
+            new.refresh_from_db()
+    return new
+
+
+NOT_IN_SOURCE = "not in the source run"
+
+
+def _skip_added(new: Run, source: Run) -> None:
+    """Skip the conversations of `new` that `source` never played (evals, or iterations, that the re-graded
+    version added): there is no stored reply to grade, so they end before any worker sees them. They are
+    updated before the launch commits, so the dispatcher, which sends queued conversations only, never
+    sends them."""
+    played = Conversation.objects.filter(
+        run=source, eval_id=OuterRef("eval_id"), iteration=OuterRef("iteration")
+    )
+    now = timezone.now()
+    new.conversations.filter(~Exists(played)).update(
+        status=Status.SKIPPED, verdict=NOT_IN_SOURCE, reason=NOT_IN_SOURCE, started_at=now, finished_at=now
+    )
 
 
 class OverrideRefused(ValueError):

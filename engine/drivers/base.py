@@ -150,6 +150,12 @@ class Driver(ABC):
         """(passed, total) of the graded units so far, for drivers that count them; None otherwise."""
         return None
 
+    def out_of_script(self, turns: Sequence[TurnRecord]) -> bool:
+        """Whether the conversation ended after `turns` because the eval had no message left to send, not
+        because a reply decided it. A re-grade whose stored conversation went on has then lost a turn the
+        new version removed, and diverged."""
+        return True
+
     @abstractmethod
     def verdict(self, turns: Sequence[TurnRecord]) -> Verdict:
         """How the conversation came out, once `next` has said it is over (at least one turn)."""

@@ -63,6 +63,9 @@ class Scripted(Driver):
             return None
         return self.steps[turn.turn] if turn.turn < len(self.steps) else None
 
+    def out_of_script(self, turns: Sequence[TurnRecord]) -> bool:
+        return not (self.stop_on_failure and turns[-1].passed is False)
+
     def units(self, turns: Sequence[TurnRecord]) -> list[tuple[float, bool]]:
         """Every graded turn, as (score, passed): its grade and its checks together, so turns_total counts
         turns. A check that passed its own threshold counts 1 (a judge's 0.9 over a 0.5 threshold must not

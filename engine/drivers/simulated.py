@@ -68,6 +68,11 @@ class Simulated(Driver):
             return Ending(TerminationKind.INPUTS_EXHAUSTED)
         return None
 
+    def out_of_script(self, turns: Sequence[TurnRecord]) -> bool:
+        # A condition met and max_turns are endings the eval chose; running out of follow-ups with no
+        # simulated user to go on is a script that ended.
+        return turns[-1].termination_kind == TerminationKind.INPUTS_EXHAUSTED
+
     def verdict(self, turns: Sequence[TurnRecord]) -> Verdict:
         last = turns[-1]
         outcome = {

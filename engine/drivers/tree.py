@@ -34,6 +34,9 @@ class Tree(Driver):
         item, reason = followup
         return Step(item.prompt, item.checks, _node_of(item, step), f"{reason} on turn {turn.turn}")
 
+    def out_of_script(self, turns: Sequence[TurnRecord]) -> bool:
+        return not turns[-1].passed  # a failed turn ends the tree only when it has no follow-up for it
+
     def verdict(self, turns: Sequence[TurnRecord]) -> Verdict:
         # The score is the deciding turn's: the mean of its check scores (a passing turn whose judge said 0.8
         # scores 0.8), so iterations and gates see how well it did; pass or fail is the checks' own.

@@ -79,6 +79,8 @@ def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_count: int, 
         reasons.append(f"cancelled with {finished} of {plural(progress['total'], 'conversation')} finished")
     elif run.status == Status.PASSED and gate_rows and failed:
         reasons.append(f"every gate holds; {failed} of {evals} failed")
+    if counts.get(Status.SKIPPED):  # a re-grade's evals that its version added: counted in no verdict
+        reasons.append(f"{plural(counts[Status.SKIPPED], 'conversation')} not in the source run")
     return {"label": run.status, "tone": run.status, "live": False, "reason": "; ".join(reasons)}
 
 

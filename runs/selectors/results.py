@@ -108,6 +108,7 @@ def eval_result(
         turns=turns,
         turns_passed=conversation.turns_passed,
         turns_total=conversation.turns_total,
+        diverged_at=conversation.diverged_at,
         per_turn_grades=[turn.grade for turn in turns if turn.grade is not None],
         graders=conversation.graders or [],
         totals=_totals(conversation, turns),

@@ -46,6 +46,8 @@ def _verdict(conversation: Conversation) -> dict:
         text = f"Error: {conversation.error or verdict or 'unknown error'}"
     elif status == Status.CANCELLED:
         text = verdict or "cancelled"
+    elif status == Status.SKIPPED:
+        text = verdict or "not in the source run"
     elif status == Status.RUNNING:
         turns = conversation.turn_count
         text = (

@@ -197,11 +197,14 @@ def final_status(run: Run, counts: dict[str, int] | None = None) -> str:
     counts = selectors.status_counts(run) if counts is None else counts
     if counts[Status.CANCELLED] and not counts[Status.FAILED] and not counts[Status.ERROR]:
         return Status.CANCELLED
+    # A re-grade's skipped conversations were never played: the ones re-graded decide.
     conversations = list(
-        Conversation.objects.filter(run=run).only(
-            "index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id"
-        )
+        Conversation.objects.filter(run=run)
+        .exclude(status=Status.SKIPPED)
+        .only("index", "iteration", "status", "score", "turn_count", "termination", "kind", "run_id")
     )
+    if not conversations and counts[Status.SKIPPED]:
+        return Status.SKIPPED  # nothing was re-graded: neither passed nor failed
     return gated_status(
         conversations,
         selectors.gate_results(run, conversations),

@@ -166,6 +166,7 @@ def finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
         termination_kind=result.termination_kind or "",
         termination_detail=(result.termination_detail or "")[:300],
         turns_total=result.turns_total,
+        diverged_at=result.diverged_at,
         passed_on_turn=result.passed_on_turn,
         score=result.score,
         graders=[item.model_dump(mode="json") for item in result.graders],

@@ -89,3 +89,14 @@ def test_judges_are_the_only_calls_of_a_regrade(fake_openai):
     assert regraded.status == "passed"
     new = fake_openai.chat_requests()[before:]
     assert [r["model"] for r in new] == ["judge"]
+
+
+def test_a_tree_whose_follow_up_was_removed_diverges_instead_of_failing_early(fake_openai):
+    fake_openai.script("What is 15 * 7?", ["I think it is 107.", "Sorry: 105."])
+    stored = _played(fake_openai, TREE)
+    assert len(stored.turns) == 2
+    removed = TREE.replace('        prompt: Please recalculate.\n        checks: [{contains: "105"}]\n', "")
+    suite, ctx = _context(fake_openai, removed)
+    regraded = run_eval(suite.evals[0], 0, "multiply", ctx, replay=stored.turns)
+    assert (regraded.status, regraded.diverged_at, len(regraded.turns)) == ("error", 2, 1), regraded.verdict
+    assert "this version has no such turn; the stored one sent 'Please recalculate.'" in regraded.verdict
