@@ -43,6 +43,19 @@ def in_flight(progress: dict) -> int:
     return progress["counts"][Status.QUEUED] + progress["counts"][Status.RUNNING]
 
 
+def progress_summary(progress: dict) -> dict:
+    """The progress card's count: conversations finished of all, and what a cancel left unplayed. A cancelled
+    conversation is not done, so a cancelled run never reads 100%."""
+    counts = progress["counts"]
+    cancelled = counts[Status.CANCELLED]
+    finished = progress["done"] - cancelled
+    total = progress["total"]
+    if cancelled:
+        return {"done": finished, "total": total, "text": f"done, {cancelled} cancelled"}
+    noun = "conversation" if total == 1 else "conversations"
+    return {"done": finished, "total": total, "text": f"{noun} done · {progress['percent']}%"}
+
+
 def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_count: int, failed: int) -> dict:
     """The run header's status badge and the reason beside it: "cancelling" while a cancelled run's
     conversations finish their turn, and why a run failed, errored or was cancelled, in words.
