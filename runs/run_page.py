@@ -185,7 +185,11 @@ def build(
         fingerprint=fp,
         whole=whole,
         state=display.run_state(
-            run, progress, gates, *_eval_counts(progress, repeated.outcomes, repeated.verdicts)
+            run,
+            progress,
+            gates,
+            *_eval_counts(progress, repeated.outcomes, repeated.verdicts),
+            calibration=_calibration(run, facts),
         ),
         progress=progress,
         summary=display.progress_summary(progress),
@@ -268,6 +272,18 @@ def _repeated(access: Access, query: QueryDict, facts, progress: dict, whole: bo
         page=page,
         rows=display.iterated_rows(strips, results, outcomes, access.conversation_url),
     )
+
+
+def _calibration(run: Run, facts):
+    """A finished calibration run's report, for its headline; None for other runs and while it plays."""
+    if facts is None or not facts.calibration or run.status not in (Status.PASSED, Status.FAILED):
+        return None
+
+    def report():
+        suite = selectors.calibration_suite(run)
+        return selectors.calibration_report(run, suite) if suite is not None else None
+
+    return page_cache.settled_aggregate(run, "calibration", report)
 
 
 def _gates(run: Run, facts) -> list[dict]:
