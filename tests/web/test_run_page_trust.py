@@ -116,3 +116,15 @@ def test_a_launch_warning_about_an_unset_key_goes_once_the_model_has_answered(
     store_turns(conversation, [record])
     polled = logged_in.get(poll, HTTP_HX_REQUEST="true").content.decode()
     assert re.search(r'<div id="launch-warnings" hx-swap-oob="true">\s*</div>', polled)
+
+
+def test_pin_as_baseline_looks_like_the_header_buttons_beside_it(logged_in, user):
+    version = suite_services.create_suite(owner=user, source=SUITE).latest_version
+    run = mock_run(version, user, status=Status.PASSED)
+    page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+
+    def classes(label: str) -> str:
+        return re.search(rf'<button type="submit" class="([^"]*)"[^>]*>{label}</button>', page).group(1)
+
+    # A muted, borderless button reads as disabled; Pin is styled as Re-grade, its neighbour.
+    assert classes("Pin as baseline") == classes("Re-grade") == "btn"
