@@ -327,7 +327,7 @@ def _table(
     stored = page_cache.stored_table(key)
     shown = []
     if stored is None:
-        page = _page(query, run, triage, facts, flaky, progress["total"])
+        page = _page(query, run, triage, facts, flaky, progress["total"], rendered=not delta)
         triage.update(page=page, matched=page.paginator.count)
         shown = page.object_list
     if delta:
@@ -398,7 +398,9 @@ def _triage(query: QueryDict, facts) -> dict:
     }
 
 
-def _page(query: QueryDict, run: Run, triage: dict, facts, flaky: set[int] | None, total: int) -> Page:
+def _page(
+    query: QueryDict, run: Run, triage: dict, facts, flaky: set[int] | None, total: int, *, rendered: bool
+) -> Page:
     """The page of conversations the table shows. The database filters, sorts and pages, so a page costs the
     same whatever the run's size."""
     wanted = triage["wanted"]
@@ -426,7 +428,9 @@ def _page(query: QueryDict, run: Run, triage: dict, facts, flaky: set[int] | Non
     if not triage["query"]:
         paginator.count = total if flaky is None else sum(sizes.get(index, 1) for index in flaky)
     page = paginator.get_page(query.get("page"))
-    triage["next_failure"] = _next_failure(rows, page, (*SORTS[sort][1], "index", "iteration"))
+    # Only where the table is rendered: a poll that sends changed rows alone does not need it.
+    if rendered:
+        triage["next_failure"] = _next_failure(rows, page, (*SORTS[sort][1], "index", "iteration"))
     return page
 
 
@@ -435,10 +439,9 @@ FAILURES = (Status.FAILED, Status.ERROR)
 
 def _next_failure(rows, page: Page, order: tuple) -> dict | None:
     """The first failed or errored conversation after `page` in the table's order, filters and sort alike, as
-    {"page", "pk"}, for the `n` key once the page has no failure below: one query, numbered in the database.
-    None on the last page or when no failure follows."""
-    if not page.has_next():
-        return None
+    {"page", "pk"}, for the `n` key once the page has no failure below: one query, numbered in the database,
+    on the last page too, so that a page makes as many queries whatever the run's size. None when no failure
+    follows."""
     # Both conditions are window expressions, so the database numbers every row before either one filters.
     found = (
         rows.annotate(
