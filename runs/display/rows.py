@@ -38,7 +38,7 @@ def table_columns(*, iterations: bool, judge: bool, user: bool) -> list[Column]:
         Column("status", "Status"),
         Column("verdict", "Verdict"),
         Column("graders"),
-        Column("turns", "Turns", num=True),
+        Column("turn_count", "Turns", num=True),
         Column("tokens", "Tokens", "The model under test: prompt + completion tokens", num=True),
         Column("judge", "Judge", "Tokens spent by judges (llm_judge, semantic, conditions)", num=True),
         Column("user", "Sim. user", "Tokens spent by the simulated user writing user turns", num=True),
