@@ -6,8 +6,10 @@ are counted apart and left out of the figures.
 
 Scores are compared on levels as well as raw: on the ordinal -3..3 scale the levels are its integers; on
 0-100 they are bands of 10; on 0-1 they are pass and fail when every expected score is 0 or 1 (a pass/fail
-set), else bands of 0.1. Kappa is Cohen's, quadratic-weighted on ordinal levels and plain on pass/fail, from
-scikit-learn; Spearman's rho comes from SciPy. Both are imported when figures are computed, not by workers.
+set), else bands of 0.1. Kappa is Cohen's, quadratic-weighted on ordinal levels and plain on pass/fail;
+Spearman's rho is Pearson's correlation (the standard library's) of the average ranks. Both are the textbook
+formulas, as scikit-learn's cohen_kappa_score and SciPy's spearmanr compute them (tests/engine hold them to
+those): importing either library takes seconds, which a page showing these figures would wait for.
 """
 
 from __future__ import annotations
@@ -127,20 +129,47 @@ def _kappa(a: list[float], b: list[float], levels: Levels, *, weighted: bool) ->
     )
 
 
-def _cohen_kappa(a: list, b: list, **options) -> float | None:
-    # scikit-learn takes seconds to import: only a calibration's figures need it, not workers or `evalsite run`.
-    from sklearn.metrics import cohen_kappa_score
+def _cohen_kappa(a: list, b: list, *, labels: list, weights: str | None = None) -> float | None:
+    """Cohen's kappa of two raters' labels, plain or quadratic-weighted: 1 - Σ w·observed / Σ w·expected by
+    chance, over the confusion matrix of `labels`."""
+    index = {label: i for i, label in enumerate(labels)}
+    size = len(labels)
+    observed = [[0] * size for _ in labels]
+    for x, y in zip(a, b, strict=True):
+        observed[index[x]][index[y]] += 1
+    rows = [sum(row) for row in observed]
+    columns = [sum(row[j] for row in observed) for j in range(size)]
+    total = sum(rows)
+    if not total:
+        return None
+    disagreeing = expected = 0.0
+    for i in range(size):
+        for j in range(size):
+            weight = (i - j) ** 2 if weights == "quadratic" else float(i != j)
+            disagreeing += weight * observed[i][j]
+            expected += weight * rows[i] * columns[j] / total
+    return _finite(1 - disagreeing / expected) if expected else None
 
-    return _finite(cohen_kappa_score(a, b, **options))
+
+def _ranks(values: list[float]) -> list[float]:
+    """Each value's rank from 1, ties sharing the mean of the ranks they span."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            ranks[order[position]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
 
 
 def _spearman(a: list[float], b: list[float]) -> float | None:
     if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
         return None  # a constant side has no ranking to correlate
-    # SciPy is slow to import: only a calibration's figures need it, not workers or `evalsite run`.
-    from scipy.stats import spearmanr
-
-    return _finite(spearmanr(a, b).statistic)
+    return _finite(statistics.correlation(_ranks(a), _ranks(b)))
 
 
 def _by_sample(scored: Sequence[Judgement]) -> dict[int, list[float]]:

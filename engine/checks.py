@@ -20,7 +20,16 @@ from dataclasses import dataclass, field
 from . import fieldvalues, patterns
 from .clients import ChatClient, EndpointError, estimate_tokens
 from .codegrade.run import CodeScope, grade_code
-from .judge import PASS_FAIL, Verdict, ask, expected_json, judge_messages, normalise_score, written_messages
+from .judge import (
+    PASS_FAIL,
+    Verdict,
+    ask,
+    expected_json,
+    judge_messages,
+    normalise_score,
+    unit_score_note,
+    written_messages,
+)
 from .matching import MISSING, glob_match, is_json_reply, json_field
 from .results import CRITERION, CheckResult, Usage
 from .schema import DEFAULT_EMBEDDING_MODEL, SCALES, Check
@@ -247,9 +256,12 @@ def _any_of(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     return _result(check, ok, "an option passed" if ok else "every option failed", best, children=children)
 
 
-def _judge_one(spec, criteria: str, reply: Reply, judge: JudgeContext) -> tuple[float, str, Verdict]:
+def _judge_one(
+    spec, criteria: str, reply: Reply, judge: JudgeContext
+) -> tuple[float, str, Verdict, str | None]:
     """One judge call (two when its first answer cannot be read): the score on the spec's scale, the
-    reason, and the verdict as read. Raises JudgeError when no answer can be read."""
+    reason, the verdict as read, and a note when the score looks like one on another scale. Raises
+    JudgeError when no answer can be read."""
     client, model = judge.for_model(spec.model)
     if spec.messages:
         written = [message.model_dump() for message in spec.messages]
@@ -271,14 +283,16 @@ def _judge_one(spec, criteria: str, reply: Reply, judge: JudgeContext) -> tuple[
         low, high, _ = SCALES[spec.scale]
         score = min(max(raw, low), high)
         note = "" if score == raw else f" (judge said {raw:g}, outside {spec.scale})"
-    return score, (verdict.reason or "no reason given") + note, verdict
+    # Scored as given, but said: a judge that answers 0.8 on 0-100 most likely meant 80.
+    scale_note = None if verdict.fraction else unit_score_note(raw, spec.scale)
+    return score, (verdict.reason or "no reason given") + note, verdict, scale_note
 
 
 def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     spec = check.llm_judge
     scale = "" if spec.scale == "0-1" else f" on {spec.scale}"
     if isinstance(spec.criteria, str):
-        score, reason, verdict = _judge_one(spec, spec.criteria, reply, judge)
+        score, reason, verdict, scale_note = _judge_one(spec, spec.criteria, reply, judge)
         ok = score >= spec.threshold
         return _result(
             check,
@@ -287,12 +301,13 @@ def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
             spec.normalise(score),
             judged=score,
             judge_reason=reason,
+            scale_note=scale_note,
             **verdict.recorded(),
         )
     # Weighted criteria: each judged on its own, with its own verdict; the check scores their weighted mean.
     children, weighted, total, reasons = [], 0.0, 0.0, []
     for number, criterion in enumerate(spec.criteria, start=1):
-        score, reason, verdict = _judge_one(spec, criterion.criteria, reply, judge)
+        score, reason, verdict, scale_note = _judge_one(spec, criterion.criteria, reply, judge)
         name = criterion.name or f"criterion {number}"
         reasons.append(f"{name}: {reason}")
         normalised = spec.normalise(score)
@@ -305,6 +320,7 @@ def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
                 reason=f"score {score:.2f}{scale}: {reason}",
                 judged=score,
                 judge_reason=reason,
+                scale_note=scale_note,
                 **verdict.recorded(),
             )  # fmt: skip
         )

@@ -235,8 +235,8 @@ def missing_key(route: Route, environ: Mapping[str, str] = os.environ) -> str | 
     if route.endpoint == MOCK or not route.key_env or environ.get(route.key_env):
         return None
     return (
-        f"{route.key_env} is not set in this server's environment (the workers' is most likely the same); "
-        f"runs on `{route.endpoint}` will fail with 401"
+        f"{route.key_env} is not set in this server's environment (the workers' is most likely the same): "
+        f"runs on `{route.endpoint}` send no key, and fail with 401 if it needs one"
     )
 
 

@@ -96,6 +96,15 @@ def normalise_score(score: float) -> float:
     return max(0.0, score)
 
 
+def unit_score_note(score: float, scale: str) -> str | None:
+    """A note when a judge asked for a score on `scale` answers what looks like a 0-1 score instead: a
+    fraction strictly between 0 and 1 on a scale whose scores are whole numbers ("0.8 on a 0–100 scale")."""
+    if scale == "0-1" or not 0.0 < score < 1.0:
+        return None
+    shown = scale.replace("-", "–", 1) if scale[0] != "-" else scale
+    return f"{score:g} on a {shown} scale: looks like a 0–1 score"
+
+
 # Said to a judge whose answer could not be read, in the same conversation, before it answers once more.
 REASK = "Your answer could not be read: {error}. Answer again with the JSON object only, no other text: {expected}"
 ANSWER_SHOWN = 300  # characters of an unreadable answer quoted in the conversation's error

@@ -58,6 +58,9 @@ class CheckResult(BaseModel):
     # it gave it, so that readers (calibration, comparisons) need not take them out of `reason`.
     judged: float | None = None
     judge_reason: str | None = None
+    # llm_judge only: the judge's score looked like one on another scale (0.8 on 0-100), said as a note; the
+    # score stands as given.
+    scale_note: str | None = None
     # A reviewer overturned this outcome (engine.overrides): `passed` and `score` are the reviewer's, the
     # check's own are in `reason` and `raw`.
     overridden: bool = False

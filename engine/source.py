@@ -224,6 +224,9 @@ def scan_yaml(text: str, *, anchors: bool = False) -> list[SuiteProblem]:
             if _scan_event(event, frames, problems, anchors):
                 break
     except yaml.MarkedYAMLError as exc:
+        unquoted = _unquoted_colon(text, exc, frames)
+        if unquoted is not None:
+            return [unquoted]
         # libyaml refuses deeply nested flow collections while scanning ahead, before their events reach the
         # bound above: locate the collection that goes past our bound ourselves.
         offset = _flow_too_deep(text, read_to, len(frames)) if "nesting depth" in str(exc.problem) else None
@@ -235,6 +238,32 @@ def scan_yaml(text: str, *, anchors: bool = False) -> list[SuiteProblem]:
 
 
 _DEEP = f"nested more than {MAX_NESTING} levels deep (lists and mappings inside each other)"
+# A block mapping's `key: value` line whose plain value holds ": " itself (`prompt: Hint: it is…`).
+_KEY_VALUE = re.compile(
+    r"^(?P<indent>[ \t]*(?:-[ \t]+)*)(?P<key>[^\s#'\"][^:#]*?):[ \t]+(?P<value>\S.*?)[ \t]*$"
+)
+_EXAMPLE_CHARS = 40  # of the value, in the quoted example the message gives
+
+
+def _unquoted_colon(text: str, exc: yaml.MarkedYAMLError, frames: list[list]) -> SuiteProblem | None:
+    """PyYAML's "mapping values are not allowed here" for a plain value containing ": ", said with its fix
+    and located at the value, with the key's path; None for any other error."""
+    mark = exc.problem_mark
+    if mark is None or "mapping values are not allowed" not in str(exc.problem):
+        return None
+    lines = text.split("\n")
+    found = _KEY_VALUE.match(lines[mark.line]) if mark.line < len(lines) else None
+    if found is None or ": " not in found.group("value") + " ":
+        return None
+    key, value = found.group("key").strip(), found.group("value")
+    # A long value is shortened at a word, as an example need not be whole.
+    shown = value if len(value) <= _EXAMPLE_CHARS else value[: _EXAMPLE_CHARS + 1].rsplit(" ", 1)[0] + "…"
+    shown = shown.replace("\\", "\\\\").replace('"', '\\"')
+    path = format_path(tuple(frame[0] for frame in frames))
+    message = f'a value containing ": " must be quoted, e.g. {key}: "{shown}"'
+    return SuiteProblem(mark.line + 1, found.start("value") + 1, path, message)
+
+
 _FLOW = re.compile(r"[\[\]{}\"'#\\]")
 
 

@@ -11,7 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import F
+from django.db.models import Case, F, IntegerField, Max, Value, When, Window
+from django.db.models.functions import RowNumber
 from django.http import QueryDict
 from django.urls import reverse
 from django.utils import timezone
@@ -51,6 +52,7 @@ class RunPage:
     # The header and the progress section.
     state: dict
     progress: dict
+    summary: dict  # the progress card's count in words
     waiting: dict | None
     calling: dict | None
     can_retry: bool
@@ -80,9 +82,9 @@ class RunPage:
     changed: list
     triage: dict
     conversation_total: int
-    show_iterations: bool
-    show_judge: bool
-    show_user: bool
+    # The table's columns, one list its header and its rows both read, and their digest the poll sends back.
+    columns: list
+    columns_signature: str
     grader_names: list[str]
     strip_max: int
     urls: dict[str, Any]
@@ -168,6 +170,7 @@ def build(
                 "whole": ms(now if whole else whole_sent),
                 "flaky": 1 if repeated.flaky_only else None,
                 "page": page_number if page_number > 1 else None,
+                "cols": table.signature,
                 **table.triage["query"],
             },
         ),
@@ -185,9 +188,14 @@ def build(
         fingerprint=fp,
         whole=whole,
         state=display.run_state(
-            run, progress, gates, *_eval_counts(progress, repeated.outcomes, repeated.verdicts)
+            run,
+            progress,
+            gates,
+            *_eval_counts(progress, repeated.outcomes, repeated.verdicts),
+            calibration=_calibration(run, facts),
         ),
         progress=progress,
+        summary=display.progress_summary(progress),
         waiting=display.waiting(waits["reason"], waits["until"], now, count=waits["count"]),
         calling=display.calling(progress.get("calling"), now),
         can_retry=retryable,
@@ -213,9 +221,8 @@ def build(
         changed=table.shown if table.delta else [],
         triage=table.triage,
         conversation_total=progress["total"],
-        show_iterations=table.columns[0],
-        show_judge=table.columns[1],
-        show_user=table.columns[2],
+        columns=table.columns,
+        columns_signature=table.signature,
         grader_names=table.grader_names,
         strip_max=display.STRIP_MAX_MARKS,
         urls=urls,
@@ -271,6 +278,18 @@ def _repeated(access: Access, query: QueryDict, facts, progress: dict, whole: bo
     )
 
 
+def _calibration(run: Run, facts):
+    """A finished calibration run's report, for its headline; None for other runs and while it plays."""
+    if facts is None or not facts.calibration or run.status not in (Status.PASSED, Status.FAILED):
+        return None
+
+    def report():
+        suite = selectors.calibration_suite(run)
+        return selectors.calibration_report(run, suite) if suite is not None else None
+
+    return page_cache.settled_aggregate(run, "calibration", report)
+
+
 def _gates(run: Run, facts) -> list[dict]:
     if facts is None or not facts.has_gates:
         return []
@@ -288,7 +307,8 @@ class _Table:
     stored: dict | None
     key: str | None
     delta: bool
-    columns: tuple
+    columns: list
+    signature: str
     grader_names: list[str]
 
 
@@ -297,31 +317,30 @@ def _table(
 ) -> _Table:
     run = access.run
     triage = _triage(query, facts)
-    # A poll of the unfiltered table in suite order sends only the rows changed since the last one; filtered
-    # or sorted tables are sent whole (a page at most), as rows may enter, leave or move.
-    delta = since is not None and not triage["query"] and flaky is None
+    sizes = facts.sizes if facts is not None else {}
+    grader_names = selectors.grader_columns(run)
+    columns = display.table_columns(
+        iterations=bool(sizes), judge=bool(progress["judge_tokens"]), user=bool(progress["user_tokens"])
+    )
+    signature = display.columns_signature(columns, grader_names)
+    # A poll of the unfiltered table in suite order sends only the rows changed since the last one, while the
+    # columns are those of the header the page has; filtered or sorted tables, and a table that gained a
+    # column, are sent whole (a page at most), as rows may enter, leave or move.
+    delta = since is not None and not triage["query"] and flaky is None and query.get("cols") == signature
     key = None if delta else page_cache.table_key(run, access.token, oob, query.urlencode())
     stored = page_cache.stored_table(key)
     shown = []
     if stored is None:
-        page = _page(query, run, triage, facts, flaky, progress["total"])
+        page = _page(query, run, triage, facts, flaky, progress["total"], rendered=not delta)
         triage.update(page=page, matched=page.paginator.count)
         shown = page.object_list
     if delta:
         changed = selectors.changed_since([c.pk for c in shown], since)
         shown = [c for c in shown if c.pk in changed]
-    sizes = facts.sizes if facts is not None else {}
-    grader_names = selectors.grader_columns(run)
     _prepare_rows(shown, access, sizes, grader_names, now)
-    # Which columns the table has, and whether its rows go out of band: part of each row's cache key.
-    columns = (
-        bool(sizes),
-        bool(progress["judge_tokens"]),
-        bool(progress["user_tokens"]),
-        display.STRIP_MAX_MARKS,
-    )
-    page_cache.cached_rows(shown, (*columns, delta))
-    return _Table(triage, shown, stored, key, delta, columns, grader_names)
+    # Whether its rows go out of band is part of each row's cache key, with the columns.
+    page_cache.cached_rows(shown, (signature, display.STRIP_MAX_MARKS, delta))
+    return _Table(triage, shown, stored, key, delta, columns, signature, grader_names)
 
 
 def share_links(run: Run, absolute_uri: Callable[[str], str]) -> list:
@@ -390,7 +409,9 @@ def _triage(query: QueryDict, facts) -> dict:
     }
 
 
-def _page(query: QueryDict, run: Run, triage: dict, facts, flaky: set[int] | None, total: int) -> Page:
+def _page(
+    query: QueryDict, run: Run, triage: dict, facts, flaky: set[int] | None, total: int, *, rendered: bool
+) -> Page:
     """The page of conversations the table shows. The database filters, sorts and pages, so a page costs the
     same whatever the run's size."""
     wanted = triage["wanted"]
@@ -417,7 +438,52 @@ def _page(query: QueryDict, run: Run, triage: dict, facts, flaky: set[int] | Non
     # Unfiltered, counted already: every conversation (the progress aggregate), or the flaky evals'.
     if not triage["query"]:
         paginator.count = total if flaky is None else sum(sizes.get(index, 1) for index in flaky)
-    return paginator.get_page(query.get("page"))
+    page = paginator.get_page(query.get("page"))
+    # Only where the table is rendered: a poll that sends changed rows alone does not need it.
+    if rendered:
+        triage["next_failure"] = _next_failure(rows, page, (*SORTS[sort][1], "index", "iteration"))
+    return page
+
+
+FAILURES = (Status.FAILED, Status.ERROR)
+
+
+def _next_failure(rows, page: Page, order: tuple) -> dict | None:
+    """The first failed or errored conversation after `page` in the table's order, filters and sort alike, as
+    {"page", "pk"}, for the `n` key once the page has no failure below: one query, numbered in the database,
+    on the last page too, so that a page makes as many queries whatever the run's size. None when no failure
+    follows."""
+    # Both conditions are window expressions, so the database numbers every row before either one filters.
+    found = (
+        rows.annotate(
+            position=Window(RowNumber(), order_by=[_expression(term) for term in order]),
+            failing=Window(
+                Max(
+                    Case(
+                        When(status__in=FAILURES, then=Value(1)),
+                        default=Value(0),
+                        output_field=IntegerField(),
+                    )
+                ),
+                partition_by=[F("pk")],
+            ),
+        )
+        .filter(position__gt=page.end_index(), failing=1)
+        .order_by("position")
+        .values_list("pk", "position")
+        .first()
+    )
+    if found is None:
+        return None
+    pk, position = found
+    return {"page": (position - 1) // CONVERSATIONS_PER_PAGE + 1, "pk": pk}
+
+
+def _expression(term):
+    """An order_by term ("-turn_count", "index" or an expression) as the expression a window orders by."""
+    if not isinstance(term, str):
+        return term
+    return F(term[1:]).desc() if term.startswith("-") else F(term).asc()
 
 
 def _retry(run: Run, progress: dict) -> tuple[bool, str]:

@@ -14,8 +14,8 @@ from .iterations import (
     repeated_status,
 )
 from .marks import STATUS_SYMBOLS, Mark, strip, symbol, turn_marks
-from .rows import STRIP_MAX_MARKS, grader_cells, row_key
-from .state import GATE_OPS, calling, gates, in_flight, run_state, waiting
+from .rows import STRIP_MAX_MARKS, Column, columns_signature, grader_cells, row_key, table_columns
+from .state import GATE_OPS, calling, gates, in_flight, progress_summary, run_state, waiting
 from .transcript import (
     FILE_BLOCK,
     ROLE_CLASSES,
@@ -37,10 +37,12 @@ __all__ = [
     "STATUS_SYMBOLS",
     "STRIP_MAX_MARKS",
     "STYLE_LABELS",
+    "Column",
     "IteratedRow",
     "IterationMark",
     "Mark",
     "calling",
+    "columns_signature",
     "ending",
     "gates",
     "given_history",
@@ -51,6 +53,7 @@ __all__ = [
     "iteration_mark",
     "iteration_switcher",
     "message_segments",
+    "progress_summary",
     "repeated_status",
     "review_rows",
     "row_key",
@@ -59,6 +62,7 @@ __all__ = [
     "strip",
     "symbol",
     "system_message",
+    "table_columns",
     "transcript_text",
     "turn_marks",
     "waiting",

@@ -3,11 +3,55 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 from ..models import Conversation
 
 # A row's ✓✗ strip shows this many marks, then an ellipsis.
 STRIP_MAX_MARKS = 24
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the run's conversation table: its header and its rows' cells both iterate the one list
+    `table_columns` gives, so a row cannot have a cell the header lacks. `graders` stands for one column per
+    named grader."""
+
+    key: str
+    label: str = ""
+    title: str = ""
+    num: bool = False
+
+
+def table_columns(*, iterations: bool, judge: bool, user: bool) -> list[Column]:
+    """The conversation table's columns, in order: the optional ones only where the run has something to show."""
+    optional = {
+        "iteration": iterations,
+        "judge": judge,
+        "user": user,
+    }
+    every = [
+        Column("index", "#", num=True),
+        Column("iteration", "Iter.", "Which repetition of the eval", num=True),
+        Column("eval", "Eval"),
+        Column("prompt", "First prompt"),
+        Column("status", "Status"),
+        Column("verdict", "Verdict"),
+        Column("graders"),
+        Column("turn_count", "Turns", num=True),
+        Column("tokens", "Tokens", "The model under test: prompt + completion tokens", num=True),
+        Column("judge", "Judge", "Tokens spent by judges (llm_judge, semantic, conditions)", num=True),
+        Column("user", "Sim. user", "Tokens spent by the simulated user writing user turns", num=True),
+        Column("cost", "Cost", "Agent, judge and simulated user together", num=True),
+    ]
+    return [column for column in every if optional.get(column.key, True)]
+
+
+def columns_signature(columns: list[Column], grader_names: list[str]) -> str:
+    """A short digest of the table's columns: the page's poll sends it back, and a table whose columns have
+    changed since is sent whole, header and rows together."""
+    state = "|".join([*(column.key for column in columns), *grader_names])
+    return hashlib.blake2s(state.encode(), digest_size=6).hexdigest()
 
 
 def row_key(conversation: Conversation, columns: tuple) -> str:

@@ -43,12 +43,48 @@ def in_flight(progress: dict) -> int:
     return progress["counts"][Status.QUEUED] + progress["counts"][Status.RUNNING]
 
 
-def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_count: int, failed: int) -> dict:
+def progress_summary(progress: dict) -> dict:
+    """The progress card's count: conversations finished of all, and what a cancel left unplayed. A cancelled
+    conversation is not done, so a cancelled run never reads 100%."""
+    counts = progress["counts"]
+    cancelled = counts[Status.CANCELLED]
+    finished = progress["done"] - cancelled
+    total = progress["total"]
+    if cancelled:
+        return {"done": finished, "total": total, "text": f"done, {cancelled} cancelled"}
+    noun = "conversation" if total == 1 else "conversations"
+    return {"done": finished, "total": total, "text": f"{noun} done · {progress['percent']}%"}
+
+
+def calibration_state(report) -> dict:
+    """A calibration run's verdict and headline: how far each judge agrees with the labels and whether the
+    set's gates hold (engine.calibration.report), not how many replies the judge failed, which is its job."""
+    parts = []
+    for judge in report.judges:
+        metrics = judge.metrics
+        scored = metrics.judgements - metrics.unscored
+        agreed = round((metrics.exact_agreement or 0) * scored)
+        who = f"{judge.name} agrees" if len(report.judges) > 1 else "the judge agrees"
+        part = f"{who} with the labels on {agreed} of {plural(scored, 'judgement')}"
+        failing = [gate for gate in judge.gates if not gate.passed]
+        part += "".join(
+            f"; gate {gate.name} ≥ {gate.minimum:g} failed"
+            + (f": {round(gate.value, 3):g}" if gate.value is not None else "")
+            for gate in failing
+        )
+        parts.append(part)
+    return {"label": report.status, "tone": report.status, "live": False, "reason": "; ".join(parts)}
+
+
+def run_state(
+    run: Run, progress: dict, gate_rows: list[dict], eval_count: int, failed: int, calibration=None
+) -> dict:
     """The run header's status badge and the reason beside it: "cancelling" while a cancelled run's
     conversations finish their turn, and why a run failed, errored or was cancelled, in words.
 
     From what the page has already loaded: the gates over the evals' scores, and how many evals there are and
     failed (an eval run several times counts once, by its pass rate), the inputs the run's verdict is decided on.
+    `calibration`: a finished calibration run's report, whose agreement with the labels is its headline.
     """
     counts = progress["counts"]
     finishing = in_flight(progress)
@@ -59,6 +95,8 @@ def run_state(run: Run, progress: dict, gate_rows: list[dict], eval_count: int, 
             "live": True,
             "reason": f"{finishing} finishing",
         }
+    if calibration is not None and run.status in (Status.PASSED, Status.FAILED):
+        return calibration_state(calibration)
     evals = plural(eval_count, "eval")
     reasons = []
     if run.status == Status.FAILED:

@@ -24,11 +24,12 @@ from ..services import LaunchError, create_run
 
 
 def _warn_launched(request: HttpRequest, version: SuiteVersion, model: str | None) -> None:
-    """What looked likely to fail in the run just launched, on the run page."""
+    """What looked likely to fail in the run just launched, on the run page until the model answers (the
+    `run-launch` tag: templates/runs/run/_launch_warnings.html)."""
     spec = parse_version(version)
     if spec is not None:
         for warning in suite_routes(spec, model=model, project_id=version.suite.project_id).warnings:
-            messages.warning(request, f"{warning.path}: {warning.message}")
+            messages.warning(request, f"{warning.path}: {warning.message}", extra_tags="run-launch")
 
 
 def launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> HttpResponse:

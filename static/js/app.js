@@ -180,6 +180,28 @@
     if (row) row.classList.add("is-selected");
   });
 
+  // A row named in the address (the `n` key's next page) is the selected one.
+  function selectNamed() {
+    var match = /^#conv-\d+$/.exec(window.location.hash);
+    var table = document.querySelector("table[data-keynav]");
+    var row = match && table && document.getElementById(match[0].slice(1));
+    if (row && table.contains(row)) select(table, row);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", selectNamed);
+  else selectNamed();
+  // A short note beside the table, in a live region: what a key could not do.
+  function say(table, text) {
+    var note = document.getElementById("keynav-note");
+    if (!note) {
+      note = document.createElement("p");
+      note.id = "keynav-note";
+      note.className = "filter-note";
+      note.setAttribute("role", "status");
+      table.parentNode.insertBefore(note, table);
+    }
+    note.textContent = text;
+  }
+
   // ---- Hotkeys: any element with data-hotkey="j ArrowRight" is clicked by those keys. ----
   document.addEventListener("keydown", function (event) {
     if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
@@ -200,9 +222,14 @@
       var next = all.slice(from + 1).find(function (r) {
         return r.classList.contains("row-failed") || r.classList.contains("row-error");
       });
+      event.preventDefault();
       if (next) {
-        event.preventDefault();
         select(table, next);
+      } else if (table.dataset.nextFailure) {
+        // The table's later pages: the server names the page of the next failure and its row.
+        window.location.assign(table.dataset.nextFailure);
+      } else {
+        say(table, "No more failures.");
       }
     } else if (key === "j" || key === "ArrowDown") {
       event.preventDefault();

@@ -188,6 +188,29 @@ def test_weighted_kappa_on_random_ordinal_data_matches_its_definition():
         assert m.weighted_kappa == pytest.approx(_quadratic_kappa(expected, judged, list(range(-3, 4))))
 
 
+def test_kappa_and_spearman_are_scikit_learns_and_scipys():
+    """The site computes both itself (importing the libraries takes seconds); the libraries are the reference."""
+    from scipy.stats import spearmanr
+    from sklearn.metrics import cohen_kappa_score
+
+    from engine.agreement import _cohen_kappa, _spearman
+
+    rng = random.Random(31)
+    for size in (2, 3, 7, 40, 200):
+        for _ in range(10):
+            a = [rng.randint(-3, 3) for _ in range(size)]
+            b = [max(-3, min(3, x + rng.choice([-2, -1, 0, 0, 1]))) for x in a]
+            labels = list(range(-3, 4))
+            for weights in (None, "quadratic"):
+                theirs = cohen_kappa_score(a, b, labels=labels, weights=weights)
+                ours = _cohen_kappa(a, b, labels=labels, weights=weights)
+                assert ours == (None if theirs != theirs else pytest.approx(theirs))  # NaN: None
+            x = [rng.choice([0.0, 0.25, 0.5, 0.5, 1.0]) for _ in range(size)]
+            y = [rng.random() if rng.random() < 0.8 else 0.5 for _ in range(size)]
+            if len(set(x)) > 1 and len(set(y)) > 1:
+                assert _spearman(x, y) == pytest.approx(spearmanr(x, y).statistic)
+
+
 def test_errors_bias_within_one_spearman_and_the_confusion_matrix():
     pairs = [(3, 3), (3, 2), (-2, -1), (-2, None), (0, 2), (1, 1)]
     levels = levels_for("-3..3", [a for a, _ in pairs], 1)

@@ -146,6 +146,29 @@ def test_scales_thresholds_and_the_stored_0_1_score(scale, threshold, answer, pa
         assert result.reason == reason
 
 
+@pytest.mark.parametrize(
+    ("scale", "answer", "note"),
+    [
+        ("0-100", '{"score": 0.8, "reason": "r"}', "0.8 on a 0–100 scale: looks like a 0–1 score"),
+        ("-3..3", '{"score": 0.5, "reason": "r"}', "0.5 on a -3..3 scale: looks like a 0–1 score"),
+        ("0-100", '{"score": 80, "reason": "r"}', None),
+        ("0-100", '{"score": 0, "reason": "r"}', None),
+        ("0-100", '{"score": 1, "reason": "r"}', None),
+        ("0-100", "4/5", None),  # a share of full marks is read as one: 80
+        ("0-1", '{"score": 0.8, "reason": "r"}', None),
+    ],
+)
+def test_a_fraction_on_a_wider_scale_is_scored_as_given_and_flagged(scale, answer, note):
+    result, _, _ = judge_check({"criteria": "Booked", "scale": scale}, [answer])
+    assert result.scale_note == note
+    weighted, _, _ = judge_check(
+        {"criteria": [{"criteria": "Booked", "weight": 1}], "scale": scale}, [answer]
+    )
+    assert weighted.children[0].scale_note == note
+    if note:
+        assert result.score == pytest.approx(0.008 if scale == "0-100" else 3.5 / 6)
+
+
 def test_default_thresholds_per_scale():
     assert SCALES == {"0-1": (0.0, 1.0, 0.5), "0-100": (0.0, 100.0, 50.0), "-3..3": (-3.0, 3.0, 1.0)}
     assert [JudgeSpec(criteria="c", scale=s).threshold for s in SCALES] == [0.5, 50.0, 1.0]

@@ -104,11 +104,11 @@ def test_an_unset_key_variable_is_a_warning_except_where_no_key_is_needed():
     found = warnings(suite, named, environ={}, locate=locator(EVERY_REF))
     keys = [w for w in found if "is not set" in w.message]
     assert [(w.path, w.message) for w in keys] == [
-        ("model", "FAKE_KEY is not set in this server's environment (the workers' is most likely the same); "
-                  "runs on `fake` will fail with 401"),
+        ("model", "FAKE_KEY is not set in this server's environment (the workers' is most likely the same): "
+                  "runs on `fake` send no key, and fail with 401 if it needs one"),
         ("evals[1].simulate.stop_when.natural_language.model",
-         "OPENAI_API_KEY is not set in this server's environment (the workers' is most likely the same); "
-         "runs on `default` will fail with 401"),
+         "OPENAI_API_KEY is not set in this server's environment (the workers' is most likely the same): "
+         "runs on `default` send no key, and fail with 401 if it needs one"),
     ]  # fmt: skip
     assert not warnings(load_suite(TYPO.replace("faek/gpt-test", "mock")), named, environ={})
     keyless = EndpointRegistry(

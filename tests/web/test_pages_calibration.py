@@ -49,3 +49,66 @@ def test_a_calibration_page_compares_with_an_earlier_run_of_the_set(client, user
     compared = client.get(url, {"against": str(first.pk)}).content.decode()
     assert '1 sample nearer the label</span> <span class="mono">samples[0]</span>' in compared
     assert '1 further</span> <span class="mono">samples[1]</span>' in compared
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_calibration_page_computes_kappa_and_spearman_without_scipy_or_scikit_learn(
+    client, user, fake_endpoint, fake_openai, monkeypatch
+):
+    """Importing either library takes seconds, which the first view of the figures in each web process would
+    wait for: the page must show the figures with neither importable."""
+    import sys
+
+    from django.urls import reverse
+
+    from runs.services import create_run
+    from runs.worker.pump import execute
+    from suites.services import create_suite
+
+    source = SET.replace("judge: {criteria", "judge: {model: fake/judge, criteria")
+    version = create_suite(owner=user, source=source).latest_version
+    fake_openai.rule("The answer is 4", '{"score": 3, "reason": "p"}', where="any")
+    fake_openai.rule("Figure it out", '{"score": -1, "reason": "r"}', where="any")
+    run = create_run(version=version, user=user)
+    for conversation in run.conversations.all():
+        execute(conversation.pk)
+    for name in [name for name in sys.modules if name.split(".")[0] in ("scipy", "sklearn")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "scipy", None)  # an import of it raises ImportError
+    monkeypatch.setitem(sys.modules, "sklearn", None)
+    client.force_login(user)
+    page = client.get(reverse("runs:calibration", args=[run.pk])).content.decode()
+    # Expected 3 and -2, judged 3 and -1: quadratic-weighted kappa 20/21, the same ranking.
+    assert "<dt>Weighted kappa</dt><dd>0.95</dd>" in page
+    assert "<dt>Spearman</dt><dd>1.00</dd>" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_calibration_runs_headline_is_the_judges_agreement_not_the_replies_it_failed(
+    client, user, fake_endpoint, fake_openai
+):
+    import re
+
+    from django.urls import reverse
+
+    from runs.models import Status
+    from runs.services import create_run
+    from runs.worker.pump import execute
+    from suites.services import create_suite
+
+    source = SET.replace("judge: {criteria", "judge: {model: fake/judge, criteria")
+    version = create_suite(owner=user, source=source).latest_version
+    # The judge scores both samples as labelled: the rude reply fails, rightly.
+    fake_openai.rule("The answer is 4", '{"score": 3, "reason": "p"}', where="any")
+    fake_openai.rule("Figure it out", '{"score": -2, "reason": "r"}', where="any")
+    run = create_run(version=version, user=user)
+    for conversation in run.conversations.all():
+        execute(conversation.pk)
+    run.refresh_from_db()
+    assert run.conversations.filter(status=Status.FAILED).count() == 1
+    client.force_login(user)
+    page = client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    header = re.search(r'<header id="run-header".*?</h1>', page, flags=re.S).group()
+    assert 'class="badge badge-lg badge-passed"' in header
+    assert "the judge agrees with the labels on 2 of 2 judgements" in header
+    assert "evals failed" not in header

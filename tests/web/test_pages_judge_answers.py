@@ -5,6 +5,8 @@ endpoint (the judge's answers are a rule's list, in order)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -70,3 +72,22 @@ def test_a_judge_that_cannot_be_read_twice_is_a_conversation_error_not_a_fail(
     assert "judge judge-m gave no verdict that could be read, asked twice" in page
     assert "&#x27;Looks right.&#x27;" in page and "&#x27;Really, it looks right.&#x27;" in page
     assert "✗ FAIL" not in page and conversation.turns.count() == 0
+
+
+def test_a_0_1_looking_score_on_a_0_100_judge_is_flagged_on_the_transcript_and_in_results_json(
+    client, user, fake_endpoint, fake_openai
+):
+    fake_openai.script("A table for two, Friday 7pm.", ["Booked: two, Friday 19:00."])
+    fake_openai.rule(
+        JUDGE_SYSTEM[:60], ['{"score": 0.8, "reason": "Both given."}'], where="system", model="judge-m"
+    )
+    source = SUITE.format(id="booking").replace("threshold: 0.7}", "scale: 0-100}")
+    run = play(launch(user, source))
+    client.force_login(user)
+    page = client.get(reverse("runs:conversation", args=[run.pk, 0])).content.decode()
+    # Scored as the judge gave it (0.8 of 100 fails), and said beside the check.
+    assert run.conversations.get().status == Status.FAILED
+    assert "0.8 on a 0–100 scale: looks like a 0–1 score" in page
+    document = b"".join(client.get(reverse("runs:json", args=[run.pk])).streaming_content)
+    (check,) = json.loads(document)["evals"][0]["turns"][0]["checks"]
+    assert check["scale_note"] == "0.8 on a 0–100 scale: looks like a 0–1 score"
