@@ -184,42 +184,66 @@ def _describe(name: str, violation: dict) -> str:
     return "\n".join(lines)
 
 
+def _axe_or_skip() -> None:
+    if AXE_JS.exists():
+        return
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("node and npm are not installed: axe-core comes from npm (tests/e2e/axe/package.json)")
+    pytest.fail(f"{AXE_JS} is missing: `npm ci --prefix {AXE_DIR.relative_to(ROOT)}` (make test does it)")
+
+
+class Findings:
+    """axe-core's violations over the pages: critical and serious ones fail the test, the others are printed."""
+
+    def __init__(self):
+        self.failing: list[str] = []
+        self.other: list[str] = []
+
+    def check(self, tab, name: str) -> None:
+        for violation in _axe(tab):
+            described = _describe(name, violation)
+            (self.failing if violation["impact"] in FAILING_IMPACTS else self.other).append(described)
+
+    def assert_none_failing(self) -> None:
+        if self.other:
+            print("axe-core, minor and moderate:\n" + "\n".join(self.other))
+        assert not self.failing, "axe-core, critical and serious:\n" + "\n".join(self.failing)
+
+
 def test_no_page_has_a_critical_or_serious_accessibility_violation(
     browser, live_server, world, user, other_user
 ):
-    if not AXE_JS.exists():
-        if shutil.which("npm") is None or shutil.which("node") is None:
-            pytest.skip(
-                "node and npm are not installed: axe-core comes from npm (tests/e2e/axe/package.json)"
-            )
-        pytest.fail(f"{AXE_JS} is missing: `npm ci --prefix {AXE_DIR.relative_to(ROOT)}` (make test does it)")
-    failing, other = [], []
+    _axe_or_skip()
+    findings = Findings()
     for entry, tab in _visit(browser, live_server, world, user, other_user):
         _open(tab, entry, world, VIEWPORT)
         screenshot(tab, f"a11y-{_file_name(entry)}")
-        for violation in _axe(tab):
-            described = _describe(entry.name, violation)
-            (failing if violation["impact"] in FAILING_IMPACTS else other).append(described)
-    if other:
-        print("axe-core, minor and moderate:\n" + "\n".join(other))
-    assert not failing, "axe-core, critical and serious:\n" + "\n".join(failing)
+        findings.check(tab, entry.name)
+    findings.assert_none_failing()
 
 
 # The innermost elements whose right edge passes the screen's: what to fix when a page is too wide.
 STICKING_OUT = """width => {
-    const out = [...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > width + 1);
+    const right = e => e.getBoundingClientRect().right + window.scrollX;
+    const out = [...document.querySelectorAll("body *")].filter(e => right(e) > width + 1);
     const innermost = out.filter(e => !out.some(other => other !== e && e.contains(other)));
     return innermost.slice(0, 4).map(e => `${e.tagName.toLowerCase()}.${[...e.classList].join(".")}`);
 }"""
 
 
-def test_no_page_scrolls_sideways_on_a_phone(browser, live_server, world, user, other_user):
-    """At 390 px a page fits the screen's width; a wide table scrolls inside its own box instead."""
+def test_every_page_fits_a_phone(browser, live_server, world, user, other_user):
+    """At 390 px a page fits the screen's width (a wide table scrolls inside its own box instead), and what
+    shows or hides at that width passes axe-core too."""
     wide = []
+    findings = Findings()
     for entry, tab in _visit(browser, live_server, world, user, other_user):
         _open(tab, entry, world, PHONE)
         width = tab.evaluate("() => document.documentElement.scrollWidth")
         if width > PHONE["width"]:
             wide.append(f"{entry.name}: {width} px, from {tab.evaluate(STICKING_OUT, PHONE['width'])}")
         screenshot(tab, f"phone-{_file_name(entry)}")
+        if AXE_JS.exists():
+            findings.check(tab, f"{entry.name}, {PHONE['width']} px")
     assert not wide, f"wider than {PHONE['width']} px: {wide}"
+    _axe_or_skip()
+    findings.assert_none_failing()
