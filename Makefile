@@ -6,6 +6,8 @@ ADDR ?= 127.0.0.1:8000
 # PostgreSQL and Redis for the production-path test pass; skipped with a note when unreachable.
 PG_URL ?= postgres://postgres@127.0.0.1:5432/evalsite
 REDIS_URL ?= redis://127.0.0.1:6379/15
+# axe-core for the browser tests' accessibility check, from the npm registry at the version its lock file pins.
+AXE := tests/e2e/axe
 
 .PHONY: run setup test test-fast test-pg check format bench clean
 
@@ -14,6 +16,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[server,dev]'
 	touch $@
+
+# Without npm the accessibility test skips and says why; nothing else needs node.
+$(AXE)/node_modules/.package-lock.json: $(AXE)/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix $(AXE) --no-audit --no-fund --silent; \
+	else echo "npm not found: the accessibility browser test will skip"; fi
 
 setup: $(VENV)/.installed
 	EVALSITE_DEV=1 $(PY) manage.py migrate --noinput -v0
@@ -28,7 +35,7 @@ run: setup
 # time is waiting on a subprocess, a server or a worker. Each process has its own var dir (tests/settings.py).
 TEST_PROCESSES ?= 2
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(AXE)/node_modules/.package-lock.json
 	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile -m "not alone"
 	$(PY) -m pytest -m alone -p no:cacheprovider
 	@$(MAKE) --no-print-directory test-pg

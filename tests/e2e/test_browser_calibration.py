@@ -54,7 +54,7 @@ def test_the_calibration_page_shows_figures_heatmap_and_filters(
     screenshot(page, "browser-calibration.png")
 
     page.get_by_label("Disagreements only").check()
-    page.get_by_label("Tag").select_option("math")
+    page.get_by_role("combobox", name="Tag").select_option("math")
     page.get_by_role("button", name="Filter").click()
     expect(page).to_have_url(re.compile(r"only=disagreements&tag=math"))  # the filters live in the URL
     rows = page.locator(".cal-judge").nth(1).locator(".cal-samples tbody tr")
