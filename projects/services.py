@@ -6,7 +6,8 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
-from .models import Membership, Project
+from . import audit
+from .models import Action, Membership, Project
 from .roles import Role
 
 
@@ -31,10 +32,12 @@ def create_project(*, name: str, creator) -> Project:
     return project
 
 
-def add_member(project: Project, user, role: Role) -> Membership:
+def add_member(project: Project, user, role: Role, *, by=None) -> Membership:
     try:
         with transaction.atomic():
-            return Membership.objects.create(project=project, user=user, role=role)
+            membership = Membership.objects.create(project=project, user=user, role=role)
+            audit.record(by, project.pk, Action.MEMBER_ADDED, user, role=role)
+            return membership
     except IntegrityError:
         raise MembershipRefused(f"{user.get_username()} is already a member of {project.name}.") from None
 
@@ -47,17 +50,19 @@ def _last_admin(membership: Membership) -> bool:
 
 
 @transaction.atomic
-def change_role(membership: Membership, role: Role) -> None:
+def change_role(membership: Membership, role: Role, *, by=None) -> None:
     membership = Membership.objects.select_for_update().get(pk=membership.pk)
     if role != Role.ADMIN and _last_admin(membership):
         raise MembershipRefused("A project keeps at least one admin: make another member admin first.")
     membership.role = role
     membership.save(update_fields=["role"])
+    audit.record(by, membership.project_id, Action.MEMBER_CHANGED, membership.user, role=role)
 
 
 @transaction.atomic
-def remove_member(membership: Membership) -> None:
+def remove_member(membership: Membership, *, by=None) -> None:
     membership = Membership.objects.select_for_update().get(pk=membership.pk)
     if _last_admin(membership):
         raise MembershipRefused("A project keeps at least one admin: make another member admin first.")
+    audit.record(by, membership.project_id, Action.MEMBER_REMOVED, membership.user, role=membership.role)
     membership.delete()

@@ -51,7 +51,7 @@ def _change(request: HttpRequest, project: Project) -> tuple[AddMemberForm, int]
         if not form.is_valid():
             return form, 400
         try:
-            services.add_member(project, form.user, Role(form.cleaned_data["role"]))
+            services.add_member(project, form.user, Role(form.cleaned_data["role"]), by=request.user)
         except services.MembershipRefused as exc:
             form.add_error("username", str(exc))
             return form, 400
@@ -61,12 +61,12 @@ def _change(request: HttpRequest, project: Project) -> tuple[AddMemberForm, int]
     name = membership.user.get_username()
     try:
         if action == "remove":
-            services.remove_member(membership)
+            services.remove_member(membership, by=request.user)
             messages.success(request, f"Removed {name} from {project.name}.")
         else:
             form = RoleForm(request.POST)
             if form.is_valid():
-                services.change_role(membership, Role(form.cleaned_data["role"]))
+                services.change_role(membership, Role(form.cleaned_data["role"]), by=request.user)
                 messages.success(request, f"{name} is now {form.cleaned_data['role']}.")
     except services.MembershipRefused as exc:
         messages.error(request, str(exc))

@@ -278,3 +278,26 @@ def test_a_target_with_no_page_is_named_and_not_called_gone(logged_in, user, oth
     assert "mallory" in html and "(gone)" not in html
     other_user.delete()
     assert "(gone)" in logged_in.get(reverse("projects:audit", args=[project.slug])).content.decode()
+
+
+def test_members_added_changed_and_removed_on_the_members_page_are_recorded(
+    logged_in, user, django_user_model, project
+):
+    bob = django_user_model.objects.create_user("bob", password="x")
+    url = reverse("projects:members", args=[project.slug])
+    logged_in.post(url, {"action": "add", "username": "bob", "role": "reviewer"})
+    bobs = Membership.objects.get(user=bob, project=project)
+    logged_in.post(url, {"action": "role", "member": bobs.pk, "role": "editor"})
+    logged_in.post(url, {"action": "remove", "member": bobs.pk})
+    # A refused change (the last admin made a viewer) leaves no event.
+    alices = Membership.objects.get(user=user, project=project)
+    logged_in.post(url, {"action": "role", "member": alices.pk, "role": "viewer"})
+    events = [
+        (event.actor, event.action, event.target_label, event.detail)
+        for event in AuditEvent.objects.order_by("pk")
+    ]
+    assert events == [
+        (user, Action.MEMBER_ADDED, "bob", {"role": "reviewer"}),
+        (user, Action.MEMBER_CHANGED, "bob", {"role": "editor"}),
+        (user, Action.MEMBER_REMOVED, "bob", {"role": "editor"}),
+    ]
