@@ -69,6 +69,8 @@ class Action(models.TextChoices):
     MEMBER_ADDED = "member_added", "added a member:"
     MEMBER_CHANGED = "member_changed", "changed the role of"
     MEMBER_REMOVED = "member_removed", "removed a member:"
+    TOKEN_CREATED = "token_created", "made an API token:"
+    TOKEN_REVOKED = "token_revoked", "revoked an API token:"
 
 
 class AuditEvent(models.Model):

@@ -14,10 +14,12 @@ import hashlib
 import secrets
 from datetime import timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
+from projects import audit
 from projects.access import role_of
-from projects.models import Project
+from projects.models import Action, Project
 
 from .models import TOKEN_PREFIX, ApiToken
 
@@ -30,9 +32,11 @@ def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(user, name: str, project: Project | None = None) -> tuple[ApiToken, str]:
+@transaction.atomic
+def create_token(user, name: str, project: Project | None = None, *, by=None) -> tuple[ApiToken, str]:
     """A new token for `user` in `project` (the default project when None): the row, and the token itself,
-    which is never shown again. Whether the user may make one there is the caller's check."""
+    which is never shown again. Whether the user may make one there is the caller's check. `by`: who made it,
+    for the audit log (None: the system, e.g. the command line)."""
     name = name.strip()
     if not name:
         raise ValueError("give the token a name, e.g. ci")
@@ -44,6 +48,7 @@ def create_token(user, name: str, project: Project | None = None) -> tuple[ApiTo
         digest=digest(token),
         hint=token[:10],
     )
+    audit.record(by, row.project_id, Action.TOKEN_CREATED, row, user=user.get_username())
     return row, token
 
 
@@ -82,17 +87,25 @@ def tokens_in(project: Project) -> list[ApiToken]:
     return list(ApiToken.objects.filter(project=project).select_related("user", "project"))
 
 
-def revoke(user, token_id: int, project: Project | None = None) -> bool:
+def revoke(user, token_id: int, project: Project | None = None, *, by=None) -> bool:
     """Revoke one of `user`'s tokens at once (in `project`, when given); False when it is not theirs or was
     already revoked."""
     tokens = ApiToken.objects.filter(pk=token_id, user=user, revoked_at__isnull=True)
     if project is not None:
         tokens = tokens.filter(project=project)
-    return bool(tokens.update(revoked_at=timezone.now()))
+    return _revoke(tokens, by)
 
 
-def revoke_in(project: Project, token_id: int) -> bool:
+def revoke_in(project: Project, token_id: int, *, by=None) -> bool:
     """Revoke any member's token in `project` (what its admins may do); False when there is no such active
     token there."""
-    tokens = ApiToken.objects.filter(pk=token_id, project=project, revoked_at__isnull=True)
-    return bool(tokens.update(revoked_at=timezone.now()))
+    return _revoke(ApiToken.objects.filter(pk=token_id, project=project, revoked_at__isnull=True), by)
+
+
+@transaction.atomic
+def _revoke(tokens, by) -> bool:
+    row = tokens.select_related("user").select_for_update().first()
+    if row is None or not tokens.filter(pk=row.pk).update(revoked_at=timezone.now()):
+        return False
+    audit.record(by, row.project_id, Action.TOKEN_REVOKED, row, user=row.user.get_username())
+    return True

@@ -40,7 +40,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
         check(request.user, project.pk, Can.EDIT)
         name = request.POST.get("name", "")
         try:
-            row, token = token_service.create_token(request.user, name, project)
+            row, token = token_service.create_token(request.user, name, project, by=request.user)
         except ValueError as exc:
             error = str(exc)
         else:
@@ -72,9 +72,9 @@ def revoke_token(request: HttpRequest, token_id: int) -> HttpResponse:
     project = _project(request)
     role = check(request.user, project.pk, Can.VIEW)
     if allows(role, Can.MANAGE):
-        revoked = token_service.revoke_in(project, token_id)
+        revoked = token_service.revoke_in(project, token_id, by=request.user)
     else:
-        revoked = token_service.revoke(request.user, token_id, project)
+        revoked = token_service.revoke(request.user, token_id, project, by=request.user)
     if revoked:
         messages.success(request, "Token revoked: it no longer works anywhere.")
     else:

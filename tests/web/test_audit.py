@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from projects.models import Action, AuditEvent, Membership, Project
-from runs.models import Run, Status
+from runs.models import ApiToken, Run, Status
 from suites.services import create_suite
 from tests.factories import join, play
 
@@ -301,3 +301,15 @@ def test_members_added_changed_and_removed_on_the_members_page_are_recorded(
         (user, Action.MEMBER_CHANGED, "bob", {"role": "editor"}),
         (user, Action.MEMBER_REMOVED, "bob", {"role": "editor"}),
     ]
+
+
+def test_tokens_made_and_revoked_on_the_tokens_page_are_recorded(logged_in, user, project):
+    logged_in.post(reverse("tokens"), {"name": "ci"})
+    made = assert_event(Action.TOKEN_CREATED, user, ApiToken.objects.get(name="ci"), project)
+    assert made.detail == {"user": "alice"}
+    token = ApiToken.objects.get(name="ci")
+    logged_in.post(reverse("token_revoke", args=[token.pk]))
+    assert_event(Action.TOKEN_REVOKED, user, token, project)
+    # Revoking it again changes nothing, and records nothing.
+    logged_in.post(reverse("token_revoke", args=[token.pk]))
+    assert AuditEvent.objects.filter(action=Action.TOKEN_REVOKED).count() == 1
