@@ -91,6 +91,8 @@ class Run(models.Model):
             models.Index(fields=["created_by", "-created_at"], name="run_owner_recent"),
             # A project's runs, newest first.
             models.Index(fields=["project", "-created_at"], name="run_project_recent"),
+            # The refs the runs list offers: a project's CI runs only.
+            models.Index(fields=["project", "ref"], name="run_project_ref", condition=~models.Q(ref="")),
             # The dispatcher and sweeper look for active runs, by endpoint.
             models.Index(fields=["status", "endpoint_name"], name="run_status_endpoint"),
         ]

@@ -23,7 +23,7 @@ from projects.roles import Can
 from suites.models import Suite
 
 from .. import selectors
-from ..models import ACTIVE, Status
+from ..models import ACTIVE, Run, Status
 from ..timing import with_durations
 
 RUNS_PER_PAGE = 50
@@ -70,10 +70,10 @@ def _search(request: HttpRequest) -> dict[str, str]:
     return {key: request.GET.get(key, "").strip()[:200] for key in ("q", "model", "ref", "since", "until")}
 
 
-def _refs(user) -> list[str]:
-    """The CI refs of the user's runs, the most recently launched first."""
+def _refs(project) -> list[str]:
+    """The CI refs of the project's runs, the most recently launched first (over the index of its CI runs)."""
     latest = (
-        selectors.runs_for(user)
+        Run.objects.filter(project=project)
         .exclude(ref="")
         .values("ref")
         .annotate(last=Max("created_at"))
@@ -127,7 +127,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "suite": suite,
         "suite_unknown": suite_asked and suite is None,
         "every_suite_url": _list_url(None, current, search),
-        "refs": _refs(request.user),
+        "refs": _refs(project),
     }
     if request.htmx:
         return render(request, "runs/list/_table.html", context)
