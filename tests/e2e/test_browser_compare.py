@@ -46,7 +46,7 @@ def test_an_api_token_is_shown_once(page, watch, user):
 
     log_in(page, user.username, PASSWORD)
     page.get_by_role("link", name="API tokens").click()
-    expect(page.locator(".empty")).to_contain_text("No tokens yet")
+    expect(page.locator(".empty")).to_contain_text("No tokens in Default yet")
     page.fill("#token-name", "ci")
     page.get_by_role("button", name="Create token").click()
     token = page.locator("#new-token-value").input_value()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from projects.models import Membership, Project
+from projects.models import Project
 from runs.services import create_run, pin_baseline
 from suites.services import create_suite
 from tests.e2e.conftest import PASSWORD, log_in, screenshot
@@ -28,7 +28,8 @@ def test_signing_in_with_the_provider(page, watch, configured, transactional_db)
         expect(page.locator("input[name=password]")).to_be_visible()  # the password form stays
         screenshot(page, "browser-sso-login.png")
         link.click()
-        expect(page.locator("h1")).to_have_text("Suites")
+        # Signed in, and in no project until an admin adds them (no EVALSITE_OIDC_DEFAULT_ROLE here).
+        expect(page.locator("h1")).to_have_text("You are not in a project yet")
         expect(page.locator(".topbar-user")).to_contain_text("ada")
     watch.check()
 
@@ -36,8 +37,7 @@ def test_signing_in_with_the_provider(page, watch, configured, transactional_db)
 def test_the_audit_log_and_a_delete_confirmation(page, watch, user):
     from playwright.sync_api import expect
 
-    project = Project.default()
-    Membership.objects.create(project=project, user=user, role="admin")
+    project = Project.default()  # the user fixture is its admin
     suite = create_suite(owner=user, source=SUITE)
     run = play(create_run(version=suite.latest_version, user=user))
     pin_baseline(run, by=user)
