@@ -105,6 +105,11 @@ class Environment:
             name="fake", base_url=self.fake.base_url, api_key_env=FAKE_KEY_ENV, max_concurrency=1000
         )
         self.user = get_user_model().objects.create_user("faults", password="faults-password")
+        from projects.models import Membership, Project  # the project its pages and runs are in
+
+        Membership.objects.get_or_create(
+            project=Project.default(), user=self.user, defaults={"role": "admin"}
+        )
         # As `make run` runs them (manage.py evalserve): two processes of 10 threads, restarted when they die.
         self.supervisor = Supervisor(
             [[*WORKER, "--concurrency", "10", "--hostname", f"faults{n}@%h"] for n in (1, 2)]

@@ -70,6 +70,9 @@ def main() -> None:
     user = get_user_model().objects.create_user(
         username=f"launch-bench-{os.getpid()}", password="bench-pw-123"
     )
+    from projects.models import Membership, Project  # the project its pages and runs are in
+
+    Membership.objects.get_or_create(project=Project.default(), user=user, defaults={"role": "admin"})
     source, files = suite_source(args.shape, args.conversations)
     started = time.perf_counter()
     suite = create_suite(owner=user, source=source, files=files)

@@ -70,6 +70,9 @@ def main() -> None:
     settings.STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user("bench", password="bench-pw-123")
+    from projects.models import Membership, Project  # the project its pages and runs are in
+
+    Membership.objects.get_or_create(project=Project.default(), user=user, defaults={"role": "admin"})
 
     started = time.perf_counter()
     suite = create_suite(owner=user, source=suite_source(args.conversations, args.turns, broken=False))

@@ -137,6 +137,9 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     users = get_user_model().objects
     user = users.filter(username="bench").first() or users.create_user("bench", password=PASSWORD)
+    from projects.models import Membership, Project  # the project its pages and runs are in
+
+    Membership.objects.get_or_create(project=Project.default(), user=user, defaults={"role": "admin"})
     run = Run.objects.filter(created_by=user).order_by("-created_at").first()
     if run is None or run.conversations.count() != args.conversations:
         started = time.perf_counter()

@@ -213,6 +213,9 @@ def measure(args, work: Workload) -> dict:
         name="fake", base_url=fake.base_url, api_key_env="BENCH_FAKE_KEY", max_concurrency=1000
     )
     user = get_user_model().objects.create_user("bench", password="bench-password")
+    from projects.models import Membership, Project  # the project its pages and runs are in
+
+    Membership.objects.get_or_create(project=Project.default(), user=user, defaults={"role": "admin"})
     suite = create_suite(owner=user, source=work.source)
     command = [sys.executable, "-m", "celery", "-A", "evalsite", "worker", "--pool", args.pool,
                "--concurrency", str(args.worker_threads), "--loglevel", "WARNING", "--without-gossip",

@@ -79,10 +79,12 @@ import argparse
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.backends.db import SessionStore
 from django.contrib.auth import SESSION_KEY, BACKEND_SESSION_KEY, HASH_SESSION_KEY
+from projects.models import Membership, Project
 from runs.models import Run
 import pages_scale
 users = get_user_model().objects
 user = users.filter(username="bench").first() or users.create_user("bench", password=pages_scale.PASSWORD)
+Membership.objects.get_or_create(project=Project.default(), user=user, defaults={{"role": "admin"}})
 run = next((r for r in Run.objects.filter(created_by=user).order_by("-created_at")
             if r.conversations.count() == {conversations}), None)
 if run is None:
