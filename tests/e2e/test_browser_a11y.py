@@ -45,7 +45,9 @@ def _show_problems(page) -> None:
 class Page:
     name: str
     url: Callable[[SimpleNamespace], str]
-    visitor: str = "user"  # "user", "other" (a user with nothing of their own) or "anonymous"
+    # "user"; "other" (a user with nothing of their own); "viewer" (of the user's project); "lonely" (in no
+    # project); or "anonymous".
+    visitor: str = "user"
     then: Callable | None = None
     status: int = 200
 
@@ -83,6 +85,8 @@ PAGES = [
     Page("share link", lambda w: reverse("share:run", args=[w.share_token]), visitor="anonymous"),
     Page("share link, transcript", lambda w: reverse("share:conversation", args=[w.share_token, w.failed_index]), visitor="anonymous"),
     Page("share link, revoked", lambda w: reverse("share:run", args=[w.revoked_token]), visitor="anonymous", status=404),
+    Page("a role too low", lambda w: reverse("runs:delete", args=[w.tree.pk]), visitor="viewer", status=403),
+    Page("in no project yet", lambda w: reverse("suites:list"), visitor="lonely"),
     Page("login", lambda w: reverse("login"), visitor="anonymous"),
     Page("not found", lambda w: "/no-such-page/", status=404),
 ]  # fmt: skip
@@ -91,11 +95,13 @@ PAGES = [
 @pytest.fixture
 def world(user):
     """One of each kind of run, played in this process on the built-in mock model."""
+    from django.contrib.auth import get_user_model
+
     from runs import services
     from runs.models import Run, Status
     from runs.tokens import create_token
     from suites.services import create_suite, save_version
-    from tests.factories import play
+    from tests.factories import join, play
 
     def suite_of(example: str, files: tuple[str, ...] = ()):
         # The mock's latency shows a run in progress to a person; here it only slows the test.
@@ -120,7 +126,12 @@ def world(user):
     create_token(user, "ci")  # the tokens page lists one
     revoked = services.create_share_link(tree, user)
     services.revoke_share_link(revoked)
+    people = get_user_model().objects
+    viewer = people.create_user("vera", password=PASSWORD)
+    join(viewer, demo.project, role="viewer")
     return SimpleNamespace(
+        viewer=viewer,
+        lonely=people.create_user("lonely", password=PASSWORD),
         suite=demo,
         before=before,
         tree=tree,
@@ -145,9 +156,12 @@ def _visit(browser, live_server, world, user, other_user):
             tab = context.new_page()
             tab.set_default_timeout(TIMEOUT_MS)
             if entry.visitor != "anonymous":
-                who, password = (
-                    (user, PASSWORD) if entry.visitor == "user" else (other_user, "pw-mallory-123")
-                )
+                who, password = {
+                    "user": (user, PASSWORD),
+                    "other": (other_user, "pw-mallory-123"),
+                    "viewer": (world.viewer, PASSWORD),
+                    "lonely": (world.lonely, PASSWORD),
+                }[entry.visitor]
                 log_in(tab, who.username, password)
             contexts[entry.visitor] = (context, tab)
         tab = contexts[entry.visitor][1]
