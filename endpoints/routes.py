@@ -37,14 +37,15 @@ def suite_routes(
     `project_id`: the project the suite is in, whose launches may not use another project's endpoints."""
     registry = current_registry()
     locate = endpoint_checks.locator(source) if source else None
-    warnings = endpoint_checks.warnings(spec, registry, model, locate=locate)
+    refs = endpoint_checks.model_refs(spec, model)  # walked once: a dataset's evals are many
+    warnings = endpoint_checks.warnings(spec, registry, model, locate=locate, refs=refs)
     if project_id is not None:
-        warnings = [*_elsewhere(spec, registry, model, project_id, locate), *warnings]
+        warnings = [*_elsewhere(refs, registry, project_id, locate), *warnings]
     if not settings.EVALSITE_CODE_GRADERS:
         warnings = [*code_policy.refusals(spec, locate), *warnings]
     if isinstance(spec, CalibrationSuite):  # samples it skips: the editor and the API show them with the rest
         warnings = [*spec.calibration.warnings, *warnings]
-    return SuiteRoutes(lines=endpoint_checks.routes(spec, registry, model), warnings=warnings)
+    return SuiteRoutes(lines=endpoint_checks.routes(spec, registry, model, refs=refs), warnings=warnings)
 
 
 def _other_projects_endpoints(
@@ -60,8 +61,7 @@ def _not_here(name: str) -> str:
     return f"the endpoint `{name}` belongs to another project: only that project's suites may use it"
 
 
-def _elsewhere(spec: Suite, registry, model: str | None, project_id: int, locate) -> list[SuiteProblem]:
-    refs = endpoint_checks.model_refs(spec, model)
+def _elsewhere(refs: list[endpoint_checks.ModelRef], registry, project_id: int, locate) -> list[SuiteProblem]:
     foreign = _other_projects_endpoints(refs, registry, project_id)
     found = []
     for item in refs:

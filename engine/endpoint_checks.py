@@ -117,10 +117,13 @@ def _walk(obj: object, path: tuple) -> Iterator[tuple[tuple, str, str]]:
             yield from _walk(item, (*path, index))
 
 
-def routes(suite: Suite, registry: EndpointRegistry, model: str | None = None) -> list[RouteLine]:
-    """Which endpoint each model reference goes to, one line per distinct (role, reference)."""
+def routes(
+    suite: Suite, registry: EndpointRegistry, model: str | None = None, *, refs: list[ModelRef] | None = None
+) -> list[RouteLine]:
+    """Which endpoint each model reference goes to, one line per distinct (role, reference). `refs`: the
+    suite's model_refs, when the caller has them already (walking a large dataset's evals is slow)."""
     counts: dict[tuple[str, str], int] = {}
-    for item in model_refs(suite, model):
+    for item in model_refs(suite, model) if refs is None else refs:
         counts[(item.role, item.ref)] = counts.get((item.role, item.ref), 0) + 1
     return [RouteLine(role, ref, describe(registry, ref), count) for (role, ref), count in counts.items()]
 
@@ -132,11 +135,13 @@ def warnings(
     *,
     environ: Mapping[str, str] = os.environ,
     locate=None,
+    refs: list[ModelRef] | None = None,
 ) -> list[SuiteProblem]:
     """What would likely fail in a run of the suite: unknown `name/` prefixes and unset key variables.
 
     `environ` is the workers' environment; on one machine this process's is the best stand-in.
     `locate(path) -> (line, column)` places each warning in the suite's text (0, 0 without it).
+    `refs`: the suite's model_refs, when the caller has them already.
     """
     found: list[SuiteProblem] = []
     keys_checked: set[str] = set()
@@ -146,7 +151,7 @@ def warnings(
         return SuiteProblem(line, column, format_path(item.path) if item.path else item.role, message)
 
     reported_refs: set[str] = set()
-    for item in model_refs(suite, model):
+    for item in model_refs(suite, model) if refs is None else refs:
         route = describe(registry, item.ref)
         if item.ref not in reported_refs:
             message = unknown_prefix(registry, item.ref)
