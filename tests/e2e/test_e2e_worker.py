@@ -53,7 +53,12 @@ def test_tree_outcomes_and_followups_carry_the_conversation(user, fake_endpoint,
         {"role": "user", "content": "That answer is incorrect. Please recalculate 15 multiplied by 7."},
     ]
     assert follow_up["model"] == "test-model"
-    third = fake_openai.chat_requests(first_user="What is the capital of Australia?")[2]
+    # A request sent again (a retry, a hand-over on a loaded machine) is the same request: count each once.
+    asked = []
+    for request in fake_openai.chat_requests(first_user="What is the capital of Australia?"):
+        if request["messages"] not in [earlier["messages"] for earlier in asked]:
+            asked.append(request)
+    third = asked[2]
     assert [m["content"] for m in third["messages"]][-1] == "Hint: purpose-built."
     assert len(third["messages"]) == 6
     second = run.conversations.get(eval_id="second-try")
