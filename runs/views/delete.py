@@ -5,23 +5,21 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from projects import access
 from projects.roles import Can
 
-from .. import services
-from ..models import Run
+from .. import selectors, services
 
 
 @access.needs(Can.MANAGE)
 @login_required
 @require_http_methods(["GET", "POST"])
 def delete_run(request: HttpRequest, run_id) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("suite_version__suite"), pk=run_id)
-    access.check(request.user, run.project_id, Can.MANAGE)
+    run = selectors.get_run_for_user(request.user, run_id, Can.MANAGE)
     label = run.audit_label
     error = "the run is still going: cancel it first" if run.is_active else ""
     if request.method == "POST" and not error:

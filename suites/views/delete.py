@@ -7,23 +7,21 @@ import uuid
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from projects import access
 from projects.roles import Can
 
-from .. import services
-from ..models import Suite
+from .. import selectors, services
 
 
 @access.needs(Can.MANAGE)
 @login_required
 @require_http_methods(["GET", "POST"])
 def delete_suite(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
-    suite = get_object_or_404(Suite, public_id=public_id)
-    access.check(request.user, suite.project_id, Can.MANAGE)
+    suite = selectors.get_suite_for_user(request.user, public_id, Can.MANAGE)
     name = suite.name
     error = services.why_kept(suite)
     if request.method == "POST" and not error:
