@@ -57,7 +57,8 @@ def _change(request: HttpRequest, project: Project) -> tuple[AddMemberForm, int]
             return form, 400
         messages.success(request, f"Added {form.user.get_username()} as {form.cleaned_data['role']}.")
         return None
-    membership = get_object_or_404(Membership, project=project, pk=request.POST.get("member") or 0)
+    member = request.POST.get("member", "")
+    membership = get_object_or_404(Membership, project=project, pk=int(member) if member.isdigit() else 0)
     name = membership.user.get_username()
     try:
         if action == "remove":
@@ -68,6 +69,10 @@ def _change(request: HttpRequest, project: Project) -> tuple[AddMemberForm, int]
             if form.is_valid():
                 services.change_role(membership, Role(form.cleaned_data["role"]), by=request.user)
                 messages.success(request, f"{name} is now {form.cleaned_data['role']}.")
+            else:
+                messages.error(
+                    request, f"Role of {name} unchanged: choose viewer, reviewer, editor or admin."
+                )
     except services.MembershipRefused as exc:
         messages.error(request, str(exc))
     return None

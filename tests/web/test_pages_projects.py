@@ -123,3 +123,13 @@ def test_a_run_launched_by_one_member_is_listed_for_another(logged_in, user, dja
         endpoint_name="mock",
     )
     assert f"/runs/{run.pk}/" in signed_in(bob).get(reverse("runs:list")).content.decode()
+
+
+def test_a_malformed_member_change_is_a_404_or_a_message_never_an_error(logged_in, user):
+    url = reverse("projects:members", args=["default"])
+    assert logged_in.post(url, {"action": "remove", "member": "abc"}).status_code == 404
+    alices = Membership.objects.get(user=user, project__slug="default")
+    changed = logged_in.post(url, {"action": "role", "member": alices.pk, "role": "king"}, follow=True)
+    assert "Role of alice unchanged" in changed.content.decode()
+    alices.refresh_from_db()
+    assert alices.role == "admin"
