@@ -205,11 +205,26 @@ def final_status(run: Run, counts: dict[str, int] | None = None) -> str:
     )
     if not conversations and counts[Status.SKIPPED]:
         return Status.SKIPPED  # nothing was re-graded: neither passed nor failed
-    return gated_status(
+    status = gated_status(
         conversations,
         selectors.gate_results(run, conversations),
         selectors.iterated_for(run, conversations),
     )
+    if status in (Status.PASSED, Status.FAILED):
+        return _calibration_status(run) or status
+    return status
+
+
+def _calibration_status(run: Run) -> str | None:
+    """A calibration run passes when its judges agree with the labels as the set's gates ask, as `evalsite
+    calibrate` decides; the replies its judge rightly failed are the judge's work, not the run's failure.
+    None for a run of an ordinary suite."""
+    facts = selectors.suite_facts(run)
+    suite = selectors.calibration_suite(run) if facts is not None and facts.calibration else None
+    if suite is None:
+        return None
+    report = selectors.calibration_report(run, suite)
+    return Status.PASSED if report.status == Status.PASSED else Status.FAILED
 
 
 def conversation_ended(run_id, endpoint_name: str, *, freed: FreedSlots | None = None) -> None:

@@ -112,3 +112,34 @@ def test_a_calibration_runs_headline_is_the_judges_agreement_not_the_replies_it_
     assert 'class="badge badge-lg badge-passed"' in header
     assert "the judge agrees with the labels on 2 of 2 judgements" in header
     assert "evals failed" not in header
+    # The stored status is the calibration's too, so the runs list and the API say passed as the page does.
+    assert run.status == Status.PASSED
+    listing = client.get(reverse("runs:list")).content.decode()
+    row = re.search(
+        rf"<tr[^>]*>(?:(?!</tr>).)*?/runs/{run.pk}/(?:(?!</tr>).)*</tr>", listing, flags=re.S
+    ).group()
+    assert "badge-passed" in row and "badge-failed" not in row
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_calibration_run_whose_judge_misses_a_gate_is_stored_as_failed(
+    client, user, fake_endpoint, fake_openai
+):
+    from runs.models import Status
+    from runs.services import create_run
+    from runs.worker.pump import execute
+    from suites.services import create_suite
+
+    source = SET.replace(
+        "judge: {criteria", "gates: {min_agreement: 0.9}\njudge: {model: fake/judge, criteria"
+    )
+    version = create_suite(owner=user, source=source).latest_version
+    # The judge passes the rude reply the labels fail: every reply passes, and the judge agrees on one of two.
+    fake_openai.rule("The answer is 4", '{"score": 3, "reason": "p"}', where="any")
+    fake_openai.rule("Figure it out", '{"score": 3, "reason": "fine"}', where="any")
+    run = create_run(version=version, user=user)
+    for conversation in run.conversations.all():
+        execute(conversation.pk)
+    run.refresh_from_db()
+    assert run.conversations.filter(status=Status.FAILED).count() == 0
+    assert run.status == Status.FAILED
