@@ -31,7 +31,7 @@ from .judge import (
     written_messages,
 )
 from .matching import MISSING, glob_match, is_json_reply, json_field
-from .results import CRITERION, CheckResult, Usage
+from .results import CRITERION, CheckResult, ToolCall, Usage
 from .schema import DEFAULT_EMBEDDING_MODEL, SCALES, Check
 from .text import plural
 
@@ -40,7 +40,8 @@ from .text import plural
 class Reply:
     text: str
     completion_tokens: int | None  # None when the endpoint did not report usage
-    conversation: list[dict]  # every message so far, ending with this reply
+    conversation: list[dict]  # every message so far, ending with this reply (tool exchanges included)
+    tool_calls: list[ToolCall] = field(default_factory=list)  # this turn's, in the order the model made them
 
 
 @dataclass

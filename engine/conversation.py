@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,11 +27,12 @@ from .drivers import Defaults, Driver, Step, Verdict, driver_for
 from .history import build_history, given_messages
 from .outcomes import Status, TerminationKind
 from .replies import DEFAULT_RULE, IncompleteRule, graded_text, incomplete, incomplete_verdict
-from .results import EvalResult, GraderResult, SimulatedUserCall, Totals, TurnRecord, Usage
+from .results import EvalResult, GraderResult, SimulatedUserCall, ToolRound, Totals, TurnRecord, Usage
 from .retries import RetryStopped, RetryWait, retry_hooks
 from .schema import Eval
 from .simulate import clean_reply
 from .text import plural
+from .tools import CallScope, Toolbox, exchange_messages, round_messages
 from .transcript import format_transcript
 from .turn_grading import UserTurn, code_scope, graded_turn, may_call_model, turn_record, with_graders
 
@@ -139,26 +141,37 @@ class _IO:
     """How the loop makes the calls that may wait on a model: at once, in the caller's thread (run_eval),
     or awaited on an event loop shared with other conversations (run_eval_async)."""
 
-    async def agent(self, client: ChatClient, model: str, messages: list[dict]) -> Completion:
+    async def agent(self, client: ChatClient, model: str, messages: list[dict], tools=None) -> Completion:
+        if tools:
+            return client.complete(model, messages, tools=tools)
         return client.complete(model, messages)
 
     async def blocking(self, fn: Callable, *args, may_call_model: bool = True):
         return fn(*args)
 
+    async def awaited(self, fn: Callable[..., Awaitable], *args):
+        """A coroutine function's answer (an MCP server's, engine.tools): run to its end on a loop of its own,
+        as nothing here runs on one."""
+        return asyncio.run(fn(*args))
+
 
 class _Threaded(_IO):
-    async def agent(self, client: ChatClient, model: str, messages: list[dict]) -> Completion:
+    async def agent(self, client: ChatClient, model: str, messages: list[dict], tools=None) -> Completion:
+        offered = {"tools": tools} if tools else {}
         acomplete = getattr(client, "acomplete", None)
         if acomplete is not None:
-            return await acomplete(model, messages)
+            return await acomplete(model, messages, **offered)
         if client.is_mock and not getattr(getattr(client, "spec", None), "latency_ms", 0):
-            return client.complete(model, messages)  # no I/O and no wait: nothing to give the loop back
-        return await asyncio.to_thread(client.complete, model, messages)
+            return client.complete(model, messages, **offered)  # no I/O and no wait: nothing to give back
+        return await asyncio.to_thread(functools.partial(client.complete, model, messages, **offered))
 
     async def blocking(self, fn: Callable, *args, may_call_model: bool = True):
         if not may_call_model:
             return fn(*args)
         return await asyncio.to_thread(fn, *args)
+
+    async def awaited(self, fn: Callable[..., Awaitable], *args):
+        return await fn(*args)
 
 
 INLINE, THREADED = _IO(), _Threaded()
@@ -204,6 +217,7 @@ async def _run_eval(
     given_count = len(messages)
     sent_system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
     rule: IncompleteRule = ev.incomplete_reply or ctx.defaults.incomplete_reply or DEFAULT_RULE
+    toolbox = Toolbox.of(ctx.defaults.tools, ev.tools, ev.max_tool_rounds or ctx.defaults.max_tool_rounds)
 
     async def finish(verdict: Verdict, error: str | None = None, graded_turns: bool = True) -> EvalResult:
         graded: list[GraderResult] = []
@@ -287,7 +301,7 @@ async def _run_eval(
                         return await failed(position, exc, " (simulated user)")
                 turn = await _play_turn(
                     ctx, driver, messages, step, position, ev, given, user, graders, io, rule, source,
-                    code_scope(ctx, ev, eval_id, turns),
+                    code_scope(ctx, ev, eval_id, turns), toolbox, eval_id,
                 )  # fmt: skip
             except EndpointError as exc:
                 return await failed(position, exc)
@@ -304,7 +318,7 @@ async def _run_eval(
             return await finish(verdict, error, graded_turns=False)
         if step.prompt is not None:
             messages.append({"role": "user", "content": turn.prompt})
-        messages.append({"role": "assistant", "content": turn.response})
+        messages.extend(exchange_messages(turn))
         step = None if turn.termination_kind else driver.next(step, turns)
     if replay is not None and len(turns) < len(replay) and driver.out_of_script(turns):
         went_on = _short(replay[len(turns)].prompt)
@@ -404,21 +418,37 @@ async def _play_turn(
     rule: IncompleteRule,
     source: TurnRecord | None,
     code: CodeScope,
+    toolbox: Toolbox | None = None,
+    eval_id: str = "",
 ) -> TurnRecord:
     """The model's reply to the step, graded; or, when it did not finish and `rule` does not grade it,
-    recorded ungraded. `source`: the stored turn a re-grade replays (its reply ended as it did then)."""
+    recorded ungraded. `source`: the stored turn a re-grade replays (its reply ended as it did then).
+
+    With tools offered, the reply is the model's first answer in text: each answer with tool calls has its
+    calls carried out (engine.tools) and their results sent back, at most `max_tool_rounds` times."""
     sent = (
         [*messages, {"role": "user", "content": step.prompt}] if step.prompt is not None else list(messages)
     )
+    rounds: list[ToolRound] = []
     if step.reply is None:
-        completion = await io.agent(ctx.agent, ctx.model, sent)
+        if toolbox is None:
+            completion = await io.agent(ctx.agent, ctx.model, sent)
+        else:
+            completion, rounds = await _with_tools(ctx, io, sent, toolbox, eval_id)
         why = None if ctx.agent.is_mock else incomplete(completion)  # the mock's replies are the suite's
+        if completion.calls and toolbox is not None:  # still calling tools when the rounds ran out
+            names = ", ".join(dict.fromkeys(call["name"] for call in completion.calls))
+            why = (
+                f"no answer after {plural(toolbox.max_rounds, 'round')} of tool calls (max_tool_rounds); "
+                f"the model still called {names}"
+            )
     else:
         completion = Completion(step.reply, Usage(), 0.0, step.replayed_ms)
         why = None  # a reply given in the suite is graded as it stands
         if source is not None:
             completion.finish_reason, completion.refusal = source.finish_reason, source.refusal
             why = source.incomplete
+            rounds = list(source.tool_rounds)
     ended = {
         "finish_reason": completion.finish_reason if completion.finish_reason != "stop" else None,
         "refusal": completion.refusal,
@@ -426,16 +456,54 @@ async def _play_turn(
     }
     if why is not None and rule != "grade":
         return turn_record(
-            step, position, completion, user, passed=False if rule == "fail" else None, **ended
-        )
+            step, position, completion, user, passed=False if rule == "fail" else None, tool_rounds=rounds,
+            **ended,
+        )  # fmt: skip
     if why is not None:
         completion = replace(completion, text=graded_text(completion))
+    exchange = [message for round_ in rounds for message in round_messages(round_)]
     turn = await io.blocking(
-        graded_turn, ctx, driver, step, position, ev, given, user, graders, sent, completion, code,
-        may_call_model=may_call_model(ctx, ev, step, graders),
+        graded_turn, ctx, driver, step, position, ev, given, user, graders, [*sent, *exchange], completion,
+        code, rounds, may_call_model=may_call_model(ctx, ev, step, graders),
     )  # fmt: skip
     noted = {key: value for key, value in ended.items() if value is not None}
     return turn.model_copy(update=noted) if noted else turn
+
+
+async def _with_tools(
+    ctx: EngineContext, io: _IO, sent: list[dict], toolbox: Toolbox, eval_id: str
+) -> tuple[Completion, list[ToolRound]]:
+    """The model's answer once its tool calls are carried out: every round's calls run (in the order the
+    model made them) and their results go back, until it answers without calls or the rounds run out. The
+    completion's usage, cost and latency count every round."""
+    await toolbox.open(io)
+    offered = toolbox.offered()
+    conversation = list(sent)
+    rounds: list[ToolRound] = []
+    while True:
+        completion = await io.agent(ctx.agent, ctx.model, conversation, tools=offered)
+        if not completion.calls or len(rounds) == toolbox.max_rounds:
+            break
+        scope = CallScope(eval_id, conversation, ctx, ctx.files)
+        calls = [await toolbox.run(call, scope, io) for call in completion.calls]
+        round_ = ToolRound(
+            text=completion.text, calls=calls, usage=completion.usage, cost=completion.cost,
+            latency_ms=completion.latency_ms,
+        )  # fmt: skip
+        rounds.append(round_)
+        conversation.extend(round_messages(round_))
+    if rounds:
+        completion = replace(
+            completion,
+            usage=sum((round_.usage for round_ in rounds), completion.usage),
+            cost=completion.cost + sum(round_.cost for round_ in rounds),
+            latency_ms=completion.latency_ms + sum(round_.latency_ms + _tool_ms(round_) for round_ in rounds),
+        )
+    return completion, rounds
+
+
+def _tool_ms(round_: ToolRound) -> int:
+    return sum(call.latency_ms for call in round_.calls)
 
 
 def _short(text: str) -> str:

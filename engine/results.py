@@ -141,6 +141,32 @@ class SimulatedUserCall(BaseModel):
     reply: str  # exactly as returned; the prompt is this with a role label or surrounding quotes removed
 
 
+class ToolCall(BaseModel):
+    """One tool call the model made within a turn, and the result that went back to it as a `tool` message."""
+
+    id: str  # the call's id, as the model gave it (the tool message answers it)
+    name: str
+    arguments: dict | None = None  # as parsed; None when the model's arguments were no JSON object
+    raw_arguments: str = ""  # exactly as the model sent them
+    result: str = ""  # the `tool` message's content
+    # What went wrong, in words: the model's mistake (an unknown tool, arguments that break the schema) or
+    # the tool's own error (a stub's `error`, a handler that raised, an MCP error result); None when it ran.
+    error: str | None = None
+    mistake: bool = False  # the error is the model's (unknown tool, bad arguments), not the tool's
+    source: str = ""  # where the result came from: returns, responses, error, code, llm, replay, mcp, or none
+    latency_ms: int = 0
+
+
+class ToolRound(BaseModel):
+    """One model call of a turn that answered with tool calls: its text beside them, if any, and the calls."""
+
+    text: str = ""
+    calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    cost: float = 0.0
+    latency_ms: int = 0
+
+
 class TurnRecord(BaseModel):
     """One user message and the model's reply, graded. Written once, never updated."""
 
@@ -175,6 +201,14 @@ class TurnRecord(BaseModel):
     # reply. Such a turn is graded by the eval's `incomplete_reply` rule: ungraded under `error`, failed
     # under `fail` (no checks ran either way), graded as given under `grade`.
     incomplete: str | None = None
+    # With tools offered: each model call of this turn that answered with tool calls, in order, before the
+    # reply in `response`. `usage`, `cost` and `latency_ms` count every round.
+    tool_rounds: list[ToolRound] = Field(default_factory=list)
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """Every tool call of this turn, in the order the model made them."""
+        return [call for round_ in self.tool_rounds for call in round_.calls]
 
     @model_validator(mode="before")
     @classmethod

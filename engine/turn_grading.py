@@ -17,7 +17,7 @@ from .drivers import Driver, Step, Verdict
 from .grading import extract, grade, grade_named
 from .outcomes import Status
 from .patterns import RegexFailure
-from .results import GraderResult, SimulatedUserCall, TurnGrade, TurnRecord, Usage
+from .results import GraderResult, SimulatedUserCall, ToolRound, TurnGrade, TurnRecord, Usage
 from .schema import Eval, WeightedPassRule
 
 
@@ -103,8 +103,10 @@ def graded_turn(
     sent: list[dict],
     completion: Completion,
     code: CodeScope,
+    rounds: Sequence[ToolRound] = (),
 ) -> TurnRecord:
-    """The reply graded into its turn record: the stop condition, the checks, the ground-truth grades."""
+    """The reply graded into its turn record: the stop condition, the checks, the ground-truth grades.
+    `sent`: the conversation up to the reply, this turn's tool exchange included; `rounds`: that exchange."""
     code.current = {"turn": position, "node": step.node, "prompt": step.prompt or ""}
     if step.ground_truth is not None:
         code.expected = step.ground_truth
@@ -114,6 +116,7 @@ def graded_turn(
         text=completion.text,
         completion_tokens=None if completion.usage.estimated else completion.usage.completion_tokens,
         conversation=conversation,
+        tool_calls=[call for round_ in rounds for call in round_.calls],
     )
     condition = decided = None
     if step.stop_when is not None:
@@ -138,6 +141,7 @@ def graded_turn(
         judge_usage=judge.spent,
         judge_cost=judge.cost,
         stop_when=condition,
+        tool_rounds=list(rounds),
     )
 
 

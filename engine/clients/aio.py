@@ -74,9 +74,14 @@ class AsyncOpenAIClient(OpenAIClient):
             await session.close()
 
     async def acomplete(
-        self, model: str, messages: list[dict], *, temperature: float | None = None
+        self,
+        model: str,
+        messages: list[dict],
+        *,
+        temperature: float | None = None,
+        tools: list[dict] | None = None,
     ) -> Completion:
-        body = self._body(model, messages, temperature)
+        body = self._body(model, messages, temperature, tools)
         started = time.monotonic()
         reply = await self._acall("request", lambda: self._post(body))
         return self._completion(reply, messages, started)

@@ -95,6 +95,7 @@ class Reply:
     finish_reason: str | None
     refusal: str | None
     tool_calls: bool
+    calls: tuple[dict, ...] = ()  # the tool calls, as the endpoint sent them
 
 
 def read_reply(response, label: str) -> Reply:
@@ -119,7 +120,31 @@ def read_reply(response, label: str) -> Reply:
         finish_reason=finish if isinstance(finish, str) else None,
         refusal=refusal if isinstance(refusal, str) and refusal else None,
         tool_calls=bool(message.get("tool_calls")),
+        calls=_calls(message.get("tool_calls")),
     )
+
+
+def _calls(value) -> tuple[dict, ...]:
+    """The tool calls of a reply as {id, name, arguments} (arguments as the text the model sent); an item
+    that is no function call is left out."""
+    if not isinstance(value, list):
+        return ()
+    out = []
+    for position, item in enumerate(value):
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):  # some servers send an object where the API has its JSON text
+            arguments = "" if arguments is None else json.dumps(arguments)
+        out.append(
+            {
+                "id": str(item.get("id") or f"call_{position}"),
+                "name": function["name"],
+                "arguments": arguments,
+            }
+        )
+    return tuple(out)
 
 
 def unreadable(label: str, detail: str) -> Transient:

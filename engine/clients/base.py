@@ -61,6 +61,7 @@ class Completion:
     finish_reason: str | None = None
     refusal: str | None = None
     tool_calls: bool = False
+    calls: tuple[dict, ...] = ()  # each tool call as {id, name, arguments}: engine.clients.answers
 
 
 class ChatClient(Protocol):
@@ -68,7 +69,12 @@ class ChatClient(Protocol):
     is_mock: bool
 
     def complete(
-        self, model: str, messages: list[dict], *, temperature: float | None = None
+        self,
+        model: str,
+        messages: list[dict],
+        *,
+        temperature: float | None = None,
+        tools: list[dict] | None = None,
     ) -> Completion: ...
 
     def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]], Usage, float]: ...

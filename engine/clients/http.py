@@ -107,7 +107,9 @@ class OpenAIClient:
     def _pause_remaining(self) -> float:
         return max(0.0, self._pauses.paused_until(self.label) - time.time())
 
-    def _body(self, model: str, messages: list[dict], temperature: float | None) -> dict:
+    def _body(
+        self, model: str, messages: list[dict], temperature: float | None, tools: list[dict] | None = None
+    ) -> dict:
         if self.secrets:
             messages = with_secrets(messages)
         if self.endpoint.string_only:
@@ -116,6 +118,8 @@ class OpenAIClient:
         body = {"model": model, "messages": messages}
         if temperature is not None:
             body["temperature"] = temperature
+        if tools:
+            body["tools"] = tools
         return body
 
     def _completion(self, reply: Reply, messages: list[dict], started: float) -> Completion:
@@ -142,10 +146,18 @@ class OpenAIClient:
             finish_reason=reply.finish_reason,
             refusal=redact_configured(reply.refusal) if reply.refusal else None,
             tool_calls=reply.tool_calls,
+            calls=reply.calls,
         )
 
-    def complete(self, model: str, messages: list[dict], *, temperature: float | None = None) -> Completion:
-        body = self._body(model, messages, temperature)
+    def complete(
+        self,
+        model: str,
+        messages: list[dict],
+        *,
+        temperature: float | None = None,
+        tools: list[dict] | None = None,
+    ) -> Completion:
+        body = self._body(model, messages, temperature, tools)
         started = time.monotonic()
         # The client's own post: the same auth, headers, timeouts and errors as chat.completions.create,
         # without create's walk of our plain messages against its TypedDicts and the typed response we would

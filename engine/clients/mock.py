@@ -26,7 +26,14 @@ class MockClient:
     is_mock: bool = True
     sleep: Callable[[float], None] = time.sleep
 
-    def complete(self, model: str, messages: list[dict], *, temperature: float | None = None) -> Completion:
+    def complete(
+        self,
+        model: str,
+        messages: list[dict],
+        *,
+        temperature: float | None = None,
+        tools: list[dict] | None = None,
+    ) -> Completion:
         started = time.monotonic()
         last_user = next((message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
         try:

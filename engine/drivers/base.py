@@ -32,6 +32,8 @@ class Defaults:
     incomplete_reply: str | None = None  # the suite's rule for replies that did not finish (engine.replies)
     rubric_prompt: str = "evalsite"  # how rubric judges send their rubric (engine.grading)
     judge_system: str | None = None  # their system message when it goes as written
+    tools: list = field(default_factory=list)  # the suite's tools (engine.schema.ToolEntry)
+    max_tool_rounds: int | None = None  # the suite's max_tool_rounds
 
     @classmethod
     def of(cls, suite) -> Defaults:
@@ -46,6 +48,8 @@ class Defaults:
             suite.incomplete_reply,
             suite.rubric_prompt,
             suite.judge_system,
+            tools=suite.tools or [],
+            max_tool_rounds=suite.max_tool_rounds,
         )
 
 

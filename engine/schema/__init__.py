@@ -51,8 +51,26 @@ from .grading import (
     check_rubric,
 )
 from .suite import Gate, Metadata, MockRule, MockSpec, Suite, json_schema
+from .tools import (
+    DEFAULT_MAX_TOOL_ROUNDS,
+    LlmTool,
+    McpServer,
+    Tool,
+    ToolEntry,
+    ToolItem,
+    ToolRule,
+    tool_names,
+)
 
 __all__ = [
+    "DEFAULT_MAX_TOOL_ROUNDS",
+    "LlmTool",
+    "McpServer",
+    "Tool",
+    "ToolEntry",
+    "ToolItem",
+    "ToolRule",
+    "tool_names",
     "CHECK_KEYS",
     "CONDITION_KEYS",
     "DEFAULT_EMBEDDING_MODEL",

@@ -60,6 +60,11 @@ SCHEMA_MODELS = {
     "Simulate",
     "Criterion",
     "CodeSpec",
+    "Tool",
+    "ToolRule",
+    "ToolItem",
+    "LlmTool",
+    "McpServer",
 }
 
 
@@ -72,6 +77,8 @@ RESULT_MODELS = [
     results.CheckResult,
     results.ConditionResult,
     results.SimulatedUserCall,
+    results.ToolRound,
+    results.ToolCall,
     results.GateResult,
     results.Usage,
     results.Totals,

@@ -38,7 +38,12 @@ How a chat request is answered, first match wins:
       makes the rule stateful: each request it answers takes the next reply, cycling round (for
       flaky models); ``model=`` limits a rule to requests for that model. One server can so play
       the agent (scripts), the simulated user (a rule on its system prompt) and the judge.
-   c. ``default_reply`` ("OK").
+   c. With ``tools`` in the request: tool calls (``replies.tool_reply``). After the user's message it calls
+      the first offered tool, its required arguments made from the message (a string: the message's last
+      capitalised word after the first, "Paris" in "Weather in Paris?"; a number 1; a boolean true);
+      after ``tool_rounds`` rounds of results (default 1) it answers in text that quotes them all:
+      "Tool results: <result> | <result>". A script or rule may answer with ``Reply(tool_calls=[...])``.
+   d. ``default_reply`` ("OK").
 
    The Reply may itself be an error (``status``), a hang, or carry latency/usage overrides; or it may be
    a 200 that is no ordinary reply: a ``finish_reason`` other than stop, a ``refusal``, ``null_content``,

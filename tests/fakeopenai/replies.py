@@ -53,6 +53,9 @@ class Reply:
     # with status 200 when it is not the model answering (an HTML page, a JSON body cut short).
     raw: str | None = None
     content_type: str = "application/json"
+    # Tool calls the message makes: [{"name": ..., "arguments": {...} or its JSON text, "id": optional}]; the
+    # content is then null unless ``text`` is given, and finish_reason "tool_calls" unless another is.
+    tool_calls: list[dict] | None = None
 
 
 @dataclass
@@ -204,6 +207,52 @@ def _error(
     if retry_after is not None:
         headers["Retry-After"] = f"{retry_after:g}"
     return _Response(status, _error_body(status, message, code), headers)
+
+
+def tool_reply(messages: list[dict], tools: list[dict], rounds: int) -> Reply:
+    """What the fake answers when tools are offered and no script or rule chose a reply: after a user message
+    it calls the first offered tool, with arguments made from its schema and the user's message; after tool
+    results it calls it again until ``rounds`` rounds are done, then answers in text that quotes every result
+    of the turn ("Tool results: ...")."""
+    since_user = []
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            break
+        since_user.append(message)
+    done = sum(
+        1 for message in since_user if message.get("role") == "assistant" and message.get("tool_calls")
+    )
+    if done >= rounds or not tools:
+        results = [content_text(m.get("content")) for m in reversed(since_user) if m.get("role") == "tool"]
+        return Reply(text="Tool results: " + " | ".join(results) if results else "No tool was needed.")
+    function = (tools[0] or {}).get("function") or {}
+    user = next((content_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+    return Reply(
+        tool_calls=[{"name": function.get("name", "tool"), "arguments": made_arguments(function, user)}]
+    )
+
+
+def made_arguments(function: dict, user: str) -> dict:
+    """Arguments for a function's required parameters: a string is the user message's last capitalised word
+    after its first (a city, a name), else the message; an integer or number 1; a boolean true."""
+    parameters = function.get("parameters") or {}
+    properties = parameters.get("properties") or {}
+    words = re.findall(r"[A-Za-z][\w'-]*", user)
+    named = [word for word in words[1:] if word[0].isupper()]
+    out: dict = {}
+    for name in parameters.get("required") or []:
+        kind = (properties.get(name) or {}).get("type", "string")
+        if kind == "integer" or kind == "number":
+            out[name] = 1
+        elif kind == "boolean":
+            out[name] = True
+        elif kind == "array":
+            out[name] = []
+        elif kind == "object":
+            out[name] = {}
+        else:
+            out[name] = named[-1] if named else user
+    return out
 
 
 def _as_reply(reply: str | Reply) -> Reply:

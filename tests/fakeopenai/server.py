@@ -34,6 +34,7 @@ from tests.fakeopenai.replies import (
     conversation_key,
     count_words,
     hashed_embedding,
+    tool_reply,
 )
 
 
@@ -49,6 +50,8 @@ class FakeOpenAI:
         self.latency = latency
         self.api_key = api_key
         self.default_reply: str | Reply = "OK"
+        # With tools offered and no script or rule answering: rounds of tool calls before the text answer.
+        self.tool_rounds = 1
         self._initial_latency = latency
         self._host = host
         self._requested_port = port
@@ -238,6 +241,7 @@ class FakeOpenAI:
             self.max_in_flight = self._in_flight
         self.latency = self._initial_latency
         self.default_reply = "OK"
+        self.tool_rounds = 1
 
     # -- inspection --------------------------------------------------------------------------------
 
@@ -362,7 +366,8 @@ class FakeOpenAI:
             self._sleep(self.latency)
             return _error(fault.status, retry_after=fault.retry_after)
 
-        reply = self._select_reply(key, messages, model)
+        tools = body.get("tools") if isinstance(body.get("tools"), list) else None
+        reply = self._select_reply(key, messages, model, tools)
         if fault is not None:
             self._sleep(fault.hang)
         elif reply.hang is not None:
@@ -403,7 +408,9 @@ class FakeOpenAI:
                     return fault
         return None
 
-    def _select_reply(self, key: str | None, messages: list[dict], model: str | None = None) -> Reply:
+    def _select_reply(
+        self, key: str | None, messages: list[dict], model: str | None = None, tools: list[dict] | None = None
+    ) -> Reply:
         with self._lock:
             replies = self._scripts.get(key) if key is not None else None
             if replies:
@@ -412,6 +419,8 @@ class FakeOpenAI:
             for rule in self._rules:
                 if rule.matches(messages, model):
                     return rule.take()
+        if tools:
+            return tool_reply(messages, tools, self.tool_rounds)
         return _as_reply(self.default_reply)
 
     def _completion(self, model: str, messages: list[dict], reply: Reply) -> dict:
@@ -442,6 +451,24 @@ class FakeOpenAI:
         }
         if reply.refusal is not None:
             completion["choices"][0]["message"]["refusal"] = reply.refusal
+        if reply.tool_calls:
+            message = completion["choices"][0]["message"]
+            message["content"] = reply.text or None
+            message["tool_calls"] = [
+                {
+                    "id": call.get("id") or f"call_{next(self._ids)}",
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": call["arguments"]
+                        if isinstance(call.get("arguments"), str)
+                        else json.dumps(call.get("arguments") or {}),
+                    },
+                }
+                for call in reply.tool_calls
+            ]
+            if reply.finish_reason == "stop":
+                completion["choices"][0]["finish_reason"] = "tool_calls"
         if reply.choices is not None:
             completion["choices"] = reply.choices
         if not reply.omit_usage:

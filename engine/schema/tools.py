@@ -1,0 +1,150 @@
+"""Tools offered to the model under test (`tools:` at suite or eval level), in OpenAI's function format, and
+where each call's result comes from: a static `returns`, `responses` rules matched on the arguments, an
+`error`, a `code` handler, an `llm` that plays the tool, results `replay`ed from an earlier run, or a real
+MCP server (a `tools` item that is `{mcp: ...}`, whose tools are listed from the server).
+
+How a call is carried out is engine.tools; the conversation loop (engine.conversation) sends the tools, runs
+the calls and sends the results back until the model answers in text or `max_tool_rounds` is reached."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+
+from .base import LocatedError, StrictModel
+
+DEFAULT_MAX_TOOL_ROUNDS = 10
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what OpenAI's API accepts as a function name
+
+
+class ToolRule(StrictModel):
+    """One of a tool's `responses`, tried in order: the first whose `when` matches the call's arguments gives
+    the result. `when` maps an argument to a matcher (engine.tools.matching): a value, `{regex}`,
+    `{contains}`, `{any: true}` or a JSON Schema; no `when` matches any call."""
+
+    when: dict[str, Any] | None = Field(None, description="Argument name: matcher. Omitted: any call.")
+    returns: Any = Field(None, description="The result sent back (a string, or any JSON value).")
+    error: str | None = Field(None, description="Send this back as the tool's error instead of a result.")
+
+    @model_validator(mode="after")
+    def _one_outcome(self) -> ToolRule:
+        if self.error is not None and "returns" in self.model_fields_set:
+            raise ValueError("a rule gives `returns` or `error`, not both")
+        return self
+
+
+class LlmTool(StrictModel):
+    """A model plays the tool from its description, with what it said before kept per conversation."""
+
+    model: str | None = Field(None, description="The model that plays the tool (default: the suite's judge).")
+    instructions: str | None = Field(
+        None, description="What the tool knows or how it behaves, beyond its description."
+    )
+
+
+class McpServer(StrictModel):
+    """A real MCP server whose tools are listed and called through the official `mcp` SDK: a program started
+    over stdio (`command`, `env`, `cwd`), or a server at a URL (streamable HTTP)."""
+
+    command: list[str] | None = Field(
+        None, min_length=1, description="The program and its arguments (stdio)."
+    )
+    env: dict[str, str] | None = Field(
+        None, description="Environment variables for the program; {{env:NAME}} reads ours."
+    )
+    cwd: str | None = None
+    url: str | None = Field(None, description="A server's URL (streamable HTTP), instead of a command.")
+    headers: dict[str, str] | None = Field(None, description="HTTP headers for a URL server.")
+    tools: list[str] | None = Field(
+        None, description="Offer only these of the server's tools (default: all)."
+    )
+    timeout: float = Field(30.0, gt=0, le=600, description="Seconds one call may take.")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server is a `command` (stdio) or a `url`, one of them")
+        return self
+
+
+class Tool(StrictModel):
+    """A function the model may call, and where its results come from. With no source given, a call gets an
+    error result saying the tool has no result configured."""
+
+    name: str = Field(description="The function's name, as the model calls it.")
+    description: str = ""
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="A JSON Schema for the arguments; a call whose arguments break it is the model's mistake.",
+    )
+    returns: Any = Field(None, description="A stub: this result for every call (a string or any JSON value).")
+    responses: list[ToolRule] | None = Field(None, description="Rules on the arguments, tried in order.")
+    error: str | None = Field(None, description="Every call gets this error result.")
+    code: str | None = Field(
+        None, description="A handler run as code graders are, given the arguments and conversation."
+    )
+    llm: LlmTool | bool | None = Field(None, description="A model plays the tool (true: the suite's judge).")
+    replay: str | None = Field(
+        None,
+        description="Results recorded in an earlier run's stored calls: a results.json file attached to the suite.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not TOOL_NAME.fullmatch(value):
+            raise ValueError(f"`{value}` is not a tool name: 1–64 letters, digits, _ or -")
+        return value
+
+    @property
+    def sources(self) -> list[str]:
+        """The result sources this tool names, in the order they are tried."""
+        given = self.model_fields_set
+        out = [key for key in ("replay", "responses") if getattr(self, key) is not None]
+        if "returns" in given:
+            out.append("returns")
+        out += [key for key in ("error", "code", "llm") if getattr(self, key) not in (None, False)]
+        return out
+
+    @model_validator(mode="after")
+    def _parameters_are_a_schema(self) -> Tool:
+        if self.parameters.get("type", "object") != "object":
+            raise LocatedError(("parameters",), "a tool's `parameters` is a JSON Schema of `type: object`")
+        return self
+
+
+class ToolItem(StrictModel):
+    """A `tools` list item that is an MCP server rather than one function."""
+
+    mcp: McpServer
+
+
+def tool_names(tools: list[Tool | ToolItem] | None) -> list[str]:
+    """The names of the functions a list declares itself (an MCP server's are known once it is listed)."""
+    return [tool.name for tool in tools or () if isinstance(tool, Tool)]
+
+
+def check_tools(tools: list[Tool | ToolItem] | None) -> list[Tool | ToolItem] | None:
+    """A list may not name one function twice."""
+    seen: set[str] = set()
+    for position, tool in enumerate(tools or ()):
+        if isinstance(tool, Tool):
+            if tool.name in seen:
+                raise LocatedError((position, "name"), f"tool `{tool.name}` is declared twice")
+            seen.add(tool.name)
+    return tools
+
+
+def _entry_kind(value: Any) -> str:
+    # Tags are the members' class names, which error locations leave out (engine.errors).
+    if isinstance(value, dict):
+        return "ToolItem" if "mcp" in value else "Tool"
+    return "ToolItem" if isinstance(value, ToolItem) else "Tool"
+
+
+# A `tools` list item: one function, or an MCP server whose functions are listed from it.
+ToolEntry = Annotated[
+    Annotated[Tool, Tag("Tool")] | Annotated[ToolItem, Tag("ToolItem")], Discriminator(_entry_kind)
+]
