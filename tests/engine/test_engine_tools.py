@@ -92,7 +92,10 @@ def test_a_stub_result_goes_back_as_a_tool_message_and_the_text_answer_is_the_re
 def test_rules_are_tried_in_order_and_fall_through_to_returns(fake_openai):
     source = WEATHER.replace("What's the weather in Paris?", "Weather in Lyon?")
     turn = _play(fake_openai, source).turns[0]
-    assert turn.tool_calls[0].error == "no station there" and turn.tool_calls[0].result == "Error: no station there"
+    assert (
+        turn.tool_calls[0].error == "no station there"
+        and turn.tool_calls[0].result == "Error: no station there"
+    )
     other = _play(fake_openai, WEATHER.replace("What's the weather in Paris?", "Weather in Rome?")).turns[0]
     assert other.tool_calls[0].result == "mild" and other.tool_calls[0].source == "returns"
 
@@ -126,7 +129,7 @@ def test_max_tool_rounds_ends_the_turn_unfinished_and_says_so(fake_openai):
 
 def test_a_later_turn_sends_the_earlier_tool_exchange_again(fake_openai):
     source = WEATHER.replace(
-        "  - prompt: What's the weather in Paris?\n    checks:\n      - contains: \"21\"\n",
+        '  - prompt: What\'s the weather in Paris?\n    checks:\n      - contains: "21"\n',
         "  - input: [Weather in Paris?, And tomorrow?]\n    checks:\n      - contains: Tool results\n",
     )
     result = _play(fake_openai, source)
