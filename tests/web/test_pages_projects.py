@@ -133,3 +133,17 @@ def test_a_malformed_member_change_is_a_404_or_a_message_never_an_error(logged_i
     assert "Role of alice unchanged" in changed.content.decode()
     alices.refresh_from_db()
     assert alices.role == "admin"
+
+
+@pytest.mark.django_db
+def test_the_empty_runs_list_tells_a_viewer_who_launches_not_to_press_a_button_they_cannot(
+    logged_in, django_user_model
+):
+    assert "press <strong>Launch</strong>" in logged_in.get(reverse("runs:list")).content.decode()
+    viewer = django_user_model.objects.create_user("vera", password="pw")
+    join(viewer, role="viewer")
+    client = Client()
+    client.force_login(viewer)
+    page = client.get(reverse("runs:list")).content.decode()
+    assert "press <strong>Launch</strong>" not in page
+    assert "once a member with the editor role launches one" in page
