@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, computed_field, model_validator
 
 from .outcomes import FINISHED, GRADED, Status, TerminationKind
 from .schema import Style
@@ -205,9 +205,11 @@ class TurnRecord(BaseModel):
     # reply in `response`. `usage`, `cost` and `latency_ms` count every round.
     tool_rounds: list[ToolRound] = Field(default_factory=list)
 
+    @computed_field
     @property
     def tool_calls(self) -> list[ToolCall]:
-        """Every tool call of this turn, in the order the model made them."""
+        """Every tool call of this turn, in the order the model made them: `tool_rounds`' calls, flat, also in
+        the JSON for readers that look for calls rather than rounds (read back, it is rebuilt from the rounds)."""
         return [call for round_ in self.tool_rounds for call in round_.calls]
 
     @model_validator(mode="before")
