@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from .base import LocatedError, StrictModel
+from .checks import CodeSpec
 
 DEFAULT_MAX_TOOL_ROUNDS = 10
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what OpenAI's API accepts as a function name
@@ -42,6 +43,23 @@ class LlmTool(StrictModel):
     instructions: str | None = Field(
         None, description="What the tool knows or how it behaves, beyond its description."
     )
+
+
+class ToolCode(CodeSpec):
+    """A tool's `code` handler, run as a code check is (engine.codegrade: a subprocess, limited in time and
+    memory, without the network unless `network: true`; on a server only where code graders are allowed).
+
+    A program reads `{name, arguments, messages, eval_id, config}` as JSON on stdin and prints the result
+    (JSON, or plain text); a callable (`function: tools:get_weather`) gets that object as its argument and
+    returns the result. A non-zero exit, a raised exception or a timeout is the tool's error, which the model
+    is told. Written short, `code: "module:function"` is a callable and `code: [program, arg]` a command."""
+
+    @model_validator(mode="after")
+    def _no_grading(self) -> ToolCode:
+        for key in ("threshold", "dialect"):
+            if key in self.model_fields_set:
+                raise LocatedError((key,), f"a tool's `code` has no `{key}`: what it returns is the result")
+        return self
 
 
 class McpServer(StrictModel):
@@ -82,13 +100,17 @@ class Tool(StrictModel):
     returns: Any = Field(None, description="A stub: this result for every call (a string or any JSON value).")
     responses: list[ToolRule] | None = Field(None, description="Rules on the arguments, tried in order.")
     error: str | None = Field(None, description="Every call gets this error result.")
-    code: str | None = Field(
-        None, description="A handler run as code graders are, given the arguments and conversation."
+    code: ToolCode | None = Field(
+        None,
+        description="A handler run as code checks are (the same keys), given the name, arguments and "
+        "conversation; what it prints or returns is the result.",
     )
     llm: LlmTool | bool | None = Field(None, description="A model plays the tool (true: the suite's judge).")
     replay: str | None = Field(
         None,
-        description="Results recorded in an earlier run's stored calls: a results.json file attached to the suite.",
+        description="Results recorded in an earlier run's stored calls: a results.json file attached to the "
+        "suite. A call with the same name and arguments as a stored one gets its result; others go on to "
+        "the next source.",
     )
 
     @field_validator("name")
