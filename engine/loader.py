@@ -118,7 +118,7 @@ def _attachments(suite: Suite, builder: TreeBuilder, files: Mapping[str, str]) -
             missing((*where, "replay"), tool.replay)
             continue
         try:
-            read_recorded(files[tool.replay])
+            tool.recorded = read_recorded(files[tool.replay])
         except NotRecorded as exc:
             line, column = where_written((*where, "replay"), builder, key=False)
             problems.append(
@@ -273,6 +273,14 @@ def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite
             if text_of is None:
                 return load_suite(text, files=files)  # raises, located
             grader.rubric = text_of
+    for _, tool in _replayed_tools(suite):
+        text_of = (files or {}).get(tool.replay)
+        try:
+            tool.recorded = read_recorded(text_of) if text_of is not None else None
+        except NotRecorded:
+            tool.recorded = None
+        if tool.recorded is None:
+            return load_suite(text, files=files)  # raises, located
     return suite
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from .base import LocatedError, StrictModel
 from .checks import CodeSpec
@@ -87,6 +88,17 @@ class McpServer(StrictModel):
         return self
 
 
+class RecordedCall(StrictModel):
+    """One call stored in a `replay` file (a results.json): where it was made and what it got."""
+
+    eval_id: str = ""
+    prompt: str = ""  # the user message of the turn that made it
+    name: str
+    arguments: dict[str, Any]
+    result: str = ""  # the `tool` message's content
+    error: str | None = None
+
+
 class Tool(StrictModel):
     """A function the model may call, and where its results come from. With no source given, a call gets an
     error result saying the tool has no result configured."""
@@ -113,6 +125,13 @@ class Tool(StrictModel):
         "the next source.",
     )
 
+    recorded: SkipJsonSchema[list[RecordedCall] | None] = Field(
+        None,
+        description="The calls `replay` answers from, read from its file each time the suite is loaded (so a "
+        "stored parse carries them to the workers); not written by hand.",
+    )
+    _replay_index: dict | None = PrivateAttr(None)  # engine.tools.replay's lookup of `recorded`, built once
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
@@ -129,6 +148,14 @@ class Tool(StrictModel):
             out.append("returns")
         out += [key for key in ("error", "code", "llm") if getattr(self, key) not in (None, False)]
         return out
+
+    @model_validator(mode="after")
+    def _recorded_from_a_file(self) -> Tool:
+        if self.recorded is not None and self.replay is None:
+            raise LocatedError(
+                ("recorded",), "`recorded` is read from the `replay` file: name one there instead"
+            )
+        return self
 
     @model_validator(mode="after")
     def _parameters_are_a_schema(self) -> Tool:

@@ -1,20 +1,22 @@
 """The `replay` source: results recorded in an earlier run. `replay: recorded.json` names a results.json
 (`evalsite.results/1`, as `evalsite run --json`, the run page and the API export it) attached to the suite;
-a call whose tool name and arguments equal a stored call's gets that call's stored result, or its stored
+the loader reads its stored calls into the tool's `recorded` (as a rubric file is read into its rubric), so
+the workers, which load a suite without its attached files, replay the same calls.
+
+A call whose tool name and arguments equal a stored call's gets that call's stored result, or its stored
 error. The stored call preferred is one of the same eval at the same turn (the same user message), then one
 of the same eval, then any; the same call made again in a conversation gets the next stored one of its kind,
 so a tool that answered otherwise the second time is replayed in that order. A call with no stored match
 passes on to the tool's next source (an `llm` or `code` fallback, say), or is the tool's error when none is
-left. Calls the model got wrong (an unknown tool, bad arguments) were never the tool's and are not replayed."""
+left. Calls the model got wrong (an unknown tool, bad arguments) were never the tool's and are not read."""
 
 from __future__ import annotations
 
-import functools
 import json
-from dataclasses import dataclass
 
 from ..results import RESULTS_FORMAT
 from ..schema import Tool
+from ..schema.tools import RecordedCall
 from .base import CallScope, Outcome
 
 
@@ -22,36 +24,30 @@ class NotRecorded(ValueError):
     """The file is no results document evalsite can replay from."""
 
 
-@dataclass(frozen=True)
-class Recorded:
-    eval_id: str
-    prompt: str
-    result: str
-    error: str | None
-
-
-def read_recorded(text: str) -> dict[tuple[str, str], list[Recorded]]:
-    """The stored calls of a results document, by (tool name, arguments as canonical JSON), in run order."""
+def read_recorded(text: str) -> list[RecordedCall]:
+    """The stored calls of a results document, in run order."""
     try:
         document = json.loads(text)
     except ValueError as exc:
         raise NotRecorded(f"it is not JSON ({exc})") from None
     if not isinstance(document, dict) or document.get("format") != RESULTS_FORMAT:
         raise NotRecorded(f"it is not an `{RESULTS_FORMAT}` document (a results.json of an evalsite run)")
-    found: dict[tuple[str, str], list[Recorded]] = {}
+    found: list[RecordedCall] = []
     for result in _items(document.get("evals")):
         for turn in _items(result.get("turns")):
             for round_ in _items(turn.get("tool_rounds")):
                 for call in _items(round_.get("calls")):
                     if call.get("mistake") or not isinstance(call.get("arguments"), dict):
                         continue
-                    key = (str(call.get("name")), canonical(call["arguments"]))
-                    found.setdefault(key, []).append(
-                        Recorded(
-                            str(result.get("id", "")),
-                            str(turn.get("prompt", "")),
-                            str(call.get("result", "")),
-                            call.get("error"),
+                    error = call.get("error")
+                    found.append(
+                        RecordedCall(
+                            eval_id=str(result.get("id", "")),
+                            prompt=str(turn.get("prompt", "")),
+                            name=str(call.get("name", "")),
+                            arguments=call["arguments"],
+                            result=str(call.get("result", "")),
+                            error=None if error is None else str(error),
                         )
                     )
     return found
@@ -65,37 +61,33 @@ def canonical(arguments: dict) -> str:
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
 
 
-@functools.lru_cache(maxsize=16)
-def _recorded(text: str) -> dict[tuple[str, str], list[Recorded]]:
-    # Parsed once per file's text: every call of every conversation of a run looks it up. A string's hash is
-    # kept on the string, so the lookup costs nothing once the loader's text is hashed.
-    return read_recorded(text)
+def _index(tool: Tool) -> dict[str, list[RecordedCall]]:
+    """This tool's stored calls by their arguments, in run order; built once per loaded suite (a worker's
+    suites are cached, so once per process)."""
+    if tool._replay_index is None:
+        index: dict[str, list[RecordedCall]] = {}
+        for call in tool.recorded or ():
+            if call.name == tool.name:
+                index.setdefault(canonical(call.arguments), []).append(call)
+        tool._replay_index = index
+    return tool._replay_index
 
 
 def from_replay(tool: Tool, arguments: dict, scope: CallScope) -> Outcome | None:
-    text = scope.files.get(tool.replay)
-    if (
-        text is None
-    ):  # the loader refuses a suite whose file is not attached; a caller without files lands here
-        raise NotRecorded(f"file `{tool.replay}` is not attached")
-    key = (tool.name, canonical(arguments))
-    stored = _recorded(text).get(key)
+    key = canonical(arguments)
+    stored = _index(tool).get(key)
     if not stored:
         return None
     prompt = _last_user_text(scope.conversation)
-    ranks = [_rank(call, scope.eval_id, prompt) for call in stored]
+    ranks = [(call.eval_id != scope.eval_id, call.prompt != prompt) for call in stored]
     best = [call for call, rank in zip(stored, ranks, strict=True) if rank == min(ranks)]  # in run order
     used = scope.state.setdefault("replay", {})
-    count = used.get((key, prompt), 0)
-    used[(key, prompt)] = count + 1
+    count = used.get((tool.name, key, prompt), 0)
+    used[(tool.name, key, prompt)] = count + 1
     call = best[min(count, len(best) - 1)]
     if call.error is not None:
         return Outcome(error=call.error, source="replay")
     return Outcome(result=call.result, source="replay")
-
-
-def _rank(call: Recorded, eval_id: str, prompt: str) -> tuple[bool, bool]:
-    return call.eval_id != eval_id, call.prompt != prompt
 
 
 def _last_user_text(conversation: list[dict]) -> str:

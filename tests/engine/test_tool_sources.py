@@ -13,8 +13,9 @@ from engine.clients import EndpointConfig, OpenAIClient
 from engine.codegrade.policy import launch_refusal
 from engine.codegrade.run import CodeRunner
 from engine.conversation import Defaults, EngineContext, run_eval
-from engine.loader import file_references, load_suite
+from engine.loader import file_references, load_saved_suite, load_suite
 from engine.results import RESULTS_FORMAT
+from engine.schema import Suite
 from engine.source import SuiteError
 from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
 
@@ -270,3 +271,23 @@ def test_a_replayed_file_must_be_attached_and_be_a_results_document():
     with pytest.raises(SuiteError) as other:
         load_suite(source, files={"recorded.json": '{"evals": []}'})
     assert "recorded.json: it is not an `evalsite.results/1` document" in str(other.value)
+
+
+def test_the_recorded_calls_are_read_on_loading_and_travel_with_a_stored_parse(fake_openai):
+    fake_openai.rule(TOOL_MODEL, "sunny", where="system")
+    files = {"recorded.json": _recorded(_play(fake_openai, _suite("    llm: true\n")))}
+    source = _suite("    replay: recorded.json\n")
+    saved = load_saved_suite(source, files)
+    (call,) = saved.tools[0].recorded
+    assert (call.name, call.arguments, call.result, call.prompt) == (
+        "get_weather",
+        {"city": "Paris"},
+        "sunny",
+        "Weather in Paris?",
+    )
+    # What a worker reads back: the parse stored as JSON, without the attached files.
+    stored = Suite.model_validate_json(saved.model_dump_json(exclude_defaults=True))
+    assert stored.tools[0].recorded == saved.tools[0].recorded
+    with pytest.raises(SuiteError) as by_hand:
+        load_suite(_suite("    recorded: []\n"))
+    assert "tools[0].recorded" in str(by_hand.value)
