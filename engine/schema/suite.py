@@ -387,6 +387,8 @@ class Suite(StrictModel):
                 names[grader.rubric_file] = None
         for _, spec in self.code_checks():
             names.update((name, None) for name in spec.files)
+        for tools in [self.tools, *(ev.tools for ev in self.evals)]:
+            names.update((tool.replay, None) for tool in tools or () if getattr(tool, "replay", None))
         for ev in self.evals:
             for message in ev.messages or []:
                 if isinstance(message.content, list):

@@ -288,6 +288,7 @@ def test_the_recorded_calls_are_read_on_loading_and_travel_with_a_stored_parse(f
     # What a worker reads back: the parse stored as JSON, without the attached files.
     stored = Suite.model_validate_json(saved.model_dump_json(exclude_defaults=True))
     assert stored.tools[0].recorded == saved.tools[0].recorded
+    assert saved.files_used() == ["recorded.json"]  # the suite's page asks before the file is removed
     with pytest.raises(SuiteError) as by_hand:
         load_suite(_suite("    recorded: []\n"))
     assert "tools[0].recorded" in str(by_hand.value)
