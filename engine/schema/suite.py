@@ -463,6 +463,7 @@ def json_schema() -> dict:
         code = definition.get("properties", {}).get("code")
         if code is not None:
             code["anyOf"] = [*code_short, *code.get("anyOf", [])]
-    command = schema["$defs"]["CodeSpec"]["properties"]["command"]  # a string is split as a shell would
-    command["anyOf"] = [{"type": "string"}, *command.get("anyOf", [])]
+    for name in ("CodeSpec", "ToolCode"):  # a code check's, a tool's code handler's
+        command = schema["$defs"][name]["properties"]["command"]  # a string is split as a shell would
+        command["anyOf"] = [{"type": "string"}, *command.get("anyOf", [])]
     return schema
