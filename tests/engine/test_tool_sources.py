@@ -18,6 +18,7 @@ from engine.results import RESULTS_FORMAT
 from engine.schema import Suite
 from engine.source import SuiteError
 from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
+from tests.fakeopenai import Reply
 
 TOOL_MODEL = "You play the tool `get_weather`"
 
@@ -26,9 +27,9 @@ def _evals(*prompts: str, key: str = "prompt") -> str:
     return "".join(f"  - {key}: {prompt}\n    checks: [{{contains: Tool results}}]\n" for prompt in prompts)
 
 
-def _suite(tool: str, evals: str = _evals("Weather in Paris?"), head: str = "") -> str:
+def _suite(tool: str, evals: str = _evals("Weather in Paris?")) -> str:
     return (
-        f"name: tools\n{head}tools:\n  - name: get_weather\n    description: Current weather for a city, as JSON\n"
+        f"name: tools\ntools:\n  - name: get_weather\n    description: Current weather for a city, as JSON\n"
         "    parameters: {type: object, properties: {city: {type: string}}, required: [city]}\n"
         f"{tool}evals:\n{evals}"
     )
@@ -127,6 +128,16 @@ def test_a_callable_handler_gets_the_call_and_its_exception_is_the_tools_error(f
     assert lyon.status == "passed"
 
 
+def test_an_inline_program_that_runs_out_of_time_is_the_tools_error(fake_openai):
+    source = _suite('    code: {command: [python3, -c, "import time; time.sleep(30)"], timeout: 0.5}\n')
+    result = _play(fake_openai, source, code=CodeRunner())
+    (call,) = result.turns[0].tool_calls
+    assert (call.source, call.error) == ("code", "timed out after 0.5 s")
+    inline = _suite('    code: [python3, -c, "import sys; print(sys.stdin.read().upper())"]\n')
+    (call,) = _play(fake_openai, inline, code=CodeRunner()).turns[0].tool_calls
+    assert json.loads(call.result)["ARGUMENTS"] == {"CITY": "PARIS"}
+
+
 def test_a_handler_where_code_may_not_run_makes_the_conversation_an_error_that_says_why(fake_openai):
     source = _suite("    code: handlers:get_weather\n")
     result = _play(fake_openai, source, {"handlers.py": HANDLERS}, code=None)
@@ -189,8 +200,6 @@ def test_the_tool_model_sees_its_earlier_calls_and_answers_in_the_conversation(f
 
 
 def test_the_tool_model_remembers_earlier_calls_of_the_same_round(fake_openai):
-    from tests.fakeopenai import Reply
-
     fake_openai.script(
         "Weather in Paris?",
         [Reply(tool_calls=[{"name": "get_weather", "arguments": {"city": "Paris"}},
