@@ -146,6 +146,13 @@ def test_a_handler_where_code_may_not_run_makes_the_conversation_an_error_that_s
     assert "EVALSITE_CODE_GRADERS" in result.error
 
 
+def test_a_handler_that_cannot_be_loaded_makes_the_conversation_an_error(fake_openai, tmp_path):
+    (tmp_path / "handlers.py").write_text(HANDLERS)
+    source = _suite("    code: handlers:get_forecast\n")
+    result = _play(fake_openai, source, {"handlers.py": HANDLERS}, code=CodeRunner(folder=tmp_path))
+    assert result.status == "error" and "cannot load handlers:get_forecast" in result.verdict
+
+
 def test_a_server_without_code_graders_refuses_a_suite_with_a_code_tool_at_launch():
     suite = load_suite(_suite("    code: handlers:get_weather\n"), files={"handlers.py": HANDLERS})
     refusal = launch_refusal(suite)
