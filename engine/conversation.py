@@ -32,7 +32,7 @@ from .retries import RetryStopped, RetryWait, retry_hooks
 from .schema import Eval
 from .simulate import clean_reply
 from .text import plural
-from .tools import CallScope, Toolbox, exchange_messages, round_messages
+from .tools import CallScope, Toolbox, exchange_messages, round_messages, spent
 from .transcript import format_transcript
 from .turn_grading import UserTurn, code_scope, graded_turn, may_call_model, turn_record, with_graders
 
@@ -455,10 +455,11 @@ async def _play_turn(
         "incomplete": why,
     }
     if why is not None and rule != "grade":
-        return turn_record(
+        turn = turn_record(
             step, position, completion, user, passed=False if rule == "fail" else None, tool_rounds=rounds,
             **ended,
         )  # fmt: skip
+        return _charged(turn, rounds) if step.reply is None else turn
     if why is not None:
         completion = replace(completion, text=graded_text(completion))
     exchange = [message for round_ in rounds for message in round_messages(round_)]
@@ -467,7 +468,19 @@ async def _play_turn(
         code, rounds, may_call_model=may_call_model(ctx, ev, step, graders),
     )  # fmt: skip
     noted = {key: value for key, value in ended.items() if value is not None}
-    return turn.model_copy(update=noted) if noted else turn
+    turn = turn.model_copy(update=noted) if noted else turn
+    return _charged(turn, rounds) if step.reply is None else turn
+
+
+def _charged(turn: TurnRecord, rounds: list[ToolRound]) -> TurnRecord:
+    """The turn with what the models that played its tools spent counted as judge usage (a replayed turn's
+    tools were not played again, and cost nothing)."""
+    usage, cost = spent(rounds)
+    if not usage.total_tokens and not cost:
+        return turn
+    return turn.model_copy(
+        update={"judge_usage": turn.judge_usage + usage, "judge_cost": turn.judge_cost + cost}
+    )
 
 
 async def _with_tools(

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from . import bounds, suitevars
 from .calibration import as_suite, load_parsed
 from .datasets import rows_to_evals
-from .schema import MAX_FOLLOWUP_DEPTH, Check, CodeSpec, Suite
+from .schema import MAX_FOLLOWUP_DEPTH, Check, CodeSpec, Suite, Tool
 from .schema.grading import check_rubric
 from .source import (
     BoundedLoader,
@@ -29,6 +29,7 @@ from .source import (
     validated,
     where_written,
 )
+from .tools.replay import NotRecorded, read_recorded
 
 
 def _depth_problems(suite: Suite, builder: TreeBuilder) -> list[SuiteProblem]:
@@ -111,6 +112,19 @@ def _attachments(suite: Suite, builder: TreeBuilder, files: Mapping[str, str]) -
             if name not in files:
                 missing((*where, "function" if spec.function is not None else "command"), name)
 
+    # Replayed tools' results: attached, and a results document, so a run finds what it replays.
+    for where, tool in _replayed_tools(suite):
+        if tool.replay not in files:
+            missing((*where, "replay"), tool.replay)
+            continue
+        try:
+            tool.recorded = read_recorded(files[tool.replay])
+        except NotRecorded as exc:
+            line, column = where_written((*where, "replay"), builder, key=False)
+            problems.append(
+                SuiteProblem(line, column, format_path((*where, "replay")), f"{tool.replay}: {exc}")
+            )
+
     for index, ev in enumerate(suite.evals):
         for m, message in enumerate(ev.messages or []):
             if isinstance(message.content, list):
@@ -146,6 +160,16 @@ def _attachments(suite: Suite, builder: TreeBuilder, files: Mapping[str, str]) -
                 taken.add(row.id)
             suite.evals.extend(rows)
     return problems
+
+
+def _replayed_tools(suite: Suite):
+    """Every tool with `replay`, where it is declared: (its path in the suite, the tool)."""
+    lists = [(("tools",), suite.tools)]
+    lists += [(("evals", index, "tools"), ev.tools) for index, ev in enumerate(suite.evals)]
+    for where, tools in lists:
+        for position, tool in enumerate(tools or ()):
+            if isinstance(tool, Tool) and tool.replay is not None:
+                yield (*where, position), tool
 
 
 def is_calibration(raw: object) -> bool:
@@ -249,12 +273,20 @@ def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite
             if text_of is None:
                 return load_suite(text, files=files)  # raises, located
             grader.rubric = text_of
+    for _, tool in _replayed_tools(suite):
+        text_of = (files or {}).get(tool.replay)
+        try:
+            tool.recorded = read_recorded(text_of) if text_of is not None else None
+        except NotRecorded:
+            tool.recorded = None
+        if tool.recorded is None:
+            return load_suite(text, files=files)  # raises, located
     return suite
 
 
 def file_references(data: bytes | str) -> list[str]:
-    """The attached files a suite names (dataset, history file parts, a calibration set's samples_file),
-    read leniently from raw YAML."""
+    """The attached files a suite names (dataset, history file parts, a calibration set's samples_file, code
+    checks' and tools' programs, replayed tools' results), read leniently from raw YAML."""
     try:
         raw = load_yaml(decode_source(data))
     except (SuiteError, yaml.YAMLError):
@@ -269,6 +301,10 @@ def file_references(data: bytes | str) -> list[str]:
             if isinstance(grader, dict) and isinstance(grader.get("rubric_file"), str):
                 names.append(grader["rubric_file"])
     names += _code_files(raw)
+    for tools in [raw.get("tools")] + [ev.get("tools") for ev in listed if isinstance(ev, dict)]:
+        for tool in tools if isinstance(tools, list) else []:
+            if isinstance(tool, dict) and isinstance(tool.get("replay"), str):
+                names.append(tool["replay"])  # a replayed tool's results.json
     evals = raw.get("evals")
     for ev in evals if isinstance(evals, list) else []:  # a wrong shape is validation's to report
         for message in (ev.get("messages") or []) if isinstance(ev, dict) else []:

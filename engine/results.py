@@ -155,6 +155,10 @@ class ToolCall(BaseModel):
     mistake: bool = False  # the error is the model's (unknown tool, bad arguments), not the tool's
     source: str = ""  # where the result came from: returns, responses, error, code, llm, replay, mcp, or none
     latency_ms: int = 0
+    # What the model that played the tool spent on this call (an `llm` tool); None when none was called. The
+    # turn's judge_usage and judge_cost count it too.
+    usage: Usage | None = None
+    cost: float = 0.0
 
 
 class ToolRound(BaseModel):

@@ -387,6 +387,8 @@ class Suite(StrictModel):
                 names[grader.rubric_file] = None
         for _, spec in self.code_checks():
             names.update((name, None) for name in spec.files)
+        for tools in [self.tools, *(ev.tools for ev in self.evals)]:
+            names.update((tool.replay, None) for tool in tools or () if getattr(tool, "replay", None))
         for ev in self.evals:
             for message in ev.messages or []:
                 if isinstance(message.content, list):
@@ -461,6 +463,7 @@ def json_schema() -> dict:
         code = definition.get("properties", {}).get("code")
         if code is not None:
             code["anyOf"] = [*code_short, *code.get("anyOf", [])]
-    command = schema["$defs"]["CodeSpec"]["properties"]["command"]  # a string is split as a shell would
-    command["anyOf"] = [{"type": "string"}, *command.get("anyOf", [])]
+    for name in ("CodeSpec", "ToolCode"):  # a code check's, a tool's code handler's
+        command = schema["$defs"][name]["properties"]["command"]  # a string is split as a shell would
+        command["anyOf"] = [{"type": "string"}, *command.get("anyOf", [])]
     return schema

@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from .base import LocatedError, StrictModel
+from .checks import CodeSpec
 
 DEFAULT_MAX_TOOL_ROUNDS = 10
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what OpenAI's API accepts as a function name
@@ -44,6 +46,23 @@ class LlmTool(StrictModel):
     )
 
 
+class ToolCode(CodeSpec):
+    """A tool's `code` handler, run as a code check is (engine.codegrade: a subprocess, limited in time and
+    memory, without the network unless `network: true`; on a server only where code graders are allowed).
+
+    A program reads `{name, arguments, messages, eval_id, config}` as JSON on stdin and prints the result
+    (JSON, or plain text); a callable (`function: tools:get_weather`) gets that object as its argument and
+    returns the result. A non-zero exit, a raised exception or a timeout is the tool's error, which the model
+    is told. Written short, `code: "module:function"` is a callable and `code: [program, arg]` a command."""
+
+    @model_validator(mode="after")
+    def _no_grading(self) -> ToolCode:
+        for key in ("threshold", "dialect"):
+            if key in self.model_fields_set:
+                raise LocatedError((key,), f"a tool's `code` has no `{key}`: what it returns is the result")
+        return self
+
+
 class McpServer(StrictModel):
     """A real MCP server whose tools are listed and called through the official `mcp` SDK: a program started
     over stdio (`command`, `env`, `cwd`), or a server at a URL (streamable HTTP)."""
@@ -69,6 +88,17 @@ class McpServer(StrictModel):
         return self
 
 
+class RecordedCall(StrictModel):
+    """One call stored in a `replay` file (a results.json): where it was made and what it got."""
+
+    eval_id: str = ""
+    prompt: str = ""  # the user message of the turn that made it
+    name: str
+    arguments: dict[str, Any]
+    result: str = ""  # the `tool` message's content
+    error: str | None = None
+
+
 class Tool(StrictModel):
     """A function the model may call, and where its results come from. With no source given, a call gets an
     error result saying the tool has no result configured."""
@@ -82,14 +112,25 @@ class Tool(StrictModel):
     returns: Any = Field(None, description="A stub: this result for every call (a string or any JSON value).")
     responses: list[ToolRule] | None = Field(None, description="Rules on the arguments, tried in order.")
     error: str | None = Field(None, description="Every call gets this error result.")
-    code: str | None = Field(
-        None, description="A handler run as code graders are, given the arguments and conversation."
+    code: ToolCode | None = Field(
+        None,
+        description="A handler run as code checks are (the same keys), given the name, arguments and "
+        "conversation; what it prints or returns is the result.",
     )
     llm: LlmTool | bool | None = Field(None, description="A model plays the tool (true: the suite's judge).")
     replay: str | None = Field(
         None,
-        description="Results recorded in an earlier run's stored calls: a results.json file attached to the suite.",
+        description="Results recorded in an earlier run's stored calls: a results.json file attached to the "
+        "suite. A call with the same name and arguments as a stored one gets its result; others go on to "
+        "the next source.",
     )
+
+    recorded: SkipJsonSchema[list[RecordedCall] | None] = Field(
+        None,
+        description="The calls `replay` answers from, read from its file each time the suite is loaded (so a "
+        "stored parse carries them to the workers); not written by hand.",
+    )
+    _replay_index: dict | None = PrivateAttr(None)  # engine.tools.replay's lookup of `recorded`, built once
 
     @field_validator("name")
     @classmethod
@@ -107,6 +148,14 @@ class Tool(StrictModel):
             out.append("returns")
         out += [key for key in ("error", "code", "llm") if getattr(self, key) not in (None, False)]
         return out
+
+    @model_validator(mode="after")
+    def _recorded_from_a_file(self) -> Tool:
+        if self.recorded is not None and self.replay is None:
+            raise LocatedError(
+                ("recorded",), "`recorded` is read from the `replay` file: name one there instead"
+            )
+        return self
 
     @model_validator(mode="after")
     def _parameters_are_a_schema(self) -> Tool:

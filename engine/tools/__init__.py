@@ -14,24 +14,31 @@ import inspect
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import jsonschema
 
-from ..results import ToolCall, ToolRound, TurnRecord
+from ..clients import EndpointError
+from ..results import ToolCall, ToolRound, TurnRecord, Usage
+from ..retries import RetryStopped
 from ..schema import DEFAULT_MAX_TOOL_ROUNDS, McpServer, Tool, ToolItem
-from . import stubs
+from . import code, replay, simulated, stubs
 from .base import CallScope, Outcome, Source
 
 # Tried in the order a tool's `sources` lists them; each key is a Tool field.
 SOURCES: dict[str, Source] = {
+    "replay": replay.from_replay,
     "responses": stubs.from_rules,
     "returns": stubs.from_returns,
     "error": stubs.from_error,
+    "code": code.from_code,
+    "llm": simulated.from_llm,
 }
 
-# Sources that stay on the event loop: no I/O, no waiting. The others run in a thread unless asynchronous.
-LOCAL_SOURCES = frozenset({"responses", "returns", "error"})
+# Sources that stay on the event loop: no I/O, no waiting (a replayed file is parsed once, then looked up).
+# The others run in a thread unless asynchronous.
+LOCAL_SOURCES = frozenset({"replay", "responses", "returns", "error"})
 
 
 def openai_tool(tool: Tool) -> dict:
@@ -109,7 +116,7 @@ class Toolbox:
         text = f"Error: {outcome.error}" if outcome.error is not None else result_text(outcome.result)
         return record.model_copy(
             update={"arguments": arguments, "error": outcome.error, "result": text, "source": outcome.source,
-                    "latency_ms": _ms(started)}
+                    "latency_ms": _ms(started), "usage": outcome.usage, "cost": outcome.cost}
         )  # fmt: skip
 
     async def _outcome(self, tool: Tool, arguments: dict, scope: CallScope, io) -> Outcome:
@@ -132,10 +139,12 @@ class Toolbox:
                     outcome = source(tool, arguments, scope)
                 else:
                     outcome = await io.blocking(source, tool, arguments, scope)
+            except (EndpointError, RetryStopped):  # a tool's model or runner failed: the conversation's error
+                raise
             except Exception as exc:  # a handler's failure is the tool's error, which the model is told
                 return Outcome(error=f"{type(exc).__name__}: {exc}", source=key)
             if outcome is not None:
-                return outcome if outcome.source else Outcome(outcome.result, outcome.error, key)
+                return outcome if outcome.source else replace(outcome, source=key)
         return Outcome(error=f"`{tool.name}` has no result for these arguments", source="none")
 
 
@@ -164,6 +173,13 @@ def _schema_mistake(tool: Tool, arguments: dict) -> str | None:
 
 def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
+
+
+def spent(rounds: Sequence[ToolRound]) -> tuple[Usage, float]:
+    """What the models that played tools (`llm`) spent in these rounds: the turn counts it as judge usage."""
+    calls = [call for round_ in rounds for call in round_.calls]
+    usage = sum((call.usage for call in calls if call.usage is not None), Usage())
+    return usage, sum(call.cost for call in calls)
 
 
 def round_messages(round_: ToolRound) -> list[dict]:

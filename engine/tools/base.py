@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..results import Usage
 from ..schema import Tool
 
 
@@ -16,6 +17,8 @@ class Outcome:
     result: Any = None
     error: str | None = None
     source: str = ""
+    usage: Usage | None = None  # what a source that calls a model (an `llm` tool) spent on this call
+    cost: float = 0.0
 
 
 @dataclass
