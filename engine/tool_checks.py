@@ -244,7 +244,7 @@ def tool_sequence(
             ok, why = fit(number, number)
             if not ok:
                 return False, f"call {number + 1} ({calls[number].name}): {why}"
-        return True, f"called {_sequence(calls)}, as expected"
+        return True, f"called {_sequence(calls)}, as expected" if calls else "no tool calls, as expected"
     if spec.mode == "in_order":
         at = 0
         for number, pattern in enumerate(expected):
