@@ -289,6 +289,8 @@ def tool_result(spec: ToolResult, calls: list[ToolCall], judge: Judge | None, wh
     if not chosen:
         if not calls:
             return False, _nothing(where)
+        if spec.name is not None and spec.args and any(call.name == spec.name for call in calls):
+            return False, _why_missing(ToolCallPattern(name=spec.name, args=spec.args), calls, judge)
         which = f"no call to {spec.name}" if spec.name else "no call"
         matching = " with matching arguments" if spec.args else ""
         return False, f"{which}{matching}; called {', '.join(dict.fromkeys(c.name for c in calls))}"

@@ -4,14 +4,15 @@ tools a test needs (the wrong ones included)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 
 import pytest
 
 from engine.checks import calls_out
-from engine.clients import EndpointConfig, OpenAIClient
-from engine.conversation import Defaults, EngineContext, run_eval
+from engine.clients import AsyncOpenAIClient, EndpointConfig, OpenAIClient
+from engine.conversation import Defaults, EngineContext, run_eval, run_eval_async
 from engine.loader import load_suite
 from engine.schema import Check
 from engine.transcript import format_transcript, tool_calls_in
@@ -448,3 +449,49 @@ def test_only_a_tool_check_with_a_judged_matcher_calls_out():
     assert not calls_out(plain) and calls_out(judged) and calls_out(result)
     either = {"or": [{"contains": "a"}, {"tool_called": {"name": "x", "args": {"a": {"llm_judge": "ok"}}}}]}
     assert calls_out(Check.model_validate(either))
+
+
+def test_tool_result_of_calls_chosen_by_their_arguments(fake_openai):
+    check = {"tool_result": {"name": "get_weather", "args": {"city": "Paris"}, "result": {"contains": "21"}}}
+    ok = one(fake_openai, check, _calls(("get_weather", {"city": "Lyon"}), WEATHER))
+    assert ok.passed and ok.label == 'tool_result get_weather {city: Paris} → contains "21"'
+    fake_openai.reset()
+    bad = one(fake_openai, check, _calls(("get_weather", {"city": "Lyon"})))
+    assert not bad.passed
+    assert (
+        bad.reason
+        == "get_weather: called get_weather with {\"city\": \"Lyon\"} (city: 'Lyon' is not 'Paris')"
+    )
+
+
+def test_the_asyncio_path_grades_tool_checks_as_the_inline_one(fake_openai):
+    """The workers' path: this turn's calls reach the checks, and a judged matcher gets its judge."""
+    fake_openai.rule("Value:\nParis", '{"score": 1, "reason": "a real city"}')
+    fake_openai.script(PROMPT, [_calls(WEATHER), "All done."])
+    source = (
+        TOOLS
+        + f"""\
+evals:
+  - prompt: {PROMPT}
+    checks:
+      - tool_called: {{name: get_weather, args: {{city: {{llm_judge: a real city}}}}}}
+      - tool_not_called: book
+"""
+    )
+    suite = load_suite(source)
+
+    async def play():
+        os.environ[FAKE_KEY_ENV] = FAKE_KEY
+        config = EndpointConfig(
+            name="fake", base_url=fake_openai.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0
+        )
+        agent = AsyncOpenAIClient(config)
+        ctx = EngineContext(agent=agent, model="m", judge=agent, judge_model="m", defaults=Defaults.of(suite))
+        try:
+            return await run_eval_async(suite.evals[0], 0, "e", ctx)
+        finally:
+            await agent.aclose()
+
+    result = asyncio.run(play())
+    assert result.status == "passed", result.turns[0].checks
+    assert [check.passed for check in result.turns[0].checks] == [True, True]
