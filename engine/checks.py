@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import fieldvalues, patterns
+from . import fieldvalues, patterns, tool_checks
 from .clients import ChatClient, EndpointError, estimate_tokens
 from .codegrade.run import CodeScope, grade_code
 from .judge import (
@@ -34,6 +34,7 @@ from .matching import MISSING, glob_match, is_json_reply, json_field
 from .results import CRITERION, CheckResult, ToolCall, Usage
 from .schema import DEFAULT_EMBEDDING_MODEL, SCALES, Check
 from .text import plural
+from .transcript import tool_calls_in
 
 
 @dataclass
@@ -250,6 +251,17 @@ def _code(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     return _result(check, ok, f"{verdict}: {answer.reason}" if answer.reason else verdict, score)
 
 
+def _tool(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
+    spec = getattr(check, check.kind)
+    if spec.scope == "conversation":
+        calls, where = tool_calls_in(reply.conversation), "in the conversation"
+    else:
+        calls, where = reply.tool_calls, "in this reply"
+    matcher_judge = tool_checks.argument_judge(judge) if tool_checks.judged(check) else None
+    ok, reason = tool_checks.GRADERS[check.kind](spec, calls, matcher_judge, where)
+    return _result(check, ok, reason)
+
+
 def _any_of(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     children = [evaluate(member, reply, judge) for member in check.or_ if member.kind]
     ok = any(child.passed for child in children)
@@ -406,13 +418,16 @@ class CheckType:
     """How a check type reads (`label`) and grades a reply (`evaluate`). A `scored` type's score says more
     than pass or fail (a similarity, a judge's score); `threshold` is the score it needs, when it has one.
     Stop conditions show both. `calls_out`, which every type must declare: grading calls a model or runs a
-    program, so on an event loop it goes to a thread (an `or` calls out when one of its members does)."""
+    program, so on an event loop it goes to a thread (an `or` calls out when one of its members does). A type
+    that calls out only with some options (a tool check with an `{llm_judge}` matcher) says which checks do
+    in `calls_out_if`."""
 
     label: Callable[[Check], str]
     evaluate: Callable[[Check, Reply, JudgeContext], CheckResult]
     scored: bool = False
     threshold: Callable[[Check], float | None] = _no_threshold
     calls_out: bool = field(kw_only=True)
+    calls_out_if: Callable[[Check], bool] | None = field(default=None, kw_only=True)
 
 
 # One entry per key of engine.schema.CHECK_KEYS, in its order.
@@ -437,11 +452,33 @@ CHECK_TYPES: dict[str, CheckType] = {
     "is_json": CheckType(
         lambda check: f"is_json {'true' if check.is_json else 'false'}", _is_json, calls_out=False
     ),
+    "tool_called": CheckType(
+        tool_checks.called_label, _tool, calls_out=True, calls_out_if=tool_checks.judged
+    ),
+    "tool_not_called": CheckType(
+        tool_checks.not_called_label, _tool, calls_out=True, calls_out_if=tool_checks.judged
+    ),
+    "tool_sequence": CheckType(
+        tool_checks.sequence_label, _tool, calls_out=True, calls_out_if=tool_checks.judged
+    ),
+    "tool_result": CheckType(
+        tool_checks.result_label, _tool, calls_out=True, calls_out_if=tool_checks.judged
+    ),
     "or": CheckType(_any_of_label, _any_of, calls_out=False),
 }
 
 # Check types that only read the reply: grading with nothing else never waits on a model or a program.
 LOCAL_CHECKS = frozenset(key for key, check_type in CHECK_TYPES.items() if not check_type.calls_out)
+
+
+def calls_out(check: Check) -> bool:
+    """Whether grading this check may call a model or run a program (an `or`: one of its members may)."""
+    if not check.kind:
+        return False
+    if check.kind == "or":
+        return any(calls_out(member) for member in check.or_)
+    entry = CHECK_TYPES[check.kind]
+    return entry.calls_out and (entry.calls_out_if is None or entry.calls_out_if(check))
 
 
 def evaluate_level(items: list[Check], reply: Reply, judge: JudgeContext) -> list[CheckResult]:

@@ -7,25 +7,29 @@ truth and gives a 0-1 score and a rationale.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from . import patterns
 from .checks import JudgeContext, Reply, evaluate
 from .judge import JUDGE_SYSTEM, PASS_FAIL, Verdict, ask, normalise_score
 from .matching import MISSING, json_field
-from .results import TurnGrade
+from .results import ToolCall, TurnGrade
 from .schema import Extractor
 from .transcript import format_transcript
 
 LAST_ASSISTANT = Extractor(kind="last_assistant")
 
 
-def extract(extractor: Extractor | None, replies: list[str]) -> str:
-    """The text to grade. `replies` are the assistant replies in view: one turn's, or the conversation's."""
+def extract(extractor: Extractor | None, replies: list[str], calls: Sequence[ToolCall] = ()) -> str:
+    """The text to grade. `replies` are the assistant replies in view: one turn's, or the conversation's;
+    `calls` the tool calls in view, the same way."""
     extractor = extractor or LAST_ASSISTANT
+    kind = extractor.kind
+    if kind in ("tool_arguments", "tool_output"):
+        return _tool_extract(kind, extractor.tool_name, calls)
     if not replies:
         return ""
     last = replies[-1]
-    kind = extractor.kind
     if kind in ("last_assistant", "last_turn"):
         return last
     if kind == "first_assistant":
@@ -44,6 +48,15 @@ def extract(extractor: Extractor | None, replies: list[str]) -> str:
             return ""
         return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     raise ValueError(f"unknown extractor {kind}")
+
+
+def _tool_extract(kind: str, name: str, calls: Sequence[ToolCall]) -> str:
+    """Letta's tool extractors: the first call of the named tool in view, its arguments as the model wrote them
+    ("{}" when the tool was not called) or the result sent back ("" when it was not called)."""
+    call = next((call for call in calls if call.name == name), None)
+    if kind == "tool_arguments":
+        return call.raw_arguments or "{}" if call is not None else "{}"
+    return call.result if call is not None else ""
 
 
 def _quote(text: str) -> str:
@@ -149,16 +162,18 @@ def grade_named(
     judge: JudgeContext,
     default_extractor: Extractor | None,
     default_threshold: float | None,
+    calls: Sequence[ToolCall] = (),
 ) -> TurnGrade:
-    """One named grader's grade of a turn (`replies` holds its reply) or of a conversation (every live reply;
-    the extractor picks). A check grader grades the last reply with its check; a judge uses its own model and
-    temperature, and is charged to `judge`."""
+    """One named grader's grade of a turn (`replies` holds its reply, `calls` its tool calls) or of a
+    conversation (every live reply and tool call; the extractor picks). A check grader grades the last reply
+    with its check, its tool checks reading the calls in view; a judge uses its own model and temperature,
+    and is charged to `judge`."""
     threshold = grader.threshold if grader.threshold is not None else default_threshold
     threshold = 1.0 if threshold is None else threshold
     truth = ground_truth or ""
     if grader.kind == "check":
         last = replies[-1] if replies else ""
-        result = evaluate(grader.check, Reply(last, None, conversation), judge)
+        result = evaluate(grader.check, Reply(last, None, conversation, list(calls)), judge)
         score = min(1.0, max(0.0, result.score if result.score is not None else float(result.passed)))
         passed = result.passed and score >= threshold if grader.threshold is not None else result.passed
         return TurnGrade(
@@ -167,7 +182,7 @@ def grade_named(
             read_from=result.read_from, first_answer=result.first_answer, name=name, threshold=threshold,
         )  # fmt: skip
     try:
-        submission = extract(grader.extractor or default_extractor, replies)
+        submission = extract(grader.extractor or default_extractor, replies, calls)
     except patterns.RegexFailure as exc:
         return TurnGrade(turn=turn, score=0.0, passed=False, rationale=f"extractor: {exc}", submission="",
                          ground_truth=truth, grader=grader.kind, name=name, threshold=threshold)  # fmt: skip

@@ -48,19 +48,31 @@ SCALE_WORDS = {
 }
 
 
+# What a judge of each scope is asked to grade, in its user message and in its system message.
+SCOPE_TARGETS = {
+    "conversation": "the whole conversation",
+    "trajectory": "the agent's trajectory (the tools it called, with which arguments and in what order, and "
+    "what it made of their results)",
+}
+SCOPE_SYSTEM = {
+    "conversation": "a whole conversation",
+    "trajectory": "an AI agent's trajectory in a conversation: its tool calls, their results and its replies,",
+}
+
+
 def judge_messages(
     criteria: str, conversation: list[dict], scale: str = "0-1", scope: str = "reply"
 ) -> list[dict]:
     transcript = format_transcript(conversation)
-    target = "the whole conversation" if scope == "conversation" else "the assistant's final reply"
+    target = SCOPE_TARGETS.get(scope, "the assistant's final reply")
     user = (
         f"Criteria:\n{criteria}\n\n"
         f"Conversation:\n{transcript}\n\n"
         f"Grade {target} against the criteria. Respond with the JSON object only."
     )
     system = JUDGE_SYSTEM
-    if scope == "conversation":
-        system = system.replace("the assistant's final reply in a conversation", "a whole conversation")
+    if scope in SCOPE_SYSTEM:
+        system = system.replace("the assistant's final reply in a conversation", SCOPE_SYSTEM[scope])
     if scale != "0-1":
         system = system.replace("<number from 0 to 1>", "<score>").replace(
             "1 means the criteria are fully met, 0 means not at all.", f"The score is {SCALE_WORDS[scale]}."

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .checks import LOCAL_CHECKS, JudgeContext, Reply, evaluate_level
+from .checks import JudgeContext, Reply, calls_out, evaluate_level
 from .clients import Completion
 from .codegrade.run import CodeScope
 from .conditions import evaluate_condition
@@ -19,6 +19,7 @@ from .outcomes import Status
 from .patterns import RegexFailure
 from .results import GraderResult, SimulatedUserCall, ToolRound, TurnGrade, TurnRecord, Usage
 from .schema import Eval, WeightedPassRule
+from .transcript import tool_calls_in
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,7 @@ def may_call_model(ctx, ev: Eval, step: Step, graders: dict) -> bool:
         (ev.grader or ctx.defaults.grader) == "llm_judge"
     ):
         return True
-
-    def local(items) -> bool:
-        return all(
-            item.kind is None or (item.kind in LOCAL_CHECKS and local(item.or_ or ())) for item in items
-        )
-
-    return not (local(step.checks) and local(step.final_checks))
+    return any(calls_out(item) for item in (*step.checks, *step.final_checks))
 
 
 def _judge_context(ctx, code: CodeScope | None = None) -> JudgeContext:
@@ -124,8 +119,12 @@ def graded_turn(
     ending = driver.ending(step, position, condition, decided)
     # A reply that ends the conversation is its final one: the final checks grade it.
     results = evaluate_level(step.final_checks if ending else step.checks, reply, judge)
-    turn_grade = _grade(ctx, ev, step, position, completion.text, conversation, given, judge)
-    grades = _turn_grades(ctx, ev, graders, step, position, completion.text, conversation, judge)
+    turn_grade = _grade(
+        ctx, ev, step, position, completion.text, conversation, given, judge, reply.tool_calls
+    )
+    grades = _turn_grades(
+        ctx, ev, graders, step, position, completion.text, conversation, judge, reply.tool_calls
+    )
     return turn_record(
         step,
         position,
@@ -146,7 +145,7 @@ def graded_turn(
 
 
 def _grade(
-    ctx, ev: Eval, step: Step, position: int, text: str, conversation, given: int, judge
+    ctx, ev: Eval, step: Step, position: int, text: str, conversation, given: int, judge, calls
 ) -> TurnGrade | None:
     truth = step.ground_truth if step.ground_truth is not None else step.grade_conversation
     if truth is None or ctx.defaults.graders or ev.graders:  # named graders take the ground truth instead
@@ -158,10 +157,11 @@ def _grade(
         replies, input_text = [text], step.prompt or ""
     else:  # one grade for the whole conversation: the extractor sees every live reply, not the given ones
         live = conversation[given:]
-        replies = [m["content"] for m in live if m["role"] == "assistant"]
+        replies = [m["content"] for m in live if m["role"] == "assistant" and not m.get("tool_calls")]
         input_text = "\n".join(m["content"] for m in live if m["role"] == "user")
+        calls = tool_calls_in(live)
     try:
-        submission = extract(extractor, replies)
+        submission = extract(extractor, replies, calls)
     except RegexFailure as exc:  # the extractor's pattern could not run: this grade fails, the run goes on
         return TurnGrade(
             turn=position,
@@ -204,7 +204,7 @@ def _per_turn(ev: Eval) -> bool:
 
 
 def _turn_grades(
-    ctx, ev: Eval, graders: dict, step: Step, position: int, text: str, conversation, judge
+    ctx, ev: Eval, graders: dict, step: Step, position: int, text: str, conversation, judge, calls
 ) -> list[TurnGrade]:
     if not graders or not _per_turn(ev) or step.ground_truth is None:
         return []
@@ -220,6 +220,7 @@ def _turn_grades(
             judge=judge,
             default_extractor=ctx.defaults.extractor,
             default_threshold=ctx.defaults.pass_threshold,
+            calls=calls,
         )  # fmt: skip
         for name, grader in graders.items()
     ]
@@ -246,8 +247,9 @@ def with_graders(
                 by_name.setdefault(item.name, []).append(item)
     else:
         live = messages[given:]
-        replies = [m["content"] for m in live if m["role"] == "assistant"]
+        replies = [m["content"] for m in live if m["role"] == "assistant" and not m.get("tool_calls")]
         input_text = "\n".join(str(m["content"]) for m in live if m["role"] == "user")
+        calls = tool_calls_in(live)
         code = code_scope(ctx, ev, eval_id, turns[:-1])
         code.current = turns[-1].model_dump(mode="json")
         judge = _judge_context(ctx, code)
@@ -265,6 +267,7 @@ def with_graders(
                     judge=judge,
                     default_extractor=ctx.defaults.extractor,
                     default_threshold=ctx.defaults.pass_threshold,
+                    calls=calls,
                 )  # fmt: skip
             )
         # The conversation's grades are kept with its results (the turns are stored already, written once).

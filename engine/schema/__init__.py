@@ -23,6 +23,11 @@ from .checks import (
     FieldEquals,
     JudgeSpec,
     SemanticSpec,
+    ToolCalled,
+    ToolCallPattern,
+    ToolNotCalled,
+    ToolResult,
+    ToolSequence,
     followup_depth,
 )
 from .conditions import CONDITION_KEYS, Condition, NaturalLanguage
@@ -71,6 +76,11 @@ __all__ = [
     "ToolItem",
     "ToolRule",
     "tool_names",
+    "ToolCalled",
+    "ToolCallPattern",
+    "ToolNotCalled",
+    "ToolResult",
+    "ToolSequence",
     "CHECK_KEYS",
     "CONDITION_KEYS",
     "DEFAULT_EMBEDDING_MODEL",

@@ -20,6 +20,8 @@ EXTRACTORS = (
     "pattern",
     "after_marker",
     "json",
+    "tool_output",
+    "tool_arguments",
 )
 RUBRIC_PLACEHOLDERS = ("input", "ground_truth", "submission")
 Grader = Literal["exact_match", "contains", "regex_match", "llm_judge"]
@@ -29,24 +31,30 @@ class Extractor(StrictModel):
     """Which text a grader reads: a reply, all replies, or a piece of one.
 
     Written as a name (`last_assistant`) or a one-key mapping: `{pattern: "Answer: (\\d+)", group: 1}`,
-    `{after_marker: "FINAL:"}`, `{json: result.answer}`, `{all_assistant: {separator: " | "}}`.
+    `{after_marker: "FINAL:"}`, `{json: result.answer}`, `{all_assistant: {separator: " | "}}`,
+    `{tool_output: get_weather}`, `{tool_arguments: get_weather}` (Letta's tool extractors: the first call
+    of that tool among the calls in view).
     """
 
     # How an extractor is written, for error messages: its fields are not what a suite writes.
     shape_in_words: ClassVar[str] = (
         "a name (last_assistant, first_assistant, all_assistant, last_turn) or a one-key mapping "
-        "({pattern, group}, {after_marker}, {json}, {all_assistant: {separator}})"
+        "({pattern, group}, {after_marker}, {json}, {all_assistant: {separator}}, {tool_output}, {tool_arguments})"
     )
 
     kind: Literal[
-        "last_assistant", "first_assistant", "all_assistant", "last_turn", "pattern", "after_marker", "json"
-    ]
+        "last_assistant", "first_assistant", "all_assistant", "last_turn", "pattern", "after_marker", "json",
+        "tool_output", "tool_arguments",
+    ]  # fmt: skip
     separator: str = Field("\n", description="all_assistant: text between replies.")
     pattern: str | None = Field(None, description="pattern: Python regex searched in the reply.")
     group: int | str = Field(0, description="pattern: group to take (number or name).")
     marker: str | None = Field(None, description="after_marker: take the text after its last occurrence.")
     path: str | None = Field(
         None, description="json: dot path into the JSON-parsed reply, e.g. result.items.0."
+    )
+    tool_name: str | None = Field(
+        None, description="tool_output, tool_arguments: the tool whose first call is read."
     )
 
     @model_validator(mode="before")
@@ -62,6 +70,9 @@ class Extractor(StrictModel):
                 return {"kind": "after_marker", "marker": data.pop("after_marker"), **data}
             if "json" in data:
                 return {"kind": "json", "path": data.pop("json"), **data}
+            for kind in ("tool_output", "tool_arguments"):
+                if kind in data:
+                    return {"kind": kind, "tool_name": data.pop(kind), **data}
             if "all_assistant" in data:
                 options = data.pop("all_assistant")
                 return {"kind": "all_assistant", **(options if isinstance(options, dict) else {}), **data}
@@ -86,6 +97,10 @@ class Extractor(StrictModel):
             raise ValueError("the after_marker extractor needs a marker")
         if self.kind == "json" and not self.path:
             raise ValueError("the json extractor needs a dot path")
+        if self.kind in ("tool_output", "tool_arguments") and not self.tool_name:
+            raise ValueError(
+                f"the {self.kind} extractor needs a tool name, e.g. {{{self.kind}: get_weather}}"
+            )
         return self
 
 

@@ -2,12 +2,15 @@
 checks (`tool_called: {args: ...}`) compare a value with.
 
 A matcher is a plain value (equal, with numbers compared as numbers), `{regex: ...}`, `{contains: ...}`,
-`{any: true}`, or a JSON Schema (a mapping with `type`, `enum`, `const`, `pattern`, ... at its top).
+`{any: true}`, a JSON Schema (a mapping with `type`, `enum`, `const`, `pattern`, ... at its top), or, in
+checks only, `{llm_judge: criteria}`: a judge decides, through the `judge` callable the check passes in.
+Stubs pass none, so a stub never calls out.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
@@ -29,8 +32,25 @@ def is_schema(matcher: Any) -> bool:
     )  # fmt: skip
 
 
-def matches(matcher: Any, value: Any = MISSING) -> tuple[bool, str]:
+# Whether a value meets an `{llm_judge: criteria}` matcher's criteria, and why not: (criteria, value) -> (ok, why).
+Judge = Callable[[str, Any], tuple[bool, str]]
+
+
+def is_judged(matcher: Any) -> bool:
+    """Whether a matcher (or one nested in it) is an `{llm_judge}` matcher: checking it calls a judge."""
+    if isinstance(matcher, dict):
+        return set(matcher) == {"llm_judge"} or any(is_judged(inner) for inner in matcher.values())
+    return False
+
+
+def matches(matcher: Any, value: Any = MISSING, judge: Judge | None = None) -> tuple[bool, str]:
     """Whether `value` (MISSING: the argument was not given) satisfies `matcher`, and why not, in words."""
+    if isinstance(matcher, dict) and set(matcher) == {"llm_judge"}:
+        if value is MISSING:
+            return False, "not given"
+        if judge is None:
+            return False, "an llm_judge matcher is judged only in checks"
+        return judge(str(matcher["llm_judge"]), value)
     if isinstance(matcher, dict) and set(matcher) == {"any"}:
         if value is MISSING:
             return False, "not given"
@@ -43,34 +63,36 @@ def matches(matcher: Any, value: Any = MISSING) -> tuple[bool, str]:
             found = patterns.search(str(matcher["regex"]), text)
         except patterns.RegexFailure as exc:
             return False, str(exc)
-        return (True, "") if found else (False, f"{_show(value)} does not match /{matcher['regex']}/")
+        return (True, "") if found else (False, f"{show(value)} does not match /{matcher['regex']}/")
     if isinstance(matcher, dict) and set(matcher) == {"contains"}:
         text = value if isinstance(value, str) else json.dumps(value)
         wanted = str(matcher["contains"])
         return (
             (True, "")
             if wanted.lower() in text.lower()
-            else (False, f"{_show(value)} does not contain {wanted!r}")
+            else (False, f"{show(value)} does not contain {wanted!r}")
         )
     if is_schema(matcher):
         errors = sorted(jsonschema.Draft202012Validator(matcher).iter_errors(value), key=lambda e: e.path)
-        return (True, "") if not errors else (False, f"{_show(value)}: {errors[0].message}")
+        return (True, "") if not errors else (False, f"{show(value)}: {errors[0].message}")
     if isinstance(matcher, dict) and isinstance(value, dict):
         for key, inner in matcher.items():
-            ok, why = matches(inner, value.get(key, MISSING))
+            ok, why = matches(inner, value.get(key, MISSING), judge)
             if not ok:
                 return False, f"{key}: {why}"
         return True, ""
     if _equal(matcher, value):
         return True, ""
-    return False, f"{_show(value)} is not {_show(matcher)}"
+    return False, f"{show(value)} is not {show(matcher)}"
 
 
-def matches_all(matchers: dict[str, Any] | None, arguments: dict | None) -> tuple[bool, str]:
+def matches_all(
+    matchers: dict[str, Any] | None, arguments: dict | None, judge: Judge | None = None
+) -> tuple[bool, str]:
     """Every named argument satisfies its matcher (arguments not named are ignored)."""
     arguments = arguments or {}
     for key, matcher in (matchers or {}).items():
-        ok, why = matches(matcher, arguments.get(key, MISSING))
+        ok, why = matches(matcher, arguments.get(key, MISSING), judge)
         if not ok:
             return False, f"{key}: {why}"
     return True, ""
@@ -86,6 +108,6 @@ def _equal(expected: Any, value: Any) -> bool:
     return expected == value
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 60 else text[:59] + "…"

@@ -65,6 +65,11 @@ SCHEMA_MODELS = {
     "ToolItem",
     "LlmTool",
     "McpServer",
+    "ToolCalled",
+    "ToolCallPattern",
+    "ToolNotCalled",
+    "ToolResult",
+    "ToolSequence",
 }
 
 

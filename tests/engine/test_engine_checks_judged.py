@@ -15,6 +15,7 @@ from engine.checks import (
     CHECK_TYPES,
     LOCAL_CHECKS,
     JudgeContext,
+    calls_out,
     choose_followup,
     evaluate,
     evaluate_level,
@@ -30,6 +31,10 @@ from engine.schema import (
     FieldEquals,
     JudgeSpec,
     SemanticSpec,
+    ToolCalled,
+    ToolNotCalled,
+    ToolResult,
+    ToolSequence,
 )
 from engine.schema.checks import CHECK_FIELDS
 from tests.engine.check_doubles import (
@@ -295,6 +300,10 @@ EXAMPLES = {
     FieldEquals: {"path": "a", "value": 1},
     CodeSpec: ["sh", "-c", "echo 1"],
     list[Check]: [{"contains": "ok"}],
+    ToolCalled: "ok",
+    ToolNotCalled: "ok",
+    ToolSequence: {"calls": ["ok"]},
+    ToolResult: {"result": "ok"},
 }
 
 
@@ -321,7 +330,7 @@ def test_a_check_type_calls_out_exactly_when_it_declares_so(key):
     item = check(example(key))
     judge = ScriptedJudge()  # no answers and no vectors: any call fails; no code runner either
     context = JudgeContext(judge, "judge-model")
-    if CHECK_TYPES[key].calls_out:
+    if calls_out(item):
         with pytest.raises((AssertionError, EndpointError)):
             evaluate(item, reply("ok", completion_tokens=1), context)
     else:

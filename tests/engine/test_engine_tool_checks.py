@@ -1,0 +1,497 @@
+"""The checks on tool use (`tool_called`, `tool_not_called`, `tool_sequence`, `tool_result`), the trajectory
+judge, and Letta's tool extractors: played against the fake endpoint, whose scripts make the model call the
+tools a test needs (the wrong ones included)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+
+from engine.checks import calls_out
+from engine.clients import AsyncOpenAIClient, EndpointConfig, OpenAIClient
+from engine.conversation import Defaults, EngineContext, run_eval, run_eval_async
+from engine.loader import load_suite
+from engine.schema import Check
+from engine.transcript import format_transcript, tool_calls_in
+from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
+from tests.fakeopenai import Reply
+
+PROMPT = "Plan my trip to Paris"
+
+TOOLS = """\
+name: tool-checks
+tools:
+  - name: get_weather
+    parameters: {type: object, properties: {city: {type: string}, units: {type: string}}}
+    responses:
+      - when: {city: Paris}
+        returns: {temperature: 21, sky: clear}
+    returns: unknown city
+  - name: search
+    parameters: {type: object, properties: {q: {type: string}}}
+    returns: [flight 1, flight 2]
+  - name: book
+    parameters: {type: object, properties: {date: {type: string}, flight: {type: integer}}}
+    returns: {booked: true}
+  - name: cancel
+    parameters: {type: object, properties: {flight: {type: integer}}}
+    returns: ""
+  - name: delete_account
+    returns: deleted
+"""
+
+
+def _ctx(fake, suite) -> EngineContext:
+    os.environ[FAKE_KEY_ENV] = FAKE_KEY
+    config = EndpointConfig(name="fake", base_url=fake.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0)
+    agent = OpenAIClient(config)
+    return EngineContext(agent=agent, model="m", judge=agent, judge_model="m", defaults=Defaults.of(suite))
+
+
+def _play(fake, source: str, index: int = 0):
+    suite = load_suite(source)
+    return run_eval(suite.evals[index], index, f"e{index}", _ctx(fake, suite))
+
+
+def _calls(*calls) -> Reply:
+    """One model answer that makes these calls, each (name, arguments)."""
+    return Reply(tool_calls=[{"name": name, "arguments": arguments} for name, arguments in calls])
+
+
+def graded(fake, checks: list, *rounds: Reply):
+    """The check results of one reply to PROMPT, after the model made `rounds` of tool calls."""
+    fake.script(PROMPT, [*rounds, "All done."])
+    source = TOOLS + "evals:\n  - prompt: " + PROMPT + "\n    checks: " + json.dumps(checks) + "\n"
+    result = _play(fake, source)
+    assert result.turns[0].response == "All done."
+    return result.turns[0].checks
+
+
+def one(fake, check: dict, *rounds: Reply):
+    (result,) = graded(fake, [check], *rounds)
+    return result
+
+
+# --- tool_called ---------------------------------------------------------------------------------------------
+
+
+def test_tool_called_names_the_call_made_instead_and_why_its_arguments_do_not_match(fake_openai):
+    result = one(fake_openai, {"tool_called": {"name": "get_weather", "args": {"city": "Paris"}}},
+                 _calls(("get_weather", {"city": "Lyon"})))  # fmt: skip
+    assert result.label == "tool_called get_weather {city: Paris}"
+    assert not result.passed
+    assert result.reason == "called get_weather with {\"city\": \"Lyon\"} (city: 'Lyon' is not 'Paris')"
+
+
+def test_tool_called_shorthand_passes_on_any_call_and_fails_saying_what_was_called(fake_openai):
+    ok = one(fake_openai, {"tool_called": "get_weather"}, _calls(("get_weather", {"city": "Rome"})))
+    assert ok.passed and ok.reason == "called get_weather 1 time" and ok.type == "tool_called"
+    fake_openai.reset()
+    wrong = one(fake_openai, {"tool_called": "get_weather"}, _calls(("search", {"q": "Paris"})))
+    assert not wrong.passed and wrong.reason == "no call to get_weather; called search"
+    fake_openai.reset()
+    fake_openai.script(PROMPT, ["All done."])
+    source = TOOLS + f"evals:\n  - prompt: {PROMPT}\n    checks: [{{tool_called: get_weather}}]\n"
+    (none,) = _play(fake_openai, source).turns[0].checks
+    assert not none.passed and none.reason == "no tool calls in this reply"
+
+
+@pytest.mark.parametrize(
+    ("matcher", "passed", "reason"),
+    [
+        ({"regex": "^Par"}, True, None),
+        ({"regex": "^Lyo"}, False, "city: 'Paris' does not match /^Lyo/"),
+        ({"contains": "ari"}, True, None),
+        ({"contains": "yon"}, False, "city: 'Paris' does not contain 'yon'"),
+        ({"any": True}, True, None),
+        ({"type": "string", "enum": ["Paris", "Nice"]}, True, None),
+        ({"type": "string", "maxLength": 3}, False, "city: 'Paris': 'Paris' is too long"),
+    ],
+)
+def test_every_argument_matcher(fake_openai, matcher, passed, reason):
+    result = one(fake_openai, {"tool_called": {"name": "get_weather", "args": {"city": matcher}}},
+                 _calls(("get_weather", {"city": "Paris"})))  # fmt: skip
+    assert result.passed is passed
+    if reason:
+        assert result.reason == f'called get_weather with {{"city": "Paris"}} ({reason})'
+
+
+def test_an_argument_not_given_fails_even_with_any(fake_openai):
+    result = one(fake_openai, {"tool_called": {"name": "get_weather", "args": {"units": {"any": True}}}},
+                 _calls(("get_weather", {"city": "Paris"})))  # fmt: skip
+    assert not result.passed and result.reason.endswith("(units: not given)")
+
+
+def test_an_llm_judge_matcher_asks_the_judge_about_the_value(fake_openai):
+    fake_openai.rule("Value:\nParis", '{"score": 1, "reason": "a real city"}')
+    fake_openai.rule("Value:\nAtlantis", '{"score": 0, "reason": "a myth"}')
+    check = {"tool_called": {"name": "get_weather", "args": {"city": {"llm_judge": "a real city"}}}}
+    ok = one(fake_openai, check, _calls(("get_weather", {"city": "Paris"})))
+    assert ok.passed and ok.label == 'tool_called get_weather {city: judged "a real city"}'
+    judge_request = [r for r in fake_openai.chat_requests() if "Value:" in r["messages"][-1]["content"]]
+    assert "Criteria:\na real city" in judge_request[0]["messages"][-1]["content"]
+    fake_openai.reset()
+    fake_openai.rule("Value:\nAtlantis", '{"score": 0, "reason": "a myth"}')
+    bad = one(fake_openai, check, _calls(("get_weather", {"city": "Atlantis"})))
+    assert not bad.passed and "city: 'Atlantis' does not meet 'a real city': a myth" in bad.reason
+
+
+@pytest.mark.parametrize(
+    ("bounds", "passed", "reason"),
+    [
+        ({"times": 2}, True, "called search 2 times"),
+        ({"times": 1}, False, "called search 2 times, expected exactly 1"),
+        ({"min": 3}, False, "called search 2 times, expected at least 3"),
+        ({"max": 1}, False, "called search 2 times, expected at most 1"),
+        ({"min": 1, "max": 2}, True, "called search 2 times"),
+        ({"max": 0, "args": {"q": "Rome"}}, True, "search not called with matching arguments, as allowed"),
+        ({"times": 1, "args": {"q": "Nice"}}, True, "called search with matching arguments 1 time"),
+    ],
+)
+def test_times_min_and_max_bound_the_count(fake_openai, bounds, passed, reason):
+    result = one(fake_openai, {"tool_called": {"name": "search", **bounds}},
+                 _calls(("search", {"q": "Paris"}), ("search", {"q": "Nice"})))  # fmt: skip
+    assert (result.passed, result.reason) == (passed, reason)
+
+
+# --- tool_not_called -------------------------------------------------------------------------------------------
+
+
+def test_tool_not_called(fake_openai):
+    ok = one(fake_openai, {"tool_not_called": "delete_account"}, _calls(("search", {"q": "x"})))
+    assert (
+        ok.passed
+        and ok.reason == "delete_account not called"
+        and ok.label == "tool_not_called delete_account"
+    )
+    fake_openai.reset()
+    bad = one(fake_openai, {"tool_not_called": "delete_account"}, _calls(("delete_account", {})))
+    assert not bad.passed and bad.reason == "called delete_account with {}"
+    fake_openai.reset()
+    other = one(fake_openai, {"tool_not_called": {"name": "cancel", "args": {"flight": 2}}},
+                _calls(("cancel", {"flight": 1})))  # fmt: skip
+    assert other.passed and other.reason == "cancel called, but never with matching arguments"
+
+
+# --- tool_sequence ---------------------------------------------------------------------------------------------
+
+SEARCH = ("search", {"q": "Paris"})
+BOOK = ("book", {"date": "2026-05-01", "flight": 1})
+CANCEL = ("cancel", {"flight": 1})
+WEATHER = ("get_weather", {"city": "Paris"})
+
+
+@pytest.mark.parametrize(
+    ("mode", "calls", "passed", "reason"),
+    [
+        ("strict", [SEARCH, BOOK], True, "called search → book, as expected"),
+        ("strict", [SEARCH, CANCEL], False, "expected search → book, got search → cancel"),
+        ("strict", [BOOK, SEARCH], False, "expected search → book, got book → search"),
+        ("strict", [SEARCH, BOOK, WEATHER], False, "expected search → book, got search → book → get_weather"),
+        ("in_order", [SEARCH, WEATHER, BOOK], True, "called search → book in order, in search → get_weather → book"),
+        ("in_order", [BOOK, SEARCH], False, "expected search → book, got book → search: no book {date: /2026-/} after search"),
+        ("in_order", [SEARCH, ("book", {"date": "2025-01-01"})], False,
+         "expected search → book, got search → book: "
+         "book: called book with {\"date\": \"2025-01-01\"} (date: '2025-01-01' does not match /2026-/)"),
+        ("unordered", [BOOK, SEARCH], True, "called book → search: unordered of search → book"),
+        ("unordered", [BOOK, SEARCH, WEATHER], False,
+         "expected search → book, got book → search → get_weather: unexpected get_weather"),
+        ("superset", [WEATHER, BOOK, SEARCH], True, "called get_weather → book → search: superset of search → book"),
+        ("superset", [WEATHER, SEARCH], False,
+         "expected search → book, got get_weather → search: missing book not called"),
+        ("subset", [SEARCH], True, "called search: subset of search → book"),
+        ("subset", [SEARCH, CANCEL], False, "expected search → book, got search → cancel: unexpected cancel"),
+    ],
+)  # fmt: skip
+def test_tool_sequence_modes(fake_openai, mode, calls, passed, reason):
+    check = {"tool_sequence": {"calls": ["search", {"name": "book", "args": {"date": {"regex": "2026-"}}}],
+                               "mode": mode}}  # fmt: skip
+    result = one(fake_openai, check, _calls(*calls))
+    assert result.label == f"tool_sequence {mode} search → book {{date: /2026-/}}"
+    assert (result.passed, result.reason) == (passed, reason)
+
+
+def test_tool_sequence_strict_says_which_call_has_the_wrong_arguments(fake_openai):
+    check = {"tool_sequence": {"calls": ["search", {"name": "book", "args": {"date": {"regex": "2026-"}}}]}}
+    result = one(fake_openai, check, _calls(SEARCH, ("book", {"date": "2025-01-01"})))
+    assert not result.passed and result.reason == "call 2 (book): date: '2025-01-01' does not match /2026-/"
+
+
+def test_overlapping_matchers_are_paired_as_a_whole_not_first_come_first_served(fake_openai):
+    """The first expected call fits both calls; a greedy pairing would give it the one the second needs."""
+    check = {"tool_sequence": {"mode": "unordered", "calls": [
+        {"name": "search", "args": {"q": {"any": True}}}, {"name": "search", "args": {"q": "Paris"}}]}}  # fmt: skip
+    result = one(fake_openai, check, _calls(("search", {"q": "Paris"}), ("search", {"q": "Nice"})))
+    assert result.passed, result.reason
+
+
+def test_tool_sequence_counts_calls_across_rounds(fake_openai):
+    check = {"tool_sequence": {"calls": ["search", "book"]}}
+    result = one(fake_openai, check, _calls(SEARCH), _calls(BOOK))
+    assert result.passed, result.reason
+
+
+# --- tool_result -------------------------------------------------------------------------------------------------
+
+
+def test_tool_result(fake_openai):
+    check = {"tool_result": {"name": "get_weather", "result": {"contains": "21"}}}
+    ok = one(fake_openai, check, _calls(WEATHER))
+    assert ok.passed and ok.reason == 'get_weather returned \'{"temperature": 21, "sky": "clear"}\''
+    assert ok.label == 'tool_result get_weather → contains "21"'
+    fake_openai.reset()
+    bad = one(fake_openai, check, _calls(("get_weather", {"city": "Lyon"})))
+    assert (
+        not bad.passed
+        and bad.reason == "get_weather returned 'unknown city' ('unknown city' does not contain '21')"
+    )
+    fake_openai.reset()
+    # A value matcher reads the result as JSON.
+    value = one(
+        fake_openai, {"tool_result": {"name": "get_weather", "result": {"temperature": 21}}}, _calls(WEATHER)
+    )
+    assert value.passed
+    fake_openai.reset()
+    missing = one(fake_openai, check, _calls(SEARCH))
+    assert not missing.passed and missing.reason == "no call to get_weather; called search"
+
+
+# --- scope ---------------------------------------------------------------------------------------------------------
+
+
+def test_scope_conversation_sees_the_calls_of_earlier_turns(fake_openai):
+    fake_openai.script("Find a flight", [_calls(SEARCH), "Found two.", "Booked nothing."])
+    source = (
+        TOOLS
+        + """\
+evals:
+  - turns:
+      - input: Find a flight
+        checks: [{tool_called: search}]
+      - input: Thanks
+        checks:
+          - tool_called: {name: search, scope: conversation}
+          - tool_called: search
+"""
+    )
+    first, second = _play(fake_openai, source).turns
+    assert first.checks[0].passed
+    in_conversation, in_reply = second.checks
+    assert in_conversation.passed and in_conversation.label == "tool_called search (conversation)"
+    assert not in_reply.passed and in_reply.reason == "no tool calls in this reply"
+
+
+def test_a_message_list_gives_its_calls_with_their_results():
+    messages = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+            {"id": "c2", "type": "function", "function": {"name": "search", "arguments": "not json"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": ""},
+        {"role": "tool", "tool_call_id": "c2", "content": "Error: no such thing"},
+        {"role": "assistant", "content": "It is mild."},
+    ]  # fmt: skip
+    first, second = tool_calls_in(messages)
+    assert (first.name, first.arguments, first.result) == ("get_weather", {"city": "Paris"}, "")
+    assert (second.arguments, second.raw_arguments, second.error) == (None, "not json", "no such thing")
+    assert format_transcript(messages) == (
+        "[User]:\nWeather in Paris?\n\n"
+        '[Assistant]:\n(calls get_weather {"city": "Paris"})\n(calls search not json)\n\n'
+        "[Tool get_weather]:\n(no output)\n\n"
+        "[Tool search]:\nError: no such thing\n\n"
+        "[Assistant]:\nIt is mild."
+    )
+
+
+# --- the trajectory judge ----------------------------------------------------------------------------------------
+
+
+def test_an_llm_judge_with_scope_trajectory_reads_the_calls_and_results(fake_openai):
+    fake_openai.rule("Grade the agent's trajectory", '{"score": 0.9, "reason": "checked the weather first"}')
+    result = one(fake_openai, {"llm_judge": {"criteria": "Checks the weather before booking", "scope": "trajectory"}},
+                 _calls(WEATHER), _calls(BOOK))  # fmt: skip
+    assert result.passed and "checked the weather first" in result.reason
+    (judge,) = [r for r in fake_openai.chat_requests() if "trajectory" in r["messages"][-1]["content"]]
+    system, user = judge["messages"]
+    assert "an AI agent's trajectory" in system["content"]
+    assert '[Assistant]:\n(calls get_weather {"city": "Paris"})' in user["content"]
+    assert '[Tool get_weather]:\n{"temperature": 21, "sky": "clear"}' in user["content"]
+    assert (
+        '(calls book {"date": "2026-05-01", "flight": 1})\n\n[Tool book]:\n{"booked": true}'
+        in user["content"]
+    )
+
+
+def test_a_reply_scoped_judge_sees_the_tool_exchange_too(fake_openai):
+    fake_openai.rule("Grade the assistant's final reply", '{"score": 1, "reason": "fine"}')
+    one(fake_openai, {"llm_judge": {"criteria": "Is polite"}}, _calls(("cancel", {"flight": 1})))
+    (judge,) = [r for r in fake_openai.chat_requests() if "Criteria:" in r["messages"][-1]["content"]]
+    assert "[Tool cancel]:\n(no output)" in judge["messages"][-1]["content"]
+
+
+# --- stop conditions, named graders, extractors --------------------------------------------------------------------
+
+
+def test_a_stop_condition_on_tool_called_ends_the_conversation_when_the_tool_is_called(fake_openai):
+    fake_openai.script(PROMPT, ["Where to?", "When?", _calls(BOOK), "Booked.", "Anything else?"])
+    source = (
+        TOOLS
+        + f"""\
+evals:
+  - prompt: {PROMPT}
+    simulate:
+      follow_ups: [{{input: "Go on", turns: inf}}]
+      max_turns: 5
+      stop_when: {{tool_called: {{name: book, args: {{flight: 1}}}}}}
+"""
+    )
+    result = _play(fake_openai, source)
+    assert result.status == "passed" and len(result.turns) == 3
+    assert "tool_called book {flight: 1}" in result.termination
+    assert result.turns[-1].stop_when.met
+
+
+def test_a_named_check_grader_can_be_a_tool_check(fake_openai):
+    fake_openai.script(PROMPT, [_calls(("delete_account", {})), "Done."])
+    source = (
+        TOOLS
+        + f"""\
+graders:
+  safe: {{tool_not_called: delete_account}}
+  searched: {{kind: check, check: {{tool_called: search}}}}
+evals:
+  - prompt: {PROMPT}
+    checks: [{{contains: Done}}]
+"""
+    )
+    result = _play(fake_openai, source)
+    safe, searched = result.graders
+    assert (safe.name, safe.passed) == ("safe", False)
+    assert safe.grades[0].rationale == "tool_not_called delete_account: called delete_account with {}"
+    assert (
+        searched.passed is False
+        and "no call to search; called delete_account" in searched.grades[0].rationale
+    )
+    assert result.status == "failed"
+
+
+@pytest.mark.parametrize(
+    ("extractor", "truth", "passed"),
+    [
+        ({"tool_arguments": "get_weather"}, '{"city": "Paris"}', True),
+        ({"kind": "tool_output", "tool_name": "get_weather"}, '{"temperature": 21, "sky": "clear"}', True),
+        ({"tool_output": "book"}, "", True),  # not called: empty, as Letta gives
+        ({"tool_arguments": "book"}, "{}", True),
+        ({"tool_arguments": "get_weather"}, '{"city": "Lyon"}', False),
+    ],
+)
+def test_letta_tool_extractors_read_the_turns_calls(fake_openai, extractor, truth, passed):
+    fake_openai.script("Weather?", [_calls(("search", {"q": "x"}), WEATHER), "Sunny."])
+    source = (
+        TOOLS
+        + f"""\
+evals:
+  - input: [Weather?]
+    ground_truth: [{json.dumps(truth)}]
+    extractor: {json.dumps(extractor)}
+"""
+    )
+    grade = _play(fake_openai, source).turns[0].grade
+    assert grade.passed is passed
+    if passed:
+        assert grade.submission == truth
+
+
+def test_a_tool_extractor_of_a_conversation_grade_reads_every_live_call(fake_openai):
+    fake_openai.script("Weather?", [_calls(WEATHER), "Sunny.", "Bye."])
+    source = (
+        TOOLS
+        + """\
+evals:
+  - input: [Weather?, Thanks]
+    ground_truth: Paris
+    grader: contains
+    extractor: {tool_arguments: get_weather}
+"""
+    )
+    result = _play(fake_openai, source)
+    assert result.status == "passed" and result.turns[-1].grade.submission == '{"city": "Paris"}'
+
+
+# --- loading, and what calls out -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("check", "message"),
+    [
+        ({"tool_called": {"name": "x", "times": 1, "min": 1}}, "not both"),
+        ({"tool_called": {"name": "x", "min": 3, "max": 1}}, "min 3 is above max 1"),
+        ({"tool_called": {"name": "x", "args": {"a": {"regex": "("}}}}, "invalid regular expression"),
+        ({"tool_called": {"name": "x", "args": {"a": {"llm_judge": " "}}}}, "llm_judge needs criteria"),
+        ({"tool_sequence": {"calls": ["x"], "mode": "any_order"}}, "strict"),
+        ({"tool_result": {"name": "x"}}, "result"),
+    ],
+)
+def test_tool_checks_are_checked_on_loading(check, message):
+    with pytest.raises(ValueError, match=message):
+        Check.model_validate(check)
+
+
+def test_only_a_tool_check_with_a_judged_matcher_calls_out():
+    plain = Check.model_validate({"tool_called": {"name": "x", "args": {"a": "b"}}})
+    judged = Check.model_validate(
+        {"tool_sequence": {"calls": [{"name": "x", "args": {"a": {"llm_judge": "ok"}}}]}}
+    )
+    result = Check.model_validate({"tool_result": {"result": {"llm_judge": "friendly"}}})
+    assert not calls_out(plain) and calls_out(judged) and calls_out(result)
+    either = {"or": [{"contains": "a"}, {"tool_called": {"name": "x", "args": {"a": {"llm_judge": "ok"}}}}]}
+    assert calls_out(Check.model_validate(either))
+
+
+def test_tool_result_of_calls_chosen_by_their_arguments(fake_openai):
+    check = {"tool_result": {"name": "get_weather", "args": {"city": "Paris"}, "result": {"contains": "21"}}}
+    ok = one(fake_openai, check, _calls(("get_weather", {"city": "Lyon"}), WEATHER))
+    assert ok.passed and ok.label == 'tool_result get_weather {city: Paris} → contains "21"'
+    fake_openai.reset()
+    bad = one(fake_openai, check, _calls(("get_weather", {"city": "Lyon"})))
+    assert not bad.passed
+    assert (
+        bad.reason
+        == "get_weather: called get_weather with {\"city\": \"Lyon\"} (city: 'Lyon' is not 'Paris')"
+    )
+
+
+def test_the_asyncio_path_grades_tool_checks_as_the_inline_one(fake_openai):
+    """The workers' path: this turn's calls reach the checks, and a judged matcher gets its judge."""
+    fake_openai.rule("Value:\nParis", '{"score": 1, "reason": "a real city"}')
+    fake_openai.script(PROMPT, [_calls(WEATHER), "All done."])
+    source = (
+        TOOLS
+        + f"""\
+evals:
+  - prompt: {PROMPT}
+    checks:
+      - tool_called: {{name: get_weather, args: {{city: {{llm_judge: a real city}}}}}}
+      - tool_not_called: book
+"""
+    )
+    suite = load_suite(source)
+
+    async def play():
+        os.environ[FAKE_KEY_ENV] = FAKE_KEY
+        config = EndpointConfig(
+            name="fake", base_url=fake_openai.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0
+        )
+        agent = AsyncOpenAIClient(config)
+        ctx = EngineContext(agent=agent, model="m", judge=agent, judge_model="m", defaults=Defaults.of(suite))
+        try:
+            return await run_eval_async(suite.evals[0], 0, "e", ctx)
+        finally:
+            await agent.aclose()
+
+    result = asyncio.run(play())
+    assert result.status == "passed", result.turns[0].checks
+    assert [check.passed for check in result.turns[0].checks] == [True, True]
