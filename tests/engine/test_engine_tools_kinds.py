@@ -99,6 +99,26 @@ def test_a_simulated_user_talks_with_an_agent_that_calls_tools_on_every_turn(fak
     assert result.turns[2].simulated_user.messages == asked[1]["messages"]
 
 
+def test_a_simulated_conversation_with_tools_resumes_and_regrades_from_its_stored_turns(fake_openai):
+    fake_openai.rule(
+        "You are the user in a conversation", ["Weather in London?", "Weather in Rome?"], where="system"
+    )
+    original = _play(fake_openai, SIMULATED)
+    asked = len(fake_openai.chat_requests())
+
+    resumed = _play(fake_openai, SIMULATED, prior=original.turns[:2])
+    again = fake_openai.chat_requests()[asked:]
+    # The simulated user writes turn 3 only, asked as before; the agent plays turn 3's round and answer.
+    assert len(again) == 3 and again[0]["messages"] == original.turns[2].simulated_user.messages
+    assert resumed.turns[2].prompt == "Weather in London?"  # the rule's next answer: a new run of turn 3
+    assert [len(turn.tool_calls) for turn in resumed.turns] == [1, 1, 1]
+
+    regraded = _play(fake_openai, SIMULATED, replay=original.turns)
+    assert len(fake_openai.chat_requests()) == asked + 3  # nothing asked: not the user, the agent or a tool
+    assert [t.tool_rounds for t in regraded.turns] == [t.tool_rounds for t in original.turns]
+    assert regraded.status == "passed"
+
+
 def test_the_simulated_users_transcript_leaves_tool_messages_out():
     conversation = [
         {"role": "user", "content": "Weather in Paris?"},
