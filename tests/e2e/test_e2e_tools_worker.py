@@ -41,7 +41,30 @@ model: fake/m
       max_turns: 2
       on_max_turns: pass
     checks: [{{contains: Tool results}}]
+  - id: history
+    messages:
+      - {{role: user, content: Weather in Nice?}}
+      - role: assistant
+        tool_calls: [{{id: given_1, function: {{name: get_weather, arguments: {{city: Nice}}}}}}]
+      - {{role: tool, tool_call_id: given_1, content: sunny}}
+    checks: [{{contains: sunny}}]
 """
+
+GIVEN_SENT = [
+    {"role": "user", "content": "Weather in Nice?"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "given_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Nice"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "given_1", "content": "sunny"},
+]
 
 
 def _records(conversation: Conversation) -> list[TurnRecord]:
@@ -66,6 +89,11 @@ def test_stored_turns_carry_their_tool_rounds(user, fake_endpoint, fake_openai, 
     (asked,) = [r for r in fake_openai.chat_requests() if "You are the user" in r["messages"][0]["content"]]
     assert [m["role"] for m in asked["messages"]] == ["system", "user"]
     assert asked["messages"][0]["content"].endswith("You: Weather in Oslo?\nAgent: Tool results: mild")
+    # A given history's tool exchange is stored at launch and sent as given; the model answers its result.
+    history = run.conversations.get(eval_id="history")
+    assert history.history == GIVEN_SENT
+    (answer,) = fake_openai.chat_requests(first_user="Weather in Nice?")
+    assert answer["messages"] == GIVEN_SENT and _records(history)[0].response == "Tool results: sunny"
     # Rome's turn was sent Paris's exchange as it was stored.
     rome = [
         r for r in fake_openai.chat_requests(first_user="Weather in Paris?") if "Rome" in str(r["messages"])
