@@ -2,11 +2,14 @@
 
 `*.instructions.md` files become guidelines in the system message, each as a `=== name ===` block. Other
 files are embedded in the message that names them, after its text. A message left with no text (say, a
-system message that only attached guidelines) is dropped. The suite's `system` prompt comes first.
+system message that only attached guidelines) is dropped, but for a tool exchange, which goes as given: an
+assistant message's `tool_calls` (its content null when it has no text) and each `tool` message with the
+`tool_call_id` it answers. The suite's `system` prompt comes first.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from .schema import Message
@@ -25,7 +28,9 @@ def build_history(
     guidelines: list[str] = []
     history: list[dict] = []
     for message in messages or []:
-        if isinstance(message.content, str):
+        if message.content is None:
+            text = ""
+        elif isinstance(message.content, str):
             text = message.content
         else:
             pieces = []
@@ -37,10 +42,31 @@ def build_history(
                 else:
                     pieces.append(file_block(part.value, files[part.value]))
             text = "\n".join(pieces)
-        if text.strip():
+        if message.tool_calls:
+            history.append({"role": message.role, "content": text or None, "tool_calls": _calls(message)})
+        elif message.tool_call_id is not None:  # kept even when empty: its call needs an answer
+            history.append({"role": message.role, "tool_call_id": message.tool_call_id, "content": text})
+        elif text.strip():
             history.append({"role": message.role, "content": text})
     head = "\n\n".join([*([system] if system else []), *guidelines])
     return given_messages(head, history), history
+
+
+def _calls(message: Message) -> list[dict]:
+    """An assistant message's tool calls as OpenAI takes them: arguments given as a mapping go as JSON text."""
+    return [
+        {
+            "id": call.id,
+            "type": call.type,
+            "function": {
+                "name": call.function.name,
+                "arguments": call.function.arguments
+                if isinstance(call.function.arguments, str)
+                else json.dumps(call.function.arguments, ensure_ascii=False),
+            },
+        }
+        for call in message.tool_calls or []
+    ]
 
 
 def given_messages(system: str | None, history: list[dict]) -> list[dict]:

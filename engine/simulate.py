@@ -13,7 +13,8 @@ What the simulated user is sent, for each message it writes:
              Agent: Sure! For which day and time?
     user:    Write your next message to the agent.
 
-The agent's system prompt and given history stay hidden from it, as they would from a real user.
+The agent's system prompt and given history stay hidden from it, as they would from a real user, and so do
+the agent's tool calls and their results: it sees each of the agent's text replies, as a person would.
 """
 
 from __future__ import annotations
@@ -37,9 +38,13 @@ def persona_for(persona, turn: int) -> str:
 
 
 def transcript_for_user(live: list[dict]) -> str:
-    """The live conversation as the simulated user sees it: its own messages as You, the agent's as Agent."""
+    """The live conversation as the simulated user sees it: its own messages as You, the agent's text replies
+    as Agent. Tool calls and results are the agent's internals, which a person never sees (and whose
+    messages have no text to show)."""
     lines = []
     for message in live:
+        if message["role"] not in ("user", "assistant") or message.get("tool_calls"):
+            continue
         who = "You" if message["role"] == "user" else "Agent"
         lines.append(f"{who}: {message['content']}")
     return "\n".join(lines)

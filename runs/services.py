@@ -117,7 +117,7 @@ def _history_files(version: SuiteVersion, spec) -> dict[str, str]:
         part.value
         for ev in spec.evals
         for message in ev.messages or ()
-        if not isinstance(message.content, str)
+        if isinstance(message.content, list)  # an assistant message that only calls tools has none
         for part in message.content
         if part.type == "file"
     }

@@ -90,7 +90,8 @@ class Simulated(Driver):
 
 
 def _live(turns: Sequence[TurnRecord]) -> list[dict]:
-    """The conversation so far as the simulated user sees it: no system prompt, no given history."""
+    """The conversation so far as the simulated user sees it: no system prompt, no given history, and of each
+    turn its message and the agent's text reply, never the tool calls and results that led to it."""
     live = []
     for turn in turns:
         live += [{"role": "user", "content": turn.prompt}, {"role": "assistant", "content": turn.response}]

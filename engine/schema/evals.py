@@ -106,19 +106,106 @@ class ContentPart(StrictModel):
     value: str = Field(description="The text, or the name of a file attached to the suite.")
 
 
+class CalledFunction(StrictModel):
+    name: str = Field(min_length=1, description="The tool the assistant called.")
+    arguments: str | dict[str, Any] = Field(
+        "{}", description="Its arguments: JSON text, as OpenAI sends them, or a mapping (sent as JSON)."
+    )
+
+
+class MessageToolCall(StrictModel):
+    """A tool call an assistant message of a given history made, in OpenAI's shape."""
+
+    id: str = Field(min_length=1, description="Answered by the `tool` message whose `tool_call_id` it is.")
+    type: Literal["function"] = "function"
+    function: CalledFunction
+
+
 class Message(StrictModel):
-    """One message of a given history, in OpenAI's shape. Any role is accepted."""
+    """One message of a given history, in OpenAI's shape. Any role is accepted. An assistant message may
+    carry `tool_calls` (its content then optional), each answered by a `tool` message's `tool_call_id`; a
+    `tool` message without one is sent as written, as any other role is."""
 
     role: str = Field(min_length=1)
-    content: str | list[ContentPart]
+    content: str | list[ContentPart] | None = None
+    tool_calls: list[MessageToolCall] | None = Field(
+        None, description="The assistant's tool calls; each is answered by a `tool` message right after it."
+    )
+    tool_call_id: str | None = Field(None, description="On a `tool` message: the call it answers.")
 
-    @field_validator("content")
-    @classmethod
-    def _not_empty(cls, value: str | list[ContentPart]) -> str | list[ContentPart]:
-        # An empty message is sent as such and most endpoints refuse it (HTTP 400) mid-run.
-        if not (value.strip() if isinstance(value, str) else any(part.value.strip() for part in value)):
-            raise ValueError("a message needs content: text, or parts with text or a file")
-        return value
+    @model_validator(mode="after")
+    def _shape(self) -> Message:
+        # An empty message is sent as such and most endpoints refuse it (HTTP 400) mid-run; an assistant
+        # message that only calls tools is the one message that says nothing.
+        if self.tool_calls is not None:
+            if self.role != "assistant":
+                raise LocatedError(("tool_calls",), "only an `assistant` message makes tool calls")
+            if not self.tool_calls:
+                raise LocatedError(("tool_calls",), "`tool_calls` needs at least one call (or leave it out)")
+        elif not _has_text(self.content):
+            said = (
+                "a message needs content" if "content" in self.model_fields_set else "`content` is required"
+            )
+            raise LocatedError(
+                ("content",),
+                f"{said}: text, or parts with text or a file"
+                + (" (or, from the assistant, `tool_calls`)" if self.role == "assistant" else ""),
+            )
+        if self.tool_call_id is not None and self.role != "tool":
+            raise LocatedError(("tool_call_id",), "only a `tool` message answers a tool call")
+        return self
+
+
+def _has_text(content: str | list[ContentPart] | None) -> bool:
+    if content is None:
+        return False
+    return bool(content.strip() if isinstance(content, str) else any(part.value.strip() for part in content))
+
+
+def check_tool_exchanges(messages: list[Message]) -> None:
+    """Tool messages answer the calls of the assistant message just before them, as endpoints require
+    (anything else is refused with HTTP 400 mid-run): each call is answered once, before the history goes
+    on, and no call is left unanswered."""
+    waiting: dict[str, int] = {}  # the calls not answered yet: id -> the index of the message that made it
+    answered: set[str] = set()
+    for index, message in enumerate(messages):
+        if message.tool_call_id is not None:
+            call_id = message.tool_call_id
+            if call_id not in waiting:
+                said = (
+                    "was answered already"
+                    if call_id in answered
+                    else "was made by no assistant message before it"
+                )
+                raise LocatedError(
+                    (index, "tool_call_id"),
+                    f"this tool message answers the call `{call_id}`, which {said}: a tool message answers a "
+                    "call of the assistant message just before it",
+                )
+            del waiting[call_id]
+            answered.add(call_id)
+            continue
+        _unanswered(waiting, "before the next message")
+        for number, call in enumerate(message.tool_calls or []):
+            if call.id in waiting or call.id in answered:
+                raise LocatedError(
+                    (index, "tool_calls", number, "id"),
+                    f"the call id `{call.id}` is used twice in this history",
+                )
+            waiting[call.id] = index
+    _unanswered(waiting, "before the history ends")
+
+
+def _unanswered(waiting: dict[str, int], where: str) -> None:
+    if waiting:
+        call_id, index = next(iter(waiting.items()))
+        raise LocatedError(
+            (index, "tool_calls"),
+            f"the call `{call_id}` has no `tool` message answering it {where}: endpoints refuse a call left "
+            "unanswered; add `{role: tool, tool_call_id: "
+            + call_id
+            + ", content: …}` right after this message",
+        )
 
 
 class ScriptedTurn(StrictModel):
@@ -256,6 +343,7 @@ class Eval(StrictModel):
     def _some_messages(cls, value: list[Message] | None) -> list[Message] | None:
         if value is not None and not value:  # `messages: []` would send nothing at all
             raise ValueError("`messages` needs at least one message")
+        check_tool_exchanges(value or [])
         return value
 
     @field_validator("rubric")
