@@ -44,6 +44,9 @@ PYTHONS = frozenset({"python", "python3"})
 START_SECONDS = 60.0
 CLOSE_SECONDS = 10.0  # how long aclose waits for a server to stop (the SDK's own waits are bounded too)
 STDERR_TAIL = 300
+# A started server's stderr serves no reason any more; past this size it is emptied, so a long-lived
+# session (a worker's) does not fill the disk with its logs.
+STDERR_KEPT_BYTES = 1_000_000
 
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Session]] = (
     weakref.WeakKeyDictionary()
@@ -83,6 +86,7 @@ async def call(server: McpServer, name: str, arguments: dict) -> Outcome:
     from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
     session = await _session(server)
+    session.trim_stderr()
     try:
         result = await session.client.call_tool(name, arguments, read_timeout_seconds=server.timeout)
     except MCPError as exc:
@@ -267,6 +271,15 @@ class _Session:
             env={name: _filled(value) for name, value in (server.env or {}).items()},
         )  # fmt: skip
         return stdio_client(params, errlog=self._errlog)
+
+    def trim_stderr(self) -> None:
+        if self._errlog is None or self._errlog.closed:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            if os.fstat(self._errlog.fileno()).st_size > STDERR_KEPT_BYTES:
+                # The program shares this file's offset (it inherited the descriptor): it writes from 0 again.
+                self._errlog.truncate(0)
+                self._errlog.seek(0)
 
     def _stderr(self) -> str:
         """The last lines the program wrote to stderr, as a reader needs them to see why it failed."""
