@@ -31,6 +31,7 @@ import weakref
 from typing import Any
 
 from ..clients import EndpointError
+from ..codegrade.run import SETTING
 from ..redact import register_key_env
 from ..schema import McpServer, Tool
 from ..schema.tools import TOOL_NAME
@@ -47,6 +48,14 @@ STDERR_TAIL = 300
 # A started server's stderr serves no reason any more; past this size it is emptied, so a long-lived
 # session (a worker's) does not fill the disk with its logs.
 STDERR_KEPT_BYTES = 1_000_000
+
+COMMANDS_OFF = (
+    f"a server started by `command` runs a program, as code graders do, and they are not enabled here "
+    f"(set {SETTING}=1 to allow them)"
+)
+# Why this process starts no server by `command`; None starts them (the CLI). A worker whose deployer has not
+# allowed code graders sets it (runs.worker.tasks), for a run launched where they were allowed.
+commands_refused: str | None = None
 
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Session]] = (
     weakref.WeakKeyDictionary()
@@ -140,6 +149,8 @@ def _text(content: list) -> str:
 async def _session(server: McpServer) -> _Session:
     """The running loop's session with this server, started by the first conversation that needs it; the
     others wait for that start. One that failed to start or stopped is started again by the next caller."""
+    if server.command is not None and commands_refused:
+        raise McpServerError(f"MCP server {label(server)} was not started: {commands_refused}")
     sessions = _sessions.setdefault(asyncio.get_running_loop(), {})
     key = server.model_dump_json()
     session = sessions.get(key)

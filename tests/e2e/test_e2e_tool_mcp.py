@@ -74,3 +74,21 @@ def test_a_server_without_code_graders_refuses_to_start_one(user, settings):
     assert "MCP servers started by `command`, which run a program (tools[0].mcp.command)" in message
     assert "EVALSITE_CODE_GRADERS=1" in message and "evalsite run" in message
     assert not Run.objects.exists()
+
+
+def test_a_worker_without_code_graders_starts_no_server_program(user, fake_endpoint, start_worker, settings):
+    """A run launched where code graders were allowed, played by a worker where they are not: its
+    conversations end in error saying why, and no program is started."""
+    settings.EVALSITE_CODE_GRADERS = True
+    start_worker(EVALSITE_CODE_GRADERS="0")
+    run = wait_for_run(launch(user, SUITE), timeout=120)
+
+    errors = set(run.conversations.values_list("status", "error"))
+    assert errors == {
+        (
+            Status.ERROR,
+            "MCP server `python weather_server.py` was not started: a server started by `command` runs a "
+            "program, as code graders do, and they are not enabled here (set EVALSITE_CODE_GRADERS=1 to "
+            "allow them)",
+        )
+    }

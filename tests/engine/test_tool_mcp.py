@@ -226,3 +226,19 @@ def test_a_server_started_by_command_is_refused_where_code_graders_are():
         )
         is None
     )
+
+
+def test_a_process_that_refuses_programs_starts_no_server(fake_openai, monkeypatch, tmp_path):
+    """Where programs are refused (a worker without code graders sets it), a `command` server is not started;
+    the conversation ends in error saying why."""
+    from engine.tools import mcp
+
+    monkeypatch.setattr(mcp, "commands_refused", mcp.COMMANDS_OFF)
+    marker = tmp_path / "started"
+    command = f'{{command: [python, -c, \'open("{marker}", "w")\']}}'
+    report = _run(fake_openai, _suite(command, "  - prompt: Hi\n    checks: [{contains: x}]\n"))
+    (ev,) = report.evals
+    assert (
+        ev.status == "error" and "was not started: a server started by `command` runs a program" in ev.error
+    )
+    assert not marker.exists()
