@@ -154,6 +154,9 @@ async def _session(server: McpServer) -> _Session:
     sessions = _sessions.setdefault(asyncio.get_running_loop(), {})
     key = server.model_dump_json()
     session = sessions.get(key)
+    if session is not None and session.closed_under_us():
+        session.stopped("its connection closed")  # while idle: nothing was sent, so a new one is safe
+        session = None
     if session is None or session.gone:
         session = sessions[key] = _Session(server, sessions, key)
     await session.started()
@@ -216,6 +219,18 @@ class _Session:
         except (MCPError, TimeoutError, OSError) as exc:
             self._listed = None  # the next conversation asks again
             raise self.stopped(f"listing its tools failed: {_reason(exc)}") from None
+
+    def closed_under_us(self) -> bool:
+        """Whether the connection has ended (the program exited, the server hung up) since it was last used.
+        Read from the SDK's dispatcher, which refuses to send once closed; a later SDK without that flag
+        reads as open, and the next call says the server stopped."""
+        if self.client is None or self.gone:
+            return False
+        try:
+            dispatcher = self.client.session._dispatcher
+        except (AttributeError, RuntimeError):
+            return False
+        return getattr(dispatcher, "_closed", False) is True
 
     def stopped(self, why: str) -> McpServerError:
         """The error that ends a conversation whose server went away; the next caller starts it again."""

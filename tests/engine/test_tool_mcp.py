@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -242,3 +243,31 @@ def test_a_process_that_refuses_programs_starts_no_server(fake_openai, monkeypat
         ev.status == "error" and "was not started: a server started by `command` runs a program" in ev.error
     )
     assert not marker.exists()
+
+
+def test_a_server_that_ended_between_conversations_is_started_again(fake_openai):
+    """A shared server whose program ended while no call was out (killed after the first conversation): the
+    next conversation starts it again rather than ending in error."""
+    fake_openai.rule("Who is there?", Reply(tool_calls=[{"name": "whoami", "arguments": {}}]))
+    # The second conversation's first answer waits a moment, so the ended connection has been noticed.
+    fake_openai.rule("Who else?", Reply(tool_calls=[{"name": "whoami", "arguments": {}}], latency=0.5))
+    evals = "".join(
+        f"  - prompt: {p}\n    checks: [{{contains: pid}}]\n" for p in ("Who is there?", "Who else?")
+    )
+    killed = []
+
+    def kill_the_server(result) -> None:
+        if not killed:
+            killed.append(_pid(result.turns[0].tool_calls[0].result))
+            os.kill(killed[0], signal.SIGKILL)
+
+    os.environ[FAKE_KEY_ENV] = FAKE_KEY
+    config = EndpointConfig(
+        name="default", base_url=fake_openai.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0
+    )
+    report = run_suite(
+        load_suite(_suite(_stdio(), evals)), EndpointRegistry(config), model="agent", concurrency=1,
+        on_result=kill_the_server,
+    )  # fmt: skip
+    assert [ev.status for ev in report.evals] == ["passed", "passed"], [ev.error for ev in report.evals]
+    assert _pid(report.evals[1].turns[0].tool_calls[0].result) != killed[0]
