@@ -173,7 +173,7 @@ class _Session:
         self._registry, self._key = registry, key
         self._ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._closing = asyncio.Event()
-        self._listed: asyncio.Task | None = None
+        self._listed: asyncio.Future | None = None
         # The program's stderr, kept for the reason a failed start gives; closed with the session.
         self._errlog = (
             tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
@@ -217,8 +217,10 @@ class _Session:
                 if not cursor:
                     return tools
         except (MCPError, TimeoutError, OSError) as exc:
-            self._listed = None  # the next conversation asks again
-            raise self.stopped(f"listing its tools failed: {_reason(exc)}") from None
+            self.stopped("")  # the next conversation starts it and asks again
+            raise McpServerError(
+                f"MCP server {label(self.server)} could not list its tools: {_reason(exc) or 'no answer'}"
+            ) from None
 
     def closed_under_us(self) -> bool:
         """Whether the connection has ended (the program exited, the server hung up) since it was last used.
