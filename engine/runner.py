@@ -16,6 +16,7 @@ from .results import EvalResult, RunReport, RunTotals, SuiteRef, evaluate_gates,
 from .retries import RetryWait
 from .schema import Suite
 from .stats import iterated_results
+from .tools.mcp import aclose as close_mcp_sessions
 
 # How often a run in this process looks for calls the endpoint sits on.
 SLOW_CHECK_SECONDS = 1.0
@@ -162,6 +163,7 @@ def run_suite(
             for client in {id(ctx.agent): ctx.agent, id(ctx.judge): ctx.judge}.values():
                 if hasattr(client, "aclose"):
                     await client.aclose()
+            await close_mcp_sessions()  # the MCP servers the conversations shared (engine.tools.mcp)
 
     _run_loop(play_all, workers)
     gates = evaluate_gates(suite.gates, results)

@@ -68,14 +68,18 @@ class McpServer(StrictModel):
     over stdio (`command`, `env`, `cwd`), or a server at a URL (streamable HTTP)."""
 
     command: list[str] | None = Field(
-        None, min_length=1, description="The program and its arguments (stdio)."
+        None,
+        min_length=1,
+        description="The program and its arguments (stdio); `python` is the interpreter evalsite runs on.",
     )
     env: dict[str, str] | None = Field(
         None, description="Environment variables for the program; {{env:NAME}} reads ours."
     )
-    cwd: str | None = None
+    cwd: str | None = Field(None, description="The program's working directory.")
     url: str | None = Field(None, description="A server's URL (streamable HTTP), instead of a command.")
-    headers: dict[str, str] | None = Field(None, description="HTTP headers for a URL server.")
+    headers: dict[str, str] | None = Field(
+        None, description="HTTP headers for a URL server; {{env:NAME}} reads ours."
+    )
     tools: list[str] | None = Field(
         None, description="Offer only these of the server's tools (default: all)."
     )

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from engine.clients import warm_up
+from engine.tools import mcp
 from runs import endpoints, outage
 from suites import parsed
 
@@ -60,6 +61,14 @@ def start_the_pump(sender=None, **kwargs) -> None:
     concurrency = getattr(sender, "concurrency", None) or 1
     loop.grading_threads = max(loop.grading_threads, concurrency)
     pump.current = pump.Pump(capacity=concurrency)
+
+
+@worker_init.connect
+def refuse_mcp_programs(**kwargs) -> None:
+    # A run launched where code graders were allowed may reach a worker where they are not: it starts no
+    # MCP server program either (its conversations end in error saying so), as its code checks run none.
+    if not settings.EVALSITE_CODE_GRADERS:
+        mcp.commands_refused = mcp.COMMANDS_OFF
 
 
 @worker_init.connect
