@@ -460,8 +460,8 @@ FORMATS = {
             summary="A run's results as JUnit XML", write=_junit, written="JUnit XML report",
             cli=CliOption(
                 "--junit", "OUT.xml",
-                "write JUnit XML: a testcase per eval (per iteration), failed gates too, the transcript in "
-                "system-out",
+                "write JUnit XML: a testcase per eval (per iteration), failed gates too, the transcript with its "
+                "tool calls in system-out",
             ),
         ),
         ExportFormat(
@@ -470,12 +470,13 @@ FORMATS = {
             written="CSV of evals",
             cli=CliOption(
                 "--csv", "OUT.csv",
-                "write a CSV row per eval (per iteration) here, and a row per turn beside it (OUT.turns.csv)",
+                "write a CSV row per eval (per iteration) here, and a row per turn and per tool call beside it "
+                "(OUT.turns.csv)",
             ),
         ),
         ExportFormat(
             key="turns.csv", label="CSV, turns", suffix="turns.csv", media_type=CSV_TYPE,
-            summary="A run's turns as CSV, a row per turn", write=_turns_csv, streams=True, beside="csv",
+            summary="A run's turns as CSV, a row per turn and per tool call", write=_turns_csv, streams=True, beside="csv",
             written="CSV of turns",
         ),
         ExportFormat(
