@@ -271,3 +271,15 @@ def test_junit_carries_the_calls_in_system_out(logged_in, tool_run):
     assert out.index("[User]:") < out.index("tool call get_weather") < out.index("[Assistant]:\nIt is 21.")
     assert "the model's mistake" in cases["mistake"].find("system-out").text
     assert HOSTILE in cases["hostile"].find("system-out").text  # XML escapes it; the text is as sent
+
+
+def test_the_tool_choices_are_read_once_for_a_settled_run(logged_in, tool_run):
+    url = reverse("runs:detail", args=[tool_run.pk])
+
+    def asked() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert logged_in.get(url).status_code == 200
+        return sum("DISTINCT" in query["sql"] and "tools_called" in query["sql"] for query in queries)
+
+    assert asked() == 1
+    assert asked() == 0  # from the aggregates cache, as the run's other settled figures
