@@ -10,12 +10,13 @@ with iteration 3 of the other).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from .outcomes import GRADED, Status
-from .results import CheckResult, EvalResult, TurnRecord
+from .results import CheckResult, EvalResult, ToolCall, TurnRecord
 from .stats import wilson_interval
 
 
@@ -46,10 +47,48 @@ class Side:
     pass_rate_low: float | None = None  # Wilson 95% interval of the pass rate; None when not iterated
     pass_rate_high: float | None = None
     overridden: int = 0  # iterations whose verdict a reviewer overturned (engine.overrides)
+    # The tools the model called: every call's name in the order made; iterated, each tool once, sorted (the
+    # iterations' orders are not one sequence).
+    tool_calls: tuple[str, ...] = ()
 
     @property
     def pass_rate(self) -> float | None:
         return self.passes / self.graded if self.graded else None
+
+
+@dataclass(frozen=True)
+class ToolChange:
+    """How an eval's tool calls differ between the two runs: tools called in one run only, or the same tools
+    called in another order or number."""
+
+    only_before: list[str]
+    only_after: list[str]
+    sequence_changed: bool
+
+    @property
+    def words(self) -> str:
+        """The difference as the second run reads against the first: "now calls book, no longer search",
+        "now calls book", "no longer calls search", "calls its tools in another order or number"."""
+        added, dropped = ", ".join(self.only_after), ", ".join(self.only_before)
+        if added and dropped:
+            return f"now calls {added}, no longer {dropped}"
+        if added:
+            return f"now calls {added}"
+        if dropped:
+            return f"no longer calls {dropped}"
+        return "calls its tools in another order or number"
+
+
+def tool_change(before: Sequence[str], after: Sequence[str], *, ordered: bool = True) -> ToolChange | None:
+    """The difference between two runs' tool calls of one eval (names in the order made); None when they are
+    the same. `ordered` False: each is a set of tools (iterated evals), so only which tools counts."""
+    a, b = list(dict.fromkeys(before)), list(dict.fromkeys(after))
+    only_before = [name for name in a if name not in b]
+    only_after = [name for name in b if name not in a]
+    sequence_changed = ordered and list(before) != list(after)
+    if not only_before and not only_after and not sequence_changed:
+        return None
+    return ToolChange(only_before, only_after, sequence_changed)
 
 
 @dataclass(frozen=True)
@@ -59,6 +98,13 @@ class EvalDiff:
     before: Side | None
     after: Side | None
     prompt: str = ""
+
+    @property
+    def tool_change(self) -> ToolChange | None:
+        """How the tool calls differ, when the eval is in both runs; None when they do not."""
+        if self.before is None or self.after is None:
+            return None
+        return tool_change(self.before.tool_calls, self.after.tool_calls, ordered=not self.iterated)
 
     @property
     def score_delta(self) -> float | None:
@@ -151,6 +197,15 @@ def _by_id(results: Iterable[EvalResult]) -> dict[str, list[EvalResult]]:
     return grouped
 
 
+def tool_names(result) -> tuple[str, ...]:
+    """The names of an eval's tool calls, in the order made: a stored summary carries them (`tool_names`), an
+    EvalResult has them in its turns."""
+    stored = getattr(result, "tool_names", None)
+    if stored is not None:
+        return tuple(stored)
+    return tuple(call.name for turn in result.turns for call in turn.tool_calls)
+
+
 def _side(results: Sequence[EvalResult]) -> Side:
     cost = sum(result.totals.cost for result in results)
     turns = sum(result.totals.turns for result in results)
@@ -167,6 +222,7 @@ def _side(results: Sequence[EvalResult]) -> Side:
             passes=int(result.status == Status.PASSED),
             graded=int(graded),
             overridden=overridden,
+            tool_calls=tool_names(result),
         )
     graded = [result for result in results if result.status in GRADED]
     passes = sum(1 for result in graded if result.status == Status.PASSED)
@@ -183,6 +239,7 @@ def _side(results: Sequence[EvalResult]) -> Side:
         pass_rate_low=low,
         pass_rate_high=high,
         overridden=overridden,
+        tool_calls=tuple(sorted({name for result in results for name in tool_names(result)})),
     )
 
 
@@ -234,6 +291,58 @@ class CheckFlip:
 
 
 @dataclass(frozen=True)
+class CallPair:
+    """One tool call lined up with its counterpart in the other conversation's turn (None: no counterpart, the
+    sequences differ there)."""
+
+    before: ToolCall | None
+    after: ToolCall | None
+
+    @property
+    def only(self) -> str | None:
+        if self.before is None:
+            return "after"
+        if self.after is None:
+            return "before"
+        return None
+
+    @property
+    def arguments_changed(self) -> bool:
+        if self.before is None or self.after is None:
+            return False
+        return _arguments(self.before) != _arguments(self.after)
+
+    @property
+    def result_changed(self) -> bool:
+        if self.before is None or self.after is None:
+            return False
+        return self.before.result != self.after.result
+
+    @property
+    def changed(self) -> bool:
+        return self.only is not None or self.arguments_changed or self.result_changed
+
+
+def _arguments(call: ToolCall):
+    return call.arguments if call.arguments is not None else call.raw_arguments
+
+
+def line_up_calls(before: Sequence[ToolCall], after: Sequence[ToolCall]) -> list[CallPair]:
+    """Two turns' tool calls lined up by name, in order (difflib over the names), so a call added, dropped or
+    moved shows alone and the calls both made face each other."""
+    pairs: list[CallPair] = []
+    names_a, names_b = [call.name for call in before], [call.name for call in after]
+    matcher = difflib.SequenceMatcher(None, names_a, names_b, autojunk=False)
+    for op, a1, a2, b1, b2 in matcher.get_opcodes():
+        if op == "equal":
+            pairs += [CallPair(before[a1 + i], after[b1 + i]) for i in range(a2 - a1)]
+            continue
+        pairs += [CallPair(call, None) for call in before[a1:a2]]
+        pairs += [CallPair(None, call) for call in after[b1:b2]]
+    return pairs
+
+
+@dataclass(frozen=True)
 class TurnPair:
     turn: int
     before: TurnRecord | None
@@ -242,6 +351,11 @@ class TurnPair:
     reply_changed: bool
     branch_changed: bool  # the two sides sent different follow-ups here (their suite nodes differ)
     flips: list[CheckFlip] = field(default_factory=list)  # checks whose outcome differs
+    calls: list[CallPair] = field(default_factory=list)  # both sides' tool calls, lined up
+
+    @property
+    def tools_changed(self) -> bool:
+        return any(pair.changed for pair in self.calls)
 
     @property
     def only(self) -> str | None:
@@ -271,7 +385,8 @@ def side_by_side(before: EvalResult, after: EvalResult) -> SideBySide:
         a = before.turns[number - 1] if number <= len(before.turns) else None
         b = after.turns[number - 1] if number <= len(after.turns) else None
         if a is None or b is None:
-            pairs.append(TurnPair(number, a, b, True, True, False))
+            calls = line_up_calls(a.tool_calls if a else [], b.tool_calls if b else [])
+            pairs.append(TurnPair(number, a, b, True, True, False, calls=calls))
             continue
         branch = a.node != b.node
         prompt_changed = a.prompt != b.prompt
@@ -286,6 +401,7 @@ def side_by_side(before: EvalResult, after: EvalResult) -> SideBySide:
                 reply_changed=a.response != b.response,
                 branch_changed=branch,
                 flips=_flips(a.checks, b.checks),
+                calls=line_up_calls(a.tool_calls, b.tool_calls),
             )
         )
     return SideBySide(pairs, diverged)

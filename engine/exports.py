@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from .compare import Change, Comparison
 from .failures import failures, transcript_url
 from .outcomes import Status
-from .results import EvalResult, GateResult, RunReport, grader_names
+from .results import EvalResult, GateResult, RunReport, TurnRecord, grader_names
 from .text import plural
 
 # XML 1.0 allows tab, newline, carriage return and U+0020 upwards, except surrogates and U+FFFE/U+FFFF.
@@ -41,8 +41,25 @@ def role_transcript(result: EvalResult, system: str | None = None) -> str:
     for turn in result.turns:
         if turn.prompt:
             blocks.append(f"[User]:\n{turn.prompt}")
+        blocks += tool_blocks(turn)
         blocks.append(f"[Assistant]:\n{turn.response}")
     return "\n\n".join(blocks)
+
+
+def tool_blocks(turn: TurnRecord) -> list[str]:
+    """A turn's tool rounds as `[Role]:` blocks, before its reply: what the model said beside its calls, each
+    call with its arguments as sent, and each result with its latency and, for an error, whose it was."""
+    blocks = []
+    for round_ in turn.tool_rounds:
+        if round_.text:
+            blocks.append(f"[Assistant]:\n{round_.text}")
+        for call in round_.calls:
+            blocks.append(f"[Assistant → tool call {call.name}]:\n{call.raw_arguments}")
+            fault = ""
+            if call.error is not None:
+                fault = ", the model's mistake" if call.mistake else ", tool error"
+            blocks.append(f"[Tool {call.name}, {call.latency_ms} ms{fault}]:\n{call.result}")
+    return blocks
 
 
 def case_name(result: EvalResult, iterated: bool) -> str:
@@ -229,7 +246,7 @@ def _failing_table(
     return lines
 
 
-# --- CSV: one row per eval (per iteration), and one row per turn --------------------------------------------
+# --- CSV: one row per eval (per iteration), and one row per turn and per tool call -------------------------
 
 # A spreadsheet runs a cell that starts with one of these as a formula; model output is hostile, so such a
 # cell gets a leading apostrophe (OWASP's advice for CSV injection).
@@ -243,7 +260,11 @@ EVAL_COLUMNS = [
 TURN_COLUMNS = [
     "eval_id", "iteration", "turn", "node", "prompt", "response", "passed", "checks", "grade_score",
     "grade_passed", "grades", "prompt_tokens", "completion_tokens", "latency_ms", "cost", "judge_cost",
+    "tool_round", "tool_call", "tool_name", "tool_arguments", "tool_result", "tool_error", "tool_mistake",
+    "tool_source",
 ]  # fmt: skip
+# A turn's own row leaves the tool columns empty; each of its tool calls has a row after it.
+_NO_TOOL = [None] * 8
 
 
 def _cell(value) -> str:
@@ -313,7 +334,7 @@ def turns_csv(report: RunReport) -> str:
 
 
 def turns_csv_lines(evals: Iterable[EvalResult]) -> Iterator[str]:
-    """One row per turn of every eval."""
+    """One row per turn of every eval, each followed by a row per tool call it made."""
 
     def rows():
         for r in evals:
@@ -328,10 +349,25 @@ def turns_csv_lines(evals: Iterable[EvalResult]) -> Iterator[str]:
                     r.id, r.iteration, turn.turn, turn.node, turn.prompt, turn.response, turn.passed, checks,
                     grade.score if grade else None, grade.passed if grade else None, grades,
                     turn.usage.prompt_tokens, turn.usage.completion_tokens, turn.latency_ms, turn.cost,
-                    turn.judge_cost,
+                    turn.judge_cost, *_NO_TOOL,
                 ]  # fmt: skip
+                yield from _call_rows(r, turn)
 
     return _csv_lines(TURN_COLUMNS, rows())
+
+
+def _call_rows(r: EvalResult, turn: TurnRecord) -> Iterator[list]:
+    """A row per tool call of the turn, in the order made: the turn's keys, the call's latency, and the tool
+    columns; its tokens and cost are the turn's, on the turn's row, so summing a column counts them once."""
+    number = 0
+    for round_number, round_ in enumerate(turn.tool_rounds, start=1):
+        for call in round_.calls:
+            number += 1
+            yield [
+                r.id, r.iteration, turn.turn, turn.node, None, None, None, None, None, None, None, None, None,
+                call.latency_ms, None, None, round_number, number, call.name, call.raw_arguments, call.result,
+                call.error, call.mistake, call.source,
+            ]  # fmt: skip
 
 
 # --- the formats: one entry each, served by the run page, the API and the CLI -----------------------------
@@ -424,8 +460,8 @@ FORMATS = {
             summary="A run's results as JUnit XML", write=_junit, written="JUnit XML report",
             cli=CliOption(
                 "--junit", "OUT.xml",
-                "write JUnit XML: a testcase per eval (per iteration), failed gates too, the transcript in "
-                "system-out",
+                "write JUnit XML: a testcase per eval (per iteration), failed gates too, the transcript with its "
+                "tool calls in system-out",
             ),
         ),
         ExportFormat(
@@ -434,12 +470,13 @@ FORMATS = {
             written="CSV of evals",
             cli=CliOption(
                 "--csv", "OUT.csv",
-                "write a CSV row per eval (per iteration) here, and a row per turn beside it (OUT.turns.csv)",
+                "write a CSV row per eval (per iteration) here, and a row per turn and per tool call beside it "
+                "(OUT.turns.csv)",
             ),
         ),
         ExportFormat(
             key="turns.csv", label="CSV, turns", suffix="turns.csv", media_type=CSV_TYPE,
-            summary="A run's turns as CSV, a row per turn", write=_turns_csv, streams=True, beside="csv",
+            summary="A run's turns as CSV, a row per turn and per tool call", write=_turns_csv, streams=True, beside="csv",
             written="CSV of turns",
         ),
         ExportFormat(

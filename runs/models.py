@@ -220,6 +220,11 @@ class Conversation(models.Model):
     # Overridden by a reviewer (Override rows): status, score, verdict and passed_on_turn are the reviewed ones
     # and this holds what the run gave (engine.results.OriginalVerdict, as JSON). Empty: not overridden.
     original = models.JSONField(default=dict, blank=True)
+    # The tools the model called, written when the conversation ends (runs.worker.writes.tools_called): every
+    # call's name in the order made, each on a line of its own between newlines ("\nsearch\nbook\n"), so the
+    # run page's "called X" filter is one `contains` on any database and a comparison reads the sequence
+    # without reading a turn. Empty: no tool was called (or the conversation has not ended).
+    tools_called = models.TextField(blank=True, default="")
     verdict = models.CharField(max_length=300, blank=True)
     reason = models.CharField(
         max_length=300, blank=True, help_text="The verdict without how it ended (the termination says that)."

@@ -36,7 +36,7 @@ SORTS = {
     "tokens": ("most tokens", ((F("prompt_tokens") + F("completion_tokens")).desc(),)),
     "cost": ("highest cost", ("-cost",)),
 }
-TRIAGE_KEYS = ("status", "kind", "tag", "iteration", "q", "sort")
+TRIAGE_KEYS = ("status", "kind", "tag", "tool", "iteration", "q", "sort")
 OVERRIDDEN = "overridden"  # the status filter's extra choice: conversations a reviewer overrode
 
 
@@ -316,7 +316,7 @@ def _table(
     access: Access, query: QueryDict, facts, progress: dict, flaky: set[int] | None, since, oob: bool, now
 ) -> _Table:
     run = access.run
-    triage = _triage(query, facts)
+    triage = _triage(query, facts, _tools(run, facts))
     sizes = facts.sizes if facts is not None else {}
     grader_names = selectors.grader_columns(run)
     columns = display.table_columns(
@@ -390,9 +390,18 @@ def _eval_counts(progress: dict, outcomes: dict, verdicts: dict) -> tuple[int, i
     return single_total + len(verdicts), single_failed + sum(v == Status.FAILED for v in verdicts.values())
 
 
-def _triage(query: QueryDict, facts) -> dict:
-    """The conversation table's filters (status, kind, tag, iteration, a search over prompts and replies) and
-    its sort, all from the URL, so a filtered view can be shared and reloaded; _page adds the page."""
+def _tools(run: Run, facts) -> list[str]:
+    """The tools the run's conversations called, for the "called X" filter: asked only of a suite that offers
+    tools, and cached once the run has settled."""
+    if facts is None or not facts.offers_tools:
+        return []
+    return page_cache.settled_aggregate(run, "tools", lambda: selectors.tools_called_in(run))
+
+
+def _triage(query: QueryDict, facts, tools: list[str]) -> dict:
+    """The conversation table's filters (status, kind, tag, tool called, iteration, a search over prompts and
+    replies) and its sort, all from the URL, so a filtered view can be shared and reloaded; _page adds the
+    page."""
     wanted = {key: query.get(key, "").strip()[:200] for key in TRIAGE_KEYS}
     tags = facts.tags if facts is not None else {}
     sizes = facts.sizes if facts is not None else {}
@@ -404,6 +413,8 @@ def _triage(query: QueryDict, facts) -> dict:
         "statuses": [*(status.value for status in Status), OVERRIDDEN],
         "kinds": facts.kinds if facts is not None else [],
         "tags": sorted({tag for values in tags.values() for tag in values}),
+        # A tool asked for in the URL stays a choice while the run has not stored it yet.
+        "tools": sorted({*tools, wanted["tool"]} - {""}) if tools or wanted["tool"] else [],
         "iterations": max(sizes.values(), default=1),
         "sorts": [(key, label) for key, (label, _) in SORTS.items()],
     }
@@ -428,6 +439,8 @@ def _page(
         rows = rows.filter(style=wanted["kind"])
     if wanted["tag"]:
         rows = rows.filter(index__in=[index for index, values in tags.items() if wanted["tag"] in values])
+    if wanted["tool"]:
+        rows = rows.filter(selectors.called(wanted["tool"]))
     if wanted["iteration"].isdigit():
         rows = rows.filter(iteration=int(wanted["iteration"]) - 1)
     if wanted["q"]:

@@ -16,6 +16,7 @@ from .iterations import (
 from .marks import STATUS_SYMBOLS, Mark, strip, symbol, turn_marks
 from .rows import STRIP_MAX_MARKS, Column, columns_signature, grader_cells, row_key, table_columns
 from .state import GATE_OPS, calling, gates, in_flight, progress_summary, run_state, waiting
+from .tools import CallView, TurnTools, check_anchor, pretty_json, tools_by_turn, turn_tools
 from .transcript import (
     FILE_BLOCK,
     ROLE_CLASSES,
@@ -30,6 +31,12 @@ from .transcript import (
 )
 
 __all__ = [
+    "CallView",
+    "TurnTools",
+    "check_anchor",
+    "pretty_json",
+    "tools_by_turn",
+    "turn_tools",
     "FILE_BLOCK",
     "GATE_OPS",
     "ITERATION_MARKS_MAX",

@@ -64,7 +64,7 @@ from .review import (
     reviewers,
 )
 from .transcript import has_turns_after, neighbours, turns
-from .triage import GradedTurn, changed_since, graded_turns_of, saying
+from .triage import GradedTurn, called, changed_since, graded_turns_of, saying, tools_called_in
 
 __all__ = [
     "reviewers",
@@ -85,6 +85,7 @@ __all__ = [
     "calibration_report",
     "calibration_sets_in",
     "calibration_suite",
+    "called",
     "changed_since",
     "comparable_runs",
     "conversation_by_eval",
@@ -131,6 +132,7 @@ __all__ = [
     "summaries",
     "summary_rows",
     "turn_records",
+    "tools_called_in",
     "turns",
     "with_counts",
     "with_last_run",

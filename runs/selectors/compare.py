@@ -60,11 +60,13 @@ class Summary:
     passed_on_turn: int | None
     totals: _Totals
     original: dict | None = None  # the run's own verdict, when a reviewer overrode it
+    tool_names: tuple[str, ...] = ()  # the tools it called, in the order made (Conversation.tools_called)
 
 
 def summaries(run: Run) -> list[Summary]:
-    """The run's conversations as a comparison reads them (status, score, cost, turn count), in one query
-    over the columns it needs: comparing two runs loads no transcript and builds no result model."""
+    """The run's conversations as a comparison reads them (status, score, cost, turn count, the tools
+    called), in one query over the columns it needs: comparing two runs loads no transcript and builds no
+    result model."""
     rows = run.conversations.order_by("index", "iteration").values_list(
         "eval_id",
         "iteration",
@@ -75,13 +77,15 @@ def summaries(run: Run) -> list[Summary]:
         "turn_count",
         "cost",
         "original",
+        "tools_called",
     )
     return [
         Summary(
-            eval_id, iteration, prompt, status, score, passed_on_turn, _Totals(turns, cost), original or None
+            eval_id, iteration, prompt, status, score, passed_on_turn, _Totals(turns, cost), original or None,
+            tuple(name for name in tools.split("\n") if name),
         )
-        for eval_id, iteration, prompt, status, score, passed_on_turn, turns, cost, original in rows
-    ]
+        for eval_id, iteration, prompt, status, score, passed_on_turn, turns, cost, original, tools in rows
+    ]  # fmt: skip
 
 
 def conversation_by_eval(run: Run, eval_id: str, iteration: int = 0) -> Conversation | None:

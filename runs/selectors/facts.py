@@ -32,6 +32,7 @@ class SuiteFacts:
     eval_ids: dict[int, str]  # eval index -> its id, for the repeated evals
     evals: int
     calibration: bool  # a calibration set played as a suite: the run has a page of figures
+    offers_tools: bool  # the suite or one of its evals offers tools: the table can filter by "called X"
 
     @property
     def every_eval_repeated(self) -> bool:
@@ -110,6 +111,8 @@ def _facts_of(spec) -> SuiteFacts:
         eval_ids={index: spec.eval_id(index) for index, _ in repeated},
         evals=len(spec.evals),
         calibration=isinstance(spec, CalibrationSuite),
+        offers_tools=bool(getattr(spec, "tools", None))
+        or any(getattr(ev, "tools", None) for ev in spec.evals),
     )
 
 

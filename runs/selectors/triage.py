@@ -36,6 +36,24 @@ def saying(run: Run, text: str) -> Q:
     return Q(prompt__icontains=text) | Q(pk__in=search.conversations_saying(run, text))
 
 
+def called(name: str) -> Q:
+    """Conversations in which the model called the tool `name` (Conversation.tools_called, written when a
+    conversation ends): one `contains` the database answers, on SQLite as on PostgreSQL."""
+    return Q(tools_called__contains=f"\n{name}\n")
+
+
+def tools_called_in(run: Run) -> list[str]:
+    """Every tool the run's ended conversations called, sorted: the choices of the "called X" filter. One
+    query over the distinct call sequences, which conversations of one suite mostly share."""
+    sequences = (
+        run.conversations.exclude(tools_called="")
+        .order_by()
+        .values_list("tools_called", flat=True)
+        .distinct()
+    )
+    return sorted({name for sequence in sequences for name in sequence.split("\n") if name})
+
+
 class GradedTurn(NamedTuple):
     """A stored turn as its ✓✗ mark needs it (runs.display.turn_marks): read as plain values, not as a model
     instance, since a run page reads a great many."""

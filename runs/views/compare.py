@@ -8,6 +8,7 @@ or two conversations' turns, and format.
 from __future__ import annotations
 
 import difflib
+import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -103,6 +104,7 @@ def _row(row: compare.EvalDiff) -> dict:
         "iterated": row.iterated,
         "rates_differ": row.rates_differ,
         "openable": row.before is not None and row.after is not None,
+        "tool_change": row.tool_change,
     }
 
 
@@ -165,10 +167,34 @@ def _pair(pair: compare.TurnPair) -> dict:
         "reply_changed": pair.reply_changed,
         "branch_changed": pair.branch_changed,
         "flips": pair.flips,
+        "calls": [_call_pair(call) for call in pair.calls],
+        "tools_changed": pair.tools_changed,
         "diff": _word_diff(before.response, after.response)
         if before and after and pair.reply_changed
         else None,
     }
+
+
+def _call_pair(pair: compare.CallPair) -> dict:
+    """Two facing tool calls as the side-by-side shows them: each side's name, arguments and result on one
+    line, and what differs."""
+    return {
+        "sides": [_call_line(pair.before), _call_line(pair.after)],
+        "only": pair.only,
+        "arguments_changed": pair.arguments_changed,
+        "result_changed": pair.result_changed,
+    }
+
+
+def _call_line(call) -> dict | None:
+    if call is None:
+        return None
+    arguments = (
+        json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
+        if call.arguments is not None
+        else call.raw_arguments
+    )
+    return {"name": call.name, "arguments": arguments, "result": call.result, "error": call.error}
 
 
 def _word_diff(before: str, after: str, limit: int = 20_000) -> list[tuple[str, str]] | None:

@@ -135,10 +135,12 @@ def _conversation_page(request: HttpRequest, access: Access, index: int) -> Http
     reviews = [selectors.override_record(row) for row in rows]
     may_label = not access.shared and allows(role_of(request.user, run.project_id), Can.LABEL)
     can_override = may_label and conversation.status in GRADED
+    # An overridden conversation's turns as reviewed: each overturned outcome marked, its own kept below.
+    shown = apply_overrides(turns, reviews) if reviews else turns
     context = {
         **_live_context(access, conversation, records, turns),
-        # An overridden conversation's turns as reviewed: each overturned outcome marked, its own kept below.
-        "turns": apply_overrides(turns, reviews) if reviews else turns,
+        "turns": shown,
+        "tools": display.tools_by_turn(shown),
         "reviews": display.review_rows(turns, rows, can_override),
         "original": conversation.original,
         "override_count": len(reviews),
@@ -168,9 +170,11 @@ def _conversation_poll(request: HttpRequest, access: Access, index: int) -> Http
     ):
         return HttpResponse(status=204)
     records, turns = _stored_turns(conversation)
+    new = [turn for turn in turns if turn.turn > after]
     context = {
         **_live_context(access, conversation, records, turns, after),
-        "turns": [turn for turn in turns if turn.turn > after],  # appended below the ones already shown
+        "turns": new,  # appended below the ones already shown
+        "tools": display.tools_by_turn(new),
         "oob": True,
     }
     if active:

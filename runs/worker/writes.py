@@ -154,6 +154,13 @@ def note_slow_calls(changed: list[tuple[Playing, float | None]], now: float) -> 
     return True
 
 
+def tools_called(turns: list[TurnRecord]) -> str:
+    """What Conversation.tools_called stores: every tool call's name in the order made, each between newlines;
+    a name the model made up keeps to one line, so "called X" matches only X."""
+    names = [" ".join(call.name.split()) for turn in turns for call in turn.tool_calls]
+    return "\n" + "\n".join(names) + "\n" if names else ""
+
+
 def finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
     return sql.update_owned(
         conversation_id,
@@ -170,6 +177,7 @@ def finish(conversation_id: int, attempt: int, result: EvalResult) -> bool:
         passed_on_turn=result.passed_on_turn,
         score=result.score,
         graders=[item.model_dump(mode="json") for item in result.graders],
+        tools_called=tools_called(result.turns),
         # Named graders that grade the conversation once judge after its last stored turn: their spend is in
         # the result's totals only.
         judge_tokens=result.totals.judge_tokens,

@@ -41,6 +41,11 @@ def _show_problems(page) -> None:
     expect(page.locator("#problems .problems-bad")).to_be_visible()
 
 
+def _unfold_calls(page) -> None:
+    for call in page.locator(".tool-call summary").all():
+        call.click()
+
+
 @dataclass(frozen=True)
 class Page:
     name: str
@@ -71,9 +76,11 @@ PAGES = [
     Page("transcript, tree", lambda w: reverse("runs:conversation", args=[w.tree.pk, w.failed_index])),
     Page("transcript, scripted", lambda w: reverse("runs:conversation", args=[w.scripted.pk, 0])),
     Page("transcript, simulated", lambda w: reverse("runs:conversation", args=[w.simulated.pk, 0])),
+    Page("transcript, tool calls", lambda w: reverse("runs:conversation", args=[w.tools.pk, 0]), then=_unfold_calls),
     Page("compare, choosing a run", lambda w: reverse("runs:compare", args=[w.tree.pk])),
     Page("compare", lambda w: reverse("runs:compare_with", args=[w.tree.pk, w.before.pk])),
     Page("compare, one eval", lambda w: reverse("runs:compare_eval", args=[w.tree.pk, w.before.pk, "capital"])),
+    Page("compare, tool calls", lambda w: reverse("runs:compare_eval", args=[w.tools_after.pk, w.tools.pk, "checked"])),
     Page("calibration figures", lambda w: reverse("runs:calibration", args=[w.calibration.pk])),
     Page("review queue", lambda w: reverse("runs:review", args=[w.tree.pk])),
     Page("tokens", lambda w: reverse("tokens")),
@@ -101,7 +108,8 @@ def world(user):
     from runs.models import Run, Status
     from runs.tokens import create_token
     from suites.services import create_suite, save_version
-    from tests.factories import join, play
+    from tests.e2e.test_browser_tools import with_a_tool_check  # it imports this module
+    from tests.factories import join, mock_run, play
 
     def suite_of(example: str, files: tuple[str, ...] = ()):
         # The mock's latency shows a run in progress to a person; here it only slows the test.
@@ -126,6 +134,10 @@ def world(user):
     create_token(user, "ci")  # the tokens page lists one
     revoked = services.create_share_link(tree, user)
     services.revoke_share_link(revoked)
+    tools = mock_run(demo.latest_version, user)  # a transcript whose turn called tools, checked by one
+    with_a_tool_check(tools, index=0)
+    tools_after = mock_run(demo.latest_version, user)  # the same, with other arguments, to compare
+    with_a_tool_check(tools_after, index=0, city="Lyon")
     people = get_user_model().objects
     viewer = people.create_user("vera", password=PASSWORD)
     join(viewer, demo.project, role="viewer")
@@ -140,6 +152,8 @@ def world(user):
         scripted=run_of(suite_of("capitals-per-turn.yaml", ("capitals.jsonl",))),
         simulated=run_of(suite_of("booking-simulated.yaml")),
         calibration=run_of(suite_of("calibration-politeness.yaml")),
+        tools=tools,
+        tools_after=tools_after,
         share_token=services.create_share_link(tree, user).token,
         revoked_token=revoked.token,
     )
