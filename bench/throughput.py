@@ -49,8 +49,11 @@ class Workload:
     ideal: float  # seconds a zero-overhead scheduler would take
     scripts: dict[str, list[str]] = field(default_factory=dict)  # fake.script(first_user, replies)
     rules: list[tuple[str, str]] = field(default_factory=list)  # fake.rule(contains, reply)
+    # fake.tool_rounds: the rounds of tool calls before its text answer, when the suite offers tools
+    tool_rounds: int = 1
 
     def prime(self, fake) -> None:
+        fake.tool_rounds = self.tool_rounds
         for first_user, replies in self.scripts.items():
             fake.script(first_user, replies)
         for contains, reply in self.rules:
@@ -394,7 +397,7 @@ def engine_only(args, work: Workload) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     from engine.clients import EndpointConfig, OpenAIClient
-    from engine.conversation import EngineContext, run_eval
+    from engine.conversation import Defaults, EngineContext, run_eval
     from engine.loader import load_suite
 
     os.environ["BENCH_FAKE_KEY"] = "sk-bench"
@@ -410,6 +413,8 @@ def engine_only(args, work: Workload) -> dict:
             judge=client,
             judge_model=judge_model,
             resolve=lambda ref: (client, ref.split("/", 1)[-1]),
+            # The suite's own settings (its tools, say), as engine.runner passes them.
+            defaults=Defaults.of(spec),
         )
         client.complete(model, [{"role": "user", "content": "warm up"}])
         warm_up_calls = answered()

@@ -12,15 +12,26 @@ Eval 1: What is 15 * 7?
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from .outcomes import Status
-from .results import DEFAULT_ENDPOINT, CheckResult, ConditionResult, EvalResult, RunReport, TurnGrade
+from .results import (
+    DEFAULT_ENDPOINT,
+    CheckResult,
+    ConditionResult,
+    EvalResult,
+    RunReport,
+    ToolCall,
+    TurnGrade,
+    TurnRecord,
+)
 from .schema import Style
 from .text import plural
 
 PASS = "✅ PASS"
 FAIL = "❌ FAIL"
+SHOWN_CHARS = 120  # of a tool call's arguments or result: one line each, the rest is in --json
 
 
 def _indent(text: str, prefix: str) -> str:
@@ -61,6 +72,36 @@ def _condition_line(result: ConditionResult) -> str:
     return line + (" — stopped" if result.met else "")
 
 
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+def _call_line(call: ToolCall) -> str:
+    """`→ name {arguments} → result`; a call that failed shows why, marked as the model's mistake or the
+    tool's error."""
+    arguments = (
+        call.raw_arguments if call.arguments is None else json.dumps(call.arguments, ensure_ascii=False)
+    )
+    line = f"→ {call.name} {_one_line(arguments) or '{}'}"
+    if call.error is None:
+        return f"{line} → {_one_line(call.result)}"
+    return f"{line} ⚠ {'mistake' if call.mistake else 'error'}: {_one_line(call.error)}"
+
+
+def _tool_lines(turn: TurnRecord, prefix: str) -> list[str]:
+    """The turn's tool calls, in the order they ran; with several rounds, each call says its round."""
+    if not turn.tool_calls:
+        return []
+    rounds = len(turn.tool_rounds)
+    lines = [f"{prefix}Tool calls: {len(turn.tool_calls)} in {plural(rounds, 'round')}"]
+    for number, round_ in enumerate(turn.tool_rounds, start=1):
+        lines += [
+            f"{prefix}  {f'{number} ' if rounds > 1 else ''}{_call_line(call)}" for call in round_.calls
+        ]
+    return lines
+
+
 def overall(result: EvalResult) -> str:
     if result.status == Status.PASSED and result.passed_on_turn is not None:
         return f"{PASS} (succeeded on turn {result.passed_on_turn})"
@@ -88,6 +129,7 @@ def format_eval(result: EvalResult, iterations: int = 1) -> str:
         prompt = turn.prompt if turn.prompt else "(none: the model replies to the given history)"
         who = " (simulated user)" if turn.user_usage.total_tokens else ""
         lines.append(f"    Prompt{who}: {_indent(prompt, '      ')}")
+        lines += _tool_lines(turn, "    ")
         lines.append(f"    Response: {_indent(turn.response, '      ')}")
         if turn.refusal and turn.refusal != turn.response:
             lines.append(f"    Refusal: {_indent(turn.refusal, '      ')}")

@@ -124,9 +124,22 @@ class Gate(StrictModel):
         return found
 
 
+class MockCall(StrictModel):
+    """A tool call the mock makes (a rule's `calls`)."""
+
+    name: str = Field(description="The tool to call.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Its arguments, sent as JSON.")
+
+
 class MockRule(StrictModel):
     when: str = Field(description="Glob over the latest user message, case-insensitive.")
     reply: str
+    calls: list[MockCall] | None = Field(
+        None,
+        min_length=1,
+        description="When tools are offered: call these first (one round), then answer `reply`, in which "
+        "{{tool_results}} stands for the calls' results.",
+    )
 
 
 class MockSpec(StrictModel):

@@ -10,6 +10,7 @@ turn, so a resumed conversation sends what the first one did.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import time
@@ -160,9 +161,17 @@ def _arguments(raw: str) -> tuple[dict | None, str | None]:
     return value, None
 
 
+@functools.lru_cache(maxsize=256)
+def _validator(parameters: str) -> jsonschema.Draft202012Validator:
+    """A tool's parameters schema (as canonical JSON) made into a validator once per process, not once per
+    call: making one costs as much as checking a call with it."""
+    return jsonschema.Draft202012Validator(json.loads(parameters))
+
+
 def _schema_mistake(tool: Tool, arguments: dict) -> str | None:
     try:
-        errors = sorted(jsonschema.Draft202012Validator(tool.parameters).iter_errors(arguments), key=str)
+        validator = _validator(json.dumps(tool.parameters, sort_keys=True))
+        errors = sorted(validator.iter_errors(arguments), key=str)
     except jsonschema.SchemaError as exc:
         return f"the tool's parameters are no valid JSON Schema: {exc.message}"
     if not errors:
