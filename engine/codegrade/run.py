@@ -160,19 +160,7 @@ def grade_code(spec, output: str, conversation: list[dict], scope: CodeScope | N
         )
     dialect = dialects.DIALECTS[spec.dialect]
     payload = dialect.payload(grade_input(spec, output, conversation, scope))
-    if spec.function is not None:
-        module, function = spec.function.split(":")
-        argv = [
-            sys.executable,
-            "-B",
-            str(HOST),
-            str(DIALECTS_FILE),
-            spec.dialect,
-            module.removesuffix(".py"),
-            function,
-        ]
-    else:
-        argv = list(spec.command)
+    argv = program(spec, DIALECTS_FILE, spec.dialect)
     stdout, stderr = run_limited(argv, json.dumps(payload, default=str), spec, scope.runner)
     try:
         answer = dialect.read(read_json(stdout))
@@ -181,6 +169,23 @@ def grade_code(spec, output: str, conversation: list[dict], scope: CodeScope | N
     except BadAnswer as exc:
         raise CodeGraderError(f"code grader {describe(spec)}: {exc}{_tail(stderr)}") from None
     return answer
+
+
+def program(spec, dialects_file: pathlib.Path, dialect: str) -> list[str]:
+    """The command that runs a code spec: its own `command`, or its `function` called in the host program,
+    which reads its input and writes its answer as `dialect` of `dialects_file` says."""
+    if spec.function is None:
+        return list(spec.command)
+    module, function = spec.function.split(":")
+    return [
+        sys.executable,
+        "-B",
+        str(HOST),
+        str(dialects_file),
+        dialect,
+        module.removesuffix(".py"),
+        function,
+    ]
 
 
 def read_json(stdout: str) -> Any:

@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import pathlib
 import shutil
-import sys
 
 from ..codegrade.run import (
-    HOST,
     CodeGraderError,
     CodeScope,
     describe,
     network_off_prefix,
+    program,
     read_json,
     run_limited,
 )
@@ -50,19 +49,8 @@ def from_code(tool: Tool, arguments: dict, scope: CallScope) -> Outcome:
     if runner is None:
         raise CodeGraderError(f"{name}: {CodeScope(None).refusal}")
     stdin = json.dumps(payload(tool, arguments, scope), default=str)
-    if spec.function is not None:
-        module, function = spec.function.split(":")
-        argv = [
-            sys.executable,
-            "-B",
-            str(HOST),
-            str(DIALECT_FILE),
-            "tool",
-            module.removesuffix(".py"),
-            function,
-        ]
-    else:
-        argv = list(spec.command)
+    argv = program(spec, DIALECT_FILE, "tool")
+    if spec.function is None:
         _can_run(spec, runner, name)
     try:
         stdout, _ = run_limited(argv, stdin, spec, runner)
