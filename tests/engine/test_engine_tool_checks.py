@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 
 import pytest
 
 from engine.checks import calls_out
-from engine.clients import AsyncOpenAIClient, EndpointConfig, OpenAIClient
-from engine.conversation import Defaults, EngineContext, run_eval, run_eval_async
+from engine.clients import AsyncOpenAIClient
+from engine.conversation import run_eval_async
 from engine.loader import load_suite
 from engine.schema import Check
 from engine.transcript import format_transcript, tool_calls_in
-from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
+from tests.engine.fake_play import fake_context, play
 from tests.fakeopenai import Reply
 
 PROMPT = "Plan my trip to Paris"
@@ -44,18 +43,6 @@ tools:
 """
 
 
-def _ctx(fake, suite) -> EngineContext:
-    os.environ[FAKE_KEY_ENV] = FAKE_KEY
-    config = EndpointConfig(name="fake", base_url=fake.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0)
-    agent = OpenAIClient(config)
-    return EngineContext(agent=agent, model="m", judge=agent, judge_model="m", defaults=Defaults.of(suite))
-
-
-def _play(fake, source: str, index: int = 0):
-    suite = load_suite(source)
-    return run_eval(suite.evals[index], index, f"e{index}", _ctx(fake, suite))
-
-
 def _calls(*calls) -> Reply:
     """One model answer that makes these calls, each (name, arguments)."""
     return Reply(tool_calls=[{"name": name, "arguments": arguments} for name, arguments in calls])
@@ -65,7 +52,7 @@ def graded(fake, checks: list, *rounds: Reply):
     """The check results of one reply to PROMPT, after the model made `rounds` of tool calls."""
     fake.script(PROMPT, [*rounds, "All done."])
     source = TOOLS + "evals:\n  - prompt: " + PROMPT + "\n    checks: " + json.dumps(checks) + "\n"
-    result = _play(fake, source)
+    result = play(fake, source)
     assert result.turns[0].response == "All done."
     return result.turns[0].checks
 
@@ -95,7 +82,7 @@ def test_tool_called_shorthand_passes_on_any_call_and_fails_saying_what_was_call
     fake_openai.reset()
     fake_openai.script(PROMPT, ["All done."])
     source = TOOLS + f"evals:\n  - prompt: {PROMPT}\n    checks: [{{tool_called: get_weather}}]\n"
-    (none,) = _play(fake_openai, source).turns[0].checks
+    (none,) = play(fake_openai, source).turns[0].checks
     assert not none.passed and none.reason == "no tool calls in this reply"
 
 
@@ -277,7 +264,7 @@ evals:
           - tool_called: search
 """
     )
-    first, second = _play(fake_openai, source).turns
+    first, second = play(fake_openai, source).turns
     assert first.checks[0].passed
     in_conversation, in_reply = second.checks
     assert in_conversation.passed and in_conversation.label == "tool_called search (conversation)"
@@ -348,7 +335,7 @@ evals:
       stop_when: {{tool_called: {{name: book, args: {{flight: 1}}}}}}
 """
     )
-    result = _play(fake_openai, source)
+    result = play(fake_openai, source)
     assert result.status == "passed" and len(result.turns) == 3
     assert "tool_called book {flight: 1}" in result.termination
     assert result.turns[-1].stop_when.met
@@ -367,7 +354,7 @@ evals:
     checks: [{{contains: Done}}]
 """
     )
-    result = _play(fake_openai, source)
+    result = play(fake_openai, source)
     safe, searched = result.graders
     assert (safe.name, safe.passed) == ("safe", False)
     assert safe.grades[0].rationale == "tool_not_called delete_account: called delete_account with {}"
@@ -399,7 +386,7 @@ evals:
     extractor: {json.dumps(extractor)}
 """
     )
-    grade = _play(fake_openai, source).turns[0].grade
+    grade = play(fake_openai, source).turns[0].grade
     assert grade.passed is passed
     if passed:
         assert grade.submission == truth
@@ -417,7 +404,7 @@ evals:
     extractor: {tool_arguments: get_weather}
 """
     )
-    result = _play(fake_openai, source)
+    result = play(fake_openai, source)
     assert result.status == "passed" and result.turns[-1].grade.submission == '{"city": "Paris"}'
 
 
@@ -480,18 +467,13 @@ evals:
     )
     suite = load_suite(source)
 
-    async def play():
-        os.environ[FAKE_KEY_ENV] = FAKE_KEY
-        config = EndpointConfig(
-            name="fake", base_url=fake_openai.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0
-        )
-        agent = AsyncOpenAIClient(config)
-        ctx = EngineContext(agent=agent, model="m", judge=agent, judge_model="m", defaults=Defaults.of(suite))
+    async def play_async():
+        ctx = fake_context(fake_openai, suite, AsyncOpenAIClient)
         try:
             return await run_eval_async(suite.evals[0], 0, "e", ctx)
         finally:
-            await agent.aclose()
+            await ctx.agent.aclose()
 
-    result = asyncio.run(play())
+    result = asyncio.run(play_async())
     assert result.status == "passed", result.turns[0].checks
     assert [check.passed for check in result.turns[0].checks] == [True, True]

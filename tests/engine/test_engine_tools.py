@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 
 import pytest
 
-from engine.clients import AsyncOpenAIClient, EndpointConfig, OpenAIClient
-from engine.conversation import Defaults, EngineContext, run_eval, run_eval_async
+from engine.clients import AsyncOpenAIClient
+from engine.conversation import run_eval, run_eval_async
 from engine.loader import load_suite
-from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
+from tests.engine.fake_play import fake_context, play
 from tests.fakeopenai import Reply
 
 WEATHER = """\
@@ -34,20 +33,8 @@ evals:
 """
 
 
-def _ctx(fake, suite, client=OpenAIClient) -> EngineContext:
-    os.environ[FAKE_KEY_ENV] = FAKE_KEY
-    config = EndpointConfig(name="fake", base_url=fake.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0)
-    agent = client(config)
-    return EngineContext(agent=agent, model="m", judge=agent, judge_model="m", defaults=Defaults.of(suite))
-
-
-def _play(fake, source: str, index: int = 0):
-    suite = load_suite(source)
-    return run_eval(suite.evals[index], index, f"e{index}", _ctx(fake, suite))
-
-
 def test_a_stub_result_goes_back_as_a_tool_message_and_the_text_answer_is_the_reply(fake_openai):
-    result = _play(fake_openai, WEATHER)
+    result = play(fake_openai, WEATHER)
     first, second = fake_openai.chat_requests()
     assert first["tools"] == [
         {
@@ -91,12 +78,12 @@ def test_a_stub_result_goes_back_as_a_tool_message_and_the_text_answer_is_the_re
 
 def test_rules_are_tried_in_order_and_fall_through_to_returns(fake_openai):
     source = WEATHER.replace("What's the weather in Paris?", "Weather in Lyon?")
-    turn = _play(fake_openai, source).turns[0]
+    turn = play(fake_openai, source).turns[0]
     assert (
         turn.tool_calls[0].error == "no station there"
         and turn.tool_calls[0].result == "Error: no station there"
     )
-    other = _play(fake_openai, WEATHER.replace("What's the weather in Paris?", "Weather in Rome?")).turns[0]
+    other = play(fake_openai, WEATHER.replace("What's the weather in Paris?", "Weather in Rome?")).turns[0]
     assert other.tool_calls[0].result == "mild" and other.tool_calls[0].source == "returns"
 
 
@@ -109,7 +96,7 @@ def test_an_unknown_tool_and_arguments_that_break_the_schema_are_the_models_mist
             "I could not find out.",
         ],
     )
-    turn = _play(fake_openai, WEATHER).turns[0]
+    turn = play(fake_openai, WEATHER).turns[0]
     unknown, broken = turn.tool_calls
     assert unknown.mistake and "no tool named `get_forecast`" in unknown.error
     assert broken.mistake and "'city' is a required property" in broken.error
@@ -120,7 +107,7 @@ def test_an_unknown_tool_and_arguments_that_break_the_schema_are_the_models_mist
 
 def test_max_tool_rounds_ends_the_turn_unfinished_and_says_so(fake_openai):
     fake_openai.tool_rounds = 5
-    result = _play(fake_openai, WEATHER.replace("tools:\n", "max_tool_rounds: 2\ntools:\n", 1))
+    result = play(fake_openai, WEATHER.replace("tools:\n", "max_tool_rounds: 2\ntools:\n", 1))
     (turn,) = result.turns
     assert len(turn.tool_rounds) == 2 and len(fake_openai.chat_requests()) == 3
     assert result.status == "error"
@@ -132,7 +119,7 @@ def test_a_later_turn_sends_the_earlier_tool_exchange_again(fake_openai):
         '  - prompt: What\'s the weather in Paris?\n    checks:\n      - contains: "21"\n',
         "  - input: [Weather in Paris?, And tomorrow?]\n    checks:\n      - contains: Tool results\n",
     )
-    result = _play(fake_openai, source)
+    result = play(fake_openai, source)
     assert result.status == "passed"
     later = fake_openai.chat_requests()[2]["messages"]
     assert [m["role"] for m in later] == ["user", "assistant", "tool", "assistant", "user"]
@@ -142,11 +129,11 @@ def test_a_later_turn_sends_the_earlier_tool_exchange_again(fake_openai):
 def test_the_asyncio_path_plays_tools_as_the_inline_one(fake_openai, kind):
     suite = load_suite(WEATHER)
     if kind == "inline":
-        result = run_eval(suite.evals[0], 0, "e", _ctx(fake_openai, suite))
+        result = run_eval(suite.evals[0], 0, "e", fake_context(fake_openai, suite))
     else:
 
         async def play():
-            ctx = _ctx(fake_openai, suite, AsyncOpenAIClient)
+            ctx = fake_context(fake_openai, suite, AsyncOpenAIClient)
             try:
                 return await run_eval_async(suite.evals[0], 0, "e", ctx)
             finally:

@@ -9,16 +9,12 @@ answers "Tool results: …" once the results are back.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from engine.clients import EndpointConfig, OpenAIClient
-from engine.conversation import Defaults, EngineContext, run_eval
 from engine.loader import load_suite
 from engine.simulate import transcript_for_user
 from engine.source import SuiteError
-from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
+from tests.engine.fake_play import play
 
 WEATHER_TOOL = """\
 tools:
@@ -30,18 +26,6 @@ tools:
         returns: {temperature: 21}
     returns: mild
 """
-
-
-def _ctx(fake, suite) -> EngineContext:
-    os.environ[FAKE_KEY_ENV] = FAKE_KEY
-    config = EndpointConfig(name="fake", base_url=fake.base_url, api_key_env=FAKE_KEY_ENV, max_retries=0)
-    agent = OpenAIClient(config)
-    return EngineContext(agent=agent, model="m", judge=agent, judge_model="m", defaults=Defaults.of(suite))
-
-
-def _play(fake, source: str, **kwargs):
-    suite = load_suite(source)
-    return run_eval(suite.evals[0], 0, "e0", _ctx(fake, suite), **kwargs)
 
 
 def _roles(messages: list[dict]) -> list[str]:
@@ -69,7 +53,7 @@ def test_a_simulated_user_talks_with_an_agent_that_calls_tools_on_every_turn(fak
     fake_openai.rule(
         "You are the user in a conversation", ["Weather in London?", "Weather in Rome?"], where="system"
     )
-    result = _play(fake_openai, SIMULATED)
+    result = play(fake_openai, SIMULATED)
 
     assert result.status == "passed" and len(result.turns) == 3
     assert [[(c.name, c.arguments) for c in turn.tool_calls] for turn in result.turns] == [
@@ -103,17 +87,17 @@ def test_a_simulated_conversation_with_tools_resumes_and_regrades_from_its_store
     fake_openai.rule(
         "You are the user in a conversation", ["Weather in London?", "Weather in Rome?"], where="system"
     )
-    original = _play(fake_openai, SIMULATED)
+    original = play(fake_openai, SIMULATED)
     asked = len(fake_openai.chat_requests())
 
-    resumed = _play(fake_openai, SIMULATED, prior=original.turns[:2])
+    resumed = play(fake_openai, SIMULATED, prior=original.turns[:2])
     again = fake_openai.chat_requests()[asked:]
     # The simulated user writes turn 3 only, asked as before; the agent plays turn 3's round and answer.
     assert len(again) == 3 and again[0]["messages"] == original.turns[2].simulated_user.messages
     assert resumed.turns[2].prompt == "Weather in London?"  # the rule's next answer: a new run of turn 3
     assert [len(turn.tool_calls) for turn in resumed.turns] == [1, 1, 1]
 
-    regraded = _play(fake_openai, SIMULATED, replay=original.turns)
+    regraded = play(fake_openai, SIMULATED, replay=original.turns)
     assert len(fake_openai.chat_requests()) == asked + 3  # nothing asked: not the user, the agent or a tool
     assert [t.tool_rounds for t in regraded.turns] == [t.tool_rounds for t in original.turns]
     assert regraded.status == "passed"
@@ -174,7 +158,7 @@ GIVEN_SENT = [
 
 
 def test_a_given_history_with_a_tool_exchange_is_sent_as_given(fake_openai):
-    result = _play(fake_openai, GIVEN)
+    result = play(fake_openai, GIVEN)
     (request,) = fake_openai.chat_requests()
     assert request["messages"] == GIVEN_SENT
     assert result.status == "passed"
@@ -188,7 +172,7 @@ def test_a_given_history_with_tool_calls_leads_into_live_turns_and_a_given_reply
         '    checks:\n      - contains: "21"\n',
         "    input: And in Rome?\n    checks:\n      - contains: mild\n",
     )
-    result = _play(fake_openai, live)
+    result = play(fake_openai, live)
     assert result.status == "passed"
     (turn,) = result.turns
     assert [c.arguments for c in turn.tool_calls] == [{"city": "Rome"}]
@@ -197,7 +181,7 @@ def test_a_given_history_with_tool_calls_leads_into_live_turns_and_a_given_reply
 
     given = GIVEN.replace("    checks:\n", "    reply: It is 21 degrees in Paris.\n    checks:\n")
     before = len(fake_openai.chat_requests())
-    assert _play(fake_openai, given).status == "passed"
+    assert play(fake_openai, given).status == "passed"
     assert len(fake_openai.chat_requests()) == before  # a given reply calls no model
 
 
@@ -299,7 +283,7 @@ name: tree
 
 
 def test_a_tree_follow_up_carries_the_first_turns_tool_exchange(fake_openai):
-    result = _play(fake_openai, TREE)
+    result = play(fake_openai, TREE)
     assert result.status == "passed" and len(result.turns) == 2
     assert [c.arguments for c in result.turns[1].tool_calls] == [{"city": "London"}]
     follow_up = fake_openai.chat_requests()[2]["messages"]
@@ -322,12 +306,12 @@ name: turns
 def test_a_resumed_conversation_resends_its_stored_exchanges_and_calls_nothing_again(fake_openai):
     """A worker that died after turn 1: the resumed conversation asks the model only for turns 2 and 3, and
     sends turn 1's stored exchange exactly as the first run did."""
-    original = _play(fake_openai, TURNS)
+    original = play(fake_openai, TURNS)
     assert original.status == "passed" and len(fake_openai.chat_requests()) == 6
     first_run = fake_openai.chat_requests()
 
     reported = []
-    resumed = _play(fake_openai, TURNS, prior=original.turns[:1], on_turn=reported.append)
+    resumed = play(fake_openai, TURNS, prior=original.turns[:1], on_turn=reported.append)
     again = fake_openai.chat_requests()[6:]
     assert len(again) == 4  # two requests (a tool round and the answer) for each of turns 2 and 3
     assert again[0]["messages"] == first_run[2]["messages"]  # turn 1's exchange, with its stored call ids
@@ -337,15 +321,15 @@ def test_a_resumed_conversation_resends_its_stored_exchanges_and_calls_nothing_a
     assert resumed.turns[0].tool_rounds == original.turns[0].tool_rounds  # the stored calls, not new ones
     assert [len(turn.tool_calls) for turn in resumed.turns] == [1, 1, 1]
 
-    whole = _play(fake_openai, TURNS, prior=original.turns)
+    whole = play(fake_openai, TURNS, prior=original.turns)
     assert len(fake_openai.chat_requests()) == 10 and whole.turns == original.turns
 
 
 def test_a_regrade_grades_the_stored_tool_rounds_without_calling_the_model_or_the_tools(fake_openai):
-    original = _play(fake_openai, TURNS)
+    original = play(fake_openai, TURNS)
     asked = len(fake_openai.chat_requests())
     edited = TURNS.replace('[{match: "*mild*"}]', "[{contains: sunny}]")
-    regraded = _play(fake_openai, edited, replay=original.turns)
+    regraded = play(fake_openai, edited, replay=original.turns)
     assert len(fake_openai.chat_requests()) == asked
     assert [turn.tool_rounds for turn in regraded.turns] == [turn.tool_rounds for turn in original.turns]
     assert [turn.passed for turn in regraded.turns] == [True, False, True]
