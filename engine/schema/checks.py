@@ -287,7 +287,7 @@ class ToolCallPattern(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _short_form(cls, data: Any) -> Any:
-        return {"name": data} if isinstance(data, str) else data
+        return {"name": data} if isinstance(data, str) else _arguments_as_args(data)
 
     @field_validator("args")
     @classmethod
@@ -334,8 +334,20 @@ class ToolSequence(ToolScoped):
     )
 
 
+def _arguments_as_args(data: Any) -> Any:
+    """`arguments`, as a call's JSON names them, is read as `args`."""
+    if isinstance(data, dict) and "arguments" in data and "args" not in data:
+        data = {("args" if key == "arguments" else key): value for key, value in data.items()}
+    return data
+
+
 class ToolResult(ToolScoped):
     """Some call's result (the `tool` message sent back) satisfies the matcher."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _arguments(cls, data: Any) -> Any:
+        return _arguments_as_args(data)
 
     name: str | None = Field(None, pattern=TOOL_NAME, description="Only the calls of this tool.")
     args: dict[str, Any] | None = Field(None, description="Only the calls whose arguments match.")

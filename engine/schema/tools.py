@@ -136,6 +136,20 @@ class Tool(StrictModel):
     )
     _replay_index: dict | None = PrivateAttr(None)  # engine.tools.replay's lookup of `recorded`, built once
 
+    @model_validator(mode="before")
+    @classmethod
+    def _openai_form(cls, data: Any) -> Any:
+        # OpenAI's request form, {type: function, function: {name, description, parameters}}, with the
+        # result's source beside `function`.
+        if (
+            isinstance(data, dict)
+            and isinstance(data.get("function"), dict)
+            and data.get("type") == "function"
+        ):
+            rest = {key: value for key, value in data.items() if key not in ("type", "function")}
+            return {**data["function"], **rest}
+        return data
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:

@@ -141,3 +141,30 @@ def test_the_asyncio_path_plays_tools_as_the_inline_one(fake_openai, kind):
 
         result = asyncio.run(play())
     assert result.status == "passed" and result.turns[0].tool_calls[0].source == "responses"
+
+
+def test_a_tool_may_be_written_in_openais_request_form_and_a_call_pattern_may_say_arguments(fake_openai):
+    source = """\
+name: openai-form
+tools:
+  - type: function
+    function:
+      name: get_weather
+      description: Current weather for a city
+      parameters: {type: object, properties: {city: {type: string}}, required: [city]}
+    returns: sunny
+evals:
+  - prompt: Weather in Paris?
+    checks:
+      - tool_called: {name: get_weather, arguments: {city: Paris}}
+      - tool_not_called: {name: get_weather, arguments: {city: Lyon}}
+      - tool_result: {name: get_weather, arguments: {city: Paris}, result: sunny}
+"""
+    suite = load_suite(source)
+    assert suite.tools[0].name == "get_weather" and suite.tools[0].returns == "sunny"
+    result = play(fake_openai, source)
+    assert (
+        fake_openai.chat_requests()[0]["tools"][0]["function"]["description"] == "Current weather for a city"
+    )
+    assert result.status == "passed"
+    assert [check.passed for check in result.turns[0].checks] == [True, True, True]
