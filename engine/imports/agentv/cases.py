@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from ..common import Report, as_text, short, unique_id
+from ..toolcalls import Declared
 from .checks import DEFAULT_THRESHOLD, default_criteria
 from .graders import Graders
 from .messages import Messages, last_user_text, transcript, turn_text, with_files
@@ -40,6 +41,7 @@ class Cases(Graders, Messages):
         self.attached: dict[str, str] = {}
         self.taken: set[str] = set()
         self.used_criteria = False  # the case's criteria went into a grader's rubric
+        self.declared = Declared()  # the tools the trajectory checks name, offered to the model
 
     # -- one case ------------------------------------------------------------------------------------
 

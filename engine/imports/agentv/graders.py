@@ -10,14 +10,14 @@ from collections.abc import Iterator
 
 from ..common import Report, as_number, as_share, as_text, short
 from ..promptfoo.checks import field_accuracy, word_check
+from ..toolcalls import is_trajectory, trajectory_checks
 from .checks import ItemChecks, criteria_template, default_criteria, kind_of
 
 GRADER_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 UNCONVERTED_EVALUATORS = {
     "code": "runs a script",
     "code_judge": "runs a script",
-    "tool_trajectory": "checks tool calls, which evalsite conversations do not make",
-    "expected_tool_calls": "checks tool calls, which evalsite conversations do not make",
+    "expected_tool_calls": "checks expected tool calls, which evalsite reads from the case's expected_output",
     "composite": "combines evaluators with weights",
     "field_accuracy": "compares fields of structured output",
     "latency": "checks timing",
@@ -103,6 +103,9 @@ class Graders(ItemChecks):
                     checks.append(check)
             elif kind == "is-json":
                 checks.append({"is_json": item.get("negate") is not True})
+            elif is_trajectory(kind):
+                found = trajectory_checks(item, kind, title, report, self.declared)
+                checks += [check for _, check, _ in found]
             elif kind == "code-grader":
                 check = self.code_check(item, context, where.split(".")[0], title)
                 if check is not None:
@@ -178,6 +181,11 @@ class Graders(ItemChecks):
                 check = self.code_check(evaluator, context, label, title)
                 if check is not None:
                     out.append(check)
+            elif is_trajectory(kind_of(kind)):
+                found = trajectory_checks(
+                    evaluator, kind_of(kind), f"{label}: {title}", report, self.declared
+                )
+                out += [check for _, check, _ in found]
             else:
                 why = UNCONVERTED_EVALUATORS.get(kind, "has no evalsite equivalent")
                 report.group(f"{title} ({kind}): not converted — it {why}", label, lost=True)
@@ -290,6 +298,16 @@ class Graders(ItemChecks):
                     weights[field] = weight * share
                     if every:
                         gates.append(field)
+                continue
+            elif is_trajectory(kind):
+                for suffix, traj_check, share in trajectory_checks(
+                    item, kind, f"{label}: {title}", report, self.declared
+                ):
+                    own = GRADER_NAME.sub("-", f"{name}{suffix}")[:60]
+                    graders[own] = {"kind": "check", "check": traj_check, "threshold": self.threshold}
+                    weights[own] = weight * share
+                    if item.get("required") is True:
+                        gates.append(own)
                 continue
             elif kind == "composite" and weighted_composite(item):
                 self.composite(item, name, weight, context, label, title, graders, weights, gates)

@@ -20,6 +20,7 @@ from ..common import (
     parse_yaml,
     short,
 )
+from ..toolcalls import tool_sections
 from .cases import Cases, evaluator_list
 from .checks import DEFAULT_THRESHOLD
 
@@ -181,6 +182,7 @@ def convert_file(name: str, data: dict, files: dict[str, str], report: Report) -
         sections.append(Section("iterations", iterations[0]))
         if iterations[1] is not None:
             sections.append(Section("pass_rate_threshold", iterations[1]))
+    sections.extend(tool_sections(converter.declared, report))
     sections.append(Section("evals", evals, blank_before=True, item_comments=notes))
     live = sum(1 for ev in evals if "turns" in ev)
     report.map(

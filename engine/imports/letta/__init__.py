@@ -57,6 +57,7 @@ from .graders import (
 )
 from .named import convertible, named_graders
 from .rubrics import judge_sections, rubric_style, rubric_template
+from .tools import tool_sections
 
 HANDLED_TOP = ("name", "description", "dataset", "target", "graders", "grader", "gate", "reward",
                "max_samples", "sample_tags", "num_runs")  # fmt: skip
@@ -101,6 +102,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     top.extend(_target(data.get("target"), files, report))
 
     graders = read_graders(data, report)
+    top.extend(tool_sections(graders, data, files, report))
     threshold = 0.0 if _reward_only(data) else 1.0
     converted = convertible(graders, threshold)
     if len(converted) != 1 or any(g["grader"] == "code" for g in converted.values()):
@@ -431,7 +433,7 @@ def _target(target: object, files: dict[str, str], report: Report) -> list[Secti
     report.skip(
         f"target ({', '.join(parts) or 'a Letta agent'}): evalsite cannot run a Letta agent; it sends the "
         "conversations to the agent's model instead, with the agent's plain-text facts (system prompt, memory "
-        "blocks, agent_args) as system messages — its tools, tool rules and memory edits are not reproduced"
+        "blocks, agent_args) as system messages — its tools' code, tool rules and memory edits are not reproduced"
     )
     for key in target:
         if key not in AGENT_KEYS:

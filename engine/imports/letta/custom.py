@@ -13,8 +13,9 @@ import yaml
 
 from ..common import Report, attach, basename, find_file, short
 
-# Letta's built-in extractors evalsite reads itself; the others read what a chat model does not produce.
-NO_TOOL_CALLS = ("tool_arguments", "tool_output")
+# Letta's built-in extractors evalsite reads itself (the tool ones from the calls it records); the others
+# read an agent's memory, which a chat model does not have.
+TOOL_EXTRACTORS = ("tool_arguments", "tool_output")
 NO_AGENT_STATE = ("memory_block", "last_compaction")
 BUILTIN_EXTRACTORS = (
     "last_assistant",
@@ -336,7 +337,8 @@ def agent_file_facts(name: str, text: str, report: Report) -> tuple[str | None, 
         report.map(f"{name}: the agent's system prompt → system")
     tools = [t.get("name") for t in data.get("tools") or [] if isinstance(t, dict) and t.get("name")]
     if tools:
-        report.skip(f"{name}: the agent's tools ({', '.join(tools)}) — evalsite's model calls no tools yet")
+        report.skip(f"{name}: the agent's tools ({', '.join(tools)}) run on Letta's server; the ones the graders "
+                    "read are offered to the model (tools), the others are not")  # fmt: skip
     history = [m for m in agent.get("messages") or [] if isinstance(m, dict) and m.get("role") != "system"]
     if history:
         report.lose(

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from engine.schema import Extractor
+from engine.schema.tools import TOOL_NAME
 
 from ..common import ImportProblem, Report, as_number, basename, find_file, short
-from .custom import NO_AGENT_STATE, NO_TOOL_CALLS, code_check, is_custom
+from .custom import NO_AGENT_STATE, TOOL_EXTRACTORS, code_check, is_custom
 
 TOOL_GRADERS = ("exact_match", "contains", "regex_match")
 JUDGE_KINDS = ("model_judge", "rubric", "letta_judge")
@@ -68,11 +69,6 @@ def grading_of(key: str, spec: dict, code_threshold: float = 1.0) -> tuple[dict 
     extractor_name = spec.get("extractor", "last_assistant")
     if not isinstance(extractor_name, str):
         return None, f"extractor {short(extractor_name)}: not an extractor name"
-    if extractor_name in NO_TOOL_CALLS:
-        return None, (
-            f"extractor {extractor_name} reads the agent's tool calls, which evalsite's conversations do not "
-            "hold yet"
-        )
     if extractor_name in NO_AGENT_STATE:
         return None, (
             f"extractor {extractor_name} reads the Letta agent's memory after the conversation; the model "
@@ -157,10 +153,18 @@ def _extractor(spec: dict, notes: list[str]) -> tuple[object, str]:
             notes.append(
                 "extractor_config.include_marker: evalsite returns the text after the marker, without it"
             )
+    elif name in TOOL_EXTRACTORS:
+        tool = config.get("tool_name")
+        if not isinstance(tool, str) or not TOOL_NAME.fullmatch(tool):
+            notes.append(f"extractor {name} with {short(config)}: needs `tool_name`, the name of a tool")
+            return _UNSUPPORTED, name
+        for key in config:
+            if key != "tool_name":
+                notes.append(f"extractor_config.{key}: not an option evalsite has")
+        # The first call of that tool in the conversation: its arguments (JSON text) or its result.
+        return {name: {"tool_name": tool}}, f"{name} {short(config, 60)}"
     else:
         what = {
-            "tool_arguments": "tool-call arguments",
-            "tool_output": "tool results",
             "memory_block": "the agent's memory blocks",
             "last_compaction": "the agent's compaction messages",
         }.get(name, "custom Python")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from ..common import Report, as_name, as_number, attach, safe_file_name, short
-from .custom import NO_AGENT_STATE, NO_TOOL_CALLS, attach_python, function_ref, is_custom, renamed
+from .custom import NO_AGENT_STATE, attach_python, function_ref, is_custom, renamed
 from .graders import TOOL_GRADERS, describe, find_rubric_prompt, grading_of
 from .rubrics import rubric_template
 
@@ -129,13 +129,13 @@ def _blind_grader(
     report: Report,
     threshold: float,
 ) -> tuple[str, dict] | None:
-    """When every grader reads tool calls or agent memory, the first tool grader is kept as a code check that
-    runs Letta's extractor on evalsite's conversation, which holds neither: it scores what Letta scores an
-    agent that calls no tool and keeps no memory. The suite still runs, and the loss is listed."""
+    """When every grader reads agent memory, the first tool grader is kept as a code check that runs Letta's
+    extractor on evalsite's conversation, which holds none: it scores what Letta scores an agent that keeps
+    no memory. The suite still runs, and the loss is listed."""
     for key, spec in graders.items():
         extractor = spec.get("extractor")
         function = spec.get("function")
-        if spec.get("kind", "tool") != "tool" or extractor not in (*NO_TOOL_CALLS, *NO_AGENT_STATE):
+        if spec.get("kind", "tool") != "tool" or extractor not in NO_AGENT_STATE:
             continue
         if not isinstance(function, str) or not GRADER_NAME_OK.match(key):
             continue
@@ -154,9 +154,9 @@ def _blind_grader(
         else:
             continue
         report.lose(
-            f"graders.{key}: extractor {extractor} reads what evalsite's conversations do not hold (tool calls, "
-            "agent memory); kept, as the suite's only grader, as a code check that finds none — it scores what "
-            "Letta scores an agent that calls no tool and keeps no memory"
+            f"graders.{key}: extractor {extractor} reads what evalsite's conversations do not hold (agent "
+            "memory); kept, as the suite's only grader, as a code check that finds none — it scores what "
+            "Letta scores an agent that keeps no memory"
         )
         code = {"function": called, "dialect": "letta", "threshold": threshold, "config": config}
         return key, {"kind": "check", "check": {"code": code}}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from ..common import as_number, as_share, as_text, short
+from ..toolcalls import Declared, is_trajectory, trajectory_checks
 from .checks import (
     BOUND_TYPES,
     CODE_TYPES,
@@ -49,6 +50,7 @@ class Assertions(Judges, CodeChecks):
         self.render = render  # (template, variables, where) -> text, reporting what could not be rendered
         self.inline_code = 0
         self.plain_criteria: str | None = None  # the criterion of the judge grader being added, in words
+        self.declared = Declared()  # the tools the trajectory checks name, offered to the model
 
     # -- a list of items ----------------------------------------------------------------------------------
 
@@ -113,6 +115,13 @@ class Assertions(Judges, CodeChecks):
             return
         if kind == "field-accuracy":
             self.field_accuracy(out, item, weight, ctx, where, metric)
+            return
+        if is_trajectory(kind):
+            plain = {key: value for key, value in item.items() if key != "negate"}  # already in `kind`
+            for suffix, check, part in trajectory_checks(plain, kind, where, report, self.declared):
+                grader = {"kind": "check", "check": check}
+                self.add(out, (metric or kind) + suffix, grader, check, weight * part, required, threshold,
+                         ctx, where)  # fmt: skip
             return
         if kind.removeprefix("not-").split(":")[0] in TOOL_TYPES:
             report.lose(f"{where}: {kind} — checks the agent's tool calls, which evalsite conversations do not "

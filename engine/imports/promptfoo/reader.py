@@ -21,6 +21,7 @@ from ..common import (
     short,
     unique_id,
 )
+from ..toolcalls import tool_sections
 from .asserts import Assertions
 from .checks import Context
 from .messages import Messages, prompt_text, slug
@@ -110,6 +111,7 @@ class Reader(Sources, Messages, Conversations):
         if iterations > 1:
             sections.append(Section("iterations", iterations))
             sections.append(Section("pass_rate_threshold", rate))
+        sections.extend(tool_sections(self.asserts.declared, report))
         sections.append(Section("evals", evals, blank_before=True, item_comments=notes))
         report.map(f"tests: {len(evals)} eval{'s' if len(evals) != 1 else ''}")
         return header, sections, self.attached

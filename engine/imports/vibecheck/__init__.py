@@ -5,9 +5,10 @@ becomes the top-level `name` / `model` / `system`, the object form `checks: {or:
 one-item list, the legacy object form `checks: {match: ..., min_tokens: ...}`, the typed form
 `checks: [{type: string_contains, value: ...}]` and the first format's `conditionals` become check lists,
 eval `name`s become ids, `{{var(...)}}` / `{{secret(...)}}` become evalsite's suite variables and secrets.
-Whatever graded or drove a conversation and cannot be carried (an MCP server's tools, a check evalsite
-cannot read) is reported as lost; the rest (threads, unknown keys vibecheck ignores) as left out.
-`checks` reads the check forms, `variables` the template references.
+`metadata.mcp_server` becomes the suite's `tools: [{mcp: {url, headers}}]`, its token read from the
+environment. Whatever graded or drove a conversation and cannot be carried (a check evalsite cannot read)
+is reported as lost; the rest (threads, unknown keys vibecheck ignores) as left out.
+`checks` reads the check forms, `variables` the template references, `mcp` the MCP server.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from engine.schema import Suite
 
 from ..common import Converted, ImportProblem, Report, Section, as_text, short, unique_id
 from .checks import checks_of, is_check, typed_list
+from .mcp import mcp_server
 from .variables import TEMPLATE_REF, template_refs
 
 # evalsite's own top-level keys pass through (a file may already be half evalsite).
@@ -72,7 +74,10 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
             f"metadata.threads ({short(metadata['threads'])}): concurrency is chosen when a run is launched"
         )
     if "mcp_server" in metadata:
-        _mcp_server(metadata["mcp_server"], report)
+        server = mcp_server(metadata["mcp_server"], report)
+        if server is not None:
+            own = data.get("tools") if isinstance(data.get("tools"), list) else []
+            top["tools"] = [*own, server]
     for key in metadata:
         if key not in ("name", "model", "system_prompt", "threads", "mcp_server"):
             report.skip(f"metadata.{key}: not a vibecheck field evalsite knows, left out")
@@ -107,7 +112,7 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
             f"{name} has no eval evalsite can run: {'; '.join(report.problems()) or 'no evals'}"
         )
 
-    order = ["name", "description", "model", "judge", "vars", "system"]
+    order = ["name", "description", "model", "judge", "vars", "system", "tools"]
     for key in order + [k for k in top if k not in order]:
         if key in top:
             sections.append(Section(key, top[key]))
@@ -119,21 +124,6 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         + ") → evals, same checks and follow-ups"
     )
     return header, sections, {}
-
-
-def _mcp_server(server: object, report: Report) -> None:
-    """The model's tools, served over MCP: the evals that use them cannot be played as written."""
-    label = (server.get("name") or server.get("url")) if isinstance(server, dict) else server
-    report.lose(
-        f"metadata.mcp_server: vibecheck gives the model the tools of the MCP server {short(label)}; evalsite "
-        "gives models no tools yet (tool calls come in a later release), so these evals run without them "
-        "and an answer that needs a tool will fail"
-        + (
-            " (its authorization_token is not kept)"
-            if isinstance(server, dict) and "authorization_token" in server
-            else ""
-        )
-    )
 
 
 def _convert_evals(raw: object, report: Report) -> list[dict]:

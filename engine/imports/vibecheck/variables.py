@@ -12,7 +12,7 @@ from ..common import Report
 TEMPLATE_REF = re.compile(
     r"""\{\{\s*(?P<kind>var|secret|env)\s*(?:\(\s*(?P<q>['"]?)(?P<name>[^'")}]*)(?P=q)\s*\)|:\s*(?P<name2>[^}]*?))\s*\}\}"""
 )
-# Left as written: the MCP server is lost as a whole; a model given as a variable is the launch's choice.
+# Left as written: the MCP server's token is read by vibecheck/mcp.py; a model given as a variable is the launch's choice.
 KEPT_METADATA = ("mcp_server", "model")
 
 
@@ -21,7 +21,7 @@ def template_refs(data: dict, report: Report) -> tuple[dict, list[str]]:
     values set with `vibe set var|secret`. They become evalsite's `{{var:name}}` (declared in `vars`, its
     value given at launch) and `{{secret:NAME}}` (read from the environment variable NAME where the model
     is called). The data comes back rewritten, with the variables in order of first use. The MCP server is
-    left as it is (it is lost as a whole), and so is the model (a launch chooses it)."""
+    left as it is (vibecheck/mcp.py reads its token), and so is the model (a launch chooses it)."""
     declared: list[str] = []
 
     def rewrite(text: str, path: str) -> str:
