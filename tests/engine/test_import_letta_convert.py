@@ -238,19 +238,19 @@ def test_letta_bad_dataset_line_and_unconvertible_graders_are_clear_problems():
     suite_yaml = (FIXTURES / "letta-per-turn" / "suite.yaml").read_text()
     with pytest.raises(ImportProblem, match=r"dataset.jsonl line 2 is not valid JSON"):
         convert({"suite.yaml": suite_yaml, "dataset.jsonl": '{"input": "a", "ground_truth": "b"}\n{oops\n'})
-    # every grader reads tool calls or agent memory: the first is kept as a code check that finds none (the
-    # suite still runs), and both are listed as lost
-    custom = suite_yaml.replace("extractor: last_assistant", "extractor: tool_output")
+    # every grader reads agent memory: the first is kept as a code check that finds none (the suite still
+    # runs), and both are listed as lost
+    custom = suite_yaml.replace("extractor: last_assistant", "extractor: last_compaction")
     result = convert({"suite.yaml": custom, "dataset.jsonl": '{"input": "a", "ground_truth": "b"}\n'})
     raw = yaml.safe_load(result.source)
     assert raw["graders"]["answer_check"]["check"]["code"] == {
         "function": "letta_builtin:contains",
         "dialect": "letta",
         "threshold": 1.0,
-        "config": {"extractor": "tool_output"},
+        "config": {"extractor": "last_compaction"},
     }
     assert "from letta_evals.graders.builtin import" in result.files["letta_builtin.py"]
-    assert has(result.lost, "graders.answer_check: extractor tool_output", "a code check that finds none")
+    assert has(result.lost, "graders.answer_check: extractor last_compaction", "a code check that finds none")
     assert has(result.lost, "graders.remembers_name (tool exact_match): not converted", "memory_block")
     load_suite(result.source, files=result.files)
 

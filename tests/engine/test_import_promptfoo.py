@@ -33,10 +33,8 @@ def test_todays_agentv_is_detected_as_agentv_and_converts_with_its_losses_listed
         "onboarding-conversation",
     ]
     assert suite.iterations == 3 and suite.pass_rate_threshold == pytest.approx(1 / 3, abs=1e-6)
-    assert result.lost == [
-        "tests[2].assert[1]: tool-trajectory — checks the agent's tool calls, which evalsite conversations "
-        "do not record yet; not converted"
-    ]
+    # any_order with `expected` and no `minimums`: AgentV passes it whatever is called, nothing to carry
+    assert result.lost == []
     refund = suite.evals[0]
     assert set(refund.graders) == {"criteria", "tone", "contains"}
     assert all(g.threshold == 0.8 for g in refund.graders.values())  # AgentV's 0.8, not evalsite's 1.0

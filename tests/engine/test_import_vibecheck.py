@@ -110,7 +110,10 @@ def test_vibecheck_legacy_forms_are_normalised_and_the_rest_reported():
     assert has(result.mapped, "evals[0].name → id")
     assert has(result.mapped, "string_contains", "contains")
     assert has(result.mapped, "id 'capital' → 'capital-2'")
-    assert has(result.lost, "metadata.mcp_server: ", "MCP server advice", "later release")
+    assert suite.tools[0].mcp.url == "https://mcp.example.com/sse"
+    assert has(
+        result.mapped, "metadata.mcp_server (advice) → tools: [{mcp: {url: https://mcp.example.com/sse}}]"
+    )
     assert has(result.lost, "evals[2].checks[0].typo_key", "not a check evalsite has")
     assert suite.vars == {"persona": None}
     assert suite.evals[0].prompt == "Explain a Roth IRA to {{var:persona}}."
@@ -254,15 +257,20 @@ def test_vibecheck_mcp_tools_are_lost_and_variables_become_suite_variables():
     assert suite.evals[0].prompt == "List the newest issues for team {{var:tracker.team}}."
     assert suite.evals[0].checks[0].match == "*{{var:tracker.projectKey}}*"
     assert suite.evals[1].prompt == "Summarise issue {{var:tracker.projectKey}}-1."
-    assert "{{secret" not in result.source and "mcp.tracker.example" not in result.source
+    # The MCP server's tools are offered; its token is read from the environment, never written
+    assert "{{secret" not in result.source and "apiKey" not in result.source
+    assert [tool.model_dump(exclude_defaults=True) for tool in suite.tools] == [
+        {
+            "mcp": {
+                "url": "https://mcp.tracker.example/mcp",
+                "headers": {"Authorization": "Bearer {{env:TRACKER_APIKEY}}"},
+            }
+        }
+    ]
     assert has(
-        result.lost,
-        "metadata.mcp_server: ",
-        "MCP server tracker",
-        "later release",
-        "authorization_token is not kept",
+        result.mapped, "authorization_token {{secret('tracker.apiKey')}}", "TRACKER_APIKEY", "never stored"
     )
-    assert len(result.lost) == 1
+    assert result.lost == []
     assert has(
         result.mapped,
         "{{var('tracker.team')}} → {{var:tracker.team}}",

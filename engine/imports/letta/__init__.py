@@ -433,7 +433,7 @@ def _target(target: object, files: dict[str, str], report: Report) -> list[Secti
     report.skip(
         f"target ({', '.join(parts) or 'a Letta agent'}): evalsite cannot run a Letta agent; it sends the "
         "conversations to the agent's model instead, with the agent's plain-text facts (system prompt, memory "
-        "blocks, agent_args) as system messages — its tools' code, tool rules and memory edits are not reproduced"
+        "blocks, agent_args) as system messages — its tools, tool rules and memory edits are not reproduced"
     )
     for key in target:
         if key not in AGENT_KEYS:
