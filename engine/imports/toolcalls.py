@@ -252,6 +252,9 @@ def _agentv_trajectory(item: dict, where: str, report: Report, declared: Declare
         report.lose(f"{where}: tool-trajectory {mode} with no `expected` calls; not converted")
         return []
     sequence = {"calls": calls, "mode": SEQUENCE_MODES[mode]}
+    if mode == "subset":
+        report.group("tool-trajectory subset: AgentV allows each expected call any number of times, evalsite "
+                     "once each", where)  # fmt: skip
     report.map(f"{where} (tool-trajectory {mode}) → tool_sequence: mode {SEQUENCE_MODES[mode]} (all of it must "
                "hold; AgentV passes at 0.8 of the expected calls)")  # fmt: skip
     return [("", {"tool_sequence": sequence}, 1.0)]

@@ -195,7 +195,7 @@ def test_letta_tool_output_extractor_is_carried_and_the_agent_files_tool_is_offe
     result = convert(folder("letta-tools"))
     raw = yaml.safe_load(result.source)
     assert raw["grader"] == "regex_match"
-    assert raw["extractor"] == {"tool_output": {"tool_name": "get_weather"}}
+    assert raw["extractor"] == {"tool_output": "get_weather"}
     assert raw["tools"] == [
         {
             "name": "get_weather",
@@ -223,8 +223,8 @@ def test_letta_tool_arguments_beside_another_grader_and_a_tool_extractor_without
     )
     result = convert(files)
     raw = yaml.safe_load(result.source)
-    assert raw["graders"]["asked_for_paris"]["extractor"] == {"tool_arguments": {"tool_name": "get_weather"}}
-    assert raw["graders"]["weather_result"]["extractor"] == {"tool_output": {"tool_name": "get_weather"}}
+    assert raw["graders"]["asked_for_paris"]["extractor"] == {"tool_arguments": "get_weather"}
+    assert raw["graders"]["weather_result"]["extractor"] == {"tool_output": "get_weather"}
     assert has(result.lost, "graders.nameless", "needs `tool_name`")
     assert [tool["name"] for tool in raw["tools"]] == ["get_weather"]
 

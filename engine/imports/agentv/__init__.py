@@ -6,7 +6,8 @@ assertions. docs/imports.md has the whole table.
 A case becomes a `messages` eval the model replies to, or, in `mode: conversation`, a `turns` eval whose
 every user turn is sent live and graded by its own assertions. AgentV passes a case on the weighted mean of
 its assertions' scores, so assertions become named graders under a weighted pass rule at AgentV's
-threshold. What grades an agent's tool calls, timings or costs is a listed loss.
+threshold. A tool-trajectory grader becomes tool checks (engine/imports/toolcalls.py), the tools it names
+declared; what grades an agent's timings or costs is a listed loss.
 """
 
 from __future__ import annotations

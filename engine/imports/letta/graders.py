@@ -162,7 +162,7 @@ def _extractor(spec: dict, notes: list[str]) -> tuple[object, str]:
             if key != "tool_name":
                 notes.append(f"extractor_config.{key}: not an option evalsite has")
         # The first call of that tool in the conversation: its arguments (JSON text) or its result.
-        return {name: {"tool_name": tool}}, f"{name} {short(config, 60)}"
+        return {name: tool}, f"{name} {short(config, 60)}"
     else:
         what = {
             "memory_block": "the agent's memory blocks",

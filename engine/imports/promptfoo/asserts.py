@@ -124,8 +124,8 @@ class Assertions(Judges, CodeChecks):
                          ctx, where)  # fmt: skip
             return
         if kind.removeprefix("not-").split(":")[0] in TOOL_TYPES:
-            report.lose(f"{where}: {kind} — checks the agent's tool calls, which evalsite conversations do not "
-                        "record yet; not converted")  # fmt: skip
+            report.lose(f"{where}: {kind} — checks the agent's skills or scores its calls in a way evalsite's "
+                        "tool checks (tool_called, tool_sequence, ...) do not; not converted")  # fmt: skip
             return
         if kind in BOUND_TYPES:
             check = self.bound(item, kind)
