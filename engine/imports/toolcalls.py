@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.schema.tools import TOOL_NAME
+
 from .common import Report, Section, as_count, as_text, short
 
 # AgentV's trajectory modes as evalsite's `tool_sequence` modes.
@@ -23,6 +25,7 @@ class Declared:
     """The tools the converted checks name, with an example of the arguments each was expected with."""
 
     tools: dict[str, dict] = field(default_factory=dict)
+    given: dict[str, dict] = field(default_factory=dict)  # tools the file defines whole (a provider's config)
 
     def add(self, name: str, args: dict | None = None) -> None:
         known = self.tools.setdefault(name, {})
@@ -32,8 +35,10 @@ class Declared:
     def section(self) -> list[dict]:
         """The suite's `tools`: each named tool, with a JSON Schema of the arguments it was expected with and
         no result source (a call is answered with an error saying so until one is given)."""
-        out = []
+        out = list(self.given.values())
         for name, args in self.tools.items():
+            if name in self.given:
+                continue
             properties = {key: _schema_of(value) for key, value in args.items()}
             out.append(
                 {
@@ -267,7 +272,7 @@ def tool_sections(declared: Declared, report: Report) -> list[Section]:
     if not tools:
         return []
     names = ", ".join(tool["name"] for tool in tools)
-    report.map(f"the tools the trajectory checks name ({names}) → tools: offered to the model under test")
+    report.map(f"the tools the file uses ({names}) → tools: offered to the model under test")
     report.skip(
         f"the tools {names}: the agent ran its own, which the file does not hold — give each a result "
         "source (`returns`, `responses`, `code`, `llm` or `mcp`); until then a call gets an error result"
@@ -278,3 +283,32 @@ def tool_sections(declared: Declared, report: Report) -> list[Section]:
         "answered with an error saying the tool has no result configured.",
     ]
     return [Section("tools", tools, comments=comment, blank_before=True)]
+
+
+def provider_tools(raw: object, where: str, declared: Declared, report: Report) -> None:
+    """A provider's `config.tools` (OpenAI's `{type: function, function: {...}}`, or Anthropic's `{name,
+    input_schema}`) as the suite's tools, the first definition of a name kept."""
+    if not isinstance(raw, list):
+        report.skip(f"{where}: {short(raw, 60)} — not a list of tools written in the file, left out")
+        return
+    for number, item in enumerate(raw):
+        function = (
+            item.get("function")
+            if isinstance(item, dict) and isinstance(item.get("function"), dict)
+            else item
+        )
+        name = _tool_name(function.get("name")) if isinstance(function, dict) else None
+        if name is None or not TOOL_NAME.fullmatch(name):
+            report.skip(
+                f"{where}[{number}]: {short(item, 60)} — not a function tool evalsite can offer, left out"
+            )
+            continue
+        parameters = function.get("parameters", function.get("input_schema"))
+        if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
+            parameters = {"type": "object", "properties": {}}
+        if name not in declared.given:
+            declared.given[name] = {"name": name, "description": as_text(function.get("description")) or "",
+                                    "parameters": parameters}  # fmt: skip
+    if declared.given:
+        report.map(f"{where} → tools (offered to the model under test); promptfoo grades the calls the model "
+                   "makes, evalsite carries them out and grades the answer after them")  # fmt: skip

@@ -280,3 +280,51 @@ def test_vibecheck_mcp_server_without_a_url_is_lost():
     result = convert({name: broken})
     assert has(result.lost, "metadata.mcp_server.url: 42", "run without the server's tools")
     assert "tools" not in yaml.safe_load(result.source)
+
+
+# --- promptfoo -------------------------------------------------------------------------------------------
+
+
+def test_promptfoo_provider_tools_are_offered_to_the_model():
+    text = """
+prompts: ["{{question}}"]
+providers:
+  - id: openai:gpt-4o-mini
+    config:
+      tools:
+        - type: function
+          function:
+            name: get_weather
+            description: Current weather for a city
+            parameters: {type: object, properties: {city: {type: string}}, required: [city]}
+        - name: lookup
+          input_schema: {type: object, properties: {q: {type: string}}}
+        - {type: code_interpreter}
+tests:
+  - vars: {question: Weather in Paris?}
+    assert:
+      - type: contains
+        value: Paris
+"""
+    result = convert({"promptfooconfig.yaml": text})
+    raw = yaml.safe_load(result.source)
+    assert raw["tools"] == [
+        {
+            "name": "get_weather",
+            "description": "Current weather for a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+        {
+            "name": "lookup",
+            "description": "",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        },
+    ]
+    assert has(result.unmapped, "providers[0].config.tools[2]", "not a function tool")
+    assert has(result.mapped, "providers[0].config.tools → tools")
+    suite = load_suite(result.source)
+    assert [tool.name for tool in suite.tools] == ["get_weather", "lookup"]

@@ -21,7 +21,7 @@ from ..common import (
     short,
     unique_id,
 )
-from ..toolcalls import tool_sections
+from ..toolcalls import provider_tools, tool_sections
 from .asserts import Assertions
 from .checks import Context
 from .messages import Messages, prompt_text, slug
@@ -123,6 +123,16 @@ class Reader(Sources, Messages, Conversations):
                     f"{key}: {short(self.data[key], 80)} — {self.tool} providers; evalsite tests the suite's "
                     "`model`: set it in the suite or when launching"
                 )
+                listed = self.data[key] if isinstance(self.data[key], list) else [self.data[key]]
+                for number, provider in enumerate(listed):
+                    config = provider.get("config") if isinstance(provider, dict) else None
+                    if isinstance(config, dict) and "tools" in config:
+                        where = (
+                            f"{key}[{number}].config.tools"
+                            if isinstance(self.data[key], list)
+                            else f"{key}.config.tools"
+                        )
+                        provider_tools(config["tools"], where, self.asserts.declared, self.report)
 
     def iterations(self) -> tuple[int, float]:
         """The repeat count and the pass rate an iterated eval needs, as the tool's strategy means it."""
