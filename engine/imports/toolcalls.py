@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from engine.schema.tools import TOOL_NAME
 
-from .common import Report, Section, as_count, as_text, short
+from .common import Report, Section, as_count, as_text, non_finite, short
 
 # AgentV's trajectory modes as evalsite's `tool_sequence` modes.
 SEQUENCE_MODES = {"exact": "strict", "in_order": "in_order", "superset": "superset", "subset": "subset"}
@@ -66,6 +66,25 @@ def _schema_of(value: object) -> dict:
     return {}
 
 
+def _args(args: object, where: str, report: Report) -> dict:
+    """Expected arguments as matchers, those holding NaN or an infinity left out (listed as lost)."""
+    if not isinstance(args, dict):
+        return {}
+    kept = {}
+    for key, value in args.items():
+        if non_finite(value):
+            report.lose(
+                f"{where}.args.{key}: {short(value)} — not a value a call can be compared with; left out"
+            )
+        else:
+            kept[str(key)] = value
+    return kept
+
+
+def _mode(value: object) -> str | None:
+    return as_text(value) if isinstance(value, str) else None
+
+
 def is_trajectory(kind: str) -> bool:
     return kind.removeprefix("not-") in TRAJECTORY_TYPES
 
@@ -103,7 +122,7 @@ def trajectory_checks(
             if isinstance(value, dict)
             else None
         )
-        mode = value.get("mode", "in_order") if isinstance(value, dict) else "in_order"
+        mode = (_mode(value.get("mode", "in_order")) if isinstance(value, dict) else "in_order") or "in_order"
         calls = _calls(steps, "name", where, report, declared)
         if not calls:
             report.lose(
@@ -119,7 +138,7 @@ def trajectory_checks(
                         "match); not converted")  # fmt: skip
             return []
         name = _tool_name(value["name"])
-        args = value.get("args") if isinstance(value.get("args"), dict) else {}
+        args = _args(value.get("args"), f"{where}.value", report)
         declared.add(name, args)
         if value.get("mode") == "exact":
             report.skip(
@@ -201,8 +220,13 @@ def _calls(items: object, key: str, where: str, report: Report, declared: Declar
                 f"{where}.expected[{number}]: {short(step, 50)} — names no tool; left out of the sequence"
             )
             continue
-        args = step.get("args")
+        args = (
+            _args(step.get("args"), f"{where}.expected[{number}]", report)
+            if isinstance(step.get("args"), dict)
+            else None
+        )
         mode = step.get("args_match", step.get("argsMatch", args_mode))
+        mode = mode if isinstance(mode, list) else _mode(mode)
         if "max_duration_ms" in step or "maxDurationMs" in step:
             report.lose(f"{where}.expected[{number}].max_duration_ms: a latency bound on {name} — evalsite has "
                         "no per-call time check; not converted")  # fmt: skip
@@ -227,7 +251,7 @@ def _calls(items: object, key: str, where: str, report: Report, declared: Declar
 
 
 def _agentv_trajectory(item: dict, where: str, report: Report, declared: Declared) -> list:
-    mode = item.get("mode")
+    mode = _mode(item.get("mode"))
     if mode == "any_order":
         minimums = item.get("minimums")
         if not isinstance(minimums, dict) or not minimums:
@@ -248,7 +272,7 @@ def _agentv_trajectory(item: dict, where: str, report: Report, declared: Declare
                    "an equal share of the score (AgentV's score: the share of tools meeting their minimum)")  # fmt: skip
         return [(suffix, check, 1.0 / len(out)) for suffix, check, _ in out]
     if mode not in SEQUENCE_MODES:
-        report.lose(f"{where}: tool-trajectory mode {short(mode)} — AgentV skips it (not any_order, in_order, "
+        report.lose(f"{where}: tool-trajectory mode {short(item.get('mode'))} — AgentV skips it (not any_order, in_order, "
                     "exact, subset or superset); not converted")  # fmt: skip
         return []
     calls = _calls(item.get("expected"), "tool", where, report, declared,
@@ -304,6 +328,11 @@ def provider_tools(raw: object, where: str, declared: Declared, report: Report) 
             )
             continue
         parameters = function.get("parameters", function.get("input_schema"))
+        if non_finite(parameters):
+            report.skip(
+                f"{where}[{number}]: its parameters hold NaN or an infinity — offered with open parameters"
+            )
+            parameters = None
         if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
             parameters = {"type": "object", "properties": {}}
         if name not in declared.given:
