@@ -328,3 +328,38 @@ tests:
     assert has(result.mapped, "providers[0].config.tools → tools")
     suite = load_suite(result.source)
     assert [tool.name for tool in suite.tools] == ["get_weather", "lookup"]
+
+
+def test_agentv_expected_tool_calls_evaluator_reads_the_expected_messages_tool_calls():
+    source = """
+$schema: agentv-eval-v2
+evalcases:
+  - id: metrics
+    expected_outcome: Gets the CPU metrics
+    input_messages: [{role: user, content: CPU and memory for prod-1?}]
+    expected_messages:
+      - role: assistant
+        content: I'll check the system metrics.
+        tool_calls:
+          - tool: getCpuMetrics
+            input: {server: prod-1}
+          - tool: getMemoryMetrics
+    execution:
+      evaluators:
+        - name: tool-calls-validator
+          type: expected_tool_calls
+"""
+    result = convert({"metrics.yaml": source})
+    raw = yaml.safe_load(result.source)
+    (metrics,) = raw["evals"]
+    checks = metrics.get("checks") or [g["check"] for g in metrics["graders"].values()]
+    assert checks == [
+        {
+            "tool_sequence": {
+                "calls": [{"name": "getCpuMetrics", "args": {"server": "prod-1"}}, "getMemoryMetrics"],
+                "mode": "in_order",
+            }
+        }
+    ]
+    assert [tool["name"] for tool in raw["tools"]] == ["getCpuMetrics", "getMemoryMetrics"]
+    assert not has(result.lost, "expected_tool_calls")

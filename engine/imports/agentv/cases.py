@@ -108,6 +108,7 @@ class Cases(Graders, Messages):
             report.group("reference_answer → the judge's reference answer", label, mapped=True)
         metadata = case.get("metadata") if isinstance(case.get("metadata"), dict) else {}
         context = {
+            "_expected_messages": expected if isinstance(expected, list) else [],  # for expected_tool_calls
             "question": last_user_text(messages),
             "criteria": outcome or "",
             "expected_outcome": outcome or "",

@@ -17,7 +17,7 @@ GRADER_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 UNCONVERTED_EVALUATORS = {
     "code": "runs a script",
     "code_judge": "runs a script",
-    "expected_tool_calls": "checks expected tool calls, which evalsite reads from the case's expected_output",
+    "expected_tool_calls": "checks the tool_calls of expected_messages, and the case's have none",
     "composite": "combines evaluators with weights",
     "field_accuracy": "compares fields of structured output",
     "latency": "checks timing",
@@ -44,6 +44,24 @@ def typed_items(items: list, where: str, report: Report) -> Iterator[tuple[int, 
             report.group("assertions that are neither text nor mappings: left out", where, lost=True)
             continue
         yield number, item, kind_of(item.get("type"))
+
+
+def expected_calls(context: dict) -> list[dict]:
+    """The `tool_calls` ({tool, input}) of a case's expected assistant messages, in order: what AgentV's
+    `expected_tool_calls` evaluator matches against the trace, one after another."""
+    calls = []
+    for message in context.get("_expected_messages") or []:
+        listed = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in listed if isinstance(listed, list) else []:
+            if isinstance(call, dict):
+                args = call.get("input", call.get("args"))
+                calls.append(
+                    {
+                        "tool": call.get("tool", call.get("name")),
+                        **({"args": args} if isinstance(args, dict) else {}),
+                    }
+                )
+    return calls
 
 
 class Graders(ItemChecks):
@@ -181,6 +199,14 @@ class Graders(ItemChecks):
                 check = self.code_check(evaluator, context, label, title)
                 if check is not None:
                     out.append(check)
+            elif kind in ("expected_tool_calls", "expected_messages") and expected_calls(context):
+                found = trajectory_checks(
+                    {"mode": "in_order", "expected": expected_calls(context)}, "tool-trajectory",
+                    f"{label}: {title}", report, self.declared,
+                )  # fmt: skip
+                out += [check for _, check, _ in found]
+                report.group(f"{title} ({kind}): the tool_calls of expected_messages, matched in order → "
+                              "tool_sequence in_order", label, mapped=True)  # fmt: skip
             elif is_trajectory(kind_of(kind)):
                 found = trajectory_checks(
                     evaluator, kind_of(kind), f"{label}: {title}", report, self.declared

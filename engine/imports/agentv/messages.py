@@ -109,7 +109,8 @@ class Messages:
         if content is None:
             if last.get("tool_calls"):
                 self.report.group(
-                    "expected tool calls: evalsite conversations make no tool calls, not converted", label
+                    "expected tool calls: graded by an expected_tool_calls evaluator only (then a tool_sequence)",
+                    label,
                 )
             return None
         return json.dumps(content, ensure_ascii=False, indent=2, default=str)
