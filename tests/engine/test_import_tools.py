@@ -5,22 +5,13 @@ trajectory out of order, an exact one with an extra call, a tool result that doe
 
 from __future__ import annotations
 
-import pytest
 import yaml
 
 from engine.imports import convert
 from engine.loader import load_suite
-from engine.schema.checks import CHECK_KEYS
-from engine.schema.grading import EXTRACTORS
 from tests.engine.import_fixtures import _run_on_fake, folder, has, one
+from tests.engine.test_tool_mcp import http_server  # noqa: F401 (a fixture)
 from tests.fakeopenai import Reply
-
-# The tool checks and tool extractors the converted suites use come with helper A's branch (tool-checks);
-# without them the converted suites do not load yet.
-needs_tool_checks = pytest.mark.skipif(
-    "tool_sequence" not in CHECK_KEYS or "tool_output" not in EXTRACTORS,
-    reason="needs the tool checks and tool extractors (branch tool-checks)",
-)
 
 
 def _with_results(source: str, results: dict[str, object]) -> str:
@@ -146,7 +137,6 @@ tests:
     assert "tools" not in yaml.safe_load(result.source)
 
 
-@needs_tool_checks
 def test_agentv_in_order_fails_a_trajectory_out_of_order_and_exact_fails_an_extra_call(fake_openai):
     result = convert(folder("agentv-trajectory"))
     suite = load_suite(_with_results(result.source, {"geocode": "48.86,2.35", "forecast": "sunny"}))
@@ -169,7 +159,6 @@ def test_agentv_in_order_fails_a_trajectory_out_of_order_and_exact_fails_an_extr
     assert [call.name for call in paris_result.turns[0].tool_calls] == ["forecast", "geocode"]
 
 
-@needs_tool_checks
 def test_agentv_tool_used_and_args_match_fail_when_the_tool_is_not_called_with_those_arguments(fake_openai):
     result = convert(folder("agentv-trajectory-today"))
     raw = yaml.safe_load(
@@ -229,7 +218,6 @@ def test_letta_tool_arguments_beside_another_grader_and_a_tool_extractor_without
     assert [tool["name"] for tool in raw["tools"]] == ["get_weather"]
 
 
-@needs_tool_checks
 def test_letta_tool_output_grades_the_tools_result_as_letta_did(fake_openai):
     result = convert(folder("letta-tools"))
     source = _with_results(result.source, {"get_weather": "sunny, 21C"})
@@ -271,6 +259,35 @@ evals:
     assert item.mcp.headers == {"Authorization": "Bearer {{env:LINEAR_TOKEN}}"}
     assert has(result.mapped, "not copied into the suite", "set the environment variable LINEAR_TOKEN")
     assert result.lost == []
+
+
+def test_vibecheck_mcp_server_tools_are_called_on_the_server_with_the_token_from_the_environment(
+    fake_openai,
+    http_server,  # noqa: F811 (the fixture imported above)
+    monkeypatch,
+):
+    text = f"""
+metadata:
+  name: weather
+  model: openai/gpt-4o-mini
+  system_prompt: You report the weather.
+  mcp_server:
+    url: {http_server}
+    name: weather
+    authorization_token: "{{{{secret('weather.token')}}}}"
+evals:
+  - prompt: Weather in London?
+    checks:
+      - match: "*rain*"
+"""
+    result = convert({"weather.yaml": text})
+    assert result.lost == [] and "weather.token" not in result.source
+    monkeypatch.setenv("WEATHER_TOKEN", "t-1")
+    report = _run_on_fake(fake_openai, load_suite(result.source))
+    (ev,) = report.evals
+    assert ev.status == "passed", ev.verdict
+    (call,) = ev.turns[0].tool_calls
+    assert call.source == "mcp" and "rain" in call.result
 
 
 def test_vibecheck_mcp_server_without_a_url_is_lost():
