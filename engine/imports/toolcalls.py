@@ -8,6 +8,7 @@ say (`returns`, `responses`, `mcp`, ...), since the original agent ran its own c
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from engine.schema.tools import TOOL_NAME
@@ -341,3 +342,76 @@ def provider_tools(raw: object, where: str, declared: Declared, report: Report) 
     if declared.given:
         report.map(f"{where} → tools (offered to the model under test); promptfoo grades the calls the model "
                    "makes, evalsite carries them out and grades the answer after them")  # fmt: skip
+
+
+# --- tool exchanges in given histories ----------------------------------------------------------------------
+
+
+def history_calls(
+    message: dict, where: str, report: Report, taken: set[str]
+) -> tuple[list[dict], list[dict]]:
+    """An assistant message's `tool_calls` in OpenAI's shape (`{id, function: {name, arguments}}`) or
+    AgentV's (`{tool, input, output, id}`): the calls as a given history writes them, and the `tool` messages
+    that answer them when the call carries its own `output` (AgentV's traces)."""
+    raw = message.get("tool_calls")
+    if not isinstance(raw, list):
+        return [], []
+    calls: list[dict] = []
+    answers: list[dict] = []
+    for number, call in enumerate(raw):
+        if not isinstance(call, dict):
+            report.group("a tool call that is not a mapping: left out", where)
+            continue
+        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        name = _tool_name(function.get("name", call.get("tool")))
+        if name is None:
+            report.group("a tool call with no tool name: left out", where)
+            continue
+        arguments = function.get("arguments", call.get("input", call.get("args", {})))
+        if non_finite(arguments) or not isinstance(arguments, (str, dict)):
+            arguments = {} if arguments is None else json.dumps(arguments, default=str)
+        call_id = as_text(call.get("id")) or f"call_{len(taken) + 1}"
+        while call_id in taken:
+            call_id = f"{call_id}_{number}"
+        taken.add(call_id)
+        calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
+        if "output" in call:
+            output = call["output"]
+            text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, default=str)
+            answers.append({"role": "tool", "tool_call_id": call_id, "content": text or "(empty)"})
+    return calls, answers
+
+
+def answered_only(messages: list[dict], where: str, report: Report) -> list[dict]:
+    """The history with every tool call answered by the `tool` messages right after it, as endpoints require:
+    an assistant message's calls that are not are left out (listed), and a `tool` message answering no call
+    made just before it is sent without its `tool_call_id`."""
+    out: list[dict] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        calls = message.get("tool_calls")
+        if calls:
+            following = []
+            after = index + 1
+            while after < len(messages) and messages[after].get("role") == "tool":
+                following.append(messages[after])
+                after += 1
+            answered = {m.get("tool_call_id") for m in following}
+            if all(call["id"] in answered for call in calls):
+                out.append(message)
+                out += following
+                index = after
+                continue
+            report.group(
+                "an assistant message's tool calls with no tool message answering them: left out", where
+            )
+            message = {key: value for key, value in message.items() if key != "tool_calls"}
+            if not message.get("content"):
+                index += 1
+                continue
+        if message.get("role") == "tool" and "tool_call_id" in message:
+            message = {key: value for key, value in message.items() if key != "tool_call_id"}
+        out.append(message)
+        index += 1
+    return out

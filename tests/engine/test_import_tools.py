@@ -1,7 +1,9 @@
-"""The tools' tool evals, imported: AgentV's tool-trajectory grader and trajectory:* assertions as tool checks,
-Letta's tool_arguments / tool_output extractors, vibecheck's MCP server as a `tools` item; and, played on the
-fake endpoint with scripted tool calls, the converted suites failing what the originals failed (an in_order
-trajectory out of order, an exact one with an extra call, a tool result that does not match)."""
+"""The tools' tool evals, imported: AgentV's tool-trajectory grader, trajectory:* assertions and
+expected_tool_calls as tool checks, Letta's tool_arguments / tool_output extractors, vibecheck's MCP server as
+a `tools` item, promptfoo's provider tools, histories with tool exchanges; and, played on the fake endpoint
+with scripted tool calls (and a real MCP server), the converted suites failing what the originals failed (an
+in_order trajectory out of order, an exact one with an extra call, wrong arguments, a tool result that does not
+match)."""
 
 from __future__ import annotations
 
@@ -380,3 +382,65 @@ evalcases:
     ]
     assert [tool["name"] for tool in raw["tools"]] == ["getCpuMetrics", "getMemoryMetrics"]
     assert not has(result.lost, "expected_tool_calls")
+
+
+# --- given histories with tool exchanges -----------------------------------------------------------------
+
+
+def test_agentv_and_promptfoo_histories_keep_their_tool_calls_and_answers():
+    agentv = """
+tests:
+  - id: follow-up
+    criteria: Uses the looked-up weather
+    input:
+      - role: user
+        content: Weather in Paris?
+      - role: assistant
+        tool_calls:
+          - {tool: get_weather, input: {city: Paris}, output: {temperature: 21}, id: c1}
+      - role: assistant
+        content: It is 21 degrees.
+      - role: assistant
+        content: Let me check Oslo too.
+        tool_calls:
+          - {tool: get_weather, input: {city: Oslo}}
+      - role: user
+        content: And tomorrow?
+"""
+    result = convert({"t.eval.yaml": agentv})
+    suite = load_suite(result.source, files=result.files)
+    sent = [m.model_dump(exclude_none=True) for m in suite.evals[0].messages]
+    assert sent[1] == {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": {"city": "Paris"}},
+            }
+        ],
+    }
+    assert sent[2] == {"role": "tool", "content": '{"temperature": 21}', "tool_call_id": "c1"}
+    # a call nothing answers would be refused by the endpoint: the call is left out, the text kept
+    assert sent[4] == {"role": "assistant", "content": "Let me check Oslo too."}
+    assert has(result.unmapped, "tool calls with no tool message answering them")
+
+    promptfoo = """
+prompts:
+  - id: file://chat.json
+tests:
+  - vars: {q: Weather in Paris?}
+    assert: [{type: contains, value: "21"}]
+"""
+    chat = """[
+  {"role": "user", "content": "{{q}}"},
+  {"role": "assistant", "content": null, "tool_calls": [
+    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}}]},
+  {"role": "tool", "tool_call_id": "call_1", "content": "21C"},
+  {"role": "user", "content": "So?"}
+]"""
+    result = convert({"promptfooconfig.yaml": promptfoo, "chat.json": chat})
+    suite = load_suite(result.source, files=result.files)
+    sent = [m.model_dump(exclude_none=True) for m in suite.evals[0].messages]
+    assert sent[1]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    assert sent[2] == {"role": "tool", "content": "21C", "tool_call_id": "call_1"}

@@ -9,6 +9,7 @@ from engine.history import INSTRUCTIONS_SUFFIX
 from engine.transcript import format_transcript
 
 from ..common import as_text, attach_reference, basename, find_file, short
+from ..toolcalls import answered_only, history_calls
 
 
 class Messages:
@@ -18,21 +19,37 @@ class Messages:
         if not isinstance(raw, list):
             return []
         out = []
+        taken: set[str] = set()
         for number, message in enumerate(raw):
             if not isinstance(message, dict) or not as_text(message.get("role")):
                 self.report.skip(f"{label}.input_messages[{number}]: needs a role, left out")
                 continue
+            role = as_text(message["role"])
             content = self.content(message.get("content"), f"{label}.input_messages[{number}]", label)
-            if not (
+            calls, answers = (
+                history_calls(message, label, self.report, taken) if role == "assistant" else ([], [])
+            )
+            if not calls and not (
                 content.strip() if isinstance(content, str) else any(p["value"].strip() for p in content)
             ):
                 # evalsite refuses an empty message (endpoints do too): say so rather than send nothing
-                self.report.group("messages with no content (e.g. only tool calls): left out", label)
+                self.report.group("messages with no content: left out", label)
                 continue
-            out.append({"role": as_text(message["role"]), "content": content})
+            converted: dict = {"role": role}
+            if content:
+                converted["content"] = content
+            if calls:
+                converted["tool_calls"] = calls
+                self.report.group(
+                    "tool_calls of a given message → the history's tool calls", label, mapped=True
+                )
+            if role == "tool" and as_text(message.get("tool_call_id")):
+                converted["tool_call_id"] = as_text(message["tool_call_id"])
+            out += [converted, *answers]
             for key in message:
-                if key not in ("role", "content"):
-                    self.report.group(f"message key `{key}` (e.g. tool calls): not converted", label)
+                if key not in ("role", "content", "tool_calls", "tool_call_id"):
+                    self.report.group(f"message key `{key}`: not converted", label)
+        out = answered_only(out, label, self.report)
         if out:
             self.report.group("input / input_messages → messages (the given history)", label, mapped=True)
         return out
@@ -167,7 +184,7 @@ def transcript(messages: list[dict]) -> str:
             if part["type"] == "text" or not part["value"].endswith(INSTRUCTIONS_SUFFIX)
         )
 
-    plain = [{"role": m["role"], "content": text(m["content"])} for m in messages]
+    plain = [{"role": m["role"], "content": text(m.get("content") or "")} for m in messages]
     return format_transcript(plain)
 
 

@@ -15,6 +15,7 @@ from ..common import (
     parse_yaml,
     short,
 )
+from ..toolcalls import answered_only, history_calls
 from .render import lookup, only_variable, render, without_conversation_loop
 
 ENV_REFERENCE = re.compile(r"\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)")
@@ -75,6 +76,7 @@ class Messages:
 
     def chat(self, items: list, variables: dict, where: str, literal: bool) -> list[dict]:
         out: list[dict] = []
+        taken: set[str] = set()
         for message in items:
             content = message.get("content")
             if not literal and isinstance(content, str):
@@ -87,12 +89,21 @@ class Messages:
             elif isinstance(content, str):
                 self.environment(content, where)
             content = self.content(content, where)
-            if content:
-                out.append({"role": str(message.get("role")), "content": content})
+            role = str(message.get("role"))
+            calls, answers = (
+                history_calls(message, where, self.report, taken) if role == "assistant" else ([], [])
+            )
+            if content or calls:
+                converted: dict = {"role": role, **({"content": content} if content else {})}
+                if calls:
+                    converted["tool_calls"] = calls
+                if role == "tool" and as_text(message.get("tool_call_id")):
+                    converted["tool_call_id"] = as_text(message["tool_call_id"])
+                out += [converted, *answers]
             for key in message:
-                if key not in ("role", "content"):
-                    self.report.group(f"message key `{key}` (e.g. tool calls): not converted", where)
-        return out
+                if key not in ("role", "content", "tool_calls", "tool_call_id"):
+                    self.report.group(f"message key `{key}`: not converted", where)
+        return answered_only(out, where, self.report)
 
     def content(self, raw: object, where: str) -> str | list[dict]:
         if isinstance(raw, str):
