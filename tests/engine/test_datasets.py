@@ -69,7 +69,7 @@ def test_rows_may_carry_a_history_before_their_input():
     facts = [{"role": "system", "content": "Nora plays the violin."}]
     row = {"input": "Who plays the violin?", "ground_truth": "Nora", "messages": facts}
     evals, problems = rows_to_evals("facts.jsonl", jsonl([row]))
-    assert problems == [] and [m.model_dump() for m in evals[0].messages] == facts
+    assert problems == [] and [m.model_dump(exclude_none=True) for m in evals[0].messages] == facts
     cell = json.dumps(facts).replace('"', '""')
     evals, problems = rows_to_evals("facts.csv", f'input,ground_truth,messages\nWho?,Nora,"{cell}"\n')
     assert problems == [] and evals[0].messages[0].content == "Nora plays the violin."

@@ -76,20 +76,22 @@ def test_import_exit_1_when_a_referenced_file_was_not_given(tmp_path):
     assert evalsite("validate", "s.yaml", cwd=tmp_path).returncode == 2
 
 
-def test_import_of_vibecheck_typed_checks_is_whole_and_tools_and_variables_are_located_losses(tmp_path):
+def test_import_of_vibecheck_typed_checks_is_whole_and_its_mcp_server_and_variables_are_mapped(tmp_path):
     whole = evalsite("import", str(IMPORTS / "vibecheck" / "typed-checks.yaml"), "--out", "a", cwd=tmp_path)
     assert whole.returncode == 0, whole.stdout + whole.stderr
     assert "(string_contains) → contains" in whole.stdout and whole.stderr == ""
-    lossy = evalsite(
+    tools = evalsite(
         "import", str(IMPORTS / "vibecheck" / "tools-and-variables.yaml"), "--out", "b", cwd=tmp_path
     )
-    assert lossy.returncode == 1, lossy.stdout + lossy.stderr
-    lost = lossy.stderr.splitlines()
-    assert any(line.startswith("lost: tools-and-variables.yaml:7 metadata.mcp_server:") for line in lost), (
-        lost
+    assert tools.returncode == 0 and tools.stderr == "", tools.stdout + tools.stderr
+    assert (
+        "metadata.mcp_server (tracker) → tools: [{mcp: {url: https://mcp.tracker.example/mcp}}]"
+        in tools.stdout
     )
-    assert len(lost) == 1, lost  # the MCP server; the variables become suite variables
-    assert "--var tracker.team=… --var tracker.projectKey=…" in lossy.stdout
+    assert (
+        "Bearer {{env:TRACKER_APIKEY}}" in tools.stdout
+    )  # the token is read from the environment, never stored
+    assert "--var tracker.team=… --var tracker.projectKey=…" in tools.stdout
     assert evalsite("validate", "b/tools-and-variables.yaml", cwd=tmp_path).returncode == 0
 
 
@@ -155,14 +157,14 @@ def test_import_of_hostile_values_lists_the_loss_or_says_where_never_a_traceback
 
 
 def test_import_with_kind_exits_1_and_lists_the_losses_as_the_folder_path_does(tmp_path):
-    given = str(IMPORTS / "vibecheck" / "tools-and-variables.yaml")
+    given = str(IMPORTS / "vibecheck" / "conditionals.yaml")
     auto = evalsite("import", given, "--out", "auto", cwd=tmp_path)
     kind = evalsite("import", "--kind", "vibecheck", given, "--out", "kind/s.yaml", cwd=tmp_path)
     assert (auto.returncode, kind.returncode) == (1, 1), kind.stdout + kind.stderr
     assert kind.stderr == auto.stderr
-    assert kind.stderr.startswith("lost: tools-and-variables.yaml:7 metadata.mcp_server:")
-    assert "Lost (it graded or drove the conversation): 1 item, on stderr" in kind.stdout  # the MCP server
-    assert "metadata.mcp_server" not in kind.stdout  # a loss is on stderr, not among "Not converted"
+    assert kind.stderr.startswith("lost: conditionals.yaml:34 evals[1].conditionals[3]: check type sentiment")
+    assert "Lost (it graded or drove the conversation): 1 item, on stderr" in kind.stdout
+    assert "check type sentiment" not in kind.stdout  # a loss is on stderr, not among "Not converted"
 
 
 def test_import_refusal_under_python_m_is_one_line_not_a_crash(tmp_path):
