@@ -268,7 +268,12 @@ def tool_sequence(
         problems.append(f"unexpected {', '.join(call.name for call in extra)}")
     if problems:
         return False, f"{got}: {'; '.join(problems)}"
-    return True, f"called {_sequence(calls)}: {spec.mode} of {_sequence(expected)}"
+    how = {
+        "unordered": "the expected calls, in any order",
+        "superset": "every expected call, among others",
+        "subset": "none but the expected calls",
+    }[spec.mode]
+    return True, f"called {_sequence(calls)}: {how}"
 
 
 def _result_value(text: str) -> Any:

@@ -183,13 +183,13 @@ WEATHER = ("get_weather", {"city": "Paris"})
         ("in_order", [SEARCH, ("book", {"date": "2025-01-01"})], False,
          "expected search → book, got search → book: "
          "book: called book with {\"date\": \"2025-01-01\"} (date: '2025-01-01' does not match /2026-/)"),
-        ("unordered", [BOOK, SEARCH], True, "called book → search: unordered of search → book"),
+        ("unordered", [BOOK, SEARCH], True, "called book → search: the expected calls, in any order"),
         ("unordered", [BOOK, SEARCH, WEATHER], False,
          "expected search → book, got book → search → get_weather: unexpected get_weather"),
-        ("superset", [WEATHER, BOOK, SEARCH], True, "called get_weather → book → search: superset of search → book"),
+        ("superset", [WEATHER, BOOK, SEARCH], True, "called get_weather → book → search: every expected call, among others"),
         ("superset", [WEATHER, SEARCH], False,
          "expected search → book, got get_weather → search: missing book not called"),
-        ("subset", [SEARCH], True, "called search: subset of search → book"),
+        ("subset", [SEARCH], True, "called search: none but the expected calls"),
         ("subset", [SEARCH, CANCEL], False, "expected search → book, got search → cancel: unexpected cancel"),
     ],
 )  # fmt: skip
