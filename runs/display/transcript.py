@@ -11,6 +11,7 @@ from engine.outcomes import TerminationKind
 from engine.overrides import targets as review_targets
 from engine.results import TurnRecord
 from engine.schema import Style
+from engine.tools import exchange_messages
 from engine.transcript import format_transcript, message_text
 
 from ..models import Conversation, Status
@@ -84,13 +85,14 @@ def spend(turns: list[TurnRecord]) -> dict:
 def transcript_text(history: list[dict], turns: list[TurnRecord], system: str = "") -> str:
     """The whole conversation in the `[Role]:` format judges read: the system message the model saw first
     (the suite's system prompt and any `*.instructions.md` guidelines, as stored at launch), the given
-    history, then the live turns, so that a copied transcript shows what steered the model."""
+    history, then the live turns with their tool calls and results, so that a copied transcript shows what
+    steered the model."""
     messages = [{"role": "system", "content": system}] if system else []
     messages += history
     for turn in turns:
         if turn.prompt:  # "" is the model replying to the given history: no user message was sent
             messages.append({"role": "user", "content": turn.prompt})
-        messages.append({"role": "assistant", "content": turn.response})
+        messages += exchange_messages(turn)
     return format_transcript(messages)
 
 

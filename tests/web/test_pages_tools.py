@@ -127,6 +127,12 @@ def test_a_hostile_tool_result_is_escaped(logged_in, tool_run):
     assert html.escape(HOSTILE, quote=False) in content or "&lt;script&gt;alert(1)&lt;/script&gt;" in content
 
 
+def test_the_conversation_as_text_carries_the_calls_and_results_as_judges_read_them(logged_in, tool_run):
+    shown = text(page_of(logged_in, tool_run, 0))
+    assert '(calls get_weather {"city": "Paris"})' in shown
+    assert '[Tool get_weather]: {"temperature": 21, "sky": "clear"}' in shown
+
+
 def test_the_shared_transcript_shows_the_calls_too(client, user, tool_run):
     link = create_share_link(tool_run, user)
     shared = client.get(reverse("share:conversation", args=[link.token, 0]))
