@@ -13,7 +13,7 @@ from .base import LocatedError, StrictModel, user_text
 from .checks import Check, followup_depth
 from .conditions import Condition
 from .grading import Extractor, Grader, NamedGrader, PassRule, check_patterns, check_rubric
-from .tools import DEFAULT_MAX_TOOL_ROUNDS, ToolEntry, check_tools
+from .tools import MaxToolRounds, OfferedTools
 
 
 class Style(StrEnum):
@@ -314,22 +314,8 @@ class Eval(StrictModel):
         description="A reply cut off at the token limit, filtered, refused or empty: an error (the "
         "default), a failed turn, or graded as given (default: the suite's).",
     )
-    tools: list[ToolEntry] | None = Field(
-        None,
-        description="Tools offered to the model under test, in OpenAI's function format, each with where its "
-        "results come from (returns, responses, error, code, llm, replay), or {mcp: ...} for an MCP server's.",
-    )
-    max_tool_rounds: int | None = Field(
-        None,
-        ge=1,
-        le=100,
-        description=f"Model calls with tool calls allowed in one turn before it ends unfinished (default {DEFAULT_MAX_TOOL_ROUNDS}).",
-    )
-
-    @field_validator("tools")
-    @classmethod
-    def _tools(cls, value):
-        return check_tools(value)
+    tools: OfferedTools = None
+    max_tool_rounds: MaxToolRounds = None
 
     @model_validator(mode="before")
     @classmethod

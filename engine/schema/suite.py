@@ -25,7 +25,7 @@ from .grading import (
     check_rubric,
     check_weights,
 )
-from .tools import DEFAULT_MAX_TOOL_ROUNDS, ToolEntry, check_tools
+from .tools import MaxToolRounds, OfferedTools
 
 MAX_GATE_DEPTH = 5
 # A request timeout's bounds, in seconds: under a tenth of a second no endpoint answers; past an hour a
@@ -214,22 +214,8 @@ class Suite(StrictModel):
         "conversation is an error, not a FAIL), fail (a failed turn) or grade (graded as given).",
     )
     gates: list[Gate] = Field(default_factory=list)
-    tools: list[ToolEntry] | None = Field(
-        None,
-        description="Tools offered to the model under test, in OpenAI's function format, each with where its "
-        "results come from (returns, responses, error, code, llm, replay), or {mcp: ...} for an MCP server's.",
-    )
-    max_tool_rounds: int | None = Field(
-        None,
-        ge=1,
-        le=100,
-        description=f"Model calls with tool calls allowed in one turn before it ends unfinished (default {DEFAULT_MAX_TOOL_ROUNDS}).",
-    )
-
-    @field_validator("tools")
-    @classmethod
-    def _tools(cls, value):
-        return check_tools(value)
+    tools: OfferedTools = None
+    max_tool_rounds: MaxToolRounds = None
 
     iterations: int = Field(1, ge=1, le=1000, description="Run every eval N times; statistics when N > 1.")
     pass_rate_threshold: float = Field(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
+from pydantic import AfterValidator, Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from .base import LocatedError, StrictModel
@@ -214,4 +214,24 @@ def _entry_kind(value: Any) -> str:
 # A `tools` list item: one function, or an MCP server whose functions are listed from it.
 ToolEntry = Annotated[
     Annotated[Tool, Tag("Tool")] | Annotated[ToolItem, Tag("ToolItem")], Discriminator(_entry_kind)
+]
+
+
+# `tools` and `max_tool_rounds`, as the suite and each eval take them.
+OfferedTools = Annotated[
+    list[ToolEntry] | None,
+    AfterValidator(check_tools),
+    Field(
+        description="Tools offered to the model under test, in OpenAI's function format, each with where its "
+        "results come from (returns, responses, error, code, llm, replay), or {mcp: ...} for an MCP server's."
+    ),
+]
+MaxToolRounds = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        le=100,
+        description="Model calls with tool calls allowed in one turn before it ends unfinished "
+        f"(default {DEFAULT_MAX_TOOL_ROUNDS}).",
+    ),
 ]
