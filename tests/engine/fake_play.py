@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
-from engine.clients import EndpointConfig, OpenAIClient
-from engine.conversation import Defaults, EngineContext, run_eval
+from engine.clients import AsyncOpenAIClient, EndpointConfig, OpenAIClient
+from engine.conversation import Defaults, EngineContext, run_eval, run_eval_async
 from engine.loader import load_suite
 from tests.conftest import FAKE_KEY, FAKE_KEY_ENV
 
@@ -22,3 +23,17 @@ def play(fake, source: str, index: int = 0, **kwargs):
     """The suite's eval at `index`, played on the fake endpoint (`kwargs`: run_eval's, e.g. prior, replay)."""
     suite = load_suite(source)
     return run_eval(suite.evals[index], index, f"e{index}", fake_context(fake, suite), **kwargs)
+
+
+def play_async(fake, suite, index: int = 0):
+    """The loaded suite's eval at `index`, played on an event loop through the asyncio client, as the workers
+    and the CLI play it."""
+
+    async def played():
+        ctx = fake_context(fake, suite, AsyncOpenAIClient)
+        try:
+            return await run_eval_async(suite.evals[index], index, f"e{index}", ctx)
+        finally:
+            await ctx.agent.aclose()
+
+    return asyncio.run(played())

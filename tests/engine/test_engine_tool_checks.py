@@ -4,18 +4,15 @@ tools a test needs (the wrong ones included)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
 from engine.checks import calls_out
-from engine.clients import AsyncOpenAIClient
-from engine.conversation import run_eval_async
 from engine.loader import load_suite
 from engine.schema import Check
 from engine.transcript import format_transcript, tool_calls_in
-from tests.engine.fake_play import fake_context, play
+from tests.engine.fake_play import play, play_async
 from tests.fakeopenai import Reply
 
 PROMPT = "Plan my trip to Paris"
@@ -465,15 +462,6 @@ evals:
       - tool_not_called: book
 """
     )
-    suite = load_suite(source)
-
-    async def play_async():
-        ctx = fake_context(fake_openai, suite, AsyncOpenAIClient)
-        try:
-            return await run_eval_async(suite.evals[0], 0, "e", ctx)
-        finally:
-            await ctx.agent.aclose()
-
-    result = asyncio.run(play_async())
+    result = play_async(fake_openai, load_suite(source))
     assert result.status == "passed", result.turns[0].checks
     assert [check.passed for check in result.turns[0].checks] == [True, True]

@@ -3,15 +3,13 @@ and the exchange is one turn; against the fake endpoint, which answers with tool
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
-from engine.clients import AsyncOpenAIClient
-from engine.conversation import run_eval, run_eval_async
+from engine.conversation import run_eval
 from engine.loader import load_suite
-from tests.engine.fake_play import fake_context, play
+from tests.engine.fake_play import fake_context, play, play_async
 from tests.fakeopenai import Reply
 
 WEATHER = """\
@@ -131,15 +129,7 @@ def test_the_asyncio_path_plays_tools_as_the_inline_one(fake_openai, kind):
     if kind == "inline":
         result = run_eval(suite.evals[0], 0, "e", fake_context(fake_openai, suite))
     else:
-
-        async def play():
-            ctx = fake_context(fake_openai, suite, AsyncOpenAIClient)
-            try:
-                return await run_eval_async(suite.evals[0], 0, "e", ctx)
-            finally:
-                await ctx.agent.aclose()
-
-        result = asyncio.run(play())
+        result = play_async(fake_openai, suite)
     assert result.status == "passed" and result.turns[0].tool_calls[0].source == "responses"
 
 
