@@ -41,6 +41,27 @@ ACTIVE = (Status.QUEUED, Status.RUNNING)
 FINISHED = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.SKIPPED)
 
 
+class RunMatrix(models.Model):
+    """One launch of a suite version against several models or settings variants: a run each, compared on
+    one page (evals × models)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    suite_version = models.ForeignKey(
+        "suites.SuiteVersion", on_delete=models.PROTECT, related_name="matrices"
+    )
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="matrices")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="matrices"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"matrix of {self.suite_version} ({self.created_at:%Y-%m-%d %H:%M})"
+
+
 class Run(models.Model):
     """One launch of a suite version.
 
@@ -83,6 +104,15 @@ class Run(models.Model):
     vars = models.JSONField(default=dict, blank=True, editable=False)
     # The branch, tag or commit a CI job launched it from (its suite version's ref); blank otherwise.
     ref = models.CharField(max_length=200, blank=True, default="", editable=False)
+    # What the launch set over its suite (engine.options.RunOptions: generation settings, cache, max_cost, a
+    # matrix variant's label); every process that plays the run applies them to the suite it loads.
+    options = models.JSONField(default=dict, blank=True, editable=False)
+    # Why the run stopped short of its conversations, as its page says it ("cost limit $5.00 reached").
+    stop_reason = models.CharField(max_length=200, blank=True, default="", editable=False)
+    # The model matrix it is one column of: one launch of several models (or settings variants) of a suite.
+    matrix = models.ForeignKey(
+        "RunMatrix", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs", editable=False
+    )
 
     class Meta:
         ordering = ["-created_at"]

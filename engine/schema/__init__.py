@@ -55,6 +55,7 @@ from .grading import (
     check_patterns,
     check_rubric,
 )
+from .settings import REASONING_EFFORTS, CacheRoles, ModelSettings
 from .suite import Gate, Metadata, MockRule, MockSpec, Suite, json_schema
 from .tools import (
     DEFAULT_MAX_TOOL_ROUNDS,
@@ -68,6 +69,9 @@ from .tools import (
 )
 
 __all__ = [
+    "REASONING_EFFORTS",
+    "CacheRoles",
+    "ModelSettings",
     "DEFAULT_MAX_TOOL_ROUNDS",
     "LlmTool",
     "McpServer",

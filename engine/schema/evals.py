@@ -13,6 +13,7 @@ from .base import LocatedError, StrictModel, user_text
 from .checks import Check, followup_depth
 from .conditions import Condition
 from .grading import Extractor, Grader, NamedGrader, PassRule, check_patterns, check_rubric
+from .settings import ModelSettings
 from .tools import MaxToolRounds, OfferedTools
 
 
@@ -316,6 +317,9 @@ class Eval(StrictModel):
     )
     tools: OfferedTools = None
     max_tool_rounds: MaxToolRounds = None
+    model_settings: ModelSettings | None = Field(
+        None, description="Generation settings for the model under test, over the suite's, key by key."
+    )
 
     @model_validator(mode="before")
     @classmethod

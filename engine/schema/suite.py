@@ -25,6 +25,7 @@ from .grading import (
     check_rubric,
     check_weights,
 )
+from .settings import CacheSetting, MaxCost, ModelSettings
 from .tools import MaxToolRounds, OfferedTools
 
 MAX_GATE_DEPTH = 5
@@ -216,6 +217,15 @@ class Suite(StrictModel):
     gates: list[Gate] = Field(default_factory=list)
     tools: OfferedTools = None
     max_tool_rounds: MaxToolRounds = None
+    model_settings: ModelSettings | None = Field(
+        None, description="Generation settings for the model under test (temperature, max_tokens, seed, ...)."
+    )
+    judge_settings: ModelSettings | None = Field(None, description="Generation settings for judges.")
+    user_settings: ModelSettings | None = Field(
+        None, description="Generation settings for the simulated user."
+    )
+    cache: CacheSetting = None
+    max_cost: MaxCost = None
 
     iterations: int = Field(1, ge=1, le=1000, description="Run every eval N times; statistics when N > 1.")
     pass_rate_threshold: float = Field(

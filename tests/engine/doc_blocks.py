@@ -37,6 +37,8 @@ DEMO = "examples/demo-mock.yaml"
 
 SCHEMA_MODELS = {
     "Suite",
+    "ModelSettings",
+    "CacheRoles",
     "Eval",
     "NamedGrader",
     "WeightedPassRule",

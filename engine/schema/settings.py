@@ -1,0 +1,99 @@
+"""How a run calls its models and what it may spend: generation settings (`model_settings`, `judge_settings`,
+`user_settings`), the response cache (`cache`) and the cost limit (`max_cost`).
+
+Each is a suite key; `model_settings` may also be set per eval, and a launch (the form, the API, `evalsite run
+--set`, `--cache`, `--max-cost`) sets them over the suite's through engine.options. What a setting does to a
+request is engine.clients; the cache is engine.cache; the limit is enforced by whoever plays the run (the CLI's
+runner, the workers' pump)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, field_validator
+
+from .base import StrictModel
+
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+class ModelSettings(StrictModel):
+    """Generation settings sent with every request of one role (the model under test, the judge or the
+    simulated user). Unset keys are not sent: the endpoint's own defaults apply."""
+
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(None, ge=1, description="Sent as `max_tokens`.")
+    max_completion_tokens: int | None = Field(
+        None, ge=1, description="Sent as `max_completion_tokens` (OpenAI's reasoning models take only this)."
+    )
+    top_p: float | None = Field(None, ge=0.0, le=1.0)
+    seed: int | None = None
+    stop: str | list[str] | None = Field(None, description="One stop sequence or a list of them.")
+    response_format: Literal["text", "json_object"] | dict[str, Any] | None = Field(
+        None,
+        description="`json_object` (JSON mode), `text`, or OpenAI's object form, e.g. {type: json_schema, "
+        "json_schema: {name, schema, strict}}.",
+    )
+    reasoning_effort: Literal[REASONING_EFFORTS] | None = None  # type: ignore[valid-type]
+    extra_body: dict[str, Any] | None = Field(
+        None, description="More fields for the request body, sent as given (over the ones above)."
+    )
+    extra_headers: dict[str, str] | None = Field(None, description="More HTTP headers for each request.")
+
+    @field_validator("stop")
+    @classmethod
+    def _stop(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and not 1 <= len(value) <= 4:
+            raise ValueError("give one to four stop sequences")
+        return value
+
+    def merged(self, over: ModelSettings | None) -> ModelSettings:
+        """These settings with `over`'s set keys in their place (extra_body and extra_headers merged by key)."""
+        if over is None:
+            return self
+        data = self.model_dump(exclude_none=True)
+        for key, value in over.model_dump(exclude_none=True).items():
+            if key in ("extra_body", "extra_headers") and key in data:
+                data[key] = {**data[key], **value}
+            else:
+                data[key] = value
+        return ModelSettings.model_validate(data)
+
+    def is_empty(self) -> bool:
+        return not self.model_dump(exclude_none=True)
+
+
+class CacheRoles(StrictModel):
+    """Which calls the response cache answers; `cache: true` is all three, and a key left out is off."""
+
+    model: bool = Field(False, description="The model under test's replies.")
+    judge: bool = Field(False, description="Judges' verdicts (llm_judge, semantic checks, stop conditions).")
+    simulated_user: bool = Field(False, description="The simulated user's messages.")
+    repeats: bool = Field(
+        False, description="A calibration's `repeats` hit the cache too (off: each repeat asks the judge)."
+    )
+
+
+def _cache_roles(value: Any) -> Any:
+    if isinstance(value, bool):
+        return CacheRoles(model=value, judge=value, simulated_user=value)
+    return value
+
+
+CacheSetting = Annotated[
+    CacheRoles | None,
+    BeforeValidator(_cache_roles),
+    Field(
+        None,
+        description="Answer repeated model calls from the response cache: true (the model under test, judges "
+        "and simulated users), false, or {model, judge, simulated_user, repeats}.",
+    ),
+]
+MaxCost = Annotated[
+    float | None,
+    Field(
+        None,
+        gt=0,
+        description="USD: once the run has spent this much, no more conversations start (finished ones are kept).",
+    ),
+]
