@@ -25,6 +25,7 @@ from engine.codegrade import policy as code_policy
 from engine.drivers import Defaults, driver_for
 from engine.history import build_history
 from engine.loader import conversation_count
+from engine.options import RunOptions, apply
 from engine.outcomes import GRADED
 from engine.results import GraderResult
 from engine.runner import build_context
@@ -36,7 +37,7 @@ from suites.services import save_version, validate_source
 
 from . import selectors, specs, worker
 from .endpoints import build_registry
-from .models import ACTIVE, Conversation, Label, Override, ReviewAssignment, Run, ShareLink, Status
+from .models import ACTIVE, Conversation, Label, Override, ReviewAssignment, Run, RunMatrix, ShareLink, Status
 
 MAX_CONCURRENCY = settings.EVALSITE_MAX_RUN_CONCURRENCY
 
@@ -55,9 +56,12 @@ def create_run(
     regraded_from: Run | None = None,
     vars: dict[str, str] | None = None,
     ref: str | None = None,
+    options: RunOptions | None = None,
+    matrix: RunMatrix | None = None,
 ) -> Run:
     """`vars`: values for the suite's variables, over their defaults; every variable without a default
-    needs one (engine.suitevars). `ref`: the CI ref it was launched from (default: its version's)."""
+    needs one (engine.suitevars). `ref`: the CI ref it was launched from (default: its version's).
+    `options`: what the launch sets over the suite (engine.options); `matrix`: the matrix it is a column of."""
     # Stored versions were validated when saved; a text that no longer validates still raises SuiteError.
     spec = specs.suite(version)
     try:
@@ -69,6 +73,7 @@ def create_run(
         raise LaunchError(f"with the variables given, {where}: {error['msg']}") from None
     except ValueError as exc:
         raise LaunchError(str(exc)) from None
+    spec = apply(spec, options)
     model_ref = (model or "").strip() or spec.model
     if not model_ref:
         raise LaunchError("the suite names no model; choose one to run against")
@@ -100,6 +105,8 @@ def create_run(
         regraded_from=regraded_from,
         vars=values,
         ref=version.ref if ref is None else ref,
+        options=options.model_dump(mode="json", exclude_none=True) if options is not None else {},
+        matrix=matrix,
     )
     worker.insert_conversations(run.pk, _conversation_rows(spec, _history_files(version, spec)))
     selectors.suite_facts(run)  # stored for the run page's every process, while the suite is parsed here

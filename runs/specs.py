@@ -16,6 +16,7 @@ from typing import Protocol
 
 from engine import suitevars
 from engine.loader import load_saved_suite
+from engine.options import apply as apply_options
 from engine.schema import Suite as SuiteSpec
 from engine.source import SuiteError
 from suites.models import ParsedVersion, SuiteFile, SuiteVersion
@@ -111,6 +112,26 @@ def bound(version: VersionKey, values: Mapping[str, str] | None) -> SuiteSpec:
             while len(_bound) > SUITE_CACHE_ENTRIES:
                 _bound.pop(next(iter(_bound)))
     return cached
+
+
+_with_options: dict[tuple, tuple[SuiteSpec, SuiteSpec]] = {}
+
+
+def with_options(spec: SuiteSpec, options: Mapping | None) -> SuiteSpec:
+    """The suite with its run's launch options over it (engine.options), cached per suite and options as
+    bound suites are: every conversation of a run applies them."""
+    if not options:
+        return spec
+    key = (id(spec), repr(sorted(options.items())))
+    with _lock:
+        cached = _with_options.get(key)
+    if cached is None or cached[0] is not spec:
+        cached = (spec, apply_options(spec, dict(options)))
+        with _lock:
+            _with_options[key] = cached
+            while len(_with_options) > SUITE_CACHE_ENTRIES:
+                _with_options.pop(next(iter(_with_options)))
+    return cached[1]
 
 
 def _load(version: VersionKey) -> tuple[SuiteSpec | None, Exception | None, int]:

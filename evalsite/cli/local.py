@@ -18,6 +18,7 @@ from engine.calls import SlowReporter
 from engine.clients import DEFAULT, EndpointRegistry
 from engine.codegrade.run import CodeRunner
 from engine.endpoint_checks import closest_endpoint, locator, model_refs, timeout_warnings, unnamed_prefix
+from engine.options import apply as apply_options
 from engine.outcomes import Status
 from engine.report import format_report
 from engine.results import EvalResult
@@ -28,6 +29,7 @@ from engine.text import plural
 
 from .common import BROKEN, UserError, read_suite_file, suite_to_run
 from .database import endpoint_registry
+from .options import run_options
 from .outputs import exit_code, write_outputs
 
 
@@ -97,6 +99,7 @@ def run_here(args: argparse.Namespace) -> int:
     model = args.model
     suite, files = suite_to_run(args.file, "nothing was run")
     suite, values = bind_vars(args.file, suite, getattr(args, "vars", None))
+    suite = apply_options(suite, run_options(args))
     if not (model or suite.model):
         raise UserError(f"{args.file}: no model: set `model` in the suite or pass --model")
     registry, unread = endpoint_registry()

@@ -72,7 +72,7 @@ def play(pump: Serving, playing: Playing, registry) -> Coroutine:
     """The conversation's loop, ready to run on the event loop, with its callbacks into `pump`."""
     claimed = playing.claimed
     conversation_id, attempt, run_id = claimed.conversation_id, claimed.attempt, claimed.run_id
-    spec = specs.bound(claimed.version, claimed.run_vars)
+    spec = specs.with_options(specs.bound(claimed.version, claimed.run_vars), claimed.run_options)
     ctx, _ = build_context(
         spec, registry, claimed.model, asynchronous=True, code=_code_runner(claimed.version, spec)
     )

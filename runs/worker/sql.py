@@ -78,6 +78,7 @@ class Claimed:
     iteration: int = 0
     regraded_from: object = None  # the run whose stored conversation a re-grade replays, if any
     run_vars: dict | None = None  # the run's suite variables (Run.vars)
+    run_options: dict | None = None  # what its launch set over the suite (Run.options, engine.options)
 
     @property
     def version(self) -> VersionKey:
@@ -117,7 +118,8 @@ def claim(
                   AND run_id IN (SELECT id FROM {RUN} WHERE status IN {ACTIVE_SQL})
                 RETURNING id, attempt, "index", eval_id, run_id, {run.format("r.status")}, {run.format("r.model")},
                           {run.format("r.endpoint_name")}, {version.format("v.id")}, {version.format("v.sha256")},
-                          "system", history, iteration, {run.format("r.regraded_from_id")}, {run.format("r.vars")}""",
+                          "system", history, iteration, {run.format("r.regraded_from_id")}, {run.format("r.vars")},
+                          {run.format("r.options")}""",
             [
                 Status.RUNNING,
                 *([Status.RUNNING, worker, _when(now)] if again else []),
@@ -147,6 +149,7 @@ def claim(
             history.from_db_value(row[11], None, connection),
             *row[12:14],
             run_vars.from_db_value(row[14], None, connection),
+            run_vars.from_db_value(row[15], None, connection),  # a JSON field, read as Run.vars is
         )
         for row in (rows[pk] for pk in conversation_ids if pk in rows)
     ]
