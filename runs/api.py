@@ -21,6 +21,7 @@ from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 
 from engine import compare, exports
+from engine.options import RunOptions
 from engine.source import SuiteError
 from projects.requests import check_request, request_project
 from projects.roles import Can
@@ -65,6 +66,8 @@ class LaunchIn(Schema):
         None  # with `yaml`: the branch, tag or commit CI sent it from; kept off the suite's line
     )
     commit: str | None = None  # with `ref`: the commit's sha, recorded on the version
+    # Over the suite's own keys (engine.options): model/judge/user settings, cache, max_cost.
+    options: RunOptions | None = None
 
 
 class Problem(Schema):
@@ -181,7 +184,7 @@ def launch(request, body: LaunchIn):
                 version = _version_to_launch(user, project, body)
                 run = services.create_run(
                     version=version, user=user, model=body.model, concurrency=body.concurrency,
-                    vars=body.vars, ref=_ref(body) or None,
+                    vars=body.vars, ref=_ref(body) or None, options=body.options,
                 )  # fmt: skip
                 if claimed is not None:
                     launch_keys.attach(claimed, run)
