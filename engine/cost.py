@@ -80,6 +80,10 @@ class Estimate:
         )
 
     @property
+    def some_priced(self) -> bool:
+        return len(self.unpriced) < len([name for name in self.prices if name != MOCK])
+
+    @property
     def free(self) -> bool:
         return all(name == MOCK for name in self.prices)
 

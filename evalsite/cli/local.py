@@ -164,9 +164,15 @@ def run_here(args: argparse.Namespace) -> int:
 
 
 def say_estimate(suite: Suite, registry: EndpointRegistry, model: str | None) -> None:
-    """What the run may cost, and what that rests on, before anything is spent."""
+    """What the run may cost, and what that rests on, before anything is spent: when some endpoint it calls has
+    prices, or a cost limit is set (which, without prices, nothing can reach). A run on unpriced endpoints
+    without a limit says nothing: the line would be the same on every run."""
     found = estimate(suite, lambda ref: _priced(registry, ref), model)
+    if found.free or not (found.some_priced or suite.max_cost is not None):
+        return
     limit = f" · limit {money(suite.max_cost)}" if suite.max_cost is not None else ""
+    if found.low is None and suite.max_cost is not None:
+        limit += ", which spends nothing without prices and so never stops the run"
     for line in found.lines():
         print(f"cost: {line}{limit}", file=sys.stderr)
 
