@@ -105,7 +105,9 @@ class Estimate:
                 f"no prices set for endpoint {names}: cost unknown ({conversations} × {turns}, {per_call})"
             ]
         model = self.prices.get(self.roles.get("model", ""))
-        rate = f" at ${model.price_input:g}/${model.price_output:g} per M" if model is not None else ""
+        rate = (
+            f" at ${per_million(model.price_input)}/${per_million(model.price_output)} per M" if model else ""
+        )
         head = f"≈ {money(self.low)} (up to {money(self.high)}): {conversations} × {turns}, {per_call}{rate}"
         if self.judges.calls_high:
             head += f"; judges and simulated users {money(self.judges_low)} (up to {money(self.judges_high)})"
@@ -121,6 +123,11 @@ def money(usd: float | None) -> str:
     if usd and usd < 0.01:
         return f"${usd:.4f}"
     return f"${usd:,.2f}"
+
+
+def per_million(usd: float) -> str:
+    """A price as the admin typed it, with cents at least: 0.15, 0.60, 1000.00, 0.075."""
+    return f"{usd:.2f}" if round(usd, 2) == usd else f"{usd:g}"
 
 
 def limit_reached(limit: float) -> str:

@@ -53,7 +53,7 @@ def test_estimate_counts_conversations_turns_and_growing_history():
     assert found.high == pytest.approx((620 * 1000 + 800 * 2000) / 1e6)  # $2.22
     assert found.text() == (
         "≈ $1.88 (up to $2.22): 4 conversations × 1–2 turns, ~68 prompt + 100 completion tokens a call "
-        "at $1000/$2000 per M"
+        "at $1000.00/$2000.00 per M"
     )
 
 

@@ -48,7 +48,7 @@ def test_the_estimate_follows_the_model_chosen(logged_in, priced):
     paid = text(logged_in.get(url, {"model": "paid/gpt-x", "version": "1"}).content.decode())
     assert (
         "Cost: ≈ $4.10 (up to $16.10): 10 conversations × 1 turn, ~10 prompt + 200 completion tokens a call "
-        "at $1000/$2000 per M"
+        "at $1000.00/$2000.00 per M"
     ) in paid
     free = text(logged_in.get(url, {"model": "free/gpt-x", "version": "1"}).content.decode())
     assert "Cost: no prices set for endpoint free: cost unknown" in free
