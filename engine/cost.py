@@ -154,7 +154,7 @@ def estimate(suite: Suite, resolve: Prices, model: str | None = None) -> Estimat
             continue
         conversations += times
         cap = _cap(settings.merged(ev.model_settings) if settings else ev.model_settings)
-        plan = _plan(ev, suite.system)
+        plan = _plan(ev, suite)
         fewest, most = plan.fewest, len(plan.messages)
         turns_low = fewest if turns_low is None else min(turns_low, fewest)
         turns_high = max(turns_high, most)
@@ -232,13 +232,29 @@ class Plan:
     judges: list[list[int]]  # per turn, each judge call's own tokens (rubric, criteria)
     simulated: bool = False
     persona: int = 0  # a simulated user's instructions, read on each of its calls
+    given: int | None = None  # a given reply's tokens: the judges read it, and the model is not called
+    graded: list[int] = field(default_factory=list)  # judges grading the whole conversation once, at its end
 
 
-def _plan(ev: Eval, system: str | None) -> Plan:
+def _plan(ev: Eval, suite: Suite) -> Plan:
+    plan = _turns(ev, suite.system)
+    # Rubric judges grade a conversation once, after its last turn: `grader: llm_judge` and named llm_judge
+    # graders, each reading its rubric.
+    if (ev.grader or suite.grader) == "llm_judge" and ev.ground_truth is not None:
+        plan.graded.append(tokens(ev.rubric or suite.rubric))
+    for grader in (ev.graders or {}).values():
+        if grader.kind == "llm_judge":
+            plan.graded.append(tokens(grader.rubric))
+        elif grader.kind == "check" and grader.check is not None:
+            plan.graded += _judged([grader.check])
+    return plan
+
+
+def _turns(ev: Eval, system: str | None) -> Plan:
     prefix = tokens(system) + sum(tokens(_text(m.content)) for m in ev.messages or [])
     style = ev.style
     if style == Style.GIVEN:
-        return Plan(prefix, [], 0, [])
+        return Plan(prefix, [0], 1, [_judged(ev.checks or [])], given=tokens(ev.reply))
     if style == Style.TREE:
         depth = followup_depth(ev.checks or [])
         prompts = [tokens(ev.prompt)] + _followups(ev.checks or [])[:depth]
@@ -305,6 +321,8 @@ def _judged(checks: Iterable[Check]) -> list[int]:
 def _calls(plan: Plan, turns: int, reply: int) -> tuple[int, int, int]:
     """Calls, prompt and completion tokens of the model under test over `turns` turns: each call sends the
     history so far (every earlier message and reply) and this turn's message."""
+    if plan.given is not None:
+        return 0, 0, 0
     prompt, history = 0, plan.prefix
     for message in plan.messages[:turns]:
         history += message
@@ -318,6 +336,8 @@ def _judge_calls(plan: Plan, turns: int, reply: int) -> tuple[int, int, int]:
     the reply and its own instructions; a simulated user reads its persona and the whole history."""
     calls = prompt = completion = 0
     history = plan.prefix
+    if plan.given is not None:
+        reply = plan.given
     for turn in range(turns):
         message = plan.messages[turn]
         for own in plan.judges[turn] if turn < len(plan.judges) else []:
@@ -329,4 +349,8 @@ def _judge_calls(plan: Plan, turns: int, reply: int) -> tuple[int, int, int]:
             calls += 1
             prompt += JUDGE_OVERHEAD_TOKENS + plan.persona + history
             completion += USER_MESSAGE_TOKENS
+    for own in plan.graded if turns else []:
+        calls += 1
+        prompt += JUDGE_OVERHEAD_TOKENS + own + history  # a rubric judge reads the whole conversation
+        completion += JUDGE_COMPLETION_TOKENS
     return calls, prompt, completion

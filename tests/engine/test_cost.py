@@ -125,3 +125,16 @@ def test_runner_without_a_limit_plays_everything(fake_registry):
     assert (
         report.stop_reason is None and report.status == "passed" and report.totals.cost == pytest.approx(10)
     )
+
+
+def test_a_given_reply_costs_only_its_judge_and_a_rubric_judge_reads_the_conversation():
+    suite = load_suite(
+        "name: given\nmodel: gpt-test\nevals:\n"
+        f"  - messages: [{{role: user, content: hi}}]\n    reply: '{TEN}'\n    checks: [{{llm_judge: {{criteria: Is the reply polite?}}}}]\n"
+        "  - input: hi\n    ground_truth: hello\n    grader: llm_judge\n    rubric: Does it greet? {submission}\n"
+    )
+    found = estimate(suite, priced(1_000_000, 0))
+    assert found.model.calls == 1  # the given reply is not asked of the model
+    # The given reply's judge: 250 + criteria 5 + reply 10 (its message, "hi", is in the history);
+    # the rubric judge: 250 + rubric 7 + the conversation ("hi" and a 200-token reply).
+    assert (found.judges.calls, found.judges.prompt) == (2, 265 + 458)
