@@ -7,11 +7,14 @@ import html
 import re
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from endpoints.models import Endpoint
 from runs.models import Run
+from runs.tokens import create_token
 from suites import services
+from tests.factories import bearer
 
 pytestmark = pytest.mark.django_db
 
@@ -67,3 +70,26 @@ def test_a_cost_limit_of_nothing_is_refused(logged_in, priced):
         reverse("suites:launch", args=[priced.public_id]), {"concurrency": "2", "max_cost": "0"}
     )
     assert response.status_code == 400 and not Run.objects.exists()
+
+
+def test_the_api_launch_takes_a_cost_limit(user, priced):
+    _, token = create_token(user, "ci")
+    api = Client(enforce_csrf_checks=True)
+    response = api.post(
+        "/api/runs",
+        {"yaml": SUITE, "options": {"max_cost": 2.5}},
+        content_type="application/json",
+        **bearer(token),
+    )
+    assert response.status_code == 201, response.content
+    run = Run.objects.get(pk=response.json()["id"])
+    assert run.options == {"max_cost": 2.5}
+    status = api.get(f"/api/runs/{run.pk}", **bearer(token)).json()
+    assert (status["state"], status["stop_reason"]) == ("queued", "")
+    refused = api.post(
+        "/api/runs",
+        {"yaml": SUITE, "options": {"max_cost": 0}},
+        content_type="application/json",
+        **bearer(token),
+    )
+    assert refused.status_code == 422
