@@ -7,10 +7,13 @@ from django.http import HttpRequest
 
 from endpoints.models import Endpoint
 from endpoints.routes import suite_routes
+from engine import cost
 from engine.clients import MOCK
 from engine.schema import Suite as SuiteSpec
+from engine.schema.settings import MaxCost
 
 from . import selectors
+from .endpoints import build_registry
 from .services import MAX_CONCURRENCY
 
 RECENT_RUNS_READ = 200
@@ -33,6 +36,8 @@ class LaunchForm(forms.Form):
     model = forms.CharField(max_length=200, required=False, strip=True)
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=10)
     version = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    # Over the suite's `max_cost` (engine.options): no conversation starts once the run has spent this much.
+    max_cost = forms.FloatField(required=False, min_value=0.01, label="Cost limit (USD)")
 
     def __init__(self, *args, versions: list[int] | tuple[int, ...] = (), **kwargs):
         super().__init__(*args, **kwargs)
@@ -78,9 +83,29 @@ def panel(
     return {
         "model_choices": model_choices(request.user, spec, project_id),
         "launch_routes": routes,
+        "launch_cost": estimate(spec, model or None),
         # One field per suite variable: what was sent (after a refused launch), else its default.
         "launch_vars": [
             (name, default, request.POST.get(f"{VAR_FIELD}{name}", default or ""))
             for name, default in declared.items()
         ],
     }
+
+
+def estimate(spec: SuiteSpec | None, model: str | None) -> cost.Estimate | None:
+    """What a run of the suite on `model` (else its own) may cost, from the endpoints' prices as the admin set
+    them (engine.cost); None when there is no suite to size."""
+    if spec is None or not spec.evals:
+        return None
+    registry = build_registry()
+
+    def priced(ref: str):
+        name, _ = registry.resolve(ref)
+        return name, registry.endpoint(name)
+
+    return cost.estimate(spec, priced, model)
+
+
+def max_cost_of(form: LaunchForm) -> MaxCost:
+    """The cost limit the form set, for the launch's RunOptions; None leaves the suite's."""
+    return form.cleaned_data.get("max_cost") or None

@@ -11,4 +11,4 @@ from engine.options import RunOptions
 def run_options(args: argparse.Namespace) -> RunOptions:
     """What the command line sets over the suite (engine.options): generation settings, the cache, the cost
     limit. A run here applies them to the suite it loads; a run on a server sends them with the launch."""
-    return RunOptions()
+    return RunOptions(max_cost=getattr(args, "max_cost", None))

@@ -35,6 +35,7 @@ from engine.text import plural
 
 from .ci import ci_ref, gated_exit_code
 from .common import BROKEN, UserError, read_suite_file, suite_to_run
+from .options import run_options
 from .outputs import exit_code, write_outputs
 
 POLL_SECONDS = 1.0
@@ -165,6 +166,9 @@ def run_on_server(args: Namespace) -> int:
         baseline = RunReport.model_validate(payload)
     source = read_suite_file(args.file).decode("utf-8-sig")
     body = {"yaml": source, "files": files, "model": args.model, "concurrency": args.concurrency}
+    options = run_options(args)
+    if not options.is_empty():
+        body["options"] = options.model_dump(mode="json", exclude_none=True)
     given = suitevars.parse_assignments(getattr(args, "vars", None))
     if given:
         body["vars"] = given
@@ -207,6 +211,8 @@ def run_on_server(args: Namespace) -> int:
     )
     print(f"Run page: {run_url}")
     code = exit_code(report)
+    if report.stop_reason:
+        print(f"stopped: {report.stop_reason}", file=sys.stderr)
     if final == Status.CANCELLED:
         code = BROKEN  # cancelled on the server: its result is unknown
     gating = args.fail_on_regression or getattr(args, "fail_on_new_failures", False)

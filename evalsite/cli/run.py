@@ -31,6 +31,16 @@ def timeout_seconds(text: str) -> float:
     return value
 
 
+def usd(text: str) -> float:
+    try:
+        value = float(text.strip().removeprefix("$"))
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an amount of US dollars above 0, e.g. 5 or 0.50")
+    return value
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="the suite (YAML); attached files are read from its folder")
     parser.add_argument(
@@ -65,6 +75,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--var", dest="vars", action="append", default=[], metavar="NAME=VALUE",
         help="a value for the suite's variable NAME ({{var:NAME}} in the suite), over its default in "
         "`vars`; repeat for each",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-cost", type=usd, metavar="USD",
+        help="stop starting conversations once the run has spent this much (over the suite's max_cost); those "
+        "playing finish and are kept, and the run exits 3 with `stopped: cost limit $X reached`",
     )  # fmt: skip
     add_export_arguments(parser)
     server = parser.add_argument_group(

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from endpoints.routes import suite_routes
+from engine.options import RunOptions
 from engine.source import SuiteError
 from projects.access import needs
 from projects.roles import Can
@@ -19,7 +20,7 @@ from suites import selectors as suite_selectors
 from suites.models import Suite, SuiteVersion
 from suites.views.editor import parse_version, render_editor
 
-from ..launching import LaunchForm, launch_vars
+from ..launching import LaunchForm, estimate, launch_vars, max_cost_of
 from ..services import LaunchError, create_run
 
 
@@ -69,6 +70,7 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
                 model=form.cleaned_data["model"] or None,
                 concurrency=form.cleaned_data["concurrency"],
                 vars=launch_vars(request.POST),
+                options=RunOptions(max_cost=max_cost_of(form)),
             )
         except LaunchError as exc:
             error = str(exc)
@@ -97,4 +99,5 @@ def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     routes = (
         suite_routes(spec, model=model or None, project_id=suite.project_id) if spec is not None else None
     )
-    return render(request, "suites/_launch_routes.html", {"launch_routes": routes, "suite": suite})
+    context = {"launch_routes": routes, "suite": suite, "launch_cost": estimate(spec, model or None)}
+    return render(request, "suites/_launch_routes.html", context)
