@@ -322,7 +322,8 @@ def cell_text(cell: CellIn | None) -> str:
     if cell is None:
         return "—"
     text = MARKS.get(cell.status, "…")
-    if cell.score is not None and cell.status in GRADED:
+    trivial = cell.score == (1.0 if cell.status == Status.PASSED else 0.0)  # a plain check's pass or fail
+    if cell.score is not None and cell.status in GRADED and not trivial:
         text += f" {cell.score:.2f}"
     if cell.status == Status.PASSED and cell.passed_on_turn and cell.passed_on_turn > 1:
         text += f" (turn {cell.passed_on_turn})"

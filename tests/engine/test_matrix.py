@@ -109,6 +109,7 @@ def test_a_grid_is_finished_only_when_every_variant_is():
 def test_cells_say_pass_fail_score_and_the_turn_passed_on():
     assert cell_text(CellIn(0, "x", 0, "passed", passed_on_turn=3)) == "pass (turn 3)"
     assert cell_text(CellIn(0, "x", 0, "failed", score=0.4)) == "FAIL 0.40"
+    assert cell_text(CellIn(0, "x", 0, "passed", score=1.0)) == "pass"  # a plain check's: no figure
     assert cell_text(CellIn(0, "x", 0, "running")) == "…"
     assert cell_text(None) == "—"
 
