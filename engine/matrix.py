@@ -21,7 +21,6 @@ from itertools import combinations
 
 import yaml
 from pydantic import ValidationError
-from scipy.stats import binomtest
 
 from .outcomes import Status
 from .results import EvalResult, RunReport
@@ -241,6 +240,8 @@ def mcnemar(first_only: int, second_only: int) -> float:
     discordant = first_only + second_only
     if discordant == 0:
         return 1.0
+    from scipy.stats import binomtest  # heavy, and only a matrix's statistics need it
+
     return float(binomtest(first_only, discordant, 0.5).pvalue)
 
 
@@ -437,3 +438,29 @@ def matrix_junit(documents: Sequence[tuple[str, str]]) -> str:
     root.set("time", f"{total_time:.3f}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def grid_text(grid: Grid, limit: int = 50) -> str:
+    """The terminal's table: each variant's figures, the differences beyond chance, then the grid, evals
+    where the variants ended differently first."""
+    header = SUMMARY_HEADER
+    summary = [header, *summary_rows(grid)]
+    lines = _aligned(summary)
+    differences = difference_lines(grid)
+    lines += (
+        ["", *differences] if differences else ["", "No difference between two variants is beyond chance."]
+    )
+    shown = grid.rows[:limit]
+    table = [["eval", *(column.label for column in grid.columns)]]
+    table += [[row.name, *(cell_text(cell) for cell in row.cells)] for row in shown]
+    lines += ["", *_aligned(table)]
+    if len(grid.rows) > limit:
+        lines.append(f"…and {len(grid.rows) - limit} more evals (--csv or --markdown has them all)")
+    return "\n".join(lines)
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]

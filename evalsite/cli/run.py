@@ -13,6 +13,7 @@ import math
 import os
 from pathlib import Path
 
+from engine.matrix import Variant, VariantError, parse_variants
 from engine.schema.suite import TIMEOUT_MAX, TIMEOUT_MIN
 
 from .common import UserError, positive_int
@@ -37,8 +38,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--model",
         metavar="M",
         help="model to run instead of the suite's: a model id on the default endpoint, endpoint/model, "
-        "or mock (without `judge` in the suite, also the judge)",
+        "or mock (without `judge` in the suite, also the judge). Several, comma-separated (a,b,c), compare "
+        "them in one matrix; `model@temperature=0.7@seed=1` is a settings variant of a model",
     )
+    parser.add_argument(
+        "--variant", dest="variants", action="append", default=[], metavar="MODEL[@KEY=VALUE...]",
+        help="one more variant for the matrix, as --model takes them but one each (a value may hold a comma: "
+        "`m@stop=[',']`); repeat for each",
+    )  # fmt: skip
     parser.add_argument(
         "--json",
         dest="json_path",
@@ -103,11 +110,32 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def variants_of(args: argparse.Namespace) -> list[Variant]:
+    """What --model (comma-separated) and each --variant (one each, so a setting may hold a comma) name."""
+    try:
+        named = parse_variants([args.model] if args.model else [])
+        return named + parse_variants(getattr(args, "variants", None) or [], split=False)
+    except VariantError as exc:
+        raise UserError(f"--model: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     model = args.model
     if model is not None and not model.strip():
         raise UserError("--model is empty: give a model id, `endpoint/model` or `mock`")
     check_outputs(args)
+    variants = variants_of(args)
+    if len(variants) > 1 or any(variant.model_settings for variant in variants):
+        if getattr(args, "server", None):
+            raise UserError(
+                "a matrix (several models, or `model@key=value` settings) runs here; on a server, launch it "
+                "from the suite's launch form or POST /api/matrices"
+            )
+        from .matrix import run_matrix_here
+
+        return run_matrix_here(args, variants)
+    if variants:  # one model, from --model or a lone --variant
+        args.model = variants[0].model
     if getattr(args, "server", None):
         if getattr(args, "timeout", None) is not None:
             raise UserError(
