@@ -24,7 +24,9 @@ evals:
 """
 
 
-def test_launch_a_matrix_read_its_grid_and_compare_two_cells(page, watch, user, fake_endpoint, fake_openai, start_worker):
+def test_launch_a_matrix_read_its_grid_and_compare_two_cells(
+    page, watch, user, fake_endpoint, fake_openai, start_worker
+):
     from playwright.sync_api import expect
 
     from runs.models import RunMatrix
