@@ -67,7 +67,7 @@ def get_matrix_for_user(user, matrix_id, can: Can = Can.VIEW) -> RunMatrix:
 def runs_of(matrix: RunMatrix) -> list[Run]:
     """Its runs in the order they were launched: the order of the variants."""
     return list(
-        matrix.runs.order_by("created_at", "pk").defer("summary").only(
+        matrix.runs.order_by("created_at", "pk").only(
             "pk", "model", "endpoint_name", "status", "options", "created_at", "finished_at", "matrix_id",
             "stop_reason",
         )

@@ -25,13 +25,13 @@ from engine.matrix import (
 )
 from engine.options import RunOptions
 from engine.options import apply as apply_options
-from engine.outcomes import Status
 from engine.runner import run_suite
 
 from .common import BROKEN, FAILED, PASSED, UserError, suite_to_run
 from .database import endpoint_registry
 from .local import bind_vars, check_model_refs, say_slow, say_wait
 from .options import run_options
+from .outputs import exit_code
 
 
 def json_paths(path: Path, variants: list[Variant]) -> list[Path]:
@@ -67,10 +67,8 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     print()
     print(grid_text(grid))
     write_matrix_outputs(args, variants, reports, grid, suite.system)
-    statuses = {result.status for report in reports for result in report.evals}
-    if Status.ERROR in statuses:
-        return BROKEN
-    return PASSED if statuses <= {Status.PASSED} else FAILED
+    codes = {exit_code(report) for report in reports}  # each variant as a run of its own, gates too
+    return BROKEN if BROKEN in codes else FAILED if FAILED in codes else PASSED
 
 
 WRITTEN = {"junit": "JUnit XML (a testsuite per variant)", "csv": "CSV grid", "md": "Markdown table"}

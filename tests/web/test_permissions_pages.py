@@ -13,9 +13,9 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from engine.exports import FORMATS
+from engine.matrix import parse_variants
 from projects.models import Membership, Project
 from projects.roles import Can, allows
-from engine.matrix import parse_variants
 from runs import services
 from runs.matrix import create_matrix
 from runs.models import Label, Override, ReviewAssignment, Run, ShareLink
