@@ -115,6 +115,10 @@ def test_the_grid_shows_cells_figures_and_the_significant_difference(client, use
     assert "100% [68%–100%]" in page and "0% [0%–32%]" in page
     assert "fake/good beats fake/bad: passed 8 evals it failed, failed 0 it passed" in page
     assert 'hx-trigger="every 2s"' not in page  # every run ended: nothing to poll
+    # Each run, and the runs list, lead back to the matrix.
+    matrix_url = reverse("matrices:detail", args=[matrix.pk])
+    assert matrix_url in client.get(reverse("runs:detail", args=[bad.pk])).content.decode()
+    assert client.get(reverse("runs:list")).content.decode().count(matrix_url) == 2
 
 
 def test_rows_sort_by_disagreement_and_by_the_suite(client, user, models):
