@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import sys
 from pathlib import Path
 
-from django.conf import settings
-from django.utils.text import slugify
-
-from engine.codegrade.run import CodeRunner
+from engine import suitevars
 from engine.exports import FORMATS, junit_xml
 from engine.matrix import (
     Variant,
@@ -25,23 +25,37 @@ from engine.matrix import (
 )
 from engine.options import RunOptions
 from engine.options import apply as apply_options
-from engine.runner import run_suite
+from engine.outcomes import Status
+from engine.results import RunReport
 
-from .common import BROKEN, FAILED, PASSED, UserError, suite_to_run
-from .database import endpoint_registry
-from .local import bind_vars, check_model_refs, say_slow, say_wait
+from .ci import ci_ref
+from .common import BROKEN, FAILED, PASSED, UserError, read_suite_file, suite_to_run
 from .options import run_options
 from .outputs import exit_code
+from .remote import Server, _detail, _watch
 
 
 def json_paths(path: Path, variants: list[Variant]) -> list[Path]:
     """--json OUT.json for a matrix: a results file per variant beside it, OUT.<variant>.json."""
     return [
-        path.with_name(f"{path.stem}.{slugify(variant.name) or n}.json") for n, variant in enumerate(variants)
+        path.with_name(f"{path.stem}.{_slug(variant.name) or n}.json") for n, variant in enumerate(variants)
     ]
 
 
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
 def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
+    # A run here needs the server's dependencies (Django for named endpoints); one on a server does not.
+    from django.conf import settings
+
+    from engine.codegrade.run import CodeRunner
+    from engine.runner import run_suite
+
+    from .database import endpoint_registry
+    from .local import bind_vars, check_model_refs, say_slow, say_wait
+
     suite, files = suite_to_run(args.file, "nothing was run")
     suite, values = bind_vars(args.file, suite, getattr(args, "vars", None))
     suite = apply_options(suite, run_options(args))
@@ -63,11 +77,17 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
         totals = report.totals
         print(f"    {totals.passed} passed, {totals.failed} failed, {totals.error} errors of {totals.evals}")
         columns.append(column_of_report(str(number), variant.name, report))
+    return finish(args, variants, reports, columns, suite.system)
+
+
+def finish(args, variants: list[Variant], reports, columns, system: str | None) -> int:
+    """The grid on the terminal, the files asked for, and the exit code: each variant's as a run of its
+    own (gates too), the worst of them."""
     grid = build_grid(columns)
     print()
     print(grid_text(grid))
-    write_matrix_outputs(args, variants, reports, grid, suite.system)
-    codes = {exit_code(report) for report in reports}  # each variant as a run of its own, gates too
+    write_matrix_outputs(args, variants, reports, grid, system)
+    codes = {exit_code(report) for report in reports}
     return BROKEN if BROKEN in codes else FAILED if FAILED in codes else PASSED
 
 
@@ -107,3 +127,59 @@ def _write(path: Path, option: str, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UserError(f"{option} {path}: {exc.strerror or exc}", code=BROKEN) from None
+
+
+def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> int:
+    """POST /api/matrices with the suite and its files, follow each variant's run until all have ended (the
+    server plays them side by side), then the same grid and files as a matrix played here."""
+    token = (args.token or os.environ.get("EVALSITE_TOKEN", "")).strip()
+    if not token:
+        raise UserError("--server needs an API token: set EVALSITE_TOKEN (or pass --token)")
+    if args.baseline or args.fail_on_regression or getattr(args, "fail_on_new_failures", False):
+        raise UserError("--baseline and the --fail-on-* gates compare one run: give one --model with them")
+    suite, files = suite_to_run(args.file, "nothing was sent")
+    server = Server(args.server, token)
+    body = {
+        "yaml": read_suite_file(args.file).decode("utf-8-sig"), "files": files, "concurrency": args.concurrency,
+        "variants": [
+            {"model": v.model, "label": v.label or None,
+             "model_settings": v.model_settings.model_dump(exclude_none=True) if v.model_settings else None}
+            for v in variants
+        ],
+    }  # fmt: skip
+    if given := suitevars.parse_assignments(getattr(args, "vars", None)):
+        body["vars"] = given
+    options = run_options(args)
+    if not options.is_empty():
+        body["options"] = options.model_dump(mode="json", exclude_none=True)
+    ref, commit = ci_ref(getattr(args, "ref", None), os.environ, args.file.parent)
+    if ref:
+        body.update(ref=ref, commit=commit)
+    status, launched = server.call("POST", "/api/matrices", body)
+    if status != 201:
+        raise UserError(f"the server did not start the matrix ({status}): {_detail(launched)}")
+    print(f"Matrix {launched['id']} of {launched['suite']} v{launched['version']}: {launched['url']}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    runs = [variant["run"]["id"] for variant in launched["variants"]]
+    try:
+        finals = [_watch(server, run_id) for run_id in runs]
+    except KeyboardInterrupt:
+        for run_id in runs:
+            server.call("POST", f"/api/runs/{run_id}/cancel")
+        print(f"\ncancelled the matrix's runs on the server: {launched['url']}", file=sys.stderr)
+        raise
+    reports = []
+    for run_id in runs:
+        status, payload = server.call("GET", f"/api/runs/{run_id}/results")
+        if status != 200:
+            raise UserError(
+                f"the server did not return the results ({status}): {_detail(payload)}", code=BROKEN
+            )
+        reports.append(RunReport.model_validate(payload))
+    labels = [variant["label"] for variant in launched["variants"]]
+    columns = [
+        column_of_report(run_id, label, r) for run_id, label, r in zip(runs, labels, reports, strict=True)
+    ]
+    code = finish(args, variants, reports, columns, suite.system)
+    print(f"Matrix page: {launched['url']}")
+    return BROKEN if Status.CANCELLED in finals else code

@@ -126,13 +126,15 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(args)
     variants = variants_of(args)
     if len(variants) > 1 or any(variant.model_settings for variant in variants):
-        if getattr(args, "server", None):
-            raise UserError(
-                "a matrix (several models, or `model@key=value` settings) runs here; on a server, launch it "
-                "from the suite's launch form or POST /api/matrices"
-            )
-        from .matrix import run_matrix_here
+        from .matrix import run_matrix_here, run_matrix_on_server
 
+        if getattr(args, "server", None):
+            if len(variants) < 2:
+                raise UserError(
+                    "`model@key=value` alone plays here; on a server, give one model's settings in the suite's "
+                    "`model_settings`, or compare two variants or more"
+                )
+            return run_matrix_on_server(args, variants)
         return run_matrix_here(args, variants)
     if variants:  # one model, from --model or a lone --variant
         args.model = variants[0].model
