@@ -125,18 +125,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--model is empty: give a model id, `endpoint/model` or `mock`")
     check_outputs(args)
     variants = variants_of(args)
-    if len(variants) > 1 or any(variant.model_settings for variant in variants):
-        from .matrix import run_matrix_here, run_matrix_on_server
-
-        if getattr(args, "server", None):
-            if len(variants) < 2:
-                raise UserError(
-                    "`model@key=value` alone plays here; on a server, give one model's settings in the suite's "
-                    "`model_settings`, or compare two variants or more"
-                )
-            return run_matrix_on_server(args, variants)
-        return run_matrix_here(args, variants)
-    if variants:  # one model, from --model or a lone --variant
+    matrix = len(variants) > 1 or any(variant.model_settings for variant in variants)
+    if variants and not matrix:  # one model, from --model or a lone --variant
         args.model = variants[0].model
     if getattr(args, "server", None):
         if getattr(args, "timeout", None) is not None:
@@ -144,6 +134,15 @@ def run(args: argparse.Namespace) -> int:
                 "--timeout applies to a run here; on a server, set `request_timeout` in the suite (or the "
                 "endpoint's timeout in the server's admin)"
             )
+        if matrix:
+            if len(variants) < 2:
+                raise UserError(
+                    "`model@key=value` alone plays here; on a server, give one model's settings in the suite's "
+                    "`model_settings`, or compare two variants or more"
+                )
+            from .matrix import run_matrix_on_server
+
+            return run_matrix_on_server(args, variants)
         from .remote import run_on_server
 
         return run_on_server(args)
@@ -155,6 +154,10 @@ def run(args: argparse.Namespace) -> int:
             "--baseline, --ref, --fail-on-regression and --fail-on-new-failures need a run on a server: "
             "add --server"
         )
+    if matrix:
+        from .matrix import run_matrix_here
+
+        return run_matrix_here(args, variants)
     from .local import run_here
 
     return run_here(args)
