@@ -9,7 +9,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from tests.e2e.conftest import PASSWORD, log_in, screenshot
+from tests.e2e.conftest import ARTIFACTS, PASSWORD, log_in, screenshot
 from tests.e2e.test_browser_a11y import AXE_JS, FAILING_IMPACTS, _axe, _axe_or_skip
 
 pytestmark = [pytest.mark.browser]
@@ -45,6 +45,7 @@ def test_launch_a_matrix_read_its_grid_and_compare_two_cells(
     page.goto(reverse("suites:detail", args=[suite.public_id]))
     launch = page.locator("#launch")
     launch.get_by_label("Compare with").fill("fake/bad")
+    launch.screenshot(path=str(ARTIFACTS / "browser-matrix-launch.png"))
     launch.get_by_role("button", name="Launch").click()
     expect(page).to_have_url(re.compile(r"/matrices/[0-9a-f-]{36}/$"))
     matrix = RunMatrix.objects.get()
