@@ -9,6 +9,7 @@ from endpoints.models import Endpoint
 from endpoints.routes import suite_routes
 from engine import cost
 from engine.clients import MOCK
+from engine.matrix import SETTING_MARK, Variant, VariantError, parse_variants
 from engine.schema import Suite as SuiteSpec
 from engine.schema.settings import MaxCost
 
@@ -34,6 +35,8 @@ def launch_vars(data) -> dict[str, str]:
 
 class LaunchForm(forms.Form):
     model = forms.CharField(max_length=200, required=False, strip=True)
+    # More variants (engine.matrix), one a line: with any, the launch is a matrix of a run per variant.
+    compare = forms.CharField(max_length=4000, required=False, strip=True, widget=forms.Textarea)
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=10)
     version = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
     # Over the suite's `max_cost` (engine.options): no conversation starts once the run has spent this much.
@@ -42,6 +45,18 @@ class LaunchForm(forms.Form):
     def __init__(self, *args, versions: list[int] | tuple[int, ...] = (), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["version"].choices = [(number, f"v{number}") for number in versions]
+
+
+def launch_variants(form: LaunchForm, spec: SuiteSpec | None) -> list[Variant]:
+    """The variants a launch names: the model field (blank: the suite's model) and each line of `compare`.
+    One variant without settings is an ordinary run; more are a matrix. Raises VariantError."""
+    first = form.cleaned_data.get("model") or (spec.model if spec is not None else None) or ""
+    more = (form.cleaned_data.get("compare") or "").splitlines()
+    if not any(line.strip() for line in more):
+        return parse_variants([first], split=False) if SETTING_MARK in first else []
+    if not first:
+        raise VariantError("the suite names no model: choose the first model to compare")
+    return parse_variants([first, *more], split=False)
 
 
 def model_choices(user, spec: SuiteSpec | None, project_id: int | None = None) -> list[tuple[str, str]]:

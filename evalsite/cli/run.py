@@ -13,6 +13,7 @@ import math
 import os
 from pathlib import Path
 
+from engine.matrix import Variant, VariantError, parse_variants
 from engine.schema.suite import TIMEOUT_MAX, TIMEOUT_MIN
 
 from .common import UserError, positive_int
@@ -47,8 +48,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--model",
         metavar="M",
         help="model to run instead of the suite's: a model id on the default endpoint, endpoint/model, "
-        "or mock (without `judge` in the suite, also the judge)",
+        "or mock (without `judge` in the suite, also the judge). Several, comma-separated (a,b,c), compare "
+        "them in one matrix; `model@temperature=0.7@seed=1` is a settings variant of a model",
     )
+    parser.add_argument(
+        "--variant", dest="variants", action="append", default=[], metavar="MODEL[@KEY=VALUE...]",
+        help="one more variant for the matrix, as --model takes them but one each (a value may hold a comma: "
+        "`m@stop=[',']`); repeat for each",
+    )  # fmt: skip
     parser.add_argument(
         "--json",
         dest="json_path",
@@ -118,17 +125,39 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def variants_of(args: argparse.Namespace) -> list[Variant]:
+    """What --model (comma-separated) and each --variant (one each, so a setting may hold a comma) name."""
+    try:
+        named = parse_variants([args.model] if args.model else [])
+        return named + parse_variants(getattr(args, "variants", None) or [], split=False)
+    except VariantError as exc:
+        raise UserError(f"--model: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     model = args.model
     if model is not None and not model.strip():
         raise UserError("--model is empty: give a model id, `endpoint/model` or `mock`")
     check_outputs(args)
+    variants = variants_of(args)
+    matrix = len(variants) > 1 or any(variant.model_settings for variant in variants)
+    if variants and not matrix:  # one model, from --model or a lone --variant
+        args.model = variants[0].model
     if getattr(args, "server", None):
         if getattr(args, "timeout", None) is not None:
             raise UserError(
                 "--timeout applies to a run here; on a server, set `request_timeout` in the suite (or the "
                 "endpoint's timeout in the server's admin)"
             )
+        if matrix:
+            if len(variants) < 2:
+                raise UserError(
+                    "`model@key=value` alone plays here; on a server, give one model's settings in the suite's "
+                    "`model_settings`, or compare two variants or more"
+                )
+            from .matrix import run_matrix_on_server
+
+            return run_matrix_on_server(args, variants)
         from .remote import run_on_server
 
         return run_on_server(args)
@@ -140,6 +169,10 @@ def run(args: argparse.Namespace) -> int:
             "--baseline, --ref, --fail-on-regression and --fail-on-new-failures need a run on a server: "
             "add --server"
         )
+    if matrix:
+        from .matrix import run_matrix_here
+
+        return run_matrix_here(args, variants)
     from .local import run_here
 
     return run_here(args)
