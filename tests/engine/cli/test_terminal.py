@@ -58,7 +58,9 @@ def in_a_terminal(suite: Path, *args: str, env: dict[str, str]) -> list[tuple[bo
     command was still running when the chunk was read."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    process = start(suite, *args, env={**env, "TERM": "xterm-256color"}, stdin=slave, stdout=slave, stderr=slave)
+    process = start(
+        suite, *args, env={**env, "TERM": "xterm-256color"}, stdin=slave, stdout=slave, stderr=slave
+    )
     os.close(slave)
     chunks: list[tuple[bool, str]] = []
     deadline = time.monotonic() + 60
@@ -132,7 +134,11 @@ def test_a_short_run_in_ci_writes_nothing_on_stderr(fake, suite):
     [
         (
             None,
-            ["✅ PASS Eval 1: What is 15 * 7? (succeeded on turn 1)", "Eval 2: What is 2 + 2?", "Response: 5"],
+            [
+                "✅ PASS Eval 1: What is 15 * 7? (succeeded on turn 1)",
+                "Eval 2: What is 2 + 2?",
+                "Response: 5",
+            ],
             ["Response: 105"],
         ),
         ("--verbose", ["Eval 1: What is 15 * 7?", "Response: 105", "Response: 5"], ["✅ PASS Eval"]),
@@ -186,7 +192,9 @@ def test_json_holds_each_conversation_as_it_ends_and_a_killed_run_leaves_them(sl
     assert left["format"] == "evalsite.results/1" and left["status"] == "running"
     assert left["model"] == "gpt-test" and left["endpoint"] == "default"
     assert 2 <= len(left["evals"]) < 8
-    assert all(item["status"] == "passed" and item["prompt"].startswith("Question ") for item in left["evals"])
+    assert all(
+        item["status"] == "passed" and item["prompt"].startswith("Question ") for item in left["evals"]
+    )
 
 
 def test_json_of_a_finished_run_is_the_whole_document_in_the_evals_order(tmp_path):
