@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -119,7 +121,7 @@ def run_here(args: argparse.Namespace) -> int:
         if streamed is not None:
             streamed.add(result)
 
-    with progress:
+    with progress, interrupted(tally, streamed):
         progress.say(writer.header(suite.name or "", model_ref, endpoint, endpoint == MOCK))
         report = run_suite(
             suite,
@@ -145,6 +147,20 @@ def run_here(args: argparse.Namespace) -> int:
     if code == BROKEN:
         say_errors(report)
     return code
+
+
+@contextmanager
+def interrupted(tally: Tally, streamed: StreamedJSON | None) -> Iterator[None]:
+    """Ctrl-C: what the run kept, for the line the command ends with (evalsite.cli.main)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        kept = f"{tally.done} of {plural(tally.total, 'conversation')} had ended"
+        if tally.done:
+            kept += " (printed above" + (
+                f", and in {streamed.path} with status `running`)" if streamed else ")"
+            )
+        raise KeyboardInterrupt(f"{kept}; no summary was written") from None
 
 
 def stream_json(
