@@ -9,7 +9,8 @@ reply, run by each `evalsite` command given (--before: another checkout's, to co
 
 - first output: seconds from start until anything is on the terminal;
 - first eval: seconds until the first conversation's report is on it;
-- run / ideal: the whole process's wall time over ideal = ceil(N / C) x latency;
+- run / ideal: the whole process's wall time over ideal = ceil(N / C) x latency, and beside it the run's own
+  (its `totals.duration_s` in --json: from the first call to the last reply);
 - lines: the lines the terminal received (the live line's redraws are not lines).
 
 With --big-concurrency C (default 300), the same N at --concurrency C, to show the default endpoint's cap:
@@ -19,6 +20,7 @@ ideal = ceil(N / C) x latency.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import select
@@ -66,7 +68,7 @@ def in_terminal(command: str, suite: Path, concurrency: int, base_url: str) -> d
     )
     started = time.monotonic()
     process = subprocess.Popen(
-        [command, "run", str(suite), "--concurrency", str(concurrency)],
+        [command, "run", str(suite), "--concurrency", str(concurrency), "--json", str(suite.parent / "out.json")],
         cwd=suite.parent, env=env, stdin=slave, stdout=slave, stderr=slave,
     )  # fmt: skip
     os.close(slave)
@@ -92,7 +94,9 @@ def in_terminal(command: str, suite: Path, concurrency: int, base_url: str) -> d
     process.wait()
     wall = time.monotonic() - started
     os.close(master)
+    results = json.loads((suite.parent / "out.json").read_text(encoding="utf-8"))
     return {
+        "run": results["totals"]["duration_s"],
         "first output": first_output if first_output is not None else wall,
         "first eval": first_eval if first_eval is not None else wall,
         "wall": wall,
@@ -119,8 +123,10 @@ def main() -> None:
     args = parser.parse_args()
     commands = [("before", args.before), ("after", args.after)] if args.before else [("after", args.after)]
     print(f"N={args.n}, latency {args.latency:g} s, median of {args.repeat}, in a pseudo-terminal")
-    print("| command | concurrency | first output, s | first eval, s | lines | wall, s | run / ideal |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| command | concurrency | first output, s | first eval, s | lines | wall, s | process / ideal | run / ideal |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder, FakeOpenAI(latency=args.latency, api_key=KEY) as fake:
         suite = suite_file(Path(folder), args.n)
         for concurrency in (args.concurrency, args.big_concurrency):
@@ -129,7 +135,7 @@ def main() -> None:
                 got = measure(command, suite, concurrency, fake.base_url, args.repeat)
                 print(
                     f"| {name} | {concurrency} | {got['first output']:.2f} | {got['first eval']:.2f} | "
-                    f"{got['lines']:.0f} | {got['wall']:.2f} | {got['wall'] / ideal:.2f} |",
+                    f"{got['lines']:.0f} | {got['wall']:.2f} | {got['wall'] / ideal:.2f} | {got['run'] / ideal:.2f} |",
                     flush=True,
                 )
 

@@ -19,7 +19,10 @@ EXPORTS = [entry for entry in FORMATS.values() if entry.cli is not None]
 
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("exports, for CI")
+    group = parser.add_argument_group(
+        "exports, for CI",
+        "Each is one document, written when the run ends (--json is written as conversations end).",
+    )
     for entry in EXPORTS:
         option = entry.cli
         group.add_argument(option.flag, dest=option.dest, type=Path, metavar=option.metavar, help=option.help)

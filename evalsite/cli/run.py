@@ -85,7 +85,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--progress-every", type=progress_seconds, default=PROGRESS_EVERY, metavar="SECONDS",
-        help="when stderr is not a terminal (CI), print a progress line there every SECONDS (default "
+        help="in a run here with stderr not a terminal (CI), print a progress line there every SECONDS (default "
         f"{PROGRESS_EVERY:g}; 0: never); on a terminal a live line shows it instead",
     )  # fmt: skip
     parser.add_argument(
