@@ -121,7 +121,7 @@ def run_here(args: argparse.Namespace) -> int:
         if streamed is not None:
             streamed.add(result)
 
-    with progress, interrupted(tally, streamed):
+    with progress, interrupted(tally, streamed, writer.detail != Detail.QUIET):
         progress.say(writer.header(suite.name or "", model_ref, endpoint, endpoint == MOCK))
         report = run_suite(
             suite,
@@ -150,16 +150,16 @@ def run_here(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def interrupted(tally: Tally, streamed: StreamedJSON | None) -> Iterator[None]:
+def interrupted(tally: Tally, streamed: StreamedJSON | None, shown: bool) -> Iterator[None]:
     """Ctrl-C: what the run kept, for the line the command ends with (evalsite.cli.main)."""
     try:
         yield
     except KeyboardInterrupt:
         kept = f"{tally.done} of {plural(tally.total, 'conversation')} had ended"
-        if tally.done:
-            kept += " (printed above" + (
-                f", and in {streamed.path} with status `running`)" if streamed else ")"
-            )
+        where = ["printed above"] if shown else []
+        where += [f"in {streamed.path} with status `running`"] if streamed else []
+        if tally.done and where:
+            kept += f" ({', and '.join(where)})"
         raise KeyboardInterrupt(f"{kept}; no summary was written") from None
 
 
