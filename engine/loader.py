@@ -187,6 +187,14 @@ def load_suite(
     except SuiteError as exc:
         exc.filename = filename
         raise
+    return load_parsed_suite(raw, builder, filename, files)
+
+
+def load_parsed_suite(
+    raw: dict, builder: TreeBuilder, filename: str = "suite.yaml", files: Mapping[str, str] | None = None
+) -> Suite:
+    """load_suite for a file already parsed (engine.source.parse_yaml), so a caller that also needs the raw
+    data (the files it names, whether it is a calibration set) reads it once."""
     if is_calibration(raw):
         # A calibration set is played as a suite of given replies.
         return as_suite(load_parsed(raw, builder, filename, files))
@@ -291,6 +299,11 @@ def file_references(data: bytes | str) -> list[str]:
         raw = load_yaml(decode_source(data))
     except (SuiteError, yaml.YAMLError):
         return []
+    return references(raw)
+
+
+def references(raw: object) -> list[str]:
+    """file_references for data already parsed."""
     if not isinstance(raw, dict):
         return []
     names = [raw[key] for key in ("dataset", "samples_file") if isinstance(raw.get(key), str)]
