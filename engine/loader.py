@@ -29,7 +29,6 @@ from .source import (
     validated,
     where_written,
 )
-from .tools.replay import NotRecorded, read_recorded
 
 
 def _depth_problems(suite: Suite, builder: TreeBuilder) -> list[SuiteProblem]:
@@ -113,7 +112,11 @@ def _attachments(suite: Suite, builder: TreeBuilder, files: Mapping[str, str]) -
                 missing((*where, "function" if spec.function is not None else "command"), name)
 
     # Replayed tools' results: attached, and a results document, so a run finds what it replays.
-    for where, tool in _replayed_tools(suite):
+    replayed = list(_replayed_tools(suite))
+    if replayed:
+        # engine.tools brings the model clients (aiohttp, openai): only a suite that replays tools loads them.
+        from .tools.replay import NotRecorded, read_recorded
+    for where, tool in replayed:
         if tool.replay not in files:
             missing((*where, "replay"), tool.replay)
             continue
@@ -281,7 +284,11 @@ def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite
             if text_of is None:
                 return load_suite(text, files=files)  # raises, located
             grader.rubric = text_of
-    for _, tool in _replayed_tools(suite):
+    replayed = list(_replayed_tools(suite))
+    if replayed:
+        # engine.tools brings the model clients (aiohttp, openai): only a suite that replays tools loads them.
+        from .tools.replay import NotRecorded, read_recorded
+    for _, tool in replayed:
         text_of = (files or {}).get(tool.replay)
         try:
             tool.recorded = read_recorded(text_of) if text_of is not None else None
