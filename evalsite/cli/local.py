@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from django.conf import settings
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from engine import suitevars
 from engine.calls import SlowReporter
@@ -72,6 +72,38 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
         )
 
 
+def names_an_endpoint(suite: Suite, model: str | None) -> bool:
+    """Whether the run may use an endpoint the admin named: a model reference with a slash (`name/model`),
+    or request timeouts per endpoint. Only then are Django's apps and the database read."""
+    if isinstance(suite.request_timeout, dict) or "/" in (model or ""):
+        return True
+    if any("/" in found.ref for found in model_refs(suite, model)):
+        return True
+    # The suite's own model (also in its metadata) is not used when --model replaces it.
+    skipped = ("model", "metadata") if (model or "").strip() else ()
+    fields = (getattr(suite, name) for name in type(suite).model_fields if name not in skipped)
+    return any("/" in ref for ref in _model_fields(list(fields)))
+
+
+def _model_fields(value: object):
+    """Every text a suite holds in a field named for a model (`model`, `judge`, `*_model`), wherever it is:
+    wider than model_refs, so that no reference can reach a named endpoint unread."""
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            field = getattr(value, name)
+            if isinstance(field, str):
+                if name in ("model", "judge") or name.endswith("_model"):
+                    yield field
+            elif field is not None and not isinstance(field, int | float | bool):
+                yield from _model_fields(field)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _model_fields(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _model_fields(item)
+
+
 def bind_vars(path: Path, suite: Suite, assignments: list[str] | None) -> tuple[Suite, dict[str, str]]:
     """The suite with its variables filled from --var NAME=VALUE (else their defaults), and the values."""
     try:
@@ -102,7 +134,7 @@ def run_here(args: argparse.Namespace) -> int:
     suite = apply_options(suite, run_options(args))
     if not (model or suite.model):
         raise UserError(f"{args.file}: no model: set `model` in the suite or pass --model")
-    registry, unread = endpoint_registry()
+    registry, unread = endpoint_registry(named=names_an_endpoint(suite, model))
     check_model_refs(suite, model, registry, unread)
     if isinstance(suite.request_timeout, dict):
         located = locator(read_suite_file(args.file).decode("utf-8-sig"))
