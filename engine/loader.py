@@ -6,6 +6,7 @@ Reading the YAML is engine.source's; a calibration set (engine.calibration) is l
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping
 
 import yaml
@@ -78,7 +79,9 @@ def _metadata_conflicts(raw: dict, builder: TreeBuilder) -> list[SuiteProblem]:
     return problems
 
 
-def _attachments(suite: Suite, builder: TreeBuilder, files: Mapping[str, str]) -> list[SuiteProblem]:
+def _attachments(
+    suite: Suite, raw: dict, builder: TreeBuilder, files: Mapping[str, str]
+) -> list[SuiteProblem]:
     """Every file the suite names must be attached; the dataset's rows become evals."""
     problems: list[SuiteProblem] = []
 
@@ -106,7 +109,7 @@ def _attachments(suite: Suite, builder: TreeBuilder, files: Mapping[str, str]) -
             problems.append(SuiteProblem(line, column, format_path(path), f"{grader.rubric_file}: {exc}"))
 
     # Code checks' programs and modules: attached, so a server can run them where the CLI did.
-    for where, spec in suite.code_checks():
+    for where, spec in suite.code_checks() if _holds_key(raw, "code") else ():
         for name in spec.files:
             if name not in files:
                 missing((*where, "function" if spec.function is not None else "command"), name)
@@ -209,7 +212,7 @@ def load_parsed_suite(
     problems = (
         _reference_problems(raw, builder)
         or _depth_problems(suite, builder)
-        or _attachments(suite, builder, files or {})
+        or _attachments(suite, raw, builder, files or {})
         or _too_many_conversations(suite, written, raw, builder)
     )
     if problems:
@@ -220,10 +223,23 @@ def load_parsed_suite(
 def _reference_problems(raw: dict, builder: TreeBuilder) -> list[SuiteProblem]:
     """`{{var:…}}` the suite does not declare, `{{secret:…}}` no environment variable could hold."""
     problems = []
+    if "{{" not in _as_text(raw):
+        return problems  # no reference can be written without braces
     for path, message in suitevars.reference_problems(raw):
         line, column = where_written(path, builder, key=False)
         problems.append(SuiteProblem(line, column, format_path(path), message))
     return problems
+
+
+def _as_text(raw: object) -> str:
+    """Parsed YAML as JSON text: json's C encoder visits every value far faster than a walk in Python, so
+    looking for a key or a mark in this text first spares the walks of a large suite that has none."""
+    return json.dumps(raw, default=str, ensure_ascii=False)
+
+
+def _holds_key(raw: object, key: str) -> bool:
+    """Whether `key` may be a key anywhere in parsed YAML (a value's own quotes are escaped in the text)."""
+    return f'"{key}":' in _as_text(raw)
 
 
 def conversation_count(suite: Suite) -> int:
@@ -320,7 +336,8 @@ def references(raw: object) -> list[str]:
         for grader in (graders or {}).values() if isinstance(graders, dict) else []:
             if isinstance(grader, dict) and isinstance(grader.get("rubric_file"), str):
                 names.append(grader["rubric_file"])
-    names += _code_files(raw)
+    if _holds_key(raw, "code"):
+        names += _code_files(raw)
     for tools in [raw.get("tools")] + [ev.get("tools") for ev in listed if isinstance(ev, dict)]:
         for tool in tools if isinstance(tools, list) else []:
             if isinstance(tool, dict) and isinstance(tool.get("replay"), str):
