@@ -17,7 +17,14 @@ from engine import suitevars
 from engine.calls import SlowReporter
 from engine.clients import DEFAULT, EndpointRegistry
 from engine.codegrade.run import CodeRunner
-from engine.endpoint_checks import closest_endpoint, locator, model_refs, timeout_warnings, unnamed_prefix
+from engine.endpoint_checks import (
+    ModelRef,
+    closest_endpoint,
+    locator,
+    model_refs,
+    timeout_warnings,
+    unnamed_prefix,
+)
 from engine.options import apply as apply_options
 from engine.outcomes import Status
 from engine.report import format_report
@@ -33,7 +40,13 @@ from .options import run_options
 from .outputs import exit_code, write_outputs
 
 
-def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry, unread: str | None) -> None:
+def check_model_refs(
+    suite: Suite,
+    model: str | None,
+    registry: EndpointRegistry,
+    unread: str | None,
+    refs: list[ModelRef] | None = None,
+) -> None:
     """Refuse a reference that names no endpoint before anything is spent, or say where it goes.
 
     "name/model" picks the named endpoint `name`; when there is none it goes whole to the default endpoint,
@@ -42,7 +55,7 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
     """
     default_url = os.environ.get("OPENAI_BASE_URL")
     seen = set()
-    for found in model_refs(suite, model):
+    for found in model_refs(suite, model) if refs is None else refs:
         ref = found.ref.strip()
         where = format_path(found.path) if found.path else "--model"
         prefix, slash, rest = ref.partition("/")
@@ -72,12 +85,13 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
         )
 
 
-def names_an_endpoint(suite: Suite, model: str | None) -> bool:
+def names_an_endpoint(suite: Suite, model: str | None, refs: list[ModelRef]) -> bool:
     """Whether the run may use an endpoint the admin named: a model reference with a slash (`name/model`),
-    or request timeouts per endpoint. Only then are Django's apps and the database read."""
+    or request timeouts per endpoint. Only then are Django's apps and the database read. `refs`: the suite's
+    model_refs; every other field named for a model is searched too (a grader's, a simulated tool's)."""
     if isinstance(suite.request_timeout, dict) or "/" in (model or ""):
         return True
-    if any("/" in found.ref for found in model_refs(suite, model)):
+    if any("/" in found.ref for found in refs):
         return True
     # The suite's own model (also in its metadata) is not used when --model replaces it.
     skipped = ("model", "metadata") if (model or "").strip() else ()
@@ -86,8 +100,7 @@ def names_an_endpoint(suite: Suite, model: str | None) -> bool:
 
 
 def _model_fields(value: object):
-    """Every text a suite holds in a field named for a model (`model`, `judge`, `*_model`), wherever it is:
-    wider than model_refs, so that no reference can reach a named endpoint unread."""
+    """Every text in a field named for a model (`model`, `judge`, `*_model`), wherever it is below `value`."""
     if isinstance(value, BaseModel):
         for name in type(value).model_fields:
             field = getattr(value, name)
@@ -134,8 +147,9 @@ def run_here(args: argparse.Namespace) -> int:
     suite = apply_options(suite, run_options(args))
     if not (model or suite.model):
         raise UserError(f"{args.file}: no model: set `model` in the suite or pass --model")
-    registry, unread = endpoint_registry(named=names_an_endpoint(suite, model))
-    check_model_refs(suite, model, registry, unread)
+    refs = model_refs(suite, model)
+    registry, unread = endpoint_registry(named=names_an_endpoint(suite, model, refs))
+    check_model_refs(suite, model, registry, unread, refs)
     if isinstance(suite.request_timeout, dict):
         located = locator(read_suite_file(args.file).decode("utf-8-sig"))
         for problem in timeout_warnings(suite, registry, located):
