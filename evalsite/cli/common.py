@@ -6,6 +6,7 @@ A mistake the user can fix is a UserError: one line on stderr that says what to 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from dataclasses import dataclass
@@ -156,6 +157,13 @@ def problem_line(path: Path, problem) -> str:
 
 def problem_lines(path: Path, exc: SuiteError) -> list[str]:
     return [problem_line(path, problem) for problem in exc.problems]
+
+
+def collect_from_here() -> None:
+    """What the command has loaded stays to the end: the cyclic collector, paused while it loaded (evalsite.cli.
+    main), leaves it out of its walks from now on and looks only at what comes after."""
+    gc.freeze()
+    gc.enable()
 
 
 # --- arguments ---------------------------------------------------------------------------------------------

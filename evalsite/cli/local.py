@@ -34,7 +34,7 @@ from engine.schema import Suite
 from engine.source import format_path
 from engine.text import plural
 
-from .common import BROKEN, UserError, read_suite_file, suite_to_run
+from .common import BROKEN, UserError, collect_from_here, read_suite_file, suite_to_run
 from .database import endpoint_registry
 from .options import run_options
 from .outputs import exit_code, write_outputs
@@ -155,6 +155,7 @@ def run_here(args: argparse.Namespace) -> int:
         for problem in timeout_warnings(suite, registry, located):
             print(f"note: {args.file}:{problem}", file=sys.stderr)
     say_cap(registry, model or suite.model, args.concurrency)
+    collect_from_here()
     report = run_suite(
         suite,
         registry,
