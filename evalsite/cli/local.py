@@ -7,18 +7,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
 from django.conf import settings
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from engine import suitevars
 from engine.calls import SlowReporter
 from engine.clients import DEFAULT, EndpointRegistry
 from engine.codegrade.run import CodeRunner
 from engine.endpoint_checks import (
-    ModelRef,
     closest_endpoint,
     locator,
     model_refs,
@@ -40,13 +41,7 @@ from .options import run_options
 from .outputs import exit_code, write_outputs
 
 
-def check_model_refs(
-    suite: Suite,
-    model: str | None,
-    registry: EndpointRegistry,
-    unread: str | None,
-    refs: list[ModelRef] | None = None,
-) -> None:
+def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry, unread: str | None) -> None:
     """Refuse a reference that names no endpoint before anything is spent, or say where it goes.
 
     "name/model" picks the named endpoint `name`; when there is none it goes whole to the default endpoint,
@@ -55,7 +50,7 @@ def check_model_refs(
     """
     default_url = os.environ.get("OPENAI_BASE_URL")
     seen = set()
-    for found in model_refs(suite, model) if refs is None else refs:
+    for found in model_refs(suite, model):
         ref = found.ref.strip()
         where = format_path(found.path) if found.path else "--model"
         prefix, slash, rest = ref.partition("/")
@@ -85,36 +80,24 @@ def check_model_refs(
         )
 
 
-def names_an_endpoint(suite: Suite, model: str | None, refs: list[ModelRef]) -> bool:
-    """Whether the run may use an endpoint the admin named: a model reference with a slash (`name/model`),
-    or request timeouts per endpoint. Only then are Django's apps and the database read. `refs`: the suite's
-    model_refs; every other field named for a model is searched too (a grader's, a simulated tool's)."""
+# A field named for a model (`model`, `judge`, `*_model`) whose text has a slash, in a suite's JSON.
+_NAMED_REF = re.compile(r'"(?:model|judge|[a-z_]+_model)":"[^"]*/')
+
+
+def names_an_endpoint(suite: Suite, model: str | None) -> bool:
+    """Whether the run may use an endpoint the admin named: a model reference with a slash (`name/model`) in
+    any field named for a model, or request timeouts per endpoint. Only then are Django's apps and the
+    database read, and the references checked one by one."""
     if isinstance(suite.request_timeout, dict) or "/" in (model or ""):
         return True
-    if any("/" in found.ref for found in refs):
-        return True
     # The suite's own model (also in its metadata) is not used when --model replaces it.
-    skipped = ("model", "metadata") if (model or "").strip() else ()
-    fields = (getattr(suite, name) for name in type(suite).model_fields if name not in skipped)
-    return any("/" in ref for ref in _model_fields(list(fields)))
-
-
-def _model_fields(value: object):
-    """Every text in a field named for a model (`model`, `judge`, `*_model`), wherever it is below `value`."""
-    if isinstance(value, BaseModel):
-        for name in type(value).model_fields:
-            field = getattr(value, name)
-            if isinstance(field, str):
-                if name in ("model", "judge") or name.endswith("_model"):
-                    yield field
-            elif field is not None and not isinstance(field, int | float | bool):
-                yield from _model_fields(field)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _model_fields(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _model_fields(item)
+    skipped = {"model", "metadata"} if (model or "").strip() else set()
+    try:
+        # pydantic's serializer visits every field of a large suite far faster than a walk in Python.
+        text = suite.model_dump_json(exclude=skipped)
+    except PydanticSerializationError:
+        return True
+    return _NAMED_REF.search(text) is not None
 
 
 def bind_vars(path: Path, suite: Suite, assignments: list[str] | None) -> tuple[Suite, dict[str, str]]:
@@ -147,9 +130,10 @@ def run_here(args: argparse.Namespace) -> int:
     suite = apply_options(suite, run_options(args))
     if not (model or suite.model):
         raise UserError(f"{args.file}: no model: set `model` in the suite or pass --model")
-    refs = model_refs(suite, model)
-    registry, unread = endpoint_registry(named=names_an_endpoint(suite, model, refs))
-    check_model_refs(suite, model, registry, unread, refs)
+    named = names_an_endpoint(suite, model)
+    registry, unread = endpoint_registry(named=named)
+    if named:  # else no reference has a slash, and each would go to the default endpoint or `mock`
+        check_model_refs(suite, model, registry, unread)
     if isinstance(suite.request_timeout, dict):
         located = locator(read_suite_file(args.file).decode("utf-8-sig"))
         for problem in timeout_warnings(suite, registry, located):
