@@ -98,6 +98,7 @@ class OpenAIClient:
     def _failure(self, what: str, exc: BaseException) -> Exception | None:
         """The openai client's exception as the failure to raise; None for any other."""
         import openai  # loaded already: the call that raised went through it
+
         if isinstance(exc, openai.APIStatusError):
             return status_failure(self.label, exc.status_code, error_text(exc), exc.response.headers)
         if isinstance(exc, openai.APITimeoutError):
