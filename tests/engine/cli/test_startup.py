@@ -48,3 +48,16 @@ def test_a_run_that_names_an_endpoint_still_reads_the_admins_endpoints(fake, sui
         in (result.stderr)
     )
     assert "django.contrib.contenttypes.models" in imported(result.stderr)
+
+
+def test_a_graders_model_that_names_an_endpoint_is_enough_to_read_them(fake, tmp_path):
+    suite = tmp_path / "graded.yaml"
+    suite.write_text(
+        "name: graded\nmodel: gpt-test\ngraders:\n  tone:\n    kind: llm_judge\n    model: team/judge-model\n"
+        "    rubric: Polite.\nevals:\n  - prompt: hi\n    checks:\n      - match: '*hello*'\n"
+    )
+    fake.script("hi", ["hello"])
+    fake.rule("Polite.", "PASS")  # the grader's judge, on the default endpoint as no endpoint is named `team`
+    result = run_on(fake, suite, PYTHONPROFILEIMPORTTIME="1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "django.contrib.contenttypes.models" in imported(result.stderr)
