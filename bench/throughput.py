@@ -1,6 +1,6 @@
 """Throughput of the real worker path: N conversations x 3 turns against the fake endpoint.
 
-    python bench/throughput.py [--n 300] [--concurrency 10] [--latency 0.1] [--backends embedded,postgres]
+    python bench/throughput.py [--n 300] [--concurrency 10] [--latency 0.1] [--backends http,embedded,postgres]
                                [--worker-procs 2] [--worker-threads 10] [--explain] [--repeat 1]
 
 For each backend (embedded = SQLite + filesystem broker; postgres = PostgreSQL + Redis, when reachable) it
@@ -8,9 +8,10 @@ starts a fresh database, real `celery worker` processes and the fake OpenAI serv
 127.0.0.1), launches one run of N conversation trees that each take exactly 3 turns (fail, fail, pass),
 and measures the wall time from launch to the run's end. Ideal = ceil(N / C) x turns x latency: a
 scheduler with zero overhead. It prints both, their ratio, the model calls the fake answered, and the
-CPU the workers and the machine spent. --explain adds where the time beyond the model calls went
-(per-conversation phases and slot gaps); --repeat K measures each backend K times and reports the
-median, since one run on a shared machine varies by a few percent. bench/conversations.py measures other
+CPU the workers and the machine spent; with the `http` backend (the bare HTTP client making the same calls,
+on by default) it ends with each backend's CPU per model call against the client's. --explain adds where
+the time beyond the model calls went (per-conversation phases and slot gaps); --repeat K measures each
+backend K times and reports the median, since one run on a shared machine varies by a few percent. bench/conversations.py measures other
 workloads with the same code.
 """
 
@@ -567,8 +568,37 @@ def run_backends(args, child_argv: list[str]) -> list[dict]:
             # statistics.median: of an even count, the mean of the middle two (not the higher one)
             print(f"{'':<22}median of {len(results)}: {statistics.median(ratios):.3f} "
                   f"(range {ratios[0]:.3f} to {ratios[-1]:.3f})")  # fmt: skip
-        rows.append({"backend": backend, **results[len(results) // 2]})
+        per_call = statistics.median(cpu_per_call(result) for result in results)
+        rows.append(
+            {
+                "backend": backend,
+                **results[len(results) // 2],
+                "cpu_per_call": per_call,
+                "repeats": len(results),
+            }
+        )
+    print_cpu_against_http(rows)
     return rows
+
+
+def cpu_per_call(result: dict) -> float:
+    """CPU seconds per model call the fake answered: every worker process's user + system time (or the
+    client's, or the engine's), over the calls."""
+    return result["worker_cpu"] / max(1, result["calls"])
+
+
+def print_cpu_against_http(rows: list[dict]) -> None:
+    """Each backend's CPU per model call beside the bare HTTP client's, measured in the same run: the floor
+    a worker's CPU is held to (a ratio of 2 means twice the client's work for each call)."""
+    floor = next((row["cpu_per_call"] for row in rows if row["backend"] == "http"), None)
+    if not floor or len(rows) < 2:
+        return
+    median = " (medians)" if any(row.get("repeats", 1) > 1 for row in rows) else ""
+    print(f"CPU a call{median}, against the HTTP client alone ({1000 * floor:.2f} ms):")
+    for row in rows:
+        if row["backend"] != "http":
+            print(f"    {BACKENDS[row['backend']]:<22}{1000 * row['cpu_per_call']:.2f} ms"
+                  f"  = {row['cpu_per_call'] / floor:.2f} x the client's")  # fmt: skip
 
 
 BACKENDS = {
@@ -649,6 +679,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=10)
     common_arguments(parser)
+    # The bare HTTP client first: the floor the workers' wall time and CPU a call are read against.
+    parser.set_defaults(backends="http,embedded,postgres")
     args = parser.parse_args()
     if args.child:
         child(args, workload(args))
