@@ -7,7 +7,7 @@ import concurrent.futures
 
 import pytest
 
-from engine.results import TurnRecord
+from engine.results import CheckResult, ToolCall, ToolRound, TurnRecord, Usage
 from runs.models import Conversation, Status, Turn
 from runs.worker.messages import StoreTurn
 from runs.worker.writes import write_turns
@@ -78,3 +78,32 @@ def test_a_turn_already_stored_fails_alone_without_sinking_its_batch(user):
         "a reply"
     ]
     assert Turn.objects.filter(conversation__in=[second, third]).count() == 2
+
+
+def test_a_batched_turn_reads_back_as_the_record_written_with_its_counts(user):
+    # The record goes into the batch as pydantic's JSON text: quotes, newlines, non-ASCII, nested checks and
+    # tool calls, floats and nulls must come back exactly, and the conversation's counters must add up.
+    conversation, other, *_ = _running(user)
+    record = TurnRecord(
+        turn=1,
+        prompt='say "hi"\nand a backslash \\ then é ✓',
+        response="<b>ok</b> 💡",
+        usage=Usage(prompt_tokens=12, completion_tokens=5),
+        cost=0.25,
+        judge_usage=Usage(prompt_tokens=3, completion_tokens=4),
+        judge_cost=0.125,
+        latency_ms=101,
+        checks=[CheckResult(type="contains", label='contains "ok"', passed=True, score=0.5, reason="found")],
+        passed=None,
+        tool_rounds=[ToolRound(calls=[ToolCall(id="c1", name="lookup", arguments={"q": [1, 2.5, None]})])],
+    )
+
+    assert _write([(conversation, 1, record), (other, 1, _turn(1))]) == [True, True]
+
+    stored = Turn.objects.get(conversation=conversation)
+    assert TurnRecord.model_validate(stored.record) == record
+    assert stored.passed is None and stored.position == 1
+    conversation.refresh_from_db()
+    assert (conversation.turn_count, conversation.prompt_tokens, conversation.completion_tokens) == (1, 12, 5)
+    assert (conversation.judge_tokens, conversation.cost, conversation.tokens_estimated) == (7, 0.375, False)
+    assert Turn.objects.get(conversation=other).passed is True
