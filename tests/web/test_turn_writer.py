@@ -14,7 +14,7 @@ from runs.worker.writes import write_turns
 from tests.factories import launch
 
 # Marked e2e so that the PostgreSQL + Redis pass (make test-pg) runs it again: there a batch is one round trip
-# of PostgreSQL's own SQL (runs.worker.sql.store_turns).
+# of PostgreSQL's own SQL (runs.worker.sql_turns.store_turns).
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 SUITE = "name: writer\nmodel: mock\nevals:\n" + "".join(
