@@ -90,8 +90,13 @@ def suite_yaml(n: int, extra: tuple[str, ...] = ()) -> str:
 
 def process_cpu(pid: int) -> float:
     """User + system CPU seconds of a process (all its threads)."""
+    return sum(process_user_system(pid))
+
+
+def process_user_system(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of a process (all its threads)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / os.sysconf("SC_CLK_TCK"), int(fields[12]) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_busy() -> float:
@@ -248,6 +253,7 @@ def measure(args, work: Workload) -> dict:
             time.sleep(4)
             quiet_collector()
             worker_cpu = -sum(process_cpu(worker.pid) for worker in workers)
+            worker_system = -sum(process_user_system(worker.pid)[1] for worker in workers)
             machine_cpu = -machine_busy()
             own_cpu = -time.process_time()  # this process: the fake endpoint, and the wait for the run's end
             started = time.monotonic()
@@ -261,6 +267,7 @@ def measure(args, work: Workload) -> dict:
                 time.sleep(0.01)
             wall = time.monotonic() - started
             worker_cpu += sum(process_cpu(worker.pid) for worker in workers)
+            worker_system += sum(process_user_system(worker.pid)[1] for worker in workers)
             machine_cpu += machine_busy()
             own_cpu += time.process_time()
             calls = len(fake.chat_requests())
@@ -276,6 +283,7 @@ def measure(args, work: Workload) -> dict:
         "turns": sum(run.conversations.values_list("turn_count", flat=True)),
         "calls": calls,
         "worker_cpu": worker_cpu,
+        "worker_system": worker_system,  # of it, in the kernel (sockets, the database file, waking threads)
         "machine_busy": machine_cpu / wall / os.cpu_count(),
         # What the machine spent besides the workers: the fake endpoint (this process), and the rest (the
         # database server and the broker, on PostgreSQL + Redis; the machine's other jobs).
@@ -656,6 +664,8 @@ def print_row(label: str, result: dict) -> None:
     cpu = (
         f"{result['worker_cpu']:.1f} s ({1000 * result['worker_cpu'] / max(1, result['calls']):.1f} ms/call)"
     )
+    if "worker_system" in result:
+        cpu = f"{cpu[:-1]}, {result['worker_system']:.1f} s of it system)"
     if result["machine_busy"] is not None:
         cpu = f"workers {cpu}, machine {100 * result['machine_busy']:.0f}% busy"
         if "fake_cpu" in result:
