@@ -1,0 +1,165 @@
+"""Generation settings on the wire: what a ModelSettings adds to a chat request, a setting the endpoint
+refuses, and the client that sends one role's settings with every call (`Configured`).
+
+A request's body is built in this order: `model` and `messages`, the settings' keys, the call's own
+`temperature` (a check's or the suite's `judge_temperature`, which is more specific than `judge_settings`),
+`tools`, and `extra_body` last, so a key given there is sent as given. `extra_headers` go as HTTP headers.
+
+A refused setting is an HTTP 400 (or 422) whose message names a key the request carried because of the
+settings ("Unsupported parameter: 'temperature' …", "Unrecognized request argument supplied: seed"). It is
+no failure that asking again fixes: the call raises SettingRefused, which `Configured` names by its role
+("the endpoint refused model_settings.seed: …") and notes in the run's `Refusals`, so whoever plays the run
+stops starting conversations that would be refused the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..schema.settings import ModelSettings
+from .base import Completion, EndpointError
+
+REFUSING_STATUSES = ("HTTP 400 ", "HTTP 422 ")
+ROLES = ("model_settings", "judge_settings", "user_settings")
+
+
+def body_fields(settings: ModelSettings | None) -> dict[str, Any]:
+    """The request body's keys for these settings, `extra_body` not included (it goes last)."""
+    if settings is None:
+        return {}
+    return settings.model_dump(exclude_none=True, exclude={"extra_body", "extra_headers"})
+
+
+def extra_body(settings: ModelSettings | None) -> dict[str, Any]:
+    return dict(settings.extra_body or {}) if settings is not None else {}
+
+
+def headers(settings: ModelSettings | None) -> dict[str, str]:
+    return dict(settings.extra_headers or {}) if settings is not None else {}
+
+
+def request_body(
+    model: str,
+    messages: list[dict],
+    temperature: float | None,
+    tools: list[dict] | None,
+    settings: ModelSettings | None,
+) -> dict:
+    body: dict[str, Any] = {"model": model, "messages": messages, **body_fields(settings)}
+    if temperature is not None:
+        body["temperature"] = temperature
+    if tools:
+        body["tools"] = tools
+    body.update(extra_body(settings))
+    return body
+
+
+class SettingRefused(EndpointError):
+    """The endpoint refused a key the settings put in the request. `role` is the settings key it came from
+    (model_settings, judge_settings, user_settings), set by the Configured client that sent it."""
+
+    def __init__(self, key: str, detail: str, role: str | None = None) -> None:
+        self.key, self.detail, self.role = key, detail, role
+        where = f"{role}.{key}" if role else key
+        super().__init__(f"the endpoint refused {where}: {detail}")
+
+    def of(self, role: str) -> SettingRefused:
+        return self if self.role else SettingRefused(self.key, self.detail, role)
+
+
+def refusal(error: EndpointError, settings: ModelSettings | None) -> SettingRefused | None:
+    """The error as a refused setting when it is one: a 400 or 422 whose message names a key the settings
+    sent (the one named first, when it names several)."""
+    message = str(error)
+    if settings is None or isinstance(error, SettingRefused) or not message.startswith(REFUSING_STATUSES):
+        return None
+    sent = [*body_fields(settings), *extra_body(settings)]
+    _, _, detail = message.partition(": ")
+    found = []
+    for key in sent:
+        match = re.search(rf"(?<![\w.]){re.escape(key)}(?![\w])", detail)
+        if match:
+            found.append((match.start(), key))
+    if not found:
+        return None
+    return SettingRefused(min(found)[1], detail)
+
+
+@dataclass
+class Refusals:
+    """The first setting a run's endpoint refused; shared by every client of the run, read by whoever
+    starts its conversations."""
+
+    first: SettingRefused | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def note(self, refused: SettingRefused) -> None:
+        with self._lock:
+            if self.first is None:
+                self.first = refused
+
+
+class Configured:
+    """A chat client that sends one role's settings with every call: the call's own `settings` go over
+    them key by key (an eval's `model_settings` over the suite's), and a refused one is named by the role.
+    Everything else is the wrapped client's."""
+
+    def __init__(
+        self, client, settings: ModelSettings | None, role: str, refusals: Refusals | None = None
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self.role = role
+        self.refusals = refusals
+
+    def __getattr__(self, name: str):
+        return getattr(self.client, name)
+
+    def _settings(self, over: ModelSettings | None) -> ModelSettings | None:
+        if self.settings is None:
+            return over
+        return self.settings.merged(over)
+
+    def _refused(self, exc: SettingRefused) -> SettingRefused:
+        named = exc.of(self.role)
+        if self.refusals is not None:
+            self.refusals.note(named)
+        return named
+
+    def complete(self, model: str, messages: list[dict], *, settings: ModelSettings | None = None, **kwargs):
+        sent = self._settings(settings)
+        if sent is not None:
+            kwargs["settings"] = sent
+        try:
+            return self.client.complete(model, messages, **kwargs)
+        except SettingRefused as exc:
+            raise self._refused(exc) from None
+
+    def __repr__(self) -> str:
+        return f"Configured({self.client!r}, role={self.role})"
+
+
+class AsyncConfigured(Configured):
+    """A Configured client whose calls can also be awaited, for a client that has `acomplete`."""
+
+    async def acomplete(
+        self, model: str, messages: list[dict], *, settings: ModelSettings | None = None, **kwargs
+    ) -> Completion:
+        sent = self._settings(settings)
+        if sent is not None:
+            kwargs["settings"] = sent
+        try:
+            return await self.client.acomplete(model, messages, **kwargs)
+        except SettingRefused as exc:
+            raise self._refused(exc) from None
+
+
+def configured(client, settings: ModelSettings | None, role: str, refusals: Refusals | None = None):
+    """`client` sending `settings` as `role`; the client itself when there is nothing to send or note."""
+    if (settings is None or settings.is_empty()) and refusals is None:
+        return client
+    kind = AsyncConfigured if hasattr(client, "acomplete") else Configured
+    return kind(client, None if settings is None or settings.is_empty() else settings, role, refusals)
