@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from engine import suitevars
 from engine.calls import SlowReporter
 from engine.clients import DEFAULT, EndpointRegistry
+from engine.clients.settings import Refusals
 from engine.codegrade.run import CodeRunner
 from engine.endpoint_checks import closest_endpoint, locator, model_refs, timeout_warnings, unnamed_prefix
 from engine.options import apply as apply_options
@@ -109,6 +110,7 @@ def run_here(args: argparse.Namespace) -> int:
         for problem in timeout_warnings(suite, registry, located):
             print(f"note: {args.file}:{problem}", file=sys.stderr)
     say_cap(registry, model or suite.model, args.concurrency)
+    refusals = Refusals()
     report = run_suite(
         suite,
         registry,
@@ -121,11 +123,15 @@ def run_here(args: argparse.Namespace) -> int:
         slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
         # Code checks run here, in the suite's folder, with the caller's environment: it is their machine.
         code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
+        refusals=refusals,
     )
     report.vars = values or None
     print(format_report(report))
     write_outputs(args, report, suite.system)
     code = exit_code(report)
+    if refusals.first is not None:  # said once, not per conversation; the rest were not started
+        print(f"{refusals.first}; no more conversations were started", file=sys.stderr)
+        return BROKEN
     if code == BROKEN:
         errors = [result for result in report.evals if result.status == Status.ERROR]
         unfinished = [result for result in errors if ended_unfinished(result)]
