@@ -536,6 +536,8 @@ class RunReport(BaseModel):
     mock: bool = False
     # The suite's variables as the run filled them (engine.suitevars); secrets are never here.
     vars: dict[str, str] | None = None
+    # The generation settings the run sent, per role ({model, judge, user}; engine.clients.settings).
+    settings: dict[str, dict] | None = None
     status: Status
     gates: list[GateResult] = Field(default_factory=list)
     evals: list[EvalResult]  # one per conversation: every iteration of every eval

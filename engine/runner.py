@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .calls import SLOW_MIN_SECONDS, Calls, Latencies, Slow, slow_calls, watching
 from .clients import MOCK, EndpointRegistry
-from .clients.settings import Refusals, configured
+from .clients.settings import Refusals, configured, settings_report
 from .codegrade.run import CodeRunner
 from .conversation import Defaults, EngineContext, run_eval_async
 from .results import EvalResult, RunReport, RunTotals, SuiteRef, evaluate_gates, gated_status
@@ -206,6 +206,7 @@ def run_suite(
         model=model or suite.model or "",
         endpoint=endpoint_name,
         mock=endpoint_name == MOCK,
+        settings=settings_report(suite),
         status=gated_status(results, gates, iterated),
         gates=gates,
         iterated=iterated,

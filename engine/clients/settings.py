@@ -163,3 +163,24 @@ def configured(client, settings: ModelSettings | None, role: str, refusals: Refu
         return client
     kind = AsyncConfigured if hasattr(client, "acomplete") else Configured
     return kind(client, None if settings is None or settings.is_empty() else settings, role, refusals)
+
+
+# How results.json and the run page name each role's settings, and the suite key each comes from.
+REPORTED = {"model": "model_settings", "judge": "judge_settings", "user": "user_settings"}
+
+
+def settings_report(suite, options: dict | None = None) -> dict[str, dict] | None:
+    """The settings a run sends, per role ({model, judge, user}, only those set): the suite's (any object
+    with the three settings keys, or a report of them as this returns) with a launch's `options` over them
+    (a RunOptions dump). None when no role has any. An eval's own `model_settings` go over these in its
+    conversations."""
+    report: dict[str, dict] = {}
+    for role, key in REPORTED.items():
+        own = suite.get(role) if isinstance(suite, dict) else getattr(suite, key, None)
+        own = ModelSettings.model_validate(own) if isinstance(own, dict) else own
+        over = (options or {}).get(key)
+        over = ModelSettings.model_validate(over) if isinstance(over, dict) else over
+        settings = own.merged(over) if own is not None else over
+        if settings is not None and not settings.is_empty():
+            report[role] = settings.model_dump(mode="json", exclude_none=True)
+    return report or None

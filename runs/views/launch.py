@@ -69,6 +69,7 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
                 model=form.cleaned_data["model"] or None,
                 concurrency=form.cleaned_data["concurrency"],
                 vars=launch_vars(request.POST),
+                options=form.options(),
             )
         except LaunchError as exc:
             error = str(exc)
