@@ -114,7 +114,8 @@ def test_a_launch_over_the_suite_sets_what_is_sent(fake):
     run_suite(suite, registry_for(fake), concurrency=1)
     bodies = sent(fake, "agent-model", "Say hello.")
     assert (bodies[0]["temperature"], bodies[0]["seed"], bodies[0]["max_tokens"]) == (0.0, 11, 200)
-    assert sent(fake, "agent-model", "Say goodbye.")[0]["temperature"] == 0.7  # the eval's still wins
+    own = sent(fake, "agent-model", "Say goodbye.")[0]
+    assert (own["temperature"], own["seed"], own["top_k"]) == (0.0, 11, 9)  # over the eval's own, key by key
 
 
 REFUSED = """
