@@ -29,3 +29,11 @@ def run_settings(run) -> list[tuple[str, list[str]]]:
         (ROLE_NAMES[role], [f"{key}={_shown(value)}" for key, value in settings.items()])
         for role, settings in report.items()
     ]
+
+
+@register.filter
+def launch_settings(run, key: str) -> str:
+    """What the launch set for `key` (model_settings, judge_settings) as the launch form takes it: JSON, or ""
+    when it set nothing, so "Run again" launches with the same settings."""
+    value = (run.options or {}).get(key)
+    return json.dumps(value, ensure_ascii=False) if value else ""

@@ -66,6 +66,14 @@ def test_the_form_launches_with_settings_that_are_stored_sent_shown_and_reported
         assert f"<code>{pair}</code>" in header, header
     assert "judge" in header
 
+    again = logged_in.post(
+        reverse("suites:launch", args=[suite.public_id]),
+        {"version": "1", "concurrency": "1", "model_settings": _hidden(page, "model_settings"),
+         "judge_settings": _hidden(page, "judge_settings")},
+    )  # fmt: skip
+    assert again.status_code == 302  # "Run again" launches with the same settings
+    assert Run.objects.exclude(pk=run.pk).get().options == run.options
+
     results = json.loads(body(logged_in.get(f"/api/runs/{run.pk}/results")))
     assert results["settings"] == {
         "model": {"temperature": 0.3, "max_tokens": 300, "seed": 5, "stop": ["<end>"]},
@@ -100,3 +108,27 @@ def test_a_wrong_setting_is_refused_where_it_is_written_and_nothing_starts(logge
     assert said in page
     assert '<details class="field launch-settings" open>' in page  # kept open, with what was typed
     assert Run.objects.count() == 0
+
+
+def test_a_run_stopped_for_a_refused_setting_says_so_in_its_header(logged_in, suite, user):
+    from runs.services import create_run
+    from runs.stopping import stop_run
+
+    run = create_run(version=suite.latest_version, user=user)
+    reason = "the endpoint refused model_settings.seed: Unrecognized request argument supplied: seed"
+    assert stop_run(run.pk, reason) and not stop_run(run.pk, "again")
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason) == ("cancelled", reason)
+    assert list(run.conversations.values_list("status", flat=True)) == ["cancelled"]
+    page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert f"stopped: {reason}" in page
+
+
+def _hidden(page: str, name: str) -> str:
+    """The value of the page's hidden input `name`, as a browser would send it."""
+    import html
+    import re
+
+    found = re.search(rf'<input type="hidden" name="{name}" value="([^"]*)">', page)
+    assert found, name
+    return html.unescape(found[1])
