@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from ..schema.settings import ModelSettings
-from .common import non_finite, short
+from .common import ImportProblem, non_finite, parse_yaml, short
 
 # The tools' names for each setting (promptfoo writes OpenAI's, some providers camelCase; AgentV targets
 # write max_output_tokens).
@@ -80,3 +80,24 @@ def providers_settings(listed: list, key: str, report) -> dict | None:
             continue
         taken = provider_settings(config, where, report)
     return taken
+
+
+def agentv_target_settings(target: object, files: dict[str, str], report) -> dict | None:
+    """The settings of the AgentV target an eval file names (`execution.target: azure_base`), read from the
+    project's `.agentv/targets.yaml` when it was given: its own keys (temperature, max_output_tokens, …)."""
+    if not isinstance(target, str):
+        return None
+    path = next((path for path in files if path.rsplit("/", 1)[-1] == "targets.yaml"), None)
+    if path is None:
+        return None
+    text = files[path]  # read through the mapping: the importer counts it as used
+    try:
+        data = parse_yaml(path, text)
+    except ImportProblem as exc:
+        report.skip(f"{path}: {exc} — its targets' settings were not read")
+        return None
+    listed = data.get("targets") if isinstance(data, dict) else None
+    for number, entry in enumerate(listed if isinstance(listed, list) else ()):
+        if isinstance(entry, dict) and entry.get("name") == target:
+            return provider_settings(entry, f"{path} targets[{number}] ({target})", report)
+    return None

@@ -45,3 +45,31 @@ def test_promptfoo_provider_config_becomes_model_and_judge_settings_and_is_sent(
         entry["body"]["temperature"] == 0 and entry["body"]["max_tokens"] == 100 for entry in judge
     )
     assert all("x-team" not in entry["headers"] and "seed" not in entry["body"] for entry in judge)
+
+
+TARGETS = """\
+targets:
+  - name: default
+    provider: openai
+    model: gpt-4.1
+  - name: azure_base
+    provider: azure
+    endpoint: ${{ AZURE_OPENAI_ENDPOINT }}
+    api_key: ${{ AZURE_OPENAI_API_KEY }}
+    model: gpt-4.1-mini
+    temperature: 0.2
+    max_output_tokens: 400
+"""
+
+
+def test_the_agentv_target_an_eval_file_names_gives_its_settings(fake_openai):
+    files = {**project("agentv-today"), ".agentv/targets.yaml": TARGETS}
+    result = convert(files)
+    suite = load_suite(result.source, files=result.files)
+    assert suite.model_settings.model_dump(exclude_none=True) == {"temperature": 0.2, "max_tokens": 400}
+    assert "targets.yaml targets[1] (azure_base).max_output_tokens → max_tokens" in result.mapped
+    assert not any("targets.yaml: uploaded" in line for line in result.unmapped)
+    report = play(fake_openai, result)
+    assert report.evals
+    agent = [r for r in fake_openai.chat_requests() if "judge" not in r["messages"][0]["content"]]
+    assert agent and all((r["temperature"], r["max_tokens"]) == (0.2, 400) for r in agent)

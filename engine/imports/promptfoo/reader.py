@@ -21,7 +21,7 @@ from ..common import (
     short,
     unique_id,
 )
-from ..settings import provider_settings, providers_settings
+from ..settings import agentv_target_settings, provider_settings, providers_settings
 from ..toolcalls import provider_tools, tool_sections
 from .asserts import Assertions
 from .checks import Context
@@ -83,6 +83,7 @@ class Reader(Sources, Messages, Conversations):
             sections.append(Section("description", as_text(data["description"])))
             report.map("description → description")
         self.providers()
+        self.target_settings()
         self.data = data = {
             key: value if key in ENV_KEPT_KEYS else self.env_everywhere(value, key)
             for key, value in data.items()
@@ -145,6 +146,13 @@ class Reader(Sources, Messages, Conversations):
                             else f"{key}.config.tools"
                         )
                         provider_tools(config["tools"], where, self.asserts.declared, self.report)
+
+    def target_settings(self) -> None:
+        """AgentV names its target (`execution.target`, `target`); its settings are in targets.yaml."""
+        execution = self.data.get("execution") if isinstance(self.data.get("execution"), dict) else {}
+        named = execution.get("target", self.data.get("target"))
+        if self.agentv and self.model_settings is None:
+            self.model_settings = agentv_target_settings(named, self.files, self.report)
 
     def judge_settings(self) -> dict | None:
         """The grading provider's settings (defaultTest.options.provider's config) as judge_settings."""
