@@ -174,3 +174,32 @@ def test_the_mock_cuts_its_reply_at_a_stop_sequence_and_at_max_tokens():
     cut = mock.complete("m", ask, settings=ModelSettings(max_tokens=2))
     assert (cut.text, cut.finish_reason) == ("Hello th", "length")
     assert mock.complete("m", ask, settings=ModelSettings(temperature=0)).text.endswith("on and on.")
+
+
+TOOL_SUITE = """
+name: tool-settings
+model: agent-model
+judge: judge-model
+model_settings: {seed: 3}
+judge_settings: {temperature: 0, seed: 9}
+tools:
+  - name: book_table
+    description: Books a table
+    parameters: {type: object, properties: {restaurant: {type: string}}, required: [restaurant]}
+    llm: true
+evals:
+  - prompt: Book a table at Roma.
+    checks: [{contains: Tool results}]
+"""
+
+
+def test_a_model_playing_a_tool_is_sent_the_judges_settings(fake):
+    fake.rule("You play the tool", '{"booking": 7}', where="system")
+    report = run_suite(load_suite(TOOL_SUITE), registry_for(fake), concurrency=1)
+    assert report.evals[0].status == Status.PASSED, report.evals[0].verdict
+    played = [
+        body for body in sent(fake, "judge-model") if "You play the tool" in body["messages"][0]["content"]
+    ]
+    assert played and all((body["temperature"], body["seed"]) == (0, 9) for body in played)
+    agent = sent(fake, "agent-model")
+    assert len(agent) == 2 and all(body["seed"] == 3 and "temperature" not in body for body in agent)
