@@ -26,19 +26,37 @@ REFUSING_STATUSES = ("HTTP 400 ", "HTTP 422 ")
 ROLES = ("model_settings", "judge_settings", "user_settings")
 
 
+# What each settings object puts in a request, worked out once: a run sends the same few objects with every
+# call, and dumping one costs more than building the rest of the body. Keyed by id, holding the object so the
+# id stays its own; the oldest are dropped.
+_WIRE_HELD = 256
+_wire: dict[int, tuple[ModelSettings, dict[str, Any], dict[str, Any], dict[str, str]]] = {}
+_wire_lock = threading.Lock()
+
+
+def _on_wire(settings: ModelSettings) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    held = _wire.get(id(settings))
+    if held is None or held[0] is not settings:
+        fields = settings.model_dump(exclude_none=True, exclude={"extra_body", "extra_headers"})
+        held = (settings, fields, dict(settings.extra_body or {}), dict(settings.extra_headers or {}))
+        with _wire_lock:
+            _wire[id(settings)] = held
+            while len(_wire) > _WIRE_HELD:
+                _wire.pop(next(iter(_wire)))
+    return held[1], held[2], held[3]
+
+
 def body_fields(settings: ModelSettings | None) -> dict[str, Any]:
     """The request body's keys for these settings, `extra_body` not included (it goes last)."""
-    if settings is None:
-        return {}
-    return settings.model_dump(exclude_none=True, exclude={"extra_body", "extra_headers"})
+    return _on_wire(settings)[0] if settings is not None else {}
 
 
 def extra_body(settings: ModelSettings | None) -> dict[str, Any]:
-    return dict(settings.extra_body or {}) if settings is not None else {}
+    return _on_wire(settings)[1] if settings is not None else {}
 
 
 def headers(settings: ModelSettings | None) -> dict[str, str]:
-    return dict(settings.extra_headers or {}) if settings is not None else {}
+    return _on_wire(settings)[2] if settings is not None else {}
 
 
 def request_body(
@@ -114,14 +132,19 @@ class Configured:
         self.settings = settings
         self.role = role
         self.refusals = refusals
+        self._merged: dict[int, tuple[ModelSettings, ModelSettings]] = {}
 
     def __getattr__(self, name: str):
         return getattr(self.client, name)
 
     def _settings(self, over: ModelSettings | None) -> ModelSettings | None:
-        if self.settings is None:
-            return over
-        return self.settings.merged(over)
+        if self.settings is None or over is None:
+            return over or self.settings
+        # An eval's settings come with each of its calls: merged once per eval, not per call.
+        held = self._merged.get(id(over))
+        if held is None or held[0] is not over:
+            held = self._merged[id(over)] = (over, self.settings.merged(over))
+        return held[1]
 
     def _refused(self, exc: SettingRefused) -> SettingRefused:
         named = exc.of(self.role)
