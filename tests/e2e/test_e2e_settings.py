@@ -8,9 +8,12 @@ import pytest
 from engine.options import RunOptions
 from engine.schema.settings import ModelSettings
 from runs import services
-from runs.models import Status
+from runs.models import Run, Status
+from runs.tokens import create_token
 from suites.services import create_suite
 from tests.e2e.conftest import wait_for_run
+from tests.e2e.test_e2e_ci import evalsite
+from tests.factories import MOCK_CI_SUITE
 
 pytestmark = [pytest.mark.e2e]
 
@@ -54,3 +57,17 @@ def test_a_refused_setting_stops_the_run_once(user, fake_endpoint, fake_openai, 
     assert errored and all(reason in c.error for c in errored)
     assert statuses.count(Status.CANCELLED) >= QUESTIONS - 2  # the rest never asked the endpoint
     assert len(fake_openai.chat_requests()) == len(errored)
+
+
+def test_evalsite_run_on_a_server_sends_its_settings_with_the_launch(
+    live_server, user, start_worker, tmp_path
+):
+    start_worker()
+    _, token = create_token(user, "ci")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(MOCK_CI_SUITE.format(name="with-settings"))
+    result = evalsite(str(suite), "--server", live_server.url, "--set", "temperature=0.2", "--set", "judge.seed=1",
+                      token=token, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    run = Run.objects.get()
+    assert run.options == {"model_settings": {"temperature": 0.2}, "judge_settings": {"seed": 1}}

@@ -3,12 +3,16 @@ sent by the worker, shown in the run's header and written in its results.json.""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pytest
 from django.urls import reverse
 
 from runs.models import Run
+from runs.services import create_run
+from runs.stopping import stop_run
 from suites import services
 from tests.factories import body, play
 
@@ -111,9 +115,6 @@ def test_a_wrong_setting_is_refused_where_it_is_written_and_nothing_starts(logge
 
 
 def test_a_run_stopped_for_a_refused_setting_says_so_in_its_header(logged_in, suite, user):
-    from runs.services import create_run
-    from runs.stopping import stop_run
-
     run = create_run(version=suite.latest_version, user=user)
     reason = "the endpoint refused model_settings.seed: Unrecognized request argument supplied: seed"
     assert stop_run(run.pk, reason) and not stop_run(run.pk, "again")
@@ -126,9 +127,6 @@ def test_a_run_stopped_for_a_refused_setting_says_so_in_its_header(logged_in, su
 
 def _hidden(page: str, name: str) -> str:
     """The value of the page's hidden input `name`, as a browser would send it."""
-    import html
-    import re
-
     found = re.search(rf'<input type="hidden" name="{name}" value="([^"]*)">', page)
     assert found, name
     return html.unescape(found[1])
