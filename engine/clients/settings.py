@@ -23,6 +23,13 @@ from ..schema.settings import ModelSettings
 from .base import Completion, EndpointError
 
 REFUSING_STATUSES = ("HTTP 400 ", "HTTP 422 ")
+# How endpoints name the parameter they refuse: quoted ("Unsupported parameter: 'seed'", "Invalid value for
+# `stop`"), or after the word for it ("Unrecognized request argument supplied: seed"). A bare word is not
+# enough: "stop" or "seed" may be in any message.
+NAMED = (
+    r"""['"`]{key}['"`]"""
+    r"|(?:supplied|parameters?|arguments?|fields?|params?|keys?)(?: for)?:?\s+{key}(?![\w])"
+)
 ROLES = ("model_settings", "judge_settings", "user_settings")
 
 
@@ -98,7 +105,7 @@ def refusal(error: EndpointError, settings: ModelSettings | None) -> SettingRefu
     _, _, detail = message.partition(": ")
     found = []
     for key in sent:
-        match = re.search(rf"(?<![\w.]){re.escape(key)}(?![\w])", detail)
+        match = re.search(NAMED.format(key=re.escape(key)), detail)
         if match:
             found.append((match.start(), key))
     if not found:

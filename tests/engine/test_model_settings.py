@@ -13,7 +13,7 @@ from engine.outcomes import Status
 from engine.runner import run_suite
 from engine.schema import MockSpec
 from engine.schema.settings import ModelSettings
-from tests.fakeopenai import FakeOpenAI
+from tests.fakeopenai import FakeOpenAI, Reply
 
 JUDGE_SAYS = '{"score": 1, "reason": "fine"}'
 SUITE = """
@@ -203,3 +203,16 @@ def test_a_model_playing_a_tool_is_sent_the_judges_settings(fake):
     assert played and all((body["temperature"], body["seed"]) == (0, 9) for body in played)
     agent = sent(fake, "agent-model")
     assert len(agent) == 2 and all(body["seed"] == 3 and "temperature" not in body for body in agent)
+
+
+def test_a_400_that_only_uses_a_settings_word_is_no_refusal(fake):
+    fake.script(
+        "Question 0?", [Reply(status=400, text="Please stop: the messages are too long for this model.")]
+    )
+    suite = load_suite(
+        "name: words\nmodel: agent-model\nmodel_settings: {stop: END}\nevals:\n"
+        + "".join(f"  - {{prompt: Question {n}?, checks: [{{contains: OK}}]}}\n" for n in range(2))
+    )
+    report = run_suite(suite, registry_for(fake), concurrency=1)
+    assert [result.status for result in report.evals] == [Status.ERROR, Status.PASSED]
+    assert "refused" not in report.evals[0].error
