@@ -65,6 +65,9 @@ def build_context(
             registry.client(name, suite.mock), user_settings, "user_settings", refusals
         ), model_id
 
+    # A wrapper that must see every setting a call sends (a response cache keyed on them) wraps these raw
+    # clients, inside `configured`: the call's `settings` keyword then holds the suite's, the eval's and the
+    # launch's, merged.
     agent = registry.client(endpoint_name, suite.mock, asynchronous=asynchronous, secrets=True)
     judge = registry.client(judge_endpoint, suite.mock)
     # A judge_settings temperature goes over the suite's judge_temperature; a check's own goes over both.
