@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from .clients import ChatClient, Completion, EndpointError
+from .clients.settings import Refusals
 from .codegrade.run import CodeRunner, CodeScope
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
 from .history import build_history, given_messages
@@ -61,6 +62,11 @@ class EngineContext:
     judge_temperature: float | None = None
     # Where code checks run; None where code graders are not allowed (they end their conversation in error).
     code: CodeRunner | None = None
+    # The simulated user's client and resolver, which send `user_settings`; None: the judge's.
+    user: ChatClient | None = None
+    resolve_user: Callable[[str], tuple[ChatClient, str]] | None = None
+    # The first setting the endpoint refused (engine.clients.settings): no more conversations start.
+    refusals: Refusals | None = None
 
 
 def run_eval(
@@ -141,10 +147,11 @@ class _IO:
     """How the loop makes the calls that may wait on a model: at once, in the caller's thread (run_eval),
     or awaited on an event loop shared with other conversations (run_eval_async)."""
 
-    async def agent(self, client: ChatClient, model: str, messages: list[dict], tools=None) -> Completion:
-        if tools:
-            return client.complete(model, messages, tools=tools)
-        return client.complete(model, messages)
+    async def agent(
+        self, client: ChatClient, model: str, messages: list[dict], tools=None, settings=None
+    ) -> Completion:
+        offered = _offered(tools, settings)
+        return client.complete(model, messages, **offered)
 
     async def blocking(self, fn: Callable, *args, may_call_model: bool = True):
         return fn(*args)
@@ -156,8 +163,10 @@ class _IO:
 
 
 class _Threaded(_IO):
-    async def agent(self, client: ChatClient, model: str, messages: list[dict], tools=None) -> Completion:
-        offered = {"tools": tools} if tools else {}
+    async def agent(
+        self, client: ChatClient, model: str, messages: list[dict], tools=None, settings=None
+    ) -> Completion:
+        offered = _offered(tools, settings)
         acomplete = getattr(client, "acomplete", None)
         if acomplete is not None:
             return await acomplete(model, messages, **offered)
@@ -175,6 +184,14 @@ class _Threaded(_IO):
 
 
 INLINE, THREADED = _IO(), _Threaded()
+
+
+def _offered(tools, settings) -> dict:
+    """The keywords a call is given: only those set, so a ChatClient without them keeps working."""
+    offered = {"tools": tools} if tools else {}
+    if settings is not None:
+        offered["settings"] = settings
+    return offered
 
 
 async def _answer(value):
@@ -393,10 +410,11 @@ def _check_resume(turn: TurnRecord, step: Step, position: int, graded: bool = Tr
 async def _ask_user(ctx: EngineContext, step: Step, io: _IO) -> tuple[Step, UserTurn]:
     """The simulated user writes the step's prompt."""
     ask = step.ask
+    user, resolve = ctx.user or ctx.judge, ctx.resolve_user or ctx.resolve
     if ask.model:
-        client, model = ctx.resolve(ask.model) if ctx.resolve else (ctx.judge, ask.model)
+        client, model = resolve(ask.model) if resolve else (user, ask.model)
     else:
-        client, model = ctx.judge, ctx.judge_model
+        client, model = user, ctx.judge_model
     completion = await io.agent(client, model, ask.messages)
     call = SimulatedUserCall(model=model, messages=ask.messages, reply=completion.text)
     return replace(step, prompt=clean_reply(completion.text), ask=None), UserTurn(
@@ -432,9 +450,9 @@ async def _play_turn(
     rounds: list[ToolRound] = []
     if step.reply is None:
         if toolbox is None:
-            completion = await io.agent(ctx.agent, ctx.model, sent)
+            completion = await io.agent(ctx.agent, ctx.model, sent, settings=ev.model_settings)
         else:
-            completion, rounds = await _with_tools(ctx, io, sent, toolbox, eval_id)
+            completion, rounds = await _with_tools(ctx, io, sent, toolbox, eval_id, ev.model_settings)
         why = None if ctx.agent.is_mock else incomplete(completion)  # the mock's replies are the suite's
         if completion.calls and toolbox is not None:  # still calling tools when the rounds ran out
             names = ", ".join(dict.fromkeys(call["name"] for call in completion.calls))
@@ -484,7 +502,7 @@ def _charged(turn: TurnRecord, rounds: list[ToolRound]) -> TurnRecord:
 
 
 async def _with_tools(
-    ctx: EngineContext, io: _IO, sent: list[dict], toolbox: Toolbox, eval_id: str
+    ctx: EngineContext, io: _IO, sent: list[dict], toolbox: Toolbox, eval_id: str, settings=None
 ) -> tuple[Completion, list[ToolRound]]:
     """The model's answer once its tool calls are carried out: every round's calls run (in the order the
     model made them) and their results go back, until it answers without calls or the rounds run out. The
@@ -494,7 +512,7 @@ async def _with_tools(
     conversation = list(sent)
     rounds: list[ToolRound] = []
     while True:
-        completion = await io.agent(ctx.agent, ctx.model, conversation, tools=offered)
+        completion = await io.agent(ctx.agent, ctx.model, conversation, tools=offered, settings=settings)
         if not completion.calls or len(rounds) == toolbox.max_rounds:
             break
         scope = CallScope(eval_id, conversation, ctx, ctx.files)

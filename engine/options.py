@@ -34,8 +34,8 @@ SETTINGS_KEYS = ("model_settings", "judge_settings", "user_settings")
 
 
 def apply(suite: Suite, options: RunOptions | dict | None) -> Suite:
-    """The suite as a run with these options plays it: each settings key merged over the suite's key by key,
-    `cache` and `max_cost` in place of the suite's when given."""
+    """The suite as a run with these options plays it: each settings key merged over the suite's key by key
+    (`model_settings` over each eval's own too), `cache` and `max_cost` in place of the suite's when given."""
     if options is None:
         return suite
     if isinstance(options, dict):
@@ -48,6 +48,15 @@ def apply(suite: Suite, options: RunOptions | dict | None) -> Suite:
         if over is not None:
             own = getattr(suite, key)
             update[key] = own.merged(over) if own is not None else over
+    over = options.model_settings
+    if over is not None and any(ev.model_settings is not None for ev in suite.evals):
+        # A launch's settings go over an eval's own too: what the launch asks is what every call is sent.
+        update["evals"] = [
+            ev.model_copy(update={"model_settings": ev.model_settings.merged(over)})
+            if ev.model_settings is not None
+            else ev
+            for ev in suite.evals
+        ]
     if options.cache is not None:
         update["cache"] = options.cache
     if options.max_cost is not None:

@@ -536,6 +536,8 @@ class RunReport(BaseModel):
     mock: bool = False
     # The suite's variables as the run filled them (engine.suitevars); secrets are never here.
     vars: dict[str, str] | None = None
+    # The generation settings the run sent, per role ({model, judge, user}; engine.clients.settings).
+    settings: dict[str, dict] | None = None
     status: Status
     # Why the run stopped short of its conversations ("cost limit $5.00 reached"); None when it did not.
     stop_reason: str | None = None

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .calls import SLOW_MIN_SECONDS, Calls, Latencies, Slow, slow_calls, watching
 from .clients import MOCK, EndpointRegistry
+from .clients.settings import Refusals, configured, settings_report
 from .codegrade.run import CodeRunner
 from .conversation import Defaults, EngineContext, run_eval_async
 from .cost import limit_reached
@@ -33,9 +34,13 @@ def build_context(
     asynchronous: bool = False,
     timeout: float | None = None,
     code: CodeRunner | None = None,
+    refusals: Refusals | None = None,
 ) -> tuple[EngineContext, str]:
     """The engine context for a suite, and the endpoint name the model under test runs on; `asynchronous`:
     its model under test can be awaited (engine.conversation.run_eval_async).
+
+    Each role's client sends its settings (`model_settings`, `judge_settings`, `user_settings`;
+    engine.clients.settings) and notes a refused one in `refusals` (one is made when none is given).
 
     Request timeouts: `timeout` (the command line's) for every endpoint, else the suite's
     `request_timeout`, else each endpoint's own. `code`: where code checks run (None: they may not)."""
@@ -47,21 +52,44 @@ def build_context(
     judge_ref = suite.judge or model_ref
     judge_endpoint, judge_model = registry.resolve(judge_ref)
 
+    refusals = refusals if refusals is not None else Refusals()
+    judge_settings, user_settings = suite.judge_settings, suite.user_settings
+
     def resolve(ref: str):
         name, model_id = registry.resolve(ref)
-        return registry.client(name, suite.mock), model_id
+        return configured(
+            registry.client(name, suite.mock), judge_settings, "judge_settings", refusals
+        ), model_id
 
+    def resolve_user(ref: str):
+        name, model_id = registry.resolve(ref)
+        return configured(
+            registry.client(name, suite.mock), user_settings, "user_settings", refusals
+        ), model_id
+
+    # A wrapper that must see every setting a call sends (a response cache keyed on them) wraps these raw
+    # clients, inside `configured`: the call's `settings` keyword then holds the suite's, the eval's and the
+    # launch's, merged.
+    agent = registry.client(endpoint_name, suite.mock, asynchronous=asynchronous, secrets=True)
+    judge = registry.client(judge_endpoint, suite.mock)
+    # A judge_settings temperature goes over the suite's judge_temperature; a check's own goes over both.
+    judge_temperature = suite.judge_temperature
+    if judge_settings is not None and judge_settings.temperature is not None:
+        judge_temperature = judge_settings.temperature
     ctx = EngineContext(
-        agent=registry.client(endpoint_name, suite.mock, asynchronous=asynchronous, secrets=True),
+        agent=configured(agent, suite.model_settings, "model_settings", refusals),
         model=model_id,
-        judge=registry.client(judge_endpoint, suite.mock),
+        judge=configured(judge, judge_settings, "judge_settings", refusals),
         judge_model=judge_model,
         system=suite.system,
         resolve=resolve,
         files=files or {},
         defaults=Defaults.of(suite),
-        judge_temperature=suite.judge_temperature,
+        judge_temperature=judge_temperature,
         code=code,
+        user=configured(judge, user_settings, "user_settings", refusals),
+        resolve_user=resolve_user,
+        refusals=refusals,
     )
     return ctx, endpoint_name
 
@@ -111,13 +139,17 @@ def run_suite(
     slow_min_seconds: float = SLOW_MIN_SECONDS,
     code: CodeRunner | None = None,
     watched: set[Calls] | None = None,
+    refusals: Refusals | None = None,
 ) -> RunReport:
     """Play every eval (times its iterations), `concurrency` at a time. `timeout`: every endpoint's request
     timeout, over the suite's and the endpoint's own. `on_slow` is told, every SLOW_CHECK_SECONDS while any
     are, of the calls out longer than a few times the run's median latency (and `slow_min_seconds`).
-    `watched` is kept holding the calls of the conversations in flight, for whoever shows progress."""
+    `watched` is kept holding the calls of the conversations in flight, for whoever shows progress.
+
+    Once the endpoint refuses a setting (noted in `refusals`), no more conversations start: those not
+    started are not in the report."""
     ctx, endpoint_name = build_context(
-        suite, registry, model, files, asynchronous=True, timeout=timeout, code=code
+        suite, registry, model, files, asynchronous=True, timeout=timeout, code=code, refusals=refusals
     )
     jobs = [
         (index, iteration)
@@ -141,6 +173,8 @@ def run_suite(
         async def worker() -> None:
             nonlocal spent
             while limit is None or spent < limit:
+                if ctx.refusals.first is not None:  # every later conversation would be refused the same way
+                    return
                 n, (index, iteration) = next(queue, (None, (None, None)))
                 if n is None:
                     return
@@ -179,9 +213,12 @@ def run_suite(
 
     _run_loop(play_all, workers)
     stop_reason = None
-    if limit is not None and any(result is None for result in results):
+    if limit is not None and spent >= limit and any(result is None for result in results):
         stop_reason = limit_reached(limit)
         results = [result or not_started(suite, *jobs[n], stop_reason) for n, result in enumerate(results)]
+    results = [
+        result for result in results if result is not None
+    ]  # those a refused setting kept from starting
     gates = evaluate_gates(suite.gates, results)
     iterated = iterated_results(suite, results)
     return RunReport(
@@ -189,6 +226,7 @@ def run_suite(
         model=model or suite.model or "",
         endpoint=endpoint_name,
         mock=endpoint_name == MOCK,
+        settings=settings_report(suite),
         status=Status.CANCELLED if stop_reason else gated_status(results, gates, iterated),
         stop_reason=stop_reason,
         gates=gates,

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import yaml
 from django import forms
 from django.http import HttpRequest
+from pydantic import ValidationError
 
 from endpoints.models import Endpoint
 from endpoints.routes import suite_routes
 from engine import cost
 from engine.clients import MOCK
 from engine.matrix import SETTING_MARK, Variant, VariantError, parse_variants
+from engine.options import RunOptions
 from engine.schema import Suite as SuiteSpec
-from engine.schema.settings import MaxCost
+from engine.schema.settings import MaxCost, ModelSettings
 
 from . import selectors
 from .endpoints import build_registry
@@ -33,18 +36,79 @@ def launch_vars(data) -> dict[str, str]:
     }
 
 
+SETTINGS_TEXT_MAX = 10_000
+
+
+def settings_from_text(text: str) -> ModelSettings | None:
+    """A settings field's YAML (or JSON) mapping as ModelSettings; None when blank. A ValidationError of the
+    form names the key and the line it is on."""
+    if not text.strip():
+        return None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise forms.ValidationError(
+            f"{where}not YAML or JSON ({getattr(exc, 'problem', None) or exc})"
+        ) from None
+    if not isinstance(data, dict):
+        raise forms.ValidationError("write a mapping, e.g. {temperature: 0.2, max_tokens: 500}")
+    try:
+        return ModelSettings.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        path = ".".join(map(str, error["loc"]))
+        lines = {key.value: key.start_mark.line + 1 for key, _ in getattr(node, "value", ())}
+        line = lines.get(str(error["loc"][0])) if error["loc"] else None
+        where = f"line {line}, {path}" if line else path
+        raise forms.ValidationError(f"{where}: {error['msg']}") from None
+
+
+class SettingsField(forms.CharField):
+    """Generation settings as a YAML or JSON mapping (engine.schema.settings.ModelSettings)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(
+            required=False, strip=True, max_length=SETTINGS_TEXT_MAX, widget=forms.Textarea, **kwargs
+        )
+
+    def clean(self, value):
+        return settings_from_text(super().clean(value) or "")
+
+
 class LaunchForm(forms.Form):
     model = forms.CharField(max_length=200, required=False, strip=True)
     # More variants (engine.matrix), one a line: with any, the launch is a matrix of a run per variant.
     compare = forms.CharField(max_length=4000, required=False, strip=True, widget=forms.Textarea)
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=10)
     version = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    # Generation settings over the suite's, key by key (engine.options).
+    model_settings = SettingsField()
+    judge_settings = SettingsField()
     # Over the suite's `max_cost` (engine.options): no conversation starts once the run has spent this much.
     max_cost = forms.FloatField(required=False, min_value=0.01, label="Cost limit (USD)")
 
     def __init__(self, *args, versions: list[int] | tuple[int, ...] = (), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["version"].choices = [(number, f"v{number}") for number in versions]
+
+    @property
+    def settings_given(self) -> bool:
+        """Whether the settings fields hold anything (or an error): the form shows them open then."""
+        fields = (self["model_settings"], self["judge_settings"])
+        return any(field.value() or field.errors for field in fields)
+
+    def options(self) -> RunOptions | None:
+        """What the launch sets over the suite (engine.options); None when it sets nothing."""
+        data = self.cleaned_data
+        options = RunOptions(
+            model_settings=data.get("model_settings"),
+            judge_settings=data.get("judge_settings"),
+            max_cost=data.get("max_cost") or None,
+        )
+        return None if options.is_empty() else options
 
 
 def launch_variants(form: LaunchForm, spec: SuiteSpec | None) -> list[Variant]:

@@ -19,6 +19,7 @@ import orjson
 from tenacity import AsyncRetrying
 
 from ..retries import async_wait_out
+from ..schema.settings import ModelSettings
 from .answers import (
     Reply,
     Transient,
@@ -29,9 +30,10 @@ from .answers import (
     unreachable,
     unreadable,
 )
-from .base import Completion
+from .base import Completion, EndpointError
 from .http import OpenAIClient
 from .retrying import RetryLoop
+from .settings import headers, refusal
 
 # Per event loop, per (base URL, key, timeout); each loop's own are touched only on it.
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, aiohttp.ClientSession]] = (
@@ -90,17 +92,27 @@ class AsyncOpenAIClient(OpenAIClient):
         *,
         temperature: float | None = None,
         tools: list[dict] | None = None,
+        settings: ModelSettings | None = None,
     ) -> Completion:
-        body = self._body(model, messages, temperature, tools)
+        body = self._body(model, messages, temperature, tools, settings)
+        sent_headers = headers(settings) or None
         started = time.monotonic()
-        reply = await self._acall("request", lambda: self._post(body))
+        try:
+            reply = await self._acall("request", lambda: self._post(body, sent_headers))
+        except EndpointError as exc:
+            refused = refusal(exc, settings)
+            if refused is None:
+                raise
+            raise refused from None
         return self._completion(reply, messages, started)
 
-    async def _post(self, body: dict) -> Reply:
+    async def _post(self, body: dict, sent_headers: dict[str, str] | None = None) -> Reply:
         # Encoded and decoded by orjson: the json module's work was a tenth of a worker's CPU a call. The
         # session sends these bytes as application/json.
         async with self._session().post(
-            self.endpoint.base_url.rstrip("/") + "/chat/completions", data=_encoded(body)
+            self.endpoint.base_url.rstrip("/") + "/chat/completions",
+            data=_encoded(body),
+            headers=sent_headers,
         ) as r:
             if r.status >= 400:
                 raw = await r.text()

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from ..redact import redact
 from ..results import DEFAULT_ENDPOINT, Usage
+from ..schema.settings import ModelSettings
 
 MOCK = "mock"
 DEFAULT = DEFAULT_ENDPOINT
@@ -75,6 +76,7 @@ class ChatClient(Protocol):
         *,
         temperature: float | None = None,
         tools: list[dict] | None = None,
+        settings: ModelSettings | None = None,
     ) -> Completion: ...
 
     def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]], Usage, float]: ...

@@ -17,6 +17,7 @@ from tenacity import Retrying
 from ..redact import redact_configured, register_key_env
 from ..results import Usage
 from ..retries import LOCAL_PAUSES, PauseBoard, wait_out
+from ..schema.settings import ModelSettings
 from ..suitevars import MissingSecret, fill_secrets
 from ..transcript import format_transcript
 from .answers import (
@@ -31,6 +32,7 @@ from .answers import (
 )
 from .base import Completion, EndpointConfig, EndpointError, estimate_tokens
 from .retrying import RetryLoop
+from .settings import headers, refusal, request_body
 
 _client_cache: dict[tuple, object] = {}
 _client_lock = threading.Lock()
@@ -111,19 +113,20 @@ class OpenAIClient:
         return max(0.0, self._pauses.paused_until(self.label) - time.time())
 
     def _body(
-        self, model: str, messages: list[dict], temperature: float | None, tools: list[dict] | None = None
+        self,
+        model: str,
+        messages: list[dict],
+        temperature: float | None,
+        tools: list[dict] | None = None,
+        settings: ModelSettings | None = None,
     ) -> dict:
+        """The request body: engine.clients.settings says in which order the settings go in."""
         if self.secrets:
             messages = with_secrets(messages)
         if self.endpoint.string_only:
             # Endpoints that take one string get the conversation as the judge sees it, in [Role]: form.
             messages = [{"role": "user", "content": format_transcript(messages)}]
-        body = {"model": model, "messages": messages}
-        if temperature is not None:
-            body["temperature"] = temperature
-        if tools:
-            body["tools"] = tools
-        return body
+        return request_body(model, messages, temperature, tools, settings)
 
     def _completion(self, reply: Reply, messages: list[dict], started: float) -> Completion:
         latency_ms = int((time.monotonic() - started) * 1000)
@@ -159,18 +162,27 @@ class OpenAIClient:
         *,
         temperature: float | None = None,
         tools: list[dict] | None = None,
+        settings: ModelSettings | None = None,
     ) -> Completion:
-        body = self._body(model, messages, temperature, tools)
+        body = self._body(model, messages, temperature, tools, settings)
+        sent_headers = headers(settings)
         started = time.monotonic()
         # The client's own post: the same auth, headers, timeouts and errors as chat.completions.create,
         # without create's walk of our plain messages against its TypedDicts and the typed response we would
         # only read two fields of, which cost more CPU than the rest of the call.
-        reply = self._call("request", lambda: self._read(body))
+        try:
+            reply = self._call("request", lambda: self._read(body, sent_headers))
+        except EndpointError as exc:
+            refused = refusal(exc, settings)
+            if refused is None:
+                raise
+            raise refused from None
         return self._completion(reply, messages, started)
 
-    def _read(self, body: dict) -> Reply:
+    def _read(self, body: dict, sent_headers: dict[str, str] | None = None) -> Reply:
+        options = {"headers": sent_headers} if sent_headers else {}
         try:
-            response = self._client().post("/chat/completions", body=body, cast_to=dict)
+            response = self._client().post("/chat/completions", body=body, cast_to=dict, options=options)
         except json.JSONDecodeError as exc:  # a JSON content type over a body that is not JSON
             raise unreadable(self.label, f"not JSON: {exc.doc[:200]}") from None
         return read_reply(response, self.label)

@@ -19,6 +19,7 @@ from ..matching import glob_match
 from ..patterns import RegexFailure
 from ..results import Usage
 from ..schema import MockRule, MockSpec
+from ..schema.settings import ModelSettings
 from ..transcript import message_text
 from .base import MOCK, Completion, EndpointError, estimate_tokens
 
@@ -41,6 +42,7 @@ class MockClient:
         *,
         temperature: float | None = None,
         tools: list[dict] | None = None,
+        settings: ModelSettings | None = None,
     ) -> Completion:
         started = time.monotonic()
         last_user = next((message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
@@ -56,6 +58,7 @@ class MockClient:
             text = rule.reply if rule is not None else self.spec.default
             if TOOL_RESULTS in text:
                 text = text.replace(TOOL_RESULTS, "; ".join(_results_since_user(messages)))
+        text, finish = _as_set(text, settings)
         if self.spec.latency_ms:
             self.sleep(self.spec.latency_ms / 1000)
         prompt_text = " ".join(message_text(m) for m in messages)
@@ -70,7 +73,7 @@ class MockClient:
             usage=usage,
             cost=0.0,
             latency_ms=int((time.monotonic() - started) * 1000),
-            finish_reason="tool_calls" if calls else None,
+            finish_reason="tool_calls" if calls else finish,
             tool_calls=bool(calls),
             calls=calls,
         )
@@ -78,6 +81,23 @@ class MockClient:
     def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]], Usage, float]:
         vectors = [bag_of_words_vector(text) for text in texts]
         return vectors, Usage(prompt_tokens=sum(map(estimate_tokens, texts)), estimated=True), 0.0
+
+
+def _as_set(text: str, settings: ModelSettings | None) -> tuple[str, str | None]:
+    """The reply as the settings that shape a reply would leave it: cut at the first `stop` sequence, then
+    to `max_tokens` (or `max_completion_tokens`) estimated tokens, with the finish reason an endpoint gives.
+    The mock has no sampling to set; the other settings change nothing."""
+    if settings is None or not text:
+        return text, None
+    finish = None
+    stops = [settings.stop] if isinstance(settings.stop, str) else settings.stop or []
+    cuts = [text.find(stop) for stop in stops if stop and stop in text]
+    if cuts:
+        text, finish = text[: min(cuts)], "stop"
+    limit = settings.max_completion_tokens or settings.max_tokens
+    if limit is not None and estimate_tokens(text) > limit:
+        text, finish = text[: limit * 4], "length"
+    return text, finish
 
 
 def bag_of_words_vector(text: str, dims: int = 64) -> list[float]:

@@ -21,6 +21,7 @@ from pydantic_core import PydanticSerializationError
 from engine import suitevars
 from engine.calls import SlowReporter
 from engine.clients import DEFAULT, MOCK, EndpointRegistry
+from engine.clients.settings import Refusals
 from engine.codegrade.run import CodeRunner
 from engine.cost import estimate, money
 from engine.endpoint_checks import (
@@ -139,6 +140,7 @@ def run_here(args: argparse.Namespace) -> int:
         registry = raise_cap(registry, model_ref, args.concurrency)
     say_estimate(suite, registry, model)
     collect_from_here()
+    refusals = Refusals()
     endpoint = registry.resolve(model_ref)[0]
     iterations = [ev.iterations or suite.iterations for ev in suite.evals]
     tally = Tally(sum(iterations))
@@ -172,6 +174,7 @@ def run_here(args: argparse.Namespace) -> int:
             # Code checks run here, in the suite's folder, with the caller's environment: it is their machine.
             code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
             watched=tally.playing,
+            refusals=refusals,
         )
     report.vars = values or None
     print(writer.summary(report), flush=True)
@@ -184,6 +187,9 @@ def run_here(args: argparse.Namespace) -> int:
             f"{plural(len(report.evals), 'conversation')} played, the rest not started)",
             file=sys.stderr,
         )
+    if refusals.first is not None:  # said once, not per conversation; the rest were not started
+        print(f"{refusals.first}; no more conversations were started", file=sys.stderr)
+        return BROKEN
     if code == BROKEN:
         say_errors(report)
     return code

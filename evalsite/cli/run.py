@@ -124,6 +124,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="stop starting conversations once the run has spent this much (over the suite's max_cost); those "
         "playing finish and are kept, and the run exits 3 with `stopped: cost limit $X reached`",
     )  # fmt: skip
+    parser.add_argument(
+        "--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+        help="a generation setting for the model under test, over the suite's model_settings: temperature, "
+        "max_tokens, max_completion_tokens, top_p, seed, stop, response_format, reasoning_effort, "
+        "extra_body.KEY, extra_headers.NAME; judge.KEY and user.KEY set the judge's and the simulated user's. "
+        "Values are YAML: --set temperature=0.2 --set stop='[\"END\"]'. Repeat for each",
+    )  # fmt: skip
     add_export_arguments(parser)
     server = parser.add_argument_group(
         "on a server",

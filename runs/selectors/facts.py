@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from django.db import DatabaseError, IntegrityError, transaction
 
 from engine.calibration import CalibrationSuite
+from engine.clients.settings import settings_report
 from engine.source import SuiteError
 from suites.parsed import schema_digest
 
@@ -33,6 +34,9 @@ class SuiteFacts:
     evals: int
     calibration: bool  # a calibration set played as a suite: the run has a page of figures
     offers_tools: bool  # the suite or one of its evals offers tools: the table can filter by "called X"
+    settings: (
+        dict | None
+    )  # the suite's generation settings per role (engine.clients.settings.settings_report)
 
     @property
     def every_eval_repeated(self) -> bool:
@@ -113,6 +117,7 @@ def _facts_of(spec) -> SuiteFacts:
         calibration=isinstance(spec, CalibrationSuite),
         offers_tools=bool(getattr(spec, "tools", None))
         or any(getattr(ev, "tools", None) for ev in spec.evals),
+        settings=settings_report(spec),
     )
 
 

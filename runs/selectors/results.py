@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from django.db.models import Q
 from django.http import StreamingHttpResponse
 
+from engine.clients.settings import settings_report
 from engine.overrides import apply as apply_overrides
 from engine.results import (
     EvalResult,
@@ -158,6 +159,7 @@ def report_head(run: Run) -> dict:
         "endpoint": run.endpoint_name,
         "mock": run.is_mock,
         "vars": run.vars or None,
+        "settings": settings_report((facts.settings if facts is not None else None) or {}, run.options),
         "status": run.status,
         "stop_reason": run.stop_reason or None,
         "gates": gate_results(run, summary) if summary else [],

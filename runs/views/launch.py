@@ -21,7 +21,7 @@ from suites import selectors as suite_selectors
 from suites.models import Suite, SuiteVersion
 from suites.views.editor import parse_version, render_editor
 
-from ..launching import LaunchForm, estimate, launch_variants, launch_vars, max_cost_of
+from ..launching import LaunchForm, estimate, launch_variants, launch_vars
 from ..matrix import create_matrix
 from ..services import LaunchError, create_run
 
@@ -44,6 +44,16 @@ def launch_saved(request: HttpRequest, suite: Suite, version: SuiteVersion) -> H
         return redirect("suites:detail", public_id=suite.public_id)
     _warn_launched(request, version, None)
     return redirect("runs:detail", run_id=run.pk)
+
+
+def with_variant(options: RunOptions | None, variant) -> RunOptions | None:
+    """The form's options with a lone `model@key=value` variant's settings over its model settings."""
+    if variant is None or not variant.model_settings:
+        return options
+    options = options or RunOptions()
+    own = options.model_settings
+    settings = own.merged(variant.model_settings) if own is not None else variant.model_settings
+    return options.model_copy(update={"model_settings": settings})
 
 
 def _launchable(suite: Suite) -> tuple[list[int], int | None]:
@@ -71,7 +81,7 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
                 matrix = create_matrix(
                     version=version, user=request.user, variants=variants,
                     concurrency=form.cleaned_data["concurrency"], vars=launch_vars(request.POST),
-                    options=RunOptions(max_cost=max_cost_of(form)),
+                    options=form.options(),
                 )  # fmt: skip
                 return redirect("matrices:detail", matrix_id=matrix.pk)
             variant = variants[0] if variants else None
@@ -81,9 +91,7 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
                 model=variant.model if variant else form.cleaned_data["model"] or None,
                 concurrency=form.cleaned_data["concurrency"],
                 vars=launch_vars(request.POST),
-                options=RunOptions(
-                    max_cost=max_cost_of(form), model_settings=variant.model_settings if variant else None
-                ),
+                options=with_variant(form.options(), variant),
             )
         except (LaunchError, VariantError) as exc:
             error = str(exc)

@@ -27,6 +27,7 @@ from engine.retries import RetryWait
 from engine.runner import build_context
 from runs import outage, specs
 from runs.models import Conversation, Turn
+from runs.stopping import stop_run
 from suites.models import SuiteFile
 
 from . import sql
@@ -112,6 +113,7 @@ def play(pump: Serving, playing: Playing, registry) -> Coroutine:
 
     return _watched(
         playing.calls,
+        _stopping_on_refusal(pump, run_id, ctx.refusals),
         run_eval_async(
             spec.evals[claimed.index],
             claimed.index,
@@ -127,10 +129,23 @@ def play(pump: Serving, playing: Playing, registry) -> Coroutine:
     )
 
 
-async def _watched(calls: Calls, conversation: Coroutine):
-    """The conversation, its model calls noted in `calls` (set here: the task running it has its own context)."""
+async def _watched(calls: Calls, refused: Callable[[], None], conversation: Coroutine):
+    """The conversation, its model calls noted in `calls` (set here: the task running it has its own context);
+    then `refused()`."""
     with watching(calls):
-        return await conversation
+        result = await conversation
+    refused()
+    return result
+
+
+def _stopping_on_refusal(pump: Serving, run_id, refusals) -> Callable[[], None]:
+    """Stops the run once its endpoint refused a setting: every later conversation would be refused too."""
+
+    def refused() -> None:
+        if refusals is not None and refusals.first is not None:
+            pump.post(stop_run, run_id, str(refusals.first))
+
+    return refused
 
 
 def note_wait(conversation_id: int, attempt: int, wait: RetryWait) -> None:

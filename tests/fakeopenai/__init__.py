@@ -52,6 +52,10 @@ How a chat request is answered, first match wins:
 The conversation key is the content of the first message with role "user". Content given as a list
 of parts is reduced to its text parts joined with "\\n".
 
+``refuse(param)``: a chat request whose body carries ``param`` is answered 400 at once, in OpenAI's words
+("Unsupported parameter: 'seed' is not supported with this model."), after auth and ``down()``, before the rest.
+``requests`` logs every request's body and headers; ``chat_requests()`` and ``chat_headers()`` read them.
+
 ``stop()`` is a model server that goes away: connections are refused, and requests in flight are dropped
 unanswered (no 200 a dead server never sent). ``start()`` again serves on the same port.
 

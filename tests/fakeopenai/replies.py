@@ -179,7 +179,9 @@ def hashed_embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[
     return [value / norm for value in vector]
 
 
-def _error_body(status: int, message: str | None = None, code: str | None = None) -> dict:
+def _error_body(
+    status: int, message: str | None = None, code: str | None = None, param: str | None = None
+) -> dict:
     if status == 429:
         error_type, default_code = "requests", "rate_limit_exceeded"
     elif status >= 500:
@@ -194,19 +196,23 @@ def _error_body(status: int, message: str | None = None, code: str | None = None
         "error": {
             "message": message or f"{phrase} (fakeopenai)",
             "type": error_type,
-            "param": None,
+            "param": param,
             "code": code or default_code,
         }
     }
 
 
 def _error(
-    status: int, message: str | None = None, retry_after: float | None = None, code: str | None = None
+    status: int,
+    message: str | None = None,
+    retry_after: float | None = None,
+    code: str | None = None,
+    param: str | None = None,
 ) -> _Response:
     headers = {}
     if retry_after is not None:
         headers["Retry-After"] = f"{retry_after:g}"
-    return _Response(status, _error_body(status, message, code), headers)
+    return _Response(status, _error_body(status, message, code, param), headers)
 
 
 def tool_reply(messages: list[dict], tools: list[dict], rounds: int) -> Reply:

@@ -37,6 +37,11 @@ from tests.fakeopenai.replies import (
     tool_reply,
 )
 
+REFUSALS = {
+    "unsupported": "Unsupported parameter: '{param}' is not supported with this model.",
+    "unrecognized": "Unrecognized request argument supplied: {param}",
+}
+
 
 class FakeOpenAI:
     """Fake OpenAI endpoint; see the module docstring for the reply-selection order.
@@ -80,6 +85,7 @@ class FakeOpenAI:
             self._models_seen: dict[str, None] = {}
             self._models_status: int | None = None
             self._requests: list[dict] = []
+            self._refused: dict[str, str] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -185,6 +191,16 @@ class FakeOpenAI:
             fault = _Fault(n, status, retry_after, hang, first_user, _as_reply(reply) if reply else None)
             self._faults.append(fault)
 
+    def refuse(self, param: str, style: str = "unsupported") -> None:
+        """Answer every chat request whose body carries ``param`` with a 400 naming it, in the words of
+        OpenAI's API: ``style`` "unsupported" ("Unsupported parameter: 'temperature' is not supported with
+        this model.") or "unrecognized" ("Unrecognized request argument supplied: seed"). Before any fault
+        or reply, without the latency, as the API checks a request before it reaches a model."""
+        if style not in REFUSALS:
+            raise ValueError(f"style must be one of {', '.join(REFUSALS)}, not {style!r}")
+        with self._lock:
+            self._refused[param] = style
+
     def misbehave(self, reply: str | Reply | None = None) -> None:
         """Answer every chat request with ``reply`` (a malformed 200, say) until ``misbehave()`` with none,
         as a gateway does while it has no model behind it. Such answers are logged with ``"fault": True``."""
@@ -251,6 +267,10 @@ class FakeOpenAI:
         in arrival order. ``status`` is None while the request is still being answered."""
         with self._lock:
             return list(self._requests)
+
+    def chat_headers(self) -> list[dict]:
+        """Headers of logged chat requests (lower-cased names), in arrival order."""
+        return [entry["headers"] for entry in self.requests if entry["path"] == CHAT_PATH]
 
     def chat_requests(self, first_user: str | None = None) -> list[dict]:
         """Bodies of logged chat requests, optionally only those of one conversation."""
@@ -341,6 +361,13 @@ class FakeOpenAI:
             return _error(400, "'messages' must be a non-empty list of message objects")
         if body.get("stream"):
             return _error(400, "fakeopenai does not support stream=true")
+        with self._lock:
+            refused = next((param for param in self._refused if param in body), None)
+            style = self._refused.get(refused) if refused else None
+        if refused is not None:
+            return _error(
+                400, REFUSALS[style].format(param=refused), code=f"{style}_parameter", param=refused
+            )
         model = body.get("model") or FAKE_MODEL
         self._note_model(model)
         key = conversation_key(messages)

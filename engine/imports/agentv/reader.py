@@ -20,6 +20,7 @@ from ..common import (
     parse_yaml,
     short,
 )
+from ..settings import agentv_target_settings
 from ..toolcalls import tool_sections
 from .cases import Cases, evaluator_list
 from .checks import DEFAULT_THRESHOLD
@@ -177,6 +178,9 @@ def convert_file(name: str, data: dict, files: dict[str, str], report: Report) -
     sections.append(
         Section("model", None, comments=["model: set the model under test (AgentV chose it with a target)"])
     )
+    settings = agentv_target_settings(execution.get("target", data.get("target")), files, report)
+    if settings:
+        sections.append(Section("model_settings", settings))
     sections.append(Section("pass_threshold", threshold))
     if iterations is not None:
         sections.append(Section("iterations", iterations[0]))

@@ -21,6 +21,7 @@ from ..common import (
     short,
     unique_id,
 )
+from ..settings import agentv_target_settings, provider_settings, providers_settings
 from ..toolcalls import provider_tools, tool_sections
 from .asserts import Assertions
 from .checks import Context
@@ -64,6 +65,9 @@ class Reader(Sources, Messages, Conversations):
         self.suite_asserts: list = []  # AgentV's root-level assertions, which a test may skip
         self.threaded = False  # a prompt loops over `_conversation`: the tests are turns of conversations
         self.suite_vars: dict[str, str | None] = {}  # `{{ env.NAME }}` as suite variables, with defaults
+        self.model_settings: dict | None = (
+            None  # the providers' generation settings (engine.imports.settings)
+        )
 
     # -- the suite ------------------------------------------------------------------------------------------
 
@@ -79,6 +83,7 @@ class Reader(Sources, Messages, Conversations):
             sections.append(Section("description", as_text(data["description"])))
             report.map("description → description")
         self.providers()
+        self.target_settings()
         self.data = data = {
             key: value if key in ENV_KEPT_KEYS else self.env_everywhere(value, key)
             for key, value in data.items()
@@ -108,6 +113,12 @@ class Reader(Sources, Messages, Conversations):
             sections.append(Section("vars", self.suite_vars))
         sections.append(Section("model", None, comments=[
             f"model: set the model under test ({self.tool} chose it with `providers`)"]))  # fmt: skip
+        for key, settings in (
+            ("model_settings", self.model_settings),
+            ("judge_settings", self.judge_settings()),
+        ):
+            if settings:
+                sections.append(Section(key, settings))
         if iterations > 1:
             sections.append(Section("iterations", iterations))
             sections.append(Section("pass_rate_threshold", rate))
@@ -124,6 +135,8 @@ class Reader(Sources, Messages, Conversations):
                     "`model`: set it in the suite or when launching"
                 )
                 listed = self.data[key] if isinstance(self.data[key], list) else [self.data[key]]
+                if self.model_settings is None:
+                    self.model_settings = providers_settings(listed, key, self.report)
                 for number, provider in enumerate(listed):
                     config = provider.get("config") if isinstance(provider, dict) else None
                     if isinstance(config, dict) and "tools" in config:
@@ -133,6 +146,23 @@ class Reader(Sources, Messages, Conversations):
                             else f"{key}.config.tools"
                         )
                         provider_tools(config["tools"], where, self.asserts.declared, self.report)
+
+    def target_settings(self) -> None:
+        """AgentV names its target (`execution.target`, `target`); its settings are in targets.yaml."""
+        execution = self.data.get("execution") if isinstance(self.data.get("execution"), dict) else {}
+        named = execution.get("target", self.data.get("target"))
+        if self.agentv and self.model_settings is None:
+            self.model_settings = agentv_target_settings(named, self.files, self.report)
+
+    def judge_settings(self) -> dict | None:
+        """The grading provider's settings (defaultTest.options.provider's config) as judge_settings."""
+        default = self.data.get("defaultTest", self.data.get("default_test"))
+        options = default.get("options") if isinstance(default, dict) else None
+        provider = options.get("provider") if isinstance(options, dict) else None
+        config = provider.get("config") if isinstance(provider, dict) else None
+        if not isinstance(config, dict):
+            return None
+        return provider_settings(config, "defaultTest.options.provider.config", self.report)
 
     def iterations(self) -> tuple[int, float]:
         """The repeat count and the pass rate an iterated eval needs, as the tool's strategy means it."""

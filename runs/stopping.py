@@ -1,0 +1,30 @@
+"""Stopping a run for a reason of its own: the cancel transition (queued conversations cancelled, those playing
+stop before their next turn, finished ones kept) with the reason in Run.stop_reason, which the run's page shows.
+
+The workers stop a run here when its endpoint refuses a generation setting (engine.clients.settings): every
+conversation after it would be refused the same way."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from . import worker
+from .models import ACTIVE, Run, Status
+
+REASON_LENGTH = Run._meta.get_field("stop_reason").max_length
+
+
+def stop_run(run_id, reason: str) -> bool:
+    """Stop the run, if it is still active, giving `reason`; whether this call stopped it."""
+    now = timezone.now()
+    reason = reason if len(reason) <= REASON_LENGTH else reason[: REASON_LENGTH - 1] + "…"
+    with transaction.atomic():
+        updated = Run.objects.filter(pk=run_id, status__in=ACTIVE).update(
+            status=Status.CANCELLED, finished_at=now, stop_reason=reason
+        )
+        if updated:
+            run = Run.objects.only("endpoint_name").get(pk=run_id)
+            run.conversations.filter(status=Status.QUEUED).update(status=Status.CANCELLED, finished_at=now)
+            transaction.on_commit(lambda: worker.dispatch_endpoint(run.endpoint_name))
+    return bool(updated)

@@ -1,0 +1,39 @@
+"""The run header's "Settings" line: the generation settings the run sends, per role."""
+
+from __future__ import annotations
+
+import json
+
+from django import template
+
+from engine.clients.settings import settings_report
+
+from .. import selectors
+
+register = template.Library()
+
+ROLE_NAMES = {"model": "model", "judge": "judge", "user": "simulated user"}
+
+
+def _shown(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+@register.simple_tag
+def run_settings(run) -> list[tuple[str, list[str]]]:
+    """[(role, ["key=value", …])] for each role with settings: the suite's with the launch's over them (read
+    from the suite's stored facts, so no request parses the suite)."""
+    facts = selectors.suite_facts(run)
+    report = settings_report((facts.settings if facts is not None else None) or {}, run.options) or {}
+    return [
+        (ROLE_NAMES[role], [f"{key}={_shown(value)}" for key, value in settings.items()])
+        for role, settings in report.items()
+    ]
+
+
+@register.filter
+def launch_settings(run, key: str) -> str:
+    """What the launch set for `key` (model_settings, judge_settings) as the launch form takes it: JSON, or ""
+    when it set nothing, so "Run again" launches with the same settings."""
+    value = (run.options or {}).get(key)
+    return json.dumps(value, ensure_ascii=False) if value else ""

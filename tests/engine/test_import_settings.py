@@ -1,0 +1,75 @@
+"""Generation settings imported from promptfoo's provider `config` (and its grading provider's) are what the
+model and the judge are sent: checked on the request bodies and headers the fake endpoint received."""
+
+from __future__ import annotations
+
+from engine.imports import convert
+from engine.loader import load_suite
+from tests.engine.promptfoo_play import play, project, verdict
+
+
+def test_promptfoo_provider_config_becomes_model_and_judge_settings_and_is_sent(fake_openai):
+    result = convert(project("promptfoo-settings"))
+    suite = load_suite(result.source, files=result.files)
+    assert suite.model_settings.model_dump(exclude_none=True) == {
+        "temperature": 0.1,
+        "max_tokens": 256,
+        "top_p": 0.9,
+        "seed": 42,
+        "stop": ["###"],
+        "response_format": {"type": "json_object"},
+        "extra_body": {"frequency_penalty": 0.5, "store": False},
+        "extra_headers": {"X-Team": "evals"},
+    }
+    assert suite.judge_settings.model_dump(exclude_none=True) == {"temperature": 0.0, "max_tokens": 100}
+    assert "providers.config.temperature → temperature" not in result.mapped  # two providers: numbered
+    assert "providers[0].config.temperature → temperature" in result.mapped
+    assert any("settings of another model" in line for line in result.unmapped)
+
+    fake_openai.script("Answer briefly: What is the capital of France?", ["Paris"])
+    fake_openai.rule("Names Paris", verdict(1.0))
+    report = play(fake_openai, result)
+    assert report.evals[0].status == "passed", report.evals[0].verdict
+    judging = [entry for entry in fake_openai.requests if "judge" in entry["body"]["messages"][0]["content"]]
+    agent = [entry for entry in fake_openai.requests if entry not in judging]
+    (sent,) = [entry["body"] for entry in agent]
+    assert (sent["temperature"], sent["max_tokens"], sent["seed"], sent["stop"]) == (0.1, 256, 42, ["###"])
+    assert (sent["frequency_penalty"], sent["store"], sent["response_format"]) == (
+        0.5,
+        False,
+        {"type": "json_object"},
+    )
+    assert agent[0]["headers"]["x-team"] == "evals"
+    judge = judging
+    assert judge and all(
+        entry["body"]["temperature"] == 0 and entry["body"]["max_tokens"] == 100 for entry in judge
+    )
+    assert all("x-team" not in entry["headers"] and "seed" not in entry["body"] for entry in judge)
+
+
+TARGETS = """\
+targets:
+  - name: default
+    provider: openai
+    model: gpt-4.1
+  - name: azure_base
+    provider: azure
+    endpoint: ${{ AZURE_OPENAI_ENDPOINT }}
+    api_key: ${{ AZURE_OPENAI_API_KEY }}
+    model: gpt-4.1-mini
+    temperature: 0.2
+    max_output_tokens: 400
+"""
+
+
+def test_the_agentv_target_an_eval_file_names_gives_its_settings(fake_openai):
+    files = {**project("agentv-today"), ".agentv/targets.yaml": TARGETS}
+    result = convert(files)
+    suite = load_suite(result.source, files=result.files)
+    assert suite.model_settings.model_dump(exclude_none=True) == {"temperature": 0.2, "max_tokens": 400}
+    assert "targets.yaml targets[1] (azure_base).max_output_tokens → max_tokens" in result.mapped
+    assert not any("targets.yaml: uploaded" in line for line in result.unmapped)
+    report = play(fake_openai, result)
+    assert report.evals
+    agent = [r for r in fake_openai.chat_requests() if "judge" not in r["messages"][0]["content"]]
+    assert agent and all((r["temperature"], r["max_tokens"]) == (0.2, 400) for r in agent)

@@ -1,0 +1,218 @@
+"""Generation settings reach the wire: what the fake endpoint received from the model under test, the judge
+and the simulated user; a setting the endpoint refuses ends the run's starts with one line naming it."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.clients import EndpointConfig, EndpointRegistry, MockClient, OpenAIClient
+from engine.clients.settings import Refusals
+from engine.loader import load_suite
+from engine.options import RunOptions, apply
+from engine.outcomes import Status
+from engine.runner import run_suite
+from engine.schema import MockSpec
+from engine.schema.settings import ModelSettings
+from tests.fakeopenai import FakeOpenAI, Reply
+
+JUDGE_SAYS = '{"score": 1, "reason": "fine"}'
+SUITE = """
+name: settings
+model: agent-model
+judge: judge-model
+model_settings:
+  temperature: 0.2
+  max_tokens: 200
+  seed: 7
+  stop: ["END"]
+  response_format: json_object
+  reasoning_effort: low
+  extra_body: {store: false, top_k: 5}
+  extra_headers: {X-Trace: suite}
+judge_settings: {temperature: 0, max_completion_tokens: 50, extra_headers: {X-Role: judge}}
+user_settings: {temperature: 1.1, top_p: 0.9}
+evals:
+  - id: plain
+    prompt: Say hello.
+    checks: [{llm_judge: {criteria: It greets.}}]
+  - id: own
+    prompt: Say goodbye.
+    model_settings: {temperature: 0.7, extra_body: {top_k: 9}}
+    checks: [{contains: OK}]
+  - id: talk
+    prompt: Book me a table.
+    simulate:
+      persona: You want a table for two.
+      max_turns: 2
+    checks: [{contains: OK}]
+"""
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI() as server:
+        server.rule("Criteria:", JUDGE_SAYS)
+        yield server
+
+
+def registry_for(fake: FakeOpenAI) -> EndpointRegistry:
+    return EndpointRegistry(
+        default=EndpointConfig(name="default", base_url=fake.base_url, api_key_env="NO_KEY")
+    )
+
+
+def sent(fake: FakeOpenAI, model: str, first_user: str | None = None) -> list[dict]:
+    return [body for body in fake.chat_requests(first_user) if body["model"] == model]
+
+
+def test_each_role_sends_its_own_settings_and_an_eval_goes_over_the_suites(fake):
+    report = run_suite(load_suite(SUITE), registry_for(fake), concurrency=1)
+    assert [result.status for result in report.evals] != [Status.ERROR] * 3
+    plain = sent(fake, "agent-model", "Say hello.")[0]
+    assert {key: plain[key] for key in plain if key not in ("model", "messages")} == {
+        "temperature": 0.2,
+        "max_tokens": 200,
+        "seed": 7,
+        "stop": ["END"],
+        "response_format": "json_object",
+        "reasoning_effort": "low",
+        "store": False,
+        "top_k": 5,
+    }
+    own = sent(fake, "agent-model", "Say goodbye.")[0]
+    assert (own["temperature"], own["top_k"], own["seed"], own["store"]) == (0.7, 9, 7, False)
+
+    judged = [body for body in sent(fake, "judge-model") if "Criteria:" in body["messages"][-1]["content"]]
+    assert judged and all(body["temperature"] == 0 and body["max_completion_tokens"] == 50 for body in judged)
+    assert all("seed" not in body and "top_p" not in body for body in judged)
+    user = [
+        body for body in sent(fake, "judge-model") if "You are the user" in body["messages"][0]["content"]
+    ]
+    assert user and all((body["temperature"], body["top_p"]) == (1.1, 0.9) for body in user)
+    assert all("max_completion_tokens" not in body for body in user)
+
+    roles = [(entry["body"]["model"], entry["headers"]) for entry in fake.requests]
+    assert {headers.get("x-trace") for model, headers in roles if model == "agent-model"} == {"suite"}
+    judge_headers = [headers for model, headers in roles if model == "judge-model"]
+    assert {headers.get("x-role") for headers in judge_headers} == {"judge", None}  # the user's: no header
+    assert all("x-trace" not in headers for headers in judge_headers)
+
+
+def test_the_threaded_client_sends_settings_headers_and_extra_body_last(fake):
+    client = OpenAIClient(EndpointConfig(name="f", base_url=fake.base_url, api_key_env="NO_KEY"))
+    settings = ModelSettings(temperature=0.5, seed=3, extra_body={"seed": 4}, extra_headers={"X-Env": "ci"})
+    client.complete("m", [{"role": "user", "content": "hi"}], settings=settings)
+    client.complete("m", [{"role": "user", "content": "hi"}], temperature=0.0, settings=settings)
+    first, second = fake.chat_requests()
+    assert (first["temperature"], first["seed"]) == (0.5, 4)  # extra_body as given, over `seed`
+    assert second["temperature"] == 0.0  # the call's own temperature (a check's) over the settings'
+    assert [headers.get("x-env") for headers in fake.chat_headers()] == ["ci", "ci"]
+
+
+def test_a_launch_over_the_suite_sets_what_is_sent(fake):
+    suite = apply(load_suite(SUITE), RunOptions(model_settings=ModelSettings(temperature=0.0, seed=11)))
+    run_suite(suite, registry_for(fake), concurrency=1)
+    bodies = sent(fake, "agent-model", "Say hello.")
+    assert (bodies[0]["temperature"], bodies[0]["seed"], bodies[0]["max_tokens"]) == (0.0, 11, 200)
+    own = sent(fake, "agent-model", "Say goodbye.")[0]
+    assert (own["temperature"], own["seed"], own["top_k"]) == (0.0, 11, 9)  # over the eval's own, key by key
+
+
+REFUSED = """
+name: refused
+model: agent-model
+model_settings: {seed: 7}
+evals:
+"""
+
+
+@pytest.mark.parametrize(
+    ("style", "said"),
+    [
+        ("unrecognized", "Unrecognized request argument supplied: seed"),
+        ("unsupported", "Unsupported parameter: 'seed' is not supported with this model."),
+    ],
+)
+def test_a_refused_setting_is_asked_once_and_no_more_conversations_start(fake, style, said):
+    fake.refuse("seed", style)
+    suite = load_suite(
+        REFUSED + "".join(f"  - {{prompt: Question {n}?, checks: [{{contains: OK}}]}}\n" for n in range(6))
+    )
+    refusals = Refusals()
+    report = run_suite(suite, registry_for(fake), concurrency=1, refusals=refusals)
+    assert len(fake.chat_requests()) == 1  # not retried, and no other conversation asked
+    assert [result.status for result in report.evals] == [Status.ERROR]
+    line = f"the endpoint refused model_settings.seed: {said}"
+    assert str(refusals.first) == line
+    assert report.evals[0].error == line
+
+
+def test_a_refused_judge_setting_is_named_as_the_judges(fake):
+    fake.refuse("max_completion_tokens")
+    report = run_suite(load_suite(SUITE), registry_for(fake), concurrency=1)
+    errors = [result.error for result in report.evals if result.status == Status.ERROR]
+    assert errors and errors[0].startswith(
+        "the endpoint refused judge_settings.max_completion_tokens: Unsupported"
+    )
+    assert len(report.evals) < 3  # the conversations after it did not start
+
+
+def test_a_400_that_names_no_setting_is_an_ordinary_error(fake):
+    fake.refuse("messages")
+    suite = load_suite(
+        REFUSED + "".join(f"  - {{prompt: Question {n}?, checks: [{{contains: OK}}]}}\n" for n in range(3))
+    )
+    report = run_suite(suite, registry_for(fake), concurrency=1)
+    assert len(report.evals) == 3
+    assert all("refused" not in (result.error or "") for result in report.evals)
+
+
+def test_the_mock_cuts_its_reply_at_a_stop_sequence_and_at_max_tokens():
+    mock = MockClient(MockSpec(default="Hello there. END of the long reply that goes on and on."))
+    ask = [{"role": "user", "content": "hi"}]
+    assert mock.complete("m", ask, settings=ModelSettings(stop="END")).text == "Hello there. "
+    cut = mock.complete("m", ask, settings=ModelSettings(max_tokens=2))
+    assert (cut.text, cut.finish_reason) == ("Hello th", "length")
+    assert mock.complete("m", ask, settings=ModelSettings(temperature=0)).text.endswith("on and on.")
+
+
+TOOL_SUITE = """
+name: tool-settings
+model: agent-model
+judge: judge-model
+model_settings: {seed: 3}
+judge_settings: {temperature: 0, seed: 9}
+tools:
+  - name: book_table
+    description: Books a table
+    parameters: {type: object, properties: {restaurant: {type: string}}, required: [restaurant]}
+    llm: true
+evals:
+  - prompt: Book a table at Roma.
+    checks: [{contains: Tool results}]
+"""
+
+
+def test_a_model_playing_a_tool_is_sent_the_judges_settings(fake):
+    fake.rule("You play the tool", '{"booking": 7}', where="system")
+    report = run_suite(load_suite(TOOL_SUITE), registry_for(fake), concurrency=1)
+    assert report.evals[0].status == Status.PASSED, report.evals[0].verdict
+    played = [
+        body for body in sent(fake, "judge-model") if "You play the tool" in body["messages"][0]["content"]
+    ]
+    assert played and all((body["temperature"], body["seed"]) == (0, 9) for body in played)
+    agent = sent(fake, "agent-model")
+    assert len(agent) == 2 and all(body["seed"] == 3 and "temperature" not in body for body in agent)
+
+
+def test_a_400_that_only_uses_a_settings_word_is_no_refusal(fake):
+    fake.script(
+        "Question 0?", [Reply(status=400, text="Please stop: the messages are too long for this model.")]
+    )
+    suite = load_suite(
+        "name: words\nmodel: agent-model\nmodel_settings: {stop: END}\nevals:\n"
+        + "".join(f"  - {{prompt: Question {n}?, checks: [{{contains: OK}}]}}\n" for n in range(2))
+    )
+    report = run_suite(suite, registry_for(fake), concurrency=1)
+    assert [result.status for result in report.evals] == [Status.ERROR, Status.PASSED]
+    assert "refused" not in report.evals[0].error

@@ -1,0 +1,132 @@
+"""Generation settings on the server: the launch form's settings fields (validated, located), stored with the run,
+sent by the worker, shown in the run's header and written in its results.json."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pytest
+from django.urls import reverse
+
+from runs.models import Run
+from runs.services import create_run
+from runs.stopping import stop_run
+from suites import services
+from tests.factories import body, play
+
+pytestmark = [pytest.mark.django_db]
+
+SUITE = """\
+name: settings-page
+model: fake/agent
+model_settings: {max_tokens: 300, seed: 1}
+evals:
+  - id: hello
+    prompt: Say hello.
+    checks: [{contains: OK}]
+"""
+
+
+@pytest.fixture
+def suite(user):
+    return services.create_suite(owner=user, source=SUITE)
+
+
+def launch(client, suite, **fields):
+    data = {"concurrency": "1", **fields}
+    return client.post(reverse("suites:launch", args=[suite.public_id]), data)
+
+
+def test_the_form_launches_with_settings_that_are_stored_sent_shown_and_reported(
+    logged_in, suite, fake_endpoint, fake_openai
+):
+    response = launch(
+        logged_in,
+        suite,
+        model_settings="temperature: 0.3\nseed: 5\nstop: ['<end>']",
+        judge_settings='{"temperature": 0}',
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = Run.objects.get()
+    assert run.options == {
+        "model_settings": {"temperature": 0.3, "seed": 5, "stop": ["<end>"]},
+        "judge_settings": {"temperature": 0.0},
+    }
+    run = play(run)
+    sent = fake_openai.chat_requests("Say hello.")[0]
+    assert (sent["temperature"], sent["seed"], sent["max_tokens"], sent["stop"]) == (0.3, 5, 300, ["<end>"])
+
+    page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    header = page[page.index('class="run-settings"') :][:600]
+    for pair in (
+        "max_tokens=300",
+        "seed=5",
+        "temperature=0.3",
+        "stop=[&quot;&lt;end&gt;&quot;]",
+        "temperature=0.0",
+    ):
+        assert f"<code>{pair}</code>" in header, header
+    assert "judge" in header
+
+    again = logged_in.post(
+        reverse("suites:launch", args=[suite.public_id]),
+        {"version": "1", "concurrency": "1", "model_settings": _hidden(page, "model_settings"),
+         "judge_settings": _hidden(page, "judge_settings")},
+    )  # fmt: skip
+    assert again.status_code == 302  # "Run again" launches with the same settings
+    assert Run.objects.exclude(pk=run.pk).get().options == run.options
+
+    results = json.loads(body(logged_in.get(f"/api/runs/{run.pk}/results")))
+    assert results["settings"] == {
+        "model": {"temperature": 0.3, "max_tokens": 300, "seed": 5, "stop": ["<end>"]},
+        "judge": {"temperature": 0.0},
+    }
+
+
+def test_a_run_without_launch_settings_shows_and_reports_the_suites(
+    logged_in, suite, fake_endpoint, fake_openai
+):
+    assert launch(logged_in, suite).status_code == 302
+    run = play(Run.objects.get())
+    assert run.options == {}
+    assert fake_openai.chat_requests("Say hello.")[0]["seed"] == 1
+    results = json.loads(body(logged_in.get(f"/api/runs/{run.pk}/results")))
+    assert results["settings"] == {"model": {"max_tokens": 300, "seed": 1}}
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("seed: 1\ntemperature: 5", "line 2, temperature: Input should be less than or equal to 2"),
+        ("temprature: 0.2", "line 1, temprature: Extra inputs are not permitted"),
+        ("[0.2]", "write a mapping, e.g. {temperature: 0.2, max_tokens: 500}"),
+        ("temperature: [", "line 1: not YAML or JSON"),
+    ],
+)
+def test_a_wrong_setting_is_refused_where_it_is_written_and_nothing_starts(logged_in, suite, text, said):
+    response = launch(logged_in, suite, model_settings=text)
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert said in page
+    assert '<details class="field launch-settings" open>' in page  # kept open, with what was typed
+    assert Run.objects.count() == 0
+
+
+def test_a_run_stopped_for_a_refused_setting_says_so_in_its_header(logged_in, suite, user):
+    run = create_run(version=suite.latest_version, user=user)
+    reason = "the endpoint refused model_settings.seed: Unrecognized request argument supplied: seed"
+    assert stop_run(run.pk, reason) and not stop_run(run.pk, "again")
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason) == ("cancelled", reason)
+    assert list(run.conversations.values_list("status", flat=True)) == ["cancelled"]
+    page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert f"stopped: {reason}" in page
+
+
+def _hidden(page: str, name: str) -> str:
+    """The value of the page's hidden input `name`, as a browser would send it."""
+    found = re.search(rf'<input type="hidden" name="{name}" value="([^"]*)">', page)
+    assert found, name
+    return html.unescape(found[1])
