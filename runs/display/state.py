@@ -146,8 +146,6 @@ def run_state(
             reasons.append(f"{failed} of {evals} failed")
     elif run.status == Status.CANCELLED:
         finished = progress["done"] - counts[Status.CANCELLED]
-        if run.stop_reason:  # stopped by the run's own rule (runs.stopping), not by a person
-            reasons.append(f"stopped: {run.stop_reason}")
         reasons.append(f"cancelled with {finished} of {plural(progress['total'], 'conversation')} finished")
     elif run.status == Status.PASSED and gate_rows and failed:
         reasons.append(f"every gate holds; {failed} of {evals} failed")
