@@ -21,6 +21,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from . import cache
 from .clients import ChatClient, Completion, EndpointError
 from .codegrade.run import CodeRunner, CodeScope
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
@@ -285,6 +286,7 @@ async def _run_eval(
                 return await stopped()
             user = UserTurn()
             source = None
+            tally = cache.tally()
             if replay is not None:
                 source = replay[position - 1] if position <= len(replay) else None
                 why = _parted(ctx, step, source, replay)
@@ -307,6 +309,7 @@ async def _run_eval(
                 return await failed(position, exc)
             except RetryStopped:
                 return await stopped()
+            turn = cache.marked(turn, tally)
             if on_turn is not None:
                 try:
                     await _answer(on_turn(turn))
@@ -397,7 +400,8 @@ async def _ask_user(ctx: EngineContext, step: Step, io: _IO) -> tuple[Step, User
         client, model = ctx.resolve(ask.model) if ctx.resolve else (ctx.judge, ask.model)
     else:
         client, model = ctx.judge, ctx.judge_model
-    completion = await io.agent(client, model, ask.messages)
+    with cache.calling_as("simulated_user"):
+        completion = await io.agent(client, model, ask.messages)
     call = SimulatedUserCall(model=model, messages=ask.messages, reply=completion.text)
     return replace(step, prompt=clean_reply(completion.text), ask=None), UserTurn(
         completion.usage, completion.cost, call

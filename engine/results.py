@@ -208,6 +208,11 @@ class TurnRecord(BaseModel):
     # With tools offered: each model call of this turn that answered with tool calls, in order, before the
     # reply in `response`. `usage`, `cost` and `latency_ms` count every round.
     tool_rounds: list[ToolRound] = Field(default_factory=list)
+    # The response cache (engine.cache): whether the model's reply came from it, how many of the turn's calls
+    # did (the reply, the simulated user's, the judges'), and what they cost when first asked (not spent).
+    cached: bool = False
+    cached_calls: int = 0
+    saved_cost: float = 0.0
 
     @computed_field
     @property

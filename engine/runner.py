@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+from . import cache
 from .calls import SLOW_MIN_SECONDS, Calls, Latencies, Slow, slow_calls, watching
 from .clients import MOCK, EndpointRegistry
 from .codegrade.run import CodeRunner
@@ -31,12 +32,14 @@ def build_context(
     asynchronous: bool = False,
     timeout: float | None = None,
     code: CodeRunner | None = None,
+    store: cache.ResponseStore | None = None,
 ) -> tuple[EngineContext, str]:
     """The engine context for a suite, and the endpoint name the model under test runs on; `asynchronous`:
     its model under test can be awaited (engine.conversation.run_eval_async).
 
     Request timeouts: `timeout` (the command line's) for every endpoint, else the suite's
-    `request_timeout`, else each endpoint's own. `code`: where code checks run (None: they may not)."""
+    `request_timeout`, else each endpoint's own. `code`: where code checks run (None: they may not). `store`:
+    where the response cache keeps its answers, for the roles the suite's `cache` turns on (engine.cache)."""
     model_ref = model or suite.model
     if not model_ref:
         raise ValueError("no model: set `model` in the suite or pass one")
@@ -45,14 +48,17 @@ def build_context(
     judge_ref = suite.judge or model_ref
     judge_endpoint, judge_model = registry.resolve(judge_ref)
 
+    roles = cache.roles_of(suite) if store is not None else None
+
     def resolve(ref: str):
         name, model_id = registry.resolve(ref)
-        return registry.client(name, suite.mock), model_id
+        return cache.caching(registry.client(name, suite.mock), store, roles, "judge"), model_id
 
+    agent = registry.client(endpoint_name, suite.mock, asynchronous=asynchronous, secrets=True)
     ctx = EngineContext(
-        agent=registry.client(endpoint_name, suite.mock, asynchronous=asynchronous, secrets=True),
+        agent=cache.caching(agent, store, roles, "model"),
         model=model_id,
-        judge=registry.client(judge_endpoint, suite.mock),
+        judge=cache.caching(registry.client(judge_endpoint, suite.mock), store, roles, "judge"),
         judge_model=judge_model,
         system=suite.system,
         resolve=resolve,
@@ -108,12 +114,14 @@ def run_suite(
     on_slow: Callable[[Slow], None] | None = None,
     slow_min_seconds: float = SLOW_MIN_SECONDS,
     code: CodeRunner | None = None,
+    store: cache.ResponseStore | None = None,
 ) -> RunReport:
     """Play every eval (times its iterations), `concurrency` at a time. `timeout`: every endpoint's request
     timeout, over the suite's and the endpoint's own. `on_slow` is told, every SLOW_CHECK_SECONDS while any
-    are, of the calls out longer than a few times the run's median latency (and `slow_min_seconds`)."""
+    are, of the calls out longer than a few times the run's median latency (and `slow_min_seconds`). `store`:
+    the response cache's (engine.cache), used when the suite's `cache` says so."""
     ctx, endpoint_name = build_context(
-        suite, registry, model, files, asynchronous=True, timeout=timeout, code=code
+        suite, registry, model, files, asynchronous=True, timeout=timeout, code=code, store=store
     )
     jobs = [
         (index, iteration)
@@ -136,7 +144,7 @@ def run_suite(
                 calls = Calls(latencies)
                 playing.add(calls)
                 try:
-                    with watching(calls if on_slow is not None else None):
+                    with watching(calls if on_slow is not None else None), cache.playing_iteration(iteration):
                         result = await run_eval_async(
                             suite.evals[index], index, suite.eval_id(index), ctx, on_wait=on_wait
                         )
