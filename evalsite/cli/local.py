@@ -14,6 +14,7 @@ from django.conf import settings
 from pydantic import ValidationError
 
 from engine import suitevars
+from engine.cache import DiskStore, roles_of
 from engine.calls import SlowReporter
 from engine.clients import DEFAULT, EndpointRegistry
 from engine.codegrade.run import CodeRunner
@@ -121,6 +122,7 @@ def run_here(args: argparse.Namespace) -> int:
         slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
         # Code checks run here, in the suite's folder, with the caller's environment: it is their machine.
         code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
+        store=DiskStore() if roles_of(suite) else None,
     )
     report.vars = values or None
     print(format_report(report))

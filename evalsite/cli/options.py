@@ -11,4 +11,7 @@ from engine.options import RunOptions
 def run_options(args: argparse.Namespace) -> RunOptions:
     """What the command line sets over the suite (engine.options): generation settings, the cache, the cost
     limit. A run here applies them to the suite it loads; a run on a server sends them with the launch."""
-    return RunOptions()
+    given: dict = {}
+    if getattr(args, "cache", None) is not None:  # --cache: every role on, --no-cache: every role off
+        given["cache"] = args.cache
+    return RunOptions.model_validate(given)

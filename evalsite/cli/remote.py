@@ -35,6 +35,7 @@ from engine.text import plural
 
 from .ci import ci_ref, gated_exit_code
 from .common import BROKEN, UserError, read_suite_file, suite_to_run
+from .options import run_options
 from .outputs import exit_code, write_outputs
 
 POLL_SECONDS = 1.0
@@ -168,6 +169,9 @@ def run_on_server(args: Namespace) -> int:
     given = suitevars.parse_assignments(getattr(args, "vars", None))
     if given:
         body["vars"] = given
+    options = run_options(args)
+    if not options.is_empty():
+        body["options"] = options.model_dump(mode="json", exclude_none=True)
     ref, commit = ci_ref(getattr(args, "ref", None), os.environ, args.file.parent)
     if ref:
         body.update(ref=ref, commit=commit)

@@ -66,6 +66,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="a value for the suite's variable NAME ({{var:NAME}} in the suite), over its default in "
         "`vars`; repeat for each",
     )  # fmt: skip
+    parser.add_argument(
+        "--cache", action=argparse.BooleanOptionalAction, default=None,
+        help="answer calls made before from the response cache (the model's, judges', simulated users'), over "
+        "the suite's `cache`; here in ~/.cache/evalsite (XDG_CACHE_HOME), on a server in its own store",
+    )  # fmt: skip
     add_export_arguments(parser)
     server = parser.add_argument_group(
         "on a server",
