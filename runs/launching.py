@@ -7,6 +7,7 @@ from django.http import HttpRequest
 
 from endpoints.models import Endpoint
 from endpoints.routes import suite_routes
+from engine.cache import roles_of
 from engine.clients import MOCK
 from engine.schema import Suite as SuiteSpec
 
@@ -33,10 +34,21 @@ class LaunchForm(forms.Form):
     model = forms.CharField(max_length=200, required=False, strip=True)
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=10)
     version = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    cache = forms.BooleanField(required=False, label="Use the response cache")
 
     def __init__(self, *args, versions: list[int] | tuple[int, ...] = (), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["version"].choices = [(number, f"v{number}") for number in versions]
+
+
+def cache_option(form: LaunchForm, spec: SuiteSpec | None) -> bool | None:
+    """What the launch sets over the suite's `cache`: None when the box says what the suite says (a suite's
+    choice per role stays), else on or off for every role. A form without the box (a version's Run button)
+    leaves the suite's."""
+    if "cache-shown" not in form.data:
+        return None
+    wanted = bool(form.cleaned_data.get("cache"))
+    return None if spec is not None and wanted == (roles_of(spec) is not None) else wanted
 
 
 def model_choices(user, spec: SuiteSpec | None, project_id: int | None = None) -> list[tuple[str, str]]:
@@ -75,7 +87,9 @@ def panel(
     model = (form["model"].value() or "").strip()
     declared = (spec.vars or {}) if spec is not None else {}
     routes = suite_routes(spec, model=model or None, project_id=project_id) if spec is not None else None
+    cache_on = form["cache"].value() if form.is_bound else spec is not None and roles_of(spec) is not None
     return {
+        "launch_cache": bool(cache_on),  # the box: as sent, else as the suite's `cache` says
         "model_choices": model_choices(request.user, spec, project_id),
         "launch_routes": routes,
         # One field per suite variable: what was sent (after a refused launch), else its default.

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from endpoints.routes import suite_routes
+from engine.options import RunOptions
 from engine.source import SuiteError
 from projects.access import needs
 from projects.roles import Can
@@ -19,7 +20,7 @@ from suites import selectors as suite_selectors
 from suites.models import Suite, SuiteVersion
 from suites.views.editor import parse_version, render_editor
 
-from ..launching import LaunchForm, launch_vars
+from ..launching import LaunchForm, cache_option, launch_vars
 from ..services import LaunchError, create_run
 
 
@@ -63,12 +64,14 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
             request.user, public_id, form.cleaned_data["version"] or latest
         )
         try:
+            cache = cache_option(form, parse_version(version))
             run = create_run(
                 version=version,
                 user=request.user,
                 model=form.cleaned_data["model"] or None,
                 concurrency=form.cleaned_data["concurrency"],
                 vars=launch_vars(request.POST),
+                options=RunOptions(cache=cache) if cache is not None else None,
             )
         except LaunchError as exc:
             error = str(exc)
