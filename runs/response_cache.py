@@ -8,7 +8,7 @@ The admin's page (runs.admin) reads `size` and calls `purge`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import caches
@@ -70,7 +70,7 @@ def size() -> Size:
         if isinstance(first_expiry, str):  # SQLite hands the timestamp back as text
             first_expiry = datetime.fromisoformat(first_expiry)
         if first_expiry is not None and timezone.is_naive(first_expiry):
-            first_expiry = timezone.make_aware(first_expiry, timezone.utc)
+            first_expiry = timezone.make_aware(first_expiry, UTC)
         stored = first_expiry - timedelta(seconds=settings.EVALSITE_CACHE_TTL) if first_expiry else None
         return Size("database", entries or 0, int(size_bytes or 0), stored)
     client = cache._cache.get_client(write=False)

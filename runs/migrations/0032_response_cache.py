@@ -8,7 +8,9 @@ from django.db import migrations, models
 def create_table(apps, schema_editor):
     """The response cache's table (settings.CACHES["responses"], Django's DatabaseCache), made here so that a
     plain migrate (make setup, the tests, a deploy) has it, whichever store the settings choose."""
-    call_command("createcachetable", settings.RESPONSE_CACHE_TABLE, database=schema_editor.connection.alias)
+    call_command(
+        "createcachetable", settings.RESPONSE_CACHE_TABLE, database=schema_editor.connection.alias, verbosity=0
+    )
 
 
 def drop_table(apps, schema_editor):
