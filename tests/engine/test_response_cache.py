@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -13,6 +17,7 @@ from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
 from engine.loader import load_suite
 from engine.runner import run_suite
 from engine.schema.settings import CacheRoles
+from tests.conftest import ROOT
 from tests.fakeopenai import FakeOpenAI
 
 SUITE = """\
@@ -186,3 +191,34 @@ def test_the_key_names_every_keyword_role_and_iteration():
         call_key("http://x/v1", "m", [{"role": "user", "content": "a"}], "model", 0, tools=[{"x": 1}]),
     }
     assert base not in others and len(others) == 7
+
+
+def _cli(*args, env):
+    return subprocess.run(
+        [sys.executable, "-m", "evalsite.cli", "run", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_evalsite_run_caches_with_cache_in_a_local_store_and_no_cache_overrides_the_suite(fake, tmp_path):
+    path = tmp_path / "suite.yaml"
+    path.write_text(SUITE.format(cache="false", prompt="Say hello"))
+    env = {**os.environ, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test",
+           "XDG_CACHE_HOME": str(tmp_path / "xdg"), "EVALSITE_VAR_DIR": str(tmp_path / "var")}  # fmt: skip
+    env.pop("DATABASE_URL", None)
+    first = _cli(str(path), "--cache", env=env)
+    assert first.returncode == 0, first.stderr
+    assert len(fake.chat_requests()) == 3 and "from the cache" not in first.stdout
+    assert (tmp_path / "xdg" / "evalsite" / "responses").is_dir()
+
+    second = _cli(str(path), "--cache", "--json", str(tmp_path / "out.json"), env=env)
+    assert second.returncode == 0, second.stderr
+    assert len(fake.chat_requests()) == 3  # no model call
+    assert "3 calls from the cache" in second.stdout and "(cached: 1 call" in second.stdout
+    totals = json.loads((tmp_path / "out.json").read_text())["totals"]
+    assert totals["cached_calls"] == 3 and totals["cost"] == 0
+
+    path.write_text(SUITE.format(cache="true", prompt="Say hello"))
+    third = _cli(str(path), "--no-cache", env=env)
+    assert third.returncode == 0, third.stderr
+    assert len(fake.chat_requests()) == 6  # the suite's `cache: true` is overridden
