@@ -222,3 +222,35 @@ def test_evalsite_run_caches_with_cache_in_a_local_store_and_no_cache_overrides_
     third = _cli(str(path), "--no-cache", env=env)
     assert third.returncode == 0, third.stderr
     assert len(fake.chat_requests()) == 6  # the suite's `cache: true` is overridden
+
+
+SIMULATED = """\
+name: simulated
+model: m
+judge: user-model
+cache: {cache}
+evals:
+  - id: booking
+    prompt: I want a table
+    simulate: {{persona: A customer., max_turns: 2}}
+    checks:
+      - contains: score
+"""
+
+
+@pytest.mark.parametrize(("cache", "second_calls"), [("{simulated_user: true}", 2), ("{model: true}", 1)])
+def test_the_simulated_user_is_cached_apart_from_the_model(fake, cache, second_calls):
+    fake.rule("I want a table", "For when?", model="m")
+    store = MemoryStore()
+    suite = load_suite(SIMULATED.format(cache=cache))
+    first, calls = _run(fake, suite, store)
+    assert calls == 3  # reply, simulated user, reply
+    second, calls = _run(fake, suite, store)
+    assert calls == second_calls
+    turn = second.evals[0].turns[1]
+    if cache == "{simulated_user: true}":
+        assert (
+            not turn.cached and turn.cached_calls == 1
+        )  # the user's message came from the cache, not the reply
+    else:
+        assert turn.cached and turn.cached_calls == 1  # the reply only: the user's message was asked afresh
