@@ -8,7 +8,7 @@ endpoint, measured as bench/throughput.py measures (a fresh database and real wo
 in its own process). For the CLI (`evalsite run`, a local store in a fresh XDG_CACHE_HOME) and for the
 workers (the server's store: the database, or Redis when EVALSITE_CACHE_URL is set) it prints, for the
 second launch: the model calls the fake answered (0 when every call came from the cache) and its time as a
-fraction of the first launch's. --no-cache launches both times with the cache off: what a re-launch cost
+fraction of the first launch's (the workers are warmed by a run of other conversations before either). --no-cache launches both times with the cache off: what a re-launch cost
 before there was a cache. --repeat K reports the median fraction of K measurements.
 """
 
@@ -133,6 +133,15 @@ def workers_twice(args, work: Workload) -> dict:
             try:
                 run_conversation.delay(0)  # connects workers and broker before the clock starts
                 time.sleep(4)
+                # A first run on fresh workers is slower than the next (their first tasks, connections and
+                # caches): a run of other conversations warms them first, so the two launches compare alike.
+                warm_source = suite_yaml(2 * args.concurrency).replace("conversation ", "warm-up ")
+                warm = create_suite(
+                    owner=user, source=warm_source.replace("name: throughput", "name: warm-up")
+                )
+                warm_run = create_run(version=warm.latest_version, user=user, concurrency=args.concurrency)
+                while Run.objects.filter(pk=warm_run.pk, status__in=("queued", "running")).exists():
+                    time.sleep(0.05)
                 quiet_collector()
                 for _ in range(2):
                     before = answered()
