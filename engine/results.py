@@ -550,6 +550,8 @@ class RunReport(BaseModel):
     # The suite's variables as the run filled them (engine.suitevars); secrets are never here.
     vars: dict[str, str] | None = None
     status: Status
+    # Why the run stopped short of its conversations ("cost limit $5.00 reached"); None when it did not.
+    stop_reason: str | None = None
     gates: list[GateResult] = Field(default_factory=list)
     evals: list[EvalResult]  # one per conversation: every iteration of every eval
     iterated: list[IteratedResult] = Field(default_factory=list)  # evals run more than once, with statistics

@@ -13,6 +13,8 @@ from .calls import SLOW_MIN_SECONDS, Calls, Latencies, Slow, slow_calls, watchin
 from .clients import MOCK, EndpointRegistry
 from .codegrade.run import CodeRunner
 from .conversation import Defaults, EngineContext, run_eval_async
+from .cost import limit_reached
+from .outcomes import Status
 from .results import EvalResult, RunReport, RunTotals, SuiteRef, evaluate_gates, gated_status
 from .retries import RetryWait
 from .schema import Suite
@@ -131,6 +133,8 @@ def run_suite(
     workers = max(1, min(concurrency, registry.max_concurrency(endpoint_name), len(jobs)))
     started = time.monotonic()
     results: list[EvalResult | None] = [None] * len(jobs)
+    limit = suite.max_cost
+    spent = 0.0
 
     async def play_all() -> None:
         # `workers` conversations at a time on one event loop: each awaits its model calls, and the loop
@@ -140,7 +144,11 @@ def run_suite(
         playing: set[Calls] = set()
 
         async def worker() -> None:
-            for n, (index, iteration) in queue:
+            nonlocal spent
+            while limit is None or spent < limit:
+                n, (index, iteration) = next(queue, (None, (None, None)))
+                if n is None:
+                    return
                 calls = Calls(latencies)
                 playing.add(calls)
                 try:
@@ -152,6 +160,7 @@ def run_suite(
                     playing.discard(calls)
                 result.iteration = iteration
                 results[n] = result
+                spent += result.totals.cost
                 if on_result is not None:
                     on_result(result)
 
@@ -174,6 +183,10 @@ def run_suite(
             await close_mcp_sessions()  # the MCP servers the conversations shared (engine.tools.mcp)
 
     _run_loop(play_all, workers)
+    stop_reason = None
+    if limit is not None and any(result is None for result in results):
+        stop_reason = limit_reached(limit)
+        results = [result or not_started(suite, *jobs[n], stop_reason) for n, result in enumerate(results)]
     gates = evaluate_gates(suite.gates, results)
     iterated = iterated_results(suite, results)
     return RunReport(
@@ -181,9 +194,27 @@ def run_suite(
         model=model or suite.model or "",
         endpoint=endpoint_name,
         mock=endpoint_name == MOCK,
-        status=gated_status(results, gates, iterated),
+        status=Status.CANCELLED if stop_reason else gated_status(results, gates, iterated),
+        stop_reason=stop_reason,
         gates=gates,
         iterated=iterated,
         evals=results,
         totals=RunTotals.of(results, duration_s=round(time.monotonic() - started, 3)),
+    )
+
+
+def not_started(suite: Suite, index: int, iteration: int, why: str) -> EvalResult:
+    """A conversation the run never started (its cost limit was reached first), as a cancelled result."""
+    ev = suite.evals[index]
+    return EvalResult(
+        index=index,
+        id=suite.eval_id(index),
+        tags=ev.tags,
+        kind="single-turn",
+        conversation=ev.style,
+        iteration=iteration,
+        prompt=ev.first_text,
+        status=Status.CANCELLED,
+        verdict=f"not started: {why}",
+        reason=f"not started: {why}",
     )

@@ -23,6 +23,7 @@ from ninja.security import HttpBearer, django_auth
 
 from projects.requests import TOKEN_PROJECT, TokenElsewhere
 from runs.api import router as runs_router
+from runs.matrix_api import router as matrices_router
 from runs.tokens import token_for
 from suites.api import router as suites_router
 
@@ -92,3 +93,4 @@ def _denied(request, exc):
 
 api.add_router("/suites", suites_router)
 api.add_router("/runs", runs_router)
+api.add_router("/matrices", matrices_router)

@@ -31,6 +31,7 @@ urlpatterns = [
     path("tokens/<int:token_id>/revoke/", revoke_token, name="token_revoke"),
     path("suites/", include(suite_pages)),
     path("runs/", include("runs.urls")),
+    path("matrices/", include("runs.matrix_urls")),
     path("projects/", include("projects.urls")),
     path("s/", include("runs.share_urls")),
 ]

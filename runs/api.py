@@ -29,7 +29,7 @@ from suites import selectors as suite_selectors
 from suites import services as suite_services
 from suites.models import Suite
 
-from . import launch_keys, selectors, services
+from . import display, launch_keys, selectors, services
 from .models import Run
 from .views.exports import export_response, stored_run
 
@@ -91,6 +91,9 @@ class RunOut(Schema):
     model: str
     endpoint: str
     status: str
+    # The status in words: "stopped: cost limit $5.00 reached" for a run its cost limit stopped, else `status`.
+    state: str = ""
+    stop_reason: str = ""  # why the run stopped short ("cost limit $5.00 reached"); "" when it did not
     concurrency: int
     created_at: datetime
     started_at: datetime | None
@@ -124,6 +127,8 @@ def _run_out(request, run: Run) -> dict:
         "model": run.model,
         "endpoint": run.endpoint_name,
         "status": run.status,
+        "state": display.status_words(run),
+        "stop_reason": run.stop_reason,
         "concurrency": run.concurrency,
         "created_at": run.created_at,
         "started_at": run.started_at,
@@ -313,7 +318,7 @@ def run_status(request, run_id: UUID):
 @router.get("/{run_id}/progress", summary="A run's live progress")
 def run_progress(request, run_id: UUID):
     run = _run(request, run_id, Can.VIEW)
-    return {"status": run.status, **selectors.progress(run)}
+    return {"status": run.status, "state": display.status_words(run), **selectors.progress(run)}
 
 
 # --- results and their exports ------------------------------------------------------------------------------

@@ -7,11 +7,15 @@ from django.http import HttpRequest
 
 from endpoints.models import Endpoint
 from endpoints.routes import suite_routes
+from engine import cost
 from engine.cache import roles_of
 from engine.clients import MOCK
+from engine.matrix import SETTING_MARK, Variant, VariantError, parse_variants
 from engine.schema import Suite as SuiteSpec
+from engine.schema.settings import MaxCost
 
 from . import selectors
+from .endpoints import build_registry
 from .services import MAX_CONCURRENCY
 
 RECENT_RUNS_READ = 200
@@ -32,8 +36,12 @@ def launch_vars(data) -> dict[str, str]:
 
 class LaunchForm(forms.Form):
     model = forms.CharField(max_length=200, required=False, strip=True)
+    # More variants (engine.matrix), one a line: with any, the launch is a matrix of a run per variant.
+    compare = forms.CharField(max_length=4000, required=False, strip=True, widget=forms.Textarea)
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=10)
     version = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    # Over the suite's `max_cost` (engine.options): no conversation starts once the run has spent this much.
+    max_cost = forms.FloatField(required=False, min_value=0.01, label="Cost limit (USD)")
     cache = forms.BooleanField(required=False, label="Use the response cache")
 
     def __init__(self, *args, versions: list[int] | tuple[int, ...] = (), **kwargs):
@@ -49,6 +57,18 @@ def cache_option(form: LaunchForm, spec: SuiteSpec | None) -> bool | None:
         return None
     wanted = bool(form.cleaned_data.get("cache"))
     return None if spec is not None and wanted == (roles_of(spec) is not None) else wanted
+
+
+def launch_variants(form: LaunchForm, spec: SuiteSpec | None) -> list[Variant]:
+    """The variants a launch names: the model field (blank: the suite's model) and each line of `compare`.
+    One variant without settings is an ordinary run; more are a matrix. Raises VariantError."""
+    first = form.cleaned_data.get("model") or (spec.model if spec is not None else None) or ""
+    more = (form.cleaned_data.get("compare") or "").splitlines()
+    if not any(line.strip() for line in more):
+        return parse_variants([first], split=False) if SETTING_MARK in first else []
+    if not first:
+        raise VariantError("the suite names no model: choose the first model to compare")
+    return parse_variants([first, *more], split=False)
 
 
 def model_choices(user, spec: SuiteSpec | None, project_id: int | None = None) -> list[tuple[str, str]]:
@@ -92,9 +112,29 @@ def panel(
         "launch_cache": bool(cache_on),  # the box: as sent, else as the suite's `cache` says
         "model_choices": model_choices(request.user, spec, project_id),
         "launch_routes": routes,
+        "launch_cost": estimate(spec, model or None),
         # One field per suite variable: what was sent (after a refused launch), else its default.
         "launch_vars": [
             (name, default, request.POST.get(f"{VAR_FIELD}{name}", default or ""))
             for name, default in declared.items()
         ],
     }
+
+
+def estimate(spec: SuiteSpec | None, model: str | None) -> cost.Estimate | None:
+    """What a run of the suite on `model` (else its own) may cost, from the endpoints' prices as the admin set
+    them (engine.cost); None when there is no suite to size."""
+    if spec is None or not spec.evals:
+        return None
+    registry = build_registry()
+
+    def priced(ref: str):
+        name, _ = registry.resolve(ref)
+        return name, registry.endpoint(name)
+
+    return cost.estimate(spec, priced, model)
+
+
+def max_cost_of(form: LaunchForm) -> MaxCost:
+    """The cost limit the form set, for the launch's RunOptions; None leaves the suite's."""
+    return form.cleaned_data.get("max_cost") or None

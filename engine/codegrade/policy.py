@@ -58,8 +58,12 @@ def launch_refusal(suite: Suite) -> str | None:
     """Why a server without code graders refuses to run this suite, naming its code checks and the MCP
     servers it starts; None if it has none."""
     what = []
-    if places := [where(suite, path) for path, _ in suite.code_checks()]:
+    code = suite.code_checks()
+    # A tool whose results come from `code` is no check: the reader looks for it under `tools`.
+    if places := [where(suite, path) for path, _ in code if "tools" not in path]:
         what.append(f"code checks ({_shown(places)})")
+    if tools := [where(suite, path) for path, _ in code if "tools" in path]:
+        what.append(f"tools answered by `code` ({_shown(tools)})")
     if servers := [where(suite, path) for path in mcp_commands(suite)]:
         what.append(f"MCP servers started by `command`, which run a program ({_shown(servers)})")
     if not what:

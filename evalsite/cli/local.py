@@ -18,6 +18,7 @@ from engine.cache import DiskStore, roles_of
 from engine.calls import SlowReporter
 from engine.clients import DEFAULT, EndpointRegistry
 from engine.codegrade.run import CodeRunner
+from engine.cost import estimate, money
 from engine.endpoint_checks import closest_endpoint, locator, model_refs, timeout_warnings, unnamed_prefix
 from engine.options import apply as apply_options
 from engine.outcomes import Status
@@ -110,6 +111,7 @@ def run_here(args: argparse.Namespace) -> int:
         for problem in timeout_warnings(suite, registry, located):
             print(f"note: {args.file}:{problem}", file=sys.stderr)
     say_cap(registry, model or suite.model, args.concurrency)
+    say_estimate(suite, registry, model)
     report = run_suite(
         suite,
         registry,
@@ -128,6 +130,13 @@ def run_here(args: argparse.Namespace) -> int:
     print(format_report(report))
     write_outputs(args, report, suite.system)
     code = exit_code(report)
+    if report.stop_reason:
+        played = len(report.evals) - report.totals.cancelled
+        print(
+            f"stopped: {report.stop_reason} (spent {money(report.totals.cost)}; {played} of "
+            f"{plural(len(report.evals), 'conversation')} played, the rest not started)",
+            file=sys.stderr,
+        )
     if code == BROKEN:
         errors = [result for result in report.evals if result.status == Status.ERROR]
         unfinished = [result for result in errors if ended_unfinished(result)]
@@ -154,6 +163,25 @@ def run_here(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return code
+
+
+def say_estimate(suite: Suite, registry: EndpointRegistry, model: str | None) -> None:
+    """What the run may cost, and what that rests on, before anything is spent: when some endpoint it calls has
+    prices, or a cost limit is set (which, without prices, nothing can reach). A run on unpriced endpoints
+    without a limit says nothing: the line would be the same on every run."""
+    found = estimate(suite, lambda ref: _priced(registry, ref), model)
+    if found.free or not (found.some_priced or suite.max_cost is not None):
+        return
+    limit = f" · limit {money(suite.max_cost)}" if suite.max_cost is not None else ""
+    if found.low is None and suite.max_cost is not None:
+        limit += ", which spends nothing without prices and so never stops the run"
+    for line in found.lines():
+        print(f"cost: {line}{limit}", file=sys.stderr)
+
+
+def _priced(registry: EndpointRegistry, ref: str):
+    name, _ = registry.resolve(ref)
+    return name, registry.endpoint(name)
 
 
 def ended_unfinished(result: EvalResult) -> bool:

@@ -97,7 +97,8 @@ exit codes:
     2  nothing was run: the suite is invalid or cannot be read, or the command is wrong
        (a bad --model, a --json path that cannot be written)
     3  the endpoint or the machine failed: a conversation ended in an endpoint error
-       (unreachable, HTTP 401, every retry spent), or evalsite crashed
+       (unreachable, HTTP 401, every retry spent), or evalsite crashed; or the run reached
+       its cost limit (--max-cost, the suite's max_cost) and stopped with evals not played
   130  interrupted (Ctrl-C)
 
 When some evals fail and others end in an endpoint error, the exit code is 3: the run's result

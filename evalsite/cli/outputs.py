@@ -69,6 +69,8 @@ def _write(path: Path, option: str, text: str, target: Path | None = None) -> No
 
 
 def exit_code(report: RunReport) -> int:
+    if report.stop_reason:  # stopped at its cost limit: the evals it did not play have no result
+        return BROKEN
     if any(result.status == Status.ERROR for result in report.evals):
         return BROKEN
     return PASSED if report.status == Status.PASSED else FAILED

@@ -166,6 +166,9 @@ def run_on_server(args: Namespace) -> int:
         baseline = RunReport.model_validate(payload)
     source = read_suite_file(args.file).decode("utf-8-sig")
     body = {"yaml": source, "files": files, "model": args.model, "concurrency": args.concurrency}
+    options = run_options(args)
+    if not options.is_empty():
+        body["options"] = options.model_dump(mode="json", exclude_none=True)
     given = suitevars.parse_assignments(getattr(args, "vars", None))
     if given:
         body["vars"] = given
@@ -211,6 +214,8 @@ def run_on_server(args: Namespace) -> int:
     )
     print(f"Run page: {run_url}")
     code = exit_code(report)
+    if report.stop_reason:
+        print(f"stopped: {report.stop_reason}", file=sys.stderr)
     if final == Status.CANCELLED:
         code = BROKEN  # cancelled on the server: its result is unknown
     gating = args.fail_on_regression or getattr(args, "fail_on_new_failures", False)

@@ -13,6 +13,7 @@ import math
 import os
 from pathlib import Path
 
+from engine.matrix import Variant, VariantError, parse_variants
 from engine.schema.suite import TIMEOUT_MAX, TIMEOUT_MIN
 
 from .common import UserError, positive_int
@@ -31,14 +32,30 @@ def timeout_seconds(text: str) -> float:
     return value
 
 
+def usd(text: str) -> float:
+    try:
+        value = float(text.strip().removeprefix("$"))
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an amount of US dollars above 0, e.g. 5 or 0.50")
+    return value
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="the suite (YAML); attached files are read from its folder")
     parser.add_argument(
         "--model",
         metavar="M",
         help="model to run instead of the suite's: a model id on the default endpoint, endpoint/model, "
-        "or mock (without `judge` in the suite, also the judge)",
+        "or mock (without `judge` in the suite, also the judge). Several, comma-separated (a,b,c), compare "
+        "them in one matrix; `model@temperature=0.7@seed=1` is a settings variant of a model",
     )
+    parser.add_argument(
+        "--variant", dest="variants", action="append", default=[], metavar="MODEL[@KEY=VALUE...]",
+        help="one more variant for the matrix, as --model takes them but one each (a value may hold a comma: "
+        "`m@stop=[',']`); repeat for each",
+    )  # fmt: skip
     parser.add_argument(
         "--json",
         dest="json_path",
@@ -65,6 +82,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--var", dest="vars", action="append", default=[], metavar="NAME=VALUE",
         help="a value for the suite's variable NAME ({{var:NAME}} in the suite), over its default in "
         "`vars`; repeat for each",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-cost", type=usd, metavar="USD",
+        help="stop starting conversations once the run has spent this much (over the suite's max_cost); those "
+        "playing finish and are kept, and the run exits 3 with `stopped: cost limit $X reached`",
     )  # fmt: skip
     parser.add_argument(
         "--cache", action=argparse.BooleanOptionalAction, default=None,
@@ -108,17 +130,39 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def variants_of(args: argparse.Namespace) -> list[Variant]:
+    """What --model (comma-separated) and each --variant (one each, so a setting may hold a comma) name."""
+    try:
+        named = parse_variants([args.model] if args.model else [])
+        return named + parse_variants(getattr(args, "variants", None) or [], split=False)
+    except VariantError as exc:
+        raise UserError(f"--model: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     model = args.model
     if model is not None and not model.strip():
         raise UserError("--model is empty: give a model id, `endpoint/model` or `mock`")
     check_outputs(args)
+    variants = variants_of(args)
+    matrix = len(variants) > 1 or any(variant.model_settings for variant in variants)
+    if variants and not matrix:  # one model, from --model or a lone --variant
+        args.model = variants[0].model
     if getattr(args, "server", None):
         if getattr(args, "timeout", None) is not None:
             raise UserError(
                 "--timeout applies to a run here; on a server, set `request_timeout` in the suite (or the "
                 "endpoint's timeout in the server's admin)"
             )
+        if matrix:
+            if len(variants) < 2:
+                raise UserError(
+                    "`model@key=value` alone plays here; on a server, give one model's settings in the suite's "
+                    "`model_settings`, or compare two variants or more"
+                )
+            from .matrix import run_matrix_on_server
+
+            return run_matrix_on_server(args, variants)
         from .remote import run_on_server
 
         return run_on_server(args)
@@ -130,6 +174,10 @@ def run(args: argparse.Namespace) -> int:
             "--baseline, --ref, --fail-on-regression and --fail-on-new-failures need a run on a server: "
             "add --server"
         )
+    if matrix:
+        from .matrix import run_matrix_here
+
+        return run_matrix_here(args, variants)
     from .local import run_here
 
     return run_here(args)

@@ -56,6 +56,36 @@ def progress_summary(progress: dict) -> dict:
     return {"done": finished, "total": total, "text": f"{noun} done · {progress['percent']}%"}
 
 
+def status_words(run: Run) -> str:
+    """The run's status as the runs list, the API and the CLI say it: "stopped: cost limit $5.00 reached" for a
+    run its cost limit stopped ("stopping: …" while its last conversations finish), else its status."""
+    if run.stop_reason:
+        return f"{'stopping' if run.is_active else 'stopped'}: {run.stop_reason}"
+    return run.status
+
+
+def stopped_state(run: Run, progress: dict) -> dict:
+    """A run its cost limit stopped: "stopping" while the conversations playing then finish, "stopped" after,
+    with why and how many finished."""
+    counts = progress["counts"]
+    if run.is_active:
+        finishing = in_flight(progress)
+        return {
+            "label": "stopping",
+            "tone": Status.CANCELLED,
+            "live": True,
+            "reason": f"{run.stop_reason}; {finishing} finishing",
+        }
+    finished = progress["done"] - counts[Status.CANCELLED]
+    of = plural(progress["total"], "conversation")
+    return {
+        "label": "stopped",
+        "tone": Status.CANCELLED,
+        "live": False,
+        "reason": f"{run.stop_reason}; {finished} of {of} finished",
+    }
+
+
 def calibration_state(report) -> dict:
     """A calibration run's verdict and headline: how far each judge agrees with the labels and whether the
     set's gates hold (engine.calibration.report), not how many replies the judge failed, which is its job."""
@@ -86,6 +116,8 @@ def run_state(
     failed (an eval run several times counts once, by its pass rate), the inputs the run's verdict is decided on.
     `calibration`: a finished calibration run's report, whose agreement with the labels is its headline.
     """
+    if run.stop_reason:
+        return stopped_state(run, progress)
     counts = progress["counts"]
     finishing = in_flight(progress)
     if run.status == Status.CANCELLED and finishing:

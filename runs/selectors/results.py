@@ -159,6 +159,7 @@ def report_head(run: Run) -> dict:
         "mock": run.is_mock,
         "vars": run.vars or None,
         "status": run.status,
+        "stop_reason": run.stop_reason or None,
         "gates": gate_results(run, summary) if summary else [],
         "iterated": iterated_for(run, summary) if repeated else [],
     }

@@ -72,3 +72,10 @@ def iteration_marks(marks) -> str:
             for m in marks
         ),
     )
+
+
+@register.filter
+def status_words(run) -> str:
+    """`{{ run|status_words }}`: "stopped: cost limit $5.00 reached" for a run its cost limit stopped, else its
+    status (runs.display.status_words)."""
+    return display.status_words(run)

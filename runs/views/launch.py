@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from endpoints.routes import suite_routes
+from engine.matrix import VariantError
 from engine.options import RunOptions
 from engine.source import SuiteError
 from projects.access import needs
@@ -20,7 +21,8 @@ from suites import selectors as suite_selectors
 from suites.models import Suite, SuiteVersion
 from suites.views.editor import parse_version, render_editor
 
-from ..launching import LaunchForm, cache_option, launch_vars
+from ..launching import LaunchForm, cache_option, estimate, launch_variants, launch_vars, max_cost_of
+from ..matrix import create_matrix
 from ..services import LaunchError, create_run
 
 
@@ -64,21 +66,35 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
             request.user, public_id, form.cleaned_data["version"] or latest
         )
         try:
-            cache = cache_option(form, parse_version(version))
+            spec = parse_version(version)
+            variants = launch_variants(form, spec)
+            cache = cache_option(form, spec)
+            if len(variants) > 1:
+                matrix = create_matrix(
+                    version=version, user=request.user, variants=variants,
+                    concurrency=form.cleaned_data["concurrency"], vars=launch_vars(request.POST),
+                    options=RunOptions(max_cost=max_cost_of(form), cache=cache),
+                )  # fmt: skip
+                return redirect("matrices:detail", matrix_id=matrix.pk)
+            variant = variants[0] if variants else None
             run = create_run(
                 version=version,
                 user=request.user,
-                model=form.cleaned_data["model"] or None,
+                model=variant.model if variant else form.cleaned_data["model"] or None,
                 concurrency=form.cleaned_data["concurrency"],
                 vars=launch_vars(request.POST),
-                options=RunOptions(cache=cache) if cache is not None else None,
+                options=RunOptions(
+                    max_cost=max_cost_of(form),
+                    model_settings=variant.model_settings if variant else None,
+                    cache=cache,
+                ),
             )
-        except LaunchError as exc:
+        except (LaunchError, VariantError) as exc:
             error = str(exc)
         except SuiteError as exc:
             error = f"v{version.number} no longer validates: {exc}"
         else:
-            _warn_launched(request, version, form.cleaned_data["model"] or None)
+            _warn_launched(request, version, run.model if variant else form.cleaned_data["model"] or None)
             return redirect("runs:detail", run_id=run.pk)
     launch_context = {"launch_form": form, "launch_error": error}
     return render_editor(request, suite=suite, status=400, extra_context=launch_context)
@@ -100,4 +116,5 @@ def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     routes = (
         suite_routes(spec, model=model or None, project_id=suite.project_id) if spec is not None else None
     )
-    return render(request, "suites/_launch_routes.html", {"launch_routes": routes, "suite": suite})
+    context = {"launch_routes": routes, "suite": suite, "launch_cost": estimate(spec, model or None)}
+    return render(request, "suites/_launch_routes.html", context)

@@ -28,7 +28,7 @@ from runs import outage
 from runs.endpoints import build_registry
 from runs.models import Status
 
-from . import recovery, scheduling, sql, writes
+from . import budget, recovery, scheduling, sql, writes
 from .claims import claim, heartbeat
 from .loop import event_loop
 from .messages import Call, Ended, Message, Offer, StoreTurn
@@ -412,6 +412,7 @@ class Pump:
                 ends.append((claimed, *write))
         writes.write_ends(ends, self._patiently)
         ended_claims = [message.playing.claimed for message in ended]
+        budget.check(ended_claims)  # a run at its cost limit starts nothing more (runs.worker.budget)
         for claimed in ended_claims:
             heartbeat.remove(claimed.conversation_id)
             self._playing.pop(claimed.conversation_id, None)

@@ -195,6 +195,8 @@ def final_status(run: Run, counts: dict[str, int] | None = None) -> str:
     engine.stats.overall_status); otherwise as the CLI decides: errors and failures of single evals count,
     repeated evals count by their pass rate, and gates, when the suite has them, decide by aggregate numbers."""
     counts = selectors.status_counts(run) if counts is None else counts
+    if run.stop_reason:  # stopped at its cost limit (runs.worker.budget): what it did not play has no result
+        return Status.CANCELLED
     if counts[Status.CANCELLED] and not counts[Status.FAILED] and not counts[Status.ERROR]:
         return Status.CANCELLED
     # A re-grade's skipped conversations were never played: the ones re-graded decide.

@@ -157,6 +157,8 @@ def test_a_server_without_code_graders_refuses_a_suite_with_a_code_tool_at_launc
     suite = load_suite(_suite("    code: handlers:get_weather\n"), files={"handlers.py": HANDLERS})
     refusal = launch_refusal(suite)
     assert refusal is not None and "tools[0].code" in refusal
+    # Named as what it is: a tool, not a check.
+    assert "tools answered by `code` (tools[0].code)" in refusal and "code checks" not in refusal
 
 
 def test_a_handlers_file_must_be_attached_and_grading_keys_are_refused():

@@ -13,9 +13,11 @@ from fnmatch import fnmatchcase
 import pytest
 from django.test import Client
 
+from engine.matrix import parse_variants
 from evalsite.api import api
 from projects.models import Membership, Project
 from projects.roles import Can, allows
+from runs.matrix import create_matrix
 from runs.models import ApiToken, Conversation, LaunchKey, Run, Status
 from runs.services import create_run
 from runs.tokens import create_token
@@ -42,12 +44,15 @@ NEEDS: dict[str, Can | None] = {
     "POST /api/runs/{run_id}/retry-errored": Can.EDIT,
     "POST /api/runs/{run_id}/regrade": Can.EDIT,
     "GET /api/runs/{run_id}/compare/{other_id}": Can.VIEW,
+    "POST /api/matrices": Can.EDIT,
+    "GET /api/matrices/{matrix_id}": Can.VIEW,
 }
 
 # What an allowed caller gets; a route not named answers 200. Retrying a run whose errors an earlier caller
 # already retried is a 409 (nothing left to retry), which is the route's answer, not a refusal.
 ANSWERS = {
     "POST /api/runs": {201},
+    "POST /api/matrices": {201},
     "POST /api/runs/{run_id}/regrade": {201},
     "POST /api/runs/{run_id}/retry-errored": {200, 409},
 }
@@ -95,12 +100,16 @@ def world(django_user_model):
     Conversation.objects.filter(run=run, index=0).update(status=Status.ERROR)
     Run.objects.filter(pk=run.pk).update(status=Status.ERROR)
     other = play(create_run(version=suite.latest_version, user=people["admin"]))
-    return {"people": people, "tokens": tokens, "suite": suite, "run": run, "other": other}
+    matrix = create_matrix(
+        version=suite.latest_version, user=people["editor"], variants=parse_variants(["mock,mock@seed=1"])
+    )
+    return {"people": people, "tokens": tokens, "suite": suite, "run": run, "other": other, "matrix": matrix}
 
 
 def request(world, route: str, caller: str, via: str):
     method, path = route.split(" ", 1)
-    url = path.format(run_id=world["run"].pk, other_id=world["other"].pk).replace("*", "md")
+    url = path.format(run_id=world["run"].pk, other_id=world["other"].pk, matrix_id=world["matrix"].pk)
+    url = url.replace("*", "md")
     client, headers = Client(), {}
     if caller != ANONYMOUS:
         if via == "token":
@@ -109,6 +118,7 @@ def request(world, route: str, caller: str, via: str):
             client.force_login(world["people"][caller])
     bodies = {
         "POST /api/runs": {"project": "a", "suite": "perm-suite"},
+        "POST /api/matrices": {"project": "a", "suite": "perm-suite", "variants": ["mock", "mock@seed=2"]},
         "POST /api/suites/validate": {"source": SUITE, "suite": str(world["suite"].public_id)},
     }
     if method == "GET":

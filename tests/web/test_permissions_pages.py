@@ -13,9 +13,11 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from engine.exports import FORMATS
+from engine.matrix import parse_variants
 from projects.models import Membership, Project
 from projects.roles import Can, allows
 from runs import services
+from runs.matrix import create_matrix
 from runs.models import Label, Override, ReviewAssignment, Run, ShareLink
 from suites.models import Suite, SuiteVersion
 from suites.services import create_suite, save_version
@@ -29,6 +31,7 @@ OUR_APPS = {
     "runs",
     "share",
     "projects",
+    "matrices",
     "",
 }  # "" holds the tokens pages, mounted without a namespace
 NOT_OURS = ("admin", "api", "login", "logout", "static")
@@ -100,6 +103,9 @@ def world(django_user_model):
         conversation, admin, turn=1, target="checks[0]", passed=False, note="x"
     )
     link = services.create_share_link(run, people["editor"])  # an editor revokes their own links
+    matrix = create_matrix(
+        version=suite.latest_version, user=admin, variants=parse_variants(["mock,mock@seed=1"])
+    )
     return {
         "a": a,
         "people": people,
@@ -116,6 +122,7 @@ def world(django_user_model):
             "link_id": link.pk,
             "form": next(iter(FORMATS)),
             "slug": a.slug,
+            "matrix_id": matrix.pk,
         },
         "suite": suite,
         "label": label,

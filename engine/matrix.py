@@ -1,0 +1,466 @@
+"""A matrix: one suite played against several models, or several settings of one model, compared eval by eval.
+
+A variant is a model reference with optional generation settings, written `MODEL` or
+`MODEL@KEY=VALUE@KEY=VALUE` (`gpt-4o-mini@temperature=0.7`); `evalsite run --model a,b,c`, the launch form
+and the API all read that one syntax. The grid (`build_grid`) takes each variant's conversations as plain
+rows, from a RunReport here or from the database on a server, and gives the page, the terminal and the
+exports one object: a cell per eval × variant, each variant's pass rate with its Wilson interval, mean
+score, tokens, cost and latency percentiles, and which pairs of variants differ beyond chance (an exact
+McNemar test on the evals where exactly one of the two passed).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import yaml
+from pydantic import ValidationError
+
+from .outcomes import Status
+from .results import EvalResult, RunReport
+from .schema.settings import ModelSettings
+from .stats import wilson_interval
+
+SETTING_MARK = "@"
+MAX_VARIANTS = 10
+SIGNIFICANCE = 0.05
+GRADED = (Status.PASSED, Status.FAILED)
+FINISHED = frozenset({Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.SKIPPED})
+
+
+class VariantError(ValueError):
+    """A variant that cannot be read; the message names it and says why."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    model: str
+    model_settings: ModelSettings | None = None
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.label or variant_label(self.model, self.model_settings)
+
+
+def variant_label(model: str, settings: ModelSettings | None) -> str:
+    """`gpt-4o-mini temperature=0.7`: the model, then each setting given, as the user wrote it."""
+    if settings is None or settings.is_empty():
+        return model
+    given = " ".join(
+        f"{key}={_setting_text(value)}" for key, value in settings.model_dump(exclude_none=True).items()
+    )
+    return f"{model} {given}"
+
+
+def _setting_text(value) -> str:
+    if isinstance(value, str):
+        return value
+    return yaml.safe_dump(value, default_flow_style=True, width=math.inf).strip().removesuffix("...").strip()
+
+
+def parse_variant(text: str, label: str | None = None) -> Variant:
+    """`MODEL` or `MODEL@KEY=VALUE@...`: each value read as YAML (`0.7`, `[END]`, `{type: json_object}`) and
+    checked as ModelSettings."""
+    model, *parts = [part.strip() for part in text.strip().split(SETTING_MARK)]
+    if not model:
+        raise VariantError(f"`{text.strip()}`: no model before the `{SETTING_MARK}`")
+    data = {}
+    for part in parts:
+        key, equals, value = part.partition("=")
+        if not equals or not key.strip():
+            raise VariantError(f"`{text.strip()}`: write settings as `{SETTING_MARK}KEY=VALUE`, not `{part}`")
+        try:
+            data[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError:
+            data[key.strip()] = value
+    settings = None
+    if data:
+        try:
+            settings = ModelSettings.model_validate(data)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(map(str, error["loc"]))
+            raise VariantError(f"`{text.strip()}`: {where}: {error['msg']}") from None
+    return Variant(model=model, model_settings=settings, label=(label or "").strip())
+
+
+def parse_variants(texts: Iterable[str], *, split: bool = True) -> list[Variant]:
+    """Every variant named, in order: comma-separated lists (`split`) or one a text; blank ones skipped, the
+    same name twice refused (its two columns could not be told apart)."""
+    variants: list[Variant] = []
+    for text in texts:
+        for part in text.split(",") if split else [text]:
+            if part.strip():
+                variants.append(parse_variant(part))
+    names = [variant.name for variant in variants]
+    for name in names:
+        if names.count(name) > 1:
+            raise VariantError(f"`{name}` is named twice: each variant needs its own model or settings")
+    if len(variants) > MAX_VARIANTS:
+        raise VariantError(f"{len(variants)} variants: a matrix compares at most {MAX_VARIANTS}")
+    return variants
+
+
+# --- the grid ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CellIn:
+    """One conversation of one variant, as the grid reads it."""
+
+    index: int
+    eval_id: str
+    iteration: int
+    status: str
+    score: float | None = None
+    passed_on_turn: int | None = None
+    tokens: int = 0
+    cost: float = 0.0
+
+
+@dataclass(frozen=True)
+class ColumnIn:
+    """One variant's run: its name and key (a run id on a server), its conversations and call latencies."""
+
+    key: str
+    label: str
+    model: str
+    status: str
+    cells: Sequence[CellIn]
+    latencies_ms: Sequence[int] = ()
+
+
+@dataclass(frozen=True)
+class Row:
+    index: int
+    eval_id: str
+    iteration: int
+    cells: tuple[CellIn | None, ...]
+    disagrees: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.eval_id} (iteration {self.iteration + 1})" if self.iteration else self.eval_id
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    total: int
+    finished: int
+    passed: int
+    graded: int
+    errors: int
+    rate: float | None
+    low: float | None
+    high: float | None
+    mean_score: float | None
+    tokens: int
+    cost: float
+    p50_ms: float | None
+    p95_ms: float | None
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Two variants on the evals both graded: how often only one passed, and the exact McNemar p-value."""
+
+    first: int
+    second: int
+    first_only: int
+    second_only: int
+    p_value: float
+    significant: bool
+
+    @property
+    def better(self) -> int:
+        return self.first if self.first_only > self.second_only else self.second
+
+
+@dataclass(frozen=True)
+class Grid:
+    columns: tuple[ColumnIn, ...]
+    rows: tuple[Row, ...]
+    stats: tuple[ColumnStats, ...]
+    differences: tuple[Difference, ...]
+    finished: bool
+    sort: str = "disagreement"
+    best: frozenset[int] = field(default_factory=frozenset)
+
+    def significant(self) -> list[Difference]:
+        return [difference for difference in self.differences if difference.significant]
+
+
+SORTS = ("disagreement", "suite")
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0–100), interpolated between the two nearest values, as numpy's default."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def column_stats(column: ColumnIn) -> ColumnStats:
+    cells = column.cells
+    finished = [cell for cell in cells if cell.status in FINISHED]
+    graded = [cell for cell in cells if cell.status in GRADED]
+    passed = sum(cell.status == Status.PASSED for cell in graded)
+    scores = [cell.score for cell in graded if cell.score is not None]
+    low, high = wilson_interval(passed, len(graded)) if graded else (None, None)
+    return ColumnStats(
+        total=len(cells),
+        finished=len(finished),
+        passed=passed,
+        graded=len(graded),
+        errors=sum(cell.status == Status.ERROR for cell in cells),
+        rate=passed / len(graded) if graded else None,
+        low=low,
+        high=high,
+        mean_score=sum(scores) / len(scores) if scores else None,
+        tokens=sum(cell.tokens for cell in cells),
+        cost=sum(cell.cost for cell in cells),
+        p50_ms=percentile(column.latencies_ms, 50),
+        p95_ms=percentile(column.latencies_ms, 95),
+    )
+
+
+def mcnemar(first_only: int, second_only: int) -> float:
+    """The exact McNemar test's two-sided p-value: under no difference, each discordant pair is a fair coin."""
+    discordant = first_only + second_only
+    if discordant == 0:
+        return 1.0
+    from scipy.stats import binomtest  # heavy, and only a matrix's statistics need it
+
+    return float(binomtest(first_only, discordant, 0.5).pvalue)
+
+
+def _difference(rows: Sequence[Row], first: int, second: int) -> Difference:
+    first_only = second_only = 0
+    for row in rows:
+        a, b = row.cells[first], row.cells[second]
+        if a is None or b is None or a.status not in GRADED or b.status not in GRADED:
+            continue
+        first_only += a.status == Status.PASSED and b.status != Status.PASSED
+        second_only += b.status == Status.PASSED and a.status != Status.PASSED
+    p_value = mcnemar(first_only, second_only)
+    return Difference(first, second, first_only, second_only, p_value, p_value < SIGNIFICANCE)
+
+
+def _disagrees(cells: Sequence[CellIn | None]) -> bool:
+    outcomes = {cell.status for cell in cells if cell is not None and cell.status in FINISHED}
+    return len(outcomes) > 1
+
+
+def build_grid(columns: Sequence[ColumnIn], sort: str = "disagreement") -> Grid:
+    """The grid of evals × variants: rows in the suite's order, or (`disagreement`) those where the variants
+    ended differently first; a row for each eval (each iteration) any variant has."""
+    keys: dict[tuple[int, int], tuple[str, list[CellIn | None]]] = {}
+    for number, column in enumerate(columns):
+        for cell in column.cells:
+            _, cells = keys.setdefault((cell.index, cell.iteration), (cell.eval_id, [None] * len(columns)))
+            cells[number] = cell
+    rows = [
+        Row(index, eval_id, iteration, tuple(cells), _disagrees(cells))
+        for (index, iteration), (eval_id, cells) in sorted(keys.items())
+    ]
+    if sort == "disagreement":
+        rows.sort(key=lambda row: not row.disagrees)  # stable: the suite's order within each group
+    stats = tuple(column_stats(column) for column in columns)
+    differences = tuple(_difference(rows, a, b) for a, b in combinations(range(len(columns)), 2))
+    rates = [stat.rate for stat in stats if stat.rate is not None]
+    top = max(rates) if rates else None
+    best = frozenset(
+        i for i, stat in enumerate(stats) if top is not None and stat.rate == top and len(columns) > 1
+    )
+    finished = all(column.status in FINISHED for column in columns)
+    return Grid(tuple(columns), tuple(rows), stats, differences, finished, sort, best)
+
+
+def column_of_report(key: str, label: str, report: RunReport) -> ColumnIn:
+    """A variant played here: its RunReport's conversations as the grid reads them."""
+    return ColumnIn(
+        key=key,
+        label=label,
+        model=report.model,
+        status=str(report.status),
+        cells=[cell_of_result(result) for result in report.evals],
+        latencies_ms=[turn.latency_ms for result in report.evals for turn in result.turns],
+    )
+
+
+def cell_of_result(result: EvalResult) -> CellIn:
+    totals = result.totals
+    return CellIn(
+        index=result.index,
+        eval_id=result.id,
+        iteration=result.iteration,
+        status=str(result.status),
+        score=result.score,
+        passed_on_turn=result.passed_on_turn,
+        tokens=totals.total_tokens + totals.judge_tokens + totals.user_tokens,
+        cost=totals.cost,
+    )
+
+
+# --- words and exports ---------------------------------------------------------------------------------------
+
+MARKS = {Status.PASSED: "pass", Status.FAILED: "FAIL", Status.ERROR: "error", Status.CANCELLED: "cancelled"}
+
+
+def cell_text(cell: CellIn | None) -> str:
+    """`pass (turn 2)`, `FAIL 0.40`, `error`, `…` (not played yet), `—` (the variant has no such eval)."""
+    if cell is None:
+        return "—"
+    text = MARKS.get(cell.status, "…")
+    trivial = cell.score == (1.0 if cell.status == Status.PASSED else 0.0)  # a plain check's pass or fail
+    if cell.score is not None and cell.status in GRADED and not trivial:
+        text += f" {cell.score:.2f}"
+    if cell.status == Status.PASSED and cell.passed_on_turn and cell.passed_on_turn > 1:
+        text += f" (turn {cell.passed_on_turn})"
+    return text
+
+
+def rate_text(stats: ColumnStats) -> str:
+    if stats.rate is None:
+        return "—"
+    return f"{stats.rate:.0%} [{stats.low:.0%}–{stats.high:.0%}]"
+
+
+def ms_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f} ms"
+
+
+def summary_rows(grid: Grid) -> list[list[str]]:
+    """A line per variant: name, pass rate [95% interval], passed/graded, mean score, tokens, cost, p50, p95."""
+    return [
+        [
+            column.label,
+            rate_text(stats),
+            f"{stats.passed}/{stats.graded}",
+            "—" if stats.mean_score is None else f"{stats.mean_score:.2f}",
+            f"{stats.tokens:,}",
+            f"${stats.cost:.4f}",
+            ms_text(stats.p50_ms),
+            ms_text(stats.p95_ms),
+        ]
+        for column, stats in zip(grid.columns, grid.stats, strict=True)
+    ]
+
+
+SUMMARY_HEADER = ["variant", "pass rate [95%]", "passed", "mean score", "tokens", "cost", "p50", "p95"]
+
+
+def difference_lines(grid: Grid) -> list[str]:
+    """A sentence per pair of variants that differ beyond chance."""
+    lines = []
+    for difference in grid.significant():
+        better = grid.columns[difference.better].label
+        worse = grid.columns[
+            difference.second if difference.better == difference.first else difference.first
+        ].label
+        wins = max(difference.first_only, difference.second_only)
+        losses = min(difference.first_only, difference.second_only)
+        lines.append(
+            f"{better} beats {worse}: passed {wins} evals it failed, failed {losses} it passed "
+            f"(exact McNemar p = {difference.p_value:.3g})"
+        )
+    return lines
+
+
+def grid_csv(grid: Grid) -> str:
+    """A row per eval (per iteration): for each variant its status, score and the turn it passed on."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    header = ["eval", "iteration", "disagree"]
+    for column in grid.columns:
+        header += [f"{column.label} status", f"{column.label} score", f"{column.label} passed_on_turn"]
+    writer.writerow(header)
+    for row in grid.rows:
+        line: list = [row.eval_id, row.iteration, "yes" if row.disagrees else "no"]
+        for cell in row.cells:
+            if cell is None:
+                line += ["", "", ""]
+            else:
+                line += [cell.status, "" if cell.score is None else cell.score, cell.passed_on_turn or ""]
+        writer.writerow(line)
+    return out.getvalue()
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def grid_markdown(grid: Grid, limit: int = 200) -> str:
+    """The per-variant summary, the differences beyond chance, then the grid (evals that differ first)."""
+    lines = ["| " + " | ".join(SUMMARY_HEADER) + " |", "|" + "---|" * len(SUMMARY_HEADER)]
+    lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in summary_rows(grid)]
+    differences = difference_lines(grid)
+    lines += (
+        ["", *(f"- {line}" for line in differences)] if differences else ["", "No difference beyond chance."]
+    )
+    lines += ["", "| eval | " + " | ".join(_md(column.label) for column in grid.columns) + " |"]
+    lines.append("|" + "---|" * (len(grid.columns) + 1))
+    for row in grid.rows[:limit]:
+        lines.append(f"| {_md(row.name)} | " + " | ".join(cell_text(cell) for cell in row.cells) + " |")
+    if len(grid.rows) > limit:
+        lines.append(f"\n…and {len(grid.rows) - limit} more evals.")
+    return "\n".join(lines) + "\n"
+
+
+def matrix_junit(documents: Sequence[tuple[str, str]]) -> str:
+    """One JUnit document with a testsuite per variant: each (label, the variant's run as junit_xml) merged,
+    its testsuite named after the variant so CI lists each model apart."""
+    root = ET.Element("testsuites", name="evalsite matrix")
+    counts = {"tests": 0, "failures": 0, "errors": 0}
+    total_time = 0.0
+    for label, document in documents:
+        for suite in ET.fromstring(document).iter("testsuite"):
+            suite.set("name", f"{suite.get('name')} [{label}]")
+            for case in suite.iter("testcase"):
+                case.set("classname", f"{case.get('classname')} [{label}]")
+            for key in counts:
+                counts[key] += int(suite.get(key, "0"))
+            total_time += float(suite.get("time", "0") or 0)
+            root.append(suite)
+    for key, value in counts.items():
+        root.set(key, str(value))
+    root.set("time", f"{total_time:.3f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def grid_text(grid: Grid, limit: int = 50) -> str:
+    """The terminal's table: each variant's figures, the differences beyond chance, then the grid, evals
+    where the variants ended differently first."""
+    header = SUMMARY_HEADER
+    summary = [header, *summary_rows(grid)]
+    lines = _aligned(summary)
+    differences = difference_lines(grid)
+    lines += (
+        ["", *differences] if differences else ["", "No difference between two variants is beyond chance."]
+    )
+    shown = grid.rows[:limit]
+    table = [["eval", *(column.label for column in grid.columns)]]
+    table += [[row.name, *(cell_text(cell) for cell in row.cells)] for row in shown]
+    lines += ["", *_aligned(table)]
+    if len(grid.rows) > limit:
+        lines.append(f"…and {len(grid.rows) - limit} more evals (--csv or --markdown has them all)")
+    return "\n".join(lines)
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]

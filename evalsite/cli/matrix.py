@@ -1,0 +1,187 @@
+"""`evalsite run --model a,b,c` (or `--variant` repeated): one suite against several models, or settings
+variants of one (`gpt-4o-mini@temperature=0.7`, engine.matrix), played here one variant after another, then
+the grid of evals × variants on the terminal and the exports a run has: JUnit with a testsuite per variant, a
+CSV of the grid, a Markdown table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+from engine import suitevars
+from engine.exports import FORMATS, junit_xml
+from engine.matrix import (
+    Variant,
+    build_grid,
+    column_of_report,
+    grid_csv,
+    grid_markdown,
+    grid_text,
+    matrix_junit,
+)
+from engine.options import RunOptions
+from engine.options import apply as apply_options
+from engine.outcomes import Status
+from engine.results import RunReport
+
+from .ci import ci_ref
+from .common import BROKEN, FAILED, PASSED, UserError, read_suite_file, suite_to_run
+from .options import run_options
+from .outputs import exit_code
+from .remote import Server, _detail, _watch
+
+
+def json_paths(path: Path, variants: list[Variant]) -> list[Path]:
+    """--json OUT.json for a matrix: a results file per variant beside it, OUT.<variant>.json."""
+    return [
+        path.with_name(f"{path.stem}.{_slug(variant.name) or n}.json") for n, variant in enumerate(variants)
+    ]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
+    # A run here needs the server's dependencies (Django for named endpoints); one on a server does not.
+    from django.conf import settings
+
+    from engine.cache import DiskStore, roles_of
+    from engine.codegrade.run import CodeRunner
+    from engine.runner import run_suite
+
+    from .database import endpoint_registry
+    from .local import bind_vars, check_model_refs, say_slow, say_wait
+
+    suite, files = suite_to_run(args.file, "nothing was run")
+    suite, values = bind_vars(args.file, suite, getattr(args, "vars", None))
+    suite = apply_options(suite, run_options(args))
+    registry, unread = endpoint_registry()
+    for variant in variants:  # every reference checked before the first variant spends anything
+        check_model_refs(suite, variant.model, registry, unread)
+    columns, reports = [], []
+    for number, variant in enumerate(variants, 1):
+        print(f"[{number}/{len(variants)}] {variant.name}", flush=True)
+        played = apply_options(suite, RunOptions(model_settings=variant.model_settings))
+        report = run_suite(
+            played, registry, model=variant.model, concurrency=args.concurrency, files=files,
+            on_wait=say_wait, timeout=getattr(args, "timeout", None), on_slow=say_slow(),
+            slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
+            code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
+            store=DiskStore() if roles_of(played) else None,
+        )  # fmt: skip
+        report.vars = values or None
+        reports.append(report)
+        totals = report.totals
+        print(f"    {totals.passed} passed, {totals.failed} failed, {totals.error} errors of {totals.evals}")
+        columns.append(column_of_report(str(number), variant.name, report))
+    return finish(args, variants, reports, columns, suite.system)
+
+
+def finish(args, variants: list[Variant], reports, columns, system: str | None) -> int:
+    """The grid on the terminal, the files asked for, and the exit code: each variant's as a run of its
+    own (gates too), the worst of them."""
+    grid = build_grid(columns)
+    print()
+    print(grid_text(grid))
+    write_matrix_outputs(args, variants, reports, grid, system)
+    codes = {exit_code(report) for report in reports}
+    return BROKEN if BROKEN in codes else FAILED if FAILED in codes else PASSED
+
+
+WRITTEN = {"junit": "JUnit XML (a testsuite per variant)", "csv": "CSV grid", "md": "Markdown table"}
+
+
+def write_matrix_outputs(args, variants, reports, grid, system) -> None:
+    json_path = getattr(args, "json_path", None)
+    if json_path is not None:
+        for path, report in zip(json_paths(json_path, variants), reports, strict=True):
+            _write(
+                path,
+                "--json",
+                json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n",
+            )
+            print(f"Wrote the results (JSON) to {path}")
+    writers = {
+        "junit": lambda: matrix_junit(
+            [
+                (variant.name, junit_xml(report, system))
+                for variant, report in zip(variants, reports, strict=True)
+            ]
+        ),
+        "csv": lambda: grid_csv(grid),
+        "md": lambda: grid_markdown(grid),
+    }
+    for key, write in writers.items():
+        option = FORMATS[key].cli
+        path = getattr(args, option.dest, None)
+        if path is not None:
+            _write(path, option.flag, write())
+            print(f"Wrote the matrix's {WRITTEN[key]} to {path}")
+
+
+def _write(path: Path, option: str, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{option} {path}: {exc.strerror or exc}", code=BROKEN) from None
+
+
+def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> int:
+    """POST /api/matrices with the suite and its files, follow each variant's run until all have ended (the
+    server plays them side by side), then the same grid and files as a matrix played here."""
+    token = (args.token or os.environ.get("EVALSITE_TOKEN", "")).strip()
+    if not token:
+        raise UserError("--server needs an API token: set EVALSITE_TOKEN (or pass --token)")
+    if args.baseline or args.fail_on_regression or getattr(args, "fail_on_new_failures", False):
+        raise UserError("--baseline and the --fail-on-* gates compare one run: give one --model with them")
+    suite, files = suite_to_run(args.file, "nothing was sent")
+    server = Server(args.server, token)
+    body = {
+        "yaml": read_suite_file(args.file).decode("utf-8-sig"), "files": files, "concurrency": args.concurrency,
+        "variants": [
+            {"model": v.model, "label": v.label or None,
+             "model_settings": v.model_settings.model_dump(exclude_none=True) if v.model_settings else None}
+            for v in variants
+        ],
+    }  # fmt: skip
+    if given := suitevars.parse_assignments(getattr(args, "vars", None)):
+        body["vars"] = given
+    options = run_options(args)
+    if not options.is_empty():
+        body["options"] = options.model_dump(mode="json", exclude_none=True)
+    ref, commit = ci_ref(getattr(args, "ref", None), os.environ, args.file.parent)
+    if ref:
+        body.update(ref=ref, commit=commit)
+    status, launched = server.call("POST", "/api/matrices", body)
+    if status != 201:
+        raise UserError(f"the server did not start the matrix ({status}): {_detail(launched)}")
+    print(f"Matrix {launched['id']} of {launched['suite']} v{launched['version']}: {launched['url']}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    runs = [variant["run"]["id"] for variant in launched["variants"]]
+    try:
+        finals = [_watch(server, run_id) for run_id in runs]
+    except KeyboardInterrupt:
+        for run_id in runs:
+            server.call("POST", f"/api/runs/{run_id}/cancel")
+        print(f"\ncancelled the matrix's runs on the server: {launched['url']}", file=sys.stderr)
+        raise
+    reports = []
+    for run_id in runs:
+        status, payload = server.call("GET", f"/api/runs/{run_id}/results")
+        if status != 200:
+            raise UserError(
+                f"the server did not return the results ({status}): {_detail(payload)}", code=BROKEN
+            )
+        reports.append(RunReport.model_validate(payload))
+    labels = [variant["label"] for variant in launched["variants"]]
+    columns = [
+        column_of_report(run_id, label, r) for run_id, label, r in zip(runs, labels, reports, strict=True)
+    ]
+    code = finish(args, variants, reports, columns, suite.system)
+    print(f"Matrix page: {launched['url']}")
+    return BROKEN if Status.CANCELLED in finals else code

@@ -1,0 +1,107 @@
+"""Matrices: launching one (a run per variant, in one transaction) and reading one back as the grid
+(engine.matrix) in a fixed number of queries, however many evals and variants it has."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from django.db import transaction
+from django.db.models.fields.json import KT
+from django.shortcuts import get_object_or_404
+
+from engine.matrix import CellIn, ColumnIn, Grid, Variant, build_grid
+from engine.options import RunOptions
+from projects.access import check
+from projects.roles import Can
+from suites.models import SuiteVersion
+
+from .models import Conversation, Run, RunMatrix, Turn
+from .services import LaunchError, create_run
+
+
+@transaction.atomic
+def create_matrix(
+    *,
+    version: SuiteVersion,
+    user,
+    variants: Sequence[Variant],
+    concurrency: int | None = None,
+    vars: dict[str, str] | None = None,
+    ref: str | None = None,
+    options: RunOptions | None = None,
+) -> RunMatrix:
+    """A matrix and a run per variant, all or none: a variant that cannot start (an unknown endpoint, a
+    project's refusal) undoes the others, named. Each run carries the variant's name as its label and its
+    settings over the launch's `options`."""
+    if len(variants) < 2:
+        raise LaunchError("a matrix compares two variants or more")
+    matrix = RunMatrix.objects.create(
+        suite_version=version, project_id=version.suite.project_id, created_by=user
+    )
+    base = options or RunOptions()
+    for variant in variants:
+        settings = base.model_settings
+        if variant.model_settings is not None:
+            settings = settings.merged(variant.model_settings) if settings else variant.model_settings
+        run_options = base.model_copy(update={"model_settings": settings, "label": variant.name})
+        try:
+            create_run(
+                version=version, user=user, model=variant.model, concurrency=concurrency, vars=vars,
+                ref=ref, options=run_options, matrix=matrix,
+            )  # fmt: skip
+        except LaunchError as exc:
+            raise LaunchError(f"{variant.name}: {exc}") from None
+    return matrix
+
+
+def get_matrix_for_user(user, matrix_id, can: Can = Can.VIEW) -> RunMatrix:
+    """The matrix, when the user's role in its project allows `can` (404 for a non-member, 403 below)."""
+    matrix = get_object_or_404(
+        RunMatrix.objects.select_related("suite_version__suite", "project", "created_by"), pk=matrix_id
+    )
+    check(user, matrix.project_id, can)
+    return matrix
+
+
+def runs_of(matrix: RunMatrix) -> list[Run]:
+    """Its runs in the order they were launched: the order of the variants."""
+    return list(
+        matrix.runs.order_by("created_at", "pk").only(
+            "pk", "model", "endpoint_name", "status", "options", "created_at", "finished_at", "matrix_id",
+            "stop_reason",
+        )
+    )  # fmt: skip
+
+
+def label_of(run: Run) -> str:
+    return (run.options or {}).get("label") or run.model
+
+
+CELL_FIELDS = (
+    "run_id", "index", "iteration", "eval_id", "status", "score", "passed_on_turn", "prompt_tokens",
+    "completion_tokens", "judge_tokens", "user_tokens", "cost",
+)  # fmt: skip
+
+
+def grid(matrix: RunMatrix, runs: list[Run] | None = None, sort: str = "disagreement") -> Grid:
+    """The grid from three queries: the runs, every conversation's outcome, every turn's latency."""
+    runs = runs_of(matrix) if runs is None else runs
+    cells: dict[object, list[CellIn]] = defaultdict(list)
+    for row in Conversation.objects.filter(run__matrix=matrix).values_list(*CELL_FIELDS).iterator():
+        run_id, index, iteration, eval_id, status, score, turn, prompt, completion, judge, user, cost = row
+        cells[run_id].append(
+            CellIn(index=index, eval_id=eval_id, iteration=iteration, status=status, score=score,
+                   passed_on_turn=turn, tokens=prompt + completion + judge + user, cost=cost)
+        )  # fmt: skip
+    latencies: dict[object, list[int]] = defaultdict(list)
+    turns = Turn.objects.filter(conversation__run__matrix=matrix).annotate(latency=KT("record__latency_ms"))
+    for run_id, latency in turns.values_list("conversation__run_id", "latency").iterator():
+        if latency not in (None, ""):
+            latencies[run_id].append(int(float(latency)))
+    columns = [
+        ColumnIn(key=str(run.pk), label=label_of(run), model=run.model, status=run.status,
+                 cells=cells.get(run.pk, []), latencies_ms=latencies.get(run.pk, []))
+        for run in runs
+    ]  # fmt: skip
+    return build_grid(columns, sort=sort)

@@ -1,0 +1,160 @@
+"""Matrices API: launch a suite against several models or settings variants at once (a run each), and read a
+matrix back with each variant's figures. The same project checks as the runs API (runs/api.py)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from django.db import transaction
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from ninja import Field, Router, Schema, Status
+
+from engine.matrix import MAX_VARIANTS, Variant, VariantError, parse_variant
+from engine.options import RunOptions
+from engine.schema.settings import ModelSettings
+from engine.source import SuiteError
+from projects.requests import check_request, request_project
+from projects.roles import Can
+
+from . import matrix as matrices
+from . import services
+from .api import LaunchIn, RefusedOut, RunOut, _problems, _ref, _Refused, _run_out, _version_to_launch
+from .models import RunMatrix
+
+router = Router(tags=["matrices"])
+
+
+class VariantIn(Schema):
+    model: str  # a model reference ("endpoint/model", "mock"), or `model@temperature=0.7` as the CLI takes
+    model_settings: ModelSettings | None = None  # over the launch's and the suite's, for this variant only
+    label: str | None = Field(None, max_length=100)  # its name on the page (default: model and settings)
+
+
+class MatrixIn(LaunchIn):
+    variants: list[VariantIn | str] = Field(..., min_length=2, max_length=MAX_VARIANTS)
+
+
+class VariantOut(Schema):
+    label: str
+    run: RunOut
+    passed: int
+    graded: int
+    pass_rate: float | None
+    interval: list[float] | None  # the pass rate's 95% Wilson interval
+    mean_score: float | None
+    tokens: int
+    cost: float
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+
+
+class DifferenceOut(Schema):
+    better: str
+    worse: str
+    wins: int  # evals the better one passed and the worse failed
+    losses: int
+    p_value: float  # exact McNemar test on those discordant pairs
+
+
+class MatrixOut(Schema):
+    id: UUID
+    project: str
+    suite: str
+    version: int
+    url: str  # the matrix page
+    finished: bool
+    variants: list[VariantOut]
+    significant: list[DifferenceOut]  # pairs that differ beyond chance (p < 0.05)
+
+
+def _variant(item: VariantIn | str) -> Variant:
+    if isinstance(item, str):
+        return parse_variant(item)
+    parsed = parse_variant(item.model)
+    settings = parsed.model_settings
+    if item.model_settings is not None:
+        settings = settings.merged(item.model_settings) if settings else item.model_settings
+    return Variant(model=parsed.model, model_settings=settings, label=(item.label or "").strip())
+
+
+def _matrix_out(request, matrix: RunMatrix) -> dict:
+    runs = matrices.runs_of(matrix)
+    grid = matrices.grid(matrix, runs)
+    labels = [column.label for column in grid.columns]
+    version = matrix.suite_version
+    return {
+        "id": matrix.pk,
+        "project": matrix.project.slug,
+        "suite": version.suite.name,
+        "version": version.number,
+        "url": request.build_absolute_uri(reverse("matrices:detail", args=[matrix.pk])),
+        "finished": grid.finished,
+        "variants": [
+            {
+                "label": column.label,
+                "run": _run_out(request, run),
+                "passed": stats.passed,
+                "graded": stats.graded,
+                "pass_rate": stats.rate,
+                "interval": None if stats.rate is None else [stats.low, stats.high],
+                "mean_score": stats.mean_score,
+                "tokens": stats.tokens,
+                "cost": stats.cost,
+                "latency_p50_ms": stats.p50_ms,
+                "latency_p95_ms": stats.p95_ms,
+            }
+            for column, stats, run in zip(grid.columns, grid.stats, runs, strict=True)
+        ],  # fmt: skip
+        "significant": [
+            {
+                "better": labels[d.better],
+                "worse": labels[d.second if d.better == d.first else d.first],
+                "wins": max(d.first_only, d.second_only),
+                "losses": min(d.first_only, d.second_only),
+                "p_value": d.p_value,
+            }
+            for d in grid.significant()
+        ],  # fmt: skip
+    }
+
+
+@router.post(
+    "",
+    response={201: MatrixOut, 403: RefusedOut, 404: RefusedOut, 422: RefusedOut},
+    summary="Launch a matrix: the suite against several models or settings variants, a run each",
+    description="As launching a run (`suite`/`version` or `yaml`, `concurrency`, `vars`, `ref`, `options`), with "
+    "`variants` in place of `model`: two to ten, each a model reference, `model@key=value@…` (settings as "
+    "the CLI's --model takes them), or an object `{model, model_settings, label}`. Every run starts, or none "
+    "(422 naming the variant that cannot). Answers the matrix with a run per variant, in the order given.",
+)
+def launch_matrix(request, body: MatrixIn):
+    project = request_project(request, Can.EDIT, body.project)
+    if body.model:
+        return Status(422, {"detail": "a matrix names its models in `variants`, not `model`"})
+    try:
+        variants = [_variant(item) for item in body.variants]
+        with transaction.atomic():
+            version = _version_to_launch(request.user, project, body)
+            matrix = matrices.create_matrix(
+                version=version, user=request.user, variants=variants, concurrency=body.concurrency,
+                vars=body.vars, ref=_ref(body) or None, options=body.options or RunOptions(),
+            )  # fmt: skip
+    except VariantError as exc:
+        return Status(422, {"detail": str(exc)})
+    except _Refused as refused:
+        return Status(refused.status, refused.payload)
+    except services.LaunchError as exc:
+        return Status(422, {"detail": str(exc)})
+    except SuiteError as exc:
+        return Status(422, {"detail": "the suite does not validate", "problems": _problems(exc)})
+    return Status(201, _matrix_out(request, matrix))
+
+
+@router.get("/{matrix_id}", response=MatrixOut, summary="A matrix: each variant's run and figures")
+def matrix_status(request, matrix_id: UUID):
+    matrix = get_object_or_404(
+        RunMatrix.objects.select_related("suite_version__suite", "project"), pk=matrix_id
+    )
+    check_request(request, matrix.project_id, Can.VIEW)
+    return _matrix_out(request, matrix)

@@ -1,0 +1,52 @@
+"""`evalsite run` and money: the estimate on stderr before the run, and `--max-cost`, which stops starting
+conversations once spent, keeps the finished ones in the JSON and exits 3, the result being unknown."""
+
+from __future__ import annotations
+
+import json
+
+from tests.engine.standalone import run_on
+
+FIVE = "name: budget\nmodel: gpt-test\nevals:\n" + "".join(
+    f"  - id: e{n}\n    input: question {n}\n    checks: [{{contains: OK}}]\n" for n in range(5)
+)
+# $1 a completion token on the default endpoint: each "OK" reply costs $1.
+PRICED = {"EVALSITE_DEFAULT_PRICE_INPUT": "0", "EVALSITE_DEFAULT_PRICE_OUTPUT": "1000000"}
+
+
+def test_max_cost_stops_the_run_keeps_the_finished_and_exits_3(fake, tmp_path):
+    path = tmp_path / "budget.yaml"
+    path.write_text(FIVE)
+    out = tmp_path / "out.json"
+    result = run_on(fake, path, "--max-cost", "2", "--concurrency", "1", "--json", str(out), **PRICED)
+    assert result.returncode == 3, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("cost: ≈ $1,000.00 (up to $4,000.00): 5 conversations × 1 turn")
+    assert lines[0].endswith(" · limit $2.00")
+    assert "stopped: cost limit $2.00 reached (spent $2.00; 2 of 5 conversations played" in result.stderr
+    report = json.loads(out.read_text())
+    assert report["status"] == "cancelled" and report["stop_reason"] == "cost limit $2.00 reached"
+    assert [e["status"] for e in report["evals"]] == ["passed", "passed"] + ["cancelled"] * 3
+    assert report["evals"][0]["turns"][0]["response"] == "OK"
+    assert report["evals"][4]["verdict"] == "not started: cost limit $2.00 reached"
+    assert len(fake.chat_requests()) == 2
+
+
+def test_under_the_limit_the_run_plays_on_and_an_unpriced_endpoint_is_said(fake, tmp_path):
+    path = tmp_path / "budget.yaml"
+    path.write_text(FIVE)
+    passed = run_on(fake, path, "--max-cost", "50", **PRICED)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "stopped" not in passed.stderr and len(fake.chat_requests()) == 5
+    unpriced = run_on(fake, path, "--max-cost", "2")
+    assert unpriced.returncode == 0, unpriced.stdout + unpriced.stderr
+    assert unpriced.stderr.startswith("cost: no prices set for endpoint default: cost unknown")
+    assert "never stops the run" in unpriced.stderr
+
+
+def test_max_cost_must_be_an_amount(fake, tmp_path):
+    path = tmp_path / "budget.yaml"
+    path.write_text(FIVE)
+    result = run_on(fake, path, "--max-cost", "-1")
+    assert result.returncode == 2
+    assert "'-1' is not an amount of US dollars above 0" in result.stderr

@@ -1,0 +1,46 @@
+"""`evalsite run --model a,b` plays the suite on each model in turn and prints the grid, with its exports."""
+
+from __future__ import annotations
+
+import csv
+import json
+import xml.etree.ElementTree as ET
+
+from tests.engine.standalone import assert_one_line_error, run_on
+
+
+def test_two_models_make_a_grid_on_the_terminal_and_in_every_export(fake, suite):
+    fake.rule("What is 15 * 7?", "105", model="good")
+    fake.rule("What is 15 * 7?", "100", model="bad")
+    fake.rule("What is 2 + 2?", "4")
+    out = suite.parent
+    result = run_on(
+        fake, suite, "--model", "good,bad", "--variant", "good@temperature=0.7",
+        "--csv", str(out / "grid.csv"), "--markdown", str(out / "grid.md"), "--junit", str(out / "grid.xml"),
+        "--json", str(out / "results.json"),
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr  # one variant failed an eval
+    lines = result.stdout.splitlines()
+    assert "[3/3] good temperature=0.7" in lines
+    table = lines[lines.index("eval    good  bad   good temperature=0.7") :]
+    assert table[1:3] == [
+        "eval-1  pass  FAIL  pass",
+        "eval-2  pass  pass  pass",
+    ]  # the one that differs first
+    assert any(line.startswith("good                  100% [34%–100%]") for line in lines), result.stdout
+    rows = list(csv.reader((out / "grid.csv").open()))
+    assert [row[3] for row in rows[1:]] == ["passed", "passed"] and rows[1][6] == "failed"
+    assert "| eval-1 | pass | FAIL | pass |" in (out / "grid.md").read_text()
+    suites = ET.parse(out / "grid.xml").getroot().findall("testsuite")
+    assert [s.get("failures") for s in suites] == ["0", "1", "0"]
+    bad = json.loads((out / "results.bad.json").read_text())
+    assert bad["model"] == "bad" and bad["totals"]["failed"] == 1
+    assert {body["model"] for body in fake.chat_requests()} == {"good", "bad"}
+
+
+def test_a_variant_it_cannot_read_is_one_line_and_nothing_is_called(fake, suite):
+    result = run_on(fake, suite, "--model", "good,good@temperature=9")
+    assert_one_line_error(result, 2, "--model", "temperature")
+    result = run_on(fake, suite, "--model", "good,good")
+    assert_one_line_error(result, 2, "named twice")
+    assert fake.chat_requests() == []

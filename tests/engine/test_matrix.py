@@ -1,0 +1,133 @@
+"""The matrix's variant syntax and its grid: cells, per-variant statistics and the paired test."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+from scipy.stats import binomtest
+
+from engine.matrix import (
+    CellIn,
+    ColumnIn,
+    VariantError,
+    build_grid,
+    cell_text,
+    grid_csv,
+    grid_markdown,
+    matrix_junit,
+    mcnemar,
+    parse_variants,
+    percentile,
+)
+
+
+def column(key: str, outcomes: str, latencies=(), scores=None) -> ColumnIn:
+    """A variant whose eval i ended as outcomes[i]: p passed, f failed, e error, q not played yet."""
+    names = {"p": "passed", "f": "failed", "e": "error", "q": "queued"}
+    cells = [
+        CellIn(index=i, eval_id=f"e{i}", iteration=0, status=names[mark], tokens=10, cost=0.001,
+               score=None if scores is None else scores[i], passed_on_turn=2 if mark == "p" else None)
+        for i, mark in enumerate(outcomes)
+    ]  # fmt: skip
+    status = "running" if "q" in outcomes else ("passed" if set(outcomes) == {"p"} else "failed")
+    return ColumnIn(key=key, label=key, model=key, status=status, cells=cells, latencies_ms=list(latencies))
+
+
+def test_variants_read_models_and_settings():
+    variants = parse_variants(["gpt-4o-mini, gpt-4o-mini@temperature=0.7@seed=3", "mock"])
+    assert [v.model for v in variants] == ["gpt-4o-mini", "gpt-4o-mini", "mock"]
+    assert variants[1].model_settings.temperature == 0.7 and variants[1].model_settings.seed == 3
+    assert variants[1].name == "gpt-4o-mini temperature=0.7 seed=3"
+    assert variants[0].model_settings is None and variants[0].name == "gpt-4o-mini"
+    # One variant a text: a stop sequence may hold a comma.
+    (kept,) = parse_variants(["m@stop=[',', END]"], split=False)
+    assert kept.model_settings.stop == [",", "END"]
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("m@temperature=9", "temperature"),
+        ("m@nonsense=1", "nonsense"),
+        ("m@temperature", "KEY=VALUE"),
+        ("@temperature=0", "no model"),
+        ("a,a", "named twice"),
+        (",".join(f"m{i}" for i in range(11)), "at most 10"),
+    ],
+)
+def test_a_bad_variant_is_refused_by_name(text, words):
+    with pytest.raises(VariantError, match=words):
+        parse_variants([text])
+
+
+def test_stats_per_variant_with_wilson_interval_and_latency_percentiles():
+    grid = build_grid([column("a", "ppfpe", latencies=[100, 200, 300, 400], scores=[1, 1, 0, 0.5, None])])
+    (stats,) = grid.stats
+    assert (stats.passed, stats.graded, stats.errors, stats.total) == (3, 4, 1, 5)
+    assert stats.rate == 0.75
+    assert stats.low == pytest.approx(0.3006, abs=1e-3) and stats.high == pytest.approx(0.9544, abs=1e-3)
+    assert stats.mean_score == pytest.approx(2.5 / 4)
+    assert (stats.tokens, round(stats.cost, 6)) == (50, 0.005)
+    assert (stats.p50_ms, stats.p95_ms) == (250, 385)
+    assert percentile([], 50) is None
+
+
+def test_rows_where_variants_disagree_come_first_or_in_the_suites_order():
+    columns = [column("a", "ppfp"), column("b", "pffp")]
+    grid = build_grid(columns)
+    assert [row.eval_id for row in grid.rows] == ["e1", "e0", "e2", "e3"]
+    assert [row.disagrees for row in grid.rows] == [True, False, False, False]
+    assert [row.eval_id for row in build_grid(columns, sort="suite").rows] == ["e0", "e1", "e2", "e3"]
+
+
+def test_a_difference_is_significant_only_when_the_discordant_pairs_say_so():
+    # Twelve evals a passes and b fails, none the other way: p = 2 * 0.5**12.
+    strong = build_grid([column("a", "p" * 12 + "pf"), column("b", "f" * 12 + "pf")])
+    (difference,) = strong.differences
+    assert (difference.first_only, difference.second_only) == (12, 0)
+    assert difference.p_value == pytest.approx(2 * 0.5**12)
+    assert difference.significant and difference.better == 0
+    assert strong.best == frozenset({0})
+    # Three against one: not beyond chance, whatever the pass rates look like.
+    weak = build_grid([column("a", "pppfpp"), column("b", "fffppp")])
+    (difference,) = weak.differences
+    assert (difference.first_only, difference.second_only) == (3, 1)
+    assert difference.p_value == pytest.approx(binomtest(3, 4, 0.5).pvalue)
+    assert not difference.significant
+    # Errors and unplayed evals are not pairs.
+    assert mcnemar(0, 0) == 1.0
+    (none,) = build_grid([column("a", "ppee"), column("b", "ppqq")]).differences
+    assert (none.first_only, none.second_only, none.significant) == (0, 0, False)
+
+
+def test_a_grid_is_finished_only_when_every_variant_is():
+    assert not build_grid([column("a", "pp"), column("b", "pq")]).finished
+    assert build_grid([column("a", "pp"), column("b", "pf")]).finished
+
+
+def test_cells_say_pass_fail_score_and_the_turn_passed_on():
+    assert cell_text(CellIn(0, "x", 0, "passed", passed_on_turn=3)) == "pass (turn 3)"
+    assert cell_text(CellIn(0, "x", 0, "failed", score=0.4)) == "FAIL 0.40"
+    assert cell_text(CellIn(0, "x", 0, "passed", score=1.0)) == "pass"  # a plain check's: no figure
+    assert cell_text(CellIn(0, "x", 0, "running")) == "…"
+    assert cell_text(None) == "—"
+
+
+def test_exports_list_every_variant():
+    grid = build_grid([column("a", "pf"), column("b", "pp")])
+    lines = grid_csv(grid).splitlines()
+    assert lines[0].startswith("eval,iteration,disagree,a status,a score,a passed_on_turn,b status")
+    assert lines[1].startswith("e1,0,yes,failed,,,passed,,2")
+    markdown = grid_markdown(grid)
+    assert "| a | 50% [" in markdown and "| e1 | FAIL | pass (turn 2) |" in markdown
+    junit = ET.fromstring(matrix_junit([("a", _junit("s", 2, 1)), ("b", _junit("s", 2, 0))]))
+    assert [suite.get("name") for suite in junit.iter("testsuite")] == ["s [a]", "s [b]"]
+    assert (junit.get("tests"), junit.get("failures")) == ("4", "1")
+
+
+def _junit(name: str, tests: int, failures: int) -> str:
+    return (
+        f'<testsuites><testsuite name="{name}" tests="{tests}" failures="{failures}" errors="0" time="1">'
+        f'<testcase name="x" classname="{name}"/></testsuite></testsuites>'
+    )

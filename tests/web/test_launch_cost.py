@@ -1,0 +1,95 @@
+"""The launch form and money: the estimate it shows (engine.cost, from the endpoints' prices in the admin) follows
+the model chosen, and its cost limit field reaches the run's options."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from endpoints.models import Endpoint
+from runs.models import Run
+from runs.tokens import create_token
+from suites import services
+from tests.factories import bearer
+
+pytestmark = pytest.mark.django_db
+
+SUITE = """\
+name: priced
+model: mock
+evals:
+""" + "".join(f"  - id: e{n}\n    input: {'x' * 40}\n    checks: [{{contains: OK}}]\n" for n in range(10))
+
+
+def text(page: str) -> str:
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+
+
+@pytest.fixture
+def priced(user):
+    Endpoint.objects.create(
+        name="paid",
+        base_url="http://paid.invalid/v1",
+        api_key_env="PAID_KEY",
+        price_input=1000,
+        price_output=2000,
+    )
+    Endpoint.objects.create(name="free", base_url="http://free.invalid/v1", api_key_env="FREE_KEY")
+    return services.create_suite(owner=user, source=SUITE)
+
+
+def test_the_estimate_follows_the_model_chosen(logged_in, priced):
+    page = text(logged_in.get(reverse("suites:detail", args=[priced.public_id])).content.decode())
+    assert "Cost: no cost: the mock endpoint (10 conversations × 1 turn)" in page
+
+    url = reverse("suites:launch_routes", args=[priced.public_id])
+    # 10 calls of 10 prompt tokens and 200 completion tokens (800 at most) at $1000 / $2000 per million.
+    paid = text(logged_in.get(url, {"model": "paid/gpt-x", "version": "1"}).content.decode())
+    assert (
+        "Cost: ≈ $4.10 (up to $16.10): 10 conversations × 1 turn, ~10 prompt + 200 completion tokens a call "
+        "at $1000.00/$2000.00 per M"
+    ) in paid
+    free = text(logged_in.get(url, {"model": "free/gpt-x", "version": "1"}).content.decode())
+    assert "Cost: no prices set for endpoint free: cost unknown" in free
+
+
+def test_the_cost_limit_field_reaches_the_run(logged_in, priced):
+    response = logged_in.post(
+        reverse("suites:launch", args=[priced.public_id]), {"concurrency": "2", "max_cost": "1.50"}
+    )
+    assert response.status_code == 302
+    assert Run.objects.get().options == {"max_cost": 1.5}
+
+
+def test_a_cost_limit_of_nothing_is_refused(logged_in, priced):
+    response = logged_in.post(
+        reverse("suites:launch", args=[priced.public_id]), {"concurrency": "2", "max_cost": "0"}
+    )
+    assert response.status_code == 400 and not Run.objects.exists()
+
+
+def test_the_api_launch_takes_a_cost_limit(user, priced):
+    _, token = create_token(user, "ci")
+    api = Client(enforce_csrf_checks=True)
+    response = api.post(
+        "/api/runs",
+        {"yaml": SUITE, "options": {"max_cost": 2.5}},
+        content_type="application/json",
+        **bearer(token),
+    )
+    assert response.status_code == 201, response.content
+    run = Run.objects.get(pk=response.json()["id"])
+    assert run.options == {"max_cost": 2.5}
+    status = api.get(f"/api/runs/{run.pk}", **bearer(token)).json()
+    assert (status["state"], status["stop_reason"]) == ("queued", "")
+    refused = api.post(
+        "/api/runs",
+        {"yaml": SUITE, "options": {"max_cost": 0}},
+        content_type="application/json",
+        **bearer(token),
+    )
+    assert refused.status_code == 422

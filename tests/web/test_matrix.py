@@ -1,0 +1,242 @@
+"""A matrix: launched from the form and the API (a run per variant, all or none), its page (the grid, each
+variant's figures, what differs beyond chance, cells to transcripts, two cells or columns to compare), its
+exports and who may see and launch it. Models are the fake endpoint's, which answers per model, played in
+this process as a worker plays them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from endpoints.models import Endpoint
+from engine.matrix import parse_variants
+from runs.matrix import create_matrix
+from runs.models import Run, RunMatrix
+from suites.services import create_suite
+from tests.factories import join, other_project, play
+
+pytestmark = pytest.mark.django_db
+
+
+def suite_source(evals: int, name: str = "capitals", unknown: tuple[int, ...] = ()) -> str:
+    """Evals asking for Canberra: the fake's `good` model knows it, `bad` answers OK; neither knows the
+    capital the `unknown` evals ask for."""
+    lines = [f"name: {name}", "model: fake/good", "evals:"]
+    lines += [
+        f"  - {{id: q{n}, prompt: 'Question {n}: the capital of {'Narnia' if n in unknown else 'Australia'}?', "
+        "checks: [{contains: Canberra}]}"
+        for n in range(evals)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def models(fake_openai, fake_endpoint):
+    fake_openai.rule("capital of Australia", "Canberra.", model="good")
+    return fake_openai
+
+
+def launched(user, variants: list[str], evals: int = 3, name: str = "capitals", unknown=()) -> RunMatrix:
+    suite = create_suite(owner=user, source=suite_source(evals, name, unknown))
+    matrix = create_matrix(version=suite.latest_version, user=user, variants=parse_variants(variants))
+    for run in matrix.runs.all():
+        play(run)
+    return matrix
+
+
+def test_the_launch_form_opens_a_matrix_of_a_run_per_variant(client, user, models):
+    suite = create_suite(owner=user, source=suite_source(2))
+    client.force_login(user)
+    response = client.post(
+        reverse("suites:launch", args=[suite.public_id]),
+        {"model": "fake/good", "compare": "fake/bad\nfake/bad@temperature=0.7", "concurrency": 5},
+    )
+    matrix = RunMatrix.objects.get()
+    assert response.status_code == 302 and response["Location"] == reverse(
+        "matrices:detail", args=[matrix.pk]
+    )
+    runs = list(matrix.runs.order_by("created_at"))
+    assert [run.model for run in runs] == ["fake/good", "fake/bad", "fake/bad"]
+    assert runs[2].options == {"model_settings": {"temperature": 0.7}, "label": "fake/bad temperature=0.7"}
+    # One model and nothing to compare with keeps today's single run.
+    response = client.post(
+        reverse("suites:launch", args=[suite.public_id]), {"model": "fake/good", "concurrency": 5}
+    )
+    run = Run.objects.filter(matrix=None).get()
+    assert response["Location"] == reverse("runs:detail", args=[run.pk])
+
+
+def elsewhere(fake_endpoint) -> str:
+    """A variant on another project's endpoint: refused at launch."""
+    Endpoint.objects.create(
+        name="theirs",
+        base_url=fake_endpoint.base_url,
+        api_key_env=fake_endpoint.api_key_env,
+        project=other_project(),
+    )
+    return "theirs/good"
+
+
+def test_a_variant_that_cannot_start_starts_none(client, user, models, fake_endpoint):
+    suite = create_suite(owner=user, source=suite_source(2))
+    client.force_login(user)
+    response = client.post(
+        reverse("suites:launch", args=[suite.public_id]),
+        {"model": "fake/good", "compare": f"fake/bad\n{elsewhere(fake_endpoint)}", "concurrency": 5},
+    )
+    assert response.status_code == 400
+    assert "theirs/good: " in response.content.decode()
+    assert not Run.objects.exists() and not RunMatrix.objects.exists()
+    response = client.post(
+        reverse("suites:launch", args=[suite.public_id]),
+        {"model": "fake/good", "compare": "fake/bad@temperature=7", "concurrency": 5},
+    )
+    assert response.status_code == 400 and "temperature" in response.content.decode()
+    assert not Run.objects.exists()
+
+
+def test_the_grid_shows_cells_figures_and_the_significant_difference(client, user, models):
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=8)
+    client.force_login(user)
+    response = client.get(reverse("matrices:detail", args=[matrix.pk]))
+    page = response.content.decode()
+    assert response.status_code == 200
+    good, bad = matrix.runs.order_by("created_at")
+    # Every cell opens its transcript; the good model passed all 8 and the bad none.
+    assert page.count(reverse("runs:conversation", args=[good.pk, 0])) == 1
+    assert page.count(">pass</a>") == 8 and page.count(">FAIL</a>") == 8
+    assert "100% [68%–100%]" in page and "0% [0%–32%]" in page
+    assert "fake/good beats fake/bad: passed 8 evals it failed, failed 0 it passed" in page
+    assert 'hx-trigger="every 2s"' not in page  # every run ended: nothing to poll
+    # Each run, and the runs list, lead back to the matrix.
+    matrix_url = reverse("matrices:detail", args=[matrix.pk])
+    assert matrix_url in client.get(reverse("runs:detail", args=[bad.pk])).content.decode()
+    assert client.get(reverse("runs:list")).content.decode().count(matrix_url) == 2
+
+
+def test_rows_sort_by_disagreement_and_by_the_suite(client, user, models):
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=3, unknown=(1,))
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    # q1 is the one eval both fail: the two that differ come first.
+    assert page.index('data-eval="q0"') < page.index('data-eval="q2"') < page.index('data-eval="q1"')
+    assert "2 of 3 evals end differently" in page
+    page = client.get(reverse("matrices:detail", args=[matrix.pk]), {"sort": "suite"}).content.decode()
+    assert page.index('data-eval="q0"') < page.index('data-eval="q1"') < page.index('data-eval="q2"')
+
+
+def test_a_live_matrix_polls_and_explains_its_empty_grid(client, user, models):
+    suite = create_suite(owner=user, source=suite_source(2))
+    matrix = create_matrix(
+        version=suite.latest_version, user=user, variants=parse_variants(["fake/good,fake/bad"])
+    )
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    assert 'hx-trigger="every 2s"' in page and "0 of 4 conversations ended" in page
+    assert page.count(">…</a>") == 4  # queued cells: shown, not yet graded
+    for run in matrix.runs.all():
+        play(run)
+    response = client.get(reverse("matrices:poll", args=[matrix.pk]), HTTP_HX_REQUEST="true")
+    assert response.status_code == 286  # htmx's "stop polling"
+    assert "4 of 4 conversations ended" in response.content.decode()
+
+
+def test_the_page_reads_the_same_number_of_queries_whatever_its_size(client, user, models):
+    small = launched(user, ["fake/good", "fake/bad"], evals=2, name="small")
+    big = launched(
+        user, ["fake/good", "fake/bad", "fake/good@temperature=0", "fake/bad@seed=1"], evals=7, name="big"
+    )
+    client.force_login(user)
+    counts = []
+    for matrix in (small, big):
+        for name in ("matrices:detail", "matrices:poll"):
+            with CaptureQueriesContext(connection) as queries:
+                assert client.get(reverse(name, args=[matrix.pk])).status_code in (200, 286)
+            counts.append(len(queries))
+    assert counts[:2] == counts[2:], counts
+
+
+def test_two_cells_of_one_eval_open_it_side_by_side_and_two_columns_the_runs(client, user, models):
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=2)
+    good, bad = matrix.runs.order_by("created_at")
+    client.force_login(user)
+    url = reverse("matrices:compare", args=[matrix.pk])
+    response = client.get(url, {"cell": [f"{good.pk}:1:0", f"{bad.pk}:1:0"]})
+    assert response["Location"] == reverse("runs:compare_eval", args=[bad.pk, good.pk, "q1"])
+    assert client.get(response["Location"]).status_code == 200
+    response = client.get(url, {"a": str(good.pk), "b": str(bad.pk)})
+    assert response["Location"] == reverse("runs:compare_with", args=[bad.pk, good.pk])
+    # One column's two cells compare nothing: back to the grid, saying why.
+    response = client.get(url, {"cell": [f"{good.pk}:0:0", f"{good.pk}:1:0"]}, follow=True)
+    assert "choose cells in two columns" in response.content.decode()
+
+
+def test_exports_a_csv_grid_a_markdown_table_and_junit_per_variant(client, user, models):
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=2)
+    client.force_login(user)
+    rows = list(
+        csv.reader(
+            io.StringIO(client.get(reverse("matrices:export", args=[matrix.pk, "csv"])).content.decode())
+        )
+    )
+    assert rows[0][:4] == ["eval", "iteration", "disagree", "fake/good status"]
+    assert rows[1][:6] == ["q0", "0", "yes", "passed", "1.0", "1"] and rows[1][6] == "failed"
+    markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
+    assert "| fake/good | 100% [" in markdown and "| q0 | pass | FAIL |" in markdown
+    junit = ET.fromstring(client.get(reverse("matrices:export", args=[matrix.pk, "junit"])).content)
+    suites = list(junit.iter("testsuite"))
+    assert [s.get("name") for s in suites] == ["capitals [fake/good]", "capitals [fake/bad]"]
+    assert [s.get("failures") for s in suites] == ["0", "2"]
+    assert client.get(reverse("matrices:export", args=[matrix.pk, "xls"])).status_code == 404
+
+
+def test_the_api_launches_and_reads_a_matrix(client, user, models, fake_endpoint):
+    create_suite(owner=user, source=suite_source(2))
+    client.force_login(user)
+    response = client.post(
+        "/api/matrices",
+        json.dumps(
+            {
+                "suite": "capitals",
+                "variants": [
+                    "fake/good",
+                    {"model": "fake/bad", "model_settings": {"seed": 3}, "label": "bad, seeded"},
+                ],
+            }
+        ),
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    data = response.json()
+    assert [v["label"] for v in data["variants"]] == ["fake/good", "bad, seeded"]
+    assert data["url"].endswith(reverse("matrices:detail", args=[data["id"]])) and not data["finished"]
+    for run in Run.objects.filter(matrix_id=data["id"]):
+        play(run)
+    data = client.get(f"/api/matrices/{data['id']}").json()
+    assert data["finished"] and [v["pass_rate"] for v in data["variants"]] == [1.0, 0.0]
+    assert data["variants"][1]["run"]["model"] == "fake/bad"
+    refused = client.post(
+        "/api/matrices",
+        json.dumps({"suite": "capitals", "variants": ["fake/good", elsewhere(fake_endpoint)]}),
+        content_type="application/json",
+    )
+    assert refused.status_code == 422 and "theirs/good" in refused.json()["detail"]
+    assert RunMatrix.objects.count() == 1
+
+
+def test_viewers_see_a_matrix_editors_launch_and_outsiders_get_404(client, user, other_user, models):
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=1)
+    client.force_login(other_user)
+    assert client.get(reverse("matrices:detail", args=[matrix.pk])).status_code == 404
+    assert client.get(f"/api/matrices/{matrix.pk}").status_code == 404
+    join(other_user, role="viewer")
+    assert client.get(reverse("matrices:detail", args=[matrix.pk])).status_code == 200
+    body = json.dumps({"suite": "capitals", "variants": ["fake/good", "fake/bad"]})
+    assert client.post("/api/matrices", body, content_type="application/json").status_code == 403
