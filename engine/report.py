@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from enum import StrEnum
 
 from .outcomes import Status
 from .results import (
@@ -201,19 +202,29 @@ def cached_note(turn) -> str:
     return f" (cached: {calls}, ${turn.saved_cost:.6f} saved)" if turn.cached else f" ({calls} cached)"
 
 
-def format_report(report: RunReport) -> str:
+def format_header(suite_name: str, model: str, endpoint: str, mock: bool) -> str:
     # The model is named once: a `name/` prefix already says which endpoint it went to.
-    if report.mock:
+    if mock:
         where = " [mock endpoint]"
-    elif report.endpoint == DEFAULT_ENDPOINT:
+    elif endpoint == DEFAULT_ENDPOINT:
         where = " on the default endpoint"
-    elif report.model.startswith(f"{report.endpoint}/"):
+    elif model.startswith(f"{endpoint}/"):
         where = ""
     else:
-        where = f" on {report.endpoint}"
-    header = f"Suite: {report.suite.name} — model {report.model}{where}"
-    runs_of = Counter(result.index for result in report.evals)
-    blocks = [header, ""] + [format_eval(result, runs_of[result.index]) + "\n" for result in report.evals]
+        where = f" on {endpoint}"
+    return f"Suite: {suite_name} — model {model}{where}"
+
+
+def format_line(result: EvalResult, iterations: int = 1) -> str:
+    """A conversation that passed, on one line: its number, the start of its prompt, and how it passed."""
+    repeat = f" (iteration {result.iteration + 1} of {iterations})" if iterations > 1 else ""
+    how = (
+        f"succeeded on turn {result.passed_on_turn}" if result.passed_on_turn is not None else result.verdict
+    )
+    return f"{PASS} Eval {result.index + 1}{repeat}: {_one_line(result.prompt)} ({how})"
+
+
+def format_summary(report: RunReport) -> str:
     totals = report.totals
     summary = (
         f"Summary: {totals.passed} passed, {totals.failed} failed, {plural(totals.error, 'error')} of "
@@ -227,9 +238,53 @@ def format_report(report: RunReport) -> str:
     for gate in report.gates:
         actual = "n/a" if gate.actual is None else f"{gate.actual:.3f}"
         summary += f"\nGate {gate.label}: {PASS if gate.passed else FAIL} (actual {actual})"
-    iterated = format_iterated(report)
-    if iterated:
-        blocks += ["Iterated evals:", *iterated, ""]
-    return "\n".join(
-        blocks + [summary, f"Overall: {PASS if report.status == Status.PASSED else FAIL} ({report.status})"]
-    )
+    return f"{summary}\nOverall: {PASS if report.status == Status.PASSED else FAIL} ({report.status})"
+
+
+class Detail(StrEnum):
+    """How much of each conversation the report shows."""
+
+    COMPACT = "compact"  # a line for each that passed, every turn of the others
+    VERBOSE = "verbose"  # every turn of every conversation
+    QUIET = "quiet"  # the summary alone
+
+
+class ReportWriter:
+    """The report in the order it is written, one piece at a time, so that a run can print each
+    conversation as it ends: the header, the conversations, the summary last. Each piece is one `print`."""
+
+    def __init__(self, detail: Detail = Detail.VERBOSE) -> None:
+        self.detail = detail
+        self.after_line = False  # the last piece was a one-line pass, not a block that ends in a blank line
+
+    def header(self, suite_name: str, model: str, endpoint: str, mock: bool) -> str | None:
+        if self.detail == Detail.QUIET:
+            return None
+        return format_header(suite_name, model, endpoint, mock) + "\n"
+
+    def result(self, result: EvalResult, iterations: int = 1) -> str | None:
+        if self.detail == Detail.QUIET:
+            return None
+        if self.detail == Detail.COMPACT and result.status == Status.PASSED:
+            self.after_line = True
+            return format_line(result, iterations)
+        gap = "\n" if self.after_line else ""
+        self.after_line = False
+        return f"{gap}{format_eval(result, iterations)}\n"
+
+    def summary(self, report: RunReport) -> str:
+        if self.detail == Detail.QUIET:
+            return format_summary(report)
+        gap = "\n" if self.after_line else ""
+        iterated = format_iterated(report)
+        listed = "\n".join(["Iterated evals:", *iterated, "", ""]) if iterated else ""
+        return f"{gap}{listed}{format_summary(report)}"
+
+
+def format_report(report: RunReport, detail: Detail = Detail.VERBOSE) -> str:
+    writer = ReportWriter(detail)
+    runs_of = Counter(result.index for result in report.evals)
+    pieces = [writer.header(report.suite.name, report.model, report.endpoint, report.mock)]
+    pieces += [writer.result(result, runs_of[result.index]) for result in report.evals]
+    pieces.append(writer.summary(report))
+    return "\n".join(piece for piece in pieces if piece is not None)

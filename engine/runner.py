@@ -117,11 +117,13 @@ def run_suite(
     slow_min_seconds: float = SLOW_MIN_SECONDS,
     code: CodeRunner | None = None,
     store: cache.ResponseStore | None = None,
+    watched: set[Calls] | None = None,
 ) -> RunReport:
     """Play every eval (times its iterations), `concurrency` at a time. `timeout`: every endpoint's request
     timeout, over the suite's and the endpoint's own. `on_slow` is told, every SLOW_CHECK_SECONDS while any
     are, of the calls out longer than a few times the run's median latency (and `slow_min_seconds`). `store`:
-    the response cache's (engine.cache), used when the suite's `cache` says so."""
+    the response cache's (engine.cache), used when the suite's `cache` says so. `watched` is kept holding the
+    calls of the conversations in flight, for whoever shows progress."""
     ctx, endpoint_name = build_context(
         suite, registry, model, files, asynchronous=True, timeout=timeout, code=code, store=store
     )
@@ -141,7 +143,8 @@ def run_suite(
         # plays another meanwhile. Threads only for what may call a model while grading (judges).
         queue = iter(enumerate(jobs))
         latencies = Latencies()
-        playing: set[Calls] = set()
+        playing: set[Calls] = watched if watched is not None else set()
+        watch_calls = on_slow is not None or watched is not None
 
         async def worker() -> None:
             nonlocal spent
@@ -152,7 +155,7 @@ def run_suite(
                 calls = Calls(latencies)
                 playing.add(calls)
                 try:
-                    with watching(calls if on_slow is not None else None), cache.playing_iteration(iteration):
+                    with watching(calls if watch_calls else None), cache.playing_iteration(iteration):
                         result = await run_eval_async(
                             suite.evals[index], index, suite.eval_id(index), ctx, on_wait=on_wait
                         )

@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from django.conf import settings
@@ -16,14 +19,14 @@ from pydantic import ValidationError
 from engine import suitevars
 from engine.cache import DiskStore, roles_of
 from engine.calls import SlowReporter
-from engine.clients import DEFAULT, EndpointRegistry
+from engine.clients import DEFAULT, MOCK, EndpointRegistry
 from engine.codegrade.run import CodeRunner
 from engine.cost import estimate, money
 from engine.endpoint_checks import closest_endpoint, locator, model_refs, timeout_warnings, unnamed_prefix
 from engine.options import apply as apply_options
 from engine.outcomes import Status
-from engine.report import format_report
-from engine.results import EvalResult
+from engine.report import Detail, ReportWriter
+from engine.results import RESULTS_FORMAT, EvalResult, RunReport, SuiteRef
 from engine.runner import run_suite
 from engine.schema import Suite
 from engine.source import format_path
@@ -32,7 +35,9 @@ from engine.text import plural
 from .common import BROKEN, UserError, read_suite_file, suite_to_run
 from .database import endpoint_registry
 from .options import run_options
-from .outputs import exit_code, write_outputs
+from .outputs import StreamedJSON, exit_code, write_outputs
+from .progress import Progress, Tally
+from .run import PROGRESS_EVERY
 
 
 def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry, unread: str | None) -> None:
@@ -87,16 +92,6 @@ def bind_vars(path: Path, suite: Suite, assignments: list[str] | None) -> tuple[
         raise UserError(f"{path}: {exc}; nothing was run") from None
 
 
-def say_wait(wait) -> None:
-    """A model call waits to retry (engine.retries): say so, or a long outage looks like a hang."""
-    print(f"{wait.endpoint}: {wait.reason}, retrying in {wait.seconds:.0f} s", file=sys.stderr, flush=True)
-
-
-def say_slow() -> SlowReporter:
-    """Calls the endpoint sits on, said on stderr, so a hung endpoint never looks like a hung evalsite."""
-    return SlowReporter(lambda line: print(line, file=sys.stderr, flush=True))
-
-
 def run_here(args: argparse.Namespace) -> int:
     model = args.model
     suite, files = suite_to_run(args.file, "nothing was run")
@@ -110,25 +105,48 @@ def run_here(args: argparse.Namespace) -> int:
         located = locator(read_suite_file(args.file).decode("utf-8-sig"))
         for problem in timeout_warnings(suite, registry, located):
             print(f"note: {args.file}:{problem}", file=sys.stderr)
-    say_cap(registry, model or suite.model, args.concurrency)
+    model_ref = model or suite.model
+    if getattr(args, "concurrency_given", True):
+        registry = raise_cap(registry, model_ref, args.concurrency)
     say_estimate(suite, registry, model)
-    report = run_suite(
-        suite,
-        registry,
-        model=model,
-        concurrency=args.concurrency,
-        files=files,
-        on_wait=say_wait,
-        timeout=getattr(args, "timeout", None),
-        on_slow=say_slow(),
-        slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
-        # Code checks run here, in the suite's folder, with the caller's environment: it is their machine.
-        code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
-        store=DiskStore() if roles_of(suite) else None,
+    endpoint = registry.resolve(model_ref)[0]
+    iterations = [ev.iterations or suite.iterations for ev in suite.evals]
+    tally = Tally(sum(iterations))
+    writer = ReportWriter(getattr(args, "detail", Detail.VERBOSE))
+    streamed = stream_json(args, suite, model_ref, endpoint, values)
+    progress = Progress(
+        tally, live=sys.stderr.isatty(), every=getattr(args, "progress_every", PROGRESS_EVERY)
     )
+
+    def ended(result: EvalResult) -> None:
+        tally.add(result)
+        progress.say(writer.result(result, iterations[result.index]))
+        if streamed is not None:
+            streamed.add(result)
+
+    with progress, interrupted(tally, streamed, writer.detail != Detail.QUIET):
+        progress.say(writer.header(suite.name or "", model_ref, endpoint, endpoint == MOCK))
+        report = run_suite(
+            suite,
+            registry,
+            model=model,
+            concurrency=args.concurrency,
+            on_result=ended,
+            files=files,
+            on_wait=lambda wait: progress.note(
+                f"{wait.endpoint}: {wait.reason}, retrying in {wait.seconds:.0f} s"
+            ),
+            timeout=getattr(args, "timeout", None),
+            on_slow=SlowReporter(progress.note),
+            slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
+            # Code checks run here, in the suite's folder, with the caller's environment: it is their machine.
+            code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
+            watched=tally.playing,
+            store=DiskStore() if roles_of(suite) else None,
+        )
     report.vars = values or None
-    print(format_report(report))
-    write_outputs(args, report, suite.system)
+    print(writer.summary(report), flush=True)
+    write_outputs(args, report, suite.system, streamed=streamed)
     code = exit_code(report)
     if report.stop_reason:
         played = len(report.evals) - report.totals.cancelled
@@ -138,30 +156,7 @@ def run_here(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if code == BROKEN:
-        errors = [result for result in report.evals if result.status == Status.ERROR]
-        unfinished = [result for result in errors if ended_unfinished(result)]
-        errors = [result for result in errors if not ended_unfinished(result)]
-        total = plural(len(report.evals), "conversation")
-        graders = [result for result in errors if (result.error or "").startswith("code grader ")]
-        errors = [result for result in errors if result not in graders]
-        if errors:
-            print(
-                f"{len(errors)} of {total} ended in an endpoint error ({errors[0].error}); check the "
-                "endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, or the endpoint in the admin)",
-                file=sys.stderr,
-            )
-        if graders:
-            print(
-                f"{len(graders)} of {total} got no verdict from a code grader ({graders[0].error})",
-                file=sys.stderr,
-            )
-        if unfinished:
-            print(
-                f"{len(unfinished)} of {total} ended at a reply that did not finish "
-                f"({unfinished[0].turns[-1].incomplete}); `incomplete_reply: fail` or `grade` in the suite "
-                "counts such replies otherwise",
-                file=sys.stderr,
-            )
+        say_errors(report)
     return code
 
 
@@ -184,22 +179,85 @@ def _priced(registry: EndpointRegistry, ref: str):
     return name, registry.endpoint(name)
 
 
+@contextmanager
+def interrupted(tally: Tally, streamed: StreamedJSON | None, shown: bool) -> Iterator[None]:
+    """Ctrl-C: what the run kept, for the line the command ends with (evalsite.cli.main)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        kept = f"{tally.done} of {plural(tally.total, 'conversation')} had ended"
+        where = ["printed above"] if shown else []
+        where += [f"in {streamed.path} with status `running`"] if streamed else []
+        if tally.done and where:
+            kept += f" ({', and '.join(where)})"
+        raise KeyboardInterrupt(f"{kept}; no summary was written") from None
+
+
+def stream_json(
+    args: argparse.Namespace, suite: Suite, model_ref: str, endpoint: str, values: dict[str, str]
+) -> StreamedJSON | None:
+    """--json, written as conversations end; None when it was not asked for, or is no regular file (a pipe,
+    /dev/stdout), which gets the whole document at the end."""
+    path = getattr(args, "json_path", None)
+    if path is None or (path.exists() and not path.is_file()):
+        return None
+    head = {
+        "format": RESULTS_FORMAT,
+        "suite": SuiteRef(name=suite.name or "").model_dump(mode="json"),
+        "model": model_ref,
+        "endpoint": endpoint,
+        "mock": endpoint == MOCK,
+        "vars": values or None,
+    }
+    return StreamedJSON(path, head)
+
+
+def say_errors(report: RunReport) -> None:
+    """Why the run is exit 3, on stderr: the first error of each kind, and what to check."""
+    errors = [result for result in report.evals if result.status == Status.ERROR]
+    unfinished = [result for result in errors if ended_unfinished(result)]
+    errors = [result for result in errors if not ended_unfinished(result)]
+    total = plural(len(report.evals), "conversation")
+    graders = [result for result in errors if (result.error or "").startswith("code grader ")]
+    errors = [result for result in errors if result not in graders]
+    if errors:
+        print(
+            f"{len(errors)} of {total} ended in an endpoint error ({errors[0].error}); check the "
+            "endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, or the endpoint in the admin)",
+            file=sys.stderr,
+        )
+    if graders:
+        print(
+            f"{len(graders)} of {total} got no verdict from a code grader ({graders[0].error})",
+            file=sys.stderr,
+        )
+    if unfinished:
+        print(
+            f"{len(unfinished)} of {total} ended at a reply that did not finish "
+            f"({unfinished[0].turns[-1].incomplete}); `incomplete_reply: fail` or `grade` in the suite "
+            "counts such replies otherwise",
+            file=sys.stderr,
+        )
+
+
 def ended_unfinished(result: EvalResult) -> bool:
     """An error at a reply that did not finish (incomplete_reply: error), not at the endpoint."""
     last = result.turns[-1] if result.turns else None
     return last is not None and last.incomplete is not None and not last.checks and last.passed is None
 
 
-def say_cap(registry: EndpointRegistry, model_ref: str, concurrency: int) -> None:
-    """A --concurrency above the endpoint's own limit is held to it: say so, and where the limit is set."""
+def raise_cap(registry: EndpointRegistry, model_ref: str, concurrency: int) -> EndpointRegistry:
+    """The registry with room for the --concurrency given: the default endpoint's cap raised to it; a named
+    endpoint's cap is the admin's to set, so one below it is refused before anything runs."""
     name, _ = registry.resolve(model_ref)
     cap = registry.max_concurrency(name)
-    if concurrency > cap:
-        where = (
-            "EVALSITE_DEFAULT_CONCURRENCY"
-            if name == DEFAULT
-            else f"the endpoint {name}'s max concurrency in the admin"
-        )
-        print(
-            f"concurrency {concurrency} held to {cap}, the {name} endpoint's limit ({where})", file=sys.stderr
-        )
+    if concurrency <= cap:
+        return registry
+    if name == DEFAULT:
+        return replace(registry, default=replace(registry.default, max_concurrency=concurrency))
+    if name == MOCK:
+        raise UserError(f"--concurrency {concurrency}: the mock endpoint plays at most {cap} at once")
+    raise UserError(
+        f"--concurrency {concurrency}: the endpoint {name} allows {cap} at once (Runs → Endpoints → {name} → "
+        f"max concurrency in the admin); raise it there or pass --concurrency {cap}; nothing was run"
+    )

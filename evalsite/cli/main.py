@@ -75,8 +75,10 @@ def execute(args: argparse.Namespace, prog: str) -> int:
     except UserError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return exc.code
-    except KeyboardInterrupt:
-        print(f"\n{prog}: interrupted; no report or results were written", file=sys.stderr, flush=True)
+    except KeyboardInterrupt as exc:
+        # A command that kept something of its work says what in the interrupt it raises again.
+        kept = "; ".join(map(str, exc.args)) or "no report or results were written"
+        print(f"\n{prog}: interrupted; {kept}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         # Conversations still in flight hold threads that the interpreter would wait for at exit, up to a
         # request timeout each; nothing of theirs is kept, so do not wait.
@@ -95,7 +97,8 @@ exit codes:
     0  the run passed: every eval passed (with gates: every gate held)
     1  the run did not pass: an eval failed, or a gate did
     2  nothing was run: the suite is invalid or cannot be read, or the command is wrong
-       (a bad --model, a --json path that cannot be written)
+       (a bad --model, a --json path that cannot be written, a --concurrency above a named
+       endpoint's max concurrency)
     3  the endpoint or the machine failed: a conversation ended in an endpoint error
        (unreachable, HTTP 401, every retry spent), or evalsite crashed; or the run reached
        its cost limit (--max-cost, the suite's max_cost) and stopped with evals not played

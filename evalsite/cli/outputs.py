@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import textwrap
 from pathlib import Path
 
 from engine.compare import Comparison
 from engine.exports import FORMATS, ExportFormat, RunExport
 from engine.outcomes import Status
-from engine.results import RunReport
+from engine.results import EvalResult, RunReport
 
 from .common import BROKEN, FAILED, PASSED, UserError, check_writable
 
@@ -17,7 +19,10 @@ EXPORTS = [entry for entry in FORMATS.values() if entry.cli is not None]
 
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("exports, for CI")
+    group = parser.add_argument_group(
+        "exports, for CI",
+        "Each is one document, written when the run ends (--json is written as conversations end).",
+    )
     for entry in EXPORTS:
         option = entry.cli
         group.add_argument(option.flag, dest=option.dest, type=Path, metavar=option.metavar, help=option.help)
@@ -37,12 +42,85 @@ def beside(entry: ExportFormat) -> list[ExportFormat]:
     return [other for other in FORMATS.values() if other.beside == entry.key]
 
 
+def _dumped(data) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+# Stands for the conversations in a document, where their text goes: a string no dump of a result holds.
+_EVALS = "\x00evals\x00"
+# Where the conversations go: in `evals`, in the document.
+_INDENT = "    "
+_MARK = _INDENT + _dumped(_EVALS)
+
+
+class StreamedJSON:
+    """--json written as conversations end, so that a run killed half-way leaves them on disk.
+
+    The file is a JSON document at every moment: while the run goes, its header with status "running" and
+    the conversations ended so far, in the order they ended (each is written over the closing brackets,
+    which follow it again); once the run completes, the whole evalsite.results/1 document, in the
+    conversations' order, moved over it at once. Each conversation is serialised once."""
+
+    def __init__(self, path: Path, head: dict) -> None:
+        self.path = path
+        self.texts: dict[tuple[int, int], str] = {}
+        opening, closing = _dumped({**head, "status": "running", "evals": [_EVALS]}).split(_MARK)
+        self.closing = (closing + "\n").encode()
+        try:
+            self.file = path.open("wb")
+            self.file.write(opening.encode())
+            self.end = self.file.tell()
+            self._close_document()
+        except OSError as exc:
+            raise UserError(f"--json {path}: {exc.strerror or exc}", code=BROKEN) from None
+
+    def _close_document(self) -> None:
+        self.file.write(self.closing)
+        self.file.truncate()
+        self.file.flush()
+
+    def add(self, result: EvalResult) -> None:
+        text = textwrap.indent(_dumped(result.model_dump(mode="json")), _INDENT)
+        self.texts[(result.index, result.iteration)] = text
+        self.file.seek(self.end)
+        self.file.write((b",\n" if len(self.texts) > 1 else b"") + text.encode())
+        self.end = self.file.tell()
+        self._close_document()
+
+    def finish(self, report: RunReport) -> None:
+        """The finished document, the same text as json.dumps of the report, written beside and moved over
+        the streamed one, so that it is never half-written."""
+        self.file.close()
+        data = report.model_dump(mode="json", exclude={"evals"})
+        data = {key: [_EVALS] if key == "evals" else data[key] for key in RunReport.model_fields}
+        evals = [
+            self.texts.get((result.index, result.iteration))
+            or textwrap.indent(_dumped(result.model_dump(mode="json")), _INDENT)
+            for result in report.evals
+        ]
+        text = _dumped(data)
+        if evals:
+            text = text.replace(_MARK, ",\n".join(evals), 1)
+        else:
+            text = text.replace(f"[\n{_MARK}\n  ]", "[]", 1)
+        partial = self.path.with_name(f".{self.path.name}.partial")
+        _write(self.path, "--json", text + "\n", partial)
+        try:
+            os.replace(partial, self.path)
+        except OSError as exc:
+            raise UserError(f"--json {self.path}: {exc.strerror or exc}", code=BROKEN) from None
+
+
 def write_outputs(args: argparse.Namespace, report: RunReport, system: str | None, *,
                   comparison: Comparison | None = None, run_url: str | None = None,
-                  baseline_url: str | None = None) -> None:  # fmt: skip
-    """Every file the command line asked for; a write that fails is exit 3 (the run happened)."""
+                  baseline_url: str | None = None, streamed: StreamedJSON | None = None) -> None:  # fmt: skip
+    """Every file the command line asked for (`streamed`: --json, as written so far); a write that fails is
+    exit 3 (the run happened)."""
     json_path = getattr(args, "json_path", None)
-    if json_path is not None:
+    if streamed is not None:
+        streamed.finish(report)
+        print(f"Wrote the results (JSON) to {json_path}")
+    elif json_path is not None:
         text = json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
         _write(json_path, "--json", text)
         print(f"Wrote the results (JSON) to {json_path}")

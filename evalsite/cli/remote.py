@@ -29,7 +29,7 @@ from engine.calls import Slow, SlowReporter
 from engine.compare import Change, Comparison, compare_runs
 from engine.failures import failures
 from engine.outcomes import ACTIVE, Status
-from engine.report import format_report
+from engine.report import Detail, format_report
 from engine.results import RunReport
 from engine.text import plural
 
@@ -203,7 +203,7 @@ def run_on_server(args: Namespace) -> int:
     if status != 200:
         raise UserError(f"the server did not return the results ({status}): {_detail(payload)}", code=BROKEN)
     report = RunReport.model_validate(payload)
-    print(format_report(report))
+    print(format_report(report, getattr(args, "detail", Detail.VERBOSE)))
     comparison = baseline_url = None
     if baseline is not None:
         comparison = compare_runs(baseline.evals, report.evals)

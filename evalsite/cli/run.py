@@ -14,10 +14,26 @@ import os
 from pathlib import Path
 
 from engine.matrix import Variant, VariantError, parse_variants
+from engine.report import Detail
 from engine.schema.suite import TIMEOUT_MAX, TIMEOUT_MIN
 
 from .common import UserError, positive_int
 from .outputs import add_export_arguments, check_outputs
+
+# Conversations in flight at once when --concurrency is not given.
+DEFAULT_CONCURRENCY = 10
+# Seconds between progress lines when stderr is not a terminal: a CI log that moves, without flooding it.
+PROGRESS_EVERY = 10.0
+
+
+def progress_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 86_400:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 for never)")
+    return value
 
 
 def timeout_seconds(text: str) -> float:
@@ -61,15 +77,34 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         dest="json_path",
         type=Path,
         metavar="OUT.json",
-        help="also write the results here (format evalsite.results/1)",
+        help="also write the results here (format evalsite.results/1); a run here writes each conversation "
+        "as it ends, so a run cut short leaves those on disk (status `running`), and the whole document at "
+        "the end",
     )
     parser.add_argument(
         "--concurrency",
         type=positive_int,
-        default=10,
+        default=None,
         metavar="N",
-        help="conversations in flight at once (default 10; the endpoint's cap applies too)",
+        help=f"conversations in flight at once (default {DEFAULT_CONCURRENCY}, within the endpoint's cap). "
+        "Given, it raises the default endpoint's cap (EVALSITE_DEFAULT_CONCURRENCY) to N; a named endpoint "
+        "whose max concurrency in the admin is lower refuses it and nothing runs",
     )
+    detail = parser.add_mutually_exclusive_group()
+    detail.add_argument(
+        "--verbose", dest="detail", action="store_const", const=Detail.VERBOSE, default=Detail.COMPACT,
+        help="print every turn of every conversation (by default a conversation that passed is one line, and "
+        "only the others are printed turn by turn)",
+    )  # fmt: skip
+    detail.add_argument(
+        "--quiet", dest="detail", action="store_const", const=Detail.QUIET,
+        help="print the summary alone",
+    )  # fmt: skip
+    parser.add_argument(
+        "--progress-every", type=progress_seconds, default=PROGRESS_EVERY, metavar="SECONDS",
+        help="in a run here with stderr not a terminal (CI), print a progress line there every SECONDS (default "
+        f"{PROGRESS_EVERY:g}; 0: never); on a terminal a live line shows it instead",
+    )  # fmt: skip
     parser.add_argument(
         "--timeout",
         type=timeout_seconds,
@@ -148,6 +183,10 @@ def run(args: argparse.Namespace) -> int:
     matrix = len(variants) > 1 or any(variant.model_settings for variant in variants)
     if variants and not matrix:  # one model, from --model or a lone --variant
         args.model = variants[0].model
+    # A --concurrency given is a demand (a run here raises or refuses the cap for it); the default is not.
+    args.concurrency_given = args.concurrency is not None
+    if args.concurrency is None:
+        args.concurrency = DEFAULT_CONCURRENCY
     if getattr(args, "server", None):
         if getattr(args, "timeout", None) is not None:
             raise UserError(

@@ -211,7 +211,7 @@ def test_evalsite_run_caches_with_cache_in_a_local_store_and_no_cache_overrides_
     assert len(fake.chat_requests()) == 3 and "from the cache" not in first.stdout
     assert (tmp_path / "xdg" / "evalsite" / "responses").is_dir()
 
-    second = _cli(str(path), "--cache", "--json", str(tmp_path / "out.json"), env=env)
+    second = _cli(str(path), "--cache", "--verbose", "--json", str(tmp_path / "out.json"), env=env)
     assert second.returncode == 0, second.stderr
     assert len(fake.chat_requests()) == 3  # no model call
     assert "3 calls from the cache" in second.stdout and "(cached: 1 call" in second.stdout

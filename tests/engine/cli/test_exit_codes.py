@@ -62,19 +62,6 @@ def test_a_wait_to_retry_is_said_on_stderr(fake, suite):
     assert "default: waiting for rate limit, retrying in 1 s" in result.stderr
 
 
-def test_a_concurrency_over_the_endpoints_limit_is_held_to_it_and_said(fake, suite):
-    fake.script("What is 15 * 7?", ["105"])
-    fake.script("What is 2 + 2?", ["4"])
-    held = run_on(fake, suite, "--concurrency", "50")
-    assert held.returncode == 0, held.stdout + held.stderr
-    assert (
-        "concurrency 50 held to 10, the default endpoint's limit (EVALSITE_DEFAULT_CONCURRENCY)"
-        in held.stderr
-    )
-    raised = run_on(fake, suite, "--concurrency", "50", EVALSITE_DEFAULT_CONCURRENCY="50")
-    assert raised.returncode == 0 and "held to" not in raised.stderr
-
-
 def test_exit_3_on_a_reply_cut_off_says_so_not_the_key(fake, suite):
     """A reply that did not finish is an error, not a FAIL, and the advice is the suite's rule, not the key."""
     fake.script("What is 15 * 7?", [Reply("15 * 7 is", finish_reason="length")])
@@ -211,4 +198,4 @@ def test_ctrl_c_stops_the_run_with_one_line(fake, suite):
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, out + err
     assert time.monotonic() - interrupted < 15  # not after the replies in flight (30 s)
-    assert err.strip() == "evalsite: interrupted; no report or results were written"
+    assert err.strip() == "evalsite: interrupted; 0 of 2 conversations had ended; no summary was written"

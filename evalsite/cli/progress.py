@@ -1,0 +1,140 @@
+"""What `evalsite run` shows while a suite plays here: on a terminal, a live line (rich) under the report as
+it grows; elsewhere, as in CI, a plain line every few seconds. Progress goes to stderr, the report to stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterable
+
+from engine.calls import Calls
+from engine.outcomes import Status
+from engine.results import EvalResult
+from engine.text import plural
+
+# Refreshes a second of the live line: enough for a counter, little CPU beside a run of hundreds of calls.
+LIVE_REFRESH_PER_SECOND = 4
+
+
+def clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02}:{seconds:02}" if hours else f"{minutes}:{seconds:02}"
+
+
+class Tally:
+    """The run so far, counted as each conversation ends; `playing` is the runner's set of the conversations
+    in flight (engine.runner.run_suite's `watched`), whose calls out are counted when the line is drawn."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = self.passed = self.failed = self.errors = 0
+        self.spend = 0.0
+        self.playing: set[Calls] = set()
+        self.started = time.monotonic()
+
+    def add(self, result: EvalResult) -> None:
+        self.done += 1
+        self.spend += result.totals.cost
+        if result.status == Status.PASSED:
+            self.passed += 1
+        elif result.status == Status.FAILED:
+            self.failed += 1
+        elif result.status == Status.ERROR:
+            self.errors += 1
+
+    def in_flight(self) -> int:
+        return sum(len(calls.out) for calls in _copy(self.playing))
+
+    def line(self) -> str:
+        """The run in one line, most telling first, as a narrow terminal cuts it at the end."""
+        elapsed = time.monotonic() - self.started
+        left = self.total - self.done
+        eta = f", ETA {clock(elapsed / self.done * left)}" if self.done and left else ""
+        return (
+            f"{self.done}/{self.total} · {self.passed} passed · {self.failed} failed · "
+            f"{plural(self.errors, 'error')} · {plural(self.in_flight(), 'call')} in flight · "
+            f"${self.spend:.4f} · {clock(elapsed)}{eta}"
+        )
+
+
+def _copy(playing: set[Calls]) -> Iterable[Calls]:
+    # The set changes on the event loop's thread while another thread draws the line.
+    while True:
+        try:
+            return list(playing)
+        except RuntimeError:
+            continue
+
+
+class Progress:
+    """Shows a Tally while a run plays and prints the report's pieces as they come (`say`).
+
+    `live`: a rich line on stderr, redrawn in place, with the report printed above it (through rich when
+    stdout is the terminal too, else straight to stdout). Otherwise a plain line on stderr every `every`
+    seconds (0: none), and the report straight to stdout."""
+
+    def __init__(self, tally: Tally, *, live: bool, every: float) -> None:
+        self.tally = tally
+        self.live = None
+        self.every = every
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if live:
+            # Imported only on a terminal: rich costs a run in CI start-up time it does not need.
+            from rich.console import Console
+            from rich.live import Live
+            from rich.text import Text
+
+            self._text = Text
+            console = Console(file=sys.stderr, emoji=False, highlight=False, markup=False)
+            self.live = Live(
+                self._render(),
+                console=console,
+                refresh_per_second=LIVE_REFRESH_PER_SECOND,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+                get_renderable=self._render,
+            )
+            self._through_rich = sys.stdout.isatty()
+
+    def _render(self):
+        return self._text(self.tally.line(), no_wrap=True, overflow="ellipsis")
+
+    def __enter__(self) -> Progress:
+        if self.live is not None:
+            self.live.start()
+        elif self.every > 0:
+            self._thread = threading.Thread(target=self._tick, name="evalsite-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        if self.live is not None:
+            self.live.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=1)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.every):
+            print(f"progress: {self.tally.line()}", file=sys.stderr, flush=True)
+
+    def say(self, text: str | None) -> None:
+        """A piece of the report, on stdout; above the live line when both share the terminal."""
+        if text is None:
+            return
+        if self.live is not None and self._through_rich:
+            self.live.console.out(text, highlight=False)
+        else:
+            print(text, flush=True)
+
+    def note(self, text: str) -> None:
+        """A note on stderr (a retry, a slow call), above the live line when there is one."""
+        if self.live is not None:
+            self.live.console.out(text, highlight=False)
+        else:
+            print(text, file=sys.stderr, flush=True)
