@@ -5,8 +5,6 @@ from django.conf import settings
 from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
 from engine.retries import LOCAL_PAUSES, PauseBoard
 
-from .models import Endpoint
-
 
 def default_endpoint() -> EndpointConfig:
     return EndpointConfig(
@@ -24,6 +22,9 @@ def default_endpoint() -> EndpointConfig:
 
 
 def named_endpoints() -> tuple[EndpointConfig, ...]:
+    # Imported here: `evalsite run` reads the default endpoint from settings alone, without Django's apps.
+    from .models import Endpoint
+
     return tuple(endpoint.to_config() for endpoint in Endpoint.objects.order_by("id"))
 
 

@@ -88,16 +88,19 @@ def read_limited(path: PathLike | str, limit: int) -> bytes:
         return handle.read(limit + 1)
 
 
-def read_suite_files(path: PathLike | str, data: bytes | str) -> dict[str, str]:
+def read_suite_files(
+    path: PathLike | str, data: bytes | str, names: list[str] | None = None
+) -> dict[str, str]:
     """Attached files for a suite on disk: the files it names, read from the suite file's folder.
 
     Each name and size is checked, by os.stat, before anything is read; SuiteError lists every file refused.
     A name that is not in the folder (or leads out of it) is left out: the suite's own validation then says
-    it is not attached, at the line that names it. Raises OSError for a file that exists but cannot be read."""
+    it is not attached, at the line that names it. Raises OSError for a file that exists but cannot be read.
+    `names`: the files it names, when the caller has parsed it already (engine.loader.references)."""
     folder = pathlib.Path(path).parent
     sizes: dict[str, int] = {}
     problems: list[SuiteProblem] = []
-    for name in file_references(data):
+    for name in file_references(data) if names is None else names:
         if not FILE_NAME.match(name):
             problems.append(_problem(name, NAME_RULE))
             continue

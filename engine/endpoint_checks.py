@@ -16,7 +16,6 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-import openai
 from pydantic import BaseModel
 
 from .clients import MOCK, EndpointConfig, EndpointRegistry
@@ -265,6 +264,8 @@ def probe(
 
     The key is read from the endpoint's variable and never appears in the message.
     """
+    import openai  # heavy: the admin's probe needs it, `evalsite run` (which checks references here) does not
+
     key = environ.get(endpoint.api_key_env, "") if endpoint.api_key_env else ""
     client = openai.OpenAI(
         base_url=endpoint.base_url,

@@ -6,6 +6,7 @@ Reading the YAML is engine.source's; a calibration set (engine.calibration) is l
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping
 
 import yaml
@@ -29,7 +30,6 @@ from .source import (
     validated,
     where_written,
 )
-from .tools.replay import NotRecorded, read_recorded
 
 
 def _depth_problems(suite: Suite, builder: TreeBuilder) -> list[SuiteProblem]:
@@ -79,7 +79,9 @@ def _metadata_conflicts(raw: dict, builder: TreeBuilder) -> list[SuiteProblem]:
     return problems
 
 
-def _attachments(suite: Suite, builder: TreeBuilder, files: Mapping[str, str]) -> list[SuiteProblem]:
+def _attachments(
+    suite: Suite, raw: dict, builder: TreeBuilder, files: Mapping[str, str]
+) -> list[SuiteProblem]:
     """Every file the suite names must be attached; the dataset's rows become evals."""
     problems: list[SuiteProblem] = []
 
@@ -107,13 +109,17 @@ def _attachments(suite: Suite, builder: TreeBuilder, files: Mapping[str, str]) -
             problems.append(SuiteProblem(line, column, format_path(path), f"{grader.rubric_file}: {exc}"))
 
     # Code checks' programs and modules: attached, so a server can run them where the CLI did.
-    for where, spec in suite.code_checks():
+    for where, spec in suite.code_checks() if _holds_key(raw, "code") else ():
         for name in spec.files:
             if name not in files:
                 missing((*where, "function" if spec.function is not None else "command"), name)
 
     # Replayed tools' results: attached, and a results document, so a run finds what it replays.
-    for where, tool in _replayed_tools(suite):
+    replayed = list(_replayed_tools(suite))
+    if replayed:
+        # engine.tools brings the model clients (aiohttp, openai): only a suite that replays tools loads them.
+        from .tools.replay import NotRecorded, read_recorded
+    for where, tool in replayed:
         if tool.replay not in files:
             missing((*where, "replay"), tool.replay)
             continue
@@ -187,6 +193,14 @@ def load_suite(
     except SuiteError as exc:
         exc.filename = filename
         raise
+    return load_parsed_suite(raw, builder, filename, files)
+
+
+def load_parsed_suite(
+    raw: dict, builder: TreeBuilder, filename: str = "suite.yaml", files: Mapping[str, str] | None = None
+) -> Suite:
+    """load_suite for a file already parsed (engine.source.parse_yaml), so a caller that also needs the raw
+    data (the files it names, whether it is a calibration set) reads it once."""
     if is_calibration(raw):
         # A calibration set is played as a suite of given replies.
         return as_suite(load_parsed(raw, builder, filename, files))
@@ -198,7 +212,7 @@ def load_suite(
     problems = (
         _reference_problems(raw, builder)
         or _depth_problems(suite, builder)
-        or _attachments(suite, builder, files or {})
+        or _attachments(suite, raw, builder, files or {})
         or _too_many_conversations(suite, written, raw, builder)
     )
     if problems:
@@ -209,10 +223,23 @@ def load_suite(
 def _reference_problems(raw: dict, builder: TreeBuilder) -> list[SuiteProblem]:
     """`{{var:…}}` the suite does not declare, `{{secret:…}}` no environment variable could hold."""
     problems = []
+    if "{{" not in _as_text(raw):
+        return problems  # no reference can be written without braces
     for path, message in suitevars.reference_problems(raw):
         line, column = where_written(path, builder, key=False)
         problems.append(SuiteProblem(line, column, format_path(path), message))
     return problems
+
+
+def _as_text(raw: object) -> str:
+    """Parsed YAML as JSON text: json's C encoder visits every value far faster than a walk in Python, so
+    looking for a key or a mark in this text first spares the walks of a large suite that has none."""
+    return json.dumps(raw, default=str, ensure_ascii=False)
+
+
+def _holds_key(raw: object, key: str) -> bool:
+    """Whether `key` may be a key anywhere in parsed YAML (a value's own quotes are escaped in the text)."""
+    return f'"{key}":' in _as_text(raw)
 
 
 def conversation_count(suite: Suite) -> int:
@@ -273,7 +300,11 @@ def load_saved_suite(text: str, files: Mapping[str, str] | None = None) -> Suite
             if text_of is None:
                 return load_suite(text, files=files)  # raises, located
             grader.rubric = text_of
-    for _, tool in _replayed_tools(suite):
+    replayed = list(_replayed_tools(suite))
+    if replayed:
+        # engine.tools brings the model clients (aiohttp, openai): only a suite that replays tools loads them.
+        from .tools.replay import NotRecorded, read_recorded
+    for _, tool in replayed:
         text_of = (files or {}).get(tool.replay)
         try:
             tool.recorded = read_recorded(text_of) if text_of is not None else None
@@ -291,6 +322,11 @@ def file_references(data: bytes | str) -> list[str]:
         raw = load_yaml(decode_source(data))
     except (SuiteError, yaml.YAMLError):
         return []
+    return references(raw)
+
+
+def references(raw: object) -> list[str]:
+    """file_references for data already parsed."""
     if not isinstance(raw, dict):
         return []
     names = [raw[key] for key in ("dataset", "samples_file") if isinstance(raw.get(key), str)]
@@ -300,7 +336,8 @@ def file_references(data: bytes | str) -> list[str]:
         for grader in (graders or {}).values() if isinstance(graders, dict) else []:
             if isinstance(grader, dict) and isinstance(grader.get("rubric_file"), str):
                 names.append(grader["rubric_file"])
-    names += _code_files(raw)
+    if _holds_key(raw, "code"):
+        names += _code_files(raw)
     for tools in [raw.get("tools")] + [ev.get("tools") for ev in listed if isinstance(ev, dict)]:
         for tool in tools if isinstance(tools, list) else []:
             if isinstance(tool, dict) and isinstance(tool.get("replay"), str):

@@ -332,9 +332,110 @@ def _node_read(frames: list[list]) -> None:
             frame[0] += 1
 
 
+class _NotQuick(Exception):
+    """The quick read met something that only the full read (scan_yaml, TreeBuilder) reports, and locates."""
+
+
+# A character that may begin an anchor (&name) or an alias (*name). The quick read leaves any file that has
+# one to the full read, which refuses them at their place; text such as `'*done*'` or `a * b` is no such token.
+_MAYBE_ANCHOR = re.compile(r"(?:^|(?<=[\s\[{,]))[&*][^\s\[\]{},]")
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _QuickBuilder:
+    """TreeBuilder's data without its positions: what a valid file costs. It gives up (_NotQuick) at anything
+    TreeBuilder or scan_yaml would report, so a problem is always said by the full read, with its place."""
+
+    def __init__(self) -> None:
+        self._constructor = _Constructor("")
+
+    def build(self, node: yaml.Node, depth: int = 0):
+        kind = type(node)
+        if kind is yaml.ScalarNode:
+            if node.tag == _STR_TAG:
+                value = node.value
+                # Only a double-quoted scalar has escapes, the one way to write what cannot be stored.
+                if node.style == '"' and unstorable(value):
+                    raise _NotQuick
+                return value
+            try:
+                value = self._constructor.construct_object(node, deep=True)
+            except yaml.YAMLError:
+                raise _NotQuick from None
+            if isinstance(value, str) and unstorable(value):
+                raise _NotQuick
+            return value
+        if depth >= MAX_NESTING:
+            raise _NotQuick
+        if kind is yaml.SequenceNode:
+            return [self.build(item, depth + 1) for item in node.value]
+        result: dict = {}
+        for key_node, value_node in node.value:
+            if (
+                type(key_node) is not yaml.ScalarNode
+                or key_node.tag == _MERGE_TAG
+                or key_node.value in result
+            ):
+                raise _NotQuick
+            result[key_node.value] = self.build(value_node, depth + 1)
+        return result
+
+
+def _quick_parse(text: str) -> dict | None:
+    """The file's mapping when it is well-formed, read at libyaml's speed with no positions; None otherwise,
+    and then the full read says what is wrong."""
+    if bad_character(text) is not None or _MAYBE_ANCHOR.search(text):
+        return None
+    try:
+        node = yaml.compose(text, Loader=_CLoader)
+        if node is None:
+            return None
+        data = _QuickBuilder().build(node)
+    except (yaml.YAMLError, _NotQuick, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class LocatedLater(TreeBuilder):
+    """A TreeBuilder's positions, found when first asked: a valid file is read without them, and only a
+    problem to locate (rare, and then worth the time) reads it again with them."""
+
+    def __init__(self, text: str) -> None:  # no super().__init__(): its fields are the properties below
+        self._text = text
+        self._built: TreeBuilder | None = None
+
+    def _builder(self) -> TreeBuilder:
+        if self._built is None:
+            self._built = TreeBuilder()
+            self._built.build(yaml.compose(self._text, Loader=_CLoader))
+        return self._built
+
+    @property
+    def positions(self) -> dict[Path, tuple[int, int]]:
+        return self._builder().positions
+
+    @property
+    def key_positions(self) -> dict[Path, tuple[int, int]]:
+        return self._builder().key_positions
+
+    @property
+    def flow_split(self) -> set[Path]:
+        return self._builder().flow_split
+
+    @property
+    def problems(self) -> list[SuiteProblem]:
+        return []  # the quick read succeeds only where the full read finds none
+
+
 def parse_yaml(data: bytes | str) -> tuple[object, TreeBuilder]:
-    """A file's mapping and where each of its values is written; SuiteError for anything else."""
+    """A file's mapping and where each of its values is written; SuiteError for anything else.
+
+    A well-formed file is read once at libyaml's speed and its positions only when a problem asks for them."""
     text = _decode(data)
+    quick = _quick_parse(text)
+    if quick is not None:
+        return quick, LocatedLater(text)
     try:
         problems = scan_yaml(text)
         if problems:

@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable
 
-import openai
 from tenacity import Retrying
 
 from ..redact import redact_configured, register_key_env
@@ -62,6 +61,8 @@ class OpenAIClient:
         register_key_env(endpoint.api_key_env)
 
     def _client(self):
+        import openai  # heavy (a second of imports on a busy machine): only a process that calls through it pays
+
         api_key = os.environ.get(self.endpoint.api_key_env, "")
         cache_key = (self.endpoint.base_url, api_key, self.endpoint.timeout)
         with _client_lock:
@@ -96,6 +97,8 @@ class OpenAIClient:
 
     def _failure(self, what: str, exc: BaseException) -> Exception | None:
         """The openai client's exception as the failure to raise; None for any other."""
+        import openai  # loaded already: the call that raised went through it
+
         if isinstance(exc, openai.APIStatusError):
             return status_failure(self.label, exc.status_code, error_text(exc), exc.response.headers)
         if isinstance(exc, openai.APITimeoutError):
@@ -217,6 +220,8 @@ def with_secrets(messages: list[dict]) -> list[dict]:
 
 def warm_up() -> None:
     """Load the openai client's lazily imported modules now, not in a dozen threads' first requests."""
+    import openai  # heavy: loaded here, not when the CLI merely validates or plays on aiohttp
+
     client = openai.OpenAI(api_key="warm-up", base_url="http://127.0.0.1:9/v1", max_retries=0)
     _ = client.chat.completions, client.embeddings
     client.close()

@@ -6,15 +6,17 @@ A mistake the user can fix is a UserError: one line on stderr that says what to 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.attached import megabytes, read_limited, read_suite_files
-from engine.calibration import LoadedSet, load_calibration
-from engine.loader import file_references, is_calibration, load_suite
+from engine.calibration import LoadedSet, load_parsed
+from engine.loader import file_references, is_calibration, load_parsed_suite, references
 from engine.schema import Suite
-from engine.source import MAX_SUITE_BYTES, SuiteError, parse_yaml
+from engine.source import MAX_SUITE_BYTES, SuiteError, TreeBuilder, parse_yaml
 
 PASSED, FAILED, INVALID, BROKEN = 0, 1, 2, 3
 
@@ -60,14 +62,57 @@ def read_suite_file(path: Path, limit: int = MAX_SUITE_BYTES) -> bytes:
     return data
 
 
-def load_suite_file(path: Path) -> tuple[Suite, dict[str, str]]:
-    """The suite and its attached files, read from the suite's folder; InvalidSuite lists its problems."""
-    data, files = _read_with_files(path)
+@dataclass
+class SuiteFile:
+    """A suite file read and parsed once, with the attached files it names: every command that reads a suite
+    (or a calibration set) starts here, and nothing reads or parses it again."""
+
+    path: Path
+    data: bytes
+    raw: object  # None when the YAML is invalid (`problem` says why)
+    builder: TreeBuilder | None
+    problem: SuiteError | None
+    files: dict[str, str]
+    names: list[str]  # the attached files it names
+
+    @property
+    def is_calibration(self) -> bool:
+        return is_calibration(self.raw)
+
+
+def read_suite(path: Path) -> SuiteFile:
+    """The file read, parsed once and its attached files read from its folder; UserError when a file cannot
+    be read, InvalidSuite when an attached file is refused. Invalid YAML is kept in `problem`, for the loader
+    to report (with the files it names, read leniently)."""
+    data = read_suite_file(path)
     try:
-        return load_suite(data, filename=str(path), files=files), files
+        raw, builder = parse_yaml(data)
+        problem, names = None, references(raw)
+    except SuiteError as exc:
+        raw, builder, problem, names = None, None, exc, file_references(data)
+    try:
+        files = read_suite_files(path, data, names)
+    except OSError as exc:
+        name = exc.filename or "an attached file"
+        raise UserError(
+            f"{name}: cannot read it ({exc.strerror or exc}); {path} names it as an attached file"
+        ) from None
+    except SuiteError as exc:
+        raise InvalidSuite(problem_lines(path, exc)) from None
+    return SuiteFile(path, data, raw, builder, problem, files, names)
+
+
+def load_suite_file(path: Path, read: SuiteFile | None = None) -> tuple[Suite, dict[str, str]]:
+    """The suite and its attached files, read from the suite's folder; InvalidSuite lists its problems."""
+    read = read or read_suite(path)
+    try:
+        if read.problem is not None:
+            read.problem.filename = str(path)
+            raise read.problem
+        return load_parsed_suite(read.raw, read.builder, str(path), read.files), read.files
     except SuiteError as exc:
         lines = problem_lines(path, exc)
-        missing = [name for name in file_references(data) if name not in files]
+        missing = [name for name in read.names if name not in read.files]
         if missing:
             folder = path.parent.resolve()
             lines.append(
@@ -86,25 +131,13 @@ def suite_to_run(path: Path, refused: str) -> tuple[Suite, dict[str, str]]:
         raise UserError(f"the suite has problems; {refused}") from None
 
 
-def load_calibration_file(path: Path) -> LoadedSet:
+def load_calibration_file(path: Path, read: SuiteFile | None = None) -> LoadedSet:
     """The calibration set and its samples; InvalidSuite lists its problems."""
-    data, files = _read_with_files(path)
+    read = read or read_suite(path)
     try:
-        return load_calibration(data, filename=str(path), files=files)
-    except SuiteError as exc:
-        raise InvalidSuite(problem_lines(path, exc)) from None
-
-
-def _read_with_files(path: Path) -> tuple[bytes, dict[str, str]]:
-    """The file's bytes and the attached files it names, read from its folder."""
-    data = read_suite_file(path)
-    try:
-        return data, read_suite_files(path, data)
-    except OSError as exc:
-        name = exc.filename or "an attached file"
-        raise UserError(
-            f"{name}: cannot read it ({exc.strerror or exc}); {path} names it as an attached file"
-        ) from None
+        if read.problem is not None:
+            raise read.problem
+        return load_parsed(read.raw, read.builder, str(path), read.files)
     except SuiteError as exc:
         raise InvalidSuite(problem_lines(path, exc)) from None
 
@@ -124,6 +157,13 @@ def problem_line(path: Path, problem) -> str:
 
 def problem_lines(path: Path, exc: SuiteError) -> list[str]:
     return [problem_line(path, problem) for problem in exc.problems]
+
+
+def collect_from_here() -> None:
+    """What the command has loaded stays to the end: the cyclic collector, paused while it loaded (evalsite.cli.
+    main), leaves it out of its walks from now on and looks only at what comes after."""
+    gc.freeze()
+    gc.enable()
 
 
 # --- arguments ---------------------------------------------------------------------------------------------

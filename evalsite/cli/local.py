@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from django.conf import settings
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from engine import suitevars
 from engine.cache import DiskStore, roles_of
@@ -22,7 +24,13 @@ from engine.calls import SlowReporter
 from engine.clients import DEFAULT, MOCK, EndpointRegistry
 from engine.codegrade.run import CodeRunner
 from engine.cost import estimate, money
-from engine.endpoint_checks import closest_endpoint, locator, model_refs, timeout_warnings, unnamed_prefix
+from engine.endpoint_checks import (
+    closest_endpoint,
+    locator,
+    model_refs,
+    timeout_warnings,
+    unnamed_prefix,
+)
 from engine.options import apply as apply_options
 from engine.outcomes import Status
 from engine.report import Detail, ReportWriter
@@ -32,7 +40,7 @@ from engine.schema import Suite
 from engine.source import format_path
 from engine.text import plural
 
-from .common import BROKEN, UserError, read_suite_file, suite_to_run
+from .common import BROKEN, UserError, collect_from_here, read_suite_file, suite_to_run
 from .database import endpoint_registry
 from .options import run_options
 from .outputs import StreamedJSON, exit_code, write_outputs
@@ -79,6 +87,26 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
         )
 
 
+# A field named for a model (`model`, `judge`, `*_model`) whose text has a slash, in a suite's JSON.
+_NAMED_REF = re.compile(r'"(?:model|judge|[a-z_]+_model)":"[^"]*/')
+
+
+def names_an_endpoint(suite: Suite, model: str | None) -> bool:
+    """Whether the run may use an endpoint the admin named: a model reference with a slash (`name/model`) in
+    any field named for a model, or request timeouts per endpoint. Only then are Django's apps and the
+    database read, and the references checked one by one."""
+    if isinstance(suite.request_timeout, dict) or "/" in (model or ""):
+        return True
+    # The suite's own model (also in its metadata) is not used when --model replaces it.
+    skipped = {"model", "metadata"} if (model or "").strip() else set()
+    try:
+        # pydantic's serializer visits every field of a large suite far faster than a walk in Python.
+        text = suite.model_dump_json(exclude=skipped)
+    except PydanticSerializationError:
+        return True
+    return _NAMED_REF.search(text) is not None
+
+
 def bind_vars(path: Path, suite: Suite, assignments: list[str] | None) -> tuple[Suite, dict[str, str]]:
     """The suite with its variables filled from --var NAME=VALUE (else their defaults), and the values."""
     try:
@@ -99,8 +127,10 @@ def run_here(args: argparse.Namespace) -> int:
     suite = apply_options(suite, run_options(args))
     if not (model or suite.model):
         raise UserError(f"{args.file}: no model: set `model` in the suite or pass --model")
-    registry, unread = endpoint_registry()
-    check_model_refs(suite, model, registry, unread)
+    named = names_an_endpoint(suite, model)
+    registry, unread = endpoint_registry(named=named)
+    if named:  # else no reference has a slash, and each would go to the default endpoint or `mock`
+        check_model_refs(suite, model, registry, unread)
     if isinstance(suite.request_timeout, dict):
         located = locator(read_suite_file(args.file).decode("utf-8-sig"))
         for problem in timeout_warnings(suite, registry, located):
@@ -109,6 +139,7 @@ def run_here(args: argparse.Namespace) -> int:
     if getattr(args, "concurrency_given", True):
         registry = raise_cap(registry, model_ref, args.concurrency)
     say_estimate(suite, registry, model)
+    collect_from_here()
     endpoint = registry.resolve(model_ref)[0]
     iterations = [ev.iterations or suite.iterations for ev in suite.evals]
     tally = Tally(sum(iterations))

@@ -51,11 +51,12 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     from django.conf import settings
 
     from engine.cache import DiskStore, roles_of
+    from engine.calls import SlowReporter
     from engine.codegrade.run import CodeRunner
     from engine.runner import run_suite
 
     from .database import endpoint_registry
-    from .local import bind_vars, check_model_refs, say_slow, say_wait
+    from .local import bind_vars, check_model_refs
 
     suite, files = suite_to_run(args.file, "nothing was run")
     suite, values = bind_vars(args.file, suite, getattr(args, "vars", None))
@@ -69,7 +70,7 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
         played = apply_options(suite, RunOptions(model_settings=variant.model_settings))
         report = run_suite(
             played, registry, model=variant.model, concurrency=args.concurrency, files=files,
-            on_wait=say_wait, timeout=getattr(args, "timeout", None), on_slow=say_slow(),
+            on_wait=say_wait, timeout=getattr(args, "timeout", None), on_slow=SlowReporter(say),
             slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
             code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
             store=DiskStore() if roles_of(played) else None,
@@ -80,6 +81,16 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
         print(f"    {totals.passed} passed, {totals.failed} failed, {totals.error} errors of {totals.evals}")
         columns.append(column_of_report(str(number), variant.name, report))
     return finish(args, variants, reports, columns, suite.system)
+
+
+def say(line: str) -> None:
+    """A note while a variant plays (a retry's wait, calls the endpoint sits on), on stderr, so an outage
+    never looks like a hang."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def say_wait(wait) -> None:
+    say(f"{wait.endpoint}: {wait.reason}, retrying in {wait.seconds:.0f} s")
 
 
 def finish(args, variants: list[Variant], reports, columns, system: str | None) -> int:

@@ -9,6 +9,7 @@ a run on a server needs only the client's dependencies (`pip install evalsite`),
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import os
 from pathlib import Path
@@ -204,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
             return run_matrix_on_server(args, variants)
         from .remote import run_on_server
 
+        gc.enable()  # a run on a server loads nothing large here (evalsite.cli.main paused it for a run here)
         return run_on_server(args)
     if any(
         getattr(args, name, None)

@@ -13,10 +13,10 @@ from .common import (
     PASSED,
     InvalidSuite,
     UserError,
-    holds_calibration,
     load_calibration_file,
     load_suite_file,
     problem_line,
+    read_suite,
 )
 
 
@@ -28,8 +28,9 @@ def validate(args: argparse.Namespace) -> int:
     bad = 0
     for path in args.files:
         try:
-            if holds_calibration(path):
-                loaded = load_calibration_file(path)
+            read = read_suite(path)
+            if read.is_calibration:
+                loaded = load_calibration_file(path, read)
                 for warning in loaded.warnings:
                     print(f"warning: {problem_line(path, warning)}", file=sys.stderr)
                 print(
@@ -37,7 +38,7 @@ def validate(args: argparse.Namespace) -> int:
                     f"{plural(len(loaded.samples), 'sample')}, {plural(len(loaded.spec.all_judges), 'judge')}"
                 )
                 continue
-            suite, _ = load_suite_file(path)
+            suite, _ = load_suite_file(path, read)
         except UserError as exc:
             bad += 1
             print(exc, file=sys.stderr)
