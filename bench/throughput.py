@@ -1,6 +1,6 @@
 """Throughput of the real worker path: N conversations x 3 turns against the fake endpoint.
 
-    python bench/throughput.py [--n 300] [--concurrency 10] [--latency 0.1] [--backends embedded,postgres]
+    python bench/throughput.py [--n 300] [--concurrency 10] [--latency 0.1] [--backends http,embedded,postgres]
                                [--worker-procs 2] [--worker-threads 10] [--explain] [--repeat 1]
 
 For each backend (embedded = SQLite + filesystem broker; postgres = PostgreSQL + Redis, when reachable) it
@@ -8,9 +8,10 @@ starts a fresh database, real `celery worker` processes and the fake OpenAI serv
 127.0.0.1), launches one run of N conversation trees that each take exactly 3 turns (fail, fail, pass),
 and measures the wall time from launch to the run's end. Ideal = ceil(N / C) x turns x latency: a
 scheduler with zero overhead. It prints both, their ratio, the model calls the fake answered, and the
-CPU the workers and the machine spent. --explain adds where the time beyond the model calls went
-(per-conversation phases and slot gaps); --repeat K measures each backend K times and reports the
-median, since one run on a shared machine varies by a few percent. bench/conversations.py measures other
+CPU the workers and the machine spent; with the `http` backend (the bare HTTP client making the same calls,
+on by default) it ends with each backend's CPU per model call against the client's. --explain adds where
+the time beyond the model calls went (per-conversation phases and slot gaps); --repeat K measures each
+backend K times and reports the median, since one run on a shared machine varies by a few percent. bench/conversations.py measures other
 workloads with the same code.
 """
 
@@ -89,8 +90,13 @@ def suite_yaml(n: int, extra: tuple[str, ...] = ()) -> str:
 
 def process_cpu(pid: int) -> float:
     """User + system CPU seconds of a process (all its threads)."""
+    return sum(process_user_system(pid))
+
+
+def process_user_system(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of a process (all its threads)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / os.sysconf("SC_CLK_TCK"), int(fields[12]) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_busy() -> float:
@@ -247,6 +253,7 @@ def measure(args, work: Workload) -> dict:
             time.sleep(4)
             quiet_collector()
             worker_cpu = -sum(process_cpu(worker.pid) for worker in workers)
+            worker_system = -sum(process_user_system(worker.pid)[1] for worker in workers)
             machine_cpu = -machine_busy()
             own_cpu = -time.process_time()  # this process: the fake endpoint, and the wait for the run's end
             started = time.monotonic()
@@ -260,6 +267,7 @@ def measure(args, work: Workload) -> dict:
                 time.sleep(0.01)
             wall = time.monotonic() - started
             worker_cpu += sum(process_cpu(worker.pid) for worker in workers)
+            worker_system += sum(process_user_system(worker.pid)[1] for worker in workers)
             machine_cpu += machine_busy()
             own_cpu += time.process_time()
             calls = len(fake.chat_requests())
@@ -275,6 +283,7 @@ def measure(args, work: Workload) -> dict:
         "turns": sum(run.conversations.values_list("turn_count", flat=True)),
         "calls": calls,
         "worker_cpu": worker_cpu,
+        "worker_system": worker_system,  # of it, in the kernel (sockets, the database file, waking threads)
         "machine_busy": machine_cpu / wall / os.cpu_count(),
         # What the machine spent besides the workers: the fake endpoint (this process), and the rest (the
         # database server and the broker, on PostgreSQL + Redis; the machine's other jobs).
@@ -575,8 +584,37 @@ def run_backends(args, child_argv: list[str]) -> list[dict]:
             # statistics.median: of an even count, the mean of the middle two (not the higher one)
             print(f"{'':<22}median of {len(results)}: {statistics.median(ratios):.3f} "
                   f"(range {ratios[0]:.3f} to {ratios[-1]:.3f})")  # fmt: skip
-        rows.append({"backend": backend, **results[len(results) // 2]})
+        per_call = statistics.median(cpu_per_call(result) for result in results)
+        rows.append(
+            {
+                "backend": backend,
+                **results[len(results) // 2],
+                "cpu_per_call": per_call,
+                "repeats": len(results),
+            }
+        )
+    print_cpu_against_http(rows)
     return rows
+
+
+def cpu_per_call(result: dict) -> float:
+    """CPU seconds per model call the fake answered: every worker process's user + system time (or the
+    client's, or the engine's), over the calls."""
+    return result["worker_cpu"] / max(1, result["calls"])
+
+
+def print_cpu_against_http(rows: list[dict]) -> None:
+    """Each backend's CPU per model call beside the bare HTTP client's, measured in the same run: the floor
+    a worker's CPU is held to (a ratio of 2 means twice the client's work for each call)."""
+    floor = next((row["cpu_per_call"] for row in rows if row["backend"] == "http"), None)
+    if not floor or len(rows) < 2:
+        return
+    median = " (medians)" if any(row.get("repeats", 1) > 1 for row in rows) else ""
+    print(f"CPU a call{median}, against the HTTP client alone ({1000 * floor:.2f} ms):")
+    for row in rows:
+        if row["backend"] != "http":
+            print(f"    {BACKENDS[row['backend']]:<22}{1000 * row['cpu_per_call']:.2f} ms"
+                  f"  = {row['cpu_per_call'] / floor:.2f} x the client's")  # fmt: skip
 
 
 BACKENDS = {
@@ -634,6 +672,8 @@ def print_row(label: str, result: dict) -> None:
     cpu = (
         f"{result['worker_cpu']:.1f} s ({1000 * result['worker_cpu'] / max(1, result['calls']):.1f} ms/call)"
     )
+    if "worker_system" in result:
+        cpu = f"{cpu[:-1]}, {result['worker_system']:.1f} s of it system)"
     if result["machine_busy"] is not None:
         cpu = f"workers {cpu}, machine {100 * result['machine_busy']:.0f}% busy"
         if "fake_cpu" in result:
@@ -657,6 +697,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=10)
     common_arguments(parser)
+    # The bare HTTP client first: the floor the workers' wall time and CPU a call are read against.
+    parser.set_defaults(backends="http,embedded,postgres")
     args = parser.parse_args()
     if args.child:
         child(args, workload(args))

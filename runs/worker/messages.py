@@ -3,7 +3,7 @@ Celery task and dispatched on type (Pump._round).
 
 A turn's path: the engine grades it (engine.conversation), the conversation's `on_turn` puts a StoreTurn
 (Pump.store), the next round writes every StoreTurn it took together (writes.write_turns, then
-sql.store_turns) and answers each on its `stored` future.
+sql_turns.store_turns) and answers each on its `stored` future.
 """
 
 from __future__ import annotations

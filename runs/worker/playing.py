@@ -104,8 +104,11 @@ def play(pump: Serving, playing: Playing, registry) -> Coroutine:
         # claim is ours) or, for the last turn, before the end. A worker killed in between loses the turn and
         # the call in flight, as one killed during a call: the next claim replays from the last stored turn.
         storing, playing.storing = playing.storing, None
-        if storing is not None and not await asyncio.wrap_future(storing):
-            raise LostClaim()
+        if storing is not None:
+            # Written, as a rule, while the model answered: read at once, without a hop through the loop.
+            stored = storing.result() if storing.done() else await asyncio.wrap_future(storing)
+            if not stored:
+                raise LostClaim()
         playing.storing = pump.store(conversation_id, attempt, turn)
 
     def on_wait(wait: RetryWait) -> None:  # in the pump's thread

@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -71,6 +72,7 @@ class Pump:
         self._closed = False
         self._stopping = threading.Event()
         self._playing: dict[int, Playing] = {}
+        self._tasks: set[asyncio.Task] = set()  # the conversations' tasks on the event loop
         self._runs: dict[object, tuple[float, bool]] = {}  # run -> (when checked, whether it is active)
         self._latencies: dict[object, Latencies] = {}  # run -> its calls' latencies, in this process
         self._slow_checked = 0.0
@@ -351,6 +353,7 @@ class Pump:
         self._release(lost)
         registry = self._patiently(build_registry, "reading the endpoints")
         checked = time.monotonic()  # the claim just saw each run active
+        beginning: list[tuple[Playing, Coroutine]] = []
         for c in claimed:
             self._runs[c.run_id] = (checked, True)
             heartbeat.add(c.conversation_id, c.attempt)
@@ -367,9 +370,30 @@ class Pump:
                 done.set_exception(StartFailed(str(exc)))
                 self._put(Ended(playing, done))
                 continue
-            done = asyncio.run_coroutine_threadsafe(coroutine, event_loop())
-            done.add_done_callback(lambda done, playing=playing: self._put(Ended(playing, done)))
+            beginning.append((playing, coroutine))
+        if beginning:
+            # One wake-up of the event loop for every conversation the round starts, not one each.
+            event_loop().call_soon_threadsafe(self._begin, beginning)
         return lost
+
+    def _begin(self, beginning: list[tuple[Playing, Coroutine]]) -> None:
+        """On the event loop: each conversation's coroutine as a task, whose end is put to the pump."""
+        for playing, coroutine in beginning:
+            task = asyncio.ensure_future(coroutine)
+            self._tasks.add(task)  # the loop keeps only a weak reference to a task
+            task.add_done_callback(functools.partial(self._ended, playing))
+
+    def _ended(self, playing: Playing, task: asyncio.Task) -> None:
+        """On the event loop: the task's outcome, as a future the pump's thread can read, put to the pump."""
+        self._tasks.discard(task)
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        if task.cancelled():
+            done.cancel()
+        elif task.exception() is not None:
+            done.set_exception(task.exception())
+        else:
+            done.set_result(task.result())
+        self._put(Ended(playing, done))
 
     def _record(self, conversation_id: int, outcome: str) -> None:
         if self._records_outcomes:

@@ -5,14 +5,13 @@ times a second on a busy worker. The ORM spends far more CPU compiling each of t
 database takes to run it, and a worker's conversations share one interpreter, so that CPU is time every
 other conversation waits. Written out here they cost a fraction of it. The ORM does the rest.
 
-The statements run unchanged on SQLite (3.35+, for RETURNING) and PostgreSQL. Values go through the
+The statements run unchanged on SQLite (3.35+, for RETURNING) and PostgreSQL, but for a batch of turns. Values go through the
 fields' own database preparation, so dates, UUIDs and JSON are stored exactly as the ORM stores them.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,10 +45,6 @@ def _when(value: datetime | None):
 def run_key(run_id):
     """A run's primary key as the database takes it (SQLite keeps UUIDs as hex text)."""
     return Run._meta.pk.get_db_prep_value(run_id, connection)
-
-
-def _json(value):
-    return Turn._meta.get_field("record").get_db_prep_value(value, connection)
 
 
 class VersionKey(NamedTuple):
@@ -155,74 +150,6 @@ def claim(
     ]
 
 
-def store_turn(
-    conversation_id: int,
-    attempt: int,
-    *,
-    position: int,
-    record: dict,
-    passed: bool | None,
-    now: datetime,
-    prompt_tokens: int,
-    completion_tokens: int,
-    judge_tokens: int,
-    user_tokens: int,
-    cost: float,
-    tokens_estimated: bool,
-) -> bool:
-    """Add one turn's counts to the conversation and insert the turn, in the caller's transaction. False when
-    the conversation is no longer ours: then nothing is written (the conditional update comes first, so a
-    batch of turns needs no savepoint per turn). A second insert of the same position raises IntegrityError.
-
-    The lease is not renewed here: the worker's heartbeat renews the leases of all its conversations at once
-    (runs.worker.claims). Renewed with every turn, it would change an indexed column (conversation_lease), so
-    each turn's update would write a new entry in every index of the conversation table."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""UPDATE {CONVERSATION}
-                SET turn_count = %s, prompt_tokens = prompt_tokens + %s,
-                    completion_tokens = completion_tokens + %s, judge_tokens = judge_tokens + %s,
-                    user_tokens = user_tokens + %s, cost = cost + %s, tokens_estimated = %s,
-                    waiting_until = NULL, waiting_reason = ''
-                WHERE id = %s AND attempt = %s AND status = %s""",
-            [
-                position,
-                prompt_tokens,
-                completion_tokens,
-                judge_tokens,
-                user_tokens,
-                cost,
-                tokens_estimated,
-                conversation_id,
-                attempt,
-                Status.RUNNING,
-            ],  # fmt: skip
-        )
-        if cursor.rowcount != 1:
-            return False
-        cursor.execute(
-            f"INSERT INTO {TURN} (conversation_id, position, record, passed, created_at) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            [conversation_id, position, _json(record), passed, _when(now)],
-        )
-        return True
-
-
-def turn_is_ours(conversation_id: int, attempt: int, position: int, record: dict) -> bool:
-    """Whether this very turn is stored at its position and the conversation is still ours: a write that
-    failed as it committed went through. With the claim unchanged and the same record, the row is the one
-    this worker sent, since no other worker writes past the turns its claim found stored."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""SELECT t.record FROM {CONVERSATION} c JOIN {TURN} t ON t.conversation_id = c.id
-                WHERE c.id = %s AND c.attempt = %s AND c.status = %s AND t.position = %s""",
-            [conversation_id, attempt, Status.RUNNING, position],
-        )
-        row = cursor.fetchone()
-    field = Turn._meta.get_field("record")
-    return row is not None and field.from_db_value(row[0], None, connection) == record
-
-
 def claims(conversation_ids: list[int]) -> dict[int, tuple[int, str, int]]:
     """Each of these conversations' attempt, status and stored turns, as the database has them now."""
     if not conversation_ids:
@@ -244,44 +171,6 @@ def durable() -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit = on")
-
-
-# Many turns in one statement on PostgreSQL: the conditional updates, then the inserts of those that matched.
-# The turns come as one JSON array, taken apart by jsonb_to_recordset, so the statement's text is the same for
-# any number of turns and its one parameter is one string: Django binds parameters on the client, and psycopg
-# would quote an array's every element in Python.
-_STORE_TURNS_PG = f"""WITH v AS (
-        SELECT * FROM jsonb_to_recordset(%s::jsonb)
-            AS t(id bigint, attempt bigint, position bigint, pt bigint, ct bigint, jt bigint, ut bigint,
-                 cost double precision, est boolean, record jsonb, passed boolean)),
-    ours AS (
-        UPDATE {CONVERSATION} c
-        SET turn_count = v.position, prompt_tokens = c.prompt_tokens + v.pt,
-            completion_tokens = c.completion_tokens + v.ct, judge_tokens = c.judge_tokens + v.jt,
-            user_tokens = c.user_tokens + v.ut, cost = c.cost + v.cost, tokens_estimated = v.est,
-            waiting_until = NULL, waiting_reason = ''
-        FROM v WHERE c.id = v.id AND c.attempt = v.attempt AND c.status = %s
-        RETURNING c.id)
-    INSERT INTO {TURN} (conversation_id, position, record, passed, created_at)
-    SELECT v.id, v.position, v.record, v.passed, %s FROM v JOIN ours ON ours.id = v.id
-    RETURNING conversation_id"""
-# Each turn's fields as _STORE_TURNS_PG names them.
-_TURN_FIELDS = {"conversation_id": "id", "attempt": "attempt", "position": "position", "prompt_tokens": "pt",
-                "completion_tokens": "ct", "judge_tokens": "jt", "user_tokens": "ut", "cost": "cost",
-                "tokens_estimated": "est", "record": "record", "passed": "passed"}  # fmt: skip
-
-
-def store_turns(turns: list[dict], *, now: datetime) -> list[bool]:
-    """store_turn for many turns (each a dict of its arguments; one per conversation), in the caller's
-    transaction; whether each was stored. On PostgreSQL one statement for them all; a second insert of a
-    position raises IntegrityError for the lot (the caller's transaction then has to be rolled back)."""
-    if connection.vendor != "postgresql":
-        return [store_turn(now=now, **turn) for turn in turns]
-    rows = json.dumps([{short: turn[name] for name, short in _TURN_FIELDS.items()} for turn in turns])
-    with connection.cursor() as cursor:
-        cursor.execute(_STORE_TURNS_PG, [rows, Status.RUNNING, _when(now)])
-        stored = {row[0] for row in cursor.fetchall()}
-    return [turn["conversation_id"] in stored for turn in turns]
 
 
 def renew_leases(conversation_ids: list[int], worker: str, until: datetime) -> set[int]:
@@ -461,6 +350,36 @@ def insert_conversations(run_id, rows: Iterable[dict]) -> None:
         rows = iter(rows)
         while batch := list(itertools.islice(rows, INSERT_BATCH)):
             cursor.executemany(statement, [prepared(row) for row in batch])
+
+
+# Values the database driver takes as they are: no field needs to prepare them.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def update_owned_many(rows: list[tuple[int, int, dict]]) -> None:
+    """update_owned for many conversations, each (conversation id, attempt, values), all with the same fields,
+    in one executemany: a round's ended conversations. A conversation no longer owned is left as it is."""
+    if not rows:
+        return
+    names = list(rows[0][2])
+    fields = [Conversation._meta.get_field(name) for name in names]
+    assignments = ", ".join(f"{field.column} = %s" for field in fields)
+    params = [
+        [
+            *(
+                value if type(value) in _PLAIN else field.get_db_prep_save(value, connection)
+                for field, value in zip(fields, (values[name] for name in names), strict=True)
+            ),
+            conversation_id,
+            attempt,
+            Status.RUNNING,
+        ]
+        for conversation_id, attempt, values in rows
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {CONVERSATION} SET {assignments} WHERE id = %s AND attempt = %s AND status = %s", params
+        )
 
 
 def update_owned(conversation_id: int, attempt: int, **values) -> bool:

@@ -54,6 +54,22 @@ def test_text_usage_cost_and_the_request(fake):
     assert fake.requests[-1]["headers"]["authorization"] == "Bearer sk-client"
 
 
+def test_the_request_body_arrives_as_sent_and_the_reply_as_written(fake):
+    # The body is encoded in C and falls back to the json module for what that refuses (an integer past 64
+    # bits): either way the endpoint reads exactly what was sent, non-ASCII text included.
+    text = 'caf\u00e9 "quoted" \\ \u2713 \U0001f4a1\nnext line'
+    fake.script(text, [Reply("r\u00e9ponse \U0001f4a1")])
+    tools = [{"type": "function", "function": {"name": "count", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer", "maximum": 2**70, "minimum": -1.5}}}}}]  # fmt: skip
+    for offered in (None, tools):
+        completion = complete(client_for(fake), [{"role": "user", "content": text}], tools=offered)
+        assert completion.text == "r\u00e9ponse \U0001f4a1"
+        request = fake.chat_requests()[-1]
+        assert request["messages"] == [{"role": "user", "content": text}]
+        assert request.get("tools") == offered
+        assert fake.requests[-1]["headers"]["content-type"] == "application/json"
+
+
 def test_missing_usage_is_estimated(fake):
     fake.script("x", [Reply("a reply of some length", omit_usage=True)])
     completion = complete(client_for(fake))
