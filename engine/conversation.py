@@ -21,6 +21,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from . import cache
 from .clients import ChatClient, Completion, EndpointError
 from .clients.settings import Refusals
 from .codegrade.run import CodeRunner, CodeScope
@@ -302,6 +303,7 @@ async def _run_eval(
                 return await stopped()
             user = UserTurn()
             source = None
+            tally = cache.tally()
             if replay is not None:
                 source = replay[position - 1] if position <= len(replay) else None
                 why = _parted(ctx, step, source, replay)
@@ -324,6 +326,7 @@ async def _run_eval(
                 return await failed(position, exc)
             except RetryStopped:
                 return await stopped()
+            turn = cache.marked(turn, tally)
             if on_turn is not None:
                 try:
                     await _answer(on_turn(turn))
@@ -415,7 +418,8 @@ async def _ask_user(ctx: EngineContext, step: Step, io: _IO) -> tuple[Step, User
         client, model = resolve(ask.model) if resolve else (user, ask.model)
     else:
         client, model = user, ctx.judge_model
-    completion = await io.agent(client, model, ask.messages)
+    with cache.calling_as("simulated_user"):
+        completion = await io.agent(client, model, ask.messages)
     call = SimulatedUserCall(model=model, messages=ask.messages, reply=completion.text)
     return replace(step, prompt=clean_reply(completion.text), ask=None), UserTurn(
         completion.usage, completion.cost, call

@@ -151,7 +151,7 @@ def format_eval(result: EvalResult, iterations: int = 1) -> str:
         estimated = " (estimated)" if turn.usage.estimated else ""
         lines.append(
             f"    Tokens: {turn.usage.prompt_tokens} in / {turn.usage.completion_tokens} out{estimated}"
-            f", cost ${turn.cost + turn.judge_cost + turn.user_cost:.6f}"
+            f", cost ${turn.cost + turn.judge_cost + turn.user_cost:.6f}{cached_note(turn)}"
         )
     for grader in result.graders:
         if grader.score is not None:
@@ -194,6 +194,14 @@ def format_iterated(report: RunReport) -> list[str]:
     return lines
 
 
+def cached_note(turn) -> str:
+    """What of the turn came from the response cache, for its tokens line."""
+    if not turn.cached_calls:
+        return ""
+    calls = plural(turn.cached_calls, "call")
+    return f" (cached: {calls}, ${turn.saved_cost:.6f} saved)" if turn.cached else f" ({calls} cached)"
+
+
 def format_header(suite_name: str, model: str, endpoint: str, mock: bool) -> str:
     # The model is named once: a `name/` prefix already says which endpoint it went to.
     if mock:
@@ -225,6 +233,8 @@ def format_summary(report: RunReport) -> str:
     )
     if totals.duration_s is not None:
         summary += f", {totals.duration_s:.1f}s"
+    if totals.cached_calls:
+        summary += f"; {plural(totals.cached_calls, 'call')} from the cache, ${totals.saved_cost:.6f} saved"
     for gate in report.gates:
         actual = "n/a" if gate.actual is None else f"{gate.actual:.3f}"
         summary += f"\nGate {gate.label}: {PASS if gate.passed else FAIL} (actual {actual})"

@@ -208,6 +208,11 @@ class TurnRecord(BaseModel):
     # With tools offered: each model call of this turn that answered with tool calls, in order, before the
     # reply in `response`. `usage`, `cost` and `latency_ms` count every round.
     tool_rounds: list[ToolRound] = Field(default_factory=list)
+    # The response cache (engine.cache): whether the model's reply came from it, how many of the turn's calls
+    # did (the reply, the simulated user's, the judges'), and what they cost when first asked (not spent).
+    cached: bool = False
+    cached_calls: int = 0
+    saved_cost: float = 0.0
 
     @computed_field
     @property
@@ -237,6 +242,8 @@ class Totals(BaseModel):
     judge_cost: float = 0.0
     user_cost: float = 0.0
     estimated: bool = False
+    cached_calls: int = 0  # calls answered from the response cache
+    saved_cost: float = 0.0  # what they cost when first asked
 
     @classmethod
     def of(cls, turns: list[TurnRecord]) -> Totals:
@@ -255,6 +262,8 @@ class Totals(BaseModel):
             judge_cost=round(sum(turn.judge_cost for turn in turns), 8),
             user_cost=round(sum(turn.user_cost for turn in turns), 8),
             estimated=usage.estimated,
+            cached_calls=sum(turn.cached_calls for turn in turns),
+            saved_cost=round(sum(turn.saved_cost for turn in turns), 8),
         )
 
 
@@ -361,6 +370,8 @@ class RunTotals(BaseModel):
     agent_cost: float = 0.0
     judge_cost: float = 0.0
     user_cost: float = 0.0
+    cached_calls: int = 0
+    saved_cost: float = 0.0
     duration_s: float | None = None
 
     @classmethod
@@ -385,6 +396,8 @@ class RunTotals(BaseModel):
         self.agent_cost = round(self.agent_cost + result.totals.agent_cost, 8)
         self.judge_cost = round(self.judge_cost + result.totals.judge_cost, 8)
         self.user_cost = round(self.user_cost + result.totals.user_cost, 8)
+        self.cached_calls += result.totals.cached_calls
+        self.saved_cost = round(self.saved_cost + result.totals.saved_cost, 8)
 
 
 class GateResult(BaseModel):

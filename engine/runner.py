@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+from . import cache
 from .calls import SLOW_MIN_SECONDS, Calls, Latencies, Slow, slow_calls, watching
 from .clients import MOCK, EndpointRegistry
 from .clients.settings import Refusals, configured, settings_report
@@ -35,6 +36,7 @@ def build_context(
     timeout: float | None = None,
     code: CodeRunner | None = None,
     refusals: Refusals | None = None,
+    store: cache.ResponseStore | None = None,
 ) -> tuple[EngineContext, str]:
     """The engine context for a suite, and the endpoint name the model under test runs on; `asynchronous`:
     its model under test can be awaited (engine.conversation.run_eval_async).
@@ -43,7 +45,8 @@ def build_context(
     engine.clients.settings) and notes a refused one in `refusals` (one is made when none is given).
 
     Request timeouts: `timeout` (the command line's) for every endpoint, else the suite's
-    `request_timeout`, else each endpoint's own. `code`: where code checks run (None: they may not)."""
+    `request_timeout`, else each endpoint's own. `code`: where code checks run (None: they may not). `store`:
+    where the response cache keeps its answers, for the roles the suite's `cache` turns on (engine.cache)."""
     model_ref = model or suite.model
     if not model_ref:
         raise ValueError("no model: set `model` in the suite or pass one")
@@ -54,22 +57,24 @@ def build_context(
 
     refusals = refusals if refusals is not None else Refusals()
     judge_settings, user_settings = suite.judge_settings, suite.user_settings
+    roles = cache.roles_of(suite) if store is not None else None
+
+    # Each role's client answers from the response cache (when the suite's `cache` turns the role on) inside
+    # `configured`, which sends the role's settings: the cache's key then holds the suite's, the eval's and the
+    # launch's settings, merged.
+    def cached(client, role: cache.Role):
+        return cache.caching(client, store, roles, role)
 
     def resolve(ref: str):
         name, model_id = registry.resolve(ref)
-        return configured(
-            registry.client(name, suite.mock), judge_settings, "judge_settings", refusals
-        ), model_id
+        client = cached(registry.client(name, suite.mock), "judge")
+        return configured(client, judge_settings, "judge_settings", refusals), model_id
 
     def resolve_user(ref: str):
         name, model_id = registry.resolve(ref)
-        return configured(
-            registry.client(name, suite.mock), user_settings, "user_settings", refusals
-        ), model_id
+        client = cached(registry.client(name, suite.mock), "simulated_user")
+        return configured(client, user_settings, "user_settings", refusals), model_id
 
-    # A wrapper that must see every setting a call sends (a response cache keyed on them) wraps these raw
-    # clients, inside `configured`: the call's `settings` keyword then holds the suite's, the eval's and the
-    # launch's, merged.
     agent = registry.client(endpoint_name, suite.mock, asynchronous=asynchronous, secrets=True)
     judge = registry.client(judge_endpoint, suite.mock)
     # A judge_settings temperature goes over the suite's judge_temperature; a check's own goes over both.
@@ -77,9 +82,9 @@ def build_context(
     if judge_settings is not None and judge_settings.temperature is not None:
         judge_temperature = judge_settings.temperature
     ctx = EngineContext(
-        agent=configured(agent, suite.model_settings, "model_settings", refusals),
+        agent=configured(cached(agent, "model"), suite.model_settings, "model_settings", refusals),
         model=model_id,
-        judge=configured(judge, judge_settings, "judge_settings", refusals),
+        judge=configured(cached(judge, "judge"), judge_settings, "judge_settings", refusals),
         judge_model=judge_model,
         system=suite.system,
         resolve=resolve,
@@ -87,7 +92,7 @@ def build_context(
         defaults=Defaults.of(suite),
         judge_temperature=judge_temperature,
         code=code,
-        user=configured(judge, user_settings, "user_settings", refusals),
+        user=configured(cached(judge, "simulated_user"), user_settings, "user_settings", refusals),
         resolve_user=resolve_user,
         refusals=refusals,
     )
@@ -138,18 +143,28 @@ def run_suite(
     on_slow: Callable[[Slow], None] | None = None,
     slow_min_seconds: float = SLOW_MIN_SECONDS,
     code: CodeRunner | None = None,
+    store: cache.ResponseStore | None = None,
     watched: set[Calls] | None = None,
     refusals: Refusals | None = None,
 ) -> RunReport:
     """Play every eval (times its iterations), `concurrency` at a time. `timeout`: every endpoint's request
     timeout, over the suite's and the endpoint's own. `on_slow` is told, every SLOW_CHECK_SECONDS while any
-    are, of the calls out longer than a few times the run's median latency (and `slow_min_seconds`).
-    `watched` is kept holding the calls of the conversations in flight, for whoever shows progress.
+    are, of the calls out longer than a few times the run's median latency (and `slow_min_seconds`). `store`:
+    the response cache's (engine.cache), used when the suite's `cache` says so. `watched` is kept holding the
+    calls of the conversations in flight, for whoever shows progress.
 
     Once the endpoint refuses a setting (noted in `refusals`), no more conversations start: those not
     started are not in the report."""
     ctx, endpoint_name = build_context(
-        suite, registry, model, files, asynchronous=True, timeout=timeout, code=code, refusals=refusals
+        suite,
+        registry,
+        model,
+        files,
+        asynchronous=True,
+        timeout=timeout,
+        code=code,
+        refusals=refusals,
+        store=store,
     )
     jobs = [
         (index, iteration)
@@ -181,7 +196,7 @@ def run_suite(
                 calls = Calls(latencies)
                 playing.add(calls)
                 try:
-                    with watching(calls if watch_calls else None):
+                    with watching(calls if watch_calls else None), cache.playing_iteration(iteration):
                         result = await run_eval_async(
                             suite.evals[index], index, suite.eval_id(index), ctx, on_wait=on_wait
                         )

@@ -5,6 +5,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from runs import launch_urls
+from runs.views import response_cache
 from runs.views.tokens import revoke_token, tokens
 from suites import urls as suite_urls
 
@@ -23,6 +24,7 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/response-cache/", response_cache.page, name="admin_response_cache"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("tokens/", tokens, name="tokens"),

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from endpoints.models import Endpoint
 from endpoints.routes import suite_routes
 from engine import cost
+from engine.cache import roles_of
 from engine.clients import MOCK
 from engine.matrix import SETTING_MARK, Variant, VariantError, parse_variants
 from engine.options import RunOptions
@@ -89,6 +90,7 @@ class LaunchForm(forms.Form):
     judge_settings = SettingsField()
     # Over the suite's `max_cost` (engine.options): no conversation starts once the run has spent this much.
     max_cost = forms.FloatField(required=False, min_value=0.01, label="Cost limit (USD)")
+    cache = forms.BooleanField(required=False, label="Use the response cache")
 
     def __init__(self, *args, versions: list[int] | tuple[int, ...] = (), **kwargs):
         super().__init__(*args, **kwargs)
@@ -100,15 +102,29 @@ class LaunchForm(forms.Form):
         fields = (self["model_settings"], self["judge_settings"])
         return any(field.value() or field.errors for field in fields)
 
-    def options(self) -> RunOptions | None:
-        """What the launch sets over the suite (engine.options); None when it sets nothing."""
+    def options(self, cache: bool | None = None) -> RunOptions | None:
+        """What the launch sets over the suite (engine.options); None when it sets nothing. `cache`: the
+        response cache turned on or off for every role (cache_option), None to leave the suite's."""
         data = self.cleaned_data
-        options = RunOptions(
-            model_settings=data.get("model_settings"),
-            judge_settings=data.get("judge_settings"),
-            max_cost=data.get("max_cost") or None,
+        options = RunOptions.model_validate(
+            {
+                "model_settings": data.get("model_settings"),
+                "judge_settings": data.get("judge_settings"),
+                "max_cost": data.get("max_cost") or None,
+                **({"cache": cache} if cache is not None else {}),
+            }
         )
         return None if options.is_empty() else options
+
+
+def cache_option(form: LaunchForm, spec: SuiteSpec | None) -> bool | None:
+    """What the launch sets over the suite's `cache`: None when the box says what the suite says (a suite's
+    choice per role stays), else on or off for every role. A form without the box (a version's Run button)
+    leaves the suite's."""
+    if "cache-shown" not in form.data:
+        return None
+    wanted = bool(form.cleaned_data.get("cache"))
+    return None if spec is not None and wanted == (roles_of(spec) is not None) else wanted
 
 
 def launch_variants(form: LaunchForm, spec: SuiteSpec | None) -> list[Variant]:
@@ -159,7 +175,9 @@ def panel(
     model = (form["model"].value() or "").strip()
     declared = (spec.vars or {}) if spec is not None else {}
     routes = suite_routes(spec, model=model or None, project_id=project_id) if spec is not None else None
+    cache_on = form["cache"].value() if form.is_bound else spec is not None and roles_of(spec) is not None
     return {
+        "launch_cache": bool(cache_on),  # the box: as sent, else as the suite's `cache` says
         "model_choices": model_choices(request.user, spec, project_id),
         "launch_routes": routes,
         "launch_cost": estimate(spec, model or None),

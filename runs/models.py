@@ -266,6 +266,10 @@ class Conversation(models.Model):
     judge_tokens = models.PositiveIntegerField(default=0)
     cost = models.FloatField(default=0.0)
     tokens_estimated = models.BooleanField(default=False)
+    # Calls answered from the response cache (engine.cache) and what they cost when first asked: saved, not in
+    # `cost`.
+    cached_calls = models.PositiveIntegerField(default=0)
+    saved_cost = models.FloatField(default=0.0)
     # While a model call waits to retry: until when, and why. Written once per wait, cleared with the next
     # turn; shown only while in the future.
     waiting_until = models.DateTimeField(null=True, blank=True)

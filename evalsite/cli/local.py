@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
 from engine import suitevars
+from engine.cache import DiskStore, roles_of
 from engine.calls import SlowReporter
 from engine.clients import DEFAULT, MOCK, EndpointRegistry
 from engine.clients.settings import Refusals
@@ -175,6 +176,7 @@ def run_here(args: argparse.Namespace) -> int:
             code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
             watched=tally.playing,
             refusals=refusals,
+            store=DiskStore() if roles_of(suite) else None,
         )
     report.vars = values or None
     print(writer.summary(report), flush=True)

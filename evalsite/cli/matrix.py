@@ -50,6 +50,7 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     # A run here needs the server's dependencies (Django for named endpoints); one on a server does not.
     from django.conf import settings
 
+    from engine.cache import DiskStore, roles_of
     from engine.calls import SlowReporter
     from engine.codegrade.run import CodeRunner
     from engine.runner import run_suite
@@ -72,6 +73,7 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
             on_wait=say_wait, timeout=getattr(args, "timeout", None), on_slow=SlowReporter(say),
             slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
             code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
+            store=DiskStore() if roles_of(played) else None,
         )  # fmt: skip
         report.vars = values or None
         reports.append(report)

@@ -21,9 +21,13 @@ MAPPING_KEYS = ("extra_body", "extra_headers")
 def run_options(args: argparse.Namespace) -> RunOptions:
     """What the command line sets over the suite (engine.options): generation settings, the cache, the cost
     limit. A run here applies them to the suite it loads; a run on a server sends them with the launch."""
-    return RunOptions(
-        max_cost=getattr(args, "max_cost", None), **settings_set(getattr(args, "settings", None))
-    )
+    given: dict = {
+        "max_cost": getattr(args, "max_cost", None),
+        **settings_set(getattr(args, "settings", None)),
+    }
+    if getattr(args, "cache", None) is not None:  # --cache: every role on, --no-cache: every role off
+        given["cache"] = args.cache
+    return RunOptions.model_validate(given)
 
 
 def settings_set(assignments: list[str] | None) -> dict[str, ModelSettings]:

@@ -174,7 +174,7 @@ def run_on_server(args: Namespace) -> int:
         body["vars"] = given
     options = run_options(args)
     if not options.is_empty():
-        body["options"] = options.model_dump(exclude_none=True)
+        body["options"] = options.model_dump(mode="json", exclude_none=True)
     ref, commit = ci_ref(getattr(args, "ref", None), os.environ, args.file.parent)
     if ref:
         body.update(ref=ref, commit=commit)

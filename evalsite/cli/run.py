@@ -131,6 +131,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "extra_body.KEY, extra_headers.NAME; judge.KEY and user.KEY set the judge's and the simulated user's. "
         "Values are YAML: --set temperature=0.2 --set stop='[\"END\"]'. Repeat for each",
     )  # fmt: skip
+    parser.add_argument(
+        "--cache", action=argparse.BooleanOptionalAction, default=None,
+        help="answer calls made before from the response cache (the model's, judges', simulated users'), over "
+        "the suite's `cache`; here in ~/.cache/evalsite (XDG_CACHE_HOME), on a server in its own store",
+    )  # fmt: skip
     add_export_arguments(parser)
     server = parser.add_argument_group(
         "on a server",

@@ -71,6 +71,8 @@ def progress(run: Run, by_eval: bool = False) -> dict:
             user_tokens=Sum("user_tokens"),
             cost=Sum("cost"),
             turns=Sum("turn_count"),
+            cached_calls=Sum("cached_calls"),
+            saved_cost=Sum("saved_cost"),
         )
     )
     counts = {status: 0 for status in Status.values}
@@ -81,6 +83,8 @@ def progress(run: Run, by_eval: bool = False) -> dict:
         "user_tokens": 0,
         "cost": 0.0,
         "turns": 0,
+        "cached_calls": 0,
+        "saved_cost": 0.0,
     }
     outcomes: dict[int, dict[str, int]] = {}
     for row in rows:

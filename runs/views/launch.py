@@ -21,7 +21,7 @@ from suites import selectors as suite_selectors
 from suites.models import Suite, SuiteVersion
 from suites.views.editor import parse_version, render_editor
 
-from ..launching import LaunchForm, estimate, launch_variants, launch_vars
+from ..launching import LaunchForm, cache_option, estimate, launch_variants, launch_vars
 from ..matrix import create_matrix
 from ..services import LaunchError, create_run
 
@@ -76,12 +76,14 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
             request.user, public_id, form.cleaned_data["version"] or latest
         )
         try:
-            variants = launch_variants(form, parse_version(version))
+            spec = parse_version(version)
+            variants = launch_variants(form, spec)
+            cache = cache_option(form, spec)
             if len(variants) > 1:
                 matrix = create_matrix(
                     version=version, user=request.user, variants=variants,
                     concurrency=form.cleaned_data["concurrency"], vars=launch_vars(request.POST),
-                    options=form.options(),
+                    options=form.options(cache),
                 )  # fmt: skip
                 return redirect("matrices:detail", matrix_id=matrix.pk)
             variant = variants[0] if variants else None
@@ -91,7 +93,7 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
                 model=variant.model if variant else form.cleaned_data["model"] or None,
                 concurrency=form.cleaned_data["concurrency"],
                 vars=launch_vars(request.POST),
-                options=with_variant(form.options(), variant),
+                options=with_variant(form.options(cache), variant),
             )
         except (LaunchError, VariantError) as exc:
             error = str(exc)

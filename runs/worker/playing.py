@@ -19,13 +19,14 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
+from engine.cache import playing_iteration, roles_of
 from engine.calls import Calls, Latencies, watching
 from engine.codegrade.run import CodeRunner
 from engine.conversation import run_eval_async
 from engine.results import TurnRecord
 from engine.retries import RetryWait
 from engine.runner import build_context
-from runs import outage, specs
+from runs import outage, response_cache, specs
 from runs.models import Conversation, Turn
 from runs.stopping import stop_run
 from suites.models import SuiteFile
@@ -74,8 +75,14 @@ def play(pump: Serving, playing: Playing, registry) -> Coroutine:
     claimed = playing.claimed
     conversation_id, attempt, run_id = claimed.conversation_id, claimed.attempt, claimed.run_id
     spec = specs.with_options(specs.bound(claimed.version, claimed.run_vars), claimed.run_options)
+    store = response_cache.store() if roles_of(spec) else None  # the cache every worker shares
     ctx, _ = build_context(
-        spec, registry, claimed.model, asynchronous=True, code=_code_runner(claimed.version, spec)
+        spec,
+        registry,
+        claimed.model,
+        asynchronous=True,
+        code=_code_runner(claimed.version, spec),
+        store=store,
     )
     # Only a resumed conversation (a later attempt) can have turns stored already.
     stored = Turn.objects.filter(conversation_id=conversation_id).order_by("position") if attempt > 1 else []
@@ -114,6 +121,7 @@ def play(pump: Serving, playing: Playing, registry) -> Coroutine:
     return _watched(
         playing.calls,
         _stopping_on_refusal(pump, run_id, ctx.refusals),
+        claimed.iteration,
         run_eval_async(
             spec.evals[claimed.index],
             claimed.index,
@@ -129,10 +137,10 @@ def play(pump: Serving, playing: Playing, registry) -> Coroutine:
     )
 
 
-async def _watched(calls: Calls, refused: Callable[[], None], conversation: Coroutine):
-    """The conversation, its model calls noted in `calls` (set here: the task running it has its own context);
-    then `refused()`."""
-    with watching(calls):
+async def _watched(calls: Calls, refused: Callable[[], None], iteration: int, conversation: Coroutine):
+    """The conversation, its model calls noted in `calls` and cached as its iteration's (set here: the task
+    running it has its own context); then `refused()`."""
+    with watching(calls), playing_iteration(iteration):
         result = await conversation
     refused()
     return result

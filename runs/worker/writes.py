@@ -186,6 +186,8 @@ def finish_values(result: EvalResult) -> dict:
         # the result's totals only.
         judge_tokens=result.totals.judge_tokens,
         cost=result.totals.cost,
+        cached_calls=result.totals.cached_calls,
+        saved_cost=result.totals.saved_cost,
         verdict=result.verdict[:300],
         reason=result.reason[:300],
         error=result.error or "",

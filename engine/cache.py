@@ -1,0 +1,280 @@
+"""The response cache: a model call answered from what the same call answered before.
+
+A call's key is a digest of everything that shapes its answer: the endpoint (its base URL, or the mock and
+its spec), the model, the messages as sent, the tools and every other keyword of the call (temperature,
+generation settings), the role that makes it (the model under test, a judge, the simulated user) and the
+iteration it belongs to, so that the repeats of an eval stay independent draws. A store (`ResponseStore`)
+keeps the answers: the CLI's is a local diskcache (`DiskStore`), the server's the database or Redis
+(runs.response_cache). A cached answer costs nothing: its `Completion` says `cached`, and what it cost the
+first time is `saved_cost`, not spent.
+
+Who plays a conversation says which iteration it is (`playing_iteration`); a role other than the client's own
+is said the same way (`calling_as`), as the simulated user asks through the judge's client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from .clients.base import Completion
+from .results import Usage
+from .schema.settings import CacheRoles
+
+Role = Literal["model", "judge", "simulated_user"]
+ROLES: tuple[Role, ...] = ("model", "judge", "simulated_user")
+# What a local store keeps: answers a month old are asked again, and the whole stays under a gigabyte.
+DEFAULT_TTL_SECONDS = 30 * 24 * 3600
+DEFAULT_SIZE_BYTES = 1 << 30
+
+_iteration: ContextVar[int] = ContextVar("evalsite_cache_iteration", default=0)
+_role: ContextVar[Role | None] = ContextVar("evalsite_cache_role", default=None)
+_tally: ContextVar[Tally | None] = ContextVar("evalsite_cache_tally", default=None)
+
+
+class Tally:
+    """The calls of one turn answered from the cache: each one's role and what it saved. Threads that grade
+    the turn see the same Tally (they run in a copy of the turn's context), and a list append is atomic."""
+
+    __slots__ = ("hits",)
+
+    def __init__(self) -> None:
+        self.hits: list[tuple[str, float]] = []
+
+
+def tally() -> Tally:
+    """A new turn begins: its cache hits are counted in the Tally returned, until the next turn's."""
+    counted = Tally()
+    _tally.set(counted)
+    return counted
+
+
+def marked(turn: Any, counted: Tally) -> Any:
+    """The turn record with its cache hits noted (engine.results.TurnRecord's `cached` fields)."""
+    if not counted.hits:
+        return turn
+    hits = list(counted.hits)
+    return turn.model_copy(
+        update={
+            "cached": any(role == "model" for role, _ in hits),
+            "cached_calls": len(hits),
+            "saved_cost": round(sum(saved for _, saved in hits), 8),
+        }
+    )
+
+
+def _hit(role: str, data: dict) -> Completion:
+    completion = _answered(data)
+    counted = _tally.get()
+    if counted is not None:
+        counted.hits.append((role, completion.saved_cost))
+    return completion
+
+
+@contextmanager
+def playing_iteration(iteration: int) -> Iterator[None]:
+    """Model calls within this block belong to this iteration of their eval (0-based)."""
+    token = _iteration.set(iteration)
+    try:
+        yield
+    finally:
+        _iteration.reset(token)
+
+
+@contextmanager
+def calling_as(role: Role) -> Iterator[None]:
+    """Model calls within this block are made in this role, whichever client makes them."""
+    token = _role.set(role)
+    try:
+        yield
+    finally:
+        _role.reset(token)
+
+
+class ResponseStore(Protocol):
+    """Where cached answers live: a JSON-ready dict per key, or None when the key is unknown or expired."""
+
+    def get(self, key: str) -> dict | None: ...
+
+    def put(self, key: str, value: dict) -> None: ...
+
+
+class MemoryStore:
+    """A store in this process's memory (tests, and a run that asks for no persistence)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, dict] = {}
+
+    def get(self, key: str) -> dict | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, value: dict) -> None:
+        self.entries[key] = value
+
+
+class DiskStore:
+    """The CLI's store: a diskcache under the user's cache directory, bounded in bytes, each entry kept for
+    `ttl` seconds. diskcache is safe across processes, so runs side by side share it."""
+
+    def __init__(
+        self, directory: str | Path | None = None, *, ttl: float | None = None, size: int | None = None
+    ):
+        import diskcache  # only a run that uses the cache pays for the import
+
+        self.ttl = ttl if ttl is not None else _env_number("EVALSITE_CACHE_TTL", DEFAULT_TTL_SECONDS)
+        size_limit = size if size is not None else int(_env_number("EVALSITE_CACHE_SIZE", DEFAULT_SIZE_BYTES))
+        self.cache = diskcache.Cache(str(directory or default_directory()), size_limit=size_limit)
+
+    def get(self, key: str) -> dict | None:
+        return self.cache.get(key)
+
+    def put(self, key: str, value: dict) -> None:
+        self.cache.set(key, value, expire=self.ttl or None)
+
+    def purge(self) -> int:
+        return self.cache.clear()
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+def default_directory() -> Path:
+    """~/.cache/evalsite/responses, or under $XDG_CACHE_HOME when it is set."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "evalsite" / "responses"
+
+
+def _env_number(name: str, default: float) -> float:
+    value = os.environ.get(name, "").strip()
+    return float(value) if value else default
+
+
+def call_key(
+    endpoint: str, model: str, messages: list[dict], role: str, iteration: int, **keywords: Any
+) -> str:
+    """The digest a call is cached under. Keywords with no value are left out, so a call that sends none of
+    a setting and one that sends it as None share their answer."""
+    sent = {name: _plain(value) for name, value in sorted(keywords.items()) if value is not None}
+    document = {
+        "endpoint": endpoint,
+        "model": model,
+        "messages": messages,
+        "keywords": sent,
+        "role": role,
+        "iteration": iteration,
+    }
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """A keyword's value as JSON: pydantic models (generation settings) by their set fields."""
+    dump = getattr(value, "model_dump", None)
+    return dump(exclude_none=True, mode="json") if dump is not None else value
+
+
+def _stored(completion: Completion) -> dict:
+    data = asdict(completion)
+    data["usage"] = completion.usage.model_dump()
+    data["calls"] = list(completion.calls)
+    for name in ("cached", "saved_cost"):
+        data.pop(name, None)
+    return data
+
+
+def _answered(data: dict) -> Completion:
+    """A stored answer as a completion that spent nothing: its first cost is saved, its latency none."""
+    completion = Completion(
+        text=data["text"],
+        usage=Usage(),
+        cost=0.0,
+        latency_ms=0,
+        finish_reason=data.get("finish_reason"),
+        refusal=data.get("refusal"),
+        tool_calls=bool(data.get("tool_calls")),
+        calls=tuple(data.get("calls") or ()),
+    )
+    return replace(completion, cached=True, saved_cost=float(data.get("cost") or 0.0))
+
+
+def endpoint_identity(client: Any) -> str:
+    """What names the endpoint a client calls in a key: its base URL, or the mock and the spec that makes
+    its answers (another spec answers otherwise)."""
+    endpoint = getattr(client, "endpoint", None)
+    if endpoint is not None and getattr(endpoint, "base_url", None):
+        return endpoint.base_url.rstrip("/")
+    spec = getattr(client, "spec", None)
+    if spec is not None and hasattr(spec, "model_dump_json"):
+        return "mock:" + hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
+    return getattr(client, "label", "") or type(client).__name__
+
+
+class CachingClient:
+    """A chat client that answers from `store` the calls it has seen, in the roles `roles` turns on, and asks
+    `inner` (then keeps its answer) otherwise. Everything else is the inner client's."""
+
+    def __init__(self, inner: Any, store: ResponseStore, roles: CacheRoles, role: Role) -> None:
+        self.inner = inner
+        self.store = store
+        self.roles = roles
+        self.role = role
+        self.identity = endpoint_identity(inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _key(self, model: str, messages: list[dict], keywords: dict) -> tuple[str, str | None]:
+        role = _role.get() or self.role
+        if not getattr(self.roles, role):
+            return role, None
+        return role, call_key(self.identity, model, messages, role, _iteration.get(), **keywords)
+
+    def complete(self, model: str, messages: list[dict], **keywords: Any) -> Completion:
+        role, key = self._key(model, messages, keywords)
+        if key is not None and (found := self.store.get(key)) is not None:
+            return _hit(role, found)
+        completion = self.inner.complete(model, messages, **keywords)
+        if key is not None:
+            self.store.put(key, _stored(completion))
+        return completion
+
+
+class AsyncCachingClient(CachingClient):
+    """A CachingClient whose chat calls can be awaited; the store is read and written in a thread, as a
+    database or Redis store would hold the event loop."""
+
+    async def acomplete(self, model: str, messages: list[dict], **keywords: Any) -> Completion:
+        role, key = self._key(model, messages, keywords)
+        if key is not None and (found := await asyncio.to_thread(self.store.get, key)) is not None:
+            return _hit(role, found)
+        completion = await self.inner.acomplete(model, messages, **keywords)
+        if key is not None:
+            await asyncio.to_thread(self.store.put, key, _stored(completion))
+        return completion
+
+
+def roles_of(suite: Any) -> CacheRoles | None:
+    """The roles the suite caches, or None when it caches none. A calibration's repeats ask the judge afresh
+    unless the suite says `repeats: true`: agreement with itself is what they measure."""
+    roles = getattr(suite, "cache", None)
+    if roles is None or not (roles.model or roles.judge or roles.simulated_user):
+        return None
+    if getattr(suite, "calibration", None) is not None and not roles.repeats:
+        return None
+    return roles
+
+
+def caching(client: Any, store: ResponseStore | None, roles: CacheRoles | None, role: Role) -> Any:
+    """The client wrapped to answer from `store`, or the client itself when nothing is cached."""
+    if store is None or roles is None:
+        return client
+    cls = AsyncCachingClient if hasattr(client, "acomplete") else CachingClient
+    return cls(client, store, roles, role)

@@ -1,0 +1,256 @@
+"""engine/cache.py: the response cache, counted by the requests the fake endpoint receives."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from engine.cache import DiskStore, MemoryStore, call_key
+from engine.calibration import load_calibration
+from engine.calibration.playing import as_suite
+from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
+from engine.loader import load_suite
+from engine.runner import run_suite
+from engine.schema.settings import CacheRoles
+from tests.conftest import ROOT
+from tests.fakeopenai import FakeOpenAI
+
+SUITE = """\
+name: cached
+model: m
+cache: {cache}
+evals:
+  - id: greet
+    prompt: {prompt}
+    checks:
+      - contains: hello
+  - id: judged
+    prompt: Say something kind
+    checks:
+      - llm_judge: {{criteria: Kind, threshold: 0.5}}
+"""
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake(server):
+    server.reset()
+    server.default_reply = '{"score": 1, "reason": "kind"}'
+    server.rule("Say hello", "hello there")
+    server.rule("Say hi", "hello you")
+    yield server
+    server.reset()
+
+
+def _registry(fake) -> EndpointRegistry:
+    endpoint = EndpointConfig(
+        name=DEFAULT, base_url=fake.base_url, max_retries=0, price_input=1.0, price_output=2.0
+    )
+    return EndpointRegistry(default=endpoint)
+
+
+def _suite(cache="true", prompt="Say hello", iterations: int | None = None):
+    text = SUITE.format(cache=cache, prompt=prompt)
+    if iterations:
+        text = text.replace("cache:", f"iterations: {iterations}\ncache:")
+    return load_suite(text)
+
+
+def _judge_calls(fake) -> int:
+    return sum(1 for body in fake.chat_requests() if body["messages"][0]["role"] == "system")
+
+
+def _run(fake, suite, store):
+    before = len(fake.chat_requests())
+    report = run_suite(suite, _registry(fake), store=store)
+    return report, len(fake.chat_requests()) - before
+
+
+def test_an_unchanged_suite_is_answered_from_the_cache_with_no_model_call_and_its_cost_saved(fake):
+    store = MemoryStore()
+    first, calls = _run(fake, _suite(), store)
+    assert calls == 3  # two replies, one judge
+    assert first.status == "passed" and not any(turn.cached for ev in first.evals for turn in ev.turns)
+    second, calls = _run(fake, _suite(), store)
+    assert calls == 0
+    assert second.status == "passed"
+    assert [ev.turns[0].response for ev in second.evals] == [ev.turns[0].response for ev in first.evals]
+    turns = [ev.turns[0] for ev in second.evals]
+    assert all(turn.cached for turn in turns) and [turn.cached_calls for turn in turns] == [1, 2]
+    assert all(turn.cost == 0 for turn in turns)
+    spent_first = sum(ev.turns[0].cost + ev.turns[0].judge_cost for ev in first.evals)
+    assert spent_first > 0 and sum(turn.saved_cost for turn in turns) == pytest.approx(spent_first)
+
+
+def test_a_changed_message_misses(fake):
+    store = MemoryStore()
+    _run(fake, _suite(), store)
+    report, calls = _run(fake, _suite(prompt="Say hi"), store)
+    assert calls == 1  # the changed eval's reply only
+    cached = {ev.id: ev.turns[0].cached for ev in report.evals}
+    assert cached == {"greet": False, "judged": True}
+
+
+def test_each_iteration_is_its_own_draw_and_is_cached_apart(fake):
+    store = MemoryStore()
+    _, calls = _run(fake, _suite(iterations=2), store)
+    assert calls == 6  # the second iteration did not reuse the first's answers
+    _, calls = _run(fake, _suite(iterations=3), store)
+    assert calls == 3  # only the new third iteration asks
+
+
+def test_the_judge_cache_is_off_while_the_model_cache_is_on(fake):
+    store = MemoryStore()
+    suite = _suite(cache="{model: true}")
+    _run(fake, suite, store)
+    before = _judge_calls(fake)
+    report, calls = _run(fake, suite, store)
+    assert calls == 1 and _judge_calls(fake) == before + 1
+    judged = next(ev for ev in report.evals if ev.id == "judged").turns[0]
+    assert judged.cached and judged.cached_calls == 1
+
+
+def test_no_cache_key_means_every_call_is_made(fake):
+    store = MemoryStore()
+    _run(fake, _suite(cache="false"), store)
+    _, calls = _run(fake, _suite(cache="false"), store)
+    assert calls == 3 and not store.entries
+
+
+def test_a_disk_store_expires_after_its_ttl_and_can_be_purged(fake, tmp_path):
+    store = DiskStore(tmp_path / "one", ttl=1.0)
+    _run(fake, _suite(), store)
+    _, calls = _run(fake, _suite(), store)
+    assert calls == 0
+    time.sleep(1.2)
+    _, calls = _run(fake, _suite(), store)
+    assert calls == 3  # expired: asked again, and kept again
+
+    _, calls = _run(fake, _suite(), store)
+    assert calls == 0
+    assert store.purge() == 3
+    _, calls = _run(fake, _suite(), store)
+    assert calls == 3
+    store.close()
+
+
+def test_a_disk_store_is_shared_by_two_processes_worth_of_handles(fake, tmp_path):
+    _run(fake, _suite(), DiskStore(tmp_path / "shared"))
+    _, calls = _run(fake, _suite(), DiskStore(tmp_path / "shared"))
+    assert calls == 0
+
+
+CALIBRATION = """\
+name: politeness
+judge: {criteria: Polite, scale: -3..3, model: judge-1}
+repeats: 2
+samples:
+  - messages:
+      - {role: user, content: "What is 2+2?"}
+      - {role: assistant, content: "The answer is 4"}
+    expected: {score: 3}
+"""
+
+
+@pytest.mark.parametrize(("repeats", "second_calls"), [(False, 2), (True, 0)])
+def test_a_calibrations_repeats_ask_the_judge_again_unless_the_cache_says_repeats(
+    fake, repeats, second_calls
+):
+    fake.default_reply = '{"score": 3, "reason": "polite"}'
+    suite = as_suite(load_calibration(CALIBRATION))
+    suite = suite.model_copy(update={"cache": CacheRoles(model=True, judge=True, repeats=repeats)})
+    store = MemoryStore()
+    _, calls = _run(fake, suite, store)
+    assert calls == 2
+    _, calls = _run(fake, suite, store)
+    assert calls == second_calls
+
+
+def test_the_key_names_every_keyword_role_and_iteration():
+    base = call_key("http://x/v1", "m", [{"role": "user", "content": "a"}], "model", 0)
+    assert base == call_key(
+        "http://x/v1", "m", [{"role": "user", "content": "a"}], "model", 0, temperature=None
+    )
+    others = {
+        call_key("http://y/v1", "m", [{"role": "user", "content": "a"}], "model", 0),
+        call_key("http://x/v1", "n", [{"role": "user", "content": "a"}], "model", 0),
+        call_key("http://x/v1", "m", [{"role": "user", "content": "b"}], "model", 0),
+        call_key("http://x/v1", "m", [{"role": "user", "content": "a"}], "judge", 0),
+        call_key("http://x/v1", "m", [{"role": "user", "content": "a"}], "model", 1),
+        call_key("http://x/v1", "m", [{"role": "user", "content": "a"}], "model", 0, temperature=0.5),
+        call_key("http://x/v1", "m", [{"role": "user", "content": "a"}], "model", 0, tools=[{"x": 1}]),
+    }
+    assert base not in others and len(others) == 7
+
+
+def _cli(*args, env):
+    return subprocess.run(
+        [sys.executable, "-m", "evalsite.cli", "run", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_evalsite_run_caches_with_cache_in_a_local_store_and_no_cache_overrides_the_suite(fake, tmp_path):
+    path = tmp_path / "suite.yaml"
+    path.write_text(SUITE.format(cache="false", prompt="Say hello"))
+    env = {**os.environ, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test",
+           "XDG_CACHE_HOME": str(tmp_path / "xdg"), "EVALSITE_VAR_DIR": str(tmp_path / "var")}  # fmt: skip
+    env.pop("DATABASE_URL", None)
+    first = _cli(str(path), "--cache", env=env)
+    assert first.returncode == 0, first.stderr
+    assert len(fake.chat_requests()) == 3 and "from the cache" not in first.stdout
+    assert (tmp_path / "xdg" / "evalsite" / "responses").is_dir()
+
+    second = _cli(str(path), "--cache", "--verbose", "--json", str(tmp_path / "out.json"), env=env)
+    assert second.returncode == 0, second.stderr
+    assert len(fake.chat_requests()) == 3  # no model call
+    assert "3 calls from the cache" in second.stdout and "(cached: 1 call" in second.stdout
+    totals = json.loads((tmp_path / "out.json").read_text())["totals"]
+    assert totals["cached_calls"] == 3 and totals["cost"] == 0
+
+    path.write_text(SUITE.format(cache="true", prompt="Say hello"))
+    third = _cli(str(path), "--no-cache", env=env)
+    assert third.returncode == 0, third.stderr
+    assert len(fake.chat_requests()) == 6  # the suite's `cache: true` is overridden
+
+
+SIMULATED = """\
+name: simulated
+model: m
+judge: user-model
+cache: {cache}
+evals:
+  - id: booking
+    prompt: I want a table
+    simulate: {{persona: A customer., max_turns: 2}}
+    checks:
+      - contains: score
+"""
+
+
+@pytest.mark.parametrize(("cache", "second_calls"), [("{simulated_user: true}", 2), ("{model: true}", 1)])
+def test_the_simulated_user_is_cached_apart_from_the_model(fake, cache, second_calls):
+    fake.rule("I want a table", "For when?", model="m")
+    store = MemoryStore()
+    suite = load_suite(SIMULATED.format(cache=cache))
+    first, calls = _run(fake, suite, store)
+    assert calls == 3  # reply, simulated user, reply
+    second, calls = _run(fake, suite, store)
+    assert calls == second_calls
+    turn = second.evals[0].turns[1]
+    if cache == "{simulated_user: true}":
+        assert (
+            not turn.cached and turn.cached_calls == 1
+        )  # the user's message came from the cache, not the reply
+    else:
+        assert turn.cached and turn.cached_calls == 1  # the reply only: the user's message was asked afresh
