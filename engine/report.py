@@ -238,7 +238,9 @@ def format_summary(report: RunReport) -> str:
     for gate in report.gates:
         actual = "n/a" if gate.actual is None else f"{gate.actual:.3f}"
         summary += f"\nGate {gate.label}: {PASS if gate.passed else FAIL} (actual {actual})"
-    return f"{summary}\nOverall: {PASS if report.status == Status.PASSED else FAIL} ({report.status})"
+    # A run stopped short (its cost limit) says why, not a bare "cancelled" that reads like someone's Ctrl-C.
+    status = f"stopped: {report.stop_reason}" if report.stop_reason else report.status
+    return f"{summary}\nOverall: {PASS if report.status == Status.PASSED else FAIL} ({status})"
 
 
 class Detail(StrEnum):

@@ -60,6 +60,11 @@ def test_the_run_page_list_and_api_say_stopped_at_the_cost_limit(user, stopped):
     assert "stopped cost limit $0.25 reached; 2 of 3 conversations finished" in page
     listed = text(client.get(reverse("runs:list")).content.decode())
     assert "stopped: cost limit $0.25 reached" in listed
+    # The suite's page lists it as stopped, the reason in the badge's title, never as a plain "cancelled".
+    suite_page = client.get(
+        reverse("suites:detail", args=[stopped.suite_version.suite.public_id])
+    ).content.decode()
+    assert 'title="stopped: cost limit $0.25 reached">stopped</span>' in suite_page
     api = client.get(f"/api/runs/{stopped.pk}").json()
     assert (api["status"], api["state"], api["stop_reason"]) == (
         "cancelled", "stopped: cost limit $0.25 reached", "cost limit $0.25 reached"
