@@ -6,7 +6,8 @@ generation settings), the role that makes it (the model under test, a judge, the
 iteration it belongs to, so that the repeats of an eval stay independent draws. A store (`ResponseStore`)
 keeps the answers: the CLI's is a local diskcache (`DiskStore`), the server's the database or Redis
 (runs.response_cache). A cached answer costs nothing: its `Completion` says `cached`, and what it cost the
-first time is `saved_cost`, not spent.
+first time is `saved_cost`, not spent; its tokens are still the reply's, so checks on them grade it as they
+did the first time.
 
 Who plays a conversation says which iteration it is (`playing_iteration`); a role other than the client's own
 is said the same way (`calling_as`), as the simulated user asks through the judge's client.
@@ -191,10 +192,11 @@ def _stored(completion: Completion) -> dict:
 
 
 def _answered(data: dict) -> Completion:
-    """A stored answer as a completion that spent nothing: its first cost is saved, its latency none."""
+    """A stored answer as a completion that spent nothing: its first cost is saved, its latency none. Its
+    usage stays the reply's own (a `max_tokens` check grades the tokens the reply holds, not the call's)."""
     completion = Completion(
         text=data["text"],
-        usage=Usage(),
+        usage=Usage.model_validate(data["usage"]) if data.get("usage") else Usage(),
         cost=0.0,
         latency_ms=0,
         finish_reason=data.get("finish_reason"),

@@ -240,9 +240,10 @@ def mcnemar(first_only: int, second_only: int) -> float:
     discordant = first_only + second_only
     if discordant == 0:
         return 1.0
-    from scipy.stats import binomtest  # heavy, and only a matrix's statistics need it
-
-    return float(binomtest(first_only, discordant, 0.5).pvalue)
+    # The binomial distribution at one half is symmetric, so the two-sided p-value is twice the tail of the
+    # smaller count: exact integers, with no library (SciPy, which tests it, is too heavy for an install).
+    tail = sum(math.comb(discordant, k) for k in range(min(first_only, second_only) + 1))
+    return min(1.0, 2 * tail / 2**discordant)
 
 
 def _difference(rows: Sequence[Row], first: int, second: int) -> Difference:

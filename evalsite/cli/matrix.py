@@ -12,7 +12,6 @@ import re
 import sys
 from pathlib import Path
 
-from engine import suitevars
 from engine.exports import FORMATS, junit_xml
 from engine.matrix import (
     Variant,
@@ -28,11 +27,10 @@ from engine.options import apply as apply_options
 from engine.outcomes import Status
 from engine.results import RunReport
 
-from .ci import ci_ref
-from .common import BROKEN, FAILED, PASSED, UserError, read_suite_file, suite_to_run
+from .common import BROKEN, FAILED, PASSED, UserError, suite_to_run
 from .options import run_options
 from .outputs import exit_code
-from .remote import Server, _detail, _watch
+from .remote import Server, _detail, _watch, launch_body
 
 
 def json_paths(path: Path, variants: list[Variant]) -> list[Path]:
@@ -153,21 +151,13 @@ def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> i
     suite, files = suite_to_run(args.file, "nothing was sent")
     server = Server(args.server, token)
     body = {
-        "yaml": read_suite_file(args.file).decode("utf-8-sig"), "files": files, "concurrency": args.concurrency,
+        **launch_body(args, files),
         "variants": [
             {"model": v.model, "label": v.label or None,
              "model_settings": v.model_settings.model_dump(exclude_none=True) if v.model_settings else None}
             for v in variants
         ],
     }  # fmt: skip
-    if given := suitevars.parse_assignments(getattr(args, "vars", None)):
-        body["vars"] = given
-    options = run_options(args)
-    if not options.is_empty():
-        body["options"] = options.model_dump(mode="json", exclude_none=True)
-    ref, commit = ci_ref(getattr(args, "ref", None), os.environ, args.file.parent)
-    if ref:
-        body.update(ref=ref, commit=commit)
     status, launched = server.call("POST", "/api/matrices", body)
     if status != 201:
         raise UserError(f"the server did not start the matrix ({status}): {_detail(launched)}")

@@ -148,6 +148,23 @@ def _detail(payload: object) -> str:
     return payload.get("detail", "") if isinstance(payload, dict) else str(payload)[:200]
 
 
+def launch_body(args: Namespace, files: dict[str, str]) -> dict:
+    """What a launch on the server sends for this command line, a run's or a matrix's: the suite and its
+    files, the concurrency, the variables, the options (engine.options) and the CI ref it comes from."""
+    body = {
+        "yaml": read_suite_file(args.file).decode("utf-8-sig"), "files": files, "concurrency": args.concurrency,
+    }  # fmt: skip
+    if given := suitevars.parse_assignments(getattr(args, "vars", None)):
+        body["vars"] = given
+    options = run_options(args)
+    if not options.is_empty():
+        body["options"] = options.model_dump(mode="json", exclude_none=True)
+    ref, commit = ci_ref(getattr(args, "ref", None), os.environ, args.file.parent)
+    if ref:
+        body.update(ref=ref, commit=commit)
+    return body
+
+
 def run_on_server(args: Namespace) -> int:
     token = args.token or os.environ.get("EVALSITE_TOKEN", "")
     if not token.strip():
@@ -164,20 +181,7 @@ def run_on_server(args: Namespace) -> int:
                 f"--baseline {args.baseline}: no such run on the server ({status} {_detail(payload)})"
             )
         baseline = RunReport.model_validate(payload)
-    source = read_suite_file(args.file).decode("utf-8-sig")
-    body = {"yaml": source, "files": files, "model": args.model, "concurrency": args.concurrency}
-    options = run_options(args)
-    if not options.is_empty():
-        body["options"] = options.model_dump(mode="json", exclude_none=True)
-    given = suitevars.parse_assignments(getattr(args, "vars", None))
-    if given:
-        body["vars"] = given
-    options = run_options(args)
-    if not options.is_empty():
-        body["options"] = options.model_dump(mode="json", exclude_none=True)
-    ref, commit = ci_ref(getattr(args, "ref", None), os.environ, args.file.parent)
-    if ref:
-        body.update(ref=ref, commit=commit)
+    body = {**launch_body(args, files), "model": args.model}
     status, launched = server.launch(body)
     if status not in (200, 201):  # 200: a retry's answer, the run the first try made
         for problem in launched.get("problems", []) if isinstance(launched, dict) else []:

@@ -97,6 +97,17 @@ def test_a_difference_is_significant_only_when_the_discordant_pairs_say_so():
     assert not difference.significant
     # Errors and unplayed evals are not pairs.
     assert mcnemar(0, 0) == 1.0
+
+
+@pytest.mark.parametrize(
+    "first_only, second_only", [(0, 1), (1, 1), (5, 0), (7, 3), (2, 9), (30, 18), (120, 95)]
+)
+def test_the_exact_mcnemar_p_value_is_scipys_binomial_test(first_only, second_only):
+    expected = binomtest(first_only, first_only + second_only, 0.5).pvalue
+    assert mcnemar(first_only, second_only) == pytest.approx(expected, rel=1e-12)
+
+
+def test_differences_skip_errors_and_unplayed_evals():
     (none,) = build_grid([column("a", "ppee"), column("b", "ppqq")]).differences
     assert (none.first_only, none.second_only, none.significant) == (0, 0, False)
 

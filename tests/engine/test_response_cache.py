@@ -254,3 +254,19 @@ def test_the_simulated_user_is_cached_apart_from_the_model(fake, cache, second_c
         )  # the user's message came from the cache, not the reply
     else:
         assert turn.cached and turn.cached_calls == 1  # the reply only: the user's message was asked afresh
+
+
+def test_a_cached_reply_keeps_its_tokens_so_a_max_tokens_check_grades_it_as_before(fake):
+    """A cached call spends nothing, but the reply still holds its tokens: `max_tokens` fails it both times."""
+    fake.rule("Say a lot", "one two three four five six seven eight nine ten eleven twelve")
+    suite = load_suite(
+        "name: long\nmodel: m\ncache: true\nevals:\n  - prompt: Say a lot\n    checks: [{max_tokens: 2}]\n"
+    )
+    store = MemoryStore()
+    first, calls = _run(fake, suite, store)
+    second, again = _run(fake, suite, store)
+    assert (calls, again) == (1, 0)
+    before, after = first.evals[0].turns[0], second.evals[0].turns[0]
+    assert after.cached and after.usage.completion_tokens == before.usage.completion_tokens > 2
+    assert [check.passed for check in after.checks] == [check.passed for check in before.checks] == [False]
+    assert second.totals.cost == 0 and first.totals.cost > 0

@@ -81,7 +81,8 @@ def test_evalrun_default_endpoint_report_json_and_exit_code(tmp_path, var_dir, f
     suite.write_text(SUITE)
     out = tmp_path / "out.json"
     env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": FAKE_KEY}
-    result = manage("evalrun", str(suite), "--json", str(out), env=env, var_dir=var_dir)
+    # --verbose: every turn of every conversation, the passing one's too (the default prints it on a line).
+    result = manage("evalrun", str(suite), "--json", str(out), "--verbose", env=env, var_dir=var_dir)
     assert result.returncode == 1, result.stderr  # the second eval fails
     report = result.stdout
     assert "Eval 1: What is 15 * 7?\n  Turn 1:\n    Prompt: What is 15 * 7?\n    Response: 100\n" in report

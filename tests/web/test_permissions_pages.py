@@ -34,7 +34,9 @@ OUR_APPS = {
     "matrices",
     "",
 }  # "" holds the tokens pages, mounted without a namespace
-NOT_OURS = ("admin", "api", "login", "logout", "static")
+# The admin's routes (its response cache page too: staff only, through admin.site.admin_view), the API's, and
+# the sign-in pages.
+NOT_OURS = ("admin", "admin_response_cache", "api", "login", "logout", "static")
 # Share links are public by their token: whoever holds one reads the run, signed in or not.
 PUBLIC_BY_TOKEN = "share"
 # A user's own API token: anyone else's is a 404 whatever their role, so it is not a role's question.
