@@ -66,13 +66,13 @@ def configured_secrets() -> list[str]:
 
     Read again only when the environment or the key names changed: every model reply is redacted, and
     walking os.environ (decoding each name and value) for each would cost more than the call's parsing.
-    The raw environment is compared as a frozenset of its bytes, in C."""
+    The raw environment (its bytes) is compared with a copy kept of it, in C."""
     global _secrets_of
     raw = getattr(os.environ, "_data", None)
-    state = (frozenset(raw.items()), frozenset(_key_envs)) if raw is not None else None
     cached = _secrets_of
-    if state is not None and cached is not None and cached[0] == state:
+    if raw is not None and cached is not None and cached[0][0] == raw and cached[0][1] == _key_envs:
         return cached[1]
+    state = (dict(raw), set(_key_envs)) if raw is not None else None
     values = {os.environ.get(name, "") for name in _key_envs}
     values |= {value for name, value in os.environ.items() if _SECRET_NAME.search(name)}
     secrets = sorted((value for value in values if len(value) >= MIN_SECRET), key=len, reverse=True)

@@ -247,23 +247,38 @@ class Totals(BaseModel):
 
     @classmethod
     def of(cls, turns: list[TurnRecord]) -> Totals:
-        usage = sum((turn.usage for turn in turns), Usage())
-        judge = sum((turn.judge_usage for turn in turns), Usage())
-        user = sum((turn.user_usage for turn in turns), Usage())
+        # One pass over the turns, as every conversation's end counts them: the sums, in the turns' order,
+        # are the ones sum() would give (each from 0, so that costs add up exactly as before).
+        prompt = completion = judge = user = cached = 0
+        cost = agent_cost = judge_cost = user_cost = saved = 0
+        estimated = False
+        for turn in turns:
+            usage, judge_usage, user_usage = turn.usage, turn.judge_usage, turn.user_usage
+            prompt += usage.prompt_tokens
+            completion += usage.completion_tokens
+            estimated = estimated or usage.estimated
+            judge += judge_usage.prompt_tokens + judge_usage.completion_tokens
+            user += user_usage.prompt_tokens + user_usage.completion_tokens
+            cost += turn.cost + turn.judge_cost + turn.user_cost
+            agent_cost += turn.cost
+            judge_cost += turn.judge_cost
+            user_cost += turn.user_cost
+            cached += turn.cached_calls
+            saved += turn.saved_cost
         return cls(
             turns=len(turns),
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            total_tokens=usage.total_tokens,
-            judge_tokens=judge.total_tokens,
-            user_tokens=user.total_tokens,
-            cost=round(sum(turn.cost + turn.judge_cost + turn.user_cost for turn in turns), 8),
-            agent_cost=round(sum(turn.cost for turn in turns), 8),
-            judge_cost=round(sum(turn.judge_cost for turn in turns), 8),
-            user_cost=round(sum(turn.user_cost for turn in turns), 8),
-            estimated=usage.estimated,
-            cached_calls=sum(turn.cached_calls for turn in turns),
-            saved_cost=round(sum(turn.saved_cost for turn in turns), 8),
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            total_tokens=prompt + completion,
+            judge_tokens=judge,
+            user_tokens=user,
+            cost=round(cost, 8),
+            agent_cost=round(agent_cost, 8),
+            judge_cost=round(judge_cost, 8),
+            user_cost=round(user_cost, 8),
+            estimated=estimated,
+            cached_calls=cached,
+            saved_cost=round(saved, 8),
         )
 
 

@@ -66,7 +66,10 @@ class AsyncOpenAIClient(OpenAIClient):
     def _session(self):
         # One session (a connection pool) per event loop and endpoint, shared by every client built for it: a
         # worker builds a client per conversation, and a session each would open a connection each.
-        sessions = _sessions.setdefault(asyncio.get_running_loop(), {})
+        loop = asyncio.get_running_loop()
+        sessions = _sessions.get(loop)
+        if sessions is None:  # setdefault would make a weak reference to the loop on every call
+            sessions = _sessions[loop] = {}
         key = self._session_key()
         session = sessions.get(key)
         if session is None or session.closed:

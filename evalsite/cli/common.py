@@ -14,6 +14,7 @@ from pathlib import Path
 
 from engine.attached import megabytes, read_limited, read_suite_files
 from engine.calibration import LoadedSet, load_parsed
+from engine.collector import collect_seldom
 from engine.loader import file_references, is_calibration, load_parsed_suite, references
 from engine.schema import Suite
 from engine.source import MAX_SUITE_BYTES, SuiteError, TreeBuilder, parse_yaml
@@ -163,6 +164,7 @@ def collect_from_here() -> None:
     """What the command has loaded stays to the end: the cyclic collector, paused while it loaded (evalsite.cli.
     main), leaves it out of its walks from now on and looks only at what comes after."""
     gc.freeze()
+    collect_seldom()
     gc.enable()
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
-import textwrap
 from pathlib import Path
+
+import orjson
 
 from engine.compare import Comparison
 from engine.exports import FORMATS, ExportFormat, RunExport
@@ -46,6 +49,35 @@ def _dumped(data) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False)
 
 
+def _written_alike(data) -> bool:
+    """Whether orjson writes this data as json.dumps does: it does but for floats below 1e-4 (0.00001 for
+    1e-05, 2.5e-7 for 2.5e-07) and the ones that are not finite (null for NaN)."""
+    kind = type(data)
+    if kind is dict:
+        return all(map(_written_alike, data.values()))
+    if kind is list:
+        return all(map(_written_alike, data))
+    if kind is float:
+        return data == 0.0 or 1e-4 <= abs(data) < math.inf
+    return True
+
+
+def _conversation_text(result: EvalResult) -> str:
+    """A conversation as it stands in the document's `evals`: _dumped, indented to its place. json.dumps
+    with an indent encodes in Python (its C encoder takes none), more CPU than the rest of a conversation's
+    report; orjson writes the same text in C, and json.dumps is kept for the data orjson writes otherwise."""
+    data = result.model_dump(mode="json")
+    text = None
+    if _written_alike(data):
+        # What orjson refuses (an integer past 64 bits, say) json.dumps writes.
+        with contextlib.suppress(TypeError):
+            text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
+    if text is None:
+        text = _dumped(data)
+    # A dump holds no blank line (a newline within a string is escaped): every line gets the indent.
+    return _INDENT + text.replace("\n", "\n" + _INDENT)
+
+
 # Stands for the conversations in a document, where their text goes: a string no dump of a result holds.
 _EVALS = "\x00evals\x00"
 # Where the conversations go: in `evals`, in the document.
@@ -80,7 +112,7 @@ class StreamedJSON:
         self.file.flush()
 
     def add(self, result: EvalResult) -> None:
-        text = textwrap.indent(_dumped(result.model_dump(mode="json")), _INDENT)
+        text = _conversation_text(result)
         self.texts[(result.index, result.iteration)] = text
         self.file.seek(self.end)
         self.file.write((b",\n" if len(self.texts) > 1 else b"") + text.encode())
@@ -94,8 +126,7 @@ class StreamedJSON:
         data = report.model_dump(mode="json", exclude={"evals"})
         data = {key: [_EVALS] if key == "evals" else data[key] for key in RunReport.model_fields}
         evals = [
-            self.texts.get((result.index, result.iteration))
-            or textwrap.indent(_dumped(result.model_dump(mode="json")), _INDENT)
+            self.texts.get((result.index, result.iteration)) or _conversation_text(result)
             for result in report.evals
         ]
         text = _dumped(data)

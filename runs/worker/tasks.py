@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from engine.clients import warm_up
+from engine.collector import collect_seldom
 from engine.tools import mcp
 from runs import endpoints, outage
 from suites import parsed
@@ -160,9 +161,11 @@ def _resend_unclaimed() -> None:
 def freeze_startup_objects() -> None:
     """Exempt everything loaded at startup (Django, Celery, openai, pydantic) from garbage collection. A full
     collection walks every tracked object while holding the GIL and stalls every conversation the worker is
-    playing; frozen objects are never scanned, so later collections only walk what conversations allocate."""
+    playing; frozen objects are never scanned, so later collections only walk what conversations allocate,
+    and seldom (engine.collector)."""
     gc.collect()
     gc.freeze()
+    collect_seldom()
 
 
 @worker_ready.connect

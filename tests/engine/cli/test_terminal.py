@@ -216,6 +216,25 @@ def test_json_of_a_finished_run_is_the_whole_document_in_the_evals_order(tmp_pat
     assert not list(tmp_path.glob(".out.json*"))
 
 
+def test_json_keeps_a_reply_with_a_line_separator_as_the_model_wrote_it(tmp_path):
+    """A reply holding U+2028 (a line break to Python, not to JSON) and other text outside ASCII: the
+    conversations written as they end make up the very text json.dumps gives of the report."""
+    reply = "OK \u2028 après \u00e9t\u00e9 \u2029 \U0001f600"
+    with FakeOpenAI(latency=0.01, api_key=FAKE_KEY) as fake:
+        fake.rule("Question", reply)
+        suite = many(tmp_path, 4)
+        out = tmp_path / "out.json"
+        result = subprocess.run(
+            [str(EVALSITE), "run", str(suite), "--concurrency", "2", "--json", str(out)],
+            cwd=tmp_path, env=env_for(fake, tmp_path), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = out.read_text(encoding="utf-8")
+    report = RunReport.model_validate_json(text)
+    assert [item.turns[0].response for item in report.evals] == [reply] * 4
+    assert text == json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+
+
 def test_concurrency_raises_the_default_endpoints_cap(tmp_path):
     """300 one-second conversations at --concurrency 300: all at once, not ten at a time."""
     with FakeOpenAI(latency=1.0, api_key=FAKE_KEY) as fake:
