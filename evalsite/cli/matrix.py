@@ -54,41 +54,43 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     from engine.runner import run_suite
 
     from .database import endpoint_registry
-    from .local import bind_vars, check_model_refs
+    from .local import bind_vars, check_model_refs, raise_cap
+    from .progress import Progress, Tally
+    from .run import PROGRESS_EVERY
 
     suite, files = suite_to_run(args.file, "nothing was run")
     suite, values = bind_vars(args.file, suite, getattr(args, "vars", None))
     suite = apply_options(suite, run_options(args))
     registry, unread = endpoint_registry()
-    for variant in variants:  # every reference checked before the first variant spends anything
+    registries = []
+    for variant in variants:  # every reference and cap checked before the first variant spends anything
         check_model_refs(suite, variant.model, registry, unread)
+        given = getattr(args, "concurrency_given", True)
+        registries.append(raise_cap(registry, variant.model, args.concurrency) if given else registry)
+    # One progress line for the whole matrix: every variant's conversations, as they end.
+    tally = Tally(len(variants) * sum(ev.iterations or suite.iterations for ev in suite.evals))
+    every = getattr(args, "progress_every", PROGRESS_EVERY)
     columns, reports = [], []
-    for number, variant in enumerate(variants, 1):
-        print(f"[{number}/{len(variants)}] {variant.name}", flush=True)
-        played = apply_options(suite, RunOptions(model_settings=variant.model_settings))
-        report = run_suite(
-            played, registry, model=variant.model, concurrency=args.concurrency, files=files,
-            on_wait=say_wait, timeout=getattr(args, "timeout", None), on_slow=SlowReporter(say),
-            slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
-            code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
-            store=DiskStore() if roles_of(played) else None,
-        )  # fmt: skip
-        report.vars = values or None
-        reports.append(report)
-        totals = report.totals
-        print(f"    {totals.passed} passed, {totals.failed} failed, {totals.error} errors of {totals.evals}")
-        columns.append(column_of_report(str(number), variant.name, report))
+    with Progress(tally, live=sys.stderr.isatty(), every=every) as progress:
+        for number, (variant, variant_registry) in enumerate(zip(variants, registries, strict=True), 1):
+            progress.say(f"[{number}/{len(variants)}] {variant.name}")
+            played = apply_options(suite, RunOptions(model_settings=variant.model_settings))
+            report = run_suite(
+                played, variant_registry, model=variant.model, concurrency=args.concurrency, files=files,
+                on_result=tally.add, watched=tally.playing, timeout=getattr(args, "timeout", None),
+                on_wait=lambda wait: progress.note(f"{wait.endpoint}: {wait.reason}, retrying in {wait.seconds:.0f} s"),
+                on_slow=SlowReporter(progress.note), slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
+                code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
+                store=DiskStore() if roles_of(played) else None,
+            )  # fmt: skip
+            report.vars = values or None
+            reports.append(report)
+            totals = report.totals
+            progress.say(
+                f"    {totals.passed} passed, {totals.failed} failed, {totals.error} errors of {totals.evals}"
+            )
+            columns.append(column_of_report(str(number), variant.name, report))
     return finish(args, variants, reports, columns, suite.system)
-
-
-def say(line: str) -> None:
-    """A note while a variant plays (a retry's wait, calls the endpoint sits on), on stderr, so an outage
-    never looks like a hang."""
-    print(line, file=sys.stderr, flush=True)
-
-
-def say_wait(wait) -> None:
-    say(f"{wait.endpoint}: {wait.reason}, retrying in {wait.seconds:.0f} s")
 
 
 def finish(args, variants: list[Variant], reports, columns, system: str | None) -> int:

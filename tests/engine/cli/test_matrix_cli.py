@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 import xml.etree.ElementTree as ET
 
-from tests.engine.standalone import assert_one_line_error, run_on
+from tests.conftest import FAKE_KEY
+from tests.engine.cli.test_terminal import env_for, many
+from tests.engine.standalone import EVALSITE, assert_one_line_error, run_on
+from tests.fakeopenai import FakeOpenAI
 
 
 def test_two_models_make_a_grid_on_the_terminal_and_in_every_export(fake, suite):
@@ -44,3 +48,19 @@ def test_a_variant_it_cannot_read_is_one_line_and_nothing_is_called(fake, suite)
     result = run_on(fake, suite, "--model", "good,good")
     assert_one_line_error(result, 2, "named twice")
     assert fake.chat_requests() == []
+
+
+def test_a_matrix_shows_its_progress_and_takes_the_concurrency_given(tmp_path):
+    """Two variants of 40 half-second conversations at --concurrency 40: a progress line while they play (no
+    terminal: the periodic one) and all of a variant's conversations out at once, not the default ten."""
+    with FakeOpenAI(latency=0.5, api_key=FAKE_KEY) as fake:
+        suite = many(tmp_path, 40)
+        result = subprocess.run(
+            [str(EVALSITE), "run", str(suite), "--model", "a,b", "--concurrency", "40", "--progress-every", "0.2"],
+            cwd=tmp_path, env=env_for(fake, tmp_path), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert fake.max_in_flight > 30
+    progress = [line for line in result.stderr.splitlines() if line.startswith("progress: ")]
+    assert progress and all("/80 · " in line for line in progress), result.stderr
+    assert "[2/2] b" in result.stdout.splitlines()
