@@ -152,6 +152,19 @@ class _Refused(Exception):
         self.status, self.payload = status, payload
 
 
+# What a launch, a run's or a matrix's, may be refused with: caught together and answered by _refusal.
+LAUNCH_REFUSALS = (_Refused, services.LaunchError, SuiteError)
+
+
+def _refusal(exc: Exception):
+    """The answer to a launch refused with one of LAUNCH_REFUSALS."""
+    if isinstance(exc, _Refused):
+        return Status(exc.status, exc.payload)
+    if isinstance(exc, SuiteError):
+        return Status(422, {"detail": "the suite does not validate", "problems": _problems(exc)})
+    return Status(422, {"detail": str(exc)})
+
+
 @router.post(
     "",
     response={200: RunOut, 201: RunOut, 403: RefusedOut, 404: RefusedOut, 422: RefusedOut},
@@ -203,12 +216,8 @@ def launch(request, body: LaunchIn):
             return Status(200, _run_out(request, earlier))
     except launch_keys.KeyRefused as exc:
         return Status(422, {"detail": str(exc)})
-    except _Refused as refused:
-        return Status(refused.status, refused.payload)
-    except services.LaunchError as exc:
-        return Status(422, {"detail": str(exc)})
-    except SuiteError as exc:
-        return Status(422, {"detail": "the suite does not validate", "problems": _problems(exc)})
+    except LAUNCH_REFUSALS as exc:
+        return _refusal(exc)
     return Status(201, _run_out(request, run))
 
 

@@ -15,7 +15,7 @@ from engine.clients import MOCK
 from engine.matrix import SETTING_MARK, Variant, VariantError, parse_variants
 from engine.options import RunOptions
 from engine.schema import Suite as SuiteSpec
-from engine.schema.settings import MaxCost, ModelSettings
+from engine.schema.settings import ModelSettings
 
 from . import selectors
 from .endpoints import build_registry
@@ -194,15 +194,4 @@ def estimate(spec: SuiteSpec | None, model: str | None) -> cost.Estimate | None:
     them (engine.cost); None when there is no suite to size."""
     if spec is None or not spec.evals:
         return None
-    registry = build_registry()
-
-    def priced(ref: str):
-        name, _ = registry.resolve(ref)
-        return name, registry.endpoint(name)
-
-    return cost.estimate(spec, priced, model)
-
-
-def max_cost_of(form: LaunchForm) -> MaxCost:
-    """The cost limit the form set, for the launch's RunOptions; None leaves the suite's."""
-    return form.cleaned_data.get("max_cost") or None
+    return cost.estimate(spec, build_registry().endpoint_of, model)

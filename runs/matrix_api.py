@@ -13,13 +13,11 @@ from ninja import Field, Router, Schema, Status
 from engine.matrix import MAX_VARIANTS, Variant, VariantError, parse_variant
 from engine.options import RunOptions
 from engine.schema.settings import ModelSettings
-from engine.source import SuiteError
 from projects.requests import check_request, request_project
 from projects.roles import Can
 
 from . import matrix as matrices
-from . import services
-from .api import LaunchIn, RefusedOut, RunOut, _problems, _ref, _Refused, _run_out, _version_to_launch
+from .api import LAUNCH_REFUSALS, LaunchIn, RefusedOut, RunOut, _ref, _refusal, _run_out, _version_to_launch
 from .models import RunMatrix
 
 router = Router(tags=["matrices"])
@@ -142,12 +140,8 @@ def launch_matrix(request, body: MatrixIn):
             )  # fmt: skip
     except VariantError as exc:
         return Status(422, {"detail": str(exc)})
-    except _Refused as refused:
-        return Status(refused.status, refused.payload)
-    except services.LaunchError as exc:
-        return Status(422, {"detail": str(exc)})
-    except SuiteError as exc:
-        return Status(422, {"detail": "the suite does not validate", "problems": _problems(exc)})
+    except LAUNCH_REFUSALS as exc:
+        return _refusal(exc)
     return Status(201, _matrix_out(request, matrix))
 
 

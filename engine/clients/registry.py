@@ -44,6 +44,12 @@ class EndpointRegistry:
             return self.default
         return self.named.get(name)
 
+    def endpoint_of(self, ref: str) -> tuple[str, EndpointConfig | None]:
+        """Where a model reference goes: the endpoint's name and its settings (None for the mock), as
+        engine.cost.estimate prices a reference."""
+        name, _ = self.resolve(ref)
+        return name, self.endpoint(name)
+
     def client(
         self, name: str, mock: MockSpec | None = None, *, asynchronous: bool = False, secrets: bool = False
     ) -> ChatClient:

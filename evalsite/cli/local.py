@@ -201,7 +201,7 @@ def say_estimate(suite: Suite, registry: EndpointRegistry, model: str | None) ->
     """What the run may cost, and what that rests on, before anything is spent: when some endpoint it calls has
     prices, or a cost limit is set (which, without prices, nothing can reach). A run on unpriced endpoints
     without a limit says nothing: the line would be the same on every run."""
-    found = estimate(suite, lambda ref: _priced(registry, ref), model)
+    found = estimate(suite, registry.endpoint_of, model)
     if found.free or not (found.some_priced or suite.max_cost is not None):
         return
     limit = f" · limit {money(suite.max_cost)}" if suite.max_cost is not None else ""
@@ -209,11 +209,6 @@ def say_estimate(suite: Suite, registry: EndpointRegistry, model: str | None) ->
         limit += ", which spends nothing without prices and so never stops the run"
     for line in found.lines():
         print(f"cost: {line}{limit}", file=sys.stderr)
-
-
-def _priced(registry: EndpointRegistry, ref: str):
-    name, _ = registry.resolve(ref)
-    return name, registry.endpoint(name)
 
 
 @contextmanager
