@@ -9,7 +9,7 @@ REDIS_URL ?= redis://127.0.0.1:6379/15
 # axe-core for the browser tests' accessibility check, from the npm registry at the version its lock file pins.
 AXE := tests/e2e/axe
 
-.PHONY: run setup test test-fast test-pg check format bench clean
+.PHONY: run setup bytecode test test-fast test-pg check format bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,13 @@ $(AXE)/node_modules/.package-lock.json: $(AXE)/package-lock.json
 	@if command -v npm >/dev/null; then npm ci --prefix $(AXE) --no-audit --no-fund --silent; \
 	else echo "npm not found: the accessibility browser test will skip"; fi
 
-setup: $(VENV)/.installed
+# An editable install leaves the project's own modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set (as
+# in many containers and CI images) every `evalsite` command and worker would compile them again at start-up:
+# they are compiled here, as pip compiles an installed package. Only what changed is compiled again.
+bytecode: $(VENV)/.installed
+	$(PY) -m compileall -q engine evalsite endpoints projects suites runs
+
+setup: bytecode
 	EVALSITE_DEV=1 $(PY) manage.py migrate --noinput -v0
 	EVALSITE_DEV=1 $(PY) manage.py collectstatic --noinput -v0
 	EVALSITE_DEV=1 $(PY) manage.py evalsetup
@@ -35,13 +41,13 @@ run: setup
 # time is waiting on a subprocess, a server or a worker. Each process has its own var dir (tests/settings.py).
 TEST_PROCESSES ?= 2
 
-test: $(VENV)/.installed $(AXE)/node_modules/.package-lock.json
+test: bytecode $(AXE)/node_modules/.package-lock.json
 	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile -m "not alone"
 	$(PY) -m pytest -m alone -p no:cacheprovider
 	@$(MAKE) --no-print-directory test-pg
 
 # The end-to-end tests and those of database-specific SQL again, on PostgreSQL + Redis.
-test-pg: $(VENV)/.installed
+test-pg: bytecode
 	@if $(PY) -m tests.live_services "$(PG_URL)" "$(REDIS_URL)"; then \
 		DATABASE_URL="$(PG_URL)" CELERY_BROKER_URL="$(REDIS_URL)" $(PY) -m pytest -m "e2e or sql" -p no:cacheprovider; \
 	else echo "PostgreSQL or Redis not reachable: skipped the PostgreSQL + Redis end-to-end pass"; fi
@@ -57,7 +63,7 @@ format: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: $(VENV)/.installed
+bench: bytecode
 	$(PY) bench/throughput.py
 
 clean:

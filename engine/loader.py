@@ -13,7 +13,6 @@ import yaml
 from pydantic import ValidationError
 
 from . import bounds, suitevars
-from .calibration import as_suite, load_parsed
 from .datasets import rows_to_evals
 from .schema import MAX_FOLLOWUP_DEPTH, Check, CodeSpec, Suite, Tool
 from .schema.grading import check_rubric
@@ -202,7 +201,9 @@ def load_parsed_suite(
     """load_suite for a file already parsed (engine.source.parse_yaml), so a caller that also needs the raw
     data (the files it names, whether it is a calibration set) reads it once."""
     if is_calibration(raw):
-        # A calibration set is played as a suite of given replies.
+        # A calibration set is played as a suite of given replies (its module is imported for one only).
+        from .calibration import as_suite, load_parsed
+
         return as_suite(load_parsed(raw, builder, filename, files))
     problems = _metadata_conflicts(raw, builder)
     if problems:

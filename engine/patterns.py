@@ -20,8 +20,10 @@ import re
 import re._constants as sre_constants  # the standard library's own parse tree: the syntax suites promise
 import re._parser as sre_parser
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import regex
+if TYPE_CHECKING:
+    import regex
 
 
 def _env_number(name: str, default: float, kind: type) -> float:
@@ -127,6 +129,9 @@ def validate(pattern: str, flags: int = 0) -> re.Pattern[str]:
 
 @lru_cache(maxsize=512)
 def _compiled(pattern: str, flags: int) -> regex.Pattern:
+    # Imported at the first pattern a suite brings: most suites bring none, and every command would pay for it.
+    import regex
+
     validate(pattern, flags)
     try:
         return regex.compile(pattern, flags)

@@ -16,9 +16,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from ..clients import EndpointError
 from ..results import ToolCall, ToolRound, TurnRecord, Usage
@@ -26,6 +24,9 @@ from ..retries import RetryStopped
 from ..schema import DEFAULT_MAX_TOOL_ROUNDS, McpServer, Tool, ToolItem
 from . import code, replay, simulated, stubs
 from .base import CallScope, Outcome, Source
+
+if TYPE_CHECKING:
+    import jsonschema
 
 # Tried in the order a tool's `sources` lists them; each key is a Tool field.
 SOURCES: dict[str, Source] = {
@@ -165,10 +166,14 @@ def _arguments(raw: str) -> tuple[dict | None, str | None]:
 def _validator(parameters: str) -> jsonschema.Draft202012Validator:
     """A tool's parameters schema (as canonical JSON) made into a validator once per process, not once per
     call: making one costs as much as checking a call with it."""
+    import jsonschema  # at the first tool call checked: suites without tools never need it
+
     return jsonschema.Draft202012Validator(json.loads(parameters))
 
 
 def _schema_mistake(tool: Tool, arguments: dict) -> str | None:
+    import jsonschema
+
     try:
         validator = _validator(json.dumps(tool.parameters, sort_keys=True))
         errors = sorted(validator.iter_errors(arguments), key=str)

@@ -13,8 +13,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import jsonschema
-
 from .. import patterns
 
 MISSING = object()
@@ -73,6 +71,8 @@ def matches(matcher: Any, value: Any = MISSING, judge: Judge | None = None) -> t
             else (False, f"{show(value)} does not contain {wanted!r}")
         )
     if is_schema(matcher):
+        import jsonschema  # at the first schema matcher: most suites have none
+
         errors = sorted(jsonschema.Draft202012Validator(matcher).iter_errors(value), key=lambda e: e.path)
         return (True, "") if not errors else (False, f"{show(value)}: {errors[0].message}")
     if isinstance(matcher, dict) and isinstance(value, dict):

@@ -11,13 +11,16 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.attached import megabytes, read_limited, read_suite_files
-from engine.calibration import LoadedSet, load_parsed
 from engine.collector import collect_seldom
 from engine.loader import file_references, is_calibration, load_parsed_suite, references
 from engine.schema import Suite
 from engine.source import MAX_SUITE_BYTES, SuiteError, TreeBuilder, parse_yaml
+
+if TYPE_CHECKING:
+    from engine.calibration import LoadedSet
 
 PASSED, FAILED, INVALID, BROKEN = 0, 1, 2, 3
 
@@ -134,6 +137,8 @@ def suite_to_run(path: Path, refused: str) -> tuple[Suite, dict[str, str]]:
 
 def load_calibration_file(path: Path, read: SuiteFile | None = None) -> LoadedSet:
     """The calibration set and its samples; InvalidSuite lists its problems."""
+    from engine.calibration import load_parsed  # only calibration commands and files need it
+
     read = read or read_suite(path)
     try:
         if read.problem is not None:
