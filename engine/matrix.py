@@ -123,6 +123,8 @@ class CellIn:
     passed_on_turn: int | None = None
     tokens: int = 0
     cost: float = 0.0
+    cached_calls: int = 0  # model calls answered from the response cache
+    saved_cost: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ class ColumnIn:
     model: str
     status: str
     cells: Sequence[CellIn]
-    latencies_ms: Sequence[int] = ()
+    latencies_ms: Sequence[int] = ()  # of the turns the model answered: a cached reply took no time of its
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,8 @@ class ColumnStats:
     cost: float
     p50_ms: float | None
     p95_ms: float | None
+    cached_calls: int = 0
+    saved_cost: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -232,6 +236,8 @@ def column_stats(column: ColumnIn) -> ColumnStats:
         cost=sum(cell.cost for cell in cells),
         p50_ms=percentile(column.latencies_ms, 50),
         p95_ms=percentile(column.latencies_ms, 95),
+        cached_calls=sum(cell.cached_calls for cell in cells),
+        saved_cost=sum(cell.saved_cost for cell in cells),
     )
 
 
@@ -281,8 +287,9 @@ def build_grid(columns: Sequence[ColumnIn], sort: str = "disagreement") -> Grid:
     differences = tuple(_difference(rows, a, b) for a, b in combinations(range(len(columns)), 2))
     rates = [stat.rate for stat in stats if stat.rate is not None]
     top = max(rates) if rates else None
+    # "Best" only beside a variant that did worse: when every variant has the same pass rate, none is.
     best = frozenset(
-        i for i, stat in enumerate(stats) if top is not None and stat.rate == top and len(columns) > 1
+        i for i, stat in enumerate(stats) if top is not None and stat.rate == top and len(set(rates)) > 1
     )
     finished = all(column.status in FINISHED for column in columns)
     return Grid(tuple(columns), tuple(rows), stats, differences, finished, sort, best)
@@ -296,7 +303,7 @@ def column_of_report(key: str, label: str, report: RunReport) -> ColumnIn:
         model=report.model,
         status=str(report.status),
         cells=[cell_of_result(result) for result in report.evals],
-        latencies_ms=[turn.latency_ms for result in report.evals for turn in result.turns],
+        latencies_ms=[turn.latency_ms for result in report.evals for turn in result.turns if not turn.cached],
     )
 
 
@@ -311,6 +318,8 @@ def cell_of_result(result: EvalResult) -> CellIn:
         passed_on_turn=result.passed_on_turn,
         tokens=totals.total_tokens + totals.judge_tokens + totals.user_tokens,
         cost=totals.cost,
+        cached_calls=totals.cached_calls,
+        saved_cost=totals.saved_cost,
     )
 
 

@@ -80,7 +80,7 @@ def label_of(run: Run) -> str:
 
 CELL_FIELDS = (
     "run_id", "index", "iteration", "eval_id", "status", "score", "passed_on_turn", "prompt_tokens",
-    "completion_tokens", "judge_tokens", "user_tokens", "cost",
+    "completion_tokens", "judge_tokens", "user_tokens", "cost", "cached_calls", "saved_cost",
 )  # fmt: skip
 
 
@@ -89,15 +89,34 @@ def grid(matrix: RunMatrix, runs: list[Run] | None = None, sort: str = "disagree
     runs = runs_of(matrix) if runs is None else runs
     cells: dict[object, list[CellIn]] = defaultdict(list)
     for row in Conversation.objects.filter(run__matrix=matrix).values_list(*CELL_FIELDS).iterator():
-        run_id, index, iteration, eval_id, status, score, turn, prompt, completion, judge, user, cost = row
+        (
+            run_id,
+            index,
+            iteration,
+            eval_id,
+            status,
+            score,
+            turn,
+            prompt,
+            completion,
+            judge,
+            user,
+            cost,
+            cached,
+            saved,
+        ) = row
         cells[run_id].append(
             CellIn(index=index, eval_id=eval_id, iteration=iteration, status=status, score=score,
-                   passed_on_turn=turn, tokens=prompt + completion + judge + user, cost=cost)
+                   passed_on_turn=turn, tokens=prompt + completion + judge + user, cost=cost,
+                   cached_calls=cached, saved_cost=saved)
         )  # fmt: skip
     latencies: dict[object, list[int]] = defaultdict(list)
-    turns = Turn.objects.filter(conversation__run__matrix=matrix).annotate(latency=KT("record__latency_ms"))
-    for run_id, latency in turns.values_list("conversation__run_id", "latency").iterator():
-        if latency not in (None, ""):
+    turns = Turn.objects.filter(conversation__run__matrix=matrix).annotate(
+        latency=KT("record__latency_ms"), cached=KT("record__cached")
+    )
+    for run_id, latency, cached in turns.values_list("conversation__run_id", "latency", "cached").iterator():
+        # A reply from the response cache took no time of the model's: it would pull p50 and p95 to zero.
+        if latency not in (None, "") and str(cached).lower() not in ("true", "1"):
             latencies[run_id].append(int(float(latency)))
     columns = [
         ColumnIn(key=str(run.pk), label=label_of(run), model=run.model, status=run.status,

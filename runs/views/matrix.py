@@ -66,6 +66,10 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
         "differences": grids.difference_lines(grid),
         "disagreeing": sum(row.disagrees for row in grid.rows),
         "progress": {"done": done, "total": total},
+        "cache": {
+            "calls": sum(stats.cached_calls for stats in grid.stats),
+            "saved": sum(stats.saved_cost for stats in grid.stats),
+        },
         "live": not grid.finished,
         "urls": {
             "poll": f"{reverse('matrices:poll', args=[matrix.pk])}?{urlencode({'sort': grid.sort})}",

@@ -142,3 +142,33 @@ def _junit(name: str, tests: int, failures: int) -> str:
         f'<testsuites><testsuite name="{name}" tests="{tests}" failures="{failures}" errors="0" time="1">'
         f'<testcase name="x" classname="{name}"/></testsuite></testsuites>'
     )
+
+
+def test_best_marks_only_a_variant_that_did_better_than_another():
+    assert build_grid([column("a", "ppf"), column("b", "ppf"), column("c", "ppf")]).best == frozenset()
+    assert build_grid([column("a", "ppf"), column("b", "ppf"), column("c", "pff")]).best == frozenset({0, 1})
+
+
+def test_cached_calls_are_summed_and_left_out_of_the_latency_of_a_report():
+    from engine.matrix import column_of_report
+    from engine.results import EvalResult, RunReport, Totals, TurnRecord
+
+    def turn(n, latency, cached):
+        return TurnRecord(turn=n, prompt="q", response="a", latency_ms=latency, cached=cached,
+                          cached_calls=int(cached), saved_cost=0.002 if cached else 0.0)  # fmt: skip
+
+    turns = [turn(1, 0, True), turn(2, 300, False), turn(3, 500, False)]
+    result = EvalResult(
+        index=0,
+        id="e0",
+        kind="multi-turn",
+        prompt="q",
+        verdict="",
+        status="passed",
+        turns=turns,
+        totals=Totals.of(turns),
+    )
+    report = RunReport.model_construct(model="m", status="passed", evals=[result])  # what the column reads
+    stats = build_grid([column_of_report("a", "a", report)]).stats[0]
+    assert (stats.cached_calls, round(stats.saved_cost, 6)) == (1, 0.002)
+    assert (stats.p50_ms, stats.p95_ms) == (400, 490)

@@ -121,6 +121,33 @@ def test_the_grid_shows_cells_figures_and_the_significant_difference(client, use
     assert client.get(reverse("runs:list")).content.decode().count(matrix_url) == 2
 
 
+# Transactional: the cache is written from the conversations' own thread, which a test transaction would lock out.
+@pytest.mark.django_db(transaction=True)
+def test_a_matrix_played_from_the_cache_says_so_and_leaves_cached_replies_out_of_latency(
+    client, user, models
+):
+    suite = create_suite(owner=user, source="cache: true\n" + suite_source(2))
+    variants = parse_variants(["fake/good", "fake/bad"])
+    for _ in range(2):  # the second matrix's calls all come from the first's replies
+        matrix = create_matrix(version=suite.latest_version, user=user, variants=variants)
+        for run in matrix.runs.all():
+            play(run)
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    assert "4 model calls came from the response cache" in page
+    # No variant did better than the other: none is called best.
+    assert 'title="The highest pass rate">best' not in launched_page(
+        client, user, ["fake/good", "fake/good@seed=1"]
+    )
+    # Latency counts only replies the model gave: here none, so p50 and p95 are unknown, not 0 ms.
+    assert "0 ms" not in page
+
+
+def launched_page(client, user, variants: list[str]) -> str:
+    matrix = launched(user, variants, evals=2, name="ties")
+    return client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+
+
 def test_rows_sort_by_disagreement_and_by_the_suite(client, user, models):
     matrix = launched(user, ["fake/good", "fake/bad"], evals=3, unknown=(1,))
     client.force_login(user)
