@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import yaml
 from django import forms
 from django.http import HttpRequest
@@ -180,13 +182,32 @@ def panel(
         "launch_cache": bool(cache_on),  # the box: as sent, else as the suite's `cache` says
         "model_choices": model_choices(request.user, spec, project_id),
         "launch_routes": routes,
-        "launch_cost": estimate(spec, model or None),
+        "launch_cost": launch_costs(spec, model, form["compare"].value()),
         # One field per suite variable: what was sent (after a refused launch), else its default.
         "launch_vars": [
             (name, default, request.POST.get(f"{VAR_FIELD}{name}", default or ""))
             for name, default in declared.items()
         ],
     }
+
+
+def launch_costs(spec: SuiteSpec | None, model: str, compare: str | None) -> list[tuple[str, list[str]]]:
+    """What the launch may cost, as (variant, its lines): one run's estimate, or with `compare` lines a matrix's,
+    one per variant and their sum. Variants that do not parse yet (typed half-way) leave the run's alone."""
+    variants: list[Variant] = []
+    if spec is not None and compare and compare.strip():
+        with contextlib.suppress(VariantError):
+            variants = parse_variants([model or spec.model or "", *compare.splitlines()], split=False)
+    if not variants:
+        found = estimate(spec, model or None)
+        return [("", found.lines())] if found is not None else []
+    found = [(variant.name, estimate(spec, variant.model)) for variant in variants]
+    costs = [(name, each.lines()) for name, each in found if each is not None]
+    estimates = [each for _, each in found if each is not None]
+    if estimates and all(each.low is not None for each in estimates) and not all(e.free for e in estimates):
+        low, high = sum(each.low for each in estimates), sum(each.high for each in estimates)
+        costs.append((f"all {len(estimates)} variants", [f"≈ {cost.money(low)} (up to {cost.money(high)})"]))
+    return costs
 
 
 def estimate(spec: SuiteSpec | None, model: str | None) -> cost.Estimate | None:

@@ -21,7 +21,7 @@ from suites import selectors as suite_selectors
 from suites.models import Suite, SuiteVersion
 from suites.views.editor import parse_version, render_editor
 
-from ..launching import LaunchForm, cache_option, estimate, launch_variants, launch_vars
+from ..launching import LaunchForm, cache_option, launch_costs, launch_variants, launch_vars
 from ..matrix import create_matrix
 from ..services import LaunchError, create_run
 
@@ -122,5 +122,6 @@ def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     routes = (
         suite_routes(spec, model=model or None, project_id=suite.project_id) if spec is not None else None
     )
-    context = {"launch_routes": routes, "suite": suite, "launch_cost": estimate(spec, model or None)}
+    costs = launch_costs(spec, model, request.GET.get("compare"))
+    context = {"launch_routes": routes, "suite": suite, "launch_cost": costs}
     return render(request, "suites/_launch_routes.html", context)

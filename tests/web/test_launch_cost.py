@@ -57,6 +57,19 @@ def test_the_estimate_follows_the_model_chosen(logged_in, priced):
     assert "Cost: no prices set for endpoint free: cost unknown" in free
 
 
+def test_a_matrix_estimate_gives_each_variant_and_their_sum(logged_in, priced):
+    url = reverse("suites:launch_routes", args=[priced.public_id])
+    compared = {"model": "paid/gpt-x", "compare": "paid/gpt-x@temperature=0.7\nmock", "version": "1"}
+    page = text(logged_in.get(url, compared).content.decode())
+    assert "Cost of paid/gpt-x: ≈ $4.10 (up to $16.10)" in page
+    assert "Cost of paid/gpt-x temperature=0.7: ≈ $4.10 (up to $16.10)" in page
+    assert "Cost of mock: no cost: the mock endpoint" in page
+    assert "Cost of all 3 variants: ≈ $8.20 (up to $32.20)" in page
+    # A variant typed half-way leaves the single run's estimate.
+    half = text(logged_in.get(url, {**compared, "compare": "paid/gpt-x@temperature"}).content.decode())
+    assert "Cost: ≈ $4.10 (up to $16.10)" in half and "Cost of" not in half
+
+
 def test_the_cost_limit_field_reaches_the_run(logged_in, priced):
     response = logged_in.post(
         reverse("suites:launch", args=[priced.public_id]), {"concurrency": "2", "max_cost": "1.50"}
