@@ -18,8 +18,7 @@ from .sets import LoadedSet, NamedJudge, Sample
 
 def judge_conversation(sample: Sample) -> list[dict]:
     """What the judge reads: the conversation up to and including the reply under judgement."""
-    last = max(i for i, message in enumerate(sample.messages) if message["role"] == "assistant")
-    return sample.messages[: last + 1]
+    return sample.messages[: sample.reply_at + 1]
 
 
 class CalibrationSuite(Suite):
@@ -59,7 +58,7 @@ def as_suite(loaded: LoadedSet) -> CalibrationSuite:
                 Eval(
                     id=f"{judge.name} {sample.label}"[:200],
                     tags=list(sample.tags),
-                    messages=[Message(role=m["role"], content=m["content"]) for m in before] or None,
+                    messages=[Message.model_validate(m) for m in before] or None,
                     reply=sample.reply,
                     checks=[check],
                     iterations=spec.repeats,

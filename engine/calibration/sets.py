@@ -125,11 +125,40 @@ class Sample:
 
     @property
     def reply(self) -> str:
-        """The message under judgement: the last assistant message."""
-        for message in reversed(self.messages):
-            if message["role"] == "assistant":
-                return message["content"]
-        return ""
+        """The message under judgement: the last assistant message with text (an agent's tool calls before
+        it are part of the conversation the judge reads)."""
+        return self.messages[self.reply_at]["content"] if self.reply_at is not None else ""
+
+    @property
+    def reply_at(self) -> int | None:
+        for at in range(len(self.messages) - 1, -1, -1):
+            if _is_reply(self.messages[at]):
+                return at
+        return None
+
+
+def _is_reply(message: dict) -> bool:
+    return (
+        message["role"] == "assistant"
+        and isinstance(message.get("content"), str)
+        and bool(message["content"])
+    )
+
+
+def _tool_calls_problem(calls: object) -> str | None:
+    """What is wrong with an assistant message's `tool_calls`, in OpenAI's shape; None when nothing is."""
+    if not isinstance(calls, list) or not calls:
+        return "`tool_calls` is a non-empty list of OpenAI tool calls"
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not (
+            isinstance(call.get("id"), str)
+            and isinstance(function, dict)
+            and isinstance(function.get("name"), str)
+            and isinstance(function.get("arguments", ""), str)
+        ):
+            return "each tool call is {id, type: function, function: {name, arguments}} with strings"
+    return None
 
 
 @dataclass
@@ -172,10 +201,25 @@ def _checked_sample(raw: object, scale: str) -> tuple[list[dict], float, str, tu
         role, content = message.get("role"), message.get("content")
         if not isinstance(role, str) or not role:
             raise _SampleSkipped(("messages", i, "role"), "each message must have a role string")
-        if not isinstance(content, str) or not content:
+        # An agent's conversation, in OpenAI's shape: an assistant message may only call tools, and a tool's
+        # answer may be empty; every other message says something.
+        if role == "assistant" and "tool_calls" in message:
+            problem = _tool_calls_problem(message["tool_calls"])
+            if problem:
+                raise _SampleSkipped(("messages", i, "tool_calls"), problem)
+            if content is not None and not isinstance(content, str):
+                raise _SampleSkipped(
+                    ("messages", i, "content"), "content is a string (or null beside tool calls)"
+                )
+        elif role == "tool":
+            if not isinstance(content, str):
+                raise _SampleSkipped(("messages", i, "content"), "a tool message's content is a string")
+            if not isinstance(message.get("tool_call_id", ""), str):
+                raise _SampleSkipped(("messages", i, "tool_call_id"), "`tool_call_id` is a string")
+        elif not isinstance(content, str) or not content:
             raise _SampleSkipped(("messages", i, "content"), "each message must have a content string")
-    if not any(message["role"] == "assistant" for message in messages):
-        raise _SampleSkipped(("messages",), "no assistant message: there is no reply to judge")
+    if not any(_is_reply(message) for message in messages):
+        raise _SampleSkipped(("messages",), "no assistant message with text: there is no reply to judge")
     expected = raw.get("expected")
     if expected is None:
         raise _SampleSkipped((), "no `expected` score: nothing to calibrate the judge against")
@@ -197,7 +241,11 @@ def _checked_sample(raw: object, scale: str) -> tuple[list[dict], float, str, tu
     tags = raw.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
         raise _SampleSkipped(("tags",), "`tags` is a list of strings")
-    clean = [{"role": m["role"], "content": m["content"]} for m in messages]
+    clean = [
+        {"role": m["role"], "content": m.get("content")}
+        | {key: m[key] for key in ("tool_calls", "tool_call_id") if m.get(key) is not None}
+        for m in messages
+    ]
     return clean, score, str(reason), tuple(tags)
 
 

@@ -71,6 +71,60 @@ def test_a_sample_that_breaks_a_rule_is_skipped_with_a_warning_naming_it_and_the
     assert str(warning).startswith(where) and "samples[2] skipped" in str(warning) and rule in str(warning)
 
 
+AGENT_SAMPLE = """\
+  - messages:
+      - {role: user, content: "Weather in Paris?"}
+      - role: assistant
+        content: null
+        tool_calls: [{id: c1, type: function, function: {name: get_weather, arguments: '{"city": "Paris"}'}}]
+      - {role: tool, tool_call_id: c1, content: '{"temp_c": 21}'}
+      - {role: assistant, content: "It is 21 degrees in Paris."}
+    expected: {score: 3, reason: Used the tool and said what it returned}
+"""
+
+
+def test_an_agents_sample_keeps_its_tool_calls_for_the_judge(tmp_path):
+    import os
+
+    loaded = load_calibration(SET + AGENT_SAMPLE)
+    assert loaded.warnings == []
+    agent = loaded.samples[2]
+    assert agent.reply == "It is 21 degrees in Paris."
+    assert agent.messages[1]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert agent.messages[2] == {"role": "tool", "content": '{"temp_c": 21}', "tool_call_id": "c1"}
+    # What the judge reads: the call and its result under their markers, as in a live run's trajectory.
+    with FakeOpenAI(api_key=FAKE_KEY) as fake:
+        fake.rule("Grade", '{"score": 3, "reason": "fine"}', where="any")
+        path = tmp_path / "set.yaml"
+        path.write_text(SET.replace("scale: -3..3}", "scale: -3..3, model: judge-1}") + AGENT_SAMPLE)
+        env = {**os.environ, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": FAKE_KEY,
+               "EVALSITE_VAR_DIR": str(tmp_path / "var")}  # fmt: skip
+        env.pop("DATABASE_URL", None)
+        result = _cli("calibrate", str(path), env=env)
+        requests = fake.chat_requests()
+    assert result.returncode in (0, 1), result.stderr
+    judged = next(r["messages"][1]["content"] for r in requests if "Paris" in str(r))
+    assert (
+        '[Assistant]:\n(calls get_weather {"city": "Paris"})\n\n[Tool get_weather]:\n{"temp_c": 21}' in judged
+    )
+    assert "[Assistant]:\nIt is 21 degrees in Paris." in judged
+
+
+@pytest.mark.parametrize(
+    "message, rule",
+    [
+        ("{role: assistant, tool_calls: []}", "`tool_calls` is a non-empty list"),
+        ("{role: assistant, tool_calls: [{id: c1, function: {name: 3}}]}", "each tool call is"),
+        ("{role: tool, content: 3}", "a tool message's content is a string"),
+    ],
+)
+def test_a_malformed_tool_message_skips_its_sample_naming_the_rule(message, rule):
+    sample = f"  - {{messages: [{{role: user, content: hi}}, {message}, {{role: assistant, content: ok}}], expected: 1}}\n"
+    loaded = load_calibration(SET + sample)
+    (warning,) = loaded.warnings
+    assert "samples[2] skipped" in str(warning) and rule in str(warning)
+
+
 def test_an_expected_score_off_the_scale_is_an_error_with_its_location():
     with pytest.raises(SuiteError) as caught:
         load_calibration(SET.replace("score: -2,", "score: -5,"))
