@@ -23,6 +23,7 @@ from ..schema.settings import ModelSettings
 from .answers import (
     Reply,
     Transient,
+    error_body_param,
     error_body_text,
     read_reply,
     status_failure,
@@ -50,9 +51,9 @@ def _encoded(body: dict) -> bytes:
 
 
 class _HTTPFailure(Exception):
-    def __init__(self, status: int, text: str, headers) -> None:
+    def __init__(self, status: int, text: str, headers, param: str | None = None) -> None:
         super().__init__(f"HTTP {status}")
-        self.status, self.text, self.headers = status, text, headers
+        self.status, self.text, self.headers, self.param = status, text, headers, param
 
 
 class AsyncOpenAIClient(OpenAIClient):
@@ -119,7 +120,7 @@ class AsyncOpenAIClient(OpenAIClient):
         ) as r:
             if r.status >= 400:
                 raw = await r.text()
-                raise _HTTPFailure(r.status, error_body_text(raw), r.headers)
+                raise _HTTPFailure(r.status, error_body_text(raw), r.headers, error_body_param(raw))
             raw = await r.read()
             try:
                 response = orjson.loads(raw)
@@ -131,7 +132,7 @@ class AsyncOpenAIClient(OpenAIClient):
     def _afailure(self, what: str, exc: BaseException) -> Exception | None:
         """aiohttp's exception (or our _HTTPFailure) as the failure to raise; None for any other."""
         if isinstance(exc, _HTTPFailure):
-            return status_failure(self.label, exc.status, exc.text, exc.headers)
+            return status_failure(self.label, exc.status, exc.text, exc.headers, exc.param)
         if isinstance(exc, (TimeoutError, aiohttp.ServerTimeoutError)):
             return timed_out(what, self.label, self.endpoint.timeout)
         if isinstance(exc, aiohttp.ClientError):

@@ -72,6 +72,26 @@ def error_text(exc) -> str:
     return str(getattr(exc, "message", "") or exc)
 
 
+def error_param(body: object) -> str | None:
+    """The request field an OpenAI-style error body names (`error.param`), when it names one."""
+    error = body.get("error") if isinstance(body, dict) else None
+    param = error.get("param") if isinstance(error, dict) else None
+    return param if isinstance(param, str) and param else None
+
+
+def error_param_of(exc) -> str | None:
+    """error_param of an openai client error, whose `body` is the error object itself."""
+    body = getattr(exc, "body", None)
+    return error_param({"error": body} if isinstance(body, dict) and "error" not in body else body)
+
+
+def error_body_param(raw: str) -> str | None:
+    try:
+        return error_param(json.loads(raw))
+    except ValueError:
+        return None
+
+
 def error_body_text(raw: str) -> str:
     """An error answer's message, as the openai client would give it: the JSON error's message, or the text."""
     try:
@@ -151,11 +171,11 @@ def unreadable(label: str, detail: str) -> Transient:
     return Transient(f"{label} sent an unreadable reply: {detail}", UNREADABLE_REPLY, unreadable=True)
 
 
-def status_failure(label: str, status: int, text: str, headers) -> Exception:
+def status_failure(label: str, status: int, text: str, headers, param: str | None = None) -> Exception:
     """What an HTTP error answer is: an EndpointError (a 4xx that retrying cannot fix) or a Transient."""
     message = redact(f"HTTP {status} from {label}: {text}")
     if status not in RETRIED_STATUSES and status < 500:
-        return EndpointError(message)
+        return EndpointError(message, param)
     wait = retry_after(headers)
     if status == 429:
         return Transient(message, RATE_LIMIT_WAIT, wait, rate_limited=True)

@@ -23,8 +23,9 @@ class EndpointError(Exception):
     The message is redacted here, as it is built: endpoints may echo the key they were sent.
     """
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(redact(message))
+        self.param = param  # the request field an OpenAI-style error body names, when it names one
 
 
 @dataclass(frozen=True)

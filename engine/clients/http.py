@@ -23,6 +23,7 @@ from ..transcript import format_transcript
 from .answers import (
     Reply,
     Transient,
+    error_param_of,
     error_text,
     read_reply,
     status_failure,
@@ -102,7 +103,9 @@ class OpenAIClient:
         import openai  # loaded already: the call that raised went through it
 
         if isinstance(exc, openai.APIStatusError):
-            return status_failure(self.label, exc.status_code, error_text(exc), exc.response.headers)
+            return status_failure(
+                self.label, exc.status_code, error_text(exc), exc.response.headers, error_param_of(exc)
+            )
         if isinstance(exc, openai.APITimeoutError):
             return timed_out(what, self.label, self.endpoint.timeout)
         if isinstance(exc, openai.APIConnectionError):

@@ -103,6 +103,10 @@ def refusal(error: EndpointError, settings: ModelSettings | None) -> SettingRefu
         return None
     sent = [*body_fields(settings), *extra_body(settings)]
     _, _, detail = message.partition(": ")
+    # The error's `param` names the field when the endpoint fills it in ("response_format.type": its key).
+    named = (getattr(error, "param", None) or "").split(".")[0].split("[")[0]
+    if named in sent:
+        return SettingRefused(named, detail)
     found = []
     for key in sent:
         match = re.search(NAMED.format(key=re.escape(key)), detail)

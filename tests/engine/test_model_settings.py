@@ -131,6 +131,7 @@ evals:
     [
         ("unrecognized", "Unrecognized request argument supplied: seed"),
         ("unsupported", "Unsupported parameter: 'seed' is not supported with this model."),
+        ("unnamed", "This model does not support one of the options sent."),  # the error's `param` names it
     ],
 )
 def test_a_refused_setting_is_asked_once_and_no_more_conversations_start(fake, style, said):
@@ -147,12 +148,17 @@ def test_a_refused_setting_is_asked_once_and_no_more_conversations_start(fake, s
     assert report.evals[0].error == line
 
 
-def test_a_refused_judge_setting_is_named_as_the_judges(fake):
-    fake.refuse("max_completion_tokens")
+@pytest.mark.parametrize(
+    ("style", "said"), [("unsupported", "Unsupported"), ("unnamed", "This model does not")]
+)
+def test_a_refused_judge_setting_is_named_as_the_judges(fake, style, said):
+    fake.refuse(
+        "max_completion_tokens", style
+    )  # judges go through the openai client, which reads `param` too
     report = run_suite(load_suite(SUITE), registry_for(fake), concurrency=1)
     errors = [result.error for result in report.evals if result.status == Status.ERROR]
     assert errors and errors[0].startswith(
-        "the endpoint refused judge_settings.max_completion_tokens: Unsupported"
+        f"the endpoint refused judge_settings.max_completion_tokens: {said}"
     )
     assert len(report.evals) < 3  # the conversations after it did not start
 

@@ -40,6 +40,8 @@ from tests.fakeopenai.replies import (
 REFUSALS = {
     "unsupported": "Unsupported parameter: '{param}' is not supported with this model.",
     "unrecognized": "Unrecognized request argument supplied: {param}",
+    # A gateway's words that name no parameter: only the error's `param` field says which.
+    "unnamed": "This model does not support one of the options sent.",
 }
 
 
