@@ -1,14 +1,17 @@
 """In a real browser, with a real worker: launch a matrix of two models from the launch form, watch its grid
 fill in, open a cell's transcript, tick two cells to see them side by side; axe-core checks the page.
-Screenshots in test-artifacts/."""
+Screenshots in test-artifacts/; with UPDATE_DOCS_SCREENSHOT=1 the grid also replaces docs/matrix.png, which the
+README shows."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
 from django.urls import reverse
 
+from tests.conftest import ROOT
 from tests.e2e.conftest import ARTIFACTS, PASSWORD, log_in, screenshot
 from tests.e2e.test_browser_a11y import AXE_JS, FAILING_IMPACTS, _axe, _axe_or_skip
 
@@ -61,6 +64,8 @@ def test_launch_a_matrix_read_its_grid_and_compare_two_cells(
     expect(page.locator(".matrix-summary")).to_contain_text("67% [21%–94%]")
     expect(page.locator(".matrix-summary")).to_contain_text("33% [6%–79%]")
     screenshot(page, "browser-matrix.png")
+    if os.environ.get("UPDATE_DOCS_SCREENSHOT"):  # the README's picture of a matrix
+        page.screenshot(path=str(ROOT / "docs" / "matrix.png"))
     failing = [v for v in _axe(page) if v["impact"] in FAILING_IMPACTS]
     assert not failing, failing
 
