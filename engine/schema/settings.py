@@ -90,7 +90,8 @@ def _cache_roles(value: Any) -> Any:
 
 CacheSetting = Annotated[
     CacheRoles | None,
-    BeforeValidator(_cache_roles),
+    # The JSON Schema says what a suite may write, a boolean included, not what it is read into.
+    BeforeValidator(_cache_roles, json_schema_input_type=bool | CacheRoles | None),
     Field(
         None,
         description="Answer repeated model calls from the response cache: true (the model under test, judges "
