@@ -3,7 +3,10 @@
 A call's key is a digest of everything that shapes its answer: the endpoint (its base URL, or the mock and
 its spec), the model, the messages as sent, the tools and every other keyword of the call (temperature,
 generation settings), the role that makes it (the model under test, a judge, the simulated user) and the
-iteration it belongs to, so that the repeats of an eval stay independent draws. A store (`ResponseStore`)
+iteration it belongs to, so that the repeats of an eval stay independent draws. Messages hold a secret as its
+`{{secret:NAME}}` placeholder, filled only as the model under test's client sends them; that client's keys
+also hold a SHA-256 of the values the placeholders are filled with (`secrets_digest`), so a changed secret
+asks again; the values themselves are in no key and never stored. A store (`ResponseStore`)
 keeps the answers: the CLI's is a local diskcache (`DiskStore`), the server's the database or Redis
 (runs.response_cache). A cached answer costs nothing: its `Completion` says `cached`, and what it cost the
 first time is `saved_cost`, not spent; its tokens are still the reply's, so checks on them grade it as they
@@ -19,7 +22,7 @@ import asyncio
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, replace
@@ -29,6 +32,7 @@ from typing import Any, Literal, Protocol
 from .clients.base import Completion
 from .results import Usage
 from .schema.settings import CacheRoles
+from .suitevars import SECRET_REF
 
 Role = Literal["model", "judge", "simulated_user"]
 ROLES: tuple[Role, ...] = ("model", "judge", "simulated_user")
@@ -159,10 +163,19 @@ def _env_number(name: str, default: float) -> float:
 
 
 def call_key(
-    endpoint: str, model: str, messages: list[dict], role: str, iteration: int, **keywords: Any
+    endpoint: str,
+    model: str,
+    messages: list[dict],
+    role: str,
+    iteration: int,
+    *,
+    secrets: str | None = None,
+    **keywords: Any,
 ) -> str:
-    """The digest a call is cached under. Keywords with no value are left out, so a call that sends none of
-    a setting and one that sends it as None share their answer."""
+    """The digest a call is cached under; `secrets`: the secrets_digest of what fills the messages'
+    placeholders, when the call fills them. Keywords with no value are left out, so a call that sends none of a
+    setting and one that sends it as None share their answer; so are absent secrets, so a call without any
+    keeps the key it always had."""
     sent = {name: _plain(value) for name, value in sorted(keywords.items()) if value is not None}
     document = {
         "endpoint": endpoint,
@@ -172,8 +185,35 @@ def call_key(
         "role": role,
         "iteration": iteration,
     }
+    if secrets is not None:
+        document["secrets"] = secrets
     canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def secrets_digest(messages: list[dict], environ: Mapping[str, str] | None = None) -> str | None:
+    """A SHA-256 of each `{{secret:NAME}}` the messages hold with the value it is sent as (the environment
+    variable NAME, read as engine.suitevars.fill_secrets reads it), or None when they hold none. An unset one
+    counts as empty: its call fails before it is answered, so nothing is kept under it."""
+    names = sorted({found.group("name") for text in _texts(messages) for found in SECRET_REF.finditer(text)})
+    if not names:
+        return None
+    env = os.environ if environ is None else environ
+    filled = json.dumps([[name, env.get(name) or ""] for name in names], ensure_ascii=False)
+    return hashlib.sha256(filled.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _texts(messages: list[dict]) -> Iterator[str]:
+    """The texts of the messages that may hold a placeholder: their content, or its parts' text."""
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            if "{{" in content:
+                yield content
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str) and "{{" in part["text"]:
+                    yield part["text"]
 
 
 def _plain(value: Any) -> Any:
@@ -229,6 +269,9 @@ class CachingClient:
         self.roles = roles
         self.role = role
         self.identity = endpoint_identity(inner)
+        # Only the model under test's client fills the suite's secrets (engine.clients.http); a judge's answer
+        # reads the placeholder, whatever its value.
+        self.fills_secrets = bool(getattr(inner, "secrets", False))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -237,7 +280,10 @@ class CachingClient:
         role = _role.get() or self.role
         if not getattr(self.roles, role):
             return role, None
-        return role, call_key(self.identity, model, messages, role, _iteration.get(), **keywords)
+        secrets = secrets_digest(messages) if self.fills_secrets else None
+        return role, call_key(
+            self.identity, model, messages, role, _iteration.get(), secrets=secrets, **keywords
+        )
 
     def complete(self, model: str, messages: list[dict], **keywords: Any) -> Completion:
         role, key = self._key(model, messages, keywords)

@@ -444,7 +444,7 @@ EVALSITE_DEFAULT_CONCURRENCY = env_int("EVALSITE_DEFAULT_CONCURRENCY", 10)
 EVALSITE_MAX_RUN_CONCURRENCY = env_int("EVALSITE_MAX_RUN_CONCURRENCY", 100)
 # What the editor's Save & run calls with the version just saved: runs launches it (suites does not import runs).
 EVALSITE_SAVE_AND_RUN = "runs.views.launch.launch_saved"
-# How long POST /api/runs remembers an Idempotency-Key: a retry within it returns the first launch's run.
+# How long the launch routes remember an Idempotency-Key: a retry within it returns the first launch's run or matrix.
 EVALSITE_IDEMPOTENCY_HOURS = env_float("EVALSITE_IDEMPOTENCY_HOURS", 24)
 # Seconds one model request may take before it is abandoned and retried (a timeout is retried like a 503):
 # the default endpoint's, and a named endpoint's unless the admin sets its own.

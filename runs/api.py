@@ -14,7 +14,6 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import UUID
 
-from django.db import IntegrityError, transaction
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from ninja import Query, Router, Schema, Status
@@ -153,7 +152,7 @@ class _Refused(Exception):
 
 
 # What a launch, a run's or a matrix's, may be refused with: caught together and answered by _refusal.
-LAUNCH_REFUSALS = (_Refused, services.LaunchError, SuiteError)
+LAUNCH_REFUSALS = (_Refused, services.LaunchError, SuiteError, launch_keys.KeyRefused)
 
 
 def _refusal(exc: Exception):
@@ -185,40 +184,19 @@ def _refusal(exc: Exception):
 def launch(request, body: LaunchIn):
     user = request.user
     project = request_project(request, Can.EDIT, body.project)
-    key = request.headers.get("Idempotency-Key")
-    # The project is part of what was asked: the same key and body from two projects' tokens are two launches.
-    body_fingerprint = launch_keys.fingerprint({**body.dict(), "project": project.slug})
+
+    def make() -> Run:
+        version = _version_to_launch(user, project, body)
+        return services.create_run(
+            version=version, user=user, model=body.model, concurrency=body.concurrency, vars=body.vars,
+            ref=_ref(body) or None, options=body.options,
+        )  # fmt: skip
+
     try:
-        if key is not None:
-            key = launch_keys.clean_key(key)
-            earlier = launch_keys.earlier_run(user, key, body_fingerprint)
-            if earlier is not None:
-                return Status(200, _run_out(request, earlier))
-        try:
-            # The new version (if any), the run, its conversations and the key: all committed, or none. The
-            # run's dispatch waits for the commit (create_run's on_commit).
-            with transaction.atomic():
-                claimed = launch_keys.claim(user, key, body_fingerprint) if key is not None else None
-                version = _version_to_launch(user, project, body)
-                run = services.create_run(
-                    version=version, user=user, model=body.model, concurrency=body.concurrency,
-                    vars=body.vars, ref=_ref(body) or None, options=body.options,
-                )  # fmt: skip
-                if claimed is not None:
-                    launch_keys.attach(claimed, run)
-        except IntegrityError:
-            if key is None:
-                raise
-            # The same key, launched at the same moment by another request, which committed first.
-            earlier = launch_keys.earlier_run(user, key, body_fingerprint)
-            if earlier is None:
-                raise
-            return Status(200, _run_out(request, earlier))
-    except launch_keys.KeyRefused as exc:
-        return Status(422, {"detail": str(exc)})
+        run, new = launch_keys.once(request, project, body.dict(), make)
     except LAUNCH_REFUSALS as exc:
         return _refusal(exc)
-    return Status(201, _run_out(request, run))
+    return Status(201 if new else 200, _run_out(request, run))
 
 
 def _ref(body: LaunchIn) -> str:

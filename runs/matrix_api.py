@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from django.db import transaction
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from ninja import Field, Router, Schema, Status
@@ -16,6 +15,7 @@ from engine.schema.settings import ModelSettings
 from projects.requests import check_request, request_project
 from projects.roles import Can
 
+from . import launch_keys
 from . import matrix as matrices
 from .api import LAUNCH_REFUSALS, LaunchIn, RefusedOut, RunOut, _ref, _refusal, _run_out, _version_to_launch
 from .models import RunMatrix
@@ -119,30 +119,35 @@ def _matrix_out(request, matrix: RunMatrix) -> dict:
 
 @router.post(
     "",
-    response={201: MatrixOut, 403: RefusedOut, 404: RefusedOut, 422: RefusedOut},
+    response={200: MatrixOut, 201: MatrixOut, 403: RefusedOut, 404: RefusedOut, 422: RefusedOut},
     summary="Launch a matrix: the suite against several models or settings variants, a run each",
     description="As launching a run (`suite`/`version` or `yaml`, `concurrency`, `vars`, `ref`, `options`), with "
     "`variants` in place of `model`: two to ten, each a model reference, `model@key=value@…` (settings as "
     "the CLI's --model takes them), or an object `{model, model_settings, label}`. Every run starts, or none "
-    "(422 naming the variant that cannot). Answers the matrix with a run per variant, in the order given.",
+    "(422 naming the variant that cannot). Answers the matrix with a run per variant, in the order given. "
+    "An `Idempotency-Key` header works as a run's launch: the same key and body again answer 200 with the "
+    "matrix the first one made; the same key with another body is a 422.",
 )
 def launch_matrix(request, body: MatrixIn):
     project = request_project(request, Can.EDIT, body.project)
     if body.model:
         return Status(422, {"detail": "a matrix names its models in `variants`, not `model`"})
+
+    def make() -> RunMatrix:
+        version = _version_to_launch(request.user, project, body)
+        return matrices.create_matrix(
+            version=version, user=request.user, variants=variants, concurrency=body.concurrency,
+            vars=body.vars, ref=_ref(body) or None, options=body.options or RunOptions(),
+        )  # fmt: skip
+
     try:
         variants = [_variant(item) for item in body.variants]
-        with transaction.atomic():
-            version = _version_to_launch(request.user, project, body)
-            matrix = matrices.create_matrix(
-                version=version, user=request.user, variants=variants, concurrency=body.concurrency,
-                vars=body.vars, ref=_ref(body) or None, options=body.options or RunOptions(),
-            )  # fmt: skip
+        matrix, new = launch_keys.once(request, project, body.dict(), make)
     except VariantError as exc:
         return Status(422, {"detail": str(exc)})
     except LAUNCH_REFUSALS as exc:
         return _refusal(exc)
-    return Status(201, _matrix_out(request, matrix))
+    return Status(201 if new else 200, _matrix_out(request, matrix))
 
 
 @router.get("/{matrix_id}", response=MatrixOut, summary="A matrix: each variant's run and figures")

@@ -516,15 +516,17 @@ class ApiToken(models.Model):
 
 
 class LaunchKey(models.Model):
-    """An `Idempotency-Key` a user sent with `POST /api/runs`, and the run that launch made: a retried launch
-    with the same key and the same body returns that run instead of making another (runs/launch_keys.py).
-    Kept until `expires_at`; an expired key may be used again."""
+    """An `Idempotency-Key` a user sent with `POST /api/runs` or `POST /api/matrices`, and the run or matrix
+    that launch made: a retried launch with the same key and the same body returns it instead of making
+    another (runs/launch_keys.py). Kept until `expires_at`; an expired key may be used again."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=200)
     fingerprint = models.CharField(max_length=64)  # SHA-256 of the launch's body
-    # Set in the transaction that stored the key, before it commits: empty only while that launch runs.
+    # One of the two is set in the transaction that stored the key, before it commits: both are empty only
+    # while that launch runs.
     run = models.ForeignKey(Run, on_delete=models.CASCADE, null=True, related_name="+")
+    matrix = models.ForeignKey(RunMatrix, on_delete=models.CASCADE, null=True, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
 
@@ -537,4 +539,5 @@ class LaunchKey(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.key} → run {self.run_id}"
+        made = f"matrix {self.matrix_id}" if self.matrix_id else f"run {self.run_id}"
+        return f"{self.key} → {made}"

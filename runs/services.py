@@ -165,7 +165,7 @@ def cancel(run: Run, *, by=None) -> bool:
     )
     if updated:
         # Running conversations see the run's status before their next turn and stop there.
-        run.conversations.filter(status=Status.QUEUED).update(status=Status.CANCELLED, finished_at=now)
+        worker.cancel_queued(run.pk, now)
         transaction.on_commit(lambda: worker.dispatch_endpoint(run.endpoint_name))
         audit.record(by, run.project_id, Action.CANCELLED, run)
     return bool(updated)

@@ -25,6 +25,6 @@ def stop_run(run_id, reason: str) -> bool:
         )
         if updated:
             run = Run.objects.only("endpoint_name").get(pk=run_id)
-            run.conversations.filter(status=Status.QUEUED).update(status=Status.CANCELLED, finished_at=now)
+            worker.cancel_queued(run_id, now)
             transaction.on_commit(lambda: worker.dispatch_endpoint(run.endpoint_name))
     return bool(updated)

@@ -8,7 +8,7 @@ runner, the workers' pump)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
 
@@ -20,6 +20,11 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 class ModelSettings(StrictModel):
     """Generation settings sent with every request of one role (the model under test, the judge or the
     simulated user). Unset keys are not sent: the endpoint's own defaults apply."""
+
+    # Too many keys to spell out in an error message, and the class's name is no word of the suite's.
+    shape_in_words: ClassVar[str] = (
+        "a mapping of generation settings (temperature, max_tokens, top_p, seed, stop, response_format, …)"
+    )
 
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(None, ge=1, description="Sent as `max_tokens`.")
@@ -66,6 +71,9 @@ class ModelSettings(StrictModel):
 class CacheRoles(StrictModel):
     """Which calls the response cache answers; `cache: true` is all three, and a key left out is off."""
 
+    # `cache` also takes a boolean (_cache_roles), which the mapping's keys alone would not say.
+    shape_in_words: ClassVar[str] = "true, false, or a mapping {model, judge, simulated_user, repeats}"
+
     model: bool = Field(False, description="The model under test's replies.")
     judge: bool = Field(False, description="Judges' verdicts (llm_judge, semantic checks, stop conditions).")
     simulated_user: bool = Field(False, description="The simulated user's messages.")
@@ -82,7 +90,8 @@ def _cache_roles(value: Any) -> Any:
 
 CacheSetting = Annotated[
     CacheRoles | None,
-    BeforeValidator(_cache_roles),
+    # The JSON Schema says what a suite may write, a boolean included, not what it is read into.
+    BeforeValidator(_cache_roles, json_schema_input_type=bool | CacheRoles | None),
     Field(
         None,
         description="Answer repeated model calls from the response cache: true (the model under test, judges "

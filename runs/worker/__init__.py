@@ -1,6 +1,7 @@
 """The worker runtime: how a run's conversations are sent, claimed, played and stored by Celery workers.
 
-- scheduling: which conversations are sent and when (dispatch), and when a run is over (finalize);
+- scheduling: which conversations are sent and when (dispatch), the queued ones a stopped run never sends
+  (cancel_queued), and when a run is over (finalize);
 - recovery: what dead or stopped workers left behind, requeued and sent again by every worker's sweeper;
 - tasks: the Celery task that offers a conversation to its worker, and the worker process's life around it;
 - pump: every conversation a worker process plays, their database work done by one thread in batches;
@@ -15,7 +16,7 @@ which register how dispatch sends conversations to the workers.
 """
 
 from . import tasks
-from .scheduling import dispatch, dispatch_endpoint, final_status
+from .scheduling import cancel_queued, dispatch, dispatch_endpoint, final_status
 from .sql import insert_conversations
 
-__all__ = ("dispatch", "dispatch_endpoint", "final_status", "insert_conversations", "tasks")
+__all__ = ("cancel_queued", "dispatch", "dispatch_endpoint", "final_status", "insert_conversations", "tasks")

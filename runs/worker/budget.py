@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from engine.cost import limit_reached
 from runs import outage, specs
-from runs.models import ACTIVE, Conversation, Run, Status
+from runs.models import ACTIVE, Conversation, Run
 
 from . import scheduling, sql
 from .sql import Claimed
@@ -96,12 +96,7 @@ def stop(run_id, limit: float) -> bool:
         if not Run.objects.filter(pk=run_id, status__in=ACTIVE, stop_reason="").exists():
             return False
         # A run whose every conversation has started has nothing left to stop: it ends as it plays.
-        if not Conversation.objects.filter(run_id=run_id, status=Status.QUEUED).update(
-            status=Status.CANCELLED,
-            finished_at=now,
-            verdict=f"not started: {reason}",
-            reason=f"not started: {reason}",
-        ):
+        if not scheduling.cancel_queued(run_id, now, reason=reason):
             return False
         Run.objects.filter(pk=run_id).update(stop_reason=reason)
     log.info("run %s: %s; its queued conversations are cancelled", run_id, reason)

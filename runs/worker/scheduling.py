@@ -4,7 +4,8 @@ Dispatch keeps at most `run.concurrency` conversations of a run in flight, and a
 across all runs. It is called when a run is launched and whenever a conversation ends, and it sends tasks
 only after the transaction that marked them dispatched commits; when conversations end on a worker, the
 conversations its dispatch marks fill the slots they freed instead of going through the broker (FreedSlots).
-A run is finalised when its last conversation ends. Sending goes through the callable the Celery tasks
+A run is finalised when its last conversation ends; one stopped short (a user's cancel, a refused setting, its
+cost limit) has its queued conversations cancelled first (cancel_queued), so none is sent. Sending goes through the callable the Celery tasks
 register (`publish_with`), so this module needs none of the runtime that plays the conversations.
 """
 
@@ -148,6 +149,15 @@ def dispatch_endpoint(endpoint_name: str, exclude=None, *, freed: FreedSlots | N
     for run_id in sql.runs_waiting_on(endpoint_name, exclude):
         if dispatch(run_id, freed=freed) == 0:
             break
+
+
+def cancel_queued(run_id, now, *, reason: str = "") -> int:
+    """Cancel the run's conversations that no worker has claimed, so that none will; those playing are left to
+    stop on their own. With a `reason`, each says it was not started for it. How many were cancelled."""
+    fields = {"status": Status.CANCELLED, "finished_at": now}
+    if reason:
+        fields["verdict"] = fields["reason"] = f"not started: {reason}"
+    return Conversation.objects.filter(run_id=run_id, status=Status.QUEUED).update(**fields)
 
 
 def finalize(run_id) -> bool:

@@ -200,6 +200,12 @@ def test_json_schema_export():
     assert schema.get("additionalProperties") is False
 
 
+def test_json_schema_takes_cache_as_a_boolean_or_the_roles():
+    """`cache: true` is valid YAML for the suite, so an editor reading the JSON Schema must accept it too."""
+    cache = json_schema()["properties"]["cache"]
+    assert {"type": "boolean"} in cache["anyOf"] and {"$ref": "#/$defs/CacheRoles"} in cache["anyOf"]
+
+
 @pytest.mark.parametrize(
     ("source", "expected", "message"),
     [

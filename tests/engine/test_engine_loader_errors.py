@@ -64,6 +64,47 @@ def test_wrong_type_min_tokens():
     assert problem.message == "expected a whole number; found a string"
 
 
+CACHE_ACCEPTS = "expected true, false, or a mapping {model, judge, simulated_user, repeats}"
+
+
+@pytest.mark.parametrize(
+    ("value", "found"), [("maybe", "a string"), ("[model]", "a list"), ("1", "the number 1")]
+)
+def test_a_cache_of_another_kind_says_it_takes_a_boolean_or_the_roles(value, found):
+    """`cache` takes a boolean as well as the mapping: the message names both, not the mapping alone."""
+    problem = only_problem(f"name: s\ncache: {value}\nevals:\n  - prompt: hi\n    checks: [{{match: a}}]\n")
+    assert where(problem) == (2, 8, "cache")
+    assert problem.message == f"{CACHE_ACCEPTS}; found {found}"
+
+
+def test_generation_settings_of_another_kind_are_named_as_such_at_suite_and_eval_level():
+    """`model_settings` (and the judge's and the user's) name what they take in the suite's words, never the
+    class behind them ("a modelsettings")."""
+    problems = problems_of(
+        suite_text(
+            """
+            name: s
+            model_settings: hot
+            judge_settings: [0.2]
+            evals:
+              - prompt: hi
+                model_settings: 3
+                checks: [{match: a}]
+            """
+        )
+    )
+    assert [where(problem) for problem in problems] == [
+        (2, 17, "model_settings"),
+        (3, 17, "judge_settings"),
+        (6, 21, "evals[0].model_settings"),
+    ]
+    for problem, found in zip(problems, ("a string", "a list", "the number 3"), strict=True):
+        assert problem.message == (
+            "expected a mapping of generation settings (temperature, max_tokens, top_p, seed, stop, "
+            f"response_format, …); found {found}"
+        )
+
+
 def test_negative_min_tokens_rejected():
     """min_tokens below zero is rejected at its path."""
     problem = only_problem("name: s\nevals:\n  - prompt: hi\n    checks:\n      - min_tokens: -1\n")

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from engine.cache import DiskStore, MemoryStore, call_key
+from engine.cache import DiskStore, MemoryStore, call_key, secrets_digest
 from engine.calibration import load_calibration
 from engine.calibration.playing import as_suite
 from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
@@ -191,6 +191,67 @@ def test_the_key_names_every_keyword_role_and_iteration():
         call_key("http://x/v1", "m", [{"role": "user", "content": "a"}], "model", 0, tools=[{"x": 1}]),
     }
     assert base not in others and len(others) == 7
+
+
+SECRET_SUITE = """\
+name: with-a-secret
+model: m
+cache: true
+system: "Authenticate with {{secret:CACHE_TEST_TOKEN}}."
+evals:
+  - id: greet
+    prompt: Say hello
+    checks:
+      - contains: hello
+  - id: judged
+    prompt: Say something kind
+    checks:
+      - llm_judge: {criteria: Kind, threshold: 0.5}
+"""
+
+
+def test_a_changed_secret_asks_the_model_again_and_no_value_is_stored(fake, monkeypatch):
+    """The messages keep the placeholder; the model under test's key holds a digest of its value, so the
+    first token's answer is not the second's. The judge reads the placeholder, so its answer still holds."""
+    store = MemoryStore()
+    suite = load_suite(SECRET_SUITE)
+    monkeypatch.setenv("CACHE_TEST_TOKEN", "first-token-5d1e")
+    _, calls = _run(fake, suite, store)
+    assert calls == 3  # two replies, one judge
+    assert "Authenticate with first-token-5d1e." in fake.chat_requests()[0]["messages"][0]["content"]
+    _, calls = _run(fake, suite, store)
+    assert calls == 0
+    monkeypatch.setenv("CACHE_TEST_TOKEN", "second-token-77ab")
+    report, calls = _run(fake, suite, store)
+    assert calls == 2 and "second-token-77ab" in fake.chat_requests()[-1]["messages"][0]["content"]
+    judged = next(ev for ev in report.evals if ev.id == "judged").turns[0]
+    assert not judged.cached and judged.cached_calls == 1  # the judge's verdict came from the cache
+    monkeypatch.setenv("CACHE_TEST_TOKEN", "first-token-5d1e")
+    _, calls = _run(fake, suite, store)
+    assert calls == 0  # each value keeps its own answers
+    kept = json.dumps(store.entries)
+    assert "first-token-5d1e" not in kept and "second-token-77ab" not in kept
+    assert len(store.entries) == 5  # two replies per token, one verdict
+
+
+def test_the_secrets_digest_names_each_placeholder_with_its_value_and_is_absent_without_one():
+    messages = [
+        {"role": "system", "content": "key {{secret:A_TOKEN}}"},
+        {"role": "user", "content": [{"type": "text", "text": "and {{ secret:B_TOKEN }}"}]},
+    ]
+    digest = secrets_digest(messages, {"A_TOKEN": "a", "B_TOKEN": "b"})
+    assert digest is not None and len(digest) == 64
+    assert digest == secrets_digest(messages, {"A_TOKEN": "a", "B_TOKEN": "b", "OTHER": "x"})
+    assert digest != secrets_digest(messages, {"A_TOKEN": "a", "B_TOKEN": "c"})
+    assert digest != secrets_digest(messages, {"A_TOKEN": "b", "B_TOKEN": "a"})  # names go with their values
+    assert secrets_digest([{"role": "user", "content": "no {{var:x}} secret"}], {}) is None
+    plain = [{"role": "user", "content": "a"}]
+    assert call_key("http://x/v1", "m", plain, "model", 0) == call_key(
+        "http://x/v1", "m", plain, "model", 0, secrets=None
+    )
+    assert call_key("http://x/v1", "m", plain, "model", 0, secrets=digest) != call_key(
+        "http://x/v1", "m", plain, "model", 0
+    )
 
 
 def _cli(*args, env):

@@ -1,4 +1,5 @@
-"""Dispatch: how many conversations a run may have in flight, per run and per endpoint.
+"""Dispatch: how many conversations a run may have in flight, per run and per endpoint; and the queued ones a run
+stopped short never sends.
 
 No worker here: inside a test transaction the tasks dispatch would send on commit are never sent, so these
 tests read what dispatch marked as sent. tests/e2e/test_e2e_worker.py checks the same limits with a real worker.
@@ -7,6 +8,7 @@ tests read what dispatch marked as sent. tests/e2e/test_e2e_worker.py checks the
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from endpoints.models import Endpoint
 from runs import services
@@ -90,6 +92,26 @@ def test_an_ended_run_sends_nothing(user, capped):
 def test_the_mock_has_no_endpoint_cap_only_the_runs_concurrency(user):
     runs = [launch(user, evals=30, concurrency=20, model="mock") for _ in range(3)]
     assert [scheduling.dispatch(run.pk) for run in runs] == [20, 20, 20]
+
+
+def test_cancelling_the_queued_conversations_leaves_the_claimed_and_the_ended_and_may_say_why(user, capped):
+    """The one update a user's cancel, a refused setting (runs.stopping) and the cost limit (runs.worker.budget)
+    share: only what no worker holds is cancelled, and only the cost limit's say they were not started."""
+    run = launch(user, evals=4, concurrency=4)
+    end(run, "e0")
+    Conversation.objects.filter(run=run, eval_id="e1").update(status=Status.RUNNING)
+    now = timezone.now()
+    assert scheduling.cancel_queued(run.pk, now) == 2
+    cancelled = run.conversations.filter(status=Status.CANCELLED)
+    assert sorted(cancelled.values_list("eval_id", flat=True)) == ["e2", "e3"]
+    assert set(cancelled.values_list("finished_at", "verdict", "reason")) == {(now, "", "")}
+    assert dict(run.conversations.values_list("eval_id", "status"))["e1"] == Status.RUNNING
+    assert scheduling.cancel_queued(run.pk, now, reason="cost limit $1.00 reached") == 0  # none left
+
+    other = launch(user, evals=1, concurrency=1)
+    assert scheduling.cancel_queued(other.pk, now, reason="cost limit $1.00 reached") == 1
+    said = other.conversations.values_list("verdict", "reason").get()
+    assert said == ("not started: cost limit $1.00 reached",) * 2
 
 
 @pytest.mark.e2e  # so that make test-pg, which runs the e2e tests on PostgreSQL, runs it too

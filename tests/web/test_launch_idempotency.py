@@ -1,5 +1,6 @@
 """A launch through the API is one transaction (the suite version and the run together, or neither), and an
-`Idempotency-Key` makes a retried launch return the first run instead of making another version and run."""
+`Idempotency-Key` makes a retried launch return the first run instead of making another version and run; a
+matrix's launch takes the key the same way."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from runs.models import LaunchKey, Run
+from endpoints.models import Endpoint
+from runs.models import LaunchKey, Run, RunMatrix
 from runs.tokens import create_token
 from suites.models import Suite, SuiteVersion
-from tests.factories import MOCK_CI_SUITE, bearer, project_of
+from tests.factories import MOCK_CI_SUITE, bearer, other_project, project_of
 
 pytestmark = pytest.mark.django_db
 
@@ -26,11 +28,13 @@ def alice(user):
     return token
 
 
-def launch(token: str, payload: dict, key: str | None = None):
+def launch(token: str, payload: dict, key: str | None = None, route: str = "/api/runs"):
     headers = bearer(token) | ({"HTTP_IDEMPOTENCY_KEY": key} if key is not None else {})
-    return Client(enforce_csrf_checks=True).post(
-        "/api/runs", payload, content_type="application/json", **headers
-    )
+    return Client(enforce_csrf_checks=True).post(route, payload, content_type="application/json", **headers)
+
+
+def launch_matrix(token: str, payload: dict, key: str | None = None):
+    return launch(token, payload, key, route="/api/matrices")
 
 
 def test_a_retried_launch_with_the_same_key_returns_the_first_run(alice):
@@ -109,3 +113,40 @@ def test_two_launches_racing_with_one_key_make_one_run(user):
     assert sorted(answer.status_code for answer in answers) == [200, 201]
     assert answers[0].json()["id"] == answers[1].json()["id"]
     assert Run.objects.count() == 1 and SuiteVersion.objects.count() == 1
+
+
+MATRIX = {"yaml": SUITE, "variants": ["mock", "mock@temperature=0.5"]}
+
+
+def test_a_retried_matrix_launch_with_the_same_key_returns_the_first_matrix(alice):
+    first = launch_matrix(alice, MATRIX, key="ci-matrix-7")
+    assert first.status_code == 201, first.content
+    again = launch_matrix(alice, MATRIX, key="ci-matrix-7")
+    assert again.status_code == 200 and again.json() == first.json()
+    assert RunMatrix.objects.count() == 1 and Run.objects.count() == 2 and SuiteVersion.objects.count() == 1
+    stored = LaunchKey.objects.get()
+    assert str(stored.matrix_id) == first.json()["id"] and stored.run_id is None
+    assert launch_matrix(alice, MATRIX, key="ci-matrix-8").status_code == 201
+    assert RunMatrix.objects.count() == 2 and SuiteVersion.objects.count() == 1
+
+
+def test_a_matrix_key_sent_with_another_body_or_for_a_run_is_refused_and_makes_nothing(alice):
+    assert launch_matrix(alice, MATRIX, key="k1").status_code == 201
+    other_variants = {**MATRIX, "variants": ["mock", "mock@temperature=0.9"]}
+    refused = launch_matrix(alice, other_variants, key="k1")
+    assert refused.status_code == 422 and "used for a launch with another body" in refused.json()["detail"]
+    as_run = launch(alice, {"yaml": SUITE}, key="k1")
+    assert as_run.status_code == 422 and "used for a launch with another body" in as_run.json()["detail"]
+    assert RunMatrix.objects.count() == 1 and Run.objects.count() == 2
+    bad = launch_matrix(alice, MATRIX, key="")
+    assert bad.status_code == 422 and "Idempotency-Key" in bad.json()["detail"]
+    assert RunMatrix.objects.count() == 1
+
+
+def test_a_matrix_launch_that_cannot_start_keeps_no_key(alice):
+    """Every run of a matrix starts or none does; the key of a refused launch is free for the next one."""
+    Endpoint.objects.create(name="theirs", base_url="http://127.0.0.1:9/v1", project=other_project())
+    refused = launch_matrix(alice, {**MATRIX, "variants": ["mock", "theirs/good"]}, key="k3")
+    assert refused.status_code == 422 and "theirs/good" in refused.json()["detail"]
+    assert not LaunchKey.objects.exists() and not RunMatrix.objects.exists() and not Run.objects.exists()
+    assert launch_matrix(alice, MATRIX, key="k3").status_code == 201
