@@ -5,7 +5,8 @@ its spec), the model, the messages as sent, the tools and every other keyword of
 generation settings), the role that makes it (the model under test, a judge, the simulated user) and the
 iteration it belongs to, so that the repeats of an eval stay independent draws. Messages hold a secret as its
 `{{secret:NAME}}` placeholder, filled only as the model under test's client sends them; that client's keys
-also hold a SHA-256 of the values the placeholders are filled with (`secrets_digest`), so a changed secret
+also hold an HMAC-SHA-256 of the values the placeholders are filled with (`secrets_digest`, keyed by the
+store's `pepper`), so a changed secret
 asks again; the values themselves are in no key and never stored. A store (`ResponseStore`)
 keeps the answers: the CLI's is a local diskcache (`DiskStore`), the server's the database or Redis
 (runs.response_cache). A cached answer costs nothing: its `Completion` says `cached`, and what it cost the
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -105,7 +107,11 @@ def calling_as(role: Role) -> Iterator[None]:
 
 
 class ResponseStore(Protocol):
-    """Where cached answers live: a JSON-ready dict per key, or None when the key is unknown or expired."""
+    """Where cached answers live: a JSON-ready dict per key, or None when the key is unknown or expired.
+
+    A store may have a `pepper` (bytes kept apart from its entries): the key of the HMAC that a secret's value
+    goes into the cache key through (secrets_digest), so that reading the store is not enough to test guesses
+    of a weak secret against its keys."""
 
     def get(self, key: str) -> dict | None: ...
 
@@ -137,6 +143,7 @@ class DiskStore:
         self.ttl = ttl if ttl is not None else _env_number("EVALSITE_CACHE_TTL", DEFAULT_TTL_SECONDS)
         size_limit = size if size is not None else int(_env_number("EVALSITE_CACHE_SIZE", DEFAULT_SIZE_BYTES))
         self.cache = diskcache.Cache(str(directory or default_directory()), size_limit=size_limit)
+        self.pepper = _pepper_file(Path(self.cache.directory) / "pepper")
 
     def get(self, key: str) -> dict | None:
         return self.cache.get(key)
@@ -149,6 +156,19 @@ class DiskStore:
 
     def close(self) -> None:
         self.cache.close()
+
+
+def _pepper_file(path: Path) -> bytes:
+    """32 random bytes kept in `path` (readable by its owner only), made by the first process to need them."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(descriptor, "wb") as out:
+            out.write(os.urandom(32))
+    pepper = path.read_bytes()
+    return pepper if len(pepper) == 32 else b""  # another process is writing it: this run goes without
 
 
 def default_directory() -> Path:
@@ -191,7 +211,9 @@ def call_key(
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def secrets_digest(messages: list[dict], environ: Mapping[str, str] | None = None) -> str | None:
+def secrets_digest(
+    messages: list[dict], environ: Mapping[str, str] | None = None, pepper: bytes = b""
+) -> str | None:
     """A SHA-256 of each `{{secret:NAME}}` the messages hold with the value it is sent as (the environment
     variable NAME, read as engine.suitevars.fill_secrets reads it), or None when they hold none. An unset one
     counts as empty: its call fails before it is answered, so nothing is kept under it."""
@@ -200,7 +222,7 @@ def secrets_digest(messages: list[dict], environ: Mapping[str, str] | None = Non
         return None
     env = os.environ if environ is None else environ
     filled = json.dumps([[name, env.get(name) or ""] for name in names], ensure_ascii=False)
-    return hashlib.sha256(filled.encode("utf-8", "surrogatepass")).hexdigest()
+    return hmac.new(pepper, filled.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 def _texts(messages: list[dict]) -> Iterator[str]:
@@ -272,6 +294,7 @@ class CachingClient:
         # Only the model under test's client fills the suite's secrets (engine.clients.http); a judge's answer
         # reads the placeholder, whatever its value.
         self.fills_secrets = bool(getattr(inner, "secrets", False))
+        self.pepper = getattr(store, "pepper", b"")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -280,7 +303,7 @@ class CachingClient:
         role = _role.get() or self.role
         if not getattr(self.roles, role):
             return role, None
-        secrets = secrets_digest(messages) if self.fills_secrets else None
+        secrets = secrets_digest(messages, pepper=self.pepper) if self.fills_secrets else None
         return role, call_key(
             self.identity, model, messages, role, _iteration.get(), secrets=secrets, **keywords
         )

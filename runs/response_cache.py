@@ -7,6 +7,8 @@ The admin's page (runs.admin) reads `size` and calls `purge`.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -25,6 +27,10 @@ class DjangoStore:
 
     def __init__(self) -> None:
         self.cache = caches[ALIAS]
+        # The site's secret key, never stored, keys the digest of secrets' values (engine.cache.secrets_digest).
+        self.pepper = hmac.new(
+            settings.SECRET_KEY.encode(), b"evalsite response cache", hashlib.sha256
+        ).digest()
 
     def get(self, key: str) -> dict | None:
         try:

@@ -331,3 +331,14 @@ def test_a_cached_reply_keeps_its_tokens_so_a_max_tokens_check_grades_it_as_befo
     assert after.cached and after.usage.completion_tokens == before.usage.completion_tokens > 2
     assert [check.passed for check in after.checks] == [check.passed for check in before.checks] == [False]
     assert second.totals.cost == 0 and first.totals.cost > 0
+
+
+def test_the_secrets_digest_is_keyed_by_the_stores_pepper_kept_apart_from_its_entries(tmp_path):
+    messages = [{"role": "user", "content": "token {{secret:A_TOKEN}}"}]
+    plain = secrets_digest(messages, {"A_TOKEN": "a"})
+    store = DiskStore(tmp_path / "store")
+    assert len(store.pepper) == 32 and (tmp_path / "store" / "pepper").stat().st_mode & 0o077 == 0
+    assert DiskStore(tmp_path / "store").pepper == store.pepper  # every process of this store shares it
+    assert DiskStore(tmp_path / "other").pepper != store.pepper
+    # Without the pepper a guess of the value cannot be checked against a key.
+    assert secrets_digest(messages, {"A_TOKEN": "a"}, pepper=store.pepper) != plain
