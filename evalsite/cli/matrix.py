@@ -160,8 +160,8 @@ def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> i
             for v in variants
         ],
     }  # fmt: skip
-    status, launched = server.call("POST", "/api/matrices", body)
-    if status != 201:
+    status, launched = server.launch(body, "/api/matrices")  # sent again with its key if it got no answer
+    if status not in (200, 201):  # 200: a retry's answer, the matrix the first try made
         raise UserError(f"the server did not start the matrix ({status}): {_detail(launched)}")
     print(f"Matrix {launched['id']} of {launched['suite']} v{launched['version']}: {launched['url']}",
           file=sys.stderr, flush=True)  # fmt: skip

@@ -62,8 +62,8 @@ class Server:
     def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
         return self._answer(method, path, lambda: self._send(method, path, body, {}))
 
-    def launch(self, body: dict) -> tuple[int, object]:
-        """POST /api/runs with one Idempotency-Key for this invocation. A launch that got no answer (the
+    def launch(self, body: dict, path: str = "/api/runs") -> tuple[int, object]:
+        """POST /api/runs (or /api/matrices) with one Idempotency-Key for this invocation. A launch that got no answer (the
         connection failed or dropped, a proxy said the app is away) may have made its run: it is sent again
         with the same key, and the server answers with the run it made, if any, instead of another."""
         key = f"evalsite-cli-{uuid.uuid4()}"
@@ -80,9 +80,7 @@ class Server:
             reraise=True,
         )
         headers = {"Idempotency-Key": key}
-        return self._answer(
-            "POST", "/api/runs", lambda: retrying(self._send, "POST", "/api/runs", body, headers)
-        )
+        return self._answer("POST", path, lambda: retrying(self._send, "POST", path, body, headers))
 
     def _answer(self, method: str, path: str, send) -> tuple[int, object]:
         try:

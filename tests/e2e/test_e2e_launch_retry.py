@@ -43,8 +43,9 @@ class DroppingProxy:
     """Forwards each connection to `upstream` (the client asks to close it after one request); the first
     `POST /api/runs` reaches the server and gets its whole answer there, and the client gets none."""
 
-    def __init__(self, upstream: tuple[str, int]):
+    def __init__(self, upstream: tuple[str, int], path: bytes = b"/api/runs"):
         self.upstream = upstream
+        self.path = path
         self.dropped: list[bytes] = []
         self.launches: list[bytes] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -66,7 +67,7 @@ class DroppingProxy:
             answer = b""
             while chunk := upstream.recv(65536):
                 answer += chunk
-            if request.startswith(b"POST /api/runs "):
+            if request.startswith(b"POST " + self.path + b" "):
                 self.launches.append(request)
                 if not self.dropped:
                     self.dropped.append(answer)
@@ -106,3 +107,32 @@ def test_a_launch_whose_answer_was_lost_is_sent_again_and_returns_the_same_run(
     assert SuiteVersion.objects.count() == 1 and run.status == "passed"
     assert f"Run {run.pk} of dropped v1 on mock" in result.stderr
     assert LaunchKey.objects.get().run == run
+
+
+def test_a_matrix_launch_whose_answer_was_lost_is_sent_again_and_returns_the_same_matrix(
+    live_server, user, start_worker, tmp_path
+):
+    from runs.models import RunMatrix
+
+    start_worker()
+    _, token = create_token(user, "ci")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(MOCK_CI_SUITE.format(name="dropped-matrix"))
+    host, port = live_server.url.removeprefix("http://").split(":")
+    proxy = DroppingProxy((host, int(port)), b"/api/matrices")
+    try:
+        result = evalsite(
+            str(suite),
+            "--server",
+            proxy.url,
+            "--model",
+            "mock,mock@temperature=0.5",
+            token=token,
+            cwd=tmp_path,
+        )
+    finally:
+        proxy.close()
+    assert result.returncode == 0, result.stderr
+    assert len(proxy.launches) == 2 and "sending it again with the same Idempotency-Key" in result.stderr
+    matrix = RunMatrix.objects.get()  # one matrix, its two runs, made by the first launch
+    assert Run.objects.count() == 2 and LaunchKey.objects.get().matrix == matrix
