@@ -28,11 +28,11 @@ from engine.retries import RetryWait
 from engine.runner import build_context
 from runs import outage, response_cache, specs
 from runs.models import Conversation, Turn
-from runs.stopping import stop_run
 from suites.models import SuiteFile
 
 from . import sql
 from .claims import LostClaim, heartbeat
+from .stopping import stop_run
 
 log = logging.getLogger(__name__)
 

@@ -95,7 +95,7 @@ def test_the_mock_has_no_endpoint_cap_only_the_runs_concurrency(user):
 
 
 def test_cancelling_the_queued_conversations_leaves_the_claimed_and_the_ended_and_may_say_why(user, capped):
-    """The one update a user's cancel, a refused setting (runs.stopping) and the cost limit (runs.worker.budget)
+    """The one update a user's cancel, a refused setting (runs.worker.stopping) and the cost limit (runs.worker.budget)
     share: only what no worker holds is cancelled, and only the cost limit's say they were not started."""
     run = launch(user, evals=4, concurrency=4)
     end(run, "e0")

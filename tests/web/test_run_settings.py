@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from runs.models import Run
 from runs.services import create_run
-from runs.stopping import stop_run
+from runs.worker.stopping import stop_run
 from suites import services
 from tests.factories import body, play
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from . import worker
-from .models import ACTIVE, Run, Status
+from runs.models import ACTIVE, Run, Status
+
+from .scheduling import cancel_queued, dispatch_endpoint
 
 REASON_LENGTH = Run._meta.get_field("stop_reason").max_length
 
@@ -25,6 +26,6 @@ def stop_run(run_id, reason: str) -> bool:
         )
         if updated:
             run = Run.objects.only("endpoint_name").get(pk=run_id)
-            worker.cancel_queued(run_id, now)
-            transaction.on_commit(lambda: worker.dispatch_endpoint(run.endpoint_name))
+            cancel_queued(run_id, now)
+            transaction.on_commit(lambda: dispatch_endpoint(run.endpoint_name))
     return bool(updated)

@@ -1,0 +1,28 @@
+"""The worker runtime's modules that others import directly can each be the first one a process imports: an import circle through the
+package (runs.worker's __init__ imports the tasks, which import the pump, which imports what plays a
+conversation) would fail only for whoever imported the wrong module first."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from tests.conftest import ROOT
+
+# The modules the rest of the site reaches into directly (the others it reaches through the package).
+MODULES = ["runs.worker.stopping", "runs.worker.scheduling", "runs.worker.budget", "runs.worker.playing"]
+
+
+def _imports_first(module: str) -> tuple[str, int, str]:
+    code = f"import django; django.setup(); import {module}"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalsite.settings", "EVALSITE_DEV": "1"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    return module, done.returncode, done.stderr[-400:]
+
+
+def test_every_worker_module_imports_first_in_a_fresh_process():
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        failed = [(m, err) for m, code, err in pool.map(_imports_first, MODULES) if code != 0]
+    assert not failed, failed
