@@ -296,6 +296,7 @@ CACHES = {
             "runs/selectors",
             "runs/page_cache",
             "runs/run_page",
+            "runs/run_table",
         ),
     },
 }
