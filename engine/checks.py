@@ -17,22 +17,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import fieldvalues, patterns, tool_checks
+from . import fieldvalues, judge_checks, patterns, tool_checks
 from .clients import ChatClient, EndpointError, estimate_tokens
 from .codegrade.run import CodeScope, grade_code
-from .judge import (
-    PASS_FAIL,
-    Verdict,
-    ask,
-    expected_json,
-    judge_messages,
-    normalise_score,
-    unit_score_note,
-    written_messages,
-)
 from .matching import MISSING, glob_match, is_json_reply, json_field
-from .results import CRITERION, CheckResult, ToolCall, Usage
-from .schema import DEFAULT_EMBEDDING_MODEL, SCALES, Check
+from .results import CheckResult, ToolCall, Usage
+from .schema import DEFAULT_EMBEDDING_MODEL, Check
 from .text import plural
 from .transcript import tool_calls_in
 
@@ -269,86 +259,9 @@ def _any_of(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     return _result(check, ok, "an option passed" if ok else "every option failed", best, children=children)
 
 
-def _judge_one(
-    spec, criteria: str, reply: Reply, judge: JudgeContext
-) -> tuple[float, str, Verdict, str | None]:
-    """One judge call (two when its first answer cannot be read): the score on the spec's scale, the
-    reason, the verdict as read, and a note when the score looks like one on another scale. Raises
-    JudgeError when no answer can be read."""
-    client, model = judge.for_model(spec.model)
-    if spec.messages:
-        written = [message.model_dump() for message in spec.messages]
-        messages = written_messages(written, criteria, reply.conversation)
-    else:
-        messages = judge_messages(criteria, reply.conversation, spec.scale, spec.scope)
-    temperature = spec.temperature if spec.temperature is not None else judge.temperature
-    verdict = ask(
-        client, model, messages, judge.charge, temperature=temperature, expected=expected_json(spec.scale),
-        words=PASS_FAIL if spec.scale == "0-1" else None,  # PASS and FAIL are the ends of 0-1 only
-    )  # fmt: skip
-    raw = verdict.score
-    if verdict.fraction and spec.scale != "0-1":  # "85/100" or "85%" is a share of full marks
-        raw = verdict.score * SCALES[spec.scale][1]
-    if spec.scale == "0-1":
-        score = normalise_score(raw)  # judges asked for 0-1 sometimes answer out of 10 or 100
-        note = "" if score == raw else f" (judge said {raw:g}, read as {score:.2f})"
-    else:
-        low, high, _ = SCALES[spec.scale]
-        score = min(max(raw, low), high)
-        note = "" if score == raw else f" (judge said {raw:g}, outside {spec.scale})"
-    # Scored as given, but said: a judge that answers 0.8 on 0-100 most likely meant 80.
-    scale_note = None if verdict.fraction else unit_score_note(raw, spec.scale)
-    return score, (verdict.reason or "no reason given") + note, verdict, scale_note
-
-
 def _judge(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
-    spec = check.llm_judge
-    scale = "" if spec.scale == "0-1" else f" on {spec.scale}"
-    if isinstance(spec.criteria, str):
-        score, reason, verdict, scale_note = _judge_one(spec, spec.criteria, reply, judge)
-        ok = score >= spec.threshold
-        return _result(
-            check,
-            ok,
-            f"score {score:.2f}{scale} (threshold {spec.threshold:g}): {reason}",
-            spec.normalise(score),
-            judged=score,
-            judge_reason=reason,
-            scale_note=scale_note,
-            **verdict.recorded(),
-        )
-    # Weighted criteria: each judged on its own, with its own verdict; the check scores their weighted mean.
-    children, weighted, total, reasons = [], 0.0, 0.0, []
-    for number, criterion in enumerate(spec.criteria, start=1):
-        score, reason, verdict, scale_note = _judge_one(spec, criterion.criteria, reply, judge)
-        name = criterion.name or f"criterion {number}"
-        reasons.append(f"{name}: {reason}")
-        normalised = spec.normalise(score)
-        children.append(
-            CheckResult(
-                type=CRITERION,
-                label=f"{name} (weight {criterion.weight:g})",
-                passed=score >= spec.threshold,
-                score=normalised,
-                reason=f"score {score:.2f}{scale}: {reason}",
-                judged=score,
-                judge_reason=reason,
-                scale_note=scale_note,
-                **verdict.recorded(),
-            )  # fmt: skip
-        )
-        weighted += criterion.weight * normalised
-        total += criterion.weight
-    # Rounded so that criteria all exactly at the threshold pass (0.1 * 0.7 + 0.2 * 0.7 is 0.69999...).
-    overall = round(weighted / total, 9)
-    threshold = round(spec.normalise(spec.threshold), 9)
-    ok = overall >= threshold
-    reason = f"weighted score {overall:.2f} (threshold {threshold:.2f} of 1) over {len(children)} criteria"
-    low, high, _ = SCALES[spec.scale]
-    judged = round(low + overall * (high - low), 9)
-    return _result(
-        check, ok, reason, overall, children=children, judged=judged, judge_reason="; ".join(reasons)
-    )
+    ok, reason, score, recorded = judge_checks.grade(check.llm_judge, reply, judge)
+    return _result(check, ok, reason, score, **recorded)
 
 
 # --- each check type: how it reads -----------------------------------------------------------------------

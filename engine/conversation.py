@@ -15,9 +15,6 @@ alone, what comes next. A given history (`messages`) can precede any style.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -25,6 +22,7 @@ from . import cache
 from .clients import ChatClient, Completion, EndpointError
 from .clients.settings import Refusals
 from .codegrade.run import CodeRunner, CodeScope
+from .conversation_io import INLINE, IO, THREADED, Stopping, answer, run_inline
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
 from .history import build_history, given_messages
 from .outcomes import Status, TerminationKind
@@ -94,7 +92,9 @@ def run_eval(
     had."""
     # Model calls that wait to retry say so through on_wait, and stop waiting once should_stop() says so.
     with retry_hooks(on_wait, should_stop):
-        return _inline(_run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop, given, replay, INLINE))
+        return run_inline(
+            _run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop, given, replay, INLINE)
+        )
 
 
 async def run_eval_async(
@@ -117,99 +117,9 @@ async def run_eval_async(
     goes on in a thread of their own, runs.worker.loop). A wait before a retry checks between its slices, where
     nothing can be awaited: there an asynchronous `should_stop` is asked in the background and its last
     answer holds. `on_wait` is called on the loop, so it must not block."""
-    stopping = _Stopping(should_stop) if asyncio.iscoroutinefunction(should_stop) else should_stop
-    with retry_hooks(on_wait, stopping.now if isinstance(stopping, _Stopping) else stopping):
+    stopping = Stopping(should_stop) if asyncio.iscoroutinefunction(should_stop) else should_stop
+    with retry_hooks(on_wait, stopping.now if isinstance(stopping, Stopping) else stopping):
         return await _run_eval(ev, index, eval_id, ctx, prior, on_turn, stopping, given, replay, THREADED)
-
-
-class _Stopping:
-    """An asynchronous should_stop, awaited between turns and read without waiting during a retry's wait."""
-
-    def __init__(self, ask: Callable[[], Awaitable[bool]]) -> None:
-        self.ask = ask
-        self.known = False
-        self.asking: asyncio.Task | None = None
-
-    async def __call__(self) -> bool:
-        self.known = self.known or await self.ask()
-        return self.known
-
-    def now(self) -> bool:
-        if not self.known and (self.asking is None or self.asking.done()):
-            self.asking = asyncio.get_running_loop().create_task(self._in_background())
-        return self.known
-
-    async def _in_background(self) -> None:
-        with contextlib.suppress(Exception):  # the next check asks again; the turn's own check raises
-            await self()
-
-
-class _IO:
-    """How the loop makes the calls that may wait on a model: at once, in the caller's thread (run_eval),
-    or awaited on an event loop shared with other conversations (run_eval_async)."""
-
-    async def agent(
-        self, client: ChatClient, model: str, messages: list[dict], tools=None, settings=None
-    ) -> Completion:
-        offered = _offered(tools, settings)
-        return client.complete(model, messages, **offered)
-
-    async def blocking(self, fn: Callable, *args, may_call_model: bool = True):
-        return fn(*args)
-
-    async def awaited(self, fn: Callable[..., Awaitable], *args):
-        """A coroutine function's answer (an MCP server's, engine.tools): run to its end on a loop of its own,
-        as nothing here runs on one."""
-        return asyncio.run(fn(*args))
-
-
-class _Threaded(_IO):
-    async def agent(
-        self, client: ChatClient, model: str, messages: list[dict], tools=None, settings=None
-    ) -> Completion:
-        offered = _offered(tools, settings)
-        acomplete = getattr(client, "acomplete", None)
-        if acomplete is not None:
-            return await acomplete(model, messages, **offered)
-        if client.is_mock and not getattr(getattr(client, "spec", None), "latency_ms", 0):
-            return client.complete(model, messages, **offered)  # no I/O and no wait: nothing to give back
-        return await asyncio.to_thread(functools.partial(client.complete, model, messages, **offered))
-
-    async def blocking(self, fn: Callable, *args, may_call_model: bool = True):
-        if not may_call_model:
-            return fn(*args)
-        return await asyncio.to_thread(fn, *args)
-
-    async def awaited(self, fn: Callable[..., Awaitable], *args):
-        return await fn(*args)
-
-
-INLINE, THREADED = _IO(), _Threaded()
-
-
-def _offered(tools, settings) -> dict:
-    """The keywords a call is given: only those set, so a ChatClient without them keeps working."""
-    offered = {"tools": tools} if tools else {}
-    if settings is not None:
-        offered["settings"] = settings
-    return offered
-
-
-async def _answer(value):
-    """A callback's value, awaited when it is awaitable (the asyncio path's callbacks may be coroutines)."""
-    return await value if inspect.isawaitable(value) else value
-
-
-def _inline(coroutine):
-    """Run a coroutine that never suspends (the loop with INLINE calls) to its end, without an event loop:
-    run_eval plays one conversation in its caller's thread (the benchmarks' engine floor, tests) at no cost
-    of a loop per call. The workers and the CLI play on an event loop (run_eval_async)."""
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value
-    coroutine.close()
-    raise RuntimeError("the conversation loop awaited something while run inline")
 
 
 async def _run_eval(
@@ -222,7 +132,7 @@ async def _run_eval(
     should_stop: Callable[[], bool | Awaitable[bool]] | None,
     given: tuple[str, list[dict]] | None,
     replay: Sequence[TurnRecord] | None,
-    io: _IO,
+    io: IO,
 ) -> EvalResult:
     if given is None:
         messages, history = build_history(ctx.system, ev.messages, ctx.files)
@@ -299,7 +209,7 @@ async def _run_eval(
                 step = replace(step, prompt=turn.prompt, ask=None)
             _check_resume(turn, step, position, graded=not _ungraded(turn, rule))
         else:
-            if should_stop is not None and await _answer(should_stop()):
+            if should_stop is not None and await answer(should_stop()):
                 return await stopped()
             user = UserTurn()
             source = None
@@ -329,7 +239,7 @@ async def _run_eval(
             turn = cache.marked(turn, tally)
             if on_turn is not None:
                 try:
-                    await _answer(on_turn(turn))
+                    await answer(on_turn(turn))
                 except StopConversation:
                     return await stopped("stopped")
         turns.append(turn)
@@ -410,7 +320,7 @@ def _check_resume(turn: TurnRecord, step: Step, position: int, graded: bool = Tr
         raise ResumeMismatch(f"stored turn {position} was graded against other checks than the suite has")
 
 
-async def _ask_user(ctx: EngineContext, step: Step, io: _IO) -> tuple[Step, UserTurn]:
+async def _ask_user(ctx: EngineContext, step: Step, io: IO) -> tuple[Step, UserTurn]:
     """The simulated user writes the step's prompt."""
     ask = step.ask
     user, resolve = ctx.user or ctx.judge, ctx.resolve_user or ctx.resolve
@@ -436,7 +346,7 @@ async def _play_turn(
     given: int,
     user: UserTurn,
     graders: dict,
-    io: _IO,
+    io: IO,
     rule: IncompleteRule,
     source: TurnRecord | None,
     code: CodeScope,
@@ -506,7 +416,7 @@ def _charged(turn: TurnRecord, rounds: list[ToolRound]) -> TurnRecord:
 
 
 async def _with_tools(
-    ctx: EngineContext, io: _IO, sent: list[dict], toolbox: Toolbox, eval_id: str, settings=None
+    ctx: EngineContext, io: IO, sent: list[dict], toolbox: Toolbox, eval_id: str, settings=None
 ) -> tuple[Completion, list[ToolRound]]:
     """The model's answer once its tool calls are carried out: every round's calls run (in the order the
     model made them) and their results go back, until it answers without calls or the rounds run out. The

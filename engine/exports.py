@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from .compare import Change, Comparison
 from .failures import failures, transcript_url
+from .gates import GateResult, grader_names
 from .outcomes import Status
-from .results import EvalResult, GateResult, RunReport, TurnRecord, grader_names
+from .results import EvalResult, RunReport, TurnRecord
 from .text import plural
 
 # XML 1.0 allows tab, newline, carriage return and U+0020 upwards, except surrogates and U+FFFE/U+FFFF.

@@ -15,8 +15,9 @@ from .clients.settings import Refusals, configured, settings_report
 from .codegrade.run import CodeRunner
 from .conversation import Defaults, EngineContext, run_eval_async
 from .cost import limit_reached
+from .gates import evaluate_gates
 from .outcomes import Status
-from .results import EvalResult, RunReport, RunTotals, SuiteRef, evaluate_gates, gated_status
+from .results import EvalResult, RunReport, RunTotals, SuiteRef, gated_status
 from .retries import RetryWait
 from .schema import Suite
 from .stats import iterated_results

@@ -290,11 +290,13 @@ CACHES = {
         # The files outlive the processes: what other code wrote, in the shapes it had, is never read.
         "KEY_PREFIX": source_digest(
             "engine/results",
+            "engine/gates",
             "engine/stats",
             "runs/display",
             "runs/selectors",
             "runs/page_cache",
             "runs/run_page",
+            "runs/run_table",
         ),
     },
 }

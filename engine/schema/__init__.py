@@ -3,10 +3,10 @@
 Everything that reads a suite goes through these pydantic models: the YAML loader, the editor's live
 validation, the API, the JSON Schema export served to editors and the docs. Unknown keys are errors.
 
-One module per noun: `checks` (the check vocabulary and `checks` lists), `conditions` (stop conditions of
-simulated conversations), `grading` (graders, extractors, rubrics), `evals` (one conversation and its
-parts), `suite` (the whole file and its JSON Schema); `base` holds what they share. Import from
-`engine.schema`: every public name is here.
+One module per noun: `checks` (the check vocabulary and `checks` lists; `tool_checks`, the tool checks'
+keys), `conditions` (stop conditions of simulated conversations), `grading` (graders, extractors, rubrics),
+`evals` (one conversation and its parts), `suite` (the whole file and its JSON Schema); `base` holds what
+they share. Import from `engine.schema`: every public name is here.
 """
 
 from .base import LocatedError, StrictModel
@@ -23,11 +23,6 @@ from .checks import (
     FieldEquals,
     JudgeSpec,
     SemanticSpec,
-    ToolCalled,
-    ToolCallPattern,
-    ToolNotCalled,
-    ToolResult,
-    ToolSequence,
     followup_depth,
 )
 from .conditions import CONDITION_KEYS, Condition, NaturalLanguage
@@ -57,6 +52,7 @@ from .grading import (
 )
 from .settings import REASONING_EFFORTS, CacheRoles, ModelSettings
 from .suite import Gate, Metadata, MockRule, MockSpec, Suite, json_schema
+from .tool_checks import ToolCalled, ToolCallPattern, ToolNotCalled, ToolResult, ToolSequence
 from .tools import (
     DEFAULT_MAX_TOOL_ROUNDS,
     LlmTool,

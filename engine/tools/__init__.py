@@ -98,8 +98,9 @@ class Toolbox:
         return [openai_tool(tool) for tool in self.tools.values()]
 
     async def run(self, call: dict, scope: CallScope, io) -> ToolCall:
-        """Carry out one call ({id, name, arguments}). `io` is the conversation loop's (engine.conversation._IO):
-        a synchronous source that may wait runs through `io.blocking`, an asynchronous one through `io.awaited`."""
+        """Carry out one call ({id, name, arguments}). `io` is the conversation loop's
+        (engine.conversation_io.IO): a synchronous source that may wait runs through `io.blocking`, an
+        asynchronous one through `io.awaited`."""
         started = time.monotonic()
         record = ToolCall(id=call["id"], name=call["name"], raw_arguments=call.get("arguments") or "")
         tool = self.tools.get(call["name"])

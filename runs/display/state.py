@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from engine.clients import RATE_LIMIT_WAIT, UNREADABLE_REPLY
-from engine.results import GateResult
+from engine.gates import GateResult
 from engine.text import plural
 
 from ..models import Run, Status

@@ -9,10 +9,10 @@ from django.db.models import Q
 from django.http import StreamingHttpResponse
 
 from engine.clients.settings import settings_report
+from engine.gates import GateResult, evaluate_gates, grader_names
 from engine.overrides import apply as apply_overrides
 from engine.results import (
     EvalResult,
-    GateResult,
     OriginalVerdict,
     OverrideRecord,
     RunReport,
@@ -20,8 +20,6 @@ from engine.results import (
     SuiteRef,
     Totals,
     TurnRecord,
-    evaluate_gates,
-    grader_names,
     stream_report,
 )
 from engine.source import SuiteError

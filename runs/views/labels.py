@@ -19,7 +19,7 @@ from projects.access import needs
 from projects.roles import Can
 from suites.models import Suite
 
-from .. import selectors, services
+from .. import reviews, selectors
 from ..models import Conversation
 from .common import owner
 
@@ -61,11 +61,11 @@ def label(request: HttpRequest, run_id, index: int) -> HttpResponse:
     error = ""
     try:
         score = float(request.POST.get("score", ""))
-        services.save_label(
+        reviews.save_label(
             conversation, request.user, score=score, scale=scale, reason=request.POST.get("reason", "")
         )
     except ValueError as exc:  # a missing or non-numeric score, or LabelRefused
-        error = str(exc) if isinstance(exc, services.LabelRefused) else "choose a score"
+        error = str(exc) if isinstance(exc, reviews.LabelRefused) else "choose a score"
     following = request.POST.get("next", "")
     in_queue = following.startswith("/") and not following.startswith("//")
     if in_queue and not error:
@@ -91,7 +91,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
-def added_message(result: services.LabelsAdded) -> str:
+def added_message(result: reviews.LabelsAdded) -> str:
     """What adding labels to a set did, every conversation accounted for: those added by name, and why each
     of the others was left out."""
     parts = []
@@ -122,8 +122,8 @@ def add_to_set(request: HttpRequest, run_id) -> HttpResponse:
     if target is None:
         raise Http404("no such calibration set")
     try:
-        result = services.add_labels_to_set(access.run, request.user, target)
-    except services.LabelRefused as exc:
+        result = reviews.add_labels_to_set(access.run, request.user, target)
+    except reviews.LabelRefused as exc:
         messages.error(request, str(exc))
     except SuiteError as exc:  # the set with these samples would not load: say why, change nothing
         messages.error(request, f"{target.name} would not load with these samples: {exc.problems[0]}")

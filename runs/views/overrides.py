@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from projects.access import needs
 from projects.roles import Can
 
-from .. import selectors, services
+from .. import reviews, selectors
 from .common import owner
 
 
@@ -35,7 +35,7 @@ def override(request: HttpRequest, run_id, index: int) -> HttpResponse:
     access, conversation = _conversation(request, run_id, index)
     turn = request.POST.get("turn", "")
     try:
-        services.override_outcome(
+        reviews.override_outcome(
             conversation,
             request.user,
             turn=int(turn) if turn.isdigit() else 0,
@@ -43,7 +43,7 @@ def override(request: HttpRequest, run_id, index: int) -> HttpResponse:
             passed=request.POST.get("passed") == "1",
             note=request.POST.get("note", ""),
         )
-    except services.OverrideRefused as exc:
+    except reviews.OverrideRefused as exc:
         messages.error(request, f"Not overridden: {exc}.")
     else:
         messages.success(request, "Overridden: the conversation's verdict follows the reviewed outcome.")
@@ -55,6 +55,6 @@ def override(request: HttpRequest, run_id, index: int) -> HttpResponse:
 @require_POST
 def remove_override(request: HttpRequest, run_id, index: int, override_id: int) -> HttpResponse:
     access, conversation = _conversation(request, run_id, index)
-    services.remove_override(conversation, override_id, by=request.user)
+    reviews.remove_override(conversation, override_id, by=request.user)
     messages.success(request, "Override withdrawn.")
     return _back(access, conversation, request.POST.get("turn", ""))

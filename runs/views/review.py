@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from projects.access import needs, role_of
 from projects.roles import Can, allows
 
-from .. import selectors, services
+from .. import reviews, selectors
 from .common import owner
 from .labels import label_form
 
@@ -65,7 +65,7 @@ def review(request: HttpRequest, run_id) -> HttpResponse:
     context = {
         "run": run,
         "conversation": conversation,
-        "bubbles": services.conversation_messages(conversation),  # not "messages": the flash messages
+        "bubbles": reviews.conversation_messages(conversation),  # not "messages": the flash messages
         "position": position + 1,
         "total": len(ids),
         "labelled": sum(done for _, done in queue),
@@ -102,7 +102,7 @@ def assign(request: HttpRequest, run_id) -> HttpResponse:
         messages.error(request, "Choose a member of this project who may label.")
         return redirect(reverse("runs:review", args=[run.pk]))
     scale, fixed = selectors.queue_scale(run, member.user, request.POST.get("scale"))
-    services.assign_reviewer(run, member.user, scale=scale, by=request.user)
+    reviews.assign_reviewer(run, member.user, scale=scale, by=request.user)
     messages.success(request, f"Asked {member.user.get_username()} to label this run on {scale}.")
     return redirect(reverse("runs:review", args=[run.pk]))
 
@@ -114,5 +114,5 @@ def unassign(request: HttpRequest, run_id) -> HttpResponse:
     access = owner(request, run_id, Can.EDIT)
     user_id = request.POST.get("user", "")
     if user_id.isdigit():
-        services.unassign_reviewer(access.run, int(user_id))
+        reviews.unassign_reviewer(access.run, int(user_id))
     return redirect(reverse("runs:review", args=[access.run.pk]))

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from engine import results, schema, stats
+from engine import gates, results, schema, stats
 from engine.attached import read_suite_files
 from engine.clients import EndpointRegistry, default_endpoint_from_env
 from engine.loader import file_references, is_calibration, load_suite
@@ -86,7 +86,7 @@ RESULT_MODELS = [
     results.SimulatedUserCall,
     results.ToolRound,
     results.ToolCall,
-    results.GateResult,
+    gates.GateResult,
     results.Usage,
     results.Totals,
     results.RunTotals,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from engine.clients import EndpointConfig, EndpointRegistry
+from engine.gates import evaluate_gates, percentile
 from engine.loader import load_suite
-from engine.results import EvalResult, evaluate_gates, gated_status, percentile
+from engine.results import EvalResult, gated_status
 from engine.runner import run_suite
 from engine.schema import Gate
 from tests.engine.scripted_play import (

@@ -15,8 +15,9 @@ import threading
 import pytest
 
 from engine.clients import Completion, EndpointConfig, EndpointRegistry
+from engine.gates import evaluate_gates
 from engine.loader import load_suite
-from engine.results import EvalResult, Totals, Usage, evaluate_gates, gated_status
+from engine.results import EvalResult, Totals, Usage, gated_status
 from engine.runner import run_suite
 from engine.schema import Gate
 from engine.stats import Trial, iterated_results, iteration_stats, overall_status, wilson_interval

@@ -11,7 +11,8 @@ from django.urls import reverse
 
 from endpoints.models import Endpoint
 from runs.models import Conversation, Run, Status, Turn
-from runs.services import create_run, create_share_link, save_label
+from runs.reviews import save_label
+from runs.services import create_run, create_share_link
 from runs.worker.claims import heartbeat
 from runs.worker.pump import execute
 from suites.models import SuiteVersion

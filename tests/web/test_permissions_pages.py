@@ -16,7 +16,7 @@ from engine.exports import FORMATS
 from engine.matrix import parse_variants
 from projects.models import Membership, Project
 from projects.roles import Can, allows
-from runs import services
+from runs import reviews, services
 from runs.matrix import create_matrix
 from runs.models import Label, Override, ReviewAssignment, Run, ShareLink
 from suites.models import Suite, SuiteVersion
@@ -100,8 +100,8 @@ def world(django_user_model):
     calibration_set = create_suite(owner=admin, source=CALIBRATION_SET, project=a)
     calibrated = play(services.create_run(version=calibration_set.latest_version, user=admin))
     conversation = run.conversations.get(index=0)
-    label = services.save_label(conversation, admin, score=1, scale="-3..3")
-    override = services.override_outcome(
+    label = reviews.save_label(conversation, admin, score=1, scale="-3..3")
+    override = reviews.override_outcome(
         conversation, admin, turn=1, target="checks[0]", passed=False, note="x"
     )
     link = services.create_share_link(run, people["editor"])  # an editor revokes their own links

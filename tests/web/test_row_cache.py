@@ -14,7 +14,7 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils.safestring import mark_safe
 
-from runs import services
+from runs import reviews
 from runs.models import Conversation, Run, ShareLink, Status
 from runs.page_cache import ROW_FRAGMENT
 from tests.factories import body, launch, play
@@ -111,7 +111,7 @@ def test_an_override_shows_on_the_next_page(logged_in, user, run):
     scripted = run.conversations.get(eval_id="scripted")
     before = row_of(page(logged_in, run), scripted)
     assert "1/2" in before and "overridden" not in before
-    services.override_outcome(scripted, user, turn=2, target="checks[0]", passed=True, note="5 is fine here")
+    reviews.override_outcome(scripted, user, turn=2, target="checks[0]", passed=True, note="5 is fine here")
     after = row_of(page(logged_in, run), scripted)
     assert "overridden" in after and "2/2" in after
 
