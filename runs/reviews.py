@@ -16,8 +16,9 @@ from engine import overrides
 from engine.calibration import CalibrationSuite
 from engine.drivers import Defaults, driver_for
 from engine.outcomes import GRADED
-from engine.results import GraderResult
+from engine.results import GraderResult, TurnRecord
 from engine.schema import SCALES
+from engine.tools import exchange_messages
 from projects import audit
 from projects.models import Action
 from suites.services import save_version, validate_source
@@ -56,16 +57,32 @@ def save_label(conversation, user, *, score: float, scale: str, reason: str = ""
 
 def conversation_messages(conversation) -> list[dict]:
     """The conversation as the model saw it and answered: the system message, the given history, then each
-    turn's user message and reply. What a labelled conversation becomes as a calibration sample."""
+    turn's user message, its rounds of tool calls (OpenAI's assistant `tool_calls` and `tool` messages) and its
+    reply. What a labelled conversation becomes as a calibration sample, so that an agent's judge is
+    calibrated on the trajectory it grades."""
     messages = [{"role": "system", "content": conversation.system}] if conversation.system else []
-    messages += [
-        {"role": m["role"], "content": m["content"]} for m in conversation.history if m.get("content")
-    ]
+    messages += [_kept(message) for message in conversation.history]
     for turn in conversation.turns.order_by("position"):
-        if turn.record.get("prompt"):
-            messages.append({"role": "user", "content": turn.record["prompt"]})
-        messages.append({"role": "assistant", "content": turn.record.get("response", "")})
-    return [m for m in messages if isinstance(m["content"], str) and m["content"]]
+        record = TurnRecord.model_validate(turn.record)
+        if record.prompt:
+            messages.append({"role": "user", "content": record.prompt})
+        messages += exchange_messages(record)
+    for message in messages:
+        if message.get("role") == "tool" and not isinstance(message.get("content"), str):
+            message["content"] = ""  # a call that got no answer: the judge reads "(no output)"
+    return [message for message in messages if _says_something(message)]
+
+
+def _kept(message: dict) -> dict:
+    return {key: message[key] for key in ("role", "content", "tool_calls", "tool_call_id") if key in message}
+
+
+def _says_something(message: dict) -> bool:
+    """A message with text, an assistant's tool calls, or a tool's answer (which may be empty)."""
+    content = message.get("content")
+    if message.get("role") == "tool" or message.get("tool_calls"):
+        return True
+    return isinstance(content, str) and bool(content)
 
 
 @dataclass

@@ -125,6 +125,44 @@ def test_labels_become_samples_of_a_calibration_set(client, user, played):
     assert len(lines) == 2 and json.loads(lines[0])["id"].endswith("-eval-1-0")
 
 
+AGENT = """\
+name: weather-agent
+model: fake/agent
+evals:
+  - prompt: Weather in Paris?
+    checks: [{contains: "21"}]
+tools:
+  - name: get_weather
+    parameters: {type: object, properties: {city: {type: string}}, required: [city]}
+    returns: "21 °C, clear"
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agents_labelled_conversation_keeps_its_tool_calls_as_a_sample(
+    client, user, fake_endpoint, fake_openai
+):
+    # The fake calls the offered tool once (its argument: the prompt's last capitalised word), then answers.
+    run = create_run(version=create_suite(owner=user, source=AGENT).latest_version, user=user)
+    (conversation,) = run.conversations.all()
+    execute(conversation.pk)
+    Label.objects.create(conversation=conversation, created_by=user, scale="-3..3", score=3)
+    calibration = create_suite(owner=user, source=SET)
+    client.force_login(user)
+    client.post(reverse("runs:labels_to_set", args=[run.pk]), {"set": str(calibration.public_id)})
+    version = calibration.versions.order_by("-number").first()
+    suite = load_suite(version.source, files=version.file_map())
+    assert suite.calibration.warnings == []  # the sample keeps to the set's rules
+    messages = suite.calibration.samples[1].messages
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    (call,) = messages[1]["tool_calls"]
+    assert call["function"]["name"] == "get_weather" and json.loads(call["function"]["arguments"]) == {
+        "city": "Paris"
+    }
+    assert messages[2] == {"role": "tool", "tool_call_id": call["id"], "content": "21 °C, clear"}
+    assert suite.calibration.samples[1].reply == messages[3]["content"] != ""
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_reviewers_labels_give_their_agreement(client, user, other_user, played):
     conversations = list(played.conversations.order_by("index"))
