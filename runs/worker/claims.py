@@ -49,6 +49,9 @@ def claim(conversation_ids: list[int], *, again: bool = False) -> list[sql.Claim
         return sql.claim(conversation_ids, now, now + lease(), heartbeat.name, again=again)
 
 
+BEAT_LOCK_SECONDS = 2.0  # well within a beat: a beat that waits longer gives up and comes again
+
+
 class Heartbeat:
     """This worker process's beat and the leases of the conversations it plays, kept by one thread.
 
@@ -106,12 +109,18 @@ class Heartbeat:
     def was_handed_back(self, conversation_id: int) -> bool:
         return conversation_id in self.handed_back
 
-    def _beat(self) -> None:
+    def _beat(self, *, bounded: bool = False) -> None:
+        """`bounded`: the thread's beats give up on a row lock after BEAT_LOCK_SECONDS (and try again at the
+        next beat) rather than wait on it, so that a transaction holding this worker's row cannot stop the
+        beat, nor keep `stop` waiting for it."""
         now = timezone.now()
-        if not Worker.objects.filter(name=self.name).update(beat_at=now):
-            # First beat, or the others declared this worker dead while it was frozen: it lives again. Its
-            # conversations were taken over, and their fencing tokens keep it from writing to them.
-            Worker.objects.get_or_create(name=self.name, defaults={"beat_at": now})
+        with transaction.atomic():
+            if bounded:
+                sql.lock_timeout(BEAT_LOCK_SECONDS)
+            if not Worker.objects.filter(name=self.name).update(beat_at=now):
+                # First beat, or the others declared this worker dead while it was frozen: it lives again. Its
+                # conversations were taken over, and their fencing tokens keep it from writing to them.
+                Worker.objects.get_or_create(name=self.name, defaults={"beat_at": now})
 
     def _loop(self) -> None:
         renewed = time.monotonic()
@@ -119,7 +128,7 @@ class Heartbeat:
         away = False  # the database did not answer the last beat
         while not self.stopping.wait(settings.EVALSITE_WORKER_BEAT_SECONDS):
             try:
-                self._beat()
+                self._beat(bounded=True)
                 if away:
                     # Back from an outage, during which the leases ran on unrenewed: renew them all at once,
                     # before the other workers' sweepers count them lapsed.

@@ -173,6 +173,14 @@ def durable() -> None:
             cursor.execute("SET LOCAL synchronous_commit = on")
 
 
+def lock_timeout(seconds: float) -> None:
+    """The caller's transaction waits at most this long for a row lock (PostgreSQL; SQLite's writers queue on
+    the writer lock, evalsite.sqlite, with a timeout of their own)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{int(seconds * 1000)}ms'")
+
+
 def renew_leases(conversation_ids: list[int], worker: str, until: datetime) -> set[int]:
     """Extend the leases of these conversations that this worker still runs; the ids it extended.
 

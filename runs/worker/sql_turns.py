@@ -143,30 +143,28 @@ def store_turns(turns: list[dict], *, now: datetime) -> list[bool]:
 
 def _store_turns_sqlite(turns: list[dict], now: datetime) -> list[bool]:
     """store_turns on SQLite: which conversations are still ours, in one query, then the updates and the
-    inserts of those, each one executemany on the driver's own cursor. SQLite runs a statement in
-    microseconds, in this process; what a turn cost was Django's wrapping of its two statements (a cursor each,
-    the placeholder rewrite, the checks). The caller's transaction holds the writer lock (evalsite.sqlite),
-    so no claim changes between the query and the writes."""
+    inserts of those, each one executemany. SQLite runs a statement in microseconds, in this process; what a
+    turn cost was the wrapping of its two statements (a cursor each, the placeholder rewrite, the checks),
+    which a batch now pays three times. The caller's transaction holds the writer lock (evalsite.sqlite), so
+    no claim changes between the query and the writes."""
     if not turns:
         return []
-    # The driver's errors come out as Django's (IntegrityError: the caller stores the turns one by one).
-    with connection.wrap_database_errors:
-        cursor = connection.connection.cursor()  # inside the caller's transaction: Django has connected
-        try:
-            ids = [turn["conversation_id"] for turn in turns]
-            cursor.execute(
-                f"SELECT id, attempt FROM {CONVERSATION} WHERE status = ? AND id IN ({', '.join('?' * len(ids))})",
-                [Status.RUNNING, *ids],
-            )
-            claims = dict(cursor.fetchall())
-            ours = [turn for turn in turns if claims.get(turn["conversation_id"]) == turn["attempt"]]
+    with connection.cursor() as cursor:
+        ids = [turn["conversation_id"] for turn in turns]
+        cursor.execute(
+            f"SELECT id, attempt FROM {CONVERSATION} WHERE status = %s AND id IN ({', '.join(['%s'] * len(ids))})",
+            [Status.RUNNING, *ids],
+        )
+        claims = dict(cursor.fetchall())
+        ours = [turn for turn in turns if claims.get(turn["conversation_id"]) == turn["attempt"]]
+        if ours:
             cursor.executemany(
                 f"""UPDATE {CONVERSATION}
-                    SET turn_count = ?, prompt_tokens = prompt_tokens + ?,
-                        completion_tokens = completion_tokens + ?, judge_tokens = judge_tokens + ?,
-                        user_tokens = user_tokens + ?, cost = cost + ?, tokens_estimated = ?,
+                    SET turn_count = %s, prompt_tokens = prompt_tokens + %s,
+                        completion_tokens = completion_tokens + %s, judge_tokens = judge_tokens + %s,
+                        user_tokens = user_tokens + %s, cost = cost + %s, tokens_estimated = %s,
                         waiting_until = NULL, waiting_reason = ''
-                    WHERE id = ?""",
+                    WHERE id = %s""",
                 [
                     (
                         t["position"],
@@ -183,10 +181,9 @@ def _store_turns_sqlite(turns: list[dict], now: datetime) -> list[bool]:
             )
             when = _when(now)
             cursor.executemany(
-                f"INSERT INTO {TURN} (conversation_id, position, record, passed, created_at) VALUES (?, ?, ?, ?, ?)",
+                f"INSERT INTO {TURN} (conversation_id, position, record, passed, created_at) "
+                "VALUES (%s, %s, %s, %s, %s)",
                 [(t["conversation_id"], t["position"], t["record"], t["passed"], when) for t in ours],
             )
-        finally:
-            cursor.close()
     stored = {turn["conversation_id"] for turn in ours}
     return [turn["conversation_id"] in stored for turn in turns]

@@ -34,12 +34,14 @@ def _suite(tools: bool) -> str:
 
 
 def _writes(queries) -> list[str]:
-    """The statements that write the run's rows, their values left out."""
+    """The statements that write the run's rows, their values left out (an executemany is logged as "N times:
+    <statement>").
+    """
+    statements = [re.sub(r"^\s*\d+ times: ", "", query["sql"]) for query in queries]
     return [
-        re.sub(r"\s+", " ", re.sub(r"'[^']*'|\b\d+\b", "?", query["sql"])).strip()
-        for query in queries
-        if query["sql"].lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))
-        and "runs_worker" not in query["sql"]
+        re.sub(r"\s+", " ", re.sub(r"'[^']*'|\b\d+\b", "?", sql)).strip()
+        for sql in statements
+        if sql.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")) and "runs_worker" not in sql
     ]
 
 
