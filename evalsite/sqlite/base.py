@@ -19,6 +19,7 @@ from django.db import OperationalError
 from django.db.backends.sqlite3 import base
 
 _WAIT_SECONDS = 30  # as long as SQLite's own busy timeout (settings: OPTIONS timeout)
+_waits = threading.local()  # a thread's own bound on that wait (writes_wait_at_most)
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLAC")
 
 
@@ -36,7 +37,7 @@ class WriterLock:
         self._pid = 0
 
     def acquire(self) -> None:
-        if not self.thread_lock.acquire(timeout=_WAIT_SECONDS):
+        if not self.thread_lock.acquire(timeout=getattr(_waits, "seconds", _WAIT_SECONDS)):
             raise OperationalError("database is locked (waited for another thread's write)")
         if self.path is None:
             return
@@ -77,6 +78,21 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@contextlib.contextmanager
+def writes_wait_at_most(seconds: float):
+    """This thread's writes wait at most `seconds` for another thread's (then raise OperationalError, as a
+    longer wait would): for a caller that would rather try again later than wait."""
+    before = getattr(_waits, "seconds", None)
+    _waits.seconds = seconds
+    try:
+        yield
+    finally:
+        if before is None:
+            del _waits.seconds
+        else:
+            _waits.seconds = before
 
 
 def writer_lock(database: str) -> WriterLock:

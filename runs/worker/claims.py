@@ -114,9 +114,7 @@ class Heartbeat:
         next beat) rather than wait on it, so that a transaction holding this worker's row cannot stop the
         beat, nor keep `stop` waiting for it."""
         now = timezone.now()
-        with transaction.atomic():
-            if bounded:
-                sql.lock_timeout(BEAT_LOCK_SECONDS)
+        with sql.bounded_transaction(BEAT_LOCK_SECONDS) if bounded else transaction.atomic():
             if not Worker.objects.filter(name=self.name).update(beat_at=now):
                 # First beat, or the others declared this worker dead while it was frozen: it lives again. Its
                 # conversations were taken over, and their fencing tokens keep it from writing to them.

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-from django.db import connection
+from django.db import connection, transaction
 
 from runs.models import Conversation, Run, Status, Turn
 from suites.models import SuiteVersion
@@ -173,12 +174,21 @@ def durable() -> None:
             cursor.execute("SET LOCAL synchronous_commit = on")
 
 
-def lock_timeout(seconds: float) -> None:
-    """The caller's transaction waits at most this long for a row lock (PostgreSQL; SQLite's writers queue on
-    the writer lock, evalsite.sqlite, with a timeout of their own)."""
+@contextmanager
+def bounded_transaction(seconds: float):
+    """A transaction that waits at most `seconds` for a lock, then raises: PostgreSQL's lock_timeout for its
+    row locks, and on SQLite the wait for the writer lock (evalsite.sqlite), which another thread's open
+    transaction holds."""
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(f"SET LOCAL lock_timeout = '{int(seconds * 1000)}ms'")
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{int(seconds * 1000)}ms'")
+            yield
+        return
+    from evalsite.sqlite.base import writes_wait_at_most
+
+    with writes_wait_at_most(seconds), transaction.atomic():
+        yield
 
 
 def renew_leases(conversation_ids: list[int], worker: str, until: datetime) -> set[int]:
