@@ -6,9 +6,8 @@ generation settings), the role that makes it (the model under test, a judge, the
 iteration it belongs to, so that the repeats of an eval stay independent draws. Messages hold a secret as its
 `{{secret:NAME}}` placeholder, filled only as the model under test's client sends them; that client's keys
 also hold an HMAC-SHA-256 of the values the placeholders are filled with (`secrets_digest`, keyed by the
-store's `pepper`), so a changed secret
-asks again; the values themselves are in no key and never stored. A store (`ResponseStore`)
-keeps the answers: the CLI's is a local diskcache (`DiskStore`), the server's the database or Redis
+store's `pepper`), so a changed secret asks again; the values themselves are in no key and never stored.
+A store (`ResponseStore`) keeps the answers: the CLI's is a local diskcache (`DiskStore`), the server's the database or Redis
 (runs.response_cache). A cached answer costs nothing: its `Completion` says `cached`, and what it cost the
 first time is `saved_cost`, not spent; its tokens are still the reply's, so checks on them grade it as they
 did the first time.
@@ -214,8 +213,9 @@ def call_key(
 def secrets_digest(
     messages: list[dict], environ: Mapping[str, str] | None = None, pepper: bytes = b""
 ) -> str | None:
-    """A SHA-256 of each `{{secret:NAME}}` the messages hold with the value it is sent as (the environment
-    variable NAME, read as engine.suitevars.fill_secrets reads it), or None when they hold none. An unset one
+    """An HMAC-SHA-256, keyed by `pepper`, of each `{{secret:NAME}}` the messages hold with the value it is
+    sent as (the environment variable NAME, read as engine.suitevars.fill_secrets reads it), or None when they
+    hold none. An unset one
     counts as empty: its call fails before it is answered, so nothing is kept under it."""
     names = sorted({found.group("name") for text in _texts(messages) for found in SECRET_REF.finditer(text)})
     if not names:

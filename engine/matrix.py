@@ -136,7 +136,7 @@ class ColumnIn:
     model: str
     status: str
     cells: Sequence[CellIn]
-    latencies_ms: Sequence[int] = ()  # of the turns the model answered: a cached reply took no time of its
+    latencies_ms: Sequence[int] = ()  # of the turns the model answered, not the cache
 
 
 @dataclass(frozen=True)

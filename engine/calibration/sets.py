@@ -152,8 +152,8 @@ def _tool_calls_problem(calls: object) -> str | None:
     for call in calls:
         function = call.get("function") if isinstance(call, dict) else None
         if not (
-            isinstance(call.get("id"), str)
-            and isinstance(function, dict)
+            isinstance(function, dict)
+            and isinstance(call.get("id"), str)
             and isinstance(function.get("name"), str)
             and isinstance(function.get("arguments", ""), str)
         ):

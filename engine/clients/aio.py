@@ -23,8 +23,7 @@ from ..schema.settings import ModelSettings
 from .answers import (
     Reply,
     Transient,
-    error_body_param,
-    error_body_text,
+    error_body,
     read_reply,
     status_failure,
     timed_out,
@@ -120,7 +119,8 @@ class AsyncOpenAIClient(OpenAIClient):
         ) as r:
             if r.status >= 400:
                 raw = await r.text()
-                raise _HTTPFailure(r.status, error_body_text(raw), r.headers, error_body_param(raw))
+                text, param = error_body(raw)
+                raise _HTTPFailure(r.status, text, r.headers, param)
             raw = await r.read()
             try:
                 response = orjson.loads(raw)

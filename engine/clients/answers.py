@@ -85,25 +85,19 @@ def error_param_of(exc) -> str | None:
     return error_param({"error": body} if isinstance(body, dict) and "error" not in body else body)
 
 
-def error_body_param(raw: str) -> str | None:
-    try:
-        return error_param(json.loads(raw))
-    except ValueError:
-        return None
-
-
-def error_body_text(raw: str) -> str:
-    """An error answer's message, as the openai client would give it: the JSON error's message, or the text."""
+def error_body(raw: str) -> tuple[str, str | None]:
+    """An error answer's message, as the openai client would give it (the JSON error's message, or the text),
+    and the request field it names (error_param)."""
     try:
         body = json.loads(raw)
     except ValueError:
-        return raw[:500] or "no body"
+        return raw[:500] or "no body", None
     if isinstance(body, dict):
         error = body.get("error")
         message = (error.get("message") if isinstance(error, dict) else None) or body.get("message")
         if message:
-            return str(message)
-    return raw[:500]
+            return str(message), error_param(body)
+    return raw[:500], error_param(body)
 
 
 @dataclass(frozen=True)

@@ -63,9 +63,10 @@ class Server:
         return self._answer(method, path, lambda: self._send(method, path, body, {}))
 
     def launch(self, body: dict, path: str = "/api/runs") -> tuple[int, object]:
-        """POST /api/runs (or /api/matrices) with one Idempotency-Key for this invocation. A launch that got no answer (the
-        connection failed or dropped, a proxy said the app is away) may have made its run: it is sent again
-        with the same key, and the server answers with the run it made, if any, instead of another."""
+        """POST /api/runs (or /api/matrices) with one Idempotency-Key for this invocation. A launch that got no
+        answer (the connection failed or dropped, a proxy said the app is away) may have made its run: it is
+        sent again with the same key, and the server answers with what it made, if anything, instead of
+        another."""
         key = f"evalsite-cli-{uuid.uuid4()}"
 
         def say_retry(state: RetryCallState) -> None:

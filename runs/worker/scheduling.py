@@ -5,8 +5,9 @@ across all runs. It is called when a run is launched and whenever a conversation
 only after the transaction that marked them dispatched commits; when conversations end on a worker, the
 conversations its dispatch marks fill the slots they freed instead of going through the broker (FreedSlots).
 A run is finalised when its last conversation ends; one stopped short (a user's cancel, a refused setting, its
-cost limit) has its queued conversations cancelled first (cancel_queued), so none is sent. Sending goes through the callable the Celery tasks
-register (`publish_with`), so this module needs none of the runtime that plays the conversations.
+cost limit) has its queued conversations cancelled first (cancel_queued), so none is sent. Sending goes through
+the callable the Celery tasks register (`publish_with`), so this module needs none of the runtime that plays
+the conversations.
 """
 
 from __future__ import annotations

@@ -25,6 +25,14 @@ def _json_placeholder() -> str:
     return "%s::jsonb" if connection.vendor == "postgresql" else "%s"
 
 
+# A turn's counts added to its conversation, and the turn itself: one turn (store_turn) or many (SQLite's batch).
+_ADD_COUNTS = f"""UPDATE {CONVERSATION}
+    SET turn_count = %s, prompt_tokens = prompt_tokens + %s, completion_tokens = completion_tokens + %s,
+        judge_tokens = judge_tokens + %s, user_tokens = user_tokens + %s, cost = cost + %s, tokens_estimated = %s,
+        waiting_until = NULL, waiting_reason = ''"""
+_INSERT_TURN = f"INSERT INTO {TURN} (conversation_id, position, record, passed, created_at) VALUES "
+
+
 def store_turn(
     conversation_id: int,
     attempt: int,
@@ -50,12 +58,7 @@ def store_turn(
         each turn's update would write a new entry in every index of the conversation table."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""UPDATE {CONVERSATION}
-                SET turn_count = %s, prompt_tokens = prompt_tokens + %s,
-                    completion_tokens = completion_tokens + %s, judge_tokens = judge_tokens + %s,
-                    user_tokens = user_tokens + %s, cost = cost + %s, tokens_estimated = %s,
-                    waiting_until = NULL, waiting_reason = ''
-                WHERE id = %s AND attempt = %s AND status = %s""",
+            f"{_ADD_COUNTS} WHERE id = %s AND attempt = %s AND status = %s",
             [
                 position,
                 prompt_tokens,
@@ -72,8 +75,7 @@ def store_turn(
         if cursor.rowcount != 1:
             return False
         cursor.execute(
-            f"INSERT INTO {TURN} (conversation_id, position, record, passed, created_at) "
-            f"VALUES (%s, %s, {_json_placeholder()}, %s, %s)",
+            f"{_INSERT_TURN}(%s, %s, {_json_placeholder()}, %s, %s)",
             [conversation_id, position, record, passed, _when(now)],
         )
         return True
@@ -159,12 +161,7 @@ def _store_turns_sqlite(turns: list[dict], now: datetime) -> list[bool]:
         ours = [turn for turn in turns if claims.get(turn["conversation_id"]) == turn["attempt"]]
         if ours:
             cursor.executemany(
-                f"""UPDATE {CONVERSATION}
-                    SET turn_count = %s, prompt_tokens = prompt_tokens + %s,
-                        completion_tokens = completion_tokens + %s, judge_tokens = judge_tokens + %s,
-                        user_tokens = user_tokens + %s, cost = cost + %s, tokens_estimated = %s,
-                        waiting_until = NULL, waiting_reason = ''
-                    WHERE id = %s""",
+                f"{_ADD_COUNTS} WHERE id = %s",
                 [
                     (
                         t["position"],
@@ -181,8 +178,7 @@ def _store_turns_sqlite(turns: list[dict], now: datetime) -> list[bool]:
             )
             when = _when(now)
             cursor.executemany(
-                f"INSERT INTO {TURN} (conversation_id, position, record, passed, created_at) "
-                "VALUES (%s, %s, %s, %s, %s)",
+                f"{_INSERT_TURN}(%s, %s, %s, %s, %s)",
                 [(t["conversation_id"], t["position"], t["record"], t["passed"], when) for t in ours],
             )
     stored = {turn["conversation_id"] for turn in ours}

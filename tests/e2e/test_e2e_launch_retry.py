@@ -79,20 +79,29 @@ class DroppingProxy:
         self.listener.close()
 
 
-def test_a_launch_whose_answer_was_lost_is_sent_again_and_returns_the_same_run(
-    live_server, user, start_worker, tmp_path
-):
+def _launched_through_a_dropping_proxy(live_server, user, start_worker, tmp_path, path: bytes, *arguments):
+    """`evalsite run --server` on the mock CI suite through a DroppingProxy for `path`: the CLI's result and the
+    proxy."""
     start_worker()
     _, token = create_token(user, "ci")
     suite = tmp_path / "suite.yaml"
     suite.write_text(MOCK_CI_SUITE.format(name="dropped"))
     host, port = live_server.url.removeprefix("http://").split(":")
-    proxy = DroppingProxy((host, int(port)))
+    proxy = DroppingProxy((host, int(port)), path)
     try:
-        result = evalsite(str(suite), "--server", proxy.url, token=token, cwd=tmp_path)
+        result = evalsite(str(suite), "--server", proxy.url, *arguments, token=token, cwd=tmp_path)
     finally:
         proxy.close()
     assert result.returncode == 0, result.stderr
+    return result, proxy
+
+
+def test_a_launch_whose_answer_was_lost_is_sent_again_and_returns_the_same_run(
+    live_server, user, start_worker, tmp_path
+):
+    result, proxy = _launched_through_a_dropping_proxy(
+        live_server, user, start_worker, tmp_path, b"/api/runs"
+    )
     assert b" 201 " in proxy.dropped[0].split(b"\r\n", 1)[0]  # the server made the run the first time
     assert len(proxy.launches) == 2
     keys = [
@@ -114,25 +123,9 @@ def test_a_matrix_launch_whose_answer_was_lost_is_sent_again_and_returns_the_sam
 ):
     from runs.models import RunMatrix
 
-    start_worker()
-    _, token = create_token(user, "ci")
-    suite = tmp_path / "suite.yaml"
-    suite.write_text(MOCK_CI_SUITE.format(name="dropped-matrix"))
-    host, port = live_server.url.removeprefix("http://").split(":")
-    proxy = DroppingProxy((host, int(port)), b"/api/matrices")
-    try:
-        result = evalsite(
-            str(suite),
-            "--server",
-            proxy.url,
-            "--model",
-            "mock,mock@temperature=0.5",
-            token=token,
-            cwd=tmp_path,
-        )
-    finally:
-        proxy.close()
-    assert result.returncode == 0, result.stderr
+    result, proxy = _launched_through_a_dropping_proxy(
+        live_server, user, start_worker, tmp_path, b"/api/matrices", "--model", "mock,mock@temperature=0.5"
+    )
     assert len(proxy.launches) == 2 and "sending it again with the same Idempotency-Key" in result.stderr
     matrix = RunMatrix.objects.get()  # one matrix, its two runs, made by the first launch
     assert Run.objects.count() == 2 and LaunchKey.objects.get().matrix == matrix

@@ -115,6 +115,7 @@ def test_an_agents_sample_keeps_its_tool_calls_for_the_judge(tmp_path):
     [
         ("{role: assistant, tool_calls: []}", "`tool_calls` is a non-empty list"),
         ("{role: assistant, tool_calls: [{id: c1, function: {name: 3}}]}", "each tool call is"),
+        ("{role: assistant, tool_calls: [get_weather]}", "each tool call is"),
         ("{role: tool, content: 3}", "a tool message's content is a string"),
     ],
 )

@@ -161,6 +161,9 @@ def test_an_agents_labelled_conversation_keeps_its_tool_calls_as_a_sample(
     }
     assert messages[2] == {"role": "tool", "tool_call_id": call["id"], "content": "21 °C, clear"}
     assert suite.calibration.samples[1].reply == messages[3]["content"] != ""
+    # The review queue shows the same conversation: the call, and no "None" for the message that only made it.
+    review = client.get(reverse("runs:review", args=[run.pk]), {"c": conversation.pk}).content.decode()
+    assert "calls get_weather" in review and ">None<" not in review
 
 
 @pytest.mark.django_db(transaction=True)
