@@ -41,6 +41,13 @@ TYPE_ERRORS = {
     "model_type",
     "model_attributes_type",
 }
+# pydantic's bound errors: the word for the bound, and the key of its limit in the error's context.
+BOUNDS = {
+    "greater_than": ("greater than", "gt"),
+    "greater_than_equal": ("at least", "ge"),
+    "less_than": ("less than", "lt"),
+    "less_than_equal": ("at most", "le"),
+}
 # A model with more keys than this is named ("a check") rather than spelled out ("{name, criteria, weight}").
 MAX_KEYS_SHOWN = 7
 FLOW_SPLIT_HINT = "quote the text: a comma inside {...} starts a new key"
@@ -103,7 +110,7 @@ def _readable(error: dict, loc: Path, model: type[BaseModel], raw: object, flow_
         annotation = annotation_at(model, written)
         if annotation is not None:
             return Readable(written, _expected(annotation, _value_at(raw, written)))
-    message = _pydantic_message(error)
+    message = error_words(error)
     # A hint only for a clear typo: a short or partial value matches several (`last`: last_turn, last_assistant).
     if kind == "literal_error" and isinstance(error.get("input"), str) and len(error["input"]) >= 4:
         choices = [
@@ -121,6 +128,17 @@ def _literals(annotation: Any) -> tuple:
 
 def _pydantic_message(error: dict) -> str:
     return error["msg"].removeprefix("Value error, ")
+
+
+def error_words(error: dict) -> str:
+    """One of pydantic's errors in a suite author's words, without its place: a bound says the number
+    allowed and the one found ("expected a number at most 2; found the number 9")."""
+    if error["type"] in BOUNDS:
+        words, key = BOUNDS[error["type"]]
+        limit = error["ctx"][key]
+        limit = f"{limit:g}" if isinstance(limit, float) else limit
+        return f"expected a number {words} {limit}; found {found(error['input'])}"
+    return _pydantic_message(error)
 
 
 @functools.cache

@@ -14,6 +14,7 @@ from endpoints.routes import suite_routes
 from engine import cost
 from engine.cache import roles_of
 from engine.clients import MOCK
+from engine.errors import error_words, unknown_key_message
 from engine.matrix import SETTING_MARK, Variant, VariantError, parse_variants
 from engine.options import RunOptions
 from engine.schema import Suite as SuiteSpec
@@ -66,7 +67,8 @@ def settings_from_text(text: str) -> ModelSettings | None:
         lines = {key.value: key.start_mark.line + 1 for key, _ in getattr(node, "value", ())}
         line = lines.get(str(error["loc"][0])) if error["loc"] else None
         where = f"line {line}, {path}" if line else path
-        raise forms.ValidationError(f"{where}: {error['msg']}") from None
+        message = unknown_key_message(path) if error["type"] == "extra_forbidden" else error_words(error)
+        raise forms.ValidationError(f"{where}: {message}") from None
 
 
 class SettingsField(forms.CharField):

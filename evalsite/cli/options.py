@@ -8,6 +8,7 @@ import argparse
 import yaml
 from pydantic import ValidationError
 
+from engine.errors import error_words
 from engine.options import RunOptions
 from engine.schema.settings import ModelSettings
 
@@ -66,5 +67,5 @@ def settings_set(assignments: list[str] | None) -> dict[str, ModelSettings]:
         except ValidationError as exc:
             error = exc.errors()[0]
             key = str(error["loc"][0]) if error["loc"] else ""
-            raise UserError(f"--set {given[role].get(key, key)}: {error['msg']}") from None
+            raise UserError(f"--set {given[role].get(key, key)}: {error_words(error)}") from None
     return out

@@ -168,6 +168,17 @@ def test_a_fraction_for_a_whole_number_names_both():
     ]
 
 
+def test_a_number_out_of_bounds_names_the_bound_and_the_number():
+    problems = problems_of(
+        "name: s\nmax_cost: -1\nmodel_settings: {temperature: 3, max_tokens: 0}\nevals: [{input: Hi, ground_truth: hi}]\n"
+    )
+    assert [(p.path, p.message) for p in problems] == [
+        ("max_cost", "expected a number greater than 0; found the number -1"),
+        ("model_settings.temperature", "expected a number at most 2; found the number 3"),
+        ("model_settings.max_tokens", "expected a number at least 1; found the number 0"),
+    ]
+
+
 def test_an_extractor_mapping_without_a_known_key_says_how_extractors_are_written():
     """`kind` is filled in from the key an extractor is written with; the file never has it to point at."""
     problems = problems_of(EVAL + "input: hi\n    ground_truth: x\n    extractor: {patern: x}\n")

@@ -99,8 +99,8 @@ def test_a_run_without_launch_settings_shows_and_reports_the_suites(
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("seed: 1\ntemperature: 5", "line 2, temperature: Input should be less than or equal to 2"),
-        ("temprature: 0.2", "line 1, temprature: Extra inputs are not permitted"),
+        ("seed: 1\ntemperature: 5", "line 2, temperature: expected a number at most 2; found the number 5"),
+        ("temprature: 0.2", "line 1, temprature: unknown key `temprature` (did you mean `temperature`?)"),
         ("[0.2]", "write a mapping, e.g. {temperature: 0.2, max_tokens: 500}"),
         ("temperature: [", "line 1: not YAML or JSON"),
     ],

@@ -31,6 +31,8 @@ def test_a_wrong_set_is_one_line_naming_it(fake, suite):
     assert_one_line_error(result, 2, "--set temperature=hot", "valid number")
     result = run_on(fake, suite, "--set", "temprature=0")
     assert_one_line_error(result, 2, "--set temprature=0", "no setting `temprature`", "temperature")
+    result = run_on(fake, suite, "--set", "temperature=9")
+    assert_one_line_error(result, 2, "--set temperature=9", "expected a number at most 2; found the number 9")
     assert fake.chat_requests() == []
 
 
