@@ -1,12 +1,13 @@
 """Comparing three models: three `evalsite run` processes, one after another, against one
-`evalsite run --model a,b,c`, and the matrix page of the result.
+`evalsite run --model a,b,c` (which plays the three together, --concurrency each), and the matrix page of
+the result.
 
     python bench/matrix.py [--evals 300] [--concurrency 10] [--latency 0.1] [--repeat 3]
 
 The fake endpoint (tests/fakeopenai) answers every call after --latency seconds. Each model plays the same
-suite of single-turn evals; the ideal is evals / concurrency × latency per model. Printed: whole-process wall
-time over the ideal of all three models, for the three processes and for the one matrix process (median of
---repeat), and then the matrix page's server time and query count for a matrix of that size played in this
+suite of single-turn evals; the ideal is evals / concurrency × latency per model: three times that one
+after another, once for the three together. Printed: whole-process wall time over its ideal, for the three
+processes and for the one matrix process (median of --repeat), and then the matrix page's server time and query count for a matrix of that size played in this
 process (a fresh SQLite database in a temporary folder).
 """
 
@@ -53,7 +54,8 @@ def main() -> None:
     path = folder / "suite.yaml"
     path.write_text(suite(args.evals))
     evalsite = str(Path(sys.executable).parent / "evalsite")
-    ideal = len(MODELS) * args.evals / args.concurrency * args.latency
+    one = args.evals / args.concurrency * args.latency
+    ideal, together_ideal = len(MODELS) * one, one
     with FakeOpenAI(latency=args.latency) as fake:
         env = {**os.environ, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "bench",
                "EVALSITE_VAR_DIR": str(folder), "EVALSITE_DEFAULT_CONCURRENCY": str(args.concurrency)}  # fmt: skip
@@ -62,14 +64,14 @@ def main() -> None:
         for _ in range(args.repeat):
             apart.append(sum(timed([evalsite, *common, "--model", model], env) for model in MODELS))
             together.append(timed([evalsite, *common, "--model", ",".join(MODELS)], env))
+    print(f"{args.evals} evals × {len(MODELS)} models, C={args.concurrency}, {args.latency * 1000:.0f} ms")
     print(
-        f"{args.evals} evals × {len(MODELS)} models, C={args.concurrency}, {args.latency * 1000:.0f} ms: ideal {ideal:.2f} s"
+        f"three processes   {statistics.median(apart):6.2f} s  {statistics.median(apart) / ideal:.3f}× ideal "
+        f"({ideal:.2f} s, one after another)"
     )
     print(
-        f"three processes   {statistics.median(apart):6.2f} s  {statistics.median(apart) / ideal:.3f}× ideal"
-    )
-    print(
-        f"one matrix        {statistics.median(together):6.2f} s  {statistics.median(together) / ideal:.3f}× ideal"
+        f"one matrix        {statistics.median(together):6.2f} s  "
+        f"{statistics.median(together) / together_ideal:.3f}× ideal ({together_ideal:.2f} s, together)"
     )
     page(args.evals)
 

@@ -156,100 +156,159 @@ def run_suite(
 
     Once the endpoint refuses a setting (noted in `refusals`), no more conversations start: those not
     started are not in the report."""
-    ctx, endpoint_name = build_context(
-        suite,
-        registry,
-        model,
-        files,
-        asynchronous=True,
-        timeout=timeout,
-        code=code,
-        refusals=refusals,
-        store=store,
-    )
-    jobs = [
-        (index, iteration)
-        for index, ev in enumerate(suite.evals)
-        for iteration in range(ev.iterations or suite.iterations)
-    ]
-    workers = max(1, min(concurrency, registry.max_concurrency(endpoint_name), len(jobs)))
-    started = time.monotonic()
-    results: list[EvalResult | None] = [None] * len(jobs)
-    limit = suite.max_cost
-    spent = 0.0
+    play = Play(
+        suite, registry, model=model, concurrency=concurrency, on_result=on_result, suite_ref=suite_ref,
+        files=files, on_wait=on_wait, timeout=timeout, on_slow=on_slow, slow_min_seconds=slow_min_seconds,
+        code=code, store=store, watched=watched, refusals=refusals,
+    )  # fmt: skip
+    return run_plays([play])[0]
 
-    async def play_all() -> None:
-        # `workers` conversations at a time on one event loop: each awaits its model calls, and the loop
-        # plays another meanwhile. Threads only for what may call a model while grading (judges).
-        queue = iter(enumerate(jobs))
+
+class Play:
+    """One suite to play on a model (run_suite's arguments), and, once played, its report."""
+
+    def __init__(
+        self,
+        suite: Suite,
+        registry: EndpointRegistry,
+        *,
+        model: str | None = None,
+        concurrency: int = 10,
+        on_result: Callable[[EvalResult], None] | None = None,
+        on_ended: Callable[[RunReport], None] | None = None,
+        suite_ref: SuiteRef | None = None,
+        files: Mapping[str, str] | None = None,
+        on_wait: Callable[[RetryWait], None] | None = None,
+        timeout: float | None = None,
+        on_slow: Callable[[Slow], None] | None = None,
+        slow_min_seconds: float = SLOW_MIN_SECONDS,
+        code: CodeRunner | None = None,
+        store: cache.ResponseStore | None = None,
+        watched: set[Calls] | None = None,
+        refusals: Refusals | None = None,
+    ) -> None:
+        self.suite, self.model, self.suite_ref = suite, model, suite_ref
+        self.on_result, self.on_ended, self.on_wait = on_result, on_ended, on_wait
+        self.on_slow, self.slow_min_seconds = on_slow, slow_min_seconds
+        self.playing: set[Calls] = watched if watched is not None else set()
+        self.watch_calls = on_slow is not None or watched is not None
+        self.ctx, self.endpoint = build_context(
+            suite, registry, model, files, asynchronous=True, timeout=timeout, code=code,
+            refusals=refusals, store=store,
+        )  # fmt: skip
+        self.jobs = [
+            (index, iteration)
+            for index, ev in enumerate(suite.evals)
+            for iteration in range(ev.iterations or suite.iterations)
+        ]
+        self.cap = registry.max_concurrency(self.endpoint)
+        self.workers = max(1, min(concurrency, self.cap, len(self.jobs)))
+        self.results: list[EvalResult | None] = [None] * len(self.jobs)
+        self.spent = 0.0
+        self.report: RunReport | None = None
+
+    async def play(self, endpoint_slots: asyncio.Semaphore) -> None:
+        """`workers` conversations at a time on the running loop: each awaits its model calls, and the loop
+        plays another meanwhile; `endpoint_slots` bounds them with every other play's on the same endpoint."""
+        started = time.monotonic()
+        queue = iter(enumerate(self.jobs))
         latencies = Latencies()
-        playing: set[Calls] = watched if watched is not None else set()
-        watch_calls = on_slow is not None or watched is not None
+        limit = self.suite.max_cost
 
         async def worker() -> None:
-            nonlocal spent
-            while limit is None or spent < limit:
-                if ctx.refusals.first is not None:  # every later conversation would be refused the same way
+            while limit is None or self.spent < limit:
+                if (
+                    self.ctx.refusals.first is not None
+                ):  # every later conversation would be refused the same way
                     return
                 n, (index, iteration) = next(queue, (None, (None, None)))
                 if n is None:
                     return
                 calls = Calls(latencies)
-                playing.add(calls)
+                self.playing.add(calls)
                 try:
-                    with watching(calls if watch_calls else None), cache.playing_iteration(iteration):
-                        result = await run_eval_async(
-                            suite.evals[index], index, suite.eval_id(index), ctx, on_wait=on_wait
-                        )
+                    async with endpoint_slots:
+                        with (
+                            watching(calls if self.watch_calls else None),
+                            cache.playing_iteration(iteration),
+                        ):
+                            result = await run_eval_async(
+                                self.suite.evals[index], index, self.suite.eval_id(index), self.ctx,
+                                on_wait=self.on_wait,
+                            )  # fmt: skip
                 finally:
-                    playing.discard(calls)
+                    self.playing.discard(calls)
                 result.iteration = iteration
-                results[n] = result
-                spent += result.totals.cost
-                if on_result is not None:
-                    on_result(result)
+                self.results[n] = result
+                self.spent += result.totals.cost
+                if self.on_result is not None:
+                    self.on_result(result)
 
         async def watch() -> None:
             while True:
                 await asyncio.sleep(SLOW_CHECK_SECONDS)
-                slow = slow_calls(list(playing), slow_min_seconds)
+                slow = slow_calls(list(self.playing), self.slow_min_seconds)
                 if slow is not None:
-                    on_slow(slow)
+                    self.on_slow(slow)
 
-        watcher = asyncio.create_task(watch()) if on_slow is not None else None
+        watcher = asyncio.create_task(watch()) if self.on_slow is not None else None
         try:
-            await asyncio.gather(*(worker() for _ in range(workers)))
+            await asyncio.gather(*(worker() for _ in range(self.workers)))
         finally:
             if watcher is not None:
                 watcher.cancel()
-            for client in {id(ctx.agent): ctx.agent, id(ctx.judge): ctx.judge}.values():
+        self.report = self._report(time.monotonic() - started)
+        if self.on_ended is not None:
+            self.on_ended(self.report)
+
+    def _report(self, duration: float) -> RunReport:
+        suite, results, limit = self.suite, self.results, self.suite.max_cost
+        stop_reason = None
+        if limit is not None and self.spent >= limit and any(result is None for result in results):
+            stop_reason = limit_reached(limit)
+            results = [
+                result or not_started(suite, *self.jobs[n], stop_reason) for n, result in enumerate(results)
+            ]
+        results = [
+            result for result in results if result is not None
+        ]  # those a refused setting kept from starting
+        gates = evaluate_gates(suite.gates, results)
+        iterated = iterated_results(suite, results)
+        return RunReport(
+            suite=self.suite_ref or SuiteRef(name=suite.name or ""),
+            model=self.model or suite.model or "",
+            endpoint=self.endpoint,
+            mock=self.endpoint == MOCK,
+            settings=settings_report(suite),
+            status=Status.CANCELLED if stop_reason else gated_status(results, gates, iterated),
+            stop_reason=stop_reason,
+            gates=gates,
+            iterated=iterated,
+            evals=results,
+            totals=RunTotals.of(results, duration_s=round(duration, 3)),
+        )
+
+
+def run_plays(plays: list[Play]) -> list[RunReport]:
+    """Play several suites together on one event loop (a matrix's variants), each `concurrency` at a time;
+    an endpoint's cap bounds the conversations of all of them on it together. Their reports, in order."""
+
+    async def main() -> None:
+        slots: dict[str, asyncio.Semaphore] = {}
+        for play in plays:
+            slots.setdefault(play.endpoint, asyncio.Semaphore(play.cap))
+        try:
+            await asyncio.gather(*(play.play(slots[play.endpoint]) for play in plays))
+        finally:
+            # Sessions are shared by every play on the loop: closed once all have ended.
+            clients = {id(client): client for play in plays for client in (play.ctx.agent, play.ctx.judge)}
+            for client in clients.values():
                 if hasattr(client, "aclose"):
                     await client.aclose()
             await close_mcp_sessions()  # the MCP servers the conversations shared (engine.tools.mcp)
 
-    _run_loop(play_all, workers)
-    stop_reason = None
-    if limit is not None and spent >= limit and any(result is None for result in results):
-        stop_reason = limit_reached(limit)
-        results = [result or not_started(suite, *jobs[n], stop_reason) for n, result in enumerate(results)]
-    results = [
-        result for result in results if result is not None
-    ]  # those a refused setting kept from starting
-    gates = evaluate_gates(suite.gates, results)
-    iterated = iterated_results(suite, results)
-    return RunReport(
-        suite=suite_ref or SuiteRef(name=suite.name or ""),
-        model=model or suite.model or "",
-        endpoint=endpoint_name,
-        mock=endpoint_name == MOCK,
-        settings=settings_report(suite),
-        status=Status.CANCELLED if stop_reason else gated_status(results, gates, iterated),
-        stop_reason=stop_reason,
-        gates=gates,
-        iterated=iterated,
-        evals=results,
-        totals=RunTotals.of(results, duration_s=round(time.monotonic() - started, 3)),
-    )
+    _run_loop(main, sum(play.workers for play in plays))
+    return [play.report for play in plays]
 
 
 def not_started(suite: Suite, index: int, iteration: int, why: str) -> EvalResult:

@@ -1,6 +1,6 @@
 """`evalsite run --model a,b,c` (or `--variant` repeated): one suite against several models, or settings
-variants of one (`gpt-4o-mini@temperature=0.7`, engine.matrix), played here one variant after another, then
-the grid of evals × variants on the terminal and the exports a run has: JUnit with a testsuite per variant, a
+variants of one (`gpt-4o-mini@temperature=0.7`, engine.matrix), played here together, each --concurrency
+at a time, then the grid of evals × variants on the terminal and the exports a run has: JUnit with a testsuite per variant, a
 CSV of the grid, a Markdown table."""
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ import json
 import os
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from engine.clients import DEFAULT
 from engine.exports import FORMATS, junit_xml
 from engine.matrix import (
     Variant,
@@ -51,10 +53,10 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     from engine.cache import DiskStore, roles_of
     from engine.calls import SlowReporter
     from engine.codegrade.run import CodeRunner
-    from engine.runner import run_suite
+    from engine.runner import Play, run_plays
 
     from .database import endpoint_registry
-    from .local import bind_vars, check_model_refs, raise_cap
+    from .local import bind_vars, check_model_refs
     from .progress import Progress, Tally
     from .run import PROGRESS_EVERY
 
@@ -62,35 +64,75 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     suite, values = bind_vars(args.file, suite, getattr(args, "vars", None))
     suite = apply_options(suite, run_options(args))
     registry, unread = endpoint_registry()
-    registries = []
     for variant in variants:  # every reference and cap checked before the first variant spends anything
         check_model_refs(suite, variant.model, registry, unread)
-        given = getattr(args, "concurrency_given", True)
-        registries.append(raise_cap(registry, variant.model, args.concurrency) if given else registry)
+    if getattr(args, "concurrency_given", True):
+        registry = matrix_cap(registry, variants, args.concurrency)
     # One progress line for the whole matrix: every variant's conversations, as they end.
     tally = Tally(len(variants) * sum(ev.iterations or suite.iterations for ev in suite.evals))
     every = getattr(args, "progress_every", PROGRESS_EVERY)
-    columns, reports = [], []
     with Progress(tally, live=sys.stderr.isatty(), every=every) as progress:
-        for number, (variant, variant_registry) in enumerate(zip(variants, registries, strict=True), 1):
-            progress.say(f"[{number}/{len(variants)}] {variant.name}")
-            played = apply_options(suite, RunOptions(model_settings=variant.model_settings))
-            report = run_suite(
-                played, variant_registry, model=variant.model, concurrency=args.concurrency, files=files,
-                on_result=tally.add, watched=tally.playing, timeout=getattr(args, "timeout", None),
-                on_wait=lambda wait: progress.note(f"{wait.endpoint}: {wait.reason}, retrying in {wait.seconds:.0f} s"),
-                on_slow=SlowReporter(progress.note), slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
+        names = ", ".join(variant.name for variant in variants)
+        progress.say(f"Playing {len(variants)} variants together, {args.concurrency} at a time each: {names}")
+
+        def ended(number: int, variant: Variant):
+            def say(report: RunReport) -> None:
+                totals = report.totals
+                progress.say(
+                    f"[{number}/{len(variants)}] {variant.name}: {totals.passed} passed, {totals.failed} "
+                    f"failed, {totals.error} errors of {totals.evals}"
+                )
+
+            return say
+
+        played = [
+            apply_options(suite, RunOptions(model_settings=variant.model_settings)) for variant in variants
+        ]
+        store = DiskStore() if any(map(roles_of, played)) else None  # one for all: they share its folder
+        plays = [
+            Play(
+                variant_suite,
+                registry,
+                model=variant.model,
+                concurrency=args.concurrency,
+                files=files,
+                on_result=tally.add,
+                on_ended=ended(number, variant),
+                watched=tally.playing,
+                timeout=getattr(args, "timeout", None),
+                on_wait=lambda wait: progress.note(
+                    f"{wait.endpoint}: {wait.reason}, retrying in {wait.seconds:.0f} s"
+                ),
+                on_slow=SlowReporter(progress.note),
+                slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
                 code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
-                store=DiskStore() if roles_of(played) else None,
-            )  # fmt: skip
-            report.vars = values or None
-            reports.append(report)
-            totals = report.totals
-            progress.say(
-                f"    {totals.passed} passed, {totals.failed} failed, {totals.error} errors of {totals.evals}"
+                store=store if roles_of(variant_suite) else None,
             )
-            columns.append(column_of_report(str(number), variant.name, report))
+            for number, (variant, variant_suite) in enumerate(zip(variants, played, strict=True), 1)
+        ]
+        reports = run_plays(plays)
+    for report in reports:
+        report.vars = values or None
+    columns = [
+        column_of_report(str(number), variant.name, report)
+        for number, (variant, report) in enumerate(zip(variants, reports, strict=True), 1)
+    ]
     return finish(args, variants, reports, columns, suite.system)
+
+
+def matrix_cap(registry, variants: list[Variant], concurrency: int):
+    """The registry with room for `concurrency` conversations of each variant: a named endpoint's cap must
+    allow one variant's (it bounds all of them on it together, as on a server); the default endpoint's is
+    raised to `concurrency` for each variant on it."""
+    from .local import raise_cap
+
+    for variant in variants:
+        raise_cap(registry, variant.model, concurrency)  # refuses a named endpoint's lower cap
+    on_default = sum(registry.resolve(variant.model)[0] == DEFAULT for variant in variants)
+    if not on_default:
+        return registry
+    cap = max(registry.default.max_concurrency, concurrency * on_default)
+    return replace(registry, default=replace(registry.default, max_concurrency=cap))
 
 
 def finish(args, variants: list[Variant], reports, columns, system: str | None) -> int:

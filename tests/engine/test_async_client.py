@@ -11,7 +11,7 @@ import pytest
 from engine.clients import AsyncOpenAIClient, EndpointConfig, EndpointError, EndpointRegistry
 from engine.loader import load_suite
 from engine.retries import LocalPauseBoard, RetryWait, retry_hooks
-from engine.runner import run_suite
+from engine.runner import Play, run_plays, run_suite
 from tests.engine.test_clients import KEY_ENV, UNREADABLE, FakeTime
 from tests.fakeopenai import FakeOpenAI, Reply
 
@@ -148,6 +148,31 @@ def test_a_suite_plays_on_one_event_loop_with_its_conversations_overlapping(fake
         assert result.passed_on_turn == 2
     assert fake.max_in_flight == 20
     assert report.totals.duration_s < 2 * (40 / 20) * 2 * 0.05 + 0.5  # ideal 0.2 s, with room for a slow CI
+
+
+@pytest.mark.parametrize(("endpoints", "in_flight"), [(("a", "a"), 10), (("a", "b"), 20)])
+def test_plays_go_together_each_at_its_concurrency_within_their_endpoints_cap(fake, endpoints, in_flight):
+    """Two suites played together (a matrix's variants), 10 at a time each: on one endpoint whose cap is 10,
+    10 calls in flight in all; on two, 20, and both end in about the time of one."""
+    fake.latency = 0.1
+    for i in range(20):
+        fake.script(f"conversation {i}", ["not yet", f"done {i}"])
+    registry = EndpointRegistry(
+        EndpointConfig(name="default", base_url=fake.base_url, api_key_env=KEY_ENV),
+        {
+            name: EndpointConfig(name=name, base_url=fake.base_url, api_key_env=KEY_ENV, max_concurrency=10)
+            for name in ("a", "b")
+        },
+    )
+    suite = load_suite(tree_suite(20))
+    plays = [Play(suite, registry, model=f"{name}/m", concurrency=10) for name in endpoints]
+    reports = run_plays(plays)
+    assert [report.endpoint for report in reports] == list(endpoints)
+    for report in reports:
+        assert report.status == "passed" and len(report.evals) == 20
+        assert [turn.response for turn in report.evals[7].turns] == ["not yet", "done 7"]
+    assert fake.max_in_flight == in_flight
+    assert len(fake.chat_requests()) == 2 * 20 * 2
 
 
 def test_a_judge_runs_beside_the_loop_not_on_it(fake):

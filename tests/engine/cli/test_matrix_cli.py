@@ -1,4 +1,4 @@
-"""`evalsite run --model a,b` plays the suite on each model in turn and prints the grid, with its exports."""
+"""`evalsite run --model a,b` plays the suite on every model together and prints the grid, with its exports."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_two_models_make_a_grid_on_the_terminal_and_in_every_export(fake, suite)
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr  # one variant failed an eval
     lines = result.stdout.splitlines()
-    assert "[3/3] good temperature=0.7" in lines
+    assert "[3/3] good temperature=0.7: 2 passed, 0 failed, 0 errors of 2" in lines
     table = lines[lines.index("eval    good  bad   good temperature=0.7") :]
     assert table[1:3] == [
         "eval-1  pass  FAIL  pass",
@@ -52,7 +52,8 @@ def test_a_variant_it_cannot_read_is_one_line_and_nothing_is_called(fake, suite)
 
 def test_a_matrix_shows_its_progress_and_takes_the_concurrency_given(tmp_path):
     """Two variants of 40 half-second conversations at --concurrency 40: a progress line while they play (no
-    terminal: the periodic one) and all of a variant's conversations out at once, not the default ten."""
+    terminal: the periodic one), and both variants' conversations out at once, 40 each (the default endpoint's
+    cap raised for both), not the default ten nor one variant after the other."""
     with FakeOpenAI(latency=0.5, api_key=FAKE_KEY) as fake:
         suite = many(tmp_path, 40)
         result = subprocess.run(
@@ -60,7 +61,9 @@ def test_a_matrix_shows_its_progress_and_takes_the_concurrency_given(tmp_path):
             cwd=tmp_path, env=env_for(fake, tmp_path), capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert result.returncode == 0, result.stdout + result.stderr
-        assert fake.max_in_flight > 30
+        assert fake.max_in_flight > 70
     progress = [line for line in result.stderr.splitlines() if line.startswith("progress: ")]
     assert progress and all("/80 · " in line for line in progress), result.stderr
-    assert "[2/2] b" in result.stdout.splitlines()
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Playing 2 variants together, 40 at a time each: a, b"
+    assert "[2/2] b: 40 passed, 0 failed, 0 errors of 40" in lines
