@@ -49,7 +49,13 @@ class Workload:
     source: str  # suite YAML; its evals (times their iterations) are the run's conversations
     ideal: float  # seconds a zero-overhead scheduler would take
     scripts: dict[str, list[str]] = field(default_factory=dict)  # fake.script(first_user, replies)
-    rules: list[tuple[str, str]] = field(default_factory=list)  # fake.rule(contains, reply)
+    rules: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # fake.rule(contains, reply, where=rules_where)
+    rules_where: str = "last"
+    calls: int = (
+        TURNS  # model calls a conversation makes one after another (the bare HTTP client makes as many)
+    )
     # fake.tool_rounds: the rounds of tool calls before its text answer, when the suite offers tools
     tool_rounds: int = 1
 
@@ -58,7 +64,7 @@ class Workload:
         for first_user, replies in self.scripts.items():
             fake.script(first_user, replies)
         for contains, reply in self.rules:
-            fake.rule(contains, reply)
+            fake.rule(contains, reply, where=self.rules_where)
 
 
 def workload(args) -> Workload:
@@ -356,7 +362,7 @@ def http_only(args, work: Workload) -> dict:
             while not queue.empty():
                 first = queue.get_nowait()
                 messages = [{"role": "user", "content": first}]
-                for _ in range(TURNS):
+                for _ in range(work.calls):
                     started = time.monotonic()
                     async with session.post(f"{base_url}/chat/completions", json={"model": "bench-model", "messages": messages},
                                             headers={"Authorization": "Bearer sk-bench"}) as response:  # fmt: skip
@@ -381,7 +387,7 @@ def http_only(args, work: Workload) -> dict:
         cpu += time.process_time()
         calls = answered()
     return {
-        "status": "passed" if made == args.n * TURNS else "failed",
+        "status": "passed" if made == args.n * work.calls else "failed",
         "wall": wall,
         "ideal": work.ideal,
         "turns": made,

@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 
 from .clients import ChatClient, Completion
+from .clients.aio import calls_loop
 
 
 class Stopping:
@@ -69,13 +70,19 @@ class Threaded(IO):
     async def blocking(self, fn: Callable, *args, may_call_model: bool = True):
         if not may_call_model:
             return fn(*args)
-        return await asyncio.to_thread(fn, *args)
+        return await asyncio.to_thread(_calling_on, asyncio.get_running_loop(), fn, *args)
 
     async def awaited(self, fn: Callable[..., Awaitable], *args):
         return await fn(*args)
 
 
 INLINE, THREADED = IO(), Threaded()
+
+
+def _calling_on(loop: asyncio.AbstractEventLoop, fn: Callable, *args):
+    """fn(*args) in a grading thread, whose chat calls are made on `loop` (engine.clients.aio)."""
+    calls_loop.set(loop)  # in this thread's copy of the conversation's context only
+    return fn(*args)
 
 
 def _offered(tools, settings) -> dict:

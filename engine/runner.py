@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from . import cache
 from .calls import SLOW_MIN_SECONDS, Calls, Latencies, Slow, slow_calls, watching
 from .clients import MOCK, EndpointRegistry
+from .clients.aio import close_sessions
 from .clients.settings import Refusals, configured, settings_report
 from .codegrade.run import CodeRunner
 from .conversation import Defaults, EngineContext, run_eval_async
@@ -68,16 +69,17 @@ def build_context(
 
     def resolve(ref: str):
         name, model_id = registry.resolve(ref)
-        client = cached(registry.client(name, suite.mock), "judge")
+        client = cached(registry.client(name, suite.mock, asynchronous=asynchronous), "judge")
         return configured(client, judge_settings, "judge_settings", refusals), model_id
 
     def resolve_user(ref: str):
         name, model_id = registry.resolve(ref)
-        client = cached(registry.client(name, suite.mock), "simulated_user")
+        client = cached(registry.client(name, suite.mock, asynchronous=asynchronous), "simulated_user")
         return configured(client, user_settings, "user_settings", refusals), model_id
 
+    # Asynchronous clients' calls from a grading thread are made on the loop (engine.clients.aio).
     agent = registry.client(endpoint_name, suite.mock, asynchronous=asynchronous, secrets=True)
-    judge = registry.client(judge_endpoint, suite.mock)
+    judge = registry.client(judge_endpoint, suite.mock, asynchronous=asynchronous)
     # A judge_settings temperature goes over the suite's judge_temperature; a check's own goes over both.
     judge_temperature = suite.judge_temperature
     if judge_settings is not None and judge_settings.temperature is not None:
@@ -300,11 +302,7 @@ def run_plays(plays: list[Play]) -> list[RunReport]:
         try:
             await asyncio.gather(*(play.play(slots[play.endpoint]) for play in plays))
         finally:
-            # Sessions are shared by every play on the loop: closed once all have ended.
-            clients = {id(client): client for play in plays for client in (play.ctx.agent, play.ctx.judge)}
-            for client in clients.values():
-                if hasattr(client, "aclose"):
-                    await client.aclose()
+            await close_sessions()  # every endpoint's, shared by the plays: closed once all have ended
             await close_mcp_sessions()  # the MCP servers the conversations shared (engine.tools.mcp)
 
     _run_loop(main, sum(play.workers for play in plays))

@@ -2,13 +2,17 @@
 conversations on one loop (engine.runner, the workers).
 
 Chat calls go through aiohttp rather than the `openai` client: its request building and parsing, in
-Python, dominate a call's CPU once the model is fast. Judges and embeddings keep the `openai` client, in
-threads (engine.conversation.run_eval_async).
+Python, dominate a call's CPU once the model is fast. Grading runs in threads beside the loop
+(engine.conversation_io.Threaded), as checks are plain functions: a judge's or a simulated user's chat call
+made there is handed to the loop that plays the conversation (`on_loop`), so it costs what the model under
+test's calls cost. Embeddings keep the `openai` client.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import json
 import os
 import time
@@ -39,6 +43,28 @@ from .settings import headers, refusal
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, aiohttp.ClientSession]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+# The loop playing the conversation whose grading runs in this thread (engine.conversation_io.Threaded sets it
+# in the thread's copy of the conversation's context); None elsewhere.
+calls_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "calls_loop", default=None
+)
+# How often a grading thread waiting on its call looks whether the loop has stopped (a run cut short).
+_LOOP_CHECK_SECONDS = 1.0
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def close_sessions() -> None:
+    """Close every endpoint's session on the running loop (the runner, once its conversations have ended)."""
+    for session in _sessions.pop(asyncio.get_running_loop(), {}).values():
+        await session.close()
 
 
 def _encoded(body: dict) -> bytes:
@@ -81,6 +107,21 @@ class AsyncOpenAIClient(OpenAIClient):
             )
             sessions[key] = session
         return session
+
+    def complete(self, model: str, messages: list[dict], **kwargs) -> Completion:
+        """From a grading thread, the call is made on the loop playing its conversation, through aiohttp;
+        anywhere else (no such loop, or on the loop's own thread), through the `openai` client."""
+        loop = calls_loop.get()
+        if loop is None or loop.is_closed() or _running_loop() is loop:
+            return super().complete(model, messages, **kwargs)
+        future = asyncio.run_coroutine_threadsafe(self.acomplete(model, messages, **kwargs), loop)
+        while True:
+            try:
+                return future.result(timeout=_LOOP_CHECK_SECONDS)
+            except concurrent.futures.TimeoutError:
+                if not loop.is_running():  # the run was cut short: nobody will answer
+                    future.cancel()
+                    raise EndpointError(f"{self.label}: the run stopped before the call ended") from None
 
     async def aclose(self) -> None:
         """Close this endpoint's session on the running event loop (the runner calls it before its loop ends)."""

@@ -195,6 +195,9 @@ def test_a_judge_runs_beside_the_loop_not_on_it(fake):
     assert report.status == "passed", [r.verdict for r in report.evals]
     assert all(result.turns[0].checks[0].score == pytest.approx(0.9) for result in report.evals)
     assert fake.max_in_flight >= 5  # judges and replies overlapped
+    # The judges' calls, made from grading threads, went out on the loop (aiohttp), as the replies' did.
+    agents = {request["headers"].get("user-agent", "").split("/")[0] for request in fake.requests}
+    assert agents == {"Python"}, agents
 
 
 @pytest.mark.parametrize("answer", UNREADABLE, ids=["bad-json", "html", "no-choices", "no-message", "null"])

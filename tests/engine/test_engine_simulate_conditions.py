@@ -234,7 +234,10 @@ def test_any_stops_at_the_first_member_that_holds_and_all_at_the_first_that_does
         ("stop_when: {all: []}", "at least 1"),
         ("stop_when: {or: [{after_turns: 1}]}", "unknown key `or`"),
         ("stop_when: {after_turns: 0}", "expected a number at least 1; found the number 0"),
-        ("stop_when: {natural_language: {prompt: x, threshold: 1.5}}", "expected a number at most 1; found the number 1.5"),
+        (
+            "stop_when: {natural_language: {prompt: x, threshold: 1.5}}",
+            "expected a number at most 1; found the number 1.5",
+        ),
         ("stop_when: {not: [{after_turns: 1}]}", ""),
         ("follow_ups: [{input: a, turns: .inf}, {input: b}]", "turns: inf is allowed only on the last"),
         ("follow_ups: [{input: a, turns: 0}]", "turns is at least 1"),
