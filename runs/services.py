@@ -24,6 +24,7 @@ from engine.loader import conversation_count
 from engine.options import RunOptions, apply
 from engine.runner import build_context
 from projects import audit
+from projects.deleting import DeleteRefused
 from projects.models import Action
 from suites.models import SuiteVersion
 
@@ -227,10 +228,6 @@ def revoke_share_link(link: ShareLink, *, by=None) -> None:
     revoked = ShareLink.objects.filter(pk=link.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     if revoked:
         audit.record(by, link.run.project_id, Action.REVOKED, link.run, link=link.pk)
-
-
-class DeleteRefused(Exception):
-    """The run cannot be deleted now; the message says why."""
 
 
 @transaction.atomic

@@ -17,6 +17,7 @@ from engine.schema import Suite as SuiteSpec
 from engine.source import SuiteError, decode_source
 from engine.text import plural
 from projects import audit
+from projects.deleting import DeleteRefused
 from projects.models import Action, Project
 
 from . import parsed
@@ -225,10 +226,6 @@ __all__ = [
     "save_version",
     "validate_source",
 ]
-
-
-class DeleteRefused(Exception):
-    """The suite cannot be deleted; the message says why."""
 
 
 def why_kept(suite: Suite) -> str:
