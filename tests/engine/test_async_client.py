@@ -200,6 +200,32 @@ def test_a_judge_runs_beside_the_loop_not_on_it(fake):
     assert agents == {"Python"}, agents
 
 
+def test_a_simulated_user_and_its_judged_stop_go_out_on_the_loop(fake):
+    """A simulated user's messages and a judged stop condition are model calls too: they go out through the
+    loop's HTTP client, as the agent's do, and the conversation plays to its stop."""
+    fake.rule("Reply with the user's next message", "Book it for two, please.", where="any", model="u")
+    fake.rule("Booked for two", '{"score": 1, "reason": "booked"}', where="any", model="j")
+    fake.rule("Has the agent booked", '{"score": 0, "reason": "not yet"}', where="any", model="j")
+    fake.script("I want a table", ["For how many?", "Booked for two: confirmed."])
+    source = (
+        "name: sim\nmodel: fake/m\njudge: fake/j\nevals:\n  - prompt: I want a table\n    simulate:\n"
+        "      persona: A diner who wants a table for two.\n      model: fake/u\n      max_turns: 3\n"
+        "      stop_when: {llm_judge: {criteria: Has the agent booked the table?, threshold: 0.5}}\n"
+        "    checks: [{contains: Booked}]\n"
+    )
+    registry = EndpointRegistry(
+        EndpointConfig(name="default", base_url=fake.base_url, api_key_env=KEY_ENV),
+        {"fake": EndpointConfig(name="fake", base_url=fake.base_url, api_key_env=KEY_ENV)},
+    )
+    report = run_suite(load_suite(source), registry, concurrency=2)
+    result = report.evals[0]
+    assert result.status == "passed", result.verdict
+    assert [turn.response for turn in result.turns] == ["For how many?", "Booked for two: confirmed."]
+    assert {body["model"] for body in fake.chat_requests()} == {"m", "u", "j"}
+    agents = {request["headers"].get("user-agent", "").split("/")[0] for request in fake.requests}
+    assert agents == {"Python"}, agents
+
+
 @pytest.mark.parametrize("answer", UNREADABLE, ids=["bad-json", "html", "no-choices", "no-message", "null"])
 def test_a_200_that_is_no_chat_completion_is_retried_then_explained(fake, answer):
     fake.fail_next(3, reply=answer)
