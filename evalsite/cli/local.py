@@ -212,25 +212,34 @@ def say_estimate(suite: Suite, registry: EndpointRegistry, model: str | None) ->
 
 
 @contextmanager
-def interrupted(tally: Tally, streamed: StreamedJSON | None, shown: bool) -> Iterator[None]:
-    """Ctrl-C: what the run kept, for the line the command ends with (evalsite.cli.main)."""
+def interrupted(
+    tally: Tally, streamed: StreamedJSON | list[StreamedJSON | None] | None, shown: bool
+) -> Iterator[None]:
+    """Ctrl-C: what the run kept, for the line the command ends with (evalsite.cli.main). `streamed`: the
+    --json file, or a matrix's, one a variant."""
     try:
         yield
     except KeyboardInterrupt:
         kept = f"{tally.done} of {plural(tally.total, 'conversation')} had ended"
+        files = [one.path for one in (streamed if isinstance(streamed, list) else [streamed]) if one]
         where = ["printed above"] if shown else []
-        where += [f"in {streamed.path} with status `running`"] if streamed else []
+        where += [f"in {', '.join(map(str, files))} with status `running`"] if files else []
         if tally.done and where:
             kept += f" ({', and '.join(where)})"
         raise KeyboardInterrupt(f"{kept}; no summary was written") from None
 
 
 def stream_json(
-    args: argparse.Namespace, suite: Suite, model_ref: str, endpoint: str, values: dict[str, str]
+    args: argparse.Namespace,
+    suite: Suite,
+    model_ref: str,
+    endpoint: str,
+    values: dict[str, str],
+    path: Path | None = None,
 ) -> StreamedJSON | None:
-    """--json, written as conversations end; None when it was not asked for, or is no regular file (a pipe,
-    /dev/stdout), which gets the whole document at the end."""
-    path = getattr(args, "json_path", None)
+    """--json (or `path`, a matrix variant's), written as conversations end; None when it was not asked for,
+    or is no regular file (a pipe, /dev/stdout), which gets the whole document at the end."""
+    path = path or getattr(args, "json_path", None)
     if path is None or (path.exists() and not path.is_file()):
         return None
     head = {

@@ -56,7 +56,7 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     from engine.runner import Play, run_plays
 
     from .database import endpoint_registry
-    from .local import bind_vars, check_model_refs
+    from .local import bind_vars, check_model_refs, interrupted, stream_json
     from .progress import Progress, Tally
     from .run import PROGRESS_EVERY
 
@@ -71,7 +71,18 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     # One progress line for the whole matrix: every variant's conversations, as they end.
     tally = Tally(len(variants) * sum(ev.iterations or suite.iterations for ev in suite.evals))
     every = getattr(args, "progress_every", PROGRESS_EVERY)
-    with Progress(tally, live=sys.stderr.isatty(), every=every) as progress:
+    json_path = getattr(args, "json_path", None)
+    paths = json_paths(json_path, variants) if json_path is not None else [None] * len(variants)
+    streamed = [
+        stream_json(args, suite, variant.model, registry.resolve(variant.model)[0], values, path)
+        if path is not None
+        else None
+        for variant, path in zip(variants, paths, strict=True)
+    ]
+    with (
+        Progress(tally, live=sys.stderr.isatty(), every=every) as progress,
+        interrupted(tally, streamed, False),
+    ):
         names = ", ".join(variant.name for variant in variants)
         progress.say(f"Playing {len(variants)} variants together, {args.concurrency} at a time each: {names}")
 
@@ -96,7 +107,7 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
                 model=variant.model,
                 concurrency=args.concurrency,
                 files=files,
-                on_result=tally.add,
+                on_result=ended_one(tally, json_file),
                 on_ended=ended(number, variant),
                 watched=tally.playing,
                 timeout=getattr(args, "timeout", None),
@@ -108,7 +119,9 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
                 code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
                 store=store if roles_of(variant_suite) else None,
             )
-            for number, (variant, variant_suite) in enumerate(zip(variants, played, strict=True), 1)
+            for number, (variant, variant_suite, json_file) in enumerate(
+                zip(variants, played, streamed, strict=True), 1
+            )
         ]
         reports = run_plays(plays)
     for report in reports:
@@ -117,7 +130,19 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
         column_of_report(str(number), variant.name, report)
         for number, (variant, report) in enumerate(zip(variants, reports, strict=True), 1)
     ]
-    return finish(args, variants, reports, columns, suite.system)
+    return finish(args, variants, reports, columns, suite.system, streamed)
+
+
+def ended_one(tally, json_file):
+    """A variant's conversation ended: counted, and written to the variant's --json file as it ends."""
+    if json_file is None:
+        return tally.add
+
+    def ended(result) -> None:
+        tally.add(result)
+        json_file.add(result)
+
+    return ended
 
 
 def matrix_cap(registry, variants: list[Variant], concurrency: int):
@@ -135,13 +160,13 @@ def matrix_cap(registry, variants: list[Variant], concurrency: int):
     return replace(registry, default=replace(registry.default, max_concurrency=cap))
 
 
-def finish(args, variants: list[Variant], reports, columns, system: str | None) -> int:
+def finish(args, variants: list[Variant], reports, columns, system: str | None, streamed=None) -> int:
     """The grid on the terminal, the files asked for, and the exit code: each variant's as a run of its
-    own (gates too), the worst of them."""
+    own (gates too), the worst of them. `streamed`: the variants' --json files written as they played."""
     grid = build_grid(columns)
     print()
     print(grid_text(grid))
-    write_matrix_outputs(args, variants, reports, grid, system)
+    write_matrix_outputs(args, variants, reports, grid, system, streamed)
     codes = {exit_code(report) for report in reports}
     return BROKEN if BROKEN in codes else FAILED if FAILED in codes else PASSED
 
@@ -149,15 +174,19 @@ def finish(args, variants: list[Variant], reports, columns, system: str | None) 
 WRITTEN = {"junit": "JUnit XML (a testsuite per variant)", "csv": "CSV grid", "md": "Markdown table"}
 
 
-def write_matrix_outputs(args, variants, reports, grid, system) -> None:
+def write_matrix_outputs(args, variants, reports, grid, system, streamed=None) -> None:
     json_path = getattr(args, "json_path", None)
     if json_path is not None:
-        for path, report in zip(json_paths(json_path, variants), reports, strict=True):
-            _write(
-                path,
-                "--json",
-                json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n",
-            )
+        streamed = streamed or [None] * len(variants)
+        for path, report, json_file in zip(json_paths(json_path, variants), reports, streamed, strict=True):
+            if json_file is not None:
+                json_file.finish(report)
+            else:
+                _write(
+                    path,
+                    "--json",
+                    json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n",
+                )
             print(f"Wrote the results (JSON) to {path}")
     writers = {
         "junit": lambda: matrix_junit(

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 from tests.conftest import FAKE_KEY
 from tests.engine.cli.test_terminal import env_for, many
-from tests.engine.standalone import EVALSITE, assert_one_line_error, run_on
-from tests.fakeopenai import FakeOpenAI
+from tests.engine.standalone import EVALSITE, as_from_a_terminal, assert_one_line_error, fresh_env, run_on
+from tests.fakeopenai import FakeOpenAI, Reply
 
 
 def test_two_models_make_a_grid_on_the_terminal_and_in_every_export(fake, suite):
@@ -67,3 +69,37 @@ def test_a_matrix_shows_its_progress_and_takes_the_concurrency_given(tmp_path):
     lines = result.stdout.splitlines()
     assert lines[0] == "Playing 2 variants together, 40 at a time each: a, b"
     assert "[2/2] b: 40 passed, 0 failed, 0 errors of 40" in lines
+
+
+def test_each_variants_json_is_written_as_its_conversations_end(fake, suite):
+    """--json in a matrix: a file per variant, each holding its conversations as they end, so a matrix cut
+    short (Ctrl-C) leaves what ended on disk, and the line it ends with names the files."""
+    fake.rule("What is 2 + 2?", "4")
+    fake.rule("What is 15 * 7?", Reply(text="105", latency=30))
+    out = suite.parent / "results.json"
+    env = fresh_env(
+        OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY=FAKE_KEY, EVALSITE_VAR_DIR=str(suite.parent)
+    )
+    process = subprocess.Popen(
+        [str(EVALSITE), "run", str(suite), "--model", "good,bad", "--json", str(out)], cwd=suite.parent, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal,
+    )  # fmt: skip
+    files = [suite.parent / "results.good.json", suite.parent / "results.bad.json"]
+
+    def ended(path) -> list:
+        try:
+            return json.loads(path.read_text())["evals"]
+        except (OSError, ValueError):
+            return []
+
+    deadline = time.monotonic() + 60
+    while not all(ended(path) for path in files) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    for path in files:
+        document = json.loads(path.read_text())
+        assert document["status"] == "running"
+        assert [result["prompt"] for result in document["evals"]] == ["What is 2 + 2?"]
+    assert f"in {files[0]}, {files[1]} with status `running`" in err, err
