@@ -135,6 +135,16 @@ def limit_reached(limit: float) -> str:
     return f"cost limit {money(limit)} reached"
 
 
+def variant_costs(found: list[tuple[str, Estimate]]) -> list[tuple[str, list[str]]]:
+    """A matrix's estimate: each variant's lines, then their sum when every variant's is known."""
+    costs = [(name, each.lines()) for name, each in found]
+    estimates = [each for _, each in found]
+    if estimates and all(each.low is not None for each in estimates) and not all(e.free for e in estimates):
+        low, high = sum(each.low for each in estimates), sum(each.high for each in estimates)
+        costs.append((f"all {len(estimates)} variants", [f"≈ {money(low)} (up to {money(high)})"]))
+    return costs
+
+
 def estimate(suite: Suite, resolve: Prices, model: str | None = None) -> Estimate:
     """The cost of running `suite` (with `model` over its own), from the endpoints `resolve` maps a model
     reference to: (endpoint name, its config, or None when it has none)."""

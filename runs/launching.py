@@ -204,12 +204,7 @@ def launch_costs(spec: SuiteSpec | None, model: str, compare: str | None) -> lis
         found = estimate(spec, model or None)
         return [("", found.lines())] if found is not None else []
     found = [(variant.name, estimate(spec, variant.model)) for variant in variants]
-    costs = [(name, each.lines()) for name, each in found if each is not None]
-    estimates = [each for _, each in found if each is not None]
-    if estimates and all(each.low is not None for each in estimates) and not all(e.free for e in estimates):
-        low, high = sum(each.low for each in estimates), sum(each.high for each in estimates)
-        costs.append((f"all {len(estimates)} variants", [f"≈ {cost.money(low)} (up to {cost.money(high)})"]))
-    return costs
+    return cost.variant_costs([(name, each) for name, each in found if each is not None])
 
 
 def estimate(spec: SuiteSpec | None, model: str | None) -> cost.Estimate | None:

@@ -24,7 +24,7 @@ from engine.calls import SlowReporter
 from engine.clients import DEFAULT, MOCK, EndpointRegistry
 from engine.clients.settings import Refusals
 from engine.codegrade.run import CodeRunner
-from engine.cost import estimate, money
+from engine.cost import estimate, money, variant_costs
 from engine.endpoint_checks import (
     closest_endpoint,
     locator,
@@ -197,18 +197,24 @@ def run_here(args: argparse.Namespace) -> int:
     return code
 
 
-def say_estimate(suite: Suite, registry: EndpointRegistry, model: str | None) -> None:
+def say_estimate(suite: Suite, registry: EndpointRegistry, model: str | None, variants=None) -> None:
     """What the run may cost, and what that rests on, before anything is spent: when some endpoint it calls has
     prices, or a cost limit is set (which, without prices, nothing can reach). A run on unpriced endpoints
-    without a limit says nothing: the line would be the same on every run."""
-    found = estimate(suite, registry.endpoint_of, model)
-    if found.free or not (found.some_priced or suite.max_cost is not None):
+    without a limit says nothing: the line would be the same on every run. `variants`: a matrix's, as
+    (name, its suite, its model): a line each, and their sum."""
+    variants = variants or [("", suite, model)]
+    found = [(name, estimate(played, registry.endpoint_of, ref)) for name, played, ref in variants]
+    if all(each.free for _, each in found):
+        return
+    if not any(each.some_priced for _, each in found) and suite.max_cost is None:
         return
     limit = f" · limit {money(suite.max_cost)}" if suite.max_cost is not None else ""
-    if found.low is None and suite.max_cost is not None:
+    if any(each.low is None for _, each in found) and suite.max_cost is not None:
         limit += ", which spends nothing without prices and so never stops the run"
-    for line in found.lines():
-        print(f"cost: {line}{limit}", file=sys.stderr)
+    costs = variant_costs(found) if len(found) > 1 else [("", found[0][1].lines())]
+    for name, lines in costs:
+        for line in lines:
+            print(f"cost: {f'{name}: ' if name else ''}{line}{limit}", file=sys.stderr)
 
 
 @contextmanager

@@ -56,7 +56,7 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     from engine.runner import Play, run_plays
 
     from .database import endpoint_registry
-    from .local import bind_vars, check_model_refs, interrupted, stream_json
+    from .local import bind_vars, check_model_refs, interrupted, say_estimate, stream_json
     from .progress import Progress, Tally
     from .run import PROGRESS_EVERY
 
@@ -71,6 +71,13 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     # One progress line for the whole matrix: every variant's conversations, as they end.
     tally = Tally(len(variants) * sum(ev.iterations or suite.iterations for ev in suite.evals))
     every = getattr(args, "progress_every", PROGRESS_EVERY)
+    played = [apply_options(suite, RunOptions(model_settings=variant.model_settings)) for variant in variants]
+    say_estimate(
+        suite,
+        registry,
+        None,
+        [(variant.name, one, variant.model) for variant, one in zip(variants, played, strict=True)],
+    )
     json_path = getattr(args, "json_path", None)
     paths = json_paths(json_path, variants) if json_path is not None else [None] * len(variants)
     streamed = [
@@ -96,9 +103,6 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
 
             return say
 
-        played = [
-            apply_options(suite, RunOptions(model_settings=variant.model_settings)) for variant in variants
-        ]
         store = DiskStore() if any(map(roles_of, played)) else None  # one for all: they share its folder
         plays = [
             Play(

@@ -51,3 +51,16 @@ def test_max_cost_must_be_an_amount(fake, tmp_path):
     result = run_on(fake, path, "--max-cost", "-1")
     assert result.returncode == 2
     assert "'-1' is not an amount of US dollars above 0" in result.stderr
+
+
+def test_a_matrix_says_each_variants_estimate_and_their_sum(fake, tmp_path):
+    path = tmp_path / "budget.yaml"
+    path.write_text(FIVE)
+    fake.rule("question", "OK")
+    result = run_on(fake, path, "--model", "gpt-test,gpt-test@max_tokens=2", **PRICED)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("cost: ")]
+    assert [line.split(": ")[1] for line in lines] == ["gpt-test", "gpt-test max_tokens=2", "all 2 variants"]
+    assert lines[0].startswith("cost: gpt-test: ≈ $1,000.00 (up to $4,000.00): 5 conversations × 1 turn")
+    assert lines[1].startswith("cost: gpt-test max_tokens=2: ≈ $10.00 (up to $10.00): 5 conversations")
+    assert lines[2] == "cost: all 2 variants: ≈ $1,010.00 (up to $4,010.00)"
