@@ -16,7 +16,7 @@ run, wall time from launch to the run's end):
 Backends as in bench/throughput.py: `http` (the bare HTTP client, one call a conversation: the CPU floor a
 call), `cli` (`evalsite run`, with the whole process's wall time), `embedded` (workers on SQLite + the
 filesystem broker) and `postgres` (workers on PostgreSQL + Redis: BENCH_PG_URL, default the `evalsite_bench`
-database, and BENCH_REDIS_URL, default Redis database 8).
+database, and BENCH_REDIS_URL, default Redis database 10).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import os
 import sys
 
 # Before throughput reads it: this benchmark's Redis database, apart from the other benchmarks' and tests'.
-os.environ.setdefault("BENCH_REDIS_URL", "redis://127.0.0.1:6379/8")
+os.environ.setdefault("BENCH_REDIS_URL", "redis://127.0.0.1:6379/10")
 
 # bench/throughput.py puts the project on sys.path.
 from throughput import Workload, child, common_arguments, run_backends, table_header  # noqa: E402
