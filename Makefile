@@ -4,9 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 ADDR ?= 127.0.0.1:8000
 # PostgreSQL and Redis for the production-path test pass; skipped with a note when unreachable. Each of its
-# test processes takes a Redis database of its own: REDIS_URL's and the next (tests/settings.py).
+# test processes takes a Redis database of its own: REDIS_URL's and the next (tests/settings.py), which no
+# benchmark's default uses.
 PG_URL ?= postgres://postgres@127.0.0.1:5432/evalsite
-REDIS_URL ?= redis://127.0.0.1:6379/14
+REDIS_URL ?= redis://127.0.0.1:6379/7
 # axe-core for the browser tests' accessibility check, from the npm registry at the version its lock file pins.
 AXE := tests/e2e/axe
 
