@@ -3,9 +3,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ADDR ?= 127.0.0.1:8000
-# PostgreSQL and Redis for the production-path test pass; skipped with a note when unreachable.
+# PostgreSQL and Redis for the production-path test pass; skipped with a note when unreachable. Each of its
+# test processes takes a Redis database of its own: REDIS_URL's and the next (tests/settings.py), which no
+# benchmark's default uses.
 PG_URL ?= postgres://postgres@127.0.0.1:5432/evalsite
-REDIS_URL ?= redis://127.0.0.1:6379/15
+REDIS_URL ?= redis://127.0.0.1:6379/7
 # axe-core for the browser tests' accessibility check, from the npm registry at the version its lock file pins.
 AXE := tests/e2e/axe
 
@@ -46,10 +48,16 @@ test: bytecode $(AXE)/node_modules/.package-lock.json
 	$(PY) -m pytest -m alone -p no:cacheprovider
 	@$(MAKE) --no-print-directory test-pg
 
-# The end-to-end tests and those of database-specific SQL again, on PostgreSQL + Redis.
+# The end-to-end tests and those of database-specific SQL again, on PostgreSQL + Redis, in two processes too
+# (most of their time is waiting on workers and servers), then those marked `alone` in one. Each process has
+# its own test database (pytest-django) and Redis database (tests/settings.py).
+PG_TEST_PROCESSES ?= 2
+
 test-pg: bytecode
 	@if $(PY) -m tests.live_services "$(PG_URL)" "$(REDIS_URL)"; then \
-		DATABASE_URL="$(PG_URL)" CELERY_BROKER_URL="$(REDIS_URL)" $(PY) -m pytest -m "e2e or sql" -p no:cacheprovider; \
+		export DATABASE_URL="$(PG_URL)" CELERY_BROKER_URL="$(REDIS_URL)"; \
+		$(PY) -m pytest -n $(PG_TEST_PROCESSES) --dist loadfile -m "(e2e or sql) and not alone" -p no:cacheprovider \
+		&& $(PY) -m pytest -m "(e2e or sql) and alone" -p no:cacheprovider; \
 	else echo "PostgreSQL or Redis not reachable: skipped the PostgreSQL + Redis end-to-end pass"; fi
 
 test-fast: $(VENV)/.installed
