@@ -142,6 +142,7 @@ class Pump:
         """Stop serving after the current round (a worker that is shutting down, having handed its
         conversations back) and wait for the serving thread."""
         self._stopping.set()
+        self.post(_nothing)  # wakes a serving thread that waits on the queue, which then sees the stop
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=10)
@@ -487,3 +488,7 @@ def execute(conversation_id: int) -> str:
     one.offer(conversation_id)
     one.serve(until_idle=True)
     return one.outcomes.get(conversation_id, "skipped")
+
+
+def _nothing() -> None:
+    """What `stop` hands the serving thread, to wake it."""
