@@ -1,7 +1,7 @@
 """`evalsite run --model a,b,c` (or `--variant` repeated): one suite against several models, or settings
 variants of one (`gpt-4o-mini@temperature=0.7`, engine.matrix), played here together, each --concurrency
-at a time, then the grid of evals × variants on the terminal and the exports a run has: JUnit with a testsuite per variant, a
-CSV of the grid, a Markdown table."""
+at a time, then the grid of evals × variants on the terminal and the exports a run has: JUnit with a
+testsuite per variant, a CSV of the grid, a Markdown table."""
 
 from __future__ import annotations
 
