@@ -58,6 +58,11 @@ class Pump:
     POLL_SECONDS = 0.1  # a worker with free slots looks this often for conversations sent and not claimed
     RETAKES = 3  # looks again at once, at most, in a round whose claims others won (_round)
     SLOW_CHECK_SECONDS = 1.0  # how often the conversations' calls in flight are looked at (_note_slow_calls)
+    # Under load, rounds start at most every ROUND_SECONDS, so that more messages share each: a round's
+    # transaction, checks and dispatch cost a worker much of its database CPU whatever its size. A round of
+    # at least BUSY_ROUND messages means load; a light one, as at low concurrency, is never held.
+    ROUND_SECONDS = 0.02
+    BUSY_ROUND = 5
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(1, capacity)
@@ -66,6 +71,8 @@ class Pump:
         self.outcomes: dict[int, str] = {}
         self._records_outcomes = False
         self._polled_at = 0.0
+        self._round_started = 0.0
+        self._busy = False
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._held = 0  # slots taken: offered and not yet claimed, or playing
@@ -158,11 +165,17 @@ class Pump:
                 messages.append(
                     self._queue.get(timeout=self.SLOW_CHECK_SECONDS if until_idle else self.POLL_SECONDS)
                 )
+            if messages and self._busy and not until_idle:
+                wait = self._round_started + self.ROUND_SECONDS - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+            self._round_started = time.monotonic()
             while len(messages) < self.BATCH:
                 try:
                     messages.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
+            self._busy = len(messages) >= self.BUSY_ROUND
             failed = True
             try:
                 self._round(messages, poll=not until_idle)
