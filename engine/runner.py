@@ -132,42 +132,22 @@ def _run_loop(main: Callable[[], Awaitable[None]], threads: int) -> None:
         loop.close()
 
 
-def run_suite(
-    suite: Suite,
-    registry: EndpointRegistry,
-    *,
-    model: str | None = None,
-    concurrency: int = 10,
-    on_result: Callable[[EvalResult], None] | None = None,
-    suite_ref: SuiteRef | None = None,
-    files: Mapping[str, str] | None = None,
-    on_wait: Callable[[RetryWait], None] | None = None,
-    timeout: float | None = None,
-    on_slow: Callable[[Slow], None] | None = None,
-    slow_min_seconds: float = SLOW_MIN_SECONDS,
-    code: CodeRunner | None = None,
-    store: cache.ResponseStore | None = None,
-    watched: set[Calls] | None = None,
-    refusals: Refusals | None = None,
-) -> RunReport:
-    """Play every eval (times its iterations), `concurrency` at a time. `timeout`: every endpoint's request
-    timeout, over the suite's and the endpoint's own. `on_slow` is told, every SLOW_CHECK_SECONDS while any
-    are, of the calls out longer than a few times the run's median latency (and `slow_min_seconds`). `store`:
-    the response cache's (engine.cache), used when the suite's `cache` says so. `watched` is kept holding the
-    calls of the conversations in flight, for whoever shows progress.
-
-    Once the endpoint refuses a setting (noted in `refusals`), no more conversations start: those not
-    started are not in the report."""
-    play = Play(
-        suite, registry, model=model, concurrency=concurrency, on_result=on_result, suite_ref=suite_ref,
-        files=files, on_wait=on_wait, timeout=timeout, on_slow=on_slow, slow_min_seconds=slow_min_seconds,
-        code=code, store=store, watched=watched, refusals=refusals,
-    )  # fmt: skip
-    return run_plays([play])[0]
+def run_suite(suite: Suite, registry: EndpointRegistry, **options) -> RunReport:
+    """Play every eval of the suite (times its iterations); `options` are Play's."""
+    return run_plays([Play(suite, registry, **options)])[0]
 
 
 class Play:
-    """One suite to play on a model (run_suite's arguments), and, once played, its report."""
+    """One suite to play on a model, `concurrency` conversations at a time, and once played its report.
+
+    `timeout`: every endpoint's request timeout, over the suite's and the endpoint's own. `on_slow` is told,
+    every SLOW_CHECK_SECONDS while any are, of the calls out longer than a few times the run's median latency
+    (and `slow_min_seconds`). `store`: the response cache's (engine.cache), used when the suite's `cache` says
+    so. `watched` is kept holding the calls of the conversations in flight, for whoever shows progress.
+    `on_result` is told of each conversation as it ends, `on_ended` of the report.
+
+    Once the endpoint refuses a setting (noted in `refusals`), no more conversations start: those not
+    started are not in the report."""
 
     def __init__(
         self,
