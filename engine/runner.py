@@ -198,10 +198,9 @@ class Play:
         limit = self.suite.max_cost
 
         async def worker() -> None:
+            refusals = self.ctx.refusals
             while limit is None or self.spent < limit:
-                if (
-                    self.ctx.refusals.first is not None
-                ):  # every later conversation would be refused the same way
+                if refusals.first is not None:  # every later conversation would be refused the same way
                     return
                 n, (index, iteration) = next(queue, (None, (None, None)))
                 if n is None:
@@ -251,9 +250,8 @@ class Play:
             results = [
                 result or not_started(suite, *self.jobs[n], stop_reason) for n, result in enumerate(results)
             ]
-        results = [
-            result for result in results if result is not None
-        ]  # those a refused setting kept from starting
+        # Those a refused setting kept from starting are not in the report.
+        results = [result for result in results if result is not None]
         gates = evaluate_gates(suite.gates, results)
         iterated = iterated_results(suite, results)
         return RunReport(

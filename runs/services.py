@@ -230,12 +230,16 @@ def revoke_share_link(link: ShareLink, *, by=None) -> None:
         audit.record(by, link.run.project_id, Action.REVOKED, link.run, link=link.pk)
 
 
+# Why a run cannot be deleted while it plays.
+STILL_GOING = "the run is still going: cancel it first"
+
+
 @transaction.atomic
 def delete_run(run: Run, *, by) -> None:
     """Delete a finished run with its conversations, turns, labels, overrides and share links; the audit log
     keeps its name."""
     if Run.objects.select_for_update().filter(pk=run.pk, status__in=ACTIVE).exists():
-        raise DeleteRefused("the run is still going: cancel it first")
+        raise DeleteRefused(STILL_GOING)
     audit.record(by, run.project_id, Action.DELETED, run)
     run.delete()
 

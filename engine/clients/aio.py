@@ -4,7 +4,7 @@ conversations on one loop (engine.runner, the workers).
 Chat calls go through aiohttp rather than the `openai` client: its request building and parsing, in
 Python, dominate a call's CPU once the model is fast. Grading runs in threads beside the loop
 (engine.conversation_io.Threaded), as checks are plain functions: a judge's or a simulated user's chat call
-made there is handed to the loop that plays the conversation (`on_loop`), so it costs what the model under
+made there is handed to the loop that plays the conversation (`calls_loop`), so it costs what the model under
 test's calls cost. Embeddings keep the `openai` client.
 """
 

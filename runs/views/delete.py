@@ -27,6 +27,6 @@ def delete_run(request: HttpRequest, run_id) -> HttpResponse:
         back=reverse("runs:detail", args=[run.pk]),
         done="runs:list",
         delete=lambda: services.delete_run(run, by=request.user),
-        kept="the run is still going: cancel it first" if run.is_active else "",
+        kept=services.STILL_GOING if run.is_active else "",
     )
     return confirm_delete(request, deletion)
