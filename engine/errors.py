@@ -141,6 +141,12 @@ def error_words(error: dict) -> str:
     return _pydantic_message(error)
 
 
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """The first of pydantic's errors, for a one-line message: its place (dotted) and error_words."""
+    error = exc.errors()[0]
+    return ".".join(map(str, error["loc"])), error_words(error)
+
+
 @functools.cache
 def _known_keys() -> tuple[str, ...]:
     keys = {

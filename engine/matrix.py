@@ -22,6 +22,7 @@ from itertools import combinations
 import yaml
 from pydantic import ValidationError
 
+from .errors import first_error
 from .outcomes import Status
 from .results import EvalResult, RunReport
 from .schema.settings import ModelSettings
@@ -85,9 +86,8 @@ def parse_variant(text: str, label: str | None = None) -> Variant:
         try:
             settings = ModelSettings.model_validate(data)
         except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(map(str, error["loc"]))
-            raise VariantError(f"`{text.strip()}`: {where}: {error['msg']}") from None
+            where, message = first_error(exc)
+            raise VariantError(f"`{text.strip()}`: {where}: {message}") from None
     return Variant(model=model, model_settings=settings, label=(label or "").strip())
 
 

@@ -19,6 +19,7 @@ from endpoints.routes import project_refusal
 from engine import bounds, suitevars
 from engine.clients import MOCK
 from engine.codegrade import policy as code_policy
+from engine.errors import first_error
 from engine.history import build_history
 from engine.loader import conversation_count
 from engine.options import RunOptions, apply
@@ -61,9 +62,8 @@ def create_run(
         values = suitevars.values(spec.vars or {}, vars)
         spec = specs.bound(version, values)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(map(str, error["loc"]))
-        raise LaunchError(f"with the variables given, {where}: {error['msg']}") from None
+        where, message = first_error(exc)
+        raise LaunchError(f"with the variables given, {where}: {message}") from None
     except ValueError as exc:
         raise LaunchError(str(exc)) from None
     spec = apply(spec, options)

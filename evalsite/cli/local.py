@@ -32,6 +32,7 @@ from engine.endpoint_checks import (
     timeout_warnings,
     unnamed_prefix,
 )
+from engine.errors import first_error
 from engine.options import apply as apply_options
 from engine.outcomes import Status
 from engine.report import Detail, ReportWriter
@@ -114,9 +115,8 @@ def bind_vars(path: Path, suite: Suite, assignments: list[str] | None) -> tuple[
         given = suitevars.parse_assignments(assignments)
         return suitevars.bind(suite, given), suitevars.values(suite.vars or {}, given)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(map(str, error["loc"]))
-        raise UserError(f"{path}: with the values given, {where}: {error['msg']}; nothing was run") from None
+        where, message = first_error(exc)
+        raise UserError(f"{path}: with the values given, {where}: {message}; nothing was run") from None
     except ValueError as exc:
         raise UserError(f"{path}: {exc}; nothing was run") from None
 

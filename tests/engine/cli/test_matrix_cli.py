@@ -46,7 +46,9 @@ def test_two_models_make_a_grid_on_the_terminal_and_in_every_export(fake, suite)
 
 def test_a_variant_it_cannot_read_is_one_line_and_nothing_is_called(fake, suite):
     result = run_on(fake, suite, "--model", "good,good@temperature=9")
-    assert_one_line_error(result, 2, "--model", "temperature")
+    assert_one_line_error(
+        result, 2, "--model", "temperature: expected a number at most 2; found the number 9"
+    )
     result = run_on(fake, suite, "--model", "good,good")
     assert_one_line_error(result, 2, "named twice")
     assert fake.chat_requests() == []
