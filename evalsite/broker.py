@@ -28,7 +28,9 @@ class Channel(filesystem.Channel):
     def _put(self, queue, payload, **kwargs):
         name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
-        temporary = os.path.join(self.data_folder_out, f".{name}.tmp")  # never matches "<queue>.msg"
+        # A consumer lists the folder for names holding ".<queue>.msg" (kombu before 5.7 as a substring, later
+        # after the first dot), so the temporary name holds neither the queue nor ".msg".
+        temporary = os.path.join(self.data_folder_out, f".{uuid.uuid4()}.tmp")
         try:
             with open(temporary, "wb") as handle:
                 handle.write(str_to_bytes(dumps(payload)))

@@ -66,3 +66,25 @@ def test_messages_are_written_whole_under_their_final_name(connection, tmp_path)
     producer.publish({"text": "x" * 100_000}, exchange=queue.exchange, routing_key="whole", declare=[queue])
     names = [path.name for path in (tmp_path / "queue").iterdir()]
     assert len(names) == 1 and names[0].endswith(".whole.msg") and not names[0].startswith(".")
+
+
+def test_a_half_written_message_is_not_listed_by_any_kombu_rule(connection, tmp_path, monkeypatch):
+    # kombu before 5.7 takes every file whose name holds ".<queue>.msg"; 5.7 takes a name whose part after the
+    # first dot is "<queue>.msg". A temporary name matching either was read empty by the other worker, whose
+    # JSONDecodeError ended it.
+    from evalsite import broker
+
+    seen = []
+    replace = broker.os.replace
+
+    def listing_then_replace(source, destination):
+        seen.extend(path.name for path in (tmp_path / "queue").iterdir())
+        replace(source, destination)
+
+    monkeypatch.setattr(broker.os, "replace", listing_then_replace)
+    queue = Queue("half", Exchange("half", type="direct"), routing_key="half")
+    Producer(connection.channel()).publish(
+        {"n": 1}, exchange=queue.exchange, routing_key="half", declare=[queue]
+    )
+    assert len(seen) == 1  # the temporary file, before its rename
+    assert ".half.msg" not in seen[0] and seen[0].partition(".")[2] != "half.msg"
