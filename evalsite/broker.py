@@ -10,6 +10,7 @@ publishes most messages itself: when a conversation ends, the next one of its ru
 wakes the same process's consumer at once instead of at its next poll.
 """
 
+import logging
 import os
 import threading
 import uuid
@@ -19,6 +20,8 @@ from time import monotonic
 from kombu.transport import filesystem
 from kombu.utils.encoding import str_to_bytes
 from kombu.utils.json import dumps
+
+logger = logging.getLogger(__name__)
 
 # Set by every message this process publishes.
 _published = threading.Event()
@@ -38,6 +41,16 @@ class Channel(filesystem.Channel):
         except OSError as exc:
             raise filesystem.ChannelError(f"Cannot add file {final!r} to directory") from exc
         _published.set()
+
+    def _get(self, queue):
+        """kombu's, but a file that is not a message (left by a crash or a hand) is logged and skipped: kombu
+        raises its decode error out of the worker's loop, and the worker exits. kombu has already taken the
+        file out of the queue folder; a conversation whose message it was is sent again by runs.worker.recovery.resend."""
+        while True:
+            try:
+                return super()._get(queue)
+            except ValueError as exc:
+                logger.error("skipped a file in the %s queue that is not a message: %s", queue, exc)
 
 
 class Transport(filesystem.Transport):

@@ -88,3 +88,17 @@ def test_a_half_written_message_is_not_listed_by_any_kombu_rule(connection, tmp_
     )
     assert len(seen) == 1  # the temporary file, before its rename
     assert ".half.msg" not in seen[0] and seen[0].partition(".")[2] != "half.msg"
+
+
+def test_a_file_that_is_not_a_message_is_skipped_not_fatal(connection, tmp_path, caplog):
+    queue = Queue("junk", Exchange("junk", type="direct"), routing_key="junk")
+    received = []
+    with Consumer(connection.channel(), [queue], callbacks=[lambda body, message: received.append(body)]):
+        # named to sort before any message this process writes, so it is read first
+        (tmp_path / "queue" / "0_left-by-a-crash.junk.msg").write_bytes(b"")
+        Producer(connection.channel()).publish(
+            {"n": 1}, exchange=queue.exchange, routing_key="junk", declare=[queue]
+        )
+        connection.drain_events(timeout=20)
+    assert received == [{"n": 1}]
+    assert "not a message" in caplog.text
