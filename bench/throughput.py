@@ -213,6 +213,7 @@ def measure(args, work: Workload) -> dict:
     django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
+    from django.db.models import Count
 
     from endpoints.models import Endpoint
     from runs.models import Run
@@ -298,6 +299,9 @@ def measure(args, work: Workload) -> dict:
     }
     if args.explain:
         result["explain"] = explain(run, args.concurrency, args.latency)
+        # How the worker processes shared the conversations: a skewed share leaves one process's CPU short.
+        shares = run.conversations.order_by().values("worker").annotate(n=Count("pk"))
+        result["explain"]["conversations per worker process"] = sorted(share["n"] for share in shares)
     return result
 
 

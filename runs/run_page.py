@@ -41,6 +41,7 @@ class RunPage:
     summary: dict  # the progress card's count in words
     waiting: dict | None
     calling: dict | None
+    workers: dict | None  # no worker to play the queued conversations, or fewer slots than the run asks
     can_retry: bool
     # Why no retry is offered although conversations errored (a re-grade's divergences); "" otherwise.
     no_retry: str
@@ -101,7 +102,7 @@ def fingerprint(run: Run, progress: dict) -> str:
     state = (
         f"{run.status}|{counts}|{progress['turns']}|{progress['prompt_tokens']}|{progress['completion_tokens']}|"
         f"{progress['judge_tokens']}|{progress['cost']:.8f}|{waits['count']}|{waits['until']}|"
-        f"{calling.get('count')}|{calling.get('since')}"
+        f"{calling.get('count')}|{calling.get('since')}|{progress.get('workers')}"
     )
     return hashlib.blake2s(state.encode(), digest_size=8).hexdigest()
 
@@ -184,6 +185,7 @@ def build(
         summary=display.progress_summary(progress),
         waiting=display.waiting(waits["reason"], waits["until"], now, count=waits["count"]),
         calling=display.calling(progress.get("calling"), now),
+        workers=display.workers(progress.get("workers"), run.concurrency),
         can_retry=retryable,
         no_retry=no_retry,
         segments=_segments(progress),

@@ -15,7 +15,17 @@ from .iterations import (
 )
 from .marks import STATUS_SYMBOLS, Mark, strip, symbol, turn_marks
 from .rows import STRIP_MAX_MARKS, Column, columns_signature, grader_cells, row_key, table_columns
-from .state import GATE_OPS, calling, gates, in_flight, progress_summary, run_state, status_words, waiting
+from .state import (
+    GATE_OPS,
+    calling,
+    gates,
+    in_flight,
+    progress_summary,
+    run_state,
+    status_words,
+    waiting,
+    workers,
+)
 from .tools import CallView, TurnTools, check_anchor, pretty_json, tools_by_turn, turn_tools
 from .transcript import (
     FILE_BLOCK,
@@ -74,4 +84,5 @@ __all__ = [
     "transcript_text",
     "turn_marks",
     "waiting",
+    "workers",
 ]

@@ -1,5 +1,5 @@
 """A run's state in words, as its header and progress card say it: the status badge and its reason, the
-suite's gates, model calls waiting to retry and calls out longer than usual."""
+suite's gates, model calls waiting to retry, calls out longer than usual and workers too few to play it."""
 
 from __future__ import annotations
 
@@ -192,3 +192,20 @@ def calling(slow: dict | None, now) -> dict | None:
         "since": slow["since"].isoformat(),
         "text": f"{lead} {seconds} s",
     }
+
+
+def workers(found: dict | None, concurrency: int) -> dict | None:
+    """Who can play a run's queued conversations, when it is not as many as the run asks (`found`: runs.selectors
+    live_workers): no worker at all (`none`), or fewer slots in all than its concurrency. None when all is well
+    or not known."""
+    if found is None:
+        return None
+    if not found["count"]:
+        return {"none": True, "text": "No worker is running, so nothing plays until one starts."}
+    if 0 < found["slots"] < concurrency:
+        text = (
+            f"The workers running ({found['count']}) play at most {found['slots']} conversations at once, fewer "
+            f"than this run's concurrency of {concurrency}."
+        )
+        return {"none": False, "text": text}
+    return None

@@ -26,7 +26,14 @@ from .compare import (
     pinned_baseline,
     summaries,
 )
-from .counts import OUTCOME_STATUSES, progress, repeated_outcomes, status_counts, stored_progress
+from .counts import (
+    OUTCOME_STATUSES,
+    live_workers,
+    progress,
+    repeated_outcomes,
+    status_counts,
+    stored_progress,
+)
 from .facts import SuiteFacts, suite_facts, suite_spec
 from .iterations import (
     SUMMARY_FIELDS,
@@ -67,6 +74,7 @@ from .transcript import has_turns_after, neighbours, turns
 from .triage import GradedTurn, called, changed_since, graded_turns_of, saying, tools_called_in
 
 __all__ = [
+    "live_workers",
     "reviewers",
     "queue_scale",
     "labels_by",

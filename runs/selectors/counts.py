@@ -4,11 +4,13 @@ iterations by outcome, each in one aggregate query whatever the run's size."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 
+from django.conf import settings
 from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
-from ..models import ACTIVE, FINISHED, Run, Status
+from ..models import ACTIVE, FINISHED, Run, Status, Worker
 
 OUTCOME_STATUSES = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.RUNNING)
 
@@ -35,6 +37,14 @@ def status_counts(run: Run) -> dict[str, int]:
     counts = {status: 0 for status in Status.values}
     counts.update({row["status"]: row["n"] for row in rows})
     return counts
+
+
+def live_workers() -> dict[str, int]:
+    """The worker processes beating now (as the workers' sweepers count them alive) and the conversations they
+    play at once in all: {"count": 2, "slots": 100}. A worker that did not say its slots counts none."""
+    since = timezone.now() - timedelta(seconds=settings.EVALSITE_WORKER_DEAD_SECONDS)
+    found = Worker.objects.filter(beat_at__gte=since).aggregate(count=Count("pk"), slots=Sum("slots"))
+    return {"count": found["count"], "slots": found["slots"] or 0}
 
 
 def stored_progress(run: Run, by_eval: bool) -> dict | None:
@@ -115,6 +125,8 @@ def progress(run: Run, by_eval: bool = False) -> dict:
     )
     total = sum(counts.values())
     done = sum(counts[status] for status in FINISHED)
+    # While conversations wait to play, who can play them: none at all, or fewer at once than the run asks.
+    workers = live_workers() if counts[Status.QUEUED] and run.status in ACTIVE else None
     return {
         "counts": counts,
         "total": total,
@@ -131,5 +143,6 @@ def progress(run: Run, by_eval: bool = False) -> dict:
             "since": wait["calling_since"],
             "seconds": int((now - wait["calling_since"]).total_seconds()) if wait["calling_since"] else 0,
         },
+        "workers": workers,
         **({"by_eval": outcomes} if by_eval else {}),
     }

@@ -28,6 +28,7 @@ def launch_panel(context) -> dict:
         "can_edit": context.get("can_edit", False),
         "launch_form": form,
         "launch_error": context.get("launch_error"),
+        "launch_workers": selectors.live_workers(),
         **launching.panel(request, spec, form, context["suite"].project_id),
     }
 

@@ -66,6 +66,7 @@ class Heartbeat:
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
+        self.slots = 0  # conversations this worker plays at once, as its row tells the pages (0: not said)
 
     def named_for(self, node: str) -> None:
         """Name this worker by its Celery node name, so that a conversation says which host played it; the
@@ -118,7 +119,7 @@ class Heartbeat:
             if not Worker.objects.filter(name=self.name).update(beat_at=now):
                 # First beat, or the others declared this worker dead while it was frozen: it lives again. Its
                 # conversations were taken over, and their fencing tokens keep it from writing to them.
-                Worker.objects.get_or_create(name=self.name, defaults={"beat_at": now})
+                Worker.objects.get_or_create(name=self.name, defaults={"beat_at": now, "slots": self.slots})
 
     def _loop(self) -> None:
         renewed = time.monotonic()

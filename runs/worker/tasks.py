@@ -58,9 +58,11 @@ _stop = threading.Event()
 @worker_init.connect
 def start_the_pump(sender=None, **kwargs) -> None:
     # The worker holds as many conversations at once as its --concurrency, all played by one pump. Each may be
-    # grading with a judge at the same moment: as many grading threads (loop.grading_threads).
+    # grading with a judge at the same moment: as many grading threads (loop.grading_threads). A worker takes no
+    # more than that, so a run's conversations spread over every worker process rather than crowd one.
     concurrency = getattr(sender, "concurrency", None) or 1
     loop.grading_threads = max(loop.grading_threads, concurrency)
+    heartbeat.slots = concurrency
     pump.current = pump.Pump(capacity=concurrency)
 
 

@@ -33,6 +33,8 @@ deadline = time.monotonic() + 60
 while run.is_active and time.monotonic() < deadline:
     time.sleep(0.2)
     run.refresh_from_db()
+from runs.selectors import live_workers
+print(live_workers())
 print(run.status, sorted((c.eval_id, c.status, c.passed_on_turn) for c in run.conversations.all()))
 """
 
@@ -91,7 +93,7 @@ def test_serves_the_dashboard_plays_runs_on_two_worker_processes_restarts_them_a
     # As from a user's shell: its lines must reach a log file while it runs, without PYTHONUNBUFFERED.
     env = {name: value for name, value in var_env.items() if name != "PYTHONUNBUFFERED"}
     server = subprocess.Popen(
-        [sys.executable, "manage.py", "evalserve", f"127.0.0.1:{port}", "--processes", "2", "--workers", "4"],
+        [sys.executable, "manage.py", "evalserve", f"127.0.0.1:{port}", "--processes", "2", "--slots", "4"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
@@ -108,7 +110,7 @@ def test_serves_the_dashboard_plays_runs_on_two_worker_processes_restarts_them_a
                 assert server.poll() is None, (tmp_path / "evalserve.log").read_text()[-3000:]
                 time.sleep(0.2)
         output = (tmp_path / "evalserve.log").read_text()
-        assert "Celery workers started: 2 x 2 threads" in output
+        assert "Celery workers started: 2 workers, each playing up to 2 conversations at once" in output
         assert f"open http://127.0.0.1:{port}/ and sign in as admin / " in output
         workers = [pid for pid, command in children(server.pid) if "celery" in command]
         assert len(workers) == 2, children(server.pid)
@@ -132,7 +134,9 @@ def test_serves_the_dashboard_plays_runs_on_two_worker_processes_restarts_them_a
                                 env=var_env, capture_output=True, text=True, timeout=120)  # fmt: skip
         assert played.returncode == 0, played.stderr[-3000:]
         # The demo's three outcomes: pass on turn 1, pass on turn 2 after a follow-up, fail after all.
-        status, conversations = played.stdout.strip().splitlines()[-1].split(" ", 1)
+        *_, workers_seen, played_line = played.stdout.strip().splitlines()
+        assert workers_seen == "{'count': 2, 'slots': 4}"  # as the run page and the launch form count them
+        status, conversations = played_line.split(" ", 1)
         assert status == "failed"
         assert conversations.count("'passed', 1)") == 1
         assert conversations.count("'passed', 2)") == 1

@@ -3,10 +3,11 @@
 The web is served by gunicorn (processes, see WEB below), as in production, not by Django's development
 server, which is slow to serve a page to many people at once. `--dev-server` keeps Django's for debugging.
 
-The workers are real `celery worker` processes (threads pool: conversations wait on HTTP, not the CPU); one
-that dies is started again (logged, with a growing pause if it keeps dying), and they stop when the web server
-stops. Two processes by default: a conversation spends CPU in Python on every turn, and the threads of one
-process queue for its interpreter lock.
+The workers are real `celery worker` processes; one that dies is started again (logged, with a growing pause if
+it keeps dying), and they stop when the web server stops. A process plays as many conversations at once as its
+--concurrency, as coroutines on its event loop. Two processes by default: a conversation spends CPU in Python on
+every turn, and one process has one interpreter lock. Together they play a run at the launch form's highest
+concurrency (EVALSITE_MAX_RUN_CONCURRENCY) at full speed.
 """
 
 import logging
@@ -131,10 +132,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
         parser.add_argument(
-            "--workers", type=int, default=20, help="Worker threads in all (conversations at once)."
-        )
+            "--slots", "--workers", type=int, default=settings.EVALSITE_MAX_RUN_CONCURRENCY,
+            help="Conversations played at once, in all the worker processes (default: the highest concurrency "
+            "a run may ask, EVALSITE_MAX_RUN_CONCURRENCY).",
+        )  # fmt: skip
         parser.add_argument(
-            "--processes", type=int, default=2, help="Worker processes the threads are shared among."
+            "--processes", type=int, default=2, help="Worker processes the slots are shared among."
         )
         parser.add_argument(
             "--web-processes", type=int, default=default_web_processes(),
@@ -148,12 +151,12 @@ class Command(BaseCommand):
             "--dev-server", action="store_true", help="Serve with Django's development server instead."
         )
 
-    def handle(self, *args, addrport, workers, processes, web_processes, web_threads, dev_server, **options):
-        processes = max(1, min(processes, workers))
-        threads = -(-workers // processes)  # ceil: at least `workers` threads in all
+    def handle(self, *args, addrport, slots, processes, web_processes, web_threads, dev_server, **options):
+        processes = max(1, min(processes, slots))
+        each = -(-slots // processes)  # ceil: at least `slots` in all
         supervisor = Supervisor(
             [
-                [*WORKER, "--concurrency", str(threads), "--hostname", f"evalsite{n}@%h"]
+                [*WORKER, "--concurrency", str(each), "--hostname", f"evalsite{n}@%h"]
                 for n in range(1, processes + 1)
             ]
         )
@@ -161,7 +164,10 @@ class Command(BaseCommand):
         # A plain `kill` of the server must stop the workers too: turn SIGTERM into a normal exit.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         pids = ", ".join(str(worker.pid) for worker in supervisor.processes)
-        self.stdout.write(f"Celery workers started: {processes} x {plural(threads, 'thread')} (pids {pids}).")
+        self.stdout.write(
+            f"Celery workers started: {plural(processes, 'worker')}, each playing up to {each} conversations at "
+            f"once (pids {pids})."
+        )
         password_file = settings.VAR_DIR / "admin-password"
         sign_in = (
             f" and sign in as admin / {password_file.read_text().strip()}" if password_file.exists() else ""
