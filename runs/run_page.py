@@ -185,7 +185,7 @@ def build(
         summary=display.progress_summary(progress),
         waiting=display.waiting(waits["reason"], waits["until"], now, count=waits["count"]),
         calling=display.calling(progress.get("calling"), now),
-        workers=display.workers(progress.get("workers"), run.concurrency),
+        workers=display.workers(progress.get("workers"), progress, run.concurrency),
         can_retry=retryable,
         no_retry=no_retry,
         segments=_segments(progress),

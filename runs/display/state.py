@@ -194,18 +194,22 @@ def calling(slow: dict | None, now) -> dict | None:
     }
 
 
-def workers(found: dict | None, concurrency: int) -> dict | None:
-    """Who can play a run's queued conversations, when it is not as many as the run asks (`found`: runs.selectors
-    live_workers): no worker at all (`none`), or fewer slots in all than its concurrency. None when all is well
-    or not known."""
+def workers(found: dict | None, progress: dict, concurrency: int) -> dict | None:
+    """Who can play a run's queued conversations, when it is not as many as the run would play at once
+    (`found`: runs.selectors live_workers): no worker at all (`none`), or fewer slots in all than its
+    concurrency, or than the conversations it has left when they are fewer. None when all is well or not
+    known."""
     if found is None:
         return None
     if not found["count"]:
         return {"none": True, "text": "No worker is running, so nothing plays until one starts."}
-    if 0 < found["slots"] < concurrency:
-        text = (
-            f"The workers running ({found['count']}) play at most {found['slots']} conversations at once, fewer "
-            f"than this run's concurrency of {concurrency}."
+    left = progress["counts"][Status.QUEUED] + progress["counts"][Status.RUNNING]
+    if 0 < found["slots"] < min(concurrency, left):
+        asked = (
+            f"this run's concurrency of {concurrency}"
+            if concurrency <= left
+            else f"the {left} conversations this run has left to play"
         )
+        text = f"The workers running ({found['count']}) play at most {found['slots']} conversations at once, fewer than {asked}."
         return {"none": False, "text": text}
     return None

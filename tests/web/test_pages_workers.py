@@ -60,7 +60,7 @@ def test_a_worker_whose_beat_stopped_counts_as_none(logged_in, user):
 
 
 def test_workers_with_fewer_slots_than_the_runs_concurrency_are_named(logged_in, user):
-    run = make_run(user, ["running", "queued"], concurrency=100)
+    run = make_run(user, ["running"] * 20 + ["queued"] * 100, concurrency=100)
     worker("w1@host:1", 10)
     worker("w2@host:2", 10)
     card = progress_card(run_page(logged_in, run))
@@ -71,10 +71,21 @@ def test_workers_with_fewer_slots_than_the_runs_concurrency_are_named(logged_in,
     assert "No worker" not in card
 
 
+def test_a_run_with_fewer_conversations_left_than_its_concurrency_is_measured_by_those(logged_in, user):
+    run = make_run(user, ["passed"] * 5 + ["running"] * 10 + ["queued"] * 20, concurrency=100)
+    worker("w1@host:1", 20)
+    card = progress_card(run_page(logged_in, run))
+    assert (
+        "play at most 20 conversations at once, fewer than the 30 conversations this run has left to play."
+        in card
+    )
+
+
 @pytest.mark.parametrize(
     "statuses, slots",
     [
         (["running", "queued"], 100),  # enough slots for the run
+        (["running", "queued"], 2),  # as many as the run has left, though fewer than its concurrency
         (["running", "passed"], 10),  # nothing left to wait for a slot
     ],
 )
