@@ -28,10 +28,17 @@ FIRST_WAIT = 0.25
 LONGEST_WAIT = 2.0
 
 
+# SQLite raises OperationalError for a schema that does not match the code, too (PostgreSQL raises
+# ProgrammingError): a database not migrated to this version, which no amount of waiting brings back.
+_SCHEMA_MISMATCH = ("no such table", "no such column", "has no column named")
+
+
 def unavailable(exc: BaseException) -> bool:
     """Whether the database failed to answer, rather than refused what it was asked: a lost or refused
     connection, a pool with no connection to give (PostgreSQL), a locked file (SQLite)."""
-    return isinstance(exc, OperationalError | InterfaceError)
+    if not isinstance(exc, OperationalError | InterfaceError):
+        return False
+    return not any(words in str(exc) for words in _SCHEMA_MISMATCH)
 
 
 def drop_connection() -> None:
