@@ -3,7 +3,7 @@
     python bench/conversations.py [--scenarios simulated,iterations,calibration] [--concurrency 20]
                                   [--latency 0.1] [--conversations 100] [--turns 6] [--evals 50]
                                   [--iterations 10] [--samples 1000] [--repeats 3]
-                                  [--backends engine,embedded,postgres] [--worker-procs 2] [--worker-threads 10]
+                                  [--backends engine,embedded,postgres] [--worker-procs 2] [--worker-threads 50]
                                   [--explain]
 
 Three workloads, each measured like bench/throughput.py (whose code this reuses: a fresh database, real
@@ -142,7 +142,7 @@ def main() -> None:
         return
 
     print(
-        f"{args.worker_procs} worker process(es) x {args.worker_threads} threads; target wall/ideal <= {TARGET:.2f}"
+        f"{args.worker_procs} worker process(es) x {args.worker_threads} slots; target wall/ideal <= {TARGET:.2f}"
     )
     summary = []
     for name in args.scenarios.split(","):

@@ -65,7 +65,7 @@ def estimate_part(args) -> None:
 
 def limit_part(args) -> None:
     print(f"\n{args.n} conversations x {TURNS} turns, run concurrency {args.concurrency}, fake latency "
-          f"{args.latency * 1000:.0f} ms, {args.worker_procs} worker process(es) x {args.worker_threads} threads")  # fmt: skip
+          f"{args.latency * 1000:.0f} ms, {args.worker_procs} worker process(es) x {args.worker_threads} slots")  # fmt: skip
     for limited in (False, True):
         print(f"\n{'with a limit never reached (' + NEVER_REACHED + ')' if limited else 'without a limit'}")
         table_header()

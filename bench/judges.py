@@ -1,7 +1,7 @@
 """Throughput of judged conversations: the same suite with a plain check and with an LLM judge, on the real paths.
 
     python bench/judges.py [--n 300] [--concurrency 10] [--latency 0.1]
-                           [--backends http,cli,embedded,postgres] [--worker-procs 2] [--worker-threads 10]
+                           [--backends http,cli,embedded,postgres] [--worker-procs 2] [--worker-threads 50]
                            [--scenarios plain,judged] [--explain] [--repeat 1]
 
 Two workloads of N one-turn conversations, measured like bench/throughput.py (whose code this reuses: a fresh
@@ -71,7 +71,7 @@ def main() -> None:
     waves = math.ceil(args.n / args.concurrency)
     print(
         f"{args.n} one-turn conversations, run concurrency {args.concurrency} ({waves} waves), fake latency "
-        f"{args.latency * 1000:.0f} ms, {args.worker_procs} worker process(es) x {args.worker_threads} threads; "
+        f"{args.latency * 1000:.0f} ms, {args.worker_procs} worker process(es) x {args.worker_threads} slots; "
         f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
     for name in args.scenarios.split(","):

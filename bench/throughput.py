@@ -1,7 +1,7 @@
 """Throughput of the real worker path: N conversations x 3 turns against the fake endpoint.
 
     python bench/throughput.py [--n 300] [--concurrency 10] [--latency 0.1] [--backends http,embedded,postgres]
-                               [--worker-procs 2] [--worker-threads 10] [--explain] [--repeat 1]
+                               [--worker-procs 2] [--worker-threads 50] [--explain] [--repeat 1]
 
 For each backend (embedded = SQLite + filesystem broker; postgres = PostgreSQL + Redis, when reachable) it
 starts a fresh database, real `celery worker` processes and the fake OpenAI server (real HTTP on
@@ -485,9 +485,12 @@ def fresh_postgres_and_redis(pg_url: str = PG_URL, redis_url: str | None = REDIS
 def common_arguments(parser: argparse.ArgumentParser) -> None:
     """The options every benchmark built on this module shares."""
     parser.add_argument("--latency", type=float, default=0.1)
-    # As `make run` starts them (manage.py evalserve): 2 processes x 10 threads.
+    # As `make run` starts them (manage.py evalserve): 2 processes of 50 slots.
     parser.add_argument("--worker-procs", type=int, default=2, help="worker processes")
-    parser.add_argument("--worker-threads", type=int, default=10, help="--concurrency of each worker process")
+    parser.add_argument(
+        "--worker-threads", type=int, default=50,
+        help="--concurrency of each worker process: the conversations it plays at once",
+    )  # fmt: skip
     parser.add_argument("--pool", default="threads", choices=["threads", "prefork"], help="Celery pool")
     parser.add_argument(
         "--hosts", action="store_true",
@@ -716,7 +719,7 @@ def main() -> None:
 
     print(
         f"{args.n} conversations x {TURNS} turns, run concurrency {args.concurrency}, fake latency "
-        f"{args.latency * 1000:.0f} ms, {args.worker_procs} worker process(es) x {args.worker_threads} threads"
+        f"{args.latency * 1000:.0f} ms, {args.worker_procs} worker process(es) x {args.worker_threads} slots"
     )
     table_header()
     run_backends(args, [__file__, *sys.argv[1:]])
