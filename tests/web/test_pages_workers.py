@@ -123,3 +123,13 @@ def test_the_launch_panel_says_how_many_workers_can_play(logged_in, user):
     worker("w1@host:1", 50)
     worker("w2@host:2", 50)
     assert hint() == "2 workers running: 100 conversations at once in all"
+
+
+def test_the_api_progress_counts_the_workers_while_conversations_wait(logged_in, user):
+    run = make_run(user, ["queued"])
+    progress = logged_in.get(f"/api/runs/{run.pk}/progress").json()
+    assert progress["workers"] == {"count": 0, "slots": 0}
+    worker("w1@host:1", 50)
+    assert logged_in.get(f"/api/runs/{run.pk}").json()["progress"]["workers"] == {"count": 1, "slots": 50}
+    Conversation.objects.filter(run=run).update(status=Status.RUNNING)
+    assert logged_in.get(f"/api/runs/{run.pk}/progress").json()["workers"] is None  # nothing waits
