@@ -366,8 +366,8 @@ class Worker(models.Model):
     name = models.CharField(max_length=200, unique=True)
     started_at = models.DateTimeField(auto_now_add=True)
     beat_at = models.DateTimeField()
-    # Conversations it plays at once (EVALSITE_WORKER_SLOTS), for the pages that say how many can play; 0 when
-    # it did not say.
+    # Conversations it plays at once (its --concurrency), for the pages that say how many can play; 0 when it
+    # did not say.
     slots = models.PositiveIntegerField(default=0)
 
     def __str__(self) -> str:
