@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,40 @@ def pytest_sessionfinish(session, exitstatus):
     var_dir = Path(settings.VAR_DIR)
     if var_dir.name == str(os.getpid()):
         shutil.rmtree(var_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's, and before it drops the test database, no session is left on it: PostgreSQL refuses to
+    drop a database others are connected to, and the test database is then left behind with a warning."""
+    yield
+    from django.db import connection, connections
+
+    if connection.vendor != "postgresql":
+        return
+    import psycopg
+
+    with django_db_blocker.unblock():
+        connections.close_all()
+        for each in connections.all():
+            if getattr(each, "pool", None) is not None:
+                each.close_pool()
+        # A connection of its own, outside Django's pool, which the query would otherwise open again.
+        database = connection.settings_dict
+        with psycopg.connect(
+            dbname=database["NAME"], user=database["USER"], password=database["PASSWORD"],
+            host=database["HOST"], port=database["PORT"] or None, autocommit=True,
+        ) as own:  # fmt: skip
+            left = own.execute(
+                "SELECT pid, application_name, state, left(query, 120), pg_terminate_backend(pid)"
+                " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+    for pid, application, state, query, _ in left:
+        # Said, so that what keeps a connection past the tests can be found and mended.
+        warnings.warn(
+            f"ended a session left on the test database: pid {pid} {application!r} {state}: {query}",
+            stacklevel=1,
+        )
 
 
 @pytest.fixture(scope="session")
