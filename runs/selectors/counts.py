@@ -1,5 +1,6 @@
 """Counts and sums over a run's conversations: the progress bar, the counts by status, and each repeated eval's
-iterations by outcome, each in one aggregate query whatever the run's size."""
+iterations by outcome, each in one aggregate query whatever the run's size; and the live workers that can play
+them, with their slots."""
 
 from __future__ import annotations
 
