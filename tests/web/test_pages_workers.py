@@ -133,3 +133,17 @@ def test_the_api_progress_counts_the_workers_while_conversations_wait(logged_in,
     assert logged_in.get(f"/api/runs/{run.pk}").json()["progress"]["workers"] == {"count": 1, "slots": 50}
     Conversation.objects.filter(run=run).update(status=Status.RUNNING)
     assert logged_in.get(f"/api/runs/{run.pk}/progress").json()["workers"] is None  # nothing waits
+
+
+def test_the_runs_list_says_when_runs_wait_for_a_worker_that_is_not_running(logged_in, user):
+    make_run(user, ["queued", "queued"], status=Status.QUEUED)
+
+    def banner() -> bool:
+        return 'data-testid="no-worker"' in logged_in.get(reverse("runs:list")).content.decode()
+
+    assert banner()
+    worker("w1@host:1", 50)
+    assert not banner()
+    Worker.objects.all().delete()
+    Run.objects.update(status=Status.PASSED)
+    assert not banner()  # nothing waits
