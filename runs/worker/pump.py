@@ -142,8 +142,16 @@ class Pump:
         """Serve forever in a thread of this process's own (a worker's pump)."""
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self.serve, name="evalsite-pump", daemon=True)
+                self._thread = threading.Thread(target=self._serve_forever, name="evalsite-pump", daemon=True)
                 self._thread.start()
+
+    def _serve_forever(self) -> None:
+        try:
+            self.serve()
+        finally:
+            # The thread's connection goes back with it, not when the process ends: a stopped pump's session
+            # would otherwise stay open on the server (and keep a test database from being dropped).
+            connection.close()
 
     def stop(self) -> None:
         """Stop serving after the current round (a worker that is shutting down, having handed its

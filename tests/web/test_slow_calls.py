@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
@@ -48,7 +49,14 @@ def _serve(published: list[int]) -> threading.Thread:
     pump = Pump(capacity=4)
     for pk in published:
         pump.offer(pk)
-    thread = threading.Thread(target=pump.serve, kwargs={"until_idle": True})
+
+    def serve() -> None:
+        try:
+            pump.serve(until_idle=True)
+        finally:
+            connection.close()  # this thread's: its session would outlive the test's database
+
+    thread = threading.Thread(target=serve)
     thread.start()
     return thread
 
