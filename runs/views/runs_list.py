@@ -115,11 +115,10 @@ def run_list(request: HttpRequest) -> HttpResponse:
         runs = runs.filter(created_at__date__lte=until)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     page.object_list = with_durations(selectors.with_counts(page.object_list))
-    any_active = any(run.is_active or run.in_flight_count for run in page.object_list)
     context = {
         "page": page,
         "runs": page.object_list,
-        "any_active": any_active,
+        "any_active": any(run.is_active or run.in_flight_count for run in page.object_list),
         # Runs waiting with no worker to play them: said above the table, which the poll refreshes.
         "no_worker": any(run.is_active for run in page.object_list) and not selectors.live_workers()["count"],
         "filters": [(key, label, _list_url(suite, key, search)) for key, (label, _) in LIST_FILTERS.items()],
