@@ -202,3 +202,12 @@ def test_a_worker_that_exits_once_the_server_is_stopping_is_not_started_again():
         assert supervisor.restarts == 1 and supervisor.processes[1] is second
     finally:
         supervisor.stop()
+
+
+@pytest.mark.parametrize("flag", ["--slots", "--processes", "--web-processes", "--web-threads"])
+def test_a_count_below_one_is_refused_before_anything_starts(var_env, flag):
+    done = subprocess.run([sys.executable, "manage.py", "evalserve", "127.0.0.1:1", flag, "0"], cwd=ROOT,
+                          env=var_env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2
+    assert "'0' is not a whole number of 1 or more" in done.stderr
+    assert "Celery workers started" not in done.stdout

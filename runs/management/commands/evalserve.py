@@ -23,6 +23,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from engine.text import plural
+from evalsite.cli.common import positive_int
 
 WORKER = [sys.executable, "-m", "celery", "--quiet", "-A", "evalsite", "worker", "--pool", "threads",
           "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]  # fmt: skip
@@ -132,19 +133,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
         parser.add_argument(
-            "--slots", "--workers", type=int, default=settings.EVALSITE_MAX_RUN_CONCURRENCY,
+            "--slots", "--workers", type=positive_int, default=settings.EVALSITE_MAX_RUN_CONCURRENCY,
             help="Conversations played at once, in all the worker processes (default: the highest concurrency "
             "a run may ask, EVALSITE_MAX_RUN_CONCURRENCY).",
         )  # fmt: skip
         parser.add_argument(
-            "--processes", type=int, default=2, help="Worker processes the slots are shared among."
+            "--processes", type=positive_int, default=2, help="Worker processes the slots are shared among."
         )
         parser.add_argument(
-            "--web-processes", type=int, default=default_web_processes(),
+            "--web-processes", type=positive_int, default=default_web_processes(),
             help="gunicorn worker processes (default: two per core and one more).",
         )  # fmt: skip
         parser.add_argument(
-            "--web-threads", type=int, default=1,
+            "--web-threads", type=positive_int, default=1,
             help="Threads per gunicorn process; above 1, gthread workers instead of sync ones.",
         )  # fmt: skip
         parser.add_argument(
