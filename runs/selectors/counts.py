@@ -8,8 +8,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count, DateTimeField, ExpressionWrapper, Max, Min, Q, Sum
-from django.db.models.functions import Now
+from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
 from ..models import ACTIVE, FINISHED, Run, Status, Worker
@@ -43,12 +42,8 @@ def status_counts(run: Run) -> dict[str, int]:
 
 def live_workers() -> dict[str, int]:
     """The worker processes beating now (as the workers' sweepers count them alive) and the conversations they
-    play at once in all: {"count": 2, "slots": 100}. A worker that did not say its slots counts none. Their
-    beats are the database's clock (runs.worker.claims), and so is the time they are measured against: the
-    web's host may keep another."""
-    since = ExpressionWrapper(
-        Now() - timedelta(seconds=settings.EVALSITE_WORKER_DEAD_SECONDS), output_field=DateTimeField()
-    )
+    play at once in all: {"count": 2, "slots": 100}. A worker that did not say its slots counts none."""
+    since = timezone.now() - timedelta(seconds=settings.EVALSITE_WORKER_DEAD_SECONDS)
     found = Worker.objects.filter(beat_at__gte=since).aggregate(count=Count("pk"), slots=Sum("slots"))
     return {"count": found["count"], "slots": found["slots"] or 0}
 

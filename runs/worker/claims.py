@@ -18,7 +18,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
-from django.db.models.functions import Now
 from django.utils import timezone
 
 from runs import outage
@@ -114,11 +113,8 @@ class Heartbeat:
     def _beat(self, *, bounded: bool = False) -> None:
         """`bounded`: the thread's beats give up on a row lock after BEAT_LOCK_SECONDS (and try again at the
         next beat) rather than wait on it, so that a transaction holding this worker's row cannot stop the
-        beat, nor keep `stop` waiting for it.
-
-        The beat is the database's clock, not this host's: the pages tell a live worker by it (runs.selectors
-        live_workers) from another host, whose clock need not agree with this one."""
-        now = Now()
+        beat, nor keep `stop` waiting for it."""
+        now = timezone.now()
         with sql.bounded_transaction(BEAT_LOCK_SECONDS) if bounded else transaction.atomic():
             if not Worker.objects.filter(name=self.name).update(beat_at=now):
                 # First beat, or the others declared this worker dead while it was frozen: it lives again. Its

@@ -147,17 +147,3 @@ def test_the_runs_list_says_when_runs_wait_for_a_worker_that_is_not_running(logg
     Worker.objects.all().delete()
     Run.objects.update(status=Status.PASSED)
     assert not banner()  # nothing waits
-
-
-def test_a_worker_on_a_host_whose_clock_differs_from_the_webs_still_counts(monkeypatch):
-    # Its beat is the database's time, and so is what the page measures it against: this web host's clock,
-    # a minute ahead here, plays no part.
-    from runs.selectors import live_workers
-    from runs.worker.claims import Heartbeat
-
-    beating = Heartbeat()
-    beating.slots = 30
-    beating._beat()
-    ahead = timezone.now() + timedelta(minutes=1)
-    monkeypatch.setattr(timezone, "now", lambda: ahead)
-    assert live_workers() == {"count": 1, "slots": 30}
