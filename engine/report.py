@@ -28,7 +28,7 @@ from .results import (
     TurnRecord,
 )
 from .schema import Style
-from .text import plural
+from .text import plural, terminal_safe
 
 PASS = "✅ PASS"
 FAIL = "❌ FAIL"
@@ -253,7 +253,8 @@ class Detail(StrEnum):
 
 class ReportWriter:
     """The report in the order it is written, one piece at a time, so that a run can print each
-    conversation as it ends: the header, the conversations, the summary last. Each piece is one `print`."""
+    conversation as it ends: the header, the conversations, the summary last. Each piece is one `print`, its
+    control characters escaped (engine.text.terminal_safe)."""
 
     def __init__(self, detail: Detail = Detail.VERBOSE) -> None:
         self.detail = detail
@@ -262,25 +263,25 @@ class ReportWriter:
     def header(self, suite_name: str, model: str, endpoint: str, mock: bool) -> str | None:
         if self.detail == Detail.QUIET:
             return None
-        return format_header(suite_name, model, endpoint, mock) + "\n"
+        return terminal_safe(format_header(suite_name, model, endpoint, mock)) + "\n"
 
     def result(self, result: EvalResult, iterations: int = 1) -> str | None:
         if self.detail == Detail.QUIET:
             return None
         if self.detail == Detail.COMPACT and result.status == Status.PASSED:
             self.after_line = True
-            return format_line(result, iterations)
+            return terminal_safe(format_line(result, iterations))
         gap = "\n" if self.after_line else ""
         self.after_line = False
-        return f"{gap}{format_eval(result, iterations)}\n"
+        return f"{gap}{terminal_safe(format_eval(result, iterations))}\n"
 
     def summary(self, report: RunReport) -> str:
         if self.detail == Detail.QUIET:
-            return format_summary(report)
+            return terminal_safe(format_summary(report))
         gap = "\n" if self.after_line else ""
         iterated = format_iterated(report)
         listed = "\n".join(["Iterated evals:", *iterated, "", ""]) if iterated else ""
-        return f"{gap}{listed}{format_summary(report)}"
+        return terminal_safe(f"{gap}{listed}{format_summary(report)}")
 
 
 def format_report(report: RunReport, detail: Detail = Detail.VERBOSE) -> str:

@@ -40,7 +40,7 @@ from engine.results import RESULTS_FORMAT, EvalResult, RunReport, SuiteRef
 from engine.runner import run_suite
 from engine.schema import Suite
 from engine.source import format_path
-from engine.text import plural
+from engine.text import plural, terminal_safe
 
 from .common import BROKEN, UserError, collect_from_here, read_suite_file, suite_to_run
 from .database import endpoint_registry
@@ -190,7 +190,7 @@ def run_here(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if refusals.first is not None:  # said once, not per conversation; the rest were not started
-        print(f"{refusals.first}; no more conversations were started", file=sys.stderr)
+        print(terminal_safe(f"{refusals.first}; no more conversations were started"), file=sys.stderr)
         return BROKEN
     if code == BROKEN:
         say_errors(report)
@@ -269,20 +269,26 @@ def say_errors(report: RunReport) -> None:
     errors = [result for result in errors if result not in graders]
     if errors:
         print(
-            f"{len(errors)} of {total} ended in an endpoint error ({errors[0].error}); check the "
-            "endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, or the endpoint in the admin)",
+            terminal_safe(
+                f"{len(errors)} of {total} ended in an endpoint error ({errors[0].error}); check the "
+                "endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, or the endpoint in the admin)",
+            ),
             file=sys.stderr,
         )
     if graders:
         print(
-            f"{len(graders)} of {total} got no verdict from a code grader ({graders[0].error})",
+            terminal_safe(
+                f"{len(graders)} of {total} got no verdict from a code grader ({graders[0].error})",
+            ),
             file=sys.stderr,
         )
     if unfinished:
         print(
-            f"{len(unfinished)} of {total} ended at a reply that did not finish "
-            f"({unfinished[0].turns[-1].incomplete}); `incomplete_reply: fail` or `grade` in the suite "
-            "counts such replies otherwise",
+            terminal_safe(
+                f"{len(unfinished)} of {total} ended at a reply that did not finish "
+                f"({unfinished[0].turns[-1].incomplete}); `incomplete_reply: fail` or `grade` in the suite "
+                "counts such replies otherwise",
+            ),
             file=sys.stderr,
         )
 

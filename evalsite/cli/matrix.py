@@ -28,6 +28,7 @@ from engine.options import RunOptions
 from engine.options import apply as apply_options
 from engine.outcomes import Status
 from engine.results import RunReport
+from engine.text import terminal_safe
 
 from .common import BROKEN, FAILED, PASSED, UserError, suite_to_run
 from .options import run_options
@@ -169,7 +170,7 @@ def finish(args, variants: list[Variant], reports, columns, system: str | None, 
     own (gates too), the worst of them. `streamed`: the variants' --json files written as they played."""
     grid = build_grid(columns)
     print()
-    print(grid_text(grid))
+    print(terminal_safe(grid_text(grid)))
     write_matrix_outputs(args, variants, reports, grid, system, streamed)
     codes = {exit_code(report) for report in reports}
     return BROKEN if BROKEN in codes else FAILED if FAILED in codes else PASSED

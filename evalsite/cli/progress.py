@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from engine.calls import Calls
 from engine.outcomes import Status
 from engine.results import EvalResult
-from engine.text import plural
+from engine.text import plural, terminal_safe
 
 # Refreshes a second of the live line: enough for a counter, little CPU beside a run of hundreds of calls.
 LIVE_REFRESH_PER_SECOND = 4
@@ -133,7 +133,9 @@ class Progress:
             print(text, flush=True)
 
     def note(self, text: str) -> None:
-        """A note on stderr (a retry, a slow call), above the live line when there is one."""
+        """A note on stderr (a retry, a slow call), above the live line when there is one; an endpoint's words in
+        it are shown, never acted on."""
+        text = terminal_safe(text)
         if self.live is not None:
             self.live.console.out(text, highlight=False)
         else:

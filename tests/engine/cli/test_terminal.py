@@ -248,3 +248,30 @@ def test_concurrency_raises_the_default_endpoints_cap(tmp_path):
         assert fake.max_in_flight > 200
     assert "held to" not in result.stderr
     assert RunReport.model_validate_json(out.read_text()).totals.duration_s < 6
+
+
+def test_control_characters_in_a_reply_are_shown_escaped_never_acted_on(tmp_path):
+    """A reply that would recolour the terminal, retitle it, clear it, overwrite a line or reverse the text
+    after it is printed with those characters escaped, in the report and in its prompt line; --json keeps
+    the reply as the model wrote it."""
+    reply = "before \x1b[31mRED\x1b[0m \x1b]0;PWNED\x07 \x1b[2J back\rover \u202eevil \x9b"
+    with FakeOpenAI(latency=0.01, api_key=FAKE_KEY) as fake:
+        fake.rule("Question", reply)
+        suite = many(tmp_path, 2, failing=(1,))
+        suite.write_text(suite.read_text().replace("prompt: Question 1?", 'prompt: "Question 1? \\e[1mbold"'))
+        out = tmp_path / "out.json"
+        result = subprocess.run(
+            [str(EVALSITE), "run", str(suite), "--json", str(out)],
+            cwd=tmp_path, env=env_for(fake, tmp_path), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    for acting in ("\x1b", "\x07", "\r", "\u202e", "\x9b"):
+        assert acting not in result.stdout + result.stderr
+    # A carriage return starts a line of its own, as the report shows every line break of a reply.
+    shown = (
+        "Response: before \\x1b[31mRED\\x1b[0m \\x1b]0;PWNED\\x07 \\x1b[2J back\n      over \\u202eevil \\x9b"
+    )
+    assert shown in result.stdout
+    assert "Question 1? \\x1b[1mbold" in result.stdout
+    report = RunReport.model_validate_json(out.read_text(encoding="utf-8"))
+    assert {item.turns[0].response for item in report.evals} == {reply}
