@@ -6,6 +6,7 @@ DEBUG=0.
 """
 
 import hashlib
+import math
 import os
 import secrets
 from datetime import timedelta
@@ -33,12 +34,29 @@ def env_bool(name: str, default: bool) -> bool:
 
 def env_int(name: str, default: int) -> int:
     value = os.environ.get(name)
-    return default if value in (None, "") else int(value)
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r}: expected a whole number") from None
 
 
-def env_float(name: str, default: float) -> float:
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    """A number from the environment; one that is not a finite number (or is below `minimum`) is refused
+    with the variable's name, not a traceback."""
     value = os.environ.get(name)
-    return default if value in (None, "") else float(value)
+    if value in (None, ""):
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise ImproperlyConfigured(f"{name}={value!r}: expected a number") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={value!r}: expected a number of at least {minimum:g}")
+    return number
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -438,8 +456,10 @@ CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
 # --- evalsite ---------------------------------------------------------------------------------------------
 # The default endpoint: any model id without a known "endpoint/" prefix goes here.
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
-EVALSITE_DEFAULT_PRICE_INPUT = env_float("EVALSITE_DEFAULT_PRICE_INPUT", 0.0)  # USD per million tokens
-EVALSITE_DEFAULT_PRICE_OUTPUT = env_float("EVALSITE_DEFAULT_PRICE_OUTPUT", 0.0)
+EVALSITE_DEFAULT_PRICE_INPUT = env_float(
+    "EVALSITE_DEFAULT_PRICE_INPUT", 0.0, minimum=0
+)  # USD per million tokens
+EVALSITE_DEFAULT_PRICE_OUTPUT = env_float("EVALSITE_DEFAULT_PRICE_OUTPUT", 0.0, minimum=0)
 EVALSITE_DEFAULT_CONCURRENCY = env_int("EVALSITE_DEFAULT_CONCURRENCY", 10)
 # The most conversations one run may have in flight (the launch form's limit). Beyond the default, a
 # PostgreSQL server with its default max_connections needs the pool (EVALSITE_DB_POOL_MAX): see the README.

@@ -45,6 +45,8 @@ def _on_wire(settings: ModelSettings) -> tuple[dict[str, Any], dict[str, Any], d
     held = _wire.get(id(settings))
     if held is None or held[0] is not settings:
         fields = settings.model_dump(exclude_none=True, exclude={"extra_body", "extra_headers"})
+        if isinstance(fields.get("response_format"), str):  # `json_object` alone, as OpenAI's API takes it
+            fields["response_format"] = {"type": fields["response_format"]}
         held = (settings, fields, dict(settings.extra_body or {}), dict(settings.extra_headers or {}))
         with _wire_lock:
             _wire[id(settings)] = held

@@ -8,6 +8,7 @@ runner, the workers' pump)."""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
@@ -45,6 +46,40 @@ class ModelSettings(StrictModel):
     )
     extra_headers: dict[str, str] | None = Field(None, description="More HTTP headers for each request.")
 
+    @field_validator("temperature", "max_tokens", "max_completion_tokens", "top_p", "seed", mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        # YAML's true and false would be read as 1 and 0.
+        if isinstance(value, bool):
+            raise ValueError("expected a number, not true or false")
+        return value
+
+    @field_validator("response_format")
+    @classmethod
+    def _response_format(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+        if not isinstance(value, dict):
+            return value
+        kind = value.get("type")
+        if not isinstance(kind, str) or not kind:
+            raise ValueError(
+                "an object response_format needs a `type` (json_object, text or json_schema), or write "
+                "json_object or text alone"
+            )
+        if kind == "json_schema":
+            spec = value.get("json_schema")
+            if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+                raise ValueError("type json_schema needs `json_schema: {name: ..., schema: {...}}`")
+            if "schema" in spec and not isinstance(spec["schema"], dict):
+                raise ValueError("json_schema.schema is a JSON Schema: a mapping")
+        return value
+
+    @field_validator("extra_body")
+    @classmethod
+    def _finite(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and not _json_safe(value):
+            raise ValueError("extra_body holds a number JSON cannot carry (.nan or .inf)")
+        return value
+
     @field_validator("stop")
     @classmethod
     def _stop(cls, value: str | list[str] | None) -> str | list[str] | None:
@@ -66,6 +101,16 @@ class ModelSettings(StrictModel):
 
     def is_empty(self) -> bool:
         return not self.model_dump(exclude_none=True)
+
+
+def _json_safe(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(map(_json_safe, value.values()))
+    if isinstance(value, list):
+        return all(map(_json_safe, value))
+    return True
 
 
 class CacheRoles(StrictModel):
@@ -98,11 +143,19 @@ CacheSetting = Annotated[
         "and simulated users), false, or {model, judge, simulated_user, repeats}.",
     ),
 ]
+
+
+def _an_amount(value: Any) -> Any:
+    if isinstance(value, bool):  # YAML's true would be read as $1
+        raise ValueError("expected an amount in USD, not true or false")
+    return value
+
+
 MaxCost = Annotated[
-    float | None,
+    Annotated[float, Field(gt=0, allow_inf_nan=False)] | None,
+    BeforeValidator(_an_amount),
     Field(
         None,
-        gt=0,
         description="USD: once the run has spent this much, no more conversations start (finished ones are kept).",
     ),
 ]

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 
-from .common import BROKEN, UserError
+from django.core.exceptions import ImproperlyConfigured
+
+from .common import BROKEN, INVALID, UserError
 
 ABOUT = """\
 Multi-turn LLM evaluations from the terminal, with the web app's engine.
@@ -81,6 +83,11 @@ def execute(args: argparse.Namespace, prog: str) -> int:
     except UserError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return exc.code
+    except (
+        ImproperlyConfigured
+    ) as exc:  # a setting in the environment that cannot be read: the caller's to fix
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return INVALID
     except KeyboardInterrupt as exc:
         # A command that kept something of its work says what in the interrupt it raises again.
         kept = "; ".join(map(str, exc.args)) or "no report or results were written"

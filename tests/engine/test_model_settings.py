@@ -74,7 +74,7 @@ def test_each_role_sends_its_own_settings_and_an_eval_goes_over_the_suites(fake)
         "max_tokens": 200,
         "seed": 7,
         "stop": ["END"],
-        "response_format": "json_object",
+        "response_format": {"type": "json_object"},  # JSON mode as OpenAI takes it, from the shorthand
         "reasoning_effort": "low",
         "store": False,
         "top_k": 5,
