@@ -22,8 +22,10 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import os
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, replace
@@ -34,6 +36,8 @@ from .clients.base import Completion
 from .results import Usage
 from .schema.settings import CacheRoles
 from .suitevars import SECRET_REF
+
+log = logging.getLogger(__name__)
 
 Role = Literal["model", "judge", "simulated_user"]
 ROLES: tuple[Role, ...] = ("model", "judge", "simulated_user")
@@ -77,8 +81,13 @@ def marked(turn: Any, counted: Tally) -> Any:
     )
 
 
-def _hit(role: str, data: dict) -> Completion:
-    completion = _answered(data)
+def _hit(role: str, data: dict) -> Completion | None:
+    """The stored answer, counted as a hit; None when it cannot be read (an entry written otherwise, or
+    damaged): a miss, which the model's answer then replaces."""
+    try:
+        completion = _answered(data)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
     counted = _tally.get()
     if counted is not None:
         counted.hits.append((role, completion.saved_cost))
@@ -130,6 +139,52 @@ class MemoryStore:
         self.entries[key] = value
 
 
+class GuardedStore:
+    """A store whose failure costs a miss, not the conversation: an answer that cannot be read (a damaged
+    entry, a folder gone, a server away) is asked of the model again, and one that cannot be kept is not
+    kept. The first failure is said once (`say`); the run goes on."""
+
+    def __init__(self, inner: ResponseStore, say: Callable[[str], None]) -> None:
+        self.inner = inner
+        self.say = say
+        self.said = False
+        self.pepper = getattr(inner, "pepper", b"")
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        if not self.said:
+            self.said = True
+            self.say(
+                f"the response cache could not be {what} ({type(exc).__name__}: {exc}); the calls it cannot "
+                "answer are made"
+            )
+
+    def get(self, key: str) -> dict | None:
+        try:
+            return self.inner.get(key)
+        except Exception as exc:
+            self._failed("read", exc)
+            return None
+
+    def put(self, key: str, value: dict) -> None:
+        try:
+            self.inner.put(key, value)
+        except Exception as exc:
+            self._failed("written", exc)
+
+
+def open_disk_store(say: Callable[[str], None]) -> GuardedStore | None:
+    """The CLI's store, guarded; None, said once, when its folder cannot be used at all (not a folder, not
+    writable, not a cache): the run goes on without the cache."""
+    try:
+        return GuardedStore(DiskStore(), say)
+    except Exception as exc:
+        say(
+            f"the response cache in {default_directory()} cannot be used ({type(exc).__name__}: {exc}); "
+            "this run goes without it"
+        )
+        return None
+
+
 class DiskStore:
     """The CLI's store: a diskcache under the user's cache directory, bounded in bytes, each entry kept for
     `ttl` seconds. diskcache is safe across processes, so runs side by side share it."""
@@ -145,10 +200,16 @@ class DiskStore:
         self.pepper = _pepper_file(Path(self.cache.directory) / "pepper")
 
     def get(self, key: str) -> dict | None:
-        return self.cache.get(key)
+        # An answer is as old as its writing says: a TTL shortened since it was kept holds for it too.
+        found = self.cache.get(key)
+        kept = found.get("kept_at") if isinstance(found, dict) else None
+        if isinstance(kept, float) and time.time() - kept > self.ttl:
+            return None
+        return found
 
     def put(self, key: str, value: dict) -> None:
-        self.cache.set(key, value, expire=self.ttl or None)
+        if self.ttl > 0:  # as on the server: a TTL of 0 keeps nothing
+            self.cache.set(key, {**value, "kept_at": time.time()}, expire=self.ttl)
 
     def purge(self) -> int:
         return self.cache.clear()
@@ -178,7 +239,15 @@ def default_directory() -> Path:
 
 def _env_number(name: str, default: float) -> float:
     value = os.environ.get(name, "").strip()
-    return float(value) if value else default
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number < float("inf"):
+        raise ValueError(f"{name}={value!r}: expected a number of at least 0")
+    return number
 
 
 def call_key(
@@ -287,7 +356,7 @@ class CachingClient:
 
     def __init__(self, inner: Any, store: ResponseStore, roles: CacheRoles, role: Role) -> None:
         self.inner = inner
-        self.store = store
+        self.store = store if isinstance(store, GuardedStore) else GuardedStore(store, log.warning)
         self.roles = roles
         self.role = role
         self.identity = endpoint_identity(inner)
@@ -310,8 +379,8 @@ class CachingClient:
 
     def complete(self, model: str, messages: list[dict], **keywords: Any) -> Completion:
         role, key = self._key(model, messages, keywords)
-        if key is not None and (found := self.store.get(key)) is not None:
-            return _hit(role, found)
+        if key is not None and (found := self.store.get(key)) is not None and (hit := _hit(role, found)):
+            return hit
         completion = self.inner.complete(model, messages, **keywords)
         if key is not None:
             self.store.put(key, _stored(completion))
@@ -324,8 +393,9 @@ class AsyncCachingClient(CachingClient):
 
     async def acomplete(self, model: str, messages: list[dict], **keywords: Any) -> Completion:
         role, key = self._key(model, messages, keywords)
-        if key is not None and (found := await asyncio.to_thread(self.store.get, key)) is not None:
-            return _hit(role, found)
+        found = await asyncio.to_thread(self.store.get, key) if key is not None else None
+        if found is not None and (hit := _hit(role, found)):
+            return hit
         completion = await self.inner.acomplete(model, messages, **keywords)
         if key is not None:
             await asyncio.to_thread(self.store.put, key, _stored(completion))

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
 from engine import suitevars
-from engine.cache import DiskStore, roles_of
+from engine.cache import open_disk_store, roles_of
 from engine.calls import SlowReporter
 from engine.clients import DEFAULT, MOCK, EndpointRegistry
 from engine.clients.settings import Refusals
@@ -176,7 +176,7 @@ def run_here(args: argparse.Namespace) -> int:
             code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
             watched=tally.playing,
             refusals=refusals,
-            store=DiskStore() if roles_of(suite) else None,
+            store=open_disk_store(cache_note(progress)) if roles_of(suite) else None,
         )
     report.vars = values or None
     print(writer.summary(report), flush=True)
@@ -195,6 +195,11 @@ def run_here(args: argparse.Namespace) -> int:
     if code == BROKEN:
         say_errors(report)
     return code
+
+
+def cache_note(progress: Progress):
+    """How a problem with the local response cache is said: once, as a note above the progress line."""
+    return lambda text: progress.note(f"note: {text}")
 
 
 def say_estimate(suite: Suite, registry: EndpointRegistry, model: str | None, variants=None) -> None:

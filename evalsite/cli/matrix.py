@@ -51,13 +51,13 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     # A run here needs the server's dependencies (Django for named endpoints); one on a server does not.
     from django.conf import settings
 
-    from engine.cache import DiskStore, roles_of
+    from engine.cache import open_disk_store, roles_of
     from engine.calls import SlowReporter
     from engine.codegrade.run import CodeRunner
     from engine.runner import Play, run_plays
 
     from .database import endpoint_registry
-    from .local import bind_vars, check_model_refs, interrupted, say_estimate, stream_json
+    from .local import bind_vars, cache_note, check_model_refs, interrupted, say_estimate, stream_json
     from .progress import Progress, Tally
     from .run import PROGRESS_EVERY
 
@@ -104,7 +104,8 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
 
             return say
 
-        store = DiskStore() if any(map(roles_of, played)) else None  # one for all: they share its folder
+        # One for all: they share its folder.
+        store = open_disk_store(cache_note(progress)) if any(map(roles_of, played)) else None
         plays = [
             Play(
                 variant_suite,

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from engine.cache import DiskStore, MemoryStore, call_key, secrets_digest
+from engine.cache import DiskStore, GuardedStore, MemoryStore, call_key, secrets_digest
 from engine.calibration import load_calibration
 from engine.calibration.playing import as_suite
 from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
@@ -342,3 +342,66 @@ def test_the_secrets_digest_is_keyed_by_the_stores_pepper_kept_apart_from_its_en
     assert DiskStore(tmp_path / "other").pepper != store.pepper
     # Without the pepper a guess of the value cannot be checked against a key.
     assert secrets_digest(messages, {"A_TOKEN": "a"}, pepper=store.pepper) != plain
+
+
+class _Broken:
+    """A store whose server is away: every read and write raises."""
+
+    def get(self, key):
+        raise ConnectionError("the cache's server is away")
+
+    def put(self, key, value):
+        raise ConnectionError("the cache's server is away")
+
+
+def test_a_store_that_fails_costs_a_miss_said_once_never_the_conversation(fake):
+    said: list[str] = []
+    store = GuardedStore(_Broken(), said.append)
+    report, calls = _run(fake, _suite(), store)
+    assert report.status == "passed" and calls == 3
+    assert len(said) == 1 and "could not be read (ConnectionError: the cache's server is away)" in said[0]
+
+
+def test_a_damaged_entry_is_a_miss_and_the_models_answer_replaces_it(fake, tmp_path):
+    store = DiskStore(tmp_path / "damaged")
+    _run(fake, _suite(), store)
+    for key in list(store.cache.iterkeys()):
+        store.cache.set(key, {"usage": None})  # written otherwise: no text
+    report, calls = _run(fake, _suite(), store)
+    assert report.status == "passed" and calls == 3
+    _, calls = _run(fake, _suite(), store)
+    assert calls == 0  # the answers asked again were kept in the damaged entries' place
+    store.close()
+
+
+def test_a_shortened_ttl_holds_for_answers_kept_before_and_a_ttl_of_0_keeps_nothing(fake, tmp_path):
+    _run(fake, _suite(), DiskStore(tmp_path / "ttl", ttl=3600))
+    time.sleep(1.1)
+    _, calls = _run(fake, _suite(), DiskStore(tmp_path / "ttl", ttl=1))
+    assert calls == 3  # kept more than a second ago: too old for today's TTL
+    store = DiskStore(tmp_path / "none", ttl=0)
+    _run(fake, _suite(), store)
+    _, calls = _run(fake, _suite(), store)
+    assert calls == 3 and len(store.cache) == 0
+
+
+@pytest.mark.parametrize("damage", ["not a database", "a file where the folder goes"])
+def test_evalsite_run_goes_on_without_a_local_cache_it_cannot_use(fake, tmp_path, damage):
+    cache_home = tmp_path / "xdg"
+    if damage == "not a database":
+        folder = cache_home / "evalsite" / "responses"
+        folder.mkdir(parents=True)
+        (folder / "cache.db").write_bytes(os.urandom(5000))
+    else:
+        cache_home.mkdir()
+        (cache_home / "evalsite").write_text("a file")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE.format(cache="true", prompt="Say hello"))
+    env = {**os.environ, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test",
+           "XDG_CACHE_HOME": str(cache_home), "EVALSITE_VAR_DIR": str(tmp_path / "var")}  # fmt: skip
+    env.pop("DATABASE_URL", None)
+    result = _cli(str(suite), env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    notes = [line for line in result.stderr.splitlines() if "response cache" in line]
+    assert len(notes) == 1 and "this run goes without it" in notes[0]
