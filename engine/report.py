@@ -32,6 +32,8 @@ from .text import plural, terminal_safe
 
 PASS = "✅ PASS"
 FAIL = "❌ FAIL"
+ERROR = "💥 ERROR"
+STOPPED = "⏹ STOPPED"
 SHOWN_CHARS = 120  # of a tool call's arguments or result: one line each, the rest is in --json
 
 
@@ -111,7 +113,7 @@ def overall(result: EvalResult) -> str:
     if result.status == Status.FAILED:
         return f"{FAIL} ({result.verdict})"
     if result.status == Status.ERROR:
-        return f"💥 ERROR ({result.error})"
+        return f"{ERROR} ({result.error})"
     return f"⏹ CANCELLED ({result.verdict})"
 
 
@@ -175,17 +177,24 @@ def _grade_line(item, indent: str) -> str:
     return f"{indent}{mark} {item.name or item.grader} {item.score:.2f}: {item.rationale}{how_read(item)}"
 
 
+# An iteration in a repeated eval's strip: passed, failed, not played (the run stopped first), else an error.
+STRIP_MARKS = {Status.PASSED: "✓", Status.FAILED: "✗", Status.CANCELLED: "·"}
+
+
 def format_iterated(report: RunReport) -> list[str]:
     lines = []
     for item in report.iterated:
         stats = item.stats
         strip = "".join(
-            "✓" if r.status == Status.PASSED else "✗" if r.status == Status.FAILED else "!"
+            STRIP_MARKS.get(r.status, "!")
             for r in sorted((r for r in report.evals if r.index == item.index), key=lambda r: r.iteration)
         )
         mean = "n/a" if stats.mean is None else f"{stats.mean:.2f} ± {stats.std_dev:.2f}"
         flaky = " FLAKY" if stats.flaky else ""
-        mark = PASS if item.status == Status.PASSED else FAIL
+        if item.status == Status.CANCELLED:  # no iteration played: the run stopped before it
+            lines.append(f"{STOPPED} {item.id}: not played {strip}")
+            continue
+        mark = PASS if item.status == Status.PASSED else ERROR if item.status == Status.ERROR else FAIL
         lines.append(
             f"{mark} {item.id}: {stats.pass_count}/{stats.iterations - stats.errors} passed "
             f"({stats.pass_rate:.0%}, 95% CI {stats.pass_rate_low:.0%}–{stats.pass_rate_high:.0%}, needs "
@@ -227,7 +236,8 @@ def format_line(result: EvalResult, iterations: int = 1) -> str:
 def format_summary(report: RunReport) -> str:
     totals = report.totals
     summary = (
-        f"Summary: {totals.passed} passed, {totals.failed} failed, {plural(totals.error, 'error')} of "
+        f"Summary: {totals.passed} passed, {totals.failed} failed, {plural(totals.error, 'error')}"
+        f"{f', {totals.cancelled} not started' if report.stop_reason and totals.cancelled else ''} of "
         f"{plural(totals.evals, 'eval')} — {plural(totals.turns, 'turn')}, {plural(totals.total_tokens, 'token')}, "
         f"${totals.cost:.6f}"
     )
@@ -238,9 +248,36 @@ def format_summary(report: RunReport) -> str:
     for gate in report.gates:
         actual = "n/a" if gate.actual is None else f"{gate.actual:.3f}"
         summary += f"\nGate {gate.label}: {PASS if gate.passed else FAIL} (actual {actual})"
-    # A run stopped short (its cost limit) says why, not a bare "cancelled" that reads like someone's Ctrl-C.
-    status = f"stopped: {report.stop_reason}" if report.stop_reason else report.status
-    return f"{summary}\nOverall: {PASS if report.status == Status.PASSED else FAIL} ({status})"
+    # A run stopped short (its cost limit) says why, not a bare "cancelled" that reads like someone's Ctrl-C,
+    # nor a FAIL: what it did not play has no verdict.
+    if report.stop_reason:
+        return f"{summary}\nOverall: {STOPPED} ({report.stop_reason})"
+    return f"{summary}\nOverall: {PASS if report.status == Status.PASSED else FAIL} ({report.status})"
+
+
+NOT_STARTED_NAMED = 10  # conversations a stopped run names; the rest are counted
+
+
+def not_started(report: RunReport) -> str:
+    """The conversations a stopped run never started (its cost limit), as they are never printed as they
+    end: a line naming the first few, and a blank line."""
+    if not report.stop_reason:
+        return ""
+    left = [result for result in report.evals if result.status == Status.CANCELLED and not result.turns]
+    if not left:
+        return ""
+    runs_of = Counter(result.index for result in report.evals)
+    named = [
+        f"Eval {result.index + 1}"
+        + (
+            f" (iteration {result.iteration + 1} of {runs_of[result.index]})"
+            if runs_of[result.index] > 1
+            else ""
+        )
+        for result in left[:NOT_STARTED_NAMED]
+    ]
+    more = f" and {len(left) - NOT_STARTED_NAMED} more" if len(left) > NOT_STARTED_NAMED else ""
+    return f"{STOPPED} not started ({report.stop_reason}): {', '.join(named)}{more}\n\n"
 
 
 class Detail(StrEnum):
@@ -281,7 +318,7 @@ class ReportWriter:
         gap = "\n" if self.after_line else ""
         iterated = format_iterated(report)
         listed = "\n".join(["Iterated evals:", *iterated, "", ""]) if iterated else ""
-        return terminal_safe(f"{gap}{listed}{format_summary(report)}")
+        return terminal_safe(f"{gap}{not_started(report)}{listed}{format_summary(report)}")
 
 
 def format_report(report: RunReport, detail: Detail = Detail.VERBOSE) -> str:

@@ -182,19 +182,26 @@ def run_here(args: argparse.Namespace) -> int:
     print(writer.summary(report), flush=True)
     write_outputs(args, report, suite.system, streamed=streamed)
     code = exit_code(report)
-    if report.stop_reason:
-        played = len(report.evals) - report.totals.cancelled
-        print(
-            f"stopped: {report.stop_reason} (spent {money(report.totals.cost)}; {played} of "
-            f"{plural(len(report.evals), 'conversation')} played, the rest not started)",
-            file=sys.stderr,
-        )
+    say_stopped(report)
     if refusals.first is not None:  # said once, not per conversation; the rest were not started
         print(terminal_safe(f"{refusals.first}; no more conversations were started"), file=sys.stderr)
         return BROKEN
     if code == BROKEN:
         say_errors(report)
     return code
+
+
+def say_stopped(report: RunReport, name: str = "") -> None:
+    """Why a run its cost limit stopped has conversations without a verdict, on stderr (`name`: a matrix's
+    variant)."""
+    if not report.stop_reason:
+        return
+    played = len(report.evals) - report.totals.cancelled
+    print(
+        f"{f'{name}: ' if name else ''}stopped: {report.stop_reason} (spent {money(report.totals.cost)}; "
+        f"{played} of {plural(len(report.evals), 'conversation')} played, the rest not started)",
+        file=sys.stderr,
+    )
 
 
 def cache_note(progress: Progress):
@@ -213,7 +220,9 @@ def say_estimate(suite: Suite, registry: EndpointRegistry, model: str | None, va
         return
     if not any(each.some_priced for _, each in found) and suite.max_cost is None:
         return
-    limit = f" · limit {money(suite.max_cost)}" if suite.max_cost is not None else ""
+    # A matrix's variants are runs of their own, each with the limit.
+    each = " a variant" if len(found) > 1 else ""
+    limit = f" · limit {money(suite.max_cost)}{each}" if suite.max_cost is not None else ""
     if any(each.low is None for _, each in found) and suite.max_cost is not None:
         limit += ", which spends nothing without prices and so never stops the run"
     costs = variant_costs(found) if len(found) > 1 else [("", found[0][1].lines())]

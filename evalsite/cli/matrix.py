@@ -173,6 +173,10 @@ def finish(args, variants: list[Variant], reports, columns, system: str | None, 
     print()
     print(terminal_safe(grid_text(grid)))
     write_matrix_outputs(args, variants, reports, grid, system, streamed)
+    from .local import say_stopped
+
+    for variant, report in zip(variants, reports, strict=True):
+        say_stopped(report, variant.name)
     codes = {exit_code(report) for report in reports}
     return BROKEN if BROKEN in codes else FAILED if FAILED in codes else PASSED
 

@@ -24,7 +24,10 @@ def test_max_cost_stops_the_run_keeps_the_finished_and_exits_3(fake, tmp_path):
     assert lines[0].startswith("cost: ≈ $1,000.00 (up to $4,000.00): 5 conversations × 1 turn")
     assert lines[0].endswith(" · limit $2.00")
     assert "stopped: cost limit $2.00 reached (spent $2.00; 2 of 5 conversations played" in result.stderr
-    assert "\nOverall: ❌ FAIL (stopped: cost limit $2.00 reached)\n" in result.stdout
+    # What it did not play has no verdict: the report names it, counts it, and says STOPPED, not FAIL.
+    assert "⏹ STOPPED not started (cost limit $2.00 reached): Eval 3, Eval 4, Eval 5\n" in result.stdout
+    assert "Summary: 2 passed, 0 failed, 0 errors, 3 not started of 5 evals" in result.stdout
+    assert "\nOverall: ⏹ STOPPED (cost limit $2.00 reached)\n" in result.stdout
     report = json.loads(out.read_text())
     assert report["status"] == "cancelled" and report["stop_reason"] == "cost limit $2.00 reached"
     assert [e["status"] for e in report["evals"]] == ["passed", "passed"] + ["cancelled"] * 3
