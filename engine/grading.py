@@ -97,7 +97,9 @@ def grade(
             rationale = f"matches /{ground_truth}/" if found else f"does not match /{ground_truth}/"
         score = 1.0 if found else 0.0
     elif grader == "llm_judge":
-        verdict = _rubric_judge(rubric or "", submission, ground_truth, input_text, conversation, judge)
+        verdict = _rubric_judge(
+            rubric or "", submission, ground_truth, input_text, conversation, judge, judge.temperature
+        )
         score, rationale, read = normalise_score(verdict.score), verdict.reason, verdict.recorded()
     else:
         raise ValueError(f"unknown grader {grader}")

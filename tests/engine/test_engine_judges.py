@@ -429,6 +429,28 @@ def test_suite_judge_temperature_is_the_default_and_a_check_overrides_it():
     assert sorted(body.get("temperature") for body in judged) == [0.2, 0.9]
 
 
+def test_suite_judge_temperature_reaches_the_suites_llm_judge_grader():
+    """`grader: llm_judge` (the suite's one judge, as a Letta import writes it) is asked at the suite's
+    judge_temperature, as an llm_judge check is."""
+    from engine.clients import EndpointConfig, EndpointRegistry
+    from engine.loader import load_suite
+    from engine.runner import run_suite
+    from tests.fakeopenai import FakeOpenAI
+
+    suite = load_suite(
+        "name: t\nmodel: m\njudge: judge-m\njudge_temperature: 0.3\ngrader: llm_judge\n"
+        "rubric: Is it right?\nevals:\n  - input: hi\n    ground_truth: hello\n"
+    )
+    with FakeOpenAI() as fake:
+        fake.default_reply = '{"score": 1, "reason": "ok"}'
+        registry = EndpointRegistry(
+            default=EndpointConfig(name="default", base_url=fake.base_url, max_retries=0)
+        )
+        run_suite(suite, registry)
+        judged = [body for body in fake.chat_requests() if body["model"] == "judge-m"]
+    assert [body.get("temperature") for body in judged] == [0.3]
+
+
 @pytest.mark.timeout(20)  # a hang guard, not a timing: reading every brace of this answer took hours
 @pytest.mark.parametrize(
     "answer",
