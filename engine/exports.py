@@ -275,10 +275,12 @@ def _cell(value) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:.6g}"
-    text = str(value)
-    if text.startswith(_FORMULA_START):
-        return "'" + text
-    return text
+    return spreadsheet_text(str(value))
+
+
+def spreadsheet_text(text: str) -> str:
+    """A CSV cell's text that a spreadsheet shows rather than runs."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 def override_notes(result: EvalResult) -> str:

@@ -12,6 +12,7 @@ McNemar test on the evals where exactly one of the two passed).
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 import xml.etree.ElementTree as ET
@@ -23,10 +24,12 @@ import yaml
 from pydantic import ValidationError
 
 from .errors import first_error
+from .exports import spreadsheet_text
 from .outcomes import Status
 from .results import EvalResult, RunReport
 from .schema.settings import ModelSettings
 from .stats import wilson_interval
+from .text import plural
 
 SETTING_MARK = "@"
 MAX_VARIANTS = 10
@@ -58,6 +61,18 @@ def variant_label(model: str, settings: ModelSettings | None) -> str:
         f"{key}={_setting_text(value)}" for key, value in settings.model_dump(exclude_none=True).items()
     )
     return f"{model} {given}"
+
+
+LABEL_CHARS = 100  # a run's label (engine.options.RunOptions)
+
+
+def fitted_label(name: str) -> str:
+    """A variant's name as a run's label: as it is up to LABEL_CHARS, else cut short and told apart from any
+    other cut alike by a digest of the whole."""
+    if len(name) <= LABEL_CHARS:
+        return name
+    digest = hashlib.blake2s(name.encode(), digest_size=3).hexdigest()
+    return f"{name[: LABEL_CHARS - len(digest) - 2]}… {digest}"
 
 
 def _setting_text(value) -> str:
@@ -253,13 +268,20 @@ def mcnemar(first_only: int, second_only: int) -> float:
 
 
 def _difference(rows: Sequence[Row], first: int, second: int) -> Difference:
-    first_only = second_only = 0
+    """The pairs are evals, not conversations: an eval's iterations are repeated draws of one question, so
+    counting each as a pair would claim far more evidence than the suite holds. Per eval, the variant whose
+    graded iterations passed more often is the one that did better on it (with one iteration each: the one
+    that passed); the exact test is then McNemar's on evals, a sign test over them."""
+    rates: dict[int, list[int]] = {}
     for row in rows:
         a, b = row.cells[first], row.cells[second]
         if a is None or b is None or a.status not in GRADED or b.status not in GRADED:
             continue
-        first_only += a.status == Status.PASSED and b.status != Status.PASSED
-        second_only += b.status == Status.PASSED and a.status != Status.PASSED
+        tally = rates.setdefault(row.index, [0, 0])
+        tally[0] += a.status == Status.PASSED
+        tally[1] += b.status == Status.PASSED
+    first_only = sum(a > b for a, b in rates.values())
+    second_only = sum(b > a for a, b in rates.values())
     p_value = mcnemar(first_only, second_only)
     return Difference(first, second, first_only, second_only, p_value, p_value < SIGNIFICANCE)
 
@@ -381,8 +403,14 @@ def difference_lines(grid: Grid) -> list[str]:
         ].label
         wins = max(difference.first_only, difference.second_only)
         losses = min(difference.first_only, difference.second_only)
+        if any(row.iteration for row in grid.rows):  # evals of several iterations: compared by pass rate
+            lines.append(
+                f"{better} beats {worse}: passed more often on {plural(wins, 'eval')}, less often on {losses} "
+                f"(exact sign test over evals, p = {difference.p_value:.3g})"
+            )
+            continue
         lines.append(
-            f"{better} beats {worse}: passed {wins} evals it failed, failed {losses} it passed "
+            f"{better} beats {worse}: passed {plural(wins, 'eval')} it failed, failed {losses} it passed "
             f"(exact McNemar p = {difference.p_value:.3g})"
         )
     return lines
@@ -393,11 +421,12 @@ def grid_csv(grid: Grid) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     header = ["eval", "iteration", "disagree"]
-    for column in grid.columns:
-        header += [f"{column.label} status", f"{column.label} score", f"{column.label} passed_on_turn"]
+    for column in grid.columns:  # a label is the user's text: it may start like a formula
+        label = spreadsheet_text(column.label)
+        header += [f"{label} status", f"{label} score", f"{label} passed_on_turn"]
     writer.writerow(header)
     for row in grid.rows:
-        line: list = [row.eval_id, row.iteration, "yes" if row.disagrees else "no"]
+        line: list = [spreadsheet_text(row.eval_id), row.iteration, "yes" if row.disagrees else "no"]
         for cell in row.cells:
             if cell is None:
                 line += ["", "", ""]

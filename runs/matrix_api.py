@@ -50,7 +50,7 @@ class VariantOut(Schema):
 class DifferenceOut(Schema):
     better: str
     worse: str
-    wins: int  # evals the better one passed and the worse failed
+    wins: int  # evals the better one passed and the worse failed (of several iterations: passed more often)
     losses: int
     p_value: float  # exact McNemar test on those discordant pairs
 

@@ -13,6 +13,8 @@ from engine.matrix import (
     VariantError,
     build_grid,
     cell_text,
+    difference_lines,
+    fitted_label,
     grid_csv,
     grid_markdown,
     matrix_junit,
@@ -172,3 +174,44 @@ def test_cached_calls_are_summed_and_left_out_of_the_latency_of_a_report():
     stats = build_grid([column_of_report("a", "a", report)]).stats[0]
     assert (stats.cached_calls, round(stats.saved_cost, 6)) == (1, 0.002)
     assert (stats.p50_ms, stats.p95_ms) == (400, 490)
+
+
+def iterated(key: str, outcomes: list[str]) -> ColumnIn:
+    """A variant whose eval i ran len(outcomes[i]) times, iteration j ending as outcomes[i][j]."""
+    names = {"p": "passed", "f": "failed"}
+    cells = [
+        CellIn(index=i, eval_id=f"e{i}", iteration=j, status=names[mark])
+        for i, marks in enumerate(outcomes)
+        for j, mark in enumerate(marks)
+    ]
+    return ColumnIn(key=key, label=key, model=key, status="failed", cells=cells)
+
+
+def test_an_evals_iterations_are_one_pair_not_many():
+    """Six evals of ten iterations each, where one variant passes every time and the other half the time:
+    sixty discordant conversations, but only six evals of evidence, which a two-sided exact test cannot
+    call beyond chance at p < 0.05 (0.031 needs six of six; here it is 1/32)."""
+    always = iterated("always", ["p" * 10] * 6)
+    half = iterated("half", ["pf" * 5] * 6)
+    (difference,) = build_grid([always, half]).differences
+    assert (difference.first_only, difference.second_only) == (6, 0)
+    assert difference.p_value == pytest.approx(binomtest(6, 6).pvalue)
+    four = build_grid([iterated("always", ["p" * 10] * 4), iterated("half", ["pf" * 5] * 4)])
+    assert not four.differences[0].significant  # per conversation it was 20 to 0: p ≈ 2e-6
+    assert "passed more often on 6 evals, less often on 0 (exact sign test over evals" in "\n".join(
+        difference_lines(build_grid([always, half]))
+    )
+
+
+def test_a_label_that_starts_like_a_formula_is_text_in_the_csv():
+    grid = build_grid([column('=HYPERLINK("http://x","click")', "pf"), column("@b", "fp")])
+    header = grid_csv(grid).splitlines()[0]
+    assert header.startswith("eval,iteration,disagree,\"'=HYPERLINK(")
+    assert ",'@b status," in header
+
+
+def test_a_long_variant_name_fits_a_runs_label_and_stays_apart_from_others_cut_alike():
+    long = "m@stop=" + "z" * 200
+    first, second = fitted_label(long + "1"), fitted_label(long + "2")
+    assert len(first) == len(second) == 100 and first != second
+    assert fitted_label("gpt-4o-mini temperature=0.7") == "gpt-4o-mini temperature=0.7"

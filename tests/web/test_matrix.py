@@ -261,6 +261,27 @@ def test_the_api_launches_and_reads_a_matrix(client, user, models, fake_endpoint
     assert RunMatrix.objects.count() == 1
 
 
+def test_the_api_refuses_a_variant_named_twice_and_plays_one_whose_name_is_long(client, user, models):
+    create_suite(owner=user, source=suite_source(1))
+    client.force_login(user)
+
+    def launch(variants):
+        body = json.dumps({"suite": "capitals", "variants": variants})
+        return client.post("/api/matrices", body, content_type="application/json")
+
+    twice = launch(["fake/good", {"model": "fake/bad", "label": "fake/good"}])
+    assert twice.status_code == 422 and "`fake/good` is named twice" in twice.json()["detail"]
+    assert not RunMatrix.objects.exists() and not Run.objects.exists()
+    long = "fake/good@stop=" + "z" * 150
+    response = launch(["fake/good", long])
+    assert response.status_code == 201, response.content
+    labels = [v["label"] for v in response.json()["variants"]]
+    assert labels[0] == "fake/good" and len(labels[1]) == 100 and labels[1].startswith("fake/good stop=zzz")
+    for run in Run.objects.filter(matrix_id=response.json()["id"]):
+        play(run)
+    assert set(Run.objects.values_list("status", flat=True)) == {"passed"}
+
+
 def test_viewers_see_a_matrix_editors_launch_and_outsiders_get_404(client, user, other_user, models):
     matrix = launched(user, ["fake/good", "fake/bad"], evals=1)
     client.force_login(other_user)
