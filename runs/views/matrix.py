@@ -50,6 +50,8 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
                 None if cell is None else {
                     "cell": cell, "text": grids.cell_text(cell), "url": _cell_url(column.key, cell),
                     "value": f"{column.key}:{cell.index}:{cell.iteration}", "label": column.label,
+                    # An id htmx can find again after a refresh (it looks it up unescaped: no colon).
+                    "id": f"pick-{column.key}-{cell.index}-{cell.iteration}",
                 }
                 for cell, column in zip(row.cells, grid.columns, strict=True)
             ],

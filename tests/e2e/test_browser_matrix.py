@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 
 import pytest
 from django.urls import reverse
@@ -83,4 +84,51 @@ def test_launch_a_matrix_read_its_grid_and_compare_two_cells(
     expect(page.locator(".compare-turn")).to_have_count(1)
     expect(page.locator("body")).to_contain_text("Canberra.")
     screenshot(page, "browser-matrix-compare.png")
+    watch.check()
+
+
+def test_a_live_matrix_keeps_the_ticked_cells_the_chosen_runs_and_the_keyboards_place_as_it_refreshes(
+    page, watch, user, fake_endpoint, fake_openai, start_worker
+):
+    """The grid of a running matrix is redrawn every 2 s; what the user has chosen meanwhile, and the control
+    the keyboard is on, are kept."""
+    from playwright.sync_api import expect
+
+    from engine.matrix import parse_variants
+    from runs.matrix import create_matrix
+    from suites.services import create_suite
+
+    fake_openai.latency = 1.0  # one conversation at a time, 10 a variant: the matrix runs for 10 s
+    more = "".join(
+        f"  - {{id: city{n}, prompt: Name a city ({n}), checks: [{{contains: a}}]}}\n" for n in range(7)
+    )
+    suite = create_suite(owner=user, source=SUITE + more)
+    matrix = create_matrix(
+        version=suite.latest_version,
+        user=user,
+        variants=parse_variants(["fake/good,fake/bad"]),
+        concurrency=1,
+    )
+    start_worker(concurrency=1)
+    log_in(page, user.username, PASSWORD)
+    page.goto(reverse("matrices:detail", args=[matrix.pk]))
+    expect(page.locator("#matrix-body[hx-get]")).to_have_count(1)
+    page.evaluate(  # the grid it replaces is gone after each swap: counted before, on the body
+        "window.swaps = 0; document.body.addEventListener('htmx:beforeSwap', () => { window.swaps += 1 })"
+    )
+    first, second = (page.get_by_label(f"choose narnia on fake/{model}") for model in ("good", "bad"))
+    first.check()
+    second.check()
+    page.locator("#matrix-compare-a").select_option(label="fake/bad")
+    second.focus()
+    deadline = time.monotonic() + 15  # the page's CSP has no unsafe-eval, which wait_for_function needs
+    while page.evaluate("window.swaps") < 2 and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    assert page.evaluate("window.swaps") >= 2
+    page.wait_for_timeout(300)  # the second refresh swapped in
+    expect(page.locator("#matrix-body[hx-get]")).to_have_count(1)  # still live: these were refreshes
+    expect(first).to_be_checked()
+    expect(second).to_be_checked()
+    expect(page.locator("#matrix-compare-a")).to_have_value(str(matrix.runs.order_by("created_at")[1].pk))
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "choose narnia on fake/bad"
     watch.check()
