@@ -258,12 +258,17 @@ def format_summary(report: RunReport) -> str:
 NOT_STARTED_NAMED = 10  # conversations a stopped run names; the rest are counted
 
 
+def _unplayed(result: EvalResult) -> bool:
+    """Never started, as a stopped run lists it (engine.runner.not_started), not cancelled mid-way."""
+    return result.status == Status.CANCELLED and not result.turns and result.verdict.startswith("not started")
+
+
 def not_started(report: RunReport) -> str:
     """The conversations a stopped run never started (its cost limit), as they are never printed as they
     end: a line naming the first few, and a blank line."""
     if not report.stop_reason:
         return ""
-    left = [result for result in report.evals if result.status == Status.CANCELLED and not result.turns]
+    left = [result for result in report.evals if _unplayed(result)]
     if not left:
         return ""
     runs_of = Counter(result.index for result in report.evals)
@@ -303,7 +308,7 @@ class ReportWriter:
         return terminal_safe(format_header(suite_name, model, endpoint, mock)) + "\n"
 
     def result(self, result: EvalResult, iterations: int = 1) -> str | None:
-        if self.detail == Detail.QUIET:
+        if self.detail == Detail.QUIET or _unplayed(result):  # the unplayed are listed before the summary
             return None
         if self.detail == Detail.COMPACT and result.status == Status.PASSED:
             self.after_line = True

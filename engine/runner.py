@@ -187,6 +187,7 @@ class Play:
         self.workers = max(1, min(concurrency, self.cap, len(self.jobs)))
         self.results: list[EvalResult | None] = [None] * len(self.jobs)
         self.spent = 0.0
+        self._refusal_said = False  # a conversation's error has said the refusal
         self.report: RunReport | None = None
 
     async def play(self, endpoint_slots: asyncio.Semaphore) -> None:
@@ -220,6 +221,10 @@ class Play:
                 finally:
                     self.playing.discard(calls)
                 result.iteration = iteration
+                if self._refused_too(result):
+                    # In flight when the first was refused, and refused alike: one error says it, the rest
+                    # are listed as not played rather than as the same error again.
+                    result = not_started(self.suite, index, iteration, str(refusals.first))
                 self.results[n] = result
                 self.spent += result.totals.cost
                 if self.on_result is not None:
@@ -242,15 +247,30 @@ class Play:
         if self.on_ended is not None:
             self.on_ended(self.report)
 
+    def _refused_too(self, result: EvalResult) -> bool:
+        """Whether the conversation ended at its first call on the setting the endpoint refused, after another
+        conversation's error said so."""
+        refused = self.ctx.refusals.first
+        if refused is None or result.status != Status.ERROR or result.turns or result.error != str(refused):
+            return False
+        said, self._refusal_said = self._refusal_said, True
+        return said
+
     def _report(self, duration: float) -> RunReport:
         suite, results, limit = self.suite, self.results, self.suite.max_cost
+        refused = self.ctx.refusals.first
         stop_reason = None
-        if limit is not None and self.spent >= limit and any(result is None for result in results):
+        limited = limit is not None and self.spent >= limit and any(result is None for result in results)
+        if limited:
             stop_reason = limit_reached(limit)
+        elif refused is not None and (
+            any(result is None or result.status == Status.CANCELLED for result in results)
+        ):  # a refused setting stopped it: what it did not play is listed, not dropped
+            stop_reason = str(refused)
+        if stop_reason:
             results = [
                 result or not_started(suite, *self.jobs[n], stop_reason) for n, result in enumerate(results)
             ]
-        # Those a refused setting kept from starting are not in the report.
         results = [result for result in results if result is not None]
         gates = evaluate_gates(suite.gates, results)
         iterated = iterated_results(suite, results)
@@ -260,7 +280,7 @@ class Play:
             endpoint=self.endpoint,
             mock=self.endpoint == MOCK,
             settings=settings_report(suite),
-            status=Status.CANCELLED if stop_reason else gated_status(results, gates, iterated),
+            status=Status.CANCELLED if limited else gated_status(results, gates, iterated),
             stop_reason=stop_reason,
             gates=gates,
             iterated=iterated,

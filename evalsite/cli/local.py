@@ -182,9 +182,11 @@ def run_here(args: argparse.Namespace) -> int:
     print(writer.summary(report), flush=True)
     write_outputs(args, report, suite.system, streamed=streamed)
     code = exit_code(report)
-    say_stopped(report)
-    if refusals.first is not None:  # said once, not per conversation; the rest were not started
-        print(terminal_safe(f"{refusals.first}; no more conversations were started"), file=sys.stderr)
+    if refusals.first is None:
+        say_stopped(report)
+    else:  # said once, not per conversation; the rest were not started
+        said = str(refusals.first).rstrip(".")
+        print(terminal_safe(f"{said}; no more conversations were started"), file=sys.stderr)
         return BROKEN
     if code == BROKEN:
         say_errors(report)

@@ -10,6 +10,7 @@ from engine.clients.settings import Refusals
 from engine.loader import load_suite
 from engine.options import RunOptions, apply
 from engine.outcomes import Status
+from engine.report import Detail, format_report
 from engine.runner import run_suite
 from engine.schema import MockSpec
 from engine.schema.settings import ModelSettings
@@ -142,10 +143,31 @@ def test_a_refused_setting_is_asked_once_and_no_more_conversations_start(fake, s
     refusals = Refusals()
     report = run_suite(suite, registry_for(fake), concurrency=1, refusals=refusals)
     assert len(fake.chat_requests()) == 1  # not retried, and no other conversation asked
-    assert [result.status for result in report.evals] == [Status.ERROR]
     line = f"the endpoint refused model_settings.seed: {said}"
+    # The conversations it kept from starting are listed as not started, not dropped from the report.
+    assert [result.status for result in report.evals] == [Status.ERROR] + [Status.CANCELLED] * 5
+    assert report.stop_reason == line and report.status == Status.ERROR
+    assert {result.verdict for result in report.evals[1:]} == {f"not started: {line}"}
     assert str(refusals.first) == line
     assert report.evals[0].error == line
+
+
+def test_conversations_in_flight_when_a_setting_is_refused_are_listed_not_errors_again(fake):
+    fake.refuse("seed")
+    fake.latency = 0.2  # the five calls of the first wave are all out before the first is refused
+    suite = load_suite(
+        REFUSED + "".join(f"  - {{prompt: Question {n}?, checks: [{{contains: OK}}]}}\n" for n in range(8))
+    )
+    report = run_suite(suite, registry_for(fake), concurrency=5)
+    statuses = [result.status for result in report.evals]
+    assert statuses.count(Status.ERROR) == 1 and statuses.count(Status.CANCELLED) == 7
+    assert len(report.evals) == 8 and report.stop_reason.startswith(
+        "the endpoint refused model_settings.seed"
+    )
+    assert "Overall: ⏹ STOPPED (the endpoint refused model_settings.seed" in format_report(
+        report, Detail.COMPACT
+    )
+    assert format_report(report, Detail.COMPACT).count("💥 ERROR") == 1
 
 
 @pytest.mark.parametrize(
@@ -160,7 +182,8 @@ def test_a_refused_judge_setting_is_named_as_the_judges(fake, style, said):
     assert errors and errors[0].startswith(
         f"the endpoint refused judge_settings.max_completion_tokens: {said}"
     )
-    assert len(report.evals) < 3  # the conversations after it did not start
+    # The conversations after it did not start: listed so, not played.
+    assert report.evals[-1].status == Status.CANCELLED and report.evals[-1].verdict.startswith("not started")
 
 
 def test_a_400_that_names_no_setting_is_an_ordinary_error(fake):
