@@ -372,7 +372,13 @@ class CachingClient:
         role = _role.get() or self.role
         if not getattr(self.roles, role):
             return role, None
-        secrets = secrets_digest(messages, pepper=self.pepper) if self.fills_secrets else None
+        secrets = None
+        if self.fills_secrets:  # the secrets its messages and its headers are sent with
+            settings = keywords.get("settings")
+            sent_headers = (getattr(settings, "extra_headers", None) or {}).values()
+            secrets = secrets_digest(
+                [*messages, *({"content": value} for value in sent_headers)], pepper=self.pepper
+            )
         return role, call_key(
             self.identity, model, messages, role, _iteration.get(), secrets=secrets, **keywords
         )

@@ -85,7 +85,8 @@ def reference_problems(data: object) -> list[tuple[tuple, str]]:
         elif kind == "secret" and not sent(path):
             problems.append(
                 (path, f"{{{{secret:{name}}}}}: a secret is only sent to the model under test (system, prompts, "
-                 "inputs, turns, messages); a check, judge or simulated user would see the placeholder, and "
+                 "inputs, turns, messages, the headers of its model_settings); a check, judge or simulated "
+                 "user would see the placeholder, and "
                  "replies are redacted before checks read them")
             )  # fmt: skip
         elif kind == "secret" and not SECRET_NAME.fullmatch(name):
@@ -97,8 +98,11 @@ def reference_problems(data: object) -> list[tuple[tuple, str]]:
 
 
 def sent(path: tuple) -> bool:
-    """Whether the text at `path` (in parsed suite data) is sent to the model under test."""
+    """Whether the text at `path` (in parsed suite data) is sent to the model under test: its messages, and
+    the headers of its own generation settings (a gateway's key, say), the suite's or an eval's."""
     keys = [key for key in path if isinstance(key, str)]
+    if keys[-2:-1] == ["extra_headers"] and keys[:-2] in (["model_settings"], ["evals", "model_settings"]):
+        return True
     if not keys or keys[-1] not in SENT_KEYS or NOT_SENT & set(keys):
         return False
     return keys[0] in ("system", "metadata", "evals")

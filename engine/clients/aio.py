@@ -37,7 +37,7 @@ from .answers import (
 from .base import Completion, EndpointError
 from .http import OpenAIClient
 from .retrying import RetryLoop
-from .settings import headers, refusal
+from .settings import refusal
 
 # Per event loop, per (base URL, key, timeout); each loop's own are touched only on it.
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, aiohttp.ClientSession]] = (
@@ -139,7 +139,7 @@ class AsyncOpenAIClient(OpenAIClient):
         settings: ModelSettings | None = None,
     ) -> Completion:
         body = self._body(model, messages, temperature, tools, settings)
-        sent_headers = headers(settings) or None
+        sent_headers = self._headers(settings) or None
         started = time.monotonic()
         try:
             reply = await self._acall("request", lambda: self._post(body, sent_headers))

@@ -131,6 +131,10 @@ class OpenAIClient:
             messages = [{"role": "user", "content": format_transcript(messages)}]
         return request_body(model, messages, temperature, tools, settings)
 
+    def _headers(self, settings: ModelSettings | None) -> dict[str, str]:
+        sent = headers(settings)
+        return headers_with_secrets(sent) if self.secrets else sent
+
     def _completion(self, reply: Reply, messages: list[dict], started: float) -> Completion:
         latency_ms = int((time.monotonic() - started) * 1000)
         reported = reply.usage
@@ -168,7 +172,7 @@ class OpenAIClient:
         settings: ModelSettings | None = None,
     ) -> Completion:
         body = self._body(model, messages, temperature, tools, settings)
-        sent_headers = headers(settings)
+        sent_headers = self._headers(settings)
         started = time.monotonic()
         # The client's own post: the same auth, headers, timeouts and errors as chat.completions.create,
         # without create's walk of our plain messages against its TypedDicts and the typed response we would
@@ -200,6 +204,24 @@ class OpenAIClient:
         return vectors, usage, self.endpoint.cost(usage)
 
 
+def headers_with_secrets(sent: dict[str, str]) -> dict[str, str]:
+    """The model under test's extra headers as sent: a `{{secret:NAME}}` in a value (a gateway's key) filled
+    from the environment here, at the call, as in its messages."""
+    if not any("{{" in value for value in sent.values()):
+        return sent
+    return {name: _filled(value) for name, value in sent.items()}
+
+
+def _filled(text: str) -> str:
+    try:
+        text, used = fill_secrets(text)
+    except MissingSecret as exc:
+        raise EndpointError(str(exc)) from None
+    for name in used:
+        register_key_env(name)
+    return text
+
+
 def with_secrets(messages: list[dict]) -> list[dict]:
     """The messages as sent: each `{{secret:NAME}}` filled from the environment here, at the call, so the
     value is in no stored message; it is redacted wherever the endpoint echoes it. An unset one ends the
@@ -207,23 +229,14 @@ def with_secrets(messages: list[dict]) -> list[dict]:
     if not any("{{" in str(message.get("content") or "") for message in messages):
         return messages
 
-    def filled(text: str) -> str:
-        try:
-            text, used = fill_secrets(text)
-        except MissingSecret as exc:
-            raise EndpointError(str(exc)) from None
-        for name in used:
-            register_key_env(name)
-        return text
-
     sent = []
     for message in messages:
         content = message.get("content")
         if isinstance(content, str):
-            message = {**message, "content": filled(content)}
+            message = {**message, "content": _filled(content)}
         elif isinstance(content, list):  # content parts: their text
             parts = [
-                {**part, "text": filled(part["text"])}
+                {**part, "text": _filled(part["text"])}
                 if isinstance(part, dict) and isinstance(part.get("text"), str)
                 else part
                 for part in content

@@ -245,3 +245,26 @@ def test_a_400_that_only_uses_a_settings_word_is_no_refusal(fake):
     report = run_suite(suite, registry_for(fake), concurrency=1)
     assert [result.status for result in report.evals] == [Status.ERROR, Status.PASSED]
     assert "refused" not in report.evals[0].error
+
+
+def test_a_secret_in_the_model_settings_headers_is_sent_filled_and_stored_as_its_placeholder(
+    fake, monkeypatch
+):
+    """A gateway's key in `model_settings.extra_headers` is written `{{secret:NAME}}`: the request carries the
+    value, the results (and so the run's page) the placeholder, and a reply that echoes it is redacted."""
+    monkeypatch.setenv("GATEWAY_KEY", "gw-secret-123")
+    fake.default_reply = "your key is gw-secret-123"
+    suite = load_suite(
+        "name: gateway\nmodel: agent-model\nmodel_settings:\n"
+        '  extra_headers: {X-Api-Key: "{{secret:GATEWAY_KEY}}", X-Team: evals}\n'
+        "evals:\n  - {prompt: hi, checks: [{contains: key}]}\n"
+    )
+    report = run_suite(suite, registry_for(fake))
+    assert [(h.get("x-api-key"), h.get("x-team")) for h in fake.chat_headers()] == [
+        ("gw-secret-123", "evals")
+    ]
+    dumped = report.model_dump_json()
+    assert "gw-secret-123" not in dumped and "{{secret:GATEWAY_KEY}}" in dumped
+    monkeypatch.delenv("GATEWAY_KEY")
+    unset = run_suite(suite, registry_for(fake))
+    assert unset.evals[0].status == Status.ERROR and "GATEWAY_KEY" in unset.evals[0].error
