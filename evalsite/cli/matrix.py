@@ -28,7 +28,7 @@ from engine.options import RunOptions
 from engine.options import apply as apply_options
 from engine.outcomes import Status
 from engine.results import RunReport
-from engine.text import terminal_safe
+from engine.text import plural, terminal_safe
 
 from .common import BROKEN, FAILED, PASSED, UserError, suite_to_run
 from .options import run_options
@@ -37,14 +37,33 @@ from .remote import Server, _detail, _watch, launch_body
 
 
 def json_paths(path: Path, variants: list[Variant]) -> list[Path]:
-    """--json OUT.json for a matrix: a results file per variant beside it, OUT.<variant>.json."""
+    """--json OUT.json for a matrix: a results file per variant beside it, OUT.<variant>.json. Names that
+    read alike once made file-safe (`x/y` and `x-y`, stop sequences that differ in punctuation) are told
+    apart by their place in the list, so no variant's file is written over another's."""
+    slugs = [_slug(variant.name) or str(n) for n, variant in enumerate(variants)]
+    taken = [slug.lower() for slug in slugs]  # a file system may not tell case apart
     return [
-        path.with_name(f"{path.stem}.{_slug(variant.name) or n}.json") for n, variant in enumerate(variants)
+        path.with_name(f"{path.stem}.{slug if taken.count(slug.lower()) == 1 else f'{slug}-{n + 1}'}.json")
+        for n, slug in enumerate(slugs)
     ]
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def say_variant_errors(report: RunReport, name: str) -> None:
+    """Why a variant's cells say error, on stderr: how many, and the first one's reason (the grid has no room
+    for it)."""
+    errors = [result for result in report.evals if result.status == Status.ERROR]
+    if errors:
+        print(
+            terminal_safe(
+                f"{name}: {len(errors)} of {plural(len(report.evals), 'conversation')} ended in an error "
+                f"(the first: {errors[0].error or errors[0].verdict})"
+            ),
+            file=sys.stderr,
+        )
 
 
 def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
@@ -177,6 +196,7 @@ def finish(args, variants: list[Variant], reports, columns, system: str | None, 
 
     for variant, report in zip(variants, reports, strict=True):
         say_stopped(report, variant.name)
+        say_variant_errors(report, variant.name)
     codes = {exit_code(report) for report in reports}
     return BROKEN if BROKEN in codes else FAILED if FAILED in codes else PASSED
 

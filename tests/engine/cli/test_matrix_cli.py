@@ -105,3 +105,35 @@ def test_each_variants_json_is_written_as_its_conversations_end(fake, suite):
         assert document["status"] == "running"
         assert [result["prompt"] for result in document["evals"]] == ["What is 2 + 2?"]
     assert f"in {files[0]}, {files[1]} with status `running`" in err, err
+
+
+def test_variants_whose_names_read_alike_as_file_names_get_a_json_file_each():
+    from pathlib import Path
+
+    from engine.matrix import parse_variants
+    from evalsite.cli.matrix import json_paths
+
+    variants = parse_variants(
+        ["x/y", "x-y", "X-Y", "gpt-4o", "good@stop=['|']", "good@stop=[',']"], split=False
+    )
+    names = [path.name for path in json_paths(Path("/out/c.json"), variants)]
+    assert len(set(names)) == len(names) == 6
+    assert "c.gpt-4o.json" in names  # a name no other reads like keeps its plain file name
+
+
+def test_a_matrix_says_why_a_variants_cells_are_errors(fake, tmp_path):
+    from tests.engine.standalone import run_on
+    from tests.fakeopenai.replies import Reply
+
+    fake.rule("Question", Reply(status=400, text="no such model here"), model="broken")
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        "name: s\nmodel: gpt-test\nevals:\n"
+        + "".join(f"  - {{prompt: Question {n}?, checks: [{{contains: OK}}]}}\n" for n in range(3))
+    )
+    result = run_on(fake, suite, "--model", "gpt-test,broken")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert (
+        "broken: 3 of 3 conversations ended in an error (the first: HTTP 400 from default: no such model"
+        in (result.stderr)
+    )
