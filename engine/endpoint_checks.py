@@ -227,7 +227,7 @@ def unknown_prefix(registry: EndpointRegistry, ref: str) -> str | None:
     elif names:
         why = f"endpoints: {', '.join(names)}"
     else:
-        why = "named endpoints are added in the admin, under Runs → Endpoints"
+        why = "named endpoints are added in the admin, under Endpoints → Endpoints"
     return (
         f"`{ref}` goes to the default endpoint ({registry.default.base_url}) as model `{ref}`: "
         f"no endpoint is named `{prefix}` ({why})"

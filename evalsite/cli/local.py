@@ -72,13 +72,13 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
             continue
         if unread:
             why = f"named endpoints live in the admin's database, and {unread}"
-            fix = f"run `make setup` and add `{prefix}` in the admin (Runs → Endpoints)"
+            fix = f"run `make setup` and add `{prefix}` in the admin (Endpoints → Endpoints)"
         else:
             known = ", ".join(f"`{name}`" for name in sorted(registry.named)) or "none"
             close = closest_endpoint(registry, prefix)
             why = f"did you mean `{close}`? " if close else ""
             why += f"endpoints in the admin: {known}"
-            fix = f"add `{prefix}` in the admin (Runs → Endpoints)"
+            fix = f"add `{prefix}` in the admin (Endpoints → Endpoints)"
         if default_url:
             note = f"{where} `{ref}` goes whole to the default endpoint ({default_url}): no endpoint is "
             print(f"note: {note}named `{prefix}` ({why})", file=sys.stderr)
@@ -327,6 +327,6 @@ def raise_cap(registry: EndpointRegistry, model_ref: str, concurrency: int) -> E
     if name == MOCK:
         raise UserError(f"--concurrency {concurrency}: the mock endpoint plays at most {cap} at once")
     raise UserError(
-        f"--concurrency {concurrency}: the endpoint {name} allows {cap} at once (Runs → Endpoints → {name} → "
+        f"--concurrency {concurrency}: the endpoint {name} allows {cap} at once (Endpoints → Endpoints → {name} → "
         f"max concurrency in the admin); raise it there or pass --concurrency {cap}; nothing was run"
     )

@@ -41,7 +41,7 @@ def test_a_concurrency_above_a_named_endpoints_cap_is_refused_and_nothing_runs(
     assert code == 2 and out == ""
     [line] = err.splitlines()
     assert "--concurrency 8" in line and "allows 4" in line
-    assert "Runs → Endpoints → fake → max concurrency" in line
+    assert "Endpoints → Endpoints → fake → max concurrency" in line
     assert fake_openai.chat_requests() == []
 
 
