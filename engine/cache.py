@@ -354,8 +354,11 @@ class CachingClient:
     """A chat client that answers from `store` the calls it has seen, in the roles `roles` turns on, and asks
     `inner` (then keeps its answer) otherwise. Everything else is the inner client's."""
 
-    def __init__(self, inner: Any, store: ResponseStore, roles: CacheRoles, role: Role) -> None:
+    def __init__(
+        self, inner: Any, store: ResponseStore, roles: CacheRoles, role: Role, *, first_only: bool = False
+    ) -> None:
         self.inner = inner
+        self.first_only = first_only
         self.store = store if isinstance(store, GuardedStore) else GuardedStore(store, log.warning)
         self.roles = roles
         self.role = role
@@ -370,7 +373,7 @@ class CachingClient:
 
     def _key(self, model: str, messages: list[dict], keywords: dict) -> tuple[str, str | None]:
         role = _role.get() or self.role
-        if not getattr(self.roles, role):
+        if not getattr(self.roles, role) or (self.first_only and _iteration.get()):
             return role, None
         secrets = None
         if self.fills_secrets:  # the secrets its messages and its headers are sent with
@@ -409,19 +412,31 @@ class AsyncCachingClient(CachingClient):
 
 
 def roles_of(suite: Any) -> CacheRoles | None:
-    """The roles the suite caches, or None when it caches none. A calibration's repeats ask the judge afresh
-    unless the suite says `repeats: true`: agreement with itself is what they measure."""
+    """The roles the suite caches, or None when it caches none."""
     roles = getattr(suite, "cache", None)
     if roles is None or not (roles.model or roles.judge or roles.simulated_user):
-        return None
-    if getattr(suite, "calibration", None) is not None and not roles.repeats:
         return None
     return roles
 
 
-def caching(client: Any, store: ResponseStore | None, roles: CacheRoles | None, role: Role) -> Any:
-    """The client wrapped to answer from `store`, or the client itself when nothing is cached."""
+def first_draw_only(suite: Any, roles: CacheRoles | None) -> bool:
+    """Whether only a conversation's first iteration may be answered from the cache: a calibration's repeats
+    ask the judge afresh (its agreement with itself is what they measure) unless the set says `repeats:
+    true`; its first answer about each sample is cached as any judge's."""
+    return getattr(suite, "calibration", None) is not None and roles is not None and not roles.repeats
+
+
+def caching(
+    client: Any,
+    store: ResponseStore | None,
+    roles: CacheRoles | None,
+    role: Role,
+    *,
+    first_only: bool = False,
+) -> Any:
+    """The client wrapped to answer from `store`, or the client itself when nothing is cached. `first_only`:
+    only the first iteration's calls are cached (first_draw_only)."""
     if store is None or roles is None:
         return client
     cls = AsyncCachingClient if hasattr(client, "acomplete") else CachingClient
-    return cls(client, store, roles, role)
+    return cls(client, store, roles, role, first_only=first_only)

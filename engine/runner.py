@@ -60,12 +60,13 @@ def build_context(
     refusals = refusals if refusals is not None else Refusals()
     judge_settings, user_settings = suite.judge_settings, suite.user_settings
     roles = cache.roles_of(suite) if store is not None else None
+    first_only = cache.first_draw_only(suite, roles)
 
     # Each role's client answers from the response cache (when the suite's `cache` turns the role on) inside
     # `configured`, which sends the role's settings: the cache's key then holds the suite's, the eval's and the
     # launch's settings, merged.
     def cached(client, role: cache.Role):
-        return cache.caching(client, store, roles, role)
+        return cache.caching(client, store, roles, role, first_only=first_only)
 
     def resolve(ref: str):
         name, model_id = registry.resolve(ref)

@@ -70,6 +70,7 @@ def as_suite(loaded: LoadedSet) -> CalibrationSuite:
         model=spec.all_judges[0].model,
         mock=spec.mock,
         evals=evals,
+        cache=spec.cache,
     )
     suite._calibration = loaded
     return suite

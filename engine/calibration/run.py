@@ -16,10 +16,14 @@ def run_calibration(
     judge_model: str | None = None,
     concurrency: int = 10,
     on_wait=None,
+    store=None,
 ) -> CalibrationReport:
-    """Every judge on every sample, `repeats` times, then the figures."""
+    """Every judge on every sample, `repeats` times, then the figures. `store`: the response cache's, used
+    as the set's `cache` says (engine.cache.first_draw_only)."""
     suite = as_suite(loaded)
-    result = run_suite(suite, registry, model=judge_model, concurrency=concurrency, on_wait=on_wait)
+    result = run_suite(
+        suite, registry, model=judge_model, concurrency=concurrency, on_wait=on_wait, store=store
+    )
     judged = [
         judgement(
             suite,

@@ -32,6 +32,7 @@ from .. import bounds
 from ..bounds import loads_json
 from ..schema import SCALES, JudgeSpec, MockSpec, StrictModel
 from ..schema.base import LocatedError
+from ..schema.settings import CacheSetting
 from ..source import SuiteError, SuiteProblem, TreeBuilder, format_path, parse_yaml, validated, where_written
 
 MAX_REPEATS = 20
@@ -61,6 +62,9 @@ class CalibrationSet(StrictModel):
         default_factory=list, description="Several judges, calibrated side by side on the same samples."
     )
     repeats: int = Field(1, ge=1, le=MAX_REPEATS, description="Ask each judge this many times per sample.")
+    cache: CacheSetting = (
+        None  # the judges' first answer about each sample; `repeats: true` for the repeats too
+    )
     gates: CalibrationGates | None = None
     mock: MockSpec | None = Field(
         None, description="Replies of the built-in `mock` judge, for trying a set offline."

@@ -7,11 +7,14 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from engine.cache import open_disk_store
 from engine.calibration.report import format_calibration
 from engine.calibration.run import run_calibration
 from engine.endpoint_checks import unnamed_prefix
+from engine.schema.settings import CacheRoles
 
 from .common import (
     BROKEN,
@@ -25,6 +28,7 @@ from .common import (
     problem_line,
 )
 from .database import endpoint_registry
+from .local import raise_cap
 
 
 def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +44,13 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--concurrency", type=positive_int, default=10, metavar="N",
-        help="judge calls in flight at once (default 10; the endpoint's cap applies too)",
+        help="judge calls in flight at once (default 10); on the default endpoint it raises the cap to N, a "
+        "named endpoint whose cap is lower refuses it",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cache", action=argparse.BooleanOptionalAction, default=None,
+        help="answer each judge's first answer about a sample from the local response cache (its repeats ask "
+        "again unless the set says `cache: {judge: true, repeats: true}`); --no-cache: never, whatever the set says",
     )  # fmt: skip
 
 
@@ -64,7 +74,17 @@ def calibrate(args: argparse.Namespace) -> int:
         if prefix and not os.environ.get("OPENAI_BASE_URL"):
             why = unread or f"endpoints in the admin: {', '.join(sorted(registry.named)) or 'none'}"
             raise UserError(f"judge {judge.name!r} `{ref}`: no endpoint named `{prefix}` ({why})")
-    report = run_calibration(loaded, registry, judge_model=args.model, concurrency=args.concurrency)
+    for judge in loaded.spec.all_judges:  # a --concurrency given is what runs, or is refused (run's rule)
+        registry = raise_cap(registry, judge.model or args.model, args.concurrency)
+    if args.cache is not None:
+        cache = CacheRoles(judge=True) if args.cache else None
+        loaded = replace(loaded, spec=loaded.spec.model_copy(update={"cache": cache}))
+    store = None
+    if (loaded.spec.cache and loaded.spec.cache.judge) or args.cache:
+        store = open_disk_store(lambda text: print(f"note: {text}", file=sys.stderr))
+    report = run_calibration(
+        loaded, registry, judge_model=args.model, concurrency=args.concurrency, store=store
+    )
     print(format_calibration(report))
     if args.json_path:
         payload = {"format": "evalsite.calibration/1", **report.model_dump(mode="json")}

@@ -380,3 +380,35 @@ def test_comparing_two_calibrations_says_which_samples_moved_and_how_each_figure
     assert (mae.before, mae.after, mae.delta, mae.better) == (2.5, 2.0, -0.5, True)
     bias = next(m for m in judge.metrics if m.name == "bias")
     assert (bias.before, bias.after, bias.better) == (0.5, 2.0, False)  # further from 0
+
+
+def test_evalsite_calibrate_caches_the_first_answers_and_raises_its_concurrency(tmp_path):
+    """--cache: a second calibration asks only the repeats again (each sample's first answer comes from the
+    local cache); --no-cache asks everything; --concurrency 30 on the default endpoint plays 30 at once, where
+    the endpoint's default cap held it at 10."""
+    import os
+
+    path = tmp_path / "set.yaml"
+    samples = "".join(
+        f"  - messages: [{{role: user, content: 'Q{n}'}}, {{role: assistant, content: 'A{n}'}}]\n"
+        "    expected: {score: 3}\n"
+        for n in range(20)
+    )
+    path.write_text(
+        "name: politeness\njudge: {criteria: Polite, scale: -3..3, model: judge-1}\nrepeats: 2\nsamples:\n"
+        + samples
+    )
+    with FakeOpenAI(api_key=FAKE_KEY, latency=0.2) as fake:
+        fake.default_reply = '{"score": 3, "reason": "polite"}'
+        env = {**os.environ, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": FAKE_KEY,
+               "EVALSITE_VAR_DIR": str(tmp_path / "var"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}  # fmt: skip
+        env.pop("DATABASE_URL", None)
+        calls = []
+        for flags in (["--cache", "--concurrency", "30"], ["--cache"], ["--no-cache"]):
+            before = len(fake.chat_requests())
+            result = _cli("calibrate", str(path), *flags, env=env)
+            assert result.returncode == 0, result.stderr
+            calls.append(len(fake.chat_requests()) - before)
+            if len(calls) == 1:
+                assert fake.max_in_flight == 30
+    assert calls == [40, 20, 40]
