@@ -395,6 +395,30 @@ class CachingClient:
             self.store.put(key, _stored(completion))
         return completion
 
+    def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]], Usage, float]:
+        """A `semantic` check's embeddings, cached as the judge's calls are (they are the same texts' vectors
+        whatever the iteration)."""
+        role = _role.get() or self.role
+        if not getattr(self.roles, role):
+            return self.inner.embed(model, texts)
+        messages = [{"role": "embedding input", "content": text} for text in texts]
+        key = call_key(self.identity, model, messages, role, 0, kind="embeddings")
+        found = self.store.get(key)
+        if isinstance(found, dict) and isinstance(found.get("vectors"), list):
+            try:
+                usage = Usage.model_validate(found["usage"])
+                saved = float(found.get("cost") or 0.0)
+            except (KeyError, TypeError, ValueError):
+                pass  # written otherwise: asked again, and kept in its place
+            else:
+                counted = _tally.get()
+                if counted is not None:
+                    counted.hits.append((role, saved))
+                return found["vectors"], usage, 0.0
+        vectors, usage, cost = self.inner.embed(model, texts)
+        self.store.put(key, {"vectors": vectors, "usage": usage.model_dump(), "cost": cost})
+        return vectors, usage, cost
+
 
 class AsyncCachingClient(CachingClient):
     """A CachingClient whose chat calls can be awaited; the store is read and written in a thread, as a

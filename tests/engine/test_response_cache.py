@@ -406,3 +406,25 @@ def test_evalsite_run_goes_on_without_a_local_cache_it_cannot_use(fake, tmp_path
     assert "Traceback" not in result.stderr
     notes = [line for line in result.stderr.splitlines() if "response cache" in line]
     assert len(notes) == 1 and "this run goes without it" in notes[0]
+
+
+def test_a_semantic_checks_embeddings_are_cached_with_the_judges_calls(fake):
+    suite = load_suite(
+        "name: meaning\nmodel: m\ncache: {cache}\nevals:\n"
+        "  - prompt: Say hello\n    checks:\n      - semantic: {{expected: hello there, threshold: 0.1}}\n".replace(
+            "{cache}", "{judge: true}"
+        )
+        .replace("{{", "{")
+        .replace("}}", "}")
+    )
+    store = MemoryStore()
+
+    def embedding_calls() -> int:
+        return sum(1 for request in fake.requests if request["path"].endswith("/embeddings"))
+
+    first, _ = _run(fake, suite, store)
+    assert first.status == "passed" and embedding_calls() == 1
+    second, _ = _run(fake, suite, store)
+    assert second.status == "passed" and embedding_calls() == 1  # answered from the cache
+    assert second.evals[0].turns[0].cached_calls == 1
+    assert second.evals[0].turns[0].checks[0].score == first.evals[0].turns[0].checks[0].score
