@@ -4,10 +4,12 @@ left out in the import report."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import ValidationError
 
 from ..schema.settings import ModelSettings
-from .common import ImportProblem, non_finite, parse_yaml, short
+from .common import ImportProblem, find_file, non_finite, parse_yaml, short
 
 # The tools' names for each setting (promptfoo writes OpenAI's, some providers camelCase; AgentV targets
 # write max_output_tokens).
@@ -30,40 +32,67 @@ SETTING_NAMES = {
 BODY_NAMES = ("frequency_penalty", "presence_penalty", "logit_bias", "user", "parallel_tool_calls", "top_k")
 
 
-def provider_settings(config: dict, where: str, report) -> dict | None:
+def provider_settings(
+    config: dict, where: str, report, files: Mapping[str, str] | None = None
+) -> dict | None:
     """`config`'s generation settings as a ModelSettings mapping (None when it has none); `passthrough` goes
-    into extra_body and `headers` into extra_headers. A value evalsite refuses is reported, not kept."""
+    into extra_body and `headers` into extra_headers. Each value is checked on its own: one evalsite refuses
+    is reported and left out, the others are kept. A `file://` value (promptfoo's response_format schema) is
+    read from the uploaded files."""
     found: dict = {}
     for key, value in config.items():
+        if isinstance(value, str) and value.startswith("file://") and key in SETTING_NAMES:
+            value = _from_file(value, files or {}, f"{where}.{key}", report)
+            if value is None:
+                continue
         if key in SETTING_NAMES:
-            found[SETTING_NAMES[key]] = value
-            report.map(f"{where}.{key} → {SETTING_NAMES[key]}")
+            taken = _checked(SETTING_NAMES[key], value, f"{where}.{key}", report)
+            if taken is not None:
+                found[SETTING_NAMES[key]] = taken
+                report.map(f"{where}.{key} → {SETTING_NAMES[key]}")
         elif key in BODY_NAMES:
-            found.setdefault("extra_body", {})[key] = value
-            report.map(f"{where}.{key} → extra_body.{key} (sent as it is)")
+            if _checked("extra_body", {key: value}, f"{where}.{key}", report) is not None:
+                found.setdefault("extra_body", {})[key] = value
+                report.map(f"{where}.{key} → extra_body.{key} (sent as it is)")
         elif key == "passthrough" and isinstance(value, dict):
-            found.setdefault("extra_body", {}).update(value)
-            report.map(f"{where}.passthrough → extra_body")
+            if _checked("extra_body", value, f"{where}.passthrough", report) is not None:
+                found.setdefault("extra_body", {}).update(value)
+                report.map(f"{where}.passthrough → extra_body")
         elif key == "headers" and isinstance(value, dict):
             found["extra_headers"] = {str(name): str(text) for name, text in value.items()}
             report.map(f"{where}.headers → extra_headers")
-    if not found:
-        return None
-    if non_finite(found):
-        report.skip(
-            f"{where}: a value that is not a finite number (NaN or an infinity); no settings were taken"
-        )
+    return ModelSettings.model_validate(found).model_dump(exclude_none=True) if found else None
+
+
+def _checked(name: str, value, where: str, report):
+    """The value when ModelSettings takes it as `name`, else None, reported with the reason."""
+    if non_finite(value):
+        report.skip(f"{where}: {short(value, 40)} — not a finite number (NaN or an infinity); not taken")
         return None
     try:
-        return ModelSettings.model_validate(found).model_dump(exclude_none=True)
+        ModelSettings.model_validate({name: value})
     except ValidationError as exc:
         error = exc.errors()[0]
-        key = ".".join(map(str, error["loc"]))
-        report.skip(f"{where}: {key} {short(found.get(key), 40)} — {error['msg']}; no settings were taken")
+        report.skip(f"{where}: {short(value, 40)} — {error['msg'].removeprefix('Value error, ')}; not taken")
+        return None
+    return value
+
+
+def _from_file(reference: str, files: Mapping[str, str], where: str, report):
+    """A `file://` setting's value: the named file's JSON or YAML, when it was given with the config."""
+    found = find_file(files, reference)
+    if found is None:
+        report.skip(f"{where}: {reference} — the file was not given with the config; not taken")
+        return None
+    path, text = found
+    try:
+        return parse_yaml(path, text)  # JSON is YAML
+    except ImportProblem as exc:
+        report.skip(f"{where}: {path}: {exc}; not taken")
         return None
 
 
-def providers_settings(listed: list, key: str, report) -> dict | None:
+def providers_settings(listed: list, key: str, report, files: Mapping[str, str] | None = None) -> dict | None:
     """The model under test's settings from a `providers` (or `targets`) list: the first provider that has
     any (evalsite tests one model a run; the others' are reported, not taken)."""
     taken = None
@@ -78,7 +107,7 @@ def providers_settings(listed: list, key: str, report) -> dict | None:
                 report.skip(f"{where}: settings of another model — evalsite tests one model a run; launch it "
                             "with its own settings (`--set`, the launch form)")  # fmt: skip
             continue
-        taken = provider_settings(config, where, report)
+        taken = provider_settings(config, where, report, files)
     return taken
 
 
@@ -99,5 +128,5 @@ def agentv_target_settings(target: object, files: dict[str, str], report) -> dic
     listed = data.get("targets") if isinstance(data, dict) else None
     for number, entry in enumerate(listed if isinstance(listed, list) else ()):
         if isinstance(entry, dict) and entry.get("name") == target:
-            return provider_settings(entry, f"{path} targets[{number}] ({target})", report)
+            return provider_settings(entry, f"{path} targets[{number}] ({target})", report, files)
     return None

@@ -73,3 +73,37 @@ def test_the_agentv_target_an_eval_file_names_gives_its_settings(fake_openai):
     assert report.evals
     agent = [r for r in fake_openai.chat_requests() if "judge" not in r["messages"][0]["content"]]
     assert agent and all((r["temperature"], r["max_tokens"]) == (0.2, 400) for r in agent)
+
+
+PROMPTFOO_SCHEMA = """\
+description: structured answers
+prompts: ["Answer as JSON: {{question}}"]
+providers:
+  - id: openai:chat:gpt-4o-mini
+    config:
+      temperature: 0.2
+      max_tokens: true
+      response_format: file://schema.json
+tests:
+  - vars: {question: What is the capital of France?}
+    assert:
+      - type: is-json
+"""
+SCHEMA = '{"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}}}'
+
+
+def test_a_promptfoo_response_format_file_is_read_and_one_bad_setting_leaves_the_others_kept():
+    result = convert({"promptfooconfig.yaml": PROMPTFOO_SCHEMA, "schema.json": SCHEMA})
+    suite = load_suite(result.source, files=result.files)
+    assert suite.model_settings.model_dump(exclude_none=True) == {
+        "temperature": 0.2,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": {"type": "object"}},
+        },
+    }
+    assert any("max_tokens" in line and "not taken" in line for line in result.unmapped)
+    assert not result.lost  # the schema file was read, not left over
+    missing = convert({"promptfooconfig.yaml": PROMPTFOO_SCHEMA})
+    assert load_suite(missing.source).model_settings.temperature == 0.2
+    assert any("file://schema.json — the file was not given" in line for line in missing.unmapped)

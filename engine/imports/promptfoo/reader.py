@@ -136,7 +136,7 @@ class Reader(Sources, Messages, Conversations):
                 )
                 listed = self.data[key] if isinstance(self.data[key], list) else [self.data[key]]
                 if self.model_settings is None:
-                    self.model_settings = providers_settings(listed, key, self.report)
+                    self.model_settings = providers_settings(listed, key, self.report, self.files)
                 for number, provider in enumerate(listed):
                     config = provider.get("config") if isinstance(provider, dict) else None
                     if isinstance(config, dict) and "tools" in config:
@@ -162,7 +162,7 @@ class Reader(Sources, Messages, Conversations):
         config = provider.get("config") if isinstance(provider, dict) else None
         if not isinstance(config, dict):
             return None
-        return provider_settings(config, "defaultTest.options.provider.config", self.report)
+        return provider_settings(config, "defaultTest.options.provider.config", self.report, self.files)
 
     def iterations(self) -> tuple[int, float]:
         """The repeat count and the pass rate an iterated eval needs, as the tool's strategy means it."""
