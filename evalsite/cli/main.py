@@ -15,7 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 
-from django.core.exceptions import ImproperlyConfigured
+try:
+    from django.core.exceptions import ImproperlyConfigured
+except ImportError:  # the client install has no Django, and so no server settings to misread
+
+    class ImproperlyConfigured(Exception):
+        pass
+
 
 from .common import BROKEN, INVALID, UserError
 
