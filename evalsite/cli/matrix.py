@@ -33,7 +33,7 @@ from engine.text import plural, terminal_safe
 from .common import BROKEN, FAILED, PASSED, UserError, suite_to_run
 from .options import run_options
 from .outputs import exit_code
-from .remote import Server, _detail, _watch, launch_body
+from .remote import Server, _detail, _watch, launch_body, settled_results
 
 
 def json_paths(path: Path, variants: list[Variant]) -> list[Path]:
@@ -274,15 +274,11 @@ def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> i
             server.call("POST", f"/api/runs/{run_id}/cancel")
         print(f"\ncancelled the matrix's runs on the server: {launched['url']}", file=sys.stderr)
         raise
-    reports = []
-    for run_id in runs:
-        status, payload = server.call("GET", f"/api/runs/{run_id}/results")
-        if status != 200:
-            raise UserError(
-                f"the server did not return the results ({status}): {_detail(payload)}", code=BROKEN
-            )
-        reports.append(RunReport.model_validate(payload))
+    reports = [settled_results(server, run_id) for run_id in runs]
     labels = [variant["label"] for variant in launched["variants"]]
+    for label, final in zip(labels, finals, strict=True):
+        if final == Status.CANCELLED:
+            print(f"{label}: its run was cancelled on the server", file=sys.stderr)
     columns = [
         column_of_report(run_id, label, r) for run_id, label, r in zip(runs, labels, reports, strict=True)
     ]

@@ -202,10 +202,7 @@ def run_on_server(args: Namespace) -> int:
         except UserError:
             print(f"\ncould not cancel run {run_id} on the server; cancel it at {run_url}", file=sys.stderr)
         raise
-    status, payload = server.call("GET", f"/api/runs/{run_id}/results")
-    if status != 200:
-        raise UserError(f"the server did not return the results ({status}): {_detail(payload)}", code=BROKEN)
-    report = RunReport.model_validate(payload)
+    report = settled_results(server, run_id)
     print(format_report(report, getattr(args, "detail", Detail.VERBOSE)))
     comparison = baseline_url = None
     if baseline is not None:
@@ -252,6 +249,25 @@ def _watch(server: Server, run_id: str) -> str:
             say_slow(Slow(calling["count"], calling["seconds"]))
         if payload["status"] not in ACTIVE:
             return payload["status"]
+        time.sleep(POLL_SECONDS)
+
+
+SETTLE_SECONDS = 30.0  # how long the results of a cancelled run are awaited for its last turns
+
+
+def settled_results(server: Server, run_id: str) -> RunReport:
+    """The run's results once none of its conversations still plays: a run cancelled on the server has ended
+    while the turns in flight finish, and results read at once would show them half-played."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        status, payload = server.call("GET", f"/api/runs/{run_id}/results")
+        if status != 200:
+            raise UserError(
+                f"the server did not return the results ({status}): {_detail(payload)}", code=BROKEN
+            )
+        report = RunReport.model_validate(payload)
+        if not any(result.status in ACTIVE for result in report.evals) or time.monotonic() > deadline:
+            return report
         time.sleep(POLL_SECONDS)
 
 

@@ -137,3 +137,34 @@ def test_a_matrix_says_why_a_variants_cells_are_errors(fake, tmp_path):
         "broken: 3 of 3 conversations ended in an error (the first: HTTP 400 from default: no such model"
         in (result.stderr)
     )
+
+
+def test_the_results_of_a_cancelled_run_are_read_once_its_last_turns_have_ended(monkeypatch):
+    """A run cancelled on the server ends while its turns in flight finish: its results are read again until
+    no conversation still plays, not at once, half-played."""
+    from engine.loader import load_suite
+    from engine.outcomes import Status
+    from engine.results import RunReport, RunTotals, SuiteRef
+    from engine.runner import not_started
+    from evalsite.cli import remote
+
+    suite = load_suite("name: s\nmodel: m\nevals:\n  - {prompt: hi, checks: [{contains: x}]}\n")
+
+    def payload(status: Status) -> dict:
+        result = not_started(suite, 0, 0, "cancelled").model_copy(update={"status": status})
+        report = RunReport(
+            suite=SuiteRef(name="s"), model="m", endpoint="default", status=status, evals=[result],
+            totals=RunTotals.of([result]),
+        )  # fmt: skip
+        return report.model_dump(mode="json")
+
+    answers = [payload(Status.RUNNING), payload(Status.RUNNING), payload(Status.CANCELLED)]
+
+    class Server:
+        def call(self, method, path):
+            assert (method, path) == ("GET", "/api/runs/7/results")
+            return 200, answers.pop(0)
+
+    monkeypatch.setattr(remote, "POLL_SECONDS", 0.01)
+    report = remote.settled_results(Server(), "7")
+    assert [result.status for result in report.evals] == [Status.CANCELLED] and not answers
