@@ -37,7 +37,12 @@ STOPPED = "⏹ STOPPED"
 SHOWN_CHARS = 120  # of a tool call's arguments or result: one line each, the rest is in --json
 
 
+SHOWN_TEXT_CHARS = 2000  # of a prompt or a reply in the terminal report; the whole is in --json
+
+
 def _indent(text: str, prefix: str) -> str:
+    if len(text) > SHOWN_TEXT_CHARS:
+        text = f"{text[:SHOWN_TEXT_CHARS]}… ({len(text) - SHOWN_TEXT_CHARS:,} more characters in --json)"
     lines = text.splitlines() or [""]
     return lines[0] + "".join(f"\n{prefix}{line}" for line in lines[1:])
 

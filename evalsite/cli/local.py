@@ -242,10 +242,13 @@ def interrupted(
     try:
         yield
     except KeyboardInterrupt:
-        kept = f"{tally.done} of {plural(tally.total, 'conversation')} had ended"
-        files = [one.path for one in (streamed if isinstance(streamed, list) else [streamed]) if one]
+        kept = f"{tally.done} of {plural(tally.total, 'conversation')} had ended, {money(tally.spend)} spent"
+        written = [one for one in (streamed if isinstance(streamed, list) else [streamed]) if one]
+        for one in written:
+            one.interrupted()
+        files = [one.path for one in written]
         where = ["printed above"] if shown else []
-        where += [f"in {', '.join(map(str, files))} with status `running`"] if files else []
+        where += [f"in {', '.join(map(str, files))} with status `cancelled`"] if files else []
         if tally.done and where:
             kept += f" ({', and '.join(where)})"
         raise KeyboardInterrupt(f"{kept}; no summary was written") from None

@@ -95,6 +95,7 @@ class StreamedJSON:
 
     def __init__(self, path: Path, head: dict) -> None:
         self.path = path
+        self.head = head
         self.texts: dict[tuple[int, int], str] = {}
         opening, closing = _dumped({**head, "status": "running", "evals": [_EVALS]}).split(_MARK)
         self.closing = (closing + "\n").encode()
@@ -105,6 +106,21 @@ class StreamedJSON:
             self._close_document()
         except OSError as exc:
             raise UserError(f"--json {path}: {exc.strerror or exc}", code=BROKEN) from None
+
+    def interrupted(self) -> None:
+        """The document as a run stopped by Ctrl-C leaves it: the conversations that ended, its status
+        `cancelled` and why, so it reads as neither finished nor still going."""
+        head = {**self.head, "status": "cancelled", "stop_reason": "interrupted (Ctrl-C)", "evals": [_EVALS]}
+        text = (
+            _dumped(head).replace(_MARK, ",\n".join(self.texts.values()), 1)
+            if self.texts
+            else (_dumped({**head, "evals": []}))
+        )
+        try:
+            self.file.close()
+            _write(self.path, "--json", text + "\n")
+        except UserError:
+            pass  # what was written as conversations ended stays
 
     def _close_document(self) -> None:
         self.file.write(self.closing)

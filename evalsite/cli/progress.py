@@ -48,15 +48,23 @@ class Tally:
     def in_flight(self) -> int:
         return sum(len(calls.out) for calls in _copy(self.playing))
 
-    def line(self) -> str:
-        """The run in one line, most telling first, as a narrow terminal cuts it at the end."""
+    def line(self, width: int | None = None) -> str:
+        """The run in one line, most telling first; within `width` (a terminal's columns) in short words, as
+        `12/20 ✓10 ✗1 !1 · 4 out · $0.0123 · 0:05 ETA 0:03`, so a narrow terminal keeps every figure."""
         elapsed = time.monotonic() - self.started
         left = self.total - self.done
-        eta = f", ETA {clock(elapsed / self.done * left)}" if self.done and left else ""
-        return (
+        eta = clock(elapsed / self.done * left) if self.done and left else None
+        in_flight = self.in_flight()
+        line = (
             f"{self.done}/{self.total} · {self.passed} passed · {self.failed} failed · "
-            f"{plural(self.errors, 'error')} · {plural(self.in_flight(), 'call')} in flight · "
-            f"${self.spend:.4f} · {clock(elapsed)}{eta}"
+            f"{plural(self.errors, 'error')} · {plural(in_flight, 'call')} in flight · "
+            f"${self.spend:.4f} · {clock(elapsed)}{f', ETA {eta}' if eta else ''}"
+        )
+        if width is None or len(line) <= width:
+            return line
+        return (
+            f"{self.done}/{self.total} ✓{self.passed} ✗{self.failed} !{self.errors} · {in_flight} out · "
+            f"${self.spend:.4f} · {clock(elapsed)}{f' ETA {eta}' if eta else ''}"
         )
 
 
@@ -102,7 +110,8 @@ class Progress:
             self._through_rich = sys.stdout.isatty()
 
     def _render(self):
-        return self._text(self.tally.line(), no_wrap=True, overflow="ellipsis")
+        width = self.live.console.width if self.live is not None else None
+        return self._text(self.tally.line(width), no_wrap=True, overflow="ellipsis")
 
     def __enter__(self) -> Progress:
         if self.live is not None:
@@ -129,6 +138,7 @@ class Progress:
             return
         if self.live is not None and self._through_rich:
             self.live.console.out(text, highlight=False)
+            self.live.refresh()  # the counts under it include what it just said
         else:
             print(text, flush=True)
 

@@ -102,9 +102,11 @@ def test_each_variants_json_is_written_as_its_conversations_end(fake, suite):
     assert process.returncode == 130, err
     for path in files:
         document = json.loads(path.read_text())
-        assert document["status"] == "running"
+        # Neither finished nor still going: cancelled, and why, with the conversations that ended.
+        assert (document["status"], document["stop_reason"]) == ("cancelled", "interrupted (Ctrl-C)")
         assert [result["prompt"] for result in document["evals"]] == ["What is 2 + 2?"]
-    assert f"in {files[0]}, {files[1]} with status `running`" in err, err
+    assert f"in {files[0]}, {files[1]} with status `cancelled`" in err, err
+    assert "spent" in err
 
 
 def test_variants_whose_names_read_alike_as_file_names_get_a_json_file_each():
