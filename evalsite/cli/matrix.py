@@ -13,7 +13,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from engine.clients import DEFAULT
+from engine.clients import DEFAULT, MOCK
 from engine.exports import FORMATS, junit_xml
 from engine.matrix import (
     Variant,
@@ -66,6 +66,22 @@ def say_variant_errors(report: RunReport, name: str) -> None:
         )
 
 
+def shared_caps(registry, variants: list[Variant], concurrency: int) -> str:
+    """What a named endpoint's cap holds the variants on it to, when it is less than they would play: they
+    share its slots (the default endpoint's is raised for each, matrix_cap)."""
+    on: dict[str, int] = {}
+    for variant in variants:
+        name = registry.resolve(variant.model)[0]
+        if name not in (DEFAULT, MOCK):
+            on[name] = on.get(name, 0) + 1
+    held = [
+        f"{name} allows {cap} at once, shared by its {count} variants"
+        for name, count in on.items()
+        if count * concurrency > (cap := registry.max_concurrency(name))
+    ]
+    return f" ({'; '.join(held)})" if held else ""
+
+
 def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     # A run here needs the server's dependencies (Django for named endpoints); one on a server does not.
     from django.conf import settings
@@ -111,7 +127,10 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
         interrupted(tally, streamed, False),
     ):
         names = ", ".join(variant.name for variant in variants)
-        progress.say(f"Playing {len(variants)} variants together, {args.concurrency} at a time each: {names}")
+        progress.say(
+            f"Playing {len(variants)} variants together, {args.concurrency} at a time each: {names}"
+            + shared_caps(registry, variants, args.concurrency)
+        )
 
         def ended(number: int, variant: Variant):
             def say(report: RunReport) -> None:

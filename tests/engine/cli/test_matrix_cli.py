@@ -170,3 +170,17 @@ def test_the_results_of_a_cancelled_run_are_read_once_its_last_turns_have_ended(
     monkeypatch.setattr(remote, "POLL_SECONDS", 0.01)
     report = remote.settled_results(Server(), "7")
     assert [result.status for result in report.evals] == [Status.CANCELLED] and not answers
+
+
+def test_a_named_endpoints_cap_shared_by_its_variants_is_said_with_the_concurrency():
+    from engine.clients import EndpointConfig, EndpointRegistry
+    from engine.matrix import parse_variants
+    from evalsite.cli.matrix import shared_caps
+
+    registry = EndpointRegistry(
+        EndpointConfig(name="default", base_url="http://127.0.0.1:9/v1"),
+        {"fake": EndpointConfig(name="fake", base_url="http://127.0.0.1:9/v2", max_concurrency=4)},
+    )
+    variants = parse_variants(["fake/a,fake/b,gpt-4o"])
+    assert shared_caps(registry, variants, 3) == " (fake allows 4 at once, shared by its 2 variants)"
+    assert shared_caps(registry, variants, 2) == ""  # 2 × 2 fit in 4
