@@ -107,11 +107,15 @@ def parse_variant(text: str, label: str | None = None) -> Variant:
 
 
 def parse_variants(texts: Iterable[str], *, split: bool = True) -> list[Variant]:
-    """Every variant named, in order: comma-separated lists (`split`) or one a text; blank ones skipped, the
-    same name twice refused (its two columns could not be told apart)."""
+    """Every variant named, in order: comma-separated lists (`split`) or one a text; a blank text skipped, an
+    empty name in a list (`a,,b`, `a,`) and the same name twice refused (its two columns could not be told
+    apart)."""
     variants: list[Variant] = []
     for text in texts:
-        for part in text.split(",") if split else [text]:
+        parts = text.split(",") if split else [text]
+        if split and len(parts) > 1 and not all(part.strip() for part in parts):
+            raise VariantError(f"`{text.strip()}`: a name is missing between commas")
+        for part in parts:
             if part.strip():
                 variants.append(parse_variant(part))
     names = [variant.name for variant in variants]

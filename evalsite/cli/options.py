@@ -47,9 +47,14 @@ def settings_set(assignments: list[str] | None) -> dict[str, ModelSettings]:
         role = SET_ROLES.get(parts[0]) if len(parts) > 1 and parts[0] in SET_ROLES else None
         parts = parts[1:] if role else parts
         role = role or "model_settings"
+        if not text.strip():
+            raise UserError(f"--set {assignment}: no value; leave the --set out to keep the suite's")
         try:
-            value = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            if text.lstrip().startswith(("[", "{")):  # meant as a list or a mapping, and not one
+                problem = getattr(exc, "problem", None) or "not YAML"
+                raise UserError(f"--set {assignment}: {problem}; write a list as [a, b]") from None
             value = text  # not YAML: the text as it is
         data = found.setdefault(role, {})
         if len(parts) == 2 and parts[0] in MAPPING_KEYS:

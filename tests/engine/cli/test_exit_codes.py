@@ -198,4 +198,7 @@ def test_ctrl_c_stops_the_run_with_one_line(fake, suite):
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, out + err
     assert time.monotonic() - interrupted < 15  # not after the replies in flight (30 s)
-    assert err.strip() == "evalsite: interrupted; 0 of 2 conversations had ended, $0.00 spent; no summary was written"
+    assert (
+        err.strip()
+        == "evalsite: interrupted; 0 of 2 conversations had ended, $0.00 spent; no summary was written"
+    )

@@ -33,6 +33,12 @@ def test_a_wrong_set_is_one_line_naming_it(fake, suite):
     assert_one_line_error(result, 2, "--set temprature=0", "no setting `temprature`", "temperature")
     result = run_on(fake, suite, "--set", "temperature=9")
     assert_one_line_error(result, 2, "--set temperature=9", "expected a number at most 2; found the number 9")
+    result = run_on(fake, suite, "--set", "temperature=")
+    assert_one_line_error(result, 2, "--set temperature=", "no value")
+    result = run_on(fake, suite, "--set", "stop=[a, b")
+    assert_one_line_error(result, 2, "--set stop=[a, b", "write a list as [a, b]")
+    result = run_on(fake, suite, "--model", "gpt-test,,other")
+    assert_one_line_error(result, 2, "a name is missing between commas")
     assert fake.chat_requests() == []
 
 
