@@ -25,6 +25,7 @@ from projects.roles import Can
 from suites import selectors as suite_selectors
 
 from .. import selectors, services
+from ..matrix import label_of
 from ..models import Run
 
 ROWS_PER_PAGE = 100
@@ -41,7 +42,9 @@ CHANGE_LABELS = {
 
 
 def _run_label(run: Run) -> str:
-    return f"{run.suite_version.suite.name} v{run.suite_version.number} · {run.model}"
+    """The suite, its version and the model; a matrix variant's name instead of the model, as two variants of
+    one model (temperature 0 and 0.7) differ only by it."""
+    return f"{run.suite_version.suite.name} v{run.suite_version.number} · {label_of(run)}"
 
 
 @needs(Can.VIEW)

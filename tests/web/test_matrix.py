@@ -208,6 +208,16 @@ def test_two_cells_of_one_eval_open_it_side_by_side_and_two_columns_the_runs(cli
     assert "choose cells in two columns" in response.content.decode()
 
 
+def test_two_settings_variants_of_one_model_are_told_apart_side_by_side(client, user, models):
+    matrix = launched(user, ["fake/good", "fake/good@temperature=0.7"], evals=1)
+    cold, warm = matrix.runs.order_by("created_at")
+    client.force_login(user)
+    page = client.get(reverse("runs:compare_eval", args=[warm.pk, cold.pk, "q0"])).content.decode()
+    assert "(capitals v1 · fake/good temperature=0.7)" in page and "(capitals v1 · fake/good)" in page
+    page = client.get(reverse("runs:compare_with", args=[warm.pk, cold.pk])).content.decode()
+    assert "fake/good temperature=0.7" in page
+
+
 def test_exports_a_csv_grid_a_markdown_table_and_junit_per_variant(client, user, models):
     matrix = launched(user, ["fake/good", "fake/bad"], evals=2)
     client.force_login(user)
