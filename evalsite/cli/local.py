@@ -219,6 +219,11 @@ def say_estimate(suite: Suite, registry: EndpointRegistry, model: str | None, va
     variants = variants or [("", suite, model)]
     found = [(name, estimate(played, registry.endpoint_of, ref)) for name, played, ref in variants]
     if all(each.free for _, each in found):
+        if suite.max_cost is not None:  # said, as the limit is: a run that spends nothing never reaches it
+            print(
+                f"cost: none, the mock endpoint · limit {money(suite.max_cost)}, never reached",
+                file=sys.stderr,
+            )
         return
     if not any(each.some_priced for _, each in found) and suite.max_cost is None:
         return

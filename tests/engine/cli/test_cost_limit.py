@@ -67,3 +67,11 @@ def test_a_matrix_says_each_variants_estimate_and_their_sum(fake, tmp_path):
     assert lines[0].startswith("cost: gpt-test: ≈ $1,000.00 (up to $4,000.00): 5 conversations × 1 turn")
     assert lines[1].startswith("cost: gpt-test max_tokens=2: ≈ $10.00 (up to $10.00): 5 conversations")
     assert lines[2] == "cost: all 2 variants: ≈ $1,010.00 (up to $4,010.00)"
+
+
+def test_a_limit_on_the_mock_endpoint_is_said_never_to_be_reached(fake, tmp_path):
+    path = tmp_path / "mock.yaml"
+    path.write_text(FIVE.replace("model: gpt-test", "model: mock"))
+    result = run_on(fake, path, "--max-cost", "1")
+    assert result.returncode == 1, result.stdout + result.stderr  # the mock answers no "OK"
+    assert result.stderr.splitlines()[0] == "cost: none, the mock endpoint · limit $1.00, never reached"
