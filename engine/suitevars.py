@@ -158,9 +158,36 @@ def bind(suite, given: Mapping[str, str] | None = None):
     return type(suite).model_validate(substitute(data, bound))
 
 
+# The environment variables a suite may have sent as secrets in this process: None, any (a run on the user's
+# own machine, `evalsite run`); on a server, only those its admin lends to suites (lend_only), so that a suite
+# anyone may write cannot send the server's own keys (its database's URL, another endpoint's key) anywhere.
+_lent: frozenset[str] | None = None
+
+
+def lend_only(names) -> None:
+    """From now on, this process fills only these secrets; any other is refused as not lent."""
+    global _lent
+    _lent = frozenset(names)
+
+
+def not_lent(names) -> list[str]:
+    """Of these secrets' names, those this process does not lend to suites (lend_only), in order."""
+    return [] if _lent is None else [name for name in dict.fromkeys(names) if name not in _lent]
+
+
+class SecretNotLent(MissingSecret):
+    def __init__(self, name: str) -> None:
+        ValueError.__init__(
+            self,
+            f"the suite's secret {{{{secret:{name}}}}} is not one this server lends to suites: an admin adds "
+            f"{name} to EVALSITE_SUITE_SECRETS",
+        )
+        self.name = name
+
+
 def fill_secrets(text: str, environ: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
     """Text with each `{{secret:NAME}}` replaced by the environment variable NAME, and the names used.
-    Raises MissingSecret for an unset (or empty) one."""
+    Raises MissingSecret for an unset (or empty) one, SecretNotLent for one this process does not lend."""
     if "{{" not in text:
         return text, []
     env = os.environ if environ is None else environ
@@ -168,6 +195,8 @@ def fill_secrets(text: str, environ: Mapping[str, str] | None = None) -> tuple[s
 
     def value(found: re.Match) -> str:
         name = found.group("name")
+        if _lent is not None and name not in _lent:
+            raise SecretNotLent(name)
         secret = env.get(name)
         if not secret:
             raise MissingSecret(name)

@@ -456,6 +456,10 @@ CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
 # --- evalsite ---------------------------------------------------------------------------------------------
 # The default endpoint: any model id without a known "endpoint/" prefix goes here.
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
+# Environment variables a suite run on this server may send to its model as `{{secret:NAME}}` (a gateway's
+# key, a tracker token): none unless listed, as a suite anyone with edit rights writes could otherwise send
+# the server's own (its database's URL, an endpoint's key) to any endpoint.
+EVALSITE_SUITE_SECRETS = env_list("EVALSITE_SUITE_SECRETS", [])
 EVALSITE_DEFAULT_PRICE_INPUT = env_float(
     "EVALSITE_DEFAULT_PRICE_INPUT", 0.0, minimum=0
 )  # USD per million tokens

@@ -24,10 +24,11 @@ from engine.history import build_history
 from engine.loader import conversation_count
 from engine.options import RunOptions, apply
 from engine.runner import build_context
+from engine.suitevars import SECRET_REF
 from projects import audit
 from projects.deleting import DeleteRefused
 from projects.models import Action
-from suites.models import SuiteVersion
+from suites.models import SuiteFile, SuiteVersion
 
 from . import selectors, specs, worker
 from .endpoints import build_registry
@@ -41,6 +42,23 @@ class LaunchError(Exception):
 
 
 @transaction.atomic
+def _secrets_refusal(version: SuiteVersion, options: RunOptions | None) -> str | None:
+    """Why the run may not start: the secrets its suite, its attached files or its launch options would send
+    that this server does not lend to suites (EVALSITE_SUITE_SECRETS); None when it may."""
+    texts = [version.source, *SuiteFile.objects.filter(version=version).values_list("content", flat=True)]
+    if options is not None:
+        texts.append(options.model_dump_json())
+    names = [found.group("name") for text in texts if "{{" in text for found in SECRET_REF.finditer(text)]
+    unlent = [name for name in dict.fromkeys(names) if name not in settings.EVALSITE_SUITE_SECRETS]
+    if not unlent:
+        return None
+    listed = ", ".join(unlent)
+    return (
+        f"the suite sends the secret{'s' if len(unlent) > 1 else ''} {listed}, which this server does not lend "
+        f"to suites: an admin adds {listed} to EVALSITE_SUITE_SECRETS (the variables a run may send its model)"
+    )
+
+
 def create_run(
     *,
     version: SuiteVersion,
@@ -78,6 +96,8 @@ def create_run(
     if refusal := project_refusal(spec, version.suite.project_id, model_ref):
         raise LaunchError(refusal)
     if not settings.EVALSITE_CODE_GRADERS and (refusal := code_policy.launch_refusal(spec)):
+        raise LaunchError(refusal)
+    if refusal := _secrets_refusal(version, options):
         raise LaunchError(refusal)
     total = conversation_count(spec)
     if total > bounds.MAX_CONVERSATIONS_PER_RUN:  # saved under a higher cap: nothing is created

@@ -15,6 +15,7 @@ from celery.signals import task_postrun, task_prerun, worker_init, worker_ready,
 from django.conf import settings
 from django.db import close_old_connections, connections
 
+from engine import suitevars
 from engine.clients import warm_up
 from engine.collector import collect_seldom
 from engine.tools import mcp
@@ -72,6 +73,13 @@ def refuse_mcp_programs(**kwargs) -> None:
     # MCP server program either (its conversations end in error saying so), as its code checks run none.
     if not settings.EVALSITE_CODE_GRADERS:
         mcp.commands_refused = mcp.COMMANDS_OFF
+
+
+@worker_init.connect
+def lend_only_the_listed_secrets(**kwargs) -> None:
+    # A suite's `{{secret:NAME}}` is filled from this worker's environment, which holds the server's own keys:
+    # only the names an admin lends to suites are filled (a run launched before the list changed included).
+    suitevars.lend_only(settings.EVALSITE_SUITE_SECRETS)
 
 
 @worker_init.connect

@@ -34,9 +34,45 @@ evals:
 """
 
 
+@pytest.fixture(autouse=True)
+def lent(settings):
+    """This server lends the suite's secret to suites (EVALSITE_SUITE_SECRETS); by default it lends none."""
+    settings.EVALSITE_SUITE_SECRETS = ["WEB_VARS_TOKEN"]
+
+
 @pytest.fixture
 def suite(user):
     return services.create_suite(owner=user, source=SUITE)
+
+
+def test_a_secret_the_server_does_not_lend_refuses_the_launch_and_is_never_filled(
+    logged_in, suite, fake_endpoint, fake_openai, settings, monkeypatch
+):
+    """A suite anyone may edit must not send the server's own keys: a secret not listed in
+    EVALSITE_SUITE_SECRETS refuses the launch, on the form and the API; and a worker, told what it lends,
+    fills no other (a run launched before the list changed)."""
+    from engine import suitevars
+
+    monkeypatch.setenv("DATABASE_PASSWORD", "the-servers-own")
+    settings.EVALSITE_SUITE_SECRETS = []
+    form = {"concurrency": "2", "var-project": "OPS"}
+    response = logged_in.post(reverse("suites:launch", args=[suite.public_id]), form)
+    page = response.content.decode()
+    assert response.status_code == 400 and "WEB_VARS_TOKEN" in page and "EVALSITE_SUITE_SECRETS" in page
+    headers = '{"extra_headers": {"X-Leak": "{{secret:DATABASE_PASSWORD}}"}}'
+    response = logged_in.post(
+        reverse("suites:launch", args=[suite.public_id]), {**form, "model_settings": headers}
+    )
+    assert response.status_code == 400 and "DATABASE_PASSWORD" in response.content.decode()
+    assert not Run.objects.exists() and fake_openai.chat_requests() == []
+    monkeypatch.setattr(suitevars, "_lent", None)
+    suitevars.lend_only(["WEB_VARS_TOKEN"])
+    with pytest.raises(suitevars.SecretNotLent, match="EVALSITE_SUITE_SECRETS"):
+        suitevars.fill_secrets("key {{secret:DATABASE_PASSWORD}}")
+    assert suitevars.fill_secrets("{{secret:WEB_VARS_TOKEN}}", {"WEB_VARS_TOKEN": "x"}) == (
+        "x",
+        ["WEB_VARS_TOKEN"],
+    )
 
 
 def test_the_launch_form_has_a_field_per_variable_prefilled_with_its_default(logged_in, suite):
