@@ -59,21 +59,26 @@ def provider_settings(
                 found.setdefault("extra_body", {}).update(value)
                 report.map(f"{where}.passthrough → extra_body")
         elif key == "headers" and isinstance(value, dict):
-            found["extra_headers"] = {str(name): str(text) for name, text in value.items()}
-            report.map(f"{where}.headers → extra_headers")
+            for name, text in value.items():  # each on its own: a key in clear is left out, said
+                header = {str(name): str(text)}
+                if _checked("extra_headers", header, f"{where}.headers.{name}", report) is not None:
+                    found.setdefault("extra_headers", {}).update(header)
+                    report.map(f"{where}.headers.{name} → extra_headers.{name}")
     return ModelSettings.model_validate(found).model_dump(exclude_none=True) if found else None
 
 
 def _checked(name: str, value, where: str, report):
-    """The value when ModelSettings takes it as `name`, else None, reported with the reason."""
+    """The value when ModelSettings takes it as `name`, else None, reported with the reason (a header's
+    value is not repeated: it may be a key)."""
+    shown = "" if name == "extra_headers" else f" {short(value, 40)}"
     if non_finite(value):
-        report.skip(f"{where}: {short(value, 40)} — not a finite number (NaN or an infinity); not taken")
+        report.skip(f"{where}:{shown} — not a finite number (NaN or an infinity); not taken")
         return None
     try:
         ModelSettings.model_validate({name: value})
     except ValidationError as exc:
         error = exc.errors()[0]
-        report.skip(f"{where}: {short(value, 40)} — {error['msg'].removeprefix('Value error, ')}; not taken")
+        report.skip(f"{where}:{shown} — {error['msg'].removeprefix('Value error, ')}; not taken")
         return None
     return value
 

@@ -9,12 +9,15 @@ runner, the workers' pump)."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
 
 from .base import StrictModel
 
+# Header names that carry a credential (Authorization, X-Api-Key, a gateway's token, a cookie).
+CREDENTIAL_HEADER = re.compile(r"authorization|api[-_]?key|token|secret|password|cookie", re.IGNORECASE)
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 
@@ -71,6 +74,19 @@ class ModelSettings(StrictModel):
                 raise ValueError("type json_schema needs `json_schema: {name: ..., schema: {...}}`")
             if "schema" in spec and not isinstance(spec["schema"], dict):
                 raise ValueError("json_schema.schema is a JSON Schema: a mapping")
+        return value
+
+    @field_validator("extra_headers")
+    @classmethod
+    def _no_credential_in_clear(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        # A key belongs in the environment, not in a suite, a run's record or its page: a header named for one
+        # takes its value from a secret.
+        for name, text in (value or {}).items():
+            if CREDENTIAL_HEADER.search(name) and "{{secret:" not in text:
+                raise ValueError(
+                    f"extra_headers.{name} holds a credential: write it as {{{{secret:NAME}}}} (e.g. "
+                    f'"Bearer {{{{secret:GATEWAY_KEY}}}}") so its value stays in the environment'
+                )
         return value
 
     @field_validator("extra_body")

@@ -107,3 +107,14 @@ def test_a_promptfoo_response_format_file_is_read_and_one_bad_setting_leaves_the
     missing = convert({"promptfooconfig.yaml": PROMPTFOO_SCHEMA})
     assert load_suite(missing.source).model_settings.temperature == 0.2
     assert any("file://schema.json — the file was not given" in line for line in missing.unmapped)
+
+
+def test_a_key_in_a_providers_headers_is_left_out_unrepeated_and_the_other_headers_kept():
+    source = PROMPTFOO_SCHEMA.replace(
+        "      response_format: file://schema.json\n",
+        "      headers: {Authorization: Bearer sk-live-123456, X-Team: evals}\n",
+    )
+    result = convert({"promptfooconfig.yaml": source})
+    assert load_suite(result.source).model_settings.extra_headers == {"X-Team": "evals"}
+    (said,) = [line for line in result.unmapped if "headers.Authorization" in line]
+    assert "write it as {{secret:NAME}}" in said and "sk-live" not in said and "sk-live" not in result.source

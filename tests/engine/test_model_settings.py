@@ -268,3 +268,16 @@ def test_a_secret_in_the_model_settings_headers_is_sent_filled_and_stored_as_its
     monkeypatch.delenv("GATEWAY_KEY")
     unset = run_suite(suite, registry_for(fake))
     assert unset.evals[0].status == Status.ERROR and "GATEWAY_KEY" in unset.evals[0].error
+
+
+def test_a_credential_header_in_clear_is_refused_where_written():
+    from engine.source import SuiteError
+
+    with pytest.raises(SuiteError, match=r"extra_headers\.Authorization holds a credential: write it as"):
+        load_suite(
+            "name: k\nmodel: m\nmodel_settings:\n  extra_headers: {Authorization: Bearer sk-live-1}\n"
+            "evals: [{prompt: hi, checks: [{contains: x}]}]\n"
+        )
+    with pytest.raises(ValueError, match="holds a credential"):
+        ModelSettings.model_validate({"extra_headers": {"x-api-key": "abc"}})
+    assert ModelSettings.model_validate({"extra_headers": {"X-Api-Key": "{{secret:K}}", "X-Team": "a"}})
