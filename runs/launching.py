@@ -92,6 +92,7 @@ class LaunchForm(forms.Form):
     # Generation settings over the suite's, key by key (engine.options).
     model_settings = SettingsField()
     judge_settings = SettingsField()
+    user_settings = SettingsField()
     # Over the suite's `max_cost` (engine.options): no conversation starts once the run has spent this much.
     max_cost = forms.FloatField(required=False, min_value=0.01, label="Cost limit (USD)")
     cache = forms.BooleanField(required=False, label="Use the response cache")
@@ -103,7 +104,7 @@ class LaunchForm(forms.Form):
     @property
     def settings_given(self) -> bool:
         """Whether the settings fields hold anything (or an error): the form shows them open then."""
-        fields = (self["model_settings"], self["judge_settings"])
+        fields = (self["model_settings"], self["judge_settings"], self["user_settings"])
         return any(field.value() or field.errors for field in fields)
 
     def options(self, cache: bool | None = None) -> RunOptions | None:
@@ -114,6 +115,7 @@ class LaunchForm(forms.Form):
             {
                 "model_settings": data.get("model_settings"),
                 "judge_settings": data.get("judge_settings"),
+                "user_settings": data.get("user_settings"),
                 "max_cost": data.get("max_cost") or None,
                 **({"cache": cache} if cache is not None else {}),
             }

@@ -37,3 +37,14 @@ def launch_settings(run, key: str) -> str:
     when it set nothing, so "Run again" launches with the same settings."""
     value = (run.options or {}).get(key)
     return json.dumps(value, ensure_ascii=False) if value else ""
+
+
+@register.filter
+def launch_cache(run) -> bool | None:
+    """What the launch set for the response cache, as the launch form's box takes it: on or off for every
+    role, or None when it set nothing (or roles apart, which the box cannot say: the suite's then stand)."""
+    roles = (run.options or {}).get("cache")
+    if not isinstance(roles, dict):
+        return None
+    turned = {bool(roles.get(role)) for role in ("model", "judge", "simulated_user")}
+    return turned.pop() if len(turned) == 1 else None

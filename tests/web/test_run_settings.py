@@ -131,3 +131,27 @@ def _hidden(page: str, name: str) -> str:
     found = re.search(rf'<input type="hidden" name="{name}" value="([^"]*)">', page)
     assert found, name
     return html.unescape(found[1])
+
+
+def test_run_again_launches_with_every_option_the_run_had(logged_in, suite, fake_endpoint, fake_openai):
+    """The run page's Run again form carries the cost limit, the cache choice and the simulated user's settings
+    too, as a browser sends its hidden fields: a run stopped at its limit must not run again without one."""
+    response = launch(
+        logged_in, suite, model_settings="seed: 5", user_settings="temperature: 0.9", max_cost="500",
+        **{"cache-shown": "1", "cache": "on"},
+    )  # fmt: skip
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = Run.objects.get()
+    assert run.options["max_cost"] == 500 and run.options["user_settings"] == {"temperature": 0.9}
+    assert run.options["cache"]["model"] is True
+    Run.objects.filter(pk=run.pk).update(status="cancelled")  # ended: its page offers Run again
+    page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    form = page[: page.index(">Run again</button>")]
+    form = form[form.rindex("<form") :]
+    fields = {
+        name: html.unescape(value)
+        for name, value in re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', form)
+    }
+    again = logged_in.post(reverse("suites:launch", args=[suite.public_id]), fields)
+    assert again.status_code == 302, again.content.decode()[:2000]
+    assert Run.objects.exclude(pk=run.pk).get().options == run.options
