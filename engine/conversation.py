@@ -15,6 +15,7 @@ alone, what comes next. A given history (`messages`) can precede any style.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -34,7 +35,15 @@ from .simulate import clean_reply
 from .text import plural
 from .tools import CallScope, Toolbox, exchange_messages, round_messages, spent
 from .transcript import format_transcript
-from .turn_grading import UserTurn, code_scope, graded_turn, may_call_model, turn_record, with_graders
+from .turn_grading import (
+    GradingFailed,
+    UserTurn,
+    code_scope,
+    graded_turn,
+    may_call_model,
+    turn_record,
+    with_graders,
+)
 
 __all__ = ["Defaults", "EngineContext", "ResumeMismatch", "StopConversation", "run_eval", "run_eval_async"]
 
@@ -232,6 +241,13 @@ async def _run_eval(
                     ctx, driver, messages, step, position, ev, given, user, graders, io, rule, source,
                     code_scope(ctx, ev, eval_id, turns), toolbox, eval_id,
                 )  # fmt: skip
+            except GradingFailed as exc:  # the reply stays, ungraded, with what it cost, stored as any turn
+                turn = cache.marked(exc.turn, tally)
+                if on_turn is not None:
+                    with contextlib.suppress(StopConversation):
+                        await answer(on_turn(turn))
+                turns.append(turn)
+                return await failed(position, exc)
             except EndpointError as exc:
                 return await failed(position, exc)
             except RetryStopped:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .checks import JudgeContext, Reply, calls_out, evaluate_level
-from .clients import Completion
+from .clients import Completion, EndpointError
 from .codegrade.run import CodeScope
 from .conditions import evaluate_condition
 from .drivers import Driver, Step, Verdict
@@ -86,6 +86,15 @@ def _judge_context(ctx, code: CodeScope | None = None) -> JudgeContext:
     )
 
 
+class GradingFailed(EndpointError):
+    """A judge (or another grader's endpoint) failed while grading a reply: the reply, ungraded, with what it
+    and the judge's calls so far cost, for the conversation to keep as it ends in error."""
+
+    def __init__(self, message: str, turn: TurnRecord) -> None:
+        super().__init__(message)
+        self.turn = turn
+
+
 def graded_turn(
     ctx,
     driver: Driver,
@@ -114,17 +123,25 @@ def graded_turn(
         tool_calls=[call for round_ in rounds for call in round_.calls],
     )
     condition = decided = None
-    if step.stop_when is not None:
-        condition, decided = evaluate_condition(step.stop_when, position, reply, judge)
-    ending = driver.ending(step, position, condition, decided)
-    # A reply that ends the conversation is its final one: the final checks grade it.
-    results = evaluate_level(step.final_checks if ending else step.checks, reply, judge)
-    turn_grade = _grade(
-        ctx, ev, step, position, completion.text, conversation, given, judge, reply.tool_calls
-    )
-    grades = _turn_grades(
-        ctx, ev, graders, step, position, completion.text, conversation, judge, reply.tool_calls
-    )
+    try:
+        if step.stop_when is not None:
+            condition, decided = evaluate_condition(step.stop_when, position, reply, judge)
+        ending = driver.ending(step, position, condition, decided)
+        # A reply that ends the conversation is its final one: the final checks grade it.
+        results = evaluate_level(step.final_checks if ending else step.checks, reply, judge)
+        turn_grade = _grade(
+            ctx, ev, step, position, completion.text, conversation, given, judge, reply.tool_calls
+        )
+        grades = _turn_grades(
+            ctx, ev, graders, step, position, completion.text, conversation, judge, reply.tool_calls
+        )
+    except EndpointError as exc:
+        # No verdict, but the reply was given and paid for, and the judge's calls so far too.
+        ungraded = turn_record(
+            step, position, completion, user, passed=None, judge_usage=judge.spent, judge_cost=judge.cost,
+            tool_rounds=list(rounds),
+        )  # fmt: skip
+        raise GradingFailed(str(exc), ungraded) from exc
     return turn_record(
         step,
         position,

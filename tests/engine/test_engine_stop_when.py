@@ -240,7 +240,9 @@ def test_an_unreadable_judge_answer_is_asked_again_then_the_conversation_is_an_e
     fake_openai.script(PROMPT, ["For when?"])
     judge_answers(fake_openai, "Probably.", "Hard to say.")
     result = play(fake_openai, suite("stop_when: {natural_language: {prompt: Booked?}}"))
-    assert (result.status, result.turns) == ("error", [])
+    # No verdict: the reply stays, ungraded, with what it and the judge's two calls cost.
+    assert result.status == "error" and [turn.passed for turn in result.turns] == [None]
+    assert result.turns[0].response == "For when?" and result.turns[0].judge_usage.total_tokens > 0
     assert result.error.startswith(
         "judge judge-m gave no verdict that could be read, asked twice: its answer "
     )

@@ -172,7 +172,9 @@ def test_two_unreadable_answers_make_the_conversation_an_error_not_a_fail():
     with FakeOpenAI() as fake:
         result, asked = play(fake, SUITE, "Looks right.", "<think>Score: 9/10</think>")
     assert len(asked) == 2
-    assert (result.status, result.score, result.turns) == ("error", None, [])
+    assert (result.status, result.score) == ("error", None)
+    (turn,) = result.turns  # the reply stays, ungraded (no check result), with the judge's tokens
+    assert (turn.passed, turn.checks, turn.judge_usage.prompt_tokens) == (None, [], 214)
     assert result.error == (
         "judge judge-m gave no verdict that could be read, asked twice: its answer 'Looks right.' (it has no "
         "score: expected a JSON object with a score, or PASS or FAIL), then '<think>Score: 9/10</think>' (it "

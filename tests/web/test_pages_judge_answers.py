@@ -71,7 +71,10 @@ def test_a_judge_that_cannot_be_read_twice_is_a_conversation_error_not_a_fail(
     assert "The conversation stopped with an error." in page
     assert "judge judge-m gave no verdict that could be read, asked twice" in page
     assert "&#x27;Looks right.&#x27;" in page and "&#x27;Really, it looks right.&#x27;" in page
-    assert "✗ FAIL" not in page and conversation.turns.count() == 0
+    # No verdict on it, but the reply stays on the transcript with what it and the judge's calls cost.
+    assert "✗ FAIL" not in page
+    (turn,) = conversation.turns.all()
+    assert turn.passed is None and turn.record["judge_usage"]["prompt_tokens"] > 0
 
 
 def test_a_0_1_looking_score_on_a_0_100_judge_is_flagged_on_the_transcript_and_in_results_json(
