@@ -57,6 +57,26 @@ def test_the_estimate_follows_the_model_chosen(logged_in, priced):
     assert "Cost: no prices set for endpoint free: cost unknown" in free
 
 
+def test_the_estimate_follows_the_settings_typed(logged_in, priced):
+    url = reverse("suites:launch_routes", args=[priced.public_id])
+    # max_tokens 50 caps each reply: 10 calls of 10 prompt and 50 completion tokens, at most as at least.
+    capped = text(
+        logged_in.get(
+            url, {"model": "paid/gpt-x", "version": "1", "model_settings": "max_tokens: 50"}
+        ).content.decode()
+    )
+    assert (
+        "Cost: ≈ $1.10 (up to $1.10): 10 conversations × 1 turn, ~10 prompt + 50 completion tokens" in capped
+    )
+    # Settings typed half-way (not YAML yet) leave the suite's.
+    typing = text(
+        logged_in.get(
+            url, {"model": "paid/gpt-x", "version": "1", "model_settings": "{max_tok"}
+        ).content.decode()
+    )
+    assert "Cost: ≈ $4.10 (up to $16.10)" in typing
+
+
 def test_a_matrix_estimate_gives_each_variant_and_their_sum(logged_in, priced):
     url = reverse("suites:launch_routes", args=[priced.public_id])
     compared = {"model": "paid/gpt-x", "compare": "paid/gpt-x@temperature=0.7\nmock", "version": "1"}
