@@ -37,6 +37,8 @@ class SuiteFacts:
     settings: (
         dict | None
     )  # the suite's generation settings per role (engine.clients.settings.settings_report)
+    max_cost: float | None  # the suite's cost limit
+    cache: dict | None  # the roles the suite's response cache answers (engine.schema.settings.CacheRoles)
 
     @property
     def every_eval_repeated(self) -> bool:
@@ -118,6 +120,8 @@ def _facts_of(spec) -> SuiteFacts:
         offers_tools=bool(getattr(spec, "tools", None))
         or any(getattr(ev, "tools", None) for ev in spec.evals),
         settings=settings_report(spec),
+        max_cost=spec.max_cost,
+        cache=spec.cache.model_dump() if getattr(spec, "cache", None) is not None else None,
     )
 
 

@@ -7,6 +7,7 @@ import json
 from django import template
 
 from engine.clients.settings import settings_report
+from engine.cost import money
 
 from .. import selectors
 
@@ -48,3 +49,26 @@ def launch_cache(run) -> bool | None:
         return None
     turned = {bool(roles.get(role)) for role in ("model", "judge", "simulated_user")}
     return turned.pop() if len(turned) == 1 else None
+
+
+@register.simple_tag
+def run_limits(run) -> list[str]:
+    """What the run may spend and what the response cache answers, as launched (over the suite's): "cost limit
+    $500.00", "response cache: model, judge"; nothing for a run with neither."""
+    facts = selectors.suite_facts(run)
+    options = run.options or {}
+    shown = []
+    limit = options.get("max_cost") or (facts.max_cost if facts is not None else None)
+    if limit:
+        shown.append(f"cost limit {money(limit)}")
+    roles = options.get("cache") or (facts.cache if facts is not None else None)
+    if isinstance(roles, dict):
+        answered = [CACHE_ROLE_NAMES[role] for role in CACHE_ROLE_NAMES if roles.get(role)]
+        if answered:
+            shown.append(f"response cache: {', '.join(answered)}")
+        elif "cache" in options:
+            shown.append("response cache: off")
+    return shown
+
+
+CACHE_ROLE_NAMES = {"model": "model", "judge": "judges", "simulated_user": "simulated user"}

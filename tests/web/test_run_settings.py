@@ -146,6 +146,9 @@ def test_run_again_launches_with_every_option_the_run_had(logged_in, suite, fake
     assert run.options["cache"]["model"] is True
     Run.objects.filter(pk=run.pk).update(status="cancelled")  # ended: its page offers Run again
     page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    # The page says what the run may spend and what the cache answers, as it was launched.
+    assert '<span class="run-limit">cost limit $500.00</span>' in page
+    assert '<span class="run-limit">response cache: model, judges, simulated user</span>' in page
     form = page[: page.index(">Run again</button>")]
     form = form[form.rindex("<form") :]
     fields = {
