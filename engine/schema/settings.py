@@ -36,7 +36,7 @@ class ModelSettings(StrictModel):
         None, ge=1, description="Sent as `max_completion_tokens` (OpenAI's reasoning models take only this)."
     )
     top_p: float | None = Field(None, ge=0.0, le=1.0)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(2**63), lt=2**63, description="Sent as `seed` (a 64-bit integer).")
     stop: str | list[str] | None = Field(None, description="One stop sequence or a list of them.")
     response_format: Literal["text", "json_object"] | dict[str, Any] | None = Field(
         None,

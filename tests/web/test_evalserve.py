@@ -211,3 +211,31 @@ def test_a_count_below_one_is_refused_before_anything_starts(var_env, flag):
     assert done.returncode == 2
     assert "'0' is not a whole number of 1 or more" in done.stderr
     assert "Celery workers started" not in done.stdout
+
+
+def test_a_web_server_that_cannot_start_leaves_no_worker_behind(var_env, tmp_path):
+    """The port is taken: gunicorn cannot bind, evalserve ends, and so do the workers it started."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = subprocess.Popen(
+            [sys.executable, "manage.py", "evalserve", f"127.0.0.1:{port}", "--slots", "2"],
+            cwd=ROOT, env=var_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        workers: set[int] = set()
+        deadline = time.monotonic() + 90
+        while server.poll() is None and time.monotonic() < deadline:
+            workers |= {pid for pid, command in children(server.pid) if "celery" in command}
+            time.sleep(0.1)
+        output, _ = server.communicate(timeout=30)
+    assert server.returncode is not None and workers, output[-3000:]
+    left = [pid for pid in workers if Path(f"/proc/{pid}").exists() and "celery" in _cmdline(pid)]
+    assert not left, output[-3000:]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""

@@ -162,6 +162,12 @@ class Command(BaseCommand):
             ]
         )
         supervisor.start()
+        try:
+            self._serve(supervisor, addrport, processes, each, web_processes, web_threads, dev_server)
+        finally:  # however serving ends (a web server that cannot start included), no worker outlives it
+            supervisor.stop()
+
+    def _serve(self, supervisor, addrport, processes, each, web_processes, web_threads, dev_server) -> None:
         # A plain `kill` of the server must stop the workers too: turn SIGTERM into a normal exit.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         pids = ", ".join(str(worker.pid) for worker in supervisor.processes)
@@ -176,10 +182,7 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"\nevalsite: open http://{addrport}/{sign_in}\n"))
         self.stdout.flush()  # written to a file or a pipe, it would wait in the buffer behind gunicorn's log
         if dev_server:
-            try:
-                call_command("runserver", addrport, use_reloader=False)
-            finally:
-                supervisor.stop()
+            call_command("runserver", addrport, use_reloader=False)
             return
         web_processes, web_threads = max(1, web_processes), max(1, web_threads)
         web = subprocess.Popen(web_command(addrport, web_processes, web_threads), env=os.environ.copy())
@@ -201,4 +204,3 @@ class Command(BaseCommand):
                     web.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     web.kill()
-            supervisor.stop()
