@@ -26,6 +26,6 @@ def stop_run(run_id, reason: str) -> bool:
         )
         if updated:
             run = Run.objects.only("endpoint_name").get(pk=run_id)
-            cancel_queued(run_id, now)
+            cancel_queued(run_id, now, reason=reason)
             transaction.on_commit(lambda: dispatch_endpoint(run.endpoint_name))
     return bool(updated)

@@ -56,6 +56,9 @@ def test_a_refused_setting_stops_the_run_once(user, fake_endpoint, fake_openai, 
     errored = [c for c in run.conversations.all() if c.status == Status.ERROR]
     assert errored and all(reason in c.error for c in errored)
     assert statuses.count(Status.CANCELLED) >= QUESTIONS - 2  # the rest never asked the endpoint
+    # Each says why, as a cost limit's do, not a bare "cancelled".
+    unplayed = run.conversations.filter(status=Status.CANCELLED, turn_count=0)
+    assert {c.verdict for c in unplayed} == {f"not started: {reason}"}
     assert len(fake_openai.chat_requests()) == len(errored)
 
 
