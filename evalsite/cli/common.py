@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.attached import megabytes, read_limited, read_suite_files
-from engine.collector import collect_seldom
+from engine.collector import collect_for_one_run
 from engine.loader import file_references, is_calibration, load_parsed_suite, references
 from engine.schema import Suite
 from engine.source import MAX_SUITE_BYTES, SuiteError, TreeBuilder, parse_yaml
@@ -167,9 +167,10 @@ def problem_lines(path: Path, exc: SuiteError) -> list[str]:
 
 def collect_from_here() -> None:
     """What the command has loaded stays to the end: the cyclic collector, paused while it loaded (evalsite.cli.
-    main), leaves it out of its walks from now on and looks only at what comes after."""
+    main), leaves it out of its walks from now on and looks only at what comes after, at a run's pace
+    (engine.collector.collect_for_one_run)."""
     gc.freeze()
-    collect_seldom()
+    collect_for_one_run()
     gc.enable()
 
 
