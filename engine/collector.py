@@ -22,9 +22,7 @@ RUN_YOUNG_COLLECTION_EVERY = 1_000_000
 
 def collect_for_one_run() -> None:
     """A process that plays one run and ends keeps every conversation's result to the end, so each young
-    collection walks the tens of thousands of objects the results added since the last, stalling every call
-    in flight meanwhile (10 ms every half second at 100 conversations at once, and a longer middle one). The
-    engine makes next to no reference cycles (a few objects a conversation, which the same run's memory peak
-    shows), so such a process collects only after a million objects more: never in most runs, seldom in the
-    largest."""
+    collection walks the objects the results added since the last, stalling every call in flight meanwhile.
+    The engine makes next to no reference cycles (tests/engine/test_collector.py), so such a process collects
+    only after a million objects more: never in most runs, seldom in the largest."""
     gc.set_threshold(RUN_YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
