@@ -12,7 +12,7 @@ import math
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, StrictBool, field_validator
 
 from .base import StrictModel
 
@@ -135,10 +135,12 @@ class CacheRoles(StrictModel):
     # `cache` also takes a boolean (_cache_roles), which the mapping's keys alone would not say.
     shape_in_words: ClassVar[str] = "true, false, or a mapping {model, judge, simulated_user, repeats}"
 
-    model: bool = Field(False, description="The model under test's replies.")
-    judge: bool = Field(False, description="Judges' verdicts (llm_judge, semantic checks, stop conditions).")
-    simulated_user: bool = Field(False, description="The simulated user's messages.")
-    repeats: bool = Field(
+    model: StrictBool = Field(False, description="The model under test's replies.")
+    judge: StrictBool = Field(
+        False, description="Judges' verdicts (llm_judge, semantic checks, stop conditions)."
+    )
+    simulated_user: StrictBool = Field(False, description="The simulated user's messages.")
+    repeats: StrictBool = Field(
         False, description="A calibration's `repeats` hit the cache too (off: each repeat asks the judge)."
     )
 

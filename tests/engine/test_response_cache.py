@@ -428,3 +428,11 @@ def test_a_semantic_checks_embeddings_are_cached_with_the_judges_calls(fake):
     assert second.status == "passed" and embedding_calls() == 1  # answered from the cache
     assert second.evals[0].turns[0].cached_calls == 1
     assert second.evals[0].turns[0].checks[0].score == first.evals[0].turns[0].checks[0].score
+
+
+def test_a_cache_role_is_true_or_false_not_a_number():
+    from engine.source import SuiteError
+
+    with pytest.raises(SuiteError, match=r"cache\.model: expected true or false; found the number 1"):
+        _suite(cache="{model: 1}")
+    assert _suite(cache="{model: true}").cache.model is True
