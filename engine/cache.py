@@ -88,10 +88,15 @@ def _hit(role: str, data: dict) -> Completion | None:
         completion = _answered(data)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
+    _counted(role, completion.saved_cost)
+    return completion
+
+
+def _counted(role: str, saved: float) -> None:
+    """A hit, counted in the current turn's Tally."""
     counted = _tally.get()
     if counted is not None:
-        counted.hits.append((role, completion.saved_cost))
-    return completion
+        counted.hits.append((role, saved))
 
 
 @contextmanager
@@ -411,9 +416,7 @@ class CachingClient:
             except (KeyError, TypeError, ValueError):
                 pass  # written otherwise: asked again, and kept in its place
             else:
-                counted = _tally.get()
-                if counted is not None:
-                    counted.hits.append((role, saved))
+                _counted(role, saved)
                 return found["vectors"], usage, 0.0
         vectors, usage, cost = self.inner.embed(model, texts)
         self.store.put(key, {"vectors": vectors, "usage": usage.model_dump(), "cost": cost})

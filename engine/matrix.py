@@ -106,6 +106,16 @@ def parse_variant(text: str, label: str | None = None) -> Variant:
     return Variant(model=model, model_settings=settings, label=(label or "").strip())
 
 
+def named_twice(variants: Iterable[Variant]) -> str | None:
+    """The first name two variants share (their columns could not be told apart); None when none does."""
+    seen: set[str] = set()
+    for variant in variants:
+        if variant.name in seen:
+            return variant.name
+        seen.add(variant.name)
+    return None
+
+
 def parse_variants(texts: Iterable[str], *, split: bool = True) -> list[Variant]:
     """Every variant named, in order: comma-separated lists (`split`) or one a text; a blank text skipped, an
     empty name in a list (`a,,b`, `a,`) and the same name twice refused (its two columns could not be told
@@ -118,10 +128,8 @@ def parse_variants(texts: Iterable[str], *, split: bool = True) -> list[Variant]
         for part in parts:
             if part.strip():
                 variants.append(parse_variant(part))
-    names = [variant.name for variant in variants]
-    for name in names:
-        if names.count(name) > 1:
-            raise VariantError(f"`{name}` is named twice: each variant needs its own model or settings")
+    if (twice := named_twice(variants)) is not None:
+        raise VariantError(f"`{twice}` is named twice: each variant needs its own model or settings")
     if len(variants) > MAX_VARIANTS:
         raise VariantError(f"{len(variants)} variants: a matrix compares at most {MAX_VARIANTS}")
     return variants

@@ -170,9 +170,11 @@ def lend_only(names) -> None:
     _lent = frozenset(names)
 
 
-def not_lent(names) -> list[str]:
-    """Of these secrets' names, those this process does not lend to suites (lend_only), in order."""
-    return [] if _lent is None else [name for name in dict.fromkeys(names) if name not in _lent]
+def not_lent(texts, lent) -> list[str]:
+    """The names of the secrets these texts send that are not among `lent`, each once, in order (a launch's
+    check on a server, before a worker would refuse them one by one)."""
+    names = (found.group("name") for text in texts if "{{" in text for found in SECRET_REF.finditer(text))
+    return [name for name in dict.fromkeys(names) if name not in lent]
 
 
 class SecretNotLent(MissingSecret):

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models.fields.json import KT
 from django.shortcuts import get_object_or_404
 
-from engine.matrix import CellIn, ColumnIn, Grid, Variant, build_grid, fitted_label
+from engine.matrix import CellIn, ColumnIn, Grid, Variant, build_grid, fitted_label, named_twice
 from engine.options import RunOptions
 from projects.access import check
 from projects.roles import Can
@@ -36,10 +36,8 @@ def create_matrix(
     settings over the launch's `options`."""
     if len(variants) < 2:
         raise LaunchError("a matrix compares two variants or more")
-    names = [variant.name for variant in variants]
-    for name in names:
-        if names.count(name) > 1:  # its two columns could not be told apart
-            raise LaunchError(f"`{name}` is named twice: each variant needs its own model, settings or label")
+    if (twice := named_twice(variants)) is not None:
+        raise LaunchError(f"`{twice}` is named twice: each variant needs its own model, settings or label")
     matrix = RunMatrix.objects.create(
         suite_version=version, project_id=version.suite.project_id, created_by=user
     )

@@ -24,7 +24,6 @@ from engine.history import build_history
 from engine.loader import conversation_count
 from engine.options import RunOptions, apply
 from engine.runner import build_context
-from engine.suitevars import SECRET_REF
 from projects import audit
 from projects.deleting import DeleteRefused
 from projects.models import Action
@@ -48,8 +47,7 @@ def _secrets_refusal(version: SuiteVersion, options: RunOptions | None) -> str |
     texts = [version.source, *SuiteFile.objects.filter(version=version).values_list("content", flat=True)]
     if options is not None:
         texts.append(options.model_dump_json())
-    names = [found.group("name") for text in texts if "{{" in text for found in SECRET_REF.finditer(text)]
-    unlent = [name for name in dict.fromkeys(names) if name not in settings.EVALSITE_SUITE_SECRETS]
+    unlent = suitevars.not_lent(texts, settings.EVALSITE_SUITE_SECRETS)
     if not unlent:
         return None
     listed = ", ".join(unlent)

@@ -110,17 +110,10 @@ class StreamedJSON:
     def interrupted(self) -> None:
         """The document as a run stopped by Ctrl-C leaves it: the conversations that ended, its status
         `cancelled` and why, so it reads as neither finished nor still going."""
+        self.file.close()
         head = {**self.head, "status": "cancelled", "stop_reason": "interrupted (Ctrl-C)", "evals": [_EVALS]}
-        text = (
-            _dumped(head).replace(_MARK, ",\n".join(self.texts.values()), 1)
-            if self.texts
-            else (_dumped({**head, "evals": []}))
-        )
-        try:
-            self.file.close()
-            _write(self.path, "--json", text + "\n")
-        except UserError:
-            pass  # what was written as conversations ended stays
+        with contextlib.suppress(UserError):  # what was written as conversations ended stays
+            self._replace(head, list(self.texts.values()))
 
     def _close_document(self) -> None:
         self.file.write(self.closing)
@@ -145,6 +138,10 @@ class StreamedJSON:
             self.texts.get((result.index, result.iteration)) or _conversation_text(result)
             for result in report.evals
         ]
+        self._replace(data, evals)
+
+    def _replace(self, data: dict, evals: list[str]) -> None:
+        """`data` with the conversations' texts in its `evals`, written beside and moved over the file."""
         text = _dumped(data)
         if evals:
             text = text.replace(_MARK, ",\n".join(evals), 1)

@@ -406,25 +406,30 @@ def test_a_judge_reason_that_says_unparseable_is_still_a_verdict():
     assert result.passed and result.reason == "weighted score 0.90 (threshold 0.50 of 1) over 2 criteria"
 
 
-def test_suite_judge_temperature_is_the_default_and_a_check_overrides_it():
-    """judge_temperature in the suite applies to every llm_judge call; a check's own temperature wins."""
-    from engine.clients import EndpointConfig, EndpointRegistry
+def played_on_the_fake(source: str):
+    """The suite played against the fake endpoint, whose every reply is a judge's verdict: its report and
+    the request bodies the fake received."""
     from engine.loader import load_suite
     from engine.runner import run_suite
     from tests.fakeopenai import FakeOpenAI
 
-    suite = load_suite(
-        "name: t\nmodel: m\njudge_temperature: 0.2\nevals:\n"
-        "  - prompt: hi\n    checks:\n      - llm_judge: {criteria: first}\n"
-        "      - llm_judge: {criteria: second, temperature: 0.9}\n"
-    )
     with FakeOpenAI() as fake:
         fake.default_reply = '{"score": 1, "reason": "ok"}'
         registry = EndpointRegistry(
             default=EndpointConfig(name="default", base_url=fake.base_url, max_retries=0)
         )
-        report = run_suite(suite, registry)
-        judged = [body for body in fake.chat_requests() if body["messages"][0]["role"] == "system"]
+        report = run_suite(load_suite(source), registry)
+        return report, fake.chat_requests()
+
+
+def test_suite_judge_temperature_is_the_default_and_a_check_overrides_it():
+    """judge_temperature in the suite applies to every llm_judge call; a check's own temperature wins."""
+    report, bodies = played_on_the_fake(
+        "name: t\nmodel: m\njudge_temperature: 0.2\nevals:\n"
+        "  - prompt: hi\n    checks:\n      - llm_judge: {criteria: first}\n"
+        "      - llm_judge: {criteria: second, temperature: 0.9}\n"
+    )
+    judged = [body for body in bodies if body["messages"][0]["role"] == "system"]
     assert report.status == "passed"
     assert sorted(body.get("temperature") for body in judged) == [0.2, 0.9]
 
@@ -432,22 +437,11 @@ def test_suite_judge_temperature_is_the_default_and_a_check_overrides_it():
 def test_suite_judge_temperature_reaches_the_suites_llm_judge_grader():
     """`grader: llm_judge` (the suite's one judge, as a Letta import writes it) is asked at the suite's
     judge_temperature, as an llm_judge check is."""
-    from engine.clients import EndpointConfig, EndpointRegistry
-    from engine.loader import load_suite
-    from engine.runner import run_suite
-    from tests.fakeopenai import FakeOpenAI
-
-    suite = load_suite(
+    _, bodies = played_on_the_fake(
         "name: t\nmodel: m\njudge: judge-m\njudge_temperature: 0.3\ngrader: llm_judge\n"
         "rubric: Is it right?\nevals:\n  - input: hi\n    ground_truth: hello\n"
     )
-    with FakeOpenAI() as fake:
-        fake.default_reply = '{"score": 1, "reason": "ok"}'
-        registry = EndpointRegistry(
-            default=EndpointConfig(name="default", base_url=fake.base_url, max_retries=0)
-        )
-        run_suite(suite, registry)
-        judged = [body for body in fake.chat_requests() if body["model"] == "judge-m"]
+    judged = [body for body in bodies if body["model"] == "judge-m"]
     assert [body.get("temperature") for body in judged] == [0.3]
 
 
