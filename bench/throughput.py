@@ -105,6 +105,41 @@ def process_user_system(pid: int) -> tuple[float, float]:
     return int(fields[11]) / os.sysconf("SC_CLK_TCK"), int(fields[12]) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu(pid: int) -> dict[tuple[int, str], float]:
+    """CPU seconds of each thread of a process, by (thread id, the name the system has for it): a worker names
+    its threads (runs/worker/threads.py), so its event loop and its pump can be told apart."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    threads = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        threads[(int(task.name), name)] = (int(fields[11]) + int(fields[12])) / ticks
+    return threads
+
+
+# What each of a worker's threads does, by the name runs/worker/threads.py gives it; any other thread is
+# Celery's (its consumer, its pool) or the interpreter's.
+THREAD_ROLES = {
+    "evalsite-loop": "event loop (model calls, the engine)",
+    "evalsite-grade": "grading threads",
+    "evalsite-pump": "pump (the database)",
+}
+OTHER_THREADS = "Celery and the rest"
+
+
+def cpu_by_role(before: list[dict], after: list[dict]) -> dict[str, float]:
+    """The CPU seconds worker threads spent between two looks (thread_cpu of each process), by THREAD_ROLES."""
+    spent: dict[str, float] = {}
+    for earlier, later in zip(before, after, strict=True):
+        for (tid, name), seconds in later.items():
+            role = THREAD_ROLES.get(name, OTHER_THREADS)
+            spent[role] = spent.get(role, 0.0) + seconds - earlier.get((tid, name), 0.0)
+    return spent
+
+
 def machine_busy() -> float:
     """CPU seconds all cores have spent busy since boot: everything on the machine, not just us."""
     fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -259,6 +294,7 @@ def measure(args, work: Workload) -> dict:
             run_conversation.delay(0)
             time.sleep(4)
             quiet_collector()
+            threads_before = [thread_cpu(worker.pid) for worker in workers]
             worker_cpu = -sum(process_cpu(worker.pid) for worker in workers)
             worker_system = -sum(process_user_system(worker.pid)[1] for worker in workers)
             machine_cpu = -machine_busy()
@@ -274,6 +310,7 @@ def measure(args, work: Workload) -> dict:
                 time.sleep(0.01)
             wall = time.monotonic() - started
             worker_cpu += sum(process_cpu(worker.pid) for worker in workers)
+            by_thread = cpu_by_role(threads_before, [thread_cpu(worker.pid) for worker in workers])
             worker_system += sum(process_user_system(worker.pid)[1] for worker in workers)
             machine_cpu += machine_busy()
             own_cpu += time.process_time()
@@ -290,7 +327,8 @@ def measure(args, work: Workload) -> dict:
         "turns": sum(run.conversations.values_list("turn_count", flat=True)),
         "calls": calls,
         "worker_cpu": worker_cpu,
-        "worker_system": worker_system,  # of it, in the kernel (sockets, the database file, waking threads)
+        "worker_system": worker_system,
+        "worker_threads": by_thread,  # of it, in the kernel (sockets, the database file, waking threads)
         "machine_busy": machine_cpu / wall / os.cpu_count(),
         # What the machine spent besides the workers: the fake endpoint (this process), and the rest (the
         # database server and the broker, on PostgreSQL + Redis; the machine's other jobs).
@@ -628,6 +666,11 @@ def print_cpu_against_http(rows: list[dict]) -> None:
         if row["backend"] != "http":
             print(f"    {BACKENDS[row['backend']]:<22}{1000 * row['cpu_per_call']:.2f} ms"
                   f"  = {row['cpu_per_call'] / floor:.2f} x the client's")  # fmt: skip
+            # Which threads spent it: the event loop's share is the engine and its HTTP calls, set against the
+            # client's alone; the pump's is the database's.
+            for role, seconds in sorted(row.get("worker_threads", {}).items(), key=lambda item: -item[1]):
+                per_call = seconds / max(1, row["calls"])
+                print(f"        {role:<38}{1000 * per_call:.2f} ms  = {per_call / floor:.2f} x")
 
 
 BACKENDS = {

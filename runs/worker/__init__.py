@@ -9,7 +9,8 @@
 - playing: one conversation as the pump plays it; loop: the process's event loop its model calls await on;
 - claims: the claim (the fencing token), the heartbeat that keeps the leases, the hand-back on stop;
 - writes: the turns, notes and ends a worker writes, each conditional on its claim;
-- sql: the hot path's statements, written out.
+- sql: the hot path's statements, written out;
+- threads: the process's threads, named for the operating system too.
 
 The rest of the site (runs.services) uses only the names below. Importing the package imports the tasks,
 which register how dispatch sends conversations to the workers.

@@ -24,6 +24,7 @@ from runs import outage
 from runs.models import Conversation, Status, Worker
 
 from . import scheduling, sql
+from .threads import started
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,7 @@ class Heartbeat:
             if self.stopping.is_set():
                 return
             self._beat()
-            self.thread = threading.Thread(target=self._loop, name="evalsite-heartbeat", daemon=True)
-            self.thread.start()
+            self.thread = started(self._loop, "evalsite-beat")
 
     def stop(self) -> None:
         """Stop beating and forget the conversations without handing them back: for a process that played

@@ -15,6 +15,8 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from .threads import name_this_thread, started
+
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
@@ -37,8 +39,12 @@ def event_loop() -> asyncio.AbstractEventLoop:
         if _loop is None or _thread is None or not _thread.is_alive():
             _loop = asyncio.new_event_loop()
             _loop.set_default_executor(
-                ThreadPoolExecutor(max_workers=max(1, grading_threads), thread_name_prefix="evalsite-grading")
+                ThreadPoolExecutor(
+                    max_workers=max(1, grading_threads),
+                    thread_name_prefix="evalsite-grading",
+                    initializer=name_this_thread,
+                    initargs=("evalsite-grade",),
+                )
             )
-            _thread = threading.Thread(target=_loop.run_forever, name="evalsite-loop", daemon=True)
-            _thread.start()
+            _thread = started(_loop.run_forever, "evalsite-loop")
         return _loop

@@ -34,6 +34,7 @@ from .claims import claim, heartbeat
 from .loop import event_loop
 from .messages import Call, Ended, Message, Offer, StoreTurn
 from .playing import Playing, StartFailed, play
+from .threads import started
 
 log = logging.getLogger(__name__)
 
@@ -142,8 +143,7 @@ class Pump:
         """Serve forever in a thread of this process's own (a worker's pump)."""
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._serve_forever, name="evalsite-pump", daemon=True)
-                self._thread.start()
+                self._thread = started(self._serve_forever, "evalsite-pump")
 
     def _serve_forever(self) -> None:
         try:

@@ -24,6 +24,7 @@ from suites import parsed
 
 from . import loop, pump, recovery, scheduling
 from .claims import heartbeat
+from .threads import started
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ class ResendOnConnect(bootsteps.StartStopStep):
 
     def start(self, consumer) -> None:
         # In a thread: the consumer must not wait on the database (or on a broker that may be flapping).
-        threading.Thread(target=_resend_unclaimed, name="evalsite-resend", daemon=True).start()
+        started(_resend_unclaimed, "evalsite-resend")
 
 
 @contextlib.contextmanager
@@ -190,7 +191,7 @@ def start_sweeper(**kwargs) -> None:
     freeze_startup_objects()
     if pump.current is not None:
         pump.current.start()
-    threading.Thread(target=_sweep_forever, name="evalsite-sweeper", daemon=True).start()
+    started(_sweep_forever, "evalsite-sweep")
 
 
 @worker_shutting_down.connect
