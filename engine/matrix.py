@@ -28,6 +28,7 @@ from .exports import spreadsheet_text
 from .outcomes import Status
 from .results import EvalResult, RunReport
 from .schema.settings import ModelSettings
+from .source import SuiteError, load_typed_yaml
 from .stats import wilson_interval
 from .text import plural
 
@@ -93,7 +94,9 @@ def parse_variant(text: str, label: str | None = None) -> Variant:
         if not equals or not key.strip():
             raise VariantError(f"`{text.strip()}`: write settings as `{SETTING_MARK}KEY=VALUE`, not `{part}`")
         try:
-            data[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+            data[key.strip()] = load_typed_yaml(value) if value.strip() else ""
+        except SuiteError as exc:
+            raise VariantError(f"`{text.strip()}`: {key.strip()}: {exc.problems[0].message}") from None
         except yaml.YAMLError:
             data[key.strip()] = value
     settings = None

@@ -125,6 +125,24 @@ def load_yaml(text: str, *, anchors: bool = True) -> object:
     return yaml.load(text, Loader=BoundedLoader)
 
 
+def load_typed_yaml(text: str) -> object:
+    """Plain data from a short YAML (or JSON) value a user typed (a launch's settings, a matrix variant's, a
+    `--set`): as load_yaml, with duplicate keys refused and anchors and aliases too, since a few of them
+    expand into millions of values for the request body. SuiteError for what it refuses; yaml's own (located)
+    errors for text that is not YAML."""
+    problems = scan_yaml(text, anchors=False)
+    if problems:
+        raise SuiteError(problems)
+    node = yaml.compose(text, Loader=_CLoader)
+    if node is None:
+        return None
+    builder = TreeBuilder()
+    data = builder.build(node)
+    if builder.problems:
+        raise SuiteError(builder.problems)
+    return data
+
+
 class TreeBuilder:
     """Turns a composed YAML node tree into plain Python data, remembering where each path starts."""
 

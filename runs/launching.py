@@ -19,6 +19,7 @@ from engine.matrix import SETTING_MARK, Variant, VariantError, parse_variants
 from engine.options import RunOptions
 from engine.schema import Suite as SuiteSpec
 from engine.schema.settings import ModelSettings
+from engine.source import SuiteError, load_typed_yaml
 
 from . import selectors
 from .endpoints import build_registry
@@ -50,7 +51,11 @@ def settings_from_text(text: str) -> ModelSettings | None:
         return None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data = load_typed_yaml(text)
+    except SuiteError as exc:
+        problem = exc.problems[0]
+        where = f"line {problem.line}, {problem.path}" if problem.path else f"line {problem.line}"
+        raise forms.ValidationError(f"{where}: {problem.message}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from engine.errors import error_words
 from engine.options import RunOptions
 from engine.schema.settings import ModelSettings
+from engine.source import SuiteError, load_typed_yaml
 
 from .common import UserError
 
@@ -50,7 +51,9 @@ def settings_set(assignments: list[str] | None) -> dict[str, ModelSettings]:
         if not text.strip():
             raise UserError(f"--set {assignment}: no value; leave the --set out to keep the suite's")
         try:
-            value = yaml.safe_load(text)
+            value = load_typed_yaml(text)
+        except SuiteError as exc:
+            raise UserError(f"--set {assignment}: {exc.problems[0].message}") from None
         except yaml.YAMLError as exc:
             if text.lstrip().startswith(("[", "{")):  # meant as a list or a mapping, and not one
                 problem = getattr(exc, "problem", None) or "not YAML"

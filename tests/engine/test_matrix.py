@@ -63,6 +63,19 @@ def test_a_bad_variant_is_refused_by_name(text, words):
         parse_variants([text])
 
 
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        # A few aliases expand into millions of values in the request body.
+        ("m@extra_body={a: &x [1, 1], b: [*x, *x]}", "extra_body: anchor &x is not allowed"),
+        ("m@extra_body={a: 1, a: 2}", "duplicate key `a`"),
+    ],
+)
+def test_a_variants_value_is_read_as_a_suites_is(text, words):
+    with pytest.raises(VariantError, match=words):
+        parse_variants([text], split=False)
+
+
 def test_stats_per_variant_with_wilson_interval_and_latency_percentiles():
     grid = build_grid([column("a", "ppfpe", latencies=[100, 200, 300, 400], scores=[1, 1, 0, 0.5, None])])
     (stats,) = grid.stats

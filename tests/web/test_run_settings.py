@@ -103,13 +103,15 @@ def test_a_run_without_launch_settings_shows_and_reports_the_suites(
         ("temprature: 0.2", "line 1, temprature: unknown key `temprature` (did you mean `temperature`?)"),
         ("[0.2]", "write a mapping, e.g. {temperature: 0.2, max_tokens: 500}"),
         ("temperature: [", "line 1: not YAML or JSON"),
+        ("seed: 1\nseed: 2", "line 2, seed: duplicate key `seed`"),
+        ("extra_body:\n  a: &x [1, 1]\n  b: [*x, *x]", "line 2: anchor &x is not allowed"),
     ],
 )
 def test_a_wrong_setting_is_refused_where_it_is_written_and_nothing_starts(logged_in, suite, text, said):
     response = launch(logged_in, suite, model_settings=text)
     assert response.status_code == 400
     page = response.content.decode()
-    assert said in page
+    assert html.escape(said) in page
     assert '<details class="field launch-settings" open>' in page  # kept open, with what was typed
     assert Run.objects.count() == 0
 

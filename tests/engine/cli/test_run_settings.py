@@ -37,6 +37,10 @@ def test_a_wrong_set_is_one_line_naming_it(fake, suite):
     assert_one_line_error(result, 2, "--set temperature=", "no value")
     result = run_on(fake, suite, "--set", "stop=[a, b")
     assert_one_line_error(result, 2, "--set stop=[a, b", "write a list as [a, b]")
+    result = run_on(fake, suite, "--set", "extra_body.a=[&x [1, 1], *x]")
+    assert_one_line_error(result, 2, "--set extra_body.a=[&x [1, 1], *x]", "anchor &x is not allowed")
+    result = run_on(fake, suite, "--set", "extra_body.a={k: 1, k: 2}")
+    assert_one_line_error(result, 2, "duplicate key `k`")
     result = run_on(fake, suite, "--model", "gpt-test,,other")
     assert_one_line_error(result, 2, "a name is missing between commas")
     assert fake.chat_requests() == []
