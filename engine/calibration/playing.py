@@ -9,6 +9,7 @@ result with `judgement`, so the two give the same figures (engine.calibration.re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from pydantic import PrivateAttr
 
@@ -27,6 +28,7 @@ class CalibrationSuite(Suite):
     Runs, workers, caps and pages then treat it like any suite; `calibration` keeps the set."""
 
     _calibration: LoadedSet | None = PrivateAttr(None)
+    plays_repeats: ClassVar[bool] = True
 
     @property
     def calibration(self) -> LoadedSet:

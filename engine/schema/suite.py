@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -25,7 +25,7 @@ from .grading import (
     check_rubric,
     check_weights,
 )
-from .settings import CacheSetting, MaxCost, ModelSettings
+from .settings import CacheRoles, CacheSetting, MaxCost, ModelSettings
 from .tools import MaxToolRounds, OfferedTools
 
 MAX_GATE_DEPTH = 5
@@ -226,6 +226,8 @@ class Suite(StrictModel):
     )
     cache: CacheSetting = None
     max_cost: MaxCost = None
+    # Whether its iterations are a calibration's repeats, which `cache.repeats` is about.
+    plays_repeats: ClassVar[bool] = False
 
     iterations: int = Field(1, ge=1, le=1000, description="Run every eval N times; statistics when N > 1.")
     pass_rate_threshold: float = Field(
@@ -245,6 +247,18 @@ class Suite(StrictModel):
                     (name,),
                     f"`{name}` is not a variable name: letters, digits, _ . - (not starting with a digit)",
                 )
+        return value
+
+    @field_validator("cache")
+    @classmethod
+    def _repeats_are_a_calibrations(cls, value: CacheRoles | None) -> CacheRoles | None:
+        # An ordinary suite's iterations are cached apart, by iteration: `repeats` would quietly do nothing.
+        if value is not None and value.repeats and not cls.plays_repeats:
+            raise LocatedError(
+                ("repeats",),
+                "`repeats` is for a calibration set's repeats; a suite's iterations are cached apart, each "
+                "under its own iteration, so leave it out",
+            )
         return value
 
     @field_validator("rubric")

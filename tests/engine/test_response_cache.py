@@ -436,3 +436,17 @@ def test_a_cache_role_is_true_or_false_not_a_number():
     with pytest.raises(SuiteError, match=r"cache\.model: expected true or false; found the number 1"):
         _suite(cache="{model: 1}")
     assert _suite(cache="{model: true}").cache.model is True
+
+
+def test_repeats_belong_to_a_calibration_and_a_suite_that_says_it_is_told_where():
+    from engine.source import SuiteError
+
+    with pytest.raises(SuiteError) as refused:
+        load_suite(
+            "name: s\ncache:\n  model: true\n  repeats: true\nevals:\n  - prompt: hi\n    checks: [{contains: x}]\n"
+        )
+    (problem,) = refused.value.problems
+    assert (problem.line, problem.path) == (4, "cache.repeats")
+    assert "calibration" in problem.message
+    calibration = as_suite(load_calibration(CALIBRATION + "cache: {judge: true, repeats: true}\n"))
+    assert calibration.cache.repeats
