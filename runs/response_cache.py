@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -17,6 +21,10 @@ from django.core.cache import caches
 from django.core.cache.backends.db import DatabaseCache
 from django.db import connections, router
 from django.utils import timezone
+
+from engine.cache import GuardedStore
+
+log = logging.getLogger(__name__)
 
 ALIAS = "responses"
 
@@ -52,8 +60,35 @@ def _release(cache) -> None:
             connection.close()
 
 
-def store() -> DjangoStore:
-    return DjangoStore()
+class SaidSeldom:
+    """`say`, at most once every `seconds` in this process, with how many were left unsaid meanwhile: every
+    conversation a worker plays meets a cache that is away, and each says so (engine.cache.GuardedStore)."""
+
+    def __init__(self, say: Callable[[str], None], seconds: float) -> None:
+        self.say = say
+        self.seconds = seconds
+        self.lock = threading.Lock()
+        self.last: float | None = None
+        self.unsaid = 0
+
+    def __call__(self, message: str) -> None:
+        now = time.monotonic()
+        with self.lock:
+            if self.last is not None and now - self.last < self.seconds:
+                self.unsaid += 1
+                return
+            self.last, unsaid, self.unsaid = now, self.unsaid, 0
+        self.say(f"{message} (and {unsaid} more like it since)" if unsaid else message)
+
+
+# A cache that stays away is said once a minute in a worker's log, not once per conversation.
+SAY_AGAIN_SECONDS = 60.0
+_say = SaidSeldom(log.warning, SAY_AGAIN_SECONDS)
+
+
+def store() -> GuardedStore:
+    """The shared cache for one conversation: a failure costs a miss, and is said seldom (SaidSeldom)."""
+    return GuardedStore(DjangoStore(), _say)
 
 
 @dataclass(frozen=True)
