@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from .cache import roles_of
 from .clients.base import MOCK, EndpointConfig
 from .schema import Check, Eval, Style, Suite, followup_depth
 
@@ -70,6 +71,7 @@ class Estimate:
     high: float | None = None
     judges_low: float | None = None
     judges_high: float | None = None
+    cached: bool = False  # the run has the response cache on: some of its calls may cost nothing
 
     @property
     def unpriced(self) -> list[str]:
@@ -111,6 +113,8 @@ class Estimate:
         head = f"≈ {money(self.low)} (up to {money(self.high)}): {conversations} × {turns}, {per_call}{rate}"
         if self.judges.calls_high:
             head += f"; judges and simulated users {money(self.judges_low)} (up to {money(self.judges_high)})"
+        if self.cached:  # what the cache will answer is known only as the run goes
+            head += "; every call counted, though the response cache may answer some for nothing"
         return [head]
 
     def text(self) -> str:
@@ -204,6 +208,7 @@ def estimate(suite: Suite, resolve: Prices, model: str | None = None) -> Estimat
         judges=judges,
         prices=prices,
         roles=roles,
+        cached=roles_of(suite) is not None,
     )
     if priced:
         result.low, result.high = round(cost_low, 6), round(cost_high, 6)

@@ -57,6 +57,16 @@ def test_estimate_counts_conversations_turns_and_growing_history():
     )
 
 
+def test_estimate_with_the_cache_on_says_it_counts_every_call():
+    cached = apply(load_suite(SIZED), RunOptions(cache=True))
+    found = estimate(cached, priced(1000, 2000))
+    assert found.low == estimate(load_suite(SIZED), priced(1000, 2000)).low  # every call still counted
+    assert found.text().endswith(
+        "; every call counted, though the response cache may answer some for nothing"
+    )
+    assert "cache" not in estimate(load_suite(SIZED), priced(1000, 2000)).text()
+
+
 def test_estimate_without_a_cap_uses_the_stated_default_and_counts_judges():
     suite = load_suite(
         "name: judged\nmodel: gpt-test\njudge: gpt-judge\nevals:\n"
