@@ -5,7 +5,7 @@ A variant is a model reference with optional generation settings, written `MODEL
 and the API all read that one syntax. The grid (`build_grid`) takes each variant's conversations as plain
 rows, from a RunReport here or from the database on a server, and gives the page, the terminal and the
 exports one object: a cell per eval × variant, each variant's pass rate with its Wilson interval, mean
-score, tokens, cost and latency percentiles, and which pairs of variants differ beyond chance (an exact
+score, tokens (the model's apart from the judges' and the simulated user's), cost and latency percentiles, and which pairs of variants differ beyond chance (an exact
 McNemar test on the evals where exactly one of the two passed).
 """
 
@@ -16,7 +16,7 @@ import hashlib
 import io
 import math
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -148,10 +148,18 @@ class CellIn:
     status: str
     score: float | None = None
     passed_on_turn: int | None = None
-    tokens: int = 0
-    cost: float = 0.0
-    cached_calls: int = 0  # model calls answered from the response cache
+    # Apart: a judge's tokens are the grading's, not the model's, and a variant graded by a wordy judge would
+    # otherwise read as the costlier model.
+    model_tokens: int = 0
+    judge_tokens: int = 0
+    user_tokens: int = 0  # the simulated user's
+    cost: float = 0.0  # the model's, the judges' and the simulated user's together
+    cached_calls: int = 0  # calls answered from the response cache (the model's, the judges', the user's)
     saved_cost: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.model_tokens + self.judge_tokens + self.user_tokens
 
 
 @dataclass(frozen=True)
@@ -190,12 +198,18 @@ class ColumnStats:
     low: float | None
     high: float | None
     mean_score: float | None
-    tokens: int
+    model_tokens: int
+    judge_tokens: int
+    user_tokens: int
     cost: float
     p50_ms: float | None
     p95_ms: float | None
     cached_calls: int = 0
     saved_cost: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.model_tokens + self.judge_tokens + self.user_tokens
 
 
 @dataclass(frozen=True)
@@ -259,7 +273,9 @@ def column_stats(column: ColumnIn) -> ColumnStats:
         low=low,
         high=high,
         mean_score=sum(scores) / len(scores) if scores else None,
-        tokens=sum(cell.tokens for cell in cells),
+        model_tokens=sum(cell.model_tokens for cell in cells),
+        judge_tokens=sum(cell.judge_tokens for cell in cells),
+        user_tokens=sum(cell.user_tokens for cell in cells),
         cost=sum(cell.cost for cell in cells),
         p50_ms=percentile(column.latencies_ms, 50),
         p95_ms=percentile(column.latencies_ms, 95),
@@ -350,7 +366,9 @@ def cell_of_result(result: EvalResult) -> CellIn:
         status=str(result.status),
         score=result.score,
         passed_on_turn=result.passed_on_turn,
-        tokens=totals.total_tokens + totals.judge_tokens + totals.user_tokens,
+        model_tokens=totals.total_tokens,
+        judge_tokens=totals.judge_tokens,
+        user_tokens=totals.user_tokens,
         cost=totals.cost,
         cached_calls=totals.cached_calls,
         saved_cost=totals.saved_cost,
@@ -385,24 +403,37 @@ def ms_text(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f} ms"
 
 
+def _summary_fields(grid: Grid) -> list[tuple[str, Callable[[ColumnStats], str]]]:
+    """Each figure of a variant's line: its heading and how it reads. The simulated user's tokens only when a
+    variant has some: most suites have no simulated user, and a column of zeros would say nothing."""
+    fields: list[tuple[str, Callable[[ColumnStats], str]]] = [
+        ("pass rate [95%]", rate_text),
+        ("passed", lambda stats: f"{stats.passed}/{stats.graded}"),
+        ("mean score", lambda stats: "—" if stats.mean_score is None else f"{stats.mean_score:.2f}"),
+        ("model tokens", lambda stats: f"{stats.model_tokens:,}"),
+        ("judge tokens", lambda stats: f"{stats.judge_tokens:,}"),
+    ]
+    if any(stats.user_tokens for stats in grid.stats):
+        fields.append(("simulated-user tokens", lambda stats: f"{stats.user_tokens:,}"))
+    fields += [
+        ("cost", lambda stats: f"${stats.cost:.4f}"),
+        ("p50", lambda stats: ms_text(stats.p50_ms)),
+        ("p95", lambda stats: ms_text(stats.p95_ms)),
+    ]
+    return fields
+
+
+def summary_header(grid: Grid) -> list[str]:
+    return ["variant", *(heading for heading, _ in _summary_fields(grid))]
+
+
 def summary_rows(grid: Grid) -> list[list[str]]:
-    """A line per variant: name, pass rate [95% interval], passed/graded, mean score, tokens, cost, p50, p95."""
+    """A line per variant: its name, then each figure of summary_header."""
+    fields = _summary_fields(grid)
     return [
-        [
-            column.label,
-            rate_text(stats),
-            f"{stats.passed}/{stats.graded}",
-            "—" if stats.mean_score is None else f"{stats.mean_score:.2f}",
-            f"{stats.tokens:,}",
-            f"${stats.cost:.4f}",
-            ms_text(stats.p50_ms),
-            ms_text(stats.p95_ms),
-        ]
+        [column.label, *(text(stats) for _, text in fields)]
         for column, stats in zip(grid.columns, grid.stats, strict=True)
     ]
-
-
-SUMMARY_HEADER = ["variant", "pass rate [95%]", "passed", "mean score", "tokens", "cost", "p50", "p95"]
 
 
 def difference_lines(grid: Grid) -> list[str]:
@@ -428,22 +459,35 @@ def difference_lines(grid: Grid) -> list[str]:
     return lines
 
 
+# Each variant's columns in the CSV, after the row's eval, iteration and agreement.
+CSV_CELL_COLUMNS = (
+    "status", "score", "passed_on_turn", "model_tokens", "judge_tokens", "user_tokens", "cost",
+)  # fmt: skip
+
+
+def _csv_cell(cell: CellIn | None) -> list:
+    if cell is None:
+        return [""] * len(CSV_CELL_COLUMNS)
+    return [
+        cell.status, "" if cell.score is None else cell.score, cell.passed_on_turn or "", cell.model_tokens,
+        cell.judge_tokens, cell.user_tokens, round(cell.cost, 8),
+    ]  # fmt: skip
+
+
 def grid_csv(grid: Grid) -> str:
-    """A row per eval (per iteration): for each variant its status, score and the turn it passed on."""
+    """A row per eval (per iteration): for each variant its status, score, the turn it passed on, the tokens
+    of the model, the judges and the simulated user apart, and the cost of all three."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     header = ["eval", "iteration", "disagree"]
     for column in grid.columns:  # a label is the user's text: it may start like a formula
         label = spreadsheet_text(column.label)
-        header += [f"{label} status", f"{label} score", f"{label} passed_on_turn"]
+        header += [f"{label} {name}" for name in CSV_CELL_COLUMNS]
     writer.writerow(header)
     for row in grid.rows:
         line: list = [spreadsheet_text(row.eval_id), row.iteration, "yes" if row.disagrees else "no"]
         for cell in row.cells:
-            if cell is None:
-                line += ["", "", ""]
-            else:
-                line += [cell.status, "" if cell.score is None else cell.score, cell.passed_on_turn or ""]
+            line += _csv_cell(cell)
         writer.writerow(line)
     return out.getvalue()
 
@@ -454,7 +498,8 @@ def _md(text: str) -> str:
 
 def grid_markdown(grid: Grid, limit: int = 200) -> str:
     """The per-variant summary, the differences beyond chance, then the grid (evals that differ first)."""
-    lines = ["| " + " | ".join(SUMMARY_HEADER) + " |", "|" + "---|" * len(SUMMARY_HEADER)]
+    header = summary_header(grid)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in summary_rows(grid)]
     differences = difference_lines(grid)
     lines += (
@@ -494,8 +539,7 @@ def matrix_junit(documents: Sequence[tuple[str, str]]) -> str:
 def grid_text(grid: Grid, limit: int = 50) -> str:
     """The terminal's table: each variant's figures, the differences beyond chance, then the grid, evals
     where the variants ended differently first."""
-    header = SUMMARY_HEADER
-    summary = [header, *summary_rows(grid)]
+    summary = [summary_header(grid), *summary_rows(grid)]
     lines = _aligned(summary)
     differences = difference_lines(grid)
     lines += (

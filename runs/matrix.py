@@ -111,8 +111,8 @@ def grid(matrix: RunMatrix, runs: list[Run] | None = None, sort: str = "disagree
         ) = row
         cells[run_id].append(
             CellIn(index=index, eval_id=eval_id, iteration=iteration, status=status, score=score,
-                   passed_on_turn=turn, tokens=prompt + completion + judge + user, cost=cost,
-                   cached_calls=cached, saved_cost=saved)
+                   passed_on_turn=turn, model_tokens=prompt + completion, judge_tokens=judge,
+                   user_tokens=user, cost=cost, cached_calls=cached, saved_cost=saved)
         )  # fmt: skip
     latencies: dict[object, list[int]] = defaultdict(list)
     turns = Turn.objects.filter(conversation__run__matrix=matrix).annotate(

@@ -67,6 +67,8 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
         "rows": rows,
         "differences": grids.difference_lines(grid),
         "disagreeing": sum(row.disagrees for row in grid.rows),
+        # A column of the simulated user's tokens only when a variant has some, as on a run's page.
+        "user_tokens": any(stats.user_tokens for stats in grid.stats),
         "progress": {"done": done, "total": total},
         "cache": {
             "calls": sum(stats.cached_calls for stats in grid.stats),

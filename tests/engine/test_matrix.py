@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -17,6 +18,7 @@ from engine.matrix import (
     fitted_label,
     grid_csv,
     grid_markdown,
+    grid_text,
     matrix_junit,
     mcnemar,
     parse_variants,
@@ -28,7 +30,7 @@ def column(key: str, outcomes: str, latencies=(), scores=None) -> ColumnIn:
     """A variant whose eval i ended as outcomes[i]: p passed, f failed, e error, q not played yet."""
     names = {"p": "passed", "f": "failed", "e": "error", "q": "queued"}
     cells = [
-        CellIn(index=i, eval_id=f"e{i}", iteration=0, status=names[mark], tokens=10, cost=0.001,
+        CellIn(index=i, eval_id=f"e{i}", iteration=0, status=names[mark], model_tokens=10, judge_tokens=3, cost=0.001,
                score=None if scores is None else scores[i], passed_on_turn=2 if mark == "p" else None)
         for i, mark in enumerate(outcomes)
     ]  # fmt: skip
@@ -70,7 +72,7 @@ def test_stats_per_variant_with_wilson_interval_and_latency_percentiles():
     assert stats.rate == 0.75
     assert stats.low == pytest.approx(0.3006, abs=1e-3) and stats.high == pytest.approx(0.9544, abs=1e-3)
     assert stats.mean_score == pytest.approx(2.5 / 4)
-    assert (stats.tokens, round(stats.cost, 6)) == (50, 0.005)
+    assert (stats.model_tokens, stats.judge_tokens, stats.tokens, round(stats.cost, 6)) == (50, 15, 65, 0.005)
     assert (stats.p50_ms, stats.p95_ms) == (250, 385)
     assert percentile([], 50) is None
 
@@ -130,8 +132,9 @@ def test_cells_say_pass_fail_score_and_the_turn_passed_on():
 def test_exports_list_every_variant():
     grid = build_grid([column("a", "pf"), column("b", "pp")])
     lines = grid_csv(grid).splitlines()
-    assert lines[0].startswith("eval,iteration,disagree,a status,a score,a passed_on_turn,b status")
-    assert lines[1].startswith("e1,0,yes,failed,,,passed,,2")
+    assert lines[0].startswith("eval,iteration,disagree,a status,a score,a passed_on_turn,a model_tokens,")
+    assert ",b status,b score,b passed_on_turn," in lines[0]
+    assert lines[1].startswith("e1,0,yes,failed,,,10,3,0,0.001,passed,,2,10,3,0,0.001")
     markdown = grid_markdown(grid)
     assert "| a | 50% [" in markdown and "| e1 | FAIL | pass (turn 2) |" in markdown
     junit = ET.fromstring(matrix_junit([("a", _junit("s", 2, 1)), ("b", _junit("s", 2, 0))]))
@@ -215,3 +218,40 @@ def test_a_long_variant_name_fits_a_runs_label_and_stays_apart_from_others_cut_a
     first, second = fitted_label(long + "1"), fitted_label(long + "2")
     assert len(first) == len(second) == 100 and first != second
     assert fitted_label("gpt-4o-mini temperature=0.7") == "gpt-4o-mini temperature=0.7"
+
+
+def test_the_models_tokens_are_told_apart_from_the_judges_and_the_simulated_users_everywhere():
+    """A variant's tokens are not one figure that a judge's grading swells: the model's, the judges' and (when
+    a variant has a simulated user) the user's, each under its own name, in the terminal's table, the
+    Markdown, the CSV; read from a run's report as from the database."""
+    from engine.matrix import column_of_report
+    from engine.results import EvalResult, RunReport, Totals, TurnRecord, Usage
+
+    turns = [
+        TurnRecord(turn=1, prompt="q", response="a", usage=Usage(prompt_tokens=40, completion_tokens=2),
+                   judge_usage=Usage(prompt_tokens=300, completion_tokens=20))
+    ]  # fmt: skip
+    result = EvalResult(index=0, id="e0", kind="single-turn", prompt="q", verdict="", status="passed",
+                        turns=turns, totals=Totals.of(turns))  # fmt: skip
+    judged = column_of_report(
+        "a", "judged", RunReport.model_construct(model="m", status="passed", evals=[result])
+    )
+    (cell,) = judged.cells
+    assert (cell.model_tokens, cell.judge_tokens, cell.user_tokens) == (42, 320, 0)
+    grid = build_grid([judged, column("b", "p")])
+    header, judged_line = (re.split(r"\s{2,}", line) for line in grid_text(grid).splitlines()[:2])
+    assert header[4:7] == ["model tokens", "judge tokens", "cost"]
+    assert judged_line[4:6] == ["42", "320"]
+    assert "| variant | pass rate [95%] | passed | mean score | model tokens | judge tokens | cost |" in (
+        grid_markdown(grid)
+    )
+    assert "| judged | 100% [21%–100%] | 1/1 | — | 42 | 320 |" in grid_markdown(grid)
+    rows = grid_csv(grid).splitlines()
+    assert ",judged model_tokens,judged judge_tokens,judged user_tokens,judged cost," in rows[1 - 1]
+    assert rows[1].split(",")[6:9] == ["42", "320", "0"]
+    # A simulated user's tokens: a column of their own, on every variant's line.
+    talked = CellIn(index=0, eval_id="e0", iteration=0, status="passed", model_tokens=5, user_tokens=70)
+    grid = build_grid([ColumnIn("c", "c", "m", "passed", [talked]), column("b", "p")])
+    assert "| model tokens | judge tokens | simulated-user tokens | cost |" in grid_markdown(grid)
+    assert "| c | 100% [21%–100%] | 1/1 | — | 5 | 0 | 70 |" in grid_markdown(grid)
+    assert "| b | 100% [21%–100%] | 1/1 | — | 10 | 3 | 0 |" in grid_markdown(grid)

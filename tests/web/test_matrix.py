@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -227,7 +228,8 @@ def test_exports_a_csv_grid_a_markdown_table_and_junit_per_variant(client, user,
         )
     )
     assert rows[0][:4] == ["eval", "iteration", "disagree", "fake/good status"]
-    assert rows[1][:6] == ["q0", "0", "yes", "passed", "1.0", "1"] and rows[1][6] == "failed"
+    bad = rows[0].index("fake/bad status")
+    assert rows[1][:6] == ["q0", "0", "yes", "passed", "1.0", "1"] and rows[1][bad] == "failed"
     markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
     assert "| fake/good | 100% [" in markdown and "| q0 | pass | FAIL |" in markdown
     junit = ET.fromstring(client.get(reverse("matrices:export", args=[matrix.pk, "junit"])).content)
@@ -235,6 +237,40 @@ def test_exports_a_csv_grid_a_markdown_table_and_junit_per_variant(client, user,
     assert [s.get("name") for s in suites] == ["capitals [fake/good]", "capitals [fake/bad]"]
     assert [s.get("failures") for s in suites] == ["0", "2"]
     assert client.get(reverse("matrices:export", args=[matrix.pk, "xls"])).status_code == 404
+
+
+def test_a_variants_tokens_tell_the_models_from_the_judges(client, user, models):
+    """The figure per variant is not one sum a judge swells: the model's tokens and the judges' apart, on the
+    page, in the exports and from the API, read from the conversations as the workers wrote them."""
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=2)
+    good, bad = matrix.runs.order_by("created_at")
+    good.conversations.update(prompt_tokens=1000, completion_tokens=234, judge_tokens=5000)
+    bad.conversations.update(prompt_tokens=7, completion_tokens=0, judge_tokens=0, user_tokens=90)
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    summary = page[page.index('class="table matrix-summary"') : page.index("</table>")]
+    headings = re.findall(r'<th scope="col"[^>]*>([^<]+)</th>', summary)
+    assert headings[5:9] == ["Model tokens", "Judge tokens", "Simulated-user tokens", "Cost"]
+    cells = [
+        re.findall(r'<td class="num">([^<$]+)</td>', row) for row in summary.split("<tr data-variant=")[1:]
+    ]
+    assert [row[3:6] for row in cells] == [["2,468", "10,000", "0"], ["14", "0", "180"]]
+    markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
+    assert "| model tokens | judge tokens | simulated-user tokens | cost |" in markdown
+    assert "| 2,468 | 10,000 | 0 |" in markdown and "| 14 | 0 | 180 |" in markdown
+    rows = list(
+        csv.DictReader(
+            io.StringIO(client.get(reverse("matrices:export", args=[matrix.pk, "csv"])).content.decode())
+        )
+    )
+    assert [(row["fake/good model_tokens"], row["fake/good judge_tokens"]) for row in rows] == [
+        ("1234", "5000")
+    ] * 2
+    variants = client.get(f"/api/matrices/{matrix.pk}").json()["variants"]
+    assert [(v["model_tokens"], v["judge_tokens"], v["user_tokens"], v["tokens"]) for v in variants] == [
+        (2468, 10000, 0, 12468),
+        (14, 0, 180, 194),
+    ]
 
 
 def test_the_api_launches_and_reads_a_matrix(client, user, models, fake_endpoint):
