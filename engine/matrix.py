@@ -180,11 +180,18 @@ class Row:
     eval_id: str
     iteration: int
     cells: tuple[CellIn | None, ...]
-    disagrees: bool
+    disagrees: bool  # two variants' verdicts differ: one passed, another failed
+    # A variant's conversation ended with no verdict (an error, cancelled): nothing to agree or disagree with.
+    incomplete: bool = False
 
     @property
     def name(self) -> str:
         return f"{self.eval_id} (iteration {self.iteration + 1})" if self.iteration else self.eval_id
+
+    @property
+    def order(self) -> int:
+        """Where the `disagreement` sort puts it: real disagreements, then incomplete rows, then the rest."""
+        return 0 if self.disagrees else 1 if self.incomplete else 2
 
 
 @dataclass(frozen=True)
@@ -299,40 +306,51 @@ def _difference(rows: Sequence[Row], first: int, second: int) -> Difference:
     """The pairs are evals, not conversations: an eval's iterations are repeated draws of one question, so
     counting each as a pair would claim far more evidence than the suite holds. Per eval, the variant whose
     graded iterations passed more often is the one that did better on it (with one iteration each: the one
-    that passed); the exact test is then McNemar's on evals, a sign test over them."""
-    rates: dict[int, list[int]] = {}
+    that passed); the exact test is then McNemar's on evals, a sign test over them. Each variant's rate is
+    over its own graded iterations: an iteration that errored or was cancelled is no draw, and takes nothing
+    of the other variant's out with it (iteration n of one is no pair of iteration n of the other)."""
+    tallies: dict[int, list[int]] = {}  # per eval: the first's passes and graded, the second's
     for row in rows:
-        a, b = row.cells[first], row.cells[second]
-        if a is None or b is None or a.status not in GRADED or b.status not in GRADED:
+        tally = tallies.setdefault(row.index, [0, 0, 0, 0])
+        for offset, cell in ((0, row.cells[first]), (2, row.cells[second])):
+            if cell is not None and cell.status in GRADED:
+                tally[offset] += cell.status == Status.PASSED
+                tally[offset + 1] += 1
+    first_only = second_only = 0
+    for a_passed, a_graded, b_passed, b_graded in tallies.values():
+        if not a_graded or not b_graded:  # an eval one of the two has no verdict on is no pair
             continue
-        tally = rates.setdefault(row.index, [0, 0])
-        tally[0] += a.status == Status.PASSED
-        tally[1] += b.status == Status.PASSED
-    first_only = sum(a > b for a, b in rates.values())
-    second_only = sum(b > a for a, b in rates.values())
+        # The two rates compared as fractions, in integers: a_passed / a_graded against b_passed / b_graded.
+        first_only += a_passed * b_graded > b_passed * a_graded
+        second_only += b_passed * a_graded > a_passed * b_graded
     p_value = mcnemar(first_only, second_only)
     return Difference(first, second, first_only, second_only, p_value, p_value < SIGNIFICANCE)
 
 
 def _disagrees(cells: Sequence[CellIn | None]) -> bool:
-    outcomes = {cell.status for cell in cells if cell is not None and cell.status in FINISHED}
-    return len(outcomes) > 1
+    """Verdicts differ: an error or a cancelled conversation has none, so it differs from nothing."""
+    return len({cell.status for cell in cells if cell is not None and cell.status in GRADED}) > 1
+
+
+def _incomplete(cells: Sequence[CellIn | None]) -> bool:
+    return any(cell is not None and cell.status in FINISHED and cell.status not in GRADED for cell in cells)
 
 
 def build_grid(columns: Sequence[ColumnIn], sort: str = "disagreement") -> Grid:
-    """The grid of evals × variants: rows in the suite's order, or (`disagreement`) those where the variants
-    ended differently first; a row for each eval (each iteration) any variant has."""
+    """The grid of evals × variants: rows in the suite's order, or (`disagreement`) those where the variants'
+    verdicts differ first, then those a variant has no verdict on (an error, cancelled); a row for each eval
+    (each iteration) any variant has."""
     keys: dict[tuple[int, int], tuple[str, list[CellIn | None]]] = {}
     for number, column in enumerate(columns):
         for cell in column.cells:
             _, cells = keys.setdefault((cell.index, cell.iteration), (cell.eval_id, [None] * len(columns)))
             cells[number] = cell
     rows = [
-        Row(index, eval_id, iteration, tuple(cells), _disagrees(cells))
+        Row(index, eval_id, iteration, tuple(cells), _disagrees(cells), _incomplete(cells))
         for (index, iteration), (eval_id, cells) in sorted(keys.items())
     ]
     if sort == "disagreement":
-        rows.sort(key=lambda row: not row.disagrees)  # stable: the suite's order within each group
+        rows.sort(key=lambda row: row.order)  # stable: the suite's order within each group
     stats = tuple(column_stats(column) for column in columns)
     differences = tuple(_difference(rows, a, b) for a, b in combinations(range(len(columns)), 2))
     rates = [stat.rate for stat in stats if stat.rate is not None]
@@ -485,7 +503,8 @@ def grid_csv(grid: Grid) -> str:
         header += [f"{label} {name}" for name in CSV_CELL_COLUMNS]
     writer.writerow(header)
     for row in grid.rows:
-        line: list = [spreadsheet_text(row.eval_id), row.iteration, "yes" if row.disagrees else "no"]
+        agreement = "yes" if row.disagrees else "incomplete" if row.incomplete else "no"
+        line: list = [spreadsheet_text(row.eval_id), row.iteration, agreement]
         for cell in row.cells:
             line += _csv_cell(cell)
         writer.writerow(line)
@@ -497,7 +516,8 @@ def _md(text: str) -> str:
 
 
 def grid_markdown(grid: Grid, limit: int = 200) -> str:
-    """The per-variant summary, the differences beyond chance, then the grid (evals that differ first)."""
+    """The per-variant summary, the differences beyond chance, then the grid in the grid's order (verdicts
+    that differ first, then evals a variant has no verdict on)."""
     header = summary_header(grid)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in summary_rows(grid)]
@@ -538,7 +558,7 @@ def matrix_junit(documents: Sequence[tuple[str, str]]) -> str:
 
 def grid_text(grid: Grid, limit: int = 50) -> str:
     """The terminal's table: each variant's figures, the differences beyond chance, then the grid, evals
-    where the variants ended differently first."""
+    in the grid's order (verdicts that differ first, then evals a variant has no verdict on)."""
     summary = [summary_header(grid), *summary_rows(grid)]
     lines = _aligned(summary)
     differences = difference_lines(grid)

@@ -67,6 +67,7 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
         "rows": rows,
         "differences": grids.difference_lines(grid),
         "disagreeing": sum(row.disagrees for row in grid.rows),
+        "incomplete": sum(row.incomplete and not row.disagrees for row in grid.rows),
         # A column of the simulated user's tokens only when a variant has some, as on a run's page.
         "user_tokens": any(stats.user_tokens for stats in grid.stats),
         "progress": {"done": done, "total": total},

@@ -27,8 +27,9 @@ from engine.matrix import (
 
 
 def column(key: str, outcomes: str, latencies=(), scores=None) -> ColumnIn:
-    """A variant whose eval i ended as outcomes[i]: p passed, f failed, e error, q not played yet."""
-    names = {"p": "passed", "f": "failed", "e": "error", "q": "queued"}
+    """A variant whose eval i ended as outcomes[i]: p passed, f failed, e error, c cancelled, q not played
+    yet."""
+    names = {"p": "passed", "f": "failed", "e": "error", "c": "cancelled", "q": "queued"}
     cells = [
         CellIn(index=i, eval_id=f"e{i}", iteration=0, status=names[mark], model_tokens=10, judge_tokens=3, cost=0.001,
                score=None if scores is None else scores[i], passed_on_turn=2 if mark == "p" else None)
@@ -83,6 +84,41 @@ def test_rows_where_variants_disagree_come_first_or_in_the_suites_order():
     assert [row.eval_id for row in grid.rows] == ["e1", "e0", "e2", "e3"]
     assert [row.disagrees for row in grid.rows] == [True, False, False, False]
     assert [row.eval_id for row in build_grid(columns, sort="suite").rows] == ["e0", "e1", "e2", "e3"]
+
+
+def test_an_error_or_a_cancelled_cell_is_no_disagreement_and_comes_after_the_real_ones():
+    """A disagreement is between verdicts: a variant that passed beside one that errored has differed from
+    nothing. Such a row is incomplete, after the rows whose verdicts differ and before those that agree;
+    one whose verdicts differ (e2) stays a disagreement whatever else errored."""
+    grid = build_grid([column("a", "pepfpq"), column("b", "ppcppp"), column("c", "ppfpep")])
+    assert [row.eval_id for row in grid.rows] == ["e2", "e3", "e1", "e4", "e0", "e5"]
+    assert [(row.disagrees, row.incomplete) for row in grid.rows] == [
+        (True, True), (True, False), (False, True), (False, True), (False, False), (False, False),
+    ]  # fmt: skip
+    assert [line.split(",")[2] for line in grid_csv(grid).splitlines()[1:]] == [
+        "yes", "yes", "incomplete", "incomplete", "no", "no",
+    ]  # fmt: skip
+    # A cell not played yet is neither: the row waits for it.
+    assert [row.eval_id for row in build_grid([column("a", "pq"), column("b", "pp")]).rows] == ["e0", "e1"]
+
+
+def test_an_iteration_that_errored_takes_none_of_the_other_variants_iterations_out_of_the_test():
+    """Six evals of three iterations: `a` passed one of the two it graded (the second errored or was
+    cancelled), `b` two of three. Each variant's rate is over its own graded iterations, so `b` did better on
+    every eval: six to none. Pairing iteration by iteration would drop `b`'s second pass with `a`'s error,
+    call every eval a tie and find nothing."""
+    a = [
+        [("p", "passed"), ("e", "error"), ("f", "failed")],
+        [("p", "passed"), ("c", "cancelled"), ("f", "failed")],
+    ]
+    first = ColumnIn("a", "a", "a", "failed", [
+        CellIn(index=i, eval_id=f"e{i}", iteration=j, status=status)
+        for i in range(6) for j, (_, status) in enumerate(a[i % 2])
+    ])  # fmt: skip
+    second = iterated("b", ["fpp"] * 6)
+    (difference,) = build_grid([first, second]).differences
+    assert (difference.first_only, difference.second_only) == (0, 6)
+    assert difference.significant and difference.better == 1
 
 
 def test_a_difference_is_significant_only_when_the_discordant_pairs_say_so():

@@ -163,6 +163,32 @@ def test_rows_sort_by_disagreement_and_by_the_suite(client, user, models):
     assert page.index('data-eval="q0"') < page.index('data-eval="q1"') < page.index('data-eval="q2"')
 
 
+def test_a_row_with_an_errored_or_cancelled_cell_is_incomplete_not_a_difference(client, user, models):
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=4)
+    good, bad = matrix.runs.order_by("created_at")
+    bad.conversations.filter(index=1).update(status="error", error="HTTP 400")
+    good.conversations.filter(index=2).update(status="cancelled")
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    # q0 and q3: good passed where bad failed; q1 and q2 have a verdict on one side only.
+    order = [page.index(f'data-eval="q{n}"') for n in (0, 3, 1, 2)]
+    assert order == sorted(order)
+    rows = {n: page[order[i] : page.index("</tr>", order[i])] for i, n in enumerate((0, 3, 1, 2))}
+    assert ">differs</span>" in rows[0] and ">differs</span>" in rows[3]
+    for n in (1, 2):
+        assert ">differs</span>" not in rows[n] and ">incomplete</span>" in rows[n]
+    said = " ".join(page.split())
+    assert "2 of 4 evals end differently across variants; 2 more have a cell with no verdict" in said
+    csv_rows = list(
+        csv.reader(
+            io.StringIO(client.get(reverse("matrices:export", args=[matrix.pk, "csv"])).content.decode())
+        )
+    )
+    assert [row[:3] for row in csv_rows[1:]] == [
+        ["q0", "0", "yes"], ["q3", "0", "yes"], ["q1", "0", "incomplete"], ["q2", "0", "incomplete"],
+    ]  # fmt: skip
+
+
 def test_a_live_matrix_polls_and_explains_its_empty_grid(client, user, models):
     suite = create_suite(owner=user, source=suite_source(2))
     matrix = create_matrix(
