@@ -515,11 +515,28 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def partial_note(grid: Grid) -> list[str]:
+    """While a variant still plays (an export of a matrix on a server taken mid-way), a line that says its
+    figures are so far; nothing once every variant has ended."""
+    if grid.finished:
+        return []
+    playing = [column.label for column in grid.columns if column.status not in FINISHED]
+    done = sum(stats.finished for stats in grid.stats)
+    total = sum(stats.total for stats in grid.stats)
+    return [
+        f"Partial, so far: {done} of {plural(total, 'conversation')} ended; still playing: "
+        f"{', '.join(playing)}. These figures change as the rest end."
+    ]
+
+
 def grid_markdown(grid: Grid, limit: int = 200) -> str:
     """The per-variant summary, the differences beyond chance, then the grid in the grid's order (verdicts
-    that differ first, then evals a variant has no verdict on)."""
+    that differ first, then evals a variant has no verdict on); while a variant still plays, a line first that
+    says the figures are so far."""
     header = summary_header(grid)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    note = partial_note(grid)
+    lines = [*(f"**{_md(line)}**" for line in note), *([""] if note else [])]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in summary_rows(grid)]
     differences = difference_lines(grid)
     lines += (

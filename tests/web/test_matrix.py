@@ -205,6 +205,34 @@ def test_a_live_matrix_polls_and_explains_its_empty_grid(client, user, models):
     assert "4 of 4 conversations ended" in response.content.decode()
 
 
+def test_a_matrix_still_playing_says_its_figures_are_so_far(client, user, models):
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=3)
+    good, bad = matrix.runs.order_by("created_at")
+    # The bad model's run as a worker leaves it mid-way: one conversation still to play.
+    Run.objects.filter(pk=bad.pk).update(status="running", finished_at=None)
+    bad.conversations.filter(index=2).update(status="queued", score=None, finished_at=None)
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    said = " ".join(page.split())
+    assert "Per variant, so far</h2>" in said
+    assert "Partial: these figures count the 5 of 6 conversations ended so far" in said
+    summary = page[page.index('class="table matrix-summary"') : page.index("</table>")]
+    good_row, bad_row = summary.split("<tr data-variant=")[1:]
+    assert ">so far</span>" not in good_row  # its run has ended: its figures are final
+    assert bad_row.count(">so far</span>") == 2  # its pass rate and its count of passed
+    assert "best so far</span>" in good_row
+    markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
+    assert markdown.startswith(
+        "**Partial, so far: 5 of 6 conversations ended; still playing: fake/bad. These figures change"
+    )
+    Run.objects.filter(pk=bad.pk).update(status="failed")
+    bad.conversations.filter(index=2).update(status="failed")
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    assert "so far" not in page and "Partial" not in page
+    markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
+    assert markdown.startswith("| variant |")
+
+
 def test_the_page_reads_the_same_number_of_queries_whatever_its_size(client, user, models):
     small = launched(user, ["fake/good", "fake/bad"], evals=2, name="small")
     big = launched(
