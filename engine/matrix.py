@@ -156,6 +156,7 @@ class CellIn:
     cost: float = 0.0  # the model's, the judges' and the simulated user's together
     cached_calls: int = 0  # calls answered from the response cache (the model's, the judges', the user's)
     saved_cost: float = 0.0
+    reason: str = ""  # why it has no verdict: an error's message, a cancelled conversation's verdict
 
     @property
     def tokens(self) -> int:
@@ -375,6 +376,18 @@ def column_of_report(key: str, label: str, report: RunReport) -> ColumnIn:
     )
 
 
+def no_verdict_reason(status: str, error: str | None, verdict: str | None) -> str:
+    """Why a conversation that ended has no verdict, in words, as its transcript's headline says it: an
+    error's message, why it was cancelled or skipped; empty for any other."""
+    if status == Status.ERROR:
+        return error or verdict or "unknown error"
+    if status == Status.CANCELLED:
+        return verdict or "cancelled"
+    if status == Status.SKIPPED:
+        return verdict or "not in the source run"
+    return ""
+
+
 def cell_of_result(result: EvalResult) -> CellIn:
     totals = result.totals
     return CellIn(
@@ -390,6 +403,7 @@ def cell_of_result(result: EvalResult) -> CellIn:
         cost=totals.cost,
         cached_calls=totals.cached_calls,
         saved_cost=totals.saved_cost,
+        reason=no_verdict_reason(result.status, result.error, result.verdict),
     )
 
 

@@ -50,6 +50,8 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
             "cells": [
                 None if cell is None else {
                     "cell": cell, "text": grids.cell_text(cell), "url": _cell_url(column.key, cell),
+                    # Why it has no verdict, on one line for its title; autoescaped, as it is an endpoint's text.
+                    "reason": " ".join(cell.reason.split()),
                     "value": f"{column.key}:{cell.index}:{cell.iteration}", "label": column.label,
                     # An id htmx can find again after a refresh (it looks it up unescaped: no colon).
                     "id": f"pick-{column.key}-{cell.index}-{cell.iteration}",

@@ -22,6 +22,7 @@ from runs.matrix import create_matrix
 from runs.models import Run, RunMatrix
 from suites.services import create_suite
 from tests.factories import join, other_project, play
+from tests.fakeopenai import Reply
 
 pytestmark = pytest.mark.django_db
 
@@ -187,6 +188,27 @@ def test_a_row_with_an_errored_or_cancelled_cell_is_incomplete_not_a_difference(
     assert [row[:3] for row in csv_rows[1:]] == [
         ["q0", "0", "yes"], ["q3", "0", "yes"], ["q1", "0", "incomplete"], ["q2", "0", "incomplete"],
     ]  # fmt: skip
+
+
+def test_an_error_cell_says_why_in_its_title_and_to_a_screen_reader_escaped(client, user, models):
+    models.rule("Question 1:", Reply(status=400, text='no <img src=x onerror="alert(1)"> model'), model="bad")
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=2)
+    good, bad = matrix.runs.order_by("created_at")
+    good.conversations.filter(index=0).update(status="cancelled", verdict="stopped: cost limit $0.01 reached")
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    (error,) = re.findall(r'<a href="[^"]+" class="badge badge-error" title="([^"]*)">error(.*?)</a>', page)
+    title, spoken = error
+    assert title.startswith("HTTP 400") and "no &lt;img src=x onerror=&quot;alert(1)&quot;&gt; model" in title
+    assert title.endswith("(open the transcript)")
+    assert spoken.startswith('<span class="sr-only">: HTTP 400') and "no &lt;img src=x" in spoken
+    assert "<img" not in page
+    (cancelled,) = re.findall(
+        r'class="badge badge-cancelled" title="([^"]*)">cancelled<span class="sr-only">', page
+    )
+    assert cancelled == "stopped: cost limit $0.01 reached (open the transcript)"
+    # A cell with a verdict keeps its plain title.
+    assert page.count('title="Open the transcript">pass</a>') == 1
 
 
 def test_a_live_matrix_polls_and_explains_its_empty_grid(client, user, models):
