@@ -436,8 +436,9 @@ def ms_text(value: float | None) -> str:
 
 
 def _summary_fields(grid: Grid) -> list[tuple[str, Callable[[ColumnStats], str]]]:
-    """Each figure of a variant's line: its heading and how it reads. The simulated user's tokens only when a
-    variant has some: most suites have no simulated user, and a column of zeros would say nothing."""
+    """Each figure of a variant's line: its heading and how it reads. The simulated user's tokens, and the
+    response cache's calls and savings, only when a variant has some, as a run's summary says the cache only
+    when it answered: most suites have neither, and a column of zeros would say nothing."""
     fields: list[tuple[str, Callable[[ColumnStats], str]]] = [
         ("pass rate [95%]", rate_text),
         ("passed", lambda stats: f"{stats.passed}/{stats.graded}"),
@@ -447,8 +448,13 @@ def _summary_fields(grid: Grid) -> list[tuple[str, Callable[[ColumnStats], str]]
     ]
     if any(stats.user_tokens for stats in grid.stats):
         fields.append(("simulated-user tokens", lambda stats: f"{stats.user_tokens:,}"))
+    fields.append(("cost", lambda stats: f"${stats.cost:.4f}"))
+    if any(stats.cached_calls for stats in grid.stats):
+        fields += [
+            ("cached calls", lambda stats: f"{stats.cached_calls:,}"),
+            ("saved", lambda stats: f"${stats.saved_cost:.4f}"),
+        ]
     fields += [
-        ("cost", lambda stats: f"${stats.cost:.4f}"),
         ("p50", lambda stats: ms_text(stats.p50_ms)),
         ("p95", lambda stats: ms_text(stats.p95_ms)),
     ]
@@ -493,7 +499,8 @@ def difference_lines(grid: Grid) -> list[str]:
 
 # Each variant's columns in the CSV, after the row's eval, iteration and agreement.
 CSV_CELL_COLUMNS = (
-    "status", "score", "passed_on_turn", "model_tokens", "judge_tokens", "user_tokens", "cost",
+    "status", "score", "passed_on_turn", "model_tokens", "judge_tokens", "user_tokens", "cost", "cached_calls",
+    "saved_cost",
 )  # fmt: skip
 
 
@@ -502,13 +509,14 @@ def _csv_cell(cell: CellIn | None) -> list:
         return [""] * len(CSV_CELL_COLUMNS)
     return [
         cell.status, "" if cell.score is None else cell.score, cell.passed_on_turn or "", cell.model_tokens,
-        cell.judge_tokens, cell.user_tokens, round(cell.cost, 8),
+        cell.judge_tokens, cell.user_tokens, round(cell.cost, 8), cell.cached_calls, round(cell.saved_cost, 8),
     ]  # fmt: skip
 
 
 def grid_csv(grid: Grid) -> str:
     """A row per eval (per iteration): for each variant its status, score, the turn it passed on, the tokens
-    of the model, the judges and the simulated user apart, and the cost of all three."""
+    of the model, the judges and the simulated user apart, the cost of all three, and its calls answered
+    from the response cache with what they saved."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     header = ["eval", "iteration", "disagree"]

@@ -46,6 +46,8 @@ class VariantOut(Schema):
     judge_tokens: int
     user_tokens: int  # the simulated user's
     cost: float  # the model's, the judges' and the simulated user's
+    cached_calls: int  # calls answered from the response cache
+    saved_cost: float  # what those calls cost when first asked: saved, not in `cost`
     latency_p50_ms: float | None
     latency_p95_ms: float | None
 
@@ -105,6 +107,8 @@ def _matrix_out(request, matrix: RunMatrix) -> dict:
                 "judge_tokens": stats.judge_tokens,
                 "user_tokens": stats.user_tokens,
                 "cost": stats.cost,
+                "cached_calls": stats.cached_calls,
+                "saved_cost": stats.saved_cost,
                 "latency_p50_ms": stats.p50_ms,
                 "latency_p95_ms": stats.p95_ms,
             }

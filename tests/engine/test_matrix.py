@@ -170,7 +170,7 @@ def test_exports_list_every_variant():
     lines = grid_csv(grid).splitlines()
     assert lines[0].startswith("eval,iteration,disagree,a status,a score,a passed_on_turn,a model_tokens,")
     assert ",b status,b score,b passed_on_turn," in lines[0]
-    assert lines[1].startswith("e1,0,yes,failed,,,10,3,0,0.001,passed,,2,10,3,0,0.001")
+    assert lines[1] == "e1,0,yes,failed,,,10,3,0,0.001,0,0.0,passed,,2,10,3,0,0.001,0,0.0"
     markdown = grid_markdown(grid)
     assert "| a | 50% [" in markdown and "| e1 | FAIL | pass (turn 2) |" in markdown
     junit = ET.fromstring(matrix_junit([("a", _junit("s", 2, 1)), ("b", _junit("s", 2, 0))]))
@@ -291,3 +291,21 @@ def test_the_models_tokens_are_told_apart_from_the_judges_and_the_simulated_user
     assert "| model tokens | judge tokens | simulated-user tokens | cost |" in grid_markdown(grid)
     assert "| c | 100% [21%–100%] | 1/1 | — | 5 | 0 | 70 |" in grid_markdown(grid)
     assert "| b | 100% [21%–100%] | 1/1 | — | 10 | 3 | 0 |" in grid_markdown(grid)
+
+
+def test_each_variants_calls_from_the_cache_and_their_savings_are_in_the_terminal_the_markdown_and_the_csv():
+    cached = CellIn(index=0, eval_id="e0", iteration=0, status="passed", cached_calls=4, saved_cost=0.0031)
+    grid = build_grid([ColumnIn("a", "a", "m", "passed", [cached]), column("b", "p")])
+    header, first, second = (re.split(r"\s{2,}", line) for line in grid_text(grid).splitlines()[:3])
+    assert header[7:9] == ["cached calls", "saved"]
+    assert (first[7:9], second[7:9]) == (["4", "$0.0031"], ["0", "$0.0000"])
+    markdown = grid_markdown(grid)
+    assert "| cost | cached calls | saved | p50 | p95 |" in markdown
+    assert "| $0.0000 | 4 | $0.0031 |" in markdown
+    lines = grid_csv(grid).splitlines()
+    assert ",a cached_calls,a saved_cost,b status," in lines[0] and lines[0].endswith(",b saved_cost")
+    assert lines[1].split(",")[10:12] == ["4", "0.0031"]
+    # No call from the cache: the terminal and the Markdown say nothing of it; the CSV keeps its columns.
+    plain = build_grid([column("a", "p"), column("b", "f")])
+    assert "cached" not in grid_text(plain) and "cached" not in grid_markdown(plain)
+    assert grid_csv(plain).splitlines()[1].split(",")[10:12] == ["0", "0.0"]

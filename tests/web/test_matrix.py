@@ -139,7 +139,7 @@ def test_a_matrix_played_from_the_cache_says_so_and_leaves_cached_replies_out_of
     response_cache.purge()  # its table is no model's: the test database's flush would leave the entries
     client.force_login(user)
     page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
-    assert "4 model calls came from the response cache" in page
+    assert "4 calls came from the response cache" in page
     # No variant did better than the other: none is called best.
     assert 'title="The highest pass rate">best' not in launched_page(
         client, user, ["fake/good", "fake/good@seed=1"]
@@ -347,6 +347,37 @@ def test_a_variants_tokens_tell_the_models_from_the_judges(client, user, models)
         (2468, 10000, 0, 12468),
         (14, 0, 180, 194),
     ]
+
+
+def test_each_variants_calls_from_the_response_cache_and_what_they_saved(client, user, models):
+    """Per variant, on the page, in the exports and from the API: how many calls the response cache answered
+    and what they cost when first asked."""
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=2)
+    good, bad = matrix.runs.order_by("created_at")
+    good.conversations.update(cached_calls=3, saved_cost=0.0125)
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    summary = page[page.index('class="table matrix-summary"') : page.index("</table>")]
+    headings = re.findall(r'<th scope="col"[^>]*>([^<]+)</th>', summary)
+    assert headings[8:10] == ["Cached calls", "Saved"]
+    cells = [
+        re.findall(r'<td class="num">([^<]+)</td>', row) for row in summary.split("<tr data-variant=")[1:]
+    ]
+    assert [row[6:8] for row in cells] == [["6", "$0.0250"], ["0", "$0.0000"]]
+    markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
+    assert "| cost | cached calls | saved | p50 | p95 |" in markdown
+    assert "| 6 | $0.0250 |" in markdown and "| 0 | $0.0000 |" in markdown
+    rows = list(
+        csv.DictReader(
+            io.StringIO(client.get(reverse("matrices:export", args=[matrix.pk, "csv"])).content.decode())
+        )
+    )
+    assert [(row["fake/good cached_calls"], row["fake/good saved_cost"]) for row in rows] == [
+        ("3", "0.0125")
+    ] * 2
+    assert {(row["fake/bad cached_calls"], row["fake/bad saved_cost"]) for row in rows} == {("0", "0.0")}
+    variants = client.get(f"/api/matrices/{matrix.pk}").json()["variants"]
+    assert [(v["cached_calls"], v["saved_cost"]) for v in variants] == [(6, 0.025), (0, 0.0)]
 
 
 def test_the_api_launches_and_reads_a_matrix(client, user, models, fake_endpoint):
