@@ -5,7 +5,7 @@ A variant is a model reference with optional generation settings, written `MODEL
 and the API all read that one syntax. The grid (`build_grid`) takes each variant's conversations as plain
 rows, from a RunReport here or from the database on a server, and gives the page, the terminal and the
 exports one object: a cell per eval × variant, each variant's pass rate with its Wilson interval, mean
-score, tokens, cost and latency percentiles, and which pairs of variants differ beyond chance (an exact
+score, tokens (the model's apart from the judges' and the simulated user's), cost and latency percentiles, and which pairs of variants differ beyond chance (an exact
 McNemar test on the evals where exactly one of the two passed).
 """
 
@@ -16,7 +16,7 @@ import hashlib
 import io
 import math
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -151,10 +151,19 @@ class CellIn:
     status: str
     score: float | None = None
     passed_on_turn: int | None = None
-    tokens: int = 0
-    cost: float = 0.0
-    cached_calls: int = 0  # model calls answered from the response cache
+    # Apart: a judge's tokens are the grading's, not the model's, and a variant graded by a wordy judge would
+    # otherwise read as the costlier model.
+    model_tokens: int = 0
+    judge_tokens: int = 0
+    user_tokens: int = 0  # the simulated user's
+    cost: float = 0.0  # the model's, the judges' and the simulated user's together
+    cached_calls: int = 0  # calls answered from the response cache (the model's, the judges', the user's)
     saved_cost: float = 0.0
+    reason: str = ""  # why it has no verdict: an error's message, a cancelled conversation's verdict
+
+    @property
+    def tokens(self) -> int:
+        return self.model_tokens + self.judge_tokens + self.user_tokens
 
 
 @dataclass(frozen=True)
@@ -175,11 +184,18 @@ class Row:
     eval_id: str
     iteration: int
     cells: tuple[CellIn | None, ...]
-    disagrees: bool
+    disagrees: bool  # two variants' verdicts differ: one passed, another failed
+    # A variant's conversation ended with no verdict (an error, cancelled): nothing to agree or disagree with.
+    incomplete: bool = False
 
     @property
     def name(self) -> str:
         return f"{self.eval_id} (iteration {self.iteration + 1})" if self.iteration else self.eval_id
+
+    @property
+    def order(self) -> int:
+        """Where the `disagreement` sort puts it: real disagreements, then incomplete rows, then the rest."""
+        return 0 if self.disagrees else 1 if self.incomplete else 2
 
 
 @dataclass(frozen=True)
@@ -193,12 +209,18 @@ class ColumnStats:
     low: float | None
     high: float | None
     mean_score: float | None
-    tokens: int
+    model_tokens: int
+    judge_tokens: int
+    user_tokens: int
     cost: float
     p50_ms: float | None
     p95_ms: float | None
     cached_calls: int = 0
     saved_cost: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.model_tokens + self.judge_tokens + self.user_tokens
 
 
 @dataclass(frozen=True)
@@ -262,7 +284,9 @@ def column_stats(column: ColumnIn) -> ColumnStats:
         low=low,
         high=high,
         mean_score=sum(scores) / len(scores) if scores else None,
-        tokens=sum(cell.tokens for cell in cells),
+        model_tokens=sum(cell.model_tokens for cell in cells),
+        judge_tokens=sum(cell.judge_tokens for cell in cells),
+        user_tokens=sum(cell.user_tokens for cell in cells),
         cost=sum(cell.cost for cell in cells),
         p50_ms=percentile(column.latencies_ms, 50),
         p95_ms=percentile(column.latencies_ms, 95),
@@ -286,40 +310,51 @@ def _difference(rows: Sequence[Row], first: int, second: int) -> Difference:
     """The pairs are evals, not conversations: an eval's iterations are repeated draws of one question, so
     counting each as a pair would claim far more evidence than the suite holds. Per eval, the variant whose
     graded iterations passed more often is the one that did better on it (with one iteration each: the one
-    that passed); the exact test is then McNemar's on evals, a sign test over them."""
-    rates: dict[int, list[int]] = {}
+    that passed); the exact test is then McNemar's on evals, a sign test over them. Each variant's rate is
+    over its own graded iterations: an iteration that errored or was cancelled is no draw, and takes nothing
+    of the other variant's out with it (iteration n of one is no pair of iteration n of the other)."""
+    tallies: dict[int, list[int]] = {}  # per eval: the first's passes and graded, the second's
     for row in rows:
-        a, b = row.cells[first], row.cells[second]
-        if a is None or b is None or a.status not in GRADED or b.status not in GRADED:
+        tally = tallies.setdefault(row.index, [0, 0, 0, 0])
+        for offset, cell in ((0, row.cells[first]), (2, row.cells[second])):
+            if cell is not None and cell.status in GRADED:
+                tally[offset] += cell.status == Status.PASSED
+                tally[offset + 1] += 1
+    first_only = second_only = 0
+    for a_passed, a_graded, b_passed, b_graded in tallies.values():
+        if not a_graded or not b_graded:  # an eval one of the two has no verdict on is no pair
             continue
-        tally = rates.setdefault(row.index, [0, 0])
-        tally[0] += a.status == Status.PASSED
-        tally[1] += b.status == Status.PASSED
-    first_only = sum(a > b for a, b in rates.values())
-    second_only = sum(b > a for a, b in rates.values())
+        # The two rates compared as fractions, in integers: a_passed / a_graded against b_passed / b_graded.
+        first_only += a_passed * b_graded > b_passed * a_graded
+        second_only += b_passed * a_graded > a_passed * b_graded
     p_value = mcnemar(first_only, second_only)
     return Difference(first, second, first_only, second_only, p_value, p_value < SIGNIFICANCE)
 
 
 def _disagrees(cells: Sequence[CellIn | None]) -> bool:
-    outcomes = {cell.status for cell in cells if cell is not None and cell.status in FINISHED}
-    return len(outcomes) > 1
+    """Verdicts differ: an error or a cancelled conversation has none, so it differs from nothing."""
+    return len({cell.status for cell in cells if cell is not None and cell.status in GRADED}) > 1
+
+
+def _incomplete(cells: Sequence[CellIn | None]) -> bool:
+    return any(cell is not None and cell.status in FINISHED and cell.status not in GRADED for cell in cells)
 
 
 def build_grid(columns: Sequence[ColumnIn], sort: str = "disagreement") -> Grid:
-    """The grid of evals × variants: rows in the suite's order, or (`disagreement`) those where the variants
-    ended differently first; a row for each eval (each iteration) any variant has."""
+    """The grid of evals × variants: rows in the suite's order, or (`disagreement`) those where the variants'
+    verdicts differ first, then those a variant has no verdict on (an error, cancelled); a row for each eval
+    (each iteration) any variant has."""
     keys: dict[tuple[int, int], tuple[str, list[CellIn | None]]] = {}
     for number, column in enumerate(columns):
         for cell in column.cells:
             _, cells = keys.setdefault((cell.index, cell.iteration), (cell.eval_id, [None] * len(columns)))
             cells[number] = cell
     rows = [
-        Row(index, eval_id, iteration, tuple(cells), _disagrees(cells))
+        Row(index, eval_id, iteration, tuple(cells), _disagrees(cells), _incomplete(cells))
         for (index, iteration), (eval_id, cells) in sorted(keys.items())
     ]
     if sort == "disagreement":
-        rows.sort(key=lambda row: not row.disagrees)  # stable: the suite's order within each group
+        rows.sort(key=lambda row: row.order)  # stable: the suite's order within each group
     stats = tuple(column_stats(column) for column in columns)
     differences = tuple(_difference(rows, a, b) for a, b in combinations(range(len(columns)), 2))
     rates = [stat.rate for stat in stats if stat.rate is not None]
@@ -344,6 +379,18 @@ def column_of_report(key: str, label: str, report: RunReport) -> ColumnIn:
     )
 
 
+def no_verdict_reason(status: str, error: str | None, verdict: str | None) -> str:
+    """Why a conversation that ended has no verdict, in words, as its transcript's headline says it: an
+    error's message, why it was cancelled or skipped; empty for any other."""
+    if status == Status.ERROR:
+        return error or verdict or "unknown error"
+    if status == Status.CANCELLED:
+        return verdict or "cancelled"
+    if status == Status.SKIPPED:
+        return verdict or "not in the source run"
+    return ""
+
+
 def cell_of_result(result: EvalResult) -> CellIn:
     totals = result.totals
     return CellIn(
@@ -353,10 +400,13 @@ def cell_of_result(result: EvalResult) -> CellIn:
         status=str(result.status),
         score=result.score,
         passed_on_turn=result.passed_on_turn,
-        tokens=totals.total_tokens + totals.judge_tokens + totals.user_tokens,
+        model_tokens=totals.total_tokens,
+        judge_tokens=totals.judge_tokens,
+        user_tokens=totals.user_tokens,
         cost=totals.cost,
         cached_calls=totals.cached_calls,
         saved_cost=totals.saved_cost,
+        reason=no_verdict_reason(result.status, result.error, result.verdict),
     )
 
 
@@ -388,24 +438,43 @@ def ms_text(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f} ms"
 
 
-def summary_rows(grid: Grid) -> list[list[str]]:
-    """A line per variant: name, pass rate [95% interval], passed/graded, mean score, tokens, cost, p50, p95."""
-    return [
-        [
-            column.label,
-            rate_text(stats),
-            f"{stats.passed}/{stats.graded}",
-            "—" if stats.mean_score is None else f"{stats.mean_score:.2f}",
-            f"{stats.tokens:,}",
-            f"${stats.cost:.4f}",
-            ms_text(stats.p50_ms),
-            ms_text(stats.p95_ms),
+def _summary_fields(grid: Grid) -> list[tuple[str, Callable[[ColumnStats], str]]]:
+    """Each figure of a variant's line: its heading and how it reads. The simulated user's tokens, and the
+    response cache's calls and savings, only when a variant has some, as a run's summary says the cache only
+    when it answered: most suites have neither, and a column of zeros would say nothing."""
+    fields: list[tuple[str, Callable[[ColumnStats], str]]] = [
+        ("pass rate [95%]", rate_text),
+        ("passed", lambda stats: f"{stats.passed}/{stats.graded}"),
+        ("mean score", lambda stats: "—" if stats.mean_score is None else f"{stats.mean_score:.2f}"),
+        ("model tokens", lambda stats: f"{stats.model_tokens:,}"),
+        ("judge tokens", lambda stats: f"{stats.judge_tokens:,}"),
+    ]
+    if any(stats.user_tokens for stats in grid.stats):
+        fields.append(("simulated-user tokens", lambda stats: f"{stats.user_tokens:,}"))
+    fields.append(("cost", lambda stats: f"${stats.cost:.4f}"))
+    if any(stats.cached_calls for stats in grid.stats):
+        fields += [
+            ("cached calls", lambda stats: f"{stats.cached_calls:,}"),
+            ("saved", lambda stats: f"${stats.saved_cost:.4f}"),
         ]
+    fields += [
+        ("p50", lambda stats: ms_text(stats.p50_ms)),
+        ("p95", lambda stats: ms_text(stats.p95_ms)),
+    ]
+    return fields
+
+
+def summary_header(grid: Grid) -> list[str]:
+    return ["variant", *(heading for heading, _ in _summary_fields(grid))]
+
+
+def summary_rows(grid: Grid) -> list[list[str]]:
+    """A line per variant: its name, then each figure of summary_header."""
+    fields = _summary_fields(grid)
+    return [
+        [column.label, *(text(stats) for _, text in fields)]
         for column, stats in zip(grid.columns, grid.stats, strict=True)
     ]
-
-
-SUMMARY_HEADER = ["variant", "pass rate [95%]", "passed", "mean score", "tokens", "cost", "p50", "p95"]
 
 
 def difference_lines(grid: Grid) -> list[str]:
@@ -431,22 +500,38 @@ def difference_lines(grid: Grid) -> list[str]:
     return lines
 
 
+# Each variant's columns in the CSV, after the row's eval, iteration and agreement.
+CSV_CELL_COLUMNS = (
+    "status", "score", "passed_on_turn", "model_tokens", "judge_tokens", "user_tokens", "cost", "cached_calls",
+    "saved_cost",
+)  # fmt: skip
+
+
+def _csv_cell(cell: CellIn | None) -> list:
+    if cell is None:
+        return [""] * len(CSV_CELL_COLUMNS)
+    return [
+        cell.status, "" if cell.score is None else cell.score, cell.passed_on_turn or "", cell.model_tokens,
+        cell.judge_tokens, cell.user_tokens, round(cell.cost, 8), cell.cached_calls, round(cell.saved_cost, 8),
+    ]  # fmt: skip
+
+
 def grid_csv(grid: Grid) -> str:
-    """A row per eval (per iteration): for each variant its status, score and the turn it passed on."""
+    """A row per eval (per iteration): for each variant its status, score, the turn it passed on, the tokens
+    of the model, the judges and the simulated user apart, the cost of all three, and its calls answered
+    from the response cache with what they saved."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     header = ["eval", "iteration", "disagree"]
     for column in grid.columns:  # a label is the user's text: it may start like a formula
         label = spreadsheet_text(column.label)
-        header += [f"{label} status", f"{label} score", f"{label} passed_on_turn"]
+        header += [f"{label} {name}" for name in CSV_CELL_COLUMNS]
     writer.writerow(header)
     for row in grid.rows:
-        line: list = [spreadsheet_text(row.eval_id), row.iteration, "yes" if row.disagrees else "no"]
+        agreement = "yes" if row.disagrees else "incomplete" if row.incomplete else "no"
+        line: list = [spreadsheet_text(row.eval_id), row.iteration, agreement]
         for cell in row.cells:
-            if cell is None:
-                line += ["", "", ""]
-            else:
-                line += [cell.status, "" if cell.score is None else cell.score, cell.passed_on_turn or ""]
+            line += _csv_cell(cell)
         writer.writerow(line)
     return out.getvalue()
 
@@ -455,9 +540,28 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def partial_note(grid: Grid) -> list[str]:
+    """While a variant still plays (an export of a matrix on a server taken mid-way), a line that says its
+    figures are so far; nothing once every variant has ended."""
+    if grid.finished:
+        return []
+    playing = [column.label for column in grid.columns if column.status not in FINISHED]
+    done = sum(stats.finished for stats in grid.stats)
+    total = sum(stats.total for stats in grid.stats)
+    return [
+        f"Partial, so far: {done} of {plural(total, 'conversation')} ended; still playing: "
+        f"{', '.join(playing)}. These figures change as the rest end."
+    ]
+
+
 def grid_markdown(grid: Grid, limit: int = 200) -> str:
-    """The per-variant summary, the differences beyond chance, then the grid (evals that differ first)."""
-    lines = ["| " + " | ".join(SUMMARY_HEADER) + " |", "|" + "---|" * len(SUMMARY_HEADER)]
+    """The per-variant summary, the differences beyond chance, then the grid in the grid's order (verdicts
+    that differ first, then evals a variant has no verdict on); while a variant still plays, a line first that
+    says the figures are so far."""
+    header = summary_header(grid)
+    note = partial_note(grid)
+    lines = [*(f"**{_md(line)}**" for line in note), *([""] if note else [])]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in summary_rows(grid)]
     differences = difference_lines(grid)
     lines += (
@@ -496,9 +600,8 @@ def matrix_junit(documents: Sequence[tuple[str, str]]) -> str:
 
 def grid_text(grid: Grid, limit: int = 50) -> str:
     """The terminal's table: each variant's figures, the differences beyond chance, then the grid, evals
-    where the variants ended differently first."""
-    header = SUMMARY_HEADER
-    summary = [header, *summary_rows(grid)]
+    in the grid's order (verdicts that differ first, then evals a variant has no verdict on)."""
+    summary = [summary_header(grid), *summary_rows(grid)]
     lines = _aligned(summary)
     differences = difference_lines(grid)
     lines += (

@@ -8,9 +8,19 @@ from collections.abc import Sequence
 
 from django.db import transaction
 from django.db.models.fields.json import KT
+from django.db.models.functions import Left
 from django.shortcuts import get_object_or_404
 
-from engine.matrix import CellIn, ColumnIn, Grid, Variant, build_grid, fitted_label, named_twice
+from engine.matrix import (
+    CellIn,
+    ColumnIn,
+    Grid,
+    Variant,
+    build_grid,
+    fitted_label,
+    named_twice,
+    no_verdict_reason,
+)
 from engine.options import RunOptions
 from projects.access import check
 from projects.roles import Can
@@ -84,15 +94,21 @@ def label_of(run: Run) -> str:
 
 CELL_FIELDS = (
     "run_id", "index", "iteration", "eval_id", "status", "score", "passed_on_turn", "prompt_tokens",
-    "completion_tokens", "judge_tokens", "user_tokens", "cost", "cached_calls", "saved_cost",
+    "completion_tokens", "judge_tokens", "user_tokens", "cost", "cached_calls", "saved_cost", "verdict",
+    "error_head",
 )  # fmt: skip
+# Of an error's message, for its cell's title: a traceback's whole text stays in the database.
+REASON_CHARS = 300
 
 
 def grid(matrix: RunMatrix, runs: list[Run] | None = None, sort: str = "disagreement") -> Grid:
     """The grid from three queries: the runs, every conversation's outcome, every turn's latency."""
     runs = runs_of(matrix) if runs is None else runs
     cells: dict[object, list[CellIn]] = defaultdict(list)
-    for row in Conversation.objects.filter(run__matrix=matrix).values_list(*CELL_FIELDS).iterator():
+    conversations = Conversation.objects.filter(run__matrix=matrix).annotate(
+        error_head=Left("error", REASON_CHARS)
+    )
+    for row in conversations.values_list(*CELL_FIELDS).iterator():
         (
             run_id,
             index,
@@ -108,11 +124,14 @@ def grid(matrix: RunMatrix, runs: list[Run] | None = None, sort: str = "disagree
             cost,
             cached,
             saved,
+            verdict,
+            error,
         ) = row
         cells[run_id].append(
             CellIn(index=index, eval_id=eval_id, iteration=iteration, status=status, score=score,
-                   passed_on_turn=turn, tokens=prompt + completion + judge + user, cost=cost,
-                   cached_calls=cached, saved_cost=saved)
+                   passed_on_turn=turn, model_tokens=prompt + completion, judge_tokens=judge,
+                   user_tokens=user, cost=cost, cached_calls=cached, saved_cost=saved,
+                   reason=no_verdict_reason(status, error, verdict))
         )  # fmt: skip
     latencies: dict[object, list[int]] = defaultdict(list)
     turns = Turn.objects.filter(conversation__run__matrix=matrix).annotate(

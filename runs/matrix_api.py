@@ -41,8 +41,13 @@ class VariantOut(Schema):
     pass_rate: float | None
     interval: list[float] | None  # the pass rate's 95% Wilson interval
     mean_score: float | None
-    tokens: int
-    cost: float
+    tokens: int  # all together: model_tokens + judge_tokens + user_tokens
+    model_tokens: int  # the model's prompt and completion tokens
+    judge_tokens: int
+    user_tokens: int  # the simulated user's
+    cost: float  # the model's, the judges' and the simulated user's
+    cached_calls: int  # calls answered from the response cache
+    saved_cost: float  # what those calls cost when first asked: saved, not in `cost`
     latency_p50_ms: float | None
     latency_p95_ms: float | None
 
@@ -98,7 +103,12 @@ def _matrix_out(request, matrix: RunMatrix) -> dict:
                 "interval": None if stats.rate is None else [stats.low, stats.high],
                 "mean_score": stats.mean_score,
                 "tokens": stats.tokens,
+                "model_tokens": stats.model_tokens,
+                "judge_tokens": stats.judge_tokens,
+                "user_tokens": stats.user_tokens,
                 "cost": stats.cost,
+                "cached_calls": stats.cached_calls,
+                "saved_cost": stats.saved_cost,
                 "latency_p50_ms": stats.p50_ms,
                 "latency_p95_ms": stats.p95_ms,
             }

@@ -286,15 +286,18 @@ def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> i
     print(f"Matrix {launched['id']} of {launched['suite']} v{launched['version']}: {launched['url']}",
           file=sys.stderr, flush=True)  # fmt: skip
     runs = [variant["run"]["id"] for variant in launched["variants"]]
+    labels = [variant["label"] for variant in launched["variants"]]
+    # Each run's progress is said as the local matrix says a variant's end: its number and name, or the
+    # lines of one variant could not be told from another's.
+    names = [terminal_safe(f"[{n}/{len(runs)}] {label}") for n, label in enumerate(labels, 1)]
     try:
-        finals = [_watch(server, run_id) for run_id in runs]
+        finals = [_watch(server, run_id, name) for run_id, name in zip(runs, names, strict=True)]
     except KeyboardInterrupt:
         for run_id in runs:
             server.call("POST", f"/api/runs/{run_id}/cancel")
         print(f"\ncancelled the matrix's runs on the server: {launched['url']}", file=sys.stderr)
         raise
     reports = [settled_results(server, run_id) for run_id in runs]
-    labels = [variant["label"] for variant in launched["variants"]]
     for label, final in zip(labels, finals, strict=True):
         if final == Status.CANCELLED:
             print(f"{label}: its run was cancelled on the server", file=sys.stderr)

@@ -40,6 +40,7 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
     done = sum(stats.finished for stats in grid.stats)
     columns = [
         {"column": column, "stats": stats, "run": run, "best": number in grid.best,
+         "partial": column.status not in grids.FINISHED,  # its run still plays: its figures are so far
          "rate": grids.rate_text(stats), "p50": grids.ms_text(stats.p50_ms), "p95": grids.ms_text(stats.p95_ms)}
         for number, (column, stats, run) in enumerate(zip(grid.columns, grid.stats, runs, strict=True))
     ]  # fmt: skip
@@ -49,6 +50,8 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
             "cells": [
                 None if cell is None else {
                     "cell": cell, "text": grids.cell_text(cell), "url": _cell_url(column.key, cell),
+                    # Why it has no verdict, on one line for its title; autoescaped, as it is an endpoint's text.
+                    "reason": " ".join(cell.reason.split()),
                     "value": f"{column.key}:{cell.index}:{cell.iteration}", "label": column.label,
                     # An id htmx can find again after a refresh (it looks it up unescaped: no colon).
                     "id": f"pick-{column.key}-{cell.index}-{cell.iteration}",
@@ -67,6 +70,9 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
         "rows": rows,
         "differences": grids.difference_lines(grid),
         "disagreeing": sum(row.disagrees for row in grid.rows),
+        "incomplete": sum(row.incomplete and not row.disagrees for row in grid.rows),
+        # A column of the simulated user's tokens only when a variant has some, as on a run's page.
+        "user_tokens": any(stats.user_tokens for stats in grid.stats),
         "progress": {"done": done, "total": total},
         "cache": {
             "calls": sum(stats.cached_calls for stats in grid.stats),

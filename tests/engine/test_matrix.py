@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -17,6 +18,7 @@ from engine.matrix import (
     fitted_label,
     grid_csv,
     grid_markdown,
+    grid_text,
     matrix_junit,
     mcnemar,
     parse_variants,
@@ -25,10 +27,11 @@ from engine.matrix import (
 
 
 def column(key: str, outcomes: str, latencies=(), scores=None) -> ColumnIn:
-    """A variant whose eval i ended as outcomes[i]: p passed, f failed, e error, q not played yet."""
-    names = {"p": "passed", "f": "failed", "e": "error", "q": "queued"}
+    """A variant whose eval i ended as outcomes[i]: p passed, f failed, e error, c cancelled, q not played
+    yet."""
+    names = {"p": "passed", "f": "failed", "e": "error", "c": "cancelled", "q": "queued"}
     cells = [
-        CellIn(index=i, eval_id=f"e{i}", iteration=0, status=names[mark], tokens=10, cost=0.001,
+        CellIn(index=i, eval_id=f"e{i}", iteration=0, status=names[mark], model_tokens=10, judge_tokens=3, cost=0.001,
                score=None if scores is None else scores[i], passed_on_turn=2 if mark == "p" else None)
         for i, mark in enumerate(outcomes)
     ]  # fmt: skip
@@ -83,7 +86,7 @@ def test_stats_per_variant_with_wilson_interval_and_latency_percentiles():
     assert stats.rate == 0.75
     assert stats.low == pytest.approx(0.3006, abs=1e-3) and stats.high == pytest.approx(0.9544, abs=1e-3)
     assert stats.mean_score == pytest.approx(2.5 / 4)
-    assert (stats.tokens, round(stats.cost, 6)) == (50, 0.005)
+    assert (stats.model_tokens, stats.judge_tokens, stats.tokens, round(stats.cost, 6)) == (50, 15, 65, 0.005)
     assert (stats.p50_ms, stats.p95_ms) == (250, 385)
     assert percentile([], 50) is None
 
@@ -94,6 +97,41 @@ def test_rows_where_variants_disagree_come_first_or_in_the_suites_order():
     assert [row.eval_id for row in grid.rows] == ["e1", "e0", "e2", "e3"]
     assert [row.disagrees for row in grid.rows] == [True, False, False, False]
     assert [row.eval_id for row in build_grid(columns, sort="suite").rows] == ["e0", "e1", "e2", "e3"]
+
+
+def test_an_error_or_a_cancelled_cell_is_no_disagreement_and_comes_after_the_real_ones():
+    """A disagreement is between verdicts: a variant that passed beside one that errored has differed from
+    nothing. Such a row is incomplete, after the rows whose verdicts differ and before those that agree;
+    one whose verdicts differ (e2) stays a disagreement whatever else errored."""
+    grid = build_grid([column("a", "pepfpq"), column("b", "ppcppp"), column("c", "ppfpep")])
+    assert [row.eval_id for row in grid.rows] == ["e2", "e3", "e1", "e4", "e0", "e5"]
+    assert [(row.disagrees, row.incomplete) for row in grid.rows] == [
+        (True, True), (True, False), (False, True), (False, True), (False, False), (False, False),
+    ]  # fmt: skip
+    assert [line.split(",")[2] for line in grid_csv(grid).splitlines()[1:]] == [
+        "yes", "yes", "incomplete", "incomplete", "no", "no",
+    ]  # fmt: skip
+    # A cell not played yet is neither: the row waits for it.
+    assert [row.eval_id for row in build_grid([column("a", "pq"), column("b", "pp")]).rows] == ["e0", "e1"]
+
+
+def test_an_iteration_that_errored_takes_none_of_the_other_variants_iterations_out_of_the_test():
+    """Six evals of three iterations: `a` passed one of the two it graded (the second errored or was
+    cancelled), `b` two of three. Each variant's rate is over its own graded iterations, so `b` did better on
+    every eval: six to none. Pairing iteration by iteration would drop `b`'s second pass with `a`'s error,
+    call every eval a tie and find nothing."""
+    a = [
+        [("p", "passed"), ("e", "error"), ("f", "failed")],
+        [("p", "passed"), ("c", "cancelled"), ("f", "failed")],
+    ]
+    first = ColumnIn("a", "a", "a", "failed", [
+        CellIn(index=i, eval_id=f"e{i}", iteration=j, status=status)
+        for i in range(6) for j, (_, status) in enumerate(a[i % 2])
+    ])  # fmt: skip
+    second = iterated("b", ["fpp"] * 6)
+    (difference,) = build_grid([first, second]).differences
+    assert (difference.first_only, difference.second_only) == (0, 6)
+    assert difference.significant and difference.better == 1
 
 
 def test_a_difference_is_significant_only_when_the_discordant_pairs_say_so():
@@ -143,8 +181,9 @@ def test_cells_say_pass_fail_score_and_the_turn_passed_on():
 def test_exports_list_every_variant():
     grid = build_grid([column("a", "pf"), column("b", "pp")])
     lines = grid_csv(grid).splitlines()
-    assert lines[0].startswith("eval,iteration,disagree,a status,a score,a passed_on_turn,b status")
-    assert lines[1].startswith("e1,0,yes,failed,,,passed,,2")
+    assert lines[0].startswith("eval,iteration,disagree,a status,a score,a passed_on_turn,a model_tokens,")
+    assert ",b status,b score,b passed_on_turn," in lines[0]
+    assert lines[1] == "e1,0,yes,failed,,,10,3,0,0.001,0,0.0,passed,,2,10,3,0,0.001,0,0.0"
     markdown = grid_markdown(grid)
     assert "| a | 50% [" in markdown and "| e1 | FAIL | pass (turn 2) |" in markdown
     junit = ET.fromstring(matrix_junit([("a", _junit("s", 2, 1)), ("b", _junit("s", 2, 0))]))
@@ -228,3 +267,58 @@ def test_a_long_variant_name_fits_a_runs_label_and_stays_apart_from_others_cut_a
     first, second = fitted_label(long + "1"), fitted_label(long + "2")
     assert len(first) == len(second) == 100 and first != second
     assert fitted_label("gpt-4o-mini temperature=0.7") == "gpt-4o-mini temperature=0.7"
+
+
+def test_the_models_tokens_are_told_apart_from_the_judges_and_the_simulated_users_everywhere():
+    """A variant's tokens are not one figure that a judge's grading swells: the model's, the judges' and (when
+    a variant has a simulated user) the user's, each under its own name, in the terminal's table, the
+    Markdown, the CSV; read from a run's report as from the database."""
+    from engine.matrix import column_of_report
+    from engine.results import EvalResult, RunReport, Totals, TurnRecord, Usage
+
+    turns = [
+        TurnRecord(turn=1, prompt="q", response="a", usage=Usage(prompt_tokens=40, completion_tokens=2),
+                   judge_usage=Usage(prompt_tokens=300, completion_tokens=20))
+    ]  # fmt: skip
+    result = EvalResult(index=0, id="e0", kind="single-turn", prompt="q", verdict="", status="passed",
+                        turns=turns, totals=Totals.of(turns))  # fmt: skip
+    judged = column_of_report(
+        "a", "judged", RunReport.model_construct(model="m", status="passed", evals=[result])
+    )
+    (cell,) = judged.cells
+    assert (cell.model_tokens, cell.judge_tokens, cell.user_tokens) == (42, 320, 0)
+    grid = build_grid([judged, column("b", "p")])
+    header, judged_line = (re.split(r"\s{2,}", line) for line in grid_text(grid).splitlines()[:2])
+    assert header[4:7] == ["model tokens", "judge tokens", "cost"]
+    assert judged_line[4:6] == ["42", "320"]
+    assert "| variant | pass rate [95%] | passed | mean score | model tokens | judge tokens | cost |" in (
+        grid_markdown(grid)
+    )
+    assert "| judged | 100% [21%–100%] | 1/1 | — | 42 | 320 |" in grid_markdown(grid)
+    rows = grid_csv(grid).splitlines()
+    assert ",judged model_tokens,judged judge_tokens,judged user_tokens,judged cost," in rows[1 - 1]
+    assert rows[1].split(",")[6:9] == ["42", "320", "0"]
+    # A simulated user's tokens: a column of their own, on every variant's line.
+    talked = CellIn(index=0, eval_id="e0", iteration=0, status="passed", model_tokens=5, user_tokens=70)
+    grid = build_grid([ColumnIn("c", "c", "m", "passed", [talked]), column("b", "p")])
+    assert "| model tokens | judge tokens | simulated-user tokens | cost |" in grid_markdown(grid)
+    assert "| c | 100% [21%–100%] | 1/1 | — | 5 | 0 | 70 |" in grid_markdown(grid)
+    assert "| b | 100% [21%–100%] | 1/1 | — | 10 | 3 | 0 |" in grid_markdown(grid)
+
+
+def test_each_variants_calls_from_the_cache_and_their_savings_are_in_the_terminal_the_markdown_and_the_csv():
+    cached = CellIn(index=0, eval_id="e0", iteration=0, status="passed", cached_calls=4, saved_cost=0.0031)
+    grid = build_grid([ColumnIn("a", "a", "m", "passed", [cached]), column("b", "p")])
+    header, first, second = (re.split(r"\s{2,}", line) for line in grid_text(grid).splitlines()[:3])
+    assert header[7:9] == ["cached calls", "saved"]
+    assert (first[7:9], second[7:9]) == (["4", "$0.0031"], ["0", "$0.0000"])
+    markdown = grid_markdown(grid)
+    assert "| cost | cached calls | saved | p50 | p95 |" in markdown
+    assert "| $0.0000 | 4 | $0.0031 |" in markdown
+    lines = grid_csv(grid).splitlines()
+    assert ",a cached_calls,a saved_cost,b status," in lines[0] and lines[0].endswith(",b saved_cost")
+    assert lines[1].split(",")[10:12] == ["4", "0.0031"]
+    # No call from the cache: the terminal and the Markdown say nothing of it; the CSV keeps its columns.
+    plain = build_grid([column("a", "p"), column("b", "f")])
+    assert "cached" not in grid_text(plain) and "cached" not in grid_markdown(plain)
+    assert grid_csv(plain).splitlines()[1].split(",")[10:12] == ["0", "0.0"]

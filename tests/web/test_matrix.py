@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -21,6 +22,7 @@ from runs.matrix import create_matrix
 from runs.models import Run, RunMatrix
 from suites.services import create_suite
 from tests.factories import join, other_project, play
+from tests.fakeopenai import Reply
 
 pytestmark = pytest.mark.django_db
 
@@ -137,7 +139,7 @@ def test_a_matrix_played_from_the_cache_says_so_and_leaves_cached_replies_out_of
     response_cache.purge()  # its table is no model's: the test database's flush would leave the entries
     client.force_login(user)
     page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
-    assert "4 model calls came from the response cache" in page
+    assert "4 calls came from the response cache" in page
     # No variant did better than the other: none is called best.
     assert 'title="The highest pass rate">best' not in launched_page(
         client, user, ["fake/good", "fake/good@seed=1"]
@@ -162,6 +164,53 @@ def test_rows_sort_by_disagreement_and_by_the_suite(client, user, models):
     assert page.index('data-eval="q0"') < page.index('data-eval="q1"') < page.index('data-eval="q2"')
 
 
+def test_a_row_with_an_errored_or_cancelled_cell_is_incomplete_not_a_difference(client, user, models):
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=4)
+    good, bad = matrix.runs.order_by("created_at")
+    bad.conversations.filter(index=1).update(status="error", error="HTTP 400")
+    good.conversations.filter(index=2).update(status="cancelled")
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    # q0 and q3: good passed where bad failed; q1 and q2 have a verdict on one side only.
+    order = [page.index(f'data-eval="q{n}"') for n in (0, 3, 1, 2)]
+    assert order == sorted(order)
+    rows = {n: page[order[i] : page.index("</tr>", order[i])] for i, n in enumerate((0, 3, 1, 2))}
+    assert ">differs</span>" in rows[0] and ">differs</span>" in rows[3]
+    for n in (1, 2):
+        assert ">differs</span>" not in rows[n] and ">incomplete</span>" in rows[n]
+    said = " ".join(page.split())
+    assert "2 of 4 evals end differently across variants; 2 more have a cell with no verdict" in said
+    csv_rows = list(
+        csv.reader(
+            io.StringIO(client.get(reverse("matrices:export", args=[matrix.pk, "csv"])).content.decode())
+        )
+    )
+    assert [row[:3] for row in csv_rows[1:]] == [
+        ["q0", "0", "yes"], ["q3", "0", "yes"], ["q1", "0", "incomplete"], ["q2", "0", "incomplete"],
+    ]  # fmt: skip
+
+
+def test_an_error_cell_says_why_in_its_title_and_to_a_screen_reader_escaped(client, user, models):
+    models.rule("Question 1:", Reply(status=400, text='no <img src=x onerror="alert(1)"> model'), model="bad")
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=2)
+    good, bad = matrix.runs.order_by("created_at")
+    good.conversations.filter(index=0).update(status="cancelled", verdict="stopped: cost limit $0.01 reached")
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    (error,) = re.findall(r'<a href="[^"]+" class="badge badge-error" title="([^"]*)">error(.*?)</a>', page)
+    title, spoken = error
+    assert title.startswith("HTTP 400") and "no &lt;img src=x onerror=&quot;alert(1)&quot;&gt; model" in title
+    assert title.endswith("(open the transcript)")
+    assert spoken.startswith('<span class="sr-only">: HTTP 400') and "no &lt;img src=x" in spoken
+    assert "<img" not in page
+    (cancelled,) = re.findall(
+        r'class="badge badge-cancelled" title="([^"]*)">cancelled<span class="sr-only">', page
+    )
+    assert cancelled == "stopped: cost limit $0.01 reached (open the transcript)"
+    # A cell with a verdict keeps its plain title.
+    assert page.count('title="Open the transcript">pass</a>') == 1
+
+
 def test_a_live_matrix_polls_and_explains_its_empty_grid(client, user, models):
     suite = create_suite(owner=user, source=suite_source(2))
     matrix = create_matrix(
@@ -176,6 +225,34 @@ def test_a_live_matrix_polls_and_explains_its_empty_grid(client, user, models):
     response = client.get(reverse("matrices:poll", args=[matrix.pk]), HTTP_HX_REQUEST="true")
     assert response.status_code == 286  # htmx's "stop polling"
     assert "4 of 4 conversations ended" in response.content.decode()
+
+
+def test_a_matrix_still_playing_says_its_figures_are_so_far(client, user, models):
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=3)
+    good, bad = matrix.runs.order_by("created_at")
+    # The bad model's run as a worker leaves it mid-way: one conversation still to play.
+    Run.objects.filter(pk=bad.pk).update(status="running", finished_at=None)
+    bad.conversations.filter(index=2).update(status="queued", score=None, finished_at=None)
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    said = " ".join(page.split())
+    assert "Per variant, so far</h2>" in said
+    assert "Partial: these figures count the 5 of 6 conversations ended so far" in said
+    summary = page[page.index('class="table matrix-summary"') : page.index("</table>")]
+    good_row, bad_row = summary.split("<tr data-variant=")[1:]
+    assert ">so far</span>" not in good_row  # its run has ended: its figures are final
+    assert bad_row.count(">so far</span>") == 2  # its pass rate and its count of passed
+    assert "best so far</span>" in good_row
+    markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
+    assert markdown.startswith(
+        "**Partial, so far: 5 of 6 conversations ended; still playing: fake/bad. These figures change"
+    )
+    Run.objects.filter(pk=bad.pk).update(status="failed")
+    bad.conversations.filter(index=2).update(status="failed")
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    assert "so far" not in page and "Partial" not in page
+    markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
+    assert markdown.startswith("| variant |")
 
 
 def test_the_page_reads_the_same_number_of_queries_whatever_its_size(client, user, models):
@@ -227,7 +304,8 @@ def test_exports_a_csv_grid_a_markdown_table_and_junit_per_variant(client, user,
         )
     )
     assert rows[0][:4] == ["eval", "iteration", "disagree", "fake/good status"]
-    assert rows[1][:6] == ["q0", "0", "yes", "passed", "1.0", "1"] and rows[1][6] == "failed"
+    bad = rows[0].index("fake/bad status")
+    assert rows[1][:6] == ["q0", "0", "yes", "passed", "1.0", "1"] and rows[1][bad] == "failed"
     markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
     assert "| fake/good | 100% [" in markdown and "| q0 | pass | FAIL |" in markdown
     junit = ET.fromstring(client.get(reverse("matrices:export", args=[matrix.pk, "junit"])).content)
@@ -235,6 +313,71 @@ def test_exports_a_csv_grid_a_markdown_table_and_junit_per_variant(client, user,
     assert [s.get("name") for s in suites] == ["capitals [fake/good]", "capitals [fake/bad]"]
     assert [s.get("failures") for s in suites] == ["0", "2"]
     assert client.get(reverse("matrices:export", args=[matrix.pk, "xls"])).status_code == 404
+
+
+def test_a_variants_tokens_tell_the_models_from_the_judges(client, user, models):
+    """The figure per variant is not one sum a judge swells: the model's tokens and the judges' apart, on the
+    page, in the exports and from the API, read from the conversations as the workers wrote them."""
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=2)
+    good, bad = matrix.runs.order_by("created_at")
+    good.conversations.update(prompt_tokens=1000, completion_tokens=234, judge_tokens=5000)
+    bad.conversations.update(prompt_tokens=7, completion_tokens=0, judge_tokens=0, user_tokens=90)
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    summary = page[page.index('class="table matrix-summary"') : page.index("</table>")]
+    headings = re.findall(r'<th scope="col"[^>]*>([^<]+)</th>', summary)
+    assert headings[5:9] == ["Model tokens", "Judge tokens", "Simulated-user tokens", "Cost"]
+    cells = [
+        re.findall(r'<td class="num">([^<$]+)</td>', row) for row in summary.split("<tr data-variant=")[1:]
+    ]
+    assert [row[3:6] for row in cells] == [["2,468", "10,000", "0"], ["14", "0", "180"]]
+    markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
+    assert "| model tokens | judge tokens | simulated-user tokens | cost |" in markdown
+    assert "| 2,468 | 10,000 | 0 |" in markdown and "| 14 | 0 | 180 |" in markdown
+    rows = list(
+        csv.DictReader(
+            io.StringIO(client.get(reverse("matrices:export", args=[matrix.pk, "csv"])).content.decode())
+        )
+    )
+    assert [(row["fake/good model_tokens"], row["fake/good judge_tokens"]) for row in rows] == [
+        ("1234", "5000")
+    ] * 2
+    variants = client.get(f"/api/matrices/{matrix.pk}").json()["variants"]
+    assert [(v["model_tokens"], v["judge_tokens"], v["user_tokens"], v["tokens"]) for v in variants] == [
+        (2468, 10000, 0, 12468),
+        (14, 0, 180, 194),
+    ]
+
+
+def test_each_variants_calls_from_the_response_cache_and_what_they_saved(client, user, models):
+    """Per variant, on the page, in the exports and from the API: how many calls the response cache answered
+    and what they cost when first asked."""
+    matrix = launched(user, ["fake/good", "fake/bad"], evals=2)
+    good, bad = matrix.runs.order_by("created_at")
+    good.conversations.update(cached_calls=3, saved_cost=0.0125)
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    summary = page[page.index('class="table matrix-summary"') : page.index("</table>")]
+    headings = re.findall(r'<th scope="col"[^>]*>([^<]+)</th>', summary)
+    assert headings[8:10] == ["Cached calls", "Saved"]
+    cells = [
+        re.findall(r'<td class="num">([^<]+)</td>', row) for row in summary.split("<tr data-variant=")[1:]
+    ]
+    assert [row[6:8] for row in cells] == [["6", "$0.0250"], ["0", "$0.0000"]]
+    markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
+    assert "| cost | cached calls | saved | p50 | p95 |" in markdown
+    assert "| 6 | $0.0250 |" in markdown and "| 0 | $0.0000 |" in markdown
+    rows = list(
+        csv.DictReader(
+            io.StringIO(client.get(reverse("matrices:export", args=[matrix.pk, "csv"])).content.decode())
+        )
+    )
+    assert [(row["fake/good cached_calls"], row["fake/good saved_cost"]) for row in rows] == [
+        ("3", "0.0125")
+    ] * 2
+    assert {(row["fake/bad cached_calls"], row["fake/bad saved_cost"]) for row in rows} == {("0", "0.0")}
+    variants = client.get(f"/api/matrices/{matrix.pk}").json()["variants"]
+    assert [(v["cached_calls"], v["saved_cost"]) for v in variants] == [(6, 0.025), (0, 0.0)]
 
 
 def test_the_api_launches_and_reads_a_matrix(client, user, models, fake_endpoint):

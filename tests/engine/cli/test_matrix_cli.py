@@ -35,7 +35,8 @@ def test_two_models_make_a_grid_on_the_terminal_and_in_every_export(fake, suite)
     ]  # the one that differs first
     assert any(line.startswith("good                  100% [34%–100%]") for line in lines), result.stdout
     rows = list(csv.reader((out / "grid.csv").open()))
-    assert [row[3] for row in rows[1:]] == ["passed", "passed"] and rows[1][6] == "failed"
+    bad_status = rows[0].index("bad status")
+    assert [row[3] for row in rows[1:]] == ["passed", "passed"] and rows[1][bad_status] == "failed"
     assert "| eval-1 | pass | FAIL | pass |" in (out / "grid.md").read_text()
     suites = ET.parse(out / "grid.xml").getroot().findall("testsuite")
     assert [s.get("failures") for s in suites] == ["0", "1", "0"]
@@ -184,3 +185,57 @@ def test_a_named_endpoints_cap_shared_by_its_variants_is_said_with_the_concurren
     variants = parse_variants(["fake/a,fake/b,gpt-4o"])
     assert shared_caps(registry, variants, 3) == " (fake allows 4 at once, shared by its 2 variants)"
     assert shared_caps(registry, variants, 2) == ""  # 2 × 2 fit in 4
+
+
+def test_a_matrix_on_a_server_names_the_variant_on_each_progress_line(monkeypatch, tmp_path, capsys):
+    """`--server` with `--model a,b` follows a run per variant: each progress line says whose it is (its number
+    and name), as a matrix played here says each variant's end, or two variants' lines read alike."""
+    from engine.loader import load_suite
+    from engine.outcomes import Status
+    from engine.results import RunReport, RunTotals, SuiteRef
+    from engine.runner import not_started
+    from evalsite.cli import matrix, remote
+    from evalsite.cli.main import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nmodel: m\nevals:\n  - {prompt: hi, checks: [{contains: x}]}\n")
+    suite = load_suite(path.read_text())
+    passed = not_started(suite, 0, 0, "").model_copy(update={"status": Status.PASSED, "verdict": "ok"})
+    results = RunReport(
+        suite=SuiteRef(name="s"), model="m", endpoint="default", status=Status.PASSED, evals=[passed],
+        totals=RunTotals.of([passed]),
+    ).model_dump(mode="json")  # fmt: skip
+    labels = ["m", "m temperature=0.7"]
+
+    def progress(status: str, done: int) -> dict:
+        counts = {"passed": done, "failed": 0, "error": 0}
+        return {"status": status, "progress": {"done": done, "total": 1, "counts": counts}}
+
+    class Server:
+        def __init__(self, url, token):
+            # Each run is seen running, then passed.
+            self.polls = {f"r{n}": [progress("running", 0), progress("passed", 1)] for n in (1, 2)}
+
+        def launch(self, body, path):
+            assert path == "/api/matrices" and [v["model"] for v in body["variants"]] == ["m", "m"]
+            variants = [{"label": label, "run": {"id": f"r{n}"}} for n, label in enumerate(labels, 1)]
+            return 201, {"id": "x", "suite": "s", "version": 1, "url": "http://server/matrices/x/",
+                         "variants": variants}  # fmt: skip
+
+        def call(self, method, path, body=None):
+            run_id = path.split("/")[3]
+            return 200, results if path.endswith("/results") else self.polls[run_id].pop(0)
+
+    monkeypatch.setattr(matrix, "Server", Server)
+    monkeypatch.setattr(remote, "POLL_SECONDS", 0)
+    monkeypatch.setenv("EVALSITE_TOKEN", "t")
+    code = main(["run", str(path), "--server", "http://server", "--model", "m,m@temperature=0.7"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    progress_lines = [line for line in err.splitlines() if "conversation done" in line]
+    assert progress_lines == [
+        "[1/2] m: 0/1 conversation done · 0 passed · 0 failed · 0 errored",
+        "[1/2] m: 1/1 conversation done · 1 passed · 0 failed · 0 errored",
+        "[2/2] m temperature=0.7: 0/1 conversation done · 0 passed · 0 failed · 0 errored",
+        "[2/2] m temperature=0.7: 1/1 conversation done · 1 passed · 0 failed · 0 errored",
+    ]
