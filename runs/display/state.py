@@ -197,7 +197,8 @@ def calling(slow: dict | None, now) -> dict | None:
 def workers(found: dict | None, progress: dict, concurrency: int) -> dict | None:
     """Who can play a run's queued conversations, when it is not as many as the run would play at once
     (`found`: runs.selectors live_workers): no worker at all (`none`), or fewer slots in all than its
-    concurrency, or than the conversations it has left when they are fewer. None when all is well or not
+    concurrency, or than the conversations it has left when they are fewer, or every slot in use, some by
+    other runs (`playing`: the conversations workers play now, of every run). None when all is well or not
     known."""
     if found is None:
         return None
@@ -211,5 +212,12 @@ def workers(found: dict | None, progress: dict, concurrency: int) -> dict | None
             else f"the {left} conversations this run has left to play"
         )
         text = f"The workers running ({found['count']}) play at most {found['slots']} conversations at once, fewer than {asked}."
+        return {"none": False, "text": text}
+    others = found.get("playing", 0) - progress["counts"][Status.RUNNING]
+    if progress["counts"][Status.QUEUED] and others > 0 and found.get("playing", 0) >= found["slots"] > 0:
+        text = (
+            f"All {found['slots']} slots of the workers running are in use, {others} by other runs: this run's "
+            "queued conversations start as those end."
+        )
         return {"none": False, "text": text}
     return None

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
-from ..models import ACTIVE, FINISHED, Run, Status, Worker
+from ..models import ACTIVE, FINISHED, Conversation, Run, Status, Worker
 
 OUTCOME_STATUSES = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.RUNNING)
 
@@ -46,6 +46,15 @@ def live_workers() -> dict[str, int]:
     since = timezone.now() - timedelta(seconds=settings.EVALSITE_WORKER_DEAD_SECONDS)
     found = Worker.objects.filter(beat_at__gte=since).aggregate(count=Count("pk"), slots=Sum("slots"))
     return {"count": found["count"], "slots": found["slots"] or 0}
+
+
+def playing() -> int:
+    """The conversations workers play now, of every run: with live_workers' slots, how many are free."""
+    # The in-flight index's own condition, which SQLite needs written out to use it, then the running ones.
+    in_flight = Conversation.objects.filter(
+        dispatched_at__isnull=False, status__in=[Status.QUEUED, Status.RUNNING]
+    )
+    return in_flight.filter(status=Status.RUNNING).count()
 
 
 def stored_progress(run: Run, by_eval: bool) -> dict | None:
@@ -126,8 +135,11 @@ def progress(run: Run, by_eval: bool = False) -> dict:
     )
     total = sum(counts.values())
     done = sum(counts[status] for status in FINISHED)
-    # While conversations wait to play, who can play them: none at all, or fewer at once than the run asks.
-    workers = live_workers() if counts[Status.QUEUED] and run.status in ACTIVE else None
+    # While conversations wait to play, who can play them: none at all, or fewer at once than the run asks, or
+    # slots all taken, some by other runs.
+    workers = (
+        {**live_workers(), "playing": playing()} if counts[Status.QUEUED] and run.status in ACTIVE else None
+    )
     return {
         "counts": counts,
         "total": total,

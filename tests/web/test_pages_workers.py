@@ -22,8 +22,8 @@ pytestmark = pytest.mark.django_db
 SUITE = demo_suite("name: arithmetic\nmodel: mock\n", (ADD_EVAL, MULTIPLY_EVAL))
 
 
-def make_run(user, statuses, *, status=Status.RUNNING, concurrency=100) -> Run:
-    version = suite_services.create_suite(owner=user, source=SUITE).latest_version
+def make_run(user, statuses, *, status=Status.RUNNING, concurrency=100, suite=SUITE) -> Run:
+    version = suite_services.create_suite(owner=user, source=suite).latest_version
     run = mock_run(version, user, status=status, concurrency=concurrency)
     for index, state in enumerate(statuses):
         Conversation.objects.create(run=run, index=index, eval_id=f"e{index}", status=state)
@@ -95,6 +95,21 @@ def test_nothing_is_said_when_the_workers_can_play_what_waits(logged_in, user, s
     assert 'data-testid="workers-note"' not in run_page(logged_in, run)
 
 
+def test_slots_taken_by_other_runs_are_said_while_this_one_waits(logged_in, user):
+    other_suite = demo_suite("name: another\nmodel: mock\n", (ADD_EVAL,))
+    other = make_run(user, ["running"] * 10, concurrency=10, suite=other_suite)
+    other.conversations.update(dispatched_at=timezone.now())
+    run = make_run(user, ["queued"] * 5, concurrency=10)
+    worker("w1@host:1", 10)
+    card = progress_card(run_page(logged_in, run))
+    assert (
+        "All 10 slots of the workers running are in use, 10 by other runs: this run's queued conversations "
+        "start as those end." in card
+    )
+    other.conversations.update(status=Status.PASSED)  # their slots free up
+    assert 'data-testid="workers-note"' not in run_page(logged_in, run)
+
+
 def test_a_finished_run_says_nothing_of_workers(logged_in, user):
     run = make_run(user, ["passed", "passed"], status=Status.PASSED)
     assert 'data-testid="workers-note"' not in run_page(logged_in, run)
@@ -128,9 +143,13 @@ def test_the_launch_panel_says_how_many_workers_can_play(logged_in, user):
 def test_the_api_progress_counts_the_workers_while_conversations_wait(logged_in, user):
     run = make_run(user, ["queued"])
     progress = logged_in.get(f"/api/runs/{run.pk}/progress").json()
-    assert progress["workers"] == {"count": 0, "slots": 0}
+    assert progress["workers"] == {"count": 0, "slots": 0, "playing": 0}
     worker("w1@host:1", 50)
-    assert logged_in.get(f"/api/runs/{run.pk}").json()["progress"]["workers"] == {"count": 1, "slots": 50}
+    assert logged_in.get(f"/api/runs/{run.pk}").json()["progress"]["workers"] == {
+        "count": 1,
+        "slots": 50,
+        "playing": 0,
+    }
     Conversation.objects.filter(run=run).update(status=Status.RUNNING)
     assert logged_in.get(f"/api/runs/{run.pk}/progress").json()["workers"] is None  # nothing waits
 
