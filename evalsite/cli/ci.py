@@ -2,8 +2,10 @@
 kept off the suite's line), and the exit code of `--fail-on-regression` and `--fail-on-new-failures`.
 
 The ref is `--ref`, else read from the CI's environment: GitHub Actions (the pull request's branch, else
-the pushed branch or tag, and its commit), GitLab CI, or any CI that sets `CI` (git's branch and commit in
-the suite's folder, else `ci`). Outside CI there is none, and the server saves the suite as its next version.
+the pushed branch or tag, and its commit), GitLab CI, or any other CI (git's branch and commit in the suite's
+folder, else `ci`). A launch with no terminal attached counts as CI whatever its environment says: a job of a
+CI that sets none of the variables known here must not replace the suite people edit. Only from a terminal
+outside CI, or with `--as-latest`, is there no ref, and the server saves the suite as its next version.
 """
 
 from __future__ import annotations
@@ -37,15 +39,28 @@ def _git(folder: Path, *args: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def ci_ref(given: str | None, environ: Mapping[str, str], folder: Path) -> tuple[str, str]:
-    """(ref, commit) of this launch; ("", "") outside CI without --ref."""
+# Set by CIs that do not set CI itself (Jenkins, Azure Pipelines, TeamCity, AWS CodeBuild, Bamboo, GoCD).
+OTHER_CI_VARIABLES = (
+    "JENKINS_URL", "HUDSON_URL", "TF_BUILD", "TEAMCITY_VERSION", "CODEBUILD_BUILD_ID", "bamboo_buildKey",
+    "GO_PIPELINE_NAME", "BUILDKITE", "CIRCLECI", "BITBUCKET_BUILD_NUMBER",
+)  # fmt: skip
+
+
+def in_ci(environ: Mapping[str, str]) -> bool:
+    return _truthy(environ.get("CI")) or any(environ.get(name) for name in OTHER_CI_VARIABLES)
+
+
+def ci_ref(
+    given: str | None, environ: Mapping[str, str], folder: Path, *, attended: bool = True
+) -> tuple[str, str]:
+    """(ref, commit) of this launch; ("", "") only from a terminal (`attended`) outside CI, without --ref."""
     if environ.get("GITHUB_ACTIONS") == "true":
         ref = environ.get("GITHUB_HEAD_REF") or environ.get("GITHUB_REF_NAME", "")
         commit = environ.get("GITHUB_SHA", "")
     elif environ.get("GITLAB_CI") == "true":
         ref = environ.get("CI_COMMIT_REF_NAME", "")
         commit = environ.get("CI_COMMIT_SHA", "")
-    elif _truthy(environ.get("CI")):
+    elif in_ci(environ) or not attended:
         branch = _git(folder, "rev-parse", "--abbrev-ref", "HEAD")
         commit = _git(folder, "rev-parse", "HEAD")
         ref = branch if branch and branch != "HEAD" else commit[:12]

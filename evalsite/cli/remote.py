@@ -158,7 +158,15 @@ def launch_body(args: Namespace, files: dict[str, str]) -> dict:
     options = run_options(args)
     if not options.is_empty():
         body["options"] = options.model_dump(mode="json", exclude_none=True)
-    ref, commit = ci_ref(getattr(args, "ref", None), os.environ, args.file.parent)
+    given = getattr(args, "ref", None)
+    if getattr(args, "as_latest", False):
+        if given:
+            raise UserError(
+                "--ref keeps the suite under a ref and --as-latest makes it the latest: choose one"
+            )
+        return body
+    # A terminal says a person launches; a CI job, a cron job or a pipe has none.
+    ref, commit = ci_ref(given, os.environ, args.file.parent, attended=sys.stdin.isatty())
     if ref:
         body.update(ref=ref, commit=commit)
     return body
@@ -193,6 +201,9 @@ def run_on_server(args: Namespace) -> int:
     under = f" from {launched['ref']}" if launched.get("ref") else ""
     print(f"Run {run_id} of {launched['suite']} v{launched['version']}{under} on {launched['model']}: {run_url}",
           file=sys.stderr, flush=True)  # fmt: skip
+    if not under:  # said, since the people editing the suite see it next
+        print(f"v{launched['version']} is the suite's latest version: its editor and launch form show it",
+              file=sys.stderr, flush=True)  # fmt: skip
     try:
         final = _watch(server, run_id)
     except KeyboardInterrupt:

@@ -160,7 +160,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     server.add_argument(
         "--ref", metavar="REF",
         help="the branch, tag or commit this suite comes from; default: read from the CI's environment "
-        "(GitHub Actions, GitLab CI, or git where CI is set)",
+        "(GitHub Actions, GitLab CI, or git in any other CI or wherever no terminal is attached)",
+    )  # fmt: skip
+    server.add_argument(
+        "--as-latest", action="store_true",
+        help="save the suite as its next version, which the editor then shows, even where no terminal is "
+        "attached or a CI is detected (a script of your own); from a terminal outside CI this is the default",
     )  # fmt: skip
     server.add_argument(
         "--fail-on-regression", action="store_true",

@@ -17,6 +17,7 @@ import pytest
 from runs.models import Run
 from runs.services import pin_baseline
 from runs.tokens import create_token
+from suites import services as suite_services
 from tests.factories import MOCK_CI_SUITE
 
 pytestmark = [pytest.mark.e2e]
@@ -56,7 +57,8 @@ def test_a_ci_job_runs_on_the_server_compares_with_a_baseline_and_exits_by_it(
     assert "no run of 'ci-loop' is pinned as its baseline yet" in first.stderr  # the first run goes ahead
     baseline = Run.objects.get()
     assert baseline.status == "passed" and baseline.created_by == user
-    assert f"Run {baseline.pk} of ci-loop v1 on mock" in first.stderr
+    # No terminal and no known CI: a job all the same, kept under `ci`; a suite new to the server starts there.
+    assert f"Run {baseline.pk} of ci-loop v1 from ci on mock" in first.stderr
     assert "2/2 conversations done · 2 passed · 0 failed · 0 errored" in first.stderr
     assert "Eval 2" in first.stdout and f"/runs/{baseline.pk}/" in first.stdout
     suite_xml = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
@@ -107,6 +109,36 @@ def test_a_ci_job_runs_on_the_server_compares_with_a_baseline_and_exits_by_it(
         "v3 from fix-lyon on mock" in strict.stderr
         and Run.objects.latest("created_at").suite_version.number == 3
     )
+
+
+def test_a_job_of_a_ci_it_does_not_know_never_replaces_the_suite_people_edit(
+    live_server, user, start_worker, tmp_path
+):
+    """Jenkins and Azure Pipelines set no CI variable: with no terminal attached the job keeps its suite
+    under a ref all the same, and only --as-latest makes its text the suite's latest."""
+    start_worker()
+    _, token = create_token(user, "ci")
+    suite = suite_services.create_suite(owner=user, source=SUITE)
+    edited = SUITE.replace("What is 2+2?", "What is 2+2 then?")
+    suite_services.save_version(suite=suite, source=edited, user=user)  # saved in the editor: v2, the latest
+    sent = tmp_path / "suite.yaml"
+    sent.write_text(SUITE.replace('reply: "Paris"', 'reply: "Lyon"'))
+
+    jenkins = evalsite(str(sent), "--server", live_server.url, token=token, cwd=tmp_path,
+                       JENKINS_URL="http://jenkins.example/", BUILD_ID="7")  # fmt: skip
+    assert jenkins.returncode == 1, jenkins.stderr  # the capital is wrong: the run fails, as it should
+    assert "v3 from ci on mock" in jenkins.stderr
+    suite.refresh_from_db()
+    assert suite.latest_version.number == 2 and suite.latest_version.source == edited
+
+    chosen = evalsite(str(sent), "--server", live_server.url, "--as-latest", token=token, cwd=tmp_path)
+    assert "v4 on mock" in chosen.stderr
+    assert "v4 is the suite's latest version: its editor and launch form show it" in chosen.stderr
+    suite.refresh_from_db()
+    assert suite.latest_version.number == 4
+    both = evalsite(str(sent), "--server", live_server.url, "--as-latest", "--ref", "x", token=token,
+                    cwd=tmp_path)  # fmt: skip
+    assert both.returncode == 2 and "choose one" in both.stderr
 
 
 def test_exit_codes_for_what_goes_wrong(live_server, user, tmp_path):

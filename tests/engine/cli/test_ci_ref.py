@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from evalsite.cli.ci import ci_ref
 
 
@@ -35,3 +37,16 @@ def test_outside_ci_there_is_no_ref_unless_given(tmp_path):
     assert ci_ref("release-2", {}, tmp_path) == ("release-2", "")
     github = {"GITHUB_ACTIONS": "true", "GITHUB_HEAD_REF": "x", "GITHUB_SHA": "c" * 40}
     assert ci_ref(" mine ", github, tmp_path) == ("mine", "c" * 40)
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [{"JENKINS_URL": "http://jenkins/"}, {"TF_BUILD": "True"}, {"TEAMCITY_VERSION": "2025.1"}],
+)
+def test_a_ci_that_does_not_set_ci_is_a_ci_all_the_same(tmp_path, environ):
+    assert ci_ref(None, environ, tmp_path) == ("ci", "")
+
+
+def test_with_no_terminal_attached_a_launch_is_a_jobs(tmp_path):
+    assert ci_ref(None, {}, tmp_path, attended=False) == ("ci", "")
+    assert ci_ref(None, {}, tmp_path, attended=True) == ("", "")
