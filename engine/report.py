@@ -16,6 +16,7 @@ import json
 from collections import Counter
 from enum import StrEnum
 
+from .drivers import COUNTED
 from .outcomes import Status
 from .results import (
     DEFAULT_ENDPOINT,
@@ -111,15 +112,43 @@ def _tool_lines(turn: TurnRecord, prefix: str) -> list[str]:
 
 
 def overall(result: EvalResult) -> str:
-    if result.status == Status.PASSED and result.passed_on_turn is not None:
-        return f"{PASS} (succeeded on turn {result.passed_on_turn})"
     if result.status == Status.PASSED:
-        return f"{PASS} ({result.verdict})"
+        return _marked(PASS, how_passed(result))
     if result.status == Status.FAILED:
-        return f"{FAIL} ({result.verdict})"
+        return _marked(FAIL, _after_outcome(result.verdict, Status.FAILED))
     if result.status == Status.ERROR:
         return f"{ERROR} ({result.error})"
-    return f"⏹ CANCELLED ({result.verdict})"
+    return _marked("⏹ CANCELLED", _after_outcome(result.verdict, Status.CANCELLED))
+
+
+def _marked(mark: str, how: str) -> str:
+    return f"{mark} ({how})" if how else mark
+
+
+def how_passed(result: EvalResult) -> str:
+    """How a conversation passed, in words that follow a mark already saying it passed: the turn that
+    succeeded; for a style whose verdict counts graded turns, that count; else the verdict past its first
+    word ("after 3 turns: condition met: …")."""
+    if result.passed_on_turn is not None:
+        return f"succeeded on turn {result.passed_on_turn}"
+    if result.conversation in COUNTED and not result.graders and result.turns_total:
+        passed, total = result.turns_passed or 0, result.turns_total
+        # A turn without checks is no graded one: the count says so when the conversation has such turns.
+        noun = "turn" if total == len(result.turns) else "graded turn"
+        if passed == total:
+            return f"every {noun} passed: {passed} of {total}"
+        score = f", score {result.score:.2f}" if result.score is not None else ""
+        return f"{passed} of {plural(total, noun)} passed{score}"
+    return _after_outcome(result.verdict, Status.PASSED)
+
+
+def _after_outcome(verdict: str, outcome: Status) -> str:
+    """The verdict without the outcome it starts with ("failed after 2 turns" → "after 2 turns"), which the
+    mark before it says."""
+    rest = verdict.removeprefix(str(outcome))
+    if rest == verdict or rest[:1] not in ("", " ", ":"):
+        return verdict
+    return rest.removeprefix(":").strip()
 
 
 def format_eval(result: EvalResult, iterations: int = 1) -> str:
@@ -232,10 +261,8 @@ def format_header(suite_name: str, model: str, endpoint: str, mock: bool) -> str
 def format_line(result: EvalResult, iterations: int = 1) -> str:
     """A conversation that passed, on one line: its number, the start of its prompt, and how it passed."""
     repeat = f" (iteration {result.iteration + 1} of {iterations})" if iterations > 1 else ""
-    how = (
-        f"succeeded on turn {result.passed_on_turn}" if result.passed_on_turn is not None else result.verdict
-    )
-    return f"{PASS} Eval {result.index + 1}{repeat}: {_one_line(result.prompt)} ({how})"
+    how = how_passed(result)
+    return f"{PASS} Eval {result.index + 1}{repeat}: {_one_line(result.prompt)}{f' ({how})' if how else ''}"
 
 
 def format_summary(report: RunReport) -> str:
