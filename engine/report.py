@@ -24,6 +24,7 @@ from .results import (
     ConditionResult,
     EvalResult,
     RunReport,
+    RunTotals,
     ToolCall,
     TurnGrade,
     TurnRecord,
@@ -185,8 +186,12 @@ def format_eval(result: EvalResult, iterations: int = 1) -> str:
         for item in turn.grades:
             lines.append(_grade_line(item, "    "))
         estimated = " (estimated)" if turn.usage.estimated else ""
+        others = "".join(
+            f" + {tokens:,} {who}"
+            for tokens, who in _other_tokens(turn.judge_usage.total_tokens, turn.user_usage.total_tokens)
+        )
         lines.append(
-            f"    Tokens: {turn.usage.prompt_tokens} in / {turn.usage.completion_tokens} out{estimated}"
+            f"    Tokens: {turn.usage.prompt_tokens} in / {turn.usage.completion_tokens} out{estimated}{others}"
             f", cost ${turn.cost + turn.judge_cost + turn.user_cost:.6f}{cached_note(turn)}"
         )
     for grader in result.graders:
@@ -204,6 +209,22 @@ def format_eval(result: EvalResult, iterations: int = 1) -> str:
         lines.append(f"  Ended: {result.termination}")
     lines.append(f"  Overall: {overall(result)}")
     return "\n".join(lines)
+
+
+def _other_tokens(judge: int, user: int) -> list[tuple[int, str]]:
+    """The judges' and the simulated user's tokens beside the model's, as the cost counts them too: the ones
+    spent, in that order."""
+    return [(tokens, who) for tokens, who in ((judge, "judge"), (user, "simulated user")) if tokens]
+
+
+def token_figures(totals: RunTotals) -> str:
+    """A run's tokens as its summary says them: the model's, then what judges and the simulated user spent
+    besides, which its cost includes ("1,234 tokens (+ 560 judge)")."""
+    model = f"{totals.total_tokens:,} token{'' if totals.total_tokens == 1 else 's'}"
+    others = ", ".join(
+        f"+ {tokens:,} {who}" for tokens, who in _other_tokens(totals.judge_tokens, totals.user_tokens)
+    )
+    return f"{model} ({others})" if others else model
 
 
 def _grade_line(item, indent: str) -> str:
@@ -270,7 +291,7 @@ def format_summary(report: RunReport) -> str:
     summary = (
         f"Summary: {totals.passed} passed, {totals.failed} failed, {plural(totals.error, 'error')}"
         f"{f', {totals.cancelled} not started' if report.stop_reason and totals.cancelled else ''} of "
-        f"{plural(totals.evals, 'eval')} — {plural(totals.turns, 'turn')}, {plural(totals.total_tokens, 'token')}, "
+        f"{plural(totals.evals, 'eval')} — {plural(totals.turns, 'turn')}, {token_figures(totals)}, "
         f"${totals.cost:.6f}"
     )
     if totals.duration_s is not None:
