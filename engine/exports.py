@@ -19,7 +19,7 @@ from .compare import Change, Comparison
 from .failures import failures, transcript_url
 from .gates import GateResult, grader_names
 from .outcomes import Status
-from .report import token_figures
+from .report import run_cost, token_figures
 from .results import EvalResult, RunReport, TurnRecord
 from .text import plural
 
@@ -188,7 +188,7 @@ def markdown_summary(
         + (f" · {totals.cancelled} cancelled" if totals.cancelled else "")
         + (f" · {totals.skipped} not in the source run" if totals.skipped else "")
         + f" of {plural(totals.evals, 'eval')} on `{_md(report.model)}`"
-        + f" · {token_figures(totals)} · ${totals.cost:.4f}"
+        + f" · {token_figures(totals)} · {run_cost(totals.cost, report.unpriced, 4)}"
     )
     overridden = [r for r in report.evals if r.original is not None]
     if overridden:

@@ -23,6 +23,7 @@ from itertools import combinations
 import yaml
 from pydantic import ValidationError
 
+from .cost import spent
 from .errors import first_error
 from .exports import spreadsheet_text
 from .outcomes import Status
@@ -164,6 +165,11 @@ class ColumnIn:
     status: str
     cells: Sequence[CellIn]
     latencies_ms: Sequence[int] = ()  # of the turns the model answered, not the cache
+    unpriced: Sequence[str] = ()  # the endpoints its run calls that have no prices: its cost is not known
+
+    def cost_text(self, cost: float) -> str:
+        """Its cost as the grid says it: "$0.0123", or "at least $0.0123" or "unknown" without prices."""
+        return spent(cost, self.unpriced, 4) or "unknown"
 
 
 @dataclass(frozen=True)
@@ -338,6 +344,7 @@ def column_of_report(key: str, label: str, report: RunReport) -> ColumnIn:
         status=str(report.status),
         cells=[cell_of_result(result) for result in report.evals],
         latencies_ms=[turn.latency_ms for result in report.evals for turn in result.turns if not turn.cached],
+        unpriced=report.unpriced,
     )
 
 
@@ -394,7 +401,7 @@ def summary_rows(grid: Grid) -> list[list[str]]:
             f"{stats.passed}/{stats.graded}",
             "—" if stats.mean_score is None else f"{stats.mean_score:.2f}",
             f"{stats.tokens:,}",
-            f"${stats.cost:.4f}",
+            column.cost_text(stats.cost),
             ms_text(stats.p50_ms),
             ms_text(stats.p95_ms),
         ]

@@ -43,6 +43,8 @@ class VariantOut(Schema):
     mean_score: float | None
     tokens: int
     cost: float
+    # The endpoints its run calls that have no prices: `cost` then counts 0 for their calls, a lower bound.
+    unpriced: list[str] = []
     latency_p50_ms: float | None
     latency_p95_ms: float | None
 
@@ -99,6 +101,7 @@ def _matrix_out(request, matrix: RunMatrix) -> dict:
                 "mean_score": stats.mean_score,
                 "tokens": stats.tokens,
                 "cost": stats.cost,
+                "unpriced": list(column.unpriced),
                 "latency_p50_ms": stats.p50_ms,
                 "latency_p95_ms": stats.p95_ms,
             }

@@ -40,7 +40,8 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
     done = sum(stats.finished for stats in grid.stats)
     columns = [
         {"column": column, "stats": stats, "run": run, "best": number in grid.best,
-         "rate": grids.rate_text(stats), "p50": grids.ms_text(stats.p50_ms), "p95": grids.ms_text(stats.p95_ms)}
+         "rate": grids.rate_text(stats), "p50": grids.ms_text(stats.p50_ms), "p95": grids.ms_text(stats.p95_ms),
+         "cost": column.cost_text(stats.cost)}
         for number, (column, stats, run) in enumerate(zip(grid.columns, grid.stats, runs, strict=True))
     ]  # fmt: skip
     rows = [
