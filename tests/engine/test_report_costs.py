@@ -14,6 +14,7 @@ import pytest
 from engine.clients import EndpointConfig, EndpointRegistry
 from engine.exports import markdown_summary
 from engine.loader import load_suite
+from engine.matrix import build_grid, column_of_report, summary_rows
 from engine.report import format_eval, format_report, format_summary
 from engine.results import EvalResult, RunReport, RunTotals, SuiteRef
 from engine.runner import run_suite
@@ -192,3 +193,13 @@ def test_the_lines_a_run_ends_with_say_what_prices_do_not_tell(capsys):
         "stopped: cost limit $2.00 reached (spent at least $2.50, no prices for endpoint judges; "
         "2 of 4 conversations played, the rest not started)\n"
     )
+
+
+def test_a_matrix_variant_without_prices_has_an_unknown_cost(registry):
+    path = ROOT / "examples" / "demo-mock.yaml"
+    suite = load_suite(path.read_bytes(), filename=path.name)
+    suite.mock.latency_ms = 0
+    on_mock = run_suite(suite, registry)
+    unpriced = on_mock.model_copy(update={"unpriced": ["fast"]})
+    grid = build_grid([column_of_report("1", "mock", on_mock), column_of_report("2", "fast", unpriced)])
+    assert [row[5] for row in summary_rows(grid)] == ["$0.0000", "unknown"]

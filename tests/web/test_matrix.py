@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -119,6 +120,21 @@ def test_the_grid_shows_cells_figures_and_the_significant_difference(client, use
     matrix_url = reverse("matrices:detail", args=[matrix.pk])
     assert matrix_url in client.get(reverse("runs:detail", args=[bad.pk])).content.decode()
     assert client.get(reverse("runs:list")).content.decode().count(matrix_url) == 2
+
+
+def test_a_variant_on_an_endpoint_without_prices_has_an_unknown_cost(client, user, models, fake_endpoint):
+    Endpoint.objects.create(
+        name="priced", base_url=fake_endpoint.base_url, api_key_env=fake_endpoint.api_key_env,
+        price_input=1000, price_output=1000,
+    )  # fmt: skip
+    matrix = launched(user, ["fake/good", "priced/good"], evals=2)
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    costs = re.findall(r'<td class="num"(?: title="([^"]*)")?>(unknown|\$[0-9.]+)</td>', page)
+    assert costs[0] == ("no prices for endpoint fake", "unknown")
+    assert costs[1][0] == "" and float(costs[1][1].removeprefix("$")) > 0
+    data = client.get(f"/api/matrices/{matrix.pk}").json()
+    assert [v["unpriced"] for v in data["variants"]] == [["fake"], []]
 
 
 # Transactional: the cache is written from the conversations' own thread, which a test transaction would lock out.
