@@ -4,6 +4,7 @@ prices is said to be unknown, or a lower bound, never a plain $0."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 from contextlib import redirect_stderr, redirect_stdout
@@ -12,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from engine.clients import EndpointConfig, EndpointRegistry
-from engine.exports import markdown_summary
+from engine.exports import evals_csv, markdown_summary, turns_csv
 from engine.loader import load_suite
 from engine.matrix import build_grid, column_of_report, summary_rows
 from engine.report import format_eval, format_report, format_summary
@@ -203,3 +204,17 @@ def test_a_matrix_variant_without_prices_has_an_unknown_cost(registry):
     unpriced = on_mock.model_copy(update={"unpriced": ["fast"]})
     grid = build_grid([column_of_report("1", "mock", on_mock), column_of_report("2", "fast", unpriced)])
     assert [row[5] for row in summary_rows(grid)] == ["$0.0000", "unknown"]
+
+
+def test_the_csv_gives_the_simulated_users_tokens_and_cost_its_eval_cost_counts(registry):
+    path = ROOT / "examples" / "booking-simulated.yaml"
+    suite = load_suite(path.read_bytes(), filename=path.name)
+    suite.mock.latency_ms = 0
+    report = run_suite(suite, registry)
+    rows = list(csv.DictReader(io.StringIO(evals_csv(report))))
+    assert [int(row["user_tokens"]) for row in rows] == [result.totals.user_tokens for result in report.evals]
+    assert any(int(row["user_tokens"]) for row in rows)
+    turns = [row for row in csv.DictReader(io.StringIO(turns_csv(report))) if not row["tool_call"]]
+    assert [float(row["user_cost"]) for row in turns] == [
+        turn.user_cost for result in report.evals for turn in result.turns
+    ]
