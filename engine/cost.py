@@ -1,5 +1,7 @@
 """What a run of a suite may cost, worked out before it starts from the endpoints' prices and the suite's size,
-and the words that say what the figure rests on; and the cost limit's words.
+and the words that say what the figure rests on; and the cost limit's words. Which endpoints a run calls have
+no prices (`unpriced`), whose calls count 0 in what it spent, and how a cost is said as far as prices tell
+(`spent`).
 
 The estimate counts model calls, not dollars spent: each conversation's turns (a tree's follow-up depth, a
 scripted list's length, a simulated conversation's `max_turns`), each turn's judge calls, and tokens guessed

@@ -8,6 +8,8 @@ read from the schema's annotations, so a new field or union member is described 
 
 When a value plainly picked one member of a union (a list for `str | list[Criterion]`), that member's own
 errors are the precise ones (`criteria[0].tone: unknown key`) and the other members' are dropped.
+
+An API request's body is read the same way (`sent_errors`): each error at the path of the field sent.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ sees exactly what its user sees. Outside the user's projects an object is a 404;
 Wrong tokens are throttled per client address like failed sign-ins (evalsite/lockout.py): past
 EVALSITE_TOKEN_FAILURE_LIMIT, every token from that address is answered 429 with Retry-After until the
 cool-off ends, the right one included, so guessing gains nothing from a lucky hit.
+
+A request that does not validate is a 422 like every other refusal (`detail`, `problems`), located at the
+fields it sent (engine.errors.sent_errors).
 """
 
 import json
