@@ -5,6 +5,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from engine.clients import EndpointConfig
+from engine.cost import per_million
 
 
 class Endpoint(models.Model):
@@ -44,15 +45,24 @@ class Endpoint(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Conversations in flight at once, across runs.",
     )
+    # Empty (None) is no price known, and so is 0 for both: runs on the endpoint then say their cost is
+    # unknown rather than $0 (EndpointConfig.priced). A 0 beside a price set is that side being free.
     price_input = models.DecimalField(
-        "input price", max_digits=10, decimal_places=4, default=0, help_text="USD per million prompt tokens"
+        "input price",
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text="USD per million prompt tokens. Leave both prices empty when they are not known: runs on "
+        "this endpoint then show their cost as unknown, not $0 (0 for both reads the same).",
     )
     price_output = models.DecimalField(
         "output price",
         max_digits=10,
         decimal_places=4,
-        default=0,
-        help_text="USD per million completion tokens",
+        null=True,
+        blank=True,
+        help_text="USD per million completion tokens; empty: not known.",
     )
     timeout = models.FloatField(
         default=60.0,
@@ -90,14 +100,22 @@ class Endpoint(models.Model):
         """Whether a project's suites and launches may use it: a shared endpoint, or the project's own."""
         return self.project_id is None or self.project_id == project_id
 
+    @property
+    def prices(self) -> str:
+        """Its prices as the admin's list shows them: "$0.15 / $0.60 per M", or "no prices" when none is known."""
+        config = self.to_config()
+        if not config.priced:
+            return "no prices"
+        return f"${per_million(config.price_input)} / ${per_million(config.price_output)} per M"
+
     def to_config(self) -> EndpointConfig:
         return EndpointConfig(
             name=self.name,
             base_url=self.base_url,
             api_key_env=self.api_key_env,
             max_concurrency=self.max_concurrency,
-            price_input=float(self.price_input),
-            price_output=float(self.price_output),
+            price_input=float(self.price_input or 0),
+            price_output=float(self.price_output or 0),
             timeout=self.timeout,
             retry_seconds=settings.EVALSITE_RETRY_SECONDS
             if self.retry_seconds is None

@@ -1,5 +1,7 @@
 """What a run of a suite may cost, worked out before it starts from the endpoints' prices and the suite's size,
-and the words that say what the figure rests on; and the cost limit's words.
+and the words that say what the figure rests on; and the cost limit's words. Which endpoints a run calls have
+no prices (`unpriced`), whose calls count 0 in what it spent, and how a cost is said as far as prices tell
+(`spent`).
 
 The estimate counts model calls, not dollars spent: each conversation's turns (a tree's follow-up depth, a
 scripted list's length, a simulated conversation's `max_turns`), each turn's judge calls, and tokens guessed
@@ -10,11 +12,12 @@ at its most turns with replies as long as `max_tokens` allows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .cache import roles_of
 from .clients.base import MOCK, EndpointConfig
+from .endpoint_checks import model_refs
 from .schema import Check, Eval, Style, Suite, followup_depth
 
 CHARS_PER_TOKEN = 4
@@ -78,7 +81,7 @@ class Estimate:
         return sorted(
             name
             for name, config in self.prices.items()
-            if name != MOCK and (config is None or not (config.price_input or config.price_output))
+            if name != MOCK and (config is None or not config.priced)
         )
 
     @property
@@ -139,6 +142,36 @@ def limit_reached(limit: float) -> str:
     return f"cost limit {money(limit)} reached"
 
 
+def unpriced(
+    suite: Suite, resolve: Prices, model: str | None = None, *, model_called: bool = True
+) -> list[str]:
+    """The endpoints a run of `suite` (with `model` over its own) calls that have no prices, the mock aside:
+    every model reference it names (engine.endpoint_checks.model_refs), mapped by `resolve` as `estimate`
+    maps them. `model_called`: whether the model under test is called (a re-grade calls judges alone)."""
+    model_called = model_called and any(ev.style != Style.GIVEN for ev in suite.evals)
+    names = set()
+    for ref in model_refs(suite, model):
+        if ref.role == "model" and not model_called:
+            continue
+        name, config = resolve(ref.ref)
+        if name != MOCK and (config is None or not config.priced):
+            names.add(name)
+    return sorted(names)
+
+
+def no_prices(names: Sequence[str]) -> str:
+    """Why a cost is unknown, or only part of it known: "no prices for endpoint fake"."""
+    return f"no prices for endpoint{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def spent(usd: float, unpriced: Sequence[str], digits: int = 6) -> str | None:
+    """An amount a run spent (or saved), as far as its endpoints' prices tell: "$0.001234"; "at least
+    $0.001234" when some endpoint it called has no prices; None (unknown) when they are all it paid for."""
+    if not unpriced:
+        return f"${usd:.{digits}f}"
+    return f"at least ${usd:.{digits}f}" if usd else None
+
+
 def variant_costs(found: list[tuple[str, Estimate]]) -> list[tuple[str, list[str]]]:
     """A matrix's estimate: each variant's lines, then their sum when every variant's is known."""
     costs = [(name, each.lines()) for name, each in found]
@@ -190,7 +223,7 @@ def estimate(suite: Suite, resolve: Prices, model: str | None = None) -> Estimat
             config = prices.get(name)
             if name == MOCK or (low_[0] == 0 and high_[0] == 0):
                 continue
-            if config is None or not (config.price_input or config.price_output):
+            if config is None or not config.priced:
                 priced = False
                 continue
             a = times * _usd(config, low_)

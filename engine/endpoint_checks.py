@@ -1,10 +1,10 @@
 """Where a suite's model references go, and what is likely to fail there, found out before a run.
 
 `routes(suite, registry)` says which endpoint each model reference (the model under test, the judge, a
-check's or a stop condition's own judge, a simulated user's model) goes to; `warnings(...)` lists what
-would send a run astray: a `name/` prefix that names no endpoint (the whole reference then goes to the
-default endpoint, which is right for `anthropic/claude-3.5-sonnet` through OpenRouter, and wrong for a
-typo), and an endpoint whose key variable is not set. `probe(endpoint)` asks an endpoint for its models.
+check's, a stop condition's or a named grader's own judge, a simulated user's model, a model playing a tool)
+goes to; `warnings(...)` lists what would send a run astray: a `name/` prefix that names no endpoint (the
+whole reference then goes to the default endpoint, which is right for `anthropic/claude-3.5-sonnet` through
+OpenRouter, and wrong for a typo), and an endpoint whose key variable is not set. `probe(endpoint)` asks an endpoint for its models.
 
 Plain functions, used by the editor, the launch form, the API, the admin and the CLI.
 """
@@ -22,16 +22,22 @@ from .clients import MOCK, EndpointConfig, EndpointRegistry
 from .clients.answers import error_text
 from .errors import written_path
 from .redact import redact
-from .schema import JudgeSpec, NaturalLanguage, Simulate, Suite
+from .schema import JudgeSpec, LlmTool, NamedGrader, NaturalLanguage, Simulate, Suite
 from .source import SuiteError, SuiteProblem, format_path, parse_yaml, where_written
 
 PROBE_TIMEOUT = 10.0
-ROLES = {JudgeSpec: "check judge", NaturalLanguage: "stop condition judge", Simulate: "simulated user"}
+ROLES = {
+    JudgeSpec: "check judge",
+    NaturalLanguage: "stop condition judge",
+    Simulate: "simulated user",
+    NamedGrader: "grader judge",
+    LlmTool: "tool model",
+}
 
 
 @dataclass(frozen=True)
 class ModelRef:
-    role: str  # "model", "judge", "check judge", "stop condition judge", "simulated user"
+    role: str  # "model", "judge", or a role of ROLES ("check judge", "simulated user", …)
     ref: str
     path: tuple[
         str | int, ...
@@ -92,6 +98,11 @@ def model_refs(suite: Suite, model: str | None = None) -> list[ModelRef]:
         refs.append(ModelRef("judge", suite.judge, ("judge",)))
     elif model_ref:
         refs.append(ModelRef("judge", model_ref, ()))
+    # The suite's own graders and tools, which every eval gets, then each eval's.
+    for path, role, ref in _walk(suite.graders, ("graders",)):
+        refs.append(ModelRef(role, ref, path))
+    for path, role, ref in _walk(suite.tools, ("tools",)):
+        refs.append(ModelRef(role, ref, path))
     for index, ev in enumerate(suite.evals):
         for path, role, ref in _walk(ev, ("evals", index)):
             refs.append(ModelRef(role, ref, path))
@@ -114,6 +125,9 @@ def _walk(obj: object, path: tuple) -> Iterator[tuple[tuple, str, str]]:
     elif isinstance(obj, list):
         for index, item in enumerate(obj):
             yield from _walk(item, (*path, index))
+    elif isinstance(obj, dict):  # named graders, by name
+        for key, item in obj.items():
+            yield from _walk(item, (*path, key))
 
 
 def routes(

@@ -8,6 +8,8 @@ read from the schema's annotations, so a new field or union member is described 
 
 When a value plainly picked one member of a union (a list for `str | list[Criterion]`), that member's own
 errors are the precise ones (`criteria[0].tone: unknown key`) and the other members' are dropped.
+
+An API request's body is read the same way (`sent_errors`): each error at the path of the field sent.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from __future__ import annotations
 import datetime
 import difflib
 import functools
+import re
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -124,6 +128,48 @@ def _readable(error: dict, loc: Path, model: type[BaseModel], raw: object, flow_
 
 def _literals(annotation: Any) -> tuple:
     return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else ()
+
+
+# How pydantic names a union member that holds no container: a value of another kind did not pick it.
+SCALAR_MEMBERS = ("str", "int", "float", "bool", "none")
+
+
+def sent_errors(errors: Iterable[dict], sent: object) -> list[Readable]:
+    """pydantic's errors over data a user sent that is no suite (a request's JSON body, `sent`), each at its
+    place as sent: the union members pydantic names in a location left out, and of a union's errors those of
+    the member the value picked (a list for `str | list[str]`), as readable_errors does for a suite; in
+    pydantic's words, as `errors` may have lost the values they were about. `sent` None: locations are read
+    as they are (a query's parameters)."""
+    out: list[Readable] = []
+    unions: dict[Path, list[tuple[str, dict, Path]]] = {}
+    for error in errors:
+        loc, union_at, member = _split_loc(tuple(error["loc"]), sent)
+        if union_at is None:
+            out.append(Readable(loc, _pydantic_message(error)))
+        else:
+            unions.setdefault(loc[:union_at], []).append((member, error, loc))
+    for point, members in unions.items():
+        value = _kind(_value_at(sent, point))
+        chosen = [(error, loc) for member, error, loc in members if _sent_kind(member) == value]
+        if chosen:
+            out += [Readable(loc, _pydantic_message(error)) for error, loc in chosen]
+        else:
+            out.append(Readable(point, "; ".join(dict.fromkeys(_pydantic_message(e) for _, e, _ in members))))
+    return [Readable(item.loc, _NAMED_TYPE.sub("", item.message)) for item in dict.fromkeys(out)]
+
+
+# pydantic's "a valid dictionary or instance of CacheRoles": the class is ours, not a word of what was sent.
+_NAMED_TYPE = re.compile(r" or instance of \w+")
+
+
+def _sent_kind(tag: str) -> str:
+    """A union member's kind from pydantic's name for it: a list, a scalar, else a mapping (a model, as
+    named or wrapped by its validator: "function-wrap[_run_root_validator()]")."""
+    if tag.startswith("list["):
+        return "list"
+    if tag in SCALAR_MEMBERS or tag.startswith("literal["):
+        return "member-scalar"  # never a value's kind: a scalar that failed is said for the whole union
+    return "mapping"
 
 
 def _pydantic_message(error: dict) -> str:

@@ -19,6 +19,7 @@ from .compare import Change, Comparison
 from .failures import failures, transcript_url
 from .gates import GateResult, grader_names
 from .outcomes import Status
+from .report import run_cost, token_figures
 from .results import EvalResult, RunReport, TurnRecord
 from .text import plural
 
@@ -187,7 +188,7 @@ def markdown_summary(
         + (f" · {totals.cancelled} cancelled" if totals.cancelled else "")
         + (f" · {totals.skipped} not in the source run" if totals.skipped else "")
         + f" of {plural(totals.evals, 'eval')} on `{_md(report.model)}`"
-        + f" · {plural(totals.total_tokens, 'token')} · ${totals.cost:.4f}"
+        + f" · {token_figures(totals)} · {run_cost(totals.cost, report.unpriced, 4)}"
     )
     overridden = [r for r in report.evals if r.original is not None]
     if overridden:
@@ -253,16 +254,18 @@ def _failing_table(
 # cell gets a leading apostrophe (OWASP's advice for CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
+# An eval's cost is its model's, its judges' and its simulated user's: its row gives the tokens of each, and a
+# turn's row the cost of each.
 EVAL_COLUMNS = [
     "eval_id", "iteration", "conversation", "status", "score", "passed_on_turn", "turns", "turns_passed",
-    "turns_total", "prompt_tokens", "completion_tokens", "judge_tokens", "cost", "verdict", "prompt", "error",
-    "overridden_from", "override_notes", "tags",
+    "turns_total", "prompt_tokens", "completion_tokens", "judge_tokens", "user_tokens", "cost", "verdict",
+    "prompt", "error", "overridden_from", "override_notes", "tags",
 ]  # fmt: skip
 TURN_COLUMNS = [
     "eval_id", "iteration", "turn", "node", "prompt", "response", "passed", "checks", "grade_score",
     "grade_passed", "grades", "prompt_tokens", "completion_tokens", "latency_ms", "cost", "judge_cost",
-    "tool_round", "tool_call", "tool_name", "tool_arguments", "tool_result", "tool_error", "tool_mistake",
-    "tool_source",
+    "user_cost", "tool_round", "tool_call", "tool_name", "tool_arguments", "tool_result", "tool_error",
+    "tool_mistake", "tool_source",
 ]  # fmt: skip
 # A turn's own row leaves the tool columns empty; each of its tool calls has a row after it.
 _NO_TOOL = [None] * 8
@@ -325,8 +328,8 @@ def evals_csv_lines(evals: Iterable[EvalResult], names: list[str]) -> Iterator[s
                 extra += [grader.score if grader else None, grader.passed if grader else None]
             yield [
                 r.id, r.iteration, r.conversation, r.status, r.score, r.passed_on_turn, t.turns, r.turns_passed,
-                r.turns_total, t.prompt_tokens, t.completion_tokens, t.judge_tokens, t.cost, r.verdict, r.prompt,
-                r.error, r.original.status if r.original else None, override_notes(r), ";".join(r.tags), *extra,
+                r.turns_total, t.prompt_tokens, t.completion_tokens, t.judge_tokens, t.user_tokens, t.cost,
+                r.verdict, r.prompt, r.error, r.original.status if r.original else None, override_notes(r), ";".join(r.tags), *extra,
             ]  # fmt: skip
 
     return _csv_lines(header, rows())
@@ -352,7 +355,7 @@ def turns_csv_lines(evals: Iterable[EvalResult]) -> Iterator[str]:
                     r.id, r.iteration, turn.turn, turn.node, turn.prompt, turn.response, turn.passed, checks,
                     grade.score if grade else None, grade.passed if grade else None, grades,
                     turn.usage.prompt_tokens, turn.usage.completion_tokens, turn.latency_ms, turn.cost,
-                    turn.judge_cost, *_NO_TOOL,
+                    turn.judge_cost, turn.user_cost, *_NO_TOOL,
                 ]  # fmt: skip
                 yield from _call_rows(r, turn)
 
@@ -368,7 +371,7 @@ def _call_rows(r: EvalResult, turn: TurnRecord) -> Iterator[list]:
             number += 1
             yield [
                 r.id, r.iteration, turn.turn, turn.node, None, None, None, None, None, None, None, None, None,
-                call.latency_ms, None, None, round_number, number, call.name, call.raw_arguments, call.result,
+                call.latency_ms, None, None, None, round_number, number, call.name, call.raw_arguments, call.result,
                 call.error, call.mistake, call.source,
             ]  # fmt: skip
 

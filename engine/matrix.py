@@ -23,6 +23,7 @@ from itertools import combinations
 import yaml
 from pydantic import ValidationError
 
+from .cost import spent
 from .errors import first_error
 from .exports import spreadsheet_text
 from .outcomes import Status
@@ -176,6 +177,11 @@ class ColumnIn:
     status: str
     cells: Sequence[CellIn]
     latencies_ms: Sequence[int] = ()  # of the turns the model answered, not the cache
+    unpriced: Sequence[str] = ()  # the endpoints its run calls that have no prices: its cost is not known
+
+    def cost_text(self, cost: float) -> str:
+        """Its cost as the grid says it: "$0.0123", or "at least $0.0123" or "unknown" without prices."""
+        return spent(cost, self.unpriced, 4) or "unknown"
 
 
 @dataclass(frozen=True)
@@ -376,6 +382,7 @@ def column_of_report(key: str, label: str, report: RunReport) -> ColumnIn:
         status=str(report.status),
         cells=[cell_of_result(result) for result in report.evals],
         latencies_ms=[turn.latency_ms for result in report.evals for turn in result.turns if not turn.cached],
+        unpriced=report.unpriced,
     )
 
 
@@ -438,28 +445,28 @@ def ms_text(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f} ms"
 
 
-def _summary_fields(grid: Grid) -> list[tuple[str, Callable[[ColumnStats], str]]]:
+def _summary_fields(grid: Grid) -> list[tuple[str, Callable[[ColumnIn, ColumnStats], str]]]:
     """Each figure of a variant's line: its heading and how it reads. The simulated user's tokens, and the
     response cache's calls and savings, only when a variant has some, as a run's summary says the cache only
     when it answered: most suites have neither, and a column of zeros would say nothing."""
-    fields: list[tuple[str, Callable[[ColumnStats], str]]] = [
-        ("pass rate [95%]", rate_text),
-        ("passed", lambda stats: f"{stats.passed}/{stats.graded}"),
-        ("mean score", lambda stats: "—" if stats.mean_score is None else f"{stats.mean_score:.2f}"),
-        ("model tokens", lambda stats: f"{stats.model_tokens:,}"),
-        ("judge tokens", lambda stats: f"{stats.judge_tokens:,}"),
+    fields: list[tuple[str, Callable[[ColumnIn, ColumnStats], str]]] = [
+        ("pass rate [95%]", lambda column, stats: rate_text(stats)),
+        ("passed", lambda column, stats: f"{stats.passed}/{stats.graded}"),
+        ("mean score", lambda column, stats: "—" if stats.mean_score is None else f"{stats.mean_score:.2f}"),
+        ("model tokens", lambda column, stats: f"{stats.model_tokens:,}"),
+        ("judge tokens", lambda column, stats: f"{stats.judge_tokens:,}"),
     ]
     if any(stats.user_tokens for stats in grid.stats):
-        fields.append(("simulated-user tokens", lambda stats: f"{stats.user_tokens:,}"))
-    fields.append(("cost", lambda stats: f"${stats.cost:.4f}"))
+        fields.append(("simulated-user tokens", lambda column, stats: f"{stats.user_tokens:,}"))
+    fields.append(("cost", lambda column, stats: column.cost_text(stats.cost)))
     if any(stats.cached_calls for stats in grid.stats):
         fields += [
-            ("cached calls", lambda stats: f"{stats.cached_calls:,}"),
-            ("saved", lambda stats: f"${stats.saved_cost:.4f}"),
+            ("cached calls", lambda column, stats: f"{stats.cached_calls:,}"),
+            ("saved", lambda column, stats: f"${stats.saved_cost:.4f}"),
         ]
     fields += [
-        ("p50", lambda stats: ms_text(stats.p50_ms)),
-        ("p95", lambda stats: ms_text(stats.p95_ms)),
+        ("p50", lambda column, stats: ms_text(stats.p50_ms)),
+        ("p95", lambda column, stats: ms_text(stats.p95_ms)),
     ]
     return fields
 
@@ -472,7 +479,7 @@ def summary_rows(grid: Grid) -> list[list[str]]:
     """A line per variant: its name, then each figure of summary_header."""
     fields = _summary_fields(grid)
     return [
-        [column.label, *(text(stats) for _, text in fields)]
+        [column.label, *(text(column, stats) for _, text in fields)]
         for column, stats in zip(grid.columns, grid.stats, strict=True)
     ]
 

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from enum import StrEnum
 
+from .cost import no_prices, spent
+from .drivers import COUNTED
 from .outcomes import Status
 from .results import (
     DEFAULT_ENDPOINT,
@@ -23,6 +26,7 @@ from .results import (
     ConditionResult,
     EvalResult,
     RunReport,
+    RunTotals,
     ToolCall,
     TurnGrade,
     TurnRecord,
@@ -111,20 +115,49 @@ def _tool_lines(turn: TurnRecord, prefix: str) -> list[str]:
 
 
 def overall(result: EvalResult) -> str:
-    if result.status == Status.PASSED and result.passed_on_turn is not None:
-        return f"{PASS} (succeeded on turn {result.passed_on_turn})"
     if result.status == Status.PASSED:
-        return f"{PASS} ({result.verdict})"
+        return _marked(PASS, how_passed(result))
     if result.status == Status.FAILED:
-        return f"{FAIL} ({result.verdict})"
+        return _marked(FAIL, _after_outcome(result.verdict, Status.FAILED))
     if result.status == Status.ERROR:
         return f"{ERROR} ({result.error})"
-    return f"⏹ CANCELLED ({result.verdict})"
+    return _marked("⏹ CANCELLED", _after_outcome(result.verdict, Status.CANCELLED))
 
 
-def format_eval(result: EvalResult, iterations: int = 1) -> str:
+def _marked(mark: str, how: str) -> str:
+    return f"{mark} ({how})" if how else mark
+
+
+def how_passed(result: EvalResult) -> str:
+    """How a conversation passed, in words that follow a mark already saying it passed: the turn that
+    succeeded; for a style whose verdict counts graded turns, that count; else the verdict past its first
+    word ("after 3 turns: condition met: …")."""
+    if result.passed_on_turn is not None:
+        return f"succeeded on turn {result.passed_on_turn}"
+    if result.conversation in COUNTED and not result.graders and result.turns_total:
+        passed, total = result.turns_passed or 0, result.turns_total
+        # A turn without checks is no graded one: the count says so when the conversation has such turns.
+        noun = "turn" if total == len(result.turns) else "graded turn"
+        if passed == total:
+            return f"every {noun} passed: {passed} of {total}"
+        score = f", score {result.score:.2f}" if result.score is not None else ""
+        return f"{passed} of {plural(total, noun)} passed{score}"
+    return _after_outcome(result.verdict, Status.PASSED)
+
+
+def _after_outcome(verdict: str, outcome: Status) -> str:
+    """The verdict without the outcome it starts with ("failed after 2 turns" → "after 2 turns"), which the
+    mark before it says."""
+    rest = verdict.removeprefix(str(outcome))
+    if rest == verdict or rest[:1] not in ("", " ", ":"):
+        return verdict
+    return rest.removeprefix(":").strip()
+
+
+def format_eval(result: EvalResult, iterations: int = 1, unpriced: Sequence[str] = ()) -> str:
     """One eval's block; `iterations`: how many times the eval ran, so every run of a repeated eval is
-    labelled alike ("iteration 1 of 5" as well as "iteration 2 of 5"), as the pages label them."""
+    labelled alike ("iteration 1 of 5" as well as "iteration 2 of 5"), as the pages label them; `unpriced`:
+    the endpoints the run calls that have no prices (RunReport.unpriced), which leave its costs unknown."""
     repeat = f" (iteration {result.iteration + 1} of {iterations})" if iterations > 1 else ""
     lines = [f"Eval {result.index + 1}{repeat}: {_indent(result.prompt, '  ')}"]
     if result.history:
@@ -156,9 +189,14 @@ def format_eval(result: EvalResult, iterations: int = 1) -> str:
         for item in turn.grades:
             lines.append(_grade_line(item, "    "))
         estimated = " (estimated)" if turn.usage.estimated else ""
+        others = "".join(
+            f" + {tokens:,} {who}"
+            for tokens, who in _other_tokens(turn.judge_usage.total_tokens, turn.user_usage.total_tokens)
+        )
         lines.append(
-            f"    Tokens: {turn.usage.prompt_tokens} in / {turn.usage.completion_tokens} out{estimated}"
-            f", cost ${turn.cost + turn.judge_cost + turn.user_cost:.6f}{cached_note(turn)}"
+            f"    Tokens: {turn.usage.prompt_tokens} in / {turn.usage.completion_tokens} out{estimated}{others}"
+            f", cost {spent(turn.cost + turn.judge_cost + turn.user_cost, unpriced) or 'unknown'}"
+            f"{cached_note(turn, unpriced)}"
         )
     for grader in result.graders:
         if grader.score is not None:
@@ -175,6 +213,22 @@ def format_eval(result: EvalResult, iterations: int = 1) -> str:
         lines.append(f"  Ended: {result.termination}")
     lines.append(f"  Overall: {overall(result)}")
     return "\n".join(lines)
+
+
+def _other_tokens(judge: int, user: int) -> list[tuple[int, str]]:
+    """The judges' and the simulated user's tokens beside the model's, as the cost counts them too: the ones
+    spent, in that order."""
+    return [(tokens, who) for tokens, who in ((judge, "judge"), (user, "simulated user")) if tokens]
+
+
+def token_figures(totals: RunTotals) -> str:
+    """A run's tokens as its summary says them: the model's, then what judges and the simulated user spent
+    besides, which its cost includes ("1,234 tokens (+ 560 judge)")."""
+    model = f"{totals.total_tokens:,} token{'' if totals.total_tokens == 1 else 's'}"
+    others = ", ".join(
+        f"+ {tokens:,} {who}" for tokens, who in _other_tokens(totals.judge_tokens, totals.user_tokens)
+    )
+    return f"{model} ({others})" if others else model
 
 
 def _grade_line(item, indent: str) -> str:
@@ -208,12 +262,15 @@ def format_iterated(report: RunReport) -> list[str]:
     return lines
 
 
-def cached_note(turn) -> str:
-    """What of the turn came from the response cache, for its tokens line."""
+def cached_note(turn, unpriced: Sequence[str] = ()) -> str:
+    """What of the turn came from the response cache, for its tokens line; what that saved, when prices say."""
     if not turn.cached_calls:
         return ""
     calls = plural(turn.cached_calls, "call")
-    return f" (cached: {calls}, ${turn.saved_cost:.6f} saved)" if turn.cached else f" ({calls} cached)"
+    if not turn.cached:
+        return f" ({calls} cached)"
+    saved = spent(turn.saved_cost, unpriced)
+    return f" (cached: {calls}, {saved} saved)" if saved else f" (cached: {calls})"
 
 
 def format_header(suite_name: str, model: str, endpoint: str, mock: bool) -> str:
@@ -232,10 +289,8 @@ def format_header(suite_name: str, model: str, endpoint: str, mock: bool) -> str
 def format_line(result: EvalResult, iterations: int = 1) -> str:
     """A conversation that passed, on one line: its number, the start of its prompt, and how it passed."""
     repeat = f" (iteration {result.iteration + 1} of {iterations})" if iterations > 1 else ""
-    how = (
-        f"succeeded on turn {result.passed_on_turn}" if result.passed_on_turn is not None else result.verdict
-    )
-    return f"{PASS} Eval {result.index + 1}{repeat}: {_one_line(result.prompt)} ({how})"
+    how = how_passed(result)
+    return f"{PASS} Eval {result.index + 1}{repeat}: {_one_line(result.prompt)}{f' ({how})' if how else ''}"
 
 
 def format_summary(report: RunReport) -> str:
@@ -243,13 +298,16 @@ def format_summary(report: RunReport) -> str:
     summary = (
         f"Summary: {totals.passed} passed, {totals.failed} failed, {plural(totals.error, 'error')}"
         f"{f', {totals.cancelled} not started' if report.stop_reason and totals.cancelled else ''} of "
-        f"{plural(totals.evals, 'eval')} — {plural(totals.turns, 'turn')}, {plural(totals.total_tokens, 'token')}, "
-        f"${totals.cost:.6f}"
+        f"{plural(totals.evals, 'eval')} — {plural(totals.turns, 'turn')}, {token_figures(totals)}, "
+        f"{run_cost(totals.cost, report.unpriced)}"
     )
     if totals.duration_s is not None:
         summary += f", {totals.duration_s:.1f}s"
     if totals.cached_calls:
-        summary += f"; {plural(totals.cached_calls, 'call')} from the cache, ${totals.saved_cost:.6f} saved"
+        saved = spent(totals.saved_cost, report.unpriced)
+        summary += (
+            f"; {plural(totals.cached_calls, 'call')} from the cache{f', {saved} saved' if saved else ''}"
+        )
     for gate in report.gates:
         actual = "n/a" if gate.actual is None else f"{gate.actual:.3f}"
         summary += f"\nGate {gate.label}: {PASS if gate.passed else FAIL} (actual {actual})"
@@ -258,6 +316,14 @@ def format_summary(report: RunReport) -> str:
     if report.stop_reason:
         return f"{summary}\nOverall: {STOPPED} ({report.stop_reason})"
     return f"{summary}\nOverall: {PASS if report.status == Status.PASSED else FAIL} ({report.status})"
+
+
+def run_cost(usd: float, unpriced: Sequence[str], digits: int = 6) -> str:
+    """A run's cost as its summary says it: "$0.001234"; with endpoints that have no prices, "cost unknown" or
+    "at least $0.001234", saying which endpoints (mock runs cost nothing: the mock is never unpriced)."""
+    if not unpriced:
+        return f"${usd:.{digits}f}"
+    return f"{spent(usd, unpriced, digits) or 'cost unknown'} ({no_prices(unpriced)})"
 
 
 NOT_STARTED_NAMED = 10  # conversations a stopped run names; the rest are counted
@@ -303,8 +369,9 @@ class ReportWriter:
     conversation as it ends: the header, the conversations, the summary last. Each piece is one `print`, its
     control characters escaped (engine.text.terminal_safe)."""
 
-    def __init__(self, detail: Detail = Detail.VERBOSE) -> None:
+    def __init__(self, detail: Detail = Detail.VERBOSE, unpriced: Sequence[str] = ()) -> None:
         self.detail = detail
+        self.unpriced = unpriced  # the endpoints the run calls that have no prices: its costs are unknown
         self.after_line = False  # the last piece was a one-line pass, not a block that ends in a blank line
 
     def header(self, suite_name: str, model: str, endpoint: str, mock: bool) -> str | None:
@@ -320,7 +387,7 @@ class ReportWriter:
             return terminal_safe(format_line(result, iterations))
         gap = "\n" if self.after_line else ""
         self.after_line = False
-        return f"{gap}{terminal_safe(format_eval(result, iterations))}\n"
+        return f"{gap}{terminal_safe(format_eval(result, iterations, self.unpriced))}\n"
 
     def summary(self, report: RunReport) -> str:
         if self.detail == Detail.QUIET:
@@ -332,7 +399,7 @@ class ReportWriter:
 
 
 def format_report(report: RunReport, detail: Detail = Detail.VERBOSE) -> str:
-    writer = ReportWriter(detail)
+    writer = ReportWriter(detail, report.unpriced)
     runs_of = Counter(result.index for result in report.evals)
     pieces = [writer.header(report.suite.name, report.model, report.endpoint, report.mock)]
     pieces += [writer.result(result, runs_of[result.index]) for result in report.evals]

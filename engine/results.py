@@ -463,3 +463,14 @@ class RunReport(BaseModel):
     evals: list[EvalResult]  # one per conversation: every iteration of every eval
     iterated: list[IteratedResult] = Field(default_factory=list)  # evals run more than once, with statistics
     totals: RunTotals
+    # The endpoints the run calls that have no prices (engine.cost.unpriced), the mock aside: their calls
+    # count 0 in every cost and `saved_cost`, so those figures are unknown, or a lower bound when some
+    # endpoint has prices. Empty in a document written before runs said so.
+    unpriced: list[str] = Field(default_factory=list)
+
+    @computed_field
+    @property
+    def cost_known(self) -> bool:
+        """Whether every cost is whole: no endpoint the run calls lacks prices (read back, it is worked out
+        from `unpriced` again)."""
+        return not self.unpriced

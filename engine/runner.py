@@ -8,14 +8,13 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from . import cache
+from . import cache, cost
 from .calls import SLOW_MIN_SECONDS, Calls, Latencies, Slow, slow_calls, watching
 from .clients import MOCK, EndpointRegistry
 from .clients.aio import close_sessions
 from .clients.settings import Refusals, configured, settings_report
 from .codegrade.run import CodeRunner
 from .conversation import Defaults, EngineContext, run_eval_async
-from .cost import limit_reached
 from .gates import evaluate_gates
 from .outcomes import Status
 from .results import EvalResult, RunReport, RunTotals, SuiteRef, gated_status
@@ -145,7 +144,8 @@ class Play:
     every SLOW_CHECK_SECONDS while any are, of the calls out longer than a few times the run's median latency
     (and `slow_min_seconds`). `store`: the response cache's (engine.cache), used when the suite's `cache` says
     so. `watched` is kept holding the calls of the conversations in flight, for whoever shows progress.
-    `on_result` is told of each conversation as it ends, `on_ended` of the report.
+    `on_result` is told of each conversation as it ends, `on_ended` of the report. `unpriced`: the endpoints
+    it calls that have no prices (engine.cost.unpriced), when the caller has them already.
 
     Once the endpoint refuses a setting (noted in `refusals`), no more conversations start: those not
     started are not in the report."""
@@ -169,8 +169,13 @@ class Play:
         store: cache.ResponseStore | None = None,
         watched: set[Calls] | None = None,
         refusals: Refusals | None = None,
+        unpriced: list[str] | None = None,
     ) -> None:
         self.suite, self.model, self.suite_ref = suite, model, suite_ref
+        # The endpoints it calls that have no prices, for its report; None: worked out here.
+        self.unpriced = (
+            unpriced if unpriced is not None else cost.unpriced(suite, registry.endpoint_of, model)
+        )
         self.on_result, self.on_ended, self.on_wait = on_result, on_ended, on_wait
         self.on_slow, self.slow_min_seconds = on_slow, slow_min_seconds
         self.playing: set[Calls] = watched if watched is not None else set()
@@ -263,7 +268,7 @@ class Play:
         stop_reason = None
         limited = limit is not None and self.spent >= limit and any(result is None for result in results)
         if limited:
-            stop_reason = limit_reached(limit)
+            stop_reason = cost.limit_reached(limit)
         elif refused is not None and (
             any(result is None or result.status == Status.CANCELLED for result in results)
         ):  # a refused setting stopped it: what it did not play is listed, not dropped
@@ -287,6 +292,7 @@ class Play:
             iterated=iterated,
             evals=results,
             totals=RunTotals.of(results, duration_s=round(duration, 3)),
+            unpriced=self.unpriced,
         )
 
 

@@ -9,8 +9,12 @@ sees exactly what its user sees. Outside the user's projects an object is a 404;
 Wrong tokens are throttled per client address like failed sign-ins (evalsite/lockout.py): past
 EVALSITE_TOKEN_FAILURE_LIMIT, every token from that address is answered 429 with Retry-After until the
 cool-off ends, the right one included, so guessing gains nothing from a lucky hit.
+
+A request that does not validate is a 422 like every other refusal (`detail`, `problems`), located at the
+fields it sent (engine.errors.sent_errors).
 """
 
+import json
 from functools import wraps
 
 from django.conf import settings
@@ -18,9 +22,11 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import JsonResponse
 from ninja import NinjaAPI
-from ninja.errors import AuthenticationError
+from ninja.errors import AuthenticationError, ValidationError
 from ninja.security import HttpBearer, django_auth
 
+from engine.errors import sent_errors
+from engine.source import format_path
 from projects.requests import TOKEN_PROJECT, TokenElsewhere
 from runs.api import router as runs_router
 from runs.matrix_api import router as matrices_router
@@ -89,6 +95,46 @@ def _elsewhere(request, exc):
 def _denied(request, exc):
     """A member whose role is too low is told, in JSON like every other refusal, which role it needs."""
     return api.create_response(request, {"detail": str(exc) or "Forbidden"}, status=403)
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request, exc):
+    """A request that does not validate, as every other refusal reads (`detail` and located `problems`): each
+    problem at the field the user sent ("options.model_settings.temperature"), not at ninja's location,
+    which names where the value came from, the view's argument and the union members it tried ("body",
+    "body", "str")."""
+    sent = _body(request)
+    problems = [
+        {"line": 0, "column": 0, "path": format_path(found.loc), "message": found.message, "file": ""}
+        for source, errors in _by_source(exc.errors, sent).items()
+        for found in sent_errors(errors, sent if source == "body" else None)
+    ]
+    first = problems[0]
+    detail = f"{first['path']}: {first['message']}" if first["path"] else first["message"]
+    if len(problems) > 1:
+        detail += f" (and {len(problems) - 1} more)"
+    return api.create_response(request, {"detail": detail, "problems": problems}, status=422)
+
+
+def _by_source(errors: list[dict], sent: object) -> dict[str, list[dict]]:
+    """ninja's errors by where the value came from (body, query, path), each located below it: a body's
+    below the view's argument, which stands for the JSON sent (unless the JSON has that key: an argument
+    that is one key of it)."""
+    found: dict[str, list[dict]] = {}
+    for error in errors:
+        source, *loc = error["loc"]
+        if source == "body" and loc and not (isinstance(sent, dict) and loc[0] in sent):
+            loc = loc[1:]
+        found.setdefault(source, []).append({**error, "loc": tuple(loc)})
+    return found
+
+
+def _body(request) -> object:
+    """The JSON the request sent, as ninja read it; None when it sent none."""
+    try:
+        return json.loads(request.body)
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 api.add_router("/suites", suites_router)

@@ -34,8 +34,7 @@ class EndpointAdmin(admin.ModelAdmin):
         "base_url",
         "api_key_env",
         "max_concurrency",
-        "price_input",
-        "price_output",
+        "prices",
         "string_only",
     )
     search_fields = ("name", "base_url")
@@ -49,6 +48,11 @@ class EndpointAdmin(admin.ModelAdmin):
     @admin.display(description="project", ordering="project__name", empty_value="shared by every project")
     def project_or_shared(self, endpoint: Endpoint):
         return endpoint.project
+
+    @admin.display(description="prices")
+    def prices(self, endpoint: Endpoint) -> str:
+        # "no prices" rather than two zeros: runs on it cannot say what they cost.
+        return endpoint.prices
 
     @admin.action(description="Test connection (asks the endpoint for its models)")
     def test_connection(self, request, queryset):

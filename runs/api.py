@@ -100,6 +100,8 @@ class RunOut(Schema):
     regraded_from: UUID | None = None
     vars: dict[str, str] = {}  # the suite's variables as the run filled them
     ref: str = ""  # the branch, tag or commit a CI launch came from
+    # The endpoints it calls that have no prices: its costs count 0 for their calls, so they are not known.
+    unpriced: list[str] = []
     url: str  # the run page
     links: dict[str, str]  # results (JSON), junit, markdown, progress
 
@@ -134,6 +136,7 @@ def _run_out(request, run: Run) -> dict:
         "regraded_from": run.regraded_from_id,
         "vars": run.vars or {},
         "ref": run.ref,
+        "unpriced": run.unpriced or [],
         "finished_at": run.finished_at,
         "url": links.pop("page"),
         "links": links,

@@ -83,7 +83,7 @@ def runs_of(matrix: RunMatrix) -> list[Run]:
     return list(
         matrix.runs.order_by("created_at", "pk").only(
             "pk", "model", "endpoint_name", "status", "options", "created_at", "finished_at", "matrix_id",
-            "stop_reason",
+            "stop_reason", "unpriced",
         )
     )  # fmt: skip
 
@@ -143,7 +143,7 @@ def grid(matrix: RunMatrix, runs: list[Run] | None = None, sort: str = "disagree
             latencies[run_id].append(int(float(latency)))
     columns = [
         ColumnIn(key=str(run.pk), label=label_of(run), model=run.model, status=run.status,
-                 cells=cells.get(run.pk, []), latencies_ms=latencies.get(run.pk, []))
+                 cells=cells.get(run.pk, []), latencies_ms=latencies.get(run.pk, []), unpriced=run.unpriced or ())
         for run in runs
     ]  # fmt: skip
     return build_grid(columns, sort=sort)

@@ -48,6 +48,8 @@ class VariantOut(Schema):
     cost: float  # the model's, the judges' and the simulated user's
     cached_calls: int  # calls answered from the response cache
     saved_cost: float  # what those calls cost when first asked: saved, not in `cost`
+    # The endpoints its run calls that have no prices: `cost` then counts 0 for their calls, a lower bound.
+    unpriced: list[str] = []
     latency_p50_ms: float | None
     latency_p95_ms: float | None
 
@@ -109,6 +111,7 @@ def _matrix_out(request, matrix: RunMatrix) -> dict:
                 "cost": stats.cost,
                 "cached_calls": stats.cached_calls,
                 "saved_cost": stats.saved_cost,
+                "unpriced": list(column.unpriced),
                 "latency_p50_ms": stats.p50_ms,
                 "latency_p95_ms": stats.p95_ms,
             }

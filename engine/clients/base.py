@@ -42,6 +42,12 @@ class EndpointConfig:
     max_retries: int | None = None  # an optional cap on the number of retries as well
     string_only: bool = False
 
+    @property
+    def priced(self) -> bool:
+        """Whether it has prices: without them its calls count 0 in every cost, and a cost that counts them is
+        unknown (0 for both means no price is known, not a free endpoint)."""
+        return bool(self.price_input or self.price_output)
+
     def cost(self, usage: Usage) -> float:
         return (usage.prompt_tokens * self.price_input + usage.completion_tokens * self.price_output) / 1e6
 

@@ -9,7 +9,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +24,8 @@ from engine.calls import SlowReporter
 from engine.clients import DEFAULT, MOCK, EndpointRegistry
 from engine.clients.settings import Refusals
 from engine.codegrade.run import CodeRunner
-from engine.cost import estimate, money, variant_costs
+from engine.cost import estimate, money, no_prices, variant_costs
+from engine.cost import unpriced as cost_unpriced
 from engine.endpoint_checks import (
     closest_endpoint,
     locator,
@@ -144,9 +145,10 @@ def run_here(args: argparse.Namespace) -> int:
     refusals = Refusals()
     endpoint = registry.resolve(model_ref)[0]
     iterations = [ev.iterations or suite.iterations for ev in suite.evals]
-    tally = Tally(sum(iterations))
-    writer = ReportWriter(getattr(args, "detail", Detail.VERBOSE))
-    streamed = stream_json(args, suite, model_ref, endpoint, values)
+    unpriced = cost_unpriced(suite, registry.endpoint_of, model)  # said by each cost the run prints
+    tally = Tally(sum(iterations), unpriced)
+    writer = ReportWriter(getattr(args, "detail", Detail.VERBOSE), unpriced)
+    streamed = stream_json(args, suite, model_ref, endpoint, values, unpriced=unpriced)
     progress = Progress(
         tally, live=sys.stderr.isatty(), every=getattr(args, "progress_every", PROGRESS_EVERY)
     )
@@ -177,6 +179,7 @@ def run_here(args: argparse.Namespace) -> int:
             watched=tally.playing,
             refusals=refusals,
             store=open_disk_store(cache_note(progress)) if roles_of(suite) else None,
+            unpriced=unpriced,
         )
     report.vars = values or None
     print(writer.summary(report), flush=True)
@@ -199,11 +202,21 @@ def say_stopped(report: RunReport, name: str = "") -> None:
     if not report.stop_reason:
         return
     played = len(report.evals) - report.totals.cancelled
+    why = f", {no_prices(report.unpriced)}" if report.unpriced else ""
     print(
-        f"{f'{name}: ' if name else ''}stopped: {report.stop_reason} (spent {money(report.totals.cost)}; "
+        f"{f'{name}: ' if name else ''}stopped: {report.stop_reason} (spent "
+        f"{amount_spent(report.totals.cost, report.unpriced)}{why}; "
         f"{played} of {plural(len(report.evals), 'conversation')} played, the rest not started)",
         file=sys.stderr,
     )
+
+
+def amount_spent(usd: float, unpriced: Sequence[str]) -> str:
+    """What a run spent, for the lines it ends with: "$0.12"; "at least $0.12" or "an unknown amount" when
+    endpoints it calls have no prices (`unpriced`), which the caller names."""
+    if not unpriced:
+        return money(usd)
+    return f"at least {money(usd)}" if usd else "an unknown amount"
 
 
 def cache_note(progress: Progress):
@@ -247,7 +260,9 @@ def interrupted(
     try:
         yield
     except KeyboardInterrupt:
-        kept = f"{tally.done} of {plural(tally.total, 'conversation')} had ended, {money(tally.spend)} spent"
+        spent = amount_spent(tally.spend, tally.unpriced)
+        why = f" ({no_prices(tally.unpriced)})" if tally.unpriced else ""
+        kept = f"{tally.done} of {plural(tally.total, 'conversation')} had ended, {spent} spent{why}"
         written = [one for one in (streamed if isinstance(streamed, list) else [streamed]) if one]
         for one in written:
             one.interrupted()
@@ -266,6 +281,7 @@ def stream_json(
     endpoint: str,
     values: dict[str, str],
     path: Path | None = None,
+    unpriced: list[str] | None = None,
 ) -> StreamedJSON | None:
     """--json (or `path`, a matrix variant's), written as conversations end; None when it was not asked for,
     or is no regular file (a pipe, /dev/stdout), which gets the whole document at the end."""
@@ -279,6 +295,8 @@ def stream_json(
         "endpoint": endpoint,
         "mock": endpoint == MOCK,
         "vars": values or None,
+        "unpriced": unpriced or [],
+        "cost_known": not unpriced,
     }
     return StreamedJSON(path, head)
 

@@ -133,7 +133,8 @@ class StreamedJSON:
         the streamed one, so that it is never half-written."""
         self.file.close()
         data = report.model_dump(mode="json", exclude={"evals"})
-        data = {key: [_EVALS] if key == "evals" else data[key] for key in RunReport.model_fields}
+        keys = (*RunReport.model_fields, *RunReport.model_computed_fields)  # in the order the report has them
+        data = {key: [_EVALS] if key == "evals" else data[key] for key in keys}
         evals = [
             self.texts.get((result.index, result.iteration)) or _conversation_text(result)
             for result in report.evals

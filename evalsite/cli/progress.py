@@ -7,9 +7,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from engine.calls import Calls
+from engine.cost import spent
 from engine.outcomes import Status
 from engine.results import EvalResult
 from engine.text import plural, terminal_safe
@@ -28,10 +29,11 @@ class Tally:
     """The run so far, counted as each conversation ends; `playing` is the runner's set of the conversations
     in flight (engine.runner.run_suite's `watched`), whose calls out are counted when the line is drawn."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, unpriced: Sequence[str] = ()) -> None:
         self.total = total
         self.done = self.passed = self.failed = self.errors = 0
         self.spend = 0.0
+        self.unpriced = unpriced  # endpoints the run calls that have no prices: what it spends is not known
         self.playing: set[Calls] = set()
         self.started = time.monotonic()
 
@@ -55,17 +57,24 @@ class Tally:
         left = self.total - self.done
         eta = clock(elapsed / self.done * left) if self.done and left else None
         in_flight = self.in_flight()
+        spent = self.spent()
         line = (
             f"{self.done}/{self.total} · {self.passed} passed · {self.failed} failed · "
             f"{plural(self.errors, 'error')} · {plural(in_flight, 'call')} in flight · "
-            f"${self.spend:.4f} · {clock(elapsed)}{f', ETA {eta}' if eta else ''}"
+            f"{spent} · {clock(elapsed)}{f', ETA {eta}' if eta else ''}"
         )
         if width is None or len(line) <= width:
             return line
+        short = spent.replace("at least ", "≥").replace("cost unknown", "$?")
         return (
             f"{self.done}/{self.total} ✓{self.passed} ✗{self.failed} !{self.errors} · {in_flight} out · "
-            f"${self.spend:.4f} · {clock(elapsed)}{f' ETA {eta}' if eta else ''}"
+            f"{short} · {clock(elapsed)}{f' ETA {eta}' if eta else ''}"
         )
+
+    def spent(self) -> str:
+        """What the run has spent so far, as far as prices tell: "$0.0123", "at least $0.0123" or "cost
+        unknown" (every endpoint it paid for has no prices)."""
+        return spent(self.spend, self.unpriced, 4) or "cost unknown"
 
 
 def _copy(playing: set[Calls]) -> Iterable[Calls]:

@@ -162,6 +162,7 @@ def report_head(run: Run) -> dict:
         "stop_reason": run.stop_reason or None,
         "gates": gate_results(run, summary) if summary else [],
         "iterated": iterated_for(run, summary) if repeated else [],
+        "unpriced": run.unpriced or [],
     }
 
 

@@ -4,6 +4,8 @@ from django import template
 from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 
+from engine import cost
+from engine.cost import spent
 from runs import display
 from runs.models import Status
 
@@ -26,6 +28,19 @@ def pass_symbol(passed: bool) -> str:
 def item(mapping: dict, key):
     """`{{ mapping|item:key }}`: a dict's value for a key a template computed (None when absent)."""
     return mapping.get(key) if mapping else None
+
+
+@register.simple_tag
+def usd(amount, unpriced, digits: int = 4) -> str:
+    """`{% usd cost run.unpriced %}`: an amount the run spent, as far as prices tell (engine.cost.spent):
+    "$0.0123"; "at least $0.0123", or "unknown", when some endpoint it calls has no prices."""
+    return spent(amount or 0.0, unpriced or (), digits) or "unknown"
+
+
+@register.filter
+def no_prices(unpriced) -> str:
+    """Why a run's costs are unknown: "no prices for endpoint fake" (engine.cost.no_prices)."""
+    return cost.no_prices(unpriced) if unpriced else ""
 
 
 # The two mark strips, written here once rather than as template partials: a run page draws many rows of turn

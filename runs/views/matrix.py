@@ -41,7 +41,8 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
     columns = [
         {"column": column, "stats": stats, "run": run, "best": number in grid.best,
          "partial": column.status not in grids.FINISHED,  # its run still plays: its figures are so far
-         "rate": grids.rate_text(stats), "p50": grids.ms_text(stats.p50_ms), "p95": grids.ms_text(stats.p95_ms)}
+         "rate": grids.rate_text(stats), "p50": grids.ms_text(stats.p50_ms), "p95": grids.ms_text(stats.p95_ms),
+         "cost": column.cost_text(stats.cost)}
         for number, (column, stats, run) in enumerate(zip(grid.columns, grid.stats, runs, strict=True))
     ]  # fmt: skip
     rows = [

@@ -88,7 +88,7 @@ def test_format_report_shape(demo_report):
     assert '❌ FAIL match "*105*"' in text
     assert "Overall: ✅ PASS (succeeded on turn 2)" in text
     assert "Overall: ✅ PASS (succeeded on turn 1)" in text
-    assert "Overall: ❌ FAIL (failed after 3 turns)" in text
+    assert "Overall: ❌ FAIL (after 3 turns)" in text
     assert "[mock endpoint]" in text
     assert text.rstrip().endswith("Overall: ❌ FAIL (failed)")
 

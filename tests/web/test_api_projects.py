@@ -167,6 +167,19 @@ def test_another_projects_endpoint_is_refused_at_launch_with_a_reason(teams, fak
     assert create_run(version=in_a.latest_version, user=teams["alice"]).endpoint_name == "fake"
 
 
+def test_a_graders_judge_on_another_projects_endpoint_is_refused_too(teams, fake_endpoint):
+    fake_endpoint.project = teams["b"]
+    fake_endpoint.save()
+    source = suite_source("graded").replace(
+        "evals:",
+        'graders:\n  quality: {kind: llm_judge, rubric: "Rate {submission}", model: fake/j}\nevals:',
+        1,
+    )
+    graded = create_suite(owner=teams["alice"], source=source, project=teams["a"])
+    with pytest.raises(LaunchError, match="`fake/j`: the endpoint `fake` belongs to another project"):
+        create_run(version=graded.latest_version, user=teams["alice"])
+
+
 def test_the_api_launch_says_why_another_projects_endpoint_is_refused(teams, fake_endpoint):
     fake_endpoint.project = teams["b"]
     fake_endpoint.save()

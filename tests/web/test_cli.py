@@ -88,7 +88,7 @@ def test_evalrun_default_endpoint_report_json_and_exit_code(tmp_path, var_dir, f
     assert "Eval 1: What is 15 * 7?\n  Turn 1:\n    Prompt: What is 15 * 7?\n    Response: 100\n" in report
     assert '❌ FAIL match "*105*"' in report
     assert "Overall: ✅ PASS (succeeded on turn 2)" in report
-    assert "Overall: ❌ FAIL (failed after 1 turn)" in report
+    assert "Overall: ❌ FAIL (after 1 turn)" in report
     assert {body["model"] for body in fake.chat_requests()} == {"anthropic/claude-3.5-sonnet"}
 
     data = json.loads(out.read_text())

@@ -1,7 +1,7 @@
 """A mistyped endpoint or an unset key is said before a run, not found out after it; endpoints can be tested.
 
 Where each model reference goes (model, judge, a check's judge, a stop condition's judge, a simulated
-user), warnings for a `name/` prefix that names no endpoint and for an unset key variable — in the editor,
+user, a named grader's judge, a model playing a tool), warnings for a `name/` prefix that names no endpoint and for an unset key variable — in the editor,
 the launch form, the API and the run page after a launch — and the admin's "Test connection", all against
 the real fake server.
 """
@@ -96,6 +96,41 @@ def test_every_model_reference_is_routed_and_each_typo_located():
     line = EVERY_REF.split("\n")[typo.line - 1]
     assert line.index("fkae/judge-2") == typo.column - 1 and "natural_language" in line
     assert "(did you mean `fake`?)" in typo.message
+
+
+GRADED_AND_TOOLED = """\
+name: graded
+model: mock
+graders:
+  quality: {kind: llm_judge, rubric: "Rate {submission}", model: fake/grader-model}
+tools:
+  - name: book
+    description: Books a table
+    parameters: {type: object}
+    llm: {model: fake/tool-model}
+evals:
+  - input: Book a table.
+    graders:
+      own: {kind: llm_judge, rubric: "Rate it", model: fkae/own-grader}
+"""
+
+
+def test_graders_and_tools_with_a_model_of_their_own_are_routed_and_located():
+    suite = load_suite(GRADED_AND_TOOLED)
+    lines = [str(line) for line in routes(suite, registry(fake="http://127.0.0.1:9/v1"))]
+    assert lines == [
+        "model `mock` → mock",
+        "judge `mock` → mock",
+        "grader judge `fake/grader-model` → fake (http://127.0.0.1:9/v1)",
+        "tool model `fake/tool-model` → fake (http://127.0.0.1:9/v1)",
+        "grader judge `fkae/own-grader` → default (https://api.openai.com/v1)",
+    ]
+    env = {"FAKE_KEY": "k", "OPENAI_API_KEY": "k"}
+    found = warnings(
+        suite, registry(fake="http://127.0.0.1:9/v1"), environ=env, locate=locator(GRADED_AND_TOOLED)
+    )
+    [typo] = [w for w in found if "no endpoint is named" in w.message]
+    assert typo.path == "evals[0].graders.own.model" and typo.line == 13
 
 
 def test_an_unset_key_variable_is_a_warning_except_where_no_key_is_needed():

@@ -123,6 +123,21 @@ def test_the_grid_shows_cells_figures_and_the_significant_difference(client, use
     assert client.get(reverse("runs:list")).content.decode().count(matrix_url) == 2
 
 
+def test_a_variant_on_an_endpoint_without_prices_has_an_unknown_cost(client, user, models, fake_endpoint):
+    Endpoint.objects.create(
+        name="priced", base_url=fake_endpoint.base_url, api_key_env=fake_endpoint.api_key_env,
+        price_input=1000, price_output=1000,
+    )  # fmt: skip
+    matrix = launched(user, ["fake/good", "priced/good"], evals=2)
+    client.force_login(user)
+    page = client.get(reverse("matrices:detail", args=[matrix.pk])).content.decode()
+    costs = re.findall(r'<td class="num"(?: title="([^"]*)")?>(unknown|\$[0-9.]+)</td>', page)
+    assert costs[0] == ("no prices for endpoint fake", "unknown")
+    assert costs[1][0] == "" and float(costs[1][1].removeprefix("$")) > 0
+    data = client.get(f"/api/matrices/{matrix.pk}").json()
+    assert [v["unpriced"] for v in data["variants"]] == [["fake"], []]
+
+
 # Transactional: the cache is written from the conversations' own thread, which a test transaction would lock out.
 @pytest.mark.django_db(transaction=True)
 def test_a_matrix_played_from_the_cache_says_so_and_leaves_cached_replies_out_of_latency(
@@ -361,7 +376,7 @@ def test_each_variants_calls_from_the_response_cache_and_what_they_saved(client,
     headings = re.findall(r'<th scope="col"[^>]*>([^<]+)</th>', summary)
     assert headings[8:10] == ["Cached calls", "Saved"]
     cells = [
-        re.findall(r'<td class="num">([^<]+)</td>', row) for row in summary.split("<tr data-variant=")[1:]
+        re.findall(r'<td class="num"[^>]*>([^<]+)</td>', row) for row in summary.split("<tr data-variant=")[1:]
     ]
     assert [row[6:8] for row in cells] == [["6", "$0.0250"], ["0", "$0.0000"]]
     markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
