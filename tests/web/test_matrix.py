@@ -376,7 +376,8 @@ def test_each_variants_calls_from_the_response_cache_and_what_they_saved(client,
     headings = re.findall(r'<th scope="col"[^>]*>([^<]+)</th>', summary)
     assert headings[8:10] == ["Cached calls", "Saved"]
     cells = [
-        re.findall(r'<td class="num"[^>]*>([^<]+)</td>', row) for row in summary.split("<tr data-variant=")[1:]
+        re.findall(r'<td class="num"[^>]*>([^<]+)</td>', row)
+        for row in summary.split("<tr data-variant=")[1:]
     ]
     assert [row[6:8] for row in cells] == [["6", "$0.0250"], ["0", "$0.0000"]]
     markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
