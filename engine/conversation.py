@@ -198,9 +198,13 @@ async def _run_eval(
         )
 
     async def stopped(how: str = "cancelled", why: bool | str = True) -> EvalResult:
-        # A stop with a reason of its own (a run's cost limit) says it; a plain one reads as the run's cancel.
+        # A stop with a reason of its own (a run's cost limit) says it, as a conversation the run never started
+        # does when it stops before its first turn; a plain one reads as the run's cancel.
         after = f"after {plural(len(turns), 'turn')}"
-        text = f"stopped {after}: {why}" if isinstance(why, str) and why else f"{how} {after}"
+        if isinstance(why, str) and why:
+            text = f"stopped {after}: {why}" if turns else f"not started: {why}"
+        else:
+            text = f"{how} {after}"
         return await finish(Verdict(Status.CANCELLED, None, text))
 
     async def failed(position: int, exc: EndpointError, who: str = "") -> EvalResult:
