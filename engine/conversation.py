@@ -84,7 +84,7 @@ def run_eval(
     ctx: EngineContext,
     prior: Sequence[TurnRecord] = (),
     on_turn: Callable[[TurnRecord], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    should_stop: Callable[[], bool | str] | None = None,
     on_wait: Callable[[RetryWait], None] | None = None,
     given: tuple[str, list[dict]] | None = None,
     replay: Sequence[TurnRecord] | None = None,
@@ -113,7 +113,7 @@ async def run_eval_async(
     ctx: EngineContext,
     prior: Sequence[TurnRecord] = (),
     on_turn: Callable[[TurnRecord], None | Awaitable[None]] | None = None,
-    should_stop: Callable[[], bool | Awaitable[bool]] | None = None,
+    should_stop: Callable[[], bool | str | Awaitable[bool | str]] | None = None,
     on_wait: Callable[[RetryWait], None] | None = None,
     given: tuple[str, list[dict]] | None = None,
     replay: Sequence[TurnRecord] | None = None,
@@ -122,7 +122,9 @@ async def run_eval_async(
     `acomplete`), and anything that may call a model while grading (judges, semantic checks, stop
     conditions, named graders, the simulated user) runs in a thread, so it never holds the loop.
 
-    `on_turn` and `should_stop` may be coroutine functions (the workers store turns and ask whether the run
+    `should_stop` is asked before each turn that calls the model: false plays on, true stops the conversation
+    ("cancelled after 2 turns"), and a reason in words stops it saying why ("stopped after 2 turns: cost limit
+    $5.00 reached"). `on_turn` and `should_stop` may be coroutine functions (the workers store turns and ask whether the run
     goes on in a thread of their own, runs.worker.loop). A wait before a retry checks between its slices, where
     nothing can be awaited: there an asynchronous `should_stop` is asked in the background and its last
     answer holds. `on_wait` is called on the loop, so it must not block."""
@@ -138,7 +140,7 @@ async def _run_eval(
     ctx: EngineContext,
     prior: Sequence[TurnRecord],
     on_turn: Callable[[TurnRecord], None | Awaitable[None]] | None,
-    should_stop: Callable[[], bool | Awaitable[bool]] | None,
+    should_stop: Callable[[], bool | str | Awaitable[bool | str]] | None,
     given: tuple[str, list[dict]] | None,
     replay: Sequence[TurnRecord] | None,
     io: IO,
@@ -195,8 +197,15 @@ async def _run_eval(
             totals=Totals.of(turns),
         )
 
-    async def stopped(how: str = "cancelled") -> EvalResult:
-        return await finish(Verdict(Status.CANCELLED, None, f"{how} after {plural(len(turns), 'turn')}"))
+    async def stopped(how: str = "cancelled", why: bool | str = True) -> EvalResult:
+        # A stop with a reason of its own (a run's cost limit) says it, as a conversation the run never started
+        # does when it stops before its first turn; a plain one reads as the run's cancel.
+        after = f"after {plural(len(turns), 'turn')}"
+        if isinstance(why, str) and why:
+            text = f"stopped {after}: {why}" if turns else f"not started: {why}"
+        else:
+            text = f"{how} {after}"
+        return await finish(Verdict(Status.CANCELLED, None, text))
 
     async def failed(position: int, exc: EndpointError, who: str = "") -> EvalResult:
         return await finish(
@@ -218,8 +227,8 @@ async def _run_eval(
                 step = replace(step, prompt=turn.prompt, ask=None)
             _check_resume(turn, step, position, graded=not _ungraded(turn, rule))
         else:
-            if should_stop is not None and await answer(should_stop()):
-                return await stopped()
+            if should_stop is not None and (why := await answer(should_stop())):
+                return await stopped(why=why)
             user = UserTurn()
             source = None
             tally = cache.tally()
@@ -250,8 +259,8 @@ async def _run_eval(
                 return await failed(position, exc)
             except EndpointError as exc:
                 return await failed(position, exc)
-            except RetryStopped:
-                return await stopped()
+            except RetryStopped:  # a wait before a retry was told to stop: asked again for the reason
+                return await stopped(why=await answer(should_stop()) if should_stop is not None else True)
             turn = cache.marked(turn, tally)
             if on_turn is not None:
                 try:

@@ -17,16 +17,16 @@ from .clients.aio import calls_loop
 class Stopping:
     """An asynchronous should_stop, awaited between turns and read without waiting during a retry's wait."""
 
-    def __init__(self, ask: Callable[[], Awaitable[bool]]) -> None:
+    def __init__(self, ask: Callable[[], Awaitable[bool | str]]) -> None:
         self.ask = ask
-        self.known = False
+        self.known: bool | str = False  # once true (or a reason), kept: a conversation told to stop stops
         self.asking: asyncio.Task | None = None
 
-    async def __call__(self) -> bool:
+    async def __call__(self) -> bool | str:
         self.known = self.known or await self.ask()
         return self.known
 
-    def now(self) -> bool:
+    def now(self) -> bool | str:
         if not self.known and (self.asking is None or self.asking.done()):
             self.asking = asyncio.get_running_loop().create_task(self._in_background())
         return self.known

@@ -295,9 +295,13 @@ def format_line(result: EvalResult, iterations: int = 1) -> str:
 
 def format_summary(report: RunReport) -> str:
     totals = report.totals
+    short = ""  # a stopped run's cancelled conversations: cut short as they played, or never started
+    if report.stop_reason and totals.cancelled:
+        unplayed = sum(map(never_started, report.evals))
+        short += f", {totals.cancelled - unplayed} stopped" if totals.cancelled > unplayed else ""
+        short += f", {unplayed} not started" if unplayed else ""
     summary = (
-        f"Summary: {totals.passed} passed, {totals.failed} failed, {plural(totals.error, 'error')}"
-        f"{f', {totals.cancelled} not started' if report.stop_reason and totals.cancelled else ''} of "
+        f"Summary: {totals.passed} passed, {totals.failed} failed, {plural(totals.error, 'error')}{short} of "
         f"{plural(totals.evals, 'eval')} — {plural(totals.turns, 'turn')}, {token_figures(totals)}, "
         f"{run_cost(totals.cost, report.unpriced)}"
     )
@@ -329,7 +333,7 @@ def run_cost(usd: float, unpriced: Sequence[str], digits: int = 6) -> str:
 NOT_STARTED_NAMED = 10  # conversations a stopped run names; the rest are counted
 
 
-def _unplayed(result: EvalResult) -> bool:
+def never_started(result: EvalResult) -> bool:
     """Never started, as a stopped run lists it (engine.runner.not_started), not cancelled mid-way."""
     return result.status == Status.CANCELLED and not result.turns and result.verdict.startswith("not started")
 
@@ -339,7 +343,7 @@ def not_started(report: RunReport) -> str:
     end: a line naming the first few, and a blank line."""
     if not report.stop_reason:
         return ""
-    left = [result for result in report.evals if _unplayed(result)]
+    left = [result for result in report.evals if never_started(result)]
     if not left:
         return ""
     runs_of = Counter(result.index for result in report.evals)
@@ -380,7 +384,7 @@ class ReportWriter:
         return terminal_safe(format_header(suite_name, model, endpoint, mock)) + "\n"
 
     def result(self, result: EvalResult, iterations: int = 1) -> str | None:
-        if self.detail == Detail.QUIET or _unplayed(result):  # the unplayed are listed before the summary
+        if self.detail == Detail.QUIET or never_started(result):  # the unplayed are listed before the summary
             return None
         if self.detail == Detail.COMPACT and result.status == Status.PASSED:
             self.after_line = True

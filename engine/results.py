@@ -222,6 +222,12 @@ class TurnRecord(BaseModel):
         the JSON for readers that look for calls rather than rounds (read back, it is rebuilt from the rounds)."""
         return [call for round_ in self.tool_rounds for call in round_.calls]
 
+    @property
+    def spent(self) -> float:
+        """What the turn cost in all: the model's calls, its judges' and its simulated user's, as a run's spend
+        counts it."""
+        return self.cost + self.judge_cost + self.user_cost
+
     @model_validator(mode="before")
     @classmethod
     def _kind_of_termination(cls, data):

@@ -50,7 +50,7 @@ class RetryStopped(Exception):
 @dataclass(frozen=True)
 class _Hooks:
     on_wait: Callable[[RetryWait], None] | None
-    should_stop: Callable[[], bool] | None
+    should_stop: Callable[[], bool | str] | None  # true, or a reason: stop
 
 
 # Per thread of execution: a worker plays one conversation per thread, and each sets its own.
@@ -59,7 +59,7 @@ _hooks: ContextVar[_Hooks | None] = ContextVar("evalsite_retry_hooks", default=N
 
 @contextmanager
 def retry_hooks(
-    on_wait: Callable[[RetryWait], None] | None = None, should_stop: Callable[[], bool] | None = None
+    on_wait: Callable[[RetryWait], None] | None = None, should_stop: Callable[[], bool | str] | None = None
 ) -> Iterator[None]:
     """Within this block, calls report their waits to `on_wait` and stop waiting once `should_stop()`."""
     token = _hooks.set(_Hooks(on_wait, should_stop))

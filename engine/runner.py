@@ -144,8 +144,13 @@ class Play:
     every SLOW_CHECK_SECONDS while any are, of the calls out longer than a few times the run's median latency
     (and `slow_min_seconds`). `store`: the response cache's (engine.cache), used when the suite's `cache` says
     so. `watched` is kept holding the calls of the conversations in flight, for whoever shows progress.
-    `on_result` is told of each conversation as it ends, `on_ended` of the report. `unpriced`: the endpoints
-    it calls that have no prices (engine.cost.unpriced), when the caller has them already.
+    `on_result` is told of each conversation as it ends, `on_ended` of the report, `on_spend` of each amount
+    spent as it is: a turn's, and what a conversation's graders spend after its last turn. `unpriced`: the
+    endpoints it calls that have no prices (engine.cost.unpriced), when the caller has them already.
+
+    The suite's `max_cost` is checked at each turn: once the run has spent it, no conversation starts and
+    those playing stop before their next model call ("stopped after 2 turns: cost limit $5.00 reached"),
+    their turns kept. The spend passes the limit by at most the calls out when it was reached.
 
     Once the endpoint refuses a setting (noted in `refusals`), no more conversations start: those not
     started are not in the report."""
@@ -170,6 +175,7 @@ class Play:
         watched: set[Calls] | None = None,
         refusals: Refusals | None = None,
         unpriced: list[str] | None = None,
+        on_spend: Callable[[float], None] | None = None,
     ) -> None:
         self.suite, self.model, self.suite_ref = suite, model, suite_ref
         # The endpoints it calls that have no prices, for its report; None: worked out here.
@@ -177,6 +183,7 @@ class Play:
             unpriced if unpriced is not None else cost.unpriced(suite, registry.endpoint_of, model)
         )
         self.on_result, self.on_ended, self.on_wait = on_result, on_ended, on_wait
+        self.on_spend = on_spend
         self.on_slow, self.slow_min_seconds = on_slow, slow_min_seconds
         self.playing: set[Calls] = watched if watched is not None else set()
         self.watch_calls = on_slow is not None or watched is not None
@@ -203,6 +210,11 @@ class Play:
         queue = iter(enumerate(self.jobs))
         latencies = Latencies()
         limit = self.suite.max_cost
+        reason = cost.limit_reached(limit) if limit is not None else ""
+
+        def over() -> bool | str:
+            """Asked before each model call of each conversation (run_eval_async's should_stop)."""
+            return limit is not None and self.spent >= limit and reason
 
         async def worker() -> None:
             refusals = self.ctx.refusals
@@ -214,6 +226,12 @@ class Play:
                     return
                 calls = Calls(latencies)
                 self.playing.add(calls)
+                counted = [0.0]  # what this conversation's turns have added to the spend so far
+
+                def on_turn(turn, counted=counted) -> None:
+                    counted[0] += turn.spent
+                    self._spend(turn.spent)
+
                 try:
                     async with endpoint_slots:
                         with (
@@ -222,17 +240,17 @@ class Play:
                         ):
                             result = await run_eval_async(
                                 self.suite.evals[index], index, self.suite.eval_id(index), self.ctx,
-                                on_wait=self.on_wait,
+                                on_turn=on_turn, should_stop=over, on_wait=self.on_wait,
                             )  # fmt: skip
                 finally:
                     self.playing.discard(calls)
+                self._spend(result.totals.cost - counted[0])  # graders that judge after the last turn
                 result.iteration = iteration
                 if self._refused_too(result):
                     # In flight when the first was refused, and refused alike: one error says it, the rest
                     # are listed as not played rather than as the same error again.
                     result = not_started(self.suite, index, iteration, str(refusals.first))
                 self.results[n] = result
-                self.spent += result.totals.cost
                 if self.on_result is not None:
                     self.on_result(result)
 
@@ -253,6 +271,12 @@ class Play:
         if self.on_ended is not None:
             self.on_ended(self.report)
 
+    def _spend(self, amount: float) -> None:
+        if amount:
+            self.spent += amount
+            if self.on_spend is not None:
+                self.on_spend(amount)
+
     def _refused_too(self, result: EvalResult) -> bool:
         """Whether the conversation ended at its first call on the setting the endpoint refused, after another
         conversation's error said so."""
@@ -266,7 +290,12 @@ class Play:
         suite, results, limit = self.suite, self.results, self.suite.max_cost
         refused = self.ctx.refusals.first
         stop_reason = None
-        limited = limit is not None and self.spent >= limit and any(result is None for result in results)
+        # Stopped by its limit when that left a conversation unplayed or cut one short (over() stopped it).
+        limited = (
+            limit is not None
+            and self.spent >= limit
+            and any(result is None or result.status == Status.CANCELLED for result in results)
+        )
         if limited:
             stop_reason = cost.limit_reached(limit)
         elif refused is not None and (

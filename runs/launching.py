@@ -98,7 +98,7 @@ class LaunchForm(forms.Form):
     model_settings = SettingsField()
     judge_settings = SettingsField()
     user_settings = SettingsField()
-    # Over the suite's `max_cost` (engine.options): no conversation starts once the run has spent this much.
+    # Over the suite's `max_cost` (engine.options): once the run has spent this much, nothing more is played.
     max_cost = forms.FloatField(required=False, min_value=0.01, label="Cost limit (USD)")
     cache = forms.BooleanField(required=False, label="Use the response cache")
 

@@ -36,7 +36,7 @@ from engine.endpoint_checks import (
 from engine.errors import first_error
 from engine.options import apply as apply_options
 from engine.outcomes import Status
-from engine.report import Detail, ReportWriter
+from engine.report import Detail, ReportWriter, never_started
 from engine.results import RESULTS_FORMAT, EvalResult, RunReport, SuiteRef
 from engine.runner import run_suite
 from engine.schema import Suite
@@ -177,6 +177,7 @@ def run_here(args: argparse.Namespace) -> int:
             # Code checks run here, in the suite's folder, with the caller's environment: it is their machine.
             code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
             watched=tally.playing,
+            on_spend=tally.paid,
             refusals=refusals,
             store=open_disk_store(cache_note(progress)) if roles_of(suite) else None,
             unpriced=unpriced,
@@ -201,12 +202,15 @@ def say_stopped(report: RunReport, name: str = "") -> None:
     variant)."""
     if not report.stop_reason:
         return
-    played = len(report.evals) - report.totals.cancelled
+    cancelled = [result for result in report.evals if result.status == Status.CANCELLED]
+    unplayed = sum(map(never_started, cancelled))
+    parts = [f"{len(report.evals) - len(cancelled)} of {plural(len(report.evals), 'conversation')} played"]
+    parts += [f"{len(cancelled) - unplayed} stopped mid-way"] if len(cancelled) > unplayed else []
+    parts += ["the rest not started"] if unplayed else []
     why = f", {no_prices(report.unpriced)}" if report.unpriced else ""
     print(
         f"{f'{name}: ' if name else ''}stopped: {report.stop_reason} (spent "
-        f"{amount_spent(report.totals.cost, report.unpriced)}{why}; "
-        f"{played} of {plural(len(report.evals), 'conversation')} played, the rest not started)",
+        f"{amount_spent(report.totals.cost, report.unpriced)}{why}; {', '.join(parts)})",
         file=sys.stderr,
     )
 

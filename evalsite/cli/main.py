@@ -120,7 +120,8 @@ exit codes:
        endpoint's max concurrency)
     3  the endpoint or the machine failed: a conversation ended in an endpoint error
        (unreachable, HTTP 401, every retry spent), or evalsite crashed; or the run reached
-       its cost limit (--max-cost, the suite's max_cost) and stopped with evals not played
+       its cost limit (--max-cost, the suite's max_cost) and stopped with evals not played,
+       or played in part
   130  interrupted (Ctrl-C)
 
 When some evals fail and others end in an endpoint error, the exit code is 3: the run's result

@@ -163,6 +163,7 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
                 on_result=ended_one(tally, json_file),
                 on_ended=ended(number, variant),
                 watched=tally.playing,
+                on_spend=tally.paid,
                 timeout=getattr(args, "timeout", None),
                 on_wait=lambda wait: progress.note(
                     f"{wait.endpoint}: {wait.reason}, retrying in {wait.seconds:.0f} s"

@@ -26,8 +26,9 @@ def clock(seconds: float) -> str:
 
 
 class Tally:
-    """The run so far, counted as each conversation ends; `playing` is the runner's set of the conversations
-    in flight (engine.runner.run_suite's `watched`), whose calls out are counted when the line is drawn."""
+    """The run so far: conversations counted as each ends, the spend as each turn is played (`paid`, the
+    runner's on_spend); `playing` is the runner's set of the conversations in flight (engine.runner.run_suite's
+    `watched`), whose calls out are counted when the line is drawn."""
 
     def __init__(self, total: int, unpriced: Sequence[str] = ()) -> None:
         self.total = total
@@ -37,9 +38,11 @@ class Tally:
         self.playing: set[Calls] = set()
         self.started = time.monotonic()
 
+    def paid(self, amount: float) -> None:
+        self.spend += amount
+
     def add(self, result: EvalResult) -> None:
         self.done += 1
-        self.spend += result.totals.cost
         if result.status == Status.PASSED:
             self.passed += 1
         elif result.status == Status.FAILED:

@@ -122,8 +122,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--max-cost", type=usd, metavar="USD",
-        help="stop starting conversations once the run has spent this much (over the suite's max_cost); those "
-        "playing finish and are kept, and the run exits 3 with `stopped: cost limit $X reached`",
+        help="stop the run once it has spent this much (over the suite's max_cost): no conversation starts and "
+        "those playing stop before their next model call, their turns kept; the run exits 3 with `stopped: cost "
+        "limit $X reached`",
     )  # fmt: skip
     parser.add_argument(
         "--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",

@@ -1,19 +1,33 @@
 """A run's cost limit (`max_cost`, the suite's or its launch's) as the workers keep it.
 
-Whenever conversations of a run with a limit end on a worker, before the slots they freed are filled, the
-worker sums what the run's conversations have spent (Conversation.cost, which grows turn by turn), at most
-every CHECK_SECONDS per run. Once the spend reaches the limit it stops the run: its queued conversations are
-cancelled, so no worker can claim them, and the run says why (Run.stop_reason). Conversations already playing
-finish and are kept; when the last has ended the run is finalised as cancelled (scheduling.final_status).
-Every worker playing the run checks, so one worker or many stop it alike; a run without a limit costs a dict
-lookup per ended conversation.
+The database is the truth: a run's spend is the sum of its conversations' cost, which grows as each turn is
+stored (runs.worker.sql_turns) and takes the graders that judge after the last turn at the end. A worker sums
+it (`spend`, one query for every run due) in the rounds where it stored turns of the run or ended conversations
+of it, and adds what its own conversations have played since, which it knows before their turns are stored
+(`played`): a limit reached by this worker's turns is seen at once, one reached by another worker's at this
+worker's next sum.
+
+Far from the limit a run is summed at most every CHECK_SECONDS by one worker, and a conversation goes on to its
+next model call while its last turn is being stored. Near it (the spend, with what the run spends in
+NEAR_SECONDS at its recent rate, would reach it; or that rate is not known yet) the run is summed in every
+round that stores turns of it, and a conversation waits for its turn to be stored and summed before its next
+call (`confirm`). So once the spend reaches the limit no call starts on any worker: the run passes its limit by
+at most the calls out at that moment, one per conversation playing.
+
+Once the spend reaches the limit the run is stopped (`stop`): its queued conversations are cancelled, so no
+worker can claim them, and the run says why (Run.stop_reason); every worker's conversations of it stop before
+their next model call, cancelled with their turns kept (runs.worker.pump.Pump.why_stopped). When the last has
+ended the run is finalised as cancelled (scheduling.final_status). A run without a limit costs a dict lookup
+per turn and per ended conversation.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.db.models import Sum
@@ -28,11 +42,43 @@ from .sql import Claimed
 
 log = logging.getLogger(__name__)
 
-CHECK_SECONDS = 1.0  # a run's spend is summed at most this often by one worker
+CHECK_SECONDS = 1.0  # far from its limit, a run's spend is summed at most this often by one worker
+NEAR_SECONDS = 2 * CHECK_SECONDS  # near: what the run spends in this long, at its recent rate, would reach it
 _LIMITS_KEPT = 1000
+clock = time.monotonic  # what sums are timed by (a test sets its own)
 
 _limits: dict[object, float | None] = {}  # run -> its limit (None: none); a run's options never change
-_checked: dict[object, float] = {}  # run -> when this process last summed its spend
+
+
+@dataclass
+class _Spend:
+    """What this worker process knows of a run's spend. `base` and the rate come from the database's sums;
+    `unsummed` is what this process's conversations have played that the last sum did not see (added on the
+    event loop as each turn is played), `written` what of it the pump has stored since."""
+
+    limit: float
+    reason: str  # the limit in words, for the run and its conversations
+    base: float | None = None  # the last sum (None: not summed yet)
+    summed_at: float = 0.0  # when, by `clock`
+    unsummed: float = 0.0
+    written: float = 0.0
+    rate: float | None = None  # USD a second, between two sums at least CHECK_SECONDS apart
+    rated_at: float = 0.0
+    rated_spend: float = 0.0
+    reached: bool = False  # the spend has reached the limit
+    stop_tried: bool = False  # and this process has stopped the run, or found it stopped
+
+    def estimate(self) -> float:
+        return (self.base or 0.0) + self.unsummed
+
+    def near(self) -> bool:
+        if self.base is None or self.rate is None:
+            return True
+        return self.estimate() + self.rate * NEAR_SECONDS >= self.limit
+
+
+_spends: dict[object, _Spend] = {}  # run -> what this process knows of its spend, for runs with a limit
+_lock = threading.Lock()  # _spends is read and changed on the event loop and in the pump's thread
 
 
 def limit_of(claimed: Claimed) -> float | None:
@@ -41,38 +87,140 @@ def limit_of(claimed: Claimed) -> float | None:
     if run_id not in _limits:
         if len(_limits) >= _LIMITS_KEPT:
             _limits.clear()
-            _checked.clear()
         spec = specs.with_options(specs.bound(claimed.version, claimed.run_vars), claimed.run_options)
         _limits[run_id] = spec.max_cost
     return _limits[run_id]
 
 
-def check(ended: Iterable[Claimed]) -> list:
-    """Stop each run of these ended conversations whose spend has reached its limit (the runs it stopped). A
-    failed check is logged, never raised: the next end checks again."""
-    now = time.monotonic()
-    due: dict[object, float] = {}
+def _spend_of(run_id, limit: float) -> _Spend:
+    """The run's entry, made at its first use; called with _lock held."""
+    spend = _spends.get(run_id)
+    if spend is None:
+        if len(_spends) >= _LIMITS_KEPT:
+            _spends.clear()  # the runs still playing start again from their next sum
+        spend = _spends[run_id] = _Spend(limit, limit_reached(limit))
+    return spend
+
+
+# --- on the event loop, as a conversation plays ------------------------------------------------------------
+
+
+def played(run_id, limit: float, cost: float) -> None:
+    """A turn of the run was played here and costs `cost`: counted before its write, which follows."""
+    with _lock:
+        _spend_of(run_id, limit).unsummed += cost
+
+
+def reached(run_id, limit: float) -> str:
+    """The limit in words once this process knows the run's spend has reached it ("" until then): by its last
+    sum and its own turns played since."""
+    with _lock:
+        spend = _spend_of(run_id, limit)
+        if not spend.reached and spend.estimate() >= limit:
+            spend.reached = True  # turns played are spent, stored yet or not
+        return spend.reason if spend.reached else ""
+
+
+def near(run_id, limit: float) -> bool:
+    """Whether the run's next turns may reach its limit before the next sum would see it (_Spend.near)."""
+    with _lock:
+        return _spend_of(run_id, limit).near()
+
+
+# --- in the pump's thread ----------------------------------------------------------------------------------
+
+
+def confirm(run_id, limit: float) -> str:
+    """reached(), after summing the run again unless the last sum saw every turn this process has stored: asked
+    near the limit once a conversation's turn is stored, before its next call."""
+    with _lock:
+        spend = _spend_of(run_id, limit)
+        due = not spend.reached and (spend.base is None or spend.written > 0)
+    if due:
+        _sum({run_id: limit}, clock())
+    return reached(run_id, limit)
+
+
+def check(ended: Iterable[Claimed], written: Iterable[tuple[Claimed, float]] = ()) -> list:
+    """After a round's writes: the turns it stored, (claim, cost), and the conversations it ended. Sums the
+    spend of each of their runs with a limit that is due (near its limit, never summed, or not for
+    CHECK_SECONDS) in one query, and stops those that reached it; the runs this call stopped. A failed check is
+    logged, never raised: the next round checks again."""
+    now = clock()
+    touched: dict[object, float] = {}
+    for claimed, cost in written:
+        limit = _limit_or_none(claimed)
+        if limit is not None:
+            with _lock:
+                _spend_of(claimed.run_id, limit).written += cost
+            touched[claimed.run_id] = limit
     for claimed in ended:
-        try:
-            limit = limit_of(claimed)
-        except Exception:  # an unreadable suite stops its conversation elsewhere
-            log.exception("run %s: its cost limit could not be read", claimed.run_id)
-            continue
-        if limit is not None and now - _checked.get(claimed.run_id, 0.0) >= CHECK_SECONDS:
-            due[claimed.run_id] = limit
-    if not due:
+        limit = _limit_or_none(claimed)
+        if limit is not None:
+            touched[claimed.run_id] = limit
+    if not touched:
         return []
+    with _lock:
+        due = {}
+        for run_id, limit in touched.items():
+            spend = _spend_of(run_id, limit)
+            if spend.stop_tried:
+                continue  # reached and stopped: its conversations stop on their own
+            if spend.reached or spend.near() or now - spend.summed_at >= CHECK_SECONDS:
+                due[run_id] = limit
+    return _sum(due, now) if due else []
+
+
+def _limit_or_none(claimed: Claimed) -> float | None:
+    try:
+        return limit_of(claimed)
+    except Exception:  # an unreadable suite stops its conversation elsewhere
+        log.exception("run %s: its cost limit could not be read", claimed.run_id)
+        return None
+
+
+def _sum(due: dict, now: float) -> list:
+    """Sum these runs' spend (run -> limit) in one query, note it, and stop those that reached their limit; the
+    runs stopped."""
+    with _lock:
+        written = {run_id: _spend_of(run_id, limit).written for run_id, limit in due.items()}
     try:
         spent = spend(list(due))
-        for run_id in due:
-            _checked[run_id] = now
-        return [
-            run_id for run_id, limit in due.items() if spent.get(run_id, 0.0) >= limit and stop(run_id, limit)
-        ]
     except Exception as exc:
         if not outage.unavailable(exc):
             log.exception("checking the cost limits of runs %s failed", list(due))
         return []
+    reaching = []
+    with _lock:
+        for run_id, limit in due.items():
+            total = spent.get(sql.run_key(run_id), 0.0)
+            state = _spend_of(run_id, limit)
+            # What the pump stored before the sum is in it now; what was played since is not.
+            state.unsummed -= written[run_id]
+            state.written -= written[run_id]
+            state.base, state.summed_at = total, now
+            if not state.rated_at:
+                state.rated_at, state.rated_spend = now, total
+            elif now - state.rated_at >= CHECK_SECONDS:
+                state.rate = max(total - state.rated_spend, 0.0) / (now - state.rated_at)
+                state.rated_at, state.rated_spend = now, total
+            # Stopped on the database's word only: a turn this process played may yet fail to be stored.
+            if total >= limit:
+                state.reached = True
+                if not state.stop_tried:
+                    reaching.append((run_id, limit))
+    stopped = []
+    for run_id, limit in reaching:
+        try:
+            if stop(run_id, limit):
+                stopped.append(run_id)
+        except Exception as exc:
+            if not outage.unavailable(exc):
+                log.exception("run %s: stopping it at its cost limit failed", run_id)
+            continue  # tried again at the next round's check
+        with _lock:
+            _spend_of(run_id, limit).stop_tried = True
+    return stopped
 
 
 def spend(run_ids: list) -> dict:
@@ -88,17 +236,17 @@ def spend(run_ids: list) -> dict:
 
 
 def stop(run_id, limit: float) -> bool:
-    """The run reached its limit: cancel its queued conversations and say why on the run. True when this call
-    stopped it (another worker may have first)."""
+    """The run reached its limit: say why on the run, which stops its conversations playing before their next
+    model call, and cancel its queued ones. True when this call stopped it (another worker may have first)."""
     reason = limit_reached(limit)
     now = timezone.now()
     with transaction.atomic():
-        if not Run.objects.filter(pk=run_id, status__in=ACTIVE, stop_reason="").exists():
+        # A run whose every conversation has ended has nothing left to stop: it ends as it played.
+        if not sql.has_unfinished(sql.run_key(run_id)):
             return False
-        # A run whose every conversation has started has nothing left to stop: it ends as it plays.
-        if not scheduling.cancel_queued(run_id, now, reason=reason):
+        if not Run.objects.filter(pk=run_id, status__in=ACTIVE, stop_reason="").update(stop_reason=reason):
             return False
-        Run.objects.filter(pk=run_id).update(stop_reason=reason)
-    log.info("run %s: %s; its queued conversations are cancelled", run_id, reason)
+        scheduling.cancel_queued(run_id, now, reason=reason)
+    log.info("run %s: %s; its queued conversations are cancelled, those playing stop", run_id, reason)
     scheduling.finalize(run_id)  # nothing may be playing any more
     return True

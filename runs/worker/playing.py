@@ -30,7 +30,7 @@ from runs import outage, response_cache, specs
 from runs.models import Conversation, Turn
 from suites.models import SuiteFile
 
-from . import sql
+from . import budget, sql
 from .claims import LostClaim, heartbeat
 from .stopping import stop_run
 
@@ -63,7 +63,9 @@ class Playing:
 class Serving(Protocol):
     """What a conversation's loop asks of the pump that plays it."""
 
-    async def run_goes_on(self, run_id) -> bool: ...
+    async def why_stopped(self, run_id) -> str | None: ...
+
+    async def call(self, fn: Callable, *args): ...
 
     def store(self, conversation_id: int, attempt: int, turn: TurnRecord) -> concurrent.futures.Future: ...
 
@@ -88,18 +90,37 @@ def play(pump: Serving, playing: Playing, registry) -> Coroutine:
     stored = Turn.objects.filter(conversation_id=conversation_id).order_by("position") if attempt > 1 else []
     prior = [TurnRecord.model_validate(turn.record) for turn in stored]
     replay = _replay(claimed) if claimed.regraded_from is not None else None
+    limit = spec.max_cost
 
-    async def should_stop() -> bool:
+    async def should_stop() -> bool | str:
+        """Asked before each model call: False plays on; True, or why in words, stops the conversation."""
         if not playing.still_ours():
             return True
         try:
-            return not await pump.run_goes_on(run_id)
+            if limit is not None:
+                why = await over_limit()
+                if why:
+                    return why
+            why = await pump.why_stopped(run_id)
         except Exception as exc:
             if not outage.unavailable(exc):
                 raise
             return False  # the database is away: play on, and ask again after the next turn
+        return False if why is None else (why or True)
+
+    async def over_limit() -> bool | str:
+        why = budget.reached(run_id, limit)  # by this worker's own turns, stored yet or not
+        if why or not budget.near(run_id, limit):
+            return why
+        # Near the limit the last turn is stored and the run summed before the next call, so that no call
+        # starts once the run's spend has reached it, whichever worker's turn reached it.
+        if playing.storing is not None and not await asyncio.wrap_future(playing.storing):
+            return True  # the claim is lost: its turn's write said so, as the next turn's would
+        return await pump.call(budget.confirm, run_id, limit)
 
     async def on_turn(turn: TurnRecord) -> None:
+        if limit is not None:
+            budget.played(run_id, limit, turn.spent)  # spent now, before its write: see should_stop
         # The turn's write goes to the pump's next round while the conversation goes on to its next model
         # call; the write is confirmed before the next turn's (turns are stored in order, each only while the
         # claim is ours) or, for the last turn, before the end. A worker killed in between loses the turn and

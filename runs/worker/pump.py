@@ -81,7 +81,8 @@ class Pump:
         self._stopping = threading.Event()
         self._playing: dict[int, Playing] = {}
         self._tasks: set[asyncio.Task] = set()  # the conversations' tasks on the event loop
-        self._runs: dict[object, tuple[float, bool]] = {}  # run -> (when checked, whether it is active)
+        # run -> (when checked, why it stopped: None while it goes on, "" for a cancel, else Run.stop_reason)
+        self._runs: dict[object, tuple[float, str | None]] = {}
         self._latencies: dict[object, Latencies] = {}  # run -> its calls' latencies, in this process
         self._slow_checked = 0.0
         self._thread: threading.Thread | None = None
@@ -120,12 +121,13 @@ class Pump:
         self._put(StoreTurn(conversation_id, attempt, turn, future))
         return future
 
-    async def run_goes_on(self, run_id) -> bool:
-        """Whether the run goes on, as last checked if that was recent, else asked in the serving thread."""
-        active = self._run_known(run_id)
-        if active is None:
-            active = await self.call(self._check_run, run_id)
-        return active
+    async def why_stopped(self, run_id) -> str | None:
+        """None while the run goes on; else why it stopped ("" for a plain cancel, else its stop reason, as
+        "cost limit $5.00 reached"). As last checked if that was recent, else asked in the serving thread."""
+        known = self._run_known(run_id)
+        if known is _UNKNOWN:
+            known = await self.call(self._check_run, run_id)
+        return known
 
     def _put(self, message: Message) -> None:
         with self._lock:
@@ -228,13 +230,19 @@ class Pump:
                     ended.append(message)
                 case Call():
                     self._call(message)
+        written: list[tuple[sql.Claimed, float]] = []  # each turn this round stored, for the cost limits
         if turns:
             writes.write_turns(turns, stop=self._stopping, on_back=self._reconcile)
             for message in turns:
                 playing, stored = self._playing.get(message.conversation_id), message.stored
-                if playing is not None and stored.done() and stored.exception() is None and stored.result():
+                if playing is None:
+                    continue
+                written.append((playing.claimed, message.turn.spent))
+                if stored.done() and stored.exception() is None and stored.result():
                     playing.stored.append(message.turn)
-        starting = self._end(ended) if ended else []
+        starting = self._end(ended, written) if ended else []
+        if written and not ended:
+            budget.check((), written)  # a run at its cost limit plays no further turn (runs.worker.budget)
         if poll and not ended and not heartbeat.stopping.is_set() and self._poll_due():
             starting += self._take_waiting(self.capacity - self.held(), besides=offered)
         lost = self._start(offered + starting)
@@ -377,7 +385,7 @@ class Pump:
         checked = time.monotonic()  # the claim just saw each run active
         beginning: list[tuple[Playing, Coroutine]] = []
         for c in claimed:
-            self._runs[c.run_id] = (checked, True)
+            self._runs[c.run_id] = (checked, None)
             heartbeat.add(c.conversation_id, c.attempt)
             latencies = self._latencies.setdefault(c.run_id, Latencies())
             playing = self._playing[c.conversation_id] = Playing(c, latencies)
@@ -427,28 +435,29 @@ class Pump:
         with self._lock:
             self._held -= len(ids)
 
-    def _run_known(self, run_id) -> bool | None:
-        """Whether the run goes on, as last checked, if that was less than RUN_CHECK_SECONDS ago; else None."""
-        checked, active = self._runs.get(run_id, (0.0, True))
-        return active if time.monotonic() - checked < self.RUN_CHECK_SECONDS else None
+    def _run_known(self, run_id):
+        """why_stopped as last checked, if that was less than RUN_CHECK_SECONDS ago; else _UNKNOWN."""
+        checked, why = self._runs.get(run_id, (0.0, None))
+        return why if time.monotonic() - checked < self.RUN_CHECK_SECONDS else _UNKNOWN
 
-    def _check_run(self, run_id) -> bool:
-        """Whether the run goes on: one query for every run the pump plays, at most every RUN_CHECK_SECONDS,
-        rather than one per conversation. Another conversation's check may have answered it while this one
-        waited for the thread."""
+    def _check_run(self, run_id) -> str | None:
+        """why_stopped: one query for every run the pump plays, at most every RUN_CHECK_SECONDS, rather than
+        one per conversation. Another conversation's check may have answered it while this one waited for the
+        thread."""
         known = self._run_known(run_id)
-        if known is not None:
+        if known is not _UNKNOWN:
             return known
         runs = {playing.claimed.run_id for playing in self._playing.values()} | {run_id}
-        live = sql.active_runs(runs)
+        stopped = sql.stopped_runs(runs)
         checked = time.monotonic()
-        self._runs = {run: (checked, run in live) for run in runs}
-        return run_id in live
+        self._runs = {run: (checked, stopped.get(run)) for run in runs}
+        return stopped.get(run_id)
 
-    def _end(self, ended: list[Ended]) -> list[int]:
-        """Record how each conversation ended, in one transaction; then one dispatch per run, which fills the
-        slots just freed with the run's next conversations (or, when others have waited, the oldest waiting).
-        The ids to claim now."""
+    def _end(self, ended: list[Ended], written: list[tuple[sql.Claimed, float]]) -> list[int]:
+        """Record how each conversation ended, in one transaction; then the cost limits of their runs and of
+        the round's `written` turns (runs.worker.budget), and one dispatch per run, which fills the slots just
+        freed with the run's next conversations (or, when others have waited, the oldest waiting). The ids to
+        claim now."""
         ends = []
         for message in ended:
             claimed = message.playing.claimed
@@ -458,7 +467,7 @@ class Pump:
                 ends.append((claimed, *write))
         writes.write_ends(ends, self._patiently)
         ended_claims = [message.playing.claimed for message in ended]
-        budget.check(ended_claims)  # a run at its cost limit starts nothing more (runs.worker.budget)
+        budget.check(ended_claims, written)  # a run at its cost limit starts nothing more
         for claimed in ended_claims:
             heartbeat.remove(claimed.conversation_id)
             self._playing.pop(claimed.conversation_id, None)
@@ -484,6 +493,8 @@ class Pump:
             starting += self._take_waiting(len(ended) - len(starting), besides=starting)
         return starting
 
+
+_UNKNOWN = object()  # Pump._run_known: not checked recently
 
 # This worker process's pump (set by runs.worker.tasks); None: `deliver` plays in the caller's thread.
 current: Pump | None = None

@@ -171,6 +171,10 @@ def finalize(run_id) -> bool:
     counts = selectors.status_counts(run)
     if counts[Status.QUEUED] or counts[Status.RUNNING]:
         return False
+    if run.stop_reason and not counts[Status.CANCELLED]:
+        # Its cost limit was reached as its last conversations played their last turns: it cut nothing
+        # short, and the run ends as it played.
+        run.stop_reason = ""
     final = final_status(run, counts)
     now = timezone.now()
     try:
@@ -180,7 +184,11 @@ def finalize(run_id) -> bool:
         log.exception("run %s: no summary kept", run_id)
         summary = {}
     updated = Run.objects.filter(pk=run_id, status__in=ACTIVE).update(
-        status=final, finished_at=now, started_at=run.started_at or now, summary=summary
+        status=final,
+        finished_at=now,
+        started_at=run.started_at or now,
+        summary=summary,
+        stop_reason=run.stop_reason,
     )
     return bool(updated)
 
@@ -206,7 +214,7 @@ def final_status(run: Run, counts: dict[str, int] | None = None) -> str:
     engine.stats.overall_status); otherwise as the CLI decides: errors and failures of single evals count,
     repeated evals count by their pass rate, and gates, when the suite has them, decide by aggregate numbers."""
     counts = selectors.status_counts(run) if counts is None else counts
-    if run.stop_reason:  # stopped at its cost limit (runs.worker.budget): what it did not play has no result
+    if run.stop_reason:  # stopped at its cost limit (runs.worker.budget): what it cut short has no result
         return Status.CANCELLED
     if counts[Status.CANCELLED] and not counts[Status.FAILED] and not counts[Status.ERROR]:
         return Status.CANCELLED

@@ -311,17 +311,26 @@ def oldest_sent_unclaimed(limit: int = 1, besides: Iterable[int] = ()) -> list[i
         return [row[0] for row in cursor.fetchall()]
 
 
-def active_runs(run_ids: Iterable) -> set:
-    """Which of these runs are still queued or running, in one query."""
+def stopped_runs(run_ids: Iterable) -> dict:
+    """Which of these runs no longer go on, each with why (its stop_reason; "" when it gives none: cancelled,
+    ended or deleted), in one query. A run goes on while it is queued or running and nothing stopped it short:
+    a run its cost limit stopped (runs.worker.budget) is still running while its conversations stop."""
     run_ids = list(run_ids)
     if not run_ids:
-        return set()
+        return {}
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id FROM {RUN} WHERE id IN ({', '.join(['%s'] * len(run_ids))}) AND status IN {ACTIVE_SQL}",
+            f"SELECT id, status IN {ACTIVE_SQL}, stop_reason FROM {RUN} "
+            f"WHERE id IN ({', '.join(['%s'] * len(run_ids))})",
             run_ids,
         )
-        return {row[0] for row in cursor.fetchall()}
+        found = {run_id: (bool(active), reason) for run_id, active, reason in cursor.fetchall()}
+    stopped = {}
+    for run_id in run_ids:
+        active, reason = found.get(run_id, (False, ""))
+        if not active or reason:
+            stopped[run_id] = reason
+    return stopped
 
 
 def insert_conversations(run_id, rows: Iterable[dict]) -> None:

@@ -44,7 +44,7 @@ def turn_row(conversation_id: int, attempt: int, turn: TurnRecord) -> dict:
         "completion_tokens": turn.usage.completion_tokens,
         "judge_tokens": turn.judge_usage.total_tokens,
         "user_tokens": turn.user_usage.total_tokens,
-        "cost": turn.cost + turn.judge_cost + turn.user_cost,
+        "cost": turn.spent,
         "tokens_estimated": turn.usage.estimated,
     }
 

@@ -39,8 +39,8 @@ def test_a_run_over_budget_stops_with_its_finished_conversations_kept(
     statuses = dict(run.conversations.values_list("index", "status"))
     played = [index for index, status in statuses.items() if status == Status.PASSED]
     cancelled = [index for index, status in statuses.items() if status == Status.CANCELLED]
-    # Spend is summed at most once a second per worker, so a few more than five finish; never all twenty.
-    assert len(played) >= 5 and cancelled and len(played) + len(cancelled) == 20, statuses
+    # The fifth call reaches the limit; the calls out then finish, at most one per conversation playing (4).
+    assert 5 <= len(played) < 5 + 4 and len(played) + len(cancelled) == 20, statuses
     assert len(fake_openai.chat_requests()) == len(played)
     assert sum(run.conversations.values_list("cost", flat=True)) == pytest.approx(0.1 * len(played))
 

@@ -11,6 +11,7 @@ import pytest
 
 from engine.clients import EndpointError
 from engine.conversation import ResumeMismatch, StopConversation, run_eval
+from engine.report import never_started
 from engine.results import TurnRecord, Usage
 from engine.schema import Eval
 from tests.engine.doubles import TURN_COST, TURN_USAGE, ScriptedClient, make_eval
@@ -297,6 +298,23 @@ def test_should_stop_between_turns_keeps_played_turns():
     assert result.verdict == "cancelled after 1 turn"
     assert len(result.turns) == 1
     assert len(agent.calls) == 1
+
+
+def test_should_stop_with_a_reason_says_it():
+    """should_stop answering why (a run's cost limit): said in the verdict; before any turn, as a conversation
+    the run never started."""
+    asked = []
+
+    def should_stop():
+        asked.append(True)
+        return len(asked) > 1 and "cost limit $1.00 reached"
+
+    result, agent = play(THREE_LEVELS, ["100"], should_stop=should_stop)
+    assert (result.status, result.verdict) == ("cancelled", "stopped after 1 turn: cost limit $1.00 reached")
+    assert len(result.turns) == 1 and len(agent.calls) == 1
+    result, agent = play(THREE_LEVELS, [], should_stop=lambda: "cost limit $1.00 reached")
+    assert (result.status, result.verdict) == ("cancelled", "not started: cost limit $1.00 reached")
+    assert never_started(result) and agent.calls == []
 
 
 def test_should_stop_not_consulted_for_prior_turns():

@@ -1,6 +1,7 @@
 """A run its cost limit stopped, as the pages and the API say it ("stopped: cost limit $X reached", not a plain
 "cancelled"), stopped through the workers' own path (runs.worker.budget) after one conversation has ended and
-another is playing."""
+another is playing; and that path itself: the conversations in flight told to stop, a conversation played by a
+worker's pump stopping at the turn that reaches the limit, and what a round's check costs."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from runs.models import Status
+from runs.models import Run, Status
 from runs.worker import budget, scheduling, sql
-from tests.factories import ADD_EVAL, CAPITAL_EVAL, DEMO_MOCK, MULTIPLY_EVAL, body, demo_suite, launch
+from tests.factories import ADD_EVAL, CAPITAL_EVAL, DEMO_MOCK, MULTIPLY_EVAL, body, demo_suite, launch, play
 
 pytestmark = pytest.mark.django_db
 
@@ -73,9 +74,99 @@ def test_the_run_page_list_and_api_say_stopped_at_the_cost_limit(user, stopped):
     assert results["stop_reason"] == "cost limit $0.25 reached"
 
 
-def test_a_run_with_every_conversation_started_has_nothing_to_stop(user):
+def test_a_run_with_every_conversation_started_stops_them_in_flight(user):
     run = launch(user, SUITE)
     run.conversations.update(status=Status.RUNNING)
+    assert budget.stop(run.pk, 0.25)
+    run.refresh_from_db()
+    assert run.is_active and run.stop_reason == "cost limit $0.25 reached"
+    # Every worker asking whether the run goes on hears why it does not: its conversations stop there.
+    key = sql.run_key(run.pk)
+    assert sql.stopped_runs([key]) == {key: "cost limit $0.25 reached"}
+    assert run.conversations.filter(status=Status.RUNNING).count() == 3
+
+
+def test_a_run_whose_every_conversation_has_ended_has_nothing_to_stop(user):
+    run = launch(user, SUITE)
+    run.conversations.update(status=Status.PASSED)
     assert not budget.stop(run.pk, 0.25)
     run.refresh_from_db()
-    assert run.stop_reason == "" and run.conversations.filter(status=Status.RUNNING).count() == 3
+    assert run.stop_reason == ""
+
+
+def test_a_limit_reached_as_the_last_turns_are_played_cuts_nothing_short(user):
+    run = launch(user, SUITE)
+    run.conversations.update(status=Status.RUNNING)
+    assert budget.stop(run.pk, 0.25)
+    run.conversations.update(status=Status.PASSED)  # each was on its last turn: none had a next one to stop
+    assert scheduling.finalize(run.pk)
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason) == (Status.PASSED, "")
+
+
+def test_running_and_cancelled_runs_are_told_apart_from_those_stopped_short(user):
+    going, cancelled = launch(user, SUITE), launch(user, SUITE.replace("name: budgeted", "name: other"))
+    Run.objects.filter(pk=cancelled.pk).update(status=Status.CANCELLED)
+    keys = [sql.run_key(going.pk), sql.run_key(cancelled.pk)]
+    assert sql.stopped_runs(keys) == {keys[1]: ""}
+
+
+LONG = "name: long\nmodel: fake/test-model\nmax_cost: 0.25\nevals:\n" + "".join(
+    f"  - id: e{n}\n    turns:\n"
+    + "".join(f"      - input: question {n} turn {t}\n" for t in range(1, 7))
+    + "    checks: [{contains: OK}]\n"
+    for n in range(2)
+)
+
+
+def test_a_conversation_stops_at_the_turn_that_reaches_the_limit_with_its_turns_kept(
+    user, fake_endpoint, fake_openai
+):
+    """Played by a worker's pump in this process: the third turn's $0.30 reaches the $0.25 limit, so the
+    conversation makes no fourth call, and the run's other conversation never starts."""
+    fake_endpoint.price_output = 100_000  # USD per million: each one-token "OK" costs $0.10
+    fake_endpoint.save()
+    run = play(launch(user, LONG))
+    assert (run.status, run.stop_reason) == (Status.CANCELLED, "cost limit $0.25 reached")
+    first, second = run.conversations.order_by("index")
+    assert (first.status, first.turn_count, first.verdict) == (
+        Status.CANCELLED, 3, "stopped after 3 turns: cost limit $0.25 reached"
+    )  # fmt: skip
+    assert first.cost == pytest.approx(0.3) and first.turns.count() == 3
+    assert len(fake_openai.chat_requests()) == 3
+    assert (second.status, second.verdict) == (Status.CANCELLED, "not started: cost limit $0.25 reached")
+
+
+def claimed(run: Run) -> sql.Claimed:
+    """A claim of the run's first conversation, as a worker's pump holds it."""
+    version = run.suite_version
+    first = run.conversations.order_by("index").first()
+    return sql.Claimed(
+        conversation_id=first.pk, attempt=1, index=0, eval_id=first.eval_id, run_id=sql.run_key(run.pk),
+        run_status=run.status, model=run.model, endpoint_name=run.endpoint_name, version_id=version.pk,
+        version_sha256=version.sha256, system="", history=[], run_options=run.options,
+    )  # fmt: skip
+
+
+def test_a_rounds_turns_cost_one_aggregate_query_for_every_run_with_a_limit(
+    user, django_assert_num_queries, monkeypatch
+):
+    now = [1000.0]
+    monkeypatch.setattr(budget, "clock", lambda: now[0])
+    runs = [launch(user, SUITE.replace("name: budgeted", f"name: run-{n}\nmax_cost: 100")) for n in range(3)]
+    claims = [claimed(run) for run in runs]
+    for each in claims:
+        budget.limit_of(each)  # read once per run and worker, at its first claim
+    written = [(each, 0.01) for each in claims]
+    # Until the runs' rate of spending is known, from two sums a second apart, every round sums them.
+    for moment in (1000.0, 1000.1, 1001.1):
+        now[0] = moment
+        with django_assert_num_queries(1):
+            assert budget.check((), written) == []
+    # Known now, and far from their limits: a round sums them only a second after the last sum.
+    now[0] = 1001.5
+    with django_assert_num_queries(0):
+        assert budget.check((), written) == []
+    now[0] = 1002.2
+    with django_assert_num_queries(1):
+        assert budget.check((), written) == []
