@@ -41,7 +41,7 @@ LONG = "name: budget-long\nmodel: fake/test-model\nevals:\n" + "".join(
 
 def page_cost(html: str) -> float:
     """The spend the run page's progress card shows."""
-    found = re.search(r"<dt>Cost</dt><dd[^>]*>\$([0-9.,]+)</dd>", html)
+    found = re.search(r'data-testid="run-cost"[^>]*>\s*\$([0-9.,]+)', html)
     assert found, "the run page shows no cost"
     return float(found.group(1).replace(",", ""))
 

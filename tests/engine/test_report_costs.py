@@ -181,8 +181,11 @@ def test_the_lines_a_run_ends_with_say_what_prices_do_not_tell(capsys):
     tally.spend = 2.5  # what the endpoints with prices cost
     assert " · at least $2.5000 · " in tally.line() and " · ≥$2.5000 · " in tally.line(40)
     evals = [
-        EvalResult(index=n, id=f"e{n}", kind="single-turn", prompt="p", status=status, verdict=status)
-        for n, status in enumerate(["passed", "passed", "cancelled", "cancelled"])
+        EvalResult(index=n, id=f"e{n}", kind="single-turn", prompt="p", status=status, verdict=verdict)
+        for n, (status, verdict) in enumerate(
+            [("passed", "passed"), ("passed", "passed")]
+            + [("cancelled", "not started: cost limit $2.00 reached")] * 2
+        )
     ]
     report = RunReport(
         suite=SuiteRef(name="s"), model="m", endpoint="default", status="cancelled", evals=evals,
