@@ -76,6 +76,9 @@ def test_a_score_per_grader_per_turn(report, fake_openai):
         ("ascii_only", 0.0, False),
     ]
     assert second.grades[0].rationale == "says 0.6" and second.grades[0].threshold == 0.7
+    # The turns are counted as their marks say: the second failed its graders.
+    assert (capitals.turns_passed, capitals.turns_total) == (1, 2)
+    assert [turn.passed for turn in capitals.turns] == [True, False]
     # Per eval: each grader's turns by mean (quality 0.8, ascii 0.5); the weighted rule 0.7*0.8 + 0.3*0.5 = 0.71.
     assert [(g.name, g.score, g.passed, g.turns_graded) for g in capitals.graders] == [
         ("quality", pytest.approx(0.8), True, 2), ("ascii_only", 0.5, False, 2),
