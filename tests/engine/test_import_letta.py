@@ -259,6 +259,61 @@ def test_a_custom_grader_on_a_per_turn_row_sees_each_turn_alone(fake_openai):
     report = play(fake_openai, result, model="agent", code=CodeRunner(files=result.files))
     (ev,) = report.evals
     assert [[g.rationale for g in turn.grades] for turn in ev.turns] == [
-        ['code "echo_grader:echo": score 1.00 (threshold 0): First?|one|reply one'],
-        ['code "echo_grader:echo": score 1.00 (threshold 0): Second?|two|reply two'],
+        ['code "echo_grader:echo": score 1.00 (threshold 1): First?|one|reply one'],
+        ['code "echo_grader:echo": score 1.00 (threshold 1): Second?|two|reply two'],
     ]
+
+
+PER_TURN_SUITE = """\
+name: multiturn-per-turn-grading-test
+dataset: dataset.jsonl
+target:
+  kind: letta_code
+  model_handles:
+    - openai/gpt-5-mini
+graders:
+  correctness:
+    kind: tool
+    display_name: "Correctness"
+    function: contains
+    extractor: last_assistant
+reward:
+  kind: metric
+  metric_key: correctness
+"""
+PER_TURN_ROWS = [
+    {"input": ["Capital of France?", "Capital of Germany?", "Capital of Italy?"],
+     "ground_truth": ["Paris", "Berlin", "Rome"]},
+    {"input": ["Result of 2 + 2?", "Result of 3 * 4?"], "ground_truth": ["4", "12"]},
+]  # fmt: skip
+
+
+def test_a_reward_over_per_turn_rows_marks_each_turn_as_letta_does_and_fails_no_eval(fake_openai):
+    """Letta marks a turn passed at a score of 1 whatever the reward (`2/3 passed: ✓ ✓ ✗`), while the
+    reward itself has no pass line: the eval passes with the turns' mean as its score. A wrong answer is
+    a failed turn, and the report counts it so."""
+    from engine.report import format_eval
+
+    rows = "".join(json.dumps(row) + "\n" for row in PER_TURN_ROWS)
+    result = convert({"suite.yaml": PER_TURN_SUITE, "dataset.jsonl": rows})
+    assert result.lost == []
+    raw = yaml.safe_load(result.source)
+    assert raw["graders"] == {"correctness": {"kind": "contains", "threshold": 1.0}}
+    assert raw["pass_rule"] == {"weighted_average": {"correctness": 1.0}, "threshold": 0.0}
+    assert has(result.mapped, "per turn", "threshold: 1", "Letta marks a turn passed")
+    answers = {"France": "Paris", "Germany": "Berlin", "Italy": "Madrid", "2 + 2": "5", "3 * 4": "11"}
+    for asked, answer in answers.items():
+        fake_openai.rule(asked, answer, model="openai/gpt-5-mini")
+    report = play(fake_openai, result)
+
+    capitals, sums = report.evals
+    assert [turn.passed for turn in capitals.turns] == [True, True, False]
+    assert (capitals.turns_passed, capitals.turns_total) == (2, 3)
+    assert capitals.status == "passed" and capitals.score == pytest.approx(2 / 3)
+    assert [turn.passed for turn in sums.turns] == [False, False]
+    assert (sums.status, sums.score, sums.turns_passed, sums.turns_total) == ("passed", 0.0, 0, 2)
+    shown = format_eval(capitals)
+    assert "❌ FAIL correctness 0.00: does not contain 'Rome'" in shown
+    assert "  Turns: 2/3 ✓✓✗" in shown
+    assert "Overall: ✅ PASS (passed: weighted score 0.67 (needs 0): correctness 0.67✗)" in shown
+    assert "3/3" not in shown
