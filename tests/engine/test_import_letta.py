@@ -116,6 +116,21 @@ def test_a_metric_reward_is_the_graders_score_with_no_pass_line():
     assert has(result.mapped, "reward (metric quality) → pass_rule")
 
 
+def test_reward_weights_that_do_not_sum_to_one_are_said_where_every_import_says_what_differs():
+    """evalsite divides a weighted average by its weights' sum: a score Letta's reward does not give, so the
+    report says it under what was not converted, which a folder import prints and the suite's header keeps."""
+    composer = (
+        (FIXTURES / "letta-today" / "rewards.py").read_text().replace("(0.3 * ascii_only)", "ascii_only")
+    )
+    result = convert(folder("letta-today", **{"rewards.py": composer}))
+    assert yaml.safe_load(result.source)["pass_rule"]["weighted_average"] == {
+        "quality": 0.7,
+        "ascii_only": 1.0,
+    }
+    assert has(result.unmapped, "weights sum to 1.7", "Letta's reward divided by 1.7")
+    assert "its weights sum to 1.7" in result.source
+
+
 def test_a_reward_composer_that_branches_is_listed_as_lost():
     text = (
         (FIXTURES / "letta-today" / "suite.yaml")

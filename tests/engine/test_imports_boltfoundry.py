@@ -488,6 +488,9 @@ def test_samples_no_deck_embeds_are_graded_by_the_deck_named_like_them():
     assert judge.criteria == "# Team summaries\n\nPlain words score high."
     assert [m.content for m in judge.messages][2::2] == ["{{input}}", "{{output}}", OUTPUT_FORMAT]
     assert result.lost == []
+    # A guess, said where a folder import's report and the set's header say it too.
+    (note,) = [line for line in result.unmapped if "samples no deck embeds" in line]
+    assert "graders/team-summary-grader.deck.md" in note and "check that they were scored" in note
 
 
 def test_a_deck_uploaded_without_its_folders_is_assembled_by_file_name():

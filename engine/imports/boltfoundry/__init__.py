@@ -175,8 +175,12 @@ def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Conver
         if name not in sample_files:
             sample_files.append(name)
             if graders:
-                report.map(
-                    f"{name}: samples no deck refers to, calibrated with the deck{'s' if len(graders) > 1 else ''}"
+                # Which deck graded them was said on bff-eval's command line, not in a file: a guess, said
+                # where a folder import's report and the set's header say it too.
+                report.skip(
+                    f"{name}: samples no deck embeds (bff-eval was given them on its command line), calibrated "
+                    f"with {', '.join(graders)} beside them — check that they were scored for "
+                    f"{'these decks' if len(graders) > 1 else 'this deck'}"
                 )
     if not sample_files:
         raise ImportProblem(

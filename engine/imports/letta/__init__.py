@@ -407,12 +407,13 @@ def _reward_rule(data: dict, named: dict[str, dict], files: dict[str, str], repo
         if weights is not None:
             total = sum(weights.values())
             mix = " + ".join(f"{w:g}×{k}" for k, w in weights.items())
-            scaled = (
-                ""
-                if abs(total - 1) < 1e-9
-                else f" (weights summing to {total:g}: evalsite divides by their sum)"
-            )
-            report.map(f"reward.function {reward['function']} ({mix}) → pass_rule: weighted_average{scaled}")
+            report.map(f"reward.function {reward['function']} ({mix}) → pass_rule: weighted_average")
+            # A score that differs from Letta's: said where every import says it, the suite's header too.
+            if abs(total - 1) >= 1e-9:
+                report.skip(
+                    f"reward.function {reward['function']}: its weights sum to {total:g} and evalsite divides by "
+                    f"their sum, so each eval's score is Letta's reward divided by {total:g}"
+                )
             return {"weighted_average": weights, "threshold": 0.0}
         report.lose(
             f"reward.function {short(reward.get('function'))}: a custom reward composer evalsite cannot carry — "
