@@ -307,7 +307,7 @@ def test_a_reward_over_per_turn_rows_marks_each_turn_as_letta_does_and_fails_no_
     """Letta marks a turn passed at a score of 1 whatever the reward (`2/3 passed: ✓ ✓ ✗`), while the
     reward itself has no pass line: the eval passes with the turns' mean as its score. A wrong answer is
     a failed turn, and the report counts it so."""
-    from engine.report import format_eval
+    from engine.report import format_eval, format_line
 
     rows = "".join(json.dumps(row) + "\n" for row in PER_TURN_ROWS)
     result = convert({"suite.yaml": PER_TURN_SUITE, "dataset.jsonl": rows})
@@ -330,5 +330,12 @@ def test_a_reward_over_per_turn_rows_marks_each_turn_as_letta_does_and_fails_no_
     shown = format_eval(capitals)
     assert "❌ FAIL correctness 0.00: does not contain 'Rome'" in shown
     assert "  Turns: 2/3 ✓✓✗" in shown
-    assert "Overall: ✅ PASS (passed: weighted score 0.67 (needs 0): correctness 0.67✗)" in shown
+    assert (
+        "Overall: ✅ PASS (passed: weighted score 0.67 (needs 0): correctness 0.67✗; 2/3 turns passed)"
+        in shown
+    )
     assert "3/3" not in shown
+    # the one line a passing conversation gets in the terminal counts the turns too
+    assert format_line(sums).endswith(
+        "(passed: weighted score 0.00 (needs 0): correctness 0.00✗; 0/2 turns passed)"
+    )

@@ -84,7 +84,9 @@ def test_a_score_per_grader_per_turn(report, fake_openai):
         ("quality", pytest.approx(0.8), True, 2), ("ascii_only", 0.5, False, 2),
     ]  # fmt: skip
     assert capitals.score == pytest.approx(0.71) and capitals.status == "failed"
-    assert "weighted score 0.71 (needs 0.75)" in capitals.verdict
+    assert capitals.verdict == (
+        "failed: weighted score 0.71 (needs 0.75): quality 0.80✓, ascii_only 0.50✗; 1/2 turns passed"
+    )
     # A single ground truth: the conversation graded once, its grade kept with the eval's results.
     assert [(g.name, g.score) for g in greeting.graders] == [("quality", 0.8), ("ascii_only", 1.0)]
     assert greeting.graders[0].grades[0].raw == verdict(0.8) and greeting.turns[0].grades == []
