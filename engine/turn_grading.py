@@ -306,12 +306,16 @@ def with_graders(
             )  # fmt: skip
         )
     rule = ev.pass_rule if ev.pass_rule is not None else ctx.defaults.pass_rule
-    return graded_verdict(rule, results, verdict), results
+    return graded_verdict(rule, results, verdict, turns), results
 
 
-def graded_verdict(rule, results: list[GraderResult], verdict: Verdict) -> Verdict:
+def graded_verdict(
+    rule, results: list[GraderResult], verdict: Verdict, turns: Sequence[TurnRecord] = ()
+) -> Verdict:
     """The eval's verdict under its pass rule, from its named graders' results and its driver's verdict (its
-    checks): it passes when both do; its score is the graders' mean, or their weighted mean."""
+    checks): it passes when both do; its score is the graders' mean, or their weighted mean. Turns the
+    graders graded one by one are counted in it as their marks say, since a pass rule may pass an eval
+    whose turns failed (a reward with no pass line)."""
     scored = [item for item in results if item.score is not None]
     if isinstance(rule, WeightedPassRule):
         weights = rule.weighted_average
@@ -336,6 +340,9 @@ def graded_verdict(rule, results: list[GraderResult], verdict: Verdict) -> Verdi
     checks_passed = verdict.outcome == Status.PASSED
     status = Status.PASSED if ok and checks_passed else Status.FAILED
     reason = f"{status}: {how}: {detail}"
+    marks = [turn.passed for turn in turns if turn.grades and turn.passed is not None]
+    if marks:
+        reason += f"; {sum(1 for mark in marks if mark)}/{len(marks)} turns passed"
     if not checks_passed and ok:
         reason += f"; {verdict.reason}"
     text = reason if verdict.text == verdict.reason else f"{reason}; {verdict.text}"

@@ -82,8 +82,10 @@ class Scripted(Driver):
         return units
 
     def tally(self, turns: Sequence[TurnRecord]) -> tuple[int, int]:
-        units = self.units(turns)
-        return sum(1 for _, ok in units if ok), len(units)
+        """The turns graded, and those that passed, as each turn's mark says: a turn of a per-turn row that
+        named graders alone grade (Letta's) counts as theirs say, though the verdict is their pass rule's."""
+        marks = [turn.passed for turn in turns if turn.grade is not None or turn.checks or turn.grades]
+        return sum(1 for ok in marks if ok), len(marks)
 
     def verdict(self, turns: Sequence[TurnRecord]) -> Verdict:
         units = self.units(turns)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -102,7 +103,8 @@ def test_a_single_turn_case_is_judged_with_its_expected_output_as_reference_on_a
     assert judge["scale"] == "0-100" and judge["threshold"] == 70  # agtlantis's default passThreshold
     assert [c["name"] for c in judge["criteria"]] == ["Accuracy", "Relevance"]
     assert all('"carrier": "DHL"' in c["criteria"] for c in judge["criteria"])
-    assert has(result.mapped, "judge", "agent-eval.config.ts", "was not uploaded", "stand in")
+    assert has(result.unmapped, "judge", "agent-eval.config.ts was not uploaded", "stand in")
+    assert "# - judge: agtlantis grades each case with the judge of its config" in result.source
     assert has(result.unmapped, "agent: order-lookup", "TypeScript")
     # agtlantis parses `expect` but never applies it: reported, not turned into a stricter check.
     assert has(result.unmapped, "cases[1].expect.minScore", "does not apply")
@@ -291,3 +293,35 @@ def test_a_config_written_literally_gives_the_agents_system_prompt_and_its_judge
     without_prompt = CONFIG_WITH_AGENT.replace("system: 'You are a helpful Q&A assistant.',", "")
     result = convert({"geo.eval.yaml": suite, "agent-eval.config.ts": without_prompt})
     assert load_suite(result.source).system == "Answers geography questions"
+    result = convert(
+        {"geo.eval.yaml": suite, "agent-eval.config.ts": "export default { judge: makeJudge() }"}
+    )
+    assert has(result.lost, "judge is not written as an object literal")
+    assert has(result.unmapped, "agent-eval.config.ts's judge could not be read", "criteria stand in")
+
+
+STAND_IN = "judge: agtlantis grades each case with the judge of its config, and agent-eval.config.ts was not uploaded"
+
+
+def test_a_folder_import_says_the_built_in_criteria_stand_in_as_one_file_does(tmp_path, capsys, fake_openai):
+    """`evalsite import FOLDER` prints no mapped lines, only what was not converted: the stand-in judge is
+    one of those, in each suite's report and header, and the written suite's judge uses those criteria."""
+    from evalsite.cli.main import main
+
+    project = tmp_path / "evals"
+    project.mkdir()
+    for name in ("orders.eval.yaml", "booking.eval.yaml"):
+        (project / name).write_text((FIXTURES / name).read_text())
+    assert main(["import", str(project), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count(STAND_IN) == 2  # each suite's report
+    written = tmp_path / "out" / "orders.yaml"
+    assert "# - judge: agtlantis grades each case with the judge of its config" in written.read_text()
+
+    fake_openai.rule("Criteria:", verdict(90))
+    report = play(fake_openai, SimpleNamespace(source=written.read_text(), files={}))
+    assert report["order-status"].status == Status.PASSED
+    judged = [r["messages"][-1]["content"] for r in fake_openai.chat_requests() if "Criteria:" in str(r)]
+    # agtlantis's built-in Accuracy and Relevance, word for word, each asked of the judge
+    assert any("is factually correct" in text for text in judged)
+    assert any("directly addresses the input" in text for text in judged)

@@ -116,6 +116,21 @@ def test_a_metric_reward_is_the_graders_score_with_no_pass_line():
     assert has(result.mapped, "reward (metric quality) → pass_rule")
 
 
+def test_reward_weights_that_do_not_sum_to_one_are_said_where_every_import_says_what_differs():
+    """evalsite divides a weighted average by its weights' sum: a score Letta's reward does not give, so the
+    report says it under what was not converted, which a folder import prints and the suite's header keeps."""
+    composer = (
+        (FIXTURES / "letta-today" / "rewards.py").read_text().replace("(0.3 * ascii_only)", "ascii_only")
+    )
+    result = convert(folder("letta-today", **{"rewards.py": composer}))
+    assert yaml.safe_load(result.source)["pass_rule"]["weighted_average"] == {
+        "quality": 0.7,
+        "ascii_only": 1.0,
+    }
+    assert has(result.unmapped, "weights sum to 1.7", "Letta's reward divided by 1.7")
+    assert "its weights sum to 1.7" in result.source
+
+
 def test_a_reward_composer_that_branches_is_listed_as_lost():
     text = (
         (FIXTURES / "letta-today" / "suite.yaml")
@@ -259,6 +274,68 @@ def test_a_custom_grader_on_a_per_turn_row_sees_each_turn_alone(fake_openai):
     report = play(fake_openai, result, model="agent", code=CodeRunner(files=result.files))
     (ev,) = report.evals
     assert [[g.rationale for g in turn.grades] for turn in ev.turns] == [
-        ['code "echo_grader:echo": score 1.00 (threshold 0): First?|one|reply one'],
-        ['code "echo_grader:echo": score 1.00 (threshold 0): Second?|two|reply two'],
+        ['code "echo_grader:echo": score 1.00 (threshold 1): First?|one|reply one'],
+        ['code "echo_grader:echo": score 1.00 (threshold 1): Second?|two|reply two'],
     ]
+
+
+PER_TURN_SUITE = """\
+name: multiturn-per-turn-grading-test
+dataset: dataset.jsonl
+target:
+  kind: letta_code
+  model_handles:
+    - openai/gpt-5-mini
+graders:
+  correctness:
+    kind: tool
+    display_name: "Correctness"
+    function: contains
+    extractor: last_assistant
+reward:
+  kind: metric
+  metric_key: correctness
+"""
+PER_TURN_ROWS = [
+    {"input": ["Capital of France?", "Capital of Germany?", "Capital of Italy?"],
+     "ground_truth": ["Paris", "Berlin", "Rome"]},
+    {"input": ["Result of 2 + 2?", "Result of 3 * 4?"], "ground_truth": ["4", "12"]},
+]  # fmt: skip
+
+
+def test_a_reward_over_per_turn_rows_marks_each_turn_as_letta_does_and_fails_no_eval(fake_openai):
+    """Letta marks a turn passed at a score of 1 whatever the reward (`2/3 passed: ✓ ✓ ✗`), while the
+    reward itself has no pass line: the eval passes with the turns' mean as its score. A wrong answer is
+    a failed turn, and the report counts it so."""
+    from engine.report import format_eval, format_line
+
+    rows = "".join(json.dumps(row) + "\n" for row in PER_TURN_ROWS)
+    result = convert({"suite.yaml": PER_TURN_SUITE, "dataset.jsonl": rows})
+    assert result.lost == []
+    raw = yaml.safe_load(result.source)
+    assert raw["graders"] == {"correctness": {"kind": "contains", "threshold": 1.0}}
+    assert raw["pass_rule"] == {"weighted_average": {"correctness": 1.0}, "threshold": 0.0}
+    assert has(result.mapped, "per turn", "threshold: 1", "Letta marks a turn passed")
+    answers = {"France": "Paris", "Germany": "Berlin", "Italy": "Madrid", "2 + 2": "5", "3 * 4": "11"}
+    for asked, answer in answers.items():
+        fake_openai.rule(asked, answer, model="openai/gpt-5-mini")
+    report = play(fake_openai, result)
+
+    capitals, sums = report.evals
+    assert [turn.passed for turn in capitals.turns] == [True, True, False]
+    assert (capitals.turns_passed, capitals.turns_total) == (2, 3)
+    assert capitals.status == "passed" and capitals.score == pytest.approx(2 / 3)
+    assert [turn.passed for turn in sums.turns] == [False, False]
+    assert (sums.status, sums.score, sums.turns_passed, sums.turns_total) == ("passed", 0.0, 0, 2)
+    shown = format_eval(capitals)
+    assert "❌ FAIL correctness 0.00: does not contain 'Rome'" in shown
+    assert "  Turns: 2/3 ✓✓✗" in shown
+    assert (
+        "Overall: ✅ PASS (passed: weighted score 0.67 (needs 0): correctness 0.67✗; 2/3 turns passed)"
+        in shown
+    )
+    assert "3/3" not in shown
+    # the one line a passing conversation gets in the terminal counts the turns too
+    assert format_line(sums).endswith(
+        "(passed: weighted score 0.00 (needs 0): correctness 0.00✗; 0/2 turns passed)"
+    )

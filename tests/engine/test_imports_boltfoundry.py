@@ -225,13 +225,99 @@ def test_an_embed_that_is_not_among_the_files_is_a_listed_loss():
 def test_several_grader_decks_on_one_samples_file_are_calibrated_side_by_side():
     files = fixture_files()
     files["decks/support-tone-v2.deck.md"] = (
-        "# Support Tone v2\n\nOnly warmth counts.\n\n![samples](./support-samples.deck.toml)\n"
+        "# Support Tone v2\n\nOnly warmth counts: score it from -3 to 3.\n\n"
+        "![samples](./support-samples.deck.toml)\n"
     )
     loaded = load_calibration(*_source_and_files(convert(files)))
     judges = {judge.name: judge for judge in loaded.spec.all_judges}
     assert set(judges) == {"support-tone", "support-tone-v2"}
-    assert judges["support-tone-v2"].criteria == "# Support Tone v2\n\nOnly warmth counts."
+    assert (
+        judges["support-tone-v2"].criteria
+        == "# Support Tone v2\n\nOnly warmth counts: score it from -3 to 3."
+    )
     assert judges["support-tone"].criteria == DECK_TEXT
+
+
+# The deck whose replies the grader grades (aibff's actor deck, as its fastpitch curator beside the
+# sports-relevance graders): it embeds the same samples, and answers with a reply, not a score.
+AGENT_DECK = """\
+# Bookshop Support Agent
+
+You answer the customers of a small online bookshop. Reply in two sentences at most, as JSON:
+{"reply": "<your answer>", "topic": "<shipping | refunds | other>"}.
+
+![](./support-samples.deck.toml)
+"""
+LEFT_OUT = "decks/support-agent.deck.md: left out of the judges, not a grader deck"
+
+
+def test_a_deck_that_writes_the_graded_replies_is_left_out_of_the_judges_and_the_report_says_so():
+    from engine.imports.boltfoundry import plan
+
+    files = {**fixture_files(), "decks/support-agent.deck.md": AGENT_DECK}
+    (unit,) = plan(files)[0]
+    assert (unit.graders, unit.left_out) == (["decks/support-tone.deck.md"], ["decks/support-agent.deck.md"])
+    result = convert(files)
+    loaded = load_calibration(*_source_and_files(result))
+    (judge,) = loaded.spec.all_judges
+    assert judge.criteria == DECK_TEXT
+    assert loaded.spec.name == "support-tone"  # named after its grader
+    assert any(
+        line.startswith(LEFT_OUT) and "asks neither for the sample" in line for line in result.unmapped
+    )
+    assert "# - decks/support-agent.deck.md: left out of the judges" in result.source  # the set's own comment
+    assert result.lost == [] and len(loaded.samples) == 6
+
+
+def test_a_folder_import_leaves_the_deck_that_grades_nothing_out_and_says_so():
+    from engine.imports import convert_all
+
+    files = {f"bf/{name}": text for name, text in fixture_files().items()}
+    imported = convert_all({**files, "bf/decks/support-agent.deck.md": AGENT_DECK})
+    (result,) = imported.results
+    assert result.origin == "bf/decks/support-tone.deck.md"
+    assert any(line.startswith(f"bf/{LEFT_OUT}") for line in result.unmapped)
+    assert "bf/decks/support-agent.deck.md" not in imported.ignored  # said of the set, not "not read"
+
+
+def test_a_deck_that_shows_no_sign_of_grading_is_still_the_judge_of_samples_nothing_else_grades():
+    files = {"decks/support-agent.deck.md": AGENT_DECK, "decks/support-samples.deck.toml": fixture_files()[
+        "decks/support-samples.deck.toml"]}  # fmt: skip
+    result = convert(files)
+    (judge,) = load_calibration(*_source_and_files(result)).spec.all_judges
+    assert judge.criteria.startswith("# Bookshop Support Agent")
+    assert any("shows no sign of grading" in line and "check that it answers with a score" in line
+               for line in result.unmapped)  # fmt: skip
+
+
+def test_samples_no_deck_embeds_are_graded_by_the_grader_named_like_them_not_the_deck_beside_it():
+    files = {
+        "graders/support-agent.deck.md": AGENT_DECK.replace("![](./support-samples.deck.toml)\n", ""),
+        "graders/support-tone-grader.deck.md": "# Support tone\n\nWarm replies score high.\n",
+        "graders/support-samples.jsonl": JSONL,
+    }
+    (judge,) = load_calibration(*_source_and_files(convert(files))).spec.all_judges
+    assert judge.criteria == "# Support tone\n\nWarm replies score high."
+
+
+def test_an_imported_folder_with_a_deck_that_grades_nothing_calibrates_the_grader_alone(tmp_path):
+    shutil.copytree(FOLDER, tmp_path / "bf")
+    (tmp_path / "bf" / "decks" / "support-agent.deck.md").write_text(AGENT_DECK)
+    imported = _cli("import", "bf", "--out", "out", cwd=tmp_path)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    assert LEFT_OUT in imported.stdout
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["support-tone"]
+    with FakeOpenAI(api_key=FAKE_KEY) as fake:
+        fake.default_reply = json.dumps({"score": 1, "reason": "fine"})
+        ran = _cli(
+            "calibrate", "out/support-tone/support-tone.yaml", "--model", "judge-x", cwd=tmp_path,
+            OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY=FAKE_KEY,
+        )  # fmt: skip
+        requests = fake.chat_requests()
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert len(requests) == 6  # one judge, each sample once
+    assert all(body["messages"][0] == {"role": "system", "content": DECK_TEXT} for body in requests)
+    assert not any("Bookshop Support Agent" in json.dumps(body) for body in requests)
 
 
 def _source_and_files(result):
@@ -402,6 +488,9 @@ def test_samples_no_deck_embeds_are_graded_by_the_deck_named_like_them():
     assert judge.criteria == "# Team summaries\n\nPlain words score high."
     assert [m.content for m in judge.messages][2::2] == ["{{input}}", "{{output}}", OUTPUT_FORMAT]
     assert result.lost == []
+    # A guess, said where a folder import's report and the set's header say it too.
+    (note,) = [line for line in result.unmapped if "samples no deck embeds" in line]
+    assert "graders/team-summary-grader.deck.md" in note and "check that they were scored" in note
 
 
 def test_a_deck_uploaded_without_its_folders_is_assembled_by_file_name():

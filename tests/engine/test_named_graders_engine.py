@@ -76,12 +76,17 @@ def test_a_score_per_grader_per_turn(report, fake_openai):
         ("ascii_only", 0.0, False),
     ]
     assert second.grades[0].rationale == "says 0.6" and second.grades[0].threshold == 0.7
+    # The turns are counted as their marks say: the second failed its graders.
+    assert (capitals.turns_passed, capitals.turns_total) == (1, 2)
+    assert [turn.passed for turn in capitals.turns] == [True, False]
     # Per eval: each grader's turns by mean (quality 0.8, ascii 0.5); the weighted rule 0.7*0.8 + 0.3*0.5 = 0.71.
     assert [(g.name, g.score, g.passed, g.turns_graded) for g in capitals.graders] == [
         ("quality", pytest.approx(0.8), True, 2), ("ascii_only", 0.5, False, 2),
     ]  # fmt: skip
     assert capitals.score == pytest.approx(0.71) and capitals.status == "failed"
-    assert "weighted score 0.71 (needs 0.75)" in capitals.verdict
+    assert capitals.verdict == (
+        "failed: weighted score 0.71 (needs 0.75): quality 0.80✓, ascii_only 0.50✗; 1/2 turns passed"
+    )
     # A single ground truth: the conversation graded once, its grade kept with the eval's results.
     assert [(g.name, g.score) for g in greeting.graders] == [("quality", 0.8), ("ascii_only", 1.0)]
     assert greeting.graders[0].grades[0].raw == verdict(0.8) and greeting.turns[0].grades == []

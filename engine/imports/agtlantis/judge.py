@@ -70,6 +70,7 @@ class Judge:
 
 
 def judge_of(files: dict[str, str], main: str, report: Report) -> Judge:
+    unread = None
     for file_name, text in scripts(files, main):
         if not re.search(r"\bjudge\s*:", text):
             continue
@@ -77,11 +78,15 @@ def judge_of(files: dict[str, str], main: str, report: Report) -> Judge:
         judge = _config_judge(file_name, text, report)
         if judge is not None:
             return judge
+        unread = file_name
     names = " and ".join(BUILT_IN[key][0] for key in STAND_IN)
-    report.map(
-        "judge: agtlantis grades each case with the judge of its agent-eval.config.ts, which was not "
-        f"uploaded — its built-in {names} criteria stand in, scored 0-100 and passing at its default "
-        f"passThreshold {PASS_THRESHOLD}; change `llm_judge` to your config's criteria"
+    why = f"{unread}'s judge could not be read" if unread else "agent-eval.config.ts was not uploaded"
+    # The config's judge is not converted: said as such, since a folder import's report and the suite's
+    # header list what was not converted, not what was.
+    report.skip(
+        f"judge: agtlantis grades each case with the judge of its config, and {why} — its built-in {names} "
+        f"criteria stand in, scored 0-100 and passing at its default passThreshold {PASS_THRESHOLD}; change "
+        "`llm_judge` to your config's criteria"
     )
     criteria = [(BUILT_IN[key][0], BUILT_IN[key][1], 1) for key in STAND_IN]
     return Judge(criteria, PASS_THRESHOLD, "stand-in")

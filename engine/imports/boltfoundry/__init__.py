@@ -24,13 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..common import Converted, ImportProblem, Report, Section, safe_file_name
-from .decks import OUTPUT_FORMAT, assemble, is_deck, judge_messages
+from .decks import OUTPUT_FORMAT, assemble, grades, is_deck, judge_messages
 from .samples import Sample, parse_file, read_samples, sample_rows, sample_shape
 
 PLACEHOLDER = "Describe what a good reply does (no grader deck was given with the samples)"
 
 
 MAX_JUDGES = 10
+NO_SIGN = "userMessage, assistantResponse, fullConversation or outputFormat context"
 
 
 # --- the whole upload ---------------------------------------------------------------------------------------
@@ -43,6 +44,9 @@ class Unit:
     graders: list[str]
     sample_files: list[str]
     files: list[str] = field(default_factory=list)  # every file the set reads
+    # Decks that embed its samples but do not grade (the deck whose replies the graders grade).
+    left_out: list[str] = field(default_factory=list)
+    unsure: list[str] = field(default_factory=list)  # its judges that show no sign of grading
 
 
 def plan(files: Mapping[str, str]) -> tuple[list[Unit], dict[str, object]]:
@@ -63,13 +67,25 @@ def plan(files: Mapping[str, str]) -> tuple[list[Unit], dict[str, object]]:
     inlined = set().union(*(deck.included for deck in decks.values())) if decks else set()
     with_samples = {name for name, deck in decks.items() if deck.sample_files}
     parts = set().union(*(decks[name].included for name in with_samples)) if with_samples else set()
+    listed = set().union(*(deck.graders for deck in decks.values())) if decks else set()
+    tops = sorted(with_samples - parts)
+    grading = [name for name in tops if name in listed or grades(decks[name])]
+    # A deck that embeds the samples a grader grades, but grades nothing itself, is left out of the judges.
+    # With no grader on its samples it stays their judge, as aibff would run it.
+    graded = set().union(*(decks[name].sample_files for name in grading)) if grading else set()
+    actors = [name for name in tops if name not in grading and graded & set(decks[name].sample_files)]
     groups: dict[tuple, Unit] = {}
-    for name in sorted(with_samples - parts):
+    for name in [n for n in tops if n not in actors]:
         unit = groups.setdefault(tuple(decks[name].sample_files), Unit([], list(decks[name].sample_files)))
         for grader in (name, *decks[name].graders):  # a deck's front matter may list its graders
             if grader not in unit.graders:
                 unit.graders.append(grader)
     units = list(groups.values())
+    for name in actors:
+        own = set(decks[name].sample_files)
+        max(units, key=lambda unit: len(own & set(unit.sample_files))).left_out.append(name)
+    for unit in units:
+        unit.unsure = [name for name in unit.graders if name not in grading and name not in listed]
     referenced = set().union(*(deck.referenced for deck in decks.values())) if decks else set()
     loose = [
         n for n, data in parsed.items() if n not in referenced and sample_shape(data) and sample_rows(n, data)
@@ -86,14 +102,15 @@ def plan(files: Mapping[str, str]) -> tuple[list[Unit], dict[str, object]]:
             folders.setdefault(posixpath.dirname(name), []).append(name)
     if folders:
         tops = [name for name in decks if name not in inlined and name not in with_samples]
+        tops = [name for name in tops if grades(decks[name])] or tops
         alone = not units  # no deck embeds samples: any deck may be the one these samples were given
         for folder, names in folders.items():
             near = [deck for deck in tops if posixpath.dirname(deck) == folder] or (tops if alone else [])
             units.append(Unit(_matching(near, names), names))
     units.sort(key=lambda unit: -len(unit.graders))
     for unit in units:
-        read = [*unit.graders, *unit.sample_files]
-        for name in unit.graders:
+        read = [*unit.graders, *unit.sample_files, *unit.left_out]
+        for name in [*unit.graders, *unit.left_out]:
             read += sorted(decks[name].referenced)
         unit.files = list(dict.fromkeys(read))
     return units, parsed
@@ -118,6 +135,18 @@ def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Conver
         what = ", ".join(other.graders) or ", ".join(other.sample_files)
         report.lose(f"{what}: another calibration set among the files, not in this one; import it apart")
     graders, loose = units[0].graders, units[0].sample_files
+    for name in units[0].left_out:
+        used[name]  # noqa: B018
+        report.skip(
+            f"{name}: left out of the judges, not a grader deck — it embeds these samples but asks neither for "
+            f"the sample (a {NO_SIGN}) nor for a score, and does not call itself a grader: it is taken for the "
+            "deck whose replies the graders grade"
+        )
+    for name in units[0].unsure:
+        report.skip(
+            f"{name}: shows no sign of grading (no {NO_SIGN}, no score, not called a grader); it is the judge "
+            "all the same, as no other deck grades its samples — check that it answers with a score"
+        )
     if len(graders) > MAX_JUDGES:
         for name in graders[MAX_JUDGES:]:
             report.lose(
@@ -146,8 +175,12 @@ def convert_files(files: Mapping[str, str], report: Report) -> tuple[str, Conver
         if name not in sample_files:
             sample_files.append(name)
             if graders:
-                report.map(
-                    f"{name}: samples no deck refers to, calibrated with the deck{'s' if len(graders) > 1 else ''}"
+                # Which deck graded them was said on bff-eval's command line, not in a file: a guess, said
+                # where a folder import's report and the set's header say it too.
+                report.skip(
+                    f"{name}: samples no deck embeds (bff-eval was given them on its command line), calibrated "
+                    f"with {', '.join(graders)} beside them — check that they were scored for "
+                    f"{'these decks' if len(graders) > 1 else 'this deck'}"
                 )
     if not sample_files:
         raise ImportProblem(

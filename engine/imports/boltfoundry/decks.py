@@ -56,6 +56,21 @@ class Deck:
     graders: list[str] = field(default_factory=list)  # decks its front matter's `graders` lists
 
 
+# A grader deck's words: aibff reads a `score` from its answer, and its decks call themselves graders.
+GRADING_WORDS = re.compile(r"\b(?:scor(?:e|es|ed|ing)|grad(?:e|es|ed|er|ers|ing))\b", re.I)
+
+
+def grades(deck: Deck) -> bool:
+    """Whether a deck grades, as aibff tells its grader decks from the decks whose replies they grade (its
+    GUI keeps an actor deck and a grader deck). aibff renders only the contexts a deck asks for, so a deck
+    asking for the sample (userMessage, assistantResponse, fullConversation) or the answer's format
+    (outputFormat, as its grader base deck does) grades; so does one that asks for a score (calibrate reads
+    `score` from the answer), calls itself a grader, or names the graders beside it."""
+    if any(key in deck.contexts for key in SAMPLE_CONTEXTS) or deck.graders:
+        return True
+    return "grader" in posixpath.basename(deck.name).lower() or bool(GRADING_WORDS.search(deck.text))
+
+
 def resolve(files: Mapping[str, str], base: str, target: str) -> str | None:
     """The uploaded file an embed names: its path relative to the including file, else the one upload of
     that base name (the web page flattens folders)."""

@@ -18,7 +18,9 @@ What has an evalsite equivalent is converted:
   `after_marker`, with their `extractor_config`);
 - the gate (`avg_score`, `min`, `p95`, `accuracy` with ops gte/gt/lte/lt/eq), accuracy values in percent
   becoming shares, and its per-sample `pass_threshold`;
-- `num_runs` → `iterations`.
+- `num_runs` → `iterations`;
+- a reward over rows with a ground truth per turn: named graders at threshold 1, the score at which Letta
+  marks a turn passed, the reward still the eval's score with no pass line.
 
 Everything else is reported: the target (evalsite tests a chat model, not a Letta agent), custom grader
 functions and extractors that read tool calls or agent memory, `max_concurrent`, ...
@@ -105,8 +107,13 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     top.extend(tool_sections(graders, data, files, report))
     threshold = 0.0 if _reward_only(data) else 1.0
     converted = convertible(graders, threshold)
-    if len(converted) != 1 or any(g["grader"] == "code" for g in converted.values()):
-        return _convert_named(name, data, files, report, graders, top, header, dataset_ref, found)
+    # A reward has no pass line, but Letta still marks each turn of a per-turn row passed at a score of 1:
+    # only named graders hold a turn's pass line apart from the eval's.
+    turn_marks = _reward_only(data) and _has_per_turn_rows(dataset_name, dataset_text, data)
+    if turn_marks or len(converted) != 1 or any(g["grader"] == "code" for g in converted.values()):
+        return _convert_named(
+            name, data, files, report, graders, top, header, dataset_ref, found, turn_marks=turn_marks
+        )
     gate = data.get("gate")
     preferred, named_by = gate_metric(gate), "gate"
     if preferred is None:
@@ -206,6 +213,16 @@ def _reward_only(data: dict) -> bool:
     return data.get("reward") is not None and data.get("gate") is None
 
 
+def _has_per_turn_rows(dataset_name: str, dataset_text: str, data: dict) -> bool:
+    """Whether a row kept by sample_tags / max_samples has a ground truth per turn. Read apart, reporting
+    nothing: the conversion reads the rows again, and says what is wrong with them where it always does."""
+    try:
+        rows, _ = read_rows(dataset_name, dataset_text, Report())
+    except ImportProblem:
+        return False
+    return any(isinstance(row.get("ground_truth"), list) for _, _, row in select_rows(rows, data, Report()))
+
+
 def _with_facts(row: dict) -> dict:
     """The row with its agent's facts (agent_args) as a system message before its input."""
     facts = row.pop("_system", None)
@@ -259,15 +276,26 @@ def _convert_named(
     header: list[str],
     dataset_ref: str,
     found: tuple[str, str],
+    *,
+    turn_marks: bool = False,
 ) -> Converted:
     """Each grader that converts becomes a named grader (several, Python ones as code checks, or one whose
     rows need their own version of it), every row is graded by every grader, and the gate is kept whole
-    (weighted averages, and / or of conditions) or the reward becomes the pass rule."""
+    (weighted averages, and / or of conditions) or the reward becomes the pass rule. `turn_marks`: a reward
+    over rows graded turn by turn, whose turns each grader marks passed at 1, as Letta does."""
     dataset_name, dataset_text = found
     reward_only = _reward_only(data)
-    named, attached, prompts = named_graders(graders, files, report, 0.0 if reward_only else 1.0)
+    grader_line = 1.0 if turn_marks or not reward_only else 0.0
+    named, attached, prompts = named_graders(graders, files, report, grader_line)
     if not named:
         raise none_converts(graders)
+    if turn_marks:
+        for spec in named.values():
+            spec["threshold"] = 1.0
+        report.map(
+            "rows with a ground truth per turn, under a reward → each grader's threshold: 1, the score at "
+            "which Letta marks a turn passed; the eval's score is still the reward, which no eval fails on"
+        )
     thresholds: dict[str, float] = {}
     gates = convert_named_gate(data.get("gate"), set(named), report, thresholds)
     for key, threshold in thresholds.items():
@@ -317,21 +345,14 @@ def _convert_named(
             report.group(
                 "extra_vars: read by custom graders only, and this suite has none", f"row {row['id']}"
             )
-    top.append(
-        Section(
-            "graders",
-            named,
-            comments=_graders_comment(graders, named, report),
-            blank_before=True,
-        )
-    )
+    comments = _graders_comment(graders, named, report)
+    if turn_marks:
+        comments.append("a turn passes at a score of 1 (threshold), as Letta marks it")
+    top.append(Section("graders", named, comments=comments, blank_before=True))
     if reward_rule is not None:
         top.append(Section("pass_rule", reward_rule, comments=["Letta's reward"]))
-        top.append(
-            Section(
-                "pass_threshold", 0.0, comments=["Letta's reward has no pass line: no grader fails on it"]
-            )
-        )
+        no_line = "no eval fails on it" if turn_marks else "no grader fails on it"
+        top.append(Section("pass_threshold", 0.0, comments=[f"Letta's reward has no pass line: {no_line}"]))
     out_rows = [_with_facts(row) for row in out_rows]
     if any(key in row for row in out_rows for key in ("rubric", "graders")):
         # A row's own rubric (rubric_vars filled in, or its rubric / rubric_path), agent facts or grader
@@ -386,12 +407,13 @@ def _reward_rule(data: dict, named: dict[str, dict], files: dict[str, str], repo
         if weights is not None:
             total = sum(weights.values())
             mix = " + ".join(f"{w:g}×{k}" for k, w in weights.items())
-            scaled = (
-                ""
-                if abs(total - 1) < 1e-9
-                else f" (weights summing to {total:g}: evalsite divides by their sum)"
-            )
-            report.map(f"reward.function {reward['function']} ({mix}) → pass_rule: weighted_average{scaled}")
+            report.map(f"reward.function {reward['function']} ({mix}) → pass_rule: weighted_average")
+            # A score that differs from Letta's: said where every import says it, the suite's header too.
+            if abs(total - 1) >= 1e-9:
+                report.skip(
+                    f"reward.function {reward['function']}: its weights sum to {total:g} and evalsite divides by "
+                    f"their sum, so each eval's score is Letta's reward divided by {total:g}"
+                )
             return {"weighted_average": weights, "threshold": 0.0}
         report.lose(
             f"reward.function {short(reward.get('function'))}: a custom reward composer evalsite cannot carry — "
