@@ -248,6 +248,37 @@ def revoke_share_link(link: ShareLink, *, by=None) -> None:
         audit.record(by, link.run.project_id, Action.REVOKED, link.run, link=link.pk)
 
 
+@transaction.atomic
+def revoke_links_made_by(user_id: int, *, project_id: int | None = None, by=None, why: str) -> int:
+    """Revoke every active link the user made (to the runs of `project_id`, or of every project when None),
+    each recorded with `why`: a link lasts no longer than its maker's access. How many were revoked."""
+    links = ShareLink.objects.filter(created_by_id=user_id, revoked_at__isnull=True).select_related("run")
+    if project_id is not None:
+        links = links.filter(run__project_id=project_id)
+    now, revoked = timezone.now(), 0
+    for link in links:
+        # One at a time, so that a link revoked meanwhile by someone else is not recorded twice.
+        if ShareLink.objects.filter(pk=link.pk, revoked_at__isnull=True).update(revoked_at=now):
+            audit.record(by, link.run.project_id, Action.REVOKED, link.run, link=link.pk, why=why)
+            revoked += 1
+    return revoked
+
+
+def member_removed(sender, membership, by=None, **kwargs) -> dict:
+    """projects.services.member_removed: the links the member made to the project's runs end with them."""
+    count = revoke_links_made_by(
+        membership.user_id, project_id=membership.project_id, by=by, why="its maker left the project"
+    )
+    return {"share_links_revoked": count} if count else {}
+
+
+def user_saved(sender, instance, **kwargs) -> None:
+    """post_save of a user: a deactivated user's links end in every project (a script or the admin did it,
+    so the audit log names no one)."""
+    if not instance.is_active:
+        revoke_links_made_by(instance.pk, why="its maker was deactivated")
+
+
 # Why a run cannot be deleted while it plays.
 STILL_GOING = "the run is still going: cancel it first"
 

@@ -10,7 +10,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from endpoints.models import Endpoint
-from projects.access import check, roles_of
+from projects.access import check, role_of, roles_of
 from projects.roles import Can
 
 from ..models import ACTIVE, Conversation, Run, ShareLink, Status
@@ -106,12 +106,15 @@ class ShareLinkGone(Http404):
 
 
 def get_shared_run(token: str) -> tuple[Run, ShareLink]:
+    """The run an active link shares. A link whose maker is no longer an active member of the run's project
+    opens nothing, revoked or not: removing a member or deactivating a user revokes their links, and this
+    holds for whatever path took their access away without doing so (a script, a database edit)."""
     link = (
-        ShareLink.objects.select_related("run__suite_version__suite")
+        ShareLink.objects.select_related("run__suite_version__suite", "created_by")
         .filter(token=token, revoked_at__isnull=True)
         .first()
     )
-    if link is None:
+    if link is None or not link.created_by.is_active or role_of(link.created_by, link.run.project_id) is None:
         raise ShareLinkGone("no active share link with this token")
     return link.run, link
 

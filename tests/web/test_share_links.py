@@ -1,0 +1,117 @@
+"""Share links and their makers' access: a link ends when its maker leaves the project or is deactivated,
+however that happened, and the audit log says why."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from projects.models import Action, AuditEvent, Membership, Project
+from runs import services
+from runs.models import ShareLink
+from suites.services import create_suite
+from tests.factories import join, other_project, play
+
+pytestmark = pytest.mark.django_db
+
+SUITE = "name: {name}\nmodel: mock\nevals:\n  - {{prompt: Hi, checks: [{{match: '*'}}]}}\n"
+
+
+def signed_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def opens(link: ShareLink) -> bool:
+    return Client().get(reverse("share:run", args=[link.token])).status_code == 200
+
+
+@pytest.fixture
+def team(user, django_user_model):
+    """Alice admins the default project and another; Ed edits in both, and has made a link to a run in each."""
+    ed = django_user_model.objects.create_user("ed", password="x")
+    here, there = Project.default(), other_project()
+    join(ed, here, "editor")
+    join(ed, there, "editor")
+    join(user, there, "admin")
+    runs = {}
+    for project in (here, there):
+        suite = create_suite(owner=user, source=SUITE.format(name=f"in-{project.slug}"), project=project)
+        runs[project.slug] = play(services.create_run(version=suite.latest_version, user=user))
+    links = {slug: services.create_share_link(run, ed) for slug, run in runs.items()}
+    return {"ed": ed, "here": here, "there": there, "runs": runs, "links": links}
+
+
+def test_removing_a_member_revokes_the_links_they_made_in_that_project_and_says_so(logged_in, user, team):
+    here, links = team["here"], team["links"]
+    alices = services.create_share_link(team["runs"]["default"], user)
+    assert opens(links["default"]) and opens(links["other"])
+    membership = Membership.objects.get(user=team["ed"], project=here)
+    response = logged_in.post(
+        reverse("projects:members", args=[here.slug]),
+        {"action": "remove", "member": membership.pk},
+        follow=True,
+    )
+    assert "Removed ed from Default (share links revoked: 1)." in response.content.decode()
+    assert not opens(links["default"])
+    assert opens(links["other"]) and opens(alices)  # another project's, and another member's, stay
+    revoked = AuditEvent.objects.get(action=Action.REVOKED)
+    assert (revoked.actor, revoked.project, revoked.detail) == (
+        user, here, {"link": links["default"].pk, "why": "its maker left the project"}
+    )  # fmt: skip
+    removed = AuditEvent.objects.get(action=Action.MEMBER_REMOVED)
+    assert removed.detail == {"role": "editor", "share_links_revoked": 1}
+    # Coming back does not bring the link back.
+    join(team["ed"], here, "editor")
+    assert not opens(links["default"])
+
+
+def test_the_members_page_says_before_a_removal_that_the_members_links_go_too(logged_in, team):
+    page = logged_in.get(reverse("projects:members", args=["default"])).content.decode()
+    assert (
+        'data-confirm="Remove ed from Default? The share links they made to its runs are revoked too."'
+        in page
+    )
+
+
+def test_a_member_removed_in_the_admin_loses_their_links_too(admin_client, team):
+    here = team["here"]
+    memberships = list(Membership.objects.filter(project=here).order_by("pk"))
+    form = {"name": here.name, "slug": here.slug, "memberships-TOTAL_FORMS": str(len(memberships))}
+    form["memberships-INITIAL_FORMS"] = str(len(memberships))
+    for n, membership in enumerate(memberships):
+        form.update({
+            f"memberships-{n}-id": str(membership.pk), f"memberships-{n}-project": str(here.pk),
+            f"memberships-{n}-user": str(membership.user_id), f"memberships-{n}-role": membership.role,
+        })  # fmt: skip
+        if membership.user == team["ed"]:
+            form[f"memberships-{n}-DELETE"] = "on"
+    assert (
+        admin_client.post(reverse("admin:projects_project_change", args=[here.pk]), form).status_code == 302
+    )
+    assert not opens(team["links"]["default"]) and opens(team["links"]["other"])
+    assert AuditEvent.objects.get(action=Action.MEMBER_REMOVED).detail["share_links_revoked"] == 1
+
+
+def test_deactivating_a_user_revokes_their_links_in_every_project(team):
+    ed = team["ed"]
+    ed.is_active = False
+    ed.save()
+    assert not any(opens(link) for link in team["links"].values())
+    events = AuditEvent.objects.filter(action=Action.REVOKED)
+    assert sorted(event.project.slug for event in events) == ["default", "other"]
+    assert {(event.actor, event.detail["why"]) for event in events} == {(None, "its maker was deactivated")}
+    ed.is_active = True
+    ed.save()
+    assert not any(opens(link) for link in team["links"].values())  # revoked, not paused
+
+
+def test_a_link_opens_nothing_once_its_maker_lost_access_by_any_other_path(team, django_user_model):
+    ed, links = team["ed"], team["links"]
+    Membership.objects.filter(user=ed, project=team["here"]).delete()  # no service, no signal
+    assert not opens(links["default"]) and opens(links["other"])
+    django_user_model.objects.filter(pk=ed.pk).update(is_active=False)
+    assert not opens(links["other"])
+    assert not ShareLink.objects.filter(revoked_at__isnull=False).exists()  # refused, though never revoked
