@@ -8,6 +8,7 @@ conversations, a cancel frees its endpoint's slots for other runs.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -234,11 +235,27 @@ def retry_errored(run: Run, *, by=None) -> int:
     return count
 
 
+# The lifetimes a new share link may have, by what the share form sends: until revoked, or so many days.
+LINK_LIFETIMES = {"": None, "7": timedelta(days=7), "30": timedelta(days=30)}
+# last_used_at is written at most this often per link: a shared live run's page polls every second.
+LINK_USED_RESOLUTION = timedelta(minutes=1)
+
+
 @transaction.atomic
-def create_share_link(run: Run, user) -> ShareLink:
-    link = ShareLink.objects.create(run=run, created_by=user)
-    audit.record(user, run.project_id, Action.SHARED, run, link=link.pk)
+def create_share_link(run: Run, user, *, lifetime: timedelta | None = None) -> ShareLink:
+    """A new link to the run; `lifetime`: how long it opens the run (None: until revoked)."""
+    expires_at = timezone.now() + lifetime if lifetime is not None else None
+    link = ShareLink.objects.create(run=run, created_by=user, expires_at=expires_at)
+    detail = {"expires": expires_at.isoformat(timespec="minutes")} if expires_at is not None else {}
+    audit.record(user, run.project_id, Action.SHARED, run, link=link.pk, **detail)
     return link
+
+
+def link_used(link: ShareLink) -> None:
+    """Note that the link opened its run now (for its project's admins' list of links)."""
+    now = timezone.now()
+    if link.last_used_at is None or now - link.last_used_at >= LINK_USED_RESOLUTION:
+        ShareLink.objects.filter(pk=link.pk).update(last_used_at=now)
 
 
 @transaction.atomic

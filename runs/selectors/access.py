@@ -102,7 +102,7 @@ def get_run_for_user(user, run_id, can: Can = Can.VIEW) -> Run:
 
 
 class ShareLinkGone(Http404):
-    """The token names no active share link: it was revoked, or never existed."""
+    """The token names no active share link: it was revoked or expired, or never existed."""
 
 
 def get_shared_run(token: str) -> tuple[Run, ShareLink]:
@@ -110,8 +110,9 @@ def get_shared_run(token: str) -> tuple[Run, ShareLink]:
     opens nothing, revoked or not: removing a member or deactivating a user revokes their links, and this
     holds for whatever path took their access away without doing so (a script, a database edit)."""
     link = (
-        ShareLink.objects.select_related("run__suite_version__suite", "created_by")
-        .filter(token=token, revoked_at__isnull=True)
+        ShareLink.objects.active()
+        .select_related("run__suite_version__suite", "created_by")
+        .filter(token=token)
         .first()
     )
     if link is None or not link.created_by.is_active or role_of(link.created_by, link.run.project_id) is None:
@@ -129,4 +130,10 @@ def conversations(run: Run) -> list[Conversation]:
 
 
 def active_share_links(run: Run) -> list[ShareLink]:
-    return list(run.share_links.filter(revoked_at__isnull=True))
+    return list(run.share_links.active())
+
+
+def project_share_links(project_id: int) -> list[ShareLink]:
+    """Every active link to the project's runs, newest first, with its maker and its run's suite."""
+    links = ShareLink.objects.active().filter(run__project_id=project_id)
+    return list(links.select_related("created_by", "run__suite_version__suite"))

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -174,7 +174,10 @@ def _share_panel(request: HttpRequest, run: Run, *, created=None) -> HttpRespons
 @require_POST
 def share(request: HttpRequest, run_id) -> HttpResponse:
     run = selectors.get_run_for_user(request.user, run_id, Can.EDIT)
-    link = services.create_share_link(run, request.user)
+    lifetime = request.POST.get("expires", "")
+    if lifetime not in services.LINK_LIFETIMES:
+        return HttpResponseBadRequest("expires: choose never, 7 or 30 (days)")
+    link = services.create_share_link(run, request.user, lifetime=services.LINK_LIFETIMES[lifetime])
     if not request.htmx:
         messages.success(request, "Share link created. Anyone with the link can view this run, read-only.")
     return _share_panel(request, run, created=link.pk)

@@ -1,14 +1,18 @@
 """Share links and their makers' access: a link ends when its maker leaves the project or is deactivated,
-however that happened, and the audit log says why."""
+however that happened, and the audit log says why; a project's admins list its active links and revoke any;
+a link may be made to expire; its last use is noted."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from projects.models import Action, AuditEvent, Membership, Project
-from runs import services
+from runs import selectors, services
 from runs.models import ShareLink
 from suites.services import create_suite
 from tests.factories import join, other_project, play
@@ -115,3 +119,74 @@ def test_a_link_opens_nothing_once_its_maker_lost_access_by_any_other_path(team,
     django_user_model.objects.filter(pk=ed.pk).update(is_active=False)
     assert not opens(links["other"])
     assert not ShareLink.objects.filter(revoked_at__isnull=False).exists()  # refused, though never revoked
+
+
+# --- The project's list of links, expiry, last use ------------------------------------------------------------
+
+
+def test_an_admin_lists_the_projects_active_links_and_revokes_any(logged_in, user, team):
+    run = team["runs"]["default"]
+    alices = services.create_share_link(run, user)
+    gone = services.create_share_link(run, user)
+    services.revoke_share_link(gone, by=user)
+    url = reverse("project_share_links", args=["default"])
+    page = logged_in.get(url)
+    text = page.content.decode()
+    assert page.status_code == 200 and "no-store" in page["Cache-Control"]
+    for link in (alices, team["links"]["default"]):
+        assert f"http://testserver/s/{link.token}/" in text
+    assert team["links"]["other"].token not in text and gone.token not in text  # another project's, revoked
+    assert run.audit_label in text and ">ed<" in text and ">alice<" in text
+    members = logged_in.get(reverse("projects:members", args=["default"])).content.decode()
+    assert f'href="{url}"' in members
+
+    revoke = reverse("project_share_link_revoke", args=["default", team["links"]["default"].pk])
+    response = logged_in.post(revoke, follow=True)
+    assert "Share link revoked" in response.content.decode()
+    assert not opens(team["links"]["default"]) and opens(alices)
+    event = AuditEvent.objects.get(action=Action.REVOKED, detail__link=team["links"]["default"].pk)
+    assert event.actor == user
+    # Another project's link is not this page's to revoke, even for an admin of both.
+    other = reverse("project_share_link_revoke", args=["default", team["links"]["other"].pk])
+    assert logged_in.post(other).status_code == 404 and opens(team["links"]["other"])
+
+
+def test_the_list_is_the_admins_alone(team):
+    page = signed_in(team["ed"]).get(reverse("project_share_links", args=["default"]))
+    assert page.status_code == 403 and "admin role" in page.content.decode()
+    members = signed_in(team["ed"]).get(reverse("projects:members", args=["default"])).content.decode()
+    assert reverse("project_share_links", args=["default"]) not in members
+
+
+def test_a_link_made_to_expire_opens_its_run_until_then(logged_in, team):
+    run = team["runs"]["default"]
+    share = reverse("runs:share", args=[run.pk])
+    panel = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert '<option value="">never</option><option value="7">in 7 days</option>' in panel
+    logged_in.post(share, {"expires": "7"}, HTTP_HX_REQUEST="true")
+    link = ShareLink.objects.latest("pk")
+    assert timedelta(days=7) - (link.expires_at - timezone.now()) < timedelta(minutes=1)
+    assert opens(link)
+    assert AuditEvent.objects.filter(action=Action.SHARED, detail__link=link.pk).get().detail["expires"]
+    ShareLink.objects.filter(pk=link.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert not opens(link)
+    assert link.pk not in [each.pk for each in selectors.active_share_links(run)]
+    assert logged_in.post(share, {"expires": "365"}).status_code == 400
+    logged_in.post(share, {"expires": ""})
+    assert ShareLink.objects.latest("pk").expires_at is None  # never, unless chosen
+
+
+def test_a_links_last_use_is_noted_at_most_once_a_minute(team):
+    link = team["links"]["default"]
+    assert link.last_used_at is None
+    opens(link)
+    link.refresh_from_db()
+    first = link.last_used_at
+    assert first is not None
+    opens(link)
+    link.refresh_from_db()
+    assert link.last_used_at == first
+    ShareLink.objects.filter(pk=link.pk).update(last_used_at=first - timedelta(minutes=2))
+    opens(link)
+    link.refresh_from_db()
+    assert link.last_used_at > first - timedelta(minutes=2)
