@@ -130,7 +130,7 @@ def conversations(run: Run) -> list[Conversation]:
 
 
 def active_share_links(run: Run) -> list[ShareLink]:
-    return list(run.share_links.active())
+    return list(run.share_links.active().select_related("created_by"))
 
 
 def project_share_links(project_id: int) -> list[ShareLink]:

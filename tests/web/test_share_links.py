@@ -28,6 +28,11 @@ def signed_in(user) -> Client:
     return client
 
 
+def words(response) -> str:
+    """The page's text with every run of whitespace one space, as a reader sees it."""
+    return " ".join(response.content.decode().split())
+
+
 def opens(link: ShareLink) -> bool:
     return Client().get(reverse("share:run", args=[link.token])).status_code == 200
 
@@ -190,3 +195,40 @@ def test_a_links_last_use_is_noted_at_most_once_a_minute(team):
     opens(link)
     link.refresh_from_db()
     assert link.last_used_at > first - timedelta(minutes=2)
+
+
+# --- Who sees a link's URL on the run page --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("role", ["viewer", "reviewer"])
+def test_viewers_and_reviewers_see_how_many_links_a_run_has_but_not_their_urls(role, team, django_user_model):
+    run, link = team["runs"]["default"], team["links"]["default"]
+    member = django_user_model.objects.create_user(f"a-{role}", password="x")
+    join(member, team["here"], role)
+    page = words(signed_in(member).get(reverse("runs:detail", args=[run.pk])))
+    assert link.token not in page
+    assert "1 active link: only its maker and the project's admins see and revoke it." in page
+    assert 'title="1 active link">1</span>' in page  # the Share button's count
+
+
+def test_an_editor_sees_their_own_links_urls_and_counts_the_others(team, user):
+    run, eds = team["runs"]["default"], team["links"]["default"]
+    alices = services.create_share_link(run, user)
+    client = signed_in(team["ed"])
+    page = words(client.get(reverse("runs:detail", args=[run.pk])))
+    assert f"/s/{eds.token}/" in page and alices.token not in page
+    assert "1 active link made by other members: only its maker and the project's admins" in page
+    assert 'title="2 active links">2</span>' in page
+    # The panel the share button sends back (htmx) holds the same: their new link, not the others'.
+    panel = words(client.post(reverse("runs:share", args=[run.pk]), HTTP_HX_REQUEST="true"))
+    newest = ShareLink.objects.latest("pk")
+    assert f"/s/{newest.token}/" in panel and alices.token not in panel
+    assert 'title="3 active links"' in panel
+
+
+def test_an_admin_sees_every_links_url_with_its_maker(logged_in, user, team):
+    run, eds = team["runs"]["default"], team["links"]["default"]
+    alices = services.create_share_link(run, user)
+    page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert f"/s/{eds.token}/" in page and f"/s/{alices.token}/" in page
+    assert "ed, " in page and 'id="share-others"' not in page
