@@ -21,11 +21,21 @@ def default_endpoint() -> EndpointConfig:
     )
 
 
-def named_endpoints() -> tuple[EndpointConfig, ...]:
+EVERY_PROJECT = object()  # named_endpoints' default: every endpoint, whichever project it belongs to
+
+
+def named_endpoints(project_id=EVERY_PROJECT) -> tuple[EndpointConfig, ...]:
+    """The named endpoints: all of them, or those a project may use (shared ones and its own; the shared
+    ones alone for None)."""
     # Imported here: `evalsite run` reads the default endpoint from settings alone, without Django's apps.
+    from django.db.models import Q
+
     from .models import Endpoint
 
-    return tuple(endpoint.to_config() for endpoint in Endpoint.objects.order_by("id"))
+    endpoints = Endpoint.objects.order_by("id")
+    if project_id is not EVERY_PROJECT:
+        endpoints = endpoints.filter(Q(project__isnull=True) | Q(project_id=project_id))
+    return tuple(endpoint.to_config() for endpoint in endpoints)
 
 
 def assemble(
@@ -38,3 +48,10 @@ def assemble(
 def current_registry() -> EndpointRegistry:
     """The registry as defined now, for checking where a suite's models go (it makes no calls)."""
     return assemble(default_endpoint(), named_endpoints())
+
+
+def project_registry(project_id: int | None) -> EndpointRegistry:
+    """The registry as a project's suites see it: another project's endpoint is in it no more than one that
+    does not exist, so what the pages and the API say of a reference to it is what they say of a typo, and
+    names nothing of that project (nor its URL, nor its prices)."""
+    return assemble(default_endpoint(), named_endpoints(project_id))

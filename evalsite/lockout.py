@@ -1,20 +1,32 @@
 """django-axes, for sign-ins and API tokens: the page it shows instead of the sign-in form once a username
-has failed too often, and the throttle on wrong bearer tokens.
+or an address has failed too often, and the throttle on wrong bearer tokens.
+
+A sign-in is refused once its username has failed too often from its address (EVALSITE_LOGIN_FAILURE_LIMIT),
+or once its address has failed too often whatever the usernames (EVALSITE_LOGIN_ADDRESS_FAILURE_LIMIT:
+password spraying, one password tried on many usernames). axes' own settings cannot say the second: every
+combination in AXES_LOCKOUT_PARAMETERS shares one failure limit (an address would lock at the username's five),
+and a sign-in that succeeds clears every combination it matches (a sprayer holding one account would clear
+the address's count). So `Handler` adds the address's count to axes' database handler.
 
 Wrong tokens are recorded as axes failures of one stand-in username per client address, so they are counted,
 listed in the admin and lifted exactly as failed sign-ins are, from the address axes reads (REMOTE_ADDR, or
-AXES_CLIENT_IP_CALLABLE behind a proxy), and they never lock a person's own sign-in: axes keys a sign-in on
-the username and the address together."""
+AXES_CLIENT_IP_CALLABLE behind a proxy), and they never lock a person's own sign-in: a token's failures are
+not a sign-in's, for the username's count or the address's."""
 
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 
+from axes.attempts import get_cool_off_threshold
+from axes.handlers.database import AxesDatabaseHandler
 from axes.handlers.proxy import AxesProxyHandler
-from axes.helpers import get_client_username, get_cool_off
+from axes.helpers import get_client_username, get_cool_off, get_failure_limit
 from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.auth.signals import user_login_failed
+from django.db.models import F, QuerySet, Sum, Value
+from django.db.models.functions import Least
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -52,18 +64,52 @@ def token_failed(request: HttpRequest) -> bool:
     return bool(getattr(request, "axes_locked_out", False))
 
 
+def _sign_ins_from(request: HttpRequest) -> QuerySet[AccessAttempt]:
+    """The address's failed sign-ins still counted (within the cool-off), whatever their usernames."""
+    return AccessAttempt.objects.filter(
+        ip_address=request.axes_ip_address, attempt_time__gte=get_cool_off_threshold(request)
+    ).exclude(username=TOKEN_USERNAME)
+
+
+def address_failures(request: HttpRequest, credentials: dict | None = None) -> int:
+    """The address's failed sign-ins, each username's counted up to its own limit: one username hammered is
+    already refused by that limit, and must not lock the colleagues behind the same address out too."""
+    capped = Least(F("failures_since_start"), Value(get_failure_limit(request, credentials)))
+    return _sign_ins_from(request).aggregate(total=Sum(capped))["total"] or 0
+
+
+def address_locked(request: HttpRequest, credentials: dict | None = None) -> bool:
+    return address_failures(request, credentials) >= settings.EVALSITE_LOGIN_ADDRESS_FAILURE_LIMIT
+
+
+class Handler(AxesDatabaseHandler):
+    """axes' database handler, whose sign-in failures (what it compares with the limit) reach the limit too
+    once the address has failed too often whatever the usernames."""
+
+    def get_failures(self, request, credentials: dict | None = None) -> int:
+        failures = super().get_failures(request, credentials)
+        if _for_token(request, credentials):
+            return failures
+        limit = get_failure_limit(request, credentials)
+        if failures < limit and address_locked(request, credentials):
+            return limit
+        return failures
+
+
+def _retry_after(request: HttpRequest, attempts: QuerySet[AccessAttempt]) -> int:
+    """Seconds until a lockout ends: the cool-off runs from the last failure counted."""
+    last = attempts.order_by("-attempt_time").values_list("attempt_time", flat=True).first()
+    ends = (last or timezone.now()) + get_cool_off(request)
+    return max(1, math.ceil((ends - timezone.now()).total_seconds()))
+
+
 def token_refusal(request: HttpRequest) -> JsonResponse:
     """The API's answer to an address cooling off: 429, and Retry-After for when its lockout ends (the
     cool-off runs from the last wrong token counted; refused ones are not counted, so it does end)."""
-    last = (
-        AccessAttempt.objects.filter(
-            username=TOKEN_USERNAME, ip_address=getattr(request, "axes_ip_address", None)
-        )
-        .values_list("attempt_time", flat=True)
-        .first()
+    attempts = AccessAttempt.objects.filter(
+        username=TOKEN_USERNAME, ip_address=getattr(request, "axes_ip_address", None)
     )
-    ends = (last or timezone.now()) + get_cool_off(request)
-    seconds = max(1, math.ceil((ends - timezone.now()).total_seconds()))
+    seconds = _retry_after(request, attempts)
     response = JsonResponse(
         {"detail": f"too many wrong API tokens from this address: retry in {seconds} s"}, status=429
     )
@@ -74,10 +120,20 @@ def token_refusal(request: HttpRequest) -> JsonResponse:
 def lockout_response(request: HttpRequest, original_response: HttpResponse | None, credentials: dict | None):
     if _for_token(request, credentials):
         return token_refusal(request)
+    username = get_client_username(request, credentials) or ""
+    whole_address = address_locked(request, credentials)
+    if whole_address:
+        attempts = _sign_ins_from(request)
+    else:
+        attempts = AccessAttempt.objects.filter(username=username, ip_address=request.axes_ip_address)
+    seconds = _retry_after(request, attempts)
     now = timezone.now()
     context = {
-        "username": get_client_username(request, credentials) or "",
-        "wait": timeuntil(now + get_cool_off(request), now),
+        "username": username,
+        "whole_address": whole_address,
+        "wait": timeuntil(now + timedelta(seconds=seconds), now),
     }
-    # 429 tells scripts to back off; the admin's sign-in form lands here too.
-    return render(request, "registration/locked_out.html", context, status=429)
+    # 429 and Retry-After tell scripts to back off; the admin's sign-in form lands here too.
+    response = render(request, "registration/locked_out.html", context, status=429)
+    response["Retry-After"] = str(seconds)
+    return response

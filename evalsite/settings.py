@@ -218,12 +218,15 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 # django-axes refuses a sign-in before any password is checked once a username has failed too often from
-# one address. Keyed on the pair, so a mistyping colleague behind the same proxy is not locked out with them.
+# one address. Keyed on the pair, so a mistyping colleague behind the same proxy is not locked out with them;
+# and once an address has failed too often whatever the usernames (password spraying): evalsite.lockout.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 EVALSITE_LOGIN_FAILURE_LIMIT = env_int("EVALSITE_LOGIN_FAILURE_LIMIT", 5)
+# Failed sign-ins from one address, whatever the usernames, each username's counted up to the limit above.
+EVALSITE_LOGIN_ADDRESS_FAILURE_LIMIT = env_int("EVALSITE_LOGIN_ADDRESS_FAILURE_LIMIT", 20)
 # Wrong API bearer tokens, counted per client address (not per user: a token names no one until it matches).
 # A CI job with a revoked token retries a few times; a guesser sends hundreds.
 EVALSITE_TOKEN_FAILURE_LIMIT = env_int("EVALSITE_TOKEN_FAILURE_LIMIT", 20)
@@ -232,6 +235,7 @@ AXES_FAILURE_LIMIT = "evalsite.lockout.failure_limit"
 # request it is handling, so a shorter one for tokens would lift sign-in lockouts early.
 AXES_COOLOFF_TIME = timedelta(minutes=env_float("EVALSITE_LOGIN_LOCKOUT_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "evalsite.lockout.Handler"  # adds the address's limit
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True  # each failed sign-in, with its time and address, in the admin
 AXES_LOCKOUT_CALLABLE = "evalsite.lockout.lockout_response"

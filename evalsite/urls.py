@@ -6,6 +6,7 @@ from django.views.generic import RedirectView
 
 from runs import launch_urls
 from runs.views import response_cache
+from runs.views.links import project_links, revoke_project_link
 from runs.views.tokens import revoke_token, tokens
 from suites import urls as suite_urls
 
@@ -32,6 +33,13 @@ urlpatterns = [
     path("suites/", include(suite_pages)),
     path("runs/", include("runs.urls")),
     path("matrices/", include("runs.matrix_urls")),
+    # A project's share links are runs' rows (projects does not import runs), under the project's path.
+    path("projects/<slug:slug>/links/", project_links, name="project_share_links"),
+    path(
+        "projects/<slug:slug>/links/<int:link_id>/revoke/",
+        revoke_project_link,
+        name="project_share_link_revoke",
+    ),
     path("projects/", include("projects.urls")),
     path("s/", include("runs.share_urls")),
 ]

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from . import audit
+from . import audit, services
 from .models import Action, AuditEvent, Membership, Project
 
 
@@ -18,7 +18,8 @@ class ProjectAdmin(admin.ModelAdmin):
     inlines = [MembershipInline]
 
     def save_formset(self, request, form, formset, change):
-        """Members added, given another role or removed here are in the project's audit log."""
+        """Members added, given another role or removed here are in the project's audit log; a removal ends
+        what the member's access kept open, as on the members page (services.member_removed)."""
         if formset.model is not Membership:
             return super().save_formset(request, form, formset, change)
         saved = formset.save()  # fills new_objects, changed_objects and deleted_objects
@@ -28,7 +29,11 @@ class ProjectAdmin(admin.ModelAdmin):
             (Action.MEMBER_REMOVED, formset.deleted_objects),
         ):
             for membership in memberships:
-                audit.record(request.user, form.instance.pk, action, membership.user, role=membership.role)
+                removed = action == Action.MEMBER_REMOVED
+                ended = services.ended_with(membership, by=request.user) if removed else {}
+                audit.record(
+                    request.user, form.instance.pk, action, membership.user, role=membership.role, **ended
+                )
         return saved
 
 

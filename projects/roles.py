@@ -28,7 +28,7 @@ class Can(StrEnum):
     VIEW = "view"  # suites, versions, runs, transcripts, compare, exports, calibration figures, the audit log
     LABEL = "label"  # labels, overrides, the review queue
     EDIT = "edit"  # save and import suites, launch, cancel, retry, re-grade, pin, share, tokens
-    MANAGE = "manage"  # members, endpoints, deleting suites and runs, revoking others' links and tokens
+    MANAGE = "manage"  # members, endpoints, deleting suites and runs, others' links, tokens and overrides
 
 
 LEAST_ROLE = {

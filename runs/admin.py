@@ -181,8 +181,8 @@ class ConversationAdmin(LaunchedOnly, admin.ModelAdmin):
 
 @admin.register(ShareLink)
 class ShareLinkAdmin(admin.ModelAdmin):
-    list_display = ("run", "created_by", "created_at", "revoked_at")
-    readonly_fields = ("token", "created_at")
+    list_display = ("run", "created_by", "created_at", "expires_at", "last_used_at", "revoked_at")
+    readonly_fields = ("token", "created_at", "last_used_at")
 
 
 @admin.register(Label)

@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from pydantic import ValidationError
 
 from endpoints.models import Endpoint
+from endpoints.registry import project_registry
 from endpoints.routes import suite_routes
 from engine import cost
 from engine.cache import roles_of
@@ -22,7 +23,6 @@ from engine.schema.settings import ModelSettings
 from engine.source import SuiteError, load_typed_yaml
 
 from . import selectors
-from .endpoints import build_registry
 from .services import MAX_CONCURRENCY
 
 RECENT_RUNS_READ = 200
@@ -191,7 +191,7 @@ def panel(
         "launch_cache": bool(cache_on),  # the box: as sent, else as the suite's `cache` says
         "model_choices": model_choices(request.user, spec, project_id),
         "launch_routes": routes,
-        "launch_cost": launch_costs(spec, model, form["compare"].value()),
+        "launch_cost": launch_costs(spec, model, form["compare"].value(), project_id),
         # One field per suite variable: what was sent (after a refused launch), else its default.
         "launch_vars": [
             (name, default, request.POST.get(f"{VAR_FIELD}{name}", default or ""))
@@ -200,7 +200,9 @@ def panel(
     }
 
 
-def launch_costs(spec: SuiteSpec | None, model: str, compare: str | None) -> list[tuple[str, list[str]]]:
+def launch_costs(
+    spec: SuiteSpec | None, model: str, compare: str | None, project_id: int | None
+) -> list[tuple[str, list[str]]]:
     """What the launch may cost, as (variant, its lines): one run's estimate, or with `compare` lines a matrix's,
     one per variant and their sum. Variants that do not parse yet (typed half-way) leave the run's alone."""
     variants: list[Variant] = []
@@ -208,15 +210,15 @@ def launch_costs(spec: SuiteSpec | None, model: str, compare: str | None) -> lis
         with contextlib.suppress(VariantError):
             variants = parse_variants([model or spec.model or "", *compare.splitlines()], split=False)
     if not variants:
-        found = estimate(spec, model or None)
+        found = estimate(spec, model or None, project_id)
         return [("", found.lines())] if found is not None else []
-    found = [(variant.name, estimate(spec, variant.model)) for variant in variants]
+    found = [(variant.name, estimate(spec, variant.model, project_id)) for variant in variants]
     return cost.variant_costs([(name, each) for name, each in found if each is not None])
 
 
-def estimate(spec: SuiteSpec | None, model: str | None) -> cost.Estimate | None:
-    """What a run of the suite on `model` (else its own) may cost, from the endpoints' prices as the admin set
-    them (engine.cost); None when there is no suite to size."""
+def estimate(spec: SuiteSpec | None, model: str | None, project_id: int | None) -> cost.Estimate | None:
+    """What a run of the suite on `model` (else its own) may cost, from the prices the admin set on the
+    endpoints the project may use (engine.cost); None when there is no suite to size."""
     if spec is None or not spec.evals:
         return None
-    return cost.estimate(spec, build_registry().endpoint_of, model)
+    return cost.estimate(spec, project_registry(project_id).endpoint_of, model)

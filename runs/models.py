@@ -400,14 +400,28 @@ def new_share_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+class ShareLinkQuerySet(models.QuerySet):
+    def active(self) -> "ShareLinkQuerySet":
+        """Links that open their run now: not revoked, and not past their expiry."""
+        return self.filter(revoked_at__isnull=True).filter(
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=timezone.now())
+        )
+
+
 class ShareLink(models.Model):
-    """A read-only link to one run. The token is 256 random bits; revoking it ends access at once."""
+    """A read-only link to one run. The token is 256 random bits; revoking it ends access at once, and so
+    does its expiry, when it was made with one."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="share_links")
     token = models.CharField(max_length=64, unique=True, default=new_share_token, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: until revoked.")
+    # Written at most once a minute (runs.services.link_used): a shared live run polls every second.
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ShareLinkQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -417,7 +431,7 @@ class ShareLink(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
 
 
 class Label(models.Model):

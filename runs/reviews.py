@@ -180,7 +180,8 @@ class OverrideRefused(ValueError):
 
 def override_outcome(conversation, user, *, turn: int, target: str, passed: bool, note: str) -> Override:
     """The reviewer's outcome for one check (or ground-truth grade) of one turn, with a note saying why; the
-    conversation's verdict, and its finished run's status, follow (engine.overrides)."""
+    conversation's verdict, and its finished run's status, follow (engine.overrides). Their own override of
+    it is replaced; another member's is refused."""
     note = note.strip()
     if not note:
         raise OverrideRefused("say why in a note: it is kept with the override")
@@ -192,6 +193,13 @@ def override_outcome(conversation, user, *, turn: int, target: str, passed: bool
             overrides.check(selectors.turn_records(conversation), turn, target, passed)
         except overrides.OverrideError as exc:
             raise OverrideRefused(str(exc)) from exc
+        given = conversation.overrides.filter(turn=turn, target=target).select_related("created_by").first()
+        if given is not None and given.created_by_id != user.pk:
+            # Replacing it would withdraw it, which is its author's or an admin's to do, on its own.
+            raise OverrideRefused(
+                f"{given.created_by.get_username()} overrode this outcome already: their override is withdrawn "
+                "first, by them or by an admin"
+            )
         item, _ = Override.objects.update_or_create(
             conversation=conversation,
             turn=turn,

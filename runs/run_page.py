@@ -16,6 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
+from projects.access import role_of
+from projects.roles import Can, allows
+
 from . import display, page_cache, run_table, selectors
 from .access import Access
 from .models import Run, Status
@@ -76,7 +79,7 @@ class RunPage:
     strip_max: int
     urls: dict[str, Any]
     # The owner's controls only.
-    share_links: list = field(default_factory=list)
+    share_links: ShareLinks | None = None
     baseline: Run | None = None
     versions: list[int] = field(default_factory=list)
 
@@ -128,8 +131,10 @@ def build(
     since: datetime | None = None,
     whole_sent: datetime | None = None,
     oob: bool = False,
+    viewer=None,
 ) -> RunPage:
-    """The page for `access` and the URL's `query`; `absolute_uri` makes share links whole. For the poll:
+    """The page for `access` and the URL's `query`; `absolute_uri` makes share links whole, for `viewer` (the
+    signed-in member, when not a share-link visitor) the ones they may see. For the poll:
     `since`, when it last heard from the server (its table has only the rows changed since); `whole_sent`,
     when it last had the sections that read many rows (None: have them now); `oob`, sections out of band."""
     run = access.run
@@ -216,7 +221,7 @@ def build(
         urls=urls,
     )
     if not access.shared:
-        page.share_links = share_links(run, absolute_uri)
+        page.share_links = share_links(run, absolute_uri, viewer)
         page.baseline = selectors.baseline_besides(run)
         page.versions = list(
             run.suite_version.suite.versions.filter(ref="")
@@ -286,12 +291,28 @@ def _gates(run: Run, facts) -> list[dict]:
     )
 
 
-def share_links(run: Run, absolute_uri: Callable[[str], str]) -> list:
-    """The run's active share links, each with its whole URL."""
+@dataclass
+class ShareLinks:
+    """A run's active share links as one member sees them: those they may copy and revoke (their own; every
+    one for the project's admins), each with its whole URL, and how many others there are. A link is as good
+    as a sign-in to its run, and one copied from another member's would outlive the copier's membership."""
+
+    shown: list
+    others: int
+
+    @property
+    def total(self) -> int:
+        return len(self.shown) + self.others
+
+
+def share_links(run: Run, absolute_uri: Callable[[str], str], viewer) -> ShareLinks:
+    """The run's active share links as `viewer` sees them (ShareLinks)."""
     links = selectors.active_share_links(run)
-    for link in links:
+    every = allows(role_of(viewer, run.project_id), Can.MANAGE)
+    shown = [link for link in links if every or link.created_by_id == viewer.pk]
+    for link in shown:
         link.url = absolute_uri(reverse("share:run", args=[link.token]))
-    return links
+    return ShareLinks(shown=shown, others=len(links) - len(shown))
 
 
 def _status_counts(progress: dict) -> list[tuple[str, int]]:

@@ -8,6 +8,7 @@ conversations, a cancel frees its endpoint's slots for other runs.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -236,11 +237,27 @@ def retry_errored(run: Run, *, by=None) -> int:
     return count
 
 
+# The lifetimes a new share link may have, by what the share form sends: until revoked, or so many days.
+LINK_LIFETIMES = {"": None, "7": timedelta(days=7), "30": timedelta(days=30)}
+# last_used_at is written at most this often per link: a shared live run's page polls every second.
+LINK_USED_RESOLUTION = timedelta(minutes=1)
+
+
 @transaction.atomic
-def create_share_link(run: Run, user) -> ShareLink:
-    link = ShareLink.objects.create(run=run, created_by=user)
-    audit.record(user, run.project_id, Action.SHARED, run, link=link.pk)
+def create_share_link(run: Run, user, *, lifetime: timedelta | None = None) -> ShareLink:
+    """A new link to the run; `lifetime`: how long it opens the run (None: until revoked)."""
+    expires_at = timezone.now() + lifetime if lifetime is not None else None
+    link = ShareLink.objects.create(run=run, created_by=user, expires_at=expires_at)
+    detail = {"expires": expires_at.isoformat(timespec="minutes")} if expires_at is not None else {}
+    audit.record(user, run.project_id, Action.SHARED, run, link=link.pk, **detail)
     return link
+
+
+def link_used(link: ShareLink) -> None:
+    """Note that the link opened its run now (for its project's admins' list of links)."""
+    now = timezone.now()
+    if link.last_used_at is None or now - link.last_used_at >= LINK_USED_RESOLUTION:
+        ShareLink.objects.filter(pk=link.pk).update(last_used_at=now)
 
 
 @transaction.atomic
@@ -248,6 +265,37 @@ def revoke_share_link(link: ShareLink, *, by=None) -> None:
     revoked = ShareLink.objects.filter(pk=link.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     if revoked:
         audit.record(by, link.run.project_id, Action.REVOKED, link.run, link=link.pk)
+
+
+@transaction.atomic
+def revoke_links_made_by(user_id: int, *, project_id: int | None = None, by=None, why: str) -> int:
+    """Revoke every active link the user made (to the runs of `project_id`, or of every project when None),
+    each recorded with `why`: a link lasts no longer than its maker's access. How many were revoked."""
+    links = ShareLink.objects.filter(created_by_id=user_id, revoked_at__isnull=True).select_related("run")
+    if project_id is not None:
+        links = links.filter(run__project_id=project_id)
+    now, revoked = timezone.now(), 0
+    for link in links:
+        # One at a time, so that a link revoked meanwhile by someone else is not recorded twice.
+        if ShareLink.objects.filter(pk=link.pk, revoked_at__isnull=True).update(revoked_at=now):
+            audit.record(by, link.run.project_id, Action.REVOKED, link.run, link=link.pk, why=why)
+            revoked += 1
+    return revoked
+
+
+def member_removed(sender, membership, by=None, **kwargs) -> dict:
+    """projects.services.member_removed: the links the member made to the project's runs end with them."""
+    count = revoke_links_made_by(
+        membership.user_id, project_id=membership.project_id, by=by, why="its maker left the project"
+    )
+    return {"share_links_revoked": count} if count else {}
+
+
+def user_saved(sender, instance, **kwargs) -> None:
+    """post_save of a user: a deactivated user's links end in every project (a script or the admin did it,
+    so the audit log names no one)."""
+    if not instance.is_active:
+        revoke_links_made_by(instance.pk, why="its maker was deactivated")
 
 
 # Why a run cannot be deleted while it plays.

@@ -120,8 +120,10 @@ exit codes:
        endpoint's max concurrency)
     3  the endpoint or the machine failed: a conversation ended in an endpoint error
        (unreachable, HTTP 401, every retry spent), or evalsite crashed; or the run reached
-       its cost limit (--max-cost, the suite's max_cost) and stopped with evals not played,
-       or played in part
+       its cost limit (--max-cost, the suite's max_cost) and stopped with evals not played
+       or played in part;
+       or, with --server, the run was launched and then lost (the token revoked while it
+       polls, the server away): it goes on on the server, at the URL the last line names
   130  interrupted (Ctrl-C)
 
 When some evals fail and others end in an endpoint error, the exit code is 3: the run's result

@@ -34,7 +34,7 @@ from engine.text import plural, terminal_safe
 from .common import BROKEN, FAILED, PASSED, UserError, suite_to_run
 from .options import run_options
 from .outputs import exit_code
-from .remote import Server, _detail, _watch, launch_body, settled_results
+from .remote import Server, _detail, _watch, followed, launch_body, settled_results
 
 
 def json_paths(path: Path, variants: list[Variant]) -> list[Path]:
@@ -302,13 +302,15 @@ def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> i
     # lines of one variant could not be told from another's.
     names = [terminal_safe(f"[{n}/{len(runs)}] {label}") for n, label in enumerate(labels, 1)]
     try:
-        finals = [_watch(server, run_id, name) for run_id, name in zip(runs, names, strict=True)]
+        with followed("the matrix", launched["url"]):
+            finals = [_watch(server, run_id, name) for run_id, name in zip(runs, names, strict=True)]
     except KeyboardInterrupt:
         for run_id in runs:
             server.call("POST", f"/api/runs/{run_id}/cancel")
         print(f"\ncancelled the matrix's runs on the server: {launched['url']}", file=sys.stderr)
         raise
-    reports = [settled_results(server, run_id) for run_id in runs]
+    with followed("the matrix", launched["url"]):
+        reports = [settled_results(server, run_id) for run_id in runs]
     for label, final in zip(labels, finals, strict=True):
         if final == Status.CANCELLED:
             print(f"{label}: its run was cancelled on the server", file=sys.stderr)

@@ -5,8 +5,9 @@ files to `POST /api/runs`. In CI it goes with the ref it runs from (ci.py), and 
 ref, off the suite's line; otherwise the server saves it as the next version of the user's suite. The launch
 carries an Idempotency-Key made for this invocation, so one that lost its answer is sent again safely.
 Progress is polled and said on stderr; the results come back in the documented JSON format, so the report,
-the exports and the exit code are those of a local run. Ctrl-C cancels the run on the server. Plain urllib:
-a CI job needs nothing installed beyond evalsite itself.
+the exports and the exit code are those of a local run; once the run is launched, losing it (the token
+revoked meanwhile, the server away) is exit 3 with its URL, as it goes on there. Ctrl-C cancels the run on
+the server. Plain urllib: a CI job needs nothing installed beyond evalsite itself.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import urllib.error
 import urllib.request
 import uuid
 from argparse import Namespace
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import urlencode
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
@@ -205,7 +208,8 @@ def run_on_server(args: Namespace) -> int:
         print(f"v{launched['version']} is the suite's latest version: its editor and launch form show it",
               file=sys.stderr, flush=True)  # fmt: skip
     try:
-        final = _watch(server, run_id)
+        with followed("the run", run_url):
+            final = _watch(server, run_id)
     except KeyboardInterrupt:
         try:
             server.call("POST", f"/api/runs/{run_id}/cancel")
@@ -213,7 +217,8 @@ def run_on_server(args: Namespace) -> int:
         except UserError:
             print(f"\ncould not cancel run {run_id} on the server; cancel it at {run_url}", file=sys.stderr)
         raise
-    report = settled_results(server, run_id)
+    with followed("the run", run_url):
+        report = settled_results(server, run_id)
     print(format_report(report, getattr(args, "detail", Detail.VERBOSE)))
     comparison = baseline_url = None
     if baseline is not None:
@@ -236,6 +241,16 @@ def run_on_server(args: Namespace) -> int:
             fail_on_regression=args.fail_on_regression, fail_on_new=args.fail_on_new_failures,
         )  # fmt: skip
     return code
+
+
+@contextmanager
+def followed(what: str, url: str) -> Iterator[None]:
+    """Following something launched on the server: a refusal meanwhile (the token revoked, the server away)
+    leaves its result unknown here, exit 3, not 2 ("nothing was run"), and says where it goes on."""
+    try:
+        yield
+    except UserError as exc:
+        raise UserError(f"{exc}; {what} goes on on the server: {url}", code=BROKEN) from None
 
 
 def _watch(server: Server, run_id: str, name: str = "") -> str:

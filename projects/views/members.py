@@ -1,5 +1,5 @@
 """A project's members: everyone in it sees the list; admins add a user by username, change a role or remove
-a member (never the last admin)."""
+a member (never the last admin; the share links they made to the project's runs are revoked with them)."""
 
 from __future__ import annotations
 
@@ -62,8 +62,9 @@ def _change(request: HttpRequest, project: Project) -> tuple[AddMemberForm, int]
     name = membership.user.get_username()
     try:
         if action == "remove":
-            services.remove_member(membership, by=request.user)
-            messages.success(request, f"Removed {name} from {project.name}.")
+            ended = services.remove_member(membership, by=request.user)
+            said = "; ".join(f"{key.replace('_', ' ')}: {value}" for key, value in ended.items())
+            messages.success(request, f"Removed {name} from {project.name}{f' ({said})' if said else ''}.")
         else:
             form = RoleForm(request.POST)
             if form.is_valid():

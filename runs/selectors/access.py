@@ -10,7 +10,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from endpoints.models import Endpoint
-from projects.access import check, roles_of
+from projects.access import check, role_of, roles_of
 from projects.roles import Can
 
 from ..models import ACTIVE, Conversation, Run, ShareLink, Status
@@ -102,16 +102,20 @@ def get_run_for_user(user, run_id, can: Can = Can.VIEW) -> Run:
 
 
 class ShareLinkGone(Http404):
-    """The token names no active share link: it was revoked, or never existed."""
+    """The token names no active share link: it was revoked or expired, or never existed."""
 
 
 def get_shared_run(token: str) -> tuple[Run, ShareLink]:
+    """The run an active link shares. A link whose maker is no longer an active member of the run's project
+    opens nothing, revoked or not: removing a member or deactivating a user revokes their links, and this
+    holds for whatever path took their access away without doing so (a script, a database edit)."""
     link = (
-        ShareLink.objects.select_related("run__suite_version__suite")
-        .filter(token=token, revoked_at__isnull=True)
+        ShareLink.objects.active()
+        .select_related("run__suite_version__suite", "created_by")
+        .filter(token=token)
         .first()
     )
-    if link is None:
+    if link is None or not link.created_by.is_active or role_of(link.created_by, link.run.project_id) is None:
         raise ShareLinkGone("no active share link with this token")
     return link.run, link
 
@@ -126,4 +130,10 @@ def conversations(run: Run) -> list[Conversation]:
 
 
 def active_share_links(run: Run) -> list[ShareLink]:
-    return list(run.share_links.filter(revoked_at__isnull=True))
+    return list(run.share_links.active().select_related("created_by"))
+
+
+def project_share_links(project_id: int) -> list[ShareLink]:
+    """Every active link to the project's runs, newest first, with its maker and its run's suite."""
+    links = ShareLink.objects.active().filter(run__project_id=project_id)
+    return list(links.select_related("created_by", "run__suite_version__suite"))

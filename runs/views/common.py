@@ -13,7 +13,7 @@ from django_htmx.http import HttpResponseClientRefresh
 
 from projects.roles import Can
 
-from .. import selectors
+from .. import selectors, services
 from ..access import Access
 
 
@@ -23,7 +23,8 @@ def owner(request: HttpRequest, run_id, can: Can = Can.VIEW) -> Access:
 
 
 def visitor(token: str) -> Access:
-    run, _link = selectors.get_shared_run(token)
+    run, link = selectors.get_shared_run(token)
+    services.link_used(link)
     return Access(run, token=token)
 
 

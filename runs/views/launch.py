@@ -128,6 +128,6 @@ def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
             key: form.cleaned_data.get(key) for key in ("model_settings", "judge_settings", "user_settings")
         }
         spec = apply(spec, RunOptions.model_validate(typed))
-    costs = launch_costs(spec, model, request.GET.get("compare"))
+    costs = launch_costs(spec, model, request.GET.get("compare"), suite.project_id)
     context = {"launch_routes": routes, "suite": suite, "launch_cost": costs}
     return render(request, "suites/_launch_routes.html", context)

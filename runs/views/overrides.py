@@ -1,5 +1,7 @@
 """Overrides: a reviewer overturns one check's outcome on a transcript, with a note, or withdraws it
-(engine.overrides recomputes the verdict). Owners only: share links show overrides but cannot make them."""
+(engine.overrides recomputes the verdict). Another member's override is theirs: withdrawing it takes the
+admin role, as revoking another member's share link does. Owners only: share links show overrides but cannot
+make them."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from projects.access import needs
+from projects.access import check, needs
 from projects.roles import Can
 
 from .. import reviews, selectors
@@ -55,6 +57,9 @@ def override(request: HttpRequest, run_id, index: int) -> HttpResponse:
 @require_POST
 def remove_override(request: HttpRequest, run_id, index: int, override_id: int) -> HttpResponse:
     access, conversation = _conversation(request, run_id, index)
+    given = conversation.overrides.filter(pk=override_id).first()
+    if given is not None and given.created_by_id != request.user.pk:  # another member's override
+        check(request.user, access.run.project_id, Can.MANAGE)
     reviews.remove_override(conversation, override_id, by=request.user)
     messages.success(request, "Override withdrawn.")
     return _back(access, conversation, request.POST.get("turn", ""))

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -64,7 +64,11 @@ def _context(request: HttpRequest, page: run_page.RunPage, *, oob: bool = False)
 
 def _run_page(request: HttpRequest, access: Access) -> HttpResponse:
     page = run_page.build(
-        access, request.GET, exports=export_links(access), absolute_uri=request.build_absolute_uri
+        access,
+        request.GET,
+        exports=export_links(access),
+        absolute_uri=request.build_absolute_uri,
+        viewer=request.user,
     )
     return render(request, "runs/detail.html", _context(request, page))
 
@@ -86,6 +90,7 @@ def _progress(request: HttpRequest, access: Access) -> HttpResponse:
         since=_since(request),
         whole_sent=None if due else whole,
         oob=True,
+        viewer=request.user,
     )
     html = render_to_string("runs/run/_poll.html", _context(request, page, oob=True), request)
     return HttpResponse(html) if live else HttpResponseStopPolling(html)
@@ -160,7 +165,7 @@ def _share_panel(request: HttpRequest, run: Run, *, created=None) -> HttpRespons
     if request.htmx:
         context = {
             "run": run,
-            "share_links": run_page.share_links(run, request.build_absolute_uri),
+            "share_links": run_page.share_links(run, request.build_absolute_uri, request.user),
             "created": created,
             "share_open": True,
             "share_oob": True,  # the count on the header's Share button follows
@@ -174,7 +179,10 @@ def _share_panel(request: HttpRequest, run: Run, *, created=None) -> HttpRespons
 @require_POST
 def share(request: HttpRequest, run_id) -> HttpResponse:
     run = selectors.get_run_for_user(request.user, run_id, Can.EDIT)
-    link = services.create_share_link(run, request.user)
+    lifetime = request.POST.get("expires", "")
+    if lifetime not in services.LINK_LIFETIMES:
+        return HttpResponseBadRequest("expires: choose never, 7 or 30 (days)")
+    link = services.create_share_link(run, request.user, lifetime=services.LINK_LIFETIMES[lifetime])
     if not request.htmx:
         messages.success(request, "Share link created. Anyone with the link can view this run, read-only.")
     return _share_panel(request, run, created=link.pk)

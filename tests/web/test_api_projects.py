@@ -5,6 +5,7 @@ another's launches and left out of their launch form; the tokens page is the cur
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 from django.contrib.admin.sites import site
@@ -144,26 +145,48 @@ def test_tokens_made_before_projects_act_in_the_default_project_and_endpoints_st
 # --- endpoints ----------------------------------------------------------------------------------------------
 
 
-def test_another_projects_endpoint_is_refused_at_launch_with_a_reason(teams, fake_endpoint):
+# What a member of A is told of B's endpoint `fake` is what they are told of a name no endpoint has: nothing
+# of B (its endpoint's name in a list, its URL, its prices) and no word of another project.
+UNKNOWN = "no endpoint is named `fake`"
+LEAKS = ("another project", "fake (http", "endpoints: fake", "did you mean `fake`", "endpoint fake")
+
+
+def text_of(page: str) -> str:
+    """What a page fragment reads as: its tags left out, its entities read, its whitespace one space."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
+
+
+def assert_told_as_unknown(text: str) -> None:
+    text = text_of(text)
+    assert UNKNOWN in text, text
+    assert not any(leak in text for leak in LEAKS), text
+
+
+@pytest.fixture
+def theirs(teams, fake_endpoint):
+    """B's own endpoint `fake`, and A's own `ours`."""
     fake_endpoint.project = teams["b"]
     fake_endpoint.save()
+    Endpoint.objects.create(name="ours", base_url="http://127.0.0.1:9/v1", project=teams["a"])
+    return fake_endpoint
+
+
+def test_another_projects_endpoint_is_refused_at_launch_as_a_name_this_project_lacks(teams, theirs):
     source = suite_source("on-fake", model="fake/test-model")
     in_a = create_suite(owner=teams["alice"], source=source, project=teams["a"])
-    with pytest.raises(LaunchError, match="endpoint `fake` belongs to another project"):
+    with pytest.raises(LaunchError, match="^`fake/test-model`: this project has no endpoint named `fake`$"):
         create_run(version=in_a.latest_version, user=teams["alice"])
     judged = create_suite(
         owner=teams["alice"],
         source=suite_source("judged").replace("model: mock", "model: mock\njudge: fake/j", 1),
         project=teams["a"],
     )
-    with pytest.raises(
-        LaunchError, match="belongs to another project"
-    ):  # a judge counts as much as the model
+    with pytest.raises(LaunchError, match="no endpoint named `fake`"):  # a judge counts as much as the model
         create_run(version=judged.latest_version, user=teams["alice"])
     in_b = create_suite(owner=teams["dave"], source=source, project=teams["b"])
     assert create_run(version=in_b.latest_version, user=teams["dave"]).endpoint_name == "fake"
-    fake_endpoint.project = None  # shared again: every project may use it
-    fake_endpoint.save()
+    theirs.project = None  # shared again: every project may use it
+    theirs.save()
     assert create_run(version=in_a.latest_version, user=teams["alice"]).endpoint_name == "fake"
 
 
@@ -176,55 +199,59 @@ def test_a_graders_judge_on_another_projects_endpoint_is_refused_too(teams, fake
         1,
     )
     graded = create_suite(owner=teams["alice"], source=source, project=teams["a"])
-    with pytest.raises(LaunchError, match="`fake/j`: the endpoint `fake` belongs to another project"):
+    with pytest.raises(LaunchError, match="this project has no endpoint named `fake`"):
         create_run(version=graded.latest_version, user=teams["alice"])
 
 
-def test_the_api_launch_says_why_another_projects_endpoint_is_refused(teams, fake_endpoint):
-    fake_endpoint.project = teams["b"]
-    fake_endpoint.save()
+def test_the_api_launch_refuses_another_projects_endpoint_without_naming_that_project(teams, theirs):
     _, token_a = create_token(teams["alice"], "ci", teams["a"])
     body = {"yaml": suite_source("on-fake", model="fake/test-model")}
     refused = Client().post("/api/runs", body, content_type="application/json", **bearer(token_a))
-    assert refused.status_code == 422 and "belongs to another project" in refused.json()["detail"]
+    assert refused.status_code == 422
+    detail = refused.json()["detail"]
+    assert "this project has no endpoint named `fake`" in detail and "another project" not in detail
     assert not Suite.objects.filter(name="on-fake").exists()  # nothing saved
 
 
-def test_the_launch_form_offers_only_the_endpoints_its_project_may_use(teams, fake_endpoint):
-    Endpoint.objects.create(name="theirs", base_url="http://127.0.0.1:9/v1", project=teams["b"])
-    Endpoint.objects.create(name="ours", base_url="http://127.0.0.1:9/v1", project=teams["a"])
+def test_the_launch_form_offers_only_the_endpoints_its_project_may_use(teams, theirs):
     suite = Suite.objects.get(project=teams["a"])
     client = Client()
     client.force_login(teams["alice"])
     page = client.get(reverse("suites:detail", args=[suite.public_id])).content.decode()
-    assert 'value="fake/"' in page and 'value="ours/"' in page
-    assert 'value="theirs/"' not in page
+    assert 'value="ours/"' in page
+    assert 'value="fake/"' not in page
 
 
-def test_validate_warns_of_another_projects_endpoint(teams, fake_endpoint):
-    fake_endpoint.project = teams["b"]
-    fake_endpoint.save()
+def test_validate_says_of_another_projects_endpoint_what_it_says_of_a_typo(teams, theirs):
     _, token_a = create_token(teams["alice"], "ci", teams["a"])
     body = {"source": suite_source("on-fake", model="fake/test-model")}
     answer = Client().post("/api/suites/validate", body, content_type="application/json", **bearer(token_a))
-    assert any("belongs to another project" in w["message"] for w in answer.json()["warnings"])
+    text = " ".join([*answer.json()["routes"], *(w["message"] for w in answer.json()["warnings"])])
+    assert_told_as_unknown(text)
+    assert "endpoints: ours" in text  # the names it may use, and only those
+    typo = {"source": suite_source("on-fake", model="fkae/test-model")}
+    answer = Client().post("/api/suites/validate", typo, content_type="application/json", **bearer(token_a))
+    text = " ".join(w["message"] for w in answer.json()["warnings"])
+    assert "no endpoint is named `fkae`" in text and "fake" not in text.replace("fkae", "")
 
 
-def test_the_editor_warns_of_another_projects_endpoint_as_you_type(teams, fake_endpoint):
-    fake_endpoint.project = teams["b"]
-    fake_endpoint.save()
+def test_the_editor_and_the_launch_panel_say_of_it_what_they_say_of_a_typo(teams, theirs):
     client = Client()
     client.force_login(teams["alice"])  # her current project is A
     source = suite_source("on-fake", model="fake/test-model")
     body = client.post(
         reverse("suites:validate"), {"source": source}, HTTP_HX_REQUEST="true"
     ).content.decode()
-    assert "belongs to another project" in html.unescape(body)
+    assert_told_as_unknown(body)
+    suite = Suite.objects.get(project=teams["a"])
+    routes = reverse("suites:launch_routes", args=[suite.public_id])
+    panel = client.get(routes, {"model": "fake/test-model", "compare": "mock"}).content.decode()
+    assert_told_as_unknown(panel)
     client.get(reverse("tokens"), {"project": "b"})  # switches to B, whose endpoint it is
     body = client.post(
         reverse("suites:validate"), {"source": source}, HTTP_HX_REQUEST="true"
     ).content.decode()
-    assert "belongs to another project" not in html.unescape(body)
+    assert UNKNOWN not in text_of(body) and "fake (http" in text_of(body)
 
 
 def test_the_admin_shows_and_filters_endpoints_by_project(teams, admin_client):

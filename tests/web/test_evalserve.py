@@ -72,17 +72,45 @@ def var_env(tmp_path):
     return set_up_var(tmp_path / "var")
 
 
-def set_up_var(var_dir: Path) -> dict[str, str]:
-    """The environment of a local install whose var dir is `var_dir`, set up as `make setup` sets it up."""
+def set_up_var(var_dir: Path, *, collect: bool = True) -> dict[str, str]:
+    """The environment of a local install whose var dir is `var_dir`, set up as `make setup` sets it up
+    (without collecting the static files, when not `collect`)."""
     env = {**os.environ, "EVALSITE_DEV": "1", "EVALSITE_VAR_DIR": str(var_dir),
            "DJANGO_SETTINGS_MODULE": "evalsite.settings", "LOG_LEVEL": "WARNING"}  # fmt: skip
-    for name in ("DATABASE_URL", "CELERY_BROKER_URL"):  # the embedded defaults, as `make run` has them
+    for name in ("DATABASE_URL", "CELERY_BROKER_URL", "STATIC_ROOT"):  # the defaults, as `make run` has them
         env.pop(name, None)
     manage = [sys.executable, "manage.py"]
     # As `make setup` does before `make run`.
-    for command in (["migrate", "--noinput", "-v0"], ["collectstatic", "--noinput", "-v0"], ["evalsetup"]):
+    commands = [["migrate", "--noinput", "-v0"], ["collectstatic", "--noinput", "-v0"], ["evalsetup"]]
+    for command in commands if collect else [commands[0], commands[2]]:
         subprocess.run([*manage, *command], cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
     return env
+
+
+def wait_for_page(url: str, server: subprocess.Popen, log: Path) -> None:
+    """Until the server answers `url` (an error answer fails at once), or fails the test after a minute."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as page:
+                assert page.status == 200
+                return
+        except urllib.error.HTTPError:
+            raise
+        except OSError:
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            assert server.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.2)
+
+
+def stop(server: subprocess.Popen) -> None:
+    """The server and its whole tree, found before it goes (its orphans would then be init's children)."""
+    tree = descendants(server.pid)
+    if server.poll() is None:
+        server.kill()
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_serves_the_dashboard_plays_runs_on_two_worker_processes_restarts_them_and_stops_them(
@@ -97,18 +125,7 @@ def test_serves_the_dashboard_plays_runs_on_two_worker_processes_restarts_them_a
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2) as page:
-                    assert page.status == 200
-                    break
-            except urllib.error.HTTPError:
-                raise
-            except OSError:
-                assert time.monotonic() < deadline, (tmp_path / "evalserve.log").read_text()[-3000:]
-                assert server.poll() is None, (tmp_path / "evalserve.log").read_text()[-3000:]
-                time.sleep(0.2)
+        wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", server, tmp_path / "evalserve.log")
         output = (tmp_path / "evalserve.log").read_text()
         assert "Celery workers started: 2 workers, each playing up to 2 conversations at once" in output
         assert f"open http://127.0.0.1:{port}/ and sign in as admin / " in output
@@ -168,16 +185,35 @@ def test_serves_the_dashboard_plays_runs_on_two_worker_processes_restarts_them_a
             time.sleep(0.1)
         assert not any(Path(f"/proc/{pid}").exists() for pid in workers), "a worker outlived the server"
         assert not any(Path(f"/proc/{pid}").exists() for pid in web_processes), "gunicorn outlived the server"
-    finally:
-        # Its whole tree, found before the server goes (its orphans would then be init's children): a
-        # failed assertion must not leave gunicorn and Celery running for the next test.
-        tree = descendants(server.pid)
-        if server.poll() is None:
-            server.kill()
-        for pid in tree:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    finally:  # a failed assertion must not leave gunicorn and Celery running for the next test
+        stop(server)
         log.close()
+
+
+def test_a_var_dir_set_up_without_collectstatic_is_served_with_its_static_files(tmp_path):
+    """Every page reads the manifest of hashed static names: without one each answered 500 ("Missing
+    staticfiles manifest entry"). The server collects them first, and says so."""
+    var = tmp_path / "var"
+    env = set_up_var(var, collect=False)
+    port = free_port()
+    log_path = tmp_path / "evalserve.log"
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "manage.py", "evalserve", f"127.0.0.1:{port}", "--processes", "1", "--slots", "1",
+             "--web-processes", "1"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", server, log_path)
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/static/js/head.js", timeout=10) as script:
+                assert script.status == 200
+            assert (var / "staticfiles" / "staticfiles.json").is_file()
+            assert (
+                f"Collecting the static files into {var / 'staticfiles'}: their manifest is missing or out of date"
+                in log_path.read_text()
+            )
+        finally:
+            stop(server)
 
 
 def test_a_worker_that_exits_once_the_server_is_stopping_is_not_started_again():

@@ -1,5 +1,7 @@
 """Sign-in throttling (django-axes): after 5 wrong passwords for a username from one address, that pair is
-refused for a while, the right password included; other users and the CLI are untouched."""
+refused for a while, the right password included; other users and the CLI are untouched. After 20 wrong
+passwords from one address whatever the usernames (password spraying), the address is; the 429 says when to
+come back (Retry-After)."""
 
 from __future__ import annotations
 
@@ -90,3 +92,40 @@ def test_commands_and_workers_print_nothing_of_axes(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout + done.stderr == "System check identified no issues (0 silenced).\n"
+
+
+def test_wrong_passwords_for_many_usernames_lock_the_address_whatever_the_username(client, user):
+    """Password spraying: one password tried on many usernames, none of them failing five times. Twenty
+    failures from one address lock every username there, the right password included, for the cool-off;
+    another address is untouched."""
+    assert settings.EVALSITE_LOGIN_ADDRESS_FAILURE_LIMIT == 20
+    names = [f"user{n}" for n in range(19)] + ["alice"]
+    statuses = [sign_in(client, name, "Summer2026!").status_code for name in names]
+    assert statuses == [200] * 19 + [429]
+    refused = sign_in(client, "alice", PASSWORD)
+    assert refused.status_code == 429 and signed_in_as(client) is None
+    assert 890 <= int(refused["Retry-After"]) <= 900
+    page = " ".join(refused.content.decode().split())
+    assert "Sign-in from this address is paused, whatever the username" in page and "axes_reset_ip" in page
+    elsewhere = client.post(
+        reverse("login"), {"username": "alice", "password": PASSWORD}, REMOTE_ADDR="10.0.0.9"
+    )
+    assert elsewhere.status_code == 302 and signed_in_as(client) == "alice"
+
+
+def test_a_success_from_the_address_does_not_clear_its_count(client, user, other_user):
+    for n in range(19):
+        assert sign_in(client, f"user{n}", "Summer2026!").status_code == 200
+    assert (
+        sign_in(client, other_user.username, OTHER_PASSWORD).status_code == 302
+    )  # the sprayer's own account
+    client.logout()
+    assert sign_in(client, "user19", "Summer2026!").status_code == 429
+
+
+def test_a_locked_username_is_told_when_to_come_back(client, user):
+    for attempt in range(5):
+        response = sign_in(client, user.username, f"guess-{attempt}")
+    assert response.status_code == 429
+    assert 890 <= int(response["Retry-After"]) <= 900
+    assert "Sign-in as <strong>alice</strong> from this address is paused" in response.content.decode()

@@ -21,7 +21,7 @@ from runs import selectors
 from runs.models import Override, Run
 from runs.services import create_run
 from suites.services import create_suite
-from tests.factories import body, play
+from tests.factories import body, join, play
 
 pytestmark = pytest.mark.django_db
 
@@ -249,3 +249,55 @@ def test_a_run_ends_though_its_summary_cannot_be_kept(run, monkeypatch):
     assert scheduling.finalize(run.pk)
     run.refresh_from_db()
     assert run.summary["status"] == "failed" and run.summary["progress"]["total"] == 2
+
+
+@pytest.mark.parametrize("role", ["reviewer", "editor"])
+def test_another_members_override_takes_the_admin_role_to_withdraw_or_replace(
+    role, logged_in, run, user, django_user_model
+):
+    """An admin's override stands against a reviewer or editor: withdrawing it is a 403, as revoking another
+    member's share link is, and overriding the same outcome again is refused rather than replacing it."""
+    override(logged_in, run, 0, turn="1", target="checks[0]", passed="1", note="admin decision")
+    given = Override.objects.get()
+    member = django_user_model.objects.create_user(f"a-{role}", password="x")
+    join(member, role=role)
+    client = Client()
+    client.force_login(member)
+    transcript = client.get(reverse("runs:conversation", args=[run.pk, 0])).content.decode()
+    assert 'disabled title="Another member\'s override: needs the admin role in this project">Withdraw' in (
+        transcript
+    )
+    withdraw = reverse("runs:remove_override", args=[run.pk, 0, given.pk])
+    refused = client.post(withdraw, {"turn": "1"})
+    assert refused.status_code == 403 and "admin role" in refused.content.decode()
+    replaced = override(client, run, 0, turn="1", target="checks[0]", passed="1", note="mine now")
+    assert "alice overrode this outcome already" in replaced.content.decode()
+    assert Override.objects.get() == given
+    given.refresh_from_db()
+    assert (given.created_by, given.passed, given.note) == (user, True, "admin decision")
+    assert selectors.get_conversation(run, 0).status == "passed"
+
+
+def test_a_reviewer_withdraws_and_replaces_their_own_override_and_an_admin_anyones(
+    logged_in, run, django_user_model
+):
+    reviewer = django_user_model.objects.create_user("rev", password="x")
+    join(reviewer, role="reviewer")
+    client = Client()
+    client.force_login(reviewer)
+    override(client, run, 0, turn="1", target="checks[0]", passed="1", note="first")
+    override(client, run, 0, turn="1", target="checks[0]", passed="1", note="second thoughts")
+    assert Override.objects.get().note == "second thoughts"  # their own: replaced
+    transcript = client.get(reverse("runs:conversation", args=[run.pk, 0])).content.decode()
+    assert '<button type="submit" class="btn btn-xs">Withdraw</button>' in transcript
+    given = Override.objects.get()
+    withdraw = reverse("runs:remove_override", args=[run.pk, 0, given.pk])
+    assert client.post(withdraw, {"turn": "1"}).status_code == 302
+    assert not Override.objects.exists()
+    override(client, run, 0, turn="1", target="checks[0]", passed="1", note="again")
+    given = Override.objects.get()
+    admin_page = logged_in.get(reverse("runs:conversation", args=[run.pk, 0])).content.decode()
+    assert '<button type="submit" class="btn btn-xs">Withdraw</button>' in admin_page
+    withdraw = reverse("runs:remove_override", args=[run.pk, 0, given.pk])
+    assert logged_in.post(withdraw, {"turn": "1"}).status_code == 302  # alice, an admin: anyone's
+    assert not Override.objects.exists()

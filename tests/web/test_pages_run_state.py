@@ -192,7 +192,7 @@ def test_revoked_share_links_get_a_styled_404_without_login_links(user):
         assert response.status_code == 404, address
         page = response.content.decode()
         assert '<link rel="stylesheet"' in page  # our layout, not Django's bare page
-        assert "was revoked by the person who shared it, or it never existed" in page
+        assert "It was revoked, or it has expired, or it never existed" in page
         assert reverse("login") not in page and "arithmetic" not in page
 
 

@@ -101,8 +101,8 @@ def world(django_user_model):
     calibrated = play(services.create_run(version=calibration_set.latest_version, user=admin))
     conversation = run.conversations.get(index=0)
     label = reviews.save_label(conversation, admin, score=1, scale="-3..3")
-    override = reviews.override_outcome(
-        conversation, admin, turn=1, target="checks[0]", passed=False, note="x"
+    override = reviews.override_outcome(  # a reviewer withdraws their own overrides
+        conversation, people["reviewer"], turn=1, target="checks[0]", passed=False, note="x"
     )
     link = services.create_share_link(run, people["editor"])  # an editor revokes their own links
     matrix = create_matrix(
@@ -282,6 +282,22 @@ def test_a_viewer_sees_the_run_page_without_a_control_that_would_be_refused(worl
     assert f'href="{reverse("runs:review", args=[world["args"]["run_id"]])}"' not in text
     admin_page = _client(world["people"]["admin"]).get(reverse("runs:detail", args=[world["args"]["run_id"]]))
     assert "Needs the" not in admin_page.content.decode()
+
+
+def test_a_reviewer_withdraws_their_own_overrides_and_only_an_admin_withdraws_anothers(world):
+    run = Run.objects.get(pk=world["args"]["run_id"])
+    conversation = run.conversations.get(index=0)
+    Override.objects.all().delete()  # the reviewer's, made with the world
+    admins = reviews.override_outcome(
+        conversation, world["people"]["admin"], turn=1, target=TARGET, passed=False, note="admin's"
+    )
+    url = reverse("runs:remove_override", args=[run.pk, 0, admins.pk])
+    for role in ("reviewer", "editor"):
+        refused = _client(world["people"][role]).post(url, {"turn": "1"})
+        assert refused.status_code == 403 and "admin role" in refused.content.decode()
+    assert Override.objects.filter(pk=admins.pk).exists()
+    assert _client(world["people"]["admin"]).post(url, {"turn": "1"}).status_code == 302
+    assert not Override.objects.filter(pk=admins.pk).exists()
 
 
 def test_an_editor_revokes_their_own_share_links_and_only_an_admin_revokes_anothers(world):

@@ -19,6 +19,9 @@ import threading
 import time
 
 from django.conf import settings
+from django.contrib.staticfiles import finders
+from django.contrib.staticfiles.storage import ManifestFilesMixin
+from django.core.files.storage import storages
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
@@ -35,7 +38,8 @@ WORKER = [sys.executable, "-m", "celery", "--quiet", "-A", "evalsite", "worker",
 # that accepted it, which accepts every connection it is offered, so one process can take most of the load.
 # A sync process accepts a connection only when it is free, so the load spreads by itself (README's
 # Benchmarks). `--web-threads N` still gives gthread workers.
-# Static files are served by whitenoise from `collectstatic`'s folder.
+# Static files are served by whitenoise from `collectstatic`'s folder, which the command fills first when it
+# lacks a file (static_files_stale).
 WEB = [sys.executable, "-m", "gunicorn", "evalsite.wsgi:application", "--graceful-timeout", "5",
        "--access-logfile", "-", "--access-logformat", '%(h)s "%(r)s" %(s)s %(b)s %(M)sms']  # fmt: skip
 # A sync worker busy past its timeout is killed mid-request: streaming results.json of a very large run takes
@@ -61,6 +65,24 @@ def default_web_processes() -> int:
 
 
 log = logging.getLogger(__name__)
+
+# What collectstatic leaves out, as it does by default.
+STATIC_IGNORED = ["CVS", ".*", "*~"]
+
+
+def static_files_stale() -> bool:
+    """Whether the manifest of hashed static file names, which every page's {% static %} reads when DEBUG is
+    off, is missing or lacks a file the site has: a var dir set up without `collectstatic`, or a checkout
+    given a static file since. Every page would answer 500 until it is collected."""
+    storage = storages["staticfiles"]
+    if not isinstance(storage, ManifestFilesMixin):
+        return False  # DEBUG: files are served as they are
+    try:
+        manifest, _ = storage.load_manifest()
+    except ValueError:  # written by another Django
+        return True
+    found = {path for finder in finders.get_finders() for path, _ in finder.list(STATIC_IGNORED)}
+    return not found <= manifest.keys()
 
 
 class Supervisor:
@@ -153,6 +175,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, addrport, slots, processes, web_processes, web_threads, dev_server, **options):
+        if static_files_stale():
+            self.stdout.write(
+                f"Collecting the static files into {settings.STATIC_ROOT}: their manifest is missing or "
+                "out of date (`manage.py collectstatic`)."
+            )
+            self.stdout.flush()
+            call_command("collectstatic", interactive=False, verbosity=0)
         processes = max(1, min(processes, slots))
         each = -(-slots // processes)  # ceil: at least `slots` in all
         supervisor = Supervisor(
