@@ -129,3 +129,13 @@ def test_with_turns_is_refused_without_turns():
         load_suite(source)
     problem = caught.value.problems[0]
     assert problem.path == "evals[0].pass_rule.with_turns" and "`turns`" in problem.message, problem
+
+
+def test_turns_graded_by_their_own_graders_alone(fake_openai):
+    source = SUITE.replace('        checks: [{contains: def}, {contains: "return"}]\n', "").replace(
+        '        checks: [{contains: "->"}]\n', ""
+    )
+    _, result = play(fake_openai, source, RIGHT, HINTED, 0.9)
+    assert result.turns_total == 0 and result.status == "passed" and result.score == pytest.approx(0.9)
+    with pytest.raises(SuiteError, match="no turn has checks"):
+        load_suite(source.split("    graders:")[0])  # neither checks nor graders
