@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from engine.schema import Suite
 
+from .agentv import typescript_eval
 from .boltfoundry import parse_file, sample_shape
 from .common import KINDS, ImportProblem, a, basename, is_yaml_name, parse_yaml, repair_plain_colons
 from .shapes import looks_like
@@ -162,6 +163,9 @@ def _toml(name: str, text: str) -> dict:
 
 def main_file(files: dict[str, str]) -> tuple[str, Parsed]:
     names = candidates(files)
+    code = [why for name in files if (why := typescript_eval(name))]
+    if code and not any(is_yaml_name(name) or name.lower().endswith((".toml", ".jsonl")) for name in files):
+        raise ImportProblem("; ".join(code))
     if not names:
         listed = ", ".join(sorted(files))
         raise ImportProblem(
