@@ -16,7 +16,9 @@ import re
 
 from .. import promptfoo
 from ..common import Converted, Report
+from . import skills
 from .reader import convert_file, folder_like
+from .skills import skills_shape
 
 # AgentV's evals written in TypeScript (`*.eval.ts`, `*.eval.mts`), which its `agentv eval` discovers beside
 # the YAML ones: their cases exist only once the module runs.
@@ -60,6 +62,8 @@ def earlier_shape(data: object) -> bool:
 
 
 def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Converted:
+    if skills_shape(data):  # Agent Skills evals.json, which AgentV runs through its read adapter
+        return skills.convert(name, data, files, report)
     if promptfoo.shared_shape(data) and not earlier_shape(data):  # today's format, promptfoo's shape
         return promptfoo.convert_agentv(name, data, files, report)
     return convert_file(name, data, files, report)
