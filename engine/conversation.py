@@ -163,8 +163,9 @@ async def _run_eval(
         if graders and turns and graded_turns and verdict.outcome in (Status.PASSED, Status.FAILED):
             try:
                 verdict, graded = await io.blocking(
-                    with_graders, ctx, ev, eval_id, graders, verdict, turns, messages, given_count
-                )
+                    with_graders, ctx, ev, eval_id, graders, verdict, turns, messages, given_count,
+                    driver.turn_scores(turns),
+                )  # fmt: skip
             except EndpointError as exc:  # a grader's judge failed after the last turn: no verdict either
                 error = str(exc)
                 verdict = Verdict(Status.ERROR, None, f"error grading the conversation: {exc}")

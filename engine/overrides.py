@@ -135,5 +135,5 @@ def reverdict(
         note = f"turn {kept[-1].turn} as reviewed would have been followed by a turn that was never played"
     verdict = driver.verdict(kept)
     if graders and verdict.outcome in (Status.PASSED, Status.FAILED):
-        verdict = graded_verdict(pass_rule, list(graders), verdict, kept)
+        verdict = graded_verdict(pass_rule, list(graders), verdict, kept, driver.turn_scores(kept))
     return Reviewed(verdict, kept, note)

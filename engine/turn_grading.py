@@ -13,7 +13,8 @@ from .checks import JudgeContext, Reply, calls_out, evaluate_level
 from .clients import Completion, EndpointError
 from .codegrade.run import CodeScope
 from .conditions import evaluate_condition
-from .drivers import Driver, Step, Verdict
+from .drivers import Driver, Step, TurnScores, Verdict
+from .drivers.scripted import AGGREGATIONS
 from .grading import extract, grade, grade_named
 from .outcomes import Status
 from .patterns import RegexFailure
@@ -252,11 +253,13 @@ def with_graders(
     turns: list[TurnRecord],
     messages,
     given: int,
+    scored: TurnScores | None = None,
 ):
     """The named graders' results (the conversation graded once now, unless it was graded per turn) and the
     eval's verdict under its pass rule: it passes when the driver's verdict passed (its checks) and the
-    graders pass the rule; its score is the graders' mean, or their weighted mean."""
-    aggregation = {"mean": lambda xs: sum(xs) / len(xs), "min": min, "max": max}[ev.aggregation or "mean"]
+    graders pass the rule; its score is the graders' mean, or their weighted mean. `scored`: the graded
+    turns' scores, which a rule `with_turns` counts beside the graders'."""
+    aggregation = AGGREGATIONS[ev.aggregation or "mean"]
     by_name: dict[str, list[TurnGrade]] = {name: [] for name in graders}
     if _per_turn(ev):
         for turn in turns:
@@ -306,17 +309,24 @@ def with_graders(
             )  # fmt: skip
         )
     rule = ev.pass_rule if ev.pass_rule is not None else ctx.defaults.pass_rule
-    return graded_verdict(rule, results, verdict, turns), results
+    return graded_verdict(rule, results, verdict, turns, scored), results
 
 
 def graded_verdict(
-    rule, results: list[GraderResult], verdict: Verdict, turns: Sequence[TurnRecord] = ()
+    rule,
+    results: list[GraderResult],
+    verdict: Verdict,
+    turns: Sequence[TurnRecord] = (),
+    turn_scores: TurnScores | None = None,
 ) -> Verdict:
     """The eval's verdict under its pass rule, from its named graders' results and its driver's verdict (its
     checks): it passes when both do; its score is the graders' mean, or their weighted mean. Turns the
     graders graded one by one are counted in it as their marks say, since a pass rule may pass an eval
-    whose turns failed (a reward with no pass line)."""
+    whose turns failed (a reward with no pass line). A weighted rule `with_turns` instead counts the
+    weighted mean as one more score beside the graded turns' (`turn_scores`)."""
     scored = [item for item in results if item.score is not None]
+    if isinstance(rule, WeightedPassRule) and rule.with_turns and turn_scores is not None:
+        return _with_turns(rule, results, verdict, turn_scores)
     if isinstance(rule, WeightedPassRule):
         weights = rule.weighted_average
         total = sum(weights.values())
@@ -347,6 +357,41 @@ def graded_verdict(
         reason += f"; {verdict.reason}"
     text = reason if verdict.text == verdict.reason else f"{reason}; {verdict.text}"
     return Verdict(status, score, reason, text, verdict.passed_on_turn if status == Status.PASSED else None)
+
+
+def _with_turns(
+    rule: WeightedPassRule, results: list[GraderResult], verdict: Verdict, turns: TurnScores
+) -> Verdict:
+    """AgentV's conversation score: every graded turn's score and the graders' weighted mean (0 when a
+    required grader failed, as AgentV zeroes a score whose required grader failed), combined by the eval's
+    aggregation, pass at the rule's threshold; a conversation stopped at a failed turn fails whatever its
+    score."""
+    weights = rule.weighted_average
+    graded = sum(weights[item.name] * (item.score or 0.0) for item in results if item.name in weights)
+    graded /= sum(weights.values())
+    failed = [item.name for item in results if item.name in rule.required and not item.passed]
+    if failed:
+        graded = 0.0
+    score = AGGREGATIONS[turns.aggregation]([*turns.scores, graded])
+    ok = score >= rule.threshold - 1e-9 and not turns.stopped
+    status = Status.PASSED if ok else Status.FAILED
+    parts = ", ".join(f"{value:.2f}" for value in turns.scores)
+    how = (
+        f"score {score:.2f} (needs {rule.threshold:g}), the {turns.aggregation} of "
+        + (f"the turns' {parts} and " if parts else "")
+        + f"the graders' {graded:.2f}"
+    )
+    if failed:
+        how += f" (required {', '.join(failed)} failed)"
+    if turns.stopped:
+        how += ", stopped at a failed turn"
+    detail = ", ".join(
+        f"{item.name} {item.score:.2f}{'✓' if item.passed else '✗'}"
+        for item in results
+        if item.score is not None
+    )
+    reason = f"{status}: {how}: {detail}"
+    return Verdict(status, score, reason, reason, verdict.passed_on_turn if ok else None)
 
 
 def _charge_last(turns: list[TurnRecord], judge: JudgeContext) -> None:

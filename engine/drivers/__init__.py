@@ -8,7 +8,7 @@ traits (graded_per_turn), and its line in DRIVERS.
 from __future__ import annotations
 
 from ..schema import Eval, Style
-from .base import Defaults, Driver, Ending, Step, UserAsk, Verdict
+from .base import Defaults, Driver, Ending, Step, TurnScores, UserAsk, Verdict
 from .given import Given
 from .history import History
 from .scripted import Scripted
@@ -43,6 +43,7 @@ __all__ = [
     "Driver",
     "Ending",
     "Step",
+    "TurnScores",
     "UserAsk",
     "Verdict",
     "driver_for",

@@ -112,6 +112,16 @@ class Verdict:
             object.__setattr__(self, "text", self.reason)
 
 
+@dataclass(frozen=True)
+class TurnScores:
+    """A scripted conversation's graded turns: their scores, how they combine, and whether it stopped before
+    its last turn (a stopped conversation fails, whatever its score)."""
+
+    scores: list[float]
+    aggregation: str  # mean, min or max
+    stopped: bool
+
+
 def checks_score(checks: Sequence[CheckResult]) -> float | None:
     """The mean of a turn's check scores, each clamped to 0-1 (a check without a score of its own counts 1 or
     0); None without checks. A conversation tree's or simulated conversation's score, so that iterations
@@ -152,6 +162,11 @@ class Driver(ABC):
 
     def tally(self, turns: Sequence[TurnRecord]) -> tuple[int, int] | None:
         """(passed, total) of the graded units so far, for drivers that count them; None otherwise."""
+        return None
+
+    def turn_scores(self, turns: Sequence[TurnRecord]) -> TurnScores | None:
+        """The graded turns' scores, for drivers that score each turn apart (a pass rule `with_turns` counts
+        them beside the named graders); None otherwise."""
         return None
 
     def out_of_script(self, turns: Sequence[TurnRecord]) -> bool:

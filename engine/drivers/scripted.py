@@ -10,7 +10,7 @@ from dataclasses import replace
 from ..outcomes import Status
 from ..results import TurnRecord
 from ..schema import Eval
-from .base import Defaults, Driver, Step, Verdict
+from .base import Defaults, Driver, Step, TurnScores, Verdict
 
 AGGREGATIONS = {"mean": lambda scores: sum(scores) / len(scores), "min": min, "max": max}
 
@@ -80,6 +80,10 @@ class Scripted(Driver):
                 passed = (turn.grade is None or turn.grade.passed) and all(c.passed for c in turn.checks)
                 units.append((sum(scores) / len(scores), passed))
         return units
+
+    def turn_scores(self, turns: Sequence[TurnRecord]) -> TurnScores:
+        stopped = len(turns) < len(self.steps)
+        return TurnScores([score for score, _ in self.units(turns)], self.aggregation, stopped)
 
     def tally(self, turns: Sequence[TurnRecord]) -> tuple[int, int]:
         """The turns graded, and those that passed, as each turn's mark says: a turn of a per-turn row that

@@ -61,14 +61,40 @@ def convert(files: Mapping[str, str], kind: str | None = None) -> ImportResult:
     if kind in (None, "", "auto", "calibrate") and (kind == "calibrate" or _is_calibrate(files)):
         unreadable: list[str] = []
         return _convert_calibrate(upload_paths(files, unreadable), unreadable)
+    if kind not in (None, "", "auto") and kind not in KINDS:
+        raise ImportProblem(f"unknown kind {kind!r}: choose {', '.join(KINDS)}")
+    if _in_folders(files):
+        return _convert_laid_out(files, kind)
     normalised = by_name(files)
     if kind in (None, "", "auto"):
         kind, main = main_file(normalised)
     else:
-        if kind not in KINDS:
-            raise ImportProblem(f"unknown kind {kind!r}: choose {', '.join(KINDS)}")
         main = main_file_for(normalised, kind)
     return _convert_one(kind, main, normalised, name_unused=True)[0]
+
+
+def _in_folders(files: Mapping[str, str]) -> bool:
+    """Files that keep a folder's layout (a zip's entries, `evalsite import --kind` of files in folders)."""
+    return any("/" in posixpath.normpath(str(name).replace("\\", "/")).lstrip("/") for name in files)
+
+
+def _convert_laid_out(files: Mapping[str, str], kind: str | None) -> ImportResult:
+    """One suite among files in folders, its files found from the suite file's folder as `convert_all` finds
+    them: a folder of cases (AgentV's `tests: ./cases/`) and two files of one name in two folders stay
+    apart, where a flat upload knows files by their names alone."""
+    tree = tree_paths(files)
+    if kind in (None, "", "auto"):
+        kind, found = main_file(tree)
+    else:
+        found = main_file_for(tree, kind)
+    folder = posixpath.dirname(found.name)
+    view = {_relative(path, folder): text for path, text in tree.items()}
+    main = Parsed(posixpath.basename(found.name), found.data, found.repairs)
+    result = _convert_one(kind, main, view, name_unused=True)[0]
+    result.origin = found.name
+    for loss in result.losses:
+        loss.file = posixpath.normpath(posixpath.join(folder, loss.file))
+    return result
 
 
 def _convert_one(
@@ -85,7 +111,10 @@ def _convert_one(
         raise _located(problem, main.name, files) from None
     for name in files if name_unused else ():
         if name != main.name and name not in tracked.used:
-            report.skip(f"{name}: uploaded, but the suite does not refer to it — ignored")
+            report.skip(
+                agentv.typescript_eval(name)
+                or f"{name}: uploaded, but the suite does not refer to it — ignored"
+            )
     result = report.finish(header, sections, attached, kind)
     result.origin = main.name
     result.losses = [locate(line, main.name, files) for line in result.lost]
@@ -114,6 +143,9 @@ def convert_all(files: Mapping[str, str], hidden: Collection[str] = ()) -> Impor
     found, unreadable = _scan(visible)
     units = _calibration_sets(visible, any(kind == "calibrate" for kind, _ in found))
     found = [(kind, parsed) for kind, parsed in found if kind != "calibrate"]  # calibrate goes by set, below
+    code = {path: why for path in sorted(visible) if (why := agentv.typescript_eval(path))}
+    if not found and not units and code:
+        raise ImportProblem("; ".join(code.values()))
     if not found and not units:
         if any(path.endswith(".deck.md") for path in visible):  # decks, but no samples: calibrate says why
             boltfoundry.convert_files(dict(visible), Report())
@@ -127,7 +159,7 @@ def convert_all(files: Mapping[str, str], hidden: Collection[str] = ()) -> Impor
             + (f"; {len(readable)} YAML or TOML files ({_few(readable)}) are not suites" if readable else "")
             + (f"; not valid: {_few(list(unreadable.values()), 3)}" if unreadable else "")
         )
-    imported = Imported()
+    imported = Imported(problems=list(code.values()))
     used: set[str] = set()
     suite_of: dict[str, tuple[ImportResult, set[str]]] = {}
     for kind, parsed in found:
@@ -164,7 +196,7 @@ def convert_all(files: Mapping[str, str], hidden: Collection[str] = ()) -> Impor
         if not any(path in read for other, (_, read) in suite_of.items() if other != path):
             imported.results.append(result)
     suites = {parsed.name for _kind, parsed in found}
-    imported.ignored = sorted(path for path in tree if path not in used | suites | hidden)
+    imported.ignored = sorted(path for path in tree if path not in used | suites | hidden | set(code))
     imported.unreadable = [message for path, message in unreadable.items() if path not in used]
     return imported
 

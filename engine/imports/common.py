@@ -227,6 +227,22 @@ def find_file(files: Mapping[str, str], reference: str) -> tuple[str, str] | Non
     return None
 
 
+def find_folder(files: Mapping[str, str], reference: str) -> str | None:
+    """A folder a suite refers to (AgentV's `tests: ./cases/`), found as `find_file` finds a file by its
+    path: from the suite file's folder, then from the folders above it; its path in `files`, or None when
+    no file lies in it (a flat upload has no folders)."""
+    path = reference.strip().replace("\\", "/").removeprefix("file://")
+    path = posixpath.normpath(path.lstrip("/")) if path.strip("/") else ""
+    if not path or path == ".":
+        return None
+    names = list(files)
+    for ups in range(0, 1 + max((name.count("../") for name in names), default=0)):
+        folder = "../" * ups + path
+        if any(name.startswith(folder + "/") for name in names):
+            return folder
+    return None
+
+
 def dataset_too_big(name: str, text: str) -> None:
     if len(text.encode("utf-8", "surrogatepass")) > MAX_DATASET_BYTES:
         raise ImportProblem(f"{name} is larger than {MAX_DATASET_BYTES // 1_000_000} MB")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .agentv import earlier_shape
+from .agentv import earlier_shape, skills_shape
 from .boltfoundry import sample_shape
 from .promptfoo import agentv_flavour, shared_shape
 
@@ -15,6 +15,8 @@ def looks_like(data: object) -> str | None:
         return "calibrate"
     if not isinstance(data, dict):
         return None
+    if skills_shape(data):  # Agent Skills evals.json: `evals` of `prompt`, which vibecheck's shape has too
+        return "agentv"
     if _agtlantis(data):
         return "agtlantis"
     schema = data.get("$schema")

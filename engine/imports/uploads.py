@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from engine.schema import Suite
 
+from .agentv import typescript_eval
 from .boltfoundry import parse_file, sample_shape
 from .common import KINDS, ImportProblem, a, basename, is_yaml_name, parse_yaml, repair_plain_colons
 from .shapes import looks_like
@@ -83,7 +84,9 @@ def tree_paths(files: Mapping[str, str]) -> dict[str, str]:
 def candidates(files: dict[str, str]) -> dict[str, Parsed | None]:
     """The files that may be a suite; a JSONL one comes parsed, since reading it is how it is chosen."""
     found: dict[str, Parsed | None] = {
-        name: None for name in files if is_yaml_name(name) or name.lower().endswith(".toml")
+        name: None
+        for name in files
+        if is_yaml_name(name) or name.lower().endswith(".toml") or skills_file(name)
     }
     for name in files:
         if name.lower().endswith(".jsonl") and (rows := agentv_rows(files[name])):
@@ -95,6 +98,12 @@ def candidates(files: dict[str, str]) -> dict[str, Parsed | None]:
     if not found and len(files) == 1:
         found = dict.fromkeys(files)  # a single file with another extension: try it as YAML
     return found
+
+
+def skills_file(name: str) -> bool:
+    """Agent Skills' `evals.json` and `*.evals.json`, which AgentV runs beside its eval files: JSON is YAML."""
+    base = basename(name).lower()
+    return base == "evals.json" or base.endswith(".evals.json")
 
 
 def agentv_rows(text: str) -> list[dict] | None:
@@ -162,6 +171,9 @@ def _toml(name: str, text: str) -> dict:
 
 def main_file(files: dict[str, str]) -> tuple[str, Parsed]:
     names = candidates(files)
+    code = [why for name in files if (why := typescript_eval(name))]
+    if code and all(typescript_eval(name) for name in names):  # nothing but code to read
+        raise ImportProblem("; ".join(code))
     if not names:
         listed = ", ".join(sorted(files))
         raise ImportProblem(
@@ -188,7 +200,8 @@ def main_file(files: dict[str, str]) -> tuple[str, Parsed]:
         raise ImportProblem(
             f"{what}: this is not a format Import knows; it reads vibecheck YAML (metadata + evals of "
             "prompt/checks), Letta Evals suites (suite.yaml with dataset, target and graders), AgentV eval "
-            "files (tests with input / criteria / assertions, v2 evalcases with input_messages, v1 testcases), "
+            "files (tests with input / criteria / assertions, v2 evalcases with input_messages, v1 testcases) "
+            "and the Agent Skills evals.json it runs (skill_name + evals), "
             "promptfoo configuration (prompts, providers, tests of vars and assert), agtlantis eval files "
             "(agent + cases of input objects), and calibrate TOML (Bolt Foundry's [samples.<id>] tables), "
             "JSONL samples and grader decks (*.deck.md)"
@@ -237,7 +250,7 @@ def _expected_shape(kind: str) -> str:
         "vibecheck": "expected `metadata` and `evals` of `prompt` + `checks`",
         "letta": "expected a suite.yaml with `dataset`, `target` and `graders` (or `gate`)",
         "agentv": "expected `tests` with `vars` and `assert`, or with `input` (or v2's `evalcases` with "
-        "`input_messages`)",
+        "`input_messages`), or an Agent Skills evals.json's `skill_name` and `evals`",
         "promptfoo": "expected `prompts`, `providers` and `tests` of `vars` and `assert`",
         "agtlantis": "expected `agent` and `cases`, each with an `input` object",
         "calibrate": "expected a grader deck (*.deck.md) or samples: TOML [samples.<id>] tables with a "

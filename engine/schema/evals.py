@@ -400,8 +400,10 @@ class Eval(StrictModel):
                 _no_followups(turn.checks, f"turns[{number}].checks")
             if self.ground_truth is not None:
                 raise ValueError("`ground_truth` goes with `input`; give `turns` their own checks")
-            if not self.checks and not any(turn.checks for turn in self.turns):
-                raise ValueError("no turn has checks: give at least one turn (or the eval) `checks`")
+            if not self.checks and not self.graders and not any(turn.checks for turn in self.turns):
+                raise ValueError(
+                    "no turn has checks: give at least one turn (or the eval) `checks`, or the eval named `graders`"
+                )
         elif self.aggregation is not None or self.on_turn_failure is not None:
             raise ValueError("`aggregation` and `on_turn_failure` apply to `turns` conversations")
         if self.style is Style.HISTORY:

@@ -232,6 +232,11 @@ class WeightedPassRule(StrictModel):
         default_factory=list,
         description="Graders that must pass their own threshold, whatever the weighted mean.",
     )
+    with_turns: bool = Field(
+        False,
+        description="turns: the weighted mean is one more score beside the graded turns', combined with "
+        "theirs by `aggregation` (AgentV's conversation-level assertions).",
+    )
 
     @field_validator("weighted_average")
     @classmethod

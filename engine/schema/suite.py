@@ -369,6 +369,11 @@ class Suite(StrictModel):
                 for path, name in named:
                     if name not in graders:
                         raise LocatedError((*where, *path), f"no grader named {name!r} grades this eval")
+                if rule.with_turns and ev.turns is None:
+                    raise LocatedError(
+                        (*where, "with_turns"),
+                        f"with_turns counts the turns of a `turns` conversation; evals[{index}] has none",
+                    )
             elif ev.pass_rule is not None and not graders:
                 raise LocatedError(("evals", index, "pass_rule"), "a pass_rule needs named `graders`")
         for index, gate in enumerate(self.gates):

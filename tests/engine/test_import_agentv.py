@@ -129,7 +129,13 @@ def test_live_conversation_imports_to_turns_with_aggregation_and_on_turn_failure
         {"llm_judge": {"criteria": "Calculates 15% of 200 as 30", "threshold": 0.8}},
         {"contains": "30"},
     ]
-    assert retention["checks"][0]["llm_judge"]["scope"] == "conversation"
+    # the conversation-level assertion is a grader of the whole conversation, one more score beside the turns'
+    assert "checks" not in retention and retention["graders"]["criteria"]["kind"] == "llm_judge"
+    assert retention["pass_rule"] == {
+        "weighted_average": {"criteria": 1.0},
+        "threshold": 0.8,
+        "with_turns": True,
+    }
     assert retention["aggregation"] == "mean" and "on_turn_failure" not in retention
     assert (stop["aggregation"], stop["on_turn_failure"]) == ("min", "stop")
     assert raw["pass_threshold"] == 0.8

@@ -17,6 +17,7 @@ import yaml
 
 from engine.imports import ImportProblem, convert, looks_like
 from engine.imports.common import parse_yaml, repair_plain_colons
+from engine.imports.uploads import skills_file
 from engine.loader import load_suite
 from engine.source import SuiteError
 from tests.engine.import_fixtures import CALIBRATE_TOML
@@ -75,7 +76,8 @@ def _uploads() -> list[tuple[str, dict[str, str]]]:
         suites = [
             name
             for name in files
-            if name.endswith((".yaml", ".yml")) and looks_like(_parse(name, files[name]))
+            if (name.endswith((".yaml", ".yml")) or skills_file(name))
+            and looks_like(_parse(name, files[name]))
         ]
         if len(suites) > 1:  # several suites (and the files beside them, e.g. a prompt file): one upload each
             out += [(f"{folder.name}/{name}", {name: files[name]}) for name in suites]

@@ -67,7 +67,7 @@ def test_the_agentv_target_an_eval_file_names_gives_its_settings(fake_openai):
     result = convert(files)
     suite = load_suite(result.source, files=result.files)
     assert suite.model_settings.model_dump(exclude_none=True) == {"temperature": 0.2, "max_tokens": 400}
-    assert "targets.yaml targets[1] (azure_base).max_output_tokens → max_tokens" in result.mapped
+    assert ".agentv/targets.yaml targets[1] (azure_base).max_output_tokens → max_tokens" in result.mapped
     assert not any("targets.yaml: uploaded" in line for line in result.unmapped)
     report = play(fake_openai, result)
     assert report.evals

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from engine.imports import convert
@@ -180,3 +181,23 @@ def test_more_suites_than_a_page_saves_at_once_are_refused_whole(logged_in, monk
     posted = logged_in.post(URL, {"action": "create-all", "suite[]": ["{}"] * 3})
     assert posted.status_code == 400 and "at most 2 suites at a time" in posted.content.decode()
     assert not Suite.objects.exists()
+
+
+def test_a_zip_of_an_agentv_folder_of_cases_imports_them_and_lists_its_typescript_eval(logged_in, user):
+    root = IMPORTS / "agentv-directory"
+    entries = {
+        f"proj/{p.relative_to(root).as_posix()}": p.read_bytes() for p in root.rglob("*") if p.is_file()
+    }
+    upload = SimpleUploadedFile("proj.zip", zipped(entries), content_type="application/zip")
+    page = logged_in.post(URL, {"files": [upload]}).content.decode()
+    assert "1 suite found, 1 not converted" in page
+    assert "proj/evals/greeting.eval.ts: an AgentV eval written in TypeScript" in html.unescape(page)
+    response = logged_in.post(URL, {"action": "create-all", "suite[]": carried(page)})
+    assert response.status_code == 302, response.content.decode()[:3000]
+    suite = Suite.objects.get(owner=user, name="directory-discovery")
+    source = suite.versions.latest("number").source
+    assert [ev["id"] for ev in yaml.safe_load(source)["evals"]] == [
+        "add-greeting",
+        "fix-null-check",
+        "rename-user-field",
+    ]

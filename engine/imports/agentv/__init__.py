@@ -12,9 +12,27 @@ declared; what grades an agent's timings or costs is a listed loss.
 
 from __future__ import annotations
 
+import re
+
 from .. import promptfoo
 from ..common import Converted, Report
-from .reader import convert_file
+from . import skills
+from .reader import convert_file, folder_like
+from .skills import skills_shape
+
+# AgentV's evals written in TypeScript (`*.eval.ts`, `*.eval.mts`), which its `agentv eval` discovers beside
+# the YAML ones: their cases exist only once the module runs.
+TYPESCRIPT_EVAL = re.compile(r"\.eval\.m?ts$", re.IGNORECASE)
+
+
+def typescript_eval(path: str) -> str | None:
+    """Why an AgentV eval written in TypeScript is not imported; None for any other file."""
+    if not TYPESCRIPT_EVAL.search(path):
+        return None
+    return (
+        f"{path}: an AgentV eval written in TypeScript — AgentV runs the module to build its cases, and "
+        "Import reads eval files, not code; not imported (write it as an EVAL.yaml to import it)"
+    )
 
 
 def earlier_shape(data: object) -> bool:
@@ -23,8 +41,14 @@ def earlier_shape(data: object) -> bool:
     if not isinstance(data, dict) or {"prompts", "providers"} & set(data):
         return False
     tests = data.get("tests")
-    if isinstance(tests, str):
-        return tests.startswith("file://") or tests.lower().endswith((".jsonl", ".yaml", ".yml", ".json"))
+    if isinstance(
+        tests, str
+    ):  # a file of cases, or a folder of them (`./cases/`, a case.yaml in each folder)
+        return (
+            tests.startswith("file://")
+            or tests.lower().endswith((".jsonl", ".yaml", ".yml", ".json"))
+            or folder_like(tests)
+        )
     if not isinstance(tests, list) or not tests or "evals" in data:
         return False
     cases = [t for t in tests if isinstance(t, dict)]
@@ -38,6 +62,8 @@ def earlier_shape(data: object) -> bool:
 
 
 def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Converted:
+    if skills_shape(data):  # Agent Skills evals.json, which AgentV runs through its read adapter
+        return skills.convert(name, data, files, report)
     if promptfoo.shared_shape(data) and not earlier_shape(data):  # today's format, promptfoo's shape
         return promptfoo.convert_agentv(name, data, files, report)
     return convert_file(name, data, files, report)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from ..common import Report, as_text, short, unique_id
+from ..promptfoo.checks import conversation_rule
 from ..toolcalls import Declared
 from .checks import DEFAULT_THRESHOLD, default_criteria
 from .graders import Graders
@@ -205,7 +206,8 @@ class Cases(Graders, Messages):
     ) -> dict | None:
         """`mode: conversation`: every turn's `input` is sent live, in order, after the case's `input` (its
         system message and any history), and graded by its own assertions; the top-level assertions grade the
-        whole conversation. AgentV combines the turn scores by `aggregation` and passes at its threshold."""
+        whole conversation once, as one more score. AgentV combines the turn scores and that one by
+        `aggregation` and passes at its threshold."""
         report = self.report
         self.used_criteria = False
         raw_turns = case.get("turns")
@@ -242,18 +244,14 @@ class Cases(Graders, Messages):
             mapped=True,
         )
         if isinstance(items, list) and items:
-            checks = self.turn_checks(
-                items, {}, outcome, context, f"{label}.assertions", scope="conversation"
-            )
-            if checks:
-                out["checks"] = checks
-                report.group(
-                    "conversation-level assertions → the eval's checks, judged on the whole conversation "
-                    "(graded with the last turn)",
-                    label,
-                    mapped=True,
-                )
-        if not out.get("checks") and not any(turn.get("checks") for turn in turns):
+            # AgentV grades the conversation with no reference answer (its expected output is the turns')
+            whole = {**context, "reference_answer": "", "expected_messages": "[]", "_expected_messages": []}
+            graders, weights, gates = self.assertions(items, whole, label, whole=True)
+            rule = conversation_rule(graders, weights, gates, self.threshold, report, label)
+            if rule is not None:
+                out["graders"] = graders
+                out["pass_rule"] = rule
+        if not out.get("graders") and not any(turn.get("checks") for turn in turns):
             default = default_criteria(outcome, reference)
             if default is None:
                 report.lose(f"{label}: no turn or conversation assertion evalsite can use, left out")
@@ -281,6 +279,12 @@ class Cases(Graders, Messages):
                 report.group(
                     f"{key}: {short(value, 30)} — not an option evalsite has, left out", label, lost=True
                 )
+        if out.get("on_turn_failure") == "stop" and out.get("aggregation") == "max":
+            report.group(
+                "on_turn_failure: stop with aggregation: max — AgentV scores the turns it skips 0 and may "
+                "still pass on the best score; evalsite fails a stopped conversation",
+                label,
+            )
         if case.get("window_size") is not None:
             report.group(
                 "window_size: AgentV sends only the last turns; evalsite sends the whole conversation",

@@ -56,10 +56,16 @@ def regex_escape(text: str) -> str:
     return re.escape(text)
 
 
-def criteria_template(criteria: list[str], context: dict) -> str:
+def criteria_template(criteria: list[str], context: dict, whole: bool = False) -> str:
     """AgentV's rubric grader for text assertions: each criterion met or not, the score the share met; the
-    reply and the reference answer shown as its default grader shows them."""
+    reply and the reference answer shown as its default grader shows them. `whole`: the criteria grade the
+    whole conversation, which the judge is shown, its replies as the answer."""
     lines = "\n".join(f"- {text}" for text in criteria)
+    if whole:
+        return (
+            "Grade the whole conversation above against each criterion below. The score is the share of the "
+            f"criteria it meets.\n\nCriteria:\n{lines}\n\nThe assistant's replies, in order:\n{{{{output}}}}\n"
+        )
     text = (
         "Grade the answer against each criterion below. The score is the share of the criteria it meets.\n\n"
         f"Criteria:\n{lines}\n"

@@ -255,10 +255,13 @@ class Graders(ItemChecks):
         )
         return {"graders": graders, "pass_rule": {"weighted_average": weights, "threshold": self.threshold}}
 
-    def assertions(self, raw: object, context: dict, label: str) -> tuple[dict, dict, list]:
+    def assertions(
+        self, raw: object, context: dict, label: str, whole: bool = False
+    ) -> tuple[dict, dict, list]:
         """`assertions` (earlier `assert`) as named graders of the eval, their names kept, with AgentV's weights
         (default 1) for the weighted pass rule, and the names of the `required` ones (AgentV fails a case
-        whose required grader fails). Text items are one rubric judge, as AgentV groups them."""
+        whose required grader fails). Text items are one rubric judge, as AgentV groups them. `whole`: they
+        grade a conversation once, after its last turn."""
         report = self.report
         if not isinstance(raw, list):
             report.group("assertions: not a list, left out", label, lost=True)
@@ -268,7 +271,7 @@ class Graders(ItemChecks):
         gates: list[str] = []
         criteria = [as_text(item) for item in raw if isinstance(item, str) and as_text(item)]
         if criteria:
-            rubric, _ = self.rubric_text(criteria_template(criteria, context), context, label)
+            rubric, _ = self.rubric_text(criteria_template(criteria, context, whole), context, label)
             graders["criteria"] = {"kind": "llm_judge", "rubric": rubric, "threshold": self.threshold}
             weights["criteria"] = 1.0
             report.group(
@@ -336,7 +339,7 @@ class Graders(ItemChecks):
                         gates.append(own)
                 continue
             elif kind == "composite" and weighted_composite(item):
-                self.composite(item, name, weight, context, label, title, graders, weights, gates)
+                self.composite(item, name, weight, context, label, title, graders, weights, gates, whole)
                 continue
             else:
                 why = UNCONVERTED_EVALUATORS.get(kind.replace("-", "_"), "has no evalsite equivalent")
@@ -377,7 +380,7 @@ class Graders(ItemChecks):
 
     def composite(
         self, item: dict, name: str, weight: float, context: dict, label: str, title: str,
-        graders: dict, weights: dict, required: list,
+        graders: dict, weights: dict, required: list, whole: bool = False,
     ) -> None:  # fmt: skip
         """A `composite` with a weighted-average aggregator: its members become graders of their own, named
         `<composite>-<member>`, weighted so the case's weighted mean is AgentV's (the composite's weight shared
@@ -393,7 +396,7 @@ class Graders(ItemChecks):
             if isinstance(member, dict) and as_text(member.get("name")) in given:
                 member = {**member, "weight": given[as_text(member["name"])]}
             weighted.append(member)
-        inner, inner_weights, inner_required = self.assertions(weighted, context, label)
+        inner, inner_weights, inner_required = self.assertions(weighted, context, label, whole)
         total = sum(inner_weights.values())
         for inner_name, grader in inner.items():
             full = f"{name}-{inner_name}"[:60]

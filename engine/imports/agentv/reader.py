@@ -17,6 +17,7 @@ from ..common import (
     as_text,
     basename,
     find_file,
+    find_folder,
     parse_yaml,
     short,
 )
@@ -68,6 +69,12 @@ def convert_file(name: str, data: dict, files: dict[str, str], report: Report) -
     if inline:
         data[key] = cases
     if not cases and report.needs:
+        if any(need.endswith("/") for need in report.needs):
+            raise ImportProblem(
+                f"{name} keeps its cases in the folder {', '.join(report.needs)} (a case.yaml in each of its "
+                "folders), which was not given: import the folder that holds both (on the Import page, a zip "
+                "of it)"
+            )
         raise ImportProblem(
             f"{name} keeps its cases in {', '.join(report.needs)}, which was not uploaded: upload it with {name}"
         )
@@ -240,7 +247,18 @@ def _external_cases(raw: object, key: str, files: dict[str, str], report: Report
             continue
         reference = item.removeprefix("file://")
         where = f"{key}[{number}]" if isinstance(raw, list) else key
-        found = find_file(files, reference)
+        found = None if reference.rstrip().endswith("/") else find_file(files, reference)
+        folder = find_folder(files, reference) if found is None else None
+        if folder is not None:
+            cases.extend(_folder_cases(folder, where, files, report))
+            continue
+        if found is None and folder_like(reference):
+            report.need(reference.strip().rstrip("/") + "/")
+            report.lose(
+                f"{where}: {reference} is a folder of cases (a case.yaml in each of its folders) that was not "
+                "given — import the folder that holds both (on the Import page, a zip of it) and import again"
+            )
+            continue
         if found is None:
             report.need(basename(reference))
             report.lose(f"{where}: the cases in {reference} were not uploaded — upload it and import again")
@@ -262,6 +280,54 @@ def _external_cases(raw: object, key: str, files: dict[str, str], report: Report
             continue
         report.map(f"{where}: {name} → its {len(loaded)} cases")
         cases.extend(loaded)
+    return cases
+
+
+def folder_like(reference: str) -> bool:
+    """A `tests` path naming a folder, as AgentV reads it when it is one: it ends with `/`, or its last part
+    has no extension (`./cases`)."""
+    text = reference.strip().removeprefix("file://")
+    last = text.rstrip("/").rsplit("/", 1)[-1]
+    return bool(last) and last not in (".", "..") and (text.endswith("/") or "." not in last)
+
+
+CASE_FILES = ("case.yaml", "case.yml")
+
+
+def _folder_cases(folder: str, where: str, files: dict[str, str], report: Report) -> list[object]:
+    """AgentV's `tests: ./cases/` (loadCasesFromDirectory): each folder right under it is one case, read from
+    its case.yaml (else case.yml), its id the folder's name unless the file gives one; a folder without
+    either is skipped, as AgentV skips it. In name order, as AgentV sorts them."""
+    inside: dict[str, set[str]] = {}
+    for name in files:
+        if name.startswith(folder + "/"):
+            parts = name[len(folder) + 1 :].split("/")
+            if len(parts) > 1:
+                inside.setdefault(parts[0], set()).add("/".join(parts[1:]))
+    cases: list[object] = []
+    for sub in sorted(inside):
+        own = next((f for f in CASE_FILES if f in inside[sub]), None)
+        path = f"{folder}/{sub}"
+        if own is None:
+            report.skip(f"{where}: {path}/ has no case.yaml — skipped, as AgentV skips it")
+            continue
+        try:
+            case = parse_yaml(f"{path}/{own}", files[f"{path}/{own}"])
+        except ImportProblem as problem:
+            report.lose(f"{path}/{own}: {short(str(problem), 80)} — this case is left out")
+            continue
+        if not isinstance(case, dict):
+            report.lose(f"{path}/{own}: not a mapping of one case — left out")
+            continue
+        if case.get("id") is None:
+            case = {"id": sub, **case}
+        if any(rest.startswith("workspace/") for rest in inside[sub]) and "workspace" not in case:
+            report.skip(f"{path}/workspace/: AgentV's workspace template for the case — evalsite has no "
+                        "workspace, not converted")  # fmt: skip
+        cases.append(case)
+    report.map(
+        f"{where}: the folder {folder}/ → {len(cases)} cases, one per folder's case.yaml (its id the folder's name)"
+    )
     return cases
 
 

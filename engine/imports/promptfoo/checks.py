@@ -79,6 +79,7 @@ class Context:
     where: str
     threshold: float | None  # the case's pass threshold (AgentV), which a grader's own defaults to
     live: bool = True  # the user message is sent live, so the judge's {input} holds it
+    whole: bool = False  # the assertions grade the whole conversation (AgentV's conversation-level ones)
 
 
 _NOTHING = object()
@@ -329,3 +330,46 @@ def as_jsonable(value: object) -> object:
     if isinstance(value, list):
         return [as_jsonable(item) for item in value]
     return json.loads(json.dumps(value, default=str))
+
+
+# Checks that read the tool calls in their view: graded once, they see every call of the conversation, as
+# AgentV's conversation-level trajectory assertions see the whole trace.
+CONVERSATION_WIDE_CHECKS = ("tool_called", "tool_not_called", "tool_sequence", "tool_result")
+
+
+def conversation_rule(
+    graders: dict, weights: dict, required: list, threshold: float, report, where: str
+) -> dict | None:
+    """AgentV's conversation-level assertions as the eval's named graders, graded once after the last turn,
+    and the pass rule that scores them as AgentV does: their weighted mean is one more score beside the
+    turns', all combined by the test's aggregation (`with_turns`). A judge reads every reply (its
+    {submission}) with the conversation shown; a check that reads text still reads the last reply, where
+    AgentV reads the whole transcript, which is listed. None when no grader has a weight above 0."""
+    weights = {key: round(value, 6) for key, value in weights.items() if key in graders and value > 0}
+    if not weights:
+        return None
+    for name, grader in graders.items():
+        if grader.get("kind") == "llm_judge":
+            grader["extractor"] = "all_assistant"
+        elif not any(key in CONVERSATION_WIDE_CHECKS for key in grader.get("check") or {}):
+            report.group(
+                f"conversation-level assertion {name}: AgentV checks the whole transcript (every message as "
+                "`role: content`); evalsite's check grader reads the last reply",
+                where,
+                lost=True,
+            )
+    rule: dict[str, object] = {
+        "weighted_average": weights,
+        "threshold": threshold,
+        "with_turns": True,
+    }
+    if required:
+        rule["required"] = list(required)
+    report.group(
+        "conversation-level assertions → the eval's named graders, graded once on the whole conversation; "
+        "their weighted mean is one more score beside the turns' (pass_rule with_turns), as AgentV "
+        "aggregates them",
+        where,
+        mapped=True,
+    )
+    return rule

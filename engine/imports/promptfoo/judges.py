@@ -127,6 +127,13 @@ class Judges:
                     f"\n\nA reference answer (the reply need not match it word for word):\n{ctx.reference}"
                 )
             self.plain_criteria = grader_criteria
+            if ctx.whole:  # the judge is shown the conversation; {submission} holds every reply
+                parts = [
+                    "Grade the whole conversation above against this criterion:",
+                    rubric_escape(criteria or ""),
+                ]
+                parts += ["The assistant's replies, in order:", "{submission}"]
+                return {"kind": "llm_judge", "rubric": "\n\n".join(parts) + "\n"}
             parts = ["Grade the reply against this criterion:", rubric_escape(criteria or "")]
             if ctx.reference:
                 parts += ["A reference answer (the reply need not match it word for word):", "{ground_truth}"]

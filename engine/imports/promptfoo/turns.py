@@ -11,6 +11,7 @@ from ..common import (
     short,
     unique_id,
 )
+from .checks import conversation_rule
 from .messages import is_chat, prompt_text, slug
 from .render import without_conversation_loop
 
@@ -20,7 +21,8 @@ class Conversations:
 
     def conversation_mode(self, test: dict, where: str) -> dict | None:
         """AgentV `mode: conversation`: the given messages, then every scripted turn sent live, each graded by
-        its own assertions; the test's own assertions grade the whole conversation at the end."""
+        its own assertions; the test's own assertions grade the whole conversation at the end, one more score
+        beside the turns'."""
         variables = self.loaded_vars(test["vars"], where)
         raw_input = variables.get("input")
         history = self.chat(raw_input, variables, where, literal=True) if is_chat(raw_input) else []
@@ -67,13 +69,18 @@ class Conversations:
         if history:
             out["messages"] = history
         out["turns"] = turns
+        threshold = as_share(test.get("threshold"))
+        threshold = threshold if threshold is not None else self.threshold
         context = self.context(test, variables, self.reference(variables.get("expected_output"), where),
                                prompt_text(history), where)  # fmt: skip
+        context.whole = True
         whole = self.asserts.convert(test.get("assert") or [], context)
-        checks = [self.scoped(check) for check in whole.checks]
-        if checks:
-            out["checks"] = checks
-        if not checks and not any("checks" in t for t in turns):
+        rule = conversation_rule(whole.graders, whole.weights, whole.required,
+                                 1.0 if threshold is None else threshold, self.report, where)  # fmt: skip
+        if rule is not None:
+            out["graders"] = whole.graders
+            out["pass_rule"] = rule
+        if rule is None and not any("checks" in t for t in turns):
             self.report.lose(f"{where}: a conversation with no assertion evalsite can run — left out")
             return None
         for item in unasserted:
@@ -89,19 +96,14 @@ class Conversations:
             self.report.skip(f"{where}.aggregation: {aggregation} — not one evalsite has; the mean is used")
         if test.get("on_turn_failure") in ("stop", "continue"):
             out["on_turn_failure"] = test["on_turn_failure"]
-        threshold = as_share(test.get("threshold"))
-        threshold = threshold if threshold is not None else self.threshold
+        if out.get("on_turn_failure") == "stop" and out.get("aggregation") == "max":
+            self.report.group("on_turn_failure: stop with aggregation: max — AgentV scores the turns it skips 0 "
+                              "and may still pass on the best score; evalsite fails a stopped conversation", where)  # fmt: skip
         if threshold is not None:
             out["pass_threshold"] = threshold
         self.report.group(f"mode: conversation → turns ({len(turns)} user turns sent, each graded by its own "
                           "assertions; the test's assertions grade the whole conversation)", where, mapped=True)  # fmt: skip
         return out
-
-    def scoped(self, check: dict) -> dict:
-        """A check on the whole conversation: a judge is shown every turn."""
-        if "llm_judge" in check:
-            return {"llm_judge": {**check["llm_judge"], "scope": "conversation"}}
-        return check
 
     def conversation_threads(self, tests, default: dict, prompts) -> tuple[list[dict], list[list[str]]]:
         """promptfoo's multi-turn tests: a prompt that loops over `_conversation` sends the earlier turns of
