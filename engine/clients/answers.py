@@ -126,16 +126,36 @@ def read_reply(response, label: str) -> Reply:
     message = first.get("message") if isinstance(first, dict) else None
     if not isinstance(message, dict):
         raise unreadable(label, f"a choice without a message: {json.dumps(first)[:200]}")
-    text, refusal, finish = message.get("content"), message.get("refusal"), first.get("finish_reason")
-    usage = response.get("usage")
+    text, refusal = _content(message.get("content"))
+    if isinstance(message.get("refusal"), str) and message["refusal"]:
+        refusal = message["refusal"]
+    finish, usage = first.get("finish_reason"), response.get("usage")
     return Reply(
-        text=text if isinstance(text, str) else "",
+        text=text,
         usage=usage if isinstance(usage, dict) else None,
         finish_reason=finish if isinstance(finish, str) else None,
-        refusal=refusal if isinstance(refusal, str) and refusal else None,
+        refusal=refusal,
         tool_calls=bool(message.get("tool_calls")),
         calls=_calls(message.get("tool_calls")),
     )
+
+
+def _content(value) -> tuple[str, str | None]:
+    """A message's content as (text, refusal): a string as it is; a list of parts (as OpenAI-compatible
+    servers may send it) as its text parts joined, and its refusal parts as the refusal."""
+    if isinstance(value, str):
+        return value, None
+    if not isinstance(value, list):
+        return "", None
+    texts, refusals = [], []
+    for part in value:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str) and part["refusal"]:
+            refusals.append(part["refusal"])
+    return "\n".join(texts), "\n".join(refusals) or None
 
 
 def _calls(value) -> tuple[dict, ...]:

@@ -190,3 +190,29 @@ def test_the_cli_report_says_what_the_reply_was(fake):
     assert "⚠ Not a finished reply: reply cut off at the token limit (finish_reason: length)" in report
     assert "Overall: 💥 ERROR (reply cut off at the token limit (finish_reason: length); not graded" in report
     assert "Refusal: I can't help with that." in format_eval(refused)
+
+
+def _parts(*parts: dict, finish_reason: str = "stop") -> Reply:
+    """A reply whose content is a list of parts, as some OpenAI-compatible servers send it."""
+    message = {"role": "assistant", "content": list(parts)}
+    return Reply(choices=[{"index": 0, "message": message, "finish_reason": finish_reason}])
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+def test_a_reply_sent_as_text_parts_is_read_as_their_text(fake, player):
+    parts = _parts(
+        {"type": "text", "text": "15 * 7 is"}, {"type": "image_url"}, {"type": "text", "text": "105."}
+    )
+    fake.script("What is 15 * 7?", [parts])
+    (result,) = PLAYERS[player](fake, suite(TREE))
+    assert result.status == "passed", result.verdict
+    (turn,) = result.turns
+    assert turn.response == "15 * 7 is\n105." and turn.incomplete is None
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+def test_a_refusal_part_is_read_as_the_refusal(fake, player):
+    fake.script("What is 15 * 7?", [_parts({"type": "refusal", "refusal": "I can't help with that."})])
+    (result,) = PLAYERS[player](fake, suite(TREE))
+    assert result.status == "error"
+    assert result.turns[0].incomplete == "the model refused: “I can't help with that.”"
