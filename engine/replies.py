@@ -28,8 +28,10 @@ def incomplete(completion: Completion) -> str | None:
         return "reply cut off at the token limit (finish_reason: length)"
     if completion.finish_reason == "content_filter":
         return "reply stopped by the content filter (finish_reason: content_filter)"
-    if not completion.text and not completion.tool_calls:
-        return "empty reply (no content and no tool calls)"
+    if not completion.text.strip() and not completion.tool_calls:
+        # Whitespace is no answer either: checks that look for what is absent (`not_match`) would pass it.
+        what = "only whitespace" if completion.text else "no content"
+        return f"empty reply ({what} and no tool calls)"
     return None
 
 

@@ -23,11 +23,13 @@ CUT = Reply("The answer is 10", finish_reason="length")
 FILTERED = Reply("", finish_reason="content_filter")
 REFUSED = Reply(null_content=True, refusal="I can't help with that.")
 EMPTY = Reply(null_content=True)
+BLANK = Reply("  \n\t ")
 UNFINISHED = {
     "length": (CUT, "reply cut off at the token limit (finish_reason: length)"),
     "content_filter": (FILTERED, "reply stopped by the content filter (finish_reason: content_filter)"),
     "refusal": (REFUSED, "the model refused: “I can't help with that.”"),
     "null content": (EMPTY, "empty reply (no content and no tool calls)"),
+    "whitespace": (BLANK, "empty reply (only whitespace and no tool calls)"),
 }
 
 # A tree whose first reply fails its check: an ordinary reply would be followed up.
@@ -108,6 +110,19 @@ def test_an_unfinished_reply_is_an_error_recorded_for_what_it_is(fake, player, k
     assert turn.finish_reason == (None if answer.finish_reason == "stop" else answer.finish_reason)
     assert turn.refusal == answer.refusal
     assert turn.response == ("" if answer.null_content else answer.text)
+
+
+@pytest.mark.parametrize("kind", UNFINISHED)
+def test_an_unfinished_reply_never_passes_a_check_for_what_is_absent(fake, kind):
+    """`not_match` passes on any text without the pattern: an empty or blank reply must not reach it."""
+    fake.script("What is 15 * 7?", [UNFINISHED[kind][0]])
+    evals = """
+  - id: absent
+    prompt: What is 15 * 7?
+    checks: [{not_match: "*sorry*"}]
+"""
+    (result,) = play_async(fake, suite(evals))
+    assert (result.status, result.turns[0].incomplete) == ("error", UNFINISHED[kind][1]), result.verdict
 
 
 @pytest.mark.parametrize("player", PLAYERS)
