@@ -1,7 +1,8 @@
-"""Replies that are no ordinary reply: cut off at the token limit, stopped by a content filter, refused, or
-empty. The conversation loop (engine.conversation) records them for what they are and treats them by the
-eval's `incomplete_reply` rule: an error (the default), a failed turn, or graded as given. Such a reply is
-never graded as if the model had finished it, and under `error` or `fail` no follow-up is sent after it."""
+"""Replies that are no ordinary reply: cut off at the token limit, stopped by a content filter, ended in an
+error, refused, or empty. The conversation loop (engine.conversation) records them for what they are and
+treats them by the eval's `incomplete_reply` rule: an error (the default), a failed turn, or graded as
+given. Such a reply is never graded as if the model had finished it, and under `error` or `fail` no
+follow-up is sent after it."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ def incomplete(completion: Completion) -> str | None:
         return "reply cut off at the token limit (finish_reason: length)"
     if completion.finish_reason == "content_filter":
         return "reply stopped by the content filter (finish_reason: content_filter)"
+    if completion.finish_reason == "error":  # a gateway's (OpenRouter's) word for a generation that failed
+        return "reply ended in an error (finish_reason: error)"
     if not completion.text.strip() and not completion.tool_calls:
         # Whitespace is no answer either: checks that look for what is absent (`not_match`) would pass it.
         what = "only whitespace" if completion.text else "no content"

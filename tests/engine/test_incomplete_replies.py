@@ -21,12 +21,14 @@ from tests.fakeopenai import FakeOpenAI, Reply
 
 CUT = Reply("The answer is 10", finish_reason="length")
 FILTERED = Reply("", finish_reason="content_filter")
+FAILED = Reply("The answer is", finish_reason="error")  # how OpenRouter says the generation failed
 REFUSED = Reply(null_content=True, refusal="I can't help with that.")
 EMPTY = Reply(null_content=True)
 BLANK = Reply("  \n\t ")
 UNFINISHED = {
     "length": (CUT, "reply cut off at the token limit (finish_reason: length)"),
     "content_filter": (FILTERED, "reply stopped by the content filter (finish_reason: content_filter)"),
+    "error": (FAILED, "reply ended in an error (finish_reason: error)"),
     "refusal": (REFUSED, "the model refused: “I can't help with that.”"),
     "null content": (EMPTY, "empty reply (no content and no tool calls)"),
     "whitespace": (BLANK, "empty reply (only whitespace and no tool calls)"),
