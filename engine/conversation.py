@@ -27,7 +27,7 @@ from .conversation_io import INLINE, IO, THREADED, Stopping, answer, run_inline
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
 from .history import build_history, given_messages
 from .outcomes import Status, TerminationKind
-from .replies import DEFAULT_RULE, IncompleteRule, graded_text, incomplete, incomplete_verdict
+from .replies import DEFAULT_RULE, IncompleteRule, called, graded_text, incomplete, incomplete_verdict
 from .results import EvalResult, GraderResult, SimulatedUserCall, ToolRound, Totals, TurnRecord, Usage
 from .retries import RetryStopped, RetryWait, retry_hooks
 from .schema import Eval
@@ -383,12 +383,12 @@ async def _play_turn(
             completion = await io.agent(ctx.agent, ctx.model, sent, settings=ev.model_settings)
         else:
             completion, rounds = await _with_tools(ctx, io, sent, toolbox, eval_id, ev.model_settings)
-        why = None if ctx.agent.is_mock else incomplete(completion)  # the mock's replies are the suite's
+        # The mock's replies are the suite's.
+        why = None if ctx.agent.is_mock else incomplete(completion, tools_offered=toolbox is not None)
         if completion.calls and toolbox is not None:  # still calling tools when the rounds ran out
-            names = ", ".join(dict.fromkeys(call["name"] for call in completion.calls))
             why = (
                 f"no answer after {plural(toolbox.max_rounds, 'round')} of tool calls (max_tool_rounds); "
-                f"the model still called {names}"
+                f"the model still called {called(completion.calls)}"
             )
     else:
         completion = Completion(step.reply, Usage(), 0.0, step.replayed_ms)

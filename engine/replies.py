@@ -18,9 +18,10 @@ DEFAULT_RULE: IncompleteRule = "error"
 QUOTED = 80  # characters of a refusal quoted in a verdict
 
 
-def incomplete(completion: Completion) -> str | None:
+def incomplete(completion: Completion, *, tools_offered: bool) -> str | None:
     """Why the reply is no finished one, in words ("reply cut off at the token limit (finish_reason:
-    length)"); None for an ordinary reply. A refusal says so first: it may come with any finish_reason."""
+    length)"); None for an ordinary reply. A refusal says so first: it may come with any finish_reason.
+    Tool calls are no answer when no tools were offered: nothing carries them out."""
     if completion.refusal:
         refusal = " ".join(completion.refusal.split())
         quoted = refusal if len(refusal) <= QUOTED else refusal[: QUOTED - 1] + "…"
@@ -31,11 +32,22 @@ def incomplete(completion: Completion) -> str | None:
         return "reply stopped by the content filter (finish_reason: content_filter)"
     if completion.finish_reason == "error":  # a gateway's (OpenRouter's) word for a generation that failed
         return "reply ended in an error (finish_reason: error)"
-    if not completion.text.strip() and not completion.tool_calls:
+    if completion.text.strip():
+        return None
+    if completion.calls and not tools_offered:
+        names = called(completion.calls)
+        return f"tool calls instead of an answer, and no tools were offered (the model called {names})"
+    if not completion.calls:
         # Whitespace is no answer either: checks that look for what is absent (`not_match`) would pass it.
         what = "only whitespace" if completion.text else "no content"
         return f"empty reply ({what} and no tool calls)"
     return None
+
+
+def called(calls) -> str:
+    """The tools these calls name, each once, in words: "get_weather, search"."""
+    names = dict.fromkeys(call["name"] or "a function without a name" for call in calls)
+    return ", ".join(names)
 
 
 def graded_text(completion: Completion) -> str:

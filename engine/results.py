@@ -150,10 +150,10 @@ class ToolCall(BaseModel):
     arguments: dict | None = None  # as parsed; None when the model's arguments were no JSON object
     raw_arguments: str = ""  # exactly as the model sent them
     result: str = ""  # the `tool` message's content
-    # What went wrong, in words: the model's mistake (an unknown tool, arguments that break the schema) or
+    # What went wrong, in words: the model's mistake (no function name, an unknown tool, bad arguments) or
     # the tool's own error (a stub's `error`, a handler that raised, an MCP error result); None when it ran.
     error: str | None = None
-    mistake: bool = False  # the error is the model's (unknown tool, bad arguments), not the tool's
+    mistake: bool = False  # the error is the model's (no name, unknown tool, bad arguments), not the tool's
     source: str = ""  # where the result came from: returns, responses, error, code, llm, replay, mcp, or none
     latency_ms: int = 0
     # What the model that played the tool spent on this call (an `llm` tool); None when none was called. The

@@ -1,6 +1,6 @@
 """Carrying out the model's tool calls: a conversation's Toolbox offers the suite's and the eval's tools (and
-an MCP server's) in OpenAI's format, checks each call as an agent runtime would (an unknown tool, arguments
-that are no JSON object or break the schema: the model's mistake, sent back as an error), and takes its
+an MCP server's) in OpenAI's format, checks each call as an agent runtime would (no function name, an unknown
+tool, arguments that are no JSON object or break the schema: the model's mistake, sent back as an error), and takes its
 result from the tool's sources in order (`SOURCES`): a source that has no answer for the call passes it on.
 
 The conversation loop (engine.conversation) calls the model, runs the calls and sends the results back as
@@ -105,7 +105,9 @@ class Toolbox:
         record = ToolCall(id=call["id"], name=call["name"], raw_arguments=call.get("arguments") or "")
         tool = self.tools.get(call["name"])
         arguments, mistake = _arguments(record.raw_arguments)
-        if tool is None:
+        if call.get("problem"):  # no function name, or no function call: engine.clients.answers
+            mistake = f"{call['problem']} (offered: {', '.join(self.tools) or 'none'})"
+        elif tool is None:
             offered = ", ".join(self.tools) or "none"
             mistake = f"there is no tool named `{call['name']}` (offered: {offered})"
         elif mistake is None:

@@ -103,6 +103,39 @@ def test_an_unknown_tool_and_arguments_that_break_the_schema_are_the_models_mist
     assert [m["role"] for m in last[-4:]] == ["assistant", "tool", "assistant", "tool"]
 
 
+def _sent_raw(*items) -> Reply:
+    """An answer whose tool_calls are these items exactly as an endpoint might send them."""
+    message = {"role": "assistant", "content": None, "tool_calls": list(items)}
+    return Reply(choices=[{"index": 0, "message": message, "finish_reason": "tool_calls"}])
+
+
+@pytest.mark.parametrize("player", ["inline", "asyncio"])
+def test_a_call_without_a_function_name_is_the_models_mistake_sent_back_never_a_reply(fake_openai, player):
+    """Graded as a reply, an unreadable call was an empty text: it passed `not_match`. It is a call the
+    runtime rejects, and the model answers after it."""
+    nameless = {"id": "c1", "type": "function", "function": {"arguments": '{"city": "Paris"}'}}
+    fake_openai.script(
+        "What's the weather in Paris?",
+        [_sent_raw(nameless, {"id": "c2", "type": "nonsense"}), "It is 21 degrees in Paris."],
+    )
+    source = WEATHER.replace('      - contains: "21"', '      - not_match: "*sorry*"\n      - contains: "21"')
+    result = play(fake_openai, source) if player == "inline" else play_async(fake_openai, load_suite(source))
+    assert result.status == "passed", result.verdict
+    (turn,) = result.turns
+    assert turn.response == "It is 21 degrees in Paris." and turn.incomplete is None
+    unnamed, other = turn.tool_calls
+    assert (unnamed.name, unnamed.mistake, unnamed.source) == ("", True, "none")
+    assert unnamed.error == "the call names no function (offered: get_weather)"
+    assert other.mistake and other.error.startswith("the call is no function call: {")
+    sent = fake_openai.chat_requests()[-1]["messages"]
+    assert [m["role"] for m in sent[-3:]] == ["assistant", "tool", "tool"]
+    assert sent[-2] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "Error: the call names no function (offered: get_weather)",
+    }
+
+
 def test_max_tool_rounds_ends_the_turn_unfinished_and_says_so(fake_openai):
     fake_openai.tool_rounds = 5
     result = play(fake_openai, WEATHER.replace("tools:\n", "max_tool_rounds: 2\ntools:\n", 1))

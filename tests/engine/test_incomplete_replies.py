@@ -233,3 +233,52 @@ def test_a_refusal_part_is_read_as_the_refusal(fake, player):
     (result,) = PLAYERS[player](fake, suite(TREE))
     assert result.status == "error"
     assert result.turns[0].incomplete == "the model refused: “I can't help with that.”"
+
+
+STRAY = {
+    "a call": (Reply(tool_calls=[{"name": "calculator", "arguments": {"expr": "15*7"}}]), "calculator"),
+    "a nameless call": (
+        Reply(
+            choices=[
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [{"id": "c1", "function": {}}],
+                    },
+                }
+            ]
+        ),
+        "a function without a name",
+    ),
+}
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+@pytest.mark.parametrize("kind", STRAY)
+def test_tool_calls_when_no_tools_were_offered_are_no_answer(fake, player, kind):
+    """Nothing carries such calls out and there is no text to grade: an incomplete reply, never graded as an
+    empty text (which passed `not_match` and failed every positive check)."""
+    answer, names = STRAY[kind]
+    fake.script("What is 15 * 7?", [answer, "105"])
+    evals = """
+  - id: stray
+    prompt: What is 15 * 7?
+    checks: [{not_match: "*sorry*"}]
+"""
+    (result,) = PLAYERS[player](fake, suite(evals))
+    why = f"tool calls instead of an answer, and no tools were offered (the model called {names})"
+    assert (result.status, result.verdict) == ("error", f"error on turn 1: {why}")
+    assert result.turns[0].incomplete == why and len(fake.chat_requests()) == 1
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+def test_text_beside_tool_calls_when_no_tools_were_offered_is_the_answer(fake, player):
+    fake.script(
+        "What is 15 * 7?", [Reply("It is 105.", tool_calls=[{"name": "calculator", "arguments": {}}])]
+    )
+    (result,) = PLAYERS[player](fake, suite(TREE))
+    assert result.status == "passed", result.verdict
+    assert result.turns[0].response == "It is 105." and result.turns[0].incomplete is None
