@@ -20,8 +20,27 @@ QUOTED = 80  # characters of a refusal quoted in a verdict
 
 def incomplete(completion: Completion, *, tools_offered: bool) -> str | None:
     """Why the reply is no finished one, in words ("reply cut off at the token limit (finish_reason:
-    length)"); None for an ordinary reply. A refusal says so first: it may come with any finish_reason.
-    Tool calls are no answer when no tools were offered: nothing carries them out."""
+    length)"); None for an ordinary reply. Tool calls are no answer when no tools were offered: nothing
+    carries them out."""
+    why = unfinished(completion)
+    if why is not None:
+        return why
+    if completion.text.strip():
+        return None
+    if completion.calls and not tools_offered:
+        names = called(completion.calls)
+        return f"tool calls instead of an answer, and no tools were offered (the model called {names})"
+    if not completion.calls:
+        # Whitespace is no answer either: checks that look for what is absent (`not_match`) would pass it.
+        what = "only whitespace" if completion.text else "no content"
+        return f"empty reply ({what} and no tool calls)"
+    return None
+
+
+def unfinished(completion: Completion) -> str | None:
+    """Why the model call did not finish, whatever it holds (text, tool calls): refused, cut off, filtered,
+    or ended in an error; None when it finished. A refusal says so first: it may come with any
+    finish_reason."""
     if completion.refusal:
         refusal = " ".join(completion.refusal.split())
         quoted = refusal if len(refusal) <= QUOTED else refusal[: QUOTED - 1] + "…"
@@ -32,15 +51,6 @@ def incomplete(completion: Completion, *, tools_offered: bool) -> str | None:
         return "reply stopped by the content filter (finish_reason: content_filter)"
     if completion.finish_reason == "error":  # a gateway's (OpenRouter's) word for a generation that failed
         return "reply ended in an error (finish_reason: error)"
-    if completion.text.strip():
-        return None
-    if completion.calls and not tools_offered:
-        names = called(completion.calls)
-        return f"tool calls instead of an answer, and no tools were offered (the model called {names})"
-    if not completion.calls:
-        # Whitespace is no answer either: checks that look for what is absent (`not_match`) would pass it.
-        what = "only whitespace" if completion.text else "no content"
-        return f"empty reply ({what} and no tool calls)"
     return None
 
 

@@ -170,6 +170,11 @@ class ToolRound(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     cost: float = 0.0
     latency_ms: int = 0
+    # A round that did not finish (cut off at the token limit, filtered, refused, ended in an error): how it
+    # ended, and why, in words. Its calls were not carried out (their arguments may be cut short), it is the
+    # turn's last round, and its text is the turn's `response`, treated by the `incomplete_reply` rule.
+    finish_reason: str | None = None
+    incomplete: str | None = None
 
 
 class TurnRecord(BaseModel):

@@ -19,6 +19,7 @@ from .outcomes import Status
 from .patterns import RegexFailure
 from .results import GraderResult, SimulatedUserCall, ToolRound, TurnGrade, TurnRecord, Usage
 from .schema import Eval, WeightedPassRule
+from .tools import carried_out
 from .transcript import tool_calls_in
 
 
@@ -120,7 +121,7 @@ def graded_turn(
         text=completion.text,
         completion_tokens=None if completion.usage.estimated else completion.usage.completion_tokens,
         conversation=conversation,
-        tool_calls=[call for round_ in rounds for call in round_.calls],
+        tool_calls=carried_out(rounds),
     )
     condition = decided = None
     try:

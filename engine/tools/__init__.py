@@ -199,8 +199,24 @@ def spent(rounds: Sequence[ToolRound]) -> tuple[Usage, float]:
     return usage, sum(call.cost for call in calls)
 
 
+def unanswered(call: dict) -> ToolCall:
+    """A call of a round that did not finish, recorded as the model sent it: it is not carried out."""
+    arguments, _ = _arguments(call.get("arguments") or "")
+    return ToolCall(
+        id=call["id"], name=call["name"], arguments=arguments, raw_arguments=call.get("arguments") or ""
+    )
+
+
+def carried_out(rounds: Sequence[ToolRound]) -> list[ToolCall]:
+    """The calls of these rounds that were carried out: those of a round that did not finish were not."""
+    return [call for round_ in rounds if round_.incomplete is None for call in round_.calls]
+
+
 def round_messages(round_: ToolRound) -> list[dict]:
-    """The assistant message that made a round's calls, then a `tool` message answering each."""
+    """The assistant message that made a round's calls, then a `tool` message answering each. A round that
+    did not finish adds none: its calls were not carried out, and its text is the turn's reply."""
+    if round_.incomplete is not None:
+        return []
     assistant = {
         "role": "assistant",
         "content": round_.text or None,

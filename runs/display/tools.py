@@ -48,6 +48,7 @@ class RoundView:
     latency_ms: int
     tokens: int
     calls: list[CallView]
+    incomplete: str | None = None  # why the round did not finish: its calls were not carried out
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ def _round(turn: TurnRecord, number: int, round_: ToolRound, first_call: int) ->
         latency_ms=round_.latency_ms,
         tokens=round_.usage.total_tokens,
         calls=[_call(turn, first_call + i, number, call) for i, call in enumerate(round_.calls)],
+        incomplete=round_.incomplete,
     )
 
 

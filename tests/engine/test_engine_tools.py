@@ -136,6 +136,70 @@ def test_a_call_without_a_function_name_is_the_models_mistake_sent_back_never_a_
     }
 
 
+CUT_ROUND = Reply(
+    tool_calls=[{"id": "c1", "name": "get_weather", "arguments": '{"city": "Os'}], finish_reason="length"
+)
+FILTERED_ROUND = Reply(
+    "Let me check", tool_calls=[{"id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}}],
+    finish_reason="content_filter",
+)  # fmt: skip
+UNFINISHED_ROUNDS = {
+    "length": (CUT_ROUND, "reply cut off at the token limit (finish_reason: length)"),
+    "content_filter": (FILTERED_ROUND, "reply stopped by the content filter (finish_reason: content_filter)"),
+}
+
+
+@pytest.mark.parametrize("player", ["inline", "asyncio"])
+@pytest.mark.parametrize("kind", UNFINISHED_ROUNDS)
+def test_a_tool_round_that_did_not_finish_ends_the_turn_unfinished_its_calls_not_carried_out(
+    fake_openai, player, kind
+):
+    """A round cut off at the token limit is not the model's mistake (its arguments are cut short), and a
+    filtered one is not a finished answer: the turn is incomplete, by the incomplete_reply rule."""
+    answer, why = UNFINISHED_ROUNDS[kind]
+    fake_openai.script("What's the weather in Paris?", [answer, "It is 21 degrees."])
+    result = (
+        play(fake_openai, WEATHER) if player == "inline" else play_async(fake_openai, load_suite(WEATHER))
+    )
+    unfinished = f"{why}; its tool calls were not carried out"
+    assert (result.status, result.verdict) == ("error", f"error on turn 1: {unfinished}")
+    assert len(fake_openai.chat_requests()) == 1  # nothing was sent back
+    (turn,) = result.turns
+    assert (turn.incomplete, turn.finish_reason, turn.checks) == (unfinished, kind, [])
+    assert turn.response == answer.text
+    (round_,) = turn.tool_rounds
+    assert (round_.finish_reason, round_.incomplete, round_.text) == (kind, unfinished, "")
+    (call,) = round_.calls
+    assert (call.name, call.mistake, call.error, call.result) == ("get_weather", False, None, "")
+    assert call.arguments == (None if kind == "length" else {"city": "Paris"})  # as sent, cut short or not
+
+
+def test_a_tool_round_that_did_not_finish_is_graded_as_given_under_grade_its_calls_not_counted(fake_openai):
+    fake_openai.script("What's the weather in Paris?", [FILTERED_ROUND, "It is 21 degrees."])
+    source = WEATHER.replace(
+        '    checks:\n      - contains: "21"',
+        "    incomplete_reply: grade\n    checks:\n      - contains: check\n      - tool_not_called: get_weather",
+    )
+    result = play(fake_openai, source)
+    assert result.status == "passed", result.verdict
+    (turn,) = result.turns
+    assert turn.response == "Let me check" and turn.incomplete.endswith("its tool calls were not carried out")
+    assert [check.reason for check in turn.checks][1] == "get_weather not called"
+
+
+def test_a_refusal_in_a_tool_round_ends_the_turn(fake_openai):
+    refused = Reply(
+        refusal="I won't look that up.", null_content=True,
+        tool_calls=[{"id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}}],
+    )  # fmt: skip
+    fake_openai.script("What's the weather in Paris?", [refused, "It is 21 degrees."])
+    result = play(fake_openai, WEATHER.replace("    checks:", "    incomplete_reply: fail\n    checks:"))
+    assert result.status == "failed" and len(fake_openai.chat_requests()) == 1
+    assert result.verdict == (
+        "failed on turn 1: the model refused: “I won't look that up.”; its tool calls were not carried out"
+    )
+
+
 def test_max_tool_rounds_ends_the_turn_unfinished_and_says_so(fake_openai):
     fake_openai.tool_rounds = 5
     result = play(fake_openai, WEATHER.replace("tools:\n", "max_tool_rounds: 2\ntools:\n", 1))

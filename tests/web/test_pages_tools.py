@@ -121,6 +121,28 @@ def test_an_error_says_whether_it_was_the_models_mistake_or_the_tools(logged_in,
     assert "booking service is down" in outage
 
 
+def test_a_tool_round_cut_off_ends_the_conversation_its_calls_shown_not_carried_out(
+    logged_in, user, fake_endpoint, fake_openai
+):
+    """The worker plays it as the CLI does: not the model's mistake, not a FAIL, but a reply that did not
+    finish (incomplete_reply), its cut call recorded on the round."""
+    cut = Reply(tool_calls=[{"name": "get_weather", "arguments": '{"city": "Pa'}], finish_reason="length")
+    fake_openai.script("Weather in Paris?", [cut, "It is 21."])
+    source = SUITE.replace("name: agent", "name: agent-cut").split("  - id: hostile")[0]
+    run = play(
+        create_run(version=suite_services.create_suite(owner=user, source=source).latest_version, user=user)
+    )
+    conversation = run.conversations.get()
+    why = "reply cut off at the token limit (finish_reason: length); its tool calls were not carried out"
+    assert (conversation.status, conversation.error) == (
+        Status.ERROR,
+        f"{why}; not graded (incomplete_reply: error)",
+    )
+    shown = text(page_of(logged_in, run, 0))
+    assert f"Not finished: {why}" in shown and "Not carried out: the round did not finish." in shown
+    assert "model's mistake" not in shown and '{"city": "Pa' in shown
+
+
 def test_a_hostile_tool_result_is_escaped(logged_in, tool_run):
     content = page_of(logged_in, tool_run, 1).content.decode()
     assert HOSTILE not in content
