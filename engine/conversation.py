@@ -247,7 +247,7 @@ async def _run_eval(
                         return await failed(position, exc, " (simulated user)")
                 turn = await _play_turn(
                     ctx, driver, messages, step, position, ev, given, user, graders, io, rule, source,
-                    code_scope(ctx, ev, eval_id, turns), toolbox, eval_id,
+                    code_scope(ctx, ev, eval_id, turns), toolbox, eval_id, turns,
                 )  # fmt: skip
             except GradingFailed as exc:  # the reply stays, ungraded, with what it cost, stored as any turn
                 turn = cache.marked(exc.turn, tally)
@@ -376,9 +376,11 @@ async def _play_turn(
     code: CodeScope,
     toolbox: Toolbox | None = None,
     eval_id: str = "",
+    earlier: Sequence[TurnRecord] = (),
 ) -> TurnRecord:
     """The model's reply to the step, graded; or, when it did not finish and `rule` does not grade it,
-    recorded ungraded. `source`: the stored turn a re-grade replays (its reply ended as it did then).
+    recorded ungraded. `source`: the stored turn a re-grade replays (its reply ended as it did then);
+    `earlier`: the conversation's turns so far.
 
     With tools offered, the reply is the model's first answer in text: each answer with tool calls has its
     calls carried out (engine.tools) and their results sent back, at most `max_tool_rounds` times."""
@@ -423,7 +425,7 @@ async def _play_turn(
     exchange = [message for round_ in rounds for message in round_messages(round_)]
     turn = await io.blocking(
         graded_turn, ctx, driver, step, position, ev, given, user, graders, [*sent, *exchange], completion,
-        code, rounds, may_call_model=may_call_model(ctx, ev, step, graders),
+        code, rounds, earlier, may_call_model=may_call_model(ctx, ev, step, graders),
     )  # fmt: skip
     noted = {key: value for key, value in ended.items() if value is not None}
     turn = turn.model_copy(update=noted) if noted else turn

@@ -3,7 +3,8 @@ what they returned (`tool_called`, `tool_not_called`, `tool_sequence`, `tool_res
 
 Each grades a list of calls (the reply's, or the conversation's so far: engine.checks picks) and answers
 (passed, reason), the reason in words a reviewer can act on: what was called instead, and why its arguments
-do not match. Argument and result matchers are engine.tools.matching's; an `{llm_judge: criteria}` matcher
+do not match. The calls rejected as the model's mistakes never ran: `counted` leaves them out unless the
+check asks for them (`mistakes: true`), and `uncounted` says what was left out. Argument and result matchers are engine.tools.matching's; an `{llm_judge: criteria}` matcher
 asks the suite's judge, so a check that holds one calls out.
 """
 
@@ -89,7 +90,12 @@ def pattern_label(pattern: ToolCallPattern) -> str:
 
 
 def _scope(spec) -> str:
-    return " (conversation)" if spec.scope == "conversation" else ""
+    said = [
+        words
+        for words, on in (("conversation", spec.scope == "conversation"), ("mistakes too", spec.mistakes))
+        if on
+    ]
+    return f" ({', '.join(said)})" if said else ""
 
 
 def called_label(check: Check) -> str:
@@ -307,6 +313,29 @@ def tool_result(spec: ToolResult, calls: list[ToolCall], judge: Judge | None, wh
         misses.append(f"{call.name} returned {show(call.result)} ({why})")
     return False, misses[0] + (
         f"; {plural(len(misses) - 1, 'other result')} do not match either" if len(misses) > 1 else ""
+    )
+
+
+def counted(spec, calls: list[ToolCall]) -> list[ToolCall]:
+    """The calls a tool check counts: those carried out, and the model's mistakes too when it asks."""
+    return list(calls) if spec.mistakes else [call for call in calls if not call.mistake]
+
+
+def uncounted(spec, calls: list[ToolCall]) -> str:
+    """What a check left out that it might have counted, in words to add to its reason; "" when nothing."""
+    if spec.mistakes:
+        return ""
+    if isinstance(spec, ToolSequence):
+        names = {pattern.name for pattern in spec.calls}
+    else:
+        names = {spec.name} if spec.name is not None else None
+    left = [call for call in calls if call.mistake and (names is None or call.name in names)]
+    if not left:
+        return ""
+    called = ", ".join(dict.fromkeys(call.name or "a function without a name" for call in left))
+    return (
+        f"; not counted: {plural(len(left), 'call')} to {called} rejected as the model's mistake "
+        "(`mistakes: true` counts them)"
     )
 
 
