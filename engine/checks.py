@@ -256,8 +256,12 @@ def _tool(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     else:
         calls, where = reply.tool_calls, "in this reply"
     matcher_judge = tool_checks.argument_judge(judge) if tool_checks.judged(check) else None
-    ok, reason = tool_checks.GRADERS[check.kind](spec, tool_checks.counted(spec, calls), matcher_judge, where)
-    return _result(check, ok, reason + tool_checks.uncounted(spec, calls))
+    looked_at = tool_checks.counted(spec, calls)
+    ok, reason, matched = tool_checks.GRADERS[check.kind](spec, looked_at, matcher_judge, where)
+    # Which of this turn's calls it matched, by position in the turn's calls; an earlier turn's are not.
+    position = {id(call): at for at, call in enumerate(reply.tool_calls)}
+    mine = sorted(position[id(looked_at[at])] for at in matched if id(looked_at[at]) in position)
+    return _result(check, ok, reason + tool_checks.uncounted(spec, calls), matched_calls=mine)
 
 
 def _any_of(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:

@@ -65,6 +65,9 @@ class CheckResult(BaseModel):
     # A reviewer overturned this outcome (engine.overrides): `passed` and `score` are the reviewer's, the
     # check's own are in `reason` and `raw`.
     overridden: bool = False
+    # A tool check: the calls of its turn it matched (counted, found breaking it, or whose result it read), as
+    # 0-based positions in the turn's `tool_calls`; None for the other checks.
+    matched_calls: list[int] | None = None
 
     @property
     def is_criterion(self) -> bool:

@@ -318,6 +318,50 @@ evals:
     assert result.graders[0].passed is False
 
 
+# --- which calls a check matched ------------------------------------------------------------------------------------
+
+CITIES = [("get_weather", {"city": city}) for city in ("Paris", "Oslo", "Rome")]
+
+
+@pytest.mark.parametrize(
+    ("check", "matched"),
+    [
+        ({"tool_called": "get_weather"}, [0, 1, 2]),
+        ({"tool_called": {"name": "get_weather", "args": {"city": "Oslo"}}}, [1]),
+        ({"tool_not_called": {"name": "get_weather", "args": {"city": "Rome"}}}, [2]),
+        ({"tool_not_called": "search"}, []),
+        ({"tool_sequence": {"calls": [{"name": "get_weather", "args": {"city": "Rome"}}], "mode": "superset"}}, [2]),
+        ({"tool_sequence": {"calls": ["get_weather", "get_weather"], "mode": "in_order"}}, [0, 1]),
+        ({"tool_result": {"name": "get_weather", "args": {"city": "Oslo"}, "result": {"contains": "unknown"}}}, [1]),
+        ({"tool_result": {"name": "get_weather", "result": {"contains": "21"}}}, [0]),
+        ({"tool_result": {"name": "get_weather", "args": {"city": "Oslo"}, "result": {"contains": "21"}}}, [1]),
+        ({"contains": "done"}, None),
+    ],
+)  # fmt: skip
+def test_a_tool_check_records_the_calls_it_matched(fake_openai, check, matched):
+    """So the transcript credits the check to those calls, not to every call of the tool its label names."""
+    result = one(fake_openai, check, _calls(*CITIES))
+    assert result.matched_calls == matched, result.reason
+
+
+def test_matched_calls_are_the_turns_positions_with_mistakes_and_earlier_turns_around(fake_openai):
+    fake_openai.script(
+        "Find a flight", [_calls(SEARCH), "Found.", _calls(DOUBLE_ENCODED), _calls(WEATHER), "Mild."]
+    )
+    source = (
+        TOOLS
+        + """evals:
+  - input: [Find a flight, And the weather?]
+    checks:
+      - tool_called: {name: get_weather, scope: conversation}
+      - tool_called: search
+      - tool_called: {name: search, scope: conversation}
+"""
+    )
+    turn = play(fake_openai, source).turns[1]
+    assert [check.matched_calls for check in turn.checks] == [[1], [], []]  # the rejected call is position 0
+
+
 # --- scope ---------------------------------------------------------------------------------------------------------
 
 

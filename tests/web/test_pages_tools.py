@@ -185,6 +185,35 @@ def test_the_tool_check_that_looked_at_a_call_is_linked_from_it(logged_in, user)
     assert linked == ["turn-1-check-3"]  # not the contains check, nor the check on another tool
 
 
+def test_a_tool_check_is_credited_to_the_calls_it_graded_not_every_call_of_that_tool(
+    logged_in, user, fake_endpoint, fake_openai
+):
+    """`tool_result get_weather {city: Oslo}` read Oslo's result: the Paris and Rome calls were not checked."""
+    cities = [{"name": "get_weather", "arguments": {"city": city}} for city in ("Paris", "Oslo", "Rome")]
+    fake_openai.script("Weather in Paris?", [Reply(tool_calls=cities), "It is 21."])
+    source = (
+        SUITE.replace("name: agent", "name: agent-credits")
+        .split("  - id: hostile")[0]
+        .replace(
+            '    checks: [{contains: "21"}]',
+            "    checks:\n      - contains: '21'\n"
+            "      - tool_result: {name: get_weather, args: {city: Oslo}, result: {contains: '21'}}\n"
+            "      - tool_not_called: {name: get_weather, args: {city: Rome}}",
+        )
+    )
+    version = suite_services.create_suite(owner=user, source=source).latest_version
+    run = play(create_run(version=version, user=user))
+    content = page_of(logged_in, run, 0).content.decode()
+
+    def linked(call: int) -> list[str]:
+        item = content[content.index(f'id="turn-1-call-{call}"') :]
+        return re.findall(r'href="#(turn-1-check-\d+)"', item[: item.index("</li>")])
+
+    assert [linked(call) for call in (1, 2, 3)] == [[], ["turn-1-check-2"], ["turn-1-check-3"]]
+    rome = content[content.index('id="turn-1-call-3"') :]
+    assert "✗ checked" in rome[: rome.index("</li>")]  # the call that broke tool_not_called
+
+
 def test_a_transcript_with_tool_calls_costs_no_more_queries(logged_in, tool_run):
     def count(index: int) -> int:
         with CaptureQueriesContext(connection) as queries:
