@@ -464,8 +464,8 @@ async def _with_tools(
             rounds.append(
                 ToolRound(
                     calls=[unanswered(call) for call in completion.calls], usage=completion.usage,
-                    cost=completion.cost, latency_ms=completion.latency_ms,
-                    finish_reason=completion.finish_reason, incomplete=f"{why}; its tool calls were not carried out",
+                    cost=completion.cost, latency_ms=completion.latency_ms, finish_reason=completion.finish_reason,
+                    incomplete=f"{why}; its tool calls were not carried out",
                 )
             )  # fmt: skip
             completion = replace(

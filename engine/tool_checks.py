@@ -2,10 +2,11 @@
 what they returned (`tool_called`, `tool_not_called`, `tool_sequence`, `tool_result`).
 
 Each grades a list of calls (the reply's, or the conversation's so far: engine.checks picks) and answers
-(passed, reason, the calls it matched), the reason in words a reviewer can act on: what was called instead, and why its arguments
-do not match. The calls rejected as the model's mistakes never ran: `counted` leaves them out unless the
-check asks for them (`mistakes: true`), and `uncounted` says what was left out. Argument and result matchers are engine.tools.matching's; an `{llm_judge: criteria}` matcher
-asks the suite's judge, so a check that holds one calls out.
+(passed, reason, the calls it matched), the reason in words a reviewer can act on: what was called instead,
+and why its arguments do not match. The calls rejected as the model's mistakes never ran: `counted` leaves
+them out unless the check asks for them (`mistakes: true`), and `uncounted` says what was left out.
+Argument and result matchers are engine.tools.matching's; an `{llm_judge: criteria}` matcher asks the
+suite's judge, so a check that holds one calls out.
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ class ToolScoped(StrictModel):
     )
     mistakes: bool = Field(
         False,
-        description="Also count the calls rejected as the model's mistakes (no function name, an unknown tool, "
-        "arguments that are no JSON object or break the schema), which were never carried out.",
+        description="Also count the calls rejected as the model's mistakes (no function name, an unknown "
+        "tool, arguments that are no JSON object or break the schema), which were never carried out.",
     )
 
 

@@ -1,7 +1,8 @@
 """Carrying out the model's tool calls: a conversation's Toolbox offers the suite's and the eval's tools (and
-an MCP server's) in OpenAI's format, checks each call as an agent runtime would (no function name, an unknown
-tool, arguments that are no JSON object or break the schema: the model's mistake, sent back as an error), and takes its
-result from the tool's sources in order (`SOURCES`): a source that has no answer for the call passes it on.
+an MCP server's) in OpenAI's format, checks each call as an agent runtime would (no function name, an
+unknown tool, arguments that are no JSON object or break the schema: the model's mistake, sent back as an
+error), and takes its result from the tool's sources in order (`SOURCES`): a source that has no answer for
+the call passes it on.
 
 The conversation loop (engine.conversation) calls the model, runs the calls and sends the results back as
 `tool` messages until the model answers in text; `exchange_messages` rebuilds those messages from a stored
