@@ -35,6 +35,7 @@ FAIL = "❌ FAIL"
 ERROR = "💥 ERROR"
 STOPPED = "⏹ STOPPED"
 SHOWN_CHARS = 120  # of a tool call's arguments or result: one line each, the rest is in --json
+NAMELESS = "(no function name)"  # a call that named none: the model's mistake
 
 
 SHOWN_TEXT_CHARS = 2000  # of a prompt or a reply in the terminal report; the whole is in --json
@@ -91,7 +92,7 @@ def _call_line(call: ToolCall, carried_out: bool = True) -> str:
     arguments = (
         call.raw_arguments if call.arguments is None else json.dumps(call.arguments, ensure_ascii=False)
     )
-    line = f"→ {call.name} {_one_line(arguments) or '{}'}"
+    line = f"→ {call.name or NAMELESS} {_one_line(arguments) or '{}'}"
     if not carried_out:
         return f"{line} (not carried out)"
     if call.error is None:

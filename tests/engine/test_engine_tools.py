@@ -9,6 +9,7 @@ import pytest
 
 from engine.conversation import run_eval
 from engine.loader import load_suite
+from engine.report import format_eval
 from tests.engine.fake_play import fake_context, play, play_async
 from tests.fakeopenai import Reply
 
@@ -134,6 +135,9 @@ def test_a_call_without_a_function_name_is_the_models_mistake_sent_back_never_a_
         "tool_call_id": "c1",
         "content": "Error: the call names no function (offered: get_weather)",
     }
+    assert '→ (no function name) {"city": "Paris"} ⚠ mistake: the call names no function' in format_eval(
+        result
+    )
 
 
 CUT_ROUND = Reply(

@@ -214,6 +214,23 @@ def test_a_tool_check_is_credited_to_the_calls_it_graded_not_every_call_of_that_
     assert "✗ checked" in rome[: rome.index("</li>")]  # the call that broke tool_not_called
 
 
+def test_a_call_without_a_function_name_is_named_so(logged_in, user):
+    version = suite_services.create_suite(owner=user, source=SUITE).latest_version
+    run = make_run(version, user, conversations=1)
+    conversation = Conversation.objects.get(run=run, index=0)
+    conversation.turns.all().delete()
+    Conversation.objects.filter(pk=conversation.pk).update(turn_count=0)
+    error = "the call names no function (offered: get_weather)"
+    call = ToolCall(id="c1", name="", raw_arguments='{"city": "Nice"}', arguments={"city": "Nice"}, error=error,
+                    mistake=True, result=f"Error: {error}", source="none")  # fmt: skip
+    record = TurnRecord(
+        turn=1, prompt="Weather in Nice?", response="Sunny.", tool_rounds=[ToolRound(calls=[call])]
+    )
+    store_turns(conversation, [record])
+    shown = text(page_of(logged_in, run, 0))
+    assert "(no function name)" in shown and f"Model's mistake: {error}" in shown
+
+
 def test_a_transcript_with_tool_calls_costs_no_more_queries(logged_in, tool_run):
     def count(index: int) -> int:
         with CaptureQueriesContext(connection) as queries:
