@@ -33,6 +33,9 @@ class Reply:
     completion_tokens: int | None  # None when the endpoint did not report usage
     conversation: list[dict]  # every message so far, ending with this reply (tool exchanges included)
     tool_calls: list[ToolCall] = field(default_factory=list)  # this turn's, in the order the model made them
+    # Every call of the conversation so far as recorded (the model's mistakes marked); None: read from
+    # `conversation`, where nothing marks them.
+    conversation_calls: list[ToolCall] | None = None
 
 
 @dataclass
@@ -244,12 +247,21 @@ def _code(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
 def _tool(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     spec = getattr(check, check.kind)
     if spec.scope == "conversation":
-        calls, where = tool_calls_in(reply.conversation), "in the conversation"
+        calls = (
+            reply.conversation_calls
+            if reply.conversation_calls is not None
+            else tool_calls_in(reply.conversation)
+        )
+        where = "in the conversation"
     else:
         calls, where = reply.tool_calls, "in this reply"
     matcher_judge = tool_checks.argument_judge(judge) if tool_checks.judged(check) else None
-    ok, reason = tool_checks.GRADERS[check.kind](spec, calls, matcher_judge, where)
-    return _result(check, ok, reason)
+    looked_at = tool_checks.counted(spec, calls)
+    ok, reason, matched = tool_checks.GRADERS[check.kind](spec, looked_at, matcher_judge, where)
+    # Which of this turn's calls it matched, by position in the turn's calls; an earlier turn's are not.
+    position = {id(call): at for at, call in enumerate(reply.tool_calls)}
+    mine = sorted(position[id(looked_at[at])] for at in matched if id(looked_at[at]) in position)
+    return _result(check, ok, reason + tool_checks.uncounted(spec, calls), matched_calls=mine)
 
 
 def _any_of(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:

@@ -27,13 +27,21 @@ from .conversation_io import INLINE, IO, THREADED, Stopping, answer, run_inline
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
 from .history import build_history, given_messages
 from .outcomes import Status, TerminationKind
-from .replies import DEFAULT_RULE, IncompleteRule, graded_text, incomplete, incomplete_verdict
+from .replies import (
+    DEFAULT_RULE,
+    IncompleteRule,
+    called,
+    graded_text,
+    incomplete,
+    incomplete_verdict,
+    unfinished,
+)
 from .results import EvalResult, GraderResult, SimulatedUserCall, ToolRound, Totals, TurnRecord, Usage
 from .retries import RetryStopped, RetryWait, retry_hooks
 from .schema import Eval
 from .simulate import clean_reply
 from .text import plural
-from .tools import CallScope, Toolbox, exchange_messages, round_messages, spent
+from .tools import CallScope, Toolbox, exchange_messages, round_messages, spent, unanswered
 from .transcript import format_transcript
 from .turn_grading import (
     GradingFailed,
@@ -249,7 +257,7 @@ async def _run_eval(
                         return await failed(position, exc, " (simulated user)")
                 turn = await _play_turn(
                     ctx, driver, messages, step, position, ev, given, user, graders, io, rule, source,
-                    code_scope(ctx, ev, eval_id, turns), toolbox, eval_id,
+                    code_scope(ctx, ev, eval_id, turns), toolbox, eval_id, turns,
                 )  # fmt: skip
             except GradingFailed as exc:  # the reply stays, ungraded, with what it cost, stored as any turn
                 turn = cache.marked(exc.turn, tally)
@@ -378,9 +386,11 @@ async def _play_turn(
     code: CodeScope,
     toolbox: Toolbox | None = None,
     eval_id: str = "",
+    earlier: Sequence[TurnRecord] = (),
 ) -> TurnRecord:
     """The model's reply to the step, graded; or, when it did not finish and `rule` does not grade it,
-    recorded ungraded. `source`: the stored turn a re-grade replays (its reply ended as it did then).
+    recorded ungraded. `source`: the stored turn a re-grade replays (its reply ended as it did then);
+    `earlier`: the conversation's turns so far.
 
     With tools offered, the reply is the model's first answer in text: each answer with tool calls has its
     calls carried out (engine.tools) and their results sent back, at most `max_tool_rounds` times."""
@@ -393,12 +403,14 @@ async def _play_turn(
             completion = await io.agent(ctx.agent, ctx.model, sent, settings=ev.model_settings)
         else:
             completion, rounds = await _with_tools(ctx, io, sent, toolbox, eval_id, ev.model_settings)
-        why = None if ctx.agent.is_mock else incomplete(completion)  # the mock's replies are the suite's
-        if completion.calls and toolbox is not None:  # still calling tools when the rounds ran out
-            names = ", ".join(dict.fromkeys(call["name"] for call in completion.calls))
+        # The mock's replies are the suite's.
+        why = None if ctx.agent.is_mock else incomplete(completion, tools_offered=toolbox is not None)
+        if rounds and rounds[-1].incomplete is not None:  # a round that did not finish ended the turn
+            why = rounds[-1].incomplete
+        elif completion.calls and toolbox is not None:  # still calling tools when the rounds ran out
             why = (
                 f"no answer after {plural(toolbox.max_rounds, 'round')} of tool calls (max_tool_rounds); "
-                f"the model still called {names}"
+                f"the model still called {called(completion.calls)}"
             )
     else:
         completion = Completion(step.reply, Usage(), 0.0, step.replayed_ms)
@@ -423,7 +435,7 @@ async def _play_turn(
     exchange = [message for round_ in rounds for message in round_messages(round_)]
     turn = await io.blocking(
         graded_turn, ctx, driver, step, position, ev, given, user, graders, [*sent, *exchange], completion,
-        code, rounds, may_call_model=may_call_model(ctx, ev, step, graders),
+        code, rounds, earlier, may_call_model=may_call_model(ctx, ev, step, graders),
     )  # fmt: skip
     noted = {key: value for key, value in ended.items() if value is not None}
     turn = turn.model_copy(update=noted) if noted else turn
@@ -445,14 +457,31 @@ async def _with_tools(
     ctx: EngineContext, io: IO, sent: list[dict], toolbox: Toolbox, eval_id: str, settings=None
 ) -> tuple[Completion, list[ToolRound]]:
     """The model's answer once its tool calls are carried out: every round's calls run (in the order the
-    model made them) and their results go back, until it answers without calls or the rounds run out. The
-    completion's usage, cost and latency count every round."""
+    model made them) and their results go back, until it answers without calls, the rounds run out, or a
+    round does not finish (the last round says so). The completion's usage, cost and latency count every
+    round."""
     await toolbox.open(io)
     offered = toolbox.offered()
     conversation = list(sent)
     rounds: list[ToolRound] = []
     while True:
         completion = await io.agent(ctx.agent, ctx.model, conversation, tools=offered, settings=settings)
+        why = None if ctx.agent.is_mock or not completion.calls else unfinished(completion)
+        if why is not None:
+            # Cut off, filtered or refused while calling tools: its calls (their arguments maybe cut short)
+            # are not carried out, and the turn ends there, unfinished. The round keeps the call's usage; its
+            # text is the turn's reply.
+            rounds.append(
+                ToolRound(
+                    calls=[unanswered(call) for call in completion.calls], usage=completion.usage,
+                    cost=completion.cost, latency_ms=completion.latency_ms, finish_reason=completion.finish_reason,
+                    incomplete=f"{why}; its tool calls were not carried out",
+                )
+            )  # fmt: skip
+            completion = replace(
+                completion, calls=(), tool_calls=False, usage=Usage(), cost=0.0, latency_ms=0
+            )
+            break
         if not completion.calls or len(rounds) == toolbox.max_rounds:
             break
         scope = CallScope(eval_id, conversation, ctx, ctx.files)

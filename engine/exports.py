@@ -57,6 +57,8 @@ def tool_blocks(turn: TurnRecord) -> list[str]:
             blocks.append(f"[Assistant]:\n{round_.text}")
         for call in round_.calls:
             blocks.append(f"[Assistant → tool call {call.name}]:\n{call.raw_arguments}")
+            if round_.incomplete is not None:  # its calls were not carried out: no result went back
+                continue
             fault = ""
             if call.error is not None:
                 fault = ", the model's mistake" if call.mistake else ", tool error"

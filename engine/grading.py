@@ -165,17 +165,19 @@ def grade_named(
     default_extractor: Extractor | None,
     default_threshold: float | None,
     calls: Sequence[ToolCall] = (),
+    conversation_calls: Sequence[ToolCall] | None = None,
 ) -> TurnGrade:
     """One named grader's grade of a turn (`replies` holds its reply, `calls` its tool calls) or of a
     conversation (every live reply and tool call; the extractor picks). A check grader grades the last reply
-    with its check, its tool checks reading the calls in view; a judge uses its own model and temperature,
-    and is charged to `judge`."""
+    with its check, its tool checks reading the calls in view (`conversation_calls`: the conversation's, as
+    recorded); a judge uses its own model and temperature, and is charged to `judge`."""
     threshold = grader.threshold if grader.threshold is not None else default_threshold
     threshold = 1.0 if threshold is None else threshold
     truth = ground_truth or ""
     if grader.kind == "check":
         last = replies[-1] if replies else ""
-        result = evaluate(grader.check, Reply(last, None, conversation, list(calls)), judge)
+        known = None if conversation_calls is None else list(conversation_calls)
+        result = evaluate(grader.check, Reply(last, None, conversation, list(calls), known), judge)
         score = min(1.0, max(0.0, result.score if result.score is not None else float(result.passed)))
         passed = result.passed and score >= threshold if grader.threshold is not None else result.passed
         return TurnGrade(

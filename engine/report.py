@@ -39,6 +39,7 @@ FAIL = "❌ FAIL"
 ERROR = "💥 ERROR"
 STOPPED = "⏹ STOPPED"
 SHOWN_CHARS = 120  # of a tool call's arguments or result: one line each, the rest is in --json
+NAMELESS = "(no function name)"  # a call that named none: the model's mistake
 
 
 SHOWN_TEXT_CHARS = 2000  # of a prompt or a reply in the terminal report; the whole is in --json
@@ -89,13 +90,15 @@ def _one_line(text: str) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
-def _call_line(call: ToolCall) -> str:
+def _call_line(call: ToolCall, carried_out: bool = True) -> str:
     """`→ name {arguments} → result`; a call that failed shows why, marked as the model's mistake or the
-    tool's error."""
+    tool's error; one of a round that did not finish says it was not carried out."""
     arguments = (
         call.raw_arguments if call.arguments is None else json.dumps(call.arguments, ensure_ascii=False)
     )
-    line = f"→ {call.name} {_one_line(arguments) or '{}'}"
+    line = f"→ {call.name or NAMELESS} {_one_line(arguments) or '{}'}"
+    if not carried_out:
+        return f"{line} (not carried out)"
     if call.error is None:
         return f"{line} → {_one_line(call.result)}"
     return f"{line} ⚠ {'mistake' if call.mistake else 'error'}: {_one_line(call.error)}"
@@ -109,7 +112,8 @@ def _tool_lines(turn: TurnRecord, prefix: str) -> list[str]:
     lines = [f"{prefix}Tool calls: {len(turn.tool_calls)} in {plural(rounds, 'round')}"]
     for number, round_ in enumerate(turn.tool_rounds, start=1):
         lines += [
-            f"{prefix}  {f'{number} ' if rounds > 1 else ''}{_call_line(call)}" for call in round_.calls
+            f"{prefix}  {f'{number} ' if rounds > 1 else ''}{_call_line(call, round_.incomplete is None)}"
+            for call in round_.calls
         ]
     return lines
 

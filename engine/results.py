@@ -65,6 +65,9 @@ class CheckResult(BaseModel):
     # A reviewer overturned this outcome (engine.overrides): `passed` and `score` are the reviewer's, the
     # check's own are in `reason` and `raw`.
     overridden: bool = False
+    # A tool check: the calls of its turn it matched (counted, found breaking it, or whose result it read), as
+    # 0-based positions in the turn's `tool_calls`; None for the other checks.
+    matched_calls: list[int] | None = None
 
     @property
     def is_criterion(self) -> bool:
@@ -150,10 +153,10 @@ class ToolCall(BaseModel):
     arguments: dict | None = None  # as parsed; None when the model's arguments were no JSON object
     raw_arguments: str = ""  # exactly as the model sent them
     result: str = ""  # the `tool` message's content
-    # What went wrong, in words: the model's mistake (an unknown tool, arguments that break the schema) or
+    # What went wrong, in words: the model's mistake (no function name, an unknown tool, bad arguments) or
     # the tool's own error (a stub's `error`, a handler that raised, an MCP error result); None when it ran.
     error: str | None = None
-    mistake: bool = False  # the error is the model's (unknown tool, bad arguments), not the tool's
+    mistake: bool = False  # the error is the model's (no name, unknown tool, bad arguments), not the tool's
     source: str = ""  # where the result came from: returns, responses, error, code, llm, replay, mcp, or none
     latency_ms: int = 0
     # What the model that played the tool spent on this call (an `llm` tool); None when none was called. The
@@ -170,6 +173,11 @@ class ToolRound(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     cost: float = 0.0
     latency_ms: int = 0
+    # A round that did not finish (cut off at the token limit, filtered, refused, ended in an error): how it
+    # ended, and why, in words. Its calls were not carried out (their arguments may be cut short), it is the
+    # turn's last round, and its text is the turn's `response`, treated by the `incomplete_reply` rule.
+    finish_reason: str | None = None
+    incomplete: str | None = None
 
 
 class TurnRecord(BaseModel):

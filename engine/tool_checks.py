@@ -2,9 +2,11 @@
 what they returned (`tool_called`, `tool_not_called`, `tool_sequence`, `tool_result`).
 
 Each grades a list of calls (the reply's, or the conversation's so far: engine.checks picks) and answers
-(passed, reason), the reason in words a reviewer can act on: what was called instead, and why its arguments
-do not match. Argument and result matchers are engine.tools.matching's; an `{llm_judge: criteria}` matcher
-asks the suite's judge, so a check that holds one calls out.
+(passed, reason, the calls it matched), the reason in words a reviewer can act on: what was called instead,
+and why its arguments do not match. The calls rejected as the model's mistakes never ran: `counted` leaves
+them out unless the check asks for them (`mistakes: true`), and `uncounted` says what was left out.
+Argument and result matchers are engine.tools.matching's; an `{llm_judge: criteria}` matcher asks the
+suite's judge, so a check that holds one calls out.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from .tools.matching import Judge, is_judged, is_schema, matches, matches_all, s
 
 if TYPE_CHECKING:
     from .checks import JudgeContext
+
+# What a tool check answers: passed, the reason, and the positions (in the calls it was given) of the calls
+# it matched: those it counted or found, those that broke it, or those whose result it read.
+Graded = tuple[bool, str, list[int]]
 
 ARGUMENT_JUDGE_JSON = '{"score": <1 if the value meets the criteria, 0 if not>, "reason": "<one sentence>"}'
 ARGUMENT_JUDGE_SYSTEM = (
@@ -89,7 +95,12 @@ def pattern_label(pattern: ToolCallPattern) -> str:
 
 
 def _scope(spec) -> str:
-    return " (conversation)" if spec.scope == "conversation" else ""
+    said = [
+        words
+        for words, on in (("conversation", spec.scope == "conversation"), ("mistakes too", spec.mistakes))
+        if on
+    ]
+    return f" ({', '.join(said)})" if said else ""
 
 
 def called_label(check: Check) -> str:
@@ -145,12 +156,21 @@ def _sequence(calls) -> str:
     return " → ".join(call.name for call in calls) or "no calls"
 
 
-def tool_called(spec: ToolCalled, calls: list[ToolCall], judge: Judge | None, where: str) -> tuple[bool, str]:
-    named = [call for call in calls if call.name == spec.name]
+def tool_called(spec: ToolCalled, calls: list[ToolCall], judge: Judge | None, where: str) -> Graded:
     matched, missed = [], []
-    for call in named:
-        ok, why = _fits(spec, call, judge)
-        (matched if ok else missed).append((call, why))
+    for at, call in enumerate(calls):
+        if call.name == spec.name:
+            ok, why = _fits(spec, call, judge)  # once per call: a matcher may ask the judge
+            (matched if ok else missed).append((at, why))
+    ok, reason = _called_verdict(spec, calls, [at for at, _ in matched], missed, where)
+    return ok, reason, [at for at, _ in matched]
+
+
+def _called_verdict(
+    spec: ToolCalled, calls: list[ToolCall], matched: list[int], missed: list[tuple[int, str]], where: str
+) -> tuple[bool, str]:
+    """tool_called's verdict on the calls of its tool that fit (`matched`) and those that do not."""
+    named = matched or missed
     count = len(matched)
     if spec.times is not None:
         ok, wanted = count == spec.times, f"exactly {spec.times}"
@@ -175,7 +195,8 @@ def tool_called(spec: ToolCalled, calls: list[ToolCall], judge: Judge | None, wh
             f"no call to {spec.name}; called {', '.join(dict.fromkeys(call.name for call in calls))}",
         )
     if count == 0:
-        call, why = missed[0]
+        at, why = missed[0]
+        call = calls[at]
         more = (
             f"; {plural(len(missed) - 1, 'other call')} to {spec.name} that do not match either"
             if len(missed) > 1
@@ -185,17 +206,15 @@ def tool_called(spec: ToolCalled, calls: list[ToolCall], judge: Judge | None, wh
     return False, f"called {spec.name}{matching} {plural(count, 'time')}, expected {wanted}"
 
 
-def tool_not_called(
-    spec: ToolNotCalled, calls: list[ToolCall], judge: Judge | None, where: str
-) -> tuple[bool, str]:
+def tool_not_called(spec: ToolNotCalled, calls: list[ToolCall], judge: Judge | None, where: str) -> Graded:
     named = [call for call in calls if call.name == spec.name]
-    matched = [call for call in named if _fits(spec, call, judge)[0]]
+    matched = [at for at, call in enumerate(calls) if call.name == spec.name and _fits(spec, call, judge)[0]]
     if matched:
         more = f" (and {plural(len(matched) - 1, 'more call')})" if len(matched) > 1 else ""
-        return False, f"{_called_with(matched[0])}{more}"
+        return False, f"{_called_with(calls[matched[0]])}{more}", matched
     if named:
-        return True, f"{spec.name} called, but never with matching arguments"
-    return True, f"{spec.name} not called"
+        return True, f"{spec.name} called, but never with matching arguments", []
+    return True, f"{spec.name} not called", []
 
 
 def _matching(expected: list[ToolCallPattern], calls: list[ToolCall], fits) -> dict[int, int]:
@@ -225,8 +244,14 @@ def _why_missing(pattern: ToolCallPattern, calls: list[ToolCall], judge: Judge |
     return f"{pattern.name} not called"
 
 
-def tool_sequence(
-    spec: ToolSequence, calls: list[ToolCall], judge: Judge | None, where: str
+def tool_sequence(spec: ToolSequence, calls: list[ToolCall], judge: Judge | None, where: str) -> Graded:
+    paired: list[int] = []  # the calls paired with an expected one, as the mode pairs them
+    ok, reason = _sequence_of(spec, calls, judge, paired)
+    return ok, reason, sorted(set(paired))
+
+
+def _sequence_of(
+    spec: ToolSequence, calls: list[ToolCall], judge: Judge | None, paired: list[int]
 ) -> tuple[bool, str]:
     expected = spec.calls
     cache: dict[tuple[int, int], tuple[bool, str]] = {}
@@ -240,6 +265,7 @@ def tool_sequence(
     if spec.mode == "strict":
         if [p.name for p in expected] != [call.name for call in calls]:
             return False, got
+        paired.extend(number for number in range(len(expected)) if fit(number, number)[0])
         for number in range(len(expected)):
             ok, why = fit(number, number)
             if not ok:
@@ -255,9 +281,11 @@ def tool_sequence(
                     return False, f"{got}: {_why_missing(pattern, calls, judge)}"
                 after = f" after {expected[number - 1].name}" if number else ""
                 return False, f"{got}: no {pattern_label(pattern)}{after}"
+            paired.append(at)
             at += 1
         return True, f"called {_sequence(expected)} in order, in {_sequence(calls)}"
     pairing = _matching(expected, calls, lambda e, c: fit(e, c)[0])
+    paired.extend(pairing.values())
     missing = [expected[e] for e in range(len(expected)) if e not in pairing]
     used = set(pairing.values())
     extra = [call for c, call in enumerate(calls) if c not in used]
@@ -284,33 +312,56 @@ def _result_value(text: str) -> Any:
         return text
 
 
-def tool_result(spec: ToolResult, calls: list[ToolCall], judge: Judge | None, where: str) -> tuple[bool, str]:
+def tool_result(spec: ToolResult, calls: list[ToolCall], judge: Judge | None, where: str) -> Graded:
     def chosen_call(call: ToolCall) -> bool:
         if spec.name is not None and call.name != spec.name:
             return False
         return not spec.args or matches_all(spec.args, call.arguments or {}, judge)[0]
 
-    chosen = [call for call in calls if chosen_call(call)]
+    chosen = [at for at, call in enumerate(calls) if chosen_call(call)]
     if not chosen:
         if not calls:
-            return False, _nothing(where)
+            return False, _nothing(where), []
         if spec.name is not None and spec.args and any(call.name == spec.name for call in calls):
-            return False, _why_missing(ToolCallPattern(name=spec.name, args=spec.args), calls, judge)
+            return False, _why_missing(ToolCallPattern(name=spec.name, args=spec.args), calls, judge), []
         which = f"no call to {spec.name}" if spec.name else "no call"
         matching = " with matching arguments" if spec.args else ""
-        return False, f"{which}{matching}; called {', '.join(dict.fromkeys(c.name for c in calls))}"
+        return False, f"{which}{matching}; called {', '.join(dict.fromkeys(c.name for c in calls))}", []
     misses = []
-    for call in chosen:
+    for at in chosen:
+        call = calls[at]
         ok, why = matches(spec.result, _result_value(call.result), judge)
-        if ok:
-            return True, f"{call.name} returned {show(call.result)}"
+        if ok:  # the result that satisfied the check is the one it credits
+            return True, f"{call.name} returned {show(call.result)}", [at]
         misses.append(f"{call.name} returned {show(call.result)} ({why})")
-    return False, misses[0] + (
-        f"; {plural(len(misses) - 1, 'other result')} do not match either" if len(misses) > 1 else ""
+    more = f"; {plural(len(misses) - 1, 'other result')} do not match either" if len(misses) > 1 else ""
+    return False, misses[0] + more, chosen
+
+
+def counted(spec, calls: list[ToolCall]) -> list[ToolCall]:
+    """The calls a tool check counts: those carried out, and the model's mistakes too when it asks."""
+    return list(calls) if spec.mistakes else [call for call in calls if not call.mistake]
+
+
+def uncounted(spec, calls: list[ToolCall]) -> str:
+    """What a check left out that it might have counted, in words to add to its reason; "" when nothing."""
+    if spec.mistakes:
+        return ""
+    if isinstance(spec, ToolSequence):
+        names = {pattern.name for pattern in spec.calls}
+    else:
+        names = {spec.name} if spec.name is not None else None
+    left = [call for call in calls if call.mistake and (names is None or call.name in names)]
+    if not left:
+        return ""
+    called = ", ".join(dict.fromkeys(call.name or "a function without a name" for call in left))
+    return (
+        f"; not counted: {plural(len(left), 'call')} to {called} rejected as the model's mistake "
+        "(`mistakes: true` counts them)"
     )
 
 
-GRADERS: dict[str, Callable[[Any, list[ToolCall], Judge | None, str], tuple[bool, str]]] = {
+GRADERS: dict[str, Callable[[Any, list[ToolCall], Judge | None, str], Graded]] = {
     "tool_called": tool_called,
     "tool_not_called": tool_not_called,
     "tool_sequence": tool_sequence,

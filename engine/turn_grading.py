@@ -18,8 +18,9 @@ from .drivers.scripted import AGGREGATIONS
 from .grading import extract, grade, grade_named
 from .outcomes import Status
 from .patterns import RegexFailure
-from .results import GraderResult, SimulatedUserCall, ToolRound, TurnGrade, TurnRecord, Usage
+from .results import GraderResult, SimulatedUserCall, ToolCall, ToolRound, TurnGrade, TurnRecord, Usage
 from .schema import Eval, WeightedPassRule
+from .tools import carried_out
 from .transcript import tool_calls_in
 
 
@@ -109,19 +110,23 @@ def graded_turn(
     completion: Completion,
     code: CodeScope,
     rounds: Sequence[ToolRound] = (),
+    earlier: Sequence[TurnRecord] = (),
 ) -> TurnRecord:
     """The reply graded into its turn record: the stop condition, the checks, the ground-truth grades.
-    `sent`: the conversation up to the reply, this turn's tool exchange included; `rounds`: that exchange."""
+    `sent`: the conversation up to the reply, this turn's tool exchange included; `rounds`: that exchange;
+    `earlier`: the conversation's turns before this one."""
     code.current = {"turn": position, "node": step.node, "prompt": step.prompt or ""}
     if step.ground_truth is not None:
         code.expected = step.ground_truth
     judge = _judge_context(ctx, code)
     conversation = [*sent, {"role": "assistant", "content": completion.text}]
+    calls = carried_out(rounds)
     reply = Reply(
         text=completion.text,
         completion_tokens=None if completion.usage.estimated else completion.usage.completion_tokens,
         conversation=conversation,
-        tool_calls=[call for round_ in rounds for call in round_.calls],
+        tool_calls=calls,
+        conversation_calls=conversation_calls(sent[:given], earlier) + calls,
     )
     condition = decided = None
     try:
@@ -133,9 +138,7 @@ def graded_turn(
         turn_grade = _grade(
             ctx, ev, step, position, completion.text, conversation, given, judge, reply.tool_calls
         )
-        grades = _turn_grades(
-            ctx, ev, graders, step, position, completion.text, conversation, judge, reply.tool_calls
-        )
+        grades = _turn_grades(ctx, ev, graders, step, position, completion.text, conversation, judge, reply)
     except EndpointError as exc:
         # No verdict, but the reply was given and paid for, and the judge's calls so far too.
         ungraded = turn_record(
@@ -160,6 +163,12 @@ def graded_turn(
         stop_when=condition,
         tool_rounds=list(rounds),
     )
+
+
+def conversation_calls(history: list[dict], earlier: Sequence[TurnRecord]) -> list[ToolCall]:
+    """The calls of a conversation before this turn: its given history's, as written, then every earlier
+    turn's as recorded (the model's mistakes marked), which the messages alone cannot tell."""
+    return tool_calls_in(history) + [call for turn in earlier for call in carried_out(turn.tool_rounds)]
 
 
 def _grade(
@@ -222,7 +231,7 @@ def _per_turn(ev: Eval) -> bool:
 
 
 def _turn_grades(
-    ctx, ev: Eval, graders: dict, step: Step, position: int, text: str, conversation, judge, calls
+    ctx, ev: Eval, graders: dict, step: Step, position: int, text: str, conversation, judge, reply: Reply
 ) -> list[TurnGrade]:
     if not graders or not _per_turn(ev) or step.ground_truth is None:
         return []
@@ -238,7 +247,8 @@ def _turn_grades(
             judge=judge,
             default_extractor=ctx.defaults.extractor,
             default_threshold=ctx.defaults.pass_threshold,
-            calls=calls,
+            calls=reply.tool_calls,
+            conversation_calls=reply.conversation_calls,
         )  # fmt: skip
         for name, grader in graders.items()
     ]
@@ -269,7 +279,7 @@ def with_graders(
         live = messages[given:]
         replies = [m["content"] for m in live if m["role"] == "assistant" and not m.get("tool_calls")]
         input_text = "\n".join(str(m["content"]) for m in live if m["role"] == "user")
-        calls = tool_calls_in(live)
+        calls = [call for turn in turns for call in carried_out(turn.tool_rounds)]  # as recorded
         code = code_scope(ctx, ev, eval_id, turns[:-1])
         code.current = turns[-1].model_dump(mode="json")
         judge = _judge_context(ctx, code)
@@ -288,6 +298,7 @@ def with_graders(
                     default_extractor=ctx.defaults.extractor,
                     default_threshold=ctx.defaults.pass_threshold,
                     calls=calls,
+                    conversation_calls=tool_calls_in(messages[:given]) + calls,
                 )  # fmt: skip
             )
         # The conversation's grades are kept with its results (the turns are stored already, written once).

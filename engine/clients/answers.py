@@ -126,38 +126,62 @@ def read_reply(response, label: str) -> Reply:
     message = first.get("message") if isinstance(first, dict) else None
     if not isinstance(message, dict):
         raise unreadable(label, f"a choice without a message: {json.dumps(first)[:200]}")
-    text, refusal, finish = message.get("content"), message.get("refusal"), first.get("finish_reason")
-    usage = response.get("usage")
+    text, refusal = _content(message.get("content"))
+    if isinstance(message.get("refusal"), str) and message["refusal"]:
+        refusal = message["refusal"]
+    finish, usage = first.get("finish_reason"), response.get("usage")
+    calls = _calls(message.get("tool_calls"))
     return Reply(
-        text=text if isinstance(text, str) else "",
+        text=text,
         usage=usage if isinstance(usage, dict) else None,
         finish_reason=finish if isinstance(finish, str) else None,
-        refusal=refusal if isinstance(refusal, str) and refusal else None,
-        tool_calls=bool(message.get("tool_calls")),
-        calls=_calls(message.get("tool_calls")),
+        refusal=refusal,
+        tool_calls=bool(calls),
+        calls=calls,
     )
 
 
-def _calls(value) -> tuple[dict, ...]:
-    """The tool calls of a reply as {id, name, arguments} (arguments as the text the model sent); an item
-    that is no function call is left out."""
+def _content(value) -> tuple[str, str | None]:
+    """A message's content as (text, refusal): a string as it is; a list of parts (as OpenAI-compatible
+    servers may send it) as its text parts joined, and its refusal parts as the refusal."""
+    if isinstance(value, str):
+        return value, None
     if not isinstance(value, list):
+        return "", None
+    texts, refusals = [], []
+    for part in value:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str) and part["refusal"]:
+            refusals.append(part["refusal"])
+    return "\n".join(texts), "\n".join(refusals) or None
+
+
+def _calls(value) -> tuple[dict, ...]:
+    """The tool calls of a reply as {id, name, arguments} (arguments as the text the model sent). An item
+    that cannot be carried out (no function name, no function call at all) is kept with a `problem` in
+    words: it is the model's mistake, never a reply without calls."""
+    if not value:
         return ()
     out = []
-    for position, item in enumerate(value):
+    for position, item in enumerate(value if isinstance(value, list) else [value]):
         function = item.get("function") if isinstance(item, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        call = {"id": str((item.get("id") if isinstance(item, dict) else None) or f"call_{position}")}
+        if not isinstance(function, dict):
+            shown = json.dumps(item, ensure_ascii=False)[:80]
+            out.append(
+                {**call, "name": "", "arguments": "", "problem": f"the call is no function call: {shown}"}
+            )
             continue
-        arguments = function.get("arguments")
+        name, arguments = function.get("name"), function.get("arguments")
         if not isinstance(arguments, str):  # some servers send an object where the API has its JSON text
             arguments = "" if arguments is None else json.dumps(arguments)
-        out.append(
-            {
-                "id": str(item.get("id") or f"call_{position}"),
-                "name": function["name"],
-                "arguments": arguments,
-            }
-        )
+        call.update(name=name if isinstance(name, str) else "", arguments=arguments)
+        if not call["name"].strip():
+            call["problem"] = "the call names no function"
+        out.append(call)
     return tuple(out)
 
 

@@ -13,7 +13,7 @@ from tenacity import RetryCallState, retry_if_exception_type, wait_random_expone
 from ..calls import came_back, going_out
 from ..retries import RetryWait, async_wait_out, report_wait, wait_out
 from .answers import RATE_LIMIT_WAIT, Transient
-from .base import EndpointError
+from .base import DEFAULT, EndpointError
 
 # The longest backoff we choose ourselves (a dropped connection, a 5xx without Retry-After). A server that
 # wants longer says so with Retry-After, honoured up to `retry_max_wait`; past this, a longer wait only
@@ -80,6 +80,10 @@ class RetryLoop:
         self.failed_at = 0.0
         self.wakeable = False
         self.unreadable = 0  # 200 answers that were no chat completion, said on the page while it waits
+        self.delay = 0.0  # the coming wait this call's own failure asks for (a 429's is everyone's)
+        self.paused = 0.0  # what is left of another call's pause of the endpoint, when the wait was chosen
+        # When the coming wait does not fit in what is left of the budget: (the wait, seconds left).
+        self.over_budget: tuple[float, float] | None = None
         self.backoff = wait_random_exponential(
             multiplier=0.5, min=0.1, max=min(BACKOFF_MAX_WAIT, self.endpoint.retry_max_wait)
         )
@@ -120,21 +124,27 @@ class RetryLoop:
         failure: Transient = state.outcome.exception()
         self.wakeable = failure.retry_after is None and not failure.rate_limited
         delay = failure.retry_after if failure.retry_after is not None else self.backoff(state)
-        delay = min(delay, self.endpoint.retry_max_wait)
-        if failure.rate_limited:  # everyone else holds back too, instead of each meeting the limit
-            self.client._pauses.pause(self.label, time.time() + delay)
+        self.delay = delay = min(delay, self.endpoint.retry_max_wait)
         # Another call may have paused the endpoint for longer: wait that out too, whole.
-        paused = self.client._pause_remaining()
+        self.paused = paused = self.client._pause_remaining()
         self.wakeable = self.wakeable and paused <= delay
         return max(delay, paused)
 
     def stop(self, state: RetryCallState) -> bool:
         if self.endpoint.max_retries is not None and state.attempt_number > self.endpoint.max_retries:
             return True
-        return self.client._clock() - self.started + state.upcoming_sleep > self.endpoint.retry_seconds
+        left = self.endpoint.retry_seconds - (self.client._clock() - self.started)
+        if state.upcoming_sleep > left:
+            self.over_budget = (state.upcoming_sleep, max(0.0, left))
+            return True
+        return False
 
     def before_sleep(self, state: RetryCallState) -> None:
         failure: Transient = state.outcome.exception()
+        if failure.rate_limited:
+            # Everyone else holds back too, instead of each meeting the limit; only once this call is sure to
+            # wait it out: a call that gives up holds no one back for a wait no one asked to make.
+            self.client._pauses.pause(self.label, time.time() + self.delay)
         reason = failure.reason
         if failure.unreadable:
             self.unreadable += 1
@@ -173,4 +183,29 @@ class RetryLoop:
         attempts = statistics.get("attempt_number", 1)
         spent = self.client._clock() - self.started
         suffix = f" (gave up after {attempts} attempts in {spent:.0f} s)" if attempts > 1 else ""
-        return EndpointError(failure.message + suffix)
+        return EndpointError(failure.message + self._too_long(failure) + suffix)
+
+    def _too_long(self, failure: Transient) -> str:
+        """Why a wait the endpoint asked for was not made, in words; "" when the budget ran out otherwise."""
+        if self.over_budget is None:
+            return ""
+        wait, left = self.over_budget
+        if failure.retry_after is not None and self.delay >= wait:
+            asked = f"Retry-After {failure.retry_after:.0f} s"
+        elif self.paused >= wait and self.paused > self.delay:  # another call's 429 paused the endpoint
+            asked = f"the endpoint's rate-limit pause ({wait:.0f} s more)"
+        else:  # a backoff of our own: the budget simply ran out
+            return ""
+        budget = self.endpoint.retry_seconds
+        whole = budget - left < 1
+        of = (
+            f"the {budget:g} s retry budget"
+            if whole
+            else f"the {left:.0f} s left of the {budget:g} s retry budget"
+        )
+        setting = (
+            "EVALSITE_RETRY_SECONDS"
+            if self.endpoint.name == DEFAULT
+            else "the endpoint's retry for in the admin, else EVALSITE_RETRY_SECONDS"
+        )
+        return f"; {asked} is longer than {of} ({setting})"

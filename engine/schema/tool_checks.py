@@ -38,6 +38,11 @@ class ToolScoped(StrictModel):
         "reply",
         description="The calls of the reply it grades (this turn's), or every call of the conversation so far.",
     )
+    mistakes: bool = Field(
+        False,
+        description="Also count the calls rejected as the model's mistakes (no function name, an unknown "
+        "tool, arguments that are no JSON object or break the schema), which were never carried out.",
+    )
 
 
 class ToolCallPattern(StrictModel):

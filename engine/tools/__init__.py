@@ -1,7 +1,8 @@
 """Carrying out the model's tool calls: a conversation's Toolbox offers the suite's and the eval's tools (and
-an MCP server's) in OpenAI's format, checks each call as an agent runtime would (an unknown tool, arguments
-that are no JSON object or break the schema: the model's mistake, sent back as an error), and takes its
-result from the tool's sources in order (`SOURCES`): a source that has no answer for the call passes it on.
+an MCP server's) in OpenAI's format, checks each call as an agent runtime would (no function name, an
+unknown tool, arguments that are no JSON object or break the schema: the model's mistake, sent back as an
+error), and takes its result from the tool's sources in order (`SOURCES`): a source that has no answer for
+the call passes it on.
 
 The conversation loop (engine.conversation) calls the model, runs the calls and sends the results back as
 `tool` messages until the model answers in text; `exchange_messages` rebuilds those messages from a stored
@@ -105,7 +106,9 @@ class Toolbox:
         record = ToolCall(id=call["id"], name=call["name"], raw_arguments=call.get("arguments") or "")
         tool = self.tools.get(call["name"])
         arguments, mistake = _arguments(record.raw_arguments)
-        if tool is None:
+        if call.get("problem"):  # no function name, or no function call: engine.clients.answers
+            mistake = f"{call['problem']} (offered: {', '.join(self.tools) or 'none'})"
+        elif tool is None:
             offered = ", ".join(self.tools) or "none"
             mistake = f"there is no tool named `{call['name']}` (offered: {offered})"
         elif mistake is None:
@@ -197,8 +200,24 @@ def spent(rounds: Sequence[ToolRound]) -> tuple[Usage, float]:
     return usage, sum(call.cost for call in calls)
 
 
+def unanswered(call: dict) -> ToolCall:
+    """A call of a round that did not finish, recorded as the model sent it: it is not carried out."""
+    arguments, _ = _arguments(call.get("arguments") or "")
+    return ToolCall(
+        id=call["id"], name=call["name"], arguments=arguments, raw_arguments=call.get("arguments") or ""
+    )
+
+
+def carried_out(rounds: Sequence[ToolRound]) -> list[ToolCall]:
+    """The calls of these rounds that were carried out: those of a round that did not finish were not."""
+    return [call for round_ in rounds if round_.incomplete is None for call in round_.calls]
+
+
 def round_messages(round_: ToolRound) -> list[dict]:
-    """The assistant message that made a round's calls, then a `tool` message answering each."""
+    """The assistant message that made a round's calls, then a `tool` message answering each. A round that
+    did not finish adds none: its calls were not carried out, and its text is the turn's reply."""
+    if round_.incomplete is not None:
+        return []
     assistant = {
         "role": "assistant",
         "content": round_.text or None,

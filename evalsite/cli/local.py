@@ -306,19 +306,19 @@ def stream_json(
 
 
 def say_errors(report: RunReport) -> None:
-    """Why the run is exit 3, on stderr: the first error of each kind, and what to check."""
+    """Why the run is exit 3, on stderr: the first error of each kind, and what to check for that kind."""
     errors = [result for result in report.evals if result.status == Status.ERROR]
     unfinished = [result for result in errors if ended_unfinished(result)]
     errors = [result for result in errors if not ended_unfinished(result)]
     total = plural(len(report.evals), "conversation")
     graders = [result for result in errors if (result.error or "").startswith("code grader ")]
     errors = [result for result in errors if result not in graders]
-    if errors:
+    by_advice: dict[str, list[EvalResult]] = {}
+    for result in errors:
+        by_advice.setdefault(endpoint_advice(result.error or ""), []).append(result)
+    for advice, alike in by_advice.items():
         print(
-            terminal_safe(
-                f"{len(errors)} of {total} ended in an endpoint error ({errors[0].error}); check the "
-                "endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, or the endpoint in the admin)",
-            ),
+            terminal_safe(f"{len(alike)} of {total} ended in an endpoint error ({alike[0].error}); {advice}"),
             file=sys.stderr,
         )
     if graders:
@@ -337,6 +337,45 @@ def say_errors(report: RunReport) -> None:
             ),
             file=sys.stderr,
         )
+
+
+WHERE_URL = "OPENAI_BASE_URL, or the endpoint in the admin"
+WHERE_KEY = "OPENAI_API_KEY, or the variable the endpoint in the admin names"
+
+
+def endpoint_advice(error: str) -> str:
+    """What to check after an endpoint error, by its kind: a rate limit is no matter of URL or key, nor is a
+    refused request one of the key."""
+    status = re.search(r"\bHTTP (\d{3}) from ", error)
+    code = int(status.group(1)) if status else None
+    if code == 429:
+        return (
+            "the endpoint kept rate-limiting: lower --concurrency (or the endpoint's concurrency), allow a "
+            "longer retry budget (EVALSITE_RETRY_SECONDS, or the endpoint's retry for), or check the "
+            "account's rate limits and quota"
+        )
+    if code in (401, 403):
+        return f"check the endpoint's key ({WHERE_KEY})"
+    if code == 404:
+        return f"check the endpoint's URL ({WHERE_URL}) and the model's name"
+    if code is not None and code < 500:
+        return (
+            "the endpoint refused the request: check the model's name and the suite's model_settings "
+            "against what the endpoint accepts"
+        )
+    if code is not None:
+        return "the endpoint kept failing for the whole retry budget: it may be down or overloaded; try later"
+    if " timed out after " in error:
+        return "the endpoint did not answer in time: allow longer (--timeout, or the suite's request_timeout)"
+    if "sent an unreadable reply" in error:
+        return (
+            f"the endpoint sent no chat completion: check that its URL ({WHERE_URL}) is an OpenAI-style API"
+        )
+    if error.startswith("cannot reach "):
+        return f"check the endpoint's URL ({WHERE_URL}) and that it is up"
+    return (
+        "check the endpoint's URL and key (OPENAI_BASE_URL and OPENAI_API_KEY, or the endpoint in the admin)"
+    )
 
 
 def ended_unfinished(result: EvalResult) -> bool:

@@ -1,5 +1,5 @@
 """A turn's tool calls as the transcript shows them: each call's arguments and result pretty-printed, its
-latency, whose fault an error was, and the tool checks of the turn that name it. Read from the stored turn
+latency, whose fault an error was, and the tool checks of the turn that graded it. Read from the stored turn
 record, so showing them costs no query."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ TOOL_CHECK_PREFIX = "tool_"
 
 @dataclass(frozen=True)
 class CheckLink:
-    """A tool check of the turn that names the call's tool, and where it is on the page."""
+    """A tool check of the turn that graded the call, and where it is on the page."""
 
     anchor: str
     label: str
@@ -48,6 +48,7 @@ class RoundView:
     latency_ms: int
     tokens: int
     calls: list[CallView]
+    incomplete: str | None = None  # why the round did not finish: its calls were not carried out
 
 
 @dataclass(frozen=True)
@@ -97,18 +98,27 @@ def _fault(call: ToolCall) -> str:
 
 def names_tool(check: CheckResult, name: str) -> bool:
     """Whether a check is a tool check that looked at calls of `name`: its type is a tool check's and its
-    label names the tool (as a word, so `search` does not claim `search_web`)."""
+    label names the tool (as a word, so `search` does not claim `search_web`). Only for records that do not
+    say which calls their tool checks matched (`matched_calls`)."""
     if not check.type.startswith(TOOL_CHECK_PREFIX):
         return False
     words = "".join(ch if ch.isalnum() or ch in "_-." else " " for ch in check.label).split()
     return name in words
 
 
-def _checks_of(turn: TurnRecord, name: str) -> list[CheckLink]:
+def credits(check: CheckResult, position: int, name: str) -> bool:
+    """Whether a check of the turn graded its call at `position` (0-based, in the turn's calls): one the
+    check matched, as it recorded; a record without them credits every call its label names."""
+    if check.matched_calls is not None:
+        return position in check.matched_calls
+    return names_tool(check, name)
+
+
+def _checks_of(turn: TurnRecord, position: int, name: str) -> list[CheckLink]:
     return [
         CheckLink(check_anchor(turn.turn, index), check.label, check.passed)
         for index, check in enumerate(turn.checks)
-        if names_tool(check, name)
+        if credits(check, position, name)
     ]
 
 
@@ -129,7 +139,7 @@ def _call(turn: TurnRecord, number: int, round_number: int, call: ToolCall) -> C
         source=call.source,
         latency_ms=call.latency_ms,
         call_id=call.id,
-        checks=_checks_of(turn, call.name),
+        checks=_checks_of(turn, number - 1, call.name),
     )
 
 
@@ -140,6 +150,7 @@ def _round(turn: TurnRecord, number: int, round_: ToolRound, first_call: int) ->
         latency_ms=round_.latency_ms,
         tokens=round_.usage.total_tokens,
         calls=[_call(turn, first_call + i, number, call) for i, call in enumerate(round_.calls)],
+        incomplete=round_.incomplete,
     )
 
 

@@ -243,6 +243,125 @@ def test_tool_result(fake_openai):
     assert not missing.passed and missing.reason == "no call to get_weather; called search"
 
 
+# --- the model's mistakes ------------------------------------------------------------------------------------------
+
+NOT_COUNTED = "; not counted: 1 call to {} rejected as the model's mistake (`mistakes: true` counts them)"
+SCHEMA_BROKEN = ("get_weather", {"city": "Paris", "units": 3})  # units is a string
+DOUBLE_ENCODED = ("get_weather", json.dumps(json.dumps({"city": "Paris"})))  # a JSON string, not an object
+NOT_JSON = ("get_weather", '{"city": "Paris"')
+
+
+@pytest.mark.parametrize(
+    ("check", "rounds", "passed", "reason"),
+    [
+        # Rejected, then corrected: the call that ran is the one counted.
+        ({"tool_called": {"name": "get_weather", "args": {"city": "Paris"}, "times": 1}}, [SCHEMA_BROKEN, WEATHER],
+         True, "called get_weather with matching arguments 1 time" + NOT_COUNTED.format("get_weather")),
+        ({"tool_called": {"name": "get_weather", "times": 1}}, [NOT_JSON, WEATHER],
+         True, "called get_weather 1 time" + NOT_COUNTED.format("get_weather")),
+        # Only rejected: never carried out, so never called.
+        ({"tool_called": "get_weather"}, [DOUBLE_ENCODED],
+         False, "no tool calls in this reply" + NOT_COUNTED.format("get_weather")),
+        ({"tool_not_called": "delete_account"}, [("delete_account", '{"confirm": tr')],
+         True, "delete_account not called" + NOT_COUNTED.format("delete_account")),
+        ({"tool_sequence": {"calls": ["get_weather"]}}, [("get_forecast", {}), WEATHER],
+         True, "called get_weather, as expected"),
+        ({"tool_result": {"result": {"contains": "no tool named"}}}, [("get_forecast", {})],
+         False, "no tool calls in this reply" + NOT_COUNTED.format("get_forecast")),
+        # Unless the check asks.
+        ({"tool_called": {"name": "get_weather", "times": 2, "mistakes": True}}, [SCHEMA_BROKEN, WEATHER],
+         True, "called get_weather 2 times"),
+        ({"tool_called": {"name": "get_weather", "mistakes": True}}, [DOUBLE_ENCODED], True, "called get_weather 1 time"),
+        ({"tool_not_called": {"name": "delete_account", "mistakes": True}}, [("delete_account", '{"confirm": tr')],
+         False, 'called delete_account with {"confirm": tr'),
+        ({"tool_result": {"name": "get_forecast", "result": {"contains": "no tool named"}, "mistakes": True}},
+         [("get_forecast", {})], True, None),
+    ],
+)  # fmt: skip
+def test_calls_rejected_as_the_models_mistakes_are_not_counted_unless_the_check_asks(
+    fake_openai, check, rounds, passed, reason
+):
+    """A rejected call never ran: every tool check leaves it out alike, and says so."""
+    result = one(fake_openai, check, *(_calls(call) for call in rounds))
+    assert result.passed is passed, result.reason
+    assert reason is None or result.reason == reason
+    spec = next(iter(check.values()))
+    assert result.label.endswith(" (mistakes too)") is (
+        isinstance(spec, dict) and spec.get("mistakes", False)
+    )
+
+
+def test_a_conversation_scoped_check_knows_the_earlier_turns_mistakes(fake_openai):
+    """The messages alone do not say which calls were rejected: the turns' records do."""
+    fake_openai.script("Find a flight", [_calls(DOUBLE_ENCODED), "Could not.", "Bye."])
+    source = (
+        TOOLS
+        + """graders:
+  weather: {kind: check, check: {tool_called: {name: get_weather, scope: conversation}}}
+evals:
+  - turns:
+      - input: Find a flight
+      - input: Thanks
+        checks:
+          - tool_called: {name: get_weather, scope: conversation}
+          - tool_called: {name: get_weather, scope: conversation, mistakes: true}
+"""
+    )
+    result = play(fake_openai, source)
+    counted, with_mistakes = result.turns[1].checks
+    assert not counted.passed and counted.reason == "no tool calls in the conversation" + NOT_COUNTED.format(
+        "get_weather"
+    )
+    assert (
+        with_mistakes.passed and with_mistakes.label == "tool_called get_weather (conversation, mistakes too)"
+    )
+    assert result.graders[0].passed is False
+
+
+# --- which calls a check matched ------------------------------------------------------------------------------------
+
+CITIES = [("get_weather", {"city": city}) for city in ("Paris", "Oslo", "Rome")]
+
+
+@pytest.mark.parametrize(
+    ("check", "matched"),
+    [
+        ({"tool_called": "get_weather"}, [0, 1, 2]),
+        ({"tool_called": {"name": "get_weather", "args": {"city": "Oslo"}}}, [1]),
+        ({"tool_not_called": {"name": "get_weather", "args": {"city": "Rome"}}}, [2]),
+        ({"tool_not_called": "search"}, []),
+        ({"tool_sequence": {"calls": [{"name": "get_weather", "args": {"city": "Rome"}}], "mode": "superset"}}, [2]),
+        ({"tool_sequence": {"calls": ["get_weather", "get_weather"], "mode": "in_order"}}, [0, 1]),
+        ({"tool_result": {"name": "get_weather", "args": {"city": "Oslo"}, "result": {"contains": "unknown"}}}, [1]),
+        ({"tool_result": {"name": "get_weather", "result": {"contains": "21"}}}, [0]),
+        ({"tool_result": {"name": "get_weather", "args": {"city": "Oslo"}, "result": {"contains": "21"}}}, [1]),
+        ({"contains": "done"}, None),
+    ],
+)  # fmt: skip
+def test_a_tool_check_records_the_calls_it_matched(fake_openai, check, matched):
+    """So the transcript credits the check to those calls, not to every call of the tool its label names."""
+    result = one(fake_openai, check, _calls(*CITIES))
+    assert result.matched_calls == matched, result.reason
+
+
+def test_matched_calls_are_the_turns_positions_with_mistakes_and_earlier_turns_around(fake_openai):
+    fake_openai.script(
+        "Find a flight", [_calls(SEARCH), "Found.", _calls(DOUBLE_ENCODED), _calls(WEATHER), "Mild."]
+    )
+    source = (
+        TOOLS
+        + """evals:
+  - input: [Find a flight, And the weather?]
+    checks:
+      - tool_called: {name: get_weather, scope: conversation}
+      - tool_called: search
+      - tool_called: {name: search, scope: conversation}
+"""
+    )
+    turn = play(fake_openai, source).turns[1]
+    assert [check.matched_calls for check in turn.checks] == [[1], [], []]  # the rejected call is position 0
+
+
 # --- scope ---------------------------------------------------------------------------------------------------------
 
 

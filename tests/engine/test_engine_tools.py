@@ -9,6 +9,7 @@ import pytest
 
 from engine.conversation import run_eval
 from engine.loader import load_suite
+from engine.report import format_eval
 from tests.engine.fake_play import fake_context, play, play_async
 from tests.fakeopenai import Reply
 
@@ -101,6 +102,106 @@ def test_an_unknown_tool_and_arguments_that_break_the_schema_are_the_models_mist
     assert broken.result.startswith("Error: the arguments break the schema")
     last = fake_openai.chat_requests()[-1]["messages"]
     assert [m["role"] for m in last[-4:]] == ["assistant", "tool", "assistant", "tool"]
+
+
+def _sent_raw(*items) -> Reply:
+    """An answer whose tool_calls are these items exactly as an endpoint might send them."""
+    message = {"role": "assistant", "content": None, "tool_calls": list(items)}
+    return Reply(choices=[{"index": 0, "message": message, "finish_reason": "tool_calls"}])
+
+
+@pytest.mark.parametrize("player", ["inline", "asyncio"])
+def test_a_call_without_a_function_name_is_the_models_mistake_sent_back_never_a_reply(fake_openai, player):
+    """Graded as a reply, an unreadable call was an empty text: it passed `not_match`. It is a call the
+    runtime rejects, and the model answers after it."""
+    nameless = {"id": "c1", "type": "function", "function": {"arguments": '{"city": "Paris"}'}}
+    fake_openai.script(
+        "What's the weather in Paris?",
+        [_sent_raw(nameless, {"id": "c2", "type": "nonsense"}), "It is 21 degrees in Paris."],
+    )
+    source = WEATHER.replace('      - contains: "21"', '      - not_match: "*sorry*"\n      - contains: "21"')
+    result = play(fake_openai, source) if player == "inline" else play_async(fake_openai, load_suite(source))
+    assert result.status == "passed", result.verdict
+    (turn,) = result.turns
+    assert turn.response == "It is 21 degrees in Paris." and turn.incomplete is None
+    unnamed, other = turn.tool_calls
+    assert (unnamed.name, unnamed.mistake, unnamed.source) == ("", True, "none")
+    assert unnamed.error == "the call names no function (offered: get_weather)"
+    assert other.mistake and other.error.startswith("the call is no function call: {")
+    sent = fake_openai.chat_requests()[-1]["messages"]
+    assert [m["role"] for m in sent[-3:]] == ["assistant", "tool", "tool"]
+    assert sent[-2] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "Error: the call names no function (offered: get_weather)",
+    }
+    assert '→ (no function name) {"city": "Paris"} ⚠ mistake: the call names no function' in format_eval(
+        result
+    )
+
+
+CUT_ROUND = Reply(
+    tool_calls=[{"id": "c1", "name": "get_weather", "arguments": '{"city": "Os'}], finish_reason="length"
+)
+FILTERED_ROUND = Reply(
+    "Let me check", tool_calls=[{"id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}}],
+    finish_reason="content_filter",
+)  # fmt: skip
+UNFINISHED_ROUNDS = {
+    "length": (CUT_ROUND, "reply cut off at the token limit (finish_reason: length)"),
+    "content_filter": (FILTERED_ROUND, "reply stopped by the content filter (finish_reason: content_filter)"),
+}
+
+
+@pytest.mark.parametrize("player", ["inline", "asyncio"])
+@pytest.mark.parametrize("kind", UNFINISHED_ROUNDS)
+def test_a_tool_round_that_did_not_finish_ends_the_turn_unfinished_its_calls_not_carried_out(
+    fake_openai, player, kind
+):
+    """A round cut off at the token limit is not the model's mistake (its arguments are cut short), and a
+    filtered one is not a finished answer: the turn is incomplete, by the incomplete_reply rule."""
+    answer, why = UNFINISHED_ROUNDS[kind]
+    fake_openai.script("What's the weather in Paris?", [answer, "It is 21 degrees."])
+    result = (
+        play(fake_openai, WEATHER) if player == "inline" else play_async(fake_openai, load_suite(WEATHER))
+    )
+    unfinished = f"{why}; its tool calls were not carried out"
+    assert (result.status, result.verdict) == ("error", f"error on turn 1: {unfinished}")
+    assert len(fake_openai.chat_requests()) == 1  # nothing was sent back
+    (turn,) = result.turns
+    assert (turn.incomplete, turn.finish_reason, turn.checks) == (unfinished, kind, [])
+    assert turn.response == answer.text
+    (round_,) = turn.tool_rounds
+    assert (round_.finish_reason, round_.incomplete, round_.text) == (kind, unfinished, "")
+    (call,) = round_.calls
+    assert (call.name, call.mistake, call.error, call.result) == ("get_weather", False, None, "")
+    assert call.arguments == (None if kind == "length" else {"city": "Paris"})  # as sent, cut short or not
+
+
+def test_a_tool_round_that_did_not_finish_is_graded_as_given_under_grade_its_calls_not_counted(fake_openai):
+    fake_openai.script("What's the weather in Paris?", [FILTERED_ROUND, "It is 21 degrees."])
+    source = WEATHER.replace(
+        '    checks:\n      - contains: "21"',
+        "    incomplete_reply: grade\n    checks:\n      - contains: check\n      - tool_not_called: get_weather",
+    )
+    result = play(fake_openai, source)
+    assert result.status == "passed", result.verdict
+    (turn,) = result.turns
+    assert turn.response == "Let me check" and turn.incomplete.endswith("its tool calls were not carried out")
+    assert [check.reason for check in turn.checks][1] == "get_weather not called"
+
+
+def test_a_refusal_in_a_tool_round_ends_the_turn(fake_openai):
+    refused = Reply(
+        refusal="I won't look that up.", null_content=True,
+        tool_calls=[{"id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}}],
+    )  # fmt: skip
+    fake_openai.script("What's the weather in Paris?", [refused, "It is 21 degrees."])
+    result = play(fake_openai, WEATHER.replace("    checks:", "    incomplete_reply: fail\n    checks:"))
+    assert result.status == "failed" and len(fake_openai.chat_requests()) == 1
+    assert result.verdict == (
+        "failed on turn 1: the model refused: “I won't look that up.”; its tool calls were not carried out"
+    )
 
 
 def test_max_tool_rounds_ends_the_turn_unfinished_and_says_so(fake_openai):

@@ -21,13 +21,17 @@ from tests.fakeopenai import FakeOpenAI, Reply
 
 CUT = Reply("The answer is 10", finish_reason="length")
 FILTERED = Reply("", finish_reason="content_filter")
+FAILED = Reply("The answer is", finish_reason="error")  # how OpenRouter says the generation failed
 REFUSED = Reply(null_content=True, refusal="I can't help with that.")
 EMPTY = Reply(null_content=True)
+BLANK = Reply("  \n\t ")
 UNFINISHED = {
     "length": (CUT, "reply cut off at the token limit (finish_reason: length)"),
     "content_filter": (FILTERED, "reply stopped by the content filter (finish_reason: content_filter)"),
+    "error": (FAILED, "reply ended in an error (finish_reason: error)"),
     "refusal": (REFUSED, "the model refused: “I can't help with that.”"),
     "null content": (EMPTY, "empty reply (no content and no tool calls)"),
+    "whitespace": (BLANK, "empty reply (only whitespace and no tool calls)"),
 }
 
 # A tree whose first reply fails its check: an ordinary reply would be followed up.
@@ -110,6 +114,19 @@ def test_an_unfinished_reply_is_an_error_recorded_for_what_it_is(fake, player, k
     assert turn.response == ("" if answer.null_content else answer.text)
 
 
+@pytest.mark.parametrize("kind", UNFINISHED)
+def test_an_unfinished_reply_never_passes_a_check_for_what_is_absent(fake, kind):
+    """`not_match` passes on any text without the pattern: an empty or blank reply must not reach it."""
+    fake.script("What is 15 * 7?", [UNFINISHED[kind][0]])
+    evals = """
+  - id: absent
+    prompt: What is 15 * 7?
+    checks: [{not_match: "*sorry*"}]
+"""
+    (result,) = play_async(fake, suite(evals))
+    assert (result.status, result.turns[0].incomplete) == ("error", UNFINISHED[kind][1]), result.verdict
+
+
 @pytest.mark.parametrize("player", PLAYERS)
 @pytest.mark.parametrize(
     "evals", [TREE, SCRIPTED, HISTORY, SIMULATED], ids=["tree", "scripted", "history", "simulated"]
@@ -190,3 +207,78 @@ def test_the_cli_report_says_what_the_reply_was(fake):
     assert "⚠ Not a finished reply: reply cut off at the token limit (finish_reason: length)" in report
     assert "Overall: 💥 ERROR (reply cut off at the token limit (finish_reason: length); not graded" in report
     assert "Refusal: I can't help with that." in format_eval(refused)
+
+
+def _parts(*parts: dict, finish_reason: str = "stop") -> Reply:
+    """A reply whose content is a list of parts, as some OpenAI-compatible servers send it."""
+    message = {"role": "assistant", "content": list(parts)}
+    return Reply(choices=[{"index": 0, "message": message, "finish_reason": finish_reason}])
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+def test_a_reply_sent_as_text_parts_is_read_as_their_text(fake, player):
+    parts = _parts(
+        {"type": "text", "text": "15 * 7 is"}, {"type": "image_url"}, {"type": "text", "text": "105."}
+    )
+    fake.script("What is 15 * 7?", [parts])
+    (result,) = PLAYERS[player](fake, suite(TREE))
+    assert result.status == "passed", result.verdict
+    (turn,) = result.turns
+    assert turn.response == "15 * 7 is\n105." and turn.incomplete is None
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+def test_a_refusal_part_is_read_as_the_refusal(fake, player):
+    fake.script("What is 15 * 7?", [_parts({"type": "refusal", "refusal": "I can't help with that."})])
+    (result,) = PLAYERS[player](fake, suite(TREE))
+    assert result.status == "error"
+    assert result.turns[0].incomplete == "the model refused: “I can't help with that.”"
+
+
+STRAY = {
+    "a call": (Reply(tool_calls=[{"name": "calculator", "arguments": {"expr": "15*7"}}]), "calculator"),
+    "a nameless call": (
+        Reply(
+            choices=[
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [{"id": "c1", "function": {}}],
+                    },
+                }
+            ]
+        ),
+        "a function without a name",
+    ),
+}
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+@pytest.mark.parametrize("kind", STRAY)
+def test_tool_calls_when_no_tools_were_offered_are_no_answer(fake, player, kind):
+    """Nothing carries such calls out and there is no text to grade: an incomplete reply, never graded as an
+    empty text (which passed `not_match` and failed every positive check)."""
+    answer, names = STRAY[kind]
+    fake.script("What is 15 * 7?", [answer, "105"])
+    evals = """
+  - id: stray
+    prompt: What is 15 * 7?
+    checks: [{not_match: "*sorry*"}]
+"""
+    (result,) = PLAYERS[player](fake, suite(evals))
+    why = f"tool calls instead of an answer, and no tools were offered (the model called {names})"
+    assert (result.status, result.verdict) == ("error", f"error on turn 1: {why}")
+    assert result.turns[0].incomplete == why and len(fake.chat_requests()) == 1
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+def test_text_beside_tool_calls_when_no_tools_were_offered_is_the_answer(fake, player):
+    fake.script(
+        "What is 15 * 7?", [Reply("It is 105.", tool_calls=[{"name": "calculator", "arguments": {}}])]
+    )
+    (result,) = PLAYERS[player](fake, suite(TREE))
+    assert result.status == "passed", result.verdict
+    assert result.turns[0].response == "It is 105." and result.turns[0].incomplete is None

@@ -10,9 +10,11 @@ import time
 
 import pytest
 
-from engine.clients import EndpointConfig, EndpointError, OpenAIClient
+from engine.clients import EndpointConfig, EndpointError, EndpointRegistry, OpenAIClient
 from engine.clients.answers import retry_after
+from engine.loader import load_suite
 from engine.retries import LocalPauseBoard, RetryStopped, retry_hooks
+from engine.runner import run_suite
 from tests.engine.test_clients import KEY_ENV, FakeTime, client_for
 from tests.fakeopenai import FakeOpenAI
 
@@ -81,6 +83,54 @@ def test_retry_after_is_capped_per_wait_and_never_overruns_the_budget(fake):
     with pytest.raises(EndpointError, match="HTTP 429"):
         client_for(fake, sleeps, retry_seconds=10).complete("m", ASK)
     assert sleeps == []  # waiting 30 s would overrun a 10 s budget: give up now, not after a useless wait
+
+
+@pytest.mark.parametrize(
+    ("name", "setting"),
+    [("default", "EVALSITE_RETRY_SECONDS"), ("fake", "the endpoint's retry for in the admin, else EVALSITE_RETRY_SECONDS")],
+)  # fmt: skip
+def test_a_retry_after_longer_than_the_budget_gives_up_saying_why_and_pauses_no_one(fake, name, setting):
+    """The call cannot wait that long, so it errors at once; holding every other call back for a wait no one
+    makes would only idle them."""
+    fake.fail_next(1, status=429, retry_after=40)
+    board = LocalPauseBoard()
+    config = EndpointConfig(name=name, base_url=fake.base_url, api_key_env=KEY_ENV, retry_seconds=20)
+    fake_time = FakeTime([])
+    client = OpenAIClient(config, sleep=fake_time.sleep, clock=fake_time.clock, pauses=board)
+    with pytest.raises(EndpointError) as raised:
+        client.complete("m", ASK)
+    assert str(raised.value) == (
+        f"HTTP 429 from {name}: Too Many Requests (fakeopenai); "
+        f"Retry-After 40 s is longer than the 20 s retry budget ({setting})"
+    )
+    assert fake_time.sleeps == [] and board.paused_until(name) == 0
+    assert client.complete("m", ASK).text == "OK"  # the next call goes at once
+
+
+def test_a_retry_after_longer_than_what_is_left_of_the_budget_says_so(fake):
+    fake.fail_next(1, status=503, retry_after=6)
+    fake.fail_next(1, status=429, retry_after=25)
+    sleeps: list[float] = []
+    left = r"Retry-After 25 s is longer than the 24 s left of the 30 s retry budget \(.*\) \(gave up after 2"
+    with pytest.raises(EndpointError, match=left):
+        client_for(fake, sleeps, retry_seconds=30).complete("m", ASK)
+    assert sleeps == [6]
+
+
+def test_one_conversation_meeting_a_long_retry_after_does_not_idle_the_others(fake):
+    """The others go on at once, and the one that met it says why it gave up, on the asyncio path too."""
+    fake.fail_next(50, status=429, retry_after=40, first_user="R1 2+2?")
+    source = "name: ra\nmodel: fake/m\nevals:\n" + "".join(
+        f"  - {{id: r{n}, prompt: 'R{n} 2+2?', checks: [{{contains: OK}}]}}\n" for n in (1, 2, 3)
+    )
+    config = EndpointConfig(name="fake", base_url=fake.base_url, api_key_env=KEY_ENV, retry_seconds=20)
+    registry = EndpointRegistry(config, {"fake": config}, pauses=LocalPauseBoard())
+    started = time.monotonic()
+    report = run_suite(load_suite(source), registry, concurrency=1)
+    assert time.monotonic() - started < 10  # not the 40 s the 429 asked for
+    assert [result.status for result in report.evals] == ["error", "passed", "passed"]
+    assert report.evals[0].error.endswith("Retry-After 40 s is longer than the 20 s retry budget (the endpoint's "
+                                          "retry for in the admin, else EVALSITE_RETRY_SECONDS)")  # fmt: skip
 
 
 def test_retry_after_in_milliseconds_seconds_or_as_a_date():

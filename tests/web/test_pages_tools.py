@@ -121,6 +121,28 @@ def test_an_error_says_whether_it_was_the_models_mistake_or_the_tools(logged_in,
     assert "booking service is down" in outage
 
 
+def test_a_tool_round_cut_off_ends_the_conversation_its_calls_shown_not_carried_out(
+    logged_in, user, fake_endpoint, fake_openai
+):
+    """The worker plays it as the CLI does: not the model's mistake, not a FAIL, but a reply that did not
+    finish (incomplete_reply), its cut call recorded on the round."""
+    cut = Reply(tool_calls=[{"name": "get_weather", "arguments": '{"city": "Pa'}], finish_reason="length")
+    fake_openai.script("Weather in Paris?", [cut, "It is 21."])
+    source = SUITE.replace("name: agent", "name: agent-cut").split("  - id: hostile")[0]
+    run = play(
+        create_run(version=suite_services.create_suite(owner=user, source=source).latest_version, user=user)
+    )
+    conversation = run.conversations.get()
+    why = "reply cut off at the token limit (finish_reason: length); its tool calls were not carried out"
+    assert (conversation.status, conversation.error) == (
+        Status.ERROR,
+        f"{why}; not graded (incomplete_reply: error)",
+    )
+    shown = text(page_of(logged_in, run, 0))
+    assert f"Not finished: {why}" in shown and "Not carried out: the round did not finish." in shown
+    assert "model's mistake" not in shown and '{"city": "Pa' in shown
+
+
 def test_a_hostile_tool_result_is_escaped(logged_in, tool_run):
     content = page_of(logged_in, tool_run, 1).content.decode()
     assert HOSTILE not in content
@@ -161,6 +183,52 @@ def test_the_tool_check_that_looked_at_a_call_is_linked_from_it(logged_in, user)
     body_ = content[content.index('id="turn-1-call-1"') :]
     linked = re.findall(r'href="#(turn-1-check-\d+)"', body_[: body_.index("</li>")])
     assert linked == ["turn-1-check-3"]  # not the contains check, nor the check on another tool
+
+
+def test_a_tool_check_is_credited_to_the_calls_it_graded_not_every_call_of_that_tool(
+    logged_in, user, fake_endpoint, fake_openai
+):
+    """`tool_result get_weather {city: Oslo}` read Oslo's result: the Paris and Rome calls were not checked."""
+    cities = [{"name": "get_weather", "arguments": {"city": city}} for city in ("Paris", "Oslo", "Rome")]
+    fake_openai.script("Weather in Paris?", [Reply(tool_calls=cities), "It is 21."])
+    source = (
+        SUITE.replace("name: agent", "name: agent-credits")
+        .split("  - id: hostile")[0]
+        .replace(
+            '    checks: [{contains: "21"}]',
+            "    checks:\n      - contains: '21'\n"
+            "      - tool_result: {name: get_weather, args: {city: Oslo}, result: {contains: '21'}}\n"
+            "      - tool_not_called: {name: get_weather, args: {city: Rome}}",
+        )
+    )
+    version = suite_services.create_suite(owner=user, source=source).latest_version
+    run = play(create_run(version=version, user=user))
+    content = page_of(logged_in, run, 0).content.decode()
+
+    def linked(call: int) -> list[str]:
+        item = content[content.index(f'id="turn-1-call-{call}"') :]
+        return re.findall(r'href="#(turn-1-check-\d+)"', item[: item.index("</li>")])
+
+    assert [linked(call) for call in (1, 2, 3)] == [[], ["turn-1-check-2"], ["turn-1-check-3"]]
+    rome = content[content.index('id="turn-1-call-3"') :]
+    assert "✗ checked" in rome[: rome.index("</li>")]  # the call that broke tool_not_called
+
+
+def test_a_call_without_a_function_name_is_named_so(logged_in, user):
+    version = suite_services.create_suite(owner=user, source=SUITE).latest_version
+    run = make_run(version, user, conversations=1)
+    conversation = Conversation.objects.get(run=run, index=0)
+    conversation.turns.all().delete()
+    Conversation.objects.filter(pk=conversation.pk).update(turn_count=0)
+    error = "the call names no function (offered: get_weather)"
+    call = ToolCall(id="c1", name="", raw_arguments='{"city": "Nice"}', arguments={"city": "Nice"}, error=error,
+                    mistake=True, result=f"Error: {error}", source="none")  # fmt: skip
+    record = TurnRecord(
+        turn=1, prompt="Weather in Nice?", response="Sunny.", tool_rounds=[ToolRound(calls=[call])]
+    )
+    store_turns(conversation, [record])
+    shown = text(page_of(logged_in, run, 0))
+    assert "(no function name)" in shown and f"Model's mistake: {error}" in shown
 
 
 def test_a_transcript_with_tool_calls_costs_no_more_queries(logged_in, tool_run):

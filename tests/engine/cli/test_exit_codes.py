@@ -82,6 +82,26 @@ def test_exit_3_on_401(fake, suite):
     assert "OPENAI_API_KEY" in result.stderr
 
 
+def test_exit_3_on_a_rate_limit_and_a_refused_request_advises_on_each_not_the_key(fake, suite):
+    """A 429 whose Retry-After is past the retry budget says why it was not waited out, and neither it nor
+    a 400 is a matter of the endpoint's URL or key."""
+    fake.fail_next(50, status=429, retry_after=40, first_user="What is 15 * 7?")
+    fake.script("What is 2 + 2?", [Reply(status=400, text="unknown parameter: top_k")])
+    result = run_on(fake, suite, EVALSITE_RETRY_SECONDS="20")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "Retry-After 40 s is longer than the 20 s retry budget (EVALSITE_RETRY_SECONDS)" in result.stdout
+    limited, refused = result.stderr.splitlines()
+    assert limited.startswith("1 of 2 conversations ended in an endpoint error (HTTP 429 from default")
+    assert limited.endswith("; the endpoint kept rate-limiting: lower --concurrency (or the endpoint's "
+                            "concurrency), allow a longer retry budget (EVALSITE_RETRY_SECONDS, or the "
+                            "endpoint's retry for), or check the account's rate limits and quota")  # fmt: skip
+    assert refused.startswith("1 of 2 conversations ended in an endpoint error (HTTP 400 from default")
+    assert (
+        "the endpoint refused the request: check the model's name and the suite's model_settings" in refused
+    )
+    assert "OPENAI_API_KEY" not in result.stderr
+
+
 def test_exit_3_when_the_endpoint_is_unreachable(tmp_path, suite):
     env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "x", "EVALSITE_MAX_RETRIES": "0"}
     result = evalsite("run", str(suite), cwd=tmp_path, EVALSITE_VAR_DIR=str(tmp_path), **env)
