@@ -323,7 +323,9 @@ def format_summary(report: RunReport) -> str:
     # nor a FAIL: what it did not play has no verdict.
     if report.stop_reason:
         return f"{summary}\nOverall: {STOPPED} ({report.stop_reason})"
-    return f"{summary}\nOverall: {PASS if report.status == Status.PASSED else FAIL} ({report.status})"
+    # The mark says passed or failed; another status (an error, a cancel) is said beside it.
+    said = "" if report.status in (Status.PASSED, Status.FAILED) else f" ({report.status})"
+    return f"{summary}\nOverall: {PASS if report.status == Status.PASSED else FAIL}{said}"
 
 
 def run_cost(usd: float, unpriced: Sequence[str], digits: int = 6) -> str:

@@ -68,6 +68,8 @@ def compare_runs(request: HttpRequest, run_id, other_id=None) -> HttpResponse:
     rows = [row for row in result.rows if not shown or row.change == shown]
     # Regressions come first; past a page, the rest is paged rather than rendered at once.
     page = Paginator(rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
+    # A run on an endpoint without prices spent an amount nobody knows: no difference can be told.
+    costs_known = not (before.unpriced or run.unpriced)
     context = {
         "section": "runs",
         "run": run,
@@ -75,14 +77,14 @@ def compare_runs(request: HttpRequest, run_id, other_id=None) -> HttpResponse:
         "run_label": _run_label(run),
         "before_label": _run_label(before),
         "result": result,
-        "rows": [_row(row) for row in page.object_list],
+        "rows": [_row(row, costs_known) for row in page.object_list],
         "page": page,
         "shown": shown,
         "tabs": _tabs(result, shown),
         "candidates": selectors.comparable_runs(run, limit=10),
         "is_pinned_baseline": before.pinned_at is not None,
         "score_delta_text": _signed(result.score_delta, 3),
-        "cost_delta_text": _signed(result.cost_delta, 4),
+        "cost_delta_text": _signed(result.cost_delta, 4) if costs_known else "unknown",
     }
     return render(request, "runs/compare.html", context)
 
@@ -91,11 +93,11 @@ def _signed(value: float | None, digits: int) -> str:
     return "—" if value is None else f"{value:+.{digits}f}"
 
 
-def _row(row: compare.EvalDiff) -> dict:
+def _row(row: compare.EvalDiff, costs_known: bool = True) -> dict:
     return {
         "sides": [row.before, row.after],
         "score_delta_text": _signed(row.score_delta, 2),
-        "cost_delta_text": _signed(row.cost_delta, 4) if row.cost_delta is not None else "",
+        "cost_delta_text": _signed(row.cost_delta, 4) if row.cost_delta is not None and costs_known else "",
         "id": row.id,
         "prompt": row.prompt,
         "change": str(row.change),

@@ -75,6 +75,19 @@ def test_the_table_lists_regressions_first_with_deltas(client, user, pair):
     assert "-0.333" in html  # the mean score: 1.0 before, 2/3 after
 
 
+def test_runs_on_an_endpoint_without_prices_tell_no_cost_difference(client, user, pair):
+    before, after = pair
+    client.force_login(user)
+    url = reverse("runs:compare_with", args=[after.pk, before.pk])
+    assert "$0.0000" in client.get(url).content.decode()  # the mock: free, and said so
+    Run.objects.filter(pk=after.pk).update(unpriced=["fast"])
+    page = client.get(url)
+    html = page.content.decode()
+    assert page.context["cost_delta_text"] == "unknown"
+    assert "→ unknown: no prices for endpoint fast" in " ".join(html.split())
+    assert all(row["cost_delta_text"] == "" for row in page.context["rows"])
+
+
 def test_a_turn_by_turn_view_shows_the_diff_the_flips_and_the_parting(client, user, pair):
     before, after = pair
     client.force_login(user)
