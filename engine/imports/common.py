@@ -207,13 +207,11 @@ def find_file(files: Mapping[str, str], reference: str) -> tuple[str, str] | Non
     then from a folder above it (AgentV searches up to the repository's root, where `/prompts/x.md` starts),
     then by its base name alone (a flat upload), the nearest first. Names in `files` are paths from the
     suite file's folder; a flat upload's are base names."""
-    path = reference.strip().replace("\\", "/").removeprefix("file://")
-    path = posixpath.normpath(path.lstrip("/")) if path.strip("/") else ""
-    if not path or path == ".":
+    path = _referenced_path(reference)
+    if path is None:
         return None
     names = list(files)
-    for ups in range(0, 1 + max((name.count("../") for name in names), default=0)):
-        name = "../" * ups + path
+    for name in _from_each_folder(path, names):
         if name in files:
             return name, files[name]
     wanted = basename(path)
@@ -231,16 +229,27 @@ def find_folder(files: Mapping[str, str], reference: str) -> str | None:
     """A folder a suite refers to (AgentV's `tests: ./cases/`), found as `find_file` finds a file by its
     path: from the suite file's folder, then from the folders above it; its path in `files`, or None when
     no file lies in it (a flat upload has no folders)."""
-    path = reference.strip().replace("\\", "/").removeprefix("file://")
-    path = posixpath.normpath(path.lstrip("/")) if path.strip("/") else ""
-    if not path or path == ".":
+    path = _referenced_path(reference)
+    if path is None:
         return None
     names = list(files)
-    for ups in range(0, 1 + max((name.count("../") for name in names), default=0)):
-        folder = "../" * ups + path
+    for folder in _from_each_folder(path, names):
         if any(name.startswith(folder + "/") for name in names):
             return folder
     return None
+
+
+def _referenced_path(reference: str) -> str | None:
+    """A reference as a normalised path from the suite file's folder (`file://` and a leading `/` dropped);
+    None when it names no file or folder."""
+    path = reference.strip().replace("\\", "/").removeprefix("file://")
+    path = posixpath.normpath(path.lstrip("/")) if path.strip("/") else ""
+    return None if not path or path == "." else path
+
+
+def _from_each_folder(path: str, names: list[str]) -> list[str]:
+    """`path` from the suite file's folder, then from each folder above it that the uploads reach."""
+    return ["../" * ups + path for ups in range(0, 1 + max((name.count("../") for name in names), default=0))]
 
 
 def dataset_too_big(name: str, text: str) -> None:
