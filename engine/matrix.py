@@ -94,6 +94,8 @@ def parse_variant(text: str, label: str | None = None) -> Variant:
         key, equals, value = part.partition("=")
         if not equals or not key.strip():
             raise VariantError(f"`{text.strip()}`: write settings as `{SETTING_MARK}KEY=VALUE`, not `{part}`")
+        if key.strip() in data:  # as a duplicate key in YAML: which of the two was meant is not said
+            raise VariantError(f"`{text.strip()}`: {key.strip()} is set twice")
         try:
             data[key.strip()] = load_typed_yaml(value) if value.strip() else ""
         except SuiteError as exc:

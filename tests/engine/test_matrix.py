@@ -72,6 +72,7 @@ def test_a_bad_variant_is_refused_by_name(text, words):
         # A few aliases expand into millions of values in the request body.
         ("m@extra_body={a: &x [1, 1], b: [*x, *x]}", "extra_body: anchor &x is not allowed"),
         ("m@extra_body={a: 1, a: 2}", "duplicate key `a`"),
+        ("m@seed=1@seed=2", "seed is set twice"),
     ],
 )
 def test_a_variants_value_is_read_as_a_suites_is(text, words):
