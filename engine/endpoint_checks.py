@@ -12,9 +12,11 @@ Plain functions, used by the editor, the launch form, the API, the admin and the
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Annotated, Any, ForwardRef, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -118,16 +120,78 @@ def _walk(obj: object, path: tuple) -> Iterator[tuple[tuple, str, str]]:
         role = ROLES.get(type(obj))
         if role is not None and obj.model:
             yield (*path, "model"), role, obj.model
-        for name, field in type(obj).model_fields.items():
+        for name, key in _fields_to_walk(type(obj)):
             value = getattr(obj, name)
             if value is not None and not isinstance(value, str | int | float | bool):
-                yield from _walk(value, (*path, field.alias or name))
+                yield from _walk(value, (*path, key))
     elif isinstance(obj, list):
         for index, item in enumerate(obj):
             yield from _walk(item, (*path, index))
     elif isinstance(obj, dict):  # named graders, by name
         for key, item in obj.items():
             yield from _walk(item, (*path, key))
+
+
+@functools.cache
+def _fields_to_walk(cls: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """The fields of a model (name, alias) whose declared type can lead to a model reference of ROLES; a
+    class the suite's schema does not declare keeps every field.
+
+    A large suite's evals hold thousands of checks and turns, nearly all of whose fields hold text or
+    nothing: visiting only the fields that can hold a reference keeps the walk quick."""
+    declared, holding = _schema_holders()
+    if cls not in declared:
+        return tuple((name, field.alias or name) for name, field in cls.model_fields.items())
+    return tuple(
+        (name, field.alias or name)
+        for name, field in cls.model_fields.items()
+        if any(found in holding for found in _models_in(field.annotation))
+    )
+
+
+@functools.cache
+def _schema_holders() -> tuple[frozenset[type[BaseModel]], frozenset[type[BaseModel] | None]]:
+    """Every model class the suite's schema reaches, and those of them that hold (or are) a reference of
+    ROLES, with None for a field that could hold anything. Worked out to a fixed point: the schema is
+    recursive (checks hold checks)."""
+    declared: set[type[BaseModel]] = set()
+    todo: list[type[BaseModel]] = [Suite]
+    while todo:
+        cls = todo.pop()
+        if cls not in declared:
+            declared.add(cls)
+            todo.extend(found for field in cls.model_fields.values() for found in _models_in(field.annotation)
+                        if found is not None)  # fmt: skip
+    holding: set[type[BaseModel] | None] = {None, *(cls for cls in declared if issubclass(cls, tuple(ROLES)))}
+    grew = True
+    while grew:
+        grew = False
+        for cls in declared - holding:
+            if any(
+                found in holding
+                for field in cls.model_fields.values()
+                for found in _models_in(field.annotation)
+            ):
+                holding.add(cls)
+                grew = True
+    return frozenset(declared), frozenset(holding)
+
+
+def _models_in(annotation: object) -> Iterator[type[BaseModel] | None]:
+    """The model classes a field's declared type names, through unions, lists, dicts and Annotated; None for
+    a name left unresolved, which could be any. A field of `Any` holds the YAML's own values as they are,
+    never a model, so it names none."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+    elif isinstance(annotation, str | ForwardRef | TypeVar):
+        yield None
+    elif annotation is Any or get_origin(annotation) is Literal:
+        return
+    elif get_origin(annotation) is Annotated:
+        yield from _models_in(get_args(annotation)[0])
+    else:
+        for argument in get_args(annotation):
+            yield from _models_in(argument)
 
 
 def routes(

@@ -111,8 +111,12 @@ def _check_size(pattern: str, parsed: sre_parser.SubPattern) -> None:
             stack.extend((child, inner, depth + 1) for child in _subpatterns(av))
 
 
+@lru_cache(maxsize=1024)
 def validate(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    """The pattern compiled by `re` (for its groups), or InvalidPattern saying why it cannot run."""
+    """The pattern compiled by `re` (for its groups), or InvalidPattern saying why it cannot run.
+
+    Kept per pattern: a suite often gives many evals the same pattern, and parsing it again for each is most
+    of the time such a suite takes to validate. A pattern refused is not kept (lru_cache keeps no raise)."""
     if len(pattern) > MAX_SIZE:
         raise InvalidPattern(pattern, f"too large: over {MAX_SIZE:,} characters")
     try:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from django.conf import settings
 from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError
 
 from engine import suitevars
 from engine.cache import open_disk_store, roles_of
@@ -90,24 +89,13 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
         )
 
 
-# A field named for a model (`model`, `judge`, `*_model`) whose text has a slash, in a suite's JSON.
-_NAMED_REF = re.compile(r'"(?:model|judge|[a-z_]+_model)":"[^"]*/')
-
-
 def names_an_endpoint(suite: Suite, model: str | None) -> bool:
-    """Whether the run may use an endpoint the admin named: a model reference with a slash (`name/model`) in
-    any field named for a model, or request timeouts per endpoint. Only then are Django's apps and the
-    database read, and the references checked one by one."""
+    """Whether the run may use an endpoint the admin named: a model reference with a slash (`name/model`), or
+    request timeouts per endpoint. Only then are Django's apps and the database read, and the references
+    checked one by one."""
     if isinstance(suite.request_timeout, dict) or "/" in (model or ""):
         return True
-    # The suite's own model (also in its metadata) is not used when --model replaces it.
-    skipped = {"model", "metadata"} if (model or "").strip() else set()
-    try:
-        # pydantic's serializer visits every field of a large suite far faster than a walk in Python.
-        text = suite.model_dump_json(exclude=skipped)
-    except PydanticSerializationError:
-        return True
-    return _NAMED_REF.search(text) is not None
+    return any("/" in found.ref for found in model_refs(suite, model))
 
 
 def bind_vars(path: Path, suite: Suite, assignments: list[str] | None) -> tuple[Suite, dict[str, str]]:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import math
 import os
+from itertools import chain
 from pathlib import Path
 
 import orjson
@@ -145,11 +146,20 @@ class StreamedJSON:
         """`data` with the conversations' texts in its `evals`, written beside and moved over the file."""
         text = _dumped(data)
         if evals:
-            text = text.replace(_MARK, ",\n".join(evals), 1)
+            # Written piece by piece: joining thousands of conversations into one text first copies them
+            # all again, twice, for nothing.
+            before, after = text.split(_MARK, 1)
+            pieces = chain(
+                [before, evals[0]], chain.from_iterable((",\n", item) for item in evals[1:]), [after, "\n"]
+            )
         else:
-            text = text.replace(f"[\n{_MARK}\n  ]", "[]", 1)
+            pieces = [text.replace(f"[\n{_MARK}\n  ]", "[]", 1), "\n"]
         partial = self.path.with_name(f".{self.path.name}.partial")
-        _write(self.path, "--json", text + "\n", partial)
+        try:
+            with partial.open("w", encoding="utf-8") as file:
+                file.writelines(pieces)
+        except OSError as exc:
+            raise UserError(f"--json {self.path}: {exc.strerror or exc}", code=BROKEN) from None
         try:
             os.replace(partial, self.path)
         except OSError as exc:
