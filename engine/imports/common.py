@@ -19,6 +19,7 @@ import yaml
 from engine.attached import safe_file_name as safe_file_name  # the importers' name for it
 from engine.bounds import MAX_NESTING
 from engine.datasets import MAX_DATASET_BYTES
+from engine.redact import redact
 from engine.source import MAX_SUITE_BYTES, SuiteError, load_yaml
 
 KINDS = {
@@ -260,11 +261,41 @@ def dataset_too_big(name: str, text: str) -> None:
 # --- the report ---------------------------------------------------------------------------------------
 
 
+# A mapping's key that names a credential (compared lower-cased, without `_` and `-`): its text never reaches
+# the report or the suite's comments.
+_SECRET_ENDINGS = ("apikey", "token", "secret", "password")
+_SECRET_NAMES = {"key", "authorization", "credential", "credentials", "accesskey", "privatekey", "secretkey"}
+
+
+def _names_a_secret(key: object) -> bool:
+    if not isinstance(key, str):
+        return False
+    name = key.lower().replace("_", "").replace("-", "")
+    return name in _SECRET_NAMES or name.endswith(_SECRET_ENDINGS)
+
+
 def short(value: object, limit: int = 80) -> str:
-    """A value as one short line, for the report."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
+    """A value as one short line, for the report (which is also written into the suite as comments): a
+    credential a tool's file holds in clear (a provider's `apiKey`, an `Authorization` header) is left out,
+    and a key-shaped text is masked as everywhere else, before the line is cut to length."""
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(_without_secrets(value), ensure_ascii=False, default=str)
+    )
+    text = redact(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _without_secrets(value: object) -> object:
+    if isinstance(value, dict):
+        return {
+            key: "[redacted]" if _names_a_secret(key) and isinstance(item, str) else _without_secrets(item)
+            for key, item in value.items()
+        }  # fmt: skip
+    if isinstance(value, list):
+        return [_without_secrets(item) for item in value]
+    return value
 
 
 class Report:

@@ -33,7 +33,7 @@ BODY_NAMES = ("frequency_penalty", "presence_penalty", "logit_bias", "user", "pa
 
 
 def provider_settings(
-    config: dict, where: str, report, files: Mapping[str, str] | None = None
+    config: dict, where: str, report, files: Mapping[str, str] | None = None, into: str = "model_settings"
 ) -> dict | None:
     """`config`'s generation settings as a ModelSettings mapping (None when it has none); `passthrough` goes
     into extra_body and `headers` into extra_headers. Each value is checked on its own: one evalsite refuses
@@ -49,21 +49,21 @@ def provider_settings(
             taken = _checked(SETTING_NAMES[key], value, f"{where}.{key}", report)
             if taken is not None:
                 found[SETTING_NAMES[key]] = taken
-                report.map(f"{where}.{key} → {SETTING_NAMES[key]}")
+                report.map(f"{where}.{key} → {into}.{SETTING_NAMES[key]}")
         elif key in BODY_NAMES:
             if _checked("extra_body", {key: value}, f"{where}.{key}", report) is not None:
                 found.setdefault("extra_body", {})[key] = value
-                report.map(f"{where}.{key} → extra_body.{key} (sent as it is)")
+                report.map(f"{where}.{key} → {into}.extra_body.{key} (sent as it is)")
         elif key == "passthrough" and isinstance(value, dict):
             if _checked("extra_body", value, f"{where}.passthrough", report) is not None:
                 found.setdefault("extra_body", {}).update(value)
-                report.map(f"{where}.passthrough → extra_body")
+                report.map(f"{where}.passthrough → {into}.extra_body")
         elif key == "headers" and isinstance(value, dict):
             for name, text in value.items():  # each on its own: a key in clear is left out, said
                 header = {str(name): str(text)}
                 if _checked("extra_headers", header, f"{where}.headers.{name}", report) is not None:
                     found.setdefault("extra_headers", {}).update(header)
-                    report.map(f"{where}.headers.{name} → extra_headers.{name}")
+                    report.map(f"{where}.headers.{name} → {into}.extra_headers.{name}")
     return ModelSettings.model_validate(found).model_dump(exclude_none=True) if found else None
 
 

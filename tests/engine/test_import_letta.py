@@ -334,3 +334,13 @@ def test_a_reward_over_per_turn_rows_marks_each_turn_as_letta_does_and_fails_no_
     assert "3/3" not in shown
     # the one line a passing conversation gets in the terminal counts the turns too
     assert format_line(sums).endswith("(weighted score 0.00 (needs 0): correctness 0.00✗; 0/2 turns passed)")
+
+
+def test_a_grader_key_letta_does_not_have_is_said_to_be_left_out():
+    """Letta's grader specs forbid unknown keys; one written anyway (`max_tokens`) is reported, not dropped
+    without a word."""
+    text = (FIXTURES / "letta-today" / "suite.yaml").read_text()
+    text = text.replace("    max_retries: 3\n", "    max_retries: 3\n    max_tokens: 77\n", 1)
+    result = convert(folder("letta-today", **{"suite.yaml": text}))
+    assert has(result.unmapped, "graders.quality.max_tokens: 77", "not an option of Letta's graders")
+    assert "max_tokens" not in yaml.safe_load(result.source).get("judge_settings", {})

@@ -22,8 +22,10 @@ def test_promptfoo_provider_config_becomes_model_and_judge_settings_and_is_sent(
         "extra_headers": {"X-Team": "evals"},
     }
     assert suite.judge_settings.model_dump(exclude_none=True) == {"temperature": 0.0, "max_tokens": 100}
-    assert "providers.config.temperature → temperature" not in result.mapped  # two providers: numbered
-    assert "providers[0].config.temperature → temperature" in result.mapped
+    assert (
+        "providers.config.temperature → model_settings.temperature" not in result.mapped
+    )  # two providers: numbered
+    assert "providers[0].config.temperature → model_settings.temperature" in result.mapped
     assert any("settings of another model" in line for line in result.unmapped)
 
     fake_openai.script("Answer briefly: What is the capital of France?", ["Paris"])
@@ -67,7 +69,10 @@ def test_the_agentv_target_an_eval_file_names_gives_its_settings(fake_openai):
     result = convert(files)
     suite = load_suite(result.source, files=result.files)
     assert suite.model_settings.model_dump(exclude_none=True) == {"temperature": 0.2, "max_tokens": 400}
-    assert ".agentv/targets.yaml targets[1] (azure_base).max_output_tokens → max_tokens" in result.mapped
+    assert (
+        ".agentv/targets.yaml targets[1] (azure_base).max_output_tokens → model_settings.max_tokens"
+        in result.mapped
+    )
     assert not any("targets.yaml: uploaded" in line for line in result.unmapped)
     report = play(fake_openai, result)
     assert report.evals
@@ -118,3 +123,36 @@ def test_a_key_in_a_providers_headers_is_left_out_unrepeated_and_the_other_heade
     assert load_suite(result.source).model_settings.extra_headers == {"X-Team": "evals"}
     (said,) = [line for line in result.unmapped if "headers.Authorization" in line]
     assert "write it as {{secret:NAME}}" in said and "sk-live" not in said and "sk-live" not in result.source
+
+
+PROMPTFOO_WITH_KEYS = """\
+providers:
+  - id: openai:gpt-4o-mini
+    config:
+      apiKey: sk-proj-abcdefghijklmnop1234567890
+      temperature: 0.3
+      headers:
+        Authorization: Bearer abcdefghij0123456789
+defaultTest:
+  options:
+    provider:
+      id: openai:gpt-4o
+      config: {apiKey: plainsecretvalue0987654321, temperature: 0}
+tests:
+  - vars: {question: hi}
+    assert:
+      - type: contains
+        value: hello
+prompts: ["{{question}}"]
+"""
+
+
+def test_a_providers_key_in_clear_reaches_neither_the_report_nor_the_suite():
+    result = convert({"promptfooconfig.yaml": PROMPTFOO_WITH_KEYS})
+    written = "\n".join([result.source, *result.mapped, *result.unmapped, *result.needs_files])
+    for secret in ("abcdefghijklmnop1234567890", "abcdefghij0123456789", "plainsecretvalue0987654321"):
+        assert secret[:12] not in written, secret
+    assert "providers[0].config.temperature → model_settings.temperature" in result.mapped or (
+        "providers.config.temperature → model_settings.temperature" in result.mapped
+    )
+    assert "defaultTest.options.provider.config.temperature → judge_settings.temperature" in result.mapped

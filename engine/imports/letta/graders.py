@@ -15,6 +15,15 @@ TOOL_GRADERS = ("exact_match", "contains", "regex_match")
 JUDGE_KINDS = ("model_judge", "rubric", "letta_judge")
 
 
+# Every key a Letta grader may have (its tool and model-judge specs forbid others), including those of
+# earlier Letta versions this importer still reads.
+_GRADER_OPTIONS = {
+    "kind", "display_name", "extractor", "extractor_config", "function", "prompt", "prompt_path", "model",
+    "temperature", "provider", "max_retries", "timeout", "system_prompt", "agent_file", "agent_id",
+    "judge_tool_name", "rubric_vars", "threshold", "code", "check",
+}  # fmt: skip
+
+
 def read_graders(data: dict, report: Report) -> dict[str, dict]:
     graders = data.get("graders")
     if isinstance(graders, dict) and graders:
@@ -221,6 +230,7 @@ def choose_grader(
             report.skip(
                 f"graders.{primary}.{option}: {short(spec[option], 40)} — evalsite's judge settings apply"
             )
+    say_unknown_options(spec, primary, report)
     if preferred and preferred != primary and preferred in graders:
         report.lose(
             f"graders.{preferred}: the {named_by}'s grader — {reasons.get(preferred, 'not converted')}"
@@ -231,6 +241,16 @@ def choose_grader(
         why = reasons.get(key) or "not converted"
         report.lose(f"graders.{key} ({describe(graders[key])}): not converted — {why}")
     return primary, spec, grading
+
+
+def say_unknown_options(spec: dict, key: str, report) -> None:
+    """A key no Letta grader has is said to be left out, not dropped without a word."""
+    for option in spec:
+        if option not in _GRADER_OPTIONS:
+            report.skip(
+                f"graders.{key}.{option}: {short(spec[option], 40)} — not an option of Letta's graders "
+                "(Letta refuses it); left out"
+            )
 
 
 def describe(spec: dict) -> str:

@@ -7,7 +7,7 @@ import re
 
 from ..common import Report, as_name, as_number, attach, safe_file_name, short
 from .custom import NO_AGENT_STATE, attach_python, function_ref, is_custom, renamed
-from .graders import TOOL_GRADERS, describe, find_rubric_prompt, grading_of
+from .graders import TOOL_GRADERS, describe, find_rubric_prompt, grading_of, say_unknown_options
 from .rubrics import rubric_template
 
 ASCII_ONLY = r"\A[\x20-\x7E\r\n]*\Z"
@@ -115,6 +115,7 @@ def named_graders(
                 report.skip(
                     f"graders.{key}.{option}: {short(spec[option], 40)} — evalsite's endpoint settings apply"
                 )
+        say_unknown_options(spec, key, report)
         out[key] = named
     return out, attached, prompts
 

@@ -162,7 +162,9 @@ class Reader(Sources, Messages, Conversations):
         config = provider.get("config") if isinstance(provider, dict) else None
         if not isinstance(config, dict):
             return None
-        return provider_settings(config, "defaultTest.options.provider.config", self.report, self.files)
+        return provider_settings(
+            config, "defaultTest.options.provider.config", self.report, self.files, into="judge_settings"
+        )
 
     def iterations(self) -> tuple[int, float]:
         """The repeat count and the pass rate an iterated eval needs, as the tool's strategy means it."""
