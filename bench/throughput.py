@@ -1,13 +1,15 @@
 """Throughput of the real worker path: N conversations x 3 turns against the fake endpoint.
 
     python bench/throughput.py [--n 300] [--concurrency 10] [--latency 0.1] [--backends http,embedded,postgres]
+                               [--shape trees|turns]
                                [--worker-procs 2] [--worker-threads 50] [--explain] [--repeat 1]
 
 For each backend (embedded = SQLite + filesystem broker; postgres = PostgreSQL + Redis, when reachable) it
 starts a fresh database, real `celery worker` processes and the fake OpenAI server (real HTTP on
 127.0.0.1), launches one run of N conversation trees that each take exactly 3 turns (fail, fail, pass),
 and measures the wall time from launch to the run's end. Ideal = ceil(N / C) x turns x latency: a
-scheduler with zero overhead. It prints both, their ratio, the model calls the fake answered, and the
+scheduler with zero overhead. `--shape turns` plays N evals of 4 scripted turns graded by common checks instead
+(the same figures on a suite of another shape). It prints both, their ratio, the model calls the fake answered, and the
 CPU the workers and the machine spent; with the `http` backend (the bare HTTP client making the same calls,
 on by default) it ends with each backend's CPU per model call against the client's. --explain adds where
 the time beyond the model calls went (per-conversation phases and slot gaps); --repeat K measures each
@@ -68,11 +70,54 @@ class Workload:
 
 
 def workload(args) -> Workload:
+    if getattr(args, "shape", "trees") == "turns":
+        return Workload(
+            source=scripted_yaml(args.n),
+            ideal=math.ceil(args.n / args.concurrency) * SCRIPTED_TURNS * args.latency,
+            rules=list(SCRIPTED_REPLIES),
+            calls=SCRIPTED_TURNS,
+        )
     return Workload(
         source=suite_yaml(args.n),
         ideal=math.ceil(args.n / args.concurrency) * TURNS * args.latency,
         scripts={f"conversation {i}": ["not yet", "still not", "done"] for i in range(args.n)},
     )
+
+
+# --shape turns: a support conversation of scripted turns, each graded by the checks a suite commonly uses.
+SCRIPTED_TURNS = 4
+SCRIPTED_REPLIES = (
+    ("order", "Sorry to hear that. What is your order number?"),
+    ("12345", "Order 12345 shipped yesterday and arrives on Friday."),
+    ("arrive?", "It arrives on Friday, in two days."),
+    ("thanks", "You're welcome! Anything else?"),
+)
+
+
+def scripted_yaml(n: int) -> str:
+    """N evals of 4 scripted turns with a system prompt, graded by contains, max_tokens, regex, not_match, an
+    `or` and min_words: a suite of another shape than suite_yaml's trees, for the same figures."""
+    lines = ["name: scripted", "model: fake/bench-model", "system: You are the support agent of a bookshop.",
+             "evals:"]  # fmt: skip
+    for i in range(n):
+        lines += [
+            f"  - id: case-{i}",
+            "    turns:",
+            f"      - input: 'Hello, my order {i} has not arrived'",
+            "        checks:",
+            "          - contains: order number",
+            "          - max_tokens: 60",
+            "      - input: It is 12345.",
+            "        checks:",
+            "          - regex: 'shipped (yesterday|today)'",
+            "      - input: When will it arrive?",
+            "      - input: Great, thanks!",
+            "        checks:",
+            "          - not_match: '*sorry*'",
+            "          - or: [{contains: welcome}, {contains: pleasure}]",
+            "          - min_words: 3",
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def suite_yaml(n: int, extra: tuple[str, ...] = ()) -> str:
@@ -752,6 +797,10 @@ def main() -> None:
     )
     parser.add_argument("--n", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument(
+        "--shape", default="trees", choices=["trees", "turns"],
+        help="trees: conversation trees that pass on their third turn; turns: 4 scripted turns with common checks",
+    )  # fmt: skip
     common_arguments(parser)
     # The bare HTTP client first: the floor the workers' wall time and CPU a call are read against.
     parser.set_defaults(backends="http,embedded,postgres")
@@ -760,8 +809,9 @@ def main() -> None:
         child(args, workload(args))
         return
 
+    turns = SCRIPTED_TURNS if args.shape == "turns" else TURNS
     print(
-        f"{args.n} conversations x {TURNS} turns, run concurrency {args.concurrency}, fake latency "
+        f"{args.n} conversations ({args.shape}) x {turns} turns, run concurrency {args.concurrency}, fake latency "
         f"{args.latency * 1000:.0f} ms, {args.worker_procs} worker process(es) x {args.worker_threads} slots"
     )
     table_header()
