@@ -361,7 +361,10 @@ def short(value: object, limit: int = 80) -> str:
 class Report:
     """Collects the mapped / unmapped / needed lines; row-level issues are grouped, one line each."""
 
-    def __init__(self) -> None:
+    def __init__(self, origin: str = "") -> None:
+        # The suite file's path among the files given (`skills/csv/evals/evals.json`): a converter whose
+        # format has no suite name names the suite after it, so two such files never share one.
+        self.origin = origin
         self.mapped: list[str] = []
         self.unmapped: list[str] = []
         self.needs: list[str] = []
