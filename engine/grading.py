@@ -15,18 +15,26 @@ from .judge import JUDGE_SYSTEM, PASS_FAIL, Verdict, ask, normalise_score
 from .matching import MISSING, json_field
 from .results import ToolCall, TurnGrade
 from .schema import Extractor
-from .transcript import format_transcript
+from .transcript import format_transcript, role_lines
 
 LAST_ASSISTANT = Extractor(kind="last_assistant")
 
 
-def extract(extractor: Extractor | None, replies: list[str], calls: Sequence[ToolCall] = ()) -> str:
+def extract(
+    extractor: Extractor | None,
+    replies: list[str],
+    calls: Sequence[ToolCall] = (),
+    conversation: Sequence[dict] = (),
+) -> str:
     """The text to grade. `replies` are the assistant replies in view: one turn's, or the conversation's;
-    `calls` the tool calls in view, the same way."""
+    `calls` the tool calls in view, the same way; `conversation` every message so far, given ones too, which
+    the transcript extractor reads."""
     extractor = extractor or LAST_ASSISTANT
     kind = extractor.kind
     if kind in ("tool_arguments", "tool_output"):
         return _tool_extract(kind, extractor.tool_name, calls)
+    if kind == "transcript":
+        return role_lines(list(conversation))
     if not replies:
         return ""
     last = replies[-1]
@@ -169,27 +177,33 @@ def grade_named(
 ) -> TurnGrade:
     """One named grader's grade of a turn (`replies` holds its reply, `calls` its tool calls) or of a
     conversation (every live reply and tool call; the extractor picks). A check grader grades the last reply
-    with its check, its tool checks reading the calls in view (`conversation_calls`: the conversation's, as
-    recorded); a judge uses its own model and temperature, and is charged to `judge`."""
+    with its check, or what its own extractor takes (never the suite's default one), its tool checks reading
+    the calls in view (`conversation_calls`: the conversation's, as recorded); a judge uses its own model and
+    temperature, and is charged to `judge`."""
     threshold = grader.threshold if grader.threshold is not None else default_threshold
     threshold = 1.0 if threshold is None else threshold
     truth = ground_truth or ""
-    if grader.kind == "check":
-        last = replies[-1] if replies else ""
-        known = None if conversation_calls is None else list(conversation_calls)
-        result = evaluate(grader.check, Reply(last, None, conversation, list(calls), known), judge)
-        score = min(1.0, max(0.0, result.score if result.score is not None else float(result.passed)))
-        passed = result.passed and score >= threshold if grader.threshold is not None else result.passed
-        return TurnGrade(
-            turn=turn, score=score, passed=passed, rationale=f"{result.label}: {result.reason}", submission=last,
-            ground_truth=truth, grader="check", raw=result.raw, parsed_from=result.parsed_from,
-            read_from=result.read_from, first_answer=result.first_answer, name=name, threshold=threshold,
-        )  # fmt: skip
     try:
-        submission = extract(grader.extractor or default_extractor, replies, calls)
+        if grader.kind == "check":
+            submission = replies[-1] if replies else ""
+            if grader.extractor is not None:
+                submission = extract(grader.extractor, replies, calls, conversation)
+        else:
+            submission = extract(grader.extractor or default_extractor, replies, calls, conversation)
     except patterns.RegexFailure as exc:
         return TurnGrade(turn=turn, score=0.0, passed=False, rationale=f"extractor: {exc}", submission="",
                          ground_truth=truth, grader=grader.kind, name=name, threshold=threshold)  # fmt: skip
+    if grader.kind == "check":
+        known = None if conversation_calls is None else list(conversation_calls)
+        result = evaluate(grader.check, Reply(submission, None, conversation, list(calls), known), judge)
+        score = min(1.0, max(0.0, result.score if result.score is not None else float(result.passed)))
+        passed = result.passed and score >= threshold if grader.threshold is not None else result.passed
+        return TurnGrade(
+            turn=turn, score=score, passed=passed, rationale=f"{result.label}: {result.reason}",
+            submission=submission, ground_truth=truth, grader="check", raw=result.raw,
+            parsed_from=result.parsed_from, read_from=result.read_from, first_answer=result.first_answer,
+            name=name, threshold=threshold,
+        )  # fmt: skip
     if grader.kind == "llm_judge":
         client, model = judge.for_model(grader.model)
         temperature = grader.temperature if grader.temperature is not None else judge.temperature

@@ -1,4 +1,5 @@
-"""AgentV's `[Role]:` transcript format, and the tool calls a conversation's messages hold.
+"""AgentV's `[Role]:` transcript format, its `role: content` one, and the tool calls a conversation's
+messages hold.
 
 Judges read the conversation in this form, so they see what the model saw. Role markers appear only where
 there is conversational structure: when any message is neither system nor user, or when more than one user
@@ -100,3 +101,22 @@ def format_transcript(messages: list[dict]) -> str:
     if not has_structure(messages):
         return "\n\n".join(text for _, text in entries)
     return "\n\n".join(f"[{marker}]:\n{text}" for marker, text in entries)
+
+
+def role_lines(messages: list[dict]) -> str:
+    """The conversation as AgentV's conversation-level assertions read it: each message `role: content` (a
+    content that is not text as its JSON), a blank line between. It holds the messages' texts alone, as
+    AgentV's does: a model's tool calls and their results are left out."""
+    lines = []
+    for message in messages:
+        role = message.get("role", "user")
+        if role == "tool" or (role == "assistant" and message.get("tool_calls")):
+            continue
+        content = message.get("content")
+        text = (
+            content
+            if isinstance(content, str)
+            else json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+        )
+        lines.append(f"{role}: {text}")
+    return "\n\n".join(lines)

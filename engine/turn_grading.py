@@ -188,7 +188,7 @@ def _grade(
         input_text = "\n".join(m["content"] for m in live if m["role"] == "user")
         calls = tool_calls_in(live)
     try:
-        submission = extract(extractor, replies, calls)
+        submission = extract(extractor, replies, calls, conversation)
     except RegexFailure as exc:  # the extractor's pattern could not run: this grade fails, the run goes on
         return TurnGrade(
             turn=position,

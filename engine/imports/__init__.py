@@ -90,18 +90,18 @@ def _convert_laid_out(files: Mapping[str, str], kind: str | None) -> ImportResul
     folder = posixpath.dirname(found.name)
     view = {_relative(path, folder): text for path, text in tree.items()}
     main = Parsed(posixpath.basename(found.name), found.data, found.repairs)
-    result = _convert_one(kind, main, view, name_unused=True)[0]
-    result.origin = found.name
+    result = _convert_one(kind, main, view, name_unused=True, origin=found.name)[0]
     for loss in result.losses:
         loss.file = posixpath.normpath(posixpath.join(folder, loss.file))
     return result
 
 
 def _convert_one(
-    kind: str, main: Parsed, files: dict[str, str], *, name_unused: bool = False
+    kind: str, main: Parsed, files: dict[str, str], *, name_unused: bool = False, origin: str = ""
 ) -> tuple[ImportResult, set[str]]:
-    """One suite file converted, its losses located; and the names of the files its converter read."""
-    report = Report()
+    """One suite file converted, its losses located; and the names of the files its converter read.
+    `origin`: the suite file's path among the files given, when it is not its name (files in folders)."""
+    report = Report(origin or main.name)
     for line in main.repairs:
         report.map(line)
     tracked = _Tracked(files)
@@ -116,7 +116,7 @@ def _convert_one(
                 or f"{name}: uploaded, but the suite does not refer to it — ignored"
             )
     result = report.finish(header, sections, attached, kind)
-    result.origin = main.name
+    result.origin = report.origin
     result.losses = [locate(line, main.name, files) for line in result.lost]
     return result, tracked.used
 
@@ -167,7 +167,7 @@ def convert_all(files: Mapping[str, str], hidden: Collection[str] = ()) -> Impor
         view = {_relative(path, folder): text for path, text in tree.items()}
         main = Parsed(posixpath.basename(parsed.name), parsed.data, parsed.repairs)
         try:
-            result, read = _convert_one(kind, main, view)
+            result, read = _convert_one(kind, main, view, origin=parsed.name)
         except ImportProblem as problem:
             message = str(problem)  # it starts with the suite file's name, or names the file at fault
             if message.startswith(main.name):
@@ -176,7 +176,6 @@ def convert_all(files: Mapping[str, str], hidden: Collection[str] = ()) -> Impor
                 message = f"{parsed.name}: {message}"
             imported.problems.append(message)
             continue
-        result.origin = parsed.name
         read = {posixpath.normpath(posixpath.join(folder, name)) for name in read}
         for loss in result.losses:
             loss.file = posixpath.normpath(posixpath.join(folder, loss.file))

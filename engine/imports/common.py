@@ -11,7 +11,7 @@ import math
 import posixpath
 import re
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import yaml
@@ -253,6 +253,97 @@ def _from_each_folder(path: str, names: list[str]) -> list[str]:
     return ["../" * ups + path for ups in range(0, 1 + max((name.count("../") for name in names), default=0))]
 
 
+# What makes a reference a glob rather than a path, as AgentV's file references read it (`*`, `?`, `{`) and
+# fast-glob besides (`[`).
+GLOB_MAGIC = re.compile(r"[*?[{]")
+
+
+def is_glob(reference: str) -> bool:
+    return bool(GLOB_MAGIC.search(reference.strip().removeprefix("file://")))
+
+
+def glob_files(files: Mapping[str, str], pattern: str, leave_out: Collection[str] = ()) -> list[str]:
+    """The files a glob names, as fast-glob (AgentV) and promptfoo's glob find them, from the suite file's
+    folder: `*` and `?` within one folder's name, `**` any number of folders, `[abc]` one of those
+    characters, `{a,b}` either text; a name that begins with `.` only where the pattern writes the dot. In
+    name order, as AgentV sorts them. In a flat upload (names alone, no folders), by the pattern's last
+    part."""
+    path = _referenced_path(pattern)
+    if path is None:
+        return []
+    names = [name for name in files if name not in leave_out]
+    wanted = [re.compile(_glob_regex(one)) for one in _braces(path)]
+    found = [name for name in names if any(regex.fullmatch(name) for regex in wanted)]
+    if not found and not any("/" in name for name in names):
+        last = [re.compile(_glob_regex(posixpath.basename(one))) for one in _braces(path)]
+        found = [name for name in names if any(regex.fullmatch(name) for regex in last)]
+    return sorted(found)
+
+
+def _braces(pattern: str) -> list[str]:
+    """`{a,b}` expanded: every pattern the braces stand for (nested too); braces without a comma stay."""
+    depth, start = 0, 0
+    for at, char in enumerate(pattern):
+        if char == "{":
+            start = at if depth == 0 else start
+            depth += 1
+        elif char == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                options = _top_level_split(pattern[start + 1 : at])
+                if len(options) > 1:
+                    head, tail = pattern[:start], pattern[at + 1 :]
+                    return [whole for option in options for whole in _braces(head + option + tail)]
+    return [pattern]
+
+
+def _top_level_split(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for char in text:
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+            continue
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        current += char
+    return [*parts, current]
+
+
+def _glob_regex(pattern: str) -> str:
+    """A glob without braces as a regular expression over a path's whole text."""
+    segments = pattern.split("/")
+    regex = ""
+    for number, segment in enumerate(segments):
+        last = number == len(segments) - 1
+        if segment == "**":
+            regex += r"(?:(?!\.)[^/]+/)*" + (r"(?!\.)[^/]+" if last else "")
+            continue
+        regex += _segment_regex(segment) + ("" if last else "/")
+    return regex
+
+
+def _segment_regex(segment: str) -> str:
+    out = "" if segment.startswith(".") else r"(?!\.)"
+    at = 0
+    while at < len(segment):
+        char = segment[at]
+        closing = segment.find("]", at + 2) if char == "[" else -1
+        if char == "*":
+            out += "[^/]*" if not out.endswith("[^/]*") else ""
+        elif char == "?":
+            out += "[^/]"
+        elif closing > 0:
+            inside = segment[at + 1 : closing]
+            negated = inside[:1] in ("!", "^")
+            inside = inside[1:] if negated else inside
+            out += "[" + ("^/" if negated else "") + inside.replace("\\", "\\\\").replace("[", "\\[") + "]"
+            at = closing
+        else:
+            out += re.escape(char)
+        at += 1
+    return out
+
+
 def dataset_too_big(name: str, text: str) -> None:
     if len(text.encode("utf-8", "surrogatepass")) > MAX_DATASET_BYTES:
         raise ImportProblem(f"{name} is larger than {MAX_DATASET_BYTES // 1_000_000} MB")
@@ -301,7 +392,10 @@ def _without_secrets(value: object) -> object:
 class Report:
     """Collects the mapped / unmapped / needed lines; row-level issues are grouped, one line each."""
 
-    def __init__(self) -> None:
+    def __init__(self, origin: str = "") -> None:
+        # The suite file's path among the files given (`skills/csv/evals/evals.json`): a converter whose
+        # format has no suite name names the suite after it, so two such files never share one.
+        self.origin = origin
         self.mapped: list[str] = []
         self.unmapped: list[str] = []
         self.needs: list[str] = []

@@ -22,13 +22,14 @@ EXTRACTORS = (
     "json",
     "tool_output",
     "tool_arguments",
+    "transcript",
 )
 RUBRIC_PLACEHOLDERS = ("input", "ground_truth", "submission")
 Grader = Literal["exact_match", "contains", "regex_match", "llm_judge"]
 
 
 class Extractor(StrictModel):
-    """Which text a grader reads: a reply, all replies, or a piece of one.
+    """Which text a grader reads: a reply, all replies, a piece of one, or the whole conversation.
 
     Written as a name (`last_assistant`) or a one-key mapping: `{pattern: "Answer: (\\d+)", group: 1}`,
     `{after_marker: "FINAL:"}`, `{json: result.answer}`, `{all_assistant: {separator: " | "}}`,
@@ -38,13 +39,13 @@ class Extractor(StrictModel):
 
     # How an extractor is written, for error messages: its fields are not what a suite writes.
     shape_in_words: ClassVar[str] = (
-        "a name (last_assistant, first_assistant, all_assistant, last_turn) or a one-key mapping "
+        "a name (last_assistant, first_assistant, all_assistant, last_turn, transcript) or a one-key mapping "
         "({pattern, group}, {after_marker}, {json}, {all_assistant: {separator}}, {tool_output}, {tool_arguments})"
     )
 
     kind: Literal[
         "last_assistant", "first_assistant", "all_assistant", "last_turn", "pattern", "after_marker", "json",
-        "tool_output", "tool_arguments",
+        "tool_output", "tool_arguments", "transcript",
     ]  # fmt: skip
     separator: str = Field("\n", description="all_assistant: text between replies.")
     pattern: str | None = Field(None, description="pattern: Python regex searched in the reply.")
@@ -169,7 +170,9 @@ class NamedGrader(StrictModel):
         description="llm_judge: judge temperature (default: the suite's judge_temperature).",
     )
     extractor: Extractor | None = Field(
-        None, description="What it reads (default: the suite's, else last_assistant)."
+        None,
+        description="What it reads (default: the suite's, else last_assistant; a check grader reads the "
+        "last reply unless it has one of its own).",
     )
     threshold: float | None = Field(
         None,

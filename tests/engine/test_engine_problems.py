@@ -137,7 +137,7 @@ EVAL = "name: s\nevals:\n  - "
         (
             "input: hi\n    ground_truth: x\n    extractor: 3",
             "evals[0].extractor",
-            "expected a name (last_assistant, first_assistant, all_assistant, last_turn) or a one-key mapping "
+            "expected a name (last_assistant, first_assistant, all_assistant, last_turn, transcript) or a one-key mapping "
             "({pattern, group}, {after_marker}, {json}, {all_assistant: {separator}}, {tool_output}, {tool_arguments}); found the number 3",
         ),
         (
@@ -185,7 +185,7 @@ def test_an_extractor_mapping_without_a_known_key_says_how_extractors_are_writte
     assert [(p.path, p.message) for p in problems] == [
         (
             "evals[0].extractor",
-            "expected a name (last_assistant, first_assistant, all_assistant, last_turn) or a one-key mapping "
+            "expected a name (last_assistant, first_assistant, all_assistant, last_turn, transcript) or a one-key mapping "
             "({pattern, group}, {after_marker}, {json}, {all_assistant: {separator}}, {tool_output}, {tool_arguments})",
         ),
         ("evals[0].extractor.patern", "unknown key `patern` (did you mean `pattern`?)"),

@@ -1,6 +1,7 @@
 """Scripted turns: the graders (exact, contains, regex, rubric judge) and the reply extractors that feed them.
 
-Everything goes through engine.conversation.run_eval with an in-test scripted ChatClient. No Django, no patching.
+Everything goes through engine.conversation.run_eval with an in-test scripted ChatClient, or a whole suite
+through engine.runner.run_suite on the fake OpenAI endpoint (a real HTTP server). No Django, no patching.
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ import pytest
 
 from engine.conversation import Defaults
 from engine.grading import extract, grade
+from engine.loader import load_suite
 from engine.schema import Extractor
 from tests.engine.doubles import TURN_USAGE, ScriptedClient, make_eval
+from tests.engine.import_fixtures import _run_on_fake
 from tests.engine.scripted_play import (
     _judge_eval,
     play,
@@ -218,3 +221,60 @@ def test_pattern_extractor_feeds_the_grader():
     )
     result, _ = play(ev, ["Let me think. 7*8... Answer: 56."])
     assert (result.status, result.per_turn_grades[0].submission) == ("passed", "56")
+
+
+# --- the transcript extractor, and check graders that take an extractor -------------------------------------
+
+
+def test_transcript_extractor_is_every_message_as_role_colon_content_without_tool_rounds():
+    """AgentV's transcript of a conversation (what its conversation-level assertions read): the messages'
+    texts, each `role: content`, a content that is not text as its JSON; the tool calls and results left out."""
+    conversation = [
+        {"role": "system", "content": "You are a travel agent."},
+        {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "function": {"name": "weather"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "21C"},
+        {"role": "assistant", "content": "It is 21C."},
+    ]
+    assert extract(ex("transcript"), ["It is 21C."], conversation=conversation) == (
+        "system: You are a travel agent.\n\n"
+        'user: [{"type":"text","text":"Weather in Paris?"}]\n\n'
+        "assistant: It is 21C."
+    )
+
+
+TRANSCRIPT_SUITE = """\
+name: transcript-checks
+extractor: first_assistant
+evals:
+  - id: support
+    messages:
+      - {role: system, content: You are ShopFast's support agent.}
+    turns:
+      - input: I'm Sarah, order 98765 is late.
+      - input: Expedite it, please.
+    graders:
+      whole: {kind: check, check: {contains: "98765"}, extractor: transcript}
+      last: {kind: check, check: {contains: "98765"}}
+      eta: {kind: check, check: {equals: Thursday}, extractor: {after_marker: "ETA:"}}
+    pass_rule: any
+"""
+
+
+def test_a_check_grader_reads_what_its_own_extractor_takes(fake_openai):
+    fake_openai.script(
+        "I'm Sarah, order 98765 is late.", ["Checking order 98765 now.", "Done. ETA: Thursday"]
+    )
+
+    (result,) = _run_on_fake(fake_openai, load_suite(TRANSCRIPT_SUITE)).evals
+
+    graded = {grader.name: grader.grades[0] for grader in result.graders}
+    # the whole conversation holds the order number the user gave
+    assert graded["whole"].score == 1.0
+    assert graded["whole"].submission.startswith(
+        "system: You are ShopFast's support agent.\n\nuser: I'm Sarah"
+    )
+    # without an extractor of its own a check grader reads the last reply, never the suite's default extractor
+    # (first_assistant would hold the number)
+    assert (graded["last"].score, graded["last"].submission) == (0.0, "Done. ETA: Thursday")
+    assert (graded["eta"].score, graded["eta"].submission) == (1.0, "Thursday")

@@ -130,13 +130,63 @@ def test_the_import_says_how_the_conversation_is_scored(imported):
     assert any("one more score beside the turns'" in line for line in result.mapped)
 
 
-def test_a_conversation_level_text_check_is_listed_as_reading_the_last_reply():
+TRANSCRIPT = pytest.mark.parametrize(
+    "folder",
+    ["agentv-conversation-transcript", "agentv-conversation-transcript-earlier"],
+    ids=["today", "earlier"],
+)
+
+
+def script_support(fake) -> None:
+    fake.script(
+        "Hi, I'm Sarah. Order #98765 is late.", ["Sorry Sarah, let me look.", "Done: it arrives Thursday."]
+    )
+    fake.script("Hello, my parcel #12 is late.", ["Let me check.", "Yes, it now arrives on Thursday."])
+
+
+@TRANSCRIPT
+def test_conversation_level_text_checks_read_the_whole_transcript(fake_openai, folder):
+    result = convert(project(folder))
+    assert result.lost == []
+    script_support(fake_openai)
+
+    report = play(fake_openai, result)
+
+    # AgentV (orchestrator.ts runConversationMode) checks them against every message as `role: content`: the
+    # order number is the user's, "ShopFast" the system message's, and the transcript starts with the system
+    # message, so all three pass, though the last reply holds none of them: (1 + 1 + 1) / 3
+    remembers = case(report, "remembers-the-order")
+    assert remembers.status == "passed" and remembers.score == pytest.approx(1.0)
+    assert {grader.score for grader in remembers.graders} == {1.0}
+    # `equals` compares the whole transcript, not the last reply that would equal it: 0, so (1 + 1 + 0) / 3
+    last = case(report, "last-reply-only")
+    assert last.status == "failed" and last.score == pytest.approx(2 / 3)
+    (equals,) = last.graders
+    assert equals.score == 0.0
+
+
+@TRANSCRIPT
+def test_the_transcript_is_every_message_as_role_colon_content(fake_openai, folder):
+    script_support(fake_openai)
+
+    report = play(fake_openai, convert(project(folder)))
+
+    grade = case(report, "remembers-the-order").graders[0].grades[0]
+    assert grade.submission == (
+        "system: You are a support agent for ShopFast.\n\n"
+        "user: Hi, I'm Sarah. Order #98765 is late.\n\n"
+        "assistant: Sorry Sarah, let me look.\n\n"
+        "user: Can you expedite it?\n\n"
+        "assistant: Done: it arrives Thursday."
+    )
+
+
+def test_a_conversation_level_code_grader_is_listed_as_reading_the_last_reply():
     source = EARLIER.replace(
         "      - Agent writes correct, well-formed Python code\n",
-        "      - Agent writes correct, well-formed Python code\n      - type: contains\n        value: add\n",
+        "      - Agent writes correct, well-formed Python code\n"
+        "      - type: code-grader\n        command: [python3, check.py]\n",
     )
-    result = convert({"suite.yaml": source})
+    result = convert({"suite.yaml": source, "check.py": "print('{}')\n"})
     (lost,) = result.lost
     assert "AgentV checks the whole transcript" in lost and "last reply" in lost
-    raw = yaml.safe_load(result.source)
-    assert raw["evals"][0]["pass_rule"]["weighted_average"] == {"criteria": 1.0, "contains-2": 1.0}

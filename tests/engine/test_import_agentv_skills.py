@@ -98,3 +98,24 @@ def test_what_agentv_does_not_run_is_listed():
     assert [ev["id"] for ev in yaml.safe_load(result.source)["evals"]] == ["1"]
     with pytest.raises(ImportProblem, match="`evals` is empty"):
         convert({"evals.json": json.dumps({"skill_name": "x", "evals": []})})
+
+
+def test_evals_files_of_one_skill_get_distinct_names_from_their_paths():
+    """AgentV names a suite after its file (yaml-parser.ts: the file's base name when it has no `name`); one
+    skill's evals files, beside each other or in two folders, must not share a suite name in a project."""
+    imported = convert_all(project("agentv-skills-twice"))
+    names = {result.origin: yaml.safe_load(result.source)["name"] for result in imported.results}
+    assert names == {
+        "evals.json": "csv-analyzer (evals.json)",
+        "csv-analyzer.evals.json": "csv-analyzer (csv-analyzer.evals.json)",
+        "legacy/evals.json": "csv-analyzer (legacy/evals.json)",
+    }
+    # stable: the same files give the same names, and the description stays the adapter's
+    again = convert_all(project("agentv-skills-twice"))
+    assert [yaml.safe_load(result.source)["name"] for result in again.results] == list(names.values())
+    assert {yaml.safe_load(result.source)["description"] for result in again.results} == {
+        "Evals for csv-analyzer skill"
+    }
+    # a file imported alone is named after its own name
+    alone = convert({"evals.json": project("agentv-skills-twice")["evals.json"]})
+    assert yaml.safe_load(alone.source)["name"] == "csv-analyzer (evals.json)"

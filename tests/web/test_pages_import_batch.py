@@ -201,3 +201,23 @@ def test_a_zip_of_an_agentv_folder_of_cases_imports_them_and_lists_its_typescrip
         "fix-null-check",
         "rename-user-field",
     ]
+
+
+def test_a_skills_evals_files_of_one_skill_are_created_side_by_side(logged_in, user):
+    """Three Agent Skills evals files of one skill in a zip: each a suite of its own name, all created."""
+    root = IMPORTS / "agentv-skills-twice"
+    entries = {
+        f"proj/{path.relative_to(root)}": path.read_bytes() for path in root.rglob("*") if path.is_file()
+    }
+    upload = SimpleUploadedFile("proj.zip", zipped(entries), content_type="application/zip")
+    page = logged_in.post(URL, {"files": [upload]}).content.decode()
+    assert "3 suites found" in page and "suite names must differ" not in page
+
+    response = logged_in.post(URL, {"action": "create-all", "suite[]": carried(page)})
+
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert set(Suite.objects.filter(owner=user).values_list("name", flat=True)) == {
+        "csv-analyzer (proj/evals.json)",
+        "csv-analyzer (proj/csv-analyzer.evals.json)",
+        "csv-analyzer (proj/legacy/evals.json)",
+    }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from .. import promptfoo
-from ..common import Converted, Report
+from ..common import Converted, Report, is_glob
 from . import skills
 from .reader import convert_file, folder_like
 from .skills import skills_shape
@@ -43,10 +43,11 @@ def earlier_shape(data: object) -> bool:
     tests = data.get("tests")
     if isinstance(
         tests, str
-    ):  # a file of cases, or a folder of them (`./cases/`, a case.yaml in each folder)
+    ):  # a file of cases, a glob of them, or a folder (`./cases/`, a case.yaml in each)
         return (
             tests.startswith("file://")
             or tests.lower().endswith((".jsonl", ".yaml", ".yml", ".json"))
+            or is_glob(tests)
             or folder_like(tests)
         )
     if not isinstance(tests, list) or not tests or "evals" in data:

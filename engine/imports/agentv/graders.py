@@ -414,22 +414,31 @@ class Graders(ItemChecks):
             )
 
     def rubrics(self, items: list, label: str) -> dict:
+        """v2 `rubrics` as one judge of the checklist, scored as AgentV scores it: the weighted share of its
+        items met. An item's `required` fails only the rubric's verdict in AgentV, never the case, so the
+        judge is not told of it."""
         lines = []
+        weights = []
         for item in items:
             if isinstance(item, str):
-                lines.append(f"- {item}")
+                lines.append(item)
+                weights.append(1.0)
             elif isinstance(item, dict) and as_text(item.get("description") or item.get("outcome")):
-                text = as_text(item.get("description") or item.get("outcome"))
-                required = " (required)" if item.get("required") else ""
-                lines.append(f"- {text}{required}")
-                if "weight" in item:
-                    self.report.group(
-                        "rubric weights: evalsite's judge scores the checklist as a whole", label
-                    )
-        self.report.group("rubrics → one llm_judge check with the checklist", label, mapped=True)
+                lines.append(as_text(item.get("description") or item.get("outcome")))
+                weight = as_number(item.get("weight"))
+                weights.append(1.0 if weight is None or weight <= 0 else float(weight))
+        weighted = len(set(weights)) > 1
+        listed = "\n".join(
+            f"- {text}" + (f" (weight {weight:g})" if weighted else "")
+            for text, weight in zip(lines, weights, strict=True)
+        )
+        self.report.group(
+            "rubrics → one llm_judge check scoring the share of the checklist met", label, mapped=True
+        )
         return {
             "llm_judge": {
-                "criteria": "The reply meets every item of this checklist:\n" + "\n".join(lines),
+                "criteria": "Score each item of this checklist 1 when the reply meets it and 0 when it does not; "
+                f"the score is their {'weighted mean' if weighted else 'mean'}:\n{listed}",
                 "threshold": self.threshold,
             }
         }

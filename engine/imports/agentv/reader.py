@@ -18,6 +18,8 @@ from ..common import (
     basename,
     find_file,
     find_folder,
+    glob_files,
+    is_glob,
     parse_yaml,
     short,
 )
@@ -58,7 +60,7 @@ def convert_file(name: str, data: dict, files: dict[str, str], report: Report) -
     key = next(
         (k for k in ("tests", "evalcases", "testcases") if isinstance(data.get(k), (list, str))), "tests"
     )
-    cases = _external_cases(data.get(key), key, files, report)
+    cases, unmatched = _external_cases(data.get(key), key, files, report, name)
     declared: dict[str, None] = {}
     inline = cases is data.get(key)
     cases = _environment(cases, key, declared, report)
@@ -68,6 +70,11 @@ def convert_file(name: str, data: dict, files: dict[str, str], report: Report) -
     }
     if inline:
         data[key] = cases
+    if not cases and unmatched:
+        raise ImportProblem(
+            f"{name} keeps its cases in the files the glob {', '.join(unmatched)} names, and none of the files "
+            "given matches it: import the folder that holds them (on the Import page, a zip of it)"
+        )
     if not cases and report.needs:
         if any(need.endswith("/") for need in report.needs):
             raise ImportProblem(
@@ -234,19 +241,26 @@ def _with_sidecar(name: str, data: dict, files: dict[str, str], report: Report) 
     return merged
 
 
-def _external_cases(raw: object, key: str, files: dict[str, str], report: Report) -> object:
-    """Cases kept in other files (`tests: ./dataset.jsonl`, `tests: file://cases.yaml`, or `- file://more.jsonl`
-    among the cases): read from the uploaded files, a YAML list or JSON lines; one not uploaded is asked for."""
+def _external_cases(
+    raw: object, key: str, files: dict[str, str], report: Report, suite: str = ""
+) -> tuple[object, list[str]]:
+    """Cases kept in other files (`tests: ./dataset.jsonl`, `tests: file://cases.yaml`, `- file://more.jsonl`
+    among the cases, or a glob, `tests: ./cases/*.yaml`): read from the uploaded files, a YAML list or JSON
+    lines; one not uploaded is asked for. Also the globs that matched no file given."""
     items = [raw] if isinstance(raw, str) else raw
     if not isinstance(items, list):
-        return raw
+        return raw, []
     cases: list[object] = []
+    unmatched: list[str] = []
     for number, item in enumerate(items):
         if not isinstance(item, str):
             cases.append(item)
             continue
         reference = item.removeprefix("file://")
         where = f"{key}[{number}]" if isinstance(raw, list) else key
+        if is_glob(reference):
+            cases.extend(_glob_cases(reference.strip(), where, key, files, report, suite, unmatched))
+            continue
         found = None if reference.rstrip().endswith("/") else find_file(files, reference)
         folder = find_folder(files, reference) if found is None else None
         if folder is not None:
@@ -263,24 +277,60 @@ def _external_cases(raw: object, key: str, files: dict[str, str], report: Report
             report.need(basename(reference))
             report.lose(f"{where}: the cases in {reference} were not uploaded — upload it and import again")
             continue
-        name, text = found
-        loaded: object = None
-        try:
-            if name.lower().endswith(".jsonl"):
-                loaded = [json.loads(line) for line in text.splitlines() if line.strip()]
-            else:
-                loaded = parse_yaml(name, text)
-        except (ValueError, ImportProblem) as exc:
-            report.lose(f"{where}: {name} could not be read ({short(str(exc), 80)}), its cases left out")
-            continue
-        if isinstance(loaded, dict) and isinstance(loaded.get(key), list):
-            loaded = loaded[key]
-        if not isinstance(loaded, list):
-            report.lose(f"{where}: {name} holds no list of cases, left out")
-            continue
-        report.map(f"{where}: {name} → its {len(loaded)} cases")
-        cases.extend(loaded)
+        cases.extend(_file_cases(*found, where, key, report))
+    return cases, unmatched
+
+
+def _glob_cases(
+    pattern: str,
+    where: str,
+    key: str,
+    files: dict[str, str],
+    report: Report,
+    suite: str,
+    unmatched: list[str],
+) -> list[object]:
+    """A glob of case files, as AgentV reads `tests: ./cases/*.yaml` (yaml-parser.ts resolveIncludePaths):
+    every file it matches, in path order, each a file of cases. An eval file among them is refused, as AgentV
+    refuses it: `tests` names raw cases, and an eval file is a suite of its own."""
+    names = glob_files(files, pattern, leave_out={suite})
+    if not names:
+        unmatched.append(pattern)
+        report.lose(f"{where}: the glob {pattern} matches none of the files given — give the files it names "
+                    "(import the folder that holds them) and import again")  # fmt: skip
+        return []
+    suites = [name for name in names if re.search(r"\.eval\.ya?ml$", name, re.IGNORECASE)]
+    if suites:
+        raise ImportProblem(
+            f"{where}: the glob {pattern} matches {', '.join(suites)}, an AgentV eval file — `tests` reads raw "
+            "case files only, as AgentV does (an eval file is a suite of its own: import it as one)"
+        )
+    cases: list[object] = []
+    for name in names:
+        cases.extend(_file_cases(name, files[name], where, key, report))
+    report.map(f"{where}: the glob {pattern} → {len(names)} file{'s' if len(names) != 1 else ''} of cases, in "
+               "path order")  # fmt: skip
     return cases
+
+
+def _file_cases(name: str, text: str, where: str, key: str, report: Report) -> list[object]:
+    """The cases of one file: JSON lines, a JSON or YAML list (or a mapping holding one under `key`)."""
+    loaded: object = None
+    try:
+        if name.lower().endswith(".jsonl"):
+            loaded = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            loaded = parse_yaml(name, text)
+    except (ValueError, ImportProblem) as exc:
+        report.lose(f"{where}: {name} could not be read ({short(str(exc), 80)}), its cases left out")
+        return []
+    if isinstance(loaded, dict) and isinstance(loaded.get(key), list):
+        loaded = loaded[key]
+    if not isinstance(loaded, list):
+        report.lose(f"{where}: {name} holds no list of cases, left out")
+        return []
+    report.map(f"{where}: {name} → its {len(loaded)} cases")
+    return loaded
 
 
 def folder_like(reference: str) -> bool:

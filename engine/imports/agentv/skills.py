@@ -35,7 +35,13 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         f"{name}: an Agent Skills evals.json, read as AgentV's read adapter reads it (the eval file "
         "`agentv convert` writes)"
     )
-    report.map(f"skill_name: {skill} → description: Evals for {skill} skill")
+    # AgentV names the suite after its file; one skill may have several evals files (`evals.json` beside
+    # `csv-analyzer.evals.json`, or in two folders), and suite names are unique in a project, so the file's
+    # path among those given goes with the skill's name.
+    title = f"{skill} ({report.origin or name})"
+    report.map(
+        f"skill_name: {skill} → description: Evals for {skill} skill; name: {title} (the skill and its file)"
+    )
     for key in data:
         if key not in ("skill_name", "evals"):
             report.skip(f"{key}: {short(data[key], 50)} — not read by AgentV's adapter either")
@@ -82,5 +88,5 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
         "expectations → the criteria of one rubric (a judge each), passing on the share met at 0.8, as AgentV "
         "scores them; expected_output is a criterion, not a reference answer, as AgentV's adapter reads it"
     )
-    suite = {"description": f"Evals for {skill} skill", "tests": tests}
+    suite = {"name": title, "description": f"Evals for {skill} skill", "tests": tests}
     return promptfoo.convert_agentv(name, suite, files, report)

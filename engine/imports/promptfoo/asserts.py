@@ -91,6 +91,8 @@ class Assertions(Judges, CodeChecks):
         weight *= share
         required = item.get("required")
         threshold = as_share(item.get("threshold"))
+        if self.agentv and required is True and as_share(item.get("min_score")) is not None:
+            threshold = float(item["min_score"])  # AgentV gates a required grader at its min_score, if given
         metric = as_text(item.get("metric")) or as_text(item.get("name"))
         negate = item.get("negate") is True and (kind in JUDGE_TYPES or kind in CODE_TYPES + ("python",))
         if negate:

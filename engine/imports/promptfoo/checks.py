@@ -335,6 +335,9 @@ def as_jsonable(value: object) -> object:
 # Checks that read the tool calls in their view: graded once, they see every call of the conversation, as
 # AgentV's conversation-level trajectory assertions see the whole trace.
 CONVERSATION_WIDE_CHECKS = ("tool_called", "tool_not_called", "tool_sequence", "tool_result")
+# What AgentV's deterministic assertions become (contains, icontains, -any, -all, starts-with, ends-with, regex,
+# equals, is-json, negated too): graded once, they read the whole transcript, as AgentV's read its candidate.
+TRANSCRIPT_CHECKS = ("contains", "regex", "equals", "starts_with", "is_json")
 
 
 def conversation_rule(
@@ -343,15 +346,25 @@ def conversation_rule(
     """AgentV's conversation-level assertions as the eval's named graders, graded once after the last turn,
     and the pass rule that scores them as AgentV does: their weighted mean is one more score beside the
     turns', all combined by the test's aggregation (`with_turns`). A judge reads every reply (its
-    {submission}) with the conversation shown; a check that reads text still reads the last reply, where
-    AgentV reads the whole transcript, which is listed. None when no grader has a weight above 0."""
+    {submission}) with the conversation shown; a text check reads the whole transcript, every message as
+    `role: content`, as AgentV's does (orchestrator.ts runConversationMode: its candidate is the transcript);
+    any other check still reads the last reply, which is listed. None when no grader has a weight above 0."""
     weights = {key: round(value, 6) for key, value in weights.items() if key in graders and value > 0}
     if not weights:
         return None
     for name, grader in graders.items():
+        check = grader.get("check") or {}
         if grader.get("kind") == "llm_judge":
             grader["extractor"] = "all_assistant"
-        elif not any(key in CONVERSATION_WIDE_CHECKS for key in grader.get("check") or {}):
+        elif any(key in TRANSCRIPT_CHECKS for key in check):
+            grader["extractor"] = "transcript"
+            report.group(
+                "conversation-level text assertions → check graders reading the whole transcript (extractor: "
+                "transcript, every message as `role: content`), as AgentV checks them",
+                where,
+                mapped=True,
+            )
+        elif not any(key in CONVERSATION_WIDE_CHECKS for key in check):
             report.group(
                 f"conversation-level assertion {name}: AgentV checks the whole transcript (every message as "
                 "`role: content`); evalsite's check grader reads the last reply",

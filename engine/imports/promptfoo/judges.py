@@ -46,9 +46,7 @@ class Judges:
                 if isinstance(entry, str):
                     entries.append({"outcome": entry})
                 elif isinstance(entry, dict) and isinstance(entry.get("score_ranges"), dict):
-                    entries.append(
-                        {**entry, "outcome": ranges_text(entry), "required": entry.get("min_score")}
-                    )
+                    entries.append({**entry, "outcome": ranges_text(entry)})
                 elif isinstance(entry, dict) and as_text(entry.get("outcome") or entry.get("criteria")
                                                           or entry.get("description")):  # fmt: skip
                     entries.append(entry)
@@ -83,25 +81,43 @@ class Judges:
 
     def rubric_items(self, out: Graded, entries: list[dict], weight: float, ctx: Context, base: str, required,
                      threshold: float | None, prompt=None, where: str | None = None) -> None:  # fmt: skip
-        """A weighted list of rubric criteria: one judge grader each, weighted by its share of the list's
-        weight (their weighted mean is the list's score)."""
+        """A weighted list of rubric criteria, which AgentV grades as one rubric scoring the weighted share
+        met: one judge grader each, weighted by its share of the list's weight (their weighted mean is the
+        list's score). A criterion's own `required` (AgentV's default) or `min_score` fails only the rubric's
+        verdict, and AgentV passes a case on its score, so neither gates the eval here. A list that is itself
+        `required` gates the eval on that score: one judge grader scores the whole list."""
         weights = []
         for entry in entries:
             own = as_number(entry.get("weight"))
             weights.append(1.0 if own is None or own <= 0 else float(own))
         total = sum(weights)
-        for entry, own in zip(entries, weights, strict=True):
-            text = as_text(entry.get("outcome") or entry.get("criteria") or entry.get("description")) or ""
-            text = self.render(text, ctx.variables, where or ctx.where)
-            grader = self.judge_grader(text, prompt, ctx, where or ctx.where)
+        at = where or ctx.where
+        texts = [
+            self.render(as_text(entry.get("outcome") or entry.get("criteria") or entry.get("description")) or "",
+                        ctx.variables, at)
+            for entry in entries
+        ]  # fmt: skip
+        if self.agentv and any("required" in entry or "min_score" in entry for entry in entries):
+            self.report.group("rubric criteria's own `required` / `min_score` → not a gate on the eval: AgentV "
+                              "fails only the rubric's verdict and passes the case on its score", at, mapped=True)  # fmt: skip
+        gate = required is True or (as_share(required) and not isinstance(required, bool))
+        if gate and len(entries) > 1:
+            grader = self.judge_grader(_share_of(entries, texts, weights), prompt, ctx, at)
+            if grader is not None:
+                self.add(out, base, grader, None, weight, required, threshold, ctx, at)
+                self.report.group("a `required` rubric list → one llm_judge grader scoring the share of its "
+                                  "criteria met, required: AgentV gates the case on the rubric's score", at,
+                                  mapped=True)  # fmt: skip
+            return
+        for entry, own, text in zip(entries, weights, texts, strict=True):
+            grader = self.judge_grader(text, prompt, ctx, at)
             if grader is None:
                 return
-            entry_required = entry.get("required", required)
             name = as_text(entry.get("id")) or (
                 base if len(entries) == 1 else f"{base}-{len(out.graders) + 1}"
             )
-            self.add(out, name, grader, None, weight * own / total, entry_required,
-                     as_share(entry.get("threshold")) or threshold, ctx, where or ctx.where)  # fmt: skip
+            self.add(out, name, grader, None, weight * own / total, required,
+                     as_share(entry.get("threshold")) or threshold, ctx, at)  # fmt: skip
 
     def judge_grader(self, criteria: str | None, prompt, ctx: Context, where: str) -> dict | None:
         """An llm_judge grader: the given judge prompt (a file, inline text, or the suite's rubric prompt)
@@ -166,3 +182,23 @@ class Judges:
         if "{submission}" not in text:
             text += "\n\nThe reply:\n{submission}"
         return text + "\n"
+
+
+def _share_of(entries: list[dict], texts: list[str], weights: list[float]) -> str:
+    """A rubric list as one criterion, scored as AgentV scores it: each criterion 1 when met, 0 when not (or
+    its level divided by 10), the score their weighted mean."""
+    weighted = len(set(weights)) > 1
+    lines = [
+        f"- {text}" + (f" (weight {own:g})" if weighted else "")
+        for text, own in zip(texts, weights, strict=True)
+    ]
+    levels = (
+        ", or, for one scored by levels, the level reached divided by 10"
+        if any(isinstance(entry.get("score_ranges"), dict) for entry in entries)
+        else ""
+    )
+    mean = "weighted mean" if weighted else "mean"
+    return (
+        f"Score each of these criteria 1 when the reply meets it and 0 when it does not{levels}; the score is "
+        f"their {mean}:\n" + "\n".join(lines)
+    )

@@ -65,6 +65,7 @@ class Reader(Sources, Messages, Conversations):
         self.suite_asserts: list = []  # AgentV's root-level assertions, which a test may skip
         self.threaded = False  # a prompt loops over `_conversation`: the tests are turns of conversations
         self.suite_vars: dict[str, str | None] = {}  # `{{ env.NAME }}` as suite variables, with defaults
+        self.unmatched: list[str] = []  # the tests globs no file given matches
         self.model_settings: dict | None = (
             None  # the providers' generation settings (engine.imports.settings)
         )
@@ -104,6 +105,11 @@ class Reader(Sources, Messages, Conversations):
             )
         prompts = self.prompts()
         tests = self.tests(data.get("tests"), "tests") + self.scenarios(data.get("scenarios"))
+        if not tests and self.unmatched:
+            raise ImportProblem(
+                f"{self.name} keeps its tests in the files the glob {', '.join(self.unmatched)} names, and none "
+                "of the files given matches it: import the folder that holds them (on the Import page, a zip of it)"
+            )
         if not tests:
             raise ImportProblem(f"{self.name} has no tests: {a(self.tool)} file lists them under `tests`")
         evals, notes = self.evals(tests, default, prompts)

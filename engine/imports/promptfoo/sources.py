@@ -4,10 +4,8 @@ YAML, JSON, JSONL, globs) and scenarios."""
 from __future__ import annotations
 
 import csv
-import fnmatch
 import io
 import json
-import posixpath
 import re
 
 from ..common import (
@@ -16,6 +14,8 @@ from ..common import (
     as_text,
     basename,
     find_file,
+    glob_files,
+    is_glob,
     parse_yaml,
     short,
 )
@@ -75,7 +75,7 @@ class Sources:
         if path.lower().endswith((".py", ".js", ".ts", ".mjs", ".cjs")):
             self.report.lose(f"{where}: {path} is a prompt function — evalsite cannot run it; left out")
             return []
-        if "*" in path:  # a glob: every uploaded file it matches, in name order
+        if is_glob(path):  # a glob: every uploaded file it matches, in name order
             names = self.glob(path)
             if not names:
                 self.report.lose(f"{where}: no uploaded file matches {path} — upload them and import again")
@@ -149,15 +149,10 @@ class Sources:
         return out
 
     def glob(self, pattern: str) -> list[str]:
-        """The files a glob names, from the suite file's folder as promptfoo resolves it (a `*` stays within
-        one folder); in a flat upload, by base name. Never the suite file itself."""
-        pattern = posixpath.normpath(pattern.removeprefix("file://").strip().lstrip("/"))
-        folder, wanted = posixpath.split(pattern)
-        names = [n for n in self.files if n != self.name]
-        found = [n for n in names if posixpath.dirname(n) == folder and fnmatch.fnmatch(basename(n), wanted)]
-        if not found and not any("/" in n for n in names):  # a flat upload: files by their names alone
-            found = [n for n in names if fnmatch.fnmatch(n, wanted)]
-        return sorted(found)
+        """The files a glob names, from the suite file's folder as promptfoo and AgentV resolve it (`*` within
+        one folder, `**` across folders, `?`, `[…]`, `{a,b}`); in a flat upload, by base name. Never the suite
+        file itself."""
+        return glob_files(self.files, pattern, leave_out={self.name})
 
     def test_file(self, reference: str, where: str) -> list[tuple[str, dict]]:
         path = reference.removeprefix("file://").strip()
@@ -166,10 +161,17 @@ class Sources:
                 f"{where}: {path} generates tests with code — evalsite cannot run it; not converted"
             )
             return []
-        names = self.glob(path) if "*" in path else []
-        if "*" in path and not names:
+        names = self.glob(path) if is_glob(path) else []
+        if is_glob(path) and not names:
+            self.unmatched.append(path)
             self.report.lose(f"{where}: no uploaded file matches {path} — upload them and import again")
             return []
+        suites = [name for name in names if self.agentv and re.search(r"\.eval\.ya?ml$", name, re.IGNORECASE)]
+        if suites:  # AgentV refuses them (yaml-parser.ts loadRawCasesFromShorthand)
+            raise ImportProblem(
+                f"{where}: the glob {path} matches {', '.join(suites)}, an AgentV eval file — `tests` reads raw "
+                "case files only, as AgentV does (an eval file is a suite of its own: import it as one)"
+            )
         if not names:
             found = find_file(self.files, path)
             if found is None:
