@@ -30,19 +30,42 @@ def test_two_models_make_a_grid_on_the_terminal_and_in_every_export(fake, suite)
     assert "[3/3] good temperature=0.7: 2 passed, 0 failed, 0 errors of 2" in lines
     table = lines[lines.index("eval    good  bad   good temperature=0.7") :]
     assert table[1:3] == [
-        "eval-1  pass  FAIL  pass",
+        "eval-1  pass  FAIL  pass                  differs",
         "eval-2  pass  pass  pass",
     ]  # the one that differs first
+    assert "1 of 2 evals end differently across variants." in lines
     assert any(line.startswith("good                  100% [34%–100%]") for line in lines), result.stdout
     rows = list(csv.reader((out / "grid.csv").open()))
     bad_status = rows[0].index("bad status")
     assert [row[3] for row in rows[1:]] == ["passed", "passed"] and rows[1][bad_status] == "failed"
-    assert "| eval-1 | pass | FAIL | pass |" in (out / "grid.md").read_text()
+    assert "| eval-1 | pass | FAIL | pass | differs |" in (out / "grid.md").read_text()
     suites = ET.parse(out / "grid.xml").getroot().findall("testsuite")
     assert [s.get("failures") for s in suites] == ["0", "1", "0"]
     bad = json.loads((out / "results.bad.json").read_text())
     assert bad["model"] == "bad" and bad["totals"]["failed"] == 1
     assert {body["model"] for body in fake.chat_requests()} == {"good", "bad"}
+
+
+def test_a_row_with_an_error_is_marked_incomplete_on_the_terminal_and_in_the_markdown(fake, suite):
+    """As on the matrix's page and in its CSV: a variant whose conversation errored has no verdict, so its row
+    is `incomplete`, not `differs`, and comes after the rows whose verdicts differ."""
+    fake.rule("What is 15 * 7?", "105", model="good")
+    fake.rule("What is 15 * 7?", "100", model="bad")
+    fake.rule("What is 2 + 2?", "4", model="good")
+    fake.rule("What is 2 + 2?", Reply(status=400, text="no such model"), model="bad")
+    result = run_on(fake, suite, "--model", "good,bad", "--markdown", str(suite.parent / "grid.md"))
+    assert result.returncode == 3, result.stdout + result.stderr  # an error in a variant: as a run's
+    lines = result.stdout.splitlines()
+    assert (
+        "1 of 2 evals end differently across variants; 1 more has a cell with no verdict to compare (an "
+        "error, or cancelled), listed after them." in lines
+    )
+    table = lines[lines.index("eval    good  bad") :]
+    assert table[1:3] == ["eval-1  pass  FAIL   differs", "eval-2  pass  error  incomplete"]
+    markdown = (suite.parent / "grid.md").read_text()
+    assert "| eval | good | bad |  |" in markdown
+    assert "| eval-1 | pass | FAIL | differs |\n| eval-2 | pass | error | incomplete |" in markdown
+    assert "1 more has a cell with no verdict to compare" in markdown
 
 
 def test_a_variant_it_cannot_read_is_one_line_and_nothing_is_called(fake, suite):
