@@ -210,9 +210,12 @@ def test_a_named_endpoints_cap_shared_by_its_variants_is_said_with_the_concurren
     assert shared_caps(registry, variants, 2) == ""  # 2 × 2 fit in 4
 
 
-def test_a_matrix_on_a_server_names_the_variant_on_each_progress_line(monkeypatch, tmp_path, capsys):
-    """`--server` with `--model a,b` follows a run per variant: each progress line says whose it is (its number
-    and name), as a matrix played here says each variant's end, or two variants' lines read alike."""
+def test_a_matrix_on_a_server_follows_its_runs_together_and_says_each_end_as_it_comes(
+    monkeypatch, tmp_path, capsys
+):
+    """`--server` with `--model a,b` polls every run still going each round, not the first run to its end and
+    then the next: the second variant, which ends first, is said first, each end led by its variant's number
+    and name, as a matrix played here says it (tests/e2e/test_e2e_matrix.py has the real server's)."""
     from engine.loader import load_suite
     from engine.outcomes import Status
     from engine.results import RunReport, RunTotals, SuiteRef
@@ -234,10 +237,16 @@ def test_a_matrix_on_a_server_names_the_variant_on_each_progress_line(monkeypatc
         counts = {"passed": done, "failed": 0, "error": 0}
         return {"status": status, "progress": {"done": done, "total": 1, "counts": counts}}
 
+    asked = []
+
     class Server:
         def __init__(self, url, token):
-            # Each run is seen running, then passed.
-            self.polls = {f"r{n}": [progress("running", 0), progress("passed", 1)] for n in (1, 2)}
+            # The first run plays for three rounds, the second for one.
+            running = progress("running", 0)
+            self.polls = {
+                "r1": [running, running, running, progress("passed", 1)],
+                "r2": [running, progress("passed", 1)],
+            }
 
         def launch(self, body, path):
             assert path == "/api/matrices" and [v["model"] for v in body["variants"]] == ["m", "m"]
@@ -247,7 +256,10 @@ def test_a_matrix_on_a_server_names_the_variant_on_each_progress_line(monkeypatc
 
         def call(self, method, path, body=None):
             run_id = path.split("/")[3]
-            return 200, results if path.endswith("/results") else self.polls[run_id].pop(0)
+            if path.endswith("/results"):
+                return 200, results
+            asked.append(run_id)
+            return 200, self.polls[run_id].pop(0)
 
     monkeypatch.setattr(matrix, "Server", Server)
     monkeypatch.setattr(remote, "POLL_SECONDS", 0)
@@ -255,10 +267,9 @@ def test_a_matrix_on_a_server_names_the_variant_on_each_progress_line(monkeypatc
     code = main(["run", str(path), "--server", "http://server", "--model", "m,m@temperature=0.7"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    progress_lines = [line for line in err.splitlines() if "conversation done" in line]
-    assert progress_lines == [
-        "[1/2] m: 0/1 conversation done · 0 passed · 0 failed · 0 errored",
-        "[1/2] m: 1/1 conversation done · 1 passed · 0 failed · 0 errored",
-        "[2/2] m temperature=0.7: 0/1 conversation done · 0 passed · 0 failed · 0 errored",
-        "[2/2] m temperature=0.7: 1/1 conversation done · 1 passed · 0 failed · 0 errored",
+    assert asked == ["r1", "r2", "r1", "r2", "r1", "r1"]
+    ends = [line for line in out.splitlines() if line.endswith(" errors of 1")]
+    assert ends == [
+        "[2/2] m temperature=0.7: 1 passed, 0 failed, 0 errors of 1",
+        "[1/2] m: 1 passed, 0 failed, 0 errors of 1",
     ]
