@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import fieldvalues, judge_checks, patterns, tool_checks
 from .clients import ChatClient, EndpointError, estimate_tokens
 from .codegrade.run import CodeScope, grade_code
 from .matching import MISSING, glob_match, is_json_reply, json_field
-from .results import CheckResult, ToolCall, Usage
+from .results import CallRef, CheckResult, ToolCall, TurnRecord, Usage
 from .schema import DEFAULT_EMBEDDING_MODEL, Check
 from .text import plural
 from .transcript import tool_calls_in
@@ -36,6 +36,9 @@ class Reply:
     # Every call of the conversation so far as recorded (the model's mistakes marked); None: read from
     # `conversation`, where nothing marks them.
     conversation_calls: list[ToolCall] | None = None
+    # The conversation's turns before this one, whose calls (among `conversation_calls`) a `scope:
+    # conversation` tool check credits by turn.
+    earlier: Sequence[TurnRecord] = ()
 
 
 @dataclass
@@ -258,10 +261,20 @@ def _tool(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     matcher_judge = tool_checks.argument_judge(judge) if tool_checks.judged(check) else None
     looked_at = tool_checks.counted(spec, calls)
     ok, reason, matched = tool_checks.GRADERS[check.kind](spec, looked_at, matcher_judge, where)
-    # Which of this turn's calls it matched, by position in the turn's calls; an earlier turn's are not.
+    # Which of this turn's calls it matched, by position in the turn's calls, and which of the earlier turns'
+    # by turn and position; a given history's calls are no turn's, so they count but are not credited.
     position = {id(call): at for at, call in enumerate(reply.tool_calls)}
     mine = sorted(position[id(looked_at[at])] for at in matched if id(looked_at[at]) in position)
-    return _result(check, ok, reason + tool_checks.uncounted(spec, calls), matched_calls=mine)
+    extra = {}
+    if spec.scope == "conversation":
+        places = {
+            id(call): CallRef(turn=turn.turn, call=at)
+            for turn in reply.earlier
+            for at, call in enumerate(turn.tool_calls)
+        }
+        found = [places[id(looked_at[at])] for at in matched if id(looked_at[at]) in places]
+        extra["matched_earlier_calls"] = sorted(found, key=lambda ref: (ref.turn, ref.call))
+    return _result(check, ok, reason + tool_checks.uncounted(spec, calls), matched_calls=mine, **extra)
 
 
 def _any_of(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:

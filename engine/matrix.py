@@ -545,6 +545,30 @@ def grid_csv(grid: Grid) -> str:
     return out.getvalue()
 
 
+def row_mark(row: Row) -> str:
+    """The word a row carries beside its cells, as the page's badge says it: `differs` when two variants'
+    verdicts differ, `incomplete` when a variant has none to compare (an error, a cancelled conversation),
+    else nothing."""
+    return "differs" if row.disagrees else "incomplete" if row.incomplete else ""
+
+
+def agreement_line(grid: Grid) -> str:
+    """How many evals end differently across the variants, and how many more have a cell with no verdict to
+    compare, in the page's words; said "so far" while a variant still plays."""
+    rows = len(grid.rows)
+    differ = sum(row.disagrees for row in grid.rows)
+    incomplete = sum(row.incomplete and not row.disagrees for row in grid.rows)
+    line = f"{differ} of {plural(rows, 'eval')} end differently across variants"
+    line += " so far" if not grid.finished else ""
+    if incomplete:
+        line += (
+            f"; {incomplete} more {'has' if incomplete == 1 else 'have'} a cell with no verdict to compare (an "
+            "error, or cancelled)"
+        )
+        line += ", listed after them" if grid.sort == "disagreement" else ""
+    return line + "."
+
+
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -564,9 +588,9 @@ def partial_note(grid: Grid) -> list[str]:
 
 
 def grid_markdown(grid: Grid, limit: int = 200) -> str:
-    """The per-variant summary, the differences beyond chance, then the grid in the grid's order (verdicts
-    that differ first, then evals a variant has no verdict on); while a variant still plays, a line first that
-    says the figures are so far."""
+    """The per-variant summary, the differences beyond chance, how many evals end differently, then the grid
+    in the grid's order (verdicts that differ first, marked `differs`, then evals a variant has no verdict on,
+    marked `incomplete`); while a variant still plays, a line first that says the figures are so far."""
     header = summary_header(grid)
     note = partial_note(grid)
     lines = [*(f"**{_md(line)}**" for line in note), *([""] if note else [])]
@@ -576,10 +600,14 @@ def grid_markdown(grid: Grid, limit: int = 200) -> str:
     lines += (
         ["", *(f"- {line}" for line in differences)] if differences else ["", "No difference beyond chance."]
     )
-    lines += ["", "| eval | " + " | ".join(_md(column.label) for column in grid.columns) + " |"]
-    lines.append("|" + "---|" * (len(grid.columns) + 1))
+    if grid.rows:
+        lines += ["", agreement_line(grid)]
+    # The last column, headed by nothing, is the row's mark: `differs` or `incomplete`, as on the page.
+    lines += ["", "| eval | " + " | ".join(_md(column.label) for column in grid.columns) + " |  |"]
+    lines.append("|" + "---|" * (len(grid.columns) + 2))
     for row in grid.rows[:limit]:
-        lines.append(f"| {_md(row.name)} | " + " | ".join(cell_text(cell) for cell in row.cells) + " |")
+        cells = [cell_text(cell) for cell in row.cells]
+        lines.append(f"| {_md(row.name)} | " + " | ".join([*cells, row_mark(row)]) + " |")
     if len(grid.rows) > limit:
         lines.append(f"\n…and {len(grid.rows) - limit} more evals.")
     return "\n".join(lines) + "\n"
@@ -608,8 +636,9 @@ def matrix_junit(documents: Sequence[tuple[str, str]]) -> str:
 
 
 def grid_text(grid: Grid, limit: int = 50) -> str:
-    """The terminal's table: each variant's figures, the differences beyond chance, then the grid, evals
-    in the grid's order (verdicts that differ first, then evals a variant has no verdict on)."""
+    """The terminal's table: each variant's figures, the differences beyond chance, how many evals end
+    differently, then the grid, evals in the grid's order (verdicts that differ first, marked `differs`, then
+    evals a variant has no verdict on, marked `incomplete`)."""
     summary = [summary_header(grid), *summary_rows(grid)]
     lines = _aligned(summary)
     differences = difference_lines(grid)
@@ -617,8 +646,11 @@ def grid_text(grid: Grid, limit: int = 50) -> str:
         ["", *differences] if differences else ["", "No difference between two variants is beyond chance."]
     )
     shown = grid.rows[:limit]
-    table = [["eval", *(column.label for column in grid.columns)]]
-    table += [[row.name, *(cell_text(cell) for cell in row.cells)] for row in shown]
+    if shown:
+        lines += ["", agreement_line(grid)]
+    # The last column, headed by nothing, is the row's mark: `differs` or `incomplete`, as on the page.
+    table = [["eval", *(column.label for column in grid.columns), ""]]
+    table += [[row.name, *(cell_text(cell) for cell in row.cells), row_mark(row)] for row in shown]
     lines += ["", *_aligned(table)]
     if len(grid.rows) > limit:
         lines.append(f"…and {len(grid.rows) - limit} more evals (--csv or --markdown has them all)")

@@ -41,6 +41,14 @@ class Usage(BaseModel):
 CRITERION = "criterion"  # the type of one weighted criterion of an llm_judge check, one of its children
 
 
+class CallRef(BaseModel):
+    """A tool call of an earlier turn of the conversation: the turn's number (TurnRecord.turn) and the call's
+    0-based position in that turn's `tool_calls`."""
+
+    turn: int
+    call: int
+
+
 class CheckResult(BaseModel):
     type: str
     label: str  # how the check reads to a person, e.g. match "*105*"
@@ -68,6 +76,9 @@ class CheckResult(BaseModel):
     # A tool check: the calls of its turn it matched (counted, found breaking it, or whose result it read), as
     # 0-based positions in the turn's `tool_calls`; None for the other checks.
     matched_calls: list[int] | None = None
+    # A `scope: conversation` tool check: the calls of earlier turns it matched, as `matched_calls` counts
+    # them, each by its turn; None for the other checks.
+    matched_earlier_calls: list[CallRef] | None = None
 
     @property
     def is_criterion(self) -> bool:

@@ -127,6 +127,7 @@ def graded_turn(
         conversation=conversation,
         tool_calls=calls,
         conversation_calls=conversation_calls(sent[:given], earlier) + calls,
+        earlier=earlier,
     )
     condition = decided = None
     try:

@@ -32,9 +32,11 @@ from engine.results import RunReport
 from engine.text import plural, terminal_safe
 
 from .common import BROKEN, FAILED, PASSED, UserError, suite_to_run
+from .following import Followed, follow_all
 from .options import run_options
 from .outputs import exit_code
-from .remote import Server, _detail, _watch, followed, launch_body, settled_results
+from .remote import Server, _detail, followed, launch_body, settled_results
+from .run import PROGRESS_EVERY
 
 
 def json_paths(path: Path, variants: list[Variant]) -> list[Path]:
@@ -95,7 +97,6 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     from .database import endpoint_registry
     from .local import bind_vars, cache_note, check_model_refs, interrupted, say_estimate, stream_json
     from .progress import Progress, Tally
-    from .run import PROGRESS_EVERY
 
     suite, files = suite_to_run(args.file, "nothing was run")
     suite, values = bind_vars(args.file, suite, getattr(args, "vars", None))
@@ -274,8 +275,9 @@ def _write(path: Path, option: str, text: str) -> None:
 
 
 def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> int:
-    """POST /api/matrices with the suite and its files, follow each variant's run until all have ended (the
-    server plays them side by side), then the same grid and files as a matrix played here."""
+    """POST /api/matrices with the suite and its files, follow every variant's run at once until all have
+    ended (the server plays them side by side; following.py), then the same grid and files as a matrix played
+    here."""
     token = (args.token or os.environ.get("EVALSITE_TOKEN", "")).strip()
     if not token:
         raise UserError("--server needs an API token: set EVALSITE_TOKEN (or pass --token)")
@@ -298,12 +300,15 @@ def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> i
           file=sys.stderr, flush=True)  # fmt: skip
     runs = [variant["run"]["id"] for variant in launched["variants"]]
     labels = [variant["label"] for variant in launched["variants"]]
-    # Each run's progress is said as the local matrix says a variant's end: its number and name, or the
-    # lines of one variant could not be told from another's.
-    names = [terminal_safe(f"[{n}/{len(runs)}] {label}") for n, label in enumerate(labels, 1)]
+    # Each run is named as the local matrix names a variant: its number and name, or the figures of one
+    # variant could not be told from another's.
+    followed_runs = [
+        Followed(run_id, terminal_safe(f"[{n}/{len(runs)}] {label}"))
+        for n, (run_id, label) in enumerate(zip(runs, labels, strict=True), 1)
+    ]
     try:
         with followed("the matrix", launched["url"]):
-            finals = [_watch(server, run_id, name) for run_id, name in zip(runs, names, strict=True)]
+            finals = follow_all(server, followed_runs, every=getattr(args, "progress_every", PROGRESS_EVERY))
     except KeyboardInterrupt:
         for run_id in runs:
             server.call("POST", f"/api/runs/{run_id}/cancel")

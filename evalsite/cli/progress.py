@@ -1,5 +1,6 @@
-"""What `evalsite run` shows while a suite plays here: on a terminal, a live line (rich) under the report as
-it grows; elsewhere, as in CI, a plain line every few seconds. Progress goes to stderr, the report to stdout.
+"""What `evalsite run` shows while a suite plays, here or on a server: on a terminal, a live line (rich) under
+the report as it grows (a matrix on a server: a line per variant); elsewhere, as in CI, a plain line every few
+seconds. Progress goes to stderr, the report to stdout.
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ class Tally:
             f"{short} · {clock(elapsed)}{f' ETA {eta}' if eta else ''}"
         )
 
+    def live(self, width: int | None = None) -> str:
+        """What the live display shows: the line."""
+        return self.line(width)
+
     def spent(self) -> str:
         """What the run has spent so far, as far as prices tell: "$0.0123", "at least $0.0123" or "cost
         unknown" (every endpoint it paid for has no prices)."""
@@ -90,11 +95,12 @@ def _copy(playing: set[Calls]) -> Iterable[Calls]:
 
 
 class Progress:
-    """Shows a Tally while a run plays and prints the report's pieces as they come (`say`).
+    """Shows a Tally (or anything with its `live` and `line`: following.MatrixTally) while a run plays and
+    prints the report's pieces as they come (`say`).
 
-    `live`: a rich line on stderr, redrawn in place, with the report printed above it (through rich when
-    stdout is the terminal too, else straight to stdout). Otherwise a plain line on stderr every `every`
-    seconds (0: none), and the report straight to stdout."""
+    `live`: a rich display on stderr (`tally.live`), redrawn in place, with the report printed above it
+    (through rich when stdout is the terminal too, else straight to stdout). Otherwise a plain line on stderr
+    every `every` seconds (`tally.line`; 0: none), and the report straight to stdout."""
 
     def __init__(self, tally: Tally, *, live: bool, every: float) -> None:
         self.tally = tally
@@ -123,7 +129,7 @@ class Progress:
 
     def _render(self):
         width = self.live.console.width if self.live is not None else None
-        return self._text(self.tally.line(width), no_wrap=True, overflow="ellipsis")
+        return self._text(self.tally.live(width), no_wrap=True, overflow="ellipsis")
 
     def __enter__(self) -> Progress:
         if self.live is not None:

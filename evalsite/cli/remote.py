@@ -253,19 +253,18 @@ def followed(what: str, url: str) -> Iterator[None]:
         raise UserError(f"{exc}; {what} goes on on the server: {url}", code=BROKEN) from None
 
 
-def _watch(server: Server, run_id: str, name: str = "") -> str:
-    """Poll until the run has finished; say its progress on stderr when it changes, each line led by `name`
-    when it is one run of several (a matrix's variant). Its final status."""
+def _watch(server: Server, run_id: str) -> str:
+    """Poll until the run has finished; say its progress on stderr when it changes. Its final status. (A
+    matrix's runs are followed together: following.py.)"""
     said = ""
-    lead = f"{name}: " if name else ""
-    say_slow = SlowReporter(lambda line: print(lead + line, file=sys.stderr, flush=True))
+    say_slow = SlowReporter(lambda line: print(line, file=sys.stderr, flush=True))
     while True:
         status, payload = server.call("GET", f"/api/runs/{run_id}")
         if status != 200:
             raise UserError(f"the run went missing on the server ({status}): {_detail(payload)}", code=BROKEN)
         progress = payload["progress"]
         counts = progress["counts"]
-        line = lead + (
+        line = (
             f"{progress['done']}/{plural(progress['total'], 'conversation')} done · {counts['passed']} passed · "
             f"{counts['failed']} failed · {counts['error']} errored"
         )

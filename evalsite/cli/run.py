@@ -104,8 +104,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--progress-every", type=progress_seconds, default=PROGRESS_EVERY, metavar="SECONDS",
-        help="in a run here with stderr not a terminal (CI), print a progress line there every SECONDS (default "
-        f"{PROGRESS_EVERY:g}; 0: never); on a terminal a live line shows it instead",
+        help="in a run here or a matrix on a server, with stderr not a terminal (CI), print a progress line there "
+        f"every SECONDS (default {PROGRESS_EVERY:g}; 0: never); on a terminal a live line shows it instead",
     )  # fmt: skip
     parser.add_argument(
         "--timeout",

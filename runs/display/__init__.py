@@ -26,7 +26,7 @@ from .state import (
     waiting,
     workers,
 )
-from .tools import CallView, TurnTools, check_anchor, pretty_json, tools_by_turn, turn_tools
+from .tools import CallView, TurnTools, check_anchor, credited_calls, pretty_json, tools_by_turn, turn_tools
 from .transcript import (
     FILE_BLOCK,
     ROLE_CLASSES,
@@ -46,6 +46,7 @@ __all__ = [
     "check_anchor",
     "pretty_json",
     "tools_by_turn",
+    "credited_calls",
     "turn_tools",
     "FILE_BLOCK",
     "GATE_OPS",

@@ -1,6 +1,7 @@
 """A turn's tool calls as the transcript shows them: each call's arguments and result pretty-printed, its
-latency, whose fault an error was, and the tool checks of the turn that graded it. Read from the stored turn
-record, so showing them costs no query."""
+latency, whose fault an error was, and the tool checks that graded it: its turn's, and the `scope:
+conversation` checks of later turns, which name their turn. Such a check names in turn each call it credited
+and the turn that made it. Read from the stored turn records, so showing them costs no query."""
 
 from __future__ import annotations
 
@@ -16,11 +17,23 @@ TOOL_CHECK_PREFIX = "tool_"
 
 @dataclass(frozen=True)
 class CheckLink:
-    """A tool check of the turn that graded the call, and where it is on the page."""
+    """A tool check that graded the call, and where it is on the page; `turn`: the check's turn when it is a
+    later one than the call's (a `scope: conversation` check), None when it is the call's own."""
 
     anchor: str
     label: str
     passed: bool
+    turn: int | None = None
+
+
+@dataclass(frozen=True)
+class CallLink:
+    """A call a `scope: conversation` tool check credited, as the check names it: the tool, the turn that made
+    the call, and where the call is on the page."""
+
+    anchor: str
+    name: str
+    turn: int
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,11 @@ class TurnTools:
     @property
     def several_rounds(self) -> bool:
         return len(self.rounds) > 1
+
+
+def call_anchor(turn: int, position: int) -> str:
+    """The id of a turn's call (0-based `position` in the turn's `tool_calls`) on the transcript page."""
+    return f"turn-{turn}-call-{position + 1}"
 
 
 def check_anchor(turn: int, index: int) -> str:
@@ -114,19 +132,55 @@ def credits(check: CheckResult, position: int, name: str) -> bool:
     return names_tool(check, name)
 
 
-def _checks_of(turn: TurnRecord, position: int, name: str) -> list[CheckLink]:
-    return [
+# The checks of later turns that credited a call: (the call's turn, its 0-based position) -> their links.
+Later = dict[tuple[int, int], list[CheckLink]]
+
+
+def _checks_of(turn: TurnRecord, position: int, name: str, later: Later) -> list[CheckLink]:
+    own = [
         CheckLink(check_anchor(turn.turn, index), check.label, check.passed)
         for index, check in enumerate(turn.checks)
         if credits(check, position, name)
     ]
+    return own + later.get((turn.turn, position), [])
 
 
-def _call(turn: TurnRecord, number: int, round_number: int, call: ToolCall) -> CallView:
+def later_credits(turns: list[TurnRecord]) -> Later:
+    """The `scope: conversation` tool checks that credited calls of an earlier turn, by the call they
+    credited."""
+    found: Later = {}
+    for turn in turns:
+        for index, check in enumerate(turn.checks):
+            for ref in check.matched_earlier_calls or ():
+                link = CheckLink(check_anchor(turn.turn, index), check.label, check.passed, turn.turn)
+                found.setdefault((ref.turn, ref.call), []).append(link)
+    return found
+
+
+def credited_calls(turns: list[TurnRecord]) -> dict[int, dict[int, list[CallLink]]]:
+    """{turn: {check's 1-based position: the calls it credited}} for the tool checks that credited calls of
+    earlier turns: every call each matched, earlier turns' first, each with the turn that made it."""
+    calls = {turn.turn: turn.tool_calls for turn in turns}
+    found: dict[int, dict[int, list[CallLink]]] = {}
+    for turn in turns:
+        for index, check in enumerate(turn.checks):
+            if not check.matched_earlier_calls:
+                continue
+            places = [(ref.turn, ref.call) for ref in check.matched_earlier_calls]
+            places += [(turn.turn, position) for position in check.matched_calls or ()]
+            found.setdefault(turn.turn, {})[index + 1] = [
+                CallLink(call_anchor(at, position), calls[at][position].name, at)
+                for at, position in places
+                if position < len(calls.get(at, ()))
+            ]
+    return found
+
+
+def _call(turn: TurnRecord, number: int, round_number: int, call: ToolCall, later: Later) -> CallView:
     arguments, arguments_json, inline = _arguments(call)
     result, result_json = pretty_json(call.result)
     return CallView(
-        anchor=f"turn-{turn.turn}-call-{number}",
+        anchor=call_anchor(turn.turn, number - 1),
         round=round_number,
         name=call.name,
         arguments=arguments,
@@ -139,32 +193,35 @@ def _call(turn: TurnRecord, number: int, round_number: int, call: ToolCall) -> C
         source=call.source,
         latency_ms=call.latency_ms,
         call_id=call.id,
-        checks=_checks_of(turn, number - 1, call.name),
+        checks=_checks_of(turn, number - 1, call.name, later),
     )
 
 
-def _round(turn: TurnRecord, number: int, round_: ToolRound, first_call: int) -> RoundView:
+def _round(turn: TurnRecord, number: int, round_: ToolRound, first_call: int, later: Later) -> RoundView:
     return RoundView(
         number=number,
         text=round_.text,
         latency_ms=round_.latency_ms,
         tokens=round_.usage.total_tokens,
-        calls=[_call(turn, first_call + i, number, call) for i, call in enumerate(round_.calls)],
+        calls=[_call(turn, first_call + i, number, call, later) for i, call in enumerate(round_.calls)],
         incomplete=round_.incomplete,
     )
 
 
-def turn_tools(turn: TurnRecord) -> TurnTools | None:
-    """The turn's tool rounds as the transcript folds them under the model's reply; None without any."""
+def turn_tools(turn: TurnRecord, later: Later | None = None) -> TurnTools | None:
+    """The turn's tool rounds as the transcript folds them under the model's reply; None without any.
+    `later`: the later turns' checks that credited its calls (later_credits)."""
     if not turn.tool_rounds:
         return None
     rounds, first = [], 1
     for number, round_ in enumerate(turn.tool_rounds, start=1):
-        rounds.append(_round(turn, number, round_, first))
+        rounds.append(_round(turn, number, round_, first, later or {}))
         first += len(round_.calls)
     return TurnTools(rounds, first - 1)
 
 
 def tools_by_turn(turns: list[TurnRecord]) -> dict[int, TurnTools]:
-    """{turn: its tool calls} for the turns that called tools."""
-    return {turn.turn: view for turn in turns if (view := turn_tools(turn)) is not None}
+    """{turn: its tool calls} for the turns that called tools, each call with the checks of any of `turns`
+    that credited it."""
+    later = later_credits(turns)
+    return {turn.turn: view for turn in turns if (view := turn_tools(turn, later)) is not None}

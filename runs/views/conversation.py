@@ -141,6 +141,7 @@ def _conversation_page(request: HttpRequest, access: Access, index: int) -> Http
         **_live_context(access, conversation, records, turns),
         "turns": shown,
         "tools": display.tools_by_turn(shown),
+        "credited": display.credited_calls(shown),
         "reviews": display.review_rows(turns, rows, can_override),
         "original": conversation.original,
         "override_count": len(reviews),
@@ -175,6 +176,7 @@ def _conversation_poll(request: HttpRequest, access: Access, index: int) -> Http
         **_live_context(access, conversation, records, turns, after),
         "turns": new,  # appended below the ones already shown
         "tools": display.tools_by_turn(new),
+        "credited": display.credited_calls(turns),  # a new turn's checks name the earlier turns' calls too
         "oob": True,
     }
     if active:

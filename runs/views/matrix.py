@@ -70,8 +70,8 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
         "columns": columns,
         "rows": rows,
         "differences": grids.difference_lines(grid),
-        "disagreeing": sum(row.disagrees for row in grid.rows),
-        "incomplete": sum(row.incomplete and not row.disagrees for row in grid.rows),
+        # In the words the terminal's table and the Markdown export say it.
+        "agreement": grids.agreement_line(grid),
         # A column of the simulated user's tokens only when a variant has some, as on a run's page.
         "user_tokens": any(stats.user_tokens for stats in grid.stats),
         "progress": {"done": done, "total": total},

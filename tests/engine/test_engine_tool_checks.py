@@ -10,6 +10,7 @@ import pytest
 
 from engine.checks import calls_out
 from engine.loader import load_suite
+from engine.results import CallRef
 from engine.schema import Check
 from engine.transcript import format_transcript, tool_calls_in
 from tests.engine.fake_play import play, play_async
@@ -360,6 +361,54 @@ def test_matched_calls_are_the_turns_positions_with_mistakes_and_earlier_turns_a
     )
     turn = play(fake_openai, source).turns[1]
     assert [check.matched_calls for check in turn.checks] == [[1], [], []]  # the rejected call is position 0
+    # The conversation's search was turn 1's: credited there, by its turn; a check of the reply credits none.
+    assert [check.matched_earlier_calls for check in turn.checks] == [[], None, [CallRef(turn=1, call=0)]]
+
+
+def test_a_conversation_scoped_check_credits_each_call_it_matched_to_the_turn_that_made_it(fake_openai):
+    """Satisfied by calls made anywhere in the conversation up to its turn, it credits the calls it matched
+    where they were made: a search of turn 1 and a weather call of turn 2 by turn and position, this turn's
+    booking in `matched_calls`. A given history's call counts, but no turn made it, so none is credited."""
+    # The script answers by the number of assistant messages so far: the history holds two.
+    given = ["(given)", "(given)"]
+    fake_openai.script(
+        "Anything booked already?",
+        [*given, _calls(SEARCH), "Found.", _calls(WEATHER, SEARCH), "Mild.", _calls(BOOK), "Booked."],
+    )
+    source = (
+        TOOLS
+        + """evals:
+  - messages:
+      - {role: user, content: Anything booked already?}
+      - {role: assistant, tool_calls: [{id: h1, function: {name: search, arguments: {q: Rome}}}]}
+      - {role: tool, tool_call_id: h1, content: nothing}
+      - {role: assistant, content: Nothing yet.}
+    turns:
+      - input: Find a flight
+      - input: And the weather?
+      - input: Book it
+        checks:
+          - tool_sequence: {calls: [search, get_weather, book], mode: in_order, scope: conversation}
+          - tool_called: {name: search, scope: conversation, times: 3}
+          - tool_not_called: {name: get_weather, scope: conversation}
+          - tool_called: book
+"""
+    )
+    result = play(fake_openai, source)
+    assert [len(turn.tool_calls) for turn in result.turns] == [1, 2, 1]
+    sequence, searches, no_weather, booked = result.turns[2].checks
+    assert sequence.passed and searches.passed and not no_weather.passed and booked.passed
+    # In order, the first search is the history's: paired, so counted, but no turn's to credit.
+    assert sequence.matched_calls == [0]
+    assert sequence.matched_earlier_calls == [CallRef(turn=2, call=0)]
+    # Three searches counted: the history's, turn 1's and turn 2's second call; the history's is no turn's.
+    assert (searches.matched_calls, searches.matched_earlier_calls) == (
+        [], [CallRef(turn=1, call=0), CallRef(turn=2, call=1)]
+    )  # fmt: skip
+    assert (no_weather.matched_calls, no_weather.matched_earlier_calls) == ([], [CallRef(turn=2, call=0)])
+    assert (booked.matched_calls, booked.matched_earlier_calls) == ([0], None)
+    dumped = result.turns[2].model_dump(mode="json")["checks"][0]
+    assert dumped["matched_earlier_calls"] == [{"turn": 2, "call": 0}]
 
 
 # --- scope ---------------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from engine.matrix import (
     CellIn,
     ColumnIn,
     VariantError,
+    agreement_line,
     build_grid,
     cell_text,
     difference_lines,
@@ -23,6 +24,7 @@ from engine.matrix import (
     mcnemar,
     parse_variants,
     percentile,
+    row_mark,
 )
 
 
@@ -114,6 +116,45 @@ def test_an_error_or_a_cancelled_cell_is_no_disagreement_and_comes_after_the_rea
     ]  # fmt: skip
     # A cell not played yet is neither: the row waits for it.
     assert [row.eval_id for row in build_grid([column("a", "pq"), column("b", "pp")]).rows] == ["e0", "e1"]
+
+
+def test_the_terminal_and_the_markdown_mark_each_row_as_the_page_does():
+    """`differs` where verdicts differ, `incomplete` where a variant has none to compare, nothing where they
+    agree, and the page's count of each; "so far" while a variant plays."""
+    grid = build_grid([column("a", "pepfp"), column("b", "ppcpp"), column("c", "ppfpe")])
+    assert [(row.eval_id, row_mark(row)) for row in grid.rows] == [
+        ("e2", "differs"), ("e3", "differs"), ("e1", "incomplete"), ("e4", "incomplete"), ("e0", ""),
+    ]  # fmt: skip
+    said = (
+        "2 of 5 evals end differently across variants; 2 more have a cell with no verdict to compare (an error, "
+        "or cancelled), listed after them."
+    )
+    text = grid_text(grid).splitlines()
+    assert said in text
+    table = [
+        re.split(r"\s{2,}", line.replace("pass (turn 2)", "pass")) for line in text[text.index(said) + 2 :]
+    ]
+    assert table == [
+        ["eval", "a", "b", "c"],
+        ["e2", "pass", "cancelled", "FAIL", "differs"], ["e3", "FAIL", "pass", "pass", "differs"],
+        ["e1", "error", "pass", "pass", "incomplete"], ["e4", "pass", "pass", "error", "incomplete"],
+        ["e0", "pass", "pass", "pass"],
+    ]  # fmt: skip
+    markdown = grid_markdown(grid).replace("pass (turn 2)", "pass")
+    assert said in markdown.splitlines()
+    assert (
+        "| eval | a | b | c |  |\n|---|---|---|---|---|\n| e2 | pass | cancelled | FAIL | differs |"
+        in markdown
+    )
+    assert (
+        "| e1 | error | pass | pass | incomplete |" in markdown
+        and "| e0 | pass | pass | pass |  |" in markdown
+    )
+    in_suite_order = build_grid([column("a", "pe"), column("b", "pq")], sort="suite")
+    assert agreement_line(in_suite_order) == (
+        "0 of 2 evals end differently across variants so far; 1 more has a cell with no verdict to compare (an "
+        "error, or cancelled)."
+    )
 
 
 def test_an_iteration_that_errored_takes_none_of_the_other_variants_iterations_out_of_the_test():

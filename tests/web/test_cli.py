@@ -101,7 +101,7 @@ def test_evalrun_default_endpoint_report_json_and_exit_code(tmp_path, var_dir, f
         "type": "match", "label": 'match "*105*"', "passed": False, "score": 0.0,
         "reason": "reply does not match", "raw": None, "parsed_from": None, "read_from": None,
         "first_answer": None, "children": [], "judged": None, "judge_reason": None, "scale_note": None,
-        "overridden": False, "matched_calls": None,
+        "overridden": False, "matched_calls": None, "matched_earlier_calls": None,
     }  # fmt: skip
     assert data["totals"]["evals"] == 2 and data["totals"]["failed"] == 1 and data["totals"]["turns"] == 3
 

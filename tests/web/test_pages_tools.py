@@ -214,6 +214,43 @@ def test_a_tool_check_is_credited_to_the_calls_it_graded_not_every_call_of_that_
     assert "✗ checked" in rome[: rome.index("</li>")]  # the call that broke tool_not_called
 
 
+def test_a_conversation_scoped_check_is_credited_to_an_earlier_turns_call_each_naming_the_others_turn(
+    logged_in, user, fake_endpoint, fake_openai
+):
+    """Turn 2's `tool_called search (conversation)` passed on turn 1's search: that call says it was checked by
+    turn 2's check, and the check names the call and the turn that made it, each linking to the other."""
+    search = Reply(tool_calls=[{"name": "lookup", "arguments": {"q": "flights to Paris"}}])
+    fake_openai.script("Find a flight", [search, "Found two.", "You are welcome."])
+    tools = SUITE.replace("name: agent", "name: agent-conversation").split("evals:")[0]
+    source = (
+        tools
+        + """evals:
+  - id: trip
+    turns:
+      - input: Find a flight
+      - input: Thanks
+        checks:
+          - contains: welcome
+          - tool_called: {name: lookup, scope: conversation}
+"""
+    )
+    version = suite_services.create_suite(owner=user, source=source).latest_version
+    run = play(create_run(version=version, user=user))
+    assert run.status == Status.PASSED, list(run.conversations.values_list("verdict", flat=True))
+    content = page_of(logged_in, run, 0).content.decode()
+    call = content[content.index('id="turn-1-call-1"') :]
+    call = call[: call.index("</li>")]
+    assert re.findall(r'href="#(turn-\d+-check-\d+)"', call) == ["turn-2-check-2"]
+    assert "✓ checked" in call
+    assert "tool_called lookup (conversation)</code> in turn 2</a>" in call
+    check = content[content.index('id="turn-2-check-2"') :]
+    check = check[: check.index("</li>")]
+    assert re.findall(r'href="#(turn-\d+-call-\d+)"', check) == ["turn-1-call-1"]
+    assert " ".join(html.unescape(re.sub(r"<[^>]+>", " ", check)).split()).endswith(
+        "Calls it matched: lookup in turn 1"
+    )
+
+
 def test_a_call_without_a_function_name_is_named_so(logged_in, user):
     version = suite_services.create_suite(owner=user, source=SUITE).latest_version
     run = make_run(version, user, conversations=1)

@@ -30,19 +30,42 @@ def test_two_models_make_a_grid_on_the_terminal_and_in_every_export(fake, suite)
     assert "[3/3] good temperature=0.7: 2 passed, 0 failed, 0 errors of 2" in lines
     table = lines[lines.index("eval    good  bad   good temperature=0.7") :]
     assert table[1:3] == [
-        "eval-1  pass  FAIL  pass",
+        "eval-1  pass  FAIL  pass                  differs",
         "eval-2  pass  pass  pass",
     ]  # the one that differs first
+    assert "1 of 2 evals end differently across variants." in lines
     assert any(line.startswith("good                  100% [34%–100%]") for line in lines), result.stdout
     rows = list(csv.reader((out / "grid.csv").open()))
     bad_status = rows[0].index("bad status")
     assert [row[3] for row in rows[1:]] == ["passed", "passed"] and rows[1][bad_status] == "failed"
-    assert "| eval-1 | pass | FAIL | pass |" in (out / "grid.md").read_text()
+    assert "| eval-1 | pass | FAIL | pass | differs |" in (out / "grid.md").read_text()
     suites = ET.parse(out / "grid.xml").getroot().findall("testsuite")
     assert [s.get("failures") for s in suites] == ["0", "1", "0"]
     bad = json.loads((out / "results.bad.json").read_text())
     assert bad["model"] == "bad" and bad["totals"]["failed"] == 1
     assert {body["model"] for body in fake.chat_requests()} == {"good", "bad"}
+
+
+def test_a_row_with_an_error_is_marked_incomplete_on_the_terminal_and_in_the_markdown(fake, suite):
+    """As on the matrix's page and in its CSV: a variant whose conversation errored has no verdict, so its row
+    is `incomplete`, not `differs`, and comes after the rows whose verdicts differ."""
+    fake.rule("What is 15 * 7?", "105", model="good")
+    fake.rule("What is 15 * 7?", "100", model="bad")
+    fake.rule("What is 2 + 2?", "4", model="good")
+    fake.rule("What is 2 + 2?", Reply(status=400, text="no such model"), model="bad")
+    result = run_on(fake, suite, "--model", "good,bad", "--markdown", str(suite.parent / "grid.md"))
+    assert result.returncode == 3, result.stdout + result.stderr  # an error in a variant: as a run's
+    lines = result.stdout.splitlines()
+    assert (
+        "1 of 2 evals end differently across variants; 1 more has a cell with no verdict to compare (an "
+        "error, or cancelled), listed after them." in lines
+    )
+    table = lines[lines.index("eval    good  bad") :]
+    assert table[1:3] == ["eval-1  pass  FAIL   differs", "eval-2  pass  error  incomplete"]
+    markdown = (suite.parent / "grid.md").read_text()
+    assert "| eval | good | bad |  |" in markdown
+    assert "| eval-1 | pass | FAIL | differs |\n| eval-2 | pass | error | incomplete |" in markdown
+    assert "1 more has a cell with no verdict to compare" in markdown
 
 
 def test_a_variant_it_cannot_read_is_one_line_and_nothing_is_called(fake, suite):
@@ -187,9 +210,12 @@ def test_a_named_endpoints_cap_shared_by_its_variants_is_said_with_the_concurren
     assert shared_caps(registry, variants, 2) == ""  # 2 × 2 fit in 4
 
 
-def test_a_matrix_on_a_server_names_the_variant_on_each_progress_line(monkeypatch, tmp_path, capsys):
-    """`--server` with `--model a,b` follows a run per variant: each progress line says whose it is (its number
-    and name), as a matrix played here says each variant's end, or two variants' lines read alike."""
+def test_a_matrix_on_a_server_follows_its_runs_together_and_says_each_end_as_it_comes(
+    monkeypatch, tmp_path, capsys
+):
+    """`--server` with `--model a,b` polls every run still going each round, not the first run to its end and
+    then the next: the second variant, which ends first, is said first, each end led by its variant's number
+    and name, as a matrix played here says it (tests/e2e/test_e2e_matrix.py has the real server's)."""
     from engine.loader import load_suite
     from engine.outcomes import Status
     from engine.results import RunReport, RunTotals, SuiteRef
@@ -211,10 +237,16 @@ def test_a_matrix_on_a_server_names_the_variant_on_each_progress_line(monkeypatc
         counts = {"passed": done, "failed": 0, "error": 0}
         return {"status": status, "progress": {"done": done, "total": 1, "counts": counts}}
 
+    asked = []
+
     class Server:
         def __init__(self, url, token):
-            # Each run is seen running, then passed.
-            self.polls = {f"r{n}": [progress("running", 0), progress("passed", 1)] for n in (1, 2)}
+            # The first run plays for three rounds, the second for one.
+            running = progress("running", 0)
+            self.polls = {
+                "r1": [running, running, running, progress("passed", 1)],
+                "r2": [running, progress("passed", 1)],
+            }
 
         def launch(self, body, path):
             assert path == "/api/matrices" and [v["model"] for v in body["variants"]] == ["m", "m"]
@@ -224,7 +256,10 @@ def test_a_matrix_on_a_server_names_the_variant_on_each_progress_line(monkeypatc
 
         def call(self, method, path, body=None):
             run_id = path.split("/")[3]
-            return 200, results if path.endswith("/results") else self.polls[run_id].pop(0)
+            if path.endswith("/results"):
+                return 200, results
+            asked.append(run_id)
+            return 200, self.polls[run_id].pop(0)
 
     monkeypatch.setattr(matrix, "Server", Server)
     monkeypatch.setattr(remote, "POLL_SECONDS", 0)
@@ -232,10 +267,9 @@ def test_a_matrix_on_a_server_names_the_variant_on_each_progress_line(monkeypatc
     code = main(["run", str(path), "--server", "http://server", "--model", "m,m@temperature=0.7"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    progress_lines = [line for line in err.splitlines() if "conversation done" in line]
-    assert progress_lines == [
-        "[1/2] m: 0/1 conversation done · 0 passed · 0 failed · 0 errored",
-        "[1/2] m: 1/1 conversation done · 1 passed · 0 failed · 0 errored",
-        "[2/2] m temperature=0.7: 0/1 conversation done · 0 passed · 0 failed · 0 errored",
-        "[2/2] m temperature=0.7: 1/1 conversation done · 1 passed · 0 failed · 0 errored",
+    assert asked == ["r1", "r2", "r1", "r2", "r1", "r1"]
+    ends = [line for line in out.splitlines() if line.endswith(" errors of 1")]
+    assert ends == [
+        "[2/2] m temperature=0.7: 1 passed, 0 failed, 0 errors of 1",
+        "[1/2] m: 1 passed, 0 failed, 0 errors of 1",
     ]
