@@ -59,6 +59,8 @@ class LaunchIn(Schema):
     yaml: str | None = None  # or a suite's YAML: saved as a new version of the suite it names, if it changed
     files: dict[str, str] | None = None  # attached files for `yaml` (name -> text); default: the latest's
     model: str | None = None  # override the suite's model ("endpoint/model", "mock")
+    # Conversations in flight at once; more than the model's endpoint allows is refused (422). Default: 10,
+    # held to the endpoint's cap.
     concurrency: int | None = None
     vars: dict[str, str] | None = None  # values for the suite's variables ({{var:NAME}}), over their defaults
     ref: str | None = (
@@ -177,7 +179,9 @@ def _refusal(exc: Exception):
     "if new; unchanged text reuses the latest version). With `ref` (a branch, tag or commit; `commit` its sha), "
     "`yaml` is stored as a version under that ref that never becomes the suite's latest (the same text and "
     "files reuse it), and the run records the ref; a suite that does not exist yet starts its line with it. "
-    "`model` and `concurrency` override the suite's; `vars` gives values for "
+    "`model` overrides the suite's; `concurrency` is how many conversations play at once (default 10, held to "
+    "the endpoint's cap): more than the model's endpoint allows is a 422 naming the endpoint, its cap and "
+    "where it is set, and nothing starts. `vars` gives values for "
     "the suite's variables (a variable with no default needs one). 422 with located "
     "problems when the YAML does not validate or the run cannot start; then nothing is saved. "
     "With an `Idempotency-Key` header, a launch sent again with the same key and body (a retry after a "

@@ -22,6 +22,7 @@ from engine.schema import Suite as SuiteSpec
 from engine.schema.settings import ModelSettings
 from engine.source import SuiteError, load_typed_yaml
 
+from . import concurrency as caps
 from . import selectors
 from .services import MAX_CONCURRENCY
 
@@ -92,7 +93,8 @@ class LaunchForm(forms.Form):
     model = forms.CharField(max_length=200, required=False, strip=True)
     # More variants (engine.matrix), one a line: with any, the launch is a matrix of a run per variant.
     compare = forms.CharField(max_length=4000, required=False, strip=True, widget=forms.Textarea)
-    concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=10)
+    # Blank: the default, held to the endpoint's cap (runs.concurrency); a number more than it allows is refused.
+    concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, required=False)
     version = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
     # Generation settings over the suite's, key by key (engine.options).
     model_settings = SettingsField()
@@ -192,12 +194,25 @@ def panel(
         "model_choices": model_choices(request.user, spec, project_id),
         "launch_routes": routes,
         "launch_cost": launch_costs(spec, model, form["compare"].value(), project_id),
+        "launch_cap": launch_cap(spec, model, form["compare"].value(), project_id),
         # One field per suite variable: what was sent (after a refused launch), else its default.
         "launch_vars": [
             (name, default, request.POST.get(f"{VAR_FIELD}{name}", default or ""))
             for name, default in declared.items()
         ],
     }
+
+
+def launch_cap(spec: SuiteSpec | None, model: str, compare: str | None, project_id: int | None) -> caps.Hint:
+    """The concurrency field's limit and hint for the model chosen (else the suite's) and each `compare` line's:
+    what their endpoints allow, from those the project may use. Lines that do not parse yet count as none."""
+    first = model or (spec.model if spec is not None else "") or ""
+    refs = [first] if first else []
+    if compare and compare.strip():
+        with contextlib.suppress(VariantError):
+            refs = [variant.model for variant in parse_variants([first, *compare.splitlines()], split=False)]
+    registry = project_registry(project_id)
+    return caps.hint(registry, [registry.resolve(ref)[0] for ref in refs])
 
 
 def launch_costs(

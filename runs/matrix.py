@@ -26,6 +26,8 @@ from projects.access import check
 from projects.roles import Can
 from suites.models import SuiteVersion
 
+from . import concurrency as caps
+from .endpoints import build_registry
 from .models import Conversation, Run, RunMatrix, Turn
 from .services import LaunchError, create_run
 
@@ -64,8 +66,8 @@ def create_matrix(
                 version=version, user=user, model=variant.model, concurrency=concurrency, vars=vars,
                 ref=ref, options=run_options, matrix=matrix,
             )  # fmt: skip
-        except LaunchError as exc:
-            raise LaunchError(f"{variant.name}: {exc}") from None
+        except LaunchError as exc:  # of its kind still: a refused concurrency is the form's field's
+            raise type(exc)(f"{variant.name}: {exc}") from None
     return matrix
 
 
@@ -83,9 +85,15 @@ def runs_of(matrix: RunMatrix) -> list[Run]:
     return list(
         matrix.runs.order_by("created_at", "pk").only(
             "pk", "model", "endpoint_name", "status", "options", "created_at", "finished_at", "matrix_id",
-            "stop_reason", "unpriced",
+            "stop_reason", "unpriced", "concurrency",
         )
     )  # fmt: skip
+
+
+def shared_slots(runs: list[Run]) -> list[caps.Shared]:
+    """The endpoints whose slots the matrix's variants share, their concurrency together being more than the
+    endpoint allows: each plays at most its own, and all of them at most the endpoint's cap."""
+    return caps.shared(build_registry(), [(run.endpoint_name, run.concurrency) for run in runs])
 
 
 def label_of(run: Run) -> str:

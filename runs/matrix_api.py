@@ -62,6 +62,13 @@ class DifferenceOut(Schema):
     p_value: float  # exact McNemar test on those discordant pairs
 
 
+class SharedSlotsOut(Schema):
+    endpoint: str  # its name; "default" for the default endpoint
+    allows: int  # its cap: the most conversations in flight on it, every variant's together
+    variants: int  # the matrix's variants on it
+    text: str  # "fake allows 20 at once, shared by its 2 variants"
+
+
 class MatrixOut(Schema):
     id: UUID
     project: str
@@ -71,6 +78,8 @@ class MatrixOut(Schema):
     finished: bool
     variants: list[VariantOut]
     significant: list[DifferenceOut]  # pairs that differ beyond chance (p < 0.05)
+    # The endpoints whose cap is less than their variants' concurrency together: they share its slots.
+    shared_slots: list[SharedSlotsOut] = []
 
 
 def _variant(item: VariantIn | str) -> Variant:
@@ -127,6 +136,10 @@ def _matrix_out(request, matrix: RunMatrix) -> dict:
             }
             for d in grid.significant()
         ],  # fmt: skip
+        "shared_slots": [
+            {"endpoint": each.endpoint, "allows": each.allows, "variants": each.variants, "text": each.text}
+            for each in matrices.shared_slots(runs)
+        ],
     }
 
 
@@ -138,6 +151,8 @@ def _matrix_out(request, matrix: RunMatrix) -> dict:
     "`variants` in place of `model`: two to ten, each a model reference, `model@key=value@…` (settings as "
     "the CLI's --model takes them), or an object `{model, model_settings, label}`. Every run starts, or none "
     "(422 naming the variant that cannot). Answers the matrix with a run per variant, in the order given. "
+    "`concurrency` is each variant's: one above what its endpoint allows is refused (422); variants on one "
+    "endpoint share its slots, and `shared_slots` names each endpoint whose cap is less than they ask together. "
     "An `Idempotency-Key` header works as a run's launch: the same key and body again answer 200 with the "
     "matrix the first one made; the same key with another body is a 422.",
 )

@@ -19,8 +19,10 @@ from django.utils.safestring import mark_safe
 from projects.access import role_of
 from projects.roles import Can, allows
 
+from . import concurrency as caps
 from . import display, page_cache, run_table, selectors
 from .access import Access
+from .endpoints import build_registry
 from .models import Run, Status
 from .timing import format_duration
 
@@ -45,6 +47,8 @@ class RunPage:
     waiting: dict | None
     calling: dict | None
     workers: dict | None  # no worker to play the queued conversations, or fewer slots than the run asks
+    # What holds an active run below its concurrency now ("held to 20 by endpoint fk"), else None.
+    held: str | None
     can_retry: bool
     # Why no retry is offered although conversations errored (a re-grade's divergences); "" otherwise.
     no_retry: str
@@ -114,6 +118,14 @@ def is_live(run: Run, progress: dict) -> bool:
     """While the run is active, and after a cancel until the conversations still talking to the model have
     finished their turn."""
     return run.is_active or display.in_flight(progress) > 0
+
+
+def held(run: Run) -> str | None:
+    """What holds the run below its concurrency while it plays: its endpoint's cap, lowered in the admin (or
+    the environment) since the launch, which refuses a launch asking more."""
+    if not run.is_active or run.is_mock:
+        return None
+    return caps.held(build_registry(), run.endpoint_name, run.concurrency)
 
 
 def ms(moment: datetime | None) -> int | None:
@@ -191,6 +203,7 @@ def build(
         waiting=display.waiting(waits["reason"], waits["until"], now, count=waits["count"]),
         calling=display.calling(progress.get("calling"), now),
         workers=display.workers(progress.get("workers"), progress, run.concurrency),
+        held=held(run),
         can_retry=retryable,
         no_retry=no_retry,
         segments=_segments(progress),

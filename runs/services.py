@@ -30,15 +30,23 @@ from projects.deleting import DeleteRefused
 from projects.models import Action
 from suites.models import SuiteFile, SuiteVersion
 
+from . import concurrency as caps
 from . import selectors, specs, worker
 from .endpoints import build_registry
 from .models import ACTIVE, Conversation, Run, RunMatrix, ShareLink, Status
 
-MAX_CONCURRENCY = settings.EVALSITE_MAX_RUN_CONCURRENCY
+MAX_CONCURRENCY = caps.MAX_CONCURRENCY
 
 
 class LaunchError(Exception):
     """The run cannot start; the message says why."""
+
+
+class ConcurrencyRefused(LaunchError):
+    """The concurrency asked is more than the run's endpoint allows (or than any run may have): a refusal of
+    the launch's `concurrency` field, which the form shows beside it."""
+
+    field = "concurrency"
 
 
 @transaction.atomic
@@ -72,7 +80,9 @@ def create_run(
 ) -> Run:
     """`vars`: values for the suite's variables, over their defaults; every variable without a default
     needs one (engine.suitevars). `ref`: the CI ref it was launched from (default: its version's).
-    `options`: what the launch sets over the suite (engine.options); `matrix`: the matrix it is a column of."""
+    `options`: what the launch sets over the suite (engine.options); `matrix`: the matrix it is a column of.
+    `concurrency`: what the launch asks, refused when its endpoint allows fewer (runs.concurrency); None for
+    the default, held to the endpoint's cap. A re-grade keeps its source's, held to the cap as it is now."""
     # Stored versions were validated when saved; a text that no longer validates still raises SuiteError.
     spec = specs.suite(version)
     try:
@@ -105,7 +115,10 @@ def create_run(
             f"{bounds.MAX_CONVERSATIONS_PER_RUN:,} are allowed a run (EVALSITE_MAX_CONVERSATIONS_PER_RUN). "
             "Lower `iterations` or split the evals or the dataset."
         )
-    concurrency = max(1, min(concurrency or 10, MAX_CONCURRENCY))
+    if concurrency is None or regraded_from is not None:
+        concurrency = caps.unasked(registry, endpoint_name, concurrency or caps.DEFAULT_CONCURRENCY)
+    elif refusal := caps.refusal(concurrency, registry, endpoint_name):
+        raise ConcurrencyRefused(refusal)
     run = Run.objects.create(
         suite_version=version,
         project_id=version.suite.project_id,

@@ -298,6 +298,9 @@ def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> i
         raise UserError(f"the server did not start the matrix ({status}): {_detail(launched)}")
     print(f"Matrix {launched['id']} of {launched['suite']} v{launched['version']}: {launched['url']}",
           file=sys.stderr, flush=True)  # fmt: skip
+    if shared := [each["text"] for each in launched.get("shared_slots") or []]:
+        print(terminal_safe(f"The variants on one endpoint share its slots: {'; '.join(shared)}"),
+              file=sys.stderr, flush=True)  # fmt: skip
     runs = [variant["run"]["id"] for variant in launched["variants"]]
     labels = [variant["label"] for variant in launched["variants"]]
     # Each run is named as the local matrix names a variant: its number and name, or the figures of one

@@ -152,10 +152,12 @@ def _detail(payload: object) -> str:
 
 def launch_body(args: Namespace, files: dict[str, str]) -> dict:
     """What a launch on the server sends for this command line, a run's or a matrix's: the suite and its
-    files, the concurrency, the variables, the options (engine.options) and the CI ref it comes from."""
-    body = {
-        "yaml": read_suite_file(args.file).decode("utf-8-sig"), "files": files, "concurrency": args.concurrency,
-    }  # fmt: skip
+    files, the concurrency, the variables, the options (engine.options) and the CI ref it comes from. A
+    --concurrency given is a demand, which the server refuses when the endpoint allows fewer; none given
+    leaves the server's default, held to the endpoint's cap."""
+    body = {"yaml": read_suite_file(args.file).decode("utf-8-sig"), "files": files}
+    if getattr(args, "concurrency_given", True):
+        body["concurrency"] = args.concurrency
     if given := suitevars.parse_assignments(getattr(args, "vars", None)):
         body["vars"] = given
     options = run_options(args)

@@ -89,7 +89,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"conversations in flight at once (default {DEFAULT_CONCURRENCY}, within the endpoint's cap). "
         "Given, it raises the default endpoint's cap (EVALSITE_DEFAULT_CONCURRENCY) to N; a named endpoint "
-        "whose max concurrency in the admin is lower refuses it and nothing runs. With several models (a "
+        "whose max concurrency in the admin is lower refuses it and nothing runs. With --server, the server's "
+        "caps decide: more than the endpoint allows there is refused (exit 2). With several models (a "
         "matrix), N for each: they play together",
     )
     detail = parser.add_mutually_exclusive_group()

@@ -18,7 +18,7 @@ def launch_panel(context) -> dict:
     form = context.get("launch_form")
     if form is None:
         numbers = [version.number for version in context.get("versions", [])]
-        initial = {"concurrency": 10, "version": numbers[0] if numbers else None}
+        initial = {"version": numbers[0] if numbers else None}  # the concurrency's: launch_cap's
         form = launching.LaunchForm(initial=initial, versions=numbers)
     return {
         "request": request,

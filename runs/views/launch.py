@@ -21,9 +21,16 @@ from suites import selectors as suite_selectors
 from suites.models import Suite, SuiteVersion
 from suites.views.editor import parse_version, render_editor
 
-from ..launching import LaunchForm, cache_option, launch_costs, launch_variants, launch_vars
+from ..launching import (
+    LaunchForm,
+    cache_option,
+    launch_cap,
+    launch_costs,
+    launch_variants,
+    launch_vars,
+)
 from ..matrix import create_matrix
-from ..services import LaunchError, create_run
+from ..services import ConcurrencyRefused, LaunchError, create_run
 
 
 def _warn_launched(request: HttpRequest, version: SuiteVersion, model: str | None) -> None:
@@ -95,6 +102,8 @@ def launch(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
                 vars=launch_vars(request.POST),
                 options=with_variant(form.options(cache), variant),
             )
+        except ConcurrencyRefused as exc:  # said beside the field, which keeps what was typed
+            form.add_error(exc.field, str(exc))
         except (LaunchError, VariantError) as exc:
             error = str(exc)
         except SuiteError as exc:
@@ -129,5 +138,10 @@ def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
         }
         spec = apply(spec, RunOptions.model_validate(typed))
     costs = launch_costs(spec, model, request.GET.get("compare"), suite.project_id)
-    context = {"launch_routes": routes, "suite": suite, "launch_cost": costs}
+    context = {
+        "launch_routes": routes, "suite": suite, "launch_cost": costs, "launch_form": form,
+        # The concurrency field follows the endpoints chosen, out of band (templates/suites/_launch_routes.html).
+        "launch_cap": launch_cap(spec, model, request.GET.get("compare"), suite.project_id),
+        "launch_cap_oob": True,
+    }  # fmt: skip
     return render(request, "suites/_launch_routes.html", context)

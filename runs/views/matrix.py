@@ -104,6 +104,8 @@ def _page(request: HttpRequest, matrix_id) -> tuple[dict, bool]:
 @require_GET
 def detail(request: HttpRequest, matrix_id) -> HttpResponse:
     context, _ = _page(request, matrix_id)
+    # Said once, in the header: which endpoints' slots the variants share (the poll leaves the header be).
+    context["shared_slots"] = matrices.shared_slots([column["run"] for column in context["columns"]])
     return render(request, "runs/matrix.html", context)
 
 

@@ -24,6 +24,7 @@ from django.utils import timezone
 from engine.clients import MOCK
 from engine.results import gated_status
 from runs import selectors
+from runs.concurrency import endpoint_cap
 from runs.endpoints import build_registry
 from runs.models import ACTIVE, Conversation, Run, Status
 
@@ -36,8 +37,7 @@ def _endpoint_cap(endpoint_name: str) -> int | None:
     """Conversations allowed in flight on this endpoint across runs; None for the mock (no limit)."""
     if endpoint_name == MOCK:
         return None
-    endpoint = build_registry().endpoint(endpoint_name)
-    return endpoint.max_concurrency if endpoint else 1
+    return endpoint_cap(build_registry(), endpoint_name)
 
 
 _run_limits: dict[object, tuple[str, int]] = {}

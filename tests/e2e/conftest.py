@@ -23,7 +23,7 @@ from tests.conftest import ARTIFACTS, FAKE_KEY, FAKE_KEY_ENV, ROOT
 # backend matters (claims, leases, recovery, retries across processes, the pool, the fault harness), so the
 # whole suite stays well under 15 minutes on two cores.
 FEATURE_MODULES = {
-    "test_e2e_calibration", "test_e2e_ci", "test_e2e_cost_limit", "test_e2e_graders", "test_e2e_key_redaction",
+    "test_e2e_calibration", "test_e2e_ci", "test_e2e_concurrency", "test_e2e_cost_limit", "test_e2e_graders", "test_e2e_key_redaction",
     "test_e2e_matrix", "test_e2e_regex", "test_e2e_response_cache", "test_e2e_scripted", "test_e2e_settings",
     "test_e2e_simulate", "test_e2e_tools", "test_e2e_tool_mcp", "test_e2e_tool_replay",
 }  # fmt: skip

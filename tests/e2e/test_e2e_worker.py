@@ -126,13 +126,14 @@ def test_rate_limit_is_retried_honouring_retry_after(user, fake_endpoint, fake_o
 
 
 def test_endpoint_cap_limits_conversations_in_flight(user, fake_endpoint, fake_openai, start_worker):
-    """A run asks for 10 at once; the endpoint allows 2, so never more than 2 requests are in flight."""
+    """Two runs ask for 2 at once each; the endpoint allows 2 across runs, so never more than 2 requests are in
+    flight."""
     Endpoint.objects.filter(pk=fake_endpoint.pk).update(max_concurrency=2)
     fake_openai.latency = 0.2
     evals = "".join(f"  - prompt: question {i}\n    checks: [{{match: '*'}}]\n" for i in range(8))
     start_worker(concurrency=10)
-    run = wait_for_run(launch(user, f"name: capped\nmodel: fake/m\nevals:\n{evals}", concurrency=10))
-    assert run.status == Status.PASSED
+    runs = [launch(user, f"name: capped {n}\nmodel: fake/m\nevals:\n{evals}", concurrency=2) for n in (1, 2)]
+    assert [wait_for_run(run).status for run in runs] == [Status.PASSED, Status.PASSED]
     assert fake_openai.max_in_flight == 2
 
 

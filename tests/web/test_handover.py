@@ -117,8 +117,8 @@ def test_a_waiting_conversation_of_an_ended_run_is_not_taken(user, fake_endpoint
 
 def test_a_freed_endpoint_slot_is_kept_for_a_run_waiting_on_it(user, fake_endpoint, published):
     Endpoint.objects.filter(pk=fake_endpoint.pk).update(max_concurrency=1)
-    first = _launch(user, "first", evals=2, concurrency=5)
-    second = _launch(user, "second", evals=2, concurrency=5)
+    first = _launch(user, "first", evals=2, concurrency=1)
+    second = _launch(user, "second", evals=2, concurrency=1)
     assert len(published) == 1  # the endpoint allows one conversation in flight across both runs
 
     pump.execute(published[0])
