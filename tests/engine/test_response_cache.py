@@ -450,3 +450,65 @@ def test_repeats_belong_to_a_calibration_and_a_suite_that_says_it_is_told_where(
     assert "calibration" in problem.message
     calibration = as_suite(load_calibration(CALIBRATION + "cache: {judge: true, repeats: true}\n"))
     assert calibration.cache.repeats
+
+
+ACCOUNT_KEY_ENV = "EVALSITE_TEST_CACHE_ACCOUNT_KEY"
+OTHER_ACCOUNT_KEY_ENV = "EVALSITE_TEST_CACHE_OTHER_ACCOUNT_KEY"
+
+
+def _named(fake, **prices_by_name) -> EndpointRegistry:
+    """Named endpoints all at the fake's URL: name -> (price_input, price_output, the variable of its key)."""
+    named = {
+        name: EndpointConfig(name, fake.base_url, key_env, price_input=price_in, price_output=price_out)
+        for name, (price_in, price_out, key_env) in prices_by_name.items()
+    }
+    return EndpointRegistry(default=EndpointConfig(name=DEFAULT, base_url=fake.base_url), named=named)
+
+
+def _run_on(fake, registry, model, store):
+    before = len(fake.chat_requests())
+    report = run_suite(_suite(), registry, model=model, store=store)
+    return report, len(fake.chat_requests()) - before
+
+
+def test_two_names_for_one_endpoint_share_answers_and_each_saves_at_its_own_prices(fake, monkeypatch):
+    from engine.report import format_summary
+
+    monkeypatch.setenv(ACCOUNT_KEY_ENV, "sk-one-account")
+    registry = _named(
+        fake,
+        fk=(1.0, 2.0, ACCOUNT_KEY_ENV),
+        free=(0.0, 0.0, ACCOUNT_KEY_ENV),
+        dear=(10.0, 20.0, ACCOUNT_KEY_ENV),
+    )
+    store = MemoryStore()
+    first, calls = _run_on(fake, registry, "fk/alpha", store)
+    assert calls == 3 and first.totals.cost > 0 and first.totals.saved_cost == 0
+
+    # The same URL, key and model: the same upstream model, so the same answers, none asked again. What they
+    # saved is unknown: `free` has no prices, and fk's are not this run's.
+    unpriced, calls = _run_on(fake, registry, "free/alpha", store)
+    assert calls == 0 and unpriced.totals.cached_calls == 3
+    assert unpriced.unpriced == ["free"] and unpriced.totals.saved_cost == 0
+    summary = format_summary(unpriced)
+    assert "3 calls from the cache" in summary and "saved" not in summary
+
+    dear, calls = _run_on(fake, registry, "dear/alpha", store)
+    assert calls == 0 and dear.totals.cached_calls == 3
+    assert dear.totals.saved_cost == pytest.approx(10 * first.totals.cost)
+    assert f"${dear.totals.saved_cost:.6f} saved" in format_summary(dear)
+
+
+def test_an_endpoint_with_another_api_key_is_another_account_and_asks_again(fake, monkeypatch):
+    monkeypatch.setenv(ACCOUNT_KEY_ENV, "sk-one-account")
+    monkeypatch.setenv(OTHER_ACCOUNT_KEY_ENV, "sk-another-account")
+    registry = _named(fake, fk=(1.0, 2.0, ACCOUNT_KEY_ENV), theirs=(1.0, 2.0, OTHER_ACCOUNT_KEY_ENV))
+    store = MemoryStore()
+    _run_on(fake, registry, "fk/alpha", store)
+    report, calls = _run_on(fake, registry, "theirs/alpha", store)
+    assert calls == 3 and report.totals.cached_calls == 0
+    assert {headers["authorization"] for headers in fake.chat_headers()[-3:]} == {"Bearer sk-another-account"}
+    # The key is in no entry: a digest of it, keyed by the store's pepper, is part of the cache key only.
+    assert "sk-one-account" not in json.dumps(store.entries)
+    _, calls = _run_on(fake, registry, "theirs/alpha", store)
+    assert calls == 0  # that account's own answers are cached for it
