@@ -276,7 +276,7 @@ def test_evalsite_run_caches_with_cache_in_a_local_store_and_no_cache_overrides_
     second = _cli(str(path), "--cache", "--verbose", "--json", str(tmp_path / "out.json"), env=env)
     assert second.returncode == 0, second.stderr
     assert len(fake.chat_requests()) == 3  # no model call
-    assert "3 calls from the cache" in second.stdout and "(cached: 1 call" in second.stdout
+    assert "3 calls from the cache" in second.stdout and "(from the cache: the reply)" in second.stdout
     totals = json.loads((tmp_path / "out.json").read_text())["totals"]
     assert totals["cached_calls"] == 3 and totals["cost"] == 0
 
@@ -512,3 +512,54 @@ def test_an_endpoint_with_another_api_key_is_another_account_and_asks_again(fake
     assert "sk-one-account" not in json.dumps(store.entries)
     _, calls = _run_on(fake, registry, "theirs/alpha", store)
     assert calls == 0  # that account's own answers are cached for it
+
+
+def test_a_turns_line_says_what_came_from_the_cache_in_one_wording_whichever_role_it_was(fake):
+    from engine.report import format_eval
+
+    def lines(report) -> dict[str, str]:
+        return {ev.id: format_eval(ev, unpriced=report.unpriced) for ev in report.evals}
+
+    store = MemoryStore()
+    _run(fake, _suite(cache="{judge: true}"), store)
+    judges_only, _ = _run(fake, _suite(cache="{judge: true}"), store)
+    judged = next(ev for ev in judges_only.evals if ev.id == "judged").turns[0]
+    assert not judged.cached and judged.cached_calls == 1 and judged.saved_cost > 0
+    assert f"(from the cache: 1 call, ${judged.saved_cost:.6f} saved)" in lines(judges_only)["judged"]
+    assert "from the cache" not in lines(judges_only)["greet"]
+
+    _run(fake, _suite(), store)
+    every, calls = _run(fake, _suite(), store)
+    assert calls == 0
+    greet, judged = (next(ev for ev in every.evals if ev.id == name).turns[0] for name in ("greet", "judged"))
+    assert f"(from the cache: the reply, ${greet.saved_cost:.6f} saved)" in lines(every)["greet"]
+    said = f"(from the cache: the reply and 1 more call, ${judged.saved_cost:.6f} saved)"
+    assert said in lines(every)["judged"]
+
+
+def _calibrate(*args, env):
+    return subprocess.run(
+        [sys.executable, "-m", "evalsite.cli", "calibrate", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_evalsite_calibrate_says_how_many_judge_calls_came_from_the_cache_and_what_they_saved(fake, tmp_path):
+    fake.default_reply = '{"score": 3, "reason": "polite"}'
+    path = tmp_path / "set.yaml"
+    path.write_text(CALIBRATION)
+    env = {**os.environ, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test",
+           "EVALSITE_DEFAULT_PRICE_INPUT": "1", "EVALSITE_DEFAULT_PRICE_OUTPUT": "2",
+           "XDG_CACHE_HOME": str(tmp_path / "xdg"), "EVALSITE_VAR_DIR": str(tmp_path / "var")}  # fmt: skip
+    env.pop("DATABASE_URL", None)
+    first = _calibrate(str(path), "--cache", env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert len(fake.chat_requests()) == 2 and "from the cache" not in first.stdout
+
+    out = tmp_path / "calibration.json"
+    second = _calibrate(str(path), "--cache", "--json", str(out), env=env)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert len(fake.chat_requests()) == 3  # the first repeat answered from the cache, the second asked again
+    figures = json.loads(out.read_text())
+    assert figures["cached_calls"] == 1 and figures["saved_cost"] > 0 and figures["unpriced"] == []
+    assert f"1 judge call from the cache, ${figures['saved_cost']:.6f} saved" in second.stdout
