@@ -4,15 +4,15 @@ A call's key is a digest of everything that shapes its answer: the endpoint (its
 API key speaks for, or the mock and its spec), the model, the messages as sent, the tools and every other
 keyword of the call (temperature, generation settings), the role that makes it (the model under test, a
 judge, the simulated user) and the iteration it belongs to, so that the repeats of an eval stay independent
-draws. The endpoint's name is in no key: two names for one URL and key reach the same model, and share. Messages hold a secret as its
-`{{secret:NAME}}` placeholder, filled only as the model under test's client sends them; that client's keys
-also hold an HMAC-SHA-256 of the values the placeholders are filled with (`secrets_digest`, keyed by the
-store's `pepper`), so a changed secret asks again; the values themselves are in no key and never stored.
-A store (`ResponseStore`) keeps the answers: the CLI's is a local diskcache (`DiskStore`), the server's the database or Redis
-(runs.response_cache). A cached answer costs nothing: its `Completion` says `cached`, and what it would
-have cost at the prices of the endpoint this run calls is `saved_cost`, not spent (an endpoint without prices
-saves an unknown amount, counted 0, as its calls cost); its tokens are still the reply's, so checks on them
-grade it as they did the first time.
+draws. The endpoint's name is in no key: two names for one URL and key reach the same model, and share.
+Messages hold a secret as its `{{secret:NAME}}` placeholder, filled only as the model under test's client
+sends them; that client's keys also hold an HMAC-SHA-256 of the values the placeholders are filled with
+(`secrets_digest`, keyed by the store's `pepper`), so a changed secret asks again; the values themselves are
+in no key and never stored. A store (`ResponseStore`) keeps the answers: the CLI's is a local diskcache
+(`DiskStore`), the server's the database or Redis (runs.response_cache). A cached answer costs nothing: its
+`Completion` says `cached`, and what it would have cost at the prices of the endpoint this run calls is
+`saved_cost`, not spent (an endpoint without prices saves an unknown amount, counted 0, as its calls cost);
+its tokens are still the reply's, so checks on them grade it as they did the first time.
 
 Who plays a conversation says which iteration it is (`playing_iteration`); a role other than the client's own
 is said the same way (`calling_as`), as the simulated user asks through the judge's client.
