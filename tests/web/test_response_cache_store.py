@@ -22,9 +22,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ANSWER = {"text": "hello", "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
 AGED = 67  # seconds an answer has been kept when the TTL is shortened to a minute
 
-# The database the tests of this cache use (a benchmark's default takes none of 9, 10, 13 and 14, the test
-# brokers 7 and up): a process of its own keeps its keys under a prefix of its own there, so that two test
-# processes on the machine never count or purge each other's.
+# The Redis database these tests have to themselves: the test brokers take REDIS_URL's and the next (7 and 8
+# under `make test-pg`, tests/settings.py), the benchmarks 9, 10, 13 and 14. Each test process keeps its keys
+# under a prefix of its own there, so that two on the machine never count or purge each other's.
 REDIS = os.environ.get("TEST_CACHE_REDIS_URL", "redis://127.0.0.1:6379/11")
 PREFIX = f"evalsite-responses-test-{os.getpid()}"
 
