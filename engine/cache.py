@@ -1,16 +1,18 @@
 """The response cache: a model call answered from what the same call answered before.
 
-A call's key is a digest of everything that shapes its answer: the endpoint (its base URL, or the mock and
-its spec), the model, the messages as sent, the tools and every other keyword of the call (temperature,
-generation settings), the role that makes it (the model under test, a judge, the simulated user) and the
-iteration it belongs to, so that the repeats of an eval stay independent draws. Messages hold a secret as its
-`{{secret:NAME}}` placeholder, filled only as the model under test's client sends them; that client's keys
-also hold an HMAC-SHA-256 of the values the placeholders are filled with (`secrets_digest`, keyed by the
-store's `pepper`), so a changed secret asks again; the values themselves are in no key and never stored.
-A store (`ResponseStore`) keeps the answers: the CLI's is a local diskcache (`DiskStore`), the server's the database or Redis
-(runs.response_cache). A cached answer costs nothing: its `Completion` says `cached`, and what it cost the
-first time is `saved_cost`, not spent; its tokens are still the reply's, so checks on them grade it as they
-did the first time.
+A call's key is a digest of everything that shapes its answer: the endpoint (its base URL and the account its
+API key speaks for, or the mock and its spec), the model, the messages as sent, the tools and every other
+keyword of the call (temperature, generation settings), the role that makes it (the model under test, a
+judge, the simulated user) and the iteration it belongs to, so that the repeats of an eval stay independent
+draws. The endpoint's name is in no key: two names for one URL and key reach the same model, and share.
+Messages hold a secret as its `{{secret:NAME}}` placeholder, filled only as the model under test's client
+sends them; that client's keys also hold an HMAC-SHA-256 of the values the placeholders are filled with
+(`secrets_digest`, keyed by the store's `pepper`), so a changed secret asks again; the values themselves are
+in no key and never stored. A store (`ResponseStore`) keeps the answers: the CLI's is a local diskcache
+(`DiskStore`), the server's the database or Redis (runs.response_cache). A cached answer costs nothing: its
+`Completion` says `cached`, and what it would have cost at the prices of the endpoint this run calls is
+`saved_cost`, not spent (an endpoint without prices saves an unknown amount, counted 0, as its calls cost);
+its tokens are still the reply's, so checks on them grade it as they did the first time.
 
 Who plays a conversation says which iteration it is (`playing_iteration`); a role other than the client's own
 is said the same way (`calling_as`), as the simulated user asks through the judge's client.
@@ -81,11 +83,12 @@ def marked(turn: Any, counted: Tally) -> Any:
     )
 
 
-def _hit(role: str, data: dict) -> Completion | None:
-    """The stored answer, counted as a hit; None when it cannot be read (an entry written otherwise, or
-    damaged): a miss, which the model's answer then replaces."""
+def _hit(role: str, data: dict, prices: Any) -> Completion | None:
+    """The stored answer, counted as a hit, saving what it costs at `prices` (an EndpointConfig; None: free);
+    None when it cannot be read (an entry written otherwise, or damaged): a miss, which the model's answer
+    then replaces."""
     try:
-        completion = _answered(data)
+        completion = _answered(data, prices)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     _counted(role, completion.saved_cost)
@@ -319,20 +322,24 @@ def _plain(value: Any) -> Any:
 
 
 def _stored(completion: Completion) -> dict:
+    """What a store keeps of an answer: the reply and its usage, not what it cost. Another endpoint at the same
+    URL may answer from it at other prices (priced()), so a cost kept here would be the wrong one there."""
     data = asdict(completion)
     data["usage"] = completion.usage.model_dump()
     data["calls"] = list(completion.calls)
-    for name in ("cached", "saved_cost"):
+    for name in ("cost", "cached", "saved_cost"):
         data.pop(name, None)
     return data
 
 
-def _answered(data: dict) -> Completion:
-    """A stored answer as a completion that spent nothing: its first cost is saved, its latency none. Its
-    usage stays the reply's own (a `max_tokens` check grades the tokens the reply holds, not the call's)."""
+def _answered(data: dict, prices: Any) -> Completion:
+    """A stored answer as a completion that spent nothing: what it costs at `prices` is saved, its latency
+    none. Its usage stays the reply's own (a `max_tokens` check grades the tokens the reply holds, not the
+    call's)."""
+    usage = Usage.model_validate(data["usage"]) if data.get("usage") else Usage()
     completion = Completion(
         text=data["text"],
-        usage=Usage.model_validate(data["usage"]) if data.get("usage") else Usage(),
+        usage=usage,
         cost=0.0,
         latency_ms=0,
         finish_reason=data.get("finish_reason"),
@@ -340,15 +347,33 @@ def _answered(data: dict) -> Completion:
         tool_calls=bool(data.get("tool_calls")),
         calls=tuple(data.get("calls") or ()),
     )
-    return replace(completion, cached=True, saved_cost=float(data.get("cost") or 0.0))
+    return replace(completion, cached=True, saved_cost=priced(usage, prices))
 
 
-def endpoint_identity(client: Any) -> str:
-    """What names the endpoint a client calls in a key: its base URL, or the mock and the spec that makes
-    its answers (another spec answers otherwise)."""
+def priced(usage: Usage, prices: Any) -> float:
+    """What `usage` costs at an endpoint's prices (an EndpointConfig), as a call to it would have cost; 0 for
+    a client without any (the mock), and for an endpoint without prices, whose calls count 0 wherever a
+    cost is summed."""
+    return float(prices.cost(usage)) if prices is not None and hasattr(prices, "cost") else 0.0
+
+
+def endpoint_identity(client: Any, pepper: bytes = b"") -> str:
+    """What names the endpoint a client calls in a key: its base URL and the account its API key speaks for,
+    or the mock and the spec that makes its answers (another spec answers otherwise).
+
+    The account is an HMAC-SHA-256 of the key's value, keyed by the store's `pepper`, never the key: one key
+    is one account (an organisation, a project, a gateway's team), and the same model name can be another
+    model under another account (its fine-tunes, a gateway's routing per key), which pays for its own
+    answers. Two endpoints with one URL and one key share their answers whatever they are named; a key
+    rotated asks again."""
     endpoint = getattr(client, "endpoint", None)
     if endpoint is not None and getattr(endpoint, "base_url", None):
-        return endpoint.base_url.rstrip("/")
+        where = endpoint.base_url.rstrip("/")
+        key = os.environ.get(getattr(endpoint, "api_key_env", "") or "", "")
+        if not key:
+            return where
+        account = hmac.new(pepper, key.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+        return f"{where} account:{account}"
     spec = getattr(client, "spec", None)
     if spec is not None and hasattr(spec, "model_dump_json"):
         return "mock:" + hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
@@ -367,11 +392,13 @@ class CachingClient:
         self.store = store if isinstance(store, GuardedStore) else GuardedStore(store, log.warning)
         self.roles = roles
         self.role = role
-        self.identity = endpoint_identity(inner)
+        self.pepper = getattr(store, "pepper", b"")
+        self.identity = endpoint_identity(inner, self.pepper)
+        # What a hit saves: the call at this endpoint's prices, whichever endpoint's call kept the answer.
+        self.prices = getattr(inner, "endpoint", None)
         # Only the model under test's client fills the suite's secrets (engine.clients.http); a judge's answer
         # reads the placeholder, whatever its value.
         self.fills_secrets = bool(getattr(inner, "secrets", False))
-        self.pepper = getattr(store, "pepper", b"")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -393,7 +420,8 @@ class CachingClient:
 
     def complete(self, model: str, messages: list[dict], **keywords: Any) -> Completion:
         role, key = self._key(model, messages, keywords)
-        if key is not None and (found := self.store.get(key)) is not None and (hit := _hit(role, found)):
+        found = self.store.get(key) if key is not None else None
+        if found is not None and (hit := _hit(role, found, self.prices)):
             return hit
         completion = self.inner.complete(model, messages, **keywords)
         if key is not None:
@@ -412,14 +440,13 @@ class CachingClient:
         if isinstance(found, dict) and isinstance(found.get("vectors"), list):
             try:
                 usage = Usage.model_validate(found["usage"])
-                saved = float(found.get("cost") or 0.0)
             except (KeyError, TypeError, ValueError):
                 pass  # written otherwise: asked again, and kept in its place
             else:
-                _counted(role, saved)
+                _counted(role, priced(usage, self.prices))
                 return found["vectors"], usage, 0.0
         vectors, usage, cost = self.inner.embed(model, texts)
-        self.store.put(key, {"vectors": vectors, "usage": usage.model_dump(), "cost": cost})
+        self.store.put(key, {"vectors": vectors, "usage": usage.model_dump()})
         return vectors, usage, cost
 
 
@@ -430,7 +457,7 @@ class AsyncCachingClient(CachingClient):
     async def acomplete(self, model: str, messages: list[dict], **keywords: Any) -> Completion:
         role, key = self._key(model, messages, keywords)
         found = await asyncio.to_thread(self.store.get, key) if key is not None else None
-        if found is not None and (hit := _hit(role, found)):
+        if found is not None and (hit := _hit(role, found, self.prices)):
             return hit
         completion = await self.inner.acomplete(model, messages, **keywords)
         if key is not None:

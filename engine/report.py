@@ -267,14 +267,19 @@ def format_iterated(report: RunReport) -> list[str]:
 
 
 def cached_note(turn, unpriced: Sequence[str] = ()) -> str:
-    """What of the turn came from the response cache, for its tokens line; what that saved, when prices say."""
+    """What of the turn came from the response cache, for its tokens line, in one wording whichever calls
+    they were: "(from the cache: the reply and 1 more call, $0.010000 saved)", "(from the cache: 1 call,
+    $0.002000 saved)"; what they saved left out when prices do not say it."""
     if not turn.cached_calls:
         return ""
-    calls = plural(turn.cached_calls, "call")
     if not turn.cached:
-        return f" ({calls} cached)"
+        what = plural(turn.cached_calls, "call")
+    elif turn.cached_calls > 1:
+        what = f"the reply and {plural(turn.cached_calls - 1, 'more call')}"
+    else:
+        what = "the reply"
     saved = spent(turn.saved_cost, unpriced)
-    return f" (cached: {calls}, {saved} saved)" if saved else f" (cached: {calls})"
+    return f" (from the cache: {what}, {saved} saved)" if saved else f" (from the cache: {what})"
 
 
 def format_header(suite_name: str, model: str, endpoint: str, mock: bool) -> str:

@@ -324,28 +324,22 @@ CACHES = {
 }
 
 # The response cache (engine.cache, runs.response_cache): model answers every worker shares. In the database by
-# default (its table made by a migration), in Redis with EVALSITE_CACHE_URL=redis://…. The broker's Redis is
-# not taken on its own: a broker is usually kept with no eviction, where a growing cache would block the queue.
+# default (runs.models.CachedAnswer), in Redis with EVALSITE_CACHE_URL=redis://…, where the `responses` cache
+# gives the connection and the key prefix. The broker's Redis is not taken on its own: a broker is usually kept
+# with no eviction, where a growing cache would block the queue.
 EVALSITE_CACHE_URL = os.environ.get("EVALSITE_CACHE_URL", "").strip()
 EVALSITE_CACHE_TTL = env_int("EVALSITE_CACHE_TTL", 30 * 24 * 3600)
 EVALSITE_CACHE_MAX_ENTRIES = env_int("EVALSITE_CACHE_MAX_ENTRIES", 100_000)
+# The table of Django's DatabaseCache that runs migration 0032 makes and 0037 drops, the answers now in their own.
 RESPONSE_CACHE_TABLE = "evalsite_response_cache"
-CACHES["responses"] = (
-    {
+if EVALSITE_CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    CACHES["responses"] = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": EVALSITE_CACHE_URL,
         "KEY_PREFIX": "evalsite-responses",
-        "TIMEOUT": EVALSITE_CACHE_TTL,
+        # A cache that is away costs a miss (engine.cache.GuardedStore), never a worker held on it.
+        "OPTIONS": {"socket_connect_timeout": 5, "socket_timeout": 5},
     }
-    if EVALSITE_CACHE_URL.startswith(("redis://", "rediss://", "unix://"))
-    else {
-        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
-        "LOCATION": RESPONSE_CACHE_TABLE,
-        "TIMEOUT": EVALSITE_CACHE_TTL,
-        # A full table loses a tenth of its entries (the first by key: a digest, so as good as any) per cull.
-        "OPTIONS": {"MAX_ENTRIES": EVALSITE_CACHE_MAX_ENTRIES, "CULL_FREQUENCY": 10},
-    }
-)
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie, but the admin JS may.

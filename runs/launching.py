@@ -17,7 +17,7 @@ from engine.cache import roles_of
 from engine.clients import MOCK
 from engine.errors import error_words, unknown_key_message
 from engine.matrix import SETTING_MARK, Variant, VariantError, parse_variants
-from engine.options import RunOptions
+from engine.options import RunOptions, apply
 from engine.schema import Suite as SuiteSpec
 from engine.schema.settings import ModelSettings
 from engine.source import SuiteError, load_typed_yaml
@@ -140,6 +140,20 @@ def cache_option(form: LaunchForm, spec: SuiteSpec | None) -> bool | None:
     return None if spec is not None and wanted == (roles_of(spec) is not None) else wanted
 
 
+def as_launched(form: LaunchForm, spec: SuiteSpec | None) -> SuiteSpec | None:
+    """The suite as the form filled so far would launch it, for its estimate: the settings typed (a
+    max_tokens caps its replies) and the cache box (engine.cost says the cache may answer some calls) over
+    its own keys. An unfilled form, the page's first, launches the suite as it is."""
+    if spec is None or not form.is_bound:
+        return spec
+    form.is_valid()
+    typed = {key: form.cleaned_data.get(key) for key in ("model_settings", "judge_settings", "user_settings")}
+    cache = cache_option(form, spec)
+    if cache is not None:
+        typed["cache"] = cache
+    return apply(spec, RunOptions.model_validate(typed))
+
+
 def launch_variants(form: LaunchForm, spec: SuiteSpec | None) -> list[Variant]:
     """The variants a launch names: the model field (blank: the suite's model) and each line of `compare`.
     One variant without settings is an ordinary run; more are a matrix. Raises VariantError."""
@@ -193,7 +207,7 @@ def panel(
         "launch_cache": bool(cache_on),  # the box: as sent, else as the suite's `cache` says
         "model_choices": model_choices(request.user, spec, project_id),
         "launch_routes": routes,
-        "launch_cost": launch_costs(spec, model, form["compare"].value(), project_id),
+        "launch_cost": launch_costs(as_launched(form, spec), model, form["compare"].value(), project_id),
         "launch_cap": launch_cap(spec, model, form["compare"].value(), project_id),
         # One field per suite variable: what was sent (after a refused launch), else its default.
         "launch_vars": [

@@ -1,4 +1,4 @@
-"""Runs, conversations, turns, endpoint pauses and shared links.
+"""Runs, conversations, turns, endpoint pauses, shared links and the response cache's answers.
 
 Run state lives here, never only in the broker: a run is a row, each eval of it is a Conversation row, and
 each graded reply is a Turn row written once. Workers claim conversations with conditional updates.
@@ -32,6 +32,24 @@ class EndpointPause(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint} paused until {self.paused_until}"
+
+
+class CachedAnswer(models.Model):
+    """A model's answer kept by the server's response cache in the database (runs.response_cache), under the
+    digest of everything that shaped it (engine.cache.call_key), with when it was kept: an answer is refused
+    once older than EVALSITE_CACHE_TTL as it is now, whatever it was when the answer was kept."""
+
+    key = models.CharField(max_length=64, primary_key=True)
+    answer = models.TextField()  # JSON, as engine.cache keeps it: its length is what the admin counts
+    kept_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "evalsite_cached_answer"
+        # The oldest first: the bound's cull and the admin's oldest entry; the TTL's cut-off on each count.
+        indexes = [models.Index(fields=["kept_at"], name="cached_answer_kept")]
+
+    def __str__(self) -> str:
+        return f"answer {self.key[:12]}… kept {self.kept_at:%Y-%m-%d %H:%M}"
 
 
 # The engine's statuses (engine.outcomes.Status), as the choices of the status columns.

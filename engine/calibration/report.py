@@ -13,6 +13,8 @@ from pydantic import BaseModel, Field
 
 from .. import agreement
 from ..agreement import Confusion, Judgement, Metrics
+from ..cost import spent
+from ..text import plural
 from .playing import Judged
 from .sets import LoadedSet, NamedJudge, Sample
 
@@ -62,6 +64,11 @@ class CalibrationReport(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     status: str  # passed | failed (a gate failed for some judge)
     duration_s: float | None = None
+    # The judges' calls the response cache answered, what they would have cost (engine.cache), and the
+    # endpoints without prices they went to, which leave that unknown or a lower bound (engine.cost.spent).
+    cached_calls: int = 0
+    saved_cost: float = 0.0
+    unpriced: list[str] = Field(default_factory=list)
 
 
 def _criteria_text(judge: NamedJudge) -> str:
@@ -219,7 +226,13 @@ def format_calibration(report: CalibrationReport, worst: int = 5) -> str:
                 lines.append(
                     f"    {row.label}: expected {row.expected_score:g}, judged {judged} — {row.judge_reason[:90]}"
                 )
-    lines += ["", f"Calibration {report.status}"]
+    lines.append("")
+    if report.cached_calls:  # as `evalsite run` says it
+        saved = spent(report.saved_cost, report.unpriced)
+        lines.append(
+            f"{plural(report.cached_calls, 'judge call')} from the cache{f', {saved} saved' if saved else ''}"
+        )
+    lines.append(f"Calibration {report.status}")
     return "\n".join(lines)
 
 

@@ -35,4 +35,6 @@ def run_calibration(
         for ev in result.evals
     ]
     models = {judge.name: judge.model or result.model for judge in loaded.spec.all_judges}
-    return report(loaded, judged, models=models, duration_s=result.totals.duration_s)
+    found = report(loaded, judged, models=models, duration_s=result.totals.duration_s)
+    cached = {"cached_calls": result.totals.cached_calls, "saved_cost": result.totals.saved_cost}
+    return found.model_copy(update={**cached, "unpriced": list(result.unpriced)})

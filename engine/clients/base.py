@@ -70,8 +70,8 @@ class Completion:
     refusal: str | None = None
     tool_calls: bool = False
     calls: tuple[dict, ...] = ()  # each tool call as {id, name, arguments}: engine.clients.answers
-    # Answered from the response cache (engine.cache): nothing spent, and what the answer cost when it was
-    # first asked is saved.
+    # Answered from the response cache (engine.cache): nothing spent, and what the call would have cost at this
+    # endpoint's prices is saved.
     cached: bool = False
     saved_cost: float = 0.0
 

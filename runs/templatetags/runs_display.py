@@ -37,6 +37,14 @@ def usd(amount, unpriced, digits: int = 4) -> str:
     return spent(amount or 0.0, unpriced or (), digits) or "unknown"
 
 
+@register.simple_tag
+def saved(amount, unpriced, digits: int = 6) -> str:
+    """`{% saved turn.saved_cost run.unpriced %}`: what calls answered from the response cache saved, as far
+    as prices tell: "$0.008000 saved", "at least $0.008000 saved", or "cost unknown"."""
+    amount = spent(amount or 0.0, unpriced or (), digits)
+    return f"{amount} saved" if amount else "cost unknown"
+
+
 @register.filter
 def no_prices(unpriced) -> str:
     """Why a run's costs are unknown: "no prices for endpoint fake" (engine.cost.no_prices)."""

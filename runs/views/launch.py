@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from endpoints.routes import suite_routes
 from engine.matrix import VariantError
-from engine.options import RunOptions, apply
+from engine.options import RunOptions
 from engine.source import SuiteError
 from projects.access import needs
 from projects.roles import Can
@@ -23,6 +23,7 @@ from suites.views.editor import parse_version, render_editor
 
 from ..launching import (
     LaunchForm,
+    as_launched,
     cache_option,
     launch_cap,
     launch_costs,
@@ -131,12 +132,7 @@ def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     routes = (
         suite_routes(spec, model=model or None, project_id=suite.project_id) if spec is not None else None
     )
-    if spec is not None:  # the estimate reads the settings typed so far (a max_tokens caps its replies)
-        form.is_valid()
-        typed = {
-            key: form.cleaned_data.get(key) for key in ("model_settings", "judge_settings", "user_settings")
-        }
-        spec = apply(spec, RunOptions.model_validate(typed))
+    spec = as_launched(form, spec)  # the settings typed so far and the cache box, for the estimate
     costs = launch_costs(spec, model, request.GET.get("compare"), suite.project_id)
     context = {
         "launch_routes": routes, "suite": suite, "launch_cost": costs, "launch_form": form,

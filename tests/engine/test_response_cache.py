@@ -276,7 +276,7 @@ def test_evalsite_run_caches_with_cache_in_a_local_store_and_no_cache_overrides_
     second = _cli(str(path), "--cache", "--verbose", "--json", str(tmp_path / "out.json"), env=env)
     assert second.returncode == 0, second.stderr
     assert len(fake.chat_requests()) == 3  # no model call
-    assert "3 calls from the cache" in second.stdout and "(cached: 1 call" in second.stdout
+    assert "3 calls from the cache" in second.stdout and "(from the cache: the reply)" in second.stdout
     totals = json.loads((tmp_path / "out.json").read_text())["totals"]
     assert totals["cached_calls"] == 3 and totals["cost"] == 0
 
@@ -450,3 +450,116 @@ def test_repeats_belong_to_a_calibration_and_a_suite_that_says_it_is_told_where(
     assert "calibration" in problem.message
     calibration = as_suite(load_calibration(CALIBRATION + "cache: {judge: true, repeats: true}\n"))
     assert calibration.cache.repeats
+
+
+ACCOUNT_KEY_ENV = "EVALSITE_TEST_CACHE_ACCOUNT_KEY"
+OTHER_ACCOUNT_KEY_ENV = "EVALSITE_TEST_CACHE_OTHER_ACCOUNT_KEY"
+
+
+def _named(fake, **prices_by_name) -> EndpointRegistry:
+    """Named endpoints all at the fake's URL: name -> (price_input, price_output, the variable of its key)."""
+    named = {
+        name: EndpointConfig(name, fake.base_url, key_env, price_input=price_in, price_output=price_out)
+        for name, (price_in, price_out, key_env) in prices_by_name.items()
+    }
+    return EndpointRegistry(default=EndpointConfig(name=DEFAULT, base_url=fake.base_url), named=named)
+
+
+def _run_on(fake, registry, model, store):
+    before = len(fake.chat_requests())
+    report = run_suite(_suite(), registry, model=model, store=store)
+    return report, len(fake.chat_requests()) - before
+
+
+def test_two_names_for_one_endpoint_share_answers_and_each_saves_at_its_own_prices(fake, monkeypatch):
+    from engine.report import format_summary
+
+    monkeypatch.setenv(ACCOUNT_KEY_ENV, "sk-one-account")
+    registry = _named(
+        fake,
+        fk=(1.0, 2.0, ACCOUNT_KEY_ENV),
+        free=(0.0, 0.0, ACCOUNT_KEY_ENV),
+        dear=(10.0, 20.0, ACCOUNT_KEY_ENV),
+    )
+    store = MemoryStore()
+    first, calls = _run_on(fake, registry, "fk/alpha", store)
+    assert calls == 3 and first.totals.cost > 0 and first.totals.saved_cost == 0
+
+    # The same URL, key and model: the same upstream model, so the same answers, none asked again. What they
+    # saved is unknown: `free` has no prices, and fk's are not this run's.
+    unpriced, calls = _run_on(fake, registry, "free/alpha", store)
+    assert calls == 0 and unpriced.totals.cached_calls == 3
+    assert unpriced.unpriced == ["free"] and unpriced.totals.saved_cost == 0
+    summary = format_summary(unpriced)
+    assert "3 calls from the cache" in summary and "saved" not in summary
+
+    dear, calls = _run_on(fake, registry, "dear/alpha", store)
+    assert calls == 0 and dear.totals.cached_calls == 3
+    assert dear.totals.saved_cost == pytest.approx(10 * first.totals.cost)
+    assert f"${dear.totals.saved_cost:.6f} saved" in format_summary(dear)
+
+
+def test_an_endpoint_with_another_api_key_is_another_account_and_asks_again(fake, monkeypatch):
+    monkeypatch.setenv(ACCOUNT_KEY_ENV, "sk-one-account")
+    monkeypatch.setenv(OTHER_ACCOUNT_KEY_ENV, "sk-another-account")
+    registry = _named(fake, fk=(1.0, 2.0, ACCOUNT_KEY_ENV), theirs=(1.0, 2.0, OTHER_ACCOUNT_KEY_ENV))
+    store = MemoryStore()
+    _run_on(fake, registry, "fk/alpha", store)
+    report, calls = _run_on(fake, registry, "theirs/alpha", store)
+    assert calls == 3 and report.totals.cached_calls == 0
+    assert {headers["authorization"] for headers in fake.chat_headers()[-3:]} == {"Bearer sk-another-account"}
+    # The key is in no entry: a digest of it, keyed by the store's pepper, is part of the cache key only.
+    assert "sk-one-account" not in json.dumps(store.entries)
+    _, calls = _run_on(fake, registry, "theirs/alpha", store)
+    assert calls == 0  # that account's own answers are cached for it
+
+
+def test_a_turns_line_says_what_came_from_the_cache_in_one_wording_whichever_role_it_was(fake):
+    from engine.report import format_eval
+
+    def lines(report) -> dict[str, str]:
+        return {ev.id: format_eval(ev, unpriced=report.unpriced) for ev in report.evals}
+
+    store = MemoryStore()
+    _run(fake, _suite(cache="{judge: true}"), store)
+    judges_only, _ = _run(fake, _suite(cache="{judge: true}"), store)
+    judged = next(ev for ev in judges_only.evals if ev.id == "judged").turns[0]
+    assert not judged.cached and judged.cached_calls == 1 and judged.saved_cost > 0
+    assert f"(from the cache: 1 call, ${judged.saved_cost:.6f} saved)" in lines(judges_only)["judged"]
+    assert "from the cache" not in lines(judges_only)["greet"]
+
+    _run(fake, _suite(), store)
+    every, calls = _run(fake, _suite(), store)
+    assert calls == 0
+    greet, judged = (next(ev for ev in every.evals if ev.id == name).turns[0] for name in ("greet", "judged"))
+    assert f"(from the cache: the reply, ${greet.saved_cost:.6f} saved)" in lines(every)["greet"]
+    said = f"(from the cache: the reply and 1 more call, ${judged.saved_cost:.6f} saved)"
+    assert said in lines(every)["judged"]
+
+
+def _calibrate(*args, env):
+    return subprocess.run(
+        [sys.executable, "-m", "evalsite.cli", "calibrate", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_evalsite_calibrate_says_how_many_judge_calls_came_from_the_cache_and_what_they_saved(fake, tmp_path):
+    fake.default_reply = '{"score": 3, "reason": "polite"}'
+    path = tmp_path / "set.yaml"
+    path.write_text(CALIBRATION)
+    env = {**os.environ, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test",
+           "EVALSITE_DEFAULT_PRICE_INPUT": "1", "EVALSITE_DEFAULT_PRICE_OUTPUT": "2",
+           "XDG_CACHE_HOME": str(tmp_path / "xdg"), "EVALSITE_VAR_DIR": str(tmp_path / "var")}  # fmt: skip
+    env.pop("DATABASE_URL", None)
+    first = _calibrate(str(path), "--cache", env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert len(fake.chat_requests()) == 2 and "from the cache" not in first.stdout
+
+    out = tmp_path / "calibration.json"
+    second = _calibrate(str(path), "--cache", "--json", str(out), env=env)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert len(fake.chat_requests()) == 3  # the first repeat answered from the cache, the second asked again
+    figures = json.loads(out.read_text())
+    assert figures["cached_calls"] == 1 and figures["saved_cost"] > 0 and figures["unpriced"] == []
+    assert f"1 judge call from the cache, ${figures['saved_cost']:.6f} saved" in second.stdout

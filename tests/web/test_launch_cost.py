@@ -77,6 +77,43 @@ def test_the_estimate_follows_the_settings_typed(logged_in, priced):
     assert "Cost: ≈ $4.10 (up to $16.10)" in typing
 
 
+CACHE_NOTE = "every call counted, though the response cache may answer some for nothing"
+
+
+def test_the_estimate_follows_the_response_cache_box(logged_in, priced):
+    url = reverse("suites:launch_routes", args=[priced.public_id])
+    chosen = {"model": "paid/gpt-x", "version": "1", "cache-shown": "1"}
+    ticked = text(logged_in.get(url, {**chosen, "cache": "on"}).content.decode())
+    assert "Cost: ≈ $4.10 (up to $16.10): 10 conversations × 1 turn" in ticked and CACHE_NOTE in ticked
+    plain = text(logged_in.get(url, chosen).content.decode())
+    assert "Cost: ≈ $4.10 (up to $16.10)" in plain and CACHE_NOTE not in plain
+
+    # A suite that caches: the box left ticked keeps the note, unticked it turns the cache off.
+    cached = services.create_suite(
+        owner=priced.owner, source=SUITE.replace("name: priced", "name: c\ncache: true")
+    )
+    url = reverse("suites:launch_routes", args=[cached.public_id])
+    assert CACHE_NOTE in text(logged_in.get(url, {**chosen, "cache": "on"}).content.decode())
+    assert CACHE_NOTE not in text(logged_in.get(url, chosen).content.decode())
+    # A request without the box (an older page's) leaves the suite's own choice.
+    assert CACHE_NOTE in text(logged_in.get(url, {"model": "paid/gpt-x", "version": "1"}).content.decode())
+
+
+def test_the_cache_box_asks_for_the_estimate_again_and_a_refused_launch_keeps_its_choice(logged_in, priced):
+    page = logged_in.get(reverse("suites:detail", args=[priced.public_id])).content.decode()
+    box = re.search(r"<input type=\"checkbox\"[^>]*name=\"cache\"[^>]*>", page).group(0)
+    routes = reverse("suites:launch_routes", args=[priced.public_id])
+    assert f'hx-get="{routes}"' in box and 'hx-trigger="change"' in box and 'hx-include="closest form"' in box
+    assert 'hx-target="#launch-routes"' in box
+
+    # Launched with the box ticked and refused (no concurrency): the form comes back with its estimate so.
+    refused = logged_in.post(
+        reverse("suites:launch", args=[priced.public_id]),
+        {"model": "paid/gpt-x", "version": "1", "cache-shown": "1", "cache": "on", "concurrency": "0"},
+    )
+    assert refused.status_code == 400 and CACHE_NOTE in text(refused.content.decode())
+
+
 def test_a_matrix_estimate_gives_each_variant_and_their_sum(logged_in, priced):
     url = reverse("suites:launch_routes", args=[priced.public_id])
     compared = {"model": "paid/gpt-x", "compare": "paid/gpt-x@temperature=0.7\nmock", "version": "1"}
