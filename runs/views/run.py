@@ -188,11 +188,13 @@ def share(request: HttpRequest, run_id) -> HttpResponse:
     return _share_panel(request, run, created=link.pk)
 
 
-@needs(Can.EDIT)
+@needs(Can.VIEW)
 @login_required
 @require_POST
 def revoke(request: HttpRequest, run_id, link_id: int) -> HttpResponse:
-    run = selectors.get_run_for_user(request.user, run_id, Can.EDIT)
+    """A member revokes the links they made whatever their role now (revoking only takes access away: a
+    member made a viewer keeps no way in for strangers); another member's takes an admin."""
+    run = selectors.get_run_for_user(request.user, run_id)
     link = get_object_or_404(run.share_links, pk=link_id)
     if link.created_by_id != request.user.pk:  # another member's link
         check(request.user, run.project_id, Can.MANAGE)

@@ -41,6 +41,8 @@ NOT_OURS = ("admin", "admin_response_cache", "api", "login", "logout", "static")
 PUBLIC_BY_TOKEN = "share"
 # A user's own API token: anyone else's is a 404 whatever their role, so it is not a role's question.
 OWN_ONLY = {"token_revoke"}
+# A share link is revoked by its maker whatever their role, and by an admin: the world's link is the editor's.
+MAKER_OR_ADMIN = {"runs:revoke": "editor"}
 
 SUITE = """\
 name: perm-suite
@@ -104,7 +106,7 @@ def world(django_user_model):
     override = reviews.override_outcome(  # a reviewer withdraws their own overrides
         conversation, people["reviewer"], turn=1, target="checks[0]", passed=False, note="x"
     )
-    link = services.create_share_link(run, people["editor"])  # an editor revokes their own links
+    link = services.create_share_link(run, people["editor"])  # its maker revokes it (MAKER_OR_ADMIN)
     matrix = create_matrix(
         version=suite.latest_version, user=admin, variants=parse_variants(["mock,mock@seed=1"])
     )
@@ -210,6 +212,8 @@ def test_every_route_answers_each_role_as_its_view_declares(world):
         for method in _methods(name, url, _client(people["admin"])):
             needed = view.needs if method == "GET" else view.needs_to_post
             for who in ["anonymous", "outsider", *ROLES]:
+                if name in MAKER_OR_ADMIN:
+                    needed = Can.VIEW if who == MAKER_OR_ADMIN[name] else Can.MANAGE
                 client = _client(people.get(who))
                 before = _state()
                 data = _post_data(name, world)

@@ -1,6 +1,6 @@
 """Share links and their makers' access: a link ends when its maker leaves the project or is deactivated,
 however that happened, and the audit log says why; a project's admins list its active links and revoke any;
-a link may be made to expire; its last use is noted."""
+its maker revokes it whatever their role now; a link may be made to expire; its last use is noted."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from projects import services as project_services
 from projects.models import Action, AuditEvent, Membership, Project
+from projects.roles import Role
 from runs import selectors, services
 from runs.models import ShareLink
 from suites.services import create_suite
@@ -232,3 +234,27 @@ def test_an_admin_sees_every_links_url_with_its_maker(logged_in, user, team):
     page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
     assert f"/s/{eds.token}/" in page and f"/s/{alices.token}/" in page
     assert "ed, " in page and 'id="share-others"' not in page
+
+
+# --- Who revokes a link from the run page ---------------------------------------------------------------------
+
+
+def test_a_maker_made_a_viewer_still_revokes_their_link_but_no_one_elses(user, team):
+    """Revoking only takes access away: a member demoted below editor keeps the Revoke button of the links they
+    made, and its POST works; another member's link still takes an admin."""
+    run, eds = team["runs"]["default"], team["links"]["default"]
+    alices = services.create_share_link(run, user)
+    project_services.change_role(Membership.objects.get(user=team["ed"], project=team["here"]), Role.VIEWER)
+    ed = signed_in(team["ed"])
+    page = ed.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    revoke = reverse("runs:revoke", args=[run.pk, eds.pk])
+    form = page[page.index(f'action="{revoke}"') :]
+    assert form[: form.index("</form>")].count("disabled") == 0  # the Revoke button is there to press
+
+    refused = ed.post(reverse("runs:revoke", args=[run.pk, alices.pk]))
+    assert refused.status_code == 403 and "admin role" in refused.content.decode()
+    assert opens(alices)
+    assert ed.post(revoke).status_code == 302
+    assert not opens(eds) and opens(alices)
+    event = AuditEvent.objects.get(action=Action.REVOKED, detail__link=eds.pk)
+    assert event.actor == team["ed"]
