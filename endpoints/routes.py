@@ -1,7 +1,7 @@
 """Where a suite's model references go among the endpoints defined now, and what looks likely to fail there:
 engine.endpoint_checks against this site's registry, for the editor, the launch panel and the API. An
 endpoint that belongs to one project is there for that project's suites only: to another project it is as
-absent as a name no endpoint has, and a launch there that names it is refused."""
+absent as a name no endpoint has, and a launch there that names either is refused."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ from engine import endpoint_checks
 from engine.calibration import CalibrationSuite
 from engine.codegrade import policy as code_policy
 from engine.schema import Suite
-from engine.source import SuiteProblem
+from engine.source import SuiteProblem, format_path
 
-from .models import Endpoint
-from .registry import current_registry, project_registry
+from .registry import project_registry
 
 
 @dataclass
@@ -48,14 +47,20 @@ def suite_routes(
     return SuiteRoutes(lines=endpoint_checks.routes(spec, registry, model, refs=refs), warnings=warnings)
 
 
-def project_refusal(spec: Suite, project_id: int, model: str | None = None) -> str | None:
-    """Why a launch in `project_id` may not run: a model reference of it names another project's endpoint,
-    which the workers would call (they read every endpoint); None when every endpoint it uses is shared or
-    the project's own. Worded as for a name no endpoint has, which is what the project's pages say of it."""
-    registry = current_registry()
-    names = {registry.resolve(item.ref)[0]: item.ref for item in endpoint_checks.model_refs(spec, model)}
-    foreign = Endpoint.objects.filter(name__in=names, project__isnull=False).exclude(project_id=project_id)
-    name = foreign.order_by("name").values_list("name", flat=True).first()
-    if name is None:
-        return None
-    return f"`{names[name]}`: this project has no endpoint named `{name}`"
+def endpoint_refusal(
+    spec: Suite, project_id: int | None, model: str | None = None, *, model_called: bool = True
+) -> str | None:
+    """Why a launch in `project_id` may not run: a model reference of it (the model under test, a judge, a
+    simulated user's, …) whose `name/` prefix names no endpoint the project may use, a typo or another
+    project's endpoint alike, which would otherwise go whole to the default endpoint. One line naming where
+    the suite names it and listing the endpoints the project may use (engine.endpoint_checks.no_endpoint);
+    None when every reference goes somewhere. `model_called`: False for a re-grade, which never calls the
+    model under test (its judge, when that is the same model, is still checked)."""
+    registry = project_registry(project_id)
+    for item in endpoint_checks.model_refs(spec, model):
+        if item.role == "model" and not model_called:
+            continue
+        if message := endpoint_checks.no_endpoint(registry, item.ref, project=True):
+            where = format_path(item.path) if item.path else item.role
+            return f"{where} {message}"
+    return None

@@ -2,9 +2,10 @@
 
 `routes(suite, registry)` says which endpoint each model reference (the model under test, the judge, a
 check's, a stop condition's or a named grader's own judge, a simulated user's model, a model playing a tool)
-goes to; `warnings(...)` lists what would send a run astray: a `name/` prefix that names no endpoint (the
-whole reference then goes to the default endpoint, which is right for `anthropic/claude-3.5-sonnet` through
-OpenRouter, and wrong for a typo), and an endpoint whose key variable is not set. `probe(endpoint)` asks an endpoint for its models.
+goes to; `warnings(...)` lists what would send a run astray: a `name/` prefix that names no endpoint (a typo,
+or an id such as OpenRouter's `anthropic/claude-3.5-sonnet` meant whole for the default endpoint, which is
+written `default/anthropic/claude-3.5-sonnet`), which every launch refuses (`no_endpoint`), and an endpoint
+whose key variable is not set. `probe(endpoint)` asks an endpoint for its models.
 
 Plain functions, used by the editor, the launch form, the API, the admin and the CLI.
 """
@@ -20,7 +21,7 @@ from typing import Annotated, Any, ForwardRef, Literal, TypeVar, get_args, get_o
 
 from pydantic import BaseModel
 
-from .clients import MOCK, EndpointConfig, EndpointRegistry
+from .clients import DEFAULT, MOCK, EndpointConfig, EndpointRegistry
 from .clients.answers import error_text
 from .errors import written_path
 from .redact import redact
@@ -48,15 +49,20 @@ class ModelRef:
 
 @dataclass(frozen=True)
 class Route:
-    """Where one model reference goes: the endpoint's name, its URL ("" for the mock) and the model id sent."""
+    """Where one model reference goes: the endpoint's name, its URL ("" for the mock) and the model id sent;
+    `missing`: the `name/` prefix that names no endpoint, for a reference that goes nowhere (a launch
+    refuses it)."""
 
     ref: str
     endpoint: str
     model: str
     base_url: str = ""
     key_env: str = ""  # the variable holding the key; "" when none is needed
+    missing: str = ""
 
     def __str__(self) -> str:
+        if self.missing:
+            return f"no endpoint named `{self.missing}`"
         return f"{self.endpoint} ({self.base_url})" if self.base_url else self.endpoint
 
 
@@ -76,6 +82,8 @@ class RouteLine:
 
 
 def describe(registry: EndpointRegistry, ref: str) -> Route:
+    if (prefix := unnamed_prefix(registry, ref)) is not None:
+        return Route(ref=ref.strip(), endpoint="", model=ref.strip(), missing=prefix)
     name, model = registry.resolve(ref)
     endpoint = registry.endpoint(name) if name != MOCK else None
     if endpoint is None:
@@ -279,21 +287,44 @@ def locator(source: str):
 
 
 def unnamed_prefix(registry: EndpointRegistry, ref: str) -> str | None:
-    """The `name` of a `name/model` reference no endpoint is named (nor `mock`): it goes whole to the default
-    endpoint, right for OpenRouter's ids and a typo otherwise, so the web warns and the CLI refuses."""
+    """The `name` of a `name/model` reference when no endpoint is named so (nor `mock`, nor `default`): a typo,
+    or an id meant whole for the default endpoint, which `default/` says; every launch refuses it."""
     prefix, sep, rest = ref.strip().partition("/")
-    if not (sep and rest) or prefix == MOCK or prefix in registry.named:
+    if not (sep and rest) or prefix in (MOCK, DEFAULT) or prefix in registry.named:
         return None
     return prefix
 
 
 def closest_endpoint(registry: EndpointRegistry, prefix: str) -> str | None:
-    hint = difflib.get_close_matches(prefix, [*sorted(registry.named), MOCK], n=1, cutoff=0.6)
+    hint = difflib.get_close_matches(prefix, [*sorted(registry.named), MOCK, DEFAULT], n=1, cutoff=0.6)
     return hint[0] if hint else None
 
 
+def endpoint_names(registry: EndpointRegistry) -> str:
+    """The names a `name/` prefix may take with this registry: its named endpoints, then `mock` and `default`."""
+    return ", ".join(f"`{name}`" for name in [*sorted(registry.named), MOCK, DEFAULT])
+
+
+def no_endpoint(registry: EndpointRegistry, ref: str, *, project: bool = False) -> str | None:
+    """Why a launch refuses `ref`, in one line, when its `name/` prefix names no endpoint of `registry`: the
+    name as written, the nearest endpoint's, every name it may take, and how an id with a slash of its own
+    goes whole to the default endpoint; None when the reference goes somewhere. `project`: the registry is
+    a project's (endpoints.registry.project_registry), and the words say so."""
+    ref = ref.strip()
+    prefix = unnamed_prefix(registry, ref)
+    if prefix is None:
+        return None
+    close = closest_endpoint(registry, prefix)
+    hint = f" (did you mean `{close}`?)" if close else ""
+    lacks, may = ("this project has", "it may use") if project else ("there is", "the endpoints are")
+    return (
+        f"`{ref}`: {lacks} no endpoint named `{prefix}`{hint}; {may} {endpoint_names(registry)} "
+        f"(`{DEFAULT}/{ref}` sends `{ref}` whole to the default endpoint)"
+    )
+
+
 def unknown_prefix(registry: EndpointRegistry, ref: str) -> str | None:
-    """A warning when `ref` looks like `endpoint/model` but no endpoint has that name."""
+    """A warning when `ref` looks like `endpoint/model` but no endpoint has that name: a launch refuses it."""
     ref = ref.strip()
     prefix = unnamed_prefix(registry, ref)
     if prefix is None:
@@ -307,8 +338,8 @@ def unknown_prefix(registry: EndpointRegistry, ref: str) -> str | None:
     else:
         why = "named endpoints are added in the admin, under Endpoints → Endpoints"
     return (
-        f"`{ref}` goes to the default endpoint ({registry.default.base_url}) as model `{ref}`: "
-        f"no endpoint is named `{prefix}` ({why})"
+        f"no endpoint is named `{prefix}` ({why}): a run of `{ref}` is refused; "
+        f"`{DEFAULT}/{ref}` sends it whole to the default endpoint"
     )
 
 

@@ -16,7 +16,7 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 from pydantic import ValidationError
 
-from endpoints.routes import project_refusal
+from endpoints.routes import endpoint_refusal
 from engine import bounds, cost, suitevars
 from engine.clients import MOCK
 from engine.codegrade import policy as code_policy
@@ -102,7 +102,8 @@ def create_run(
         _, endpoint_name = build_context(spec, registry, model_ref)
     except Exception as exc:  # an unknown endpoint and the like: say so before anything is stored
         raise LaunchError(str(exc)) from None
-    if refusal := project_refusal(spec, version.suite.project_id, model_ref):
+    project_id = version.suite.project_id
+    if refusal := endpoint_refusal(spec, project_id, model_ref, model_called=regraded_from is None):
         raise LaunchError(refusal)
     if not settings.EVALSITE_CODE_GRADERS and (refusal := code_policy.launch_refusal(spec)):
         raise LaunchError(refusal)
@@ -121,7 +122,7 @@ def create_run(
         raise ConcurrencyRefused(refusal)
     run = Run.objects.create(
         suite_version=version,
-        project_id=version.suite.project_id,
+        project_id=project_id,
         created_by=user,
         model=model_ref,
         endpoint_name=endpoint_name,

@@ -17,9 +17,11 @@ from .mock import MockClient
 class EndpointRegistry:
     """Maps model references to endpoints.
 
-    "endpoint/model" picks a named endpoint when "endpoint" is one; anything else, including ids such as
-    "anthropic/claude-3.5-sonnet", goes whole to the default endpoint. "mock" (or "mock/anything") is the
-    built-in mock.
+    "endpoint/model" picks a named endpoint when "endpoint" is one, and "default/model" the default endpoint
+    (the model id may hold slashes of its own: "default/anthropic/claude-3.5-sonnet"); a bare model id goes to
+    the default endpoint. "mock" (or "mock/anything") is the built-in mock. A "name/model" whose name is no
+    endpoint goes whole to the default endpoint here, as a run stored with one plays it; every launch refuses
+    such a reference first (engine.endpoint_checks.no_endpoint).
     """
 
     default: EndpointConfig
@@ -35,6 +37,8 @@ class EndpointRegistry:
         if sep and rest:
             if prefix == MOCK:
                 return MOCK, rest
+            if prefix == DEFAULT:
+                return DEFAULT, rest
             if prefix in self.named:
                 return prefix, rest
         return DEFAULT, ref

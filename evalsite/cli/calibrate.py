@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 from engine.cache import open_disk_store
 from engine.calibration.report import format_calibration
 from engine.calibration.run import run_calibration
-from engine.endpoint_checks import unnamed_prefix
+from engine.endpoint_checks import no_endpoint
 from engine.schema.settings import CacheRoles
 
 from .common import (
@@ -68,12 +67,11 @@ def calibrate(args: argparse.Namespace) -> int:
     if nameless and not args.model:
         raise UserError(f"{args.file}: judge {nameless[0]!r} names no `model`; set one or pass --model")
     registry, unread = endpoint_registry()
-    for judge in loaded.spec.all_judges:
+    for judge in loaded.spec.all_judges:  # refused as `evalsite run` refuses it (check_model_refs)
         ref = judge.model or args.model
-        prefix = unnamed_prefix(registry, ref)
-        if prefix and not os.environ.get("OPENAI_BASE_URL"):
-            why = unread or f"endpoints in the admin: {', '.join(sorted(registry.named)) or 'none'}"
-            raise UserError(f"judge {judge.name!r} `{ref}`: no endpoint named `{prefix}` ({why})")
+        if message := no_endpoint(registry, ref):
+            why = f" ({unread})" if unread else ""
+            raise UserError(f"judge {judge.name!r} {message}{why}")
     for judge in loaded.spec.all_judges:  # a --concurrency given is what runs, or is refused (run's rule)
         registry = raise_cap(registry, judge.model or args.model, args.concurrency)
     if args.cache is not None:

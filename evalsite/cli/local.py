@@ -6,7 +6,6 @@ when one was set up; `mock` and the default endpoint (OPENAI_BASE_URL, OPENAI_AP
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -25,13 +24,7 @@ from engine.clients.settings import Refusals
 from engine.codegrade.run import CodeRunner
 from engine.cost import estimate, money, no_prices, variant_costs
 from engine.cost import unpriced as cost_unpriced
-from engine.endpoint_checks import (
-    closest_endpoint,
-    locator,
-    model_refs,
-    timeout_warnings,
-    unnamed_prefix,
-)
+from engine.endpoint_checks import locator, model_refs, no_endpoint, timeout_warnings
 from engine.errors import first_error
 from engine.options import apply as apply_options
 from engine.outcomes import Status
@@ -51,13 +44,13 @@ from .run import PROGRESS_EVERY
 
 
 def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry, unread: str | None) -> None:
-    """Refuse a reference that names no endpoint before anything is spent, or say where it goes.
+    """Refuse a reference that names no endpoint before anything is spent, as a launch on the server does.
 
-    "name/model" picks the named endpoint `name`; when there is none it goes whole to the default endpoint,
-    which is right for ids such as OpenRouter's "anthropic/claude-3.5-sonnet" once OPENAI_BASE_URL points
-    there, and a typo (or a missing database) otherwise: OpenAI's own API has no model id with a slash.
+    "name/model" picks the named endpoint `name`; a `name` that no endpoint has is a typo, or an id meant
+    whole for the default endpoint (OpenRouter's "anthropic/claude-3.5-sonnet" once OPENAI_BASE_URL points
+    there), which is written "default/anthropic/claude-3.5-sonnet". Either way the run would otherwise call
+    the default endpoint with a model id no one chose.
     """
-    default_url = os.environ.get("OPENAI_BASE_URL")
     seen = set()
     for found in model_refs(suite, model):
         ref = found.ref.strip()
@@ -68,25 +61,16 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
         seen.add(ref)
         if not prefix or not rest:
             raise UserError(f"{where} `{ref}`: write a model id, `endpoint/model` or `mock`")
-        if unnamed_prefix(registry, ref) is None:
+        message = no_endpoint(registry, ref)
+        if message is None:
             continue
-        if unread:
-            why = f"named endpoints live in the admin's database, and {unread}"
-            fix = f"run `make setup` and add `{prefix}` in the admin (Endpoints → Endpoints)"
-        else:
-            known = ", ".join(f"`{name}`" for name in sorted(registry.named)) or "none"
-            close = closest_endpoint(registry, prefix)
-            why = f"did you mean `{close}`? " if close else ""
-            why += f"endpoints in the admin: {known}"
-            fix = f"add `{prefix}` in the admin (Endpoints → Endpoints)"
-        if default_url:
-            note = f"{where} `{ref}` goes whole to the default endpoint ({default_url}): no endpoint is "
-            print(f"note: {note}named `{prefix}` ({why})", file=sys.stderr)
-            continue
-        raise UserError(
-            f"{where} `{ref}`: no endpoint named `{prefix}` ({why}). To use it, {fix}; or set "
-            f"OPENAI_BASE_URL to send `{ref}` whole to the default endpoint; or use `mock`"
-        )
+        if unread:  # the named endpoints could not be read: say why rather than list none
+            message = (
+                f"`{ref}`: no endpoint named `{prefix}` is known here, since named endpoints live in the "
+                f"admin's database and {unread} (run `make setup` and add `{prefix}` in the admin, under "
+                f"Endpoints → Endpoints; `default/{ref}` sends `{ref}` whole to the default endpoint)"
+            )
+        raise UserError(f"{where} {message}")
 
 
 def names_an_endpoint(suite: Suite, model: str | None) -> bool:

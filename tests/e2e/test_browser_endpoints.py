@@ -38,7 +38,7 @@ def test_routes_and_warnings_follow_what_is_typed(page, user, fake_endpoint, mon
     model.focus()
     page.keyboard.type("faek/other")
     routes = page.locator("#launch-routes")
-    expect(routes).to_contain_text("model faek/other → default")
+    expect(routes).to_contain_text("model faek/other → no endpoint named faek")
     expect(routes).to_contain_text("no endpoint is named `faek` (did you mean `fake`?)")
     expect(page.locator("#model-choices option[value='fake/']")).to_have_count(1)
     screenshot(page, "endpoint-warning-launch.png")

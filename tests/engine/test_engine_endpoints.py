@@ -26,13 +26,16 @@ from engine.schema import MockSpec
         ("anthropic/claude-3.5-sonnet", (DEFAULT, "anthropic/claude-3.5-sonnet")),
         ("fast/gpt-x", ("fast", "gpt-x")),
         ("fast/org/model-y", ("fast", "org/model-y")),
+        ("default/anthropic/claude-3.5-sonnet", (DEFAULT, "anthropic/claude-3.5-sonnet")),
+        ("default/gpt-4o", (DEFAULT, "gpt-4o")),
         ("slow/gpt-x", (DEFAULT, "slow/gpt-x")),
         ("mock", (MOCK, MOCK)),
         ("mock/x", (MOCK, "x")),
     ],
 )
 def test_registry_resolve(registry, ref, expected):
-    """resolve: plain and unknown-prefix ids go whole to default; known endpoint/model splits; mock."""
+    """resolve: plain and unknown-prefix ids go whole to default (a launch refuses the latter first); known
+    endpoint/model and default/model split; mock."""
     assert registry.resolve(ref) == expected
 
 

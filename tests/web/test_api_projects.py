@@ -5,6 +5,7 @@ another's launches and left out of their launch form; the tokens page is the cur
 from __future__ import annotations
 
 import html
+import json
 import re
 
 import pytest
@@ -15,6 +16,8 @@ from django.test import Client
 from django.urls import reverse
 
 from endpoints.models import Endpoint
+from evalsite.cli import remote
+from evalsite.cli.main import main
 from projects.models import Membership, Project
 from runs.models import ApiToken, Run
 from runs.services import LaunchError, create_run
@@ -174,8 +177,13 @@ def theirs(teams, fake_endpoint):
 def test_another_projects_endpoint_is_refused_at_launch_as_a_name_this_project_lacks(teams, theirs):
     source = suite_source("on-fake", model="fake/test-model")
     in_a = create_suite(owner=teams["alice"], source=source, project=teams["a"])
-    with pytest.raises(LaunchError, match="^`fake/test-model`: this project has no endpoint named `fake`$"):
+    with pytest.raises(LaunchError) as refused:
         create_run(version=in_a.latest_version, user=teams["alice"])
+    # The name as written, and the names A may use: its own and the built-in ones, never B's.
+    assert str(refused.value) == (
+        "model `fake/test-model`: this project has no endpoint named `fake`; it may use `ours`, `mock`, "
+        "`default` (`default/fake/test-model` sends `fake/test-model` whole to the default endpoint)"
+    )
     judged = create_suite(
         owner=teams["alice"],
         source=suite_source("judged").replace("model: mock", "model: mock\njudge: fake/j", 1),
@@ -211,6 +219,68 @@ def test_the_api_launch_refuses_another_projects_endpoint_without_naming_that_pr
     detail = refused.json()["detail"]
     assert "this project has no endpoint named `fake`" in detail and "another project" not in detail
     assert not Suite.objects.filter(name="on-fake").exists()  # nothing saved
+
+
+class InProcessServer(remote.Server):
+    """`evalsite run --server`'s calls, answered by this site's API in the test's process."""
+
+    def _send(self, method, path, body, headers):
+        extra = {f"HTTP_{name.upper().replace('-', '_')}": value for name, value in headers.items()}
+        response = Client().generic(
+            method, path, json.dumps(body) if body is not None else "", content_type="application/json",
+            **bearer(self.token), **extra,
+        )  # fmt: skip
+        return response.status_code, response.json()
+
+
+def test_a_typod_endpoint_is_refused_by_the_api_and_the_cli_naming_it_and_the_projects_endpoints(
+    teams, theirs, tmp_path, monkeypatch, capsys
+):
+    """`opnai/gpt-4o` names no endpoint: refused before the run starts, never sent whole to the default
+    endpoint. The line names what was written and the endpoints project A may use, and none of B's."""
+    _, token_a = create_token(teams["alice"], "ci", teams["a"])
+    source = suite_source("typo", model="opnai/gpt-4o")
+    said = (
+        "model `opnai/gpt-4o`: this project has no endpoint named `opnai`; it may use `ours`, `mock`, `default` "
+        "(`default/opnai/gpt-4o` sends `opnai/gpt-4o` whole to the default endpoint)"
+    )
+    refused = Client().post("/api/runs", {"yaml": source}, content_type="application/json", **bearer(token_a))
+    assert (refused.status_code, refused.json()["detail"]) == (422, said)
+    # A judge or a simulated user names an endpoint as much as the model does.
+    judged = suite_source("judged").replace("model: mock", "model: mock\njudge: opnai/gpt-4o", 1)
+    refused = Client().post("/api/runs", {"yaml": judged}, content_type="application/json", **bearer(token_a))
+    assert refused.status_code == 422 and refused.json()["detail"].startswith("judge `opnai/gpt-4o`: ")
+    simulated = (
+        "name: simulated\nmodel: mock\nevals:\n  - prompt: Book a table.\n"
+        "    simulate: {persona: A guest., model: opnai/user}\n    checks: [{contains: booked}]\n"
+    )
+    refused = Client().post(
+        "/api/runs", {"yaml": simulated}, content_type="application/json", **bearer(token_a)
+    )
+    assert (
+        refused.status_code == 422
+        and "`opnai/user`: this project has no endpoint named" in refused.json()["detail"]
+    )
+    assert not Run.objects.filter(model__startswith="opnai").exists()
+
+    monkeypatch.setattr(remote, "Server", InProcessServer)
+    monkeypatch.setenv("EVALSITE_TOKEN", token_a)
+    path = tmp_path / "typo.yaml"
+    path.write_text(source)
+    capsys.readouterr()
+    assert main(["run", str(path), "--server", "http://testserver", "--as-latest"]) == 2
+    out = capsys.readouterr()
+    assert out.err.splitlines() == [f"evalsite: the server did not start the run (422): {said}"]
+    # `default/` sends the id whole to the default endpoint; a bare id goes there too.
+    for model in ("default/opnai/gpt-4o", "gpt-4o"):
+        launched = Client().post(
+            "/api/runs", {"yaml": source, "model": model}, content_type="application/json", **bearer(token_a)
+        )
+        assert launched.status_code == 201, launched.content
+        assert (launched.json()["model"], Run.objects.get(pk=launched.json()["id"]).endpoint_name) == (
+            model,
+            "default",
+        )
 
 
 def test_the_launch_form_offers_only_the_endpoints_its_project_may_use(teams, theirs):

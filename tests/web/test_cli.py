@@ -13,11 +13,12 @@ import pytest
 from tests.conftest import FAKE_KEY, ROOT
 from tests.fakeopenai import FakeOpenAI
 
-# Not the demo suite: vibecheck's metadata form, with a provider's model name the test checks is sent.
+# Not the demo suite: vibecheck's metadata form, with a provider's model name the test checks is sent whole
+# to the default endpoint.
 SUITE = """\
 metadata:
   name: cli-math
-  model: anthropic/claude-3.5-sonnet
+  model: default/anthropic/claude-3.5-sonnet
   system_prompt: You are a calculator.
 evals:
   - prompt: What is 15 * 7?
@@ -74,7 +75,7 @@ def test_evalvalidate_ok_and_located_problems(tmp_path, var_dir):
 
 
 def test_evalrun_default_endpoint_report_json_and_exit_code(tmp_path, var_dir, fake):
-    """Model ids with a slash that is no named endpoint go whole to the default endpoint."""
+    """A model id with a slash of its own goes whole to the default endpoint after `default/`."""
     fake.script("What is 15 * 7?", ["100", "105"])
     fake.script("What is 2 + 2?", ["5"])
     suite = tmp_path / "suite.yaml"
@@ -104,6 +105,25 @@ def test_evalrun_default_endpoint_report_json_and_exit_code(tmp_path, var_dir, f
         "overridden": False, "matched_calls": None, "matched_earlier_calls": None,
     }  # fmt: skip
     assert data["totals"]["evals"] == 2 and data["totals"]["failed"] == 1 and data["totals"]["turns"] == 3
+
+
+def test_evalrun_refuses_a_prefix_that_names_no_endpoint_even_with_a_default_endpoint_set(
+    tmp_path, var_dir, fake
+):
+    """`anthropic/…` names no endpoint: a typo or an id meant for the default endpoint, which the run would
+    send there whole either way. Refused in one line, nothing sent, as a launch on the server refuses it."""
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE.replace("default/anthropic/", "anthropic/"))
+    env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": FAKE_KEY}
+    result = manage("evalrun", str(suite), env=env, var_dir=var_dir)
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        "manage.py evalrun: metadata.model `anthropic/claude-3.5-sonnet`: there is no endpoint named "
+        "`anthropic`; the endpoints "
+        "are `mock`, `default` (`default/anthropic/claude-3.5-sonnet` sends `anthropic/claude-3.5-sonnet` "
+        "whole to the default endpoint)"
+    ]
+    assert fake.chat_requests() == []
 
 
 def test_evalrun_model_override_to_mock_exits_0_when_all_pass(tmp_path, var_dir):

@@ -67,17 +67,21 @@ def test_an_unknown_prefix_is_a_located_warning_naming_where_the_model_goes():
     )
     assert [(w.line, w.column, w.path) for w in found] == [(2, 8, "model")]
     assert found[0].message == (
-        "`faek/gpt-test` goes to the default endpoint (https://api.openai.com/v1) as model `faek/gpt-test`: "
-        "no endpoint is named `faek` (did you mean `fake`?)"
+        "no endpoint is named `faek` (did you mean `fake`?): a run of `faek/gpt-test` is refused; "
+        "`default/faek/gpt-test` sends it whole to the default endpoint"
     )
 
 
-def test_a_provider_prefix_on_the_default_endpoint_still_validates_and_goes_there_whole():
+def test_a_provider_id_validates_and_goes_whole_to_the_default_endpoint_once_written_after_default():
     suite = load_suite(TYPO.replace("faek/gpt-test", "anthropic/claude-3.5-sonnet"))
     [model, judge] = routes(suite, registry())
-    assert (model.route.endpoint, model.route.model) == (DEFAULT, "anthropic/claude-3.5-sonnet")
+    assert str(model) == "model `anthropic/claude-3.5-sonnet` → no endpoint named `anthropic`"
     [warning] = warnings(suite, registry(), environ={"OPENAI_API_KEY": "k"})
     assert "no endpoint is named `anthropic` (named endpoints are added in the admin" in warning.message
+    written = load_suite(TYPO.replace("faek/gpt-test", "default/anthropic/claude-3.5-sonnet"))
+    [model, judge] = routes(written, registry())
+    assert (model.route.endpoint, model.route.model) == (DEFAULT, "anthropic/claude-3.5-sonnet")
+    assert not warnings(written, registry(), environ={"OPENAI_API_KEY": "k"})
 
 
 def test_every_model_reference_is_routed_and_each_typo_located():
@@ -88,7 +92,7 @@ def test_every_model_reference_is_routed_and_each_typo_located():
         "judge `fake/judge-model` → fake (http://127.0.0.1:9/v1)",
         "check judge `mock/strict` → mock",
         "simulated user `fake/user-model` → fake (http://127.0.0.1:9/v1)",
-        "stop condition judge `fkae/judge-2` → default (https://api.openai.com/v1)",
+        "stop condition judge `fkae/judge-2` → no endpoint named `fkae`",
     ]
     env = {"FAKE_KEY": "k", "OPENAI_API_KEY": "k"}
     [typo] = warnings(suite, registry(fake="http://127.0.0.1:9/v1"), environ=env, locate=locator(EVERY_REF))
@@ -123,7 +127,7 @@ def test_graders_and_tools_with_a_model_of_their_own_are_routed_and_located():
         "judge `mock` → mock",
         "grader judge `fake/grader-model` → fake (http://127.0.0.1:9/v1)",
         "tool model `fake/tool-model` → fake (http://127.0.0.1:9/v1)",
-        "grader judge `fkae/own-grader` → default (https://api.openai.com/v1)",
+        "grader judge `fkae/own-grader` → no endpoint named `fkae`",
     ]
     env = {"FAKE_KEY": "k", "OPENAI_API_KEY": "k"}
     found = warnings(
@@ -136,7 +140,9 @@ def test_graders_and_tools_with_a_model_of_their_own_are_routed_and_located():
 def test_an_unset_key_variable_is_a_warning_except_where_no_key_is_needed():
     suite = load_suite(EVERY_REF)
     named = registry(fake="http://127.0.0.1:9/v1")
-    found = warnings(suite, named, environ={}, locate=locator(EVERY_REF))
+    # A reference to no endpoint (`fkae/judge-2`) is refused at launch: no key of the default's to warn about.
+    on_default = EVERY_REF.replace("fkae/judge-2", "gpt-4o-mini")
+    found = warnings(load_suite(on_default), named, environ={}, locate=locator(on_default))
     keys = [w for w in found if "is not set" in w.message]
     assert [(w.path, w.message) for w in keys] == [
         ("model", "FAKE_KEY is not set in this server's environment (the workers' is most likely the same): "
@@ -145,6 +151,8 @@ def test_an_unset_key_variable_is_a_warning_except_where_no_key_is_needed():
          "OPENAI_API_KEY is not set in this server's environment (the workers' is most likely the same): "
          "runs on `default` send no key, and fail with 401 if it needs one"),
     ]  # fmt: skip
+    found = warnings(suite, named, environ={}, locate=locator(EVERY_REF))
+    assert not [w for w in found if "OPENAI_API_KEY" in w.message]
     assert not warnings(load_suite(TYPO.replace("faek/gpt-test", "mock")), named, environ={})
     keyless = EndpointRegistry(
         default=named.default, named={"local": EndpointConfig("local", "http://x/v1", "")}
@@ -162,7 +170,10 @@ def test_the_editor_says_where_models_go_and_warns_as_you_type(logged_in, fake_e
     ).content.decode()
     body = html.unescape(body)
     assert "Valid — 1 eval" in body
-    assert '<code>faek/gpt-test</code> → <strong class="mono">default</strong>' in body
+    assert (
+        '<code>faek/gpt-test</code> → <strong class="mono">no endpoint named <code>faek</code></strong>'
+        in body
+    )
     assert (
         'data-line="2" data-column="8"' in body
         and "no endpoint is named `faek` (did you mean `fake`?)" in body
@@ -210,19 +221,32 @@ def test_the_launch_form_offers_endpoints_and_models_and_warns_at_launch(
     # The line follows what is typed in the model field.
     url = reverse("suites:launch_routes", args=[suite.public_id])
     partial = html.unescape(logged_in.get(url, {"model": "faek/x", "version": "1"}).content.decode())
-    assert '<code>faek/x</code> → <strong class="mono">default</strong>' in partial
+    assert (
+        '<code>faek/x</code> → <strong class="mono">no endpoint named <code>faek</code></strong>' in partial
+    )
     assert "no endpoint is named `faek` (did you mean `fake`?)" in partial
+    partial = html.unescape(logged_in.get(url, {"model": "gpt-4o", "version": "1"}).content.decode())
     assert "OPENAI_API_KEY is not set" in partial
 
-    # Launching anyway works (a warning, not an error), and the run page repeats the warnings.
+    # Launching it anyway is refused on the form, in one line naming the endpoint written and those there are.
     response = logged_in.post(
         reverse("suites:launch", args=[suite.public_id]), {"model": "faek/x", "concurrency": "2"}
     )
+    assert response.status_code == 400
+    alert = html.unescape(response.content.decode()).split('<div class="flash flash-error" role="alert">')[1]
+    assert alert.split("</div>")[0] == (
+        "model `faek/x`: this project has no endpoint named `faek` (did you mean `fake`?); it may use `fake`, "
+        "`mock`, `default` (`default/faek/x` sends `faek/x` whole to the default endpoint)"
+    )
+    assert not Run.objects.filter(model="faek/x").exists()
+
+    # A model on the default endpoint launches, and the run page repeats the warnings.
+    response = logged_in.post(
+        reverse("suites:launch", args=[suite.public_id]), {"model": "gpt-4o", "concurrency": "2"}
+    )
     assert response.status_code == 302
-    run = Run.objects.get(model="faek/x")
-    assert run.endpoint_name == DEFAULT
+    assert Run.objects.get(model="gpt-4o").endpoint_name == DEFAULT
     shown = [str(message) for message in get_messages(response.wsgi_request)]
-    assert any("no endpoint is named `faek`" in message for message in shown)
     assert any("OPENAI_API_KEY is not set" in message for message in shown)
 
 
@@ -230,7 +254,7 @@ def test_the_api_validate_reports_routes_and_warnings(logged_in, fake_endpoint, 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-set")
     answer = logged_in.post("/api/suites/validate", {"source": TYPO}, content_type="application/json").json()
     assert answer["valid"] is True
-    assert answer["routes"][0] == "model `faek/gpt-test` → default (https://api.openai.com/v1)"
+    assert answer["routes"][0] == "model `faek/gpt-test` → no endpoint named `faek`"
     assert [(w["line"], w["column"], w["path"]) for w in answer["warnings"]] == [(2, 8, "model")]
 
 

@@ -116,7 +116,7 @@ def test_a_wrong_setting_is_refused_where_it_is_written_and_nothing_starts(logge
     assert Run.objects.count() == 0
 
 
-def test_a_run_stopped_for_a_refused_setting_says_so_in_its_header(logged_in, suite, user):
+def test_a_run_stopped_for_a_refused_setting_says_so_in_its_header(logged_in, suite, user, fake_endpoint):
     run = create_run(version=suite.latest_version, user=user)
     reason = "the endpoint refused model_settings.seed: Unrecognized request argument supplied: seed"
     assert stop_run(run.pk, reason) and not stop_run(run.pk, "again")

@@ -325,7 +325,7 @@ def test_turn_writes_that_postgresql_aborts_in_a_deadlock_are_written_again(user
 
 @pytest.mark.sql
 @pytest.mark.django_db(transaction=True)
-def test_a_lease_renewal_skips_a_row_being_written_and_renews_it_next_time(user, published):
+def test_a_lease_renewal_skips_a_row_being_written_and_renews_it_next_time(user, published, fake_endpoint):
     # The heartbeat renews on a connection of its own while the pump writes turns: on PostgreSQL it must not
     # wait for their rows (two multi-row updates in different orders deadlocked), nor lose them.
     _launch(user, evals=2, concurrency=2)

@@ -147,26 +147,28 @@ def test_user_errors_are_one_line_with_exit_2(folder, args, fragments):
 
 
 def test_every_model_the_suite_names_is_checked_before_anything_runs(fake, tmp_path):
-    """A judge or simulated user on an endpoint that is not there is refused up front (none configured);
-    with OPENAI_BASE_URL set, it goes whole to the default endpoint, and a note says so."""
+    """A judge or simulated user on an endpoint that is not there is refused up front, whether or not
+    OPENAI_BASE_URL is set: the run would send it whole to the default endpoint, a typo or not. Written after
+    `default/`, the id goes whole to the default endpoint."""
     path = tmp_path / "refs.yaml"
     path.write_text(
         "name: refs\nmodel: mock\nevals:\n  - prompt: hi\n    checks:\n"
         "      - llm_judge: {criteria: polite, model: faek/judge}\n"
     )
-    refused = evalsite("run", str(path), cwd=tmp_path, EVALSITE_VAR_DIR=str(tmp_path))
-    assert_one_line_error(
-        refused, 2, "evals[0].checks[0].llm_judge.model `faek/judge`: no endpoint named `faek`"
-    )
+    default = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": FAKE_KEY}
+    for env in ({}, default):
+        refused = evalsite("run", str(path), cwd=tmp_path, EVALSITE_VAR_DIR=str(tmp_path), **env)
+        assert_one_line_error(
+            refused, 2, "evals[0].checks[0].llm_judge.model `faek/judge`: ", "no endpoint named `faek`",
+            "`default/faek/judge` sends `faek/judge` whole to the default endpoint",
+        )  # fmt: skip
     assert fake.chat_requests() == []
 
     fake.rule("polite", '{"score": 1, "reason": "polite"}', where="any")
-    sent = evalsite(
-        "run", str(path), cwd=tmp_path, EVALSITE_VAR_DIR=str(tmp_path), OPENAI_BASE_URL=fake.base_url,
-        OPENAI_API_KEY=FAKE_KEY,
-    )  # fmt: skip
+    path.write_text(path.read_text().replace("model: faek/judge", "model: default/faek/judge"))
+    sent = evalsite("run", str(path), cwd=tmp_path, EVALSITE_VAR_DIR=str(tmp_path), **default)
     assert sent.returncode == 0, sent.stdout + sent.stderr
-    assert sent.stderr.startswith("note: evals[0].checks[0].llm_judge.model `faek/judge` goes whole to the")
+    assert sent.stderr == ""
     assert {body["model"] for body in fake.chat_requests()} == {"faek/judge"}
 
 

@@ -131,7 +131,7 @@ def test_bare_clone_named_endpoint_needs_setup_or_the_default_endpoint(bare_clon
     for command in (".venv/bin/evalsite run", ".venv/bin/python manage.py evalrun"):
         result = in_clone(bare_clone, f"{command} examples/demo-mock.yaml --model fake/x")
         line = assert_one_line_error(result, 2, "`fake/x`", "no endpoint named `fake`", "make setup")
-        assert "OPENAI_BASE_URL" in line and "there is no database at" in line
+        assert "`default/fake/x`" in line and "there is no database at" in line
         assert result.stdout == ""  # nothing was run
     assert not (bare_clone / "var").exists()
 
@@ -176,7 +176,9 @@ def test_named_endpoint_is_read_from_the_set_up_database(set_up_clone, tmp_path)
         assert {body["model"] for body in fake.chat_requests()} == {"gpt-test"}
 
         typo = in_clone(set_up_clone, f".venv/bin/evalsite run {suite} --model faek/gpt-test")
-        assert_one_line_error(typo, 2, "no endpoint named `faek`", "did you mean `fake`?", "OPENAI_BASE_URL")
+        assert_one_line_error(
+            typo, 2, "no endpoint named `faek`", "did you mean `fake`?", "`default/faek/gpt-test`"
+        )
 
 
 def test_unmigrated_database_is_not_read_and_not_an_error(bare_clone, tmp_path):
