@@ -57,11 +57,9 @@ class Variant:
 
 def variant_label(model: str, settings: ModelSettings | None) -> str:
     """`gpt-4o-mini temperature=0.7`: the model, then each setting given, as the user wrote it."""
-    if settings is None or settings.is_empty():
+    if settings is None or not settings.given():
         return model
-    given = " ".join(
-        f"{key}={_setting_text(value)}" for key, value in settings.model_dump(exclude_none=True).items()
-    )
+    given = " ".join(f"{key}={_setting_text(value)}" for key, value in settings.given().items())
     return f"{model} {given}"
 
 

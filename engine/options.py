@@ -29,13 +29,24 @@ class RunOptions(StrictModel):
     def is_empty(self) -> bool:
         return not self.model_dump(exclude_none=True)
 
+    def stored(self) -> dict:
+        """As JSON, as a run stores these options and a launch sends them: what is set, and each setting given
+        as null (which removes the suite's, engine.schema.settings.ModelSettings.merged)."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        for key in SETTINGS_KEYS:
+            settings = getattr(self, key)
+            if settings is not None:
+                data[key] = settings.given()
+        return data
+
 
 SETTINGS_KEYS = ("model_settings", "judge_settings", "user_settings")
 
 
 def apply(suite: Suite, options: RunOptions | dict | None) -> Suite:
     """The suite as a run with these options plays it: each settings key merged over the suite's key by key
-    (`model_settings` over each eval's own too), `cache` and `max_cost` in place of the suite's when given."""
+    (`model_settings` over each eval's own too; a key given as null removes theirs), `cache` and `max_cost`
+    in place of the suite's when given."""
     if options is None:
         return suite
     if isinstance(options, dict):

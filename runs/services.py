@@ -131,7 +131,7 @@ def create_run(
         regraded_from=regraded_from,
         vars=values,
         ref=version.ref if ref is None else ref,
-        options=options.model_dump(mode="json", exclude_none=True) if options is not None else {},
+        options=options.stored() if options is not None else {},
         matrix=matrix,
         # A re-grade calls the judges alone: the model under test's endpoint costs it nothing.
         unpriced=cost.unpriced(spec, registry.endpoint_of, model_ref, model_called=regraded_from is None),

@@ -318,7 +318,9 @@ class Eval(StrictModel):
     tools: OfferedTools = None
     max_tool_rounds: MaxToolRounds = None
     model_settings: ModelSettings | None = Field(
-        None, description="Generation settings for the model under test, over the suite's, key by key."
+        None,
+        description="Generation settings for the model under test, over the suite's, key by key (a key given "
+        "as null removes the suite's).",
     )
 
     @model_validator(mode="before")

@@ -23,7 +23,8 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 class ModelSettings(StrictModel):
     """Generation settings sent with every request of one role (the model under test, the judge or the
-    simulated user). Unset keys are not sent: the endpoint's own defaults apply."""
+    simulated user). Unset keys are not sent: the endpoint's own defaults apply. A key given as null is not
+    sent either, and removes the key of the level it goes over (`merged`)."""
 
     # Too many keys to spell out in an error message, and the class's name is no word of the suite's.
     shape_in_words: ClassVar[str] = (
@@ -104,16 +105,24 @@ class ModelSettings(StrictModel):
         return value
 
     def merged(self, over: ModelSettings | None) -> ModelSettings:
-        """These settings with `over`'s set keys in their place (extra_body and extra_headers merged by key)."""
+        """These settings with `over`'s given keys in their place (extra_body and extra_headers merged by
+        key). A key `over` gives as null removes this one's: `seed: null` in an eval sends no seed, whatever
+        the suite's. The null is kept in what this returns, so that merged under another level's settings
+        in turn (an eval's, with a launch's over them, under the suite's) it still removes that one's."""
         if over is None:
             return self
-        data = self.model_dump(exclude_none=True)
-        for key, value in over.model_dump(exclude_none=True).items():
-            if key in ("extra_body", "extra_headers") and key in data:
+        data = self.model_dump(exclude_unset=True)
+        for key, value in over.model_dump(exclude_unset=True).items():
+            if key in ("extra_body", "extra_headers") and value is not None and data.get(key) is not None:
                 data[key] = {**data[key], **value}
             else:
                 data[key] = value
         return ModelSettings.model_validate(data)
+
+    def given(self) -> dict[str, Any]:
+        """The keys these settings give, a null among them (it removes a setting of the level below), as
+        JSON: what a launch stores and sends."""
+        return self.model_dump(mode="json", exclude_unset=True)
 
     def is_empty(self) -> bool:
         return not self.model_dump(exclude_none=True)

@@ -289,7 +289,7 @@ def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> i
         **launch_body(args, files),
         "variants": [
             {"model": v.model, "label": v.label or None,
-             "model_settings": v.model_settings.model_dump(exclude_none=True) if v.model_settings else None}
+             "model_settings": v.model_settings.given() if v.model_settings else None}
             for v in variants
         ],
     }  # fmt: skip

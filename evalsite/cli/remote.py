@@ -162,7 +162,7 @@ def launch_body(args: Namespace, files: dict[str, str]) -> dict:
         body["vars"] = given
     options = run_options(args)
     if not options.is_empty():
-        body["options"] = options.model_dump(mode="json", exclude_none=True)
+        body["options"] = options.stored()
     given = getattr(args, "ref", None)
     if getattr(args, "as_latest", False):
         if given:

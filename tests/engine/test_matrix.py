@@ -52,6 +52,13 @@ def test_variants_read_models_and_settings():
     assert kept.model_settings.stop == [",", "END"]
 
 
+def test_a_variant_that_unsets_a_setting_is_named_for_it_and_keeps_the_null():
+    """`@seed=null` sends no seed (the null removes the suite's): a column of its own, not the bare model's."""
+    bare, unseeded = parse_variants(["gpt-4o, gpt-4o@seed=null"])
+    assert (bare.name, unseeded.name) == ("gpt-4o", "gpt-4o seed=null")
+    assert unseeded.model_settings.given() == {"seed": None}
+
+
 @pytest.mark.parametrize(
     "text, words",
     [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from engine.cache import MemoryStore
 from engine.clients import EndpointConfig, EndpointRegistry, MockClient, OpenAIClient
 from engine.clients.settings import Refusals
 from engine.loader import load_suite
@@ -117,6 +118,73 @@ def test_a_launch_over_the_suite_sets_what_is_sent(fake):
     assert (bodies[0]["temperature"], bodies[0]["seed"], bodies[0]["max_tokens"]) == (0.0, 11, 200)
     own = sent(fake, "agent-model", "Say goodbye.")[0]
     assert (own["temperature"], own["seed"], own["top_k"]) == (0.0, 11, 9)  # over the eval's own, key by key
+
+
+UNSET = """
+name: unset
+model: agent-model
+cache: true
+model_settings: {temperature: 0.2, max_tokens: 200, seed: 7, extra_body: {store: false}}
+evals:
+  - id: seeded
+    prompt: Say hello.
+    checks: [{contains: OK}]
+  - id: unseeded
+    prompt: Say goodbye.
+    model_settings: {seed: null, temperature: null, extra_body: null}
+    checks: [{contains: OK}]
+"""
+
+
+def test_a_null_in_an_evals_settings_sends_none_of_that_key_for_that_eval_alone(fake):
+    run_suite(load_suite(UNSET), registry_for(fake), concurrency=1)
+    [seeded] = sent(fake, "agent-model", "Say hello.")
+    assert (seeded["seed"], seeded["temperature"], seeded["max_tokens"], seeded["store"]) == (
+        7,
+        0.2,
+        200,
+        False,
+    )
+    [unseeded] = sent(fake, "agent-model", "Say goodbye.")
+    assert {key: unseeded[key] for key in unseeded if key not in ("model", "messages")} == {"max_tokens": 200}
+
+
+def test_a_null_keeps_removing_through_a_launch_and_a_launchs_null_removes_the_suites_and_the_evals(fake):
+    # The launch's settings go over the eval's (its null kept) and then over the suite's.
+    over = RunOptions.model_validate({"model_settings": {"max_tokens": 50}})
+    run_suite(apply(load_suite(UNSET), over), registry_for(fake), concurrency=1)
+    [unseeded] = sent(fake, "agent-model", "Say goodbye.")
+    assert {key: unseeded[key] for key in unseeded if key not in ("model", "messages")} == {"max_tokens": 50}
+    fake.reset()
+    fake.rule("Criteria:", JUDGE_SAYS)
+    # As a run stores its launch's options and reads them back: the null survives the trip.
+    removed = RunOptions.model_validate({"model_settings": {"max_tokens": None, "seed": 3}}).stored()
+    assert removed == {"model_settings": {"max_tokens": None, "seed": 3}}
+    run_suite(apply(load_suite(UNSET), removed), registry_for(fake), concurrency=1)
+    [seeded] = sent(fake, "agent-model", "Say hello.")
+    [unseeded] = sent(fake, "agent-model", "Say goodbye.")
+    assert "max_tokens" not in seeded and "max_tokens" not in unseeded
+    assert seeded["seed"] == unseeded["seed"] == 3  # a launch's value over the eval's null
+
+
+def test_a_removed_setting_is_cached_apart_from_the_call_that_sent_it(fake):
+    """The cache's key is what is sent: the seedless call is no hit for the seeded one's answer, and the same
+    call made with no seed anywhere is a hit for it."""
+    store = MemoryStore()
+    seeded = load_suite(
+        UNSET.replace("    model_settings: {seed: null, temperature: null, extra_body: null}\n", "")
+    )
+    run_suite(seeded, registry_for(fake), concurrency=1, store=store)
+    assert [body.get("seed") for body in sent(fake, "agent-model", "Say goodbye.")] == [7]
+    run_suite(load_suite(UNSET), registry_for(fake), concurrency=1, store=store)
+    bodies = sent(fake, "agent-model", "Say goodbye.")
+    assert [body.get("seed") for body in bodies] == [7, None]  # asked again, without the seed
+    assert len(sent(fake, "agent-model", "Say hello.")) == 1  # the seeded eval was answered from the cache
+    never = UNSET.replace("model_settings: {temperature: 0.2, max_tokens: 200, seed: 7, extra_body: {store: false}}",
+                          "model_settings: {max_tokens: 200}")  # fmt: skip
+    report = run_suite(load_suite(never), registry_for(fake), concurrency=1, store=store)
+    assert len(sent(fake, "agent-model", "Say goodbye.")) == 2  # the same request: answered from the cache
+    assert report.evals[1].turns[0].cached
 
 
 REFUSED = """

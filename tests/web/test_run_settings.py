@@ -96,6 +96,31 @@ def test_a_run_without_launch_settings_shows_and_reports_the_suites(
     assert results["settings"] == {"model": {"max_tokens": 300, "seed": 1}}
 
 
+def test_a_null_setting_at_launch_sends_none_of_the_suites_and_is_kept_for_run_again(
+    logged_in, suite, fake_endpoint, fake_openai
+):
+    assert launch(logged_in, suite, model_settings="seed: null").status_code == 302
+    run = Run.objects.get()
+    assert run.options == {"model_settings": {"seed": None}}  # stored as given: the null removes the suite's
+    play(run)
+    sent = fake_openai.chat_requests("Say hello.")[0]
+    assert "seed" not in sent and sent["max_tokens"] == 300
+    results = json.loads(body(logged_in.get(f"/api/runs/{run.pk}/results")))
+    assert results["settings"] == {"model": {"max_tokens": 300}}
+    page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert json.loads(_hidden(page, "model_settings")) == {"seed": None}
+    # The API stores it as given too.
+    launched = logged_in.post(
+        "/api/runs",
+        {"suite": "settings-page", "options": {"model_settings": {"seed": None, "max_tokens": 20}}},
+        content_type="application/json",
+    )
+    assert launched.status_code == 201, launched.content
+    assert Run.objects.get(pk=launched.json()["id"]).options == {
+        "model_settings": {"seed": None, "max_tokens": 20}
+    }
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [

@@ -53,3 +53,15 @@ def test_a_refused_setting_is_said_once_and_the_run_exits_3(fake, suite):
     line = "the endpoint refused model_settings.seed: Unrecognized request argument supplied: seed"
     assert result.stderr.splitlines() == [f"{line}; no more conversations were started"]
     assert len(fake.chat_requests()) == 1
+
+
+def test_set_null_sends_none_of_the_suites_setting(fake, suite):
+    """`--set seed=null` removes the suite's seed for the run, every eval's own included."""
+    seeded = suite.read_text().replace("evals:", "model_settings: {seed: 7, temperature: 0.2}\nevals:", 1)
+    suite.write_text(seeded.replace("checks:", "model_settings: {seed: 9}\n    checks:", 1))
+    fake.script("What is 15 * 7?", ["105"])
+    fake.script("What is 2 + 2?", ["4"])
+    result = run_on(fake, suite, "--set", "seed=null")
+    assert result.returncode == 0, result.stdout + result.stderr
+    bodies = fake.chat_requests()
+    assert len(bodies) == 2 and all("seed" not in body and body["temperature"] == 0.2 for body in bodies)
