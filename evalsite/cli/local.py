@@ -73,13 +73,22 @@ def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry
         raise UserError(f"{where} {message}")
 
 
+# The built-in endpoints' prefixes: a reference under them needs no database.
+BUILT_IN_PREFIXES = (f"{DEFAULT}/", f"{MOCK}/")
+
+
+def _names_one(ref: str) -> bool:
+    ref = ref.strip()
+    return "/" in ref and not ref.startswith(BUILT_IN_PREFIXES)
+
+
 def names_an_endpoint(suite: Suite, model: str | None) -> bool:
-    """Whether the run may use an endpoint the admin named: a model reference with a slash (`name/model`), or
-    request timeouts per endpoint. Only then are Django's apps and the database read, and the references
-    checked one by one."""
-    if isinstance(suite.request_timeout, dict) or "/" in (model or ""):
+    """Whether the run may use an endpoint the admin named: a model reference with a slash (`name/model`,
+    not `default/…` nor `mock/…`), or request timeouts per endpoint. Only then are Django's apps and the
+    database read, and the references checked one by one."""
+    if isinstance(suite.request_timeout, dict) or _names_one(model or ""):
         return True
-    return any("/" in found.ref for found in model_refs(suite, model))
+    return any(_names_one(found.ref) for found in model_refs(suite, model))
 
 
 def bind_vars(path: Path, suite: Suite, assignments: list[str] | None) -> tuple[Suite, dict[str, str]]:

@@ -42,22 +42,37 @@ def test_a_run_that_names_an_endpoint_still_reads_the_admins_endpoints(fake, sui
     named = suite.with_name("named.yaml")
     named.write_text(suite.read_text().replace("model: gpt-test", "model: gpt-test\njudge: team/judge-model"))
     result = run_on(fake, named, PYTHONPROFILEIMPORTTIME="1")
-    # The database was looked for (there is none here), so the reference goes whole to the default endpoint.
+    # The database was looked for (there is none here), so the reference names no endpoint: refused.
+    assert result.returncode == 2, result.stdout + result.stderr
     assert (
-        "no endpoint is named `team` (named endpoints live in the admin's database, and there is no database"
-        in (result.stderr)
+        "no endpoint named `team` is known here, since named endpoints live in the admin's database and there "
+        "is no database" in result.stderr
     )
     assert "django.contrib.contenttypes.models" in imported(result.stderr)
+    assert fake.chat_requests() == []
+
+
+GRADED = (
+    "name: graded\nmodel: gpt-test\ngraders:\n  tone:\n    kind: llm_judge\n    model: {judge}\n"
+    "    rubric: Polite.\nevals:\n  - prompt: hi\n    checks:\n      - match: '*hello*'\n"
+)
 
 
 def test_a_graders_model_that_names_an_endpoint_is_enough_to_read_them(fake, tmp_path):
     suite = tmp_path / "graded.yaml"
-    suite.write_text(
-        "name: graded\nmodel: gpt-test\ngraders:\n  tone:\n    kind: llm_judge\n    model: team/judge-model\n"
-        "    rubric: Polite.\nevals:\n  - prompt: hi\n    checks:\n      - match: '*hello*'\n"
-    )
+    suite.write_text(GRADED.format(judge="team/judge-model"))
+    result = run_on(fake, suite, PYTHONPROFILEIMPORTTIME="1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "graders.tone.model `team/judge-model`: no endpoint named `team`" in result.stderr
+    assert "django.contrib.contenttypes.models" in imported(result.stderr)
+
+
+def test_a_model_id_sent_whole_to_the_default_endpoint_reads_no_database(fake, tmp_path):
+    suite = tmp_path / "graded.yaml"
+    suite.write_text(GRADED.format(judge="default/team/judge-model"))
     fake.script("hi", ["hello"])
-    fake.rule("Polite.", "PASS")  # the grader's judge, on the default endpoint as no endpoint is named `team`
+    fake.rule("Polite.", "PASS")  # the grader's judge, on the default endpoint as model `team/judge-model`
     result = run_on(fake, suite, PYTHONPROFILEIMPORTTIME="1")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "django.contrib.contenttypes.models" in imported(result.stderr)
+    assert "django.contrib.contenttypes.models" not in imported(result.stderr)
+    assert {body["model"] for body in fake.chat_requests()} == {"gpt-test", "team/judge-model"}
