@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ForwardRef, Literal, TypeVar, get_args, get_origin
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
@@ -29,6 +30,7 @@ from .schema import JudgeSpec, LlmTool, NamedGrader, NaturalLanguage, Simulate, 
 from .source import SuiteError, SuiteProblem, format_path, parse_yaml, where_written
 
 PROBE_TIMEOUT = 10.0
+OPENAI_HOST = "api.openai.com"
 ROLES = {
     JudgeSpec: "check judge",
     NaturalLanguage: "stop condition judge",
@@ -82,7 +84,7 @@ class RouteLine:
 
 
 def describe(registry: EndpointRegistry, ref: str) -> Route:
-    if (prefix := unnamed_prefix(registry, ref)) is not None:
+    if (prefix := refused_prefix(registry, ref)) is not None:
         return Route(ref=ref.strip(), endpoint="", model=ref.strip(), missing=prefix)
     name, model = registry.resolve(ref)
     endpoint = registry.endpoint(name) if name != MOCK else None
@@ -295,6 +297,19 @@ def unnamed_prefix(registry: EndpointRegistry, ref: str) -> str | None:
     return prefix
 
 
+def goes_whole(registry: EndpointRegistry) -> bool:
+    """Whether an id with a slash of its own can go whole to the default endpoint: it can unless that is
+    OpenAI's own API, whose models have none. A gateway there (OpenRouter, LiteLLM) names its models
+    `provider/model`, and its users write them as they are."""
+    return urlsplit(registry.default.base_url).hostname != OPENAI_HOST
+
+
+def refused_prefix(registry: EndpointRegistry, ref: str) -> str | None:
+    """The `name` of a `name/model` reference a launch refuses: no endpoint is named so, and the default
+    endpoint, OpenAI's own API, could not take the id whole."""
+    return None if goes_whole(registry) else unnamed_prefix(registry, ref)
+
+
 def closest_endpoint(registry: EndpointRegistry, prefix: str) -> str | None:
     hint = difflib.get_close_matches(prefix, [*sorted(registry.named), MOCK, DEFAULT], n=1, cutoff=0.6)
     return hint[0] if hint else None
@@ -311,7 +326,7 @@ def no_endpoint(registry: EndpointRegistry, ref: str, *, project: bool = False) 
     goes whole to the default endpoint; None when the reference goes somewhere. `project`: the registry is
     a project's (endpoints.registry.project_registry), and the words say so."""
     ref = ref.strip()
-    prefix = unnamed_prefix(registry, ref)
+    prefix = refused_prefix(registry, ref)
     if prefix is None:
         return None
     close = closest_endpoint(registry, prefix)
@@ -337,9 +352,14 @@ def unknown_prefix(registry: EndpointRegistry, ref: str) -> str | None:
         why = f"endpoints: {', '.join(names)}"
     else:
         why = "named endpoints are added in the admin, under Endpoints → Endpoints"
+    if goes_whole(registry):
+        return (
+            f"`{ref}` goes to the default endpoint ({registry.default.base_url}) as model `{ref}`: "
+            f"no endpoint is named `{prefix}` ({why})"
+        )
     return (
-        f"no endpoint is named `{prefix}` ({why}): a run of `{ref}` is refused; "
-        f"`{DEFAULT}/{ref}` sends it whole to the default endpoint"
+        f"no endpoint is named `{prefix}` ({why}): a run of `{ref}` is refused, as OpenAI's API has no such "
+        f"model; `{DEFAULT}/{ref}` sends it whole to the default endpoint"
     )
 
 

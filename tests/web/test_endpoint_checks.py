@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from endpoints.models import Endpoint
 from engine.clients import DEFAULT, EndpointConfig, EndpointRegistry
-from engine.endpoint_checks import locator, routes, warnings
+from engine.endpoint_checks import locator, no_endpoint, routes, warnings
 from engine.loader import load_suite
 from runs.models import Run
 from suites import services
@@ -67,9 +67,25 @@ def test_an_unknown_prefix_is_a_located_warning_naming_where_the_model_goes():
     )
     assert [(w.line, w.column, w.path) for w in found] == [(2, 8, "model")]
     assert found[0].message == (
-        "no endpoint is named `faek` (did you mean `fake`?): a run of `faek/gpt-test` is refused; "
-        "`default/faek/gpt-test` sends it whole to the default endpoint"
+        "no endpoint is named `faek` (did you mean `fake`?): a run of `faek/gpt-test` is refused, as OpenAI's "
+        "API has no such model; `default/faek/gpt-test` sends it whole to the default endpoint"
     )
+
+
+def test_on_a_gateway_default_endpoint_a_provider_id_goes_whole_with_a_warning_and_no_refusal():
+    """OpenRouter or LiteLLM as the default endpoint names its models `provider/model`: such an id goes there
+    whole, as written, and only the editor's warning says no endpoint is named so."""
+    gateway = EndpointRegistry(default=EndpointConfig(name=DEFAULT, base_url="https://openrouter.ai/api/v1"))
+    suite = load_suite(TYPO.replace("faek/gpt-test", "anthropic/claude-3.5-sonnet"))
+    [model, _judge] = routes(suite, gateway)
+    assert (model.route.endpoint, model.route.model) == (DEFAULT, "anthropic/claude-3.5-sonnet")
+    assert no_endpoint(gateway, "anthropic/claude-3.5-sonnet") is None
+    [warning] = warnings(suite, gateway, environ={"OPENAI_API_KEY": "k"})
+    assert warning.message.startswith(
+        "`anthropic/claude-3.5-sonnet` goes to the default endpoint (https://openrouter.ai/api/v1) as model "
+        "`anthropic/claude-3.5-sonnet`: no endpoint is named `anthropic`"
+    )
+    assert no_endpoint(registry(), "anthropic/claude-3.5-sonnet") is not None  # OpenAI's own API: refused
 
 
 def test_a_provider_id_validates_and_goes_whole_to_the_default_endpoint_once_written_after_default():
