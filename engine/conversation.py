@@ -26,7 +26,7 @@ from .codegrade.run import CodeRunner, CodeScope
 from .conversation_io import INLINE, IO, THREADED, Stopping, answer, run_inline
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
 from .history import build_history, given_messages
-from .outcomes import Status, TerminationKind
+from .outcomes import NOT_STARTED, Status, TerminationKind
 from .replies import (
     DEFAULT_RULE,
     IncompleteRule,
@@ -211,7 +211,7 @@ async def _run_eval(
         # does when it stops before its first turn; a plain one reads as the run's cancel.
         after = f"after {plural(len(turns), 'turn')}"
         if isinstance(why, str) and why:
-            text = f"stopped {after}: {why}" if turns else f"not started: {why}"
+            text = f"stopped {after}: {why}" if turns else f"{NOT_STARTED}: {why}"
         else:
             text = f"{how} {after}"
         return await finish(Verdict(Status.CANCELLED, None, text))

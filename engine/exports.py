@@ -19,7 +19,7 @@ from .compare import Change, Comparison
 from .failures import failures, transcript_url
 from .gates import GateResult, grader_names
 from .outcomes import Status
-from .report import run_cost, token_figures
+from .report import never_started, run_cost, token_figures
 from .results import EvalResult, RunReport, TurnRecord
 from .text import plural
 
@@ -187,7 +187,7 @@ def markdown_summary(
     lines = [f"### {title}", ""]
     lines.append(
         f"**{totals.passed}** passed · **{totals.failed}** failed · **{totals.error}** errored"
-        + (f" · {totals.cancelled} cancelled" if totals.cancelled else "")
+        + _cancelled(report)
         + (f" · {totals.skipped} not in the source run" if totals.skipped else "")
         + f" of {plural(totals.evals, 'eval')} on `{_md(report.model)}`"
         + f" · {token_figures(totals)} · {run_cost(totals.cost, report.unpriced, 4)}"
@@ -221,6 +221,20 @@ def markdown_summary(
             lines[-1] += f" · score {comparison.score_delta:+.3f}"
     lines += _failing_table(report, comparison, run_url, limit)
     return "\n".join(lines) + "\n"
+
+
+def _cancelled(report: RunReport) -> str:
+    """The summary's count of conversations without a verdict: a stopped run's (its cost limit, a refused
+    setting) as the terminal counts them, those cut short apart from those never started."""
+    cancelled = report.totals.cancelled
+    if not cancelled:
+        return ""
+    if not report.stop_reason:
+        return f" · {cancelled} cancelled"
+    unplayed = sum(map(never_started, report.evals))
+    return (f" · {cancelled - unplayed} stopped" if cancelled > unplayed else "") + (
+        f" · {unplayed} not started" if unplayed else ""
+    )
 
 
 def _failing_table(

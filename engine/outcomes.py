@@ -28,6 +28,9 @@ class Status(StrEnum):
 ACTIVE = (Status.QUEUED, Status.RUNNING)
 FINISHED = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.SKIPPED)
 GRADED = (Status.PASSED, Status.FAILED)  # finished with a score
+# How the verdict of a conversation its run never started begins ("not started: cost limit $5.00 reached"): a
+# stopped run counts these apart from the ones it stopped mid-way.
+NOT_STARTED = "not started"
 
 
 class TerminationKind(StrEnum):

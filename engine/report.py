@@ -17,9 +17,10 @@ from collections import Counter
 from collections.abc import Sequence
 from enum import StrEnum
 
+from .clients.settings import briefly
 from .cost import no_prices, spent
 from .drivers import COUNTED
-from .outcomes import Status
+from .outcomes import NOT_STARTED, Status
 from .results import (
     DEFAULT_ENDPOINT,
     CheckResult,
@@ -125,6 +126,9 @@ def overall(result: EvalResult) -> str:
         return _marked(FAIL, _after_outcome(result.verdict, Status.FAILED))
     if result.status == Status.ERROR:
         return f"{ERROR} ({result.error})"
+    # Its run stopped it (its cost limit; a refused setting, whose words the error above says).
+    if result.verdict.startswith("stopped "):
+        return _marked(STOPPED, briefly(result.verdict.removeprefix("stopped ")))
     return _marked("⏹ CANCELLED", _after_outcome(result.verdict, Status.CANCELLED))
 
 
@@ -324,10 +328,10 @@ def format_summary(report: RunReport) -> str:
     for gate in report.gates:
         actual = "n/a" if gate.actual is None else f"{gate.actual:.3f}"
         summary += f"\nGate {gate.label}: {PASS if gate.passed else FAIL} (actual {actual})"
-    # A run stopped short (its cost limit) says why, not a bare "cancelled" that reads like someone's Ctrl-C,
-    # nor a FAIL: what it did not play has no verdict.
+    # A run stopped short (its cost limit, a refused setting) says why, not a bare "cancelled" that reads like
+    # someone's Ctrl-C, nor a FAIL: what it did not play has no verdict. A refusal's words are the error's.
     if report.stop_reason:
-        return f"{summary}\nOverall: {STOPPED} ({report.stop_reason})"
+        return f"{summary}\nOverall: {STOPPED} ({briefly(report.stop_reason)})"
     # The mark says passed or failed; another status (an error, a cancel) is said beside it.
     said = "" if report.status in (Status.PASSED, Status.FAILED) else f" ({report.status})"
     return f"{summary}\nOverall: {PASS if report.status == Status.PASSED else FAIL}{said}"
@@ -346,12 +350,12 @@ NOT_STARTED_NAMED = 10  # conversations a stopped run names; the rest are counte
 
 def never_started(result: EvalResult) -> bool:
     """Never started, as a stopped run lists it (engine.runner.not_started), not cancelled mid-way."""
-    return result.status == Status.CANCELLED and not result.turns and result.verdict.startswith("not started")
+    return result.status == Status.CANCELLED and not result.turns and result.verdict.startswith(NOT_STARTED)
 
 
 def not_started(report: RunReport) -> str:
-    """The conversations a stopped run never started (its cost limit), as they are never printed as they
-    end: a line naming the first few, and a blank line."""
+    """The conversations a stopped run never started (its cost limit, a refused setting), as they are never
+    printed as they end: a line naming the first few, and a blank line."""
     if not report.stop_reason:
         return ""
     left = [result for result in report.evals if never_started(result)]
@@ -368,7 +372,7 @@ def not_started(report: RunReport) -> str:
         for result in left[:NOT_STARTED_NAMED]
     ]
     more = f" and {len(left) - NOT_STARTED_NAMED} more" if len(left) > NOT_STARTED_NAMED else ""
-    return f"{STOPPED} not started ({report.stop_reason}): {', '.join(named)}{more}\n\n"
+    return f"{STOPPED} not started ({briefly(report.stop_reason)}): {', '.join(named)}{more}\n\n"
 
 
 class Detail(StrEnum):

@@ -16,11 +16,12 @@ from .clients.settings import Refusals, configured, settings_report
 from .codegrade.run import CodeRunner
 from .conversation import Defaults, EngineContext, run_eval_async
 from .gates import evaluate_gates
-from .outcomes import Status
+from .outcomes import NOT_STARTED, Status
 from .results import EvalResult, RunReport, RunTotals, SuiteRef, gated_status
 from .retries import RetryWait
 from .schema import Suite
 from .stats import iterated_results
+from .text import plural
 from .tools.mcp import aclose as close_mcp_sessions
 
 # How often a run in this process looks for calls the endpoint sits on.
@@ -153,7 +154,8 @@ class Play:
     their turns kept. The spend passes the limit by at most the calls out when it was reached.
 
     Once the endpoint refuses a setting (noted in `refusals`), no more conversations start: those not
-    started are not in the report."""
+    started are listed as such (not_started), and those in flight whose call was refused the same way as
+    stopped there (refused_alike), so the one error says the refusal."""
 
     def __init__(
         self,
@@ -248,8 +250,8 @@ class Play:
                 result.iteration = iteration
                 if self._refused_too(result):
                     # In flight when the first was refused, and refused alike: one error says it, the rest
-                    # are listed as not played rather than as the same error again.
-                    result = not_started(self.suite, index, iteration, str(refusals.first))
+                    # were sent, so they stopped, rather than never started or erred again.
+                    result = refused_alike(result, str(refusals.first))
                 self.results[n] = result
                 if self.on_result is not None:
                     self.on_result(result)
@@ -278,10 +280,10 @@ class Play:
                 self.on_spend(amount)
 
     def _refused_too(self, result: EvalResult) -> bool:
-        """Whether the conversation ended at its first call on the setting the endpoint refused, after another
-        conversation's error said so."""
+        """Whether the conversation ended on the setting the endpoint refused (at its first call, or at a
+        judge's or the simulated user's call of a later turn), after another conversation's error said so."""
         refused = self.ctx.refusals.first
-        if refused is None or result.status != Status.ERROR or result.turns or result.error != str(refused):
+        if refused is None or not is_refused_alike(result, str(refused)):
             return False
         said, self._refusal_said = self._refusal_said, True
         return said
@@ -343,8 +345,40 @@ def run_plays(plays: list[Play]) -> list[RunReport]:
     return [play.report for play in plays]
 
 
+def is_refused_alike(result: EvalResult, refusal: str) -> bool:
+    """Whether the conversation ended in error on `refusal`, the setting its run's endpoint refused."""
+    return result.status == Status.ERROR and result.error == refusal
+
+
+def refused_alike(result: EvalResult, refusal: str) -> EvalResult:
+    """A conversation in flight when another's call was refused, ended by the same refusal: stopped where it was
+    refused, its turns kept, rather than another error saying it again. Its verdict says the whole refusal, as a
+    conversation's own page shows it alone: "stopped at its first call: the endpoint refused …"."""
+    turns = result.turns
+    where = f"after {plural(len(turns), 'turn')}" if turns else "at its first call"
+    text = f"stopped {where}: {refusal}"
+    # It ended where a stop ends one, not in error: a simulated conversation's ending is its last turn's.
+    ending = (
+        (turns[-1].termination, turns[-1].termination_kind, turns[-1].termination_detail)
+        if turns and result.termination is not None
+        else (None, None, None)
+    )
+    return result.model_copy(
+        update={
+            "status": Status.CANCELLED,
+            "verdict": text,
+            "reason": text,
+            "error": None,
+            "termination": ending[0],
+            "termination_kind": ending[1],
+            "termination_detail": ending[2],
+        }
+    )
+
+
 def not_started(suite: Suite, index: int, iteration: int, why: str) -> EvalResult:
-    """A conversation the run never started (its cost limit was reached first), as a cancelled result."""
+    """A conversation the run never started (its cost limit was reached first, or a refused setting), as a
+    cancelled result."""
     ev = suite.evals[index]
     return EvalResult(
         index=index,
@@ -355,6 +389,6 @@ def not_started(suite: Suite, index: int, iteration: int, why: str) -> EvalResul
         iteration=iteration,
         prompt=ev.first_text,
         status=Status.CANCELLED,
-        verdict=f"not started: {why}",
-        reason=f"not started: {why}",
+        verdict=f"{NOT_STARTED}: {why}",
+        reason=f"{NOT_STARTED}: {why}",
     )

@@ -42,6 +42,7 @@ class RunPage:
     whole: bool  # with the sections that read many rows (repeated evals, gates)
     # The header and the progress section.
     state: dict
+    refusal: dict | None  # the setting the endpoint refused, which stopped the run (display.refusal_notice)
     progress: dict
     summary: dict  # the progress card's count in words
     waiting: dict | None
@@ -198,8 +199,9 @@ def build(
             *_eval_counts(progress, repeated.outcomes, repeated.verdicts),
             calibration=_calibration(run, facts),
         ),
+        refusal=display.refusal_notice(run),
         progress=progress,
-        summary=display.progress_summary(progress),
+        summary=display.progress_summary(progress, stopped=bool(run.stop_reason)),
         waiting=display.waiting(waits["reason"], waits["until"], now, count=waits["count"]),
         calling=display.calling(progress.get("calling"), now),
         workers=display.workers(progress.get("workers"), progress, run.concurrency),

@@ -12,6 +12,8 @@ from django.db.models import Case, F, IntegerField, Max, Value, When, Window
 from django.db.models.functions import RowNumber
 from django.http import QueryDict
 
+from engine.clients.settings import SettingRefused
+
 from . import display, page_cache, selectors
 from .access import Access
 from .models import Run, Status
@@ -79,8 +81,12 @@ def table(
 
 
 def _prepare_rows(shown: list, access: Access, sizes: dict, grader_names: list[str], now: datetime) -> None:
-    """What each row shows beside its conversation's fields: its link, what it waits for, its grader cells."""
+    """What each row shows beside its conversation's fields: its link, what it waits for, its grader cells,
+    its verdict as beside the run's header (display.row_verdict)."""
+    stop_reason = access.run.stop_reason
+    refused = SettingRefused.read(stop_reason) is not None
     for conversation in shown:
+        conversation.verdict_shown = display.row_verdict(conversation, stop_reason, refused)
         conversation.url = access.conversation_url(conversation.index, conversation.iteration)
         conversation.waiting = waiting(conversation, now)
         conversation.iterations = sizes.get(conversation.index, 1)

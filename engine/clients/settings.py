@@ -31,6 +31,9 @@ NAMED = (
     r"|(?:supplied|parameters?|arguments?|fields?|params?|keys?)(?: for)?:?\s+{key}(?![\w])"
 )
 ROLES = ("model_settings", "judge_settings", "user_settings")
+# A refusal as SettingRefused says it, for reading it back from a stored reason or verdict: the role, the key,
+# the endpoint's words.
+SAID = re.compile(rf"the endpoint refused (?:({'|'.join(ROLES)})\.)?([^\s:]+): (.*)", re.DOTALL)
 
 
 # What each settings object puts in a request, worked out once: a run sends the same few objects with every
@@ -90,11 +93,33 @@ class SettingRefused(EndpointError):
 
     def __init__(self, key: str, detail: str, role: str | None = None) -> None:
         self.key, self.detail, self.role = key, detail, role
-        where = f"{role}.{key}" if role else key
-        super().__init__(f"the endpoint refused {where}: {detail}")
+        super().__init__(f"{self.brief}: {detail}")
+
+    @property
+    def where(self) -> str:
+        """The setting as a suite names it: `model_settings.seed`."""
+        return f"{self.role}.{self.key}" if self.role else self.key
+
+    @property
+    def brief(self) -> str:
+        """The refusal without the endpoint's words, where they are said already."""
+        return f"the endpoint refused {self.where}"
 
     def of(self, role: str) -> SettingRefused:
         return self if self.role else SettingRefused(self.key, self.detail, role)
+
+    @classmethod
+    def read(cls, text: str) -> SettingRefused | None:
+        """The refusal a stored reason is (a run's stop_reason), or None when it is another reason."""
+        said = SAID.fullmatch(text or "")
+        return cls(said[2], said[3], said[1]) if said else None
+
+
+def briefly(text: str) -> str:
+    """`text` with a refusal it ends with said without the endpoint's words: "stopped at its first call: the
+    endpoint refused model_settings.seed", for a line beside one that says them."""
+    said = SAID.search(text)
+    return text[: said.start(3) - 2] if said else text
 
 
 def refusal(error: EndpointError, settings: ModelSettings | None) -> SettingRefused | None:

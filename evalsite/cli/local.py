@@ -169,9 +169,10 @@ def run_here(args: argparse.Namespace) -> int:
     code = exit_code(report)
     if refusals.first is None:
         say_stopped(report)
-    else:  # said once, not per conversation; the rest were not started
+    else:  # said once, with what to do, not per conversation; the rest were not started
         said = str(refusals.first).rstrip(".")
-        print(terminal_safe(f"{said}; no more conversations were started"), file=sys.stderr)
+        fix = f"remove or change {refusals.first.where} (in the suite, or the --set that gives it) and run again"
+        print(terminal_safe(f"{said}; no more conversations were started: {fix}"), file=sys.stderr)
         return BROKEN
     if code == BROKEN:
         say_errors(report)

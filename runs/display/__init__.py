@@ -14,13 +14,22 @@ from .iterations import (
     repeated_status,
 )
 from .marks import STATUS_SYMBOLS, Mark, strip, symbol, turn_marks
-from .rows import STRIP_MAX_MARKS, Column, columns_signature, grader_cells, row_key, table_columns
+from .rows import (
+    STRIP_MAX_MARKS,
+    Column,
+    columns_signature,
+    grader_cells,
+    row_key,
+    row_verdict,
+    table_columns,
+)
 from .state import (
     GATE_OPS,
     calling,
     gates,
     in_flight,
     progress_summary,
+    refusal_notice,
     run_state,
     status_words,
     waiting,
@@ -73,8 +82,10 @@ __all__ = [
     "message_segments",
     "progress_summary",
     "repeated_status",
+    "refusal_notice",
     "review_rows",
     "row_key",
+    "row_verdict",
     "run_state",
     "status_words",
     "spend",

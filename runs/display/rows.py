@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from ..models import Conversation
+from engine.clients.settings import briefly
+from engine.outcomes import NOT_STARTED
+
+from ..models import Conversation, Status
 
 # A row's ✓✗ strip shows this many marks, then an ellipsis.
 STRIP_MAX_MARKS = 24
@@ -62,6 +65,18 @@ def row_key(conversation: Conversation, columns: tuple) -> str:
     # would cost as much as the digest.
     state = [(name, value) for name, value in vars(conversation).items() if not name.startswith("_")]
     return hashlib.blake2b(repr((state, columns)).encode(), digest_size=16).hexdigest()
+
+
+def row_verdict(conversation: Conversation, stop_reason: str, refused: bool) -> str:
+    """A row's verdict where its run's header says why the run stopped (`stop_reason`): a conversation it never
+    started reads "not started", and when a refused setting stopped it (`refused`: the notice under the header
+    gives the endpoint's words), the refusal is named without them. The transcript keeps the whole verdict."""
+    verdict = conversation.verdict
+    if not stop_reason:
+        return verdict
+    if conversation.status == Status.CANCELLED and verdict.startswith(NOT_STARTED):
+        return NOT_STARTED
+    return briefly(verdict) if refused else verdict
 
 
 def grader_cells(conversation, names: list[str]) -> list[dict | None]:

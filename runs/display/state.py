@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from engine.clients import RATE_LIMIT_WAIT, UNREADABLE_REPLY
+from engine.clients.settings import SettingRefused, briefly
 from engine.gates import GateResult
 from engine.text import plural
 
@@ -43,13 +44,20 @@ def in_flight(progress: dict) -> int:
     return progress["counts"][Status.QUEUED] + progress["counts"][Status.RUNNING]
 
 
-def progress_summary(progress: dict) -> dict:
-    """The progress card's count: conversations finished of all, and what a cancel left unplayed. A cancelled
-    conversation is not done, so a cancelled run never reads 100%."""
+def progress_summary(progress: dict, stopped: bool = False) -> dict:
+    """The progress card's count: conversations finished of all, and what a cancel left unplayed; for a run
+    stopped by its cost limit or a refused setting (`stopped`), those it cut short apart from those it never
+    started, as its header counts them. A cancelled conversation is not done, so a cancelled run never reads
+    100%."""
     counts = progress["counts"]
     cancelled = counts[Status.CANCELLED]
     finished = progress["done"] - cancelled
     total = progress["total"]
+    if cancelled and stopped:
+        unplayed = progress.get("not_started", 0)
+        parts = [f"{cancelled - unplayed} stopped"] if cancelled > unplayed else []
+        parts += [f"{unplayed} not started"] if unplayed else []
+        return {"done": finished, "total": total, "text": f"done, {', '.join(parts)}"}
     if cancelled:
         return {"done": finished, "total": total, "text": f"done, {cancelled} cancelled"}
     noun = "conversation" if total == 1 else "conversations"
@@ -65,24 +73,62 @@ def status_words(run: Run) -> str:
 
 
 def stopped_state(run: Run, progress: dict) -> dict:
-    """A run its cost limit stopped: "stopping" while the conversations playing then finish, "stopped" after,
-    with why and how many finished."""
-    counts = progress["counts"]
-    if run.is_active:
-        finishing = in_flight(progress)
+    """A run its cost limit or a refused setting stopped: "stopping" while the conversations playing then
+    finish, "stopped" after, with why and how its conversations ended. A refusal is named, its endpoint's
+    words left to the notice under the header (refusal_notice)."""
+    why = briefly(run.stop_reason).rstrip(".")
+    finishing = in_flight(progress)
+    if run.is_active or finishing:  # a refusal's stop ends the run at once, as a cancel does
         return {
             "label": "stopping",
             "tone": Status.CANCELLED,
             "live": True,
-            "reason": f"{run.stop_reason}; {finishing} finishing",
+            "reason": f"{why}; {finishing} finishing",
         }
-    finished = progress["done"] - counts[Status.CANCELLED]
-    of = plural(progress["total"], "conversation")
     return {
         "label": "stopped",
         "tone": Status.CANCELLED,
         "live": False,
-        "reason": f"{run.stop_reason}; {finished} of {of} finished",
+        "reason": f"{why}; {stopped_counts(progress)}",
+    }
+
+
+def stopped_counts(progress: dict) -> str:
+    """How a stopped run's conversations ended, as the terminal's summary counts them: "1 error, 2 stopped,
+    9 not started of 12 conversations". Stopped: cut short as they played (or refused alike); not started:
+    cancelled before their first call."""
+    counts = progress["counts"]
+    unplayed = progress.get("not_started", 0)
+    parts = [f"{counts[status]} {status}" for status in (Status.PASSED, Status.FAILED) if counts[status]]
+    parts += [plural(counts[Status.ERROR], "error")] if counts[Status.ERROR] else []
+    parts += [f"{counts[Status.CANCELLED] - unplayed} stopped"] if counts[Status.CANCELLED] > unplayed else []
+    parts += [f"{unplayed} not started"] if unplayed else []
+    return f"{', '.join(parts) or 'none ended'} of {plural(progress['total'], 'conversation')}"
+
+
+# Where the launch form takes each role's settings, for what to do about one the endpoint refused.
+LAUNCH_FIELDS = {
+    "model_settings": "Model settings",
+    "judge_settings": "Judge settings",
+    "user_settings": "Simulated user settings",
+}
+
+
+def refusal_notice(run: Run) -> dict | None:
+    """The setting the run's endpoint refused, which stopped it, as the notice under its header says it
+    once: which setting, the endpoint's words, and whether the launch or the suite set it (what to change).
+    None for a run that no refusal stopped."""
+    refused = SettingRefused.read(run.stop_reason)
+    if refused is None:
+        return None
+    launched = (run.options or {}).get(refused.role or "") or {}
+    return {
+        "where": refused.where,
+        "role": refused.role,
+        "key": refused.key,
+        "detail": refused.detail,
+        "field": LAUNCH_FIELDS.get(refused.role or ""),
+        "from_launch": refused.key in launched or refused.key in (launched.get("extra_body") or {}),
     }
 
 

@@ -11,6 +11,8 @@ from django.conf import settings
 from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
+from engine.outcomes import NOT_STARTED
+
 from ..models import ACTIVE, FINISHED, Conversation, Run, Status, Worker
 
 OUTCOME_STATUSES = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.RUNNING)
@@ -65,12 +67,22 @@ def stored_progress(run: Run, by_eval: bool) -> dict | None:
         stored.get("status") != run.status
         or stored.get("revision") != run.revision
         or stored.get("by_eval") != by_eval
+        # A stopped run's count of conversations never started, if it was kept before that was counted.
+        or (run.stop_reason and "not_started" not in stored.get("progress", {}))
     ):
         return None
     progress = dict(stored["progress"])
     if by_eval:  # JSON keeps the eval indexes as strings
         progress["by_eval"] = {int(index): outcome for index, outcome in progress["by_eval"].items()}
     return progress
+
+
+def not_started(run: Run, counts: dict[str, int]) -> int:
+    """Of a stopped run's cancelled conversations (its cost limit, a refused setting), those it never started,
+    which its header counts apart from those it stopped mid-way; 0 for other runs, without a query."""
+    if not run.stop_reason or not counts[Status.CANCELLED]:
+        return 0
+    return run.conversations.filter(status=Status.CANCELLED, verdict__startswith=NOT_STARTED).count()
 
 
 def progress(run: Run, by_eval: bool = False) -> dict:
@@ -148,6 +160,7 @@ def progress(run: Run, by_eval: bool = False) -> dict:
         "tokens": totals["prompt_tokens"] + totals["completion_tokens"],
         **totals,
         "overridden": run.conversations.exclude(original={}).count(),
+        "not_started": not_started(run, counts),
         # How many wait to retry a model call, one reason, and the soonest retry.
         "waiting": {"count": wait["count"], "reason": wait["reason"] or "", "until": wait["until"]},
         # How many conversations have a model call out for longer than usual, and since when the longest.

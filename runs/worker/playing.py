@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Protocol
 
@@ -23,16 +23,16 @@ from engine.cache import playing_iteration, roles_of
 from engine.calls import Calls, Latencies, watching
 from engine.codegrade.run import CodeRunner
 from engine.conversation import run_eval_async
-from engine.results import TurnRecord
+from engine.results import EvalResult, TurnRecord
 from engine.retries import RetryWait
-from engine.runner import build_context
+from engine.runner import build_context, is_refused_alike, refused_alike
 from runs import outage, response_cache, specs
 from runs.models import Conversation, Turn
 from suites.models import SuiteFile
 
 from . import budget, sql
 from .claims import LostClaim, heartbeat
-from .stopping import stop_run
+from .stopping import stop_for_refusal
 
 log = logging.getLogger(__name__)
 
@@ -158,21 +158,34 @@ def play(pump: Serving, playing: Playing, registry) -> Coroutine:
     )
 
 
-async def _watched(calls: Calls, refused: Callable[[], None], iteration: int, conversation: Coroutine):
+async def _watched(
+    calls: Calls,
+    refused: Callable[[EvalResult], Awaitable[EvalResult]],
+    iteration: int,
+    conversation: Coroutine,
+):
     """The conversation, its model calls noted in `calls` and cached as its iteration's (set here: the task
-    running it has its own context); then `refused()`."""
+    running it has its own context); then what `refused` makes of its result."""
     with watching(calls), playing_iteration(iteration):
         result = await conversation
-    refused()
-    return result
+    return await refused(result)
 
 
-def _stopping_on_refusal(pump: Serving, run_id, refusals) -> Callable[[], None]:
-    """Stops the run once its endpoint refused a setting: every later conversation would be refused too."""
+def _stopping_on_refusal(pump: Serving, run_id, refusals) -> Callable[[EvalResult], Awaitable[EvalResult]]:
+    """Stops the run once its endpoint refused a setting: every later conversation would be refused too. The
+    conversation whose refusal stopped it keeps its error, which says the refusal; one refused the same way
+    after the run had stopped for it is stopped there (engine.runner.refused_alike), as on the command line."""
 
-    def refused() -> None:
-        if refusals is not None and refusals.first is not None:
-            pump.post(stop_run, run_id, str(refusals.first))
+    async def refused(result: EvalResult) -> EvalResult:
+        if refusals is None or refusals.first is None:
+            return result
+        reason = str(refusals.first)
+        try:
+            said = await pump.call(stop_for_refusal, run_id, reason)
+        except Exception:  # the run stays as it was; the conversation keeps its error, which says it
+            log.exception("run %s could not be stopped for its refused setting", run_id)
+            return result
+        return refused_alike(result, reason) if said and is_refused_alike(result, reason) else result
 
     return refused
 

@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from engine.clients import MOCK
+from engine.outcomes import NOT_STARTED
 from engine.results import gated_status
 from runs import selectors
 from runs.concurrency import endpoint_cap
@@ -157,7 +158,7 @@ def cancel_queued(run_id, now, *, reason: str = "") -> int:
     stop on their own. With a `reason`, each says it was not started for it. How many were cancelled."""
     fields = {"status": Status.CANCELLED, "finished_at": now}
     if reason:
-        fields["verdict"] = fields["reason"] = f"not started: {reason}"
+        fields["verdict"] = fields["reason"] = f"{NOT_STARTED}: {reason}"
     return Conversation.objects.filter(run_id=run_id, status=Status.QUEUED).update(**fields)
 
 

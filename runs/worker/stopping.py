@@ -19,7 +19,7 @@ REASON_LENGTH = Run._meta.get_field("stop_reason").max_length
 def stop_run(run_id, reason: str) -> bool:
     """Stop the run, if it is still active, giving `reason`; whether this call stopped it."""
     now = timezone.now()
-    reason = reason if len(reason) <= REASON_LENGTH else reason[: REASON_LENGTH - 1] + "…"
+    reason = _fitted(reason)
     with transaction.atomic():
         updated = Run.objects.filter(pk=run_id, status__in=ACTIVE).update(
             status=Status.CANCELLED, finished_at=now, stop_reason=reason
@@ -29,3 +29,17 @@ def stop_run(run_id, reason: str) -> bool:
             cancel_queued(run_id, now, reason=reason)
             transaction.on_commit(lambda: dispatch_endpoint(run.endpoint_name))
     return bool(updated)
+
+
+def stop_for_refusal(run_id, reason: str) -> bool:
+    """Stop the run for a setting its endpoint refused (`reason` says which); whether another conversation's
+    refusal had stopped it for the same reason already, and so said it. False when this call stopped it, and
+    when the run had ended or stopped for another reason (a cancel, its cost limit)."""
+    if stop_run(run_id, reason):
+        return False
+    return Run.objects.filter(pk=run_id, stop_reason=_fitted(reason)).exists()
+
+
+def _fitted(reason: str) -> str:
+    """The reason as Run.stop_reason keeps it."""
+    return reason if len(reason) <= REASON_LENGTH else reason[: REASON_LENGTH - 1] + "…"

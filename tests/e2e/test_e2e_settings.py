@@ -1,7 +1,10 @@
 """Generation settings through a real worker: a launch's settings reach the endpoint, and a setting the endpoint
-refuses stops the run with the reason, the conversations not yet started cancelled."""
+refuses stops the run with the reason: the conversation that said it kept as an error, those in flight refused
+alike stopped, the ones not yet started cancelled as such."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -45,21 +48,27 @@ def test_a_launchs_settings_are_sent_over_the_suites(user, fake_endpoint, fake_o
 def test_a_refused_setting_stops_the_run_once(user, fake_endpoint, fake_openai, start_worker):
     fake_openai.refuse("seed", "unrecognized")
     fake_openai.latency = 0.2
-    start_worker(concurrency=1)
+    start_worker(concurrency=3)
     suite = create_suite(owner=user, source=SUITE)
     options = RunOptions(model_settings=ModelSettings(seed=7))
-    launched = services.create_run(version=suite.latest_version, user=user, options=options, concurrency=1)
+    launched = services.create_run(version=suite.latest_version, user=user, options=options, concurrency=3)
     run = wait_for_run(launched, timeout=90)
+    # The refusal stops the run at once, as a cancel does; the conversations in flight then end.
+    deadline = time.monotonic() + 60
+    while run.conversations.filter(status__in=[Status.QUEUED, Status.RUNNING]).exists():
+        assert time.monotonic() < deadline, list(run.conversations.values_list("index", "status"))
+        time.sleep(0.1)
     reason = "the endpoint refused model_settings.seed: Unrecognized request argument supplied: seed"
     assert (run.status, run.stop_reason) == (Status.CANCELLED, reason)
-    statuses = [c.status for c in run.conversations.order_by("index")]
-    errored = [c for c in run.conversations.all() if c.status == Status.ERROR]
-    assert errored and all(reason in c.error for c in errored)
-    assert statuses.count(Status.CANCELLED) >= QUESTIONS - 2  # the rest never asked the endpoint
-    # Each says why, as a cost limit's do, not a bare "cancelled".
-    unplayed = run.conversations.filter(status=Status.CANCELLED, turn_count=0)
-    assert {c.verdict for c in unplayed} == {f"not started: {reason}"}
-    assert len(fake_openai.chat_requests()) == len(errored)
+    ended = list(run.conversations.order_by("index"))
+    errored = [c for c in ended if c.status == Status.ERROR]
+    stopped = [c for c in ended if c.verdict == f"stopped at its first call: {reason}"]
+    unplayed = [c for c in ended if c.verdict == f"not started: {reason}"]
+    # One error says it; the other two sent with it were refused alike and stopped there; the rest never asked.
+    assert len(errored) == 1 and errored[0].error == reason
+    assert len(stopped) == 2 and len(unplayed) == QUESTIONS - 3, [(c.status, c.verdict) for c in ended]
+    assert {(c.status, c.turn_count) for c in stopped + unplayed} == {(Status.CANCELLED, 0)}
+    assert len(fake_openai.chat_requests()) == 3
 
 
 def test_evalsite_run_on_a_server_sends_its_settings_with_the_launch(

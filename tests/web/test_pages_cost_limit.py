@@ -58,7 +58,9 @@ def test_the_run_page_list_and_api_say_stopped_at_the_cost_limit(user, stopped):
     stopped.conversations.filter(index=1).update(status=Status.PASSED)
     scheduling.finalize(stopped.pk)
     page = text(client.get(reverse("runs:detail", args=[stopped.pk])).content.decode())
-    assert "stopped cost limit $0.25 reached; 2 of 3 conversations finished" in page
+    # How its conversations ended, counted as the terminal counts them; the unplayed row short, the header says why.
+    assert "stopped cost limit $0.25 reached; 2 passed, 1 not started of 3 conversations" in page
+    assert "cancelled not started 0 0 $0.0000" in page and "2 / 3 done, 1 not started" in page
     listed = text(client.get(reverse("runs:list")).content.decode())
     assert "stopped: cost limit $0.25 reached" in listed
     # The suite's page lists it as stopped, the reason in the badge's title, never as a plain "cancelled".

@@ -149,8 +149,13 @@ def test_a_run_stopped_for_a_refused_setting_says_so_in_its_header(logged_in, su
     assert (run.status, run.stop_reason) == ("cancelled", reason)
     assert list(run.conversations.values_list("status", flat=True)) == ["cancelled"]
     page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
-    # The header's state: stopped, with the endpoint's refusal as the reason (runs.display.state).
-    assert "stopped" in page and f"{html.escape(reason)}; 0 of 1 conversation finished" in page
+    # The header's state: stopped, the refusal named as the reason (runs.display.state), and the endpoint's
+    # words in the notice below it.
+    assert (
+        "stopped" in page
+        and "the endpoint refused model_settings.seed; 1 not started of 1 conversation" in page
+    )
+    assert re.sub(r"<[^>]+>", "", page).count("Unrecognized request argument supplied: seed") == 1
 
 
 def _hidden(page: str, name: str) -> str:

@@ -51,7 +51,8 @@ def test_a_refused_setting_is_said_once_and_the_run_exits_3(fake, suite):
     result = run_on(fake, suite, "--set", "seed=7", "--concurrency", "1")
     assert result.returncode == 3, result.stdout + result.stderr
     line = "the endpoint refused model_settings.seed: Unrecognized request argument supplied: seed"
-    assert result.stderr.splitlines() == [f"{line}; no more conversations were started"]
+    fix = "remove or change model_settings.seed (in the suite, or the --set that gives it) and run again"
+    assert result.stderr.splitlines() == [f"{line}; no more conversations were started: {fix}"]
     assert len(fake.chat_requests()) == 1
 
 
