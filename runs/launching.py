@@ -197,6 +197,7 @@ def panel(
             (name, default, request.POST.get(f"{VAR_FIELD}{name}", default or ""))
             for name, default in declared.items()
         ],
+        "launch_limit": limit_note(spec, model, form["compare"].value()),
     }
 
 
@@ -205,15 +206,34 @@ def launch_costs(
 ) -> list[tuple[str, list[str]]]:
     """What the launch may cost, as (variant, its lines): one run's estimate, or with `compare` lines a matrix's,
     one per variant and their sum. Variants that do not parse yet (typed half-way) leave the run's alone."""
-    variants: list[Variant] = []
-    if spec is not None and compare and compare.strip():
-        with contextlib.suppress(VariantError):
-            variants = parse_variants([model or spec.model or "", *compare.splitlines()], split=False)
+    variants = typed_variants(spec, model, compare)
     if not variants:
         found = estimate(spec, model or None, project_id)
         return [("", found.lines())] if found is not None else []
     found = [(variant.name, estimate(spec, variant.model, project_id)) for variant in variants]
     return cost.variant_costs([(name, each) for name, each in found if each is not None])
+
+
+def typed_variants(spec: SuiteSpec | None, model: str, compare: str | None) -> list[Variant]:
+    """The matrix's variants the form names so far: the model and each `compare` line; none for a single run,
+    or while they do not parse (typed half-way)."""
+    if spec is None or not compare or not compare.strip():
+        return []
+    with contextlib.suppress(VariantError):
+        return parse_variants([model or spec.model or "", *compare.splitlines()], split=False)
+    return []
+
+
+def limit_note(spec: SuiteSpec | None, model: str, compare: str | None) -> str:
+    """What the cost limit field adds when the launch is a matrix: each variant's run has the limit of its own
+    (as `evalsite run --model a,b` says, "limit $5.00 a variant"). "" for a single run."""
+    variants = len(typed_variants(spec, model, compare))
+    if variants < 2:
+        return ""
+    return (
+        f"With {variants} variants, each variant's run has this limit of its own: together they may spend "
+        f"{variants} times it."
+    )
 
 
 def estimate(spec: SuiteSpec | None, model: str | None, project_id: int | None) -> cost.Estimate | None:

@@ -21,7 +21,7 @@ from suites import selectors as suite_selectors
 from suites.models import Suite, SuiteVersion
 from suites.views.editor import parse_version, render_editor
 
-from ..launching import LaunchForm, cache_option, launch_costs, launch_variants, launch_vars
+from ..launching import LaunchForm, cache_option, launch_costs, launch_variants, launch_vars, limit_note
 from ..matrix import create_matrix
 from ..services import LaunchError, create_run
 
@@ -130,4 +130,6 @@ def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
         spec = apply(spec, RunOptions.model_validate(typed))
     costs = launch_costs(spec, model, request.GET.get("compare"), suite.project_id)
     context = {"launch_routes": routes, "suite": suite, "launch_cost": costs}
+    # The cost limit's note, beside its field, redrawn out of band as the Compare with lines change.
+    context.update(launch_limit=limit_note(spec, model, request.GET.get("compare")), oob=True)
     return render(request, "suites/_launch_routes.html", context)

@@ -15,6 +15,7 @@ from engine.matrix import (
     agreement_line,
     build_grid,
     cell_text,
+    column_stats,
     difference_lines,
     fitted_label,
     grid_csv,
@@ -25,6 +26,7 @@ from engine.matrix import (
     parse_variants,
     percentile,
     row_mark,
+    stop_text,
 )
 
 
@@ -364,3 +366,25 @@ def test_each_variants_calls_from_the_cache_and_their_savings_are_in_the_termina
     plain = build_grid([column("a", "p"), column("b", "f")])
     assert "cached" not in grid_text(plain) and "cached" not in grid_markdown(plain)
     assert grid_csv(plain).splitlines()[1].split(",")[10:12] == ["0", "0.0"]
+
+
+def test_a_variant_stopped_short_reads_not_started_where_it_started_nothing():
+    reason = "cost limit $0.05 reached"
+    cells = [
+        CellIn(index=0, eval_id="e0", iteration=0, status="failed"),
+        CellIn(
+            index=1, eval_id="e1", iteration=0, status="cancelled", reason=f"stopped after 1 turn: {reason}"
+        ),
+        CellIn(index=2, eval_id="e2", iteration=0, status="cancelled", reason=f"not started: {reason}"),
+        CellIn(index=3, eval_id="e3", iteration=0, status="cancelled", reason="cancelled"),  # by hand
+    ]
+    assert [cell_text(cell) for cell in cells] == ["FAIL", "cancelled", "not started", "cancelled"]
+    stopped = ColumnIn(key="a", label="a", model="a", status="cancelled", cells=cells, stop_reason=reason)
+    assert stop_text(stopped, column_stats(stopped)) == (
+        "cost limit $0.05 reached — 1 of 4 conversations played, 2 stopped mid-way, 1 not started"
+    )
+    playing = [*cells[:3], CellIn(index=3, eval_id="e3", iteration=0, status="running")]
+    stopping = ColumnIn(key="a", label="a", model="a", status="running", cells=playing, stop_reason=reason)
+    assert stop_text(stopping, column_stats(stopping)) == "cost limit $0.05 reached; 1 finishing"
+    cancelled = ColumnIn(key="a", label="a", model="a", status="cancelled", cells=cells)
+    assert stop_text(cancelled, column_stats(cancelled)) == ""

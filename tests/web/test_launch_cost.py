@@ -126,3 +126,27 @@ def test_the_api_launch_takes_a_cost_limit(user, priced):
         **bearer(token),
     )
     assert refused.status_code == 422
+
+
+def test_with_variants_the_cost_limit_field_says_the_limit_is_each_variants(logged_in, priced):
+    """A matrix is a run per variant, each with the limit of its own: the field says so beside it as soon as
+    Compare with names variants (the launch routes' answer redraws the note out of band), and not for one run."""
+    page = logged_in.get(reverse("suites:detail", args=[priced.public_id])).content.decode()
+    assert re.search(r'<span class="[^"]*" id="launch-limit-each" aria-live="polite" >\s*</span>', page)
+    url = reverse("suites:launch_routes", args=[priced.public_id])
+    compared = logged_in.get(url, {"model": "paid/gpt-x", "compare": "paid/gpt-y\nmock", "version": "1"})
+    (note,) = re.findall(
+        r'id="launch-limit-each"[^>]*hx-swap-oob="true">([^<]*)</span>', compared.content.decode()
+    )
+    assert html.unescape(note) == (
+        "With 3 variants, each variant's run has this limit of its own: together they may spend 3 times it."
+    )
+    single = logged_in.get(url, {"model": "paid/gpt-x", "compare": "", "version": "1"}).content.decode()
+    assert re.search(r'id="launch-limit-each"[^>]*hx-swap-oob="true">\s*</span>', single)  # cleared
+    # A matrix launch refused (the concurrency out of range) shows the form again, the note with it.
+    refused = logged_in.post(
+        reverse("suites:launch", args=[priced.public_id]),
+        {"model": "paid/gpt-x", "compare": "mock", "concurrency": "0", "max_cost": "1"},
+    )
+    assert refused.status_code == 400
+    assert "With 2 variants, each variant's run has this limit of its own" in text(refused.content.decode())
