@@ -471,6 +471,32 @@ def _played(total: int, cancelled: int, not_started: int) -> str:
     return words + (f", {not_started} not started" if not_started else "")
 
 
+def end_line(
+    name: str,
+    passed: int,
+    failed: int,
+    errors: int,
+    total: int,
+    *,
+    stop_reason: str = "",
+    cancelled: int = 0,
+    not_started: int | None = 0,
+) -> str:
+    """A variant's end, as `evalsite run --model a,b` says it, here or on a server: `[1/3] gpt-4o: 9 passed,
+    1 failed, 0 errors of 10`; a variant its cost limit stopped says what it did not play and why: `…,
+    0 errors, 2 stopped, 16 not started (cost limit $0.05 reached) of 20`, as a run's summary counts them.
+    `not_started`: of the `cancelled`, those never started; None when that is not known (a server that does
+    not say it), and then they are counted together as not played."""
+    short = ""
+    if stop_reason and not_started is None:
+        short += f", {cancelled} not played" if cancelled else ""
+    elif stop_reason:
+        short += f", {cancelled - not_started} stopped" if cancelled > not_started else ""
+        short += f", {not_started} not started" if not_started else ""
+    short += f" ({stop_reason})" if stop_reason else ""
+    return f"{name}: {passed} passed, {failed} failed, {plural(errors, 'error')}{short} of {total}"
+
+
 def rate_text(stats: ColumnStats) -> str:
     if stats.rate is None:
         return "—"

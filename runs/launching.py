@@ -1,8 +1,10 @@
-"""The launch panel of a suite's editor: its form, the models it suggests, and where the chosen one goes."""
+"""The launch panel of a suite's editor: its form, the models it suggests, and where the chosen one goes; and
+what a launch may cost, as the panel says it while the form is filled and as the API's launch answers it."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 
 import yaml
 from django import forms
@@ -22,7 +24,8 @@ from engine.schema import Suite as SuiteSpec
 from engine.schema.settings import ModelSettings
 from engine.source import SuiteError, load_typed_yaml
 
-from . import selectors
+from . import selectors, specs
+from .models import Run
 from .services import MAX_CONCURRENCY
 
 RECENT_RUNS_READ = 200
@@ -242,3 +245,17 @@ def estimate(spec: SuiteSpec | None, model: str | None, project_id: int | None) 
     if spec is None or not spec.evals:
         return None
     return cost.estimate(spec, project_registry(project_id).endpoint_of, model)
+
+
+def launched_estimate(runs: Sequence[Run], names: Sequence[str] = ()) -> list[str]:
+    """What a launched run may cost, or a matrix's runs (`names`: its variants', a line each and their sum),
+    in the words `evalsite run` says it before it plays (engine.cost.before_run): from the suite as each run
+    plays it (its variables, its launch's options, a variant's settings) at the prices of the endpoints its
+    project may use. The API's launch answers it, so `evalsite run --server` says it as a run here does."""
+    found = []
+    limit = None
+    for run, name in zip(runs, names or [""] * len(runs), strict=True):
+        spec = specs.with_options(specs.bound(run.suite_version, run.vars), run.options)
+        limit = spec.max_cost  # the launch's, over the suite's: every variant's run has the same
+        found.append((name, cost.estimate(spec, project_registry(run.project_id).endpoint_of, run.model)))
+    return cost.before_run(found, limit) if found else []

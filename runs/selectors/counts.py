@@ -93,9 +93,11 @@ def progress(run: Run, by_eval: bool = False) -> dict:
             turns=Sum("turn_count"),
             cached_calls=Sum("cached_calls"),
             saved_cost=Sum("saved_cost"),
+            unplayed=Count("pk", filter=Q(turn_count=0)),
         )
     )
     counts = {status: 0 for status in Status.values}
+    not_started = 0
     totals = {
         "prompt_tokens": 0,
         "completion_tokens": 0,
@@ -109,6 +111,8 @@ def progress(run: Run, by_eval: bool = False) -> dict:
     outcomes: dict[int, dict[str, int]] = {}
     for row in rows:
         counts[row["status"]] += row["n"]
+        if row["status"] == Status.CANCELLED:
+            not_started += row["unplayed"]
         for key in totals:
             totals[key] += row[key] or 0
         if by_eval:
@@ -147,6 +151,9 @@ def progress(run: Run, by_eval: bool = False) -> dict:
         "percent": round(100 * done / total) if total else 100,
         "tokens": totals["prompt_tokens"] + totals["completion_tokens"],
         **totals,
+        # Of the cancelled, those that never played a turn: a run stopped short (its cost limit) never started
+        # them, where the others stopped mid-way.
+        "not_started": not_started,
         "overridden": run.conversations.exclude(original={}).count(),
         # How many wait to retry a model call, one reason, and the soonest retry.
         "waiting": {"count": wait["count"], "reason": wait["reason"] or "", "until": wait["until"]},

@@ -128,6 +128,30 @@ def test_the_api_launch_takes_a_cost_limit(user, priced):
     assert refused.status_code == 422
 
 
+def test_the_api_launch_answers_what_the_run_may_cost_as_evalsite_run_says_it(user, priced):
+    """`evalsite run --server` prints these lines, as a run here prints its own: from the prices the server
+    knows, with the launch's limit (else the suite's); none for the mock without a limit."""
+    _, token = create_token(user, "ci")
+    api = Client(enforce_csrf_checks=True)
+
+    def launch(**body) -> list[str]:
+        response = api.post(
+            "/api/runs", {"yaml": SUITE, **body}, content_type="application/json", **bearer(token)
+        )
+        assert response.status_code == 201, response.content
+        return response.json()["estimate"]
+
+    assert launch(model="paid/gpt-x", options={"max_cost": 2.5}) == [
+        "≈ $4.10 (up to $16.10): 10 conversations × 1 turn, ~10 prompt + 200 completion tokens a call at "
+        "$1000.00/$2000.00 per M · limit $2.50"
+    ]
+    assert launch(model="free/gpt-x", options={"max_cost": 2.5}) == [
+        "no prices set for endpoint free: cost unknown (10 conversations × 1 turn, ~10 prompt + 200 completion "
+        "tokens a call) · limit $2.50, which spends nothing without prices and so never stops the run"
+    ]
+    assert launch() == []  # the suite's mock, no limit: the line would say nothing
+
+
 def test_with_variants_the_cost_limit_field_says_the_limit_is_each_variants(logged_in, priced):
     """A matrix is a run per variant, each with the limit of its own: the field says so beside it as soon as
     Compare with names variants (the launch routes' answer redraws the note out of band), and not for one run."""

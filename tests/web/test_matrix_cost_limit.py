@@ -1,6 +1,6 @@
-"""A matrix with a cost limit: each variant's run has the limit of its own, and the matrix's page says which
-variant its limit stopped, why and how far it got (not a bare "cancelled"), the limit in its header, and "not
-started" in the cells it never started.
+"""A matrix with a cost limit: each variant's run has the limit of its own, the launch answers what the runs
+may cost as `evalsite run` says it, and the matrix's page says which variant its limit stopped, why and how far
+it got (not a bare "cancelled"), the limit in its header, and "not started" in the cells it never started.
 The runs are played in this process as a worker plays them, against the fake endpoint with prices."""
 
 from __future__ import annotations
@@ -50,7 +50,15 @@ def test_the_page_says_which_variant_its_cost_limit_stopped_and_how_far_it_got(c
     first conversation whole ($0.30), is stopped at the first turn of its second ($0.40), and never starts
     the other four; the mock plays everything."""
     client.force_login(user)
-    _, matrix = launch(client, ["fake/test-model", "mock"], max_cost=0.35)
+    launched, matrix = launch(client, ["fake/test-model", "mock"], max_cost=0.35)
+    # What the runs may cost, in the words `evalsite run --model a,b` prints, the limit said to be each one's.
+    estimate = launched["estimate"]
+    assert [line.split(": ")[0] for line in estimate] == ["fake/test-model", "mock", "both variants"]
+    assert estimate[0].startswith("fake/test-model: ≈ $360.00 (up to $1,440.00): 6 conversations × 3 turns")
+    assert (
+        estimate[1] == "mock: no cost: the mock endpoint (6 conversations × 3 turns) · limit $0.35 a variant"
+    )
+    assert all(line.endswith(" · limit $0.35 a variant") for line in estimate)
     priced_run, mock_run = matrix.runs.order_by("created_at")
     for run in (priced_run, mock_run):
         play(run)
@@ -79,6 +87,9 @@ def test_the_page_says_which_variant_its_cost_limit_stopped_and_how_far_it_got(c
         assert "cancelled" not in cells[eval_id]
     markdown = client.get(reverse("matrices:export", args=[matrix.pk, "md"])).content.decode()
     assert "| q2 | not started | FAIL | incomplete |" in markdown
+    # The API's progress tells the conversations never started from those stopped mid-way.
+    progress = client.get(f"/api/runs/{priced_run.pk}").json()["progress"]
+    assert (progress["counts"]["cancelled"], progress["not_started"]) == (5, 4)
 
 
 def test_a_variant_stopping_says_so_while_its_last_conversations_finish(client, user, priced):
@@ -101,6 +112,7 @@ def test_the_header_says_the_suites_own_limit_and_nothing_without_one(client, us
         content_type="application/json",
     )
     assert answer.status_code == 201, answer.content
+    assert answer.json()["estimate"][-1].startswith("all 3 variants: ≈ $720.00 (up to $2,880.00)")
     page = text(client.get(reverse("matrices:detail", args=[answer.json()["id"]])).content.decode())
     assert "Cost limit $5.00 a variant:" in page and "together the 3 may spend $15.00." in page
     _, matrix = launch(client, ["fake/test-model", "mock"])  # its next version, without the limit
