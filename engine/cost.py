@@ -19,6 +19,7 @@ from .cache import roles_of
 from .clients.base import MOCK, EndpointConfig
 from .endpoint_checks import model_refs
 from .schema import Check, Eval, Style, Suite, followup_depth
+from .text import plural
 
 CHARS_PER_TOKEN = 4
 # A reply's length when nothing caps it: a short answer, as most evals ask for.
@@ -173,13 +174,35 @@ def spent(usd: float, unpriced: Sequence[str], digits: int = 6) -> str | None:
 
 
 def variant_costs(found: list[tuple[str, Estimate]]) -> list[tuple[str, list[str]]]:
-    """A matrix's estimate: each variant's lines, then their sum when every variant's is known."""
+    """A matrix's estimate: each variant's lines, then their sum ("both variants", "all 3 variants") when
+    every variant's is known."""
     costs = [(name, each.lines()) for name, each in found]
     estimates = [each for _, each in found]
     if estimates and all(each.low is not None for each in estimates) and not all(e.free for e in estimates):
         low, high = sum(each.low for each in estimates), sum(each.high for each in estimates)
-        costs.append((f"all {len(estimates)} variants", [f"≈ {money(low)} (up to {money(high)})"]))
+        together = "both variants" if len(estimates) == 2 else f"all {plural(len(estimates), 'variant')}"
+        costs.append((together, [f"≈ {money(low)} (up to {money(high)})"]))
     return costs
+
+
+def before_run(found: list[tuple[str, Estimate]], limit: float | None) -> list[str]:
+    """What a run may cost and its limit, as `evalsite run` says it before anything is spent, here or on a
+    server (whose launch answers these lines): a line each, without the "cost: " the terminal puts first.
+    `found`: the run's estimate with no name, or a matrix's, a (name, estimate) per variant, each a run with
+    the limit of its own. Nothing when there is nothing to say: no endpoint with prices and no limit (the
+    line would be the same on every run)."""
+    if all(each.free for _, each in found):
+        # Said, as the limit is: a run that spends nothing never reaches it.
+        return [f"none, the mock endpoint · limit {money(limit)}, never reached"] if limit is not None else []
+    if not any(each.some_priced for _, each in found) and limit is None:
+        return []
+    # A matrix's variants are runs of their own, each with the limit.
+    each = " a variant" if len(found) > 1 else ""
+    said = f" · limit {money(limit)}{each}" if limit is not None else ""
+    if any(each.low is None for _, each in found) and limit is not None:
+        said += ", which spends nothing without prices and so never stops the run"
+    costs = variant_costs(found) if len(found) > 1 else [("", found[0][1].lines())]
+    return [f"{f'{name}: ' if name else ''}{line}{said}" for name, lines in costs for line in lines]
 
 
 def estimate(suite: Suite, resolve: Prices, model: str | None = None) -> Estimate:

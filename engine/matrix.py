@@ -34,6 +34,8 @@ from .stats import wilson_interval
 from .text import plural
 
 SETTING_MARK = "@"
+# How the verdict of a conversation a stopped run never started begins (engine.runner, runs.worker).
+NOT_STARTED = "not started"
 MAX_VARIANTS = 10
 SIGNIFICANCE = 0.05
 GRADED = (Status.PASSED, Status.FAILED)
@@ -166,6 +168,12 @@ class CellIn:
     def tokens(self) -> int:
         return self.model_tokens + self.judge_tokens + self.user_tokens
 
+    @property
+    def unstarted(self) -> bool:
+        """Cancelled before its first turn by a run stopped short (its cost limit): its verdict says so, as
+        engine.report.never_started reads it. A conversation cancelled by hand says only "cancelled"."""
+        return self.status == Status.CANCELLED and self.reason.startswith(NOT_STARTED)
+
 
 @dataclass(frozen=True)
 class ColumnIn:
@@ -178,6 +186,7 @@ class ColumnIn:
     cells: Sequence[CellIn]
     latencies_ms: Sequence[int] = ()  # of the turns the model answered, not the cache
     unpriced: Sequence[str] = ()  # the endpoints its run calls that have no prices: its cost is not known
+    stop_reason: str = ""  # why its run stopped short ("cost limit $5.00 reached"); "" when it did not
 
     def cost_text(self, cost: float) -> str:
         """Its cost as the grid says it: "$0.0123", or "at least $0.0123" or "unknown" without prices."""
@@ -223,6 +232,8 @@ class ColumnStats:
     p95_ms: float | None
     cached_calls: int = 0
     saved_cost: float = 0.0
+    cancelled: int = 0
+    not_started: int = 0  # of the cancelled: never started, their run stopped short (CellIn.unstarted)
 
     @property
     def tokens(self) -> int:
@@ -298,6 +309,8 @@ def column_stats(column: ColumnIn) -> ColumnStats:
         p95_ms=percentile(column.latencies_ms, 95),
         cached_calls=sum(cell.cached_calls for cell in cells),
         saved_cost=sum(cell.saved_cost for cell in cells),
+        cancelled=sum(cell.status == Status.CANCELLED for cell in cells),
+        not_started=sum(cell.unstarted for cell in cells),
     )
 
 
@@ -383,6 +396,7 @@ def column_of_report(key: str, label: str, report: RunReport) -> ColumnIn:
         cells=[cell_of_result(result) for result in report.evals],
         latencies_ms=[turn.latency_ms for result in report.evals for turn in result.turns if not turn.cached],
         unpriced=report.unpriced,
+        stop_reason=report.stop_reason or "",
     )
 
 
@@ -423,9 +437,12 @@ MARKS = {Status.PASSED: "pass", Status.FAILED: "FAIL", Status.ERROR: "error", St
 
 
 def cell_text(cell: CellIn | None) -> str:
-    """`pass (turn 2)`, `FAIL 0.40`, `error`, `…` (not played yet), `—` (the variant has no such eval)."""
+    """`pass (turn 2)`, `FAIL 0.40`, `error`, `not started` (its run stopped short first), `cancelled`, `…`
+    (not played yet), `—` (the variant has no such eval)."""
     if cell is None:
         return "—"
+    if cell.unstarted:
+        return NOT_STARTED
     text = MARKS.get(cell.status, "…")
     trivial = cell.score == (1.0 if cell.status == Status.PASSED else 0.0)  # a plain check's pass or fail
     if cell.score is not None and cell.status in GRADED and not trivial:
@@ -433,6 +450,49 @@ def cell_text(cell: CellIn | None) -> str:
     if cell.status == Status.PASSED and cell.passed_on_turn and cell.passed_on_turn > 1:
         text += f" (turn {cell.passed_on_turn})"
     return text
+
+
+def stop_text(column: ColumnIn, stats: ColumnStats) -> str:
+    """Why a variant's run stopped short and how far it got, as the page says it beside its status: "cost
+    limit $0.05 reached — 2 of 20 conversations played, 2 stopped mid-way, 16 not started" ("…; 3 finishing"
+    while the conversations in flight finish); "" for a run that did not stop short."""
+    if not column.stop_reason:
+        return ""
+    if column.status not in FINISHED:
+        return f"{column.stop_reason}; {stats.total - stats.finished} finishing"
+    return f"{column.stop_reason} — {_played(stats.total, stats.cancelled, stats.not_started)}"
+
+
+def _played(total: int, cancelled: int, not_started: int) -> str:
+    words = f"{total - cancelled} of {plural(total, 'conversation')} played"
+    words += f", {cancelled - not_started} stopped mid-way" if cancelled > not_started else ""
+    return words + (f", {not_started} not started" if not_started else "")
+
+
+def end_line(
+    name: str,
+    passed: int,
+    failed: int,
+    errors: int,
+    total: int,
+    *,
+    stop_reason: str = "",
+    cancelled: int = 0,
+    not_started: int | None = 0,
+) -> str:
+    """A variant's end, as `evalsite run --model a,b` says it, here or on a server: `[1/3] gpt-4o: 9 passed,
+    1 failed, 0 errors of 10`; a variant its cost limit stopped says what it did not play and why: `…,
+    0 errors, 2 stopped, 16 not started (cost limit $0.05 reached) of 20`, as a run's summary counts them.
+    `not_started`: of the `cancelled`, those never started; None when that is not known (a server that does
+    not say it), and then they are counted together as not played."""
+    short = ""
+    if stop_reason and not_started is None:
+        short += f", {cancelled} not played" if cancelled else ""
+    elif stop_reason:
+        short += f", {cancelled - not_started} stopped" if cancelled > not_started else ""
+        short += f", {not_started} not started" if not_started else ""
+    short += f" ({stop_reason})" if stop_reason else ""
+    return f"{name}: {passed} passed, {failed} failed, {plural(errors, 'error')}{short} of {total}"
 
 
 def rate_text(stats: ColumnStats) -> str:

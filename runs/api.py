@@ -28,7 +28,7 @@ from suites import selectors as suite_selectors
 from suites import services as suite_services
 from suites.models import Suite
 
-from . import display, launch_keys, selectors, services
+from . import display, launch_keys, launching, selectors, services
 from .models import Run
 from .views.exports import export_response, stored_run
 
@@ -108,6 +108,13 @@ class RunOut(Schema):
     links: dict[str, str]  # results (JSON), junit, markdown, progress
 
 
+class LaunchedOut(RunOut):
+    # What the run may cost, as `evalsite run` says it before it plays: a line each ("≈ $1.20 (up to $3.10):
+    # 300 conversations × 1–3 turns, … · limit $5.00"); none when no endpoint it calls has prices and no
+    # limit is set.
+    estimate: list[str] = []
+
+
 def _links(request, run: Run) -> dict[str, str]:
     base = f"/api/runs/{run.pk}"
     return {
@@ -171,7 +178,7 @@ def _refusal(exc: Exception):
 
 @router.post(
     "",
-    response={200: RunOut, 201: RunOut, 403: RefusedOut, 404: RefusedOut, 422: RefusedOut},
+    response={200: LaunchedOut, 201: LaunchedOut, 403: RefusedOut, 404: RefusedOut, 422: RefusedOut},
     summary="Launch a run",
     description="In the token's project (a session: `project`, a slug, else the current project), which needs "
     "the editor role there. From a saved suite of that project by name (`suite`, optionally `version`), or "
@@ -186,7 +193,9 @@ def _refusal(exc: Exception):
     "problems when the YAML does not validate or the run cannot start; then nothing is saved. "
     "With an `Idempotency-Key` header, a launch sent again with the same key and body (a retry after a "
     "dropped connection) answers 200 with the run the first one made; the same key with another body is "
-    "a 422. Keys are the user's own and kept for a day (EVALSITE_IDEMPOTENCY_HOURS).",
+    "a 422. Keys are the user's own and kept for a day (EVALSITE_IDEMPOTENCY_HOURS). The answer's `estimate` "
+    "says what the run may cost, in the lines `evalsite run` prints before a run: from the endpoints' prices "
+    "and the suite's size, with the cost limit (`options.max_cost`, else the suite's `max_cost`).",
 )
 def launch(request, body: LaunchIn):
     user = request.user
@@ -203,7 +212,9 @@ def launch(request, body: LaunchIn):
         run, new = launch_keys.once(request, project, body.dict(), make)
     except LAUNCH_REFUSALS as exc:
         return _refusal(exc)
-    return Status(201 if new else 200, _run_out(request, run))
+    return Status(
+        201 if new else 200, {**_run_out(request, run), "estimate": launching.launched_estimate([run])}
+    )
 
 
 def _ref(body: LaunchIn) -> str:

@@ -1,8 +1,10 @@
-"""The launch panel of a suite's editor: its form, the models it suggests, and where the chosen one goes."""
+"""The launch panel of a suite's editor: its form, the models it suggests, and where the chosen one goes; and
+what a launch may cost, as the panel says it while the form is filled and as the API's launch answers it."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 
 import yaml
 from django import forms
@@ -23,7 +25,8 @@ from engine.schema.settings import ModelSettings
 from engine.source import SuiteError, load_typed_yaml
 
 from . import concurrency as caps
-from . import selectors
+from . import selectors, specs
+from .models import Run
 from .services import MAX_CONCURRENCY
 
 RECENT_RUNS_READ = 200
@@ -214,6 +217,7 @@ def panel(
             (name, default, request.POST.get(f"{VAR_FIELD}{name}", default or ""))
             for name, default in declared.items()
         ],
+        "launch_limit": limit_note(spec, model, form["compare"].value()),
     }
 
 
@@ -234,15 +238,34 @@ def launch_costs(
 ) -> list[tuple[str, list[str]]]:
     """What the launch may cost, as (variant, its lines): one run's estimate, or with `compare` lines a matrix's,
     one per variant and their sum. Variants that do not parse yet (typed half-way) leave the run's alone."""
-    variants: list[Variant] = []
-    if spec is not None and compare and compare.strip():
-        with contextlib.suppress(VariantError):
-            variants = parse_variants([model or spec.model or "", *compare.splitlines()], split=False)
+    variants = typed_variants(spec, model, compare)
     if not variants:
         found = estimate(spec, model or None, project_id)
         return [("", found.lines())] if found is not None else []
     found = [(variant.name, estimate(spec, variant.model, project_id)) for variant in variants]
     return cost.variant_costs([(name, each) for name, each in found if each is not None])
+
+
+def typed_variants(spec: SuiteSpec | None, model: str, compare: str | None) -> list[Variant]:
+    """The matrix's variants the form names so far: the model and each `compare` line; none for a single run,
+    or while they do not parse (typed half-way)."""
+    if spec is None or not compare or not compare.strip():
+        return []
+    with contextlib.suppress(VariantError):
+        return parse_variants([model or spec.model or "", *compare.splitlines()], split=False)
+    return []
+
+
+def limit_note(spec: SuiteSpec | None, model: str, compare: str | None) -> str:
+    """What the cost limit field adds when the launch is a matrix: each variant's run has the limit of its own
+    (as `evalsite run --model a,b` says, "limit $5.00 a variant"). "" for a single run."""
+    variants = len(typed_variants(spec, model, compare))
+    if variants < 2:
+        return ""
+    return (
+        f"With {variants} variants, each variant's run has this limit of its own: together they may spend "
+        f"{variants} times it."
+    )
 
 
 def estimate(spec: SuiteSpec | None, model: str | None, project_id: int | None) -> cost.Estimate | None:
@@ -251,3 +274,17 @@ def estimate(spec: SuiteSpec | None, model: str | None, project_id: int | None) 
     if spec is None or not spec.evals:
         return None
     return cost.estimate(spec, project_registry(project_id).endpoint_of, model)
+
+
+def launched_estimate(runs: Sequence[Run], names: Sequence[str] = ()) -> list[str]:
+    """What a launched run may cost, or a matrix's runs (`names`: its variants', a line each and their sum),
+    in the words `evalsite run` says it before it plays (engine.cost.before_run): from the suite as each run
+    plays it (its variables, its launch's options, a variant's settings) at the prices of the endpoints its
+    project may use. The API's launch answers it, so `evalsite run --server` says it as a run here does."""
+    found = []
+    limit = None
+    for run, name in zip(runs, names or [""] * len(runs), strict=True):
+        spec = specs.with_options(specs.bound(run.suite_version, run.vars), run.options)
+        limit = spec.max_cost  # the launch's, over the suite's: every variant's run has the same
+        found.append((name, cost.estimate(spec, project_registry(run.project_id).endpoint_of, run.model)))
+    return cost.before_run(found, limit) if found else []

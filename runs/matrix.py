@@ -27,6 +27,7 @@ from projects.roles import Can
 from suites.models import SuiteVersion
 
 from . import concurrency as caps
+from . import selectors
 from .endpoints import build_registry
 from .models import Conversation, Run, RunMatrix, Turn
 from .services import LaunchError, create_run
@@ -96,6 +97,20 @@ def shared_slots(runs: list[Run]) -> list[caps.Shared]:
     return caps.shared(build_registry(), [(run.endpoint_name, run.concurrency) for run in runs])
 
 
+def cost_limit(matrix: RunMatrix, runs: list[Run]) -> float | None:
+    """The cost limit each variant's run has of its own: its launch's (one for every variant: they share the
+    launch's options), else the suite's `max_cost`; None without one."""
+    if not runs:
+        return None
+    first = runs[0]
+    launched = (first.options or {}).get("max_cost")
+    if launched is not None:
+        return launched
+    first.suite_version = matrix.suite_version  # loaded with the matrix: its facts need no query for it
+    facts = selectors.suite_facts(first)
+    return facts.max_cost if facts is not None else None
+
+
 def label_of(run: Run) -> str:
     return (run.options or {}).get("label") or run.model
 
@@ -151,7 +166,8 @@ def grid(matrix: RunMatrix, runs: list[Run] | None = None, sort: str = "disagree
             latencies[run_id].append(int(float(latency)))
     columns = [
         ColumnIn(key=str(run.pk), label=label_of(run), model=run.model, status=run.status,
-                 cells=cells.get(run.pk, []), latencies_ms=latencies.get(run.pk, []), unpriced=run.unpriced or ())
+                 cells=cells.get(run.pk, []), latencies_ms=latencies.get(run.pk, []), unpriced=run.unpriced or (),
+                 stop_reason=run.stop_reason)
         for run in runs
     ]  # fmt: skip
     return build_grid(columns, sort=sort)

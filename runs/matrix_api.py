@@ -15,7 +15,7 @@ from engine.schema.settings import ModelSettings
 from projects.requests import check_request, request_project
 from projects.roles import Can
 
-from . import launch_keys
+from . import launch_keys, launching
 from . import matrix as matrices
 from .api import LAUNCH_REFUSALS, LaunchIn, RefusedOut, RunOut, _ref, _refusal, _run_out, _version_to_launch
 from .models import RunMatrix
@@ -82,6 +82,12 @@ class MatrixOut(Schema):
     shared_slots: list[SharedSlotsOut] = []
 
 
+class LaunchedMatrixOut(MatrixOut):
+    # What its runs may cost, as `evalsite run --model a,b` says it before they play: each variant's lines,
+    # then their sum; each variant's run has the cost limit of its own.
+    estimate: list[str] = []
+
+
 def _variant(item: VariantIn | str) -> Variant:
     if isinstance(item, str):
         return parse_variant(item)
@@ -145,7 +151,13 @@ def _matrix_out(request, matrix: RunMatrix) -> dict:
 
 @router.post(
     "",
-    response={200: MatrixOut, 201: MatrixOut, 403: RefusedOut, 404: RefusedOut, 422: RefusedOut},
+    response={
+        200: LaunchedMatrixOut,
+        201: LaunchedMatrixOut,
+        403: RefusedOut,
+        404: RefusedOut,
+        422: RefusedOut,
+    },
     summary="Launch a matrix: the suite against several models or settings variants, a run each",
     description="As launching a run (`suite`/`version` or `yaml`, `concurrency`, `vars`, `ref`, `options`), with "
     "`variants` in place of `model`: two to ten, each a model reference, `model@key=value@…` (settings as "
@@ -154,7 +166,9 @@ def _matrix_out(request, matrix: RunMatrix) -> dict:
     "`concurrency` is each variant's: one above what its endpoint allows is refused (422); variants on one "
     "endpoint share its slots, and `shared_slots` names each endpoint whose cap is less than they ask together. "
     "An `Idempotency-Key` header works as a run's launch: the same key and body again answer 200 with the "
-    "matrix the first one made; the same key with another body is a 422.",
+    "matrix the first one made; the same key with another body is a 422. `options.max_cost` is each variant's "
+    "run's own limit: three variants may spend three times it. The answer's `estimate` says what the runs may "
+    "cost, in the lines `evalsite run --model a,b` prints: each variant's, then their sum.",
 )
 def launch_matrix(request, body: MatrixIn):
     project = request_project(request, Can.EDIT, body.project)
@@ -175,7 +189,10 @@ def launch_matrix(request, body: MatrixIn):
         return Status(422, {"detail": str(exc)})
     except LAUNCH_REFUSALS as exc:
         return _refusal(exc)
-    return Status(201 if new else 200, _matrix_out(request, matrix))
+    out = _matrix_out(request, matrix)
+    runs = list(matrix.runs.order_by("created_at", "pk").select_related("suite_version"))  # as runs_of
+    estimate = launching.launched_estimate(runs, [matrices.label_of(run) for run in runs])
+    return Status(201 if new else 200, {**out, "estimate": estimate})
 
 
 @router.get("/{matrix_id}", response=MatrixOut, summary="A matrix: each variant's run and figures")

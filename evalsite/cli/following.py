@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine.calls import Slow, SlowReporter
+from engine.matrix import end_line
 from engine.outcomes import ACTIVE, Status
 from engine.text import plural
 
@@ -28,6 +29,9 @@ class Followed:
     done: int = 0
     total: int | None = None  # unknown until the server first answers
     counts: dict[str, int] = field(default_factory=dict)
+    stop_reason: str = ""  # why its run stopped short: its cost limit, a setting refused
+    state_words: str = ""  # its status in words: "stopped: cost limit $5.00 reached"
+    not_started: int | None = None  # of its cancelled conversations, those never started (None: not said)
 
     @property
     def active(self) -> bool:
@@ -36,7 +40,9 @@ class Followed:
     def read(self, payload: dict) -> None:
         progress = payload["progress"]
         self.status = payload["status"]
+        self.stop_reason, self.state_words = payload.get("stop_reason") or "", payload.get("state") or ""
         self.done, self.total, self.counts = progress["done"], progress["total"], progress["counts"]
+        self.not_started = progress.get("not_started")
 
     def figures(self) -> str:
         """`40/100 conversations done · 38 passed · 2 failed · 0 errored`, as a run on a server says it."""
@@ -49,22 +55,32 @@ class Followed:
         )
 
     def state(self) -> str:
-        """Its run's status, unless it plays (the figures say that): queued, or how it ended."""
+        """Its run's status, unless it plays (the figures say that): queued, or how it ended; and a run
+        stopped short, why ("stopping: cost limit $5.00 reached" while its last conversations finish)."""
+        if self.stop_reason:
+            return f" · {self.state_words or self.stop_reason}"
         if self.status == Status.RUNNING or self.total is None:
             return ""
         return f" · {self.status}" if self.active else f" · ended: {self.status}"
 
     def ended(self) -> str:
-        """Its end, as a matrix played here says a variant's: `[1/3] gpt-4o: 9 passed, 1 failed, 0 errors of
-        10`, and how it ended when it did not end of itself."""
+        """Its end, as a matrix played here says a variant's (engine.matrix.end_line): `[1/3] gpt-4o: 9 passed,
+        1 failed, 0 errors of 10`, what a run stopped short did not play and why, and how it ended when it
+        did not end of itself."""
         counts = self.counts
-        line = (
-            f"{self.name}: {counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
-            f"{counts.get('error', 0)} errors of {self.total or 0}"
-        )
-        return line + (
-            "" if self.status in (Status.PASSED, Status.FAILED) else f" ({self.status} on the server)"
-        )
+        line = end_line(
+            self.name, counts.get("passed", 0), counts.get("failed", 0), counts.get("error", 0),
+            self.total or 0, stop_reason=self.stop_reason, cancelled=counts.get("cancelled", 0),
+            not_started=self.not_started,
+        )  # fmt: skip
+        if self.stop_reason or self.status in (Status.PASSED, Status.FAILED):
+            return line
+        return f"{line} ({self.status} on the server)"
+
+    @property
+    def cancelled(self) -> bool:
+        """Cancelled on the server by someone, not stopped short for a reason of its own."""
+        return self.status == Status.CANCELLED and not self.stop_reason
 
 
 class MatrixTally:

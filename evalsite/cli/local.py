@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -22,13 +22,13 @@ from engine.calls import SlowReporter
 from engine.clients import DEFAULT, MOCK, EndpointRegistry
 from engine.clients.settings import Refusals
 from engine.codegrade.run import CodeRunner
-from engine.cost import estimate, money, no_prices, variant_costs
+from engine.cost import before_run, estimate, no_prices
 from engine.cost import unpriced as cost_unpriced
 from engine.endpoint_checks import locator, model_refs, no_endpoint, timeout_warnings
 from engine.errors import first_error
 from engine.options import apply as apply_options
 from engine.outcomes import Status
-from engine.report import Detail, ReportWriter, never_started
+from engine.report import Detail, ReportWriter
 from engine.results import RESULTS_FORMAT, EvalResult, RunReport, SuiteRef
 from engine.runner import run_suite
 from engine.schema import Suite
@@ -38,7 +38,7 @@ from engine.text import plural, terminal_safe
 from .common import BROKEN, UserError, collect_from_here, read_suite_file, suite_to_run
 from .database import endpoint_registry
 from .options import run_options
-from .outputs import StreamedJSON, exit_code, write_outputs
+from .outputs import StreamedJSON, amount_spent, exit_code, say_costs, say_stopped, write_outputs
 from .progress import Progress, Tally
 from .run import PROGRESS_EVERY
 
@@ -179,62 +179,18 @@ def run_here(args: argparse.Namespace) -> int:
     return code
 
 
-def say_stopped(report: RunReport, name: str = "") -> None:
-    """Why a run its cost limit stopped has conversations without a verdict, on stderr (`name`: a matrix's
-    variant)."""
-    if not report.stop_reason:
-        return
-    cancelled = [result for result in report.evals if result.status == Status.CANCELLED]
-    unplayed = sum(map(never_started, cancelled))
-    parts = [f"{len(report.evals) - len(cancelled)} of {plural(len(report.evals), 'conversation')} played"]
-    parts += [f"{len(cancelled) - unplayed} stopped mid-way"] if len(cancelled) > unplayed else []
-    parts += ["the rest not started"] if unplayed else []
-    why = f", {no_prices(report.unpriced)}" if report.unpriced else ""
-    print(
-        f"{f'{name}: ' if name else ''}stopped: {report.stop_reason} (spent "
-        f"{amount_spent(report.totals.cost, report.unpriced)}{why}; {', '.join(parts)})",
-        file=sys.stderr,
-    )
-
-
-def amount_spent(usd: float, unpriced: Sequence[str]) -> str:
-    """What a run spent, for the lines it ends with: "$0.12"; "at least $0.12" or "an unknown amount" when
-    endpoints it calls have no prices (`unpriced`), which the caller names."""
-    if not unpriced:
-        return money(usd)
-    return f"at least {money(usd)}" if usd else "an unknown amount"
-
-
 def cache_note(progress: Progress):
     """How a problem with the local response cache is said: once, as a note above the progress line."""
     return lambda text: progress.note(f"note: {text}")
 
 
 def say_estimate(suite: Suite, registry: EndpointRegistry, model: str | None, variants=None) -> None:
-    """What the run may cost, and what that rests on, before anything is spent: when some endpoint it calls has
-    prices, or a cost limit is set (which, without prices, nothing can reach). A run on unpriced endpoints
-    without a limit says nothing: the line would be the same on every run. `variants`: a matrix's, as
-    (name, its suite, its model): a line each, and their sum."""
+    """What the run may cost, and what that rests on, before anything is spent (engine.cost.before_run: when
+    some endpoint it calls has prices, or a limit is set). `variants`: a matrix's, as (name, its suite, its
+    model): a line each, and their sum."""
     variants = variants or [("", suite, model)]
     found = [(name, estimate(played, registry.endpoint_of, ref)) for name, played, ref in variants]
-    if all(each.free for _, each in found):
-        if suite.max_cost is not None:  # said, as the limit is: a run that spends nothing never reaches it
-            print(
-                f"cost: none, the mock endpoint · limit {money(suite.max_cost)}, never reached",
-                file=sys.stderr,
-            )
-        return
-    if not any(each.some_priced for _, each in found) and suite.max_cost is None:
-        return
-    # A matrix's variants are runs of their own, each with the limit.
-    each = " a variant" if len(found) > 1 else ""
-    limit = f" · limit {money(suite.max_cost)}{each}" if suite.max_cost is not None else ""
-    if any(each.low is None for _, each in found) and suite.max_cost is not None:
-        limit += ", which spends nothing without prices and so never stops the run"
-    costs = variant_costs(found) if len(found) > 1 else [("", found[0][1].lines())]
-    for name, lines in costs:
-        for line in lines:
-            print(f"cost: {f'{name}: ' if name else ''}{line}{limit}", file=sys.stderr)
+    say_costs(before_run(found, suite.max_cost))
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from engine.matrix import (
     Variant,
     build_grid,
     column_of_report,
+    end_line,
     grid_csv,
     grid_markdown,
     grid_text,
@@ -28,13 +29,14 @@ from engine.matrix import (
 from engine.options import RunOptions
 from engine.options import apply as apply_options
 from engine.outcomes import Status
+from engine.report import never_started
 from engine.results import RunReport
 from engine.text import plural, terminal_safe
 
 from .common import BROKEN, FAILED, PASSED, UserError, suite_to_run
 from .following import Followed, follow_all
 from .options import run_options
-from .outputs import exit_code
+from .outputs import exit_code, say_costs, say_stopped
 from .remote import Server, _detail, followed, launch_body, settled_results
 from .run import PROGRESS_EVERY
 
@@ -146,8 +148,16 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
             def say(report: RunReport) -> None:
                 totals = report.totals
                 progress.say(
-                    f"[{number}/{len(variants)}] {variant.name}: {totals.passed} passed, {totals.failed} "
-                    f"failed, {totals.error} errors of {totals.evals}"
+                    end_line(
+                        f"[{number}/{len(variants)}] {variant.name}",
+                        totals.passed,
+                        totals.failed,
+                        totals.error,
+                        totals.evals,
+                        stop_reason=report.stop_reason or "",
+                        cancelled=totals.cancelled,
+                        not_started=sum(map(never_started, report.evals)),
+                    )  # fmt: skip
                 )
 
             return say
@@ -223,8 +233,6 @@ def finish(args, variants: list[Variant], reports, columns, system: str | None, 
     print()
     print(terminal_safe(grid_text(grid)))
     write_matrix_outputs(args, variants, reports, grid, system, streamed)
-    from .local import say_stopped
-
     for variant, report in zip(variants, reports, strict=True):
         say_stopped(report, variant.name)
         say_variant_errors(report, variant.name)
@@ -298,6 +306,7 @@ def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> i
         raise UserError(f"the server did not start the matrix ({status}): {_detail(launched)}")
     print(f"Matrix {launched['id']} of {launched['suite']} v{launched['version']}: {launched['url']}",
           file=sys.stderr, flush=True)  # fmt: skip
+    say_costs(launched.get("estimate") or [])  # worked out by the server, as a matrix played here says it
     if shared := [each["text"] for each in launched.get("shared_slots") or []]:
         print(terminal_safe(f"The variants on one endpoint share its slots: {'; '.join(shared)}"),
               file=sys.stderr, flush=True)  # fmt: skip
@@ -311,7 +320,7 @@ def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> i
     ]
     try:
         with followed("the matrix", launched["url"]):
-            finals = follow_all(server, followed_runs, every=getattr(args, "progress_every", PROGRESS_EVERY))
+            follow_all(server, followed_runs, every=getattr(args, "progress_every", PROGRESS_EVERY))
     except KeyboardInterrupt:
         for run_id in runs:
             server.call("POST", f"/api/runs/{run_id}/cancel")
@@ -319,12 +328,13 @@ def run_matrix_on_server(args: argparse.Namespace, variants: list[Variant]) -> i
         raise
     with followed("the matrix", launched["url"]):
         reports = [settled_results(server, run_id) for run_id in runs]
-    for label, final in zip(labels, finals, strict=True):
-        if final == Status.CANCELLED:
-            print(f"{label}: its run was cancelled on the server", file=sys.stderr)
+    # A run its cost limit stopped is no cancel: its own line says why (finish, say_stopped).
+    cancelled = [label for label, run in zip(labels, followed_runs, strict=True) if run.cancelled]
+    for label in cancelled:
+        print(f"{label}: its run was cancelled on the server", file=sys.stderr)
     columns = [
         column_of_report(run_id, label, r) for run_id, label, r in zip(runs, labels, reports, strict=True)
     ]
     code = finish(args, variants, reports, columns, suite.system)
     print(f"Matrix page: {launched['url']}")
-    return BROKEN if Status.CANCELLED in finals else code
+    return BROKEN if cancelled else code

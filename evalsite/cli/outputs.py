@@ -1,4 +1,5 @@
-"""What `evalsite run` leaves behind, here or on a server: the files asked for, and the exit code."""
+"""What `evalsite run` says of its cost and leaves behind, here or on a server: the estimate before it plays,
+the files asked for, the line a stopped run ends with, and the exit code."""
 
 from __future__ import annotations
 
@@ -7,15 +8,20 @@ import contextlib
 import json
 import math
 import os
+import sys
+from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
 
 import orjson
 
 from engine.compare import Comparison
+from engine.cost import money, no_prices
 from engine.exports import FORMATS, ExportFormat, RunExport
 from engine.outcomes import Status
+from engine.report import never_started
 from engine.results import EvalResult, RunReport
+from engine.text import plural
 
 from .common import BROKEN, FAILED, PASSED, UserError, check_writable
 
@@ -209,3 +215,36 @@ def exit_code(report: RunReport) -> int:
     if any(result.status == Status.ERROR for result in report.evals):
         return BROKEN
     return PASSED if report.status == Status.PASSED else FAILED
+
+
+def say_costs(lines: Sequence[str]) -> None:
+    """What the run may cost, on stderr before it plays (engine.cost.before_run, worked out here or by the
+    server that launched it)."""
+    for line in lines:
+        print(f"cost: {line}", file=sys.stderr)
+
+
+def say_stopped(report: RunReport, name: str = "") -> None:
+    """Why a run its cost limit stopped has conversations without a verdict, on stderr (`name`: a matrix's
+    variant)."""
+    if not report.stop_reason:
+        return
+    cancelled = [result for result in report.evals if result.status == Status.CANCELLED]
+    unplayed = sum(map(never_started, cancelled))
+    parts = [f"{len(report.evals) - len(cancelled)} of {plural(len(report.evals), 'conversation')} played"]
+    parts += [f"{len(cancelled) - unplayed} stopped mid-way"] if len(cancelled) > unplayed else []
+    parts += ["the rest not started"] if unplayed else []
+    why = f", {no_prices(report.unpriced)}" if report.unpriced else ""
+    print(
+        f"{f'{name}: ' if name else ''}stopped: {report.stop_reason} (spent "
+        f"{amount_spent(report.totals.cost, report.unpriced)}{why}; {', '.join(parts)})",
+        file=sys.stderr,
+    )
+
+
+def amount_spent(usd: float, unpriced: Sequence[str]) -> str:
+    """What a run spent, for the lines it ends with: "$0.12"; "at least $0.12" or "an unknown amount" when
+    endpoints it calls have no prices (`unpriced`), which the caller names."""
+    if not unpriced:
+        return money(usd)
+    return f"at least {money(usd)}" if usd else "an unknown amount"

@@ -4,10 +4,12 @@ The suite is validated here first, so a typo is found before anything is sent, t
 files to `POST /api/runs`. In CI it goes with the ref it runs from (ci.py), and the server keeps it under that
 ref, off the suite's line; otherwise the server saves it as the next version of the user's suite. The launch
 carries an Idempotency-Key made for this invocation, so one that lost its answer is sent again safely.
-Progress is polled and said on stderr; the results come back in the documented JSON format, so the report,
-the exports and the exit code are those of a local run; once the run is launched, losing it (the token
-revoked meanwhile, the server away) is exit 3 with its URL, as it goes on there. Ctrl-C cancels the run on
-the server. Plain urllib: a CI job needs nothing installed beyond evalsite itself.
+What the run may cost is said on stderr as a run here says it, from the estimate the server's launch answers
+(it knows the endpoints' prices); progress is polled and said on stderr; the results come back in the
+documented JSON format, so the report, the exports, the exit code and a stopped run's last line are those of
+a local run; once the run is launched, losing it (the token revoked meanwhile, the server away) is exit 3
+with its URL, as it goes on there. Ctrl-C cancels the run on the server. Plain urllib: a CI job needs
+nothing installed beyond evalsite itself.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from engine.text import plural
 from .ci import ci_ref, gated_exit_code
 from .common import BROKEN, UserError, read_suite_file, suite_to_run
 from .options import run_options
-from .outputs import exit_code, write_outputs
+from .outputs import exit_code, say_costs, say_stopped, write_outputs
 
 POLL_SECONDS = 1.0
 LARGE_BODY = 1_000_000  # bytes: past this, a connection that breaks while sending is likely a refusal
@@ -209,6 +211,7 @@ def run_on_server(args: Namespace) -> int:
     if not under:  # said, since the people editing the suite see it next
         print(f"v{launched['version']} is the suite's latest version: its editor and launch form show it",
               file=sys.stderr, flush=True)  # fmt: skip
+    say_costs(launched.get("estimate") or [])  # worked out by the server, as a run here says it
     try:
         with followed("the run", run_url):
             final = _watch(server, run_id)
@@ -232,8 +235,7 @@ def run_on_server(args: Namespace) -> int:
     )
     print(f"Run page: {run_url}")
     code = exit_code(report)
-    if report.stop_reason:
-        print(f"stopped: {report.stop_reason}", file=sys.stderr)
+    say_stopped(report)
     if final == Status.CANCELLED:
         code = BROKEN  # cancelled on the server: its result is unknown
     gating = args.fail_on_regression or getattr(args, "fail_on_new_failures", False)

@@ -29,6 +29,7 @@ from ..launching import (
     launch_costs,
     launch_variants,
     launch_vars,
+    limit_note,
 )
 from ..matrix import create_matrix
 from ..services import ConcurrencyRefused, LaunchError, create_run
@@ -139,5 +140,8 @@ def launch_routes(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
         # The concurrency field follows the endpoints chosen, out of band (templates/suites/_launch_routes.html).
         "launch_cap": launch_cap(spec, model, request.GET.get("compare"), suite.project_id),
         "launch_cap_oob": True,
+        # The cost limit's note, beside its field, redrawn out of band as the Compare with lines change.
+        "launch_limit": limit_note(spec, model, request.GET.get("compare")),
+        "oob": True,
     }  # fmt: skip
     return render(request, "suites/_launch_routes.html", context)

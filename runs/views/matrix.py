@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseStopPolling
 
 from engine import matrix as grids
+from engine.cost import money
 from engine.exports import junit_xml
 from projects.access import needs
 from projects.roles import Can
@@ -35,6 +36,13 @@ def _cell_url(run_id: str, cell: grids.CellIn) -> str:
     return f"{path}?{urlencode({'iteration': cell.iteration})}" if cell.iteration else path
 
 
+def _reason(cell: grids.CellIn) -> str:
+    """Why a cell has no verdict, on one line; a cell that reads "not started" gives the rest alone ("cost
+    limit $5.00 reached"), so that a screen reader does not say it twice."""
+    reason = cell.reason.removeprefix(f"{grids.NOT_STARTED}: ") if cell.unstarted else cell.reason
+    return " ".join(reason.split())
+
+
 def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
     total = sum(stats.total for stats in grid.stats)
     done = sum(stats.finished for stats in grid.stats)
@@ -42,7 +50,10 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
         {"column": column, "stats": stats, "run": run, "best": number in grid.best,
          "partial": column.status not in grids.FINISHED,  # its run still plays: its figures are so far
          "rate": grids.rate_text(stats), "p50": grids.ms_text(stats.p50_ms), "p95": grids.ms_text(stats.p95_ms),
-         "cost": column.cost_text(stats.cost)}
+         "cost": column.cost_text(stats.cost),
+         # A run stopped short (its cost limit) says so and why, as its own page does, not a bare "cancelled".
+         "stop": {"label": "stopping" if run.is_active else "stopped", "text": grids.stop_text(column, stats)}
+         if run.stop_reason else None}
         for number, (column, stats, run) in enumerate(zip(grid.columns, grid.stats, runs, strict=True))
     ]  # fmt: skip
     rows = [
@@ -52,7 +63,7 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
                 None if cell is None else {
                     "cell": cell, "text": grids.cell_text(cell), "url": _cell_url(column.key, cell),
                     # Why it has no verdict, on one line for its title; autoescaped, as it is an endpoint's text.
-                    "reason": " ".join(cell.reason.split()),
+                    "reason": _reason(cell),
                     "value": f"{column.key}:{cell.index}:{cell.iteration}", "label": column.label,
                     # An id htmx can find again after a refresh (it looks it up unescaped: no colon).
                     "id": f"pick-{column.key}-{cell.index}-{cell.iteration}",
@@ -66,6 +77,7 @@ def _context(matrix: RunMatrix, runs: list[Run], grid: grids.Grid) -> dict:
     return {
         "section": "runs",
         "matrix": matrix,
+        "runs": runs,
         "grid": grid,
         "columns": columns,
         "rows": rows,
@@ -99,6 +111,15 @@ def _page(request: HttpRequest, matrix_id) -> tuple[dict, bool]:
     return _context(matrix, runs, grid), not grid.finished
 
 
+def _limit(matrix: RunMatrix, runs: list[Run]) -> dict | None:
+    """The header's cost limit, when the runs have one: each variant's run has it on its own, so the matrix
+    may spend it once a variant."""
+    limit = matrices.cost_limit(matrix, runs)
+    if limit is None:
+        return None
+    return {"each": money(limit), "together": money(limit * len(runs)), "variants": len(runs)}
+
+
 @needs(Can.VIEW)
 @login_required
 @require_GET
@@ -106,6 +127,7 @@ def detail(request: HttpRequest, matrix_id) -> HttpResponse:
     context, _ = _page(request, matrix_id)
     # Said once, in the header: which endpoints' slots the variants share (the poll leaves the header be).
     context["shared_slots"] = matrices.shared_slots([column["run"] for column in context["columns"]])
+    context["limit"] = _limit(context["matrix"], context["runs"])
     return render(request, "runs/matrix.html", context)
 
 

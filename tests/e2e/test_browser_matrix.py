@@ -48,7 +48,12 @@ def test_launch_a_matrix_read_its_grid_and_compare_two_cells(
     log_in(page, user.username, PASSWORD)
     page.goto(reverse("suites:detail", args=[suite.public_id]))
     launch = page.locator("#launch")
+    expect(launch.locator("#launch-limit-each")).to_be_empty()  # one run: its limit is its own
     launch.get_by_label("Compare with").fill("fake/bad")
+    # A run per variant, each with the cost limit of its own: said beside the field once a variant is named.
+    expect(launch.locator("#launch-limit-each")).to_have_text(
+        "With 2 variants, each variant's run has this limit of its own: together they may spend 2 times it."
+    )
     launch.screenshot(path=str(ARTIFACTS / "browser-matrix-launch.png"))
     launch.get_by_role("button", name="Launch").click()
     expect(page).to_have_url(re.compile(r"/matrices/[0-9a-f-]{36}/$"))

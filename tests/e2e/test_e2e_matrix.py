@@ -127,3 +127,23 @@ def test_on_a_terminal_a_live_line_per_variant(
         in between
     )
     assert "progress: " not in whole  # the plain lines are for a log, not a terminal
+
+
+def test_a_matrix_on_a_server_needs_no_django_here(live_server, user, start_worker, tmp_path):
+    """A CI job installs the client alone (`pip install evalsite`, no Django): following a matrix on a server
+    through to its grid and each variant's last lines loads nothing of the server's."""
+    start_worker()
+    _, token = create_token(user, "ci")
+    shadow = tmp_path / "client-only" / "django"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ImportError("a client install has no Django")\n')
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(MOCK_CI_SUITE.format(name="client-only"))
+    python_path = os.pathsep.join(filter(None, [str(shadow.parent), os.environ.get("PYTHONPATH")]))
+    result = evalsite(
+        str(suite), "--server", live_server.url, "--model", "mock,mock@seed=7", token=token, cwd=tmp_path,
+        PYTHONPATH=python_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[2/2] mock seed=7: 2 passed, 0 failed, 0 errors of 2" in result.stdout
+    assert "Matrix page: " in result.stdout

@@ -15,7 +15,9 @@ from engine.matrix import (
     agreement_line,
     build_grid,
     cell_text,
+    column_stats,
     difference_lines,
+    end_line,
     fitted_label,
     grid_csv,
     grid_markdown,
@@ -25,6 +27,7 @@ from engine.matrix import (
     parse_variants,
     percentile,
     row_mark,
+    stop_text,
 )
 
 
@@ -371,3 +374,38 @@ def test_each_variants_calls_from_the_cache_and_their_savings_are_in_the_termina
     plain = build_grid([column("a", "p"), column("b", "f")])
     assert "cached" not in grid_text(plain) and "cached" not in grid_markdown(plain)
     assert grid_csv(plain).splitlines()[1].split(",")[10:12] == ["0", "0.0"]
+
+
+def test_a_variants_end_says_its_errors_in_the_plural_and_what_its_stop_left_unplayed():
+    assert end_line("[1/2] a", 8, 0, 1, 9) == "[1/2] a: 8 passed, 0 failed, 1 error of 9"
+    assert end_line("[2/2] b", 7, 0, 2, 9) == "[2/2] b: 7 passed, 0 failed, 2 errors of 9"
+    stopped = {"stop_reason": "cost limit $0.05 reached", "cancelled": 18}
+    assert end_line("[1/2] a", 0, 2, 0, 20, **stopped, not_started=16) == (
+        "[1/2] a: 0 passed, 2 failed, 0 errors, 2 stopped, 16 not started (cost limit $0.05 reached) of 20"
+    )
+    # A server that does not say which were never started: counted together, not guessed.
+    assert end_line("[1/2] a", 0, 2, 0, 20, **stopped, not_started=None) == (
+        "[1/2] a: 0 passed, 2 failed, 0 errors, 18 not played (cost limit $0.05 reached) of 20"
+    )
+
+
+def test_a_variant_stopped_short_reads_not_started_where_it_started_nothing():
+    reason = "cost limit $0.05 reached"
+    cells = [
+        CellIn(index=0, eval_id="e0", iteration=0, status="failed"),
+        CellIn(
+            index=1, eval_id="e1", iteration=0, status="cancelled", reason=f"stopped after 1 turn: {reason}"
+        ),
+        CellIn(index=2, eval_id="e2", iteration=0, status="cancelled", reason=f"not started: {reason}"),
+        CellIn(index=3, eval_id="e3", iteration=0, status="cancelled", reason="cancelled"),  # by hand
+    ]
+    assert [cell_text(cell) for cell in cells] == ["FAIL", "cancelled", "not started", "cancelled"]
+    stopped = ColumnIn(key="a", label="a", model="a", status="cancelled", cells=cells, stop_reason=reason)
+    assert stop_text(stopped, column_stats(stopped)) == (
+        "cost limit $0.05 reached — 1 of 4 conversations played, 2 stopped mid-way, 1 not started"
+    )
+    playing = [*cells[:3], CellIn(index=3, eval_id="e3", iteration=0, status="running")]
+    stopping = ColumnIn(key="a", label="a", model="a", status="running", cells=playing, stop_reason=reason)
+    assert stop_text(stopping, column_stats(stopping)) == "cost limit $0.05 reached; 1 finishing"
+    cancelled = ColumnIn(key="a", label="a", model="a", status="cancelled", cells=cells)
+    assert stop_text(cancelled, column_stats(cancelled)) == ""

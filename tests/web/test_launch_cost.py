@@ -163,3 +163,51 @@ def test_the_api_launch_takes_a_cost_limit(user, priced):
         **bearer(token),
     )
     assert refused.status_code == 422
+
+
+def test_the_api_launch_answers_what_the_run_may_cost_as_evalsite_run_says_it(user, priced):
+    """`evalsite run --server` prints these lines, as a run here prints its own: from the prices the server
+    knows, with the launch's limit (else the suite's); none for the mock without a limit."""
+    _, token = create_token(user, "ci")
+    api = Client(enforce_csrf_checks=True)
+
+    def launch(**body) -> list[str]:
+        response = api.post(
+            "/api/runs", {"yaml": SUITE, **body}, content_type="application/json", **bearer(token)
+        )
+        assert response.status_code == 201, response.content
+        return response.json()["estimate"]
+
+    assert launch(model="paid/gpt-x", options={"max_cost": 2.5}) == [
+        "≈ $4.10 (up to $16.10): 10 conversations × 1 turn, ~10 prompt + 200 completion tokens a call at "
+        "$1000.00/$2000.00 per M · limit $2.50"
+    ]
+    assert launch(model="free/gpt-x", options={"max_cost": 2.5}) == [
+        "no prices set for endpoint free: cost unknown (10 conversations × 1 turn, ~10 prompt + 200 completion "
+        "tokens a call) · limit $2.50, which spends nothing without prices and so never stops the run"
+    ]
+    assert launch() == []  # the suite's mock, no limit: the line would say nothing
+
+
+def test_with_variants_the_cost_limit_field_says_the_limit_is_each_variants(logged_in, priced):
+    """A matrix is a run per variant, each with the limit of its own: the field says so beside it as soon as
+    Compare with names variants (the launch routes' answer redraws the note out of band), and not for one run."""
+    page = logged_in.get(reverse("suites:detail", args=[priced.public_id])).content.decode()
+    assert re.search(r'<span class="[^"]*" id="launch-limit-each" aria-live="polite" >\s*</span>', page)
+    url = reverse("suites:launch_routes", args=[priced.public_id])
+    compared = logged_in.get(url, {"model": "paid/gpt-x", "compare": "paid/gpt-y\nmock", "version": "1"})
+    (note,) = re.findall(
+        r'id="launch-limit-each"[^>]*hx-swap-oob="true">([^<]*)</span>', compared.content.decode()
+    )
+    assert html.unescape(note) == (
+        "With 3 variants, each variant's run has this limit of its own: together they may spend 3 times it."
+    )
+    single = logged_in.get(url, {"model": "paid/gpt-x", "compare": "", "version": "1"}).content.decode()
+    assert re.search(r'id="launch-limit-each"[^>]*hx-swap-oob="true">\s*</span>', single)  # cleared
+    # A matrix launch refused (the concurrency out of range) shows the form again, the note with it.
+    refused = logged_in.post(
+        reverse("suites:launch", args=[priced.public_id]),
+        {"model": "paid/gpt-x", "compare": "mock", "concurrency": "0", "max_cost": "1"},
+    )
+    assert refused.status_code == 400
+    assert "With 2 variants, each variant's run has this limit of its own" in text(refused.content.decode())

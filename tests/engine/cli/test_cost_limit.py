@@ -63,10 +63,10 @@ def test_a_matrix_says_each_variants_estimate_and_their_sum(fake, tmp_path):
     result = run_on(fake, path, "--model", "gpt-test,gpt-test@max_tokens=2", **PRICED)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("cost: ")]
-    assert [line.split(": ")[1] for line in lines] == ["gpt-test", "gpt-test max_tokens=2", "all 2 variants"]
+    assert [line.split(": ")[1] for line in lines] == ["gpt-test", "gpt-test max_tokens=2", "both variants"]
     assert lines[0].startswith("cost: gpt-test: ≈ $1,000.00 (up to $4,000.00): 5 conversations × 1 turn")
     assert lines[1].startswith("cost: gpt-test max_tokens=2: ≈ $10.00 (up to $10.00): 5 conversations")
-    assert lines[2] == "cost: all 2 variants: ≈ $1,010.00 (up to $4,010.00)"
+    assert lines[2] == "cost: both variants: ≈ $1,010.00 (up to $4,010.00)"
 
 
 def test_a_limit_on_the_mock_endpoint_is_said_never_to_be_reached(fake, tmp_path):
@@ -75,3 +75,26 @@ def test_a_limit_on_the_mock_endpoint_is_said_never_to_be_reached(fake, tmp_path
     result = run_on(fake, path, "--max-cost", "1")
     assert result.returncode == 1, result.stdout + result.stderr  # the mock answers no "OK"
     assert result.stderr.splitlines()[0] == "cost: none, the mock endpoint · limit $1.00, never reached"
+
+
+def test_a_matrix_gives_each_variant_the_limit_and_says_what_each_stop_left_unplayed(fake, tmp_path):
+    """Each variant is a run with the limit of its own: the estimate says so, and each variant's end line
+    counts the evals it never started and says why, not only those it played."""
+    path = tmp_path / "budget.yaml"
+    path.write_text(FIVE)
+    args = ("--model", "gpt-test,gpt-test@seed=1", "--max-cost", "2", "--concurrency", "1")
+    result = run_on(fake, path, *args, **PRICED)
+    assert result.returncode == 3, result.stdout + result.stderr
+    costs = [line for line in result.stderr.splitlines() if line.startswith("cost: ")]
+    assert len(costs) == 3 and all(line.endswith(" · limit $2.00 a variant") for line in costs)
+    for name in ("[1/2] gpt-test", "[2/2] gpt-test seed=1"):
+        assert (
+            f"{name}: 2 passed, 0 failed, 0 errors, 3 not started (cost limit $2.00 reached) of 5"
+            in result.stdout.splitlines()
+        ), result.stdout
+    assert (
+        "gpt-test seed=1: stopped: cost limit $2.00 reached (spent $2.00; 2 of 5 conversations played, the "
+        "rest not started)"
+    ) in result.stderr
+    assert "e4    not started  not started      incomplete" in result.stdout  # the grid says it too
+    assert len(fake.chat_requests()) == 4
