@@ -26,6 +26,7 @@ from .codegrade.run import CodeRunner, CodeScope
 from .conversation_io import INLINE, IO, THREADED, Stopping, answer, run_inline
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
 from .history import build_history, given_messages
+from .meter import Meter, metered, metering
 from .outcomes import Status, TerminationKind
 from .replies import (
     DEFAULT_RULE,
@@ -169,14 +170,17 @@ async def _run_eval(
     async def finish(verdict: Verdict, error: str | None = None, graded_turns: bool = True) -> EvalResult:
         graded: list[GraderResult] = []
         if graders and turns and graded_turns and verdict.outcome in (Status.PASSED, Status.FAILED):
+            meter = Meter()  # the graders' calls, which count on the last turn
             try:
-                verdict, graded = await io.blocking(
-                    with_graders, ctx, ev, eval_id, graders, verdict, turns, messages, given_count,
-                    driver.turn_scores(turns),
-                )  # fmt: skip
+                with metered(meter):
+                    verdict, graded = await io.blocking(
+                        with_graders, ctx, ev, eval_id, graders, verdict, turns, messages, given_count,
+                        driver.turn_scores(turns),
+                    )  # fmt: skip
             except EndpointError as exc:  # a grader's judge failed after the last turn: no verdict either
                 error = str(exc)
                 verdict = Verdict(Status.ERROR, None, f"error grading the conversation: {exc}")
+            turns[-1] = _noted(turns[-1], meter)
         tally = driver.tally(turns) if turns else None
         termination, termination_kind, termination_detail = _ending(driver, turns, verdict.outcome)
         return EvalResult(
@@ -241,6 +245,7 @@ async def _run_eval(
             user = UserTurn()
             source = None
             tally = cache.tally()
+            meter = metering()
             if replay is not None:
                 source = replay[position - 1] if position <= len(replay) else None
                 why = _parted(ctx, step, source, replay)
@@ -260,7 +265,7 @@ async def _run_eval(
                     code_scope(ctx, ev, eval_id, turns), toolbox, eval_id, turns,
                 )  # fmt: skip
             except GradingFailed as exc:  # the reply stays, ungraded, with what it cost, stored as any turn
-                turn = cache.marked(exc.turn, tally)
+                turn = _noted(cache.marked(exc.turn, tally), meter)
                 if on_turn is not None:
                     with contextlib.suppress(StopConversation):
                         await answer(on_turn(turn))
@@ -270,7 +275,7 @@ async def _run_eval(
                 return await failed(position, exc)
             except RetryStopped:  # a wait before a retry was told to stop: asked again for the reason
                 return await stopped(why=await answer(should_stop()) if should_stop is not None else True)
-            turn = cache.marked(turn, tally)
+            turn = _noted(cache.marked(turn, tally), meter)
             if on_turn is not None:
                 try:
                     await answer(on_turn(turn))
@@ -288,6 +293,13 @@ async def _run_eval(
         went_on = _short(replay[len(turns)].prompt)
         return await diverged(len(turns) + 1, f"this version has no such turn; the stored one sent {went_on}")
     return await finish(driver.verdict(turns))
+
+
+def _noted(turn: TurnRecord, meter: Meter) -> TurnRecord:
+    """The turn with the endpoints without prices that its calls went to (the meter's) named."""
+    if not meter.unpriced:
+        return turn
+    return turn.model_copy(update={"unpriced": sorted(set(turn.unpriced) | meter.unpriced)})
 
 
 def _ending(

@@ -179,7 +179,7 @@ class ColumnIn:
     status: str
     cells: Sequence[CellIn]
     latencies_ms: Sequence[int] = ()  # of the turns the model answered, not the cache
-    unpriced: Sequence[str] = ()  # the endpoints its run calls that have no prices: its cost is not known
+    unpriced: Sequence[str] = ()  # the endpoints without prices its run called: its cost is not known
 
     def cost_text(self, cost: float) -> str:
         """Its cost as the grid says it: "$0.0123", or "at least $0.0123" or "unknown" without prices."""

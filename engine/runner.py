@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from . import cache, cost
+from . import cache, cost, meter
 from .calls import SLOW_MIN_SECONDS, Calls, Latencies, Slow, slow_calls, watching
 from .clients import MOCK, EndpointRegistry
 from .clients.aio import close_sessions
@@ -145,8 +145,10 @@ class Play:
     (and `slow_min_seconds`). `store`: the response cache's (engine.cache), used when the suite's `cache` says
     so. `watched` is kept holding the calls of the conversations in flight, for whoever shows progress.
     `on_result` is told of each conversation as it ends, `on_ended` of the report, `on_spend` of each amount
-    spent as it is: a turn's, and what a conversation's graders spend after its last turn. `unpriced`: the
-    endpoints it calls that have no prices (engine.cost.unpriced), when the caller has them already.
+    spent as it is: a turn's, and what a conversation's graders spend after its last turn. `unpriced` is kept
+    holding the endpoints without prices that the run's requests go out to, as they go (engine.meter), for
+    whoever shows progress; the report names them: an endpoint without prices that no call went to leaves the
+    run's cost known.
 
     The suite's `max_cost` is checked at each turn: once the run has spent it, no conversation starts and
     those playing stop before their next model call ("stopped after 2 turns: cost limit $5.00 reached"),
@@ -174,14 +176,11 @@ class Play:
         store: cache.ResponseStore | None = None,
         watched: set[Calls] | None = None,
         refusals: Refusals | None = None,
-        unpriced: list[str] | None = None,
+        unpriced: set[str] | None = None,
         on_spend: Callable[[float], None] | None = None,
     ) -> None:
         self.suite, self.model, self.suite_ref = suite, model, suite_ref
-        # The endpoints it calls that have no prices, for its report; None: worked out here.
-        self.unpriced = (
-            unpriced if unpriced is not None else cost.unpriced(suite, registry.endpoint_of, model)
-        )
+        self.unpriced: set[str] = unpriced if unpriced is not None else set()
         self.on_result, self.on_ended, self.on_wait = on_result, on_ended, on_wait
         self.on_spend = on_spend
         self.on_slow, self.slow_min_seconds = on_slow, slow_min_seconds
@@ -237,6 +236,7 @@ class Play:
                         with (
                             watching(calls if self.watch_calls else None),
                             cache.playing_iteration(iteration),
+                            meter.calling(self.unpriced),
                         ):
                             result = await run_eval_async(
                                 self.suite.evals[index], index, self.suite.eval_id(index), self.ctx,
@@ -321,7 +321,7 @@ class Play:
             iterated=iterated,
             evals=results,
             totals=RunTotals.of(results, duration_s=round(duration, 3)),
-            unpriced=self.unpriced,
+            unpriced=sorted(self.unpriced),
         )
 
 

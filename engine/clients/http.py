@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from tenacity import Retrying
 
+from ..meter import sent
 from ..redact import redact_configured, register_key_env
 from ..results import Usage
 from ..retries import LOCAL_PAUSES, PauseBoard, wait_out
@@ -89,6 +90,7 @@ class OpenAIClient:
             wait_out(seconds, self._sleep)
 
         def attempt():
+            sent(self.label, self.endpoint.priced)
             with loop.attempt(self._failure):
                 return fn()
 
