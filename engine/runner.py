@@ -150,9 +150,10 @@ class Play:
     whoever shows progress; the report names them: an endpoint without prices that no call went to leaves the
     run's cost known.
 
-    The suite's `max_cost` is checked at each turn: once the run has spent it, no conversation starts and
-    those playing stop before their next model call ("stopped after 2 turns: cost limit $5.00 reached"),
-    their turns kept. The spend passes the limit by at most the calls out when it was reached.
+    The suite's `max_cost` is checked at each turn, and between the calls that grade one (engine.meter): once
+    the run has spent it, no conversation starts and those playing stop before their next model call
+    ("stopped after 2 turns: cost limit $5.00 reached"), their turns kept. The spend passes the limit by at
+    most the calls out when it was reached.
 
     Once the endpoint refuses a setting (noted in `refusals`), no more conversations start: those not
     started are not in the report."""
@@ -212,8 +213,12 @@ class Play:
         reason = cost.limit_reached(limit) if limit is not None else ""
 
         def over() -> bool | str:
-            """Asked before each model call of each conversation (run_eval_async's should_stop)."""
+            """Asked before each turn of each conversation (run_eval_async's should_stop)."""
             return limit is not None and self.spent >= limit and reason
+
+        def over_with(pending: float) -> bool | str:
+            """Asked before each call that grades a turn, with what the turn has spent so far."""
+            return self.spent + pending >= limit and reason
 
         async def worker() -> None:
             refusals = self.ctx.refusals
@@ -241,6 +246,7 @@ class Play:
                             result = await run_eval_async(
                                 self.suite.evals[index], index, self.suite.eval_id(index), self.ctx,
                                 on_turn=on_turn, should_stop=over, on_wait=self.on_wait,
+                                over_limit=over_with if limit is not None else None,
                             )  # fmt: skip
                 finally:
                     self.playing.discard(calls)

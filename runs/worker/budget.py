@@ -8,7 +8,8 @@ of it, and adds what its own conversations have played since, which it knows bef
 worker's next sum.
 
 Far from the limit a run is summed at most every CHECK_SECONDS by one worker, and a conversation goes on to its
-next model call while its last turn is being stored. Near it (the spend, with what the run spends in
+next model call while its last turn is being stored. Between the calls that grade one turn (its judges'), what
+this process knows is asked, with what the turn has spent so far (`reached_with`): no sum is made there. Near it (the spend, with what the run spends in
 NEAR_SECONDS at its recent rate, would reach it; or that rate is not known yet) the run is summed in every
 round that stores turns of it, and a conversation waits for its turn to be stored and summed before its next
 call (`confirm`). So once the spend reaches the limit no call starts on any worker: the run passes its limit by
@@ -119,6 +120,14 @@ def reached(run_id, limit: float) -> str:
         if not spend.reached and spend.estimate() >= limit:
             spend.reached = True  # turns played are spent, stored yet or not
         return spend.reason if spend.reached else ""
+
+
+def reached_with(run_id, limit: float, pending: float) -> str:
+    """reached(), with `pending` more spent: what the turn being graded has spent so far, asked before each of
+    its judges' calls (engine.meter) in a grading thread, where no sum can be awaited."""
+    with _lock:
+        spend = _spend_of(run_id, limit)
+        return spend.reason if spend.reached or spend.estimate() + pending >= limit else ""
 
 
 def near(run_id, limit: float) -> bool:
