@@ -8,12 +8,13 @@ of it, and adds what its own conversations have played since, which it knows bef
 worker's next sum.
 
 Far from the limit a run is summed at most every CHECK_SECONDS by one worker, and a conversation goes on to its
-next model call while its last turn is being stored. Between the calls that grade one turn (its judges'), what
-this process knows is asked, with what the turn has spent so far (`reached_with`): no sum is made there. Near it (the spend, with what the run spends in
+next model call while its last turn is being stored. Near it (the spend, with what the run spends in
 NEAR_SECONDS at its recent rate, would reach it; or that rate is not known yet) the run is summed in every
 round that stores turns of it, and a conversation waits for its turn to be stored and summed before its next
 call (`confirm`). So once the spend reaches the limit no call starts on any worker: the run passes its limit by
-at most the calls out at that moment, one per conversation playing.
+at most the calls out at that moment, one per conversation playing. Between the calls that grade one turn (its
+judges'), what this process knows already is asked, with what the turn has spent so far (`reached_with`): no
+sum is made there.
 
 Once the spend reaches the limit the run is stopped (`stop`): its queued conversations are cancelled, so no
 worker can claim them, and the run says why (Run.stop_reason); every worker's conversations of it stop before
