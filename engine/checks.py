@@ -21,6 +21,7 @@ from . import fieldvalues, judge_checks, patterns, tool_checks
 from .clients import ChatClient, EndpointError, estimate_tokens
 from .codegrade.run import CodeScope, grade_code
 from .matching import MISSING, glob_match, is_json_reply, json_field
+from .meter import before_grading_call
 from .results import CallRef, CheckResult, ToolCall, TurnRecord, Usage
 from .schema import DEFAULT_EMBEDDING_MODEL, Check
 from .text import plural
@@ -181,6 +182,7 @@ def _word_bound(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
 
 def _semantic(check: Check, reply: Reply, judge: JudgeContext) -> CheckResult:
     spec = check.semantic
+    before_grading_call()
     vectors, usage, cost = judge.client.embed(
         spec.model or DEFAULT_EMBEDDING_MODEL, [reply.text, spec.expected]
     )

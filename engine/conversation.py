@@ -26,6 +26,7 @@ from .codegrade.run import CodeRunner, CodeScope
 from .conversation_io import INLINE, IO, THREADED, Stopping, answer, run_inline
 from .drivers import Defaults, Driver, Step, Verdict, driver_for
 from .history import build_history, given_messages
+from .meter import Limit, LimitReached, Meter, metered, metering
 from .outcomes import NOT_STARTED, Status, TerminationKind
 from .replies import (
     DEFAULT_RULE,
@@ -96,9 +97,14 @@ def run_eval(
     on_wait: Callable[[RetryWait], None] | None = None,
     given: tuple[str, list[dict]] | None = None,
     replay: Sequence[TurnRecord] | None = None,
+    over_limit: Limit | None = None,
 ) -> EvalResult:
     """`given`: (system message, given history) as engine.history.build_history made them once, when the
     conversation was stored (the workers); None builds them here from the eval and ctx.files (the CLI).
+
+    `over_limit`: the run's cost limit, asked before each call that grades a turn (a judge's, an embedding's)
+    with what the turn has spent so far (engine.meter): false grades on; true, or the limit in words, stops
+    the conversation there as `should_stop` does, its turn kept ungraded with what it cost.
 
     `replay`: re-grade a conversation another run stored. Its replies (and a simulated user's messages) are
     taken from those turns instead of calling the model, and graded afresh; only judges are called. When
@@ -110,7 +116,7 @@ def run_eval(
     # Model calls that wait to retry say so through on_wait, and stop waiting once should_stop() says so.
     with retry_hooks(on_wait, should_stop):
         return run_inline(
-            _run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop, given, replay, INLINE)
+            _run_eval(ev, index, eval_id, ctx, prior, on_turn, should_stop, given, replay, INLINE, over_limit)
         )
 
 
@@ -125,6 +131,7 @@ async def run_eval_async(
     on_wait: Callable[[RetryWait], None] | None = None,
     given: tuple[str, list[dict]] | None = None,
     replay: Sequence[TurnRecord] | None = None,
+    over_limit: Limit | None = None,
 ) -> EvalResult:
     """run_eval on an event loop, with other conversations: the model's replies are awaited (a client with
     `acomplete`), and anything that may call a model while grading (judges, semantic checks, stop
@@ -135,10 +142,13 @@ async def run_eval_async(
     $5.00 reached"). `on_turn` and `should_stop` may be coroutine functions (the workers store turns and ask whether the run
     goes on in a thread of their own, runs.worker.loop). A wait before a retry checks between its slices, where
     nothing can be awaited: there an asynchronous `should_stop` is asked in the background and its last
-    answer holds. `on_wait` is called on the loop, so it must not block."""
+    answer holds. `on_wait` is called on the loop, so it must not block; `over_limit` in a grading thread, so
+    it must not wait on the loop."""
     stopping = Stopping(should_stop) if asyncio.iscoroutinefunction(should_stop) else should_stop
     with retry_hooks(on_wait, stopping.now if isinstance(stopping, Stopping) else stopping):
-        return await _run_eval(ev, index, eval_id, ctx, prior, on_turn, stopping, given, replay, THREADED)
+        return await _run_eval(
+            ev, index, eval_id, ctx, prior, on_turn, stopping, given, replay, THREADED, over_limit
+        )
 
 
 async def _run_eval(
@@ -152,6 +162,7 @@ async def _run_eval(
     given: tuple[str, list[dict]] | None,
     replay: Sequence[TurnRecord] | None,
     io: IO,
+    over_limit: Limit | None = None,
 ) -> EvalResult:
     if given is None:
         messages, history = build_history(ctx.system, ev.messages, ctx.files)
@@ -169,14 +180,19 @@ async def _run_eval(
     async def finish(verdict: Verdict, error: str | None = None, graded_turns: bool = True) -> EvalResult:
         graded: list[GraderResult] = []
         if graders and turns and graded_turns and verdict.outcome in (Status.PASSED, Status.FAILED):
+            meter = Meter(over_limit)  # the graders' calls, which count on the last turn
             try:
-                verdict, graded = await io.blocking(
-                    with_graders, ctx, ev, eval_id, graders, verdict, turns, messages, given_count,
-                    driver.turn_scores(turns),
-                )  # fmt: skip
+                with metered(meter):
+                    verdict, graded = await io.blocking(
+                        with_graders, ctx, ev, eval_id, graders, verdict, turns, messages, given_count,
+                        driver.turn_scores(turns),
+                    )  # fmt: skip
             except EndpointError as exc:  # a grader's judge failed after the last turn: no verdict either
                 error = str(exc)
                 verdict = Verdict(Status.ERROR, None, f"error grading the conversation: {exc}")
+            except LimitReached as exc:  # the run's cost limit came first: stopped, as between turns
+                verdict = Verdict(Status.CANCELLED, None, _stopped_text(len(turns), exc.why))
+            turns[-1] = _noted(turns[-1], meter)
         tally = driver.tally(turns) if turns else None
         termination, termination_kind, termination_detail = _ending(driver, turns, verdict.outcome)
         return EvalResult(
@@ -207,14 +223,7 @@ async def _run_eval(
         )
 
     async def stopped(how: str = "cancelled", why: bool | str = True) -> EvalResult:
-        # A stop with a reason of its own (a run's cost limit) says it, as a conversation the run never started
-        # does when it stops before its first turn; a plain one reads as the run's cancel.
-        after = f"after {plural(len(turns), 'turn')}"
-        if isinstance(why, str) and why:
-            text = f"stopped {after}: {why}" if turns else f"{NOT_STARTED}: {why}"
-        else:
-            text = f"{how} {after}"
-        return await finish(Verdict(Status.CANCELLED, None, text))
+        return await finish(Verdict(Status.CANCELLED, None, _stopped_text(len(turns), why, how)))
 
     async def failed(position: int, exc: EndpointError, who: str = "") -> EvalResult:
         return await finish(
@@ -241,6 +250,7 @@ async def _run_eval(
             user = UserTurn()
             source = None
             tally = cache.tally()
+            meter = metering(over_limit)
             if replay is not None:
                 source = replay[position - 1] if position <= len(replay) else None
                 why = _parted(ctx, step, source, replay)
@@ -260,17 +270,19 @@ async def _run_eval(
                     code_scope(ctx, ev, eval_id, turns), toolbox, eval_id, turns,
                 )  # fmt: skip
             except GradingFailed as exc:  # the reply stays, ungraded, with what it cost, stored as any turn
-                turn = cache.marked(exc.turn, tally)
+                turn = _noted(cache.marked(exc.turn, tally), meter)
                 if on_turn is not None:
                     with contextlib.suppress(StopConversation):
                         await answer(on_turn(turn))
                 turns.append(turn)
+                if isinstance(exc.__cause__, LimitReached):  # stopped between two of its judges' calls
+                    return await stopped(why=exc.__cause__.why)
                 return await failed(position, exc)
             except EndpointError as exc:
                 return await failed(position, exc)
             except RetryStopped:  # a wait before a retry was told to stop: asked again for the reason
                 return await stopped(why=await answer(should_stop()) if should_stop is not None else True)
-            turn = cache.marked(turn, tally)
+            turn = _noted(cache.marked(turn, tally), meter)
             if on_turn is not None:
                 try:
                     await answer(on_turn(turn))
@@ -288,6 +300,23 @@ async def _run_eval(
         went_on = _short(replay[len(turns)].prompt)
         return await diverged(len(turns) + 1, f"this version has no such turn; the stored one sent {went_on}")
     return await finish(driver.verdict(turns))
+
+
+def _stopped_text(played: int, why: bool | str, how: str = "cancelled") -> str:
+    """A stopped conversation's verdict. A stop with a reason of its own (a run's cost limit) says it, as a
+    conversation the run never started does when it stops before its first turn; a plain one reads as the run's
+    cancel."""
+    after = f"after {plural(played, 'turn')}"
+    if isinstance(why, str) and why:
+        return f"stopped {after}: {why}" if played else f"{NOT_STARTED}: {why}"
+    return f"{how} {after}"
+
+
+def _noted(turn: TurnRecord, meter: Meter) -> TurnRecord:
+    """The turn with the endpoints without prices that its calls went to (the meter's) named."""
+    if not meter.unpriced:
+        return turn
+    return turn.model_copy(update={"unpriced": sorted(set(turn.unpriced) | meter.unpriced)})
 
 
 def _ending(

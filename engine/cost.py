@@ -1,7 +1,7 @@
 """What a run of a suite may cost, worked out before it starts from the endpoints' prices and the suite's size,
-and the words that say what the figure rests on; and the cost limit's words. Which endpoints a run calls have
-no prices (`unpriced`), whose calls count 0 in what it spent, and how a cost is said as far as prices tell
-(`spent`).
+and the words that say what the figure rests on (which endpoints it may call have no prices); and the cost
+limit's words. How a cost is said as far as prices tell (`spent`): a run's calls to endpoints without prices
+count 0 in what it spent, and which endpoints those calls went to is noted as they are made (engine.meter).
 
 The estimate counts model calls, not dollars spent: each conversation's turns (a tree's follow-up depth, a
 scripted list's length, a simulated conversation's `max_turns`), each turn's judge calls, and tokens guessed
@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from .cache import roles_of
 from .clients.base import MOCK, EndpointConfig
-from .endpoint_checks import model_refs
 from .schema import Check, Eval, Style, Suite, followup_depth
 from .text import plural
 
@@ -143,23 +142,6 @@ def limit_reached(limit: float) -> str:
     return f"cost limit {money(limit)} reached"
 
 
-def unpriced(
-    suite: Suite, resolve: Prices, model: str | None = None, *, model_called: bool = True
-) -> list[str]:
-    """The endpoints a run of `suite` (with `model` over its own) calls that have no prices, the mock aside:
-    every model reference it names (engine.endpoint_checks.model_refs), mapped by `resolve` as `estimate`
-    maps them. `model_called`: whether the model under test is called (a re-grade calls judges alone)."""
-    model_called = model_called and any(ev.style != Style.GIVEN for ev in suite.evals)
-    names = set()
-    for ref in model_refs(suite, model):
-        if ref.role == "model" and not model_called:
-            continue
-        name, config = resolve(ref.ref)
-        if name != MOCK and (config is None or not config.priced):
-            names.add(name)
-    return sorted(names)
-
-
 def no_prices(names: Sequence[str]) -> str:
     """Why a cost is unknown, or only part of it known: "no prices for endpoint fake"."""
     return f"no prices for endpoint{'s' if len(names) > 1 else ''} {', '.join(names)}"
@@ -167,7 +149,8 @@ def no_prices(names: Sequence[str]) -> str:
 
 def spent(usd: float, unpriced: Sequence[str], digits: int = 6) -> str | None:
     """An amount a run spent (or saved), as far as its endpoints' prices tell: "$0.001234"; "at least
-    $0.001234" when some endpoint it called has no prices; None (unknown) when they are all it paid for."""
+    $0.001234" when some endpoint it called has no prices (`unpriced`); None (unknown) when they are all it
+    paid for."""
     if not unpriced:
         return f"${usd:.{digits}f}"
     return f"at least ${usd:.{digits}f}" if usd else None

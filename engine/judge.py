@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .clients import ChatClient, EndpointError
+from .meter import before_grading_call
 from .results import Usage
 from .schema.checks import JUDGE_PLACEHOLDER
 from .transcript import format_transcript, message_text
@@ -153,6 +154,7 @@ def ask(
     charged. Raises JudgeError when the second answer cannot be read either, EndpointError when a call
     fails. The temperature is sent only when set: a ChatClient without the keyword keeps working."""
     options = {} if temperature is None else {"temperature": temperature}
+    before_grading_call()
     completion = client.complete(model, messages, **options)
     charge(completion.usage, completion.cost)
     first = parse_verdict(completion.text, words=words)
@@ -163,6 +165,7 @@ def ask(
         {"role": "assistant", "content": completion.text},
         {"role": "user", "content": REASK.format(error=first.error, expected=expected or expected_json())},
     ]
+    before_grading_call()
     completion = client.complete(model, again, **options)
     charge(completion.usage, completion.cost)
     second = parse_verdict(completion.text, words=words)

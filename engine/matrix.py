@@ -185,7 +185,7 @@ class ColumnIn:
     status: str
     cells: Sequence[CellIn]
     latencies_ms: Sequence[int] = ()  # of the turns the model answered, not the cache
-    unpriced: Sequence[str] = ()  # the endpoints its run calls that have no prices: its cost is not known
+    unpriced: Sequence[str] = ()  # the endpoints without prices its run called: its cost is not known
     stop_reason: str = ""  # why its run stopped short ("cost limit $5.00 reached"); "" when it did not
 
     def cost_text(self, cost: float) -> str:

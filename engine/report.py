@@ -164,14 +164,16 @@ def _after_outcome(verdict: str, outcome: Status) -> str:
 
 def format_eval(result: EvalResult, iterations: int = 1, unpriced: Sequence[str] = ()) -> str:
     """One eval's block; `iterations`: how many times the eval ran, so every run of a repeated eval is
-    labelled alike ("iteration 1 of 5" as well as "iteration 2 of 5"), as the pages label them; `unpriced`:
-    the endpoints the run calls that have no prices (RunReport.unpriced), which leave its costs unknown."""
+    labelled alike ("iteration 1 of 5" as well as "iteration 2 of 5"), as the pages label them. A turn's cost
+    is unknown, or a lower bound, when its calls went to endpoints without prices (its `unpriced`), or those
+    of `unpriced` (a run's, for a document whose turns do not name theirs)."""
     repeat = f" (iteration {result.iteration + 1} of {iterations})" if iterations > 1 else ""
     lines = [f"Eval {result.index + 1}{repeat}: {_indent(result.prompt, '  ')}"]
     if result.history:
         roles = ", ".join(message["role"] for message in result.history)
         lines.append(f"  Given history: {plural(len(result.history), 'message')} ({roles})")
     for turn in result.turns:
+        unpriced_here = sorted({*turn.unpriced, *unpriced})
         lines.append(f"  Turn {turn.turn}:")
         if turn.followup_reason:
             lines.append(f"    Follow-up because {turn.followup_reason}")
@@ -203,8 +205,8 @@ def format_eval(result: EvalResult, iterations: int = 1, unpriced: Sequence[str]
         )
         lines.append(
             f"    Tokens: {turn.usage.prompt_tokens} in / {turn.usage.completion_tokens} out{estimated}{others}"
-            f", cost {spent(turn.cost + turn.judge_cost + turn.user_cost, unpriced) or 'unknown'}"
-            f"{cached_note(turn, unpriced)}"
+            f", cost {spent(turn.cost + turn.judge_cost + turn.user_cost, unpriced_here) or 'unknown'}"
+            f"{cached_note(turn, unpriced_here)}"
         )
     for grader in result.graders:
         if grader.score is not None:
@@ -390,7 +392,8 @@ class ReportWriter:
 
     def __init__(self, detail: Detail = Detail.VERBOSE, unpriced: Sequence[str] = ()) -> None:
         self.detail = detail
-        self.unpriced = unpriced  # the endpoints the run calls that have no prices: its costs are unknown
+        # Endpoints without prices the run called, over each turn's own (format_eval): a document read back.
+        self.unpriced = unpriced
         self.after_line = False  # the last piece was a one-line pass, not a block that ends in a blank line
 
     def header(self, suite_name: str, model: str, endpoint: str, mock: bool) -> str | None:

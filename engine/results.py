@@ -233,6 +233,10 @@ class TurnRecord(BaseModel):
     cached: bool = False
     cached_calls: int = 0
     saved_cost: float = 0.0
+    # The endpoints without prices that this turn's calls went to (engine.meter), sorted; the mock is never one.
+    # Their calls count 0 in its costs, which are then unknown, or a lower bound. The last turn's names the
+    # endpoints of the graders that judge the conversation after it too, as its judge_cost counts them.
+    unpriced: list[str] = Field(default_factory=list)
 
     @computed_field
     @property
@@ -382,6 +386,11 @@ class EvalResult(BaseModel):
     def grader(self, name: str) -> GraderResult | None:
         return next((item for item in self.graders if item.name == name), None)
 
+    @property
+    def unpriced(self) -> list[str]:
+        """The endpoints without prices that the conversation's calls went to (its turns'), sorted."""
+        return unpriced_in(self.turns)
+
     @model_validator(mode="before")
     @classmethod
     def _structured_verdict(cls, data):
@@ -441,6 +450,11 @@ class RunTotals(BaseModel):
         self.saved_cost = round(self.saved_cost + result.totals.saved_cost, 8)
 
 
+def unpriced_in(turns: Iterable[TurnRecord]) -> list[str]:
+    """The endpoints without prices that these turns' calls went to, sorted."""
+    return sorted({name for turn in turns for name in turn.unpriced})
+
+
 def gated_status(evals: list[EvalResult], gates: list[GateResult], iterated=()) -> Status:
     """With gates, the gates decide between passed and failed (single evals may fail); errors still win.
     Iterated evals count by their pass rate, not by each iteration."""
@@ -488,14 +502,14 @@ class RunReport(BaseModel):
     evals: list[EvalResult]  # one per conversation: every iteration of every eval
     iterated: list[IteratedResult] = Field(default_factory=list)  # evals run more than once, with statistics
     totals: RunTotals
-    # The endpoints the run calls that have no prices (engine.cost.unpriced), the mock aside: their calls
-    # count 0 in every cost and `saved_cost`, so those figures are unknown, or a lower bound when some
-    # endpoint has prices. Empty in a document written before runs said so.
+    # The endpoints without prices that the run's calls went to (its turns' `unpriced`), the mock aside: their
+    # calls count 0 in every cost and `saved_cost`, so those figures are unknown, or a lower bound when some
+    # endpoint has prices. An endpoint without prices that the run never called leaves its cost known.
     unpriced: list[str] = Field(default_factory=list)
 
     @computed_field
     @property
     def cost_known(self) -> bool:
-        """Whether every cost is whole: no endpoint the run calls lacks prices (read back, it is worked out
-        from `unpriced` again)."""
+        """Whether every cost is whole: no call the run made went to an endpoint without prices (read back,
+        it is worked out from `unpriced` again)."""
         return not self.unpriced

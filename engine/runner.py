@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from . import cache, cost
+from . import cache, cost, meter
 from .calls import SLOW_MIN_SECONDS, Calls, Latencies, Slow, slow_calls, watching
 from .clients import MOCK, EndpointRegistry
 from .clients.aio import close_sessions
@@ -146,12 +146,15 @@ class Play:
     (and `slow_min_seconds`). `store`: the response cache's (engine.cache), used when the suite's `cache` says
     so. `watched` is kept holding the calls of the conversations in flight, for whoever shows progress.
     `on_result` is told of each conversation as it ends, `on_ended` of the report, `on_spend` of each amount
-    spent as it is: a turn's, and what a conversation's graders spend after its last turn. `unpriced`: the
-    endpoints it calls that have no prices (engine.cost.unpriced), when the caller has them already.
+    spent as it is: a turn's, and what a conversation's graders spend after its last turn. `unpriced` is kept
+    holding the endpoints without prices that the run's requests go out to, as they go (engine.meter), for
+    whoever shows progress; the report names them: an endpoint without prices that no call went to leaves the
+    run's cost known.
 
-    The suite's `max_cost` is checked at each turn: once the run has spent it, no conversation starts and
-    those playing stop before their next model call ("stopped after 2 turns: cost limit $5.00 reached"),
-    their turns kept. The spend passes the limit by at most the calls out when it was reached.
+    The suite's `max_cost` is checked at each turn, and between the calls that grade one (engine.meter): once
+    the run has spent it, no conversation starts and those playing stop before their next model call
+    ("stopped after 2 turns: cost limit $5.00 reached"), their turns kept. The spend passes the limit by at
+    most the calls out when it was reached.
 
     Once the endpoint refuses a setting (noted in `refusals`), no more conversations start: those not
     started are listed as such (not_started), and those in flight whose call was refused the same way as
@@ -176,14 +179,11 @@ class Play:
         store: cache.ResponseStore | None = None,
         watched: set[Calls] | None = None,
         refusals: Refusals | None = None,
-        unpriced: list[str] | None = None,
+        unpriced: set[str] | None = None,
         on_spend: Callable[[float], None] | None = None,
     ) -> None:
         self.suite, self.model, self.suite_ref = suite, model, suite_ref
-        # The endpoints it calls that have no prices, for its report; None: worked out here.
-        self.unpriced = (
-            unpriced if unpriced is not None else cost.unpriced(suite, registry.endpoint_of, model)
-        )
+        self.unpriced: set[str] = unpriced if unpriced is not None else set()
         self.on_result, self.on_ended, self.on_wait = on_result, on_ended, on_wait
         self.on_spend = on_spend
         self.on_slow, self.slow_min_seconds = on_slow, slow_min_seconds
@@ -215,8 +215,12 @@ class Play:
         reason = cost.limit_reached(limit) if limit is not None else ""
 
         def over() -> bool | str:
-            """Asked before each model call of each conversation (run_eval_async's should_stop)."""
+            """Asked before each turn of each conversation (run_eval_async's should_stop)."""
             return limit is not None and self.spent >= limit and reason
+
+        def over_with(pending: float) -> bool | str:
+            """Asked before each call that grades a turn, with what the turn has spent so far."""
+            return self.spent + pending >= limit and reason
 
         async def worker() -> None:
             refusals = self.ctx.refusals
@@ -239,10 +243,12 @@ class Play:
                         with (
                             watching(calls if self.watch_calls else None),
                             cache.playing_iteration(iteration),
+                            meter.calling(self.unpriced),
                         ):
                             result = await run_eval_async(
                                 self.suite.evals[index], index, self.suite.eval_id(index), self.ctx,
                                 on_turn=on_turn, should_stop=over, on_wait=self.on_wait,
+                                over_limit=over_with if limit is not None else None,
                             )  # fmt: skip
                 finally:
                     self.playing.discard(calls)
@@ -323,7 +329,7 @@ class Play:
             iterated=iterated,
             evals=results,
             totals=RunTotals.of(results, duration_s=round(duration, 3)),
-            unpriced=self.unpriced,
+            unpriced=sorted(self.unpriced),
         )
 
 

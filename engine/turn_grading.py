@@ -16,6 +16,7 @@ from .conditions import evaluate_condition
 from .drivers import Driver, Step, TurnScores, Verdict
 from .drivers.scripted import AGGREGATIONS
 from .grading import extract, grade, grade_named
+from .meter import LimitReached
 from .outcomes import Status
 from .patterns import RegexFailure
 from .results import GraderResult, SimulatedUserCall, ToolCall, ToolRound, TurnGrade, TurnRecord, Usage
@@ -140,8 +141,9 @@ def graded_turn(
             ctx, ev, step, position, completion.text, conversation, given, judge, reply.tool_calls
         )
         grades = _turn_grades(ctx, ev, graders, step, position, completion.text, conversation, judge, reply)
-    except EndpointError as exc:
-        # No verdict, but the reply was given and paid for, and the judge's calls so far too.
+    except (EndpointError, LimitReached) as exc:
+        # No verdict, but the reply was given and paid for, and the judge's calls so far too; a run's cost limit
+        # reached between two judges' calls stops the grading the same way (the conversation says why).
         ungraded = turn_record(
             step, position, completion, user, passed=None, judge_usage=judge.spent, judge_cost=judge.cost,
             tool_rounds=list(rounds),
@@ -285,25 +287,28 @@ def with_graders(
         code.current = turns[-1].model_dump(mode="json")
         judge = _judge_context(ctx, code)
         truth = ev.ground_truth if isinstance(ev.ground_truth, str) else None
-        for name, grader in graders.items():
-            by_name[name].append(
-                grade_named(
-                    name,
-                    grader,
-                    turn=turns[-1].turn,
-                    replies=replies,
-                    ground_truth=truth,
-                    input_text=input_text,
-                    conversation=list(messages),
-                    judge=judge,
-                    default_extractor=ctx.defaults.extractor,
-                    default_threshold=ctx.defaults.pass_threshold,
-                    calls=calls,
-                    conversation_calls=tool_calls_in(messages[:given]) + calls,
-                )  # fmt: skip
-            )
-        # The conversation's grades are kept with its results (the turns are stored already, written once).
-        _charge_last(turns, judge)
+        try:
+            for name, grader in graders.items():
+                by_name[name].append(
+                    grade_named(
+                        name,
+                        grader,
+                        turn=turns[-1].turn,
+                        replies=replies,
+                        ground_truth=truth,
+                        input_text=input_text,
+                        conversation=list(messages),
+                        judge=judge,
+                        default_extractor=ctx.defaults.extractor,
+                        default_threshold=ctx.defaults.pass_threshold,
+                        calls=calls,
+                        conversation_calls=tool_calls_in(messages[:given]) + calls,
+                    )  # fmt: skip
+                )
+        finally:
+            # The conversation's grades are kept with its results (the turns are stored already, written
+            # once); what the graders spent counts even when one failed or the cost limit stopped them.
+            _charge_last(turns, judge)
     results = []
     for name, grader in graders.items():
         items = by_name.get(name, [])

@@ -102,7 +102,8 @@ class RunOut(Schema):
     regraded_from: UUID | None = None
     vars: dict[str, str] = {}  # the suite's variables as the run filled them
     ref: str = ""  # the branch, tag or commit a CI launch came from
-    # The endpoints it calls that have no prices: its costs count 0 for their calls, so they are not known.
+    # The endpoints without prices that its calls have gone to: its costs count 0 for their calls, so they are
+    # not known.
     unpriced: list[str] = []
     url: str  # the run page
     links: dict[str, str]  # results (JSON), junit, markdown, progress

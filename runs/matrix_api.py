@@ -48,7 +48,7 @@ class VariantOut(Schema):
     cost: float  # the model's, the judges' and the simulated user's
     cached_calls: int  # calls answered from the response cache
     saved_cost: float  # what those calls cost when first asked: saved, not in `cost`
-    # The endpoints its run calls that have no prices: `cost` then counts 0 for their calls, a lower bound.
+    # The endpoints without prices that its run's calls went to: `cost` then counts 0 for theirs, a lower bound.
     unpriced: list[str] = []
     latency_p50_ms: float | None
     latency_p95_ms: float | None

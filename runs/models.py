@@ -127,8 +127,9 @@ class Run(models.Model):
     options = models.JSONField(default=dict, blank=True, editable=False)
     # Why the run stopped short of its conversations, as its page says it ("cost limit $5.00 reached").
     stop_reason = models.CharField(max_length=200, blank=True, default="", editable=False)
-    # The endpoints it calls that have no prices (engine.cost.unpriced), as they were at its launch: their
-    # calls count 0, so its cost is unknown, or a lower bound. Empty: each has prices, or is the mock.
+    # The endpoints without prices that its calls have gone to (engine.meter), named by the workers as its turns
+    # are stored and its conversations end: their calls count 0, so its cost is unknown, or a lower bound.
+    # Empty: every call it made went to an endpoint with prices, or to the mock.
     unpriced = models.JSONField(default=list, blank=True, editable=False)
     # The model matrix it is one column of: one launch of several models (or settings variants) of a suite.
     matrix = models.ForeignKey(

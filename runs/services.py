@@ -17,7 +17,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from endpoints.routes import endpoint_refusal
-from engine import bounds, cost, suitevars
+from engine import bounds, suitevars
 from engine.clients import MOCK
 from engine.codegrade import policy as code_policy
 from engine.errors import first_error
@@ -133,8 +133,6 @@ def create_run(
         ref=version.ref if ref is None else ref,
         options=options.stored() if options is not None else {},
         matrix=matrix,
-        # A re-grade calls the judges alone: the model under test's endpoint costs it nothing.
-        unpriced=cost.unpriced(spec, registry.endpoint_of, model_ref, model_called=regraded_from is None),
     )
     worker.insert_conversations(run.pk, _conversation_rows(spec, _history_files(version, spec)))
     selectors.suite_facts(run)  # stored for the run page's every process, while the suite is parsed here

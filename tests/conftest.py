@@ -67,6 +67,16 @@ def fake_openai_server():
         yield fake
 
 
+@pytest.fixture(autouse=True)
+def _default_endpoint_on_the_fake(settings, fake_openai_server):
+    """The default endpoint is the fake server, which answers a call without its key (the tests set no
+    OPENAI_API_KEY) with a 401, never retried: a test that plays a run no fixture serves (a `fake/` model without
+    the `fake` endpoint goes whole to the default one) ends in that error at once, rather than calling out of the
+    machine and retrying for EVALSITE_RETRY_SECONDS while its transaction holds SQLite's writer lock, on which
+    the worker's heartbeat and the endpoint pauses then wait. A test that means the default endpoint sets it."""
+    settings.OPENAI_BASE_URL = fake_openai_server.base_url
+
+
 @pytest.fixture
 def fake_openai(fake_openai_server):
     """The fake OpenAI-compatible endpoint, clean for each test."""

@@ -22,6 +22,7 @@ import aiohttp
 import orjson
 from tenacity import AsyncRetrying
 
+from ..meter import sent
 from ..retries import async_wait_out
 from ..schema.settings import ModelSettings
 from .answers import (
@@ -188,6 +189,7 @@ class AsyncOpenAIClient(OpenAIClient):
             await async_wait_out(seconds)
 
         async def attempt():
+            sent(self.label, self.endpoint.priced)
             with loop.attempt(self._afailure):
                 return await afn()
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from tenacity import Retrying
 
+from ..meter import answered, sent
 from ..redact import redact_configured, register_key_env
 from ..results import Usage
 from ..retries import LOCAL_PAUSES, PauseBoard, wait_out
@@ -89,6 +90,7 @@ class OpenAIClient:
             wait_out(seconds, self._sleep)
 
         def attempt():
+            sent(self.label, self.endpoint.priced)
             with loop.attempt(self._failure):
                 return fn()
 
@@ -151,10 +153,12 @@ class OpenAIClient:
                 completion_tokens=estimate_tokens(text),
                 estimated=True,
             )
+        cost = self.endpoint.cost(usage)
+        answered(cost)
         return Completion(
             text=text,
             usage=usage,
-            cost=self.endpoint.cost(usage),
+            cost=cost,
             latency_ms=latency_ms,
             finish_reason=reply.finish_reason,
             refusal=redact_configured(reply.refusal) if reply.refusal else None,
@@ -201,7 +205,9 @@ class OpenAIClient:
         vectors = [item.embedding for item in sorted(response.data, key=lambda item: item.index)]
         tokens = response.usage.prompt_tokens if response.usage else sum(map(estimate_tokens, texts))
         usage = Usage(prompt_tokens=tokens)
-        return vectors, usage, self.endpoint.cost(usage)
+        cost = self.endpoint.cost(usage)
+        answered(cost)
+        return vectors, usage, cost
 
 
 def headers_with_secrets(sent: dict[str, str]) -> dict[str, str]:

@@ -23,8 +23,12 @@ from engine.clients import DEFAULT, MOCK, EndpointRegistry
 from engine.clients.settings import Refusals
 from engine.codegrade.run import CodeRunner
 from engine.cost import before_run, estimate, no_prices
-from engine.cost import unpriced as cost_unpriced
-from engine.endpoint_checks import locator, model_refs, no_endpoint, timeout_warnings
+from engine.endpoint_checks import (
+    locator,
+    model_refs,
+    no_endpoint,
+    timeout_warnings,
+)
 from engine.errors import first_error
 from engine.options import apply as apply_options
 from engine.outcomes import Status
@@ -126,10 +130,9 @@ def run_here(args: argparse.Namespace) -> int:
     refusals = Refusals()
     endpoint = registry.resolve(model_ref)[0]
     iterations = [ev.iterations or suite.iterations for ev in suite.evals]
-    unpriced = cost_unpriced(suite, registry.endpoint_of, model)  # said by each cost the run prints
-    tally = Tally(sum(iterations), unpriced)
-    writer = ReportWriter(getattr(args, "detail", Detail.VERBOSE), unpriced)
-    streamed = stream_json(args, suite, model_ref, endpoint, values, unpriced=unpriced)
+    tally = Tally(sum(iterations))
+    writer = ReportWriter(getattr(args, "detail", Detail.VERBOSE))
+    streamed = stream_json(args, suite, model_ref, endpoint, values)
     progress = Progress(
         tally, live=sys.stderr.isatty(), every=getattr(args, "progress_every", PROGRESS_EVERY)
     )
@@ -159,9 +162,9 @@ def run_here(args: argparse.Namespace) -> int:
             code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
             watched=tally.playing,
             on_spend=tally.paid,
+            unpriced=tally.calls_unpriced(),
             refusals=refusals,
             store=open_disk_store(cache_note(progress)) if roles_of(suite) else None,
-            unpriced=unpriced,
         )
     report.vars = values or None
     print(writer.summary(report), flush=True)
@@ -223,7 +226,6 @@ def stream_json(
     endpoint: str,
     values: dict[str, str],
     path: Path | None = None,
-    unpriced: list[str] | None = None,
 ) -> StreamedJSON | None:
     """--json (or `path`, a matrix variant's), written as conversations end; None when it was not asked for,
     or is no regular file (a pipe, /dev/stdout), which gets the whole document at the end."""
@@ -237,8 +239,9 @@ def stream_json(
         "endpoint": endpoint,
         "mock": endpoint == MOCK,
         "vars": values or None,
-        "unpriced": unpriced or [],
-        "cost_known": not unpriced,
+        # Named as the calls that went to them end (StreamedJSON.add).
+        "unpriced": [],
+        "cost_known": True,
     }
     return StreamedJSON(path, head)
 

@@ -13,7 +13,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from engine import cost
 from engine.clients import DEFAULT, MOCK
 from engine.exports import FORMATS, junit_xml
 from engine.matrix import (
@@ -109,16 +108,8 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     if getattr(args, "concurrency_given", True):
         registry = matrix_cap(registry, variants, args.concurrency)
     played = [apply_options(suite, RunOptions(model_settings=variant.model_settings)) for variant in variants]
-    # Each variant's endpoints that have no prices, for its report; the progress line's spend is the sum.
-    unpriced = [
-        cost.unpriced(one, registry.endpoint_of, variant.model)
-        for variant, one in zip(variants, played, strict=True)
-    ]
     # One progress line for the whole matrix: every variant's conversations, as they end.
-    tally = Tally(
-        len(variants) * sum(ev.iterations or suite.iterations for ev in suite.evals),
-        sorted({name for names in unpriced for name in names}),
-    )
+    tally = Tally(len(variants) * sum(ev.iterations or suite.iterations for ev in suite.evals))
     every = getattr(args, "progress_every", PROGRESS_EVERY)
     say_estimate(
         suite,
@@ -129,10 +120,10 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
     json_path = getattr(args, "json_path", None)
     paths = json_paths(json_path, variants) if json_path is not None else [None] * len(variants)
     streamed = [
-        stream_json(args, suite, variant.model, registry.resolve(variant.model)[0], values, path, names)
+        stream_json(args, suite, variant.model, registry.resolve(variant.model)[0], values, path)
         if path is not None
         else None
-        for variant, path, names in zip(variants, paths, unpriced, strict=True)
+        for variant, path in zip(variants, paths, strict=True)
     ]
     with (
         Progress(tally, live=sys.stderr.isatty(), every=every) as progress,
@@ -175,6 +166,7 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
                 on_ended=ended(number, variant),
                 watched=tally.playing,
                 on_spend=tally.paid,
+                unpriced=tally.calls_unpriced(),
                 timeout=getattr(args, "timeout", None),
                 on_wait=lambda wait: progress.note(
                     f"{wait.endpoint}: {wait.reason}, retrying in {wait.seconds:.0f} s"
@@ -183,10 +175,9 @@ def run_matrix_here(args: argparse.Namespace, variants: list[Variant]) -> int:
                 slow_min_seconds=settings.EVALSITE_SLOW_CALL_SECONDS,
                 code=CodeRunner(folder=args.file.parent.resolve(), inherit_env=True),
                 store=store if roles_of(variant_suite) else None,
-                unpriced=names,
             )
-            for number, (variant, variant_suite, json_file, names) in enumerate(
-                zip(variants, played, streamed, unpriced, strict=True), 1
+            for number, (variant, variant_suite, json_file) in enumerate(
+                zip(variants, played, streamed, strict=True), 1
             )
         ]
         reports = run_plays(plays)

@@ -98,21 +98,28 @@ class StreamedJSON:
     The file is a JSON document at every moment: while the run goes, its header with status "running" and
     the conversations ended so far, in the order they ended (each is written over the closing brackets,
     which follow it again); once the run completes, the whole evalsite.results/1 document, in the
-    conversations' order, moved over it at once. Each conversation is serialised once."""
+    conversations' order, moved over it at once. Each conversation is serialised once. The header's `unpriced`
+    names the endpoints without prices that the conversations ended so far called: when one names a new one,
+    the file is written again from its start."""
 
     def __init__(self, path: Path, head: dict) -> None:
         self.path = path
         self.head = head
         self.texts: dict[tuple[int, int], str] = {}
-        opening, closing = _dumped({**head, "status": "running", "evals": [_EVALS]}).split(_MARK)
-        self.closing = (closing + "\n").encode()
         try:
             self.file = path.open("wb")
-            self.file.write(opening.encode())
-            self.end = self.file.tell()
-            self._close_document()
+            self._open_document()
         except OSError as exc:
             raise UserError(f"--json {path}: {exc.strerror or exc}", code=BROKEN) from None
+
+    def _open_document(self) -> None:
+        """The header and the conversations ended so far, from the file's start."""
+        opening, closing = _dumped({**self.head, "status": "running", "evals": [_EVALS]}).split(_MARK)
+        self.closing = (closing + "\n").encode()
+        self.file.seek(0)
+        self.file.write(opening.encode() + ",\n".join(self.texts.values()).encode())
+        self.end = self.file.tell()
+        self._close_document()
 
     def interrupted(self) -> None:
         """The document as a run stopped by Ctrl-C leaves it: the conversations that ended, its status
@@ -130,6 +137,12 @@ class StreamedJSON:
     def add(self, result: EvalResult) -> None:
         text = _conversation_text(result)
         self.texts[(result.index, result.iteration)] = text
+        unpriced = result.unpriced
+        if not set(unpriced) <= set(self.head["unpriced"]):
+            names = sorted({*self.head["unpriced"], *unpriced})
+            self.head = {**self.head, "unpriced": names, "cost_known": False}
+            self._open_document()
+            return
         self.file.seek(self.end)
         self.file.write((b",\n" if len(self.texts) > 1 else b"") + text.encode())
         self.end = self.file.tell()

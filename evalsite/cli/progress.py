@@ -8,7 +8,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
 
 from engine.calls import Calls
 from engine.cost import spent
@@ -31,13 +30,25 @@ class Tally:
     runner's on_spend); `playing` is the runner's set of the conversations in flight (engine.runner.run_suite's
     `watched`), whose calls out are counted when the line is drawn."""
 
-    def __init__(self, total: int, unpriced: Sequence[str] = ()) -> None:
+    def __init__(self, total: int) -> None:
         self.total = total
         self.done = self.passed = self.failed = self.errors = 0
         self.spend = 0.0
-        self.unpriced = unpriced  # endpoints the run calls that have no prices: what it spends is not known
+        # The runners' sets of the endpoints without prices their requests went to (engine.runner.Play's
+        # `unpriced`, one a matrix variant): what the run spends is not known.
+        self.called: list[set[str]] = []
         self.playing: set[Calls] = set()
         self.started = time.monotonic()
+
+    def calls_unpriced(self) -> set[str]:
+        """A set for a runner to fill with the endpoints without prices its requests go out to."""
+        called: set[str] = set()
+        self.called.append(called)
+        return called
+
+    @property
+    def unpriced(self) -> list[str]:
+        return sorted({name for called in self.called for name in _copy(called)})
 
     def paid(self, amount: float) -> None:
         self.spend += amount
@@ -85,7 +96,7 @@ class Tally:
         return spent(self.spend, self.unpriced, 4) or "cost unknown"
 
 
-def _copy(playing: set[Calls]) -> Iterable[Calls]:
+def _copy(playing: set) -> list:
     # The set changes on the event loop's thread while another thread draws the line.
     while True:
         try:

@@ -12,7 +12,9 @@ next model call while its last turn is being stored. Near it (the spend, with wh
 NEAR_SECONDS at its recent rate, would reach it; or that rate is not known yet) the run is summed in every
 round that stores turns of it, and a conversation waits for its turn to be stored and summed before its next
 call (`confirm`). So once the spend reaches the limit no call starts on any worker: the run passes its limit by
-at most the calls out at that moment, one per conversation playing.
+at most the calls out at that moment, one per conversation playing. Between the calls that grade one turn (its
+judges'), what this process knows already is asked, with what the turn has spent so far (`reached_with`): no
+sum is made there.
 
 Once the spend reaches the limit the run is stopped (`stop`): its queued conversations are cancelled, so no
 worker can claim them, and the run says why (Run.stop_reason); every worker's conversations of it stop before
@@ -119,6 +121,14 @@ def reached(run_id, limit: float) -> str:
         if not spend.reached and spend.estimate() >= limit:
             spend.reached = True  # turns played are spent, stored yet or not
         return spend.reason if spend.reached else ""
+
+
+def reached_with(run_id, limit: float, pending: float) -> str:
+    """reached(), with `pending` more spent: what the turn being graded has spent so far, asked before each of
+    its judges' calls (engine.meter) in a grading thread, where no sum can be awaited."""
+    with _lock:
+        spend = _spend_of(run_id, limit)
+        return spend.reason if spend.reached or spend.estimate() + pending >= limit else ""
 
 
 def near(run_id, limit: float) -> bool:

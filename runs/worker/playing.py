@@ -118,6 +118,10 @@ def play(pump: Serving, playing: Playing, registry) -> Coroutine:
             return True  # the claim is lost: its turn's write said so, as the next turn's would
         return await pump.call(budget.confirm, run_id, limit)
 
+    def over_limit_with(pending: float) -> str:
+        """Asked in a grading thread before each judge's call, with what the turn has spent so far."""
+        return budget.reached_with(run_id, limit, pending)
+
     async def on_turn(turn: TurnRecord) -> None:
         if limit is not None:
             budget.played(run_id, limit, turn.spent)  # spent now, before its write: see should_stop
@@ -154,6 +158,7 @@ def play(pump: Serving, playing: Playing, registry) -> Coroutine:
             on_wait=lambda wait: pump.post(on_wait, wait),
             given=(claimed.system, claimed.history),  # as launch built them: never built again
             replay=replay,
+            over_limit=over_limit_with if limit is not None else None,
         ),
     )
 

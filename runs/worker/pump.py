@@ -84,6 +84,8 @@ class Pump:
         # run -> (when checked, why it stopped: None while it goes on, "" for a cancel, else Run.stop_reason)
         self._runs: dict[object, tuple[float, str | None]] = {}
         self._latencies: dict[object, Latencies] = {}  # run -> its calls' latencies, in this process
+        # run -> the endpoints without prices its calls went to that this process has named on it (Run.unpriced)
+        self._unpriced: dict[object, set[str]] = {}
         self._slow_checked = 0.0
         self._thread: threading.Thread | None = None
         self._suspect = False  # a connection failed: check the claims against the database (_reconcile)
@@ -233,6 +235,7 @@ class Pump:
         written: list[tuple[sql.Claimed, float]] = []  # each turn this round stored, for the cost limits
         if turns:
             writes.write_turns(turns, stop=self._stopping, on_back=self._reconcile)
+            unpriced: dict[object, set[str]] = {}
             for message in turns:
                 playing, stored = self._playing.get(message.conversation_id), message.stored
                 if playing is None:
@@ -240,6 +243,8 @@ class Pump:
                 written.append((playing.claimed, message.turn.spent))
                 if stored.done() and stored.exception() is None and stored.result():
                     playing.stored.append(message.turn)
+                    unpriced.setdefault(playing.claimed.run_id, set()).update(message.turn.unpriced)
+            self._note_unpriced(unpriced)
         starting = self._end(ended, written) if ended else []
         if written and not ended:
             budget.check((), written)  # a run at its cost limit plays no further turn (runs.worker.budget)
@@ -254,6 +259,26 @@ class Pump:
             if not (poll and lost) or heartbeat.stopping.is_set():
                 break
             lost = self._start(self._take_waiting(self.capacity - self.held()))
+
+    def _note_unpriced(self, called: dict[object, set[str]]) -> None:
+        """Name on each run the endpoints without prices its calls went to, as its turns are stored and its
+        conversations end, so that its pages say its cost is unknown, or a lower bound, from the first such
+        call. Each name is written once per run by this process; one whose write failed is tried again with
+        the run's next turn or end."""
+        for run_id, names in called.items():
+            named = self._unpriced.setdefault(run_id, set())
+            new = names - named
+            if not new:
+                continue
+            try:
+                self._patiently(
+                    lambda run_id=run_id, new=new: writes.note_unpriced(run_id, new),
+                    f"naming run {run_id}'s endpoints without prices",
+                )
+            except Exception:
+                log.exception("run %s: could not name its endpoints without prices %s", run_id, sorted(new))
+                continue
+            named |= new
 
     def _note_slow_calls(self) -> None:
         """Say on each conversation's row whether a model call of it is slow (out longer than a few times its
@@ -466,6 +491,12 @@ class Pump:
             if write is not None:
                 ends.append((claimed, *write))
         writes.write_ends(ends, self._patiently)
+        # The graders that judge a conversation after its last turn name theirs on its result's last turn.
+        unpriced: dict[object, set[str]] = {}
+        for claimed, write, argument in ends:
+            if write is writes.finish:
+                unpriced.setdefault(claimed.run_id, set()).update(argument.unpriced)
+        self._note_unpriced(unpriced)
         ended_claims = [message.playing.claimed for message in ended]
         budget.check(ended_claims, written)  # a run at its cost limit starts nothing more
         for claimed in ended_claims:
@@ -474,6 +505,7 @@ class Pump:
         playing_runs = {playing.claimed.run_id for playing in self._playing.values()}
         for run_id in {claimed.run_id for claimed in ended_claims} - playing_runs:
             self._latencies.pop(run_id, None)
+            self._unpriced.pop(run_id, None)
         # A stopping worker fills no slots: what it dispatches is published for the others.
         freed = None if heartbeat.stopping.is_set() else scheduling.FreedSlots(room=len(ended))
         for run_id, endpoint_name in dict.fromkeys((c.run_id, c.endpoint_name) for c in ended_claims):

@@ -18,7 +18,7 @@ from engine.conversation import ResumeMismatch
 from engine.redact import redact
 from engine.results import EvalResult, TurnRecord
 from runs import outage
-from runs.models import Status
+from runs.models import Run, Status
 
 from . import sql, sql_turns
 from .claims import LostClaim, heartbeat
@@ -136,6 +136,19 @@ def restore_turns(conversation_id: int, attempt: int, turns: list[TurnRecord]) -
     with transaction.atomic():
         for turn in turns:
             sql_turns.store_turn(now=now, **turn_row(conversation_id, attempt, turn))
+
+
+def note_unpriced(run_id, names: set[str]) -> None:
+    """Name on the run endpoints without prices that its calls went to (Run.unpriced, which its pages read), in
+    a transaction of its own: the run's row is locked only as long as it takes, and two workers that name
+    endpoints at once each keep the other's."""
+    with transaction.atomic():
+        known = Run.objects.select_for_update().filter(pk=run_id).values_list("unpriced", flat=True).first()
+        if known is None:  # the run is gone
+            return
+        merged = sorted({*known, *names})
+        if merged != sorted(known):
+            Run.objects.filter(pk=run_id).update(unpriced=merged)
 
 
 def note_slow_calls(changed: list[tuple[Playing, float | None]], now: float) -> bool:

@@ -1,7 +1,8 @@
 """The cost limit in `evalsite run`'s runner, on long conversations against the fake endpoint with prices and
 latency: the spend counts each turn as it is played (the live line moves before any conversation ends), and
-once it reaches the limit the conversations in flight stop before their next model call, their turns kept.
-The run passes its limit by at most the calls out when it was reached: one per conversation playing."""
+once it reaches the limit the conversations in flight stop before their next model call, their turns kept,
+also between the calls of one turn's judges. The run passes its limit by at most the calls out when it was
+reached: one per conversation playing."""
 
 from __future__ import annotations
 
@@ -118,3 +119,50 @@ def test_evalsite_run_shows_the_spend_as_turns_are_played_and_exits_3_at_the_lim
         in printed
     )
     assert f"\nOverall: ⏹ STOPPED ({REASON})\n" in printed
+
+
+VERDICT = '{"score": 1, "reason": "ok"}'  # four words: four completion tokens, each call 4 * CALL
+JUDGES = 5
+JUDGED_LIMIT = 0.6  # passed by the model's reply and the first judge's answer, 0.8 together
+
+
+def judged(limit: float) -> str:
+    """One turn whose reply five judges grade, a call each, under a cost limit."""
+    checks = "".join(f"      - llm_judge: {{criteria: Criterion {n}}}\n" for n in range(JUDGES))
+    return f"name: judged\nmodel: gpt-test\nmax_cost: {limit}\nevals:\n  - prompt: Question\n    checks:\n{checks}"
+
+
+def test_the_limit_is_checked_between_the_calls_of_one_turns_judges(fake, monkeypatch):
+    """The limit is reached by the first judge's call: the four others are not made, and the conversation stops
+    with its turn kept, ungraded, with what it cost; without the check all five judge it, four times over."""
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    fake.default_reply = VERDICT  # the model's reply too: every call costs the same
+    registry = EndpointRegistry(
+        default=EndpointConfig(
+            name=DEFAULT, base_url=fake.base_url, api_key_env="OPENAI_API_KEY", price_output=PRICE_OUTPUT
+        )
+    )
+    report = run_suite(load_suite(judged(JUDGED_LIMIT)), registry)
+    each = 4 * CALL
+    assert len(fake.chat_requests()) == 2  # the model's, then one judge's
+    reason = f"cost limit ${JUDGED_LIMIT:.2f} reached"
+    assert report.status == Status.CANCELLED and report.stop_reason == reason
+    (result,) = report.evals
+    assert result.status == Status.CANCELLED and result.verdict == f"stopped after 1 turn: {reason}"
+    (turn,) = result.turns
+    assert turn.passed is None and turn.checks == []  # no verdict on a reply half its judges graded
+    assert (turn.cost, turn.judge_cost) == (pytest.approx(each), pytest.approx(each))
+    assert report.totals.cost == pytest.approx(2 * each)
+
+
+def test_under_the_limit_every_judge_grades_the_turn(fake, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    fake.default_reply = VERDICT
+    registry = EndpointRegistry(
+        default=EndpointConfig(
+            name=DEFAULT, base_url=fake.base_url, api_key_env="OPENAI_API_KEY", price_output=PRICE_OUTPUT
+        )
+    )
+    report = run_suite(load_suite(judged(10.0)), registry)
+    assert len(fake.chat_requests()) == 1 + JUDGES
+    assert report.status == Status.PASSED and len(report.evals[0].turns[0].checks) == JUDGES

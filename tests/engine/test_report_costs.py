@@ -127,10 +127,26 @@ def test_a_judge_without_prices_leaves_a_lower_bound():
     assert report.unpriced == ["judges"] and report.totals.judge_tokens > 0
     assert report.totals.cost == round(report.totals.total_tokens / 1e6, 8)  # the model's calls alone
     assert f", at least ${report.totals.cost:.6f} (no prices for endpoint judges), " in format_summary(report)
-    (line,) = [
-        line for line in format_eval(report.evals[0], 1, report.unpriced).splitlines() if "Tokens:" in line
-    ]
-    assert line.endswith(f", cost at least ${report.evals[0].turns[0].cost:.6f}")
+    (turn,) = report.evals[0].turns
+    assert turn.unpriced == ["judges"]  # the turn names where its calls went without prices
+    (line,) = [line for line in format_eval(report.evals[0]).splitlines() if "Tokens:" in line]
+    assert line.endswith(f", cost at least ${turn.cost:.6f}")
+
+
+def test_an_endpoint_without_prices_that_no_call_went_to_leaves_the_cost_known():
+    """The suite names a judge on an endpoint without prices, but no check asks it: every call went to the
+    priced model, so the cost is known, in dollars."""
+    source = JUDGED.replace("model: m\n", "model: m\njudge: judges/j\n").replace(
+        "      - llm_judge: {criteria: Names Paris}\n", "      - contains: Paris\n"
+    )
+    with FakeOpenAI() as fake:
+        default = EndpointConfig(name="default", base_url=fake.base_url, price_input=1.0, price_output=1.0)
+        judges = EndpointConfig(name="judges", base_url=fake.base_url, max_retries=0)
+        report = run_suite(load_suite(source), EndpointRegistry(default=default, named={"judges": judges}))
+        assert [request["model"] for request in fake.chat_requests()] == ["m"]  # the judge was never asked
+    assert report.unpriced == [] and report.cost_known
+    assert report.totals.cost == round(report.totals.total_tokens / 1e6, 8) > 0
+    assert f", ${report.totals.cost:.6f}, " in format_summary(report)
 
 
 def test_the_mock_costs_nothing_it_is_not_unknown(registry):
@@ -170,7 +186,8 @@ def test_evalsite_run_says_so_and_its_json_too(tmp_path, monkeypatch, settings):
 
 
 def test_the_lines_a_run_ends_with_say_what_prices_do_not_tell(capsys):
-    tally = Tally(4, ["default"])
+    tally = Tally(4)
+    tally.calls_unpriced().add("default")  # a call went out to the default endpoint, which has no prices
     assert " · cost unknown · " in tally.line() and " · $? · " in tally.line(40)
     with pytest.raises(KeyboardInterrupt) as stopped, interrupted(tally, None, shown=True):
         raise KeyboardInterrupt

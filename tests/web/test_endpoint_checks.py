@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import socket
 
+from django.conf import settings
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
@@ -270,7 +271,7 @@ def test_the_api_validate_reports_routes_and_warnings(logged_in, fake_endpoint, 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-set")
     answer = logged_in.post("/api/suites/validate", {"source": TYPO}, content_type="application/json").json()
     assert answer["valid"] is True
-    assert answer["routes"][0] == "model `faek/gpt-test` → no endpoint named `faek`"
+    assert answer["routes"][0] == f"model `faek/gpt-test` → default ({settings.OPENAI_BASE_URL})"
     assert [(w["line"], w["column"], w["path"]) for w in answer["warnings"]] == [(2, 8, "model")]
 
 

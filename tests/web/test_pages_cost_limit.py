@@ -1,7 +1,8 @@
 """A run its cost limit stopped, as the pages and the API say it ("stopped: cost limit $X reached", not a plain
 "cancelled"), stopped through the workers' own path (runs.worker.budget) after one conversation has ended and
 another is playing; and that path itself: the conversations in flight told to stop, a conversation played by a
-worker's pump stopping at the turn that reaches the limit, and what a round's check costs."""
+worker's pump stopping at the turn that reaches the limit, or between two of a turn's judges' calls, and what a
+round's check costs."""
 
 from __future__ import annotations
 
@@ -137,6 +138,30 @@ def test_a_conversation_stops_at_the_turn_that_reaches_the_limit_with_its_turns_
     assert first.cost == pytest.approx(0.3) and first.turns.count() == 3
     assert len(fake_openai.chat_requests()) == 3
     assert (second.status, second.verdict) == (Status.CANCELLED, "not started: cost limit $0.25 reached")
+
+
+JUDGED = "name: judged\nmodel: fake/m\nmax_cost: 0.6\nevals:\n  - prompt: Question\n    checks:\n" + "".join(
+    f"      - llm_judge: {{criteria: Criterion {n}}}\n" for n in range(5)
+)
+
+
+def test_a_worker_stops_a_turns_judges_once_the_limit_is_reached_between_their_calls(
+    user, fake_endpoint, fake_openai
+):
+    """Each call answers with four tokens, $0.40: the model's reply and the first judge's reach the $0.60
+    limit, so the four other judges are never asked, and the turn is kept ungraded with what it cost."""
+    fake_endpoint.price_output = 100_000
+    fake_endpoint.save()
+    fake_openai.default_reply = '{"score": 1, "reason": "ok"}'
+    run = play(launch(user, JUDGED))
+    assert len(fake_openai.chat_requests()) == 2
+    conversation = run.conversations.get()
+    assert (conversation.status, conversation.verdict) == (
+        Status.CANCELLED, "stopped after 1 turn: cost limit $0.60 reached"
+    )  # fmt: skip
+    assert conversation.cost == pytest.approx(0.8)
+    (turn,) = conversation.turns.all()
+    assert turn.passed is None and turn.record["checks"] == []
 
 
 def claimed(run: Run) -> sql.Claimed:

@@ -1,5 +1,6 @@
 """A run's cost on its pages and in its API: a run on an endpoint without prices says its cost is unknown,
-naming the endpoint, where it showed $0.0000 as if the calls were free; the mock's $0 stays."""
+naming the endpoint, where it showed $0.0000 as if the calls were free; the mock's $0 stays. What makes a
+cost unknown is a call made to an endpoint without prices, not one the suite names and never calls."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from endpoints.models import Endpoint
+from runs.models import Turn
 from runs.services import create_run, regrade
 from runs.tokens import create_token
 from suites.services import create_suite
+from tests.conftest import FAKE_KEY_ENV
 from tests.factories import MOCK_CI_SUITE, bearer, body, play
 
 pytestmark = pytest.mark.django_db
@@ -79,3 +83,64 @@ def test_a_regrade_calls_the_judges_alone_so_the_models_prices_do_not_matter(use
     source = _played(user, ON_FAKE)
     again = play(regrade(source, version=source.suite_version, user=user))
     assert source.unpriced == ["fake"] and again.unpriced == []
+
+
+# --- a judge on another endpoint, without prices, while the model's has them ----------------------------------
+
+JUDGED_ELSEWHERE = """\
+name: judged-elsewhere
+model: fake/test-model
+judge: slow/judge-model
+evals:
+  - {id: hello, prompt: Say hello, checks: [CHECK]}
+"""
+NEVER_ASKED = JUDGED_ELSEWHERE.replace("CHECK", "{contains: score}")
+ASKED = JUDGED_ELSEWHERE.replace("CHECK", "{llm_judge: {criteria: Says hello}}")
+
+
+@pytest.fixture
+def slow_endpoint(fake_endpoint, fake_openai):
+    """`slow`, a second endpoint on the fake server, without prices, for the judges; `fake`, the model's, has
+    prices. Every call is answered with a verdict the judges read and `contains: score` passes."""
+    fake_endpoint.price_input = fake_endpoint.price_output = 1000
+    fake_endpoint.save()
+    fake_openai.default_reply = '{"score": 1, "reason": "ok"}'
+    return Endpoint.objects.create(
+        name="slow", base_url=fake_openai.base_url, api_key_env=FAKE_KEY_ENV, max_concurrency=50, timeout=5
+    )
+
+
+def test_a_judge_without_prices_that_no_check_asks_leaves_the_cost_known(
+    logged_in, user, slow_endpoint, fake_openai
+):
+    run = _played(user, NEVER_ASKED)
+    assert run.status == "passed" and run.unpriced == []
+    assert {request["model"] for request in fake_openai.chat_requests()} == {"test-model"}
+    cost = run.conversations.get().cost
+    assert cost > 0
+    page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert _cost_card(page) == f"${cost:.4f}"
+    _, token = create_token(user, "ci")
+    results = json.loads(body(Client().get(f"/api/runs/{run.pk}/results", **bearer(token))))
+    assert (results["unpriced"], results["cost_known"]) == ([], True)
+
+
+def test_a_judge_without_prices_that_is_asked_makes_the_cost_a_lower_bound(logged_in, user, slow_endpoint):
+    run = _played(user, ASKED)
+    assert run.status == "passed" and run.unpriced == ["slow"]
+    (turn,) = Turn.objects.filter(conversation__run=run)
+    assert turn.record["unpriced"] == ["slow"]  # the turn says where its calls went without prices
+    cost = run.conversations.get().cost
+    assert cost > 0  # the model's calls, which have prices
+    page = logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert _cost_card(page) == f"at least ${cost:.4f} no prices for endpoint slow"
+
+
+def test_graders_that_judge_after_the_last_turn_name_their_endpoint_on_the_run(user, slow_endpoint):
+    source = NEVER_ASKED + (
+        "graders:\n  quality: {kind: llm_judge, model: slow/grader-model, rubric: 'Rate {submission}'}\n"
+    )
+    run = _played(user, source)
+    assert run.status == "passed" and run.unpriced == ["slow"]
+    (turn,) = Turn.objects.filter(conversation__run=run)
+    assert turn.record["unpriced"] == []  # stored before the graders judged: the run names it at the end
