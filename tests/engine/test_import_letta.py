@@ -330,10 +330,13 @@ def test_a_reward_over_per_turn_rows_marks_each_turn_as_letta_does_and_fails_no_
     shown = format_eval(capitals)
     assert "❌ FAIL correctness 0.00: does not contain 'Rome'" in shown
     assert "  Turns: 2/3 ✓✓✗" in shown
-    assert "Overall: ✅ PASS (weighted score 0.67 (needs 0): correctness 0.67✗; 2/3 turns passed)" in shown
+    assert capitals.verdict == "weighted score 0.67 ≥ 0.00: correctness 0.67 < 1.00; 2 of 3 turns passed"
+    assert f"Overall: ✅ PASS ({capitals.verdict})" in shown
     assert "3/3" not in shown
     # the one line a passing conversation gets in the terminal counts the turns too
-    assert format_line(sums).endswith("(weighted score 0.00 (needs 0): correctness 0.00✗; 0/2 turns passed)")
+    assert format_line(sums).endswith(
+        "(weighted score 0.00 ≥ 0.00: correctness 0.00 < 1.00; 0 of 2 turns passed)"
+    )
 
 
 def test_a_grader_key_letta_does_not_have_is_said_to_be_left_out():
