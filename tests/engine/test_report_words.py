@@ -110,6 +110,32 @@ def test_a_given_reply_reads_as_its_count(registry, reply, expected):
     assert overall(result) == expected
 
 
+JUDGED = """\
+name: judged
+model: mock
+judge: mock
+pass_threshold: 0.7
+grader: llm_judge
+rubric: "Grade this answer: {submission}"
+mock:
+  rules:
+    - {when: "*Grade this answer*", reply: '{"score": 0.7, "reason": "close enough"}'}
+    - {when: "*", reply: "An answer."}
+evals:
+  - input: [One?, Two?, Three?]
+    ground_truth: [one, two, three]
+"""
+
+
+def test_turns_that_each_reached_the_line_pass_though_their_mean_falls_under_it_by_a_rounding_error(registry):
+    """Three grades of 0.7 have a mean of 0.6999…98 in floating point: the eval reached its 0.7 and passes,
+    as a named grader's mean does, and its verdict says the score reached the line."""
+    (result,) = _played(JUDGED, registry).evals
+    assert [turn.grade.score for turn in result.turns] == [0.7, 0.7, 0.7]
+    assert result.score < 0.7 and result.status == "passed"
+    assert result.verdict == "every turn passed: 3 of 3, score 0.70 ≥ 0.70"
+
+
 def test_a_score_that_rounds_to_its_line_is_given_the_digits_that_tell_them_apart():
     from engine.text import against
 
