@@ -240,7 +240,7 @@ def _turn_grades(
     return [
         grade_named(
             name,
-            grader,
+            _at_turn(grader),
             turn=position,
             replies=[text],
             ground_truth=step.ground_truth,
@@ -254,6 +254,14 @@ def _turn_grades(
         )  # fmt: skip
         for name, grader in graders.items()
     ]
+
+
+def _at_turn(grader):
+    """The grader as it marks one turn of a conversation graded turn by turn: at its `turn_threshold`, when it
+    has one (Letta marks a turn passed at a score of 1 whatever line its rows pass at)."""
+    if grader.turn_threshold is None:
+        return grader
+    return grader.model_copy(update={"threshold": grader.turn_threshold})
 
 
 def with_graders(
@@ -308,7 +316,9 @@ def with_graders(
     results = []
     for name, grader in graders.items():
         items = by_name.get(name, [])
-        threshold = items[0].threshold if items else (grader.threshold or 1.0)
+        # The grader's own line, not its grades': a turn's may be its turn_threshold.
+        threshold = grader.threshold if grader.threshold is not None else ctx.defaults.pass_threshold
+        threshold = 1.0 if threshold is None else threshold
         score = aggregation([item.score for item in items]) if items else None
         results.append(
             GraderResult(

@@ -173,3 +173,30 @@ def test_a_rubric_file_is_attached_and_read():
         load_suite(source)
     with pytest.raises(SuiteError, match=r"quality.md: unknown placeholder \{answer\}"):
         load_suite(source, files={"quality.md": "Grade {answer}."})
+
+
+def test_a_turn_threshold_marks_each_turn_at_its_line_while_the_grader_passes_the_eval_at_its_threshold(
+    fake_openai,
+):
+    """`turn_threshold` is the line a turn's grade needs to be marked passed (Letta's 1), apart from the
+    `threshold` the grader's eval score needs: a turn the judge scores 0.9 fails, the eval at 0.95 passes."""
+    fake_openai.rule("Capital of France?", "Paris", model="agent")
+    fake_openai.rule("Capital of Peru?", "Lima", model="agent")
+    fake_openai.rule("Is Paris right", verdict(1.0), where="any", model="grader-model")
+    fake_openai.rule("Is Lima right", verdict(0.9), where="any", model="grader-model")
+    source = (
+        "name: marks\nmodel: agent\ngraders:\n  quality:\n    kind: llm_judge\n"
+        '    rubric: "Is {submission} right for {input}? Expected {ground_truth}."\n'
+        "    model: grader-model\n    threshold: 0.8\n    turn_threshold: 1\n"
+        "evals:\n  - {input: [Capital of France?, Capital of Peru?], ground_truth: [Paris, Lima]}\n"
+    )
+    (result,) = run_suite(load_suite(source), registry(fake_openai), concurrency=1).evals
+    assert [[(g.score, g.passed, g.threshold) for g in turn.grades] for turn in result.turns] == [
+        [(1.0, True, 1.0)],
+        [(0.9, False, 1.0)],
+    ]
+    assert (result.turns_passed, result.turns_total) == (1, 2)
+    (quality,) = result.graders
+    assert (quality.score, quality.threshold, quality.passed) == (pytest.approx(0.95), 0.8, True)
+    assert result.status == "passed"
+    assert result.verdict == "quality 0.95 ≥ 0.80; 1 of 2 turns passed"
