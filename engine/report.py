@@ -19,7 +19,6 @@ from enum import StrEnum
 
 from .clients.settings import briefly
 from .cost import no_prices, spent
-from .drivers import COUNTED
 from .outcomes import NOT_STARTED, Status
 from .results import (
     DEFAULT_ENDPOINT,
@@ -33,7 +32,7 @@ from .results import (
     TurnRecord,
 )
 from .schema import Style
-from .text import plural, terminal_safe
+from .text import against, plural, terminal_safe
 
 PASS = "✅ PASS"
 FAIL = "❌ FAIL"
@@ -138,18 +137,10 @@ def _marked(mark: str, how: str) -> str:
 
 def how_passed(result: EvalResult) -> str:
     """How a conversation passed, in words that follow a mark already saying it passed: the turn that
-    succeeded; for a style whose verdict counts graded turns, that count; else the verdict past its first
-    word ("after 3 turns: condition met: …")."""
+    succeeded; else the verdict past its first word, if that word is the outcome ("after 3 turns: condition
+    met: …"), as counted verdicts never start with it ("every turn passed: 2 of 2")."""
     if result.passed_on_turn is not None:
         return f"succeeded on turn {result.passed_on_turn}"
-    if result.conversation in COUNTED and not result.graders and result.turns_total:
-        passed, total = result.turns_passed or 0, result.turns_total
-        # A turn without checks is no graded one: the count says so when the conversation has such turns.
-        noun = "turn" if total == len(result.turns) else "graded turn"
-        if passed == total:
-            return f"every {noun} passed: {passed} of {total}"
-        score = f", score {result.score:.2f}" if result.score is not None else ""
-        return f"{passed} of {plural(total, noun)} passed{score}"
     return _after_outcome(result.verdict, Status.PASSED)
 
 
@@ -211,9 +202,8 @@ def format_eval(result: EvalResult, iterations: int = 1, unpriced: Sequence[str]
     for grader in result.graders:
         if grader.score is not None:
             mark = PASS if grader.passed else FAIL
-            lines.append(
-                f"  {mark} grader {grader.name} ({grader.kind}) {grader.score:.2f}, needs {grader.threshold:g}"
-            )
+            score = against(grader.score, grader.threshold, label="")
+            lines.append(f"  {mark} grader {grader.name} ({grader.kind}) {score}")
             for item in grader.grades:
                 lines.append(_grade_line(item, "    "))
     if result.turns_total:

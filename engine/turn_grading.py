@@ -21,6 +21,7 @@ from .outcomes import Status
 from .patterns import RegexFailure
 from .results import GraderResult, SimulatedUserCall, ToolCall, ToolRound, TurnGrade, TurnRecord, Usage
 from .schema import Eval, WeightedPassRule
+from .text import SCORE_EPSILON, against, turns_passed
 from .tools import carried_out
 from .transcript import tool_calls_in
 
@@ -241,7 +242,7 @@ def _turn_grades(
     return [
         grade_named(
             name,
-            grader,
+            _at_turn(grader),
             turn=position,
             replies=[text],
             ground_truth=step.ground_truth,
@@ -255,6 +256,14 @@ def _turn_grades(
         )  # fmt: skip
         for name, grader in graders.items()
     ]
+
+
+def _at_turn(grader):
+    """The grader as it marks one turn of a conversation graded turn by turn: at its `turn_threshold`, when it
+    has one (Letta marks a turn passed at a score of 1 whatever line its rows pass at)."""
+    if grader.turn_threshold is None:
+        return grader
+    return grader.model_copy(update={"threshold": grader.turn_threshold})
 
 
 def with_graders(
@@ -312,7 +321,9 @@ def with_graders(
     results = []
     for name, grader in graders.items():
         items = by_name.get(name, [])
-        threshold = items[0].threshold if items else (grader.threshold or 1.0)
+        # The grader's own line, not its grades': a turn's may be its turn_threshold.
+        threshold = grader.threshold if grader.threshold is not None else ctx.defaults.pass_threshold
+        threshold = 1.0 if threshold is None else threshold
         score = aggregation([item.score for item in items]) if items else None
         results.append(
             GraderResult(
@@ -320,7 +331,7 @@ def with_graders(
                 kind=grader.kind,
                 score=score,
                 threshold=threshold,
-                passed=None if score is None else score >= threshold - 1e-9,
+                passed=None if score is None else score >= threshold - SCORE_EPSILON,
                 turns_graded=len(items),
                 grades=[] if _per_turn(ev) else items,
             )  # fmt: skip
@@ -340,7 +351,11 @@ def graded_verdict(
     checks): it passes when both do; its score is the graders' mean, or their weighted mean. Turns the
     graders graded one by one are counted in it as their marks say, since a pass rule may pass an eval
     whose turns failed (a reward with no pass line). A weighted rule `with_turns` instead counts the
-    weighted mean as one more score beside the graded turns' (`turn_scores`)."""
+    weighted mean as one more score beside the graded turns' (`turn_scores`).
+
+    It reads "weighted score 0.71 < 0.75: quality 0.80 ≥ 0.70, ascii_only 0.50 < 1.00; 1 of 2 turns
+    passed", "1 of 2 graders passed: …", or, with one grader, its score alone: each grader's score beside
+    its threshold."""
     scored = [item for item in results if item.score is not None]
     if isinstance(rule, WeightedPassRule) and rule.with_turns and turn_scores is not None:
         return _with_turns(rule, results, verdict, turn_scores)
@@ -348,8 +363,8 @@ def graded_verdict(
         weights = rule.weighted_average
         total = sum(weights.values())
         score = sum(weights[item.name] * item.score for item in scored if item.name in weights) / total
-        ok = score >= rule.threshold - 1e-9
-        how = f"weighted score {score:.2f} (needs {rule.threshold:g})"
+        ok = score >= rule.threshold - SCORE_EPSILON
+        how = against(score, rule.threshold, "weighted score")
         failed = [item.name for item in results if item.name in rule.required and not item.passed]
         if failed:
             ok = False
@@ -358,22 +373,35 @@ def graded_verdict(
         score = sum(item.score for item in scored) / len(scored) if scored else 0.0
         passes = [bool(item.passed) for item in results]
         ok = all(passes) if rule == "all" else any(passes)
-        how = f"{sum(passes)}/{len(passes)} graders passed" + ("" if rule == "all" else " (any)")
-    detail = ", ".join(
-        f"{item.name} {item.score:.2f}{'✓' if item.passed else '✗'}"
-        for item in results
-        if item.score is not None
-    )
+        how = _graders_passed(sum(passes), len(passes), rule, ok)
     checks_passed = verdict.outcome == Status.PASSED
     status = Status.PASSED if ok and checks_passed else Status.FAILED
-    reason = f"{status}: {how}: {detail}"
+    detail = _grader_scores(results)
+    reason = f"{how}: {detail}" if how and detail else how or detail
     marks = [turn.passed for turn in turns if turn.grades and turn.passed is not None]
     if marks:
-        reason += f"; {sum(1 for mark in marks if mark)}/{len(marks)} turns passed"
+        reason += f"; {turns_passed(sum(1 for mark in marks if mark), len(marks))}"
     if not checks_passed and ok:
-        reason += f"; {verdict.reason}"
+        reason += f"; checks: {verdict.reason}"
     text = reason if verdict.text == verdict.reason else f"{reason}; {verdict.text}"
     return Verdict(status, score, reason, text, verdict.passed_on_turn if status == Status.PASSED else None)
+
+
+def _graders_passed(passed: int, total: int, rule, ok: bool) -> str:
+    """How many graders passed, as a rule of all or any counts them; nothing for one grader, whose score
+    beside its threshold says it."""
+    if total == 1:
+        return ""
+    if rule == "all":
+        return "every grader passed" if passed == total else f"{passed} of {total} graders passed"
+    return f"{passed} of {total} graders passed, " + ("one is enough" if ok else "needs one")
+
+
+def _grader_scores(results: list[GraderResult]) -> str:
+    """Each grader's score beside its threshold: "quality 0.80 ≥ 0.70, ascii_only 0.50 < 1.00"."""
+    return ", ".join(
+        against(item.score, item.threshold, item.name) for item in results if item.score is not None
+    )
 
 
 def _with_turns(
@@ -390,24 +418,20 @@ def _with_turns(
     if failed:
         graded = 0.0
     score = AGGREGATIONS[turns.aggregation]([*turns.scores, graded])
-    ok = score >= rule.threshold - 1e-9 and not turns.stopped
+    ok = score >= rule.threshold - SCORE_EPSILON and not turns.stopped
     status = Status.PASSED if ok else Status.FAILED
     parts = ", ".join(f"{value:.2f}" for value in turns.scores)
     how = (
-        f"score {score:.2f} (needs {rule.threshold:g}), the {turns.aggregation} of "
+        f"{against(score, rule.threshold)}, the {turns.aggregation} of "
         + (f"the turns' {parts} and " if parts else "")
         + f"the graders' {graded:.2f}"
     )
     if failed:
-        how += f" (required {', '.join(failed)} failed)"
+        how += f", required {', '.join(failed)} failed"
     if turns.stopped:
         how += ", stopped at a failed turn"
-    detail = ", ".join(
-        f"{item.name} {item.score:.2f}{'✓' if item.passed else '✗'}"
-        for item in results
-        if item.score is not None
-    )
-    reason = f"{status}: {how}: {detail}"
+    detail = _grader_scores(results)
+    reason = f"{how}: {detail}" if detail else how
     return Verdict(status, score, reason, reason, verdict.passed_on_turn if ok else None)
 
 

@@ -27,8 +27,6 @@ DRIVERS: dict[Style, type[Driver]] = {
 
 # The styles whose turns are each graded on their own (Driver.graded_per_turn).
 GRADED_PER_TURN = frozenset(style for style, driver in DRIVERS.items() if driver.graded_per_turn)
-# The styles whose verdict counts their graded turns ("passed: 2/3 passed"): Scripted's and its kin's.
-COUNTED = frozenset(style for style, driver in DRIVERS.items() if issubclass(driver, Scripted))
 
 
 def driver_for(ev: Eval, index: int, defaults: Defaults) -> Driver:
@@ -36,7 +34,6 @@ def driver_for(ev: Eval, index: int, defaults: Defaults) -> Driver:
 
 
 __all__ = [
-    "COUNTED",
     "DRIVERS",
     "GRADED_PER_TURN",
     "Defaults",

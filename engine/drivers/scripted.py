@@ -10,6 +10,7 @@ from dataclasses import replace
 from ..outcomes import Status
 from ..results import TurnRecord
 from ..schema import Eval
+from ..text import SCORE_EPSILON, against, turns_passed
 from .base import Defaults, Driver, Step, TurnScores, Verdict
 
 AGGREGATIONS = {"mean": lambda scores: sum(scores) / len(scores), "min": min, "max": max}
@@ -92,13 +93,22 @@ class Scripted(Driver):
         return sum(1 for ok in marks if ok), len(marks)
 
     def verdict(self, turns: Sequence[TurnRecord]) -> Verdict:
+        """The graded turns that passed, and the score against the eval's pass_threshold: "2 of 3 turns
+        passed, score 0.67 ≥ 0.60", "2 of 3 turns passed, score 0.67 < 1.00"; the score is left out when
+        every turn passed with full marks ("every turn passed: 2 of 2"), as no line can matter then."""
         units = self.units(turns)
         if not units:  # graded by named graders alone (engine.conversation combines their verdict)
-            return Verdict(Status.PASSED, None, "passed: no checks of its own")
+            return Verdict(Status.PASSED, None, "no checks of its own")
         score = AGGREGATIONS[self.aggregation]([score for score, _ in units])
         passed = sum(1 for _, ok in units if ok)
         stopped = len(turns) < len(self.steps)
-        note = f"{passed}/{len(units)} passed" + (f", stopped after turn {len(turns)}" if stopped else "")
-        if score >= self.threshold and not stopped:
-            return Verdict(Status.PASSED, score, f"passed: {note}")
-        return Verdict(Status.FAILED, score, f"failed: {note} (score {score:.2f}, needs {self.threshold:g})")
+        # A turn with nothing to grade is no graded one: the count says so when the conversation has such turns.
+        parts = [turns_passed(passed, len(units), "turn" if len(units) == len(turns) else "graded turn")]
+        if stopped:
+            parts.append(f"stopped after turn {len(turns)}")
+        if passed < len(units) or score < 1.0 - SCORE_EPSILON:
+            parts.append(against(score, self.threshold))
+        # A mean of scores that each reached the line may fall under it by a rounding error (three 0.7s).
+        reached = score >= self.threshold - SCORE_EPSILON
+        outcome = Status.PASSED if reached and not stopped else Status.FAILED
+        return Verdict(outcome, score, ", ".join(parts))

@@ -180,6 +180,12 @@ class NamedGrader(StrictModel):
         le=1.0,
         description="Score needed to pass (default: the suite's pass_threshold, else 1.0).",
     )
+    turn_threshold: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Graded turn by turn: the score a turn's grade needs to be marked passed (default: threshold).",
+    )
     check: Any = Field(None, description="check: the one check it applies (no follow-ups).")
 
     @model_validator(mode="before")

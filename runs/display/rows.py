@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from engine.clients.settings import briefly
 from engine.outcomes import NOT_STARTED
+from engine.text import against
 
 from ..models import Conversation, Status
 
@@ -89,5 +90,5 @@ def grader_cells(conversation, names: list[str]) -> list[dict | None]:
             cells.append(None)
         else:
             cells.append({"score": f"{item['score']:.2f}", "passed": item.get("passed"),
-                          "title": f"{name}: {item['score']:.2f}, needs {item.get('threshold', 1):g}"})  # fmt: skip
+                          "title": against(item["score"], item.get("threshold", 1), name)})  # fmt: skip
     return cells

@@ -193,7 +193,7 @@ def test_per_turn_grades_in_the_transcript(page, watch, user):
     conversation = Conversation.objects.create(
         run=run, index=0, eval_id="europe", prompt="What is the capital of France?", kind="multi-turn",
         style="scripted", status="failed", turn_count=3, turns_passed=2, turns_total=3, score=2 / 3,
-        verdict="failed: 2/3 passed (score 0.67, needs 1)", prompt_tokens=96, completion_tokens=21,
+        verdict="2 of 3 turns passed, score 0.67 < 1.00", prompt_tokens=96, completion_tokens=21,
     )  # fmt: skip
     answers = [
         ("What is the capital of France?", "The capital of France is Paris.", "Paris"),
@@ -219,7 +219,7 @@ def test_per_turn_grades_in_the_transcript(page, watch, user):
     page.goto(f"/runs/{run.pk}/")
     expect(page.locator("#gates")).to_contain_text("avg >= 0.6 — actual 0.667 ✓")
     row = page.locator("#conversations tbody tr").first
-    expect(row).to_contain_text("failed: 2/3 passed")
+    expect(row).to_contain_text("2 of 3 turns passed, score 0.67 < 1.00")
     expect(row.locator(".strip")).to_have_text("2/3 ✓✓✗")
 
     row.locator("a.row-link").click()

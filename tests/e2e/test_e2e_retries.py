@@ -130,7 +130,7 @@ def test_retry_errored_conversations_resumes_them_after_their_last_stored_turn(
     steps.refresh_from_db()
     assert (steps.status, steps.verdict, steps.error, steps.attempt) == (
         Status.PASSED,
-        "passed: 3/3 passed",
+        "every turn passed: 3 of 3",
         "",
         2,
     )

@@ -117,7 +117,7 @@ def test_scripted_history_and_turns_through_a_worker(user, fake_endpoint, fake_o
         "memory": ("passed", "turns", 1, 1, 2),
     }
     assert conversations["capitals"].score == pytest.approx(2 / 3)
-    assert conversations["capitals"].verdict == "failed: 2/3 passed (score 0.67, needs 1)"
+    assert conversations["capitals"].verdict == "2 of 3 turns passed, score 0.67 < 1.00"
     assert conversations["review"].history == REVIEW_HISTORY
     assert conversations["capitals"].history == []
     assert conversations["review"].prompt == "Here it is:"

@@ -76,7 +76,7 @@ def test_per_turn_grading_grades_each_turn_on_its_own_reply():
     assert result.score == pytest.approx(2 / 3)
     assert (result.turns_passed, result.turns_total) == (2, 3)
     assert result.status == "failed"  # default pass_threshold 1.0
-    assert result.verdict == "failed: 2/3 passed (score 0.67, needs 1)"
+    assert result.verdict == "2 of 3 turns passed, score 0.67 < 1.00"
     assert [turn.grade.turn for turn in result.turns] == [1, 2, 3]
     assert [turn.passed for turn in result.turns] == [True, True, False]
 
@@ -84,7 +84,7 @@ def test_per_turn_grading_grades_each_turn_on_its_own_reply():
 def test_per_turn_grading_all_turns_right_passes():
     result, _ = play(PER_TURN, ["Paris", "Berlin", "Rome"])
     assert (result.status, result.score, result.turns_passed, result.turns_total) == ("passed", 1.0, 3, 3)
-    assert result.verdict == "passed: 3/3 passed"
+    assert result.verdict == "every turn passed: 3 of 3"
 
 
 def test_pass_threshold_on_the_eval_and_as_suite_default():
@@ -95,7 +95,7 @@ def test_pass_threshold_on_the_eval_and_as_suite_default():
     assert play(PER_TURN, replies, defaults=Defaults(pass_threshold=0.6))[0].status == "passed"
     strict = PER_TURN.model_copy(update={"pass_threshold": 0.7})
     result, _ = play(strict, replies, defaults=Defaults(pass_threshold=0.5))
-    assert result.status == "failed" and "needs 0.7" in result.verdict
+    assert result.status == "failed" and result.verdict == "2 of 3 turns passed, score 0.67 < 0.70"
 
 
 def test_ground_truth_list_of_other_length_is_a_located_error_naming_both_lengths():

@@ -330,10 +330,13 @@ def test_a_reward_over_per_turn_rows_marks_each_turn_as_letta_does_and_fails_no_
     shown = format_eval(capitals)
     assert "❌ FAIL correctness 0.00: does not contain 'Rome'" in shown
     assert "  Turns: 2/3 ✓✓✗" in shown
-    assert "Overall: ✅ PASS (weighted score 0.67 (needs 0): correctness 0.67✗; 2/3 turns passed)" in shown
+    assert capitals.verdict == "weighted score 0.67 ≥ 0.00: correctness 0.67 < 1.00; 2 of 3 turns passed"
+    assert f"Overall: ✅ PASS ({capitals.verdict})" in shown
     assert "3/3" not in shown
     # the one line a passing conversation gets in the terminal counts the turns too
-    assert format_line(sums).endswith("(weighted score 0.00 (needs 0): correctness 0.00✗; 0/2 turns passed)")
+    assert format_line(sums).endswith(
+        "(weighted score 0.00 ≥ 0.00: correctness 0.00 < 1.00; 0 of 2 turns passed)"
+    )
 
 
 def test_a_grader_key_letta_does_not_have_is_said_to_be_left_out():
@@ -344,3 +347,65 @@ def test_a_grader_key_letta_does_not_have_is_said_to_be_left_out():
     result = convert(folder("letta-today", **{"suite.yaml": text}))
     assert has(result.unmapped, "graders.quality.max_tokens: 77", "not an option of Letta's graders")
     assert "max_tokens" not in yaml.safe_load(result.source).get("judge_settings", {})
+
+
+JUDGED_SUITE = """\
+name: per-turn-judged
+dataset: dataset.jsonl
+target:
+  kind: letta_code
+  model_handles: [openai/gpt-5-mini]
+graders:
+  quality:
+    kind: model_judge
+    prompt_path: rubric.txt
+    model: judge-model
+    extractor: last_assistant
+gate:
+  metric_key: quality
+  aggregation: accuracy
+  op: gte
+  value: 100
+  pass_threshold: 0.5
+"""
+JUDGED_RUBRIC = "Answer: {submission}\nExpected: {ground_truth}\nScore it from 0 to 1 as JSON.\n"
+
+
+def test_a_gate_pass_threshold_is_the_rows_line_while_each_turn_is_marked_passed_at_1(fake_openai):
+    """Letta marks a turn of a per-turn row passed at a score of 1 (`1/3 passed: ✓ ✗ ✗`), and its accuracy
+    gate's pass_threshold is the line a row's score (the turns' mean) must reach: a turn the judge scores
+    0.5 is a failed turn, though the row passes at 0.5. The turn marks, the count and the verdict say so."""
+    from engine.report import format_eval
+
+    row = {"input": ["Capital of France?", "Capital of Germany?", "Capital of Italy?"],
+           "ground_truth": ["Paris", "Berlin", "Rome"]}  # fmt: skip
+    result = convert(
+        {"suite.yaml": JUDGED_SUITE, "dataset.jsonl": json.dumps(row) + "\n", "rubric.txt": JUDGED_RUBRIC}
+    )
+    assert result.lost == []
+    raw = yaml.safe_load(result.source)
+    assert {key: raw["graders"]["quality"][key] for key in ("threshold", "turn_threshold")} == {
+        "threshold": 0.5,
+        "turn_threshold": 1.0,
+    }
+    assert raw["gates"] == [{"metric": "accuracy", "grader": "quality", "op": ">=", "value": 1.0}]
+    assert has(result.mapped, "graders.quality.turn_threshold: 1", "Letta marks a turn passed")
+    for asked, answer in {"France": "Paris", "Germany": "Berlin, I believe", "Italy": "Madrid"}.items():
+        fake_openai.rule(asked, answer, model="openai/gpt-5-mini")
+    for answer, score in {"Paris": 1.0, "Berlin, I believe": 0.5, "Madrid": 0.0}.items():
+        fake_openai.rule(
+            f"Answer: {answer}\n", json.dumps({"score": score, "rationale": "graded"}), model="judge-model"
+        )
+    report = play(fake_openai, result)
+
+    (ev,) = report.evals
+    assert [[grade.score for grade in turn.grades] for turn in ev.turns] == [[1.0], [0.5], [0.0]]
+    assert [turn.passed for turn in ev.turns] == [True, False, False]
+    assert (ev.turns_passed, ev.turns_total) == (1, 3)
+    assert ev.status == "passed" and ev.score == pytest.approx(0.5)
+    assert [(g.name, g.score, g.threshold, g.passed) for g in ev.graders] == [("quality", 0.5, 0.5, True)]
+    assert [gate.passed for gate in report.gates] == [True]
+    assert ev.verdict == "quality 0.50 ≥ 0.50; 1 of 3 turns passed"
+    shown = format_eval(ev)
+    assert "  Turns: 1/3 ✓✗✗" in shown
+    assert f"  Overall: ✅ PASS ({ev.verdict})" in shown

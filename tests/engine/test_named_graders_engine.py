@@ -85,7 +85,7 @@ def test_a_score_per_grader_per_turn(report, fake_openai):
     ]  # fmt: skip
     assert capitals.score == pytest.approx(0.71) and capitals.status == "failed"
     assert capitals.verdict == (
-        "failed: weighted score 0.71 (needs 0.75): quality 0.80✓, ascii_only 0.50✗; 1/2 turns passed"
+        "weighted score 0.71 < 0.75: quality 0.80 ≥ 0.70, ascii_only 0.50 < 1.00; 1 of 2 turns passed"
     )
     # A single ground truth: the conversation graded once, its grade kept with the eval's results.
     assert [(g.name, g.score) for g in greeting.graders] == [("quality", 0.8), ("ascii_only", 1.0)]
@@ -128,11 +128,15 @@ def test_pass_rules_all_and_any(fake_openai):
     )
     source = base.split("gates:")[0] + "evals:\n  - {id: greeting, input: Say hello., ground_truth: Hello}\n"
     (all_of,) = run_suite(load_suite(source), registry(fake_openai), concurrency=1).evals
-    assert all_of.status == "failed" and "1/2 graders passed" in all_of.verdict
+    assert all_of.status == "failed"
+    assert all_of.verdict == "1 of 2 graders passed: quality 0.90 ≥ 0.70, ascii_only 0.00 < 1.00"
     assert all_of.score == pytest.approx(0.45)  # the graders' mean: (0.9 + 0) / 2
     (any_of,) = run_suite(load_suite(source.replace("graders:\n", "pass_rule: any\ngraders:\n")),
                           registry(fake_openai), concurrency=1).evals  # fmt: skip
-    assert any_of.status == "passed" and "(any)" in any_of.verdict
+    assert any_of.status == "passed"
+    assert (
+        any_of.verdict == "1 of 2 graders passed, one is enough: quality 0.90 ≥ 0.70, ascii_only 0.00 < 1.00"
+    )
 
 
 @pytest.mark.parametrize(
@@ -169,3 +173,30 @@ def test_a_rubric_file_is_attached_and_read():
         load_suite(source)
     with pytest.raises(SuiteError, match=r"quality.md: unknown placeholder \{answer\}"):
         load_suite(source, files={"quality.md": "Grade {answer}."})
+
+
+def test_a_turn_threshold_marks_each_turn_at_its_line_while_the_grader_passes_the_eval_at_its_threshold(
+    fake_openai,
+):
+    """`turn_threshold` is the line a turn's grade needs to be marked passed (Letta's 1), apart from the
+    `threshold` the grader's eval score needs: a turn the judge scores 0.9 fails, the eval at 0.95 passes."""
+    fake_openai.rule("Capital of France?", "Paris", model="agent")
+    fake_openai.rule("Capital of Peru?", "Lima", model="agent")
+    fake_openai.rule("Is Paris right", verdict(1.0), where="any", model="grader-model")
+    fake_openai.rule("Is Lima right", verdict(0.9), where="any", model="grader-model")
+    source = (
+        "name: marks\nmodel: agent\ngraders:\n  quality:\n    kind: llm_judge\n"
+        '    rubric: "Is {submission} right for {input}? Expected {ground_truth}."\n'
+        "    model: grader-model\n    threshold: 0.8\n    turn_threshold: 1\n"
+        "evals:\n  - {input: [Capital of France?, Capital of Peru?], ground_truth: [Paris, Lima]}\n"
+    )
+    (result,) = run_suite(load_suite(source), registry(fake_openai), concurrency=1).evals
+    assert [[(g.score, g.passed, g.threshold) for g in turn.grades] for turn in result.turns] == [
+        [(1.0, True, 1.0)],
+        [(0.9, False, 1.0)],
+    ]
+    assert (result.turns_passed, result.turns_total) == (1, 2)
+    (quality,) = result.graders
+    assert (quality.score, quality.threshold, quality.passed) == (pytest.approx(0.95), 0.8, True)
+    assert result.status == "passed"
+    assert result.verdict == "quality 0.95 ≥ 0.80; 1 of 2 turns passed"

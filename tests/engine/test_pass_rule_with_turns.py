@@ -60,7 +60,9 @@ def test_every_turn_right_and_the_judge_at_zero_fails_on_the_mean(fake_openai):
     _, result = play(fake_openai, SUITE, RIGHT, HINTED, 0.0)
     # (1 + 1 + 0) / 3: the judge's score is one score beside the turns', not folded into the last turn
     assert result.status == "failed" and result.score == pytest.approx(2 / 3)
-    assert "needs 0.8" in result.verdict and "coherent 0.00✗" in result.verdict
+    assert result.verdict == (
+        "score 0.67 < 0.80, the mean of the turns' 1.00, 1.00 and the graders' 0.00: coherent 0.00 < 0.80"
+    )
     assert result.turns_passed == 2 and result.turns_total == 2
 
 

@@ -153,7 +153,7 @@ def make_run(version, user, *, status=Status.FAILED, capitals: int = 1) -> Run:
         system=REVIEW_SYSTEM,
         records=[TurnRecord(turn=1, node="evals[1].messages", prompt="", response=REVIEW_REPLY,
                             checks=[check("contains IndexError", True)], passed=True)],
-        turns_passed=1, turns_total=1, score=1.0, verdict="passed: 1/1 passed",
+        turns_passed=1, turns_total=1, score=1.0, verdict="every turn passed: 1 of 1",
     )  # fmt: skip
     conversation(
         run, 2, "follow-through", style="turns", status=Status.PASSED,
@@ -164,7 +164,7 @@ def make_run(version, user, *, status=Status.FAILED, capitals: int = 1) -> Run:
             TurnRecord(turn=2, prompt="Thanks!", response="You're welcome.",
                        checks=[check('not_match "*IndexError*"', True)], passed=True),
         ],
-        turns_passed=2, turns_total=2, score=1.0, verdict="passed: 2/2 passed",
+        turns_passed=2, turns_total=2, score=1.0, verdict="every turn passed: 2 of 2",
     )  # fmt: skip
     raw = '{"score": 0.2, "reason": "<vague>"}'
     conversation(
@@ -174,13 +174,13 @@ def make_run(version, user, *, status=Status.FAILED, capitals: int = 1) -> Run:
             grade=TurnGrade(turn=1, score=0.2, passed=False, rationale="vague", submission="It is when things repeat.",
                             ground_truth="A function that calls itself.", grader="llm_judge", raw=raw),
         )],
-        turns_passed=0, turns_total=1, score=0.2, verdict="failed: 0/1 passed (score 0.20, needs 1)",
+        turns_passed=0, turns_total=1, score=0.2, verdict="0 of 1 turn passed, score 0.20 < 1.00",
     )  # fmt: skip
     for copy in range(capitals):
         conversation(
             run, 0 if copy == 0 else 3 + copy, "capitals" if copy == 0 else f"capitals-{copy}", style="scripted",
             status=Status.FAILED, prompt="Capital of France?", records=capitals_turns(),
-            turns_passed=2, turns_total=3, score=2 / 3, verdict="failed: 2/3 passed (score 0.67, needs 1)",
+            turns_passed=2, turns_total=3, score=2 / 3, verdict="2 of 3 turns passed, score 0.67 < 1.00",
         )  # fmt: skip
     return run
 
@@ -239,12 +239,12 @@ def test_no_gates_panel_for_a_suite_without_gates(logged_in, user):
 def test_conversation_table_shows_scripted_verdicts_and_per_turn_strips(logged_in, version, user):
     run = make_run(version, user)
     rows = table_rows(logged_in.get(run_url("detail", run)).content.decode())
-    assert "failed: 2/3 passed (score 0.67, needs 1)" in rows["capitals"]
-    assert "failed failed: 2/3 passed (score 0.67, needs 1) 2/3 ✓✓✗ " in rows["capitals"]
+    # the status badge says the outcome once, the verdict how it came out
+    assert "failed 2 of 3 turns passed, score 0.67 < 1.00 2/3 ✓✓✗ " in rows["capitals"]
     assert "2/2 ✓✓" in rows["follow-through"]
     assert "0/1 ✗" in rows["judged"]
-    assert "✓" not in rows["review"].replace("passed: 1/1 passed", "")  # a history reply: its turn count
-    assert "passed: 1/1 passed" in rows["review"]
+    assert "✓" not in rows["review"]  # a history reply: its turn count
+    assert "passed every turn passed: 1 of 1" in rows["review"]
 
 
 def test_run_page_queries_stay_constant_with_many_scripted_conversations(
@@ -287,7 +287,7 @@ def test_scripted_transcript_shows_the_summary_and_each_turns_grade(logged_in, v
     run = make_run(version, user)
     page = logged_in.get(run_url("conversation", run, 0)).content.decode()
     verdict = text(element(page, "verdict"))
-    assert "Failed: 2/3 passed (score 0.67, needs 1)" in verdict
+    assert "2 of 3 turns passed, score 0.67 < 1.00" in verdict
     assert "2/3 ✓✓✗ graded turns passed" in verdict
     for number in (1, 2, 3):
         assert f'href="#turn-{number}" class="mark' in element(page, "verdict")  # each mark jumps to its turn

@@ -20,7 +20,9 @@ What has an evalsite equivalent is converted:
   becoming shares, and its per-sample `pass_threshold`;
 - `num_runs` → `iterations`;
 - a reward over rows with a ground truth per turn: named graders at threshold 1, the score at which Letta
-  marks a turn passed, the reward still the eval's score with no pass line.
+  marks a turn passed, the reward still the eval's score with no pass line;
+- an accuracy gate's pass_threshold over such rows: named graders whose threshold is that line (a row's)
+  and whose turn_threshold is 1 (a turn's).
 
 Everything else is reported: the target (evalsite tests a chat model, not a Letta agent), custom grader
 functions and extractors that read tool calls or agent memory, `max_concurrent`, ...
@@ -39,6 +41,7 @@ from ..common import (
     Report,
     Section,
     as_number,
+    as_share,
     as_text,
     basename,
     dataset_too_big,
@@ -107,13 +110,16 @@ def convert(name: str, data: dict, files: dict[str, str], report: Report) -> Con
     top.extend(tool_sections(graders, data, files, report))
     threshold = 0.0 if _reward_only(data) else 1.0
     converted = convertible(graders, threshold)
-    # A reward has no pass line, but Letta still marks each turn of a per-turn row passed at a score of 1:
-    # only named graders hold a turn's pass line apart from the eval's.
-    turn_marks = _reward_only(data) and _has_per_turn_rows(dataset_name, dataset_text, data)
-    if turn_marks or len(converted) != 1 or any(g["grader"] == "code" for g in converted.values()):
+    # Letta marks each turn of a per-turn row passed at a score of 1, whatever line the row passes at (none
+    # under a reward, an accuracy gate's pass_threshold): only named graders hold a turn's line apart.
+    per_turn = _has_per_turn_rows(dataset_name, dataset_text, data)
+    turn_marks = _reward_only(data) and per_turn
+    apart = per_turn and any(line != 1 for line in _accuracy_lines(data.get("gate")))
+    if turn_marks or apart or len(converted) != 1 or any(g["grader"] == "code" for g in converted.values()):
         return _convert_named(
-            name, data, files, report, graders, top, header, dataset_ref, found, turn_marks=turn_marks
-        )
+            name, data, files, report, graders, top, header, dataset_ref, found,
+            turn_marks=turn_marks, per_turn=per_turn,
+        )  # fmt: skip
     gate = data.get("gate")
     preferred, named_by = gate_metric(gate), "gate"
     if preferred is None:
@@ -223,6 +229,19 @@ def _has_per_turn_rows(dataset_name: str, dataset_text: str, data: dict) -> bool
     return any(isinstance(row.get("ground_truth"), list) for _, _, row in select_rows(rows, data, Report()))
 
 
+def _accuracy_lines(gate: object) -> list[float]:
+    """The pass_thresholds of a gate's accuracy conditions, nested ones too: the score a row needs to count
+    as passed."""
+    if not isinstance(gate, dict):
+        return []
+    if gate.get("kind") == "logical":
+        conditions = gate.get("conditions") if isinstance(gate.get("conditions"), list) else []
+        return [line for condition in conditions for line in _accuracy_lines(condition)]
+    line = as_share(gate.get("pass_threshold"))
+    aggregation = gate.get("aggregation", gate.get("metric"))
+    return [line] if line is not None and aggregation == "accuracy" else []
+
+
 def _with_facts(row: dict) -> dict:
     """The row with its agent's facts (agent_args) as a system message before its input."""
     facts = row.pop("_system", None)
@@ -278,11 +297,14 @@ def _convert_named(
     found: tuple[str, str],
     *,
     turn_marks: bool = False,
+    per_turn: bool = False,
 ) -> Converted:
     """Each grader that converts becomes a named grader (several, Python ones as code checks, or one whose
     rows need their own version of it), every row is graded by every grader, and the gate is kept whole
     (weighted averages, and / or of conditions) or the reward becomes the pass rule. `turn_marks`: a reward
-    over rows graded turn by turn, whose turns each grader marks passed at 1, as Letta does."""
+    over rows graded turn by turn, whose turns each grader marks passed at 1, as Letta does. `per_turn`:
+    rows graded turn by turn, whose turns a grader with another line (a gate's pass_threshold) still marks
+    passed at 1."""
     dataset_name, dataset_text = found
     reward_only = _reward_only(data)
     grader_line = 1.0 if turn_marks or not reward_only else 0.0
@@ -304,6 +326,12 @@ def _convert_named(
         if isinstance(code, dict):
             code["threshold"] = threshold
         report.map(f"gate pass_threshold {threshold:g} on {key} → graders.{key}.threshold: {threshold:g}")
+        if per_turn and threshold != 1:
+            named[key]["turn_threshold"] = 1.0
+            report.map(
+                f"rows with a ground truth per turn → graders.{key}.turn_threshold: 1, the score at which Letta "
+                f"marks a turn passed; the row passes at the gate's pass_threshold {threshold:g}"
+            )
     reward_rule = _reward_rule(data, named, files, report) if reward_only else None
     if data.get("reward") is not None and not reward_only:
         report.skip(f"reward: {short(data['reward'], 60)} — the gate decides, as it did in Letta")
@@ -348,6 +376,8 @@ def _convert_named(
     comments = _graders_comment(graders, named, report)
     if turn_marks:
         comments.append("a turn passes at a score of 1 (threshold), as Letta marks it")
+    elif any("turn_threshold" in spec for spec in named.values()):
+        comments.append("a turn passes at a score of 1 (turn_threshold), as Letta marks it")
     top.append(Section("graders", named, comments=comments, blank_before=True))
     if reward_rule is not None:
         top.append(Section("pass_rule", reward_rule, comments=["Letta's reward"]))
