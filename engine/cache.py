@@ -34,7 +34,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .clients.base import Completion
+from .clients.base import Completion, EndpointConfig
+from .meter import sent
 from .results import Usage
 from .schema.settings import CacheRoles
 from .suitevars import SECRET_REF
@@ -92,6 +93,9 @@ def _hit(role: str, data: dict, prices: Any) -> Completion | None:
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     _counted(role, completion.saved_cost)
+    if isinstance(prices, EndpointConfig):
+        # What it saved is unknown at an endpoint without prices, as its calls' cost is: the run says so.
+        sent(prices.name, prices.priced)
     return completion
 
 

@@ -30,7 +30,8 @@ from .schema import JudgeSpec, LlmTool, NamedGrader, NaturalLanguage, Simulate, 
 from .source import SuiteError, SuiteProblem, format_path, parse_yaml, where_written
 
 PROBE_TIMEOUT = 10.0
-OPENAI_HOST = "api.openai.com"
+# Gateways whose model ids have a slash of their own (`anthropic/claude-3.5-sonnet`), as vibecheck writes them.
+GATEWAY_HOSTS = frozenset({"openrouter.ai"})
 ROLES = {
     JudgeSpec: "check judge",
     NaturalLanguage: "stop condition judge",
@@ -298,15 +299,15 @@ def unnamed_prefix(registry: EndpointRegistry, ref: str) -> str | None:
 
 
 def goes_whole(registry: EndpointRegistry) -> bool:
-    """Whether an id with a slash of its own can go whole to the default endpoint: it can unless that is
-    OpenAI's own API, whose models have none. A gateway there (OpenRouter, LiteLLM) names its models
-    `provider/model`, and its users write them as they are."""
-    return urlsplit(registry.default.base_url).hostname != OPENAI_HOST
+    """Whether an id with a slash of its own goes whole to the default endpoint: it does when that is a
+    gateway whose own ids read `provider/model` (OpenRouter). Elsewhere a `name/` that names no endpoint is
+    a typo far more often than an id, and `default/` sends one whole."""
+    return (urlsplit(registry.default.base_url).hostname or "") in GATEWAY_HOSTS
 
 
 def refused_prefix(registry: EndpointRegistry, ref: str) -> str | None:
     """The `name` of a `name/model` reference a launch refuses: no endpoint is named so, and the default
-    endpoint, OpenAI's own API, could not take the id whole."""
+    endpoint is no gateway that takes the id whole."""
     return None if goes_whole(registry) else unnamed_prefix(registry, ref)
 
 
@@ -358,8 +359,8 @@ def unknown_prefix(registry: EndpointRegistry, ref: str) -> str | None:
             f"no endpoint is named `{prefix}` ({why})"
         )
     return (
-        f"no endpoint is named `{prefix}` ({why}): a run of `{ref}` is refused, as OpenAI's API has no such "
-        f"model; `{DEFAULT}/{ref}` sends it whole to the default endpoint"
+        f"no endpoint is named `{prefix}` ({why}): a run of `{ref}` is refused; "
+        f"`{DEFAULT}/{ref}` sends it whole to the default endpoint"
     )
 
 

@@ -110,7 +110,10 @@ def test_on_a_terminal_a_live_line_per_variant(
         if key not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")
     }
     env["EVALSITE_TOKEN"] = token
-    chunks = in_a_terminal(suite, "--server", live_server.url, "--model", "fake/slow,fake/quick", env=env)
+    # Wide enough for a whole line: a line wider than the terminal is cut short, as it should be.
+    chunks = in_a_terminal(
+        suite, "--server", live_server.url, "--model", "fake/slow,fake/quick", env=env, columns=240
+    )
     # What the terminal was sent, in order: the live lines are drawn over and over, then cleared, so only the
     # stream has them; the order says when each was drawn.
     whole = "".join(text for _, text in chunks)

@@ -154,4 +154,4 @@ def test_scripted_turns_carry_their_own_tool_expectations(user, fake_endpoint, f
     no_calls, never_booked = third["checks"]
     assert no_calls["passed"] and no_calls["reason"] == "no tool calls, as expected"
     assert not never_booked["passed"] and never_booked["reason"] == 'called book with {"flight": "BA456"}'
-    assert booking.verdict.startswith("failed")
+    assert booking.status == "failed" and booking.verdict.startswith("1 of 3 turns passed")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import html
 import socket
 
-from django.conf import settings
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
@@ -68,14 +67,14 @@ def test_an_unknown_prefix_is_a_located_warning_naming_where_the_model_goes():
     )
     assert [(w.line, w.column, w.path) for w in found] == [(2, 8, "model")]
     assert found[0].message == (
-        "no endpoint is named `faek` (did you mean `fake`?): a run of `faek/gpt-test` is refused, as OpenAI's "
-        "API has no such model; `default/faek/gpt-test` sends it whole to the default endpoint"
+        "no endpoint is named `faek` (did you mean `fake`?): a run of `faek/gpt-test` is refused; "
+        "`default/faek/gpt-test` sends it whole to the default endpoint"
     )
 
 
-def test_on_a_gateway_default_endpoint_a_provider_id_goes_whole_with_a_warning_and_no_refusal():
-    """OpenRouter or LiteLLM as the default endpoint names its models `provider/model`: such an id goes there
-    whole, as written, and only the editor's warning says no endpoint is named so."""
+def test_on_openrouter_as_the_default_endpoint_a_provider_id_goes_whole_with_a_warning_and_no_refusal():
+    """OpenRouter as the default endpoint names its models `provider/model` (vibecheck's suites use them): such
+    an id goes there whole, as written, and only the editor's warning says no endpoint is named so."""
     gateway = EndpointRegistry(default=EndpointConfig(name=DEFAULT, base_url="https://openrouter.ai/api/v1"))
     suite = load_suite(TYPO.replace("faek/gpt-test", "anthropic/claude-3.5-sonnet"))
     [model, _judge] = routes(suite, gateway)
@@ -87,6 +86,8 @@ def test_on_a_gateway_default_endpoint_a_provider_id_goes_whole_with_a_warning_a
         "`anthropic/claude-3.5-sonnet`: no endpoint is named `anthropic`"
     )
     assert no_endpoint(registry(), "anthropic/claude-3.5-sonnet") is not None  # OpenAI's own API: refused
+    local = EndpointRegistry(default=EndpointConfig(name=DEFAULT, base_url="http://127.0.0.1:4000/v1"))
+    assert no_endpoint(local, "anthropic/claude-3.5-sonnet") is not None  # a local server: `default/` says it
 
 
 def test_a_provider_id_validates_and_goes_whole_to_the_default_endpoint_once_written_after_default():
@@ -271,7 +272,7 @@ def test_the_api_validate_reports_routes_and_warnings(logged_in, fake_endpoint, 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-set")
     answer = logged_in.post("/api/suites/validate", {"source": TYPO}, content_type="application/json").json()
     assert answer["valid"] is True
-    assert answer["routes"][0] == f"model `faek/gpt-test` → default ({settings.OPENAI_BASE_URL})"
+    assert answer["routes"][0] == "model `faek/gpt-test` → no endpoint named `faek`"
     assert [(w["line"], w["column"], w["path"]) for w in answer["warnings"]] == [(2, 8, "model")]
 
 

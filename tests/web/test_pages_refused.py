@@ -72,7 +72,7 @@ def rows(page: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    ("settings", "eval_keys", "where", "stopped_at"),
+    ("suite_settings", "eval_keys", "where", "stopped_at"),
     [
         ("model_settings: {max_tokens: 50}\n", CHECKED, "model_settings.max_tokens", "at its first call"),
         # The model answered; its judge's call, or the simulated user's, was refused: the turn is kept.
@@ -81,9 +81,10 @@ def rows(page: str) -> dict[str, str]:
     ],
 )
 def test_the_refusal_is_said_once_and_each_conversation_reads_as_it_ended(
-    logged_in, user, fake_endpoint, fake_openai, published, settings, eval_keys, where, stopped_at
+    logged_in, user, fake_endpoint, fake_openai, published, suite_settings, eval_keys, where, stopped_at
 ):
-    run = play_refused(user, fake_openai, published, suite_source(settings, eval_keys), "max_tokens")
+    # Not `settings`: pytest-django's fixture of that name points the default endpoint at the fake.
+    run = play_refused(user, fake_openai, published, suite_source(suite_settings, eval_keys), "max_tokens")
     reason = f"the endpoint refused {where}: {WORDS}"
     assert (run.status, run.stop_reason) == (Status.CANCELLED, reason)
     ended = {c.eval_id: c for c in run.conversations.all()}

@@ -53,11 +53,13 @@ def slow():
         yield server
 
 
-def in_a_terminal(suite: Path, *args: str, env: dict[str, str]) -> list[tuple[bool, str]]:
-    """Run in a pseudo-terminal 120 columns wide; what it wrote, chunk by chunk, each with whether the
-    command was still running when the chunk was read."""
+def in_a_terminal(suite: Path, *args: str, env: dict[str, str], columns: int = 120) -> list[tuple[bool, str]]:
+    """Run in a pseudo-terminal `columns` wide; what it wrote, chunk by chunk, each with whether the command
+    was still running when the chunk was read."""
     master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    # The terminal's own size governs, not a COLUMNS or LINES the test runner's environment may hold.
+    env = {key: value for key, value in env.items() if key not in ("COLUMNS", "LINES")}
     process = start(
         suite, *args, env={**env, "TERM": "xterm-256color"}, stdin=slave, stdout=slave, stderr=slave
     )
