@@ -66,7 +66,7 @@ def test_a_worker_plays_a_suite_with_a_real_mcp_server(
     assert re.fullmatch(r"token= cwd=\S+ pid=\d+", calls["who"]["result"])
 
 
-def test_a_server_without_code_graders_refuses_to_start_one(user, settings):
+def test_a_server_without_code_graders_refuses_to_start_one(user, fake_endpoint, settings):
     settings.EVALSITE_CODE_GRADERS = False
     with pytest.raises(LaunchError) as refused:
         launch(user, SUITE)

@@ -1,5 +1,5 @@
-"""A test that plays a run no fixture serves ends at once, saying why: a `fake/` model without the `fake` endpoint
-goes whole to the default endpoint, which in the tests is the fake server refusing a call without its key
+"""A test that plays a run no fixture serves ends at once, saying why: a model on the default endpoint (a bare id;
+a `fake/` one without the `fake` endpoint is refused at launch) goes to the fake server, refusing a call without its key
 (tests/conftest.py). Otherwise the call leaves the machine and is retried for the whole retry budget, while the
 test's transaction holds SQLite's writer lock, on which the worker's heartbeat and the endpoint pauses then
 wait: a test that seems to hang in play()."""
@@ -16,14 +16,12 @@ from tests.factories import launch, play
 
 pytestmark = pytest.mark.django_db
 
-UNSERVED = (
-    "name: unserved\nmodel: fake/test-model\nevals:\n  - {prompt: Say hello, checks: [{contains: hello}]}\n"
-)
+UNSERVED = "name: unserved\nmodel: test-model\nevals:\n  - {prompt: Say hello, checks: [{contains: hello}]}\n"
 
 
 def test_a_run_no_fixture_serves_ends_in_error_at_once_naming_the_default_endpoint(user):
     run = launch(user, UNSERVED)
-    assert run.endpoint_name == "default"  # no endpoint is named `fake` here
+    assert run.endpoint_name == "default"  # a bare model id goes to the default endpoint
     started = time.monotonic()
     run = play(run)
     took = time.monotonic() - started
