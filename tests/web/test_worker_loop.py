@@ -280,7 +280,7 @@ def _postgres(**options):
 
 @pytest.mark.sql
 @pytest.mark.django_db(transaction=True)
-def test_turn_writes_that_postgresql_aborts_in_a_deadlock_are_written_again(user, published):
+def test_turn_writes_that_postgresql_aborts_in_a_deadlock_are_written_again(user, fake_endpoint, published):
     # Another connection holds one of the batch's rows, then reaches for a row the batch holds: PostgreSQL
     # breaks the cycle by aborting the batch, whose conversations must not end as errors for it.
     if connection.vendor != "postgresql":
