@@ -195,6 +195,7 @@ def test_the_client_install_leaves_the_server_out():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = {re.split(r"[\s\[<>=!~;]", line, maxsplit=1)[0].lower() for line in project["dependencies"]}
     assert not names & (SERVER_ONLY | NEITHER) and "server" in project["optional-dependencies"]
+    assert "orjson" in names  # evalsite/cli/outputs.py writes --json with it, `run --server` included
     served = {re.split(r"[\s\[<>=!~;]", line, maxsplit=1)[0].lower() for line in project["optional-dependencies"]["server"]}  # fmt: skip
     assert served >= SERVER_ONLY and not served & NEITHER
     # As installed: what pip reads from the package's metadata.
