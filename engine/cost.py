@@ -183,7 +183,13 @@ def before_run(found: list[tuple[str, Estimate]], limit: float | None) -> list[s
     each = " a variant" if len(found) > 1 else ""
     said = f" · limit {money(limit)}{each}" if limit is not None else ""
     if any(each.low is None for _, each in found) and limit is not None:
-        said += ", which spends nothing without prices and so never stops the run"
+        # Only calls to endpoints with prices count towards the limit: it stops a run that makes any.
+        if not any(each.some_priced for _, each in found):
+            said += ", which spends nothing without prices and so never stops the run"
+        elif all(each.some_priced for _, each in found):
+            said += ", counting the calls to endpoints with prices"
+        else:
+            said += ", counting the calls to endpoints with prices (a variant with none never reaches it)"
     costs = variant_costs(found) if len(found) > 1 else [("", found[0][1].lines())]
     return [f"{f'{name}: ' if name else ''}{line}{said}" for name, lines in costs for line in lines]
 

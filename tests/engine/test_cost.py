@@ -148,3 +148,21 @@ def test_a_given_reply_costs_only_its_judge_and_a_rubric_judge_reads_the_convers
     # The given reply's judge: 250 + criteria 5 + reply 10 (its message, "hi", is in the history);
     # the rubric judge: 250 + rubric 7 + the conversation ("hi" and a 200-token reply).
     assert (found.judges.calls, found.judges.prompt) == (2, 265 + 458)
+
+
+def test_a_limit_with_some_calls_priced_is_said_to_count_them_not_to_never_stop():
+    """The model on an endpoint without prices, its judge on one with: the limit counts the judge's calls and
+    can stop the run, so the estimate must not say it never does."""
+    from engine.cost import before_run
+
+    suite = load_suite(SIZED.replace("model: gpt-test", "model: gpt-test\njudge: paid/judge"))
+    free = EndpointConfig(name=DEFAULT, base_url="http://x.invalid/v1")
+    paid = EndpointConfig(name="paid", base_url="http://y.invalid/v1", price_input=1, price_output=2)
+    mixed = estimate(suite, lambda ref: ("paid", paid) if ref.startswith("paid/") else (DEFAULT, free))
+    assert mixed.low is None and mixed.some_priced
+    [line] = before_run([("", mixed)], 0.5)[-1:]
+    assert "never stops" not in line and line.endswith(
+        "limit $0.50, counting the calls to endpoints with prices"
+    )
+    unpriced = estimate(suite, lambda ref: (DEFAULT, free))
+    assert before_run([("", unpriced)], 0.5)[-1].endswith("so never stops the run")
