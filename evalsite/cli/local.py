@@ -24,6 +24,7 @@ from engine.clients.settings import Refusals
 from engine.codegrade.run import CodeRunner
 from engine.cost import before_run, estimate, no_prices
 from engine.endpoint_checks import (
+    ModelRef,
     locator,
     model_refs,
     no_endpoint,
@@ -47,16 +48,20 @@ from .progress import Progress, Tally
 from .run import PROGRESS_EVERY
 
 
-def check_model_refs(suite: Suite, model: str | None, registry: EndpointRegistry, unread: str | None) -> None:
+def check_model_refs(
+    suite: Suite, model: str | None, registry: EndpointRegistry, unread: str | None,
+    refs: list[ModelRef] | None = None,
+) -> None:  # fmt: skip
     """Refuse a reference that names no endpoint before anything is spent, as a launch on the server does.
+    `refs`: the suite's model_refs, when the caller has them already.
 
     "name/model" picks the named endpoint `name`; a `name` that no endpoint has is a typo, or an id meant
-    whole for the default endpoint (OpenRouter's "anthropic/claude-3.5-sonnet" once OPENAI_BASE_URL points
-    there), which is written "default/anthropic/claude-3.5-sonnet". Either way the run would otherwise call
-    the default endpoint with a model id no one chose.
+    whole for the default endpoint, which "default/anthropic/claude-3.5-sonnet" says (and which OpenRouter as
+    the default endpoint takes as it is: engine.endpoint_checks.goes_whole). Otherwise the run would call the
+    default endpoint with a model id no one chose.
     """
     seen = set()
-    for found in model_refs(suite, model):
+    for found in model_refs(suite, model) if refs is None else refs:
         ref = found.ref.strip()
         where = format_path(found.path) if found.path else "--model"
         prefix, slash, rest = ref.partition("/")
@@ -86,13 +91,13 @@ def _names_one(ref: str) -> bool:
     return "/" in ref and not ref.startswith(BUILT_IN_PREFIXES)
 
 
-def names_an_endpoint(suite: Suite, model: str | None) -> bool:
+def names_an_endpoint(suite: Suite, model: str | None, refs: list[ModelRef]) -> bool:
     """Whether the run may use an endpoint the admin named: a model reference with a slash (`name/model`,
-    not `default/…` nor `mock/…`), or request timeouts per endpoint. Only then are Django's apps and the
-    database read, and the references checked one by one."""
+    not `default/…` nor `mock/…`) among `refs` (the suite's model_refs), or request timeouts per endpoint.
+    Only then are Django's apps and the database read, and the references checked one by one."""
     if isinstance(suite.request_timeout, dict) or _names_one(model or ""):
         return True
-    return any(_names_one(found.ref) for found in model_refs(suite, model))
+    return any(_names_one(found.ref) for found in refs)
 
 
 def bind_vars(path: Path, suite: Suite, assignments: list[str] | None) -> tuple[Suite, dict[str, str]]:
@@ -114,10 +119,11 @@ def run_here(args: argparse.Namespace) -> int:
     suite = apply_options(suite, run_options(args))
     if not (model or suite.model):
         raise UserError(f"{args.file}: no model: set `model` in the suite or pass --model")
-    named = names_an_endpoint(suite, model)
+    refs = model_refs(suite, model)  # walked once, for both questions
+    named = names_an_endpoint(suite, model, refs)
     registry, unread = endpoint_registry(named=named)
     if named:  # else no reference has a slash, and each would go to the default endpoint or `mock`
-        check_model_refs(suite, model, registry, unread)
+        check_model_refs(suite, model, registry, unread, refs)
     if isinstance(suite.request_timeout, dict):
         located = locator(read_suite_file(args.file).decode("utf-8-sig"))
         for problem in timeout_warnings(suite, registry, located):
